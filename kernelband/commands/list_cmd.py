@@ -1,0 +1,48 @@
+"""``kernelband list FILE [--json]``: kernels, launch sites, and the harness found or why not."""
+from __future__ import annotations
+
+import argparse
+
+from ..harness import find_harness
+from .common import EXIT_OK, detect_or_fail, print_json, read_module
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="list the Triton kernels of a file, their launch sites and harnesses")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--stdin-source", action="store_true", help="read the module text from stdin (unsaved buffer)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path, source = read_module(args.file, args.stdin_source)
+    result = detect_or_fail(args.file, source)
+    rows = []
+    for k in result.kernels:
+        h = find_harness(path, source, k.name, result=result)
+        rows.append({"kernel": k.to_dict(), "harness": h.to_dict()})
+    if args.json:
+        print_json({"file": path, "kernels": rows})
+        return EXIT_OK
+    if not rows:
+        print(f"{args.file}: no @triton.jit kernels")
+        return EXIT_OK
+    for row in rows:
+        k = row["kernel"]
+        h = row["harness"]
+        tags = [t for t, on in (("autotuned", k["is_autotuned"]), ("heuristics", k["has_heuristics"])) if on]
+        print(f"{k['name']}  (line {k['range']['start_line']}{', ' + ', '.join(tags) if tags else ''})")
+        print(f"  constexpr: {', '.join(k['constexpr_params']) or '-'}")
+        if not k["launch_sites"]:
+            print("  launches:  none in this file")
+        for s in k["launch_sites"]:
+            where = s["enclosing_function"] or "<module>"
+            kw = ", ".join(f"{a}={b}" for a, b in s["kwargs"].items())
+            print(f"  launch:    line {s['range']['start_line']} in {where}: grid={s['grid']}{'; ' + kw if kw else ''}")
+        if h["name"]:
+            loc = f" in {h['path']}" if h["path"] else ""
+            print(f"  harness:   {h['name']}{loc} ({h['how']})")
+        else:
+            print(f"  harness:   none: {h['reason']}")
+    return EXIT_OK

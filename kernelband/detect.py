@@ -1,0 +1,270 @@
+"""Find Triton kernels, their launch sites and plain functions from source text alone.
+
+No import of the module, torch or triton: this runs in the language server on every
+keystroke (debounced) and must never execute user code.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .model import FunctionInfo, KernelInfo, LaunchSite, Param, ParseError, SourceRange
+
+_JIT_NAMES = {"jit"}
+_AUTOTUNE_NAMES = {"autotune"}
+_HEURISTICS_NAMES = {"heuristics"}
+
+
+@dataclass
+class DetectionResult:
+    kernels: list[KernelInfo] = field(default_factory=list)
+    functions: list[FunctionInfo] = field(default_factory=list)
+    error: Optional[ParseError] = None
+
+    def kernel(self, name: str) -> Optional[KernelInfo]:
+        return next((k for k in self.kernels if k.name == name), None)
+
+    def function(self, name: str) -> Optional[FunctionInfo]:
+        return next((f for f in self.functions if f.name == name), None)
+
+    def to_dict(self) -> dict:
+        return {
+            "kernels": [k.to_dict() for k in self.kernels],
+            "functions": [f.to_dict() for f in self.functions],
+            "error": self.error.to_dict() if self.error else None,
+        }
+
+
+class _TritonNames:
+    """Which local names refer to triton, triton.jit, triton.autotune, ..."""
+
+    def __init__(self) -> None:
+        self.modules: set[str] = {"triton"}  # names bound to the triton package
+        self.language: set[str] = {"tl"}  # names bound to triton.language
+        self.jit: set[str] = set()
+        self.autotune: set[str] = set()
+        self.heuristics: set[str] = set()
+        self.constexpr: set[str] = set()
+
+    def collect(self, tree: ast.Module) -> None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name == "triton":
+                        self.modules.add(a.asname or "triton")
+                    elif a.name == "triton.language":
+                        if a.asname:
+                            self.language.add(a.asname)
+                        else:
+                            self.modules.add("triton")
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                root = node.module.split(".")[0]
+                if root != "triton":
+                    continue
+                for a in node.names:
+                    local = a.asname or a.name
+                    if node.module == "triton" and a.name == "language":
+                        self.language.add(local)
+                    elif a.name in _JIT_NAMES:
+                        self.jit.add(local)
+                    elif a.name in _AUTOTUNE_NAMES:
+                        self.autotune.add(local)
+                    elif a.name in _HEURISTICS_NAMES:
+                        self.heuristics.add(local)
+                    elif a.name == "constexpr":
+                        self.constexpr.add(local)
+
+    def _matches(self, expr: ast.expr, attr: str, direct: set[str]) -> bool:
+        if isinstance(expr, ast.Call):
+            expr = expr.func
+        if isinstance(expr, ast.Name):
+            return expr.id in direct
+        if isinstance(expr, ast.Attribute) and expr.attr == attr:
+            root = expr.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            return isinstance(root, ast.Name) and root.id in self.modules
+        return False
+
+    def is_jit(self, dec: ast.expr) -> bool:
+        return self._matches(dec, "jit", self.jit)
+
+    def is_autotune(self, dec: ast.expr) -> bool:
+        return self._matches(dec, "autotune", self.autotune)
+
+    def is_heuristics(self, dec: ast.expr) -> bool:
+        return self._matches(dec, "heuristics", self.heuristics)
+
+    def is_constexpr_annotation(self, ann: Optional[ast.expr]) -> bool:
+        if ann is None:
+            return False
+        if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+            return ann.value.split(".")[-1] == "constexpr"
+        if isinstance(ann, ast.Name):
+            return ann.id in self.constexpr
+        return isinstance(ann, ast.Attribute) and ann.attr == "constexpr"
+
+
+def _range(node: ast.AST) -> SourceRange:
+    return SourceRange(
+        node.lineno,  # type: ignore[attr-defined]
+        node.col_offset,  # type: ignore[attr-defined]
+        node.end_lineno or node.lineno,  # type: ignore[attr-defined]
+        node.end_col_offset or 0,  # type: ignore[attr-defined]
+    )
+
+
+def _text(source: str, node: Optional[ast.AST]) -> Optional[str]:
+    if node is None:
+        return None
+    seg = ast.get_source_segment(source, node)
+    return seg if seg is not None else ast.unparse(node)
+
+
+def _params(source: str, fn: ast.FunctionDef, names: _TritonNames) -> list[Param]:
+    a = fn.args
+    positional = a.posonlyargs + a.args
+    defaults: list[Optional[ast.expr]] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    out = [
+        Param(p.arg, _text(source, p.annotation), _text(source, d), names.is_constexpr_annotation(p.annotation))
+        for p, d in zip(positional, defaults)
+    ]
+    for p, d in zip(a.kwonlyargs, a.kw_defaults):
+        out.append(Param(p.arg, _text(source, p.annotation), _text(source, d), names.is_constexpr_annotation(p.annotation)))
+    if a.vararg:
+        out.append(Param("*" + a.vararg.arg))
+    if a.kwarg:
+        out.append(Param("**" + a.kwarg.arg))
+    return out
+
+
+def _name_range(source_lines: list[str], fn: ast.FunctionDef) -> SourceRange:
+    line = source_lines[fn.lineno - 1] if fn.lineno - 1 < len(source_lines) else ""
+    col = line.find(fn.name, fn.col_offset)
+    if col < 0:
+        col = fn.col_offset
+    return SourceRange(fn.lineno, col, fn.lineno, col + len(fn.name))
+
+
+def _launched_name(call: ast.Call) -> Optional[str]:
+    """``k[grid](...)`` or ``mod.k[grid](...)`` -> "k"."""
+    f = call.func
+    if not isinstance(f, ast.Subscript):
+        return None
+    v = f.value
+    if isinstance(v, ast.Name):
+        return v.id
+    if isinstance(v, ast.Attribute):
+        return v.attr
+    return None
+
+
+class _Walker(ast.NodeVisitor):
+    """Collects launch sites and by-name calls, remembering the enclosing function."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.stack: list[str] = []
+        self.launches: list[tuple[str, ast.Call, Optional[str]]] = []
+        self.calls: dict[Optional[str], set[str]] = {}
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self.stack.append(node.name)
+        self.generic_visit(node)
+        self.stack.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Call(self, node: ast.Call) -> None:
+        outer = self.stack[0] if self.stack else None
+        name = _launched_name(node)
+        if name is not None:
+            self.launches.append((name, node, outer))
+        elif isinstance(node.func, ast.Name):
+            self.calls.setdefault(outer, set()).add(node.func.id)
+        elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+            # functools.partial(f) etc. are rare; methods on locals are not module calls
+            pass
+        # names passed as arguments (e.g. run(wrapper)) also count as reaching them
+        for arg in list(node.args) + [k.value for k in node.keywords]:
+            if isinstance(arg, ast.Name):
+                self.calls.setdefault(outer, set()).add(arg.id)
+        self.generic_visit(node)
+
+
+def detect(source: str, filename: str = "<source>") -> DetectionResult:
+    """Find kernels, launch sites and module-level functions. Never raises on bad input."""
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as e:
+        return DetectionResult(error=ParseError(e.msg or "syntax error", e.lineno or 1, max((e.offset or 1) - 1, 0)))
+    except (ValueError, RecursionError) as e:  # null bytes, absurd nesting
+        return DetectionResult(error=ParseError(str(e), 1, 0))
+
+    names = _TritonNames()
+    names.collect(tree)
+    lines = source.splitlines()
+    walker = _Walker(source)
+    walker.visit(tree)
+
+    launches_by_kernel: dict[str, list[LaunchSite]] = {}
+    for kname, call, outer in walker.launches:
+        grid = call.func.slice  # type: ignore[attr-defined]
+        site = LaunchSite(
+            kernel=kname,
+            range=_range(call),
+            grid=_text(source, grid) or "",
+            args=[_text(source, a) or "" for a in call.args],
+            kwargs={k.arg: _text(source, k.value) or "" for k in call.keywords if k.arg},
+            enclosing_function=outer,
+        )
+        launches_by_kernel.setdefault(kname, []).append(site)
+
+    module_defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    result = DetectionResult()
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        decs = node.decorator_list
+        if any(names.is_jit(d) for d in decs):
+            start = min([d.lineno for d in decs] + [node.lineno])
+            start_col = min([d.col_offset - 1 for d in decs] + [node.col_offset])
+            whole = SourceRange(start, max(start_col, 0), node.end_lineno or node.lineno, node.end_col_offset or 0)
+            result.kernels.append(
+                KernelInfo(
+                    name=node.name,
+                    range=whole,
+                    def_range=_range(node),
+                    name_range=_name_range(lines, node),  # type: ignore[arg-type]
+                    params=_params(source, node, names),  # type: ignore[arg-type]
+                    decorators=[_text(source, d) or "" for d in decs],
+                    is_autotuned=any(names.is_autotune(d) for d in decs),
+                    has_heuristics=any(names.is_heuristics(d) for d in decs),
+                    launch_sites=launches_by_kernel.get(node.name, []),
+                )
+            )
+        else:
+            result.functions.append(
+                FunctionInfo(
+                    name=node.name,
+                    range=_range(node),
+                    params=_params(source, node, names),  # type: ignore[arg-type]
+                    calls=sorted(walker.calls.get(node.name, set()) & module_defs),
+                    launches=sorted({s.kernel for ss in launches_by_kernel.values() for s in ss if s.enclosing_function == node.name}),
+                )
+            )
+    return result
+
+
+def kernel_at(result: DetectionResult, line: int) -> Optional[KernelInfo]:
+    """The kernel whose definition (decorators included) spans a 1-based line."""
+    for k in result.kernels:
+        if k.range.start_line <= line <= k.range.end_line:
+            return k
+    return None
+
+
+def wrappers_of(result: DetectionResult, kernel: str) -> list[FunctionInfo]:
+    """Module-level functions that launch the kernel directly."""
+    return [f for f in result.functions if kernel in f.launches]
