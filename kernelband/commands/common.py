@@ -59,3 +59,54 @@ def pick_kernel(result: DetectionResult, path: str, name: Optional[str]) -> Kern
 
 def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
+
+
+def add_task_arguments(p: Any) -> None:
+    """Options every job command shares (check, optimize, profile)."""
+    p.add_argument("file", help="Python file with the kernel")
+    p.add_argument("--kernel", "-k", help="kernel name (optional when the file has one kernel)")
+    p.add_argument("--harness", help="harness function, or path/to/file.py:function (default: discovered)")
+    p.add_argument("--device", default="auto", help="auto | cuda | cuda:N | cpu (Triton interpreter)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds for the correctness check (at least 3)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds one harness run may take before it counts as hung")
+    p.add_argument("--stdin-source", action="store_true", help="read the module text from stdin (unsaved editor buffer)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def build_task(args: Any) -> tuple["Task", KernelInfo]:
+    """Resolve file, kernel and harness into a Task, or raise UsageError saying why not."""
+    from ..harness import find_harness
+    from ..model import Task
+
+    path, source = read_module(args.file, getattr(args, "stdin_source", False))
+    result = detect_or_fail(args.file, source)
+    kernel = pick_kernel(result, args.file, args.kernel)
+    choice = find_harness(path, source, kernel.name, explicit=args.harness, result=result)
+    if not choice.found:
+        raise UsageError(f"{args.file}: no harness for {kernel.name}: {choice.reason}")
+    if args.seeds < 3:
+        raise UsageError("--seeds must be at least 3")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    task = Task(
+        module_path=path,
+        source=source,
+        kernel=kernel.name,
+        harness=choice.name or "",
+        harness_path=choice.path,
+        device=args.device,
+        seeds=list(range(args.seeds)),
+        timeout_s=args.timeout,
+    )
+    return task, kernel
+
+
+class StderrLog:
+    """Progress notes for humans on stderr (never stdout: it may carry JSON)."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+
+    def __call__(self, msg: str) -> None:
+        if not self.quiet:
+            print(msg, file=sys.stderr, flush=True)

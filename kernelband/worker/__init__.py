@@ -1,0 +1,1 @@
+"""The evaluation worker process and its client (see worker/main.py)."""

@@ -83,6 +83,7 @@ class CapturedLaunch:
 class LaunchRecorder:
     launches: list[CapturedLaunch] = field(default_factory=list)
     skip: bool = False  # record but do not execute (the weak-harness check)
+    on_skip: Optional[Callable[[CapturedLaunch], None]] = None  # stands in for a skipped launch
 
 
 _state = threading.local()
@@ -108,6 +109,8 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         launch = CapturedLaunch(self, args, dict(kwargs), kernel_name(self))
         rec.launches.append(launch)
         if rec.skip:
+            if rec.on_skip is not None:
+                rec.on_skip(launch)
             return None
         _state.depth = 1
         try:
@@ -130,10 +133,10 @@ def install() -> None:
 
 
 @contextlib.contextmanager
-def recording(skip: bool = False) -> Iterator[LaunchRecorder]:
+def recording(skip: bool = False, on_skip: Optional[Callable[[CapturedLaunch], None]] = None) -> Iterator[LaunchRecorder]:
     """Record the launches made inside the block (this thread only)."""
     install()
-    rec = LaunchRecorder(skip=skip)
+    rec = LaunchRecorder(skip=skip, on_skip=on_skip)
     prev = _active()
     _state.recorder = rec
     _state.depth = 0

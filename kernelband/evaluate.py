@@ -1,0 +1,181 @@
+"""The trust layer seen from the session: screen a variant, evaluate it in the worker,
+and turn every way it can fail into an Evaluation with a clear status.
+
+One bad variant never ends a session: a crash, a hang or a corrupted CUDA context
+yields a result, the worker is replaced (and re-primed with the original from its
+saved references), and the next request goes on.
+"""
+from __future__ import annotations
+
+import ast
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from .model import Baseline, Evaluation, PairedTiming, Status, Task, Variant
+from .worker.client import WorkerClient, WorkerError, WorkerInfo
+
+
+class SetupError(Exception):
+    """The original kernel or its harness cannot be used (the job cannot start)."""
+
+
+def _basic_screen(original: str, variant: str, kernel: str, harness: Optional[str]) -> Optional[str]:
+    try:
+        ast.parse(variant)
+    except SyntaxError as e:
+        return f"does not parse: line {e.lineno}: {e.msg}"
+    return None
+
+
+def screen(original: str, variant: str, kernel: str, harness: Optional[str]) -> Optional[str]:
+    """Static checks before running (kernelband/screen.py), or a parse check without it."""
+    try:
+        from .screen import screen_variant
+    except ImportError:
+        return _basic_screen(original, variant, kernel, harness)
+    return screen_variant(original, variant, kernel, harness)
+
+
+class Evaluator:
+    def __init__(
+        self,
+        task: Task,
+        workdir: Optional[str] = None,
+        on_log: Optional[Callable[[str], None]] = None,
+        profile_tier: int = 0,
+    ) -> None:
+        self.task = task
+        self.profile_tier = profile_tier
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="kernelband-"))
+        self.client = WorkerClient(task.device, on_log=on_log)
+        self.baseline: Optional[Baseline] = None
+        self.facts: dict[str, Any] = {}
+        self.evaluations = 0
+        self.worker_restarts = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def info(self) -> Optional[WorkerInfo]:
+        return self.client.info
+
+    @property
+    def interpreted(self) -> bool:
+        return bool(self.client.info and self.client.info.interpreted)
+
+    def start(self) -> WorkerInfo:
+        if not self.client.alive:
+            return self.client.start()
+        assert self.client.info is not None
+        return self.client.info
+
+    def close(self) -> None:
+        self.client.stop()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _revive(self) -> None:
+        """Start a fresh worker and re-load the original from the saved references."""
+        self.client.restart()
+        self.worker_restarts += 1
+        self.client.request("prepare", self.task.timeout_s * 4, task=self.task.to_dict(),
+                            workdir=str(self.workdir), restore=True, time=False)
+
+    # ------------------------------------------------------------------ the original
+    def prepare(self, time_it: bool = True) -> Baseline:
+        """Check the original and its harness; raise SetupError with the reason if unusable."""
+        self.start()
+        try:
+            raw = self.client.request(
+                "prepare", self.task.timeout_s * (len(self.task.seeds) + 3), task=self.task.to_dict(),
+                workdir=str(self.workdir), time=time_it, profile_tier=self.profile_tier, facts=self.facts,
+            )
+        except WorkerError as e:
+            if e.kind != "error":
+                self.client.restart()
+            raise SetupError(f"the original kernel could not be run ({e.kind}): {e}") from e
+        self.baseline = Baseline.from_dict(raw)
+        if not self.baseline.ok:
+            raise SetupError(self.baseline.message)
+        return self.baseline
+
+    def device_facts(self) -> dict[str, Any]:
+        self.start()
+        try:
+            facts = self.client.request("device_facts", 600)
+        except WorkerError:
+            facts = None
+        self.facts = facts or {}
+        return self.facts
+
+    # ------------------------------------------------------------------ variants
+    def evaluate(self, variant: Variant, time_it: bool = True, profile_tier: Optional[int] = None) -> Evaluation:
+        """Screen and run a variant. Never raises for anything the variant does."""
+        if self.baseline is None:
+            raise RuntimeError("prepare() first")
+        self.evaluations += 1
+        t0 = time.perf_counter()
+        reason = screen(self.task.source, variant.source, self.task.kernel, self.task.harness if not self.task.harness_path else None)
+        if reason:
+            return Evaluation(Status.REJECTED, reason, interpreted=self.interpreted, variant_id=variant.id,
+                              wall_s=time.perf_counter() - t0)
+        tier = self.profile_tier if profile_tier is None else profile_tier
+        try:
+            raw = self.client.request(
+                "evaluate", self.task.timeout_s * len(self.task.seeds), source=variant.source, variant_id=variant.id,
+                time=time_it, profile_tier=tier, facts=self.facts,
+            )
+            ev = Evaluation.from_dict(raw)
+            if not self.client.alive:  # a fatal error the worker reported before exiting
+                self._revive()
+        except WorkerError as e:
+            ev = self._failure(variant, e)
+        ev.wall_s = time.perf_counter() - t0
+        return ev
+
+    def _failure(self, variant: Variant, e: WorkerError) -> Evaluation:
+        if e.kind == "timeout":
+            status = Status.TIMEOUT
+            msg = f"timed out after {self.task.timeout_s * len(self.task.seeds):.0f} s (hang or far too slow); worker restarted"
+        elif e.kind == "crashed":
+            status = Status.CRASHED
+            tail = e.stderr_tail.strip().splitlines()[-3:]
+            msg = f"{e}; worker restarted" + (f" (last output: {' | '.join(tail)})" if tail else "")
+        else:
+            status = Status.RUNTIME_ERROR
+            msg = str(e)
+        if e.kind in ("timeout", "crashed"):
+            try:
+                self._revive()
+            except WorkerError as again:
+                raise SetupError(f"the worker cannot be restarted: {again}") from again
+        return Evaluation(status, msg, interpreted=self.interpreted, variant_id=variant.id)
+
+    def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming:
+        """Re-measure the original and the variant interleaved for a speedup with a CI."""
+        try:
+            raw = self.client.request("paired", self.task.timeout_s * 4, source=variant.source,
+                                      variant_id=variant.id, rounds=rounds)
+        except WorkerError as e:
+            if e.kind != "error":
+                self._revive()
+            raise
+        return PairedTiming.from_dict(raw)
+
+    def profile(self, source: Optional[str], tier: int) -> dict[str, Any]:
+        """Profile the original (source None) or a variant source at a tier."""
+        try:
+            return self.client.request("profile", self.task.timeout_s * 4, source=source, tier=tier, facts=self.facts)
+        except WorkerError as e:
+            if e.kind != "error":
+                self._revive()
+            raise

@@ -1,0 +1,179 @@
+"""The search-policy interface shared by KernelBand and the baselines.
+
+A policy chooses the next (candidate, strategy) to try from the pool; the session
+generates and evaluates a child and reports the outcome with ``update``. Contract:
+
+- ``select`` only returns a strategy listed by ``offered(candidate)``; it returns
+  ``None`` when nothing is offered for any pool member.
+- ``select`` does not change what a policy has learned (only its record of the last
+  decision, for ``state()``); ``update`` is the one place statistics change.
+- Policies are deterministic given the ``rng`` passed to ``select``.
+- ``state()`` is a JSON-able snapshot for events and the store.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional, Protocol, runtime_checkable
+
+from ..model import Variant
+from ..strategies import STRATEGY_NAMES
+
+Offered = Callable[["Candidate"], list[str]]
+
+
+@dataclass
+class Candidate:
+    """A pool member."""
+
+    id: str  # Variant.id
+    variant: Variant
+    time_ms: float
+    phi: Optional[list[float]] = None  # 9-dim hardware profile (compat.PHI_FEATURES), None if unknown
+    runtime_vector: list[float] = field(default_factory=list)  # clustering features (cluster.FEATURE_SETS)
+    saturation: dict[str, float] = field(default_factory=dict)  # {"L2","DRAM","SM"}: fraction of peak 0..1
+    parent_id: Optional[str] = None
+    depth: int = 0
+
+
+@dataclass
+class Outcome:
+    success: bool  # the child passed correctness
+    parent_ms: float
+    child_ms: Optional[float]
+
+
+@runtime_checkable
+class SearchPolicy(Protocol):
+    name: str
+
+    def select(
+        self, pool: list[Candidate], offered: Offered, rng: random.Random
+    ) -> Optional[tuple[Candidate, str]]: ...
+
+    def update(self, parent: Candidate, strategy: str, outcome: Outcome, child: Optional[Candidate]) -> None: ...
+
+    def state(self) -> dict: ...
+
+
+# --------------------------------------------------------------------------- rewards
+
+
+def reward(outcome: Outcome, mode: str) -> float:
+    """KernelBand's reward for one pull.
+
+    v1: ``1 - T_child/T_parent`` on success (unclipped: a correct but 2x slower child
+    scores -1, as a failure does), ``-1`` on failure.
+    v2: ``max(0, 1 - T_child/T_parent)`` on success, ``0`` on failure.
+    A success without a usable time (child_ms missing, parent_ms <= 0) scores 0.
+    """
+    if mode not in ("v1", "v2"):
+        raise ValueError(f"reward mode must be 'v1' or 'v2', not {mode!r}")
+    if not outcome.success:
+        return -1.0 if mode == "v1" else 0.0
+    if outcome.child_ms is None or not outcome.parent_ms or outcome.parent_ms <= 0:
+        return 0.0
+    r = 1.0 - float(outcome.child_ms) / float(outcome.parent_ms)
+    return r if mode == "v1" else max(0.0, r)
+
+
+def improved(outcome: Outcome) -> bool:
+    """A strategy "worked" for a kernel: correct and strictly faster than its parent."""
+    return bool(outcome.success and outcome.child_ms is not None and outcome.child_ms < outcome.parent_ms)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@dataclass
+class ArmStats:
+    n: int = 0
+    total: float = 0.0
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.n if self.n else 0.0
+
+    def add(self, r: float) -> None:
+        self.n += 1
+        self.total += r
+
+    def merge(self, other: "ArmStats") -> None:
+        self.n += other.n
+        self.total += other.total
+
+
+def strategy_order(names: Iterable[str]) -> list[str]:
+    """Distinct names in canonical order: the six strategies as in strategies.py, then
+    any other names in the order first seen."""
+    seen: list[str] = []
+    for s in names:
+        if s not in seen:
+            seen.append(s)
+    known = [s for s in STRATEGY_NAMES if s in seen]
+    return known + [s for s in seen if s not in STRATEGY_NAMES]
+
+
+def time_key(c: Candidate) -> float:
+    t = c.time_ms
+    return float(t) if t is not None and math.isfinite(t) else math.inf
+
+
+def collect_offers(pool: list[Candidate], offered: Offered) -> dict[str, list[str]]:
+    """``{candidate id: offered strategies in canonical order}``, members offering nothing left out.
+    ``offered`` is called once per member."""
+    out: dict[str, list[str]] = {}
+    for c in pool:
+        if c.id in out:
+            continue
+        names = strategy_order(offered(c) or [])
+        if names:
+            out[c.id] = names
+    return out
+
+
+def fastest(cands: Iterable[Candidate]) -> Optional[Candidate]:
+    """The fastest candidate; ties go to the earlier one (pool order)."""
+    best: Optional[Candidate] = None
+    for c in cands:
+        if best is None or time_key(c) < time_key(best):
+            best = c
+    return best
+
+
+def ucb_bonus(coef: float, total: int, n: int) -> float:
+    """``sqrt(coef * ln t / n)``: coef 2 gives UCB1's sqrt(2 ln t / n); v2's c*sqrt(ln t/n) is c * ucb_bonus(1, ...)."""
+    if n <= 0:
+        return math.inf
+    return math.sqrt(coef * math.log(max(total, 1)) / n)
+
+
+def make_policy(name: str, config: "Optional[BanditConfig]" = None, compat: "Optional[CompatibilityModels]" = None) -> SearchPolicy:  # noqa: F821
+    """``"kernelband"`` (v1), ``"kernelband-v2"``, ``"random"``, ``"ucb1"``, ``"greedy"``.
+
+    The name picks the KernelBand variant: ``config`` supplies the constants and its
+    ``variant`` is set from the name (``None`` = ``BanditConfig()``). Baselines use the
+    config only for their reward mode. ``compat`` is used by v1's score (a fresh
+    warm-started model when ``None``); any KernelBand policy given one also feeds it.
+    """
+    from .baselines import GreedyPolicy, RandomPolicy, UCB1Policy
+    from .config import BanditConfig
+    from .kernelband import KernelBandPolicy
+
+    cfg = config if config is not None else BanditConfig()
+    key = name.strip().lower()
+    if key in ("kernelband", "kernelband-v1"):
+        return KernelBandPolicy(cfg.with_variant("v1"), compat)
+    if key == "kernelband-v2":
+        return KernelBandPolicy(cfg.with_variant("v2"), compat)
+    if key == "random":
+        return RandomPolicy(cfg)
+    if key == "ucb1":
+        return UCB1Policy(cfg)
+    if key == "greedy":
+        return GreedyPolicy(cfg)
+    raise ValueError(f"unknown search policy {name!r}; known: {', '.join(POLICY_NAMES)}")
+
+
+POLICY_NAMES = ("kernelband", "kernelband-v2", "random", "ucb1", "greedy")

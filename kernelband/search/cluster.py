@@ -1,0 +1,205 @@
+"""Clustering of pool members by their runtime vector (DESIGN section 2). numpy only.
+
+Features. ``Candidate.runtime_vector`` is built by the profiler with
+``runtime_vector(values, feature_set)`` (names in ``FEATURE_SETS``). When pool
+members' vectors are missing or of different lengths, every member is clustered by
+``[log time_ms]`` alone.
+
+Standardisation: each column to zero mean and unit (population) standard deviation
+over the pool; a constant column becomes 0; a non-finite entry is replaced by the
+mean of the column's finite entries first (0 when there are none).
+
+Clusters: with no more members than K, each member is its own cluster. Otherwise
+k-means++ with k = min(K, number of distinct standardised vectors), best of
+``kmeans_restarts`` runs by inertia, seeded by ``cluster_seed``: the clustering is a
+pure function of the pool. Clusters are numbered by their fastest member (cluster 0
+holds the fastest kernel), so numbers are stable when the partition is.
+
+Representative of a cluster (used by v2's mask): the member nearest its centroid in
+the standardised space; ties go to the faster member.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+import numpy as np
+
+from .base import Candidate, time_key
+
+# Names of the runtime-vector features, in order. Raw values are given to
+# runtime_vector() under the key after "log_"/"log2_" (time_ms, footprint_bytes, ...).
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    # log time, log memory footprint, arithmetic intensity (FLOP/byte), block dims
+    # (log2 of elements per program = product of BLOCK_* sizes), achieved occupancy (0..1)
+    "v1": ("log_time_ms", "log_footprint_bytes", "arithmetic_intensity", "log2_block_elems", "occupancy"),
+    # log time, registers/thread, shared memory KB, log threads per program (num_warps*32), occupancy
+    "v2": ("log_time_ms", "registers", "shared_kb", "log_threads", "occupancy"),
+}
+
+
+def runtime_vector(values: Mapping[str, Optional[float]], feature_set: str) -> list[float]:
+    """Clustering vector from raw values, e.g. ``{"time_ms": 0.4, "footprint_bytes": 8e6, ...}``.
+
+    A missing or non-positive value under a log becomes NaN (imputed at clustering)."""
+    try:
+        names = FEATURE_SETS[feature_set]
+    except KeyError:
+        raise ValueError(f"feature_set must be one of {sorted(FEATURE_SETS)}, not {feature_set!r}") from None
+    out: list[float] = []
+    for name in names:
+        for prefix, fn in (("log2_", math.log2), ("log_", math.log), ("", None)):
+            if name.startswith(prefix):
+                raw = values.get(name[len(prefix):])
+                break
+        if raw is None:
+            out.append(math.nan)
+        elif fn is None:
+            out.append(float(raw))
+        else:
+            out.append(fn(raw) if raw > 0 else math.nan)
+    return out
+
+
+def features(pool: list[Candidate]) -> np.ndarray:
+    """Raw feature matrix (one row per member): runtime vectors, or [log time] when they do not line up."""
+    lengths = {len(c.runtime_vector or ()) for c in pool}
+    if len(lengths) == 1 and 0 not in lengths:
+        return np.array([list(c.runtime_vector) for c in pool], dtype=float)
+    return np.array([[math.log(t) if 0 < (t := time_key(c)) < math.inf else math.nan] for c in pool], dtype=float)
+
+
+def standardise(x: np.ndarray) -> np.ndarray:
+    """Column-wise z-scores; constant columns become 0; non-finite entries take the column's finite mean."""
+    x = np.array(x, dtype=float, copy=True)
+    if x.ndim != 2:
+        raise ValueError(f"standardise expects a 2-d array (rows = members), got shape {x.shape}")
+    if x.shape[0] == 0:
+        return x
+    for j in range(x.shape[1]):
+        col = x[:, j]
+        bad = ~np.isfinite(col)
+        if bad.any():
+            good = col[~bad]
+            col[bad] = good.mean() if good.size else 0.0
+    mean = x.mean(axis=0)
+    std = x.std(axis=0)
+    z = np.zeros_like(x)
+    ok = std > 1e-12 * np.maximum(1.0, np.abs(mean))
+    z[:, ok] = (x[:, ok] - mean[ok]) / std[ok]
+    return z
+
+
+def _sqdist(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    return ((x[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+
+
+def _seed_centres(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k-means++ seeding: first centre uniform, then each with probability ~ D(x)^2."""
+    n = x.shape[0]
+    idx = [int(rng.integers(n))]
+    d2 = _sqdist(x, x[idx]).min(axis=1)
+    while len(idx) < k:
+        total = d2.sum()
+        if total <= 0:  # fewer distinct points than k (callers prevent this)
+            break
+        nxt = int(rng.choice(n, p=d2 / total))
+        idx.append(nxt)
+        d2 = np.minimum(d2, _sqdist(x, x[[nxt]])[:, 0])
+    return x[idx].copy()
+
+
+def _lloyd(x: np.ndarray, centres: np.ndarray, max_iter: int) -> tuple[np.ndarray, np.ndarray, float]:
+    labels = np.full(x.shape[0], -1)
+    k = centres.shape[0]
+    for _ in range(max_iter):
+        d2 = _sqdist(x, centres)
+        new = d2.argmin(axis=1)
+        if np.array_equal(new, labels):
+            break
+        labels = new
+        for j in range(k):
+            members = labels == j
+            if members.any():
+                centres[j] = x[members].mean(axis=0)
+            else:  # empty cluster: restart it at the point worst served by its centre
+                far = int(d2[np.arange(x.shape[0]), labels].argmax())
+                centres[j] = x[far]
+    d2 = _sqdist(x, centres)
+    labels = d2.argmin(axis=1)
+    inertia = float(d2[np.arange(x.shape[0]), labels].sum())
+    return labels, centres, inertia
+
+
+def kmeans_pp(
+    x: np.ndarray, k: int, seed: int = 0, restarts: int = 4, max_iter: int = 100
+) -> tuple[np.ndarray, np.ndarray]:
+    """k-means with k-means++ seeding; best of ``restarts`` runs. Returns (labels, centres).
+
+    ``k`` is reduced to the number of distinct rows. Deterministic given ``seed``."""
+    x = np.asarray(x, dtype=float)
+    n = x.shape[0]
+    distinct = len({tuple(r) for r in np.round(x, 12)})
+    k = max(1, min(k, distinct))
+    if k == 1:
+        return np.zeros(n, dtype=int), x.mean(axis=0, keepdims=True)
+    rng = np.random.default_rng(seed)
+    best: Optional[tuple[np.ndarray, np.ndarray, float]] = None
+    for _ in range(max(1, restarts)):
+        run = _lloyd(x, _seed_centres(x, k, rng), max_iter)
+        if best is None or run[2] < best[2] - 1e-12:
+            best = run
+    assert best is not None
+    return best[0], best[1]
+
+
+@dataclass
+class Clustering:
+    clusters: list[list[Candidate]]  # members in pool order; cluster 0 holds the fastest member
+    representatives: list[Candidate]
+    label: dict[str, int]  # candidate id -> cluster index
+    centroids: list[list[float]]  # in the standardised space
+
+    def to_dict(self) -> list[dict]:
+        return [
+            {
+                "cluster": i,
+                "members": [c.id for c in members],
+                "representative": self.representatives[i].id,
+                "centroid": [round(v, 6) for v in self.centroids[i]],
+            }
+            for i, members in enumerate(self.clusters)
+        ]
+
+
+def cluster_pool(
+    pool: list[Candidate], k: int = 3, seed: int = 0, restarts: int = 4, max_iter: int = 100
+) -> Clustering:
+    """Partition the pool (see the module docstring for every rule)."""
+    if not pool:
+        return Clustering([], [], {}, [])
+    z = standardise(features(pool))
+    n = len(pool)
+    if n <= k:
+        labels = np.arange(n)
+        centres = z.copy()
+    else:
+        labels, centres = kmeans_pp(z, k, seed=seed, restarts=restarts, max_iter=max_iter)
+    groups: dict[int, list[int]] = {}
+    for i, lab in enumerate(labels):
+        groups.setdefault(int(lab), []).append(i)
+    # number clusters by their fastest member (ties: pool order)
+    order = sorted(groups, key=lambda g: min((time_key(pool[i]), i) for i in groups[g]))
+    clusters, reps, cents, label = [], [], [], {}
+    for new, g in enumerate(order):
+        idx = groups[g]
+        centre = centres[g]
+        d2 = ((z[idx] - centre) ** 2).sum(axis=1)
+        rep = min(range(len(idx)), key=lambda j: (round(float(d2[j]), 12), time_key(pool[idx[j]]), idx[j]))
+        clusters.append([pool[i] for i in idx])
+        reps.append(pool[idx[rep]])
+        cents.append([float(v) for v in centre])
+        for i in idx:
+            label[pool[i].id] = new
+    return Clustering(clusters, reps, label, cents)

@@ -1,0 +1,94 @@
+"""Every constant of the KernelBand search in one object (DESIGN section 2).
+
+``BanditConfig()`` is KernelBand v1; ``BanditConfig.v2()`` is v2. The v1/v2 choice is
+``variant``; the choices that follow from it (reward, feature set, masking) default to
+``None`` = "follow ``variant``" and can be set on their own for ablations, e.g.
+``BanditConfig(variant="v2", reward_mode="v1")``. ``resolved()`` fills them in.
+
+| field | v1 | v2 | meaning |
+| --- | --- | --- | --- |
+| n_clusters | 3 | 3 | K of k-means++ |
+| alpha | 0.5 | (unused) | weight of the compatibility term psi in the v1 score |
+| v1_explore | 2.0 | (unused) | the 2 in sqrt(2 ln t / n) |
+| c | (unused) | 2.0 | v2 exploration: c * sqrt(ln t / n) |
+| saturation_threshold | | 0.75 | v2 masks a strategy whose resource is >= this fraction of peak |
+| reward_mode | "v1" | "v2" | v1: 1 - Tc/Tp, -1 on failure; v2: max(0, 1 - Tc/Tp), 0 on failure |
+| feature_set | "v1" | "v2" | runtime vector used for clustering (see cluster.FEATURE_SETS) |
+| masking | False | True | v2's saturation mask |
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional
+
+VARIANTS = ("v1", "v2")
+
+
+@dataclass(frozen=True)
+class BanditConfig:
+    variant: str = "v1"  # scoring rule: "v1" (UCB1 + alpha*psi) or "v2" (masked UCB)
+    # clustering (cluster.py)
+    n_clusters: int = 3
+    cluster_seed: int = 0  # k-means++ seeding: clusters are a pure function of the pool
+    kmeans_restarts: int = 4  # best of N k-means++ runs (lowest inertia)
+    kmeans_max_iter: int = 100
+    # scores (kernelband.py)
+    alpha: float = 0.5
+    v1_explore: float = 2.0
+    c: float = 2.0
+    saturation_threshold: float = 0.75
+    masking: Optional[bool] = None  # None: on for v2, off for v1
+    reward_mode: Optional[str] = None  # None: same as variant
+    feature_set: Optional[str] = None  # None: same as variant
+    warmup: bool = True  # pull every offered (cluster, strategy) arm once before UCB
+    # compatibility model (compat.py)
+    compat_buffer: int = 500  # samples kept per strategy
+    compat_warm_start: bool = True  # start from the documented prior weights (else zeros)
+    compat_prior_strength: float = 4.0  # L2 pull towards the warm-start weights (MAP prior precision)
+    compat_lr: float = 1.0  # step size of each (Newton) update; 1.0 = full step
+    compat_steps: int = 8  # Newton iterations per observation (stops early on convergence)
+    phi_none_psi: float = 0.5  # psi when a kernel has no hardware profile (neutral)
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, not {self.variant!r}")
+        for name in ("reward_mode", "feature_set"):
+            v = getattr(self, name)
+            if v is not None and v not in VARIANTS:
+                raise ValueError(f"{name} must be one of {VARIANTS} or None, not {v!r}")
+        if self.n_clusters < 1:
+            raise ValueError("n_clusters must be >= 1")
+        if self.compat_buffer < 1:
+            raise ValueError("compat_buffer must be >= 1")
+
+    @classmethod
+    def v1(cls, **overrides: Any) -> "BanditConfig":
+        return cls(variant="v1", **overrides)
+
+    @classmethod
+    def v2(cls, **overrides: Any) -> "BanditConfig":
+        return cls(variant="v2", **overrides)
+
+    def with_variant(self, variant: str) -> "BanditConfig":
+        return dataclasses.replace(self, variant=variant)
+
+    def resolved(self) -> "BanditConfig":
+        """A copy with every ``None`` ("follow variant") choice filled in."""
+        return dataclasses.replace(
+            self,
+            masking=self.masking if self.masking is not None else self.variant == "v2",
+            reward_mode=self.reward_mode or self.variant,
+            feature_set=self.feature_set or self.variant,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BanditConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown BanditConfig fields: {', '.join(sorted(unknown))}")
+        return cls(**d)

@@ -1,0 +1,172 @@
+"""Compare a variant's outputs with the original's (DESIGN section 6).
+
+Outputs must match in structure, shape, dtype and NaN/Inf positions, and in value
+within dtype-aware tolerances: every finite element within ``atol + rtol * |ref|``
+and the relative L2 error under ``rel_l2``. Integers and booleans must be exact.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from ..model import ErrorStats
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+    rel_l2: float
+
+
+# fp32 allows tf32 (Triton's default for fp32 tl.dot) and a changed reduction order;
+# a 1% scaling error still fails everywhere.
+TOLERANCES: dict[torch.dtype, Tolerance] = {
+    torch.float64: Tolerance(1e-8, 1e-7, 1e-7),
+    torch.float32: Tolerance(1e-4, 1e-3, 1e-3),
+    torch.float16: Tolerance(1e-2, 5e-3, 3e-3),
+    torch.bfloat16: Tolerance(2e-2, 2e-2, 6e-3),
+}
+for _name in ("float8_e4m3fn", "float8_e5m2"):
+    if hasattr(torch, _name):
+        TOLERANCES[getattr(torch, _name)] = Tolerance(1e-1, 1.25e-1, 5e-2)
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    message: str
+    stats: ErrorStats
+
+
+def to_cpu(obj: Any) -> Any:
+    """Detach outputs onto the CPU, keeping their structure (for storing references)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, tuple):
+        return tuple(to_cpu(x) for x in obj)
+    if isinstance(obj, list):
+        return [to_cpu(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: to_cpu(v) for k, v in obj.items()}
+    return obj
+
+
+def count_tensors(obj: Any) -> int:
+    if isinstance(obj, torch.Tensor):
+        return 1
+    if isinstance(obj, (tuple, list)):
+        return sum(count_tensors(x) for x in obj)
+    if isinstance(obj, dict):
+        return sum(count_tensors(v) for v in obj.values())
+    return 0
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: ErrorStats, tol_scale: float) -> None:
+    if out.shape != ref.shape:
+        raise _Mismatch(f"{path}: shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
+    if out.dtype != ref.dtype:
+        raise _Mismatch(f"{path}: dtype {out.dtype} != expected {ref.dtype}")
+    n = ref.numel()
+    stats.total += n
+    if n == 0:
+        return
+    if not (ref.is_floating_point() or ref.is_complex()):
+        bad = int((out != ref).sum())
+        if bad:
+            stats.mismatched += bad
+            stats.worst_output = path
+            raise _Mismatch(f"{path}: {bad} of {n} integer elements differ (exact match required)")
+        return
+    r = ref.to(torch.float64)
+    o = out.to(torch.float64)
+    r_nan, o_nan = torch.isnan(r), torch.isnan(o)
+    if not torch.equal(r_nan, o_nan):
+        diff = int((r_nan != o_nan).sum())
+        stats.mismatched += diff
+        stats.worst_output = path
+        raise _Mismatch(f"{path}: NaN positions differ at {diff} elements")
+    r_inf, o_inf = torch.isinf(r), torch.isinf(o)
+    if not torch.equal(r_inf, o_inf) or not torch.equal(r[r_inf], o[o_inf]):
+        stats.worst_output = path
+        raise _Mismatch(f"{path}: Inf positions or signs differ")
+    finite = torch.isfinite(r)
+    if not bool(finite.any()):
+        return
+    rf, of = r[finite], o[finite]
+    tol = TOLERANCES.get(ref.dtype, TOLERANCES[torch.float32])
+    abs_err = (of - rf).abs()
+    bound = tol_scale * (tol.atol + tol.rtol * rf.abs())
+    bad = int((abs_err > bound).sum())
+    max_abs = float(abs_err.max())
+    max_rel = float((abs_err / rf.abs().clamp_min(tol.atol)).max())
+    ref_norm = float(torch.linalg.vector_norm(rf))
+    err_norm = float(torch.linalg.vector_norm(of - rf))
+    rel_l2 = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else math.inf)
+    if max_abs >= stats.max_abs:
+        stats.worst_output = path
+    stats.max_abs = max(stats.max_abs, max_abs)
+    stats.max_rel = max(stats.max_rel, max_rel)
+    stats.rel_l2 = max(stats.rel_l2, rel_l2)
+    stats.mismatched += bad
+    if rel_l2 > tol_scale * tol.rel_l2:
+        raise _Mismatch(f"{path}: relative L2 error {rel_l2:.3g} > {tol_scale * tol.rel_l2:.3g} ({ref.dtype})")
+    if bad:
+        raise _Mismatch(
+            f"{path}: {bad} of {n} elements outside atol={tol.atol:g}+rtol={tol.rtol:g}*|ref| "
+            f"(max abs err {max_abs:.3g})"
+        )
+
+
+def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float) -> None:
+    if isinstance(ref, torch.Tensor):
+        if not isinstance(out, torch.Tensor):
+            raise _Mismatch(f"{path}: expected a tensor, got {type(out).__name__}")
+        _compare_tensor(path, ref, out, stats, tol_scale)
+    elif isinstance(ref, (tuple, list)):
+        if type(out) is not type(ref) or len(out) != len(ref):
+            raise _Mismatch(f"{path}: expected {type(ref).__name__} of {len(ref)}, got {type(out).__name__}"
+                            f"{' of ' + str(len(out)) if isinstance(out, (tuple, list)) else ''}")
+        for i, (a, b) in enumerate(zip(ref, out)):
+            _walk(f"{path}[{i}]", a, b, stats, tol_scale)
+    elif isinstance(ref, dict):
+        if not isinstance(out, dict) or set(out) != set(ref):
+            raise _Mismatch(f"{path}: expected dict keys {sorted(map(str, ref))}, got "
+                            f"{sorted(map(str, out)) if isinstance(out, dict) else type(out).__name__}")
+        for k in ref:
+            _walk(f"{path}[{k!r}]", ref[k], out[k], stats, tol_scale)
+    elif isinstance(ref, float):
+        if not isinstance(out, (float, int)):
+            raise _Mismatch(f"{path}: expected a number, got {type(out).__name__}")
+        if not (math.isclose(out, ref, rel_tol=1e-5 * tol_scale, abs_tol=1e-8) or (math.isnan(ref) and math.isnan(out))):
+            raise _Mismatch(f"{path}: {out!r} != {ref!r}")
+    else:
+        if out != ref:
+            raise _Mismatch(f"{path}: {out!r} != {ref!r}")
+
+
+def compare_outputs(ref: Any, out: Any, tol_scale: float = 1.0) -> Verdict:
+    stats = ErrorStats()
+    try:
+        _walk("output", ref, out, stats, tol_scale)
+    except _Mismatch as e:
+        return Verdict(False, str(e), stats)
+    return Verdict(True, "", stats)
+
+
+def bitwise_equal(a: Any, b: Any) -> bool:
+    v = compare_outputs(a, b, tol_scale=0.0)
+    return v.ok and v.stats.max_abs == 0.0
+
+
+def describe(stats: Optional[ErrorStats]) -> str:
+    if stats is None:
+        return ""
+    return f"max abs {stats.max_abs:.3g}, max rel {stats.max_rel:.3g}, rel L2 {stats.rel_l2:.3g}"

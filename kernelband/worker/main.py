@@ -1,0 +1,71 @@
+"""The evaluation worker: a long-lived process that owns the GPU (or the interpreter)
+and runs untrusted variants. ``python -m kernelband.worker``.
+
+Protocol: one JSON request per line on stdin, one JSON reply per line on the protocol
+stream (the original stdout; the process's fd 1 is pointed at stderr so nothing user
+code prints can corrupt the protocol). Each reply is ``{"ok": true, "result": ...}`` or
+``{"ok": false, "error": str, "fatal": bool}``; after a fatal reply (a corrupted CUDA
+context) the worker exits and the client starts a fresh one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import IO, Any, Optional
+
+
+def _protocol_stream() -> IO[str]:
+    fd = os.dup(1)
+    os.dup2(2, 1)  # user prints (and C-level writes to fd 1) go to stderr
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+
+
+def _choose_backend() -> bool:
+    """Decide GPU vs interpreter before triton is imported. Returns interpreted."""
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return True
+    if os.environ.get("KERNELBAND_DEVICE", "auto") == "cpu" or not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+        return True
+    return False
+
+
+def main() -> int:
+    proto = _protocol_stream()
+    interpreted = _choose_backend()
+    from .service import WorkerService  # imports triton: after the backend choice
+
+    service = WorkerService(interpreted=interpreted)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        t0 = time.perf_counter()
+        fatal = False
+        try:
+            req = json.loads(line)
+            op = req.get("op")
+            if op == "shutdown":
+                proto.write(json.dumps({"ok": True, "result": None}) + "\n")
+                return 0
+            result = service.handle(op, req)
+            reply: dict[str, Any] = {"ok": True, "result": result}
+        except Exception as e:  # noqa: BLE001 - every failure becomes a reply
+            fatal = service.context_broken(e)
+            reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "fatal": fatal,
+                     "trace": traceback.format_exc(limit=8)}
+        reply["wall_s"] = time.perf_counter() - t0
+        proto.write(json.dumps(reply, default=str) + "\n")
+        proto.flush()
+        if fatal or service.fatal:
+            return 3
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

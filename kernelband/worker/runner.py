@@ -1,0 +1,150 @@
+"""Inside the worker: turn source text into a live module and run its harness.
+
+Each module version is written to its own file (Triton reads kernel source through
+``inspect``, which needs a real file) and imported under a unique name, so the
+original and any number of variants live side by side in one process.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import sys
+import types
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from ..model import Task
+from .capture import CapturedLaunch, recording
+
+
+class HarnessError(Exception):
+    """The harness (or the kernel it launched) raised. ``phase`` says where."""
+
+    def __init__(self, phase: str, exc: BaseException) -> None:
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.phase = phase  # "import" | "compile" | "run"
+        self.exc = exc
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    names = {type(e).__name__ for e in _chain(exc)}
+    return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct", "OutOfResources"})
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out, seen = [], set()
+    cur: Optional[BaseException] = exc
+    while cur is not None and id(cur) not in seen:
+        out.append(cur)
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+class ModuleVersion:
+    """A loaded version of the user's module (the original or a variant)."""
+
+    def __init__(self, module: types.ModuleType, harness_module: types.ModuleType, harness: str) -> None:
+        self.module = module
+        self.harness_module = harness_module
+        self.harness_name = harness
+
+    def harness(self) -> Any:
+        fn = getattr(self.harness_module, self.harness_name, None)
+        if not callable(fn):
+            raise HarnessError("import", AttributeError(f"harness {self.harness_name!r} is not defined"))
+        return fn
+
+
+def _exec_file(path: Path, name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, str(path))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def load_module(task: Task, source: str, tag: str, workdir: Optional[str] = None) -> ModuleVersion:
+    """Write ``source`` to ``<workdir>/<tag>/<stem>.py`` and import it.
+
+    With a companion harness file, the variant is registered under the original
+    module's import name while the companion is executed, so ``from kernels import
+    wrapper`` in the companion picks up this version.
+    """
+    base = Path(workdir or os.environ.get("KERNELBAND_WORKDIR") or "/tmp/kernelband-worker")
+    stem = Path(task.module_path).stem
+    folder = base / tag
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{stem}.py"
+    path.write_text(source, encoding="utf-8")
+    user_dir = str(Path(task.module_path).parent)
+    if user_dir not in sys.path:
+        sys.path.insert(0, user_dir)  # sibling imports of the user's module keep working
+    try:
+        module = _exec_file(path, f"_kernelband_{tag}_{stem}")
+    except BaseException as e:  # noqa: BLE001 - user code may raise anything
+        raise HarnessError("compile" if _is_compile_error(e) else "import", e) from e
+    if not task.harness_path:
+        return ModuleVersion(module, module, task.harness)
+    saved = sys.modules.get(stem)
+    sys.modules[stem] = module
+    try:
+        comp = _exec_file(Path(task.harness_path), f"_kernelband_{tag}_harness_{Path(task.harness_path).stem}")
+    except BaseException as e:  # noqa: BLE001
+        raise HarnessError("import", e) from e
+    finally:
+        if saved is not None:
+            sys.modules[stem] = saved
+        else:
+            sys.modules.pop(stem, None)
+    return ModuleVersion(module, comp, task.harness)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % (2**32))
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def synchronize() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def poison_float_args(launch: CapturedLaunch) -> None:
+    """Stand-in for a broken kernel: fill its floating-point tensor arguments with NaN."""
+    for a in list(launch.args) + list(launch.kwargs.values()):
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            a.fill_(float("nan"))
+
+
+def run_harness(version: ModuleVersion, seed: int, skip_launches: bool = False) -> tuple[Any, list[CapturedLaunch]]:
+    """Run the harness under a seed, recording its kernel launches. With skip_launches
+    every launch is replaced by NaN-filling its float tensors (the weak-harness check)."""
+    fn = version.harness()
+    seed_everything(seed)
+    with recording(skip=skip_launches, on_skip=poison_float_args if skip_launches else None) as rec:
+        try:
+            out = fn()
+            synchronize()
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            raise HarnessError("compile" if _is_compile_error(e) else "run", e) from e
+    return out, rec.launches

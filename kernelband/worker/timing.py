@@ -1,0 +1,107 @@
+"""Kernel-only timing of captured launches.
+
+GPU: ``triton.testing.do_bench`` (CUDA events, L2 flushed between runs, warm-up
+excluded) over a replay of exactly the launches the harness made, so input creation
+in the harness never counts. CPU interpreter: wall time of the same replays, labelled
+``cpu-interpreter`` because it says nothing about GPU speed.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+from ..model import PairedTiming, Timing
+from .capture import CapturedLaunch, replay_all
+
+GPU_CLOCK = "cuda-events"
+CPU_CLOCK = "cpu-interpreter"
+
+# two-sided 95% Student t quantiles by degrees of freedom (no scipy dependency)
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+        20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+
+
+def t95(df: int) -> float:
+    if df <= 0:
+        return math.inf
+    keys = sorted(_T95)
+    for k in keys:
+        if df <= k:
+            return _T95[k]
+    return 1.96
+
+
+def on_gpu() -> bool:
+    import os
+
+    return torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") != "1"
+
+
+def _quantiles(samples: list[float]) -> tuple[float, float, float]:
+    s = sorted(samples)
+    def q(p: float) -> float:
+        if len(s) == 1:
+            return s[0]
+        x = p * (len(s) - 1)
+        lo, hi = int(math.floor(x)), int(math.ceil(x))
+        return s[lo] + (s[hi] - s[lo]) * (x - lo)
+    return q(0.2), q(0.5), q(0.8)
+
+
+def _cpu_samples(fn: Callable[[], None], min_reps: int, budget_s: float) -> list[float]:
+    fn()  # warm-up: the interpreter rewrites the kernel on first use
+    samples: list[float] = []
+    t_end = time.perf_counter() + budget_s
+    while len(samples) < min_reps or (time.perf_counter() < t_end and len(samples) < 50):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return samples
+
+
+def time_launches(launches: list[CapturedLaunch], warmup_ms: int = 25, rep_ms: int = 100) -> Timing:
+    if not launches:
+        raise ValueError("no kernel launches to time")
+    fn = lambda: replay_all(launches)  # noqa: E731
+    if on_gpu():
+        import triton.testing
+
+        p20, p50, p80 = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.2, 0.5, 0.8])
+        return Timing(float(p50), float(p20), float(p80), GPU_CLOCK, len(launches))
+    p20, p50, p80 = _quantiles(_cpu_samples(fn, min_reps=3, budget_s=0.5))
+    return Timing(p50, p20, p80, CPU_CLOCK, len(launches))
+
+
+def paired_timing(baseline: list[CapturedLaunch], variant: list[CapturedLaunch], rounds: int = 10) -> PairedTiming:
+    """Interleave A B A B ... and give the speedup A/B a 95% CI over rounds (log scale)."""
+    fa = lambda: replay_all(baseline)  # noqa: E731
+    fb = lambda: replay_all(variant)  # noqa: E731
+    a_ms: list[float] = []
+    b_ms: list[float] = []
+    gpu = on_gpu()
+    for _ in range(max(rounds, 2)):
+        for fn, acc in ((fa, a_ms), (fb, b_ms)):
+            if gpu:
+                import triton.testing
+
+                acc.append(float(triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median")))
+            else:
+                acc.append(statistics.median(_cpu_samples(fn, min_reps=3, budget_s=0.05)))
+    logs = [math.log(a / b) for a, b in zip(a_ms, b_ms) if a > 0 and b > 0]
+    n = len(logs)
+    mean = statistics.fmean(logs)
+    half = t95(n - 1) * (statistics.stdev(logs) / math.sqrt(n)) if n > 1 else math.inf
+    return PairedTiming(
+        baseline_ms=statistics.median(a_ms),
+        variant_ms=statistics.median(b_ms),
+        speedup=math.exp(mean),
+        ci_low=math.exp(mean - half),
+        ci_high=math.exp(mean + half),
+        rounds=n,
+        clock=GPU_CLOCK if gpu else CPU_CLOCK,
+    )
