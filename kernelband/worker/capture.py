@@ -110,7 +110,11 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         rec.launches.append(launch)
         if rec.skip:
             if rec.on_skip is not None:
-                rec.on_skip(launch)
+                _state.depth = 1  # launches made by the stand-in are not the harness's
+                try:
+                    rec.on_skip(launch)
+                finally:
+                    _state.depth = 0
             return None
         _state.depth = 1
         try:

@@ -116,13 +116,13 @@ def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: Erro
     stats.max_rel = max(stats.max_rel, max_rel)
     stats.rel_l2 = max(stats.rel_l2, rel_l2)
     stats.mismatched += bad
-    if rel_l2 > tol_scale * tol.rel_l2:
-        raise _Mismatch(f"{path}: relative L2 error {rel_l2:.3g} > {tol_scale * tol.rel_l2:.3g} ({ref.dtype})")
     if bad:
         raise _Mismatch(
             f"{path}: {bad} of {n} elements outside atol={tol.atol:g}+rtol={tol.rtol:g}*|ref| "
-            f"(max abs err {max_abs:.3g})"
+            f"(max abs err {max_abs:.3g}, relative L2 error {rel_l2:.3g})"
         )
+    if rel_l2 > tol_scale * tol.rel_l2:
+        raise _Mismatch(f"{path}: relative L2 error {rel_l2:.3g} > {tol_scale * tol.rel_l2:.3g} ({ref.dtype})")
 
 
 def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float) -> None:

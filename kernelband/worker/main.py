@@ -36,7 +36,24 @@ def _choose_backend() -> bool:
     return False
 
 
+def _exit_with_parent() -> None:
+    """The worker lives in its own process group (so a terminal's Ctrl-C reaches only the
+    session); it must still never outlive the session, even mid-request."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main() -> int:
+    _exit_with_parent()
     proto = _protocol_stream()
     interpreted = _choose_backend()
     from .service import WorkerService  # imports triton: after the backend choice

@@ -127,19 +127,33 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
-def poison_float_args(launch: CapturedLaunch) -> None:
-    """Stand-in for a broken kernel: fill its floating-point tensor arguments with NaN."""
+def poison_written_args(launch: CapturedLaunch) -> None:
+    """Stand-in for a kernel that computes nothing: find which tensors the launch writes
+    (by running it on copies), then fill those with NaN (or -1) instead of results.
+    Inputs stay untouched, so a harness that recomputes its result from them is caught."""
+    copies: dict[int, torch.Tensor] = {}
+
+    def clone(a: Any) -> Any:
+        if isinstance(a, torch.Tensor):
+            copies[id(a)] = copies.get(id(a)) if id(a) in copies else a.clone()
+            return copies[id(a)]
+        return a
+
+    args = tuple(clone(a) for a in launch.args)
+    kwargs = {k: clone(v) for k, v in launch.kwargs.items()}
+    launch.obj.run(*args, **kwargs)
+    synchronize()
     for a in list(launch.args) + list(launch.kwargs.values()):
-        if isinstance(a, torch.Tensor) and a.is_floating_point():
-            a.fill_(float("nan"))
+        if isinstance(a, torch.Tensor) and id(a) in copies and not torch.equal(copies[id(a)], a):
+            a.fill_(float("nan") if a.is_floating_point() else -1)
 
 
 def run_harness(version: ModuleVersion, seed: int, skip_launches: bool = False) -> tuple[Any, list[CapturedLaunch]]:
     """Run the harness under a seed, recording its kernel launches. With skip_launches
-    every launch is replaced by NaN-filling its float tensors (the weak-harness check)."""
+    every launch is replaced by poison_written_args (the weak-harness check)."""
     fn = version.harness()
     seed_everything(seed)
-    with recording(skip=skip_launches, on_skip=poison_float_args if skip_launches else None) as rec:
+    with recording(skip=skip_launches, on_skip=poison_written_args if skip_launches else None) as rec:
         try:
             out = fn()
             synchronize()

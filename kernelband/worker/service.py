@@ -160,6 +160,9 @@ class WorkerService:
             for s, ref in self.refs.items():
                 torch.save(ref, self._ref_path(s))
             base.weak_harness, base.weak_reason = self._weak_harness_check(task)
+            if len(task.seeds) > 1 and bitwise_equal(self.refs[task.seeds[0]], self.refs[task.seeds[1]]):
+                base.message = ("note: outputs are identical for every seed: the harness does not draw seeded "
+                                "random inputs, so correctness is checked on one input only")
         base.ok = True
         if req.get("time", True):
             base.timing = time_launches(self.original_launches)
@@ -173,8 +176,6 @@ class WorkerService:
         """Would a kernel that does nothing (and leaves NaN in its buffers) pass?"""
         assert self.original is not None
         seeds = task.seeds
-        if len(seeds) > 1 and bitwise_equal(self.refs[seeds[0]], self.refs[seeds[1]]):
-            return True, "the outputs are identical for different seeds: the harness does not draw seeded random inputs"
         try:
             out, _ = run_harness(self.original, seeds[0], skip_launches=True)
         except HarnessError:

@@ -1,0 +1,154 @@
+"""``kernelband optimize FILE --kernel NAME``: run a budgeted KernelBand session.
+
+Exit codes: 0 a verified speedup was found, 1 the session ran but found none,
+2 the job could not run (bad usage, unreadable file, unusable harness).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..evaluate import SetupError
+from ..events import Event, EventEmitter, jsonl_sink
+from ..session import SEARCH_NAMES, Budget, SessionConfig, run_session
+from ..store import Store
+from ..strategies import STRATEGY_NAMES
+from .common import EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError, add_task_arguments, build_task, print_json
+from .progress import ProgressBar
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("optimize", help="search for a faster verified variant of a kernel",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_task_arguments(p)
+    p.add_argument("--budget", type=int, default=16, help="evaluations (default 16; 0 = no evaluation limit)")
+    p.add_argument("--seconds", type=float, help="wall-clock budget in seconds")
+    p.add_argument("--tokens", type=int, help="LLM token budget")
+    p.add_argument("--dollars", type=float, help="LLM cost budget in US dollars")
+    p.add_argument("--generator", choices=("rules", "openai"), default="rules",
+                   help="rules: offline rewrites of tunables (default); openai: an LLM through any OpenAI-compatible API")
+    p.add_argument("--model", help="LLM model name (openai generator)")
+    p.add_argument("--base-url", help="OpenAI-compatible base URL, e.g. http://localhost:11434/v1")
+    p.add_argument("--temperature", type=float, help="LLM temperature")
+    p.add_argument("--search", choices=SEARCH_NAMES, default="kernelband", help="search policy (default kernelband = v1)")
+    p.add_argument("--strategies", help=f"comma-separated subset of: {', '.join(STRATEGY_NAMES)}")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile-tier", type=int, choices=(0, 1, 2, 3), default=2,
+                   help="profile each correct candidate up to this tier for the bandit's features (default 2)")
+    p.add_argument("--rounds", type=int, default=10, help="interleaved A/B rounds for the final speedup's CI")
+    p.add_argument("--min-speedup", type=float, default=1.0, help="report 'improved' only above this speedup")
+    p.add_argument("--allow-weak-harness", action="store_true", help="search even if the harness cannot catch a broken kernel")
+    p.add_argument("--no-store", action="store_true", help="do not read or write .kernelband/ in the workspace")
+    p.add_argument("--events", choices=("jsonl",), help="write typed JSON-lines events to stdout (for editors)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--diff", action="store_true", help="print the winning diff")
+    out.add_argument("--apply", action="store_true", help="write the winner into FILE if FILE is unchanged since the start")
+    p.set_defaults(func=run)
+
+
+def _config(args: argparse.Namespace) -> SessionConfig:
+    strategies = None
+    if args.strategies:
+        strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+        unknown = [s for s in strategies if s not in STRATEGY_NAMES]
+        if unknown:
+            raise UsageError(f"unknown strategies: {', '.join(unknown)} (known: {', '.join(STRATEGY_NAMES)})")
+    options: dict[str, Any] = {}
+    for name in ("model", "base_url", "temperature"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
+    budget = Budget(evaluations=args.budget or None, seconds=args.seconds, tokens=args.tokens, dollars=args.dollars)
+    try:
+        budget.validate()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return SessionConfig(search=args.search, generator=args.generator, budget=budget, seed=args.seed,
+                         generator_options=options, strategies=strategies, profile_tier=args.profile_tier,
+                         paired_rounds=max(args.rounds, 2), min_speedup=args.min_speedup,
+                         allow_weak_harness=args.allow_weak_harness)
+
+
+def _install_stop_handlers(stop: threading.Event) -> None:
+    """First SIGINT/SIGTERM: finish the current evaluation and report the best so far.
+    A second SIGINT aborts."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+        print("\nkernelband: stopping after the current evaluation (Ctrl-C again to abort)", file=sys.stderr)
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def run(args: argparse.Namespace) -> int:
+    emitter = EventEmitter()
+    if args.events == "jsonl":
+        emitter.add_sink(jsonl_sink(sys.stdout))
+    try:
+        task, _ = build_task(args)
+        config = _config(args)
+    except UsageError as e:
+        if args.events == "jsonl":
+            emitter.emit("error", message=str(e), kind="usage")
+        raise
+    if not args.json and args.events is None:
+        emitter.add_sink(ProgressBar(sys.stderr, total=config.budget.evaluations))
+    stop = threading.Event()
+    _install_stop_handlers(stop)
+    store = None if args.no_store else Store.for_file(task.module_path)
+    try:
+        result = run_session(task, config, emitter, store, stop)
+    except (SetupError, ValueError) as e:
+        emitter.emit("error", message=str(e), kind="setup")
+        print(f"kernelband: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if store:
+            store.close()
+    if args.apply and result["status"] == "improved":
+        result["applied"], note = _apply(task.module_path, task.source, result["best_source"])
+        print(f"kernelband: {note}", file=sys.stderr)
+    if args.events == "jsonl":
+        pass  # the result event already carried everything
+    elif args.json:
+        print_json({k: v for k, v in result.items()})
+    else:
+        _print_summary(result, show_diff=args.diff)
+    return EXIT_OK if result["status"] == "improved" else EXIT_VERDICT
+
+
+def _apply(path: str, started_from: str, new_source: str) -> tuple[bool, str]:
+    try:
+        current = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        return False, f"not applied: cannot read {path} ({e})"
+    if current != started_from:
+        return False, f"not applied: {path} changed since the session started; use --diff and apply by hand"
+    tmp = f"{path}.kernelband.tmp"
+    Path(tmp).write_text(new_source, encoding="utf-8")
+    os.replace(tmp, path)  # atomic: never a half-written file
+    return True, f"applied the winning variant to {path}"
+
+
+def _print_summary(r: dict[str, Any], show_diff: bool) -> None:
+    clock = "CPU time under the Triton interpreter (not GPU time)" if r["interpreted"] else f"GPU time on {r['gpu']}"
+    print(f"{r['kernel']}: {r['status']}: {r['message']}")
+    print(f"  original {r['baseline_ms']:.4g} ms -> best {r['best_ms']:.4g} ms; {clock}")
+    lo, hi = r["speedup_ci"]
+    print(f"  speedup {r['speedup']:.3f}x (95% CI {lo:.3f}-{hi:.3f}); {r['evaluations']} evaluations in {r['seconds']:.1f} s")
+    if r["strategy_path"]:
+        print(f"  path: {' -> '.join(r['strategy_path'])}")
+    for w in r.get("warnings", []):
+        print(f"  warning: {w}")
+    if show_diff and r["diff"]:
+        print()
+        print(r["diff"], end="")
+    elif r["diff"] and not r.get("applied"):
+        print("  (--diff shows the change, --apply writes it)")

@@ -1,0 +1,60 @@
+"""What every generator shares: the context of one request, its result, the protocol.
+
+How a session uses a Generation:
+- ``variant`` set, ``rejected`` False: evaluate the variant.
+- ``rejected`` True: something was produced but cannot be run (an LLM reply with no
+  code block, code that does not parse, a module that fails ``screen_variant``...).
+  Do not evaluate it; record one evaluation with status ``rejected`` and ``message``
+  (``variant`` carries the spliced module when there was one, for the record; it is
+  None when not even a module could be built). It counts against the evaluation
+  budget and as a failure for the strategy.
+- ``variant`` None, ``rejected`` False: nothing produced. ``failed`` False means the
+  generator has nothing (left) to offer for this request; ``failed`` True means the
+  generator itself could not work (endpoint unreachable after its retries, bad key):
+  not the kernel's fault, but a session should stop asking after a few of these.
+``tokens`` and ``cost_usd`` are spent whatever the outcome and count against the budget.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol, runtime_checkable
+
+from ..model import Variant
+
+
+@dataclass
+class GenContext:
+    kernel: str
+    harness: str
+    module_path: str
+    profile: Optional[dict[str, Any]] = None  # the parent's profile (diagnosis, tiers)
+    device: Optional[dict[str, Any]] = None  # device facts
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+
+@dataclass
+class Generation:
+    variant: Optional[Variant]  # None = nothing produced (see the module docstring)
+    message: str = ""
+    tokens: int = 0
+    cost_usd: float = 0.0
+    rejected: bool = False  # produced but unusable: counts as one rejected evaluation
+    failed: bool = False  # the generator could not work at all (network, key): nothing produced
+    attempts: int = 0  # requests made to a remote model (retries included); 0 for offline generators
+
+
+@runtime_checkable
+class Generator(Protocol):
+    name: str
+
+    def offered(self, parent: Variant, kernel: str) -> list[str]:
+        """Strategies this generator can (still) apply to ``parent``."""
+        ...
+
+    def generate(self, parent: Variant, strategy: str, ctx: GenContext) -> Generation:
+        ...
+
+    def enumerate_space(self, original: Variant, kernel: str) -> list[Variant]:
+        """Every point of the offline tunable space (rules only; others return [])."""
+        ...

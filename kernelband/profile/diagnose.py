@@ -1,0 +1,229 @@
+"""Diagnosis: a profile's numbers -> a bottleneck class, the evidence in words, and
+the strategies it points to (names from kernelband/strategies.py). Pure functions.
+
+Classes (the thresholds are module constants):
+- launch-bound: a launch takes under LAUNCH_BOUND_MS and uses little of any peak, so
+  launch overhead and ramp-up dominate.
+- memory-bound: DRAM at >= BOUND_FRACTION of the measured copy bandwidth (or of ncu's
+  DRAM peak), and more so than compute.
+- compute-bound: compute at >= BOUND_FRACTION of the measured matrix rate (or ncu's SM
+  throughput), and more so than memory.
+- latency-bound: neither is near its peak: the kernel waits (too few programs,
+  low occupancy, spills, dependent loads). Shown as "latency/occupancy-bound".
+- unknown: no peaks to compare against (the interpreter, or facts not measured).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from ..strategies import STRATEGIES
+
+BOUND_FRACTION = 0.6  # ncu's "speed of light" convention for a saturated unit
+LAUNCH_BOUND_MS = 0.010  # 10 us per launch: a few launch overheads
+LAUNCH_MAX_FRACTION = 0.3
+LOW_LOAD_EFFICIENCY_PCT = 60.0  # % of each fetched sector's bytes actually used
+LOW_L2_HIT_PCT = 50.0
+LOW_TENSOR_PCT = 50.0
+LOW_OCCUPANCY = 0.25
+BANK_CONFLICTS_PER_REQUEST = 1.0
+
+
+@dataclass
+class Diagnosis:
+    bottleneck: str  # memory-bound | compute-bound | latency-bound | launch-bound | unknown
+    evidence: str
+    strategies: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Numbers:
+    """Everything the rules look at; None = not known."""
+
+    interpreted: bool = False
+    time_per_launch_ms: Optional[float] = None
+    launches: int = 1
+    bytes_total: Optional[int] = None
+    flops: Optional[int] = None
+    dram_frac: Optional[float] = None  # achieved bandwidth / measured copy peak (tier 2)
+    compute_frac: Optional[float] = None  # achieved FLOP/s / measured matrix peak (tier 2)
+    compute_peak: Optional[str] = None  # "bf16" | "tf32" | "fp32"
+    arithmetic_intensity: Optional[float] = None
+    ridge: Optional[float] = None
+    has_dot: bool = False
+    # tier 1
+    n_regs: Optional[int] = None
+    n_spills: Optional[int] = None
+    occupancy: Optional[float] = None  # theoretical
+    occupancy_limiter: Optional[str] = None
+    programs: Optional[int] = None
+    sm_count: Optional[int] = None
+    # tier 3 (percent as ncu reports them)
+    dram_pct: Optional[float] = None
+    sm_pct: Optional[float] = None
+    l2_pct: Optional[float] = None
+    l2_hit_pct: Optional[float] = None
+    achieved_occupancy_pct: Optional[float] = None
+    warp_efficiency_pct: Optional[float] = None
+    load_efficiency_pct: Optional[float] = None
+    sectors_per_request: Optional[float] = None
+    bank_conflicts_per_request: Optional[float] = None
+    tensor_pct: Optional[float] = None
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.0f}%"
+
+
+def _us_or_ms(ms: float) -> str:
+    return f"{ms * 1e3:.1f} us" if ms < 1 else f"{ms:.2f} ms"
+
+
+def _mb(b: int) -> str:
+    return f"{b / 1e6:.2f} MB" if b >= 1e5 else f"{b / 1e3:.1f} kB"
+
+
+def _ordered(names: list[str]) -> list[str]:
+    out: list[str] = []
+    for n in names:
+        if n in STRATEGIES and n not in out:
+            out.append(n)
+    return out
+
+
+def _occupancy_note(n: Numbers) -> Optional[str]:
+    occ = n.achieved_occupancy_pct / 100 if n.achieved_occupancy_pct is not None else n.occupancy
+    if occ is None or occ >= LOW_OCCUPANCY * 2:
+        return None
+    label = "achieved" if n.achieved_occupancy_pct is not None else "theoretical"
+    why = f", limited by {n.occupancy_limiter.replace('_', ' ')}" if n.occupancy_limiter and n.occupancy is not None else ""
+    return f"{label} occupancy {_pct(occ)}{why}"
+
+
+def diagnose(n: Numbers) -> Diagnosis:
+    mem = n.dram_pct / 100 if n.dram_pct is not None else n.dram_frac
+    comp = n.sm_pct / 100 if n.sm_pct is not None else n.compute_frac
+    mem_src = "DRAM peak" if n.dram_pct is not None else "measured copy bandwidth"
+    if n.interpreted:
+        bits = []
+        if n.time_per_launch_ms is not None:
+            bits.append(f"{_us_or_ms(n.time_per_launch_ms)} per launch is CPU time")
+        if n.bytes_total is not None:
+            bits.append(f"{_mb(n.bytes_total)} moved")
+        bits.append(f"{n.flops:.3g} FLOPs" if n.flops is not None else "FLOPs unknown")
+        return Diagnosis("unknown", "unknown: no GPU peaks under the interpreter (" + "; ".join(bits) + ").", [])
+    if mem is None and comp is None:
+        return Diagnosis("unknown", "unknown: no measured device peaks or counters to compare against "
+                                    "(profile at tier 2 with device facts, or tier 3).", [])
+    m = mem or 0.0
+    c = comp or 0.0
+    extras: list[str] = []
+    strategies: list[str] = []
+
+    if n.time_per_launch_ms is not None and n.time_per_launch_ms < LAUNCH_BOUND_MS and max(m, c) < LAUNCH_MAX_FRACTION:
+        ev = f"launch-bound: {_us_or_ms(n.time_per_launch_ms)} per launch at {_pct(m)} of {mem_src}"
+        if n.programs is not None and n.sm_count:
+            ev += f" ({n.programs} programs for {n.sm_count} SMs)"
+        ev += "; fixed launch cost dominates: do more work per launch or fuse launches."
+        return Diagnosis("launch-bound", ev, _ordered(["fusion", "tiling"]))
+
+    if m >= BOUND_FRACTION and m >= c:
+        ev = f"memory-bound: {_pct(m)} of {mem_src}"
+        coalesce_bad = (n.load_efficiency_pct is not None and n.load_efficiency_pct < LOW_LOAD_EFFICIENCY_PCT)
+        if coalesce_bad:
+            spr = f"{n.sectors_per_request:.1f} sectors/request, " if n.sectors_per_request is not None else ""
+            extras.append(f"loads are not coalesced ({spr}{n.load_efficiency_pct:.0f}% of fetched bytes used)")
+            strategies += ["vectorization", "access_layout"]
+        if n.l2_hit_pct is not None and n.l2_hit_pct < LOW_L2_HIT_PCT and n.has_dot:
+            extras.append(f"L2 hit rate {n.l2_hit_pct:.0f}%: inputs are re-read from DRAM")
+            strategies += ["reordering", "access_layout"]
+        strategies += ["fusion", "vectorization", "access_layout"]
+        if n.has_dot:
+            strategies.insert(0, "reordering")
+        return Diagnosis("memory-bound", ev + ("; " + "; ".join(extras) if extras else "") + ".", _ordered(strategies))
+
+    if c >= BOUND_FRACTION and c > m:
+        if n.sm_pct is not None:
+            ev = f"compute-bound: SM throughput {n.sm_pct:.0f}% of peak"
+        else:
+            ev = f"compute-bound: {_pct(c)} of the measured {n.compute_peak or 'matrix'} matrix rate"
+        if n.tensor_pct is not None and n.has_dot and n.tensor_pct < LOW_TENSOR_PCT:
+            extras.append(f"tensor cores busy only {n.tensor_pct:.0f}% of cycles")
+        if n.n_spills:
+            extras.append(f"{n.n_spills} registers spilled")
+        strategies = ["tiling", "pipeline"] + (["reordering"] if n.has_dot else [])
+        return Diagnosis("compute-bound", ev + ("; " + "; ".join(extras) if extras else "") + ".", _ordered(strategies))
+
+    # neither unit near its peak: latency / occupancy
+    parts = [f"{_pct(m)} of {mem_src}"]
+    if comp is not None:
+        parts.append(f"{_pct(c)} of compute peak" if n.sm_pct is None else f"SM throughput {n.sm_pct:.0f}%")
+    elif n.flops is None:
+        parts.append("FLOPs unknown")
+    ev = "latency-bound: " + " and ".join(parts)
+    if n.programs is not None and n.sm_count and n.programs < n.sm_count:
+        extras.append(f"only {n.programs} programs for {n.sm_count} SMs")
+        strategies.append("tiling")
+    occ = _occupancy_note(n)
+    if occ:
+        extras.append(occ)
+        strategies += ["tiling", "pipeline"]
+    if n.n_spills:
+        extras.append(f"{n.n_spills} registers spilled")
+        strategies.append("tiling")
+    if n.load_efficiency_pct is not None and n.load_efficiency_pct < LOW_LOAD_EFFICIENCY_PCT:
+        extras.append(f"loads use {n.load_efficiency_pct:.0f}% of fetched bytes")
+        strategies.append("vectorization")
+    if n.bank_conflicts_per_request is not None and n.bank_conflicts_per_request >= BANK_CONFLICTS_PER_REQUEST:
+        extras.append(f"{n.bank_conflicts_per_request:.1f} shared-memory bank conflicts per request")
+        strategies.append("access_layout")
+    if not extras:
+        extras.append("the units wait on dependent memory accesses")
+    strategies += ["pipeline", "tiling", "vectorization"]
+    return Diagnosis("latency-bound", ev + "; " + "; ".join(extras) + ".", _ordered(strategies))
+
+
+def numbers_from_profile(profile: dict[str, Any]) -> Numbers:
+    tiers = profile.get("tiers") or {}
+    st = tiers.get("static") or {}
+    tm = tiers.get("timing") or {}
+    ct = (tiers.get("counters") or {}).get("values") or {}
+    occ = st.get("occupancy") or {}
+    facts = profile.get("device") or {}
+    launch = profile.get("launch") or {}
+    return Numbers(
+        interpreted=bool(profile.get("interpreted")),
+        time_per_launch_ms=tm.get("time_per_launch_ms"),
+        launches=tm.get("launches") or 1,
+        bytes_total=tm.get("bytes_total"),
+        flops=tm.get("flops"),
+        dram_frac=tm.get("bandwidth_frac"),
+        compute_frac=tm.get("compute_frac"),
+        compute_peak=tm.get("compute_peak"),
+        arithmetic_intensity=tm.get("arithmetic_intensity"),
+        ridge=(tm.get("roofline") or {}).get("ridge"),
+        has_dot=bool(profile.get("has_dot")),
+        n_regs=st.get("n_regs"),
+        n_spills=st.get("n_spills"),
+        occupancy=occ.get("theoretical"),
+        occupancy_limiter=occ.get("limiter"),
+        programs=launch.get("programs"),
+        sm_count=facts.get("sm_count"),
+        dram_pct=ct.get("dram_throughput"),
+        sm_pct=ct.get("sm_throughput"),
+        l2_pct=ct.get("l2_throughput"),
+        l2_hit_pct=ct.get("l2_hit_rate"),
+        achieved_occupancy_pct=ct.get("achieved_occupancy"),
+        warp_efficiency_pct=ct.get("warp_efficiency"),
+        load_efficiency_pct=ct.get("load_efficiency"),
+        sectors_per_request=ct.get("sectors_per_request"),
+        bank_conflicts_per_request=ct.get("shared_bank_conflicts"),
+        tensor_pct=ct.get("tensor_core_utilisation"),
+    )
+
+
+def diagnose_profile(profile: dict[str, Any]) -> Diagnosis:
+    return diagnose(numbers_from_profile(profile))

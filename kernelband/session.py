@@ -1,0 +1,427 @@
+"""A KernelBand session: task + budget + generator + search policy -> events -> Result.
+
+Loop: the policy picks (pool member, strategy); the generator writes a child; the
+evaluator screens, checks and times it; a correct child joins the pool; the policy
+learns from the reward. At the end the fastest member and the original are
+re-measured interleaved for a speedup with a 95% confidence interval.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import random
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from .evaluate import Evaluator, SetupError
+from .events import EventEmitter
+from .model import Evaluation, Status, Task, Variant, sha256_text
+from .store import Store
+
+EXHAUSTIVE = "exhaustive"
+SEARCH_NAMES = ("kernelband", "kernelband-v2", "random", "ucb1", "greedy", EXHAUSTIVE)
+
+
+@dataclass
+class Budget:
+    """Any combination; None = unlimited. At least one must be set."""
+
+    evaluations: Optional[int] = 16
+    seconds: Optional[float] = None
+    tokens: Optional[int] = None
+    dollars: Optional[float] = None
+
+    def validate(self) -> None:
+        if all(v is None for v in (self.evaluations, self.seconds, self.tokens, self.dollars)):
+            raise ValueError("a session needs a budget: evaluations, seconds, tokens or dollars")
+        for name in ("evaluations", "seconds", "tokens", "dollars"):
+            v = getattr(self, name)
+            if v is not None and v <= 0:
+                raise ValueError(f"budget {name} must be positive, got {v}")
+
+
+@dataclass
+class Usage:
+    evaluations: int = 0
+    tokens: int = 0
+    dollars: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
+
+    def exhausted(self, b: Budget) -> Optional[str]:
+        if b.evaluations is not None and self.evaluations >= b.evaluations:
+            return f"evaluation budget reached ({self.evaluations})"
+        if b.seconds is not None and self.seconds >= b.seconds:
+            return f"time budget reached ({self.seconds:.0f} s)"
+        if b.tokens is not None and self.tokens >= b.tokens:
+            return f"token budget reached ({self.tokens})"
+        if b.dollars is not None and self.dollars >= b.dollars:
+            return f"dollar budget reached (${self.dollars:.4f})"
+        return None
+
+
+@dataclass
+class SessionConfig:
+    search: str = "kernelband"
+    generator: str = "rules"
+    budget: Budget = field(default_factory=Budget)
+    seed: int = 0
+    bandit: Any = None  # search.config.BanditConfig; None = defaults for the search
+    generator_options: dict[str, Any] = field(default_factory=dict)  # model, base_url, temperature...
+    strategies: Optional[list[str]] = None  # restrict to these; None = all
+    profile_tier: int = 2  # profile each correct candidate up to this tier (features for the bandit)
+    paired_rounds: int = 10
+    min_speedup: float = 1.0  # "improved" needs the CI's lower bound above this (and above 1)
+    warm_start: bool = True  # seed the pool with the best variant stored by earlier sessions
+    allow_weak_harness: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["bandit"] = asdict(self.bandit) if self.bandit is not None and hasattr(self.bandit, "__dataclass_fields__") else None
+        return d
+
+
+def unified_diff(original: str, new: str, path: str) -> str:
+    name = Path(path).name
+    return "".join(
+        difflib.unified_diff(original.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}")
+    )
+
+
+class Session:
+    def __init__(
+        self,
+        task: Task,
+        config: SessionConfig,
+        emitter: Optional[EventEmitter] = None,
+        store: Optional[Store] = None,
+        stop: Optional[threading.Event] = None,
+        evaluator: Optional[Evaluator] = None,
+    ) -> None:
+        config.budget.validate()
+        if config.search not in SEARCH_NAMES:
+            raise ValueError(f"unknown search {config.search!r}; known: {', '.join(SEARCH_NAMES)}")
+        self.task = task
+        self.config = config
+        self.emit = (emitter or EventEmitter()).emit
+        self.store = store
+        self.stop = stop or threading.Event()
+        self.evaluator = evaluator or Evaluator(task, profile_tier=config.profile_tier)
+        self.id = uuid.uuid4().hex[:12]
+        self.rng = random.Random(config.seed)
+        self.usage = Usage()
+        self.history: list[dict[str, Any]] = []
+        self.pool: list[Any] = []  # search.base.Candidate
+        self.by_id: dict[str, Any] = {}
+        self.gpu = ""
+        self.triton_version = ""
+        self.warnings: list[str] = []
+
+    # ------------------------------------------------------------------ helpers
+    def _candidate(self, variant: Variant, time_ms: float, profile: Optional[dict[str, Any]], parent: Any) -> Any:
+        from .search.base import Candidate
+
+        prof = profile or {}
+        rv = prof.get("runtime_vector") or [math.log(max(time_ms, 1e-9))]
+        return Candidate(
+            id=variant.id,
+            variant=variant,
+            time_ms=time_ms,
+            phi=prof.get("phi"),
+            runtime_vector=[float(x) for x in rv],
+            saturation={k: float(v) for k, v in (prof.get("saturation") or {}).items() if v is not None},
+            parent_id=parent.id if parent is not None else None,
+            depth=(parent.depth + 1) if parent is not None else 0,
+        )
+
+    def _add(self, cand: Any) -> None:
+        self.pool.append(cand)
+        self.by_id[cand.id] = cand
+
+    def _best(self) -> Any:
+        return min(self.pool, key=lambda c: c.time_ms)
+
+    def _strategy_path(self, cand: Any) -> list[str]:
+        path: list[str] = []
+        while cand is not None and cand.parent_id is not None:
+            path.append(cand.variant.strategy or "?")
+            cand = self.by_id.get(cand.parent_id)
+        return list(reversed(path))
+
+    def _record(self, parent: Any, strategy: Optional[str], variant: Optional[Variant], ev: Evaluation,
+                description: str = "") -> None:
+        base_ms = self.pool[0].time_ms
+        speedup = (base_ms / ev.time_ms) if ev.ok and ev.time_ms else None
+        best = self._best()
+        entry = {
+            "index": self.usage.evaluations,
+            "t": round(self.usage.seconds, 3),
+            "variant_id": variant.id if variant else None,
+            "parent": parent.id if parent is not None else None,
+            "strategy": strategy,
+            "generator": variant.generator if variant else self.config.generator,
+            "status": ev.status.value,
+            "time_ms": ev.time_ms,
+            "speedup": speedup,
+            "message": ev.message,
+            "description": description or (variant.description if variant else ""),
+            "best_ms": best.time_ms,
+            "best_speedup_so_far": base_ms / best.time_ms,
+        }
+        self.history.append(entry)
+        self.emit("candidate", **{k: entry[k] for k in ("index", "variant_id", "parent", "strategy", "generator", "status",
+                                                         "time_ms", "speedup", "message", "description")})
+        total = self.config.budget.evaluations
+        self.emit("progress", done=self.usage.evaluations, total=total, best_ms=best.time_ms,
+                  best_speedup=entry["best_speedup_so_far"], message=f"{strategy or 'candidate'}: {ev.status.value}")
+        if self.store:
+            self.store.add_history(self.id, len(self.history) - 1, entry)
+            self.store.add_evaluation(
+                session_id=self.id, source_hash=sha256_text(variant.source) if variant else "", harness_hash=self._harness_hash(),
+                gpu=self.gpu, triton_version=self.triton_version, kernel=self.task.kernel,
+                variant_id=variant.id if variant else "", strategy=strategy, evaluation=ev.to_dict(),
+            )
+
+    def _harness_hash(self) -> str:
+        if self.task.harness_path:
+            try:
+                return sha256_text(Path(self.task.harness_path).read_text(encoding="utf-8") + self.task.harness)
+            except OSError:
+                return sha256_text(self.task.harness_path + self.task.harness)
+        return sha256_text(self.task.harness)
+
+    # ------------------------------------------------------------------ phases
+    def _setup(self) -> None:
+        info = self.evaluator.start()
+        self.gpu, self.triton_version = info.device_name, info.triton_version
+        if not info.interpreted:
+            facts = self.store.get_device_facts(self.gpu, self.triton_version) if self.store else None
+            if facts is None:
+                self.emit("log", level="info", message="measuring device peaks (once per device)...")
+                facts = self.evaluator.device_facts()
+                if facts and self.store:
+                    self.store.put_device_facts(self.gpu, self.triton_version, facts)
+            self.evaluator.facts = facts or {}
+        base = self.evaluator.prepare()
+        if base.message:
+            self.warnings.append(base.message)
+        self.emit("baseline", time_ms=base.timing.median_ms if base.timing else None,
+                  clock=base.timing.clock if base.timing else None, deterministic=base.deterministic,
+                  weak_harness=base.weak_harness, message=base.weak_reason or base.message)
+        if base.weak_harness:
+            msg = f"weak harness: {base.weak_reason}"
+            if not self.config.allow_weak_harness:
+                raise SetupError(msg + " (it could not tell a broken kernel from the real one; fix the harness)")
+            self.warnings.append(msg)
+        assert base.timing is not None
+        original = Variant(self.task.source, generator="original", description="the original kernel")
+        self._add(self._candidate(original, base.timing.median_ms, base.profile, None))
+        if self.store:
+            key_profile = base.profile
+            if key_profile:
+                from .store import ProfileKey
+
+                self.store.put_profile(ProfileKey(self.task.source_hash, self._harness_hash(), self.gpu,
+                                                  self.triton_version, self.task.kernel), key_profile,
+                                       file=self.task.module_path)
+
+    def _warm_start(self) -> None:
+        if not (self.store and self.config.warm_start and self.config.search != EXHAUSTIVE):
+            return
+        stored = self.store.variants(self.task.source_hash, self.task.kernel, self.gpu)
+        if not stored or self.usage.exhausted(self.config.budget):
+            return
+        prev = stored[0]
+        variant = Variant(prev["source"], parent=self.pool[0].id, strategy=prev["strategy"], generator="stored",
+                          description="best variant found by an earlier session")
+        self.usage.evaluations += 1
+        ev = self.evaluator.evaluate(variant)
+        if ev.ok and ev.time_ms is not None:
+            self._add(self._candidate(variant, ev.time_ms, ev.profile, self.pool[0]))
+        self._record(self.pool[0], prev["strategy"], variant, ev, "re-checked from an earlier session")
+
+    def _search(self, generator: Any) -> str:
+        from .generators.base import GenContext
+        from .search.base import Outcome, make_policy
+        from .search.compat import CompatibilityModels
+
+        compat = CompatibilityModels.load(self.store) if self.store else None
+        policy = make_policy(self.config.search, self.config.bandit, compat)
+        allowed = set(self.config.strategies or [])
+
+        def offered(c: Any) -> list[str]:
+            names = generator.offered(c.variant, self.task.kernel)
+            return [s for s in names if not allowed or s in allowed]
+
+        reason = "search space exhausted"
+        idle = 0
+        try:
+            while True:
+                if self.stop.is_set():
+                    return "stopped by request"
+                why = self.usage.exhausted(self.config.budget)
+                if why:
+                    return why
+                pick = policy.select(self.pool, offered, self.rng)
+                if pick is None:
+                    return reason
+                parent, strategy = pick
+                ctx = GenContext(kernel=self.task.kernel, harness=self.task.harness, module_path=self.task.module_path,
+                                 profile=None, device=self.evaluator.facts or None, rng=self.rng)
+                gen = generator.generate(parent.variant, strategy, ctx)
+                self.usage.tokens += gen.tokens
+                self.usage.dollars += gen.cost_usd
+                if gen.variant is None and not gen.rejected:
+                    idle += 1  # the generator had nothing after all; offered() should now exclude it
+                    if idle > 50:
+                        return "the generator produced nothing new"
+                    continue
+                idle = 0
+                self.usage.evaluations += 1
+                if gen.variant is None:
+                    ev = Evaluation(Status.REJECTED, gen.message, interpreted=self.evaluator.interpreted)
+                else:
+                    ev = self.evaluator.evaluate(gen.variant)
+                child = None
+                if ev.ok and ev.time_ms is not None and gen.variant is not None:
+                    child = self._candidate(gen.variant, ev.time_ms, ev.profile, parent)
+                    self._add(child)
+                policy.update(parent, strategy, Outcome(ev.ok, parent.time_ms, ev.time_ms if ev.ok else None), child)
+                self._record(parent, strategy, gen.variant, ev, gen.message if gen.variant is None else "")
+        finally:
+            if compat is not None and self.store is not None:
+                compat.save(self.store)
+
+    def _exhaustive(self, generator: Any) -> str:
+        space = generator.enumerate_space(self.pool[0].variant, self.task.kernel)
+        self.emit("log", level="info", message=f"exhaustive search over {len(space)} points of the rules space")
+        for variant in space:
+            if self.stop.is_set():
+                return "stopped by request"
+            why = self.usage.exhausted(self.config.budget)
+            if why:
+                return why
+            self.usage.evaluations += 1
+            ev = self.evaluator.evaluate(variant)
+            if ev.ok and ev.time_ms is not None:
+                self._add(self._candidate(variant, ev.time_ms, ev.profile, self.pool[0]))
+            self._record(self.pool[0], variant.strategy, variant, ev)
+        return "search space exhausted"
+
+    def _finish(self, stop_reason: str) -> dict[str, Any]:
+        original = self.pool[0]
+        best = self._best()
+        result: dict[str, Any] = {
+            "status": "no_improvement",
+            "kernel": self.task.kernel,
+            "file": self.task.module_path,
+            "session_id": self.id,
+            "original_hash": self.task.source_hash,
+            "baseline_ms": original.time_ms,
+            "best_ms": best.time_ms,
+            "speedup": 1.0,
+            "speedup_ci": [1.0, 1.0],
+            "evaluations": self.usage.evaluations,
+            "interpreted": self.evaluator.interpreted,
+            "clock": "cpu-interpreter" if self.evaluator.interpreted else "cuda-events",
+            "gpu": self.gpu,
+            "triton_version": self.triton_version,
+            "search": self.config.search,
+            "generator": self.config.generator,
+            "strategy_path": [],
+            "diff": "",
+            "best_source": self.task.source,
+            "best_variant_id": original.id,
+            "seconds": round(self.usage.seconds, 3),
+            "tokens": self.usage.tokens,
+            "cost_usd": round(self.usage.dollars, 6),
+            "stop_reason": stop_reason,
+            "message": "",
+            "warnings": self.warnings,
+            "history": self.history,
+            "worker_restarts": self.evaluator.worker_restarts,
+        }
+        if best is original:
+            result["message"] = f"no faster correct variant found in {self.usage.evaluations} evaluations ({stop_reason})"
+            return result
+        self.emit("log", level="info", message="re-measuring the best variant and the original, interleaved...")
+        paired = self.evaluator.paired_timing(best.variant, rounds=self.config.paired_rounds)
+        result.update(
+            baseline_ms=paired.baseline_ms,
+            best_ms=paired.variant_ms,
+            speedup=paired.speedup,
+            speedup_ci=[paired.ci_low, paired.ci_high],
+            paired_rounds=paired.rounds,
+            search_best_ms=best.time_ms,
+            search_baseline_ms=original.time_ms,
+            strategy_path=self._strategy_path(best),
+            diff=unified_diff(self.task.source, best.variant.source, self.task.module_path),
+            best_source=best.variant.source,
+            best_variant_id=best.id,
+        )
+        if paired.ci_low > max(1.0, self.config.min_speedup):
+            result["status"] = "improved"
+            result["message"] = (f"{paired.speedup:.2f}x faster (95% CI {paired.ci_low:.2f}-{paired.ci_high:.2f}) "
+                                 f"via {' -> '.join(result['strategy_path']) or 'a stored variant'}")
+        else:
+            result["message"] = (f"best candidate measured {paired.speedup:.2f}x (95% CI {paired.ci_low:.2f}-"
+                                 f"{paired.ci_high:.2f}) on re-measurement: not a verified speedup")
+        flag = self._roofline_flag(best, paired.variant_ms)
+        if flag:
+            result["warnings"].append(flag)
+        return result
+
+    def _roofline_flag(self, best: Any, best_ms: float) -> Optional[str]:
+        """A speedup that would move bytes faster than the device can is suspicious."""
+        bw = (self.evaluator.facts or {}).get("copy_bandwidth_gbs") or (self.evaluator.facts or {}).get("dram_bandwidth_gbs")
+        base = self.evaluator.baseline
+        if not bw or base is None or self.evaluator.interpreted or best_ms <= 0:
+            return None
+        nbytes = sum(l.tensor_bytes for l in base.launches)
+        achieved = nbytes / (best_ms * 1e-3) / 1e9
+        if achieved > 1.1 * float(bw):
+            return (f"suspicious: the winner would move {achieved:.0f} GB/s, above the measured copy bandwidth "
+                    f"{float(bw):.0f} GB/s; check that the harness's outputs cover all the kernel writes")
+        return None
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> dict[str, Any]:
+        from .generators import make_generator
+
+        generator = make_generator(self.config.generator, seed=self.config.seed, **self.config.generator_options)
+        self.emit("started", kernel=self.task.kernel, file=self.task.module_path, source_hash=self.task.source_hash,
+                  budget=asdict(self.config.budget), generator=self.config.generator, search=self.config.search,
+                  session_id=self.id)
+        try:
+            self._setup()
+            if self.store:
+                self.store.start_session(self.id, self.task.module_path, self.task.kernel, self.task.source_hash,
+                                         self.gpu, self.triton_version, self.config.to_dict())
+            self._warm_start()
+            reason = self._exhaustive(generator) if self.config.search == EXHAUSTIVE else self._search(generator)
+            result = self._finish(reason)
+            if self.stop.is_set():
+                result["status"] = "cancelled" if result["status"] != "improved" else result["status"]
+                result["stop_reason"] = "stopped by request"
+            if self.store:
+                for c in self.pool[1:]:
+                    self.store.put_variant(self.task.source_hash, self.task.kernel, self.gpu, c.id, c.variant.source,
+                                           c.time_ms, c.variant.strategy)
+                self.store.finish_session(self.id, result["status"], {k: v for k, v in result.items() if k != "history"})
+            self.emit("result", result=result)
+            return result
+        finally:
+            self.evaluator.close()
+
+
+def run_session(task: Task, config: SessionConfig, emitter: Optional[EventEmitter] = None, store: Optional[Store] = None,
+                stop: Optional[threading.Event] = None) -> dict[str, Any]:
+    """Run one session to its end (budget, exhaustion or stop) and return the Result dict."""
+    return Session(task, config, emitter, store, stop).run()

@@ -1,0 +1,128 @@
+"""Kernel detection from source text alone."""
+from __future__ import annotations
+
+import textwrap
+
+from kernelband.detect import detect, kernel_at, wrappers_of
+from tests.conftest import example_source
+
+
+def src(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def test_examples_are_detected_with_launch_sites():
+    r = detect(example_source("matmul.py"))
+    assert r.error is None
+    (k,) = r.kernels
+    assert k.name == "matmul_kernel"
+    assert k.constexpr_params == ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"]
+    (site,) = k.launch_sites
+    assert site.enclosing_function == "matmul"
+    assert site.grid == "grid"
+    assert site.kwargs == {"BLOCK_M": "32", "BLOCK_N": "32", "BLOCK_K": "32", "GROUP_M": "1"}
+    assert [w.name for w in wrappers_of(r, "matmul_kernel")] == ["matmul"]
+
+
+def test_aliases_from_imports_and_call_forms():
+    r = detect(src('''
+        import triton as tr
+        import triton.language as lang
+        from triton import jit
+        from triton import jit as J, autotune as tune, heuristics
+
+        @jit
+        def a(x_ptr, N: lang.constexpr):
+            pass
+
+        @J
+        def b(x_ptr):
+            pass
+
+        @tr.jit(do_not_specialize=["n"])
+        def c(x_ptr, n, BLOCK: "tl.constexpr" = 128):
+            pass
+
+        @tune(configs=[], key=["n"])
+        @heuristics({"EVEN": lambda a: a["n"] % 2 == 0})
+        @tr.jit
+        def d(x_ptr, n, EVEN: lang.constexpr):
+            pass
+
+        def not_a_kernel(x):
+            return x
+
+        @some.other.jit
+        def e(x):
+            pass
+    '''))
+    names = [k.name for k in r.kernels]
+    assert names == ["a", "b", "c", "d"]
+    a, b, c, d = r.kernels
+    assert a.constexpr_params == ["N"]
+    assert c.constexpr_params == ["BLOCK"] and c.params[2].default == "128"
+    assert d.is_autotuned and d.has_heuristics and not c.is_autotuned
+    # the range starts at the first decorator, the name range is just the name
+    assert d.range.start_line == d.def_range.start_line - 3
+    assert d.name_range.end_col - d.name_range.start_col == 1
+    # a jit from some other package is not Triton's: e stays a plain function
+    assert [f.name for f in r.functions] == ["not_a_kernel", "e"]
+
+
+def test_launch_sites_module_attribute_and_module_level():
+    r = detect(src('''
+        import triton
+        import triton.language as tl
+        import kernels as K
+
+        @triton.jit
+        def k(x_ptr, BLOCK: tl.constexpr):
+            pass
+
+        def run(x):
+            K.k[(1,)](x, BLOCK=64)
+            k[lambda m: (triton.cdiv(x.numel(), m["BLOCK"]),)](x, BLOCK=128)
+
+        k[(4,)](None, BLOCK=32)
+    '''))
+    sites = r.kernels[0].launch_sites
+    assert [(s.enclosing_function, s.kwargs["BLOCK"]) for s in sites] == [("run", "64"), ("run", "128"), (None, "32")]
+    assert sites[1].grid.startswith("lambda m:")
+    assert r.function("run").launches == ["k"]
+
+
+def test_nested_launch_belongs_to_outer_function():
+    r = detect(src('''
+        import triton
+        @triton.jit
+        def k(x):
+            pass
+        def outer(x):
+            def inner():
+                k[(1,)](x)
+            inner()
+    '''))
+    assert r.kernels[0].launch_sites[0].enclosing_function == "outer"
+
+
+def test_unparsable_file_reports_error_without_raising():
+    r = detect("import triton\n@triton.jit\ndef k(x:\n    pass\n")
+    assert r.kernels == []
+    assert r.error is not None and r.error.line >= 3
+    nul = detect("x = 1\0\n")  # null bytes make ast.parse raise ValueError: reported, not raised
+    assert nul.kernels == [] and nul.error is not None
+
+
+def test_kernel_at_line():
+    r = detect(example_source("add_scale.py"))
+    k = r.kernels[0]
+    assert kernel_at(r, k.range.start_line) is k
+    assert kernel_at(r, k.range.end_line) is k
+    assert kernel_at(r, 1) is None
+
+
+def test_serialisation_round_trip():
+    from kernelband.model import KernelInfo
+
+    k = detect(example_source("softmax.py")).kernels[0]
+    assert KernelInfo.from_dict(k.to_dict()) == k

@@ -1,0 +1,156 @@
+"""The trust layer end to end: a real worker process running real Triton (interpreter).
+
+Correct variants pass; wrong ones fail with the right status; a variant that raises,
+crashes the process or hangs yields a clear result and the worker survives for the
+next request."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelband.evaluate import Evaluator, SetupError
+from kernelband.model import Status, Task, Variant
+
+AXPY = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, alpha * x + y, mask=mask)
+
+
+def axpy(alpha, x, y):
+    out = torch.empty_like(x)
+    n = out.numel()
+    axpy_kernel[(triton.cdiv(n, 128),)](x, y, out, alpha, n, BLOCK_SIZE=128)
+    return out
+
+
+def harness_axpy():
+    x = torch.randn(3001)
+    y = torch.randn(3001)
+    return axpy(0.5, x, y)
+'''
+
+LAUNCH = "axpy_kernel[(triton.cdiv(n, 128),)](x, y, out, alpha, n, BLOCK_SIZE=128)"
+
+
+def task_for(tmp_path: Path, source: str, timeout_s: float = 60.0) -> Task:
+    path = tmp_path / "axpy.py"
+    path.write_text(source, encoding="utf-8")
+    return Task(module_path=str(path), source=source, kernel="axpy_kernel", harness="harness_axpy",
+                device="cpu", timeout_s=timeout_s)
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory):
+    ev = Evaluator(task_for(tmp_path_factory.mktemp("eval"), AXPY, timeout_s=4.0))
+    base = ev.prepare()
+    assert base.ok and base.interpreted and base.deterministic and not base.weak_harness
+    assert base.timing is not None and base.timing.clock == "cpu-interpreter" and base.timing.launches == 1
+    assert [l.kernel for l in base.launches] == ["axpy_kernel"] and base.launches[0].grid == [24]
+    yield ev
+    ev.close()
+
+
+def variant(old: str, new: str, base: str = AXPY) -> Variant:
+    assert old in base, old
+    return Variant(base.replace(old, new))
+
+
+def test_faster_variant_passes_and_is_timed(evaluator):
+    v = variant(LAUNCH, LAUNCH.replace("128", "1024"))
+    ev = evaluator.evaluate(v)
+    assert ev.status == Status.OK, ev.message
+    assert ev.errors is not None and ev.errors.max_abs == 0.0
+    assert ev.timing is not None and ev.timing.clock == "cpu-interpreter"
+    assert ev.launches[0].grid == [3] and ev.launches[0].constexprs["BLOCK_SIZE"] == 1024
+    # fewer interpreted programs: really faster, and the paired re-measurement agrees
+    paired = evaluator.paired_timing(v, rounds=4)
+    assert paired.speedup > 1.5 and paired.ci_low > 1.0 and paired.rounds == 4
+
+
+@pytest.mark.parametrize("old,new,needle", [
+    ("mask = offsets < n_elements", "mask = offsets < n_elements - 1", "elements outside"),  # off-by-one mask
+    ("alpha * x + y", "alpha * x * 1.01 + y", "relative L2"),  # scaled output
+    ("out = torch.empty_like(x)", "out = torch.empty_like(x, dtype=torch.float16)", "dtype"),  # wrong dtype
+    ("alpha * x + y", "tl.where(offsets == 7, float('nan'), alpha * x + y)", "NaN positions"),
+])
+def test_wrong_variants_fail_as_mismatch(evaluator, old, new, needle):
+    ev = evaluator.evaluate(variant(old, new))
+    assert ev.status == Status.MISMATCH, ev.message
+    assert needle in ev.message
+    assert ev.timing is None  # wrong variants are never timed
+
+
+def test_torch_fallback_is_rejected(evaluator):
+    # statically: the launch is gone (the screen)
+    ev = evaluator.evaluate(variant(LAUNCH, "out = alpha * x + y"))
+    assert ev.status == Status.REJECTED and "axpy_kernel" in ev.message
+    # dynamically: the launch is still written but never taken (the worker's launch capture)
+    ev = evaluator.evaluate(variant(LAUNCH, f"if n < 0:\n        {LAUNCH}\n    else:\n        out = alpha * x + y"))
+    assert ev.status == Status.REJECTED
+    assert "never launches axpy_kernel" in ev.message
+
+
+def test_raise_import_error_and_syntax(evaluator):
+    ev = evaluator.evaluate(variant("out = torch.empty_like(x)", "raise RuntimeError('boom')"))
+    assert ev.status == Status.RUNTIME_ERROR and "boom" in ev.message
+    ev = evaluator.evaluate(Variant(AXPY + "\nSCALE = undefined_name\n"))
+    assert ev.status == Status.COMPILE_ERROR and "does not import" in ev.message
+    ev = evaluator.evaluate(Variant(AXPY + "\ndef broken(:\n"))
+    assert ev.status == Status.REJECTED and "parse" in ev.message
+
+
+def test_out_of_bounds_crash_then_worker_survives(evaluator):
+    pid_before = evaluator.client.info.pid
+    # reads ~1e11 elements past the buffer: the interpreter segfaults the process
+    crash = variant("x = tl.load(x_ptr + offsets, mask=mask)",
+                    "x = tl.load(x_ptr + offsets.to(tl.int64) * 100000000000)")
+    ev = evaluator.evaluate(crash)
+    assert ev.status == Status.CRASHED, ev.message
+    assert "signal" in ev.message and "restarted" in ev.message
+    assert evaluator.client.info.pid != pid_before
+    ok = evaluator.evaluate(variant(LAUNCH, LAUNCH.replace("128", "256")))
+    assert ok.status == Status.OK, ok.message
+
+
+def test_hang_times_out_then_worker_survives(evaluator):
+    hang = variant("out = torch.empty_like(x)", "out = torch.empty_like(x)\n    while True:\n        pass")
+    ev = evaluator.evaluate(hang)
+    assert ev.status == Status.TIMEOUT and "timed out" in ev.message
+    ok = evaluator.evaluate(variant(LAUNCH, LAUNCH.replace("128", "512")))
+    assert ok.status == Status.OK, ok.message
+    assert evaluator.worker_restarts >= 1
+
+
+def test_weak_harness_is_reported(tmp_path):
+    weak = AXPY.replace("    return axpy(0.5, x, y)", "    axpy(0.5, x, y)\n    return 0.5 * x + y")
+    with Evaluator(task_for(tmp_path, weak)) as ev:
+        base = ev.prepare(time_it=False)
+        assert base.ok and base.weak_harness
+        assert "skipped" in base.weak_reason
+
+
+def test_unusable_originals_are_setup_errors(tmp_path):
+    cases = {
+        "returns no tensors": AXPY.replace("    return axpy(0.5, x, y)", "    axpy(0.5, x, y)\n    return None"),
+        "never launches": AXPY.replace("    return axpy(0.5, x, y)", "    return 0.5 * x + y"),
+        "not deterministic": AXPY.replace("    return axpy(0.5, x, y)",
+                                          "    import random\n    return axpy(random.SystemRandom().random(), x, y)"),
+        "fails on the original": AXPY.replace("    return axpy(0.5, x, y)", "    return axpy(0.5, x, 'not a tensor')"),
+    }
+    with Evaluator(task_for(tmp_path, AXPY)) as ev:
+        for needle, source in cases.items():
+            ev.task = task_for(tmp_path, source)
+            with pytest.raises(SetupError, match=needle):
+                ev.prepare(time_it=False)

@@ -1,0 +1,119 @@
+"""Harness discovery and the harness stub."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from kernelband.detect import detect
+from kernelband.harness import find_harness, harness_stub
+from tests.conftest import example_source
+
+KERNEL = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, 2 * tl.load(x_ptr + offs, mask=m), mask=m)
+
+    def double(x):
+        out = torch.empty_like(x)
+        double_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+        return out
+''')
+
+
+def write(tmp: Path, name: str, text: str) -> Path:
+    p = tmp / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_examples_have_conventional_harnesses():
+    for file, kernel, harness in [("add_scale.py", "axpy_kernel", "harness_axpy"),
+                                  ("softmax.py", "softmax_kernel", "harness_softmax"),
+                                  ("matmul.py", "matmul_kernel", "harness_matmul")]:
+        h = find_harness(file, example_source(file), kernel)
+        assert (h.name, h.how, h.path) == (harness, "convention", None)
+
+
+def test_preference_and_reachability(tmp_path):
+    text = KERNEL + textwrap.dedent('''
+        def test_unrelated():
+            return 1
+
+        def bench_double():
+            return double(torch.randn(10))
+
+        def helper():
+            return double(torch.randn(10))
+
+        def harness_double():
+            return helper()
+
+        def test_double(x=None):
+            return double(torch.randn(10))
+    ''')
+    h = find_harness(str(tmp_path / "k.py"), text, "double_kernel")
+    # harness_* first (reaches the launch through helper), then test_*, then bench_*
+    assert h.name == "harness_double"
+    assert h.candidates == ["harness_double", "test_double", "bench_double"]
+
+
+def test_no_harness_reasons(tmp_path):
+    h = find_harness(str(tmp_path / "k.py"), KERNEL, "double_kernel")
+    assert not h.found and "harness_*" in h.reason
+    text = KERNEL + "\ndef run_it():\n    return double(torch.randn(3))\n"
+    h = find_harness(str(tmp_path / "k.py"), text, "double_kernel")
+    assert "run_it" in h.reason and "rename" in h.reason
+    h = find_harness(str(tmp_path / "k.py"), KERNEL.replace("double_kernel[", "other["), "double_kernel")
+    assert "never launched" in h.reason
+    assert "no Triton kernel named" in find_harness("k.py", KERNEL, "nope").reason
+    assert "does not parse" in find_harness("k.py", "def f(:", "k").reason
+
+
+def test_explicit_and_pyproject_and_companion(tmp_path):
+    mod = write(tmp_path, "kern.py", KERNEL + "\ndef my_check():\n    return double(torch.randn(5))\n")
+    src = mod.read_text()
+    assert find_harness(str(mod), src, "double_kernel", explicit="my_check").how == "explicit"
+    assert "takes arguments" in find_harness(str(mod), src, "double_kernel", explicit="double").reason
+
+    write(tmp_path, "pyproject.toml", '[tool.kernelband.harness]\ndouble_kernel = "my_check"\n')
+    h = find_harness(str(mod), src, "double_kernel")
+    assert (h.name, h.how) == ("my_check", "explicit")
+
+    (tmp_path / "pyproject.toml").unlink()
+    comp = write(tmp_path, "test_kern.py", "import torch\nfrom kern import double\n\n"
+                 "def test_double_small():\n    return double(torch.randn(7))\n")
+    h = find_harness(str(mod), KERNEL, "double_kernel")
+    assert (h.name, h.path) == ("test_double_small", str(comp.resolve()))
+
+
+def test_stub_is_a_working_harness(tmp_path):
+    """The inserted stub parses, is discovered, and runs the kernel under the interpreter."""
+    r = detect(KERNEL)
+    stub = harness_stub(KERNEL, r.kernel("double_kernel"), r)
+    text = KERNEL + stub
+    mod = write(tmp_path, "kern.py", text)
+    h = find_harness(str(mod), text, "double_kernel")
+    assert h.name == "harness_double_kernel"
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import kern, torch; "
+            "out = kern.harness_double_kernel(); assert isinstance(out, torch.Tensor) and out.numel() == 4096; print('ok')")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_stub_without_wrapper_parses_and_launches(tmp_path):
+    text = KERNEL.split("def double(")[0]
+    r = detect(text)
+    stub = harness_stub(text, r.kernel("double_kernel"), r)
+    full = text + stub
+    r2 = detect(full)
+    assert r2.error is None
+    assert "double_kernel" in r2.function("harness_double_kernel").launches
