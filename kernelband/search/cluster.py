@@ -49,10 +49,12 @@ def runtime_vector(values: Mapping[str, Optional[float]], feature_set: str) -> l
         raise ValueError(f"feature_set must be one of {sorted(FEATURE_SETS)}, not {feature_set!r}") from None
     out: list[float] = []
     for name in names:
-        for prefix, fn in (("log2_", math.log2), ("log_", math.log), ("", None)):
+        fn, key = None, name
+        for prefix, f in (("log2_", math.log2), ("log_", math.log)):
             if name.startswith(prefix):
-                raw = values.get(name[len(prefix):])
+                fn, key = f, name[len(prefix):]
                 break
+        raw = values.get(key)
         if raw is None:
             out.append(math.nan)
         elif fn is None:
