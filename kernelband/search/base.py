@@ -19,6 +19,8 @@ from typing import Callable, Iterable, Optional, Protocol, runtime_checkable
 
 from ..model import Variant
 from ..strategies import STRATEGY_NAMES
+from .compat import CompatibilityModels
+from .config import BanditConfig
 
 Offered = Callable[["Candidate"], list[str]]
 
@@ -149,7 +151,9 @@ def ucb_bonus(coef: float, total: int, n: int) -> float:
     return math.sqrt(coef * math.log(max(total, 1)) / n)
 
 
-def make_policy(name: str, config: "Optional[BanditConfig]" = None, compat: "Optional[CompatibilityModels]" = None) -> SearchPolicy:  # noqa: F821
+def make_policy(
+    name: str, config: Optional[BanditConfig] = None, compat: Optional[CompatibilityModels] = None
+) -> SearchPolicy:
     """``"kernelband"`` (v1), ``"kernelband-v2"``, ``"random"``, ``"ucb1"``, ``"greedy"``.
 
     The name picks the KernelBand variant: ``config`` supplies the constants and its
@@ -157,8 +161,7 @@ def make_policy(name: str, config: "Optional[BanditConfig]" = None, compat: "Opt
     config only for their reward mode. ``compat`` is used by v1's score (a fresh
     warm-started model when ``None``); any KernelBand policy given one also feeds it.
     """
-    from .baselines import GreedyPolicy, RandomPolicy, UCB1Policy
-    from .config import BanditConfig
+    from .baselines import GreedyPolicy, RandomPolicy, UCB1Policy  # these import this module
     from .kernelband import KernelBandPolicy
 
     cfg = config if config is not None else BanditConfig()
