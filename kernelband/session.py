@@ -285,16 +285,18 @@ class Session:
                     continue
                 idle = 0
                 self.usage.evaluations += 1
-                if gen.variant is None:
-                    ev = Evaluation(Status.REJECTED, gen.message, interpreted=self.evaluator.interpreted)
+                if gen.rejected or gen.variant is None:
+                    ev = Evaluation(Status.REJECTED, gen.message or "the generator's output was unusable",
+                                    interpreted=self.evaluator.interpreted,
+                                    variant_id=gen.variant.id if gen.variant else "")
                 else:
                     ev = self.evaluator.evaluate(gen.variant)
                 child = None
-                if ev.ok and ev.time_ms is not None and gen.variant is not None:
+                if ev.ok and ev.time_ms is not None and gen.variant is not None and not gen.rejected:
                     child = self._candidate(gen.variant, ev.time_ms, ev.profile, parent)
                     self._add(child)
                 policy.update(parent, strategy, Outcome(ev.ok, parent.time_ms, ev.time_ms if ev.ok else None), child)
-                self._record(parent, strategy, gen.variant, ev, gen.message if gen.variant is None else "")
+                self._record(parent, strategy, gen.variant, ev, gen.message if (gen.variant is None or gen.rejected) else "")
         finally:
             if compat is not None and self.store is not None:
                 compat.save(self.store)

@@ -1,0 +1,66 @@
+"""`kernelband optimize` on each example with the rules generator and a fixed budget.
+
+    python benchmarks/optimize_examples.py --budget 16 --out benchmarks/results
+
+Writes optimize_examples.json (the full Result of each run, minus sources) and
+optimize_examples.md (the table). Runs on whatever device is present; under the CPU
+interpreter the times are labelled as CPU times.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = ["add_scale.py", "softmax.py", "matmul.py"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--budget", type=int, default=16)
+    ap.add_argument("--search", default="kernelband")
+    ap.add_argument("--examples", default=",".join(EXAMPLES))
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
+    args = ap.parse_args()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for ex in args.examples.split(","):
+        cmd = [sys.executable, "-m", "kernelband", "optimize", f"examples/{ex}", "--budget", str(args.budget),
+               "--search", args.search, "--json", "--no-store"]
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+        wall = time.monotonic() - t0
+        try:
+            res = json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            res = {"status": "error", "message": proc.stderr[-2000:]}
+        res.pop("best_source", None)
+        res.update(example=ex, exit_code=proc.returncode, wall_s=wall,
+                   command="kernelband " + " ".join(cmd[3:]))
+        runs.append(res)
+        print(f"{ex}: {res.get('status')} {res.get('speedup')} ({wall:.0f} s)", flush=True)
+    gpu = next((r.get("gpu") for r in runs if r.get("gpu")), "?")
+    (out_dir / "optimize_examples.json").write_text(json.dumps({"gpu": gpu, "budget": args.budget, "runs": runs}, indent=2))
+    lines = [f"# kernelband optimize on the examples ({gpu}, rules generator, {args.search}, budget {args.budget})", "",
+             "| example | status | baseline ms | best ms | speedup (95% CI) | evaluations | seconds | path |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        if "baseline_ms" not in r:
+            lines.append(f"| {r['example']} | {r.get('status')} | | | | | | {r.get('message', '')[:80]} |")
+            continue
+        lo, hi = r["speedup_ci"]
+        lines.append(f"| {r['example']} | {r['status']} | {r['baseline_ms']:.4g} | {r['best_ms']:.4g} | "
+                     f"{r['speedup']:.2f}x ({lo:.2f}-{hi:.2f}) | {r['evaluations']} | {r['seconds']:.0f} | "
+                     f"{' -> '.join(r['strategy_path'])} |")
+    (out_dir / "optimize_examples.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""KernelBand sessions end to end on the CPU (Triton interpreter, real worker, real
+SQLite, and a real local OpenAI-compatible HTTP server for the LLM path)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelband.events import Event, EventEmitter
+from kernelband.model import Task
+from kernelband.session import Budget, SessionConfig, run_session
+from kernelband.store import Store
+from tests.llm_server import LLMServer, Reply, fenced
+from tests.test_evaluate import AXPY
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# A tiny first block: each doubling halves the interpreter's per-program work, an effect
+# far above CPU timing noise.
+AXPY_SESSION = AXPY.replace("torch.randn(3001)", "torch.randn(4001)").replace(
+    "axpy_kernel[(triton.cdiv(n, 128),)](x, y, out, alpha, n, BLOCK_SIZE=128)",
+    'grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)\n    axpy_kernel[grid](x, y, out, alpha, n, BLOCK_SIZE=16)')
+assert "BLOCK_SIZE=16" in AXPY_SESSION
+
+
+def workspace(tmp_path: Path, source: str = AXPY_SESSION) -> Path:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'ws'\n")
+    path = tmp_path / "axpy.py"
+    path.write_text(source)
+    return path
+
+
+def task_of(path: Path) -> Task:
+    return Task(module_path=str(path), source=path.read_text(), kernel="axpy_kernel", harness="harness_axpy",
+                device="cpu", timeout_s=60)
+
+
+def collect() -> tuple[EventEmitter, list[Event]]:
+    events: list[Event] = []
+    return EventEmitter(events.append), events
+
+
+def test_rules_session_finds_verified_speedup_and_persists(tmp_path):
+    path = workspace(tmp_path)
+    emitter, events = collect()
+    store = Store.for_file(path)
+    cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=6), paired_rounds=6,
+                        strategies=["tiling"])
+    result = run_session(task_of(path), cfg, emitter, store)
+    # the interpreter runs one program at a time: bigger blocks really are faster on the CPU
+    assert result["status"] == "improved", result["message"]
+    assert result["speedup_ci"][0] > 1.0 and result["speedup"] > 1.0
+    assert result["evaluations"] == 6 and result["interpreted"] and result["clock"] == "cpu-interpreter"
+    assert result["strategy_path"] and set(result["strategy_path"]) == {"tiling"}
+    assert result["diff"].startswith("--- a/axpy.py") and result["best_source"] != AXPY_SESSION
+    types = [e.type for e in events]
+    assert types[0] == "started" and types[1] == "baseline" and types[-1] == "result"
+    assert types.count("candidate") == 6
+    # nothing is lost: history, evaluations, verified variants and the result are in SQLite
+    assert len(store.history(result["session_id"])) == 6
+    assert store.count_evaluations(result["session_id"]) == 6
+    assert store.latest_result(str(path), "axpy_kernel")["speedup"] == pytest.approx(result["speedup"])
+    assert store.variants(result["original_hash"], "axpy_kernel", result["gpu"])
+
+    # a second session on the same kernel starts from what the first found
+    emitter2, events2 = collect()
+    result2 = run_session(task_of(path), SessionConfig(budget=Budget(evaluations=1), paired_rounds=4), emitter2, store)
+    first = next(e for e in events2 if e.type == "candidate")
+    assert first.data["generator"] == "stored" and first.data["status"] == "ok"
+    assert result2["speedup"] > 1.0
+    store.close()
+
+
+def test_budgets_stop_where_they_should(tmp_path):
+    path = workspace(tmp_path)
+    r = run_session(task_of(path), SessionConfig(search="random", budget=Budget(evaluations=2), paired_rounds=2,
+                                                 warm_start=False))
+    assert r["evaluations"] == 2 and "evaluation budget" in r["stop_reason"]
+    t0 = time.monotonic()
+    r = run_session(task_of(path), SessionConfig(search="greedy", budget=Budget(evaluations=None, seconds=0.5),
+                                                 paired_rounds=2, warm_start=False))
+    assert "time budget" in r["stop_reason"] and r["evaluations"] <= 2
+    assert time.monotonic() - t0 < 120
+    with pytest.raises(ValueError, match="budget"):
+        SessionConfig(budget=Budget(evaluations=None)).budget.validate()
+
+
+def test_exhaustive_search_walks_the_space_within_budget(tmp_path):
+    path = workspace(tmp_path)
+    r = run_session(task_of(path), SessionConfig(search="exhaustive", budget=Budget(evaluations=3), paired_rounds=2))
+    assert r["evaluations"] == 3
+    assert all(h["generator"] == "rules" for h in r["history"])
+
+
+GOOD_LLM_KERNEL = '''
+@triton.jit
+def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, alpha * x + y, mask=mask)
+
+
+def axpy(alpha, x, y):
+    out = torch.empty_like(x)
+    n = out.numel()
+    axpy_kernel[(triton.cdiv(n, 1024),)](x, y, out, alpha, n, BLOCK_SIZE=1024)
+    return out
+'''
+
+
+def test_llm_session_records_rejections_and_goes_on(tmp_path):
+    path = workspace(tmp_path)
+    script = [
+        Reply(content="I cannot help with that."),                                  # no code block
+        Reply(content=fenced("def axpy_kernel(:\n    pass")),                       # does not parse
+        Reply(content=fenced(GOOD_LLM_KERNEL.replace("def axpy_kernel", "def fast_axpy").replace("axpy_kernel[", "fast_axpy["))),
+        Reply(content=fenced("import os\n" + GOOD_LLM_KERNEL)),                     # imports os
+        Reply(status=429), Reply(status=500),                                       # retried, not evaluations
+        Reply(content=fenced(GOOD_LLM_KERNEL), prompt_tokens=1000, completion_tokens=500),
+    ]
+    emitter, events = collect()
+    with LLMServer(script) as server:
+        cfg = SessionConfig(search="kernelband", generator="openai", budget=Budget(evaluations=5), paired_rounds=4,
+                            generator_options={"base_url": server.url, "model": "test-model", "api_key": "sk-test",
+                                               "timeout": 5, "retries": 3, "backoff_s": 0.01,
+                                               "default_price": (1.0, 2.0)})
+        result = run_session(task_of(path), cfg, emitter, None)
+        requests = server.count
+    statuses = [e.data["status"] for e in events if e.type == "candidate"]
+    assert statuses == ["rejected"] * 4 + ["ok"], [e.data["message"] for e in events if e.type == "candidate"]
+    messages = [e.data["message"] for e in events if e.type == "candidate"][:4]
+    assert any("os" in m for m in messages) and any("axpy_kernel" in m for m in messages)
+    assert requests == 7  # 429 and 500 were retried inside one generation
+    assert result["evaluations"] == 5 and result["tokens"] >= 1500 and result["cost_usd"] > 0
+    assert result["status"] == "improved" and result["speedup_ci"][0] > 1.0
+
+
+def _cli(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "kernelband", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=kw.get("cwd"), env={**os.environ, **kw.get("env", {})})
+
+
+def test_cli_events_json_and_apply(tmp_path):
+    path = workspace(tmp_path)
+    p = _cli("optimize", str(path), "--budget", "3", "--strategies", "tiling", "--events", "jsonl", "--device", "cpu",
+             "--rounds", "4", "--apply")
+    out, err = p.communicate(timeout=600)
+    events = [Event.from_json(l) for l in out.splitlines() if l.strip()]  # every stdout line is an event
+    assert events[0].type == "started" and events[-1].type == "result"
+    result = events[-1].data["result"]
+    assert p.returncode == (0 if result["status"] == "improved" else 1)
+    if result["status"] == "improved":
+        assert path.read_text() == result["best_source"]  # --apply wrote the unchanged file
+
+
+def test_apply_refuses_a_file_changed_during_the_session(tmp_path):
+    from kernelband.commands.optimize_cmd import _apply
+
+    path = workspace(tmp_path)
+    path.write_text(AXPY_SESSION + "\n# edited by the user meanwhile\n")
+    applied, note = _apply(str(path), AXPY_SESSION, "new text")
+    assert not applied and "changed since" in note
+    assert path.read_text().endswith("# edited by the user meanwhile\n")
+
+
+def test_cli_usage_errors_exit_2(tmp_path):
+    path = workspace(tmp_path)
+    for args, needle in [(("optimize", str(tmp_path / "missing.py")), "no such file"),
+                         (("optimize", str(path), "--kernel", "nope"), "no kernel named"),
+                         (("optimize", str(path), "--strategies", "magic"), "unknown strategies"),
+                         (("check", str(path), "--variant", str(tmp_path / "missing.py")), "no such file")]:
+        p = _cli(*args)
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 2 and needle in err, (args, err)
+
+
+def test_sigint_stops_cleanly_with_best_so_far(tmp_path):
+    path = workspace(tmp_path)
+    p = _cli("optimize", str(path), "--budget", "50", "--search", "greedy", "--events", "jsonl", "--device", "cpu",
+             "--rounds", "3", "--no-store")
+    seen: list[Event] = []
+    assert p.stdout is not None
+    for line in p.stdout:
+        seen.append(Event.from_json(line))
+        if seen[-1].type == "candidate":
+            p.send_signal(signal.SIGINT)
+            break
+    rest, _ = p.communicate(timeout=300)
+    seen += [Event.from_json(l) for l in rest.splitlines() if l.strip()]
+    assert seen[-1].type == "result"
+    result = seen[-1].data["result"]
+    assert result["stop_reason"] == "stopped by request" and result["evaluations"] < 50
