@@ -129,7 +129,10 @@ class Session:
         from .search.base import Candidate
 
         prof = profile or {}
-        rv = prof.get("runtime_vector") or [math.log(max(time_ms, 1e-9))]
+        # the clustering features of the chosen KernelBand variant (v1 or v2 vector)
+        feature_set = "v2" if self.config.search == "kernelband-v2" else "v1"
+        rv = (prof.get("runtime_vectors") or {}).get(feature_set) or prof.get("runtime_vector") \
+            or [math.log(max(time_ms, 1e-9))]
         return Candidate(
             id=variant.id,
             variant=variant,

@@ -7,10 +7,12 @@ in the harness never counts. CPU interpreter: wall time of the same replays, lab
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import statistics
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -36,9 +38,28 @@ def t95(df: int) -> float:
     return 1.96
 
 
-def on_gpu() -> bool:
-    import os
+@contextlib.contextmanager
+def exclusive_gpu_timing() -> Iterator[None]:
+    """Hold a cross-process lock while timing, when KERNELBAND_TIMING_LOCK names a file.
 
+    Several sessions may share one GPU (benchmarks run them in parallel so compilation
+    and correctness checks overlap); their timed regions must not, or each would
+    measure the others' kernels too."""
+    path = os.environ.get("KERNELBAND_TIMING_LOCK")
+    if not path:
+        yield
+        return
+    import fcntl
+
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def on_gpu() -> bool:
     return torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") != "1"
 
 
@@ -71,10 +92,25 @@ def time_launches(launches: list[CapturedLaunch], warmup_ms: int = 25, rep_ms: i
     if on_gpu():
         import triton.testing
 
-        p20, p50, p80 = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.2, 0.5, 0.8])
+        with exclusive_gpu_timing():
+            p20, p50, p80 = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.2, 0.5, 0.8])
         return Timing(float(p50), float(p20), float(p80), GPU_CLOCK, len(launches))
     p20, p50, p80 = _quantiles(_cpu_samples(fn, min_reps=3, budget_s=0.5))
     return Timing(p50, p20, p80, CPU_CLOCK, len(launches))
+
+
+def _interleave(fa: Callable[[], None], fb: Callable[[], None], a_ms: list[float], b_ms: list[float], rounds: int,
+                gpu: bool) -> None:
+    for _ in range(max(rounds, 2)):
+        for fn, acc in ((fa, a_ms), (fb, b_ms)):
+            if gpu:
+                import triton.testing
+
+                acc.append(float(triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median")))
+            else:  # the interpreter is slow: one warm run per side per round
+                t0 = time.perf_counter()
+                fn()
+                acc.append((time.perf_counter() - t0) * 1e3)
 
 
 def paired_timing(baseline: list[CapturedLaunch], variant: list[CapturedLaunch], rounds: int = 10) -> PairedTiming:
@@ -86,17 +122,10 @@ def paired_timing(baseline: list[CapturedLaunch], variant: list[CapturedLaunch],
     gpu = on_gpu()
     if not gpu:
         fa(), fb()  # warm both before the first timed round
-    for _ in range(max(rounds, 2)):
-        for fn, acc in ((fa, a_ms), (fb, b_ms)):
-            if gpu:
-                import triton.testing
-
-                acc.append(float(triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median")))
-            else:  # the interpreter is slow: one warm run per side per round
-                t0 = time.perf_counter()
-                fn()
-                acc.append((time.perf_counter() - t0) * 1e3)
+    with exclusive_gpu_timing() if gpu else contextlib.nullcontext():
+        _interleave(fa, fb, a_ms, b_ms, rounds, gpu)
     logs = [math.log(a / b) for a, b in zip(a_ms, b_ms) if a > 0 and b > 0]
+
     n = len(logs)
     mean = statistics.fmean(logs)
     half = t95(n - 1) * (statistics.stdev(logs) / math.sqrt(n)) if n > 1 else math.inf
