@@ -10,6 +10,7 @@ import sys
 from typing import Optional, Sequence
 
 from .commands import COMMANDS
+from .evaluate import SetupError
 from .commands.common import EXIT_USAGE, UsageError
 
 
@@ -25,10 +26,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _Parser(argparse.ArgumentParser):
-    pass
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     try:
@@ -37,7 +34,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE if e.code not in (0, None) else 0
     try:
         return int(args.func(args) or 0)
-    except UsageError as e:
+    except (UsageError, SetupError) as e:
+        # bad input, or an original/harness/device that cannot be used: one line, exit 2
         print(f"kernelband: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

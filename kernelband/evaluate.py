@@ -68,7 +68,12 @@ class Evaluator:
 
     def start(self) -> WorkerInfo:
         if not self.client.alive:
-            return self.client.start()
+            try:
+                return self.client.start()
+            except WorkerError as e:
+                tail = e.stderr_tail.strip().splitlines()
+                why = tail[-1] if tail else str(e)
+                raise SetupError(f"the evaluation worker could not start: {why}") from e
         assert self.client.info is not None
         return self.client.info
 

@@ -179,7 +179,9 @@ def test_cli_usage_errors_exit_2(tmp_path):
     for args, needle in [(("optimize", str(tmp_path / "missing.py")), "no such file"),
                          (("optimize", str(path), "--kernel", "nope"), "no kernel named"),
                          (("optimize", str(path), "--strategies", "magic"), "unknown strategies"),
-                         (("check", str(path), "--variant", str(tmp_path / "missing.py")), "no such file")]:
+                         (("check", str(path), "--variant", str(tmp_path / "missing.py")), "no such file"),
+                         # this machine (and CI) has no GPU: asking for one is a clear error, not a fallback
+                         (("check", str(path), "--variant", str(path), "--device", "cuda"), "no CUDA GPU is visible")]:
         p = _cli(*args)
         _, err = p.communicate(timeout=120)
         assert p.returncode == 2 and needle in err, (args, err)

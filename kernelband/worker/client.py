@@ -75,9 +75,8 @@ class WorkerClient:
         env = dict(os.environ)
         env.update(self.extra_env)
         env["PYTHONUNBUFFERED"] = "1"
-        if self.device == "cpu":
-            env["KERNELBAND_DEVICE"] = "cpu"
-        elif self.device.startswith("cuda:"):
+        env["KERNELBAND_DEVICE"] = self.device
+        if self.device.startswith("cuda:"):
             env["CUDA_VISIBLE_DEVICES"] = self.device.split(":", 1)[1]
         return env
 

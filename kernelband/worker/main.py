@@ -30,7 +30,11 @@ def _choose_backend() -> bool:
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         return True
-    if os.environ.get("KERNELBAND_DEVICE", "auto") == "cpu" or not torch.cuda.is_available():
+    wanted = os.environ.get("KERNELBAND_DEVICE", "auto")
+    if wanted.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"kernelband worker: device {wanted!r} was asked for but no CUDA GPU is visible "
+                         "(torch.cuda.is_available() is False); use --device cpu for the Triton interpreter")
+    if wanted == "cpu" or not torch.cuda.is_available():
         os.environ["TRITON_INTERPRET"] = "1"
         return True
     return False
