@@ -29,10 +29,12 @@ reply smuggling in I/O, not a sandbox; the worker process is the isolation.
 from __future__ import annotations
 
 import ast
+import functools
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from .detect import detect, wrappers_of
+from .detect import DetectionResult, detect, wrappers_of
 
 # Modules (exact names) and package prefixes ("torch.nn" allows "torch.nn.functional")
 # a variant may import.
@@ -226,7 +228,7 @@ def _findings(tree: ast.Module) -> list[str]:
             q = aliases.get(node.id, node.id)
             if node.id in BANNED_BUILTINS:
                 out.append(f"uses {node.id}")
-            elif q.split(".")[0] in BANNED_MODULES:
+            elif node.id in aliases and q.split(".")[0] in BANNED_MODULES:  # unimported: a NameError
                 out.append(f"uses {q.split('.')[0]}")
             elif _banned_qualified(q):
                 out.append(f"uses {q}")
@@ -289,13 +291,26 @@ def _sig_text(fn: ast.AST) -> str:
     return f"({ast.unparse(fn.args)}){ret}"
 
 
-def _parse(source: str) -> tuple[Optional[ast.Module], str]:
+@dataclass(frozen=True)
+class _Facts:
+    """What the screen needs from one module (cached: the original is screened against
+    every variant of a session, and a variant may be screened twice)."""
+
+    tree: Optional[ast.Module]
+    error: str = ""
+    detection: Optional[DetectionResult] = None
+    findings: Counter = field(default_factory=Counter)
+
+
+@functools.lru_cache(maxsize=32)
+def _facts(source: str) -> _Facts:
     try:
-        return ast.parse(source), ""
+        tree = ast.parse(source)
     except SyntaxError as e:
-        return None, f"{e.msg} (line {e.lineno})"
+        return _Facts(None, f"{e.msg} (line {e.lineno})")
     except (ValueError, RecursionError) as e:
-        return None, str(e)
+        return _Facts(None, str(e))
+    return _Facts(tree, "", detect(source), Counter(_findings(tree)))
 
 
 def screen_variant(original_source: str, variant_source: str, kernel: str, harness: Optional[str]) -> Optional[str]:
@@ -307,14 +322,12 @@ def screen_variant(original_source: str, variant_source: str, kernel: str, harne
 
 
 def _screen(original_source: str, variant_source: str, kernel: str, harness: Optional[str]) -> Optional[str]:
-    vtree, err = _parse(variant_source)
-    if vtree is None:
-        return f"variant does not parse: {err}"
-    otree, err = _parse(original_source)
-    if otree is None:
-        return f"original module does not parse: {err}"
-
-    vdet, odet = detect(variant_source), detect(original_source)
+    vfacts, ofacts = _facts(variant_source), _facts(original_source)
+    vtree, otree, vdet, odet = vfacts.tree, ofacts.tree, vfacts.detection, ofacts.detection
+    if vtree is None or vdet is None:
+        return f"variant does not parse: {vfacts.error}"
+    if otree is None or odet is None:
+        return f"original module does not parse: {ofacts.error}"
     vdefs, odefs = _top_defs(vtree), _top_defs(otree)
     vkernel = vdet.kernel(kernel)
     if vkernel is None:
@@ -346,11 +359,11 @@ def _screen(original_source: str, variant_source: str, kernel: str, harness: Opt
     if reason:
         return reason
 
-    added = Counter(_findings(vtree)) - Counter(_findings(otree))
+    added = vfacts.findings - ofacts.findings
     if added:
         what = sorted(added)[0]
         if what.startswith("imports"):
-            return f"variant {what}: only {', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))} may be imported"
+            return f"variant {what}, which is not on the import allow-list (torch, triton, math, numpy, functools, ...)"
         return f"variant {what}: no file, process or network use is allowed"
     return None
 

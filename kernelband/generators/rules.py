@@ -158,10 +158,6 @@ def _names_in(node: cst.CSTNode) -> set[str]:
     return {n.value for n in _walk(node) if isinstance(n, cst.Name)}
 
 
-def _pow2(v: int) -> bool:
-    return v > 0 and v & (v - 1) == 0
-
-
 def _pow2_range(lo: int, hi: int) -> list[int]:
     out, v = [], 1
     while v <= hi:
@@ -207,7 +203,7 @@ class _Knob:
         return abs(math.log2(value) - math.log2(self.current))
 
     def label(self) -> str:
-        return f"{self.name} {self.current}{'' if self.literal is not None or self.kind in ('block', 'group') else ' (default)'}"
+        return f"{self.name} {self.current}" + (" (default)" if self.literal is None else "")
 
 
 @dataclass
@@ -222,13 +218,10 @@ class _Rewrite:
 
 @dataclass
 class _Analysis:
-    module: cst.Module
     info: KernelInfo
+    render: Callable[[dict[int, list[Edit]]], str]
     knobs: list[_Knob] = field(default_factory=list)
     rewrites: list[_Rewrite] = field(default_factory=list)
-
-    def render(self, edits: dict[int, list[Edit]]) -> str:
-        return self.module.visit(_Apply(edits)).code
 
     def source_of(self, rw: _Rewrite) -> str:
         if rw._source is None:
@@ -262,6 +255,8 @@ class _Analyzer:
         )
         if self.kdef is None:
             raise LookupError(f"no top-level definition of {kernel!r}")
+        self._nodes: Optional[dict[int, cst.CSTNode]] = None
+        self._line_starts: list[int] = []
         self.params = [p.name for p in info.params]
         self.constexprs = set(info.constexpr_params)
         self.lang = self._language_names()
@@ -272,6 +267,55 @@ class _Analyzer:
                 self.loop_names |= _names_in(n.iter)
             elif isinstance(n, cst.While):
                 self.loop_names |= _names_in(n.test)
+
+    # ---- rendering
+    def render(self, edits: dict[int, list[Edit]]) -> str:
+        """The module with the edits applied. Edits that only touch integer literals and
+        launch calls are spliced into the text (a whole-module visit costs ~10 ms, and
+        enumerate_space renders hundreds of points); anything else visits the module."""
+        fast = self._splice_text(edits)
+        return fast if fast is not None else self.module.visit(_Apply(edits)).code
+
+    def _splice_text(self, edits: dict[int, list[Edit]]) -> Optional[str]:
+        if self._nodes is None:
+            self._nodes = {id(n): n for n in _walk(self.module) if isinstance(n, (cst.Integer, cst.Call))}
+            starts = [0]
+            for ln in self.source.splitlines(keepends=True):
+                starts.append(starts[-1] + len(ln))
+            self._line_starts = starts
+        spans = []
+        for key in edits:
+            node = self._nodes.get(key)
+            if node is None or node not in self.pos:
+                return None
+            r = self.pos[node]
+            spans.append((self._line_starts[r.start.line - 1] + r.start.column,
+                          self._line_starts[r.end.line - 1] + r.end.column, node))
+        spans.sort(key=lambda t: (t[0], -t[1]))
+        top: list[tuple[int, int, cst.CSTNode]] = []
+        for span in spans:
+            if top and span[0] < top[-1][1]:
+                if span[1] > top[-1][1]:
+                    return None  # overlapping, not nested: let libcst sort it out
+                continue  # nested: rendered with its enclosing node
+            top.append(span)
+        out = self.source
+        for start, end, node in reversed(top):
+            # code_for_node leaves out the indentation of the enclosing block on
+            # continuation lines: put it back, and check it reproduces the original
+            line = self.source[self._line_starts[self.pos[node].start.line - 1]:]
+            indent = line[: len(line) - len(line.lstrip(" \t"))]
+
+            def text(n: cst.CSTNode) -> str:
+                return self.module.code_for_node(n).replace("\n", "\n" + indent)
+
+            if text(node) != self.source[start:end]:
+                return None
+            new = node.visit(_Apply(edits))
+            if not isinstance(new, cst.CSTNode):
+                return None
+            out = out[:start] + text(new) + out[end:]
+        return out
 
     # ---- helpers
     def _language_names(self) -> set[str]:
@@ -704,7 +748,7 @@ class _Analyzer:
 
     # ---- everything
     def analyse(self, families: set[str]) -> _Analysis:
-        an = _Analysis(self.module, self.info, self.knobs())
+        an = _Analysis(self.info, self.render, self.knobs())
         for k in an.knobs:
             if k.family not in families:
                 continue
@@ -847,7 +891,7 @@ class RulesGenerator:
                 parts.append(f"{k.name}={v}")
                 if v != k.current:
                     edits = _merge(edits, k.edits(v))
-            source = analyzer.module.visit(_Apply(edits)).code
+            source = analyzer.render(edits)
             h = sha256_text(source)
             if h in seen:
                 continue

@@ -160,7 +160,8 @@ def splice_functions(parent_source: str, code: str, kernel: str, protected: Iter
             elif name in bound:
                 result.ignored.append(f"{name} (would shadow a module-level name)")
             else:
-                helpers.append(stmt.with_changes(leading_lines=[*_blank(2), *stmt.leading_lines]))
+                comments = [ln for ln in stmt.leading_lines if ln.comment is not None]
+                helpers.append(stmt.with_changes(leading_lines=[*_blank(2), *comments]))
                 bound.add(name)
                 result.added.append(name)
         elif _is_import(stmt):

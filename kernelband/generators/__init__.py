@@ -1,0 +1,29 @@
+"""Variant generators (DESIGN section 5): who writes a variant.
+
+``make_generator("rules", seed=0, ...)`` is the offline default; ``make_generator(
+"openai", model=..., base_url=...)`` asks an OpenAI-compatible endpoint. See
+``base.py`` for the protocol and how a session records a Generation.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .base import GenContext, Generation, Generator
+from .rules import RulesGenerator
+
+GENERATOR_NAMES: tuple[str, ...] = ("rules", "openai")
+
+
+def make_generator(name: str, **options: Any) -> Generator:
+    """Build a generator by name. Options a generator does not know are ignored, so a
+    caller can pass one settings dict to either."""
+    if name == "rules":
+        return RulesGenerator(**options)
+    if name == "openai":
+        from .openai_gen import OpenAIGenerator  # needs the openai package
+
+        return OpenAIGenerator(**options)
+    raise ValueError(f"unknown generator {name!r}; known: {', '.join(GENERATOR_NAMES)}")
+
+
+__all__ = ["GENERATOR_NAMES", "GenContext", "Generation", "Generator", "RulesGenerator", "make_generator"]
