@@ -4,8 +4,8 @@ A job run with ``--events jsonl`` writes one JSON object per line to stdout and
 nothing else. Every event has ``type`` and ``t`` (seconds since the job started).
 The language server and the CLI's progress bar consume the same stream.
 
-    started    {kernel, file, source_hash, budget, generator, search, interpreted}
-    baseline   {time_ms, clock, deterministic, weak_harness, message}
+    started    {kernel, file, source_hash, budget, generator, search, session_id}
+    baseline   {time_ms, clock, interpreted, device, deterministic, weak_harness, message}
     candidate  {index, variant_id, parent, strategy, generator, status, time_ms,
                 speedup, message, description}
     progress   {done, total, best_ms, best_speedup, message}

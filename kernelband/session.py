@@ -216,7 +216,8 @@ class Session:
         if base.message:
             self.warnings.append(base.message)
         self.emit("baseline", time_ms=base.timing.median_ms if base.timing else None,
-                  clock=base.timing.clock if base.timing else None, deterministic=base.deterministic,
+                  clock=base.timing.clock if base.timing else None, interpreted=base.interpreted,
+                  device=base.device_name, deterministic=base.deterministic,
                   weak_harness=base.weak_harness, message=base.weak_reason or base.message)
         if base.weak_harness:
             msg = f"weak harness: {base.weak_reason}"
