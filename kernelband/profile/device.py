@@ -77,7 +77,6 @@ def measure_copy_gbs(nbytes: int = 1 << 30) -> float:
     src = torch.empty(n, dtype=torch.float32, device="cuda").uniform_()
     dst = torch.empty_like(src)
     ms = _time_ms(lambda: dst.copy_(src), reps=20)
-    del src, dst
     return 2 * n * 4 / (ms * 1e-3) / 1e9
 
 

@@ -27,6 +27,7 @@ LOW_L2_HIT_PCT = 50.0
 LOW_TENSOR_PCT = 50.0
 LOW_OCCUPANCY = 0.25
 BANK_CONFLICTS_PER_REQUEST = 1.0
+L2_OVER_DRAM = 1.5  # L2 throughput this many times DRAM's: re-reads, not just streaming through L2
 
 
 @dataclass
@@ -61,6 +62,8 @@ class Numbers:
     occupancy_limiter: Optional[str] = None
     programs: Optional[int] = None
     sm_count: Optional[int] = None
+    block_elems: Optional[int] = None  # product of the BLOCK_* constexprs
+    threads: Optional[int] = None  # threads per program
     # tier 3 (percent as ncu reports them)
     dram_pct: Optional[float] = None
     sm_pct: Optional[float] = None
@@ -95,17 +98,46 @@ def _ordered(names: list[str]) -> list[str]:
 
 
 def _occupancy_note(n: Numbers) -> Optional[str]:
-    occ = n.achieved_occupancy_pct / 100 if n.achieved_occupancy_pct is not None else n.occupancy
-    if occ is None or occ >= LOW_OCCUPANCY * 2:
+    """Low occupancy in words; the limiter only where the theoretical value is the low one."""
+    theo = n.occupancy
+    why = f", limited by {n.occupancy_limiter.replace('_', ' ')}" if n.occupancy_limiter else ""
+    if n.achieved_occupancy_pct is not None:
+        ach = n.achieved_occupancy_pct / 100
+        if ach >= LOW_OCCUPANCY * 2:
+            return None
+        if theo is None:
+            return f"achieved occupancy {_pct(ach)}"
+        if theo >= LOW_OCCUPANCY * 2:
+            return f"achieved occupancy {_pct(ach)} of a theoretical {_pct(theo)}: programs start and end too quickly"
+        return f"achieved occupancy {_pct(ach)} (theoretical {_pct(theo)}{why})"
+    if theo is None or theo >= LOW_OCCUPANCY * 2:
         return None
-    label = "achieved" if n.achieved_occupancy_pct is not None else "theoretical"
-    why = f", limited by {n.occupancy_limiter.replace('_', ' ')}" if n.occupancy_limiter and n.occupancy is not None else ""
-    return f"{label} occupancy {_pct(occ)}{why}"
+    return f"theoretical occupancy {_pct(theo)}{why}"
+
+
+def _static_only(n: Numbers) -> Diagnosis:
+    """Tier 1: no timing, so no bottleneck; say what the compile metadata shows."""
+    notes: list[str] = []
+    strategies: list[str] = []
+    if n.occupancy is not None:
+        why = f", limited by {n.occupancy_limiter.replace('_', ' ')}" if n.occupancy_limiter and n.occupancy < 1 else ""
+        notes.append(f"theoretical occupancy {_pct(n.occupancy)}{why}")
+    if n.n_regs is not None:
+        notes.append(f"{n.n_regs} registers/thread")
+    if n.n_spills:
+        notes.append(f"{n.n_spills} registers spilled")
+        strategies.append("tiling")
+    if not notes:
+        return Diagnosis("unknown", "unknown: no measured device peaks or counters to compare against "
+                                    "(profile at tier 2 with device facts, or tier 3).", [])
+    return Diagnosis("unknown", "unknown: no timing at tier 1 to place against the peaks; " + "; ".join(notes) + ".",
+                     _ordered(strategies))
 
 
 def diagnose(n: Numbers) -> Diagnosis:
     mem = n.dram_pct / 100 if n.dram_pct is not None else n.dram_frac
     comp = n.sm_pct / 100 if n.sm_pct is not None else n.compute_frac
+    l2 = n.l2_pct / 100 if n.l2_pct is not None else None
     mem_src = "DRAM peak" if n.dram_pct is not None else "measured copy bandwidth"
     if n.interpreted:
         bits = []
@@ -116,14 +148,14 @@ def diagnose(n: Numbers) -> Diagnosis:
         bits.append(f"{n.flops:.3g} FLOPs" if n.flops is not None else "FLOPs unknown")
         return Diagnosis("unknown", "unknown: no GPU peaks under the interpreter (" + "; ".join(bits) + ").", [])
     if mem is None and comp is None:
-        return Diagnosis("unknown", "unknown: no measured device peaks or counters to compare against "
-                                    "(profile at tier 2 with device facts, or tier 3).", [])
+        return _static_only(n)
     m = mem or 0.0
     c = comp or 0.0
     extras: list[str] = []
     strategies: list[str] = []
 
-    if n.time_per_launch_ms is not None and n.time_per_launch_ms < LAUNCH_BOUND_MS and max(m, c) < LAUNCH_MAX_FRACTION:
+    if (n.time_per_launch_ms is not None and n.time_per_launch_ms < LAUNCH_BOUND_MS
+            and max(m, c, l2 or 0.0) < LAUNCH_MAX_FRACTION):
         ev = f"launch-bound: {_us_or_ms(n.time_per_launch_ms)} per launch at {_pct(m)} of {mem_src}"
         if n.programs is not None and n.sm_count:
             ev += f" ({n.programs} programs for {n.sm_count} SMs)"
@@ -140,10 +172,17 @@ def diagnose(n: Numbers) -> Diagnosis:
         if n.l2_hit_pct is not None and n.l2_hit_pct < LOW_L2_HIT_PCT and n.has_dot:
             extras.append(f"L2 hit rate {n.l2_hit_pct:.0f}%: inputs are re-read from DRAM")
             strategies += ["reordering", "access_layout"]
+        if n.has_dot:  # a matmul that waits on DRAM re-reads tiles: reuse them through L2 first
+            strategies.append("reordering")
         strategies += ["fusion", "vectorization", "access_layout"]
-        if n.has_dot:
-            strategies.insert(0, "reordering")
         return Diagnosis("memory-bound", ev + ("; " + "; ".join(extras) if extras else "") + ".", _ordered(strategies))
+
+    if l2 is not None and l2 >= BOUND_FRACTION and l2 > c and l2 >= L2_OVER_DRAM * m:
+        # L2 busier than DRAM by far: the same data is fetched through L2 again and again
+        ev = f"memory-bound: L2 at {_pct(l2)} of peak (DRAM {_pct(m)}): data is re-read through L2"
+        ev += ("; larger tiles would reuse more of it from registers and shared memory" if n.has_dot
+               else "; keep reused values in registers instead of re-loading them")
+        return Diagnosis("memory-bound", ev + ".", _ordered(["tiling", "reordering", "access_layout"]))
 
     if c >= BOUND_FRACTION and c > m:
         if n.sm_pct is not None:
@@ -167,6 +206,18 @@ def diagnose(n: Numbers) -> Diagnosis:
     if n.programs is not None and n.sm_count and n.programs < n.sm_count:
         extras.append(f"only {n.programs} programs for {n.sm_count} SMs")
         strategies.append("tiling")
+    if n.has_dot:
+        if n.tensor_pct is not None and n.tensor_pct < LOW_TENSOR_PCT:
+            extras.append(f"tensor cores busy only {n.tensor_pct:.0f}% of cycles")
+            strategies += ["tiling", "pipeline"]
+        elif n.tensor_pct is None and comp is not None and c < LAUNCH_MAX_FRACTION:
+            extras.append("the matrix units are starved: tiles too small or loads not pipelined")
+            strategies += ["tiling", "pipeline"]
+    elif n.block_elems and n.threads and n.block_elems / n.threads <= 2:
+        per = n.block_elems / n.threads
+        extras.append(f"{per:g} element{'s' if per != 1 else ''} per thread ({n.block_elems} per program): "
+                      "too little work per program to hide memory latency")
+        strategies += ["tiling", "vectorization"]
     occ = _occupancy_note(n)
     if occ:
         extras.append(occ)
@@ -181,7 +232,7 @@ def diagnose(n: Numbers) -> Diagnosis:
         extras.append(f"{n.bank_conflicts_per_request:.1f} shared-memory bank conflicts per request")
         strategies.append("access_layout")
     if not extras:
-        extras.append("the units wait on dependent memory accesses")
+        extras.append("no unit is near its peak: memory latency is not hidden")
     strategies += ["pipeline", "tiling", "vectorization"]
     return Diagnosis("latency-bound", ev + "; " + "; ".join(extras) + ".", _ordered(strategies))
 
@@ -196,7 +247,8 @@ def numbers_from_profile(profile: dict[str, Any]) -> Numbers:
     launch = profile.get("launch") or {}
     return Numbers(
         interpreted=bool(profile.get("interpreted")),
-        time_per_launch_ms=tm.get("time_per_launch_ms"),
+        time_per_launch_ms=tm.get("time_per_launch_ms") if tm else (
+            profile["time_ms"] / (launch.get("count") or 1) if profile.get("time_ms") is not None else None),
         launches=tm.get("launches") or 1,
         bytes_total=tm.get("bytes_total"),
         flops=tm.get("flops"),
@@ -212,6 +264,8 @@ def numbers_from_profile(profile: dict[str, Any]) -> Numbers:
         occupancy_limiter=occ.get("limiter"),
         programs=launch.get("programs"),
         sm_count=facts.get("sm_count"),
+        block_elems=launch.get("block_elems"),
+        threads=st.get("threads_per_program") or ((launch.get("num_warps") or 4) * 32 if launch else None),
         dram_pct=ct.get("dram_throughput"),
         sm_pct=ct.get("sm_throughput"),
         l2_pct=ct.get("l2_throughput"),

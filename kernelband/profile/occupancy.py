@@ -91,8 +91,9 @@ def occupancy(
         per_block = _ceil_to(smem + limits.get("reserved_shared_per_block", 0), SHARED_ALLOC_UNIT)
         by["shared_memory"] = limits["shared_per_sm"] // per_block if per_block else math.inf
     blocks = int(min(by.values()))
-    # the binding limit: the smallest; on ties prefer the resource over the hard caps
-    order = ["registers", "shared_memory", "warps", "blocks"]
+    # the binding limit: the smallest; on ties the hard caps first (a tie with the warp
+    # cap means the resource is not what stops more programs from fitting)
+    order = ["warps", "blocks", "registers", "shared_memory"]
     limiter = min((k for k in order if k in by), key=lambda k: (by[k], order.index(k)))
     out: dict[str, Any] = {
         "blocks_per_sm": blocks,

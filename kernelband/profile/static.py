@@ -12,6 +12,7 @@ returns one, else it is found in the JIT function's cache: ``device_caches[dev][
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Optional
 
 from .occupancy import limits_from_facts, occupancy
@@ -106,8 +107,6 @@ def dot_shapes_from_ir(ck: Any) -> list[str]:
         ttir = None
     if not isinstance(ttir, str):
         return []
-    import re
-
     return re.findall(r"tt\.dot\b[^\n]*->\s*tensor<([0-9x]+x\w+)>", ttir)
 
 

@@ -3,13 +3,14 @@
 Bytes follow the roofline convention of DESIGN section 7: every tensor argument is
 read once, or written once, or both when it is updated in place; caches are ignored.
 Which tensors a launch wrote is measured, not guessed from names: the launch is
-replayed (1) as is, where a tensor that changes is updated in place (read and
-written), then (2) once per candidate tensor after filling it with an all-ones bit
-pattern (a NaN for floats), where a tensor that no longer holds the pattern was
-written. Every tensor is restored after each replay. Integer tensors the kernel may
-read (indices) are never poisoned; for them, and whenever a replay is not possible,
-the kernel's AST decides (``analyze_kernel``: which pointer parameters reach a
-``tl.load`` / ``tl.store`` / ``tl.atomic_*``).
+replayed (1) as is, where a tensor that changes was written (and, when the kernel
+also loads from it or the AST cannot tell, updated in place: read and written), then (2) once more after filling each candidate tensor with its own bit
+pattern (all ones minus its index: a NaN for floats), where a tensor that no longer
+holds its pattern was written. Every tensor is restored after each replay. Integer
+tensors the kernel may read (indices) are never poisoned; for them, and whenever a
+replay is not possible, the kernel's AST decides (``analyze_kernel``: which pointer
+parameters reach a ``tl.load`` / ``tl.store`` / ``tl.atomic_*``). A written tensor
+also counts as read when the AST shows the kernel loading from it.
 
 FLOPs: only matrix products are counted. A kernel with exactly one ``tl.dot`` whose
 launch has tensors A (..., M, K), B (..., K, N) or (..., N, K) read and C (..., M, N)
@@ -280,10 +281,12 @@ def _bits(t: Any) -> Any:
     return t if t.dtype == intd else t.view(intd)
 
 
-def _poison_value(t: Any) -> int:
+def _pattern(t: Any, i: int) -> int:
+    """Tensor i's poison: all ones minus i, a NaN for every float format but fp8 (and
+    distinct per tensor, so a value copied from one poisoned tensor to another shows)."""
     import torch
 
-    return 255 if _bits(t).dtype == torch.uint8 else -1
+    return 255 - i if _bits(t).dtype == torch.uint8 else -1 - i
 
 
 def _sync(t: Any) -> None:
@@ -293,9 +296,31 @@ def _sync(t: Any) -> None:
         torch.cuda.synchronize(t.device)
 
 
+def _quiet_replay(launch: Any) -> None:
+    """Replay without the interpreter's numpy warnings about NaN arithmetic."""
+    import warnings
+
+    try:
+        import numpy as np
+
+        errstate: Any = np.errstate(all="ignore")
+    except ImportError:  # pragma: no cover
+        import contextlib
+
+        errstate = contextlib.nullcontext()
+    with warnings.catch_warnings(), errstate:
+        warnings.simplefilter("ignore", RuntimeWarning)
+        launch.replay()
+
+
 def detect_writes(launch: Any, tensors: list[TensorArg], access: KernelAccess) -> tuple[Optional[list[dict[str, Any]]], str]:
-    """Replay-based write detection. Returns ([{changed, written, poisoned}] per tensor, how)
-    or (None, reason) when the replays cannot be done."""
+    """Replay-based write detection (two replays). Returns ([{changed, written,
+    poisoned}] per tensor, how) or (None, reason) when the replays cannot be done.
+
+    1. replay as is: a tensor that changes was written (in place, or from one that was);
+    2. fill every float tensor (and every integer one the kernel only stores to) with
+       its own bit pattern and replay: a tensor that lost its pattern was written.
+    The arguments are restored to their values from before after each replay."""
     import torch
 
     if not tensors:
@@ -311,30 +336,34 @@ def detect_writes(launch: Any, tensors: list[TensorArg], access: KernelAccess) -
                 ta.tensor.copy_(s)
         _sync(tensors[0].tensor)
 
-    result = [{"changed": False, "written": None, "poisoned": False} for _ in tensors]
+    result: list[dict[str, Any]] = [{"changed": False, "written": None, "poisoned": False} for _ in tensors]
     try:
-        launch.replay()
+        _quiet_replay(launch)
         _sync(tensors[0].tensor)
         for r, ta, s in zip(result, tensors, saved):
             r["changed"] = not torch.equal(_bits(ta.tensor), _bits(s))
             if r["changed"]:
                 r["written"] = True
         restore()
-        for r, ta in zip(result, tensors):
-            if r["changed"] or ta.tensor.dtype.is_complex:
-                continue
-            uses = [access.use(n) for n in ta.names]
-            store_only = any(u and u.stores and not u.loads and not u.unknown for u in uses)
-            if not (ta.tensor.is_floating_point() or store_only):
-                continue  # an integer tensor the kernel may read as indices: never poison
-            fill = _poison_value(ta.tensor)
-            with torch.no_grad():
+        poisoned: list[tuple[int, int]] = []
+        with torch.no_grad():
+            for i, (r, ta) in enumerate(zip(result, tensors)):
+                if r["changed"] or ta.tensor.dtype.is_complex:
+                    continue
+                uses = [access.use(n) for n in ta.names]
+                store_only = any(u and u.stores and not u.loads and not u.unknown for u in uses)
+                if not (ta.tensor.is_floating_point() or store_only):
+                    continue  # an integer tensor the kernel may read as indices: never poison
+                fill = _pattern(ta.tensor, i)
                 _bits(ta.tensor).fill_(fill)
+                poisoned.append((i, fill))
+        if poisoned:
             try:
-                launch.replay()
-                _sync(ta.tensor)
-                r["written"] = not bool((_bits(ta.tensor) == fill).all())
-                r["poisoned"] = True
+                _quiet_replay(launch)
+                _sync(tensors[0].tensor)
+                for i, fill in poisoned:
+                    result[i]["written"] = not bool((_bits(tensors[i].tensor) == fill).all())
+                    result[i]["poisoned"] = True
             finally:
                 restore()
     except Exception as e:  # noqa: BLE001 - a replay failed; leave the inputs as they were
@@ -358,8 +387,9 @@ def classify(tensors: list[TensorArg], detected: Optional[list[dict[str, Any]]],
         d = detected[i] if detected is not None else None
         if d is not None and d["written"] is not None:
             written = bool(d["written"])
-            if d["changed"]:
-                read, how = True, "updated in place (changed on replay)"
+            if d["changed"]:  # changed on replay: updated in place, or computed from something that was
+                read = ast_loads or not ast_sure
+                how = "updated in place (changed on replay)" if read else "written (changed on replay; never loaded)"
             elif written:
                 read = ast_loads
                 how = "written (poison overwritten)" + ("; also loaded by the kernel" if read else "")

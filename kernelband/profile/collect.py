@@ -1,0 +1,254 @@
+"""In-worker entry point: ``collect_profile`` builds the profile dict of
+docs/ARCHITECTURE.md ("Profiles") from the launches the harness made.
+
+Tier 1 (static) needs compiled binaries; tier 2 (timing) works everywhere, though
+under the interpreter its times are CPU times and there are no peaks to compare
+with; tier 3 (counters) runs Nsight Compute as a child process and needs the Task,
+which the worker does not pass: the session adds it with ``add_counters`` (or the
+worker may pass ``task=``). A tier that fails is reported in ``unavailable`` and
+never fails the profile.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Optional
+
+from .assemble import attach_counters, finalize
+from .ncu import INTERPRETER
+from .static import INTERPRETER_REASON, grid_programs, static_profile
+
+COUNTERS_IN_SESSION = "collected by the session (kernelband.profile.add_counters), not inside the worker"
+_MAX_REPLAYED_SIGNATURES = 8  # distinct launch signatures whose writes are measured by replay
+
+
+def launch_info(launches: list[Any]) -> dict[str, Any]:
+    """Grid, constexprs and footprint of the kernel's first launch (no replay)."""
+    from ..worker.service import _launch_record  # the worker's own reading of a launch
+    from .traffic import tensor_args
+
+    rec = _launch_record(launches[0])
+    blocks = [int(v) for k, v in rec.constexprs.items()
+              if k.upper().startswith("BLOCK") and isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    return {
+        "count": len(launches),
+        "grid": rec.grid,
+        "programs": grid_programs(rec.grid),
+        "constexprs": rec.constexprs,
+        "num_warps": rec.num_warps,
+        "num_stages": rec.num_stages,
+        "block_elems": math.prod(blocks) if blocks else None,
+        "footprint_bytes": sum(t.nbytes for t in tensor_args(launches[0])),
+    }
+
+
+def _signature(launch: Any) -> tuple[Any, ...]:
+    import torch
+
+    parts: list[Any] = [id(launch.obj)]
+    for a in list(launch.args) + [v for k, v in sorted(launch.kwargs.items()) if k not in ("grid", "warmup")]:
+        if isinstance(a, torch.Tensor):
+            parts.append(("T", tuple(a.shape), tuple(a.stride()), str(a.dtype)))
+        elif isinstance(a, (int, float, bool, str)) or a is None:
+            parts.append(a)
+        else:
+            parts.append(type(a).__name__)
+    return tuple(parts)
+
+
+def timing_tier(launches: list[Any], time_ms: Optional[float], facts: dict[str, Any], access: Any,
+                interpreted: bool, clock: str) -> dict[str, Any]:
+    from .device import has_peaks
+    from .traffic import launch_traffic, peak_key
+
+    per_sig: dict[tuple[Any, ...], dict[str, Any]] = {}
+    totals = {"bytes_read": 0, "bytes_written": 0}
+    flops: Optional[int] = 0
+    first: Optional[dict[str, Any]] = None
+    for launch in launches:
+        sig = _signature(launch)
+        tr = per_sig.get(sig)
+        if tr is None:
+            tr = launch_traffic(launch, access, replay=len(per_sig) < _MAX_REPLAYED_SIGNATURES)
+            per_sig[sig] = tr
+        first = first or tr
+        totals["bytes_read"] += tr["bytes_read"]
+        totals["bytes_written"] += tr["bytes_written"]
+        flops = None if (flops is None or tr["flops"] is None) else flops + tr["flops"]
+    assert first is not None
+    n = len(launches)
+    bytes_total = totals["bytes_read"] + totals["bytes_written"]
+    out: dict[str, Any] = {
+        "time_ms": time_ms,
+        "clock": clock,
+        "launches": n,
+        "time_per_launch_ms": time_ms / n if time_ms is not None else None,
+        "bytes_read": totals["bytes_read"],
+        "bytes_written": totals["bytes_written"],
+        "bytes_total": bytes_total,
+        "tensors": first["tensors"],
+        "write_detection": first["write_detection"],
+        "flops": flops,
+        "flops_note": first["flops_note"],
+        "arithmetic_intensity": round(flops / bytes_total, 4) if flops is not None and bytes_total else None,
+        "bandwidth_gbs": None, "bandwidth_frac": None, "tflops": None, "compute_frac": None,
+        "compute_peak": peak_key(first["dot_dtype"], access.ieee_dot), "compute_peak_tflops": None,
+        "copy_peak_gbs": None, "roofline": None,
+    }
+    if interpreted or time_ms is None or time_ms <= 0:
+        out["note"] = ("CPU time under the Triton interpreter: no bandwidth or FLOP/s" if interpreted
+                       else "no time measured: no bandwidth or FLOP/s")
+        return out
+    seconds = time_ms * 1e-3
+    out["bandwidth_gbs"] = round(bytes_total / seconds / 1e9, 2)
+    if flops is not None:
+        out["tflops"] = round(flops / seconds / 1e12, 3)
+    if not has_peaks(facts):
+        out["note"] = "device peaks not measured: no fractions of peak"
+        return out
+    bw = float(facts["copy_gbs"])
+    out["copy_peak_gbs"] = bw
+    out["bandwidth_frac"] = round(out["bandwidth_gbs"] / bw, 4)
+    peak = (facts.get("matmul_tflops") or {}).get(out["compute_peak"]) if out["compute_peak"] else None
+    out["compute_peak_tflops"] = peak
+    if peak and out["tflops"] is not None:
+        out["compute_frac"] = round(out["tflops"] / peak, 4)
+    if peak and out["arithmetic_intensity"] is not None:
+        ridge = peak * 1e12 / (bw * 1e9)
+        ai = out["arithmetic_intensity"]
+        attainable = min(peak, ai * bw / 1e3)
+        out["roofline"] = {
+            "ridge": round(ridge, 2),
+            "bound": "memory" if ai < ridge else "compute",
+            "attainable_tflops": round(attainable, 3),
+            "fraction_of_attainable": round(out["tflops"] / attainable, 4) if attainable else None,
+        }
+    elif access.dots == 0:  # elementwise / reduction work: low intensity, judged against the bandwidth roof
+        out["roofline"] = {"ridge": None, "bound": "memory", "attainable_tflops": None,
+                           "fraction_of_attainable": out["bandwidth_frac"],
+                           "note": "no tl.dot: placed on the bandwidth roof"}
+    return out
+
+
+def collect_profile(
+    launches: list[Any],
+    time_ms: Optional[float],
+    tier: int,
+    facts: dict[str, Any],
+    kernel_source: str,
+    kernel: str,
+    interpreted: bool,
+    *,
+    task: Any = None,
+    store: Any = None,
+) -> dict[str, Any]:
+    """The profile of ``kernel`` from the harness's captured launches at ``tier`` (1-3).
+
+    ``time_ms`` is the worker's median for replaying all of ``launches``; when they
+    include other kernels, this kernel's launches are re-timed alone."""
+    from .device import interpreter_facts
+
+    t0 = time.perf_counter()
+    if interpreted or not facts:
+        facts = interpreter_facts() if interpreted else {}
+    profile: dict[str, Any] = {
+        "kernel": kernel,
+        "tier": tier,
+        "tiers": {"static": None, "timing": None, "counters": None},
+        "unavailable": {},
+        "device": facts,
+        "interpreted": interpreted,
+        "time_ms": time_ms,
+        "launch": None,
+        "has_dot": False,
+    }
+    mine = [l for l in launches if getattr(l, "name", None) == kernel]
+    if not mine:
+        seen = ", ".join(sorted({getattr(l, "name", "?") for l in launches})) or "nothing"
+        why = f"the harness launched no {kernel} (it launched: {seen})"
+        profile["unavailable"] = {"static": why, "timing": why, "counters": why}
+        return finalize(profile)
+    clock = "cpu-interpreter" if interpreted else "cuda-events"
+    if len(mine) != len(launches) and time_ms is not None:
+        try:
+            from ..worker.timing import time_launches
+
+            t = time_launches(mine)
+            profile["time_ms"], time_ms, clock = t.median_ms, t.median_ms, t.clock
+            profile["retimed"] = "the harness launches other kernels too: this kernel's launches were timed alone"
+        except Exception as e:  # noqa: BLE001
+            profile["retimed"] = f"could not time this kernel alone ({type(e).__name__}); the time covers every launch"
+    try:
+        profile["launch"] = launch_info(mine)
+    except Exception as e:  # noqa: BLE001
+        profile["launch"] = {"count": len(mine), "error": f"{type(e).__name__}: {e}"}
+    from .traffic import analyze_kernel
+
+    access = analyze_kernel(kernel_source, kernel)
+    profile["has_dot"] = access.dots > 0
+
+    # tier 1
+    if interpreted:
+        profile["unavailable"]["static"] = INTERPRETER_REASON
+    else:
+        try:
+            st, why = static_profile(mine[0], facts, (profile["launch"] or {}).get("programs"))
+            if st is None:
+                profile["unavailable"]["static"] = why
+            else:
+                hashes = set()
+                for l in mine[1:]:
+                    other = static_profile(l, {}, None)[0]
+                    if other and other.get("hash"):
+                        hashes.add(other["hash"])
+                hashes.discard(st.get("hash"))
+                st["other_specializations"] = len(hashes)
+                profile["tiers"]["static"] = st
+        except Exception as e:  # noqa: BLE001
+            profile["unavailable"]["static"] = f"error reading compile metadata: {type(e).__name__}: {e}"
+
+    # tier 2
+    if tier >= 2:
+        try:
+            profile["tiers"]["timing"] = timing_tier(mine, time_ms, facts, access, interpreted, clock)
+        except Exception as e:  # noqa: BLE001
+            profile["unavailable"]["timing"] = f"error: {type(e).__name__}: {e}"
+    else:
+        profile["unavailable"]["timing"] = "not requested (tier 1)"
+
+    # tier 3
+    if tier >= 3:
+        if interpreted:
+            profile["unavailable"]["counters"] = INTERPRETER
+        elif task is not None:
+            from .ncu import collect_counters
+
+            gpu = str(facts.get("name") or "")
+            result = collect_counters(task, store=store, gpu=gpu, triton_version=str(facts.get("triton") or ""),
+                                      launches=min(len(mine), 3))
+            profile["collect_s"] = round(time.perf_counter() - t0, 3)
+            return attach_counters(profile, result)
+        else:
+            profile["unavailable"]["counters"] = COUNTERS_IN_SESSION
+    else:
+        profile["unavailable"]["counters"] = "not requested (tier < 3)"
+    profile["collect_s"] = round(time.perf_counter() - t0, 3)
+    return finalize(profile)
+
+
+def add_counters(profile: dict[str, Any], task: Any, *, store: Any = None, gpu: str = "", triton_version: str = "",
+                 **kwargs: Any) -> dict[str, Any]:
+    """Session side of tier 3: run ncu for the task and merge its counters into a
+    profile from the worker (a no-op when the profile already has counters or
+    cannot have them)."""
+    if (profile.get("tiers") or {}).get("counters"):
+        return profile
+    reason = (profile.get("unavailable") or {}).get("counters")
+    if reason not in (None, COUNTERS_IN_SESSION):
+        return profile
+    from .ncu import collect_counters
+
+    count = min(((profile.get("launch") or {}).get("count") or 1), 3)
+    result = collect_counters(task, store=store, gpu=gpu, triton_version=triton_version,
+                              interpreted=bool(profile.get("interpreted")), launches=count, **kwargs)
+    return attach_counters(profile, result)
