@@ -145,6 +145,8 @@ class Evaluator:
         except WorkerError as e:
             ev = self._failure(variant, e)
         ev.wall_s = time.perf_counter() - t0
+        # what the worker did not account for: screening, pipes, JSON, restarts
+        ev.phases["overhead"] = round(max(ev.wall_s - sum(ev.phases.values()), 0.0), 6)
         return ev
 
     def _failure(self, variant: Variant, e: WorkerError) -> Evaluation:

@@ -245,6 +245,9 @@ class Evaluation(Serializable):
     profile: Optional[dict[str, Any]] = None
     wall_s: float = 0.0
     variant_id: str = ""
+    # wall seconds per phase in the worker: import, compile_and_first_run, correctness,
+    # timing, profile (the session adds screen and process overhead)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

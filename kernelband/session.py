@@ -177,6 +177,7 @@ class Session:
             "description": description or (variant.description if variant else ""),
             "best_ms": best.time_ms,
             "best_speedup_so_far": base_ms / best.time_ms,
+            "phases": ev.phases,
         }
         self.history.append(entry)
         self.emit("candidate", **{k: entry[k] for k in ("index", "variant_id", "parent", "strategy", "generator", "status",
@@ -352,6 +353,7 @@ class Session:
             "message": "",
             "warnings": self.warnings,
             "history": self.history,
+            "phase_seconds": self._phase_totals(),
             "worker_restarts": self.evaluator.worker_restarts,
         }
         if best is original:
@@ -384,6 +386,13 @@ class Session:
             result["warnings"].append(flag)
         return result
 
+    def _phase_totals(self) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for entry in self.history:
+            for k, v in (entry.get("phases") or {}).items():
+                totals[k] = round(totals.get(k, 0.0) + v, 4)
+        return totals
+
     def _roofline_flag(self, best: Any, best_ms: float) -> Optional[str]:
         """A speedup that would move bytes faster than the device can is suspicious."""
         bw = (self.evaluator.facts or {}).get("copy_bandwidth_gbs") or (self.evaluator.facts or {}).get("dram_bandwidth_gbs")
@@ -398,15 +407,21 @@ class Session:
         return None
 
     # ------------------------------------------------------------------ run
-    def run(self) -> dict[str, Any]:
+    def _make_generator(self) -> Any:
         from .generators import make_generator
 
-        generator = make_generator(self.config.generator, seed=self.config.seed, **self.config.generator_options)
+        options = dict(self.config.generator_options)
+        if self.evaluator.interpreted:
+            options.setdefault("autotune", False)  # the interpreter cannot benchmark autotune configs
+        return make_generator(self.config.generator, seed=self.config.seed, **options)
+
+    def run(self) -> dict[str, Any]:
         self.emit("started", kernel=self.task.kernel, file=self.task.module_path, source_hash=self.task.source_hash,
                   budget=asdict(self.config.budget), generator=self.config.generator, search=self.config.search,
                   session_id=self.id)
         try:
             self._setup()
+            generator = self._make_generator()
             if self.store:
                 self.store.start_session(self.id, self.task.module_path, self.task.kernel, self.task.source_hash,
                                          self.gpu, self.triton_version, self.config.to_dict())

@@ -79,20 +79,23 @@ def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: Erro
     if n == 0:
         return
     if not (ref.is_floating_point() or ref.is_complex()):
-        bad = int((out != ref).sum())
+        bad = int((out != ref.to(out.device)).sum())
         if bad:
             stats.mismatched += bad
             stats.worst_output = path
             raise _Mismatch(f"{path}: {bad} of {n} integer elements differ (exact match required)")
         return
-    r = ref.to(torch.float64)
+    # compare where the output lives (the GPU for large outputs): far cheaper than copying
+    r = ref.to(device=out.device, dtype=torch.float64)
     o = out.to(torch.float64)
     r_nan, o_nan = torch.isnan(r), torch.isnan(o)
     if not torch.equal(r_nan, o_nan):
         diff = int((r_nan != o_nan).sum())
         stats.mismatched += diff
         stats.worst_output = path
-        raise _Mismatch(f"{path}: NaN positions differ at {diff} elements")
+        unwritten = int((o_nan & ~r_nan).sum())
+        hint = " (NaN where the original has values: outputs left unwritten?)" if unwritten else ""
+        raise _Mismatch(f"{path}: NaN positions differ at {diff} elements{hint}")
     r_inf, o_inf = torch.isinf(r), torch.isinf(o)
     if not torch.equal(r_inf, o_inf) or not torch.equal(r[r_inf], o[o_inf]):
         stats.worst_output = path

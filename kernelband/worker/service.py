@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Optional
@@ -45,6 +46,19 @@ def _launch_record(launch: CapturedLaunch) -> LaunchRecord:
         num_stages=consts.get("num_stages"),
         tensor_bytes=nbytes,
     )
+
+
+class _PhaseClock:
+    """Accumulates wall seconds per phase of an evaluation (for throughput reports)."""
+
+    def __init__(self, phases: dict[str, float]) -> None:
+        self.phases = phases
+        self.t = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = round(self.phases.get(phase, 0.0) + now - self.t, 6)
+        self.t = now
 
 
 def _status_for(err: HarnessError) -> Status:
@@ -180,7 +194,7 @@ class WorkerService:
             out, _ = run_harness(self.original, seeds[0], skip_launches=True)
         except HarnessError:
             return False, ""  # the harness notices a missing kernel: good
-        if compare_outputs(self.refs[seeds[0]], to_cpu(out)).ok:
+        if compare_outputs(self.refs[seeds[0]], out).ok:
             return True, "with the kernel's launches skipped the harness still returns the same outputs"
         return False, ""
 
@@ -194,16 +208,21 @@ class WorkerService:
         task = self._require_task()
         vid = req.get("variant_id") or "variant"
         ev = Evaluation(status=Status.OK, interpreted=self.interpreted, variant_id=vid)
+        phases = ev.phases
+        clock = _PhaseClock(phases)
         try:
             version = load_module(task, req["source"], f"v_{vid}", str(self.workdir))
         except HarnessError as e:
             ev.status, ev.message = _status_for(e), f"does not import: {e}"
             return ev.to_dict()
+        clock.lap("import")
         launches0: list[CapturedLaunch] = []
         worst = None
         for s in task.seeds:
             try:
                 out, launches = run_harness(version, s)
+                # the first run includes Triton's compilation of the variant
+                clock.lap("compile_and_first_run" if s == task.seeds[0] else "correctness")
             except HarnessError as e:
                 ev.status = _status_for(e)
                 ev.message = f"seed {s}: {e}"
@@ -218,7 +237,8 @@ class WorkerService:
                 ev.status = Status.REJECTED
                 ev.message = f"the variant never launches {task.kernel} (it launched: {seen}); a torch fallback is not a kernel"
                 return ev.to_dict()
-            verdict = compare_outputs(self.refs[s], to_cpu(out))
+            verdict = compare_outputs(self.refs[s], out)
+            clock.lap("correctness")
             if worst is None or verdict.stats.rel_l2 >= worst.rel_l2:
                 worst = verdict.stats
             if not verdict.ok:
@@ -229,12 +249,14 @@ class WorkerService:
         ev.message = f"matches the original on seeds {task.seeds} ({describe(worst)})"
         if req.get("time", True):
             ev.timing = time_launches(launches0)
+            clock.lap("timing")
         self.variants[vid] = launches0
         while len(self.variants) > 4:  # each entry keeps its inputs alive
             self.variants.popitem(last=False)
         tier = int(req.get("profile_tier", 0))
         if tier > 0:
             ev.profile = self._profile(launches0, ev.time_ms, tier, req["source"], req.get("facts") or {})
+            clock.lap("profile")
         return ev.to_dict()
 
     def op_paired(self, req: dict[str, Any]) -> dict[str, Any]:
