@@ -115,23 +115,40 @@ def _range(node: ast.AST) -> SourceRange:
     )
 
 
-def _text(source: str, node: Optional[ast.AST]) -> Optional[str]:
-    if node is None:
-        return None
-    seg = ast.get_source_segment(source, node)
-    return seg if seg is not None else ast.unparse(node)
+class _Segments:
+    """ast.get_source_segment re-splits the whole source on every call; detection runs on
+    every keystroke in the editor, so split once and slice by line offsets."""
+
+    def __init__(self, source: str) -> None:
+        self.lines = source.splitlines(keepends=True)
+
+    def __call__(self, node: Optional[ast.AST]) -> Optional[str]:
+        if node is None:
+            return None
+        try:
+            l0, c0 = node.lineno - 1, node.col_offset  # type: ignore[attr-defined]
+            l1, c1 = node.end_lineno - 1, node.end_col_offset  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):
+            return ast.unparse(node)
+        if l1 is None or c1 is None or l1 >= len(self.lines):
+            return ast.unparse(node)
+        if l0 == l1:
+            return self.lines[l0].encode()[c0:c1].decode(errors="replace")
+        first = self.lines[l0].encode()[c0:].decode(errors="replace")
+        last = self.lines[l1].encode()[:c1].decode(errors="replace")
+        return first + "".join(self.lines[l0 + 1 : l1]) + last
 
 
-def _params(source: str, fn: ast.FunctionDef, names: _TritonNames) -> list[Param]:
+def _params(text: _Segments, fn: ast.FunctionDef, names: _TritonNames) -> list[Param]:
     a = fn.args
     positional = a.posonlyargs + a.args
     defaults: list[Optional[ast.expr]] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
     out = [
-        Param(p.arg, _text(source, p.annotation), _text(source, d), names.is_constexpr_annotation(p.annotation))
+        Param(p.arg, text(p.annotation), text(d), names.is_constexpr_annotation(p.annotation))
         for p, d in zip(positional, defaults)
     ]
     for p, d in zip(a.kwonlyargs, a.kw_defaults):
-        out.append(Param(p.arg, _text(source, p.annotation), _text(source, d), names.is_constexpr_annotation(p.annotation)))
+        out.append(Param(p.arg, text(p.annotation), text(d), names.is_constexpr_annotation(p.annotation)))
     if a.vararg:
         out.append(Param("*" + a.vararg.arg))
     if a.kwarg:
@@ -204,6 +221,7 @@ def detect(source: str, filename: str = "<source>") -> DetectionResult:
 
     names = _TritonNames()
     names.collect(tree)
+    text = _Segments(source)
     lines = source.splitlines()
     walker = _Walker(source)
     walker.visit(tree)
@@ -214,9 +232,9 @@ def detect(source: str, filename: str = "<source>") -> DetectionResult:
         site = LaunchSite(
             kernel=kname,
             range=_range(call),
-            grid=_text(source, grid) or "",
-            args=[_text(source, a) or "" for a in call.args],
-            kwargs={k.arg: _text(source, k.value) or "" for k in call.keywords if k.arg},
+            grid=text(grid) or "",
+            args=[text(a) or "" for a in call.args],
+            kwargs={k.arg: text(k.value) or "" for k in call.keywords if k.arg},
             enclosing_function=outer,
         )
         launches_by_kernel.setdefault(kname, []).append(site)
@@ -237,8 +255,8 @@ def detect(source: str, filename: str = "<source>") -> DetectionResult:
                     range=whole,
                     def_range=_range(node),
                     name_range=_name_range(lines, node),  # type: ignore[arg-type]
-                    params=_params(source, node, names),  # type: ignore[arg-type]
-                    decorators=[_text(source, d) or "" for d in decs],
+                    params=_params(text, node, names),  # type: ignore[arg-type]
+                    decorators=[text(d) or "" for d in decs],
                     is_autotuned=any(names.is_autotune(d) for d in decs),
                     has_heuristics=any(names.is_heuristics(d) for d in decs),
                     launch_sites=launches_by_kernel.get(node.name, []),
@@ -249,7 +267,7 @@ def detect(source: str, filename: str = "<source>") -> DetectionResult:
                 FunctionInfo(
                     name=node.name,
                     range=_range(node),
-                    params=_params(source, node, names),  # type: ignore[arg-type]
+                    params=_params(text, node, names),  # type: ignore[arg-type]
                     calls=sorted(walker.calls.get(node.name, set()) & module_defs),
                     launches=sorted({s.kernel for ss in launches_by_kernel.values() for s in ss if s.enclosing_function == node.name}),
                 )

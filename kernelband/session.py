@@ -119,6 +119,7 @@ class Session:
         self.usage = Usage()
         self.history: list[dict[str, Any]] = []
         self.pool: list[Any] = []  # search.base.Candidate
+        self.profiles: dict[str, dict[str, Any]] = {}  # candidate id -> its profile
         self.by_id: dict[str, Any] = {}
         self.gpu = ""
         self.triton_version = ""
@@ -129,6 +130,8 @@ class Session:
         from .search.base import Candidate
 
         prof = profile or {}
+        if profile:
+            self.profiles[variant.id] = profile  # the generator's prompt shows the parent's profile
         # the clustering features of the chosen KernelBand variant (v1 or v2 vector)
         feature_set = "v2" if self.config.search == "kernelband-v2" else "v1"
         rv = (prof.get("runtime_vectors") or {}).get(feature_set) or prof.get("runtime_vector") \
@@ -266,7 +269,7 @@ class Session:
             return [s for s in names if not allowed or s in allowed]
 
         reason = "search space exhausted"
-        idle = 0
+        idle = unreachable = 0
         try:
             while True:
                 if self.stop.is_set():
@@ -279,10 +282,19 @@ class Session:
                     return reason
                 parent, strategy = pick
                 ctx = GenContext(kernel=self.task.kernel, harness=self.task.harness, module_path=self.task.module_path,
-                                 profile=None, device=self.evaluator.facts or None, rng=self.rng)
+                                 profile=self.profiles.get(parent.id), device=self.evaluator.facts or None, rng=self.rng)
                 gen = generator.generate(parent.variant, strategy, ctx)
                 self.usage.tokens += gen.tokens
                 self.usage.dollars += gen.cost_usd
+                if getattr(gen, "failed", False):
+                    # the endpoint could not be reached even after retries: a few in a row end the search
+                    unreachable += 1
+                    self.emit("log", level="warning", message=f"generator failed: {gen.message}")
+                    if unreachable >= 3:
+                        self.warnings.append(f"the LLM endpoint failed {unreachable} times in a row: {gen.message}")
+                        return f"generator unavailable ({gen.message})"
+                    continue
+                unreachable = 0
                 if gen.variant is None and not gen.rejected:
                     idle += 1  # the generator had nothing after all; offered() should now exclude it
                     if idle > 50:
