@@ -18,6 +18,7 @@ import torch
 
 from ..model import Task
 from .capture import CapturedLaunch, recording
+from .timing import gpu_lock
 
 
 class HarnessError(Exception):
@@ -153,7 +154,7 @@ def run_harness(version: ModuleVersion, seed: int, skip_launches: bool = False) 
     every launch is replaced by poison_written_args (the weak-harness check)."""
     fn = version.harness()
     seed_everything(seed)
-    with recording(skip=skip_launches, on_skip=poison_written_args if skip_launches else None) as rec:
+    with gpu_lock(exclusive=False), recording(skip=skip_launches, on_skip=poison_written_args if skip_launches else None) as rec:
         try:
             out = fn()
             synchronize()

@@ -39,12 +39,13 @@ def t95(df: int) -> float:
 
 
 @contextlib.contextmanager
-def exclusive_gpu_timing() -> Iterator[None]:
-    """Hold a cross-process lock while timing, when KERNELBAND_TIMING_LOCK names a file.
+def gpu_lock(exclusive: bool) -> Iterator[None]:
+    """A cross-process reader/writer lock on the GPU, when KERNELBAND_TIMING_LOCK names a file.
 
-    Several sessions may share one GPU (benchmarks run them in parallel so compilation
-    and correctness checks overlap); their timed regions must not, or each would
-    measure the others' kernels too."""
+    Several sessions may share one GPU (the benchmarks run them in parallel so that
+    compilation and correctness checks overlap). Harness runs take the lock shared;
+    timed regions take it exclusive, so nothing else runs on the GPU while a kernel is
+    being timed."""
     path = os.environ.get("KERNELBAND_TIMING_LOCK")
     if not path:
         yield
@@ -52,11 +53,15 @@ def exclusive_gpu_timing() -> Iterator[None]:
     import fcntl
 
     with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def exclusive_gpu_timing() -> "contextlib.AbstractContextManager[None]":
+    return gpu_lock(exclusive=True)
 
 
 def on_gpu() -> bool:
