@@ -377,6 +377,7 @@ def phase_seconds(result: dict[str, Any]) -> tuple[dict[str, float], list[str]]:
         for k, v in d.items():
             if _num(v):
                 key = "profile" if k in ("profiling", "profile_s", "profile_seconds") else k.removesuffix("_s")
+                key = "compile" if key == "compile_and_first_run" else key  # the worker's name for it
                 found[key] = found.get(key, 0.0) + float(v)
 
     for name in ("phase_seconds", "phases", "timings"):
