@@ -100,23 +100,11 @@ def test_exhaustive_search_walks_the_space_within_budget(tmp_path):
     assert all(h["generator"] == "rules" for h in r["history"])
 
 
-GOOD_LLM_KERNEL = '''
-@triton.jit
-def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n_elements, BLOCK_SIZE: tl.constexpr):
-    pid = tl.program_id(axis=0)
-    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_elements
-    x = tl.load(x_ptr + offsets, mask=mask)
-    y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, alpha * x + y, mask=mask)
-
-
-def axpy(alpha, x, y):
-    out = torch.empty_like(x)
-    n = out.numel()
-    axpy_kernel[(triton.cdiv(n, 1024),)](x, y, out, alpha, n, BLOCK_SIZE=1024)
-    return out
-'''
+# what a model might answer: the kernel and its wrapper, launched with a bigger block
+GOOD_LLM_KERNEL = AXPY[AXPY.index("@triton.jit"):AXPY.index("def harness_axpy")].replace(
+    "axpy_kernel[(triton.cdiv(n, 128),)](x, y, out, alpha, n, BLOCK_SIZE=128)",
+    "axpy_kernel[(triton.cdiv(n, 1024),)](x, y, out, alpha, n, BLOCK_SIZE=1024)")
+assert "BLOCK_SIZE=1024" in GOOD_LLM_KERNEL
 
 
 def test_llm_session_records_rejections_and_goes_on(tmp_path):
