@@ -129,6 +129,8 @@ class Session:
     def _candidate(self, variant: Variant, time_ms: float, profile: Optional[dict[str, Any]], parent: Any) -> Any:
         from .search.base import Candidate
 
+        if profile and self.config.profile_tier >= 3:
+            profile = self._with_counters(variant, profile)
         prof = profile or {}
         if profile:
             self.profiles[variant.id] = profile  # the generator's prompt shows the parent's profile
@@ -146,6 +148,22 @@ class Session:
             parent_id=parent.id if parent is not None else None,
             depth=(parent.depth + 1) if parent is not None else 0,
         )
+
+    def _with_counters(self, variant: Variant, profile: dict[str, Any]) -> dict[str, Any]:
+        """Tier 3 runs Nsight Compute around a fresh process, outside the worker; it
+        degrades to tiers 1-2 with a note when ncu or counter access is missing."""
+        from dataclasses import replace
+
+        from .profile.collect import add_counters
+
+        try:
+            return add_counters(profile, replace(self.task, source=variant.source), store=self.store, gpu=self.gpu,
+                                triton_version=self.triton_version)
+        except Exception as e:  # noqa: BLE001 - counters are optional, never a session failure
+            note = f"counters unavailable: {type(e).__name__}: {e}"
+            if note not in self.warnings:
+                self.warnings.append(note)
+            return profile
 
     def _add(self, cand: Any) -> None:
         self.pool.append(cand)
