@@ -1,0 +1,243 @@
+"""Per-document detection cache.
+
+One ``Analysis`` per (document, text): the kernels found by ``kernelband.detect`` with
+a line index for position conversion, and lazily the harness of each kernel. While a
+file does not parse, the last good analysis keeps serving lenses, symbols and hovers
+(``stale`` is set) instead of everything disappearing mid-edit.
+
+Changes are analysed after a debounce; a request that needs the current text analyses
+it at once (detection of a 3,000-line file takes milliseconds).
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from kernelband.detect import DetectionResult, detect
+from kernelband.harness import HarnessChoice, find_harness
+from kernelband.model import KernelInfo, ParseError
+
+from .positions import UTF16, LineIndex
+
+log = logging.getLogger(__name__)
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Analysis:
+    uri: str
+    path: str
+    version: Optional[int]
+    text: str
+    index: LineIndex
+    detection: DetectionResult
+    # when the text does not parse: the last analysis that did (its kernels, its index)
+    good: Optional["Analysis"] = None
+    elapsed_ms: float = 0.0
+    _harness: dict[tuple[str, Optional[str]], HarnessChoice] = field(default_factory=dict)
+    _hash: Optional[str] = None
+    _kernel_texts: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def parsed(self) -> bool:
+        return self.detection.error is None
+
+    @property
+    def error(self) -> Optional[ParseError]:
+        return self.detection.error
+
+    @property
+    def stale(self) -> bool:
+        """Kernels shown come from an older text (this one does not parse)."""
+        return not self.parsed
+
+    @property
+    def source(self) -> Optional["Analysis"]:
+        """The analysis whose kernels are shown: this one, else the last good one."""
+        if self.parsed:
+            return self
+        return self.good
+
+    @property
+    def kernels(self) -> list[KernelInfo]:
+        src = self.source
+        return src.detection.kernels if src else []
+
+    @property
+    def hash(self) -> str:
+        if self._hash is None:
+            self._hash = text_hash(self.text)
+        return self._hash
+
+    def kernel(self, name: str) -> Optional[KernelInfo]:
+        return next((k for k in self.kernels if k.name == name), None)
+
+    def kernel_text(self, name: str) -> Optional[str]:
+        """Source text of a kernel (decorators included) in this text; None if absent/unparsed."""
+        if not self.parsed:
+            return None
+        if name not in self._kernel_texts:
+            k = self.detection.kernel(name)
+            if k is None:
+                return None
+            r = k.range
+            self._kernel_texts[name] = self.index.segment(r.start_line, 0, r.end_line, r.end_col)
+        return self._kernel_texts[name]
+
+    def harness(self, name: str, explicit: Optional[str] = None) -> HarnessChoice:
+        """Harness of a kernel (cached per text). Uses the last good text while unparsed."""
+        src = self.source
+        if src is None:
+            return HarnessChoice(None, reason="the file does not parse")
+        key = (name, explicit or None)
+        if key not in src._harness:
+            try:
+                src._harness[key] = find_harness(src.path, src.text, name, explicit=explicit or None, result=src.detection)
+            except Exception as e:  # an unreadable companion file must not break hovers
+                log.warning("harness discovery for %s failed: %s", name, e)
+                src._harness[key] = HarnessChoice(None, reason=f"harness discovery failed: {e}")
+        return src._harness[key]
+
+
+def analyse(uri: str, path: str, text: str, version: Optional[int], encoding: str = UTF16,
+            previous: Optional[Analysis] = None) -> Analysis:
+    t0 = time.perf_counter()
+    detection = detect(text, path)
+    a = Analysis(uri, path, version, text, LineIndex(text, encoding), detection)
+    if not a.parsed and previous is not None:
+        a.good = previous if previous.parsed else previous.good
+    a.elapsed_ms = (time.perf_counter() - t0) * 1000
+    return a
+
+
+class Documents:
+    """Analyses of open documents (and of files read from disk), debounced on change.
+
+    Analysis runs on a worker thread (``aget``), so a large file being re-detected
+    never stalls the event loop: other requests and job events keep flowing. A request
+    for a version being analysed waits for that analysis instead of starting another.
+    """
+
+    def __init__(self, encoding: str = UTF16, debounce_s: float = 0.25,
+                 on_analysed: Optional[Callable[[Analysis], None]] = None,
+                 prepare: Optional[Callable[[Analysis], None]] = None) -> None:
+        self.encoding = encoding
+        self.debounce_s = debounce_s
+        self.on_analysed = on_analysed
+        self.prepare = prepare  # runs on the worker thread after detection (harness look-ups...)
+        self._cache: dict[str, Analysis] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._inflight: dict[str, list[tuple[Optional[int], str, asyncio.Future]]] = {}
+        self._seq = 0
+        self._stored_seq: dict[str, int] = {}
+
+    @staticmethod
+    def _matches(a: Analysis, text: str, version: Optional[int]) -> bool:
+        return a.version == version and (a.text is text or a.text == text)
+
+    def _analyse(self, uri: str, path: str, text: str, version: Optional[int], previous: Optional[Analysis]) -> Analysis:
+        a = analyse(uri, path, text, version, self.encoding, previous)
+        if self.prepare is not None and a.parsed:
+            try:
+                self.prepare(a)
+            except Exception:  # pragma: no cover - preparation is an optimisation
+                log.exception("preparing the analysis of %s failed", path)
+        return a
+
+    def _store(self, uri: str, a: Analysis, seq: int) -> None:
+        if seq >= self._stored_seq.get(uri, -1):
+            self._stored_seq[uri] = seq
+            self._cache[uri] = a
+            if not a.parsed:
+                log.info("%s does not parse (line %s: %s); keeping the last good detection",
+                         a.path, a.error.line if a.error else "?", a.error.message if a.error else "")
+
+    def get(self, uri: str, path: str, text: str, version: Optional[int]) -> Analysis:
+        """The analysis of exactly this text, computed on this thread if needed."""
+        cur = self._cache.get(uri)
+        if cur is not None and self._matches(cur, text, version):
+            return cur
+        self._seq += 1
+        seq = self._seq
+        a = self._analyse(uri, path, text, version, cur)
+        self._store(uri, a, seq)
+        return a
+
+    async def aget(self, uri: str, path: str, text: str, version: Optional[int]) -> Analysis:
+        """The analysis of exactly this text, computed on a worker thread if needed."""
+        cur = self._cache.get(uri)
+        if cur is not None and self._matches(cur, text, version):
+            return cur
+        for v, t, fut in self._inflight.get(uri, []):
+            if v == version and (t is text or t == text):
+                return await asyncio.shield(fut)
+        loop = asyncio.get_running_loop()
+        self._seq += 1
+        seq = self._seq
+        fut = loop.run_in_executor(None, self._analyse, uri, path, text, version, cur)
+        entry = (version, text, fut)
+        self._inflight.setdefault(uri, []).append(entry)
+        try:
+            a = await asyncio.shield(fut)
+        finally:
+            lst = self._inflight.get(uri, [])
+            if entry in lst:
+                lst.remove(entry)
+            if not lst:
+                self._inflight.pop(uri, None)
+        self._store(uri, a, seq)
+        return a
+
+    def cached(self, uri: str) -> Optional[Analysis]:
+        return self._cache.get(uri)
+
+    def schedule(self, uri: str, fetch: Callable[[], Optional[tuple[str, str, Optional[int]]]],
+                 delay: Optional[float] = None) -> None:
+        """Analyse after the debounce; fetch() returns (path, text, version) at that time."""
+        loop = asyncio.get_running_loop()
+        old = self._timers.pop(uri, None)
+        if old is not None:
+            old.cancel()
+
+        def fire() -> None:
+            self._timers.pop(uri, None)
+            loop.create_task(self._run_scheduled(uri, fetch))
+
+        self._timers[uri] = loop.call_later(self.debounce_s if delay is None else delay, fire)
+
+    async def _run_scheduled(self, uri: str, fetch: Callable[[], Optional[tuple[str, str, Optional[int]]]]) -> None:
+        got = fetch()
+        if got is None:
+            return
+        path, text, version = got
+        try:
+            a = await self.aget(uri, path, text, version)
+        except Exception:  # pragma: no cover - detect never raises, but be safe
+            log.exception("analysis of %s failed", uri)
+            return
+        if self._cache.get(uri) is a and self.on_analysed is not None:
+            self.on_analysed(a)
+
+    async def now(self, uri: str, path: str, text: str, version: Optional[int]) -> Analysis:
+        """Analyse at once (open, save) and notify."""
+        old = self._timers.pop(uri, None)
+        if old is not None:
+            old.cancel()
+        a = await self.aget(uri, path, text, version)
+        if self.on_analysed is not None:
+            self.on_analysed(a)
+        return a
+
+    def close(self, uri: str) -> None:
+        t = self._timers.pop(uri, None)
+        if t is not None:
+            t.cancel()
+        self._cache.pop(uri, None)
+        self._stored_seq.pop(uri, None)

@@ -1,0 +1,170 @@
+"""Code lenses, document symbols, diagnostics and code actions for detected kernels.
+
+Pure functions of an ``Analysis`` plus a per-kernel ``KernelStatus`` (store, harness,
+jobs, found variant) assembled by the server, so they are unit-testable without LSP I/O.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from lsprotocol import types
+
+from kernelband.harness import HarnessChoice, harness_stub
+from kernelband.detect import wrappers_of
+from kernelband.model import KernelInfo
+
+from . import summary as S
+from .documents import Analysis
+from .positions import clamp_range
+
+SOURCE = "kernelband"
+CODE_NO_HARNESS = "no-harness"
+CODE_VARIANT = "variant-found"
+
+
+@dataclass
+class KernelStatus:
+    kernel: KernelInfo
+    harness: HarnessChoice
+    profile: Optional[dict] = None
+    profile_exact: bool = False
+    result: Optional[dict] = None
+    job_id: Optional[str] = None  # an unfinished job for this kernel
+    job_kind: Optional[str] = None
+    job_text: Optional[str] = None  # "optimizing 5/16 · best 1.21x"
+    variant_speedup: Optional[str] = None  # "1.31x" when an applicable variant is known
+    module_hash: Optional[str] = None  # sha256 of the text shown (to read the right time from a Result)
+
+
+StatusFn = Callable[[KernelInfo], KernelStatus]
+
+
+def _args(uri: str, kernel: str, **extra: Any) -> list[dict]:
+    return [{"uri": uri, "kernel": kernel, **extra}]
+
+
+def kernel_range(a: Analysis, k: KernelInfo) -> types.Range:
+    src = a.source or a
+    r = k.range
+    rng = src.index.ast_range(r.start_line, r.start_col, r.end_line, r.end_col)
+    return clamp_range(rng, a.index) if src is not a else rng
+
+
+def name_range(a: Analysis, k: KernelInfo) -> types.Range:
+    src = a.source or a
+    r = k.name_range
+    rng = src.index.ast_range(r.start_line, r.start_col, r.end_line, r.end_col)
+    return clamp_range(rng, a.index) if src is not a else rng
+
+
+def code_lenses(a: Analysis, status: StatusFn) -> list[types.CodeLens]:
+    out: list[types.CodeLens] = []
+    for k in a.kernels:
+        st = status(k)
+        line = kernel_range(a, k).start.line
+        rng = types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=0))
+
+        def lens(title: str, command: str, **extra: Any) -> None:
+            out.append(types.CodeLens(range=rng, command=types.Command(title=title, command=command,
+                                                                        arguments=_args(a.uri, k.name, **extra))))
+
+        if st.job_id:
+            lens(f"{st.job_text or 'running'} · Cancel", "kernelband.cancel", jobId=st.job_id)
+        elif st.harness.found:
+            lens("Optimize", "kernelband.optimize")
+            lens("Profile", "kernelband.profile")
+        else:
+            lens("No harness · Create harness", "kernelband.createHarness")
+        if st.variant_speedup:
+            lens(f"Apply found variant ({st.variant_speedup})", "kernelband.applyVariant")
+        text = S.lens_summary(st.profile, st.result, st.module_hash)
+        if st.profile is not None and not st.profile_exact and text != "not profiled yet":
+            text += " (earlier version)"
+        # a label only ("" = no command) unless clicking can refresh it by profiling
+        lens(text, "kernelband.profile" if st.harness.found and not st.job_id else "")
+    return out
+
+
+def document_symbols(a: Analysis) -> list[types.DocumentSymbol]:
+    out = []
+    for k in a.kernels:
+        tags = ["@triton.jit"]
+        if k.is_autotuned:
+            tags.append("autotuned")
+        if k.has_heuristics:
+            tags.append("heuristics")
+        full = kernel_range(a, k)
+        sel = name_range(a, k)
+        out.append(types.DocumentSymbol(name=k.name, kind=types.SymbolKind.Function, detail=" ".join(tags),
+                                        range=full, selection_range=sel))
+    return out
+
+
+def symbol_information(a: Analysis) -> list[types.SymbolInformation]:
+    return [types.SymbolInformation(name=k.name, kind=types.SymbolKind.Function,
+                                    location=types.Location(uri=a.uri, range=kernel_range(a, k)),
+                                    container_name="Triton kernels") for k in a.kernels]
+
+
+def harness_diagnostic(a: Analysis, k: KernelInfo, h: HarnessChoice) -> types.Diagnostic:
+    return types.Diagnostic(
+        range=name_range(a, k),
+        message=f"KernelBand: no harness for {k.name}: {h.reason}",
+        severity=types.DiagnosticSeverity.Warning,
+        source=SOURCE,
+        code=CODE_NO_HARNESS,
+        data={"kernel": k.name, "kind": "noHarness"},
+    )
+
+
+def variant_diagnostic(a: Analysis, k: KernelInfo, result: dict, job_id: str) -> types.Diagnostic:
+    sp = S.speedup_phrase(result) or "faster"
+    path = result.get("strategy_path") or []
+    via = f" via {' → '.join(map(str, path))}" if path else ""
+    clock = " (interpreter timing)" if result.get("interpreted") else ""
+    return types.Diagnostic(
+        range=name_range(a, k),
+        message=f"KernelBand found a faster variant of {k.name}: {sp}{via}{clock}. Use the quick fix to apply it.",
+        severity=types.DiagnosticSeverity.Information,
+        source=SOURCE,
+        code=CODE_VARIANT,
+        data={"kernel": k.name, "kind": "variant", "jobId": job_id},
+    )
+
+
+def stub_insertion(a: Analysis, k: KernelInfo) -> tuple[int, str]:
+    """(character offset, text) inserting a harness stub after the kernel's wrapper,
+    else at the end of the file."""
+    text = a.text
+    stub = harness_stub(text, k, a.detection)
+    wrappers = wrappers_of(a.detection, k.name)
+    if wrappers:
+        end_line = wrappers[0].range.end_line  # 1-based: the 0-based index of the next line
+        if end_line < len(a.index.lines):
+            return a.index.starts[end_line], stub
+    prefix = "" if (not text or text.endswith(("\n", "\r"))) else "\n"
+    return len(text), prefix + stub
+
+
+def overlaps(r: types.Range, line_from: int, line_to: int) -> bool:
+    return not (r.end.line < line_from or r.start.line > line_to)
+
+
+def wants(only: Optional[list[str]], kind: str) -> bool:
+    if not only:
+        return True
+    return any(kind == o or kind.startswith(o + ".") for o in only)
+
+
+def relevant_kernels(a: Analysis, rng: types.Range, diagnostics: list[types.Diagnostic]) -> list[KernelInfo]:
+    names = set()
+    for d in diagnostics or []:
+        if d.source == SOURCE and isinstance(d.data, dict) and isinstance(d.data.get("kernel"), str):
+            names.add(d.data["kernel"])
+    out = []
+    for k in a.kernels:
+        if k.name in names or overlaps(kernel_range(a, k), rng.start.line, rng.end.line):
+            out.append(k)
+    return out
+

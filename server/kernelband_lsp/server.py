@@ -1,0 +1,188 @@
+"""LSP handlers: thin wrappers over KernelBandService (service.py).
+
+Features: code lens, hover, document symbols, code actions, diagnostics; commands
+kernelband.optimize / profile / cancel / createHarness / proposedEdit / applyVariant
+(docs/ARCHITECTURE.md, "Language server commands") plus kernelband.status.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from typing import Any, Optional
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from . import __version__
+from .service import KernelBandService
+
+log = logging.getLogger("kernelband_lsp")
+
+# the workDoneToken of the workspace/executeCommand request being handled
+_work_done_token: contextvars.ContextVar[Any] = contextvars.ContextVar("kernelband_work_done_token", default=None)
+
+
+class KernelBandProtocol(LanguageServerProtocol):
+    """Remembers the executeCommand request's workDoneToken for the command handler
+    (pygls passes only the arguments)."""
+
+    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams):
+        _work_done_token.set(params.work_done_token)
+        return (yield from super().lsp_workspace__execute_command(params))
+
+
+class KernelBandLanguageServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("kernelband-lsp", __version__, protocol_cls=KernelBandProtocol,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.service = KernelBandService(self)
+
+
+def _arg(args: tuple) -> dict:
+    """Command arguments: one JSON object (the contract), or positional (uri, kernel)."""
+    if len(args) == 1 and isinstance(args[0], dict):
+        return args[0]
+    if len(args) >= 2 and all(isinstance(a, str) for a in args[:2]):
+        return {"uri": args[0], "kernel": args[1]}
+    if len(args) == 1 and isinstance(args[0], str):
+        return {"jobId": args[0]}
+    return {}
+
+
+def create_server() -> KernelBandLanguageServer:
+    server = KernelBandLanguageServer()
+    svc = server.service
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: KernelBandLanguageServer, params: types.InitializeParams) -> None:
+        svc.initialize(params)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: KernelBandLanguageServer, params: types.InitializedParams) -> None:
+        await svc.refresh_settings()
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: KernelBandLanguageServer, params: Any) -> None:
+        await svc.shutdown()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: KernelBandLanguageServer, params: types.DidChangeConfigurationParams) -> None:
+        svc.did_change_configuration(params)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: KernelBandLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
+        svc.did_open(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: KernelBandLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
+        svc.did_change(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: KernelBandLanguageServer, params: types.DidSaveTextDocumentParams) -> None:
+        svc.did_save(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: KernelBandLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
+        svc.did_close(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
+    async def code_lens(ls: KernelBandLanguageServer, params: types.CodeLensParams):
+        return await svc.code_lens(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def hover(ls: KernelBandLanguageServer, params: types.HoverParams) -> Optional[types.Hover]:
+        return await svc.hover(params.text_document.uri, params.position)
+
+    @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    async def document_symbol(ls: KernelBandLanguageServer, params: types.DocumentSymbolParams):
+        return await svc.document_symbols(params.text_document.uri)
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.Refactor,
+                                                   types.CodeActionKind.RefactorRewrite]),
+    )
+    async def code_action(ls: KernelBandLanguageServer, params: types.CodeActionParams):
+        return await svc.code_actions(params)
+
+    @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    def progress_cancel(ls: KernelBandLanguageServer, params: types.WorkDoneProgressCancelParams) -> None:
+        svc.progress_cancelled(params.token)
+
+    # ------------------------------------------------------------------ commands
+    @server.command("kernelband.optimize")
+    async def optimize(ls: KernelBandLanguageServer, *args: Any) -> dict:
+        return await svc.run_job("optimize", _arg(args), _work_done_token.get())
+
+    @server.command("kernelband.profile")
+    async def profile(ls: KernelBandLanguageServer, *args: Any) -> dict:
+        return await svc.run_job("profile", _arg(args), _work_done_token.get())
+
+    @server.command("kernelband.cancel")
+    def cancel(ls: KernelBandLanguageServer, *args: Any) -> dict:
+        return svc.cancel(_arg(args) if args else {})
+
+    @server.command("kernelband.createHarness")
+    async def create_harness(ls: KernelBandLanguageServer, *args: Any) -> dict:
+        return await svc.create_harness(_arg(args))
+
+    @server.command("kernelband.proposedEdit")
+    async def proposed_edit(ls: KernelBandLanguageServer, *args: Any) -> dict:
+        return await svc.proposed_edit(_arg(args))
+
+    @server.command("kernelband.applyVariant")
+    async def apply_variant(ls: KernelBandLanguageServer, *args: Any) -> dict:
+        return await svc.apply_variant(_arg(args))
+
+    @server.command("kernelband.status")
+    def status(ls: KernelBandLanguageServer, *args: Any) -> dict:
+        return svc.status()
+
+    return server
+
+
+class LspLogHandler(logging.Handler):
+    """Forwards the server's own log records to window/logMessage (stderr gets them too)."""
+
+    _LEVELS = {logging.ERROR: types.MessageType.Error, logging.WARNING: types.MessageType.Warning,
+               logging.INFO: types.MessageType.Info, logging.DEBUG: types.MessageType.Log}
+
+    def __init__(self, server: KernelBandLanguageServer, level: int = logging.INFO) -> None:
+        super().__init__(level)
+        self.server = server
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._busy = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._busy or self.server.protocol.writer is None:
+            return
+        try:
+            msg = self.format(record)
+            level = record.levelno
+            mtype = next((t for lv, t in sorted(self._LEVELS.items(), reverse=True) if level >= lv), types.MessageType.Log)
+            params = types.LogMessageParams(type=mtype, message=msg)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is not None:
+                self._send(params)
+            elif self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._send, params)
+        except Exception:  # pragma: no cover - logging must never raise
+            pass
+
+    def _send(self, params: types.LogMessageParams) -> None:
+        self._busy = True
+        try:
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            self.server.window_log_message(params)
+        except Exception:
+            pass
+        finally:
+            self._busy = False

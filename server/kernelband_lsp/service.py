@@ -1,0 +1,822 @@
+"""The server's state and behaviour behind the LSP handlers (server.py stays thin).
+
+Holds the document analyses, the store view, the job manager, found variants and the
+diagnostics published per document; turns jobs into progress, notifications,
+diagnostics and versioned edits.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+from lsprotocol import types
+from pygls.uris import from_fs_path, to_fs_path
+
+from kernelband.events import Event
+from kernelband.model import KernelInfo
+
+from . import edits as E
+from . import hover as H
+from . import lenses as L
+from . import summary as S
+from .background import Background
+from .documents import Analysis, Documents
+from .jobs import CANCELLED, DONE, FAILED, OPTIMIZE, PROFILE, RUNNING, SUPERSEDED, Job, JobManager, JobSpec
+from .settings import SECTION, Settings, parse_settings, secret_from
+from .storeview import StoreView
+
+if TYPE_CHECKING:
+    from .server import KernelBandLanguageServer
+
+log = logging.getLogger("kernelband_lsp")
+
+JOB_EVENT = "kernelband/jobEvent"
+
+
+@dataclass
+class FoundVariant:
+    """A verified faster module found by a job, tied to the text the job started from."""
+
+    uri: str
+    path: str
+    kernel: str
+    job_id: str
+    base_text: str
+    base_version: Optional[int]
+    base_kernel_text: Optional[str]
+    result: dict
+    background: bool
+
+    @property
+    def source(self) -> str:
+        return str(self.result.get("best_source") or "")
+
+
+class KernelBandService:
+    def __init__(self, ls: "KernelBandLanguageServer") -> None:
+        self.ls = ls
+        self.init_settings = Settings()
+        self.settings = Settings()
+        self.secret: Optional[str] = None
+        self.encoding = "utf-16"
+        self.docs = Documents(on_analysed=self._on_analysed, prepare=self._prepare)
+        self._tasks: set[asyncio.Task] = set()
+        self._plans: dict[tuple, E.EditPlan] = {}
+        self.store = StoreView()
+        self.jobs = JobManager(on_event=self._on_job_event, on_state=self._on_job_state)
+        self.found: dict[tuple[str, str], FoundVariant] = {}
+        # profiles from this session's profile jobs: (path, kernel) -> (module hash, profile);
+        # shown when the store has none (e.g. a job run with --no-store)
+        self.profiles: dict[tuple[str, str], tuple[str, dict]] = {}
+        self.harness_diags: dict[str, list[types.Diagnostic]] = {}
+        self.variant_diags: dict[str, list[types.Diagnostic]] = {}
+        self._published: dict[str, list] = {}
+        self._token_job: dict[Any, str] = {}
+        self._job_token: dict[str, Any] = {}
+        self._job_pct: dict[str, int] = {}
+        self.background = Background(self._submit_background, self._already_done, self._has_harness)
+        self._lens_refresh_pending = False
+
+    # ================================================================== capabilities
+    @property
+    def caps(self) -> types.ClientCapabilities:
+        try:
+            return self.ls.client_capabilities or types.ClientCapabilities()
+        except Exception:
+            return types.ClientCapabilities()
+
+    def _cap(self, *path: str) -> Any:
+        obj: Any = self.caps
+        for p in path:
+            obj = getattr(obj, p, None)
+            if obj is None:
+                return None
+        return obj
+
+    @property
+    def supports_progress(self) -> bool:
+        return bool(self._cap("window", "work_done_progress"))
+
+    @property
+    def supports_document_changes(self) -> bool:
+        return bool(self._cap("workspace", "workspace_edit", "document_changes"))
+
+    @property
+    def supports_configuration(self) -> bool:
+        return bool(self._cap("workspace", "configuration"))
+
+    @property
+    def supports_lens_refresh(self) -> bool:
+        return bool(self._cap("workspace", "code_lens", "refresh_support"))
+
+    @property
+    def hierarchical_symbols(self) -> bool:
+        return bool(self._cap("text_document", "document_symbol", "hierarchical_document_symbol_support"))
+
+    # ================================================================== settings
+    def initialize(self, params: types.InitializeParams) -> None:
+        enc = getattr(self.ls.workspace, "position_encoding", None)
+        self.encoding = str(getattr(enc, "value", enc) or "utf-16")
+        self.docs.encoding = self.encoding
+        opts = params.initialization_options
+        self.init_settings, problems = parse_settings(opts)
+        self.secret = secret_from(opts)
+        self.settings = self.init_settings
+        self._apply_settings()
+        for p in problems:
+            log.warning(p)
+        log.info("kernelband-lsp initialised (pid %d, position encoding %s)", os.getpid(), self.encoding)
+
+    async def refresh_settings(self) -> Settings:
+        if self.supports_configuration:
+            try:
+                res = await asyncio.wait_for(
+                    self.ls.workspace_configuration_async(
+                        types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])),
+                    timeout=5.0)
+                raw = res[0] if isinstance(res, (list, tuple)) and res else None
+                new, problems = parse_settings(raw, self.init_settings)
+                for p in problems:
+                    log.warning(p)
+                old = self.settings
+                if new != old:
+                    log.info("settings: %s", _redacted(new.to_dict()))
+                self.settings = new
+                if new.harness != old.harness or new.min_speedup != old.min_speedup:
+                    self._republish_all()
+            except asyncio.TimeoutError:
+                log.warning("workspace/configuration: no answer in 5 s; keeping the current settings")
+            except Exception as e:
+                log.warning("workspace/configuration failed: %s", e)
+        self._apply_settings()
+        return self.settings
+
+    def did_change_configuration(self, params: types.DidChangeConfigurationParams) -> None:
+        raw = params.settings
+        if raw and isinstance(raw, dict) and not self.supports_configuration:
+            self.settings, problems = parse_settings(raw, self.init_settings)
+            for p in problems:
+                log.warning(p)
+            self._apply_settings()
+        else:
+            asyncio.get_running_loop().create_task(self.refresh_settings())
+
+    def _apply_settings(self) -> None:
+        self.docs.debounce_s = max(self.settings.debounce_ms, 0) / 1000.0
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not serving yet (unit use): no watcher
+        if self.settings.background_on_save:
+            self.background.watch(self.workspace_folders(), self._on_disk_change)
+        elif self.background.watching:
+            self.background.unwatch()
+
+    def workspace_folders(self) -> list[str]:
+        out = []
+        try:
+            ws = self.ls.workspace
+        except RuntimeError:
+            return out
+        for f in (ws.folders or {}).values():
+            p = to_fs_path(f.uri)
+            if p:
+                out.append(p)
+        if not out and ws.root_path:
+            out.append(ws.root_path)
+        return out
+
+    # ================================================================== documents
+    async def analysis(self, uri: str) -> Optional[Analysis]:
+        """The analysis of the document's current text (computed off the event loop)."""
+        try:
+            doc = self.ls.workspace.get_text_document(uri)
+            text = doc.source
+        except (OSError, UnicodeDecodeError) as e:
+            log.info("cannot read %s: %s", uri, e)
+            return None
+        return await self.docs.aget(uri, doc.path, text, doc.version)
+
+    def _prepare(self, a: Analysis) -> None:
+        """On the analysis thread: harness look-ups (file reads) for every kernel."""
+        harness = self.settings.harness
+        for k in a.detection.kernels:
+            a.harness(k.name, harness.get(k.name))
+
+    def is_open(self, uri: str) -> bool:
+        return uri in self.ls.workspace.text_documents
+
+    def did_open(self, uri: str) -> None:
+        doc = self.ls.workspace.get_text_document(uri)
+        self._spawn(self.docs.now(uri, doc.path, doc.source, doc.version))
+
+    def did_change(self, uri: str) -> None:
+        def fetch():
+            if not self.is_open(uri):
+                return None
+            doc = self.ls.workspace.get_text_document(uri)
+            return doc.path, doc.source, doc.version
+
+        self.docs.schedule(uri, fetch)
+
+    def did_save(self, uri: str) -> None:
+        doc = self.ls.workspace.get_text_document(uri)
+
+        async def go() -> None:
+            a = await self.docs.now(uri, doc.path, doc.source, doc.version)
+            if self.settings.background_on_save:
+                self.background.on_save(a)
+
+        self._spawn(go())
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("background task failed: %r", t.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    def did_close(self, uri: str) -> None:
+        self.docs.close(uri)
+        # diagnostics of a closed file stay only while a variant for it is pending
+        self.harness_diags.pop(uri, None)
+        self._publish(uri)
+
+    def _on_analysed(self, a: Analysis) -> None:
+        if not a.parsed:
+            return  # keep what was published for the last good text
+        diags = []
+        for k in a.detection.kernels:
+            h = a.harness(k.name, self.settings.harness.get(k.name))
+            if not h.found:
+                diags.append(L.harness_diagnostic(a, k, h))
+        self.harness_diags[a.uri] = diags
+        # found variants whose kernel changed no longer apply: drop them
+        vd = []
+        for (path, kname), fv in list(self.found.items()):
+            if fv.uri != a.uri:
+                continue
+            plan = self._cached_plan(fv, a)
+            if not plan.ok or not plan.hunks:
+                del self.found[(path, kname)]
+                if a.text == fv.source or not plan.hunks:
+                    log.info("the found variant of %s is applied", kname)
+                else:
+                    log.info("the found variant of %s no longer applies: %s", kname, plan.message)
+                continue
+            k = a.detection.kernel(kname)
+            if k is not None and fv.background and self._reportable(fv):
+                vd.append(L.variant_diagnostic(a, k, fv.result, fv.job_id))
+        self.variant_diags[a.uri] = vd
+        self._publish(a.uri)
+
+    def _republish_all(self) -> None:
+        """Settings that change diagnostics (explicit harnesses, minimum speedup) changed."""
+        for uri in list(self.ls.workspace.text_documents):
+            a = self.docs.cached(uri)
+            if a is not None and a.parsed:
+                self._on_analysed(a)
+
+    def _publish(self, uri: str) -> None:
+        diags = list(self.harness_diags.get(uri, [])) + list(self.variant_diags.get(uri, []))
+        key = [(d.range.start.line, d.range.start.character, d.message, d.code) for d in diags]
+        if self._published.get(uri) == key:
+            return
+        self._published[uri] = key
+        self.ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diags))
+
+    # ================================================================== per-kernel status
+    def kernel_status(self, a: Analysis, k: KernelInfo) -> L.KernelStatus:
+        src = a.source or a
+        h = a.harness(k.name, self.settings.harness.get(k.name))
+        profile, exact = self.store.profile(a.path, k.name, src.hash)
+        mem = self.profiles.get((os.path.abspath(a.path), k.name))
+        if mem is not None and (profile is None or (not exact and mem[0] == src.hash)):
+            profile, exact = mem[1], mem[0] == src.hash
+        result = self.store.result(a.path, k.name)
+        st = L.KernelStatus(kernel=k, harness=h, profile=profile, profile_exact=exact, result=result,
+                            module_hash=src.hash)
+        active = self.jobs.active_for(a.path, k.name)
+        if active:
+            j = active[0]
+            st.job_id, st.job_kind = j.id, j.spec.kind
+            st.job_text = self._job_line(j)
+        fv = self.found.get((os.path.abspath(a.path), k.name))
+        if fv is not None and self._reportable(fv):
+            st.variant_speedup = f"{S.num(fv.result.get('speedup')):.2f}x"
+            if st.result is None:
+                st.result = fv.result
+        return st
+
+    def _job_line(self, j: Job) -> str:
+        verb = "optimizing" if j.spec.kind == OPTIMIZE else "profiling"
+        if j.spec.background:
+            verb = "background " + verb
+        if j.state != RUNNING:
+            pos = self.jobs.queue_position(j)
+            return f"{verb}: queued" + (f" ({pos} ahead)" if pos else "")
+        p = j.last_progress
+        if p and p.get("total"):
+            best = S.num(p.get("best_speedup"))
+            return f"{verb} {p.get('done', 0)}/{p.get('total')}" + (f" · best {best:.2f}x" if best else "")
+        return f"{verb}…"
+
+    def _reportable(self, fv: FoundVariant) -> bool:
+        sp = S.num(fv.result.get("speedup"))
+        return (fv.result.get("status") == "improved" and bool(fv.source) and sp is not None
+                and sp >= self.settings.min_speedup)
+
+    # ================================================================== LSP features
+    async def code_lens(self, uri: str) -> list[types.CodeLens]:
+        a = await self.analysis(uri)
+        if a is None:
+            return []
+        return L.code_lenses(a, lambda k: self.kernel_status(a, k))
+
+    async def document_symbols(self, uri: str):
+        a = await self.analysis(uri)
+        if a is None:
+            return []
+        return L.document_symbols(a) if self.hierarchical_symbols else L.symbol_information(a)
+
+    async def hover(self, uri: str, pos: types.Position) -> Optional[types.Hover]:
+        a = await self.analysis(uri)
+        if a is None or not a.kernels:
+            return None
+        src = a.source
+        if src is None:
+            return None
+        word = a.index.word_at(pos)
+        if word is None:
+            return None
+        name = word[0]
+        k = a.kernel(name)
+        if k is None:
+            return None
+        # on the definition's name, or on a launch `name[grid](...)`
+        on_def = L.name_range(a, k).start.line == pos.line
+        on_launch = any(s.range.start_line - 1 <= pos.line <= s.range.end_line - 1 for s in k.launch_sites)
+        if not (on_def or on_launch):
+            return None
+        st = self.kernel_status(a, k)
+        fv = self.found.get((os.path.abspath(a.path), k.name))
+        variant_line = None
+        if fv is not None and self._reportable(fv):
+            variant_line = (f"**Found:** a {S.speedup_phrase(fv.result)} faster variant is ready "
+                            f"(quick fix *Apply found variant*).")
+        card = H.card(H.CardInputs(kernel=k, profile=st.profile, profile_exact=st.profile_exact, result=st.result,
+                                   harness=st.harness, job_line=st.job_text, variant_line=variant_line,
+                                   stale=a.stale))
+        start = a.index.offset_to_position(word[1])
+        end = a.index.offset_to_position(word[2])
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=card),
+                           range=types.Range(start=start, end=end))
+
+    async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        uri = params.text_document.uri
+        a = await self.analysis(uri)
+        if a is None or not a.parsed:
+            return []
+        only = list(params.context.only or [])
+        diags = list(params.context.diagnostics or [])
+        out: list[types.CodeAction] = []
+        for k in L.relevant_kernels(a, params.range, diags):
+            st = self.kernel_status(a, k)
+            args = [{"uri": uri, "kernel": k.name}]
+            kd = [d for d in diags if d.source == L.SOURCE and isinstance(d.data, dict) and d.data.get("kernel") == k.name]
+            fv = self.found.get((os.path.abspath(a.path), k.name))
+            if fv is not None and self._reportable(fv) and L.wants(only, types.CodeActionKind.QuickFix):
+                plan = self._cached_plan(fv, a)
+                title = f"Apply found variant of {k.name}: {S.speedup_phrase(fv.result)} faster (KernelBand)"
+                act = types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix,
+                                       diagnostics=[d for d in kd if d.code == L.CODE_VARIANT] or None,
+                                       is_preferred=True, data={"kernel": k.name, "uri": uri})
+                if plan.ok:
+                    act.edit = E.workspace_edit(uri, a.version, a.text, plan.hunks, self.encoding,
+                                                self.supports_document_changes)
+                else:
+                    act.disabled = types.CodeActionDisabledType(reason=plan.message)
+                out.append(act)
+            if not st.harness.found and L.wants(only, types.CodeActionKind.QuickFix):
+                offset, text = L.stub_insertion(a, k)
+                out.append(types.CodeAction(
+                    title=f"Create harness for {k.name} (KernelBand)", kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[d for d in kd if d.code == L.CODE_NO_HARNESS] or None, is_preferred=True,
+                    edit=E.workspace_edit(uri, a.version, a.text, [E.Hunk(offset, offset, text)], self.encoding,
+                                          self.supports_document_changes)))
+            if st.harness.found and not st.job_id:
+                if L.wants(only, types.CodeActionKind.RefactorRewrite):
+                    out.append(types.CodeAction(
+                        title=f"Optimize kernel {k.name} (KernelBand)", kind=types.CodeActionKind.RefactorRewrite,
+                        command=types.Command(title="Optimize kernel (KernelBand)", command="kernelband.optimize",
+                                              arguments=args)))
+                if L.wants(only, types.CodeActionKind.Refactor):
+                    out.append(types.CodeAction(
+                        title=f"Profile kernel {k.name} (KernelBand)", kind=types.CodeActionKind.Refactor + ".kernelband",
+                        command=types.Command(title="Profile kernel (KernelBand)", command="kernelband.profile",
+                                              arguments=args)))
+            if st.job_id and L.wants(only, types.CodeActionKind.Refactor):
+                out.append(types.CodeAction(
+                    title=f"Cancel KernelBand job on {k.name}", kind=types.CodeActionKind.Refactor + ".kernelband",
+                    command=types.Command(title="Cancel", command="kernelband.cancel", arguments=[{"jobId": st.job_id}])))
+        return out
+
+    # ================================================================== commands
+    async def run_job(self, kind: str, args: dict, token: Any = None) -> dict:
+        uri, kernel = args.get("uri"), args.get("kernel")
+        fail = (lambda msg: {"jobId": None, "status": "failed", "kernel": kernel, "message": msg}) if kind == OPTIMIZE \
+            else (lambda msg: {"jobId": None, "profile": None, "kernel": kernel, "message": msg})
+        if not isinstance(uri, str) or not isinstance(kernel, str):
+            return fail("expected arguments {uri, kernel}")
+        a = await self.analysis(uri)
+        if a is None:
+            return fail(f"cannot read {uri}")
+        if not a.parsed:
+            return fail(f"the file does not parse (line {a.error.line}: {a.error.message})" if a.error else "the file does not parse")
+        k = a.detection.kernel(kernel)
+        if k is None:
+            return fail(f"no Triton kernel named {kernel!r} in this file")
+        if not uri.startswith("file:") or not a.path:
+            return fail("save the file first: KernelBand runs kernels from a file on disk")
+        settings = await self.refresh_settings()
+        explicit = settings.harness.get(kernel)
+        h = a.harness(kernel, explicit)
+        if not h.found:
+            return fail(f"no harness for {kernel}: {h.reason}")
+        job = self.jobs.submit(self._spec(kind, a, kernel, settings, background=False))
+        await self._begin_progress(job, token)
+        try:
+            await self.jobs.wait(job)
+        except asyncio.CancelledError:
+            self.jobs.cancel(job.id, reason="the request was cancelled")
+            raise
+        if kind == PROFILE:
+            out = {"jobId": job.id, "profile": job.profile, "kernel": kernel}
+            if job.profile is None:
+                out["message"] = job.error or job.state
+            return out
+        result = dict(job.result or {"status": "failed", "message": job.error or job.state})
+        out = {"jobId": job.id, **result}
+        out.update(self._edit_for_result(job))
+        return out
+
+    def _spec(self, kind: str, a: Analysis, kernel: str, settings: Settings, background: bool) -> JobSpec:
+        env = {}
+        if self.secret:
+            env["OPENAI_API_KEY"] = self.secret
+        return JobSpec(kind=kind, path=os.path.abspath(a.path), kernel=kernel, source=a.text, uri=a.uri,
+                       version=a.version, background=background, settings=settings,
+                       harness=settings.harness.get(kernel), cwd=str(self.store.workspace_of(a.path)), env=env)
+
+    def _edit_for_result(self, job: Job) -> dict:
+        res = job.result or {}
+        if res.get("status") != "improved" or not res.get("best_source"):
+            return {"edit": None}
+        fv = self.found.get((job.spec.path, job.spec.kernel))
+        if fv is None or fv.job_id != job.id:
+            fv = self._found_from_job(job)
+        plan, version, text = self._plan_for(fv)
+        if not plan.ok:
+            return {"edit": None, "editMessage": plan.message}
+        edit = E.workspace_edit(fv.uri, version, text, plan.hunks, self.encoding, self.supports_document_changes)
+        return {"edit": edit, "editVersion": version, "editRebuilt": plan.rebuilt}
+
+    def _cached_plan(self, fv: FoundVariant, a: Analysis) -> E.EditPlan:
+        """Code actions are asked for on every cursor move: plan once per (variant, text)."""
+        key = (fv.job_id, fv.kernel, a.uri, a.version, a.hash)
+        hit = self._plans.get(key)
+        if hit is None:
+            hit = E.plan_edit(fv.base_text, fv.source, a.text, fv.kernel)
+            if len(self._plans) > 64:
+                self._plans.clear()
+            self._plans[key] = hit
+        return hit
+
+    def _current(self, fv: FoundVariant) -> tuple[Optional[str], Optional[int]]:
+        if self.is_open(fv.uri):
+            doc = self.ls.workspace.get_text_document(fv.uri)
+            return doc.source, doc.version
+        try:
+            with open(fv.path, encoding="utf-8", newline="") as f:
+                return f.read(), None
+        except OSError:
+            return None, None
+
+    def _plan_for(self, fv: FoundVariant) -> tuple[E.EditPlan, Optional[int], str]:
+        text, version = self._current(fv)
+        if text is None:
+            return E.EditPlan(False, f"cannot read {fv.path}"), None, ""
+        return E.plan_edit(fv.base_text, fv.source, text, fv.kernel), version, text
+
+    def _found_from_job(self, job: Job) -> FoundVariant:
+        spec = job.spec
+        from .documents import analyse
+
+        base = analyse(spec.uri, spec.path, spec.source, spec.version, self.encoding)
+        base_kernel = base.kernel_text(spec.kernel)
+        return FoundVariant(uri=spec.uri or from_fs_path(spec.path) or spec.path, path=spec.path, kernel=spec.kernel,
+                            job_id=job.id, base_text=spec.source, base_version=spec.version,
+                            base_kernel_text=base_kernel, result=dict(job.result or {}), background=spec.background)
+
+    async def lookup_variant(self, uri: str, kernel: str) -> Optional[FoundVariant]:
+        a = await self.analysis(uri)
+        path = a.path if a else to_fs_path(uri)
+        if path is None:
+            return None
+        fv = self.found.get((os.path.abspath(path), kernel)) or self.found.get((path, kernel))
+        if fv is not None:
+            return fv
+        # a result from the store (CLI run, earlier server) applies when it started from exactly this text
+        if a is not None:
+            res = self.store.result(a.path, kernel)
+            if res and res.get("status") == "improved" and res.get("best_source") and res.get("original_hash") == a.hash:
+                fv = FoundVariant(uri=uri, path=os.path.abspath(a.path), kernel=kernel, job_id=str(res.get("session_id") or "store"),
+                                  base_text=a.text, base_version=a.version, base_kernel_text=a.kernel_text(kernel),
+                                  result=res, background=False)
+                return fv
+        return None
+
+    async def proposed_edit(self, args: dict) -> dict:
+        uri, kernel = args.get("uri"), args.get("kernel")
+        if not isinstance(uri, str) or not isinstance(kernel, str):
+            return {"error": "expected arguments {uri, kernel}"}
+        fv = await self.lookup_variant(uri, kernel)
+        if fv is None:
+            return {"error": f"no found variant for {kernel}: run Optimize first"}
+        plan, version, text = self._plan_for(fv)
+        if not plan.ok:
+            return {"error": plan.message, "original": text, "version": version}
+        return {"original": text, "proposed": plan.new_text, "diff": E.unified_diff(text, plan.new_text, os.path.basename(fv.path)),
+                "version": version, "speedup": fv.result.get("speedup"), "speedup_ci": fv.result.get("speedup_ci"),
+                "jobId": fv.job_id, "rebuilt": plan.rebuilt}
+
+    async def apply_variant(self, args: dict) -> dict:
+        uri, kernel = args.get("uri"), args.get("kernel")
+        if not isinstance(uri, str) or not isinstance(kernel, str):
+            return {"applied": False, "message": "expected arguments {uri, kernel}"}
+        fv = await self.lookup_variant(uri, kernel)
+        if fv is None:
+            return {"applied": False, "message": f"no found variant for {kernel}: run Optimize first"}
+        plan, version, text = self._plan_for(fv)
+        if not plan.ok:
+            return {"applied": False, "message": plan.message}
+        edit = E.workspace_edit(uri, version, text, plan.hunks, self.encoding, self.supports_document_changes)
+        return await self._apply(edit, f"KernelBand: apply {S.speedup_phrase(fv.result) or 'faster'} variant of {kernel}")
+
+    async def create_harness(self, args: dict) -> dict:
+        uri, kernel = args.get("uri"), args.get("kernel")
+        if not isinstance(uri, str) or not isinstance(kernel, str):
+            return {"applied": False, "message": "expected arguments {uri, kernel}"}
+        a = await self.analysis(uri)
+        if a is None or not a.parsed:
+            return {"applied": False, "message": "the file does not parse"}
+        k = a.detection.kernel(kernel)
+        if k is None:
+            return {"applied": False, "message": f"no Triton kernel named {kernel!r}"}
+        offset, text = L.stub_insertion(a, k)
+        edit = E.workspace_edit(uri, a.version, a.text, [E.Hunk(offset, offset, text)], self.encoding,
+                                self.supports_document_changes)
+        return await self._apply(edit, f"KernelBand: harness for {kernel}")
+
+    async def _apply(self, edit: types.WorkspaceEdit, label: str) -> dict:
+        try:
+            res = await asyncio.wait_for(
+                self.ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label)), timeout=30)
+        except asyncio.TimeoutError:
+            return {"applied": False, "message": "the editor did not answer workspace/applyEdit"}
+        except Exception as e:
+            return {"applied": False, "message": f"workspace/applyEdit failed: {e}"}
+        applied = bool(getattr(res, "applied", False))
+        reason = getattr(res, "failure_reason", None)
+        return {"applied": applied, "message": "applied" if applied else (reason or "the editor refused the edit")}
+
+    def cancel(self, args: Any) -> dict:
+        job_id = args.get("jobId") if isinstance(args, dict) else (args if isinstance(args, str) else None)
+        return {"cancelled": self.jobs.cancel(job_id)}
+
+    def status(self) -> dict:
+        import sys
+
+        return {
+            "version": self.ls.version, "pid": os.getpid(),
+            "jobs": [j.summary() for j in self.jobs.jobs(include_finished=True)],
+            "settings": _redacted(self.settings.to_dict()),
+            "torchLoaded": "torch" in sys.modules, "tritonLoaded": "triton" in sys.modules,
+            "watching": self.background.watching, "jobCommand": self.jobs.command_prefix,
+        }
+
+    # ================================================================== background
+    def _has_harness(self, a: Analysis, kernel: str) -> bool:
+        return a.harness(kernel, self.settings.harness.get(kernel)).found
+
+    def _already_done(self, a: Analysis, kernel: str) -> bool:
+        res = self.store.result(a.path, kernel)
+        return bool(res and res.get("original_hash") == a.hash and res.get("status") in ("improved", "no_improvement"))
+
+    def _submit_background(self, a: Analysis, kernel: str) -> bool:
+        if not a.path:
+            return False
+        job = self.jobs.submit(self._spec(OPTIMIZE, a, kernel, self.settings, background=True))
+        asyncio.get_running_loop().create_task(self._begin_progress(job, None))
+        return True
+
+    def _on_disk_change(self, path: str) -> None:
+        self._spawn(self._disk_changed(path))
+
+    async def _disk_changed(self, path: str) -> None:
+        uri = from_fs_path(path)
+        if not uri or not self.settings.background_on_save:
+            return
+        try:
+            with open(path, encoding="utf-8", newline="") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError):
+            return
+        if self.is_open(uri):
+            doc = self.ls.workspace.get_text_document(uri)
+            if doc.source != text:
+                return  # the editor holds other (unsaved) text: its save will tell us
+            a = await self.docs.aget(uri, doc.path, doc.source, doc.version)
+        else:
+            a = await self.docs.aget(uri, path, text, None)
+            if a.parsed and a.kernels:
+                self._on_analysed(a)
+        if a.parsed and a.kernels:
+            log.info("%s changed on disk", path)
+            self.background.on_save(a)
+
+    # ================================================================== job plumbing
+    async def _begin_progress(self, job: Job, token: Any) -> None:
+        if token is None and self.supports_progress:
+            token = f"kernelband-{job.id}-{os.getpid()}"
+            try:
+                await asyncio.wait_for(self.ls.work_done_progress.create_async(token), timeout=10)
+            except Exception as e:
+                log.info("could not create a progress token: %s", e)
+                token = None
+        if token is None:
+            return
+        if job.finished:
+            return
+        self._token_job[token] = job.id
+        self._job_token[job.id] = token
+        verb = "Optimizing" if job.spec.kind == OPTIMIZE else "Profiling"
+        title = f"KernelBand: {verb} {job.spec.kernel}" + (" (background)" if job.spec.background else "")
+        msg = self._job_line(job)
+        self.ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True,
+                                                                            message=msg, percentage=0))
+        self._job_pct[job.id] = 0
+
+    def progress_cancelled(self, token: Any) -> None:
+        job_id = self._token_job.get(token)
+        if job_id is not None:
+            self.jobs.cancel(job_id)
+
+    def _report(self, job: Job, message: str, pct: Optional[float] = None) -> None:
+        token = self._job_token.get(job.id)
+        if token is None:
+            return
+        p = None
+        if pct is not None:
+            p = max(self._job_pct.get(job.id, 0), min(100, int(pct)))
+            self._job_pct[job.id] = p
+        self.ls.work_done_progress.report(token, types.WorkDoneProgressReport(message=message, percentage=p,
+                                                                               cancellable=True))
+
+    def _notify_event(self, job: Job, ev: Event, synthetic: bool = False) -> None:
+        payload = {"jobId": job.id, "uri": job.spec.uri, "kernel": job.spec.kernel, "kind": job.spec.kind,
+                   "background": job.spec.background, "pid": job.pid,
+                   "event": {"type": ev.type, "t": ev.t, **ev.data}}
+        if synthetic:
+            payload["synthetic"] = True
+        try:
+            self.ls.protocol.notify(JOB_EVENT, payload)
+        except Exception as e:  # pragma: no cover
+            log.debug("jobEvent notification failed: %s", e)
+
+    def _on_job_event(self, job: Job, ev: Event) -> None:
+        self._notify_event(job, ev)
+        d = ev.data
+        if ev.type == "started":
+            self._report(job, f"started ({d.get('generator', '')} generator, budget {_budget_text(d.get('budget'))})", 0)
+        elif ev.type == "baseline":
+            ms = S.num(d.get("time_ms"))
+            self._report(job, f"baseline {S.fmt_ms(ms)} ({d.get('clock', '')})" if ms is not None else "baseline measured")
+        elif ev.type == "candidate":
+            sp = S.num(d.get("speedup"))
+            self._report(job, f"#{d.get('index', '?')} {d.get('strategy') or ''}: {d.get('status', '?')}"
+                              + (f" {sp:.2f}x" if sp is not None else ""))
+        elif ev.type == "progress":
+            self._schedule_lens_refresh()
+            done, total = S.num(d.get("done")), S.num(d.get("total"))
+            pct = 100.0 * done / total if done is not None and total else None
+            best = S.num(d.get("best_speedup"))
+            msg = d.get("message") or (f"{int(done or 0)}/{int(total or 0)} evaluated" + (f" · best {best:.2f}x" if best else ""))
+            self._report(job, msg, pct)
+        elif ev.type == "log":
+            lvl = str(d.get("level", "info")).lower()
+            (log.warning if lvl in ("warning", "error") else log.info)("%s: %s", job.id, d.get("message", ""))
+
+    def _on_job_state(self, job: Job) -> None:
+        self._schedule_lens_refresh()
+        if not job.finished:
+            if job.state == RUNNING and job.pid:
+                self._report(job, "running")
+            return
+        if job.state in (CANCELLED, SUPERSEDED, FAILED):
+            if job.spec.kind == OPTIMIZE and job.result is not None:
+                self._notify_event(job, Event("result", {"result": job.result}), synthetic=True)
+            elif job.state != DONE:
+                self._notify_event(job, Event("error", {"message": job.error or job.state, "kind": job.state}),
+                                   synthetic=True)
+        token = self._job_token.pop(job.id, None)
+        if token is not None:
+            self._token_job.pop(token, None)
+            self._job_pct.pop(job.id, None)
+            end_msg = self._end_message(job)
+            try:
+                self.ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=end_msg))
+            except Exception:
+                pass
+            self.ls.work_done_progress.tokens.pop(token, None)
+        if job.state == DONE and job.spec.kind == OPTIMIZE:
+            res = job.result or {}
+            if res.get("status") == "improved" and res.get("best_source"):
+                fv = self._found_from_job(job)
+                self.found[(job.spec.path, job.spec.kernel)] = fv
+                if job.spec.background:
+                    sp = S.num(res.get("speedup"))
+                    if sp is not None and sp >= self.settings.min_speedup:
+                        log.info("background: %s %.2fx faster (%s)", job.spec.kernel, sp, job.id)
+                    self._refresh_variant_diags(fv.uri)
+            self.store.invalidate()
+        elif job.state == DONE:
+            if job.spec.kind == PROFILE and job.profile is not None:
+                from .documents import text_hash
+
+                self.profiles[(job.spec.path, job.spec.kernel)] = (text_hash(job.spec.source), job.profile)
+            self.store.invalidate()
+
+    def _refresh_variant_diags(self, uri: str) -> None:
+        async def go() -> None:
+            a = await self.analysis(uri)
+            if a is not None and a.parsed:
+                self._on_analysed(a)
+
+        self._spawn(go())
+
+    def _end_message(self, job: Job) -> str:
+        if job.state == CANCELLED:
+            return "cancelled"
+        if job.state == SUPERSEDED:
+            return "superseded by a newer save"
+        if job.state == FAILED:
+            return f"failed: {job.error}"
+        if job.spec.kind == PROFILE:
+            return "profile ready"
+        res = job.result or {}
+        if res.get("status") == "improved":
+            return f"{S.speedup_phrase(res)} faster variant found"
+        if res.get("status") == "no_improvement":
+            return "no faster variant found"
+        return str(res.get("message") or res.get("status") or "done")
+
+    def _schedule_lens_refresh(self) -> None:
+        if not self.supports_lens_refresh or self._lens_refresh_pending:
+            return
+        self._lens_refresh_pending = True
+
+        async def go() -> None:
+            await asyncio.sleep(0.2)
+            self._lens_refresh_pending = False
+            try:
+                await asyncio.wait_for(self.ls.workspace_code_lens_refresh_async(None), timeout=10)
+            except Exception as e:
+                log.debug("codeLens/refresh: %s", e)
+
+        asyncio.get_running_loop().create_task(go())
+
+    async def shutdown(self) -> None:
+        self.background.unwatch()
+        await self.jobs.shutdown()
+        self.store.close()
+
+
+def _budget_text(b: Any) -> str:
+    if isinstance(b, dict):
+        parts = [f"{k} {v}" for k, v in b.items() if v]
+        return ", ".join(parts) or "none"
+    return str(b) if b is not None else "?"
+
+
+def _redacted(d: dict) -> dict:
+    return {k: ("***" if "key" in k.lower() or "secret" in k.lower() or "token" == k.lower() else v) for k, v in d.items()}
+

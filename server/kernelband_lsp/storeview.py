@@ -1,0 +1,116 @@
+"""Read-only view of the KernelBand store for hovers and lenses.
+
+Never creates ``.kernelband/`` (hovering a file must not write to the workspace): a
+workspace without a database simply has no profiles yet. Answers are memoised until
+the database (or its WAL) changes on disk, so 50 lenses cost 50 dict look-ups.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from kernelband.store import DB_DIR, DB_NAME, Store, find_workspace
+
+log = logging.getLogger(__name__)
+
+
+class StoreView:
+    def __init__(self) -> None:
+        self._workspace_of_dir: dict[str, Path] = {}
+        self._stores: dict[Path, Store] = {}
+        self._memo: dict[tuple, Any] = {}
+        self._stamp: dict[Path, tuple] = {}
+
+    def workspace_of(self, path: str) -> Path:
+        d = os.path.dirname(os.path.abspath(path))
+        ws = self._workspace_of_dir.get(d)
+        if ws is None:
+            ws = find_workspace(path)
+            self._workspace_of_dir[d] = ws
+        return ws
+
+    def db_path(self, path: str) -> Path:
+        return self.workspace_of(path) / DB_DIR / DB_NAME
+
+    def _stat(self, db: Path) -> Optional[tuple]:
+        try:
+            s = os.stat(db)
+        except OSError:
+            return None
+        try:
+            w = os.stat(str(db) + "-wal")
+            wal = (w.st_mtime_ns, w.st_size)
+        except OSError:
+            wal = None
+        return (s.st_mtime_ns, s.st_size, wal)
+
+    def _store(self, path: str) -> tuple[Optional[Store], Optional[tuple]]:
+        db = self.db_path(path)
+        stamp = self._stat(db)
+        if stamp is None:
+            return None, None
+        if self._stamp.get(db) != stamp:
+            self._stamp[db] = stamp
+            self._memo = {k: v for k, v in self._memo.items() if k[0] != db}
+        st = self._stores.get(db)
+        if st is None:
+            try:
+                st = Store(db)
+            except Exception as e:  # corrupt or locked database: no profiles, not a crash
+                log.warning("cannot open %s: %s", db, e)
+                return None, None
+            # The request path must not stall behind a job's write for the store's
+            # default 30 s: a busy read gives "no profile" now and the answer next time.
+            conn = getattr(st, "_conn", None)
+            if conn is not None:
+                try:
+                    conn.execute("PRAGMA busy_timeout=250")
+                except Exception:
+                    pass
+            self._stores[db] = st
+        return st, stamp
+
+    def _cached(self, path: str, what: str, key: tuple, fn) -> Any:
+        st, _ = self._store(path)
+        if st is None:
+            return None
+        db = self.db_path(path)
+        mkey = (db, what) + key
+        if mkey in self._memo:
+            return self._memo[mkey]
+        try:
+            value = fn(st)
+        except Exception as e:
+            log.warning("store query %s failed: %s", what, e)
+            value = None
+        self._memo[mkey] = value
+        return value
+
+    def profile(self, path: str, kernel: str, module_hash: Optional[str]) -> tuple[Optional[dict], bool]:
+        """(profile, exact): exact when it was measured on exactly this module text."""
+        apath = os.path.abspath(path)
+        if module_hash:
+            p = self._cached(path, "profile-h", (kernel, module_hash),
+                             lambda st: st.latest_profile(kernel, source_hash=module_hash))
+            if p:
+                return p, True
+        p = self._cached(path, "profile-f", (kernel, apath), lambda st: st.latest_profile(kernel, file=apath))
+        return p, False
+
+    def result(self, path: str, kernel: str) -> Optional[dict]:
+        apath = os.path.abspath(path)
+        return self._cached(path, "result", (kernel, apath), lambda st: st.latest_result(apath, kernel))
+
+    def invalidate(self) -> None:
+        self._memo.clear()
+        self._stamp.clear()
+
+    def close(self) -> None:
+        for st in self._stores.values():
+            try:
+                st.close()
+            except Exception:
+                pass
+        self._stores.clear()

@@ -1,0 +1,136 @@
+"""End-to-end: kernelband-lsp over stdio (pytest-lsp, VS Code's capabilities) running
+real KernelBand jobs (``python -m kernelband``) under the Triton interpreter."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from lsprotocol import types
+
+from test_lsp_common import copy_examples, descendants, edit_from_json, process_alive, start_session, wait_until
+from test_lsp_e2e import doc, hover, lenses, name_pos, run_command
+
+pytestmark = pytest.mark.slow
+
+# Tiling only, three evaluations: the workspace's add_scale.py is made to have an
+# obvious tiling win (see speedup_workspace), found by the first evaluation.
+BUDGET = {"budget": {"evaluations": 3}, "strategies": ["tiling"]}
+
+
+def speedup_workspace(tmp_path):
+    """The examples, with add_scale.py launched at BLOCK_SIZE=16 on a small CPU input:
+    under the interpreter each program costs about the same, so BLOCK_SIZE 16 -> 32 is
+    a verified ~2x. The rules generator picks among equally near rewrites with a seed
+    derived from the source; a header comment is chosen so that its first tiling
+    rewrite is that one, which keeps the search (and the test) short and deterministic."""
+    ws = copy_examples(tmp_path)
+    base = (ws / "add_scale.py").read_text().replace("BLOCK_SIZE=128)", "BLOCK_SIZE=16)").replace(
+        "else 50_003", "else 8_003")
+    assert "BLOCK_SIZE=16)" in base and "8_003" in base
+    chosen = "# KernelBand LSP test workspace\n" + base
+    try:
+        from kernelband.generators import make_generator
+        from kernelband.generators.base import GenContext
+        from kernelband.model import Variant
+
+        for i in range(64):
+            src = f"# KernelBand LSP test workspace ({i})\n" + base
+            gen = make_generator("rules").generate(
+                Variant(src), "tiling", GenContext(kernel="axpy_kernel", harness="harness_axpy", module_path=str(ws)))
+            if gen.variant is not None and gen.variant.description.startswith("BLOCK_SIZE 16 -> 32"):
+                chosen = src
+                break
+    except Exception:  # the engine's internals moved: the 3-evaluation search still usually finds it
+        pass
+    (ws / "add_scale.py").write_text(chosen)
+    return ws
+
+
+async def test_real_optimize_reports_progress_and_its_edit_keeps_the_users_changes(tmp_path):
+    ws = speedup_workspace(tmp_path)
+    async with start_session(ws, settings=BUDGET) as (client, editor, rec):
+        uri = editor.open(ws / "add_scale.py")
+        task = asyncio.ensure_future(run_command(client, "kernelband.optimize", uri=uri, kernel="axpy_kernel"))
+        await wait_until(lambda: rec.events(etype="baseline"), 120, what="the baseline")
+        # the server answers while the job runs
+        line, col = name_pos(editor.text(uri), "axpy_kernel")
+        t0 = time.perf_counter()
+        h = await hover(client, uri, line, col)
+        assert time.perf_counter() - t0 < 1.0 and "optimizing" in h.contents.value
+        # the user keeps typing outside the kernel while the job runs
+        editor.replace(uri, 0, 0, "# note typed during the job\n")
+        end = len(editor.text(uri))
+        editor.replace(uri, end, end, "# and another at the end\n")
+        res = await asyncio.wait_for(task, 400)
+        assert res["status"] == "improved", res.get("message")
+        assert res["speedup"] > 1.0 and len(res["speedup_ci"]) == 2 and res["interpreted"] is True
+        assert res["editRebuilt"] is True and res["editVersion"] == editor.version(uri)
+        edit = edit_from_json(client, res["edit"])
+        ok, why = editor.apply_workspace_edit(edit)
+        assert ok, why
+        assert editor.text(uri) == "# note typed during the job\n" + res["best_source"] + "# and another at the end\n"
+        # progress: begin (cancellable), reports up to 100%, end
+        (token,) = list(client.progress_reports)
+        reports = client.progress_reports[token]
+        assert isinstance(reports[0], types.WorkDoneProgressBegin) and reports[0].cancellable
+        assert isinstance(reports[-1], types.WorkDoneProgressEnd) and "faster" in reports[-1].message
+        pcts = [r.percentage for r in reports if isinstance(r, types.WorkDoneProgressReport) and r.percentage is not None]
+        assert pcts == sorted(pcts) and pcts[-1] == 100
+        kinds = [e["event"]["type"] for e in rec.events(res["jobId"])]
+        assert kinds[0] == "started" and kinds.count("candidate") == 3 and kinds[-1] == "result"
+        status = await run_command(client, "kernelband.status")
+        assert status["torchLoaded"] is False and status["tritonLoaded"] is False
+
+
+async def test_real_cancel_stops_the_job_and_its_processes(tmp_path):
+    ws = copy_examples(tmp_path)
+    async with start_session(ws, settings={"budget": {"evaluations": 16}}) as (client, editor, rec):
+        uri = editor.open(ws / "add_scale.py")
+        task = asyncio.ensure_future(run_command(client, "kernelband.optimize", uri=uri, kernel="axpy_kernel"))
+        await wait_until(lambda: rec.events(etype="baseline"), 120, what="the baseline (the worker is up)")
+        server_pid = client._server.pid
+        procs = descendants(server_pid)
+        job_pid = rec.events(etype="baseline")[0]["pid"]
+        assert job_pid in procs and len(procs) >= 2, "expected the session and its evaluation worker"
+        token = next(iter(client.progress_reports))
+        t0 = time.monotonic()
+        client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+        res = await asyncio.wait_for(task, 30)
+        assert res["status"] == "cancelled" and res["edit"] is None
+        await wait_until(lambda: not any(process_alive(p) for p in procs), 15, what="every job process to exit")
+        assert time.monotonic() - t0 < 15
+        assert isinstance(client.progress_reports[token][-1], types.WorkDoneProgressEnd)
+        # the server is fine afterwards
+        assert await lenses(client, uri)
+
+
+async def test_real_profile_then_background_on_save_with_a_quick_fix(tmp_path):
+    ws = speedup_workspace(tmp_path)
+    settings = {"backgroundOnSave": True, **BUDGET}
+    async with start_session(ws, settings=settings) as (client, editor, rec):
+        uri = editor.open(ws / "add_scale.py")
+        prof = await asyncio.wait_for(run_command(client, "kernelband.profile", uri=uri, kernel="axpy_kernel"), 300)
+        assert prof["profile"] and prof["profile"]["kernel"] == "axpy_kernel", prof
+        summary = (await lenses(client, uri))[2].command.title
+        assert summary.startswith("last: ") and "interpreter" in summary
+        line, col = name_pos(editor.text(uri), "axpy_kernel")
+        assert "| time |" in (await hover(client, uri, line, col)).contents.value
+
+        editor.save(uri)  # background job on save
+        diags = await wait_until(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "variant-found"], 400,
+                                 interval=0.5, what="the background result's diagnostic")
+        (d,) = diags
+        assert d.severity == types.DiagnosticSeverity.Information and "faster variant of axpy_kernel" in d.message
+        result = rec.events(etype="result")[-1]["event"]["result"]
+        assert rec.events(etype="result")[-1]["background"] is True
+        actions = await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=doc(uri), range=d.range, context=types.CodeActionContext(diagnostics=[d])))
+        fix = next(a for a in actions if a.kind == types.CodeActionKind.QuickFix and a.title.startswith("Apply found variant"))
+        assert fix.diagnostics and fix.diagnostics[0].code == "variant-found" and fix.edit is not None
+        ok, why = editor.apply_workspace_edit(fix.edit)
+        assert ok, why
+        assert editor.text(uri) == result["best_source"]
+        # once applied the kernel has changed: the diagnostic goes away
+        await wait_until(lambda: not [x for x in client.diagnostics.get(uri, []) if x.code == "variant-found"], 10,
+                         what="the diagnostic to clear")
