@@ -32,6 +32,10 @@ Data (``--data``): JSON with measured per-strategy speedup samples (T_parent/T_c
     {"classes": {"memory-bound": {"vectorization": [1.12, null, 0.98, ...], ...}, ...}}
     {"strategies": {"tiling": [...], ...}}          (one class, "generic")
 
+A results file of ``benchmarks/run.py`` (``{"runs": [...]}``) works too: each row's
+``pulls`` (every generated candidate's T_parent/T_child) are grouped by the row's
+``baseline_bottleneck`` and strategy.
+
 Optional top-level keys override the world: max_uses, max_tries, decay, switch_prob.
 Classes other than the three built-in ones get a middle-of-the-road profile. Without
 ``--data`` the built-in default is used: samples drawn (fixed seed) from plausible
@@ -104,10 +108,28 @@ def default_data(n: int = 64, seed: int = 12345) -> dict[str, Any]:
     return {"source": "built-in default (synthetic, not measured)", "classes": classes}
 
 
+def classes_from_runs(runs: list[dict[str, Any]], path: str) -> dict[str, dict[str, list[Optional[float]]]]:
+    """Measured samples from benchmarks/run.py rows: every generated candidate's T_parent/T_child
+    (null = failed), grouped by the original kernel's bottleneck class and the strategy."""
+    classes: dict[str, dict[str, list[Optional[float]]]] = {}
+    for r in runs:
+        cls = r.get("baseline_bottleneck") or "generic"
+        if cls not in PROFILES:
+            cls = "generic"  # launch-bound, unknown: no profile of their own here
+        for p in r.get("pulls") or []:
+            if p.get("strategy") in STRATEGIES:
+                classes.setdefault(cls, {}).setdefault(p["strategy"], []).append(p.get("x"))
+    if not classes:
+        raise SystemExit(f"{path}: no run carries 'pulls' (rows from benchmarks/run.py record them)")
+    return classes
+
+
 def load_data(path: Optional[str]) -> dict[str, Any]:
     if path is None:
         return default_data()
     raw = json.loads(Path(path).read_text())
+    if "runs" in raw:
+        raw = {"classes": classes_from_runs(raw["runs"], path)}
     if "classes" in raw:
         classes = raw["classes"]
     elif "strategies" in raw:

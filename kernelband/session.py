@@ -385,6 +385,7 @@ class Session:
             "history": self.history,
             "phase_seconds": self._phase_totals(),
             "worker_restarts": self.evaluator.worker_restarts,
+            "baseline_bottleneck": ((self.profiles.get(original.id) or {}).get("diagnosis") or {}).get("bottleneck"),
         }
         if best is original:
             result["message"] = f"no faster correct variant found in {self.usage.evaluations} evaluations ({stop_reason})"

@@ -362,16 +362,53 @@ def test_report_writers_from_synthetic_runs(tmp_path):
     o = overall[("random", 32)]
     assert o["kernels"] == 3 and o["correct_rate"] == 1.0
     assert o["mean_oracle_fraction"] == pytest.approx(((1.5 + 2.0) / 2) / 2.0, rel=0.05)
+    assert o["mean_best_known_fraction"] == pytest.approx(((1.5 + 2.0) / 2) / 2.0, rel=0.05)  # the oracle is best here
+    assert "best-known fraction" in md
     assert overall[("kernelband", 8)]["correct_rate"] == pytest.approx(5 / 6)
     assert math.isclose(o["geomean_speedup"], math.sqrt(1.5 * 2.0), rel_tol=1e-6)
     assert len(written) == 2
+
+
+def test_strategy_pulls_from_a_session_history():
+    """T_parent / T_child per generated candidate; the original (absent from the history) is
+    recovered from time_ms * speedup; failures carry None; strategy-less entries are skipped."""
+    history = [
+        {"variant_id": "v1", "parent": "orig", "strategy": "tiling", "status": "ok", "time_ms": 0.5, "speedup": 2.0},
+        {"variant_id": "v2", "parent": "v1", "strategy": "pipeline", "status": "ok", "time_ms": 0.4, "speedup": 2.5},
+        {"variant_id": "v3", "parent": "v1", "strategy": "vectorization", "status": "mismatch", "time_ms": None, "speedup": None},
+        {"variant_id": "p0", "parent": None, "strategy": None, "status": "ok", "time_ms": 0.9, "speedup": 1.1},
+    ]
+    assert run.strategy_pulls(history) == [
+        {"strategy": "tiling", "status": "ok", "x": 2.0},
+        {"strategy": "pipeline", "status": "ok", "x": 1.25},
+        {"strategy": "vectorization", "status": "mismatch", "x": None},
+    ]
+
+
+def test_best_known_fraction_when_a_search_beats_the_oracle():
+    """A capped oracle can lose to a search that chains rewrites: best_known_fraction then uses the
+    best correct run, never exceeds 1, and ignores failed runs."""
+    rows = [
+        {"kernel": "k", "gpu": GPU, "method": "exhaustive", "budget": None, "correct": True, "speedup": 1.2},
+        {"kernel": "k", "gpu": GPU, "method": "ucb1", "budget": 16, "correct": True, "speedup": 1.5},
+        {"kernel": "k", "gpu": GPU, "method": "random", "budget": 16, "correct": True, "speedup": 1.0},
+        {"kernel": "k", "gpu": GPU, "method": "greedy", "budget": 16, "correct": False, "speedup": 9.0},
+    ]
+    run.refresh_derived(rows)
+    by = {r["method"]: r for r in rows}
+    assert by["ucb1"]["oracle_fraction"] == pytest.approx(1.25)
+    assert by["ucb1"]["best_known_fraction"] == pytest.approx(1.0)
+    assert by["exhaustive"]["best_known_fraction"] == pytest.approx(0.8)
+    assert by["random"]["best_known_fraction"] == pytest.approx(1.0 / 1.5, abs=1e-4)
+    assert by["greedy"]["best_known_fraction"] is None and by["greedy"]["best_known_speedup"] == pytest.approx(1.5)
 
 
 def test_plots_from_synthetic_runs(tmp_path):
     pytest.importorskip("matplotlib")
     written = run.write_report(tmp_path, runs=_synthetic_runs(), plots=True, synthetic_note="SYNTHETIC")
     names = {p.name for p in written}
-    assert {"speedup_vs_budget.png", "oracle_fraction_vs_budget.png", "per_kernel.png"} <= names
+    assert {"speedup_vs_budget.png", "oracle_fraction_vs_budget.png", "best_known_fraction_vs_budget.png",
+            "per_kernel.png"} <= names
     for n in ("speedup_vs_budget.png", "per_kernel.png"):
         assert (tmp_path / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -66,6 +66,27 @@ def test_simulate_reads_measured_data_and_runs_dry(sim, tmp_path):
     assert reg[-1] == reg[-2]
 
 
+def test_simulate_reads_benchmark_results_pulls(sim, tmp_path):
+    """A benchmarks/run.py results file: pulls grouped by the original's bottleneck class."""
+    rows = [
+        {"kernel": "a", "baseline_bottleneck": "memory-bound",
+         "pulls": [{"strategy": "vectorization", "status": "ok", "x": 1.2},
+                   {"strategy": "tiling", "status": "mismatch", "x": None}]},
+        {"kernel": "b", "baseline_bottleneck": "launch-bound",
+         "pulls": [{"strategy": "pipeline", "status": "ok", "x": 0.9}]},
+        {"kernel": "c", "method": "exhaustive"},  # no pulls: ignored
+    ]
+    data = tmp_path / "results.json"
+    data.write_text(json.dumps({"schema": 1, "runs": rows}))
+    loaded = sim.load_data(str(data))
+    assert loaded["classes"] == {"memory-bound": {"vectorization": [1.2], "tiling": [None]},
+                                 "generic": {"pipeline": [0.9]}}
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"schema": 1, "runs": [rows[2]]}))
+    with pytest.raises(SystemExit, match="pulls"):
+        sim.load_data(str(empty))
+
+
 def test_plot_when_matplotlib_is_installed(sim, tmp_path):
     pytest.importorskip("matplotlib")
     assert sim.main(["--seeds", "2", "--steps", "4", "--out", str(tmp_path), "--policies", "random,ucb1"]) == 0

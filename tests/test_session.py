@@ -60,6 +60,8 @@ def test_rules_session_finds_verified_speedup_and_persists(tmp_path):
     assert result["speedup_ci"][0] > 1.0 and result["speedup"] > 1.0
     assert result["evaluations"] == 6 and result["interpreted"] and result["clock"] == "cpu-interpreter"
     assert result["strategy_path"] and set(result["strategy_path"]) == {"tiling"}
+    # the original's bottleneck class (from its tier-2 profile) travels with the Result for the benchmarks
+    assert result["baseline_bottleneck"] in ("memory-bound", "compute-bound", "latency-bound", "launch-bound", "unknown")
     assert result["diff"].startswith("--- a/axpy.py") and result["best_source"] != AXPY_SESSION
     types = [e.type for e in events]
     assert types[0] == "started" and types[1] == "baseline" and types[-1] == "result"
