@@ -117,11 +117,57 @@ def markdown(rows: list[dict[str, Any]], facts: dict[str, Any] | None) -> str:
         ok = "" if r["matches"] is None else (" ✓" if r["matches"] else " ✗")
         lines.append(f"| {r['kernel']} | {tier} | {r['collect_ms']:.1f} | {tpl} | {frac(r['bandwidth_frac'])} | "
                      f"{frac(r['compute_frac'])} | {r['bottleneck']} | {r['expected']}{ok} | {r['evidence'].replace('|', '/')} |")
+    lines += vector_table(rows)
     lines += ["", "cost = the profiler's own work, cumulative over the tiers below it: collect_profile in the worker "
               "(tier 2 includes the write-detection replays), plus for tier 3 the whole ncu run (the cached line "
               "is a store hit). "
-              "request_ms in the JSON adds the worker's do_bench re-timing, the same for every tier."]
+              "request_ms in the JSON adds the worker's do_bench re-timing, the same for every tier. The rows of a "
+              "kernel are requested in order, tier 1 first, so its tier-1 row also pays one-time work and tier 2 can "
+              "read lower; costs are rounded to 1 ms."]
     return "\n".join(lines) + "\n"
+
+
+PHI_SHORT = {"l2_hit_rate": "L2 hit %", "dram_throughput": "DRAM %", "sm_throughput": "SM %",
+             "warp_efficiency": "warp eff %", "achieved_occupancy": "achieved occ %", "registers_per_thread": "regs",
+             "shared_bank_conflicts": "bank conflicts", "sectors_per_request": "sectors/req",
+             "tensor_core_utilisation": "tensor %"}
+
+
+def vector_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The ncu vector (tier 3) beside what tiers 1-2 said of the same kernel, one line per kernel."""
+    by_kernel: dict[str, dict[Any, dict[str, Any]]] = {}
+    for r in rows:
+        by_kernel.setdefault(r["kernel"], {})[(r["tier"], bool(r["cached"]))] = r
+    out: list[str] = []
+    for kernel, tiers in by_kernel.items():
+        t3 = tiers.get((3, False)) or tiers.get((3, True))
+        phi = ((t3 or {}).get("profile") or {}).get("phi")
+        if not phi:
+            continue
+        if not out:
+            names = t3["profile"].get("phi_names") or list(PHI_SHORT)
+            out = ["", "## Tier 3 vector beside tiers 1-2", "",
+                   "Tier 1 (compile metadata): registers and theoretical occupancy; tier 2 (timing): fractions of the "
+                   "measured copy bandwidth and matrix rate; then the 9-dim ncu vector the bandit's compatibility "
+                   "model reads.", "",
+                   "| kernel | regs (t1) | occupancy (t1) | DRAM frac (t2) | compute frac (t2) | "
+                   + " | ".join(PHI_SHORT.get(n, n) for n in names) + " |",
+                   "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in names) + " |"]
+        static = ((t3["profile"].get("tiers") or {}).get("static") or {})
+        occ = (static.get("occupancy") or {}).get("theoretical") if isinstance(static.get("occupancy"), dict) else None
+        t2 = tiers.get((2, False)) or t3
+        frac = lambda x: "" if x is None else f"{x:.2f}"  # noqa: E731
+        out.append(f"| {kernel} | {static.get('n_regs', '')} | {frac(occ)} | {frac(t2.get('bandwidth_frac'))} | "
+                   f"{frac(t2.get('compute_frac'))} | " + " | ".join(f"{v:.3g}" for v in phi) + " |")
+    return out
+
+
+def rewrite_markdown(out: Path) -> str:
+    """Rebuild profile_suite.md from profile_suite.json (no GPU needed)."""
+    data = json.loads((out / "profile_suite.json").read_text())
+    md = markdown(data["rows"], data.get("facts"))
+    (out / "profile_suite.md").write_text(md)
+    return md
 
 
 def main() -> int:
@@ -131,9 +177,13 @@ def main() -> int:
     ap.add_argument("--tiers", default="1,2,3")
     ap.add_argument("--keep-ncu", action="store_true", help="keep ncu's raw CSV and log under OUT_DIR/ncu/")
     ap.add_argument("--only", help="comma-separated substrings of kernel labels to run")
+    ap.add_argument("--markdown-only", action="store_true", help="rebuild profile_suite.md from the JSON and exit")
     args = ap.parse_args()
     tiers = [int(t) for t in args.tiers.split(",")]
     out = Path(args.out)
+    if args.markdown_only:
+        print(rewrite_markdown(out))
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     facts = None
