@@ -11,7 +11,9 @@ import asyncio
 import hashlib
 import time
 
+import pytest
 from lsprotocol import types
+from pygls.exceptions import JsonRpcRequestCancelled
 
 from kernelband.store import ProfileKey, Store
 
@@ -238,6 +240,90 @@ async def test_cancel_from_the_progress_notification_kills_the_tree(tmp_path):
         assert isinstance(client.progress_reports[token][-1], types.WorkDoneProgressEnd)
         # kernelband.cancel with no job: nothing to cancel
         assert (await run_command(client, "kernelband.cancel"))["cancelled"] == []
+
+
+def execute_with_id(client, msg_id: str, command: str, **args):
+    """An executeCommand request with a known id (for $/cancelRequest); an asyncio future."""
+    params = types.ExecuteCommandParams(command=command, arguments=[args])
+    return asyncio.ensure_future(client.protocol.send_request_async(types.WORKSPACE_EXECUTE_COMMAND, params,
+                                                                     msg_id=msg_id))
+
+
+def live_jobs(status: dict) -> list[dict]:
+    return [j for j in status["jobs"] if j["state"] in ("running", "queued")]
+
+
+async def queued_job(client, kernel: str) -> dict:
+    """The job of kernel once the server has queued it (the request first reads settings)."""
+    for _ in range(200):
+        mine = [j for j in live_jobs(await run_command(client, "kernelband.status")) if j["kernel"] == kernel]
+        if mine:
+            (job,) = mine
+            assert job["state"] == "queued"
+            return job
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no queued job for {kernel}")
+
+
+async def test_cancel_request_stops_the_job_and_its_tree(tmp_path):
+    ws = copy_examples(tmp_path)
+    env = {"KERNELBAND_LSP_JOB_COMMAND": __import__("json").dumps(write_fake_engine(tmp_path)), "FAKE_STEP_S": "3"}
+    async with start_session(ws, settings={"budget": {"evaluations": 50}}, env=env) as (client, editor, rec):
+        uri = editor.open(ws / "add_scale.py")
+        uri_sm = editor.open(ws / "softmax.py")
+        running = execute_with_id(client, "opt-running", "kernelband.optimize", uri=uri, kernel="axpy_kernel")
+        log_ev = await wait_until(lambda: rec.events(etype="log"), 20, what="the job to start")
+        worker_pid, job_pid = log_ev[0]["event"]["worker_pid"], log_ev[0]["pid"]
+        assert process_alive(job_pid) and process_alive(worker_pid)
+        # a second request queues behind it; cancelling that request drops the queued job
+        queued = execute_with_id(client, "opt-queued", "kernelband.optimize", uri=uri_sm, kernel="softmax_kernel")
+        qjob = await queued_job(client, "softmax_kernel")
+        client.cancel_request(types.CancelParams(id="opt-queued"))
+        with pytest.raises(JsonRpcRequestCancelled):
+            await asyncio.wait_for(queued, 10)
+        st = await run_command(client, "kernelband.status")
+        assert {j["jobId"]: j["state"] for j in st["jobs"]}[qjob["jobId"]] == "cancelled"
+        assert process_alive(job_pid), "cancelling the queued request left the running job alone"
+
+        # cancelling the running request kills the job's process tree and frees the slot
+        client.cancel_request(types.CancelParams(id="opt-running"))
+        with pytest.raises(JsonRpcRequestCancelled):
+            await asyncio.wait_for(running, 10)  # answered at once, not when the job ends
+        await wait_until(lambda: not process_alive(job_pid) and not process_alive(worker_pid), 10,
+                         what="the job and its worker to be gone")
+        st = await run_command(client, "kernelband.status")
+        assert live_jobs(st) == [] and all(j["state"] == "cancelled" for j in st["jobs"]), st["jobs"]
+        assert (await run_command(client, "kernelband.cancel"))["cancelled"] == []
+
+
+async def test_cancel_by_uri_and_kernel(tmp_path):
+    ws = copy_examples(tmp_path)
+    env = {"KERNELBAND_LSP_JOB_COMMAND": __import__("json").dumps(write_fake_engine(tmp_path)), "FAKE_STEP_S": "3"}
+    async with start_session(ws, settings={"budget": {"evaluations": 50}}, env=env) as (client, editor, rec):
+        uri = editor.open(ws / "add_scale.py")
+        uri_sm = editor.open(ws / "softmax.py")
+        first = asyncio.ensure_future(run_command(client, "kernelband.optimize", uri=uri, kernel="axpy_kernel"))
+        log_ev = await wait_until(lambda: rec.events(etype="log"), 20, what="the job to start")
+        job_pid, worker_pid = log_ev[0]["pid"], log_ev[0]["event"]["worker_pid"]
+        second = asyncio.ensure_future(run_command(client, "kernelband.optimize", uri=uri_sm, kernel="softmax_kernel"))
+        qjob = await queued_job(client, "softmax_kernel")
+        # another kernel, or another kind, matches nothing
+        assert (await run_command(client, "kernelband.cancel", uri=uri_sm, kernel="other"))["cancelled"] == []
+        assert (await run_command(client, "kernelband.cancel", uri=uri_sm, kernel="softmax_kernel",
+                                  kind="profile"))["cancelled"] == []
+        # the queued job of that kernel goes; the running one of another kernel stays
+        res = await run_command(client, "kernelband.cancel", uri=uri_sm, kernel="softmax_kernel")
+        assert res["cancelled"] == [qjob["jobId"]]
+        out = await asyncio.wait_for(second, 10)
+        assert out["status"] == "cancelled" and out["jobId"] == qjob["jobId"]
+        assert process_alive(job_pid) and not first.done()
+        # the running job of a kernel, by uri and kernel: its process tree is killed
+        res = await run_command(client, "kernelband.cancel", uri=uri, kernel="axpy_kernel")
+        assert len(res["cancelled"]) == 1
+        assert (await asyncio.wait_for(first, 20))["status"] == "cancelled"
+        await wait_until(lambda: not process_alive(job_pid) and not process_alive(worker_pid), 10,
+                         what="the job and its worker to be gone")
+        assert live_jobs(await run_command(client, "kernelband.status")) == []
 
 
 async def test_profile_command_fills_the_card(tmp_path):

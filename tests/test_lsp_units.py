@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 
 from kernelband_lsp import edits as E
 from kernelband_lsp import summary as S
@@ -191,3 +192,38 @@ def test_stub_goes_after_the_wrapper(tmp_path: Path):
     import ast
 
     ast.parse(new)
+
+
+async def test_request_registry_cancels_the_command_task_even_before_it_starts():
+    import asyncio
+
+    from kernelband_lsp.cancellation import RequestRegistry
+
+    reg = RequestRegistry()
+    started = asyncio.Event()
+
+    async def command() -> str:
+        started.set()
+        await asyncio.sleep(60)
+        return "done"
+
+    # cancelled while running: the task gets CancelledError (the command cancels its job)
+    task = asyncio.ensure_future(reg.track(1, command)())
+    await started.wait()
+    assert reg.in_flight() == [1] and reg.cancel(1)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert reg.in_flight() == [] and not reg.cancel(1)
+    # cancelled between dispatch and the task's first step: the command never runs
+    started.clear()
+    task = asyncio.ensure_future(reg.track("r2", command)())
+    assert reg.cancel("r2")
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not started.is_set() and reg.in_flight() == []
+
+    # a finished command leaves nothing behind
+    async def quick() -> int:
+        return 7
+
+    assert await reg.track(3, quick)() == 7 and reg.in_flight() == []

@@ -17,6 +17,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from . import __version__
+from .cancellation import RequestRegistry
 from .service import KernelBandService
 
 log = logging.getLogger("kernelband_lsp")
@@ -27,12 +28,34 @@ _work_done_token: contextvars.ContextVar[Any] = contextvars.ContextVar("kernelba
 
 class KernelBandProtocol(LanguageServerProtocol):
     """Remembers the executeCommand request's workDoneToken for the command handler
-    (pygls passes only the arguments)."""
+    (pygls passes only the arguments), and makes `$/cancelRequest` cancel the command's
+    task, not only its reply (cancellation.py)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.requests = RequestRegistry()
 
     @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams):
         _work_done_token.set(params.work_done_token)
-        return (yield from super().lsp_workspace__execute_command(params))
+        inner = super().lsp_workspace__execute_command(params)
+        handler, args, kwargs = next(inner)  # pygls resolves the handler and converts the arguments
+        if asyncio.iscoroutinefunction(handler):
+            handler = self.requests.track(self.msg_id, handler)
+        result = yield handler, args, kwargs
+        try:
+            inner.send(result)
+        except StopIteration as stop:
+            return stop.value
+        return result
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        # pygls cancels the request's future (the client gets -32800 at once) but not the
+        # task running the command; cancel that too once the reply can no longer be sent
+        fut = self._request_futures.get(msg_id)
+        super()._handle_cancel_notification(msg_id)
+        if fut is not None and fut.cancelled():
+            self.requests.cancel(msg_id)
 
 
 class KernelBandLanguageServer(LanguageServer):

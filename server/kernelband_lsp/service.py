@@ -452,10 +452,11 @@ class KernelBandService:
         if not h.found:
             return fail(f"no harness for {kernel}: {h.reason}")
         job = self.jobs.submit(self._spec(kind, a, kernel, settings, background=False))
-        await self._begin_progress(job, token)
         try:
+            await self._begin_progress(job, token)
             await self.jobs.wait(job)
         except asyncio.CancelledError:
+            # $/cancelRequest (cancellation.py): the job must not outlive its request
             self.jobs.cancel(job.id, reason="the request was cancelled")
             raise
         if kind == PROFILE:
@@ -599,8 +600,23 @@ class KernelBandService:
         return {"applied": applied, "message": "applied" if applied else (reason or "the editor refused the edit")}
 
     def cancel(self, args: Any) -> dict:
+        """kernelband.cancel: {jobId}; {uri, kernel[, kind]} (that kernel's running and queued
+        jobs: a client that cancelled before it learnt the job id); none: every job."""
         job_id = args.get("jobId") if isinstance(args, dict) else (args if isinstance(args, str) else None)
+        if job_id is None and isinstance(args, dict) and isinstance(args.get("uri"), str) and isinstance(args.get("kernel"), str):
+            kind = args.get("kind") if args.get("kind") in (OPTIMIZE, PROFILE) else None
+            out: list[str] = []
+            for job in self.jobs_for(args["uri"], args["kernel"], kind):
+                out.extend(self.jobs.cancel(job.id))
+            return {"cancelled": out}
         return {"cancelled": self.jobs.cancel(job_id)}
+
+    def jobs_for(self, uri: str, kernel: str, kind: Optional[str] = None) -> list[Job]:
+        """Unfinished jobs on (uri, kernel), matched by uri or by file path."""
+        path = to_fs_path(uri)
+        path = os.path.abspath(path) if path else None
+        return [j for j in self.jobs.jobs() if j.spec.kernel == kernel and (kind is None or j.spec.kind == kind)
+                and (j.spec.uri == uri or (path is not None and j.spec.path == path))]
 
     def status(self) -> dict:
         import sys

@@ -155,12 +155,19 @@ function offerOutput(deps: FlowDeps, shown: Promise<string | undefined>): void {
   });
 }
 
+/** The server's job kind of a job command (the `kind` of kernelband.cancel). */
+function jobKind(command: string): 'optimize' | 'profile' {
+  return command === ServerCommands.profile ? 'profile' : 'optimize';
+}
+
 /**
  * Runs a long server command (optimize, profile) under a cancellable progress notification.
  * The job id is learnt from the first event for this uri+kernel of a job that was not
  * already known when the command started (not an older background job); Cancel sends
- * `kernelband.cancel {jobId}` (and, before the id is known, cancels the request itself;
- * the id's arrival then still sends kernelband.cancel).
+ * `kernelband.cancel {jobId}`. Before the id is known, Cancel cancels the request itself
+ * (the server answers -32800 at once, which ends this flow) and sends
+ * `kernelband.cancel {uri, kernel, kind}`, so a queued or starting job cannot outlive it;
+ * an id that still arrives before the reply gets its own kernelband.cancel.
  */
 export async function runJob(deps: FlowDeps, command: string, target: Target, title: string): Promise<JobRun> {
   const workDoneToken = deps.newProgressToken();
@@ -185,6 +192,14 @@ export async function runJob(deps: FlowDeps, command: string, target: Target, ti
       cancelSent = true;
       deps.log(`Cancelling job ${run.jobId} (${target.kernel})`);
       deps.execute(ServerCommands.cancel, { jobId: run.jobId }).catch((err) => deps.log(`kernelband.cancel failed: ${errorText(err)}`));
+    };
+    // The id is unknown: the job may be queued or starting, and the request's -32800
+    // reply ends this flow (and its listeners) before the id can arrive.
+    const sendCancelByKernel = (): void => {
+      deps.log(`Cancelling the ${jobKind(command)} job(s) of ${target.kernel} (job id not known yet)`);
+      deps
+        .execute(ServerCommands.cancel, { uri: target.uri, kernel: target.kernel, kind: jobKind(command) })
+        .catch((err) => deps.log(`kernelband.cancel failed: ${errorText(err)}`));
     };
 
     const subs: Disposable[] = [];
@@ -224,6 +239,7 @@ export async function runJob(deps: FlowDeps, command: string, target: Target, ti
           sendCancel();
         } else {
           requestCancel.cancel();
+          sendCancelByKernel();
         }
       }),
     );

@@ -32,6 +32,14 @@ export async function flush(times = 5): Promise<void> {
   }
 }
 
+/** The error of a request answered with RequestCancelled (as vscode-jsonrpc's ResponseError). */
+export class RequestCancelledError extends Error {
+  readonly code = -32800;
+  constructor() {
+    super('Request cancelled');
+  }
+}
+
 export class FakeDeps implements FlowDeps {
   calls: ExecCall[] = [];
   /** Per-command replies: a value, or a function of the call (may return a promise). */
@@ -56,11 +64,32 @@ export class FakeDeps implements FlowDeps {
   private progressListeners = new Map<string, (v: WorkDoneValue) => void>();
   private tokenSeq = 0;
 
+  /**
+   * Like the language server (pygls): cancelling the request's token answers it at once
+   * with RequestCancelled (-32800), whether or not the command's own reply is pending.
+   */
   execute = async (command: string, args: Record<string, unknown>, opts?: ExecuteOptions): Promise<unknown> => {
     const call = { command, args, opts };
     this.calls.push(call);
     const reply = this.replies[command];
-    return typeof reply === 'function' ? (reply as (c: ExecCall) => unknown)(call) : reply;
+    const result = typeof reply === 'function' ? (reply as (c: ExecCall) => unknown)(call) : reply;
+    const cancel = opts?.cancel;
+    if (!cancel) {
+      return result;
+    }
+    return new Promise<unknown>((resolve, reject) => {
+      const sub = cancel.onCancellationRequested(() => reject(new RequestCancelledError()));
+      Promise.resolve(result).then(
+        (v) => {
+          sub.dispose();
+          resolve(v);
+        },
+        (e) => {
+          sub.dispose();
+          reject(e);
+        },
+      );
+    });
   };
 
   onJobEvent = (listener: (p: JobEventParams) => void): Disposable => {

@@ -113,21 +113,51 @@ describe('optimize flow', () => {
     assert.ok(!deps.commandsSent().includes('kernelband.proposedEdit'));
   });
 
-  it('Cancel before the job id is known cancels the request, then the job once its id arrives', async () => {
+  it('Cancel before the job id is known cancels the request and the kernel\'s job on the server', async () => {
     const deps = new FakeDeps();
-    const reply = deferred<unknown>();
-    deps.replies['kernelband.optimize'] = () => reply.promise;
+    deps.replies['kernelband.optimize'] = () => deferred<unknown>().promise; // only the cancel answers it
+    deps.replies['kernelband.cancel'] = { cancelled: ['j7'] };
     const outcome = runOptimize(deps, target);
     await flush();
     deps.cancelProgress();
-    assert.strictEqual(deps.calls[0].opts?.cancel?.isCancellationRequested, true);
-    assert.ok(!deps.commandsSent().includes('kernelband.cancel'));
-    deps.emit('j7', { type: 'log', level: 'info', message: 'queued' }, target);
-    assert.deepStrictEqual(deps.calls[1], { command: 'kernelband.cancel', args: { jobId: 'j7' }, opts: undefined });
-    reply.reject(new Error('Request cancelled'));
+    assert.strictEqual(deps.calls[0].opts?.cancel?.isCancellationRequested, true, '$/cancelRequest');
+    // the id is unknown and the -32800 reply ends the flow: cancel by kernel, or a queued job would survive
+    assert.deepStrictEqual(deps.calls[1], {
+      command: 'kernelband.cancel',
+      args: { uri: target.uri, kernel: 'axpy_kernel', kind: 'optimize' },
+      opts: undefined,
+    });
+    const { result } = await outcome;
+    assert.strictEqual(result.status, 'cancelled');
+    assert.ok(deps.messages.some((m) => m.message === 'KernelBand: optimization of axpy_kernel cancelled.'));
+    assert.strictEqual(deps.jobListenerCount, 0);
+    assert.deepStrictEqual(deps.finished, []);
+    assert.deepStrictEqual(deps.commandsSent(), ['kernelband.optimize', 'kernelband.cancel']);
+  });
+
+  it('an id that arrives between Cancel and the -32800 reply is cancelled by id too', async () => {
+    const deps = new FakeDeps();
+    deps.replies['kernelband.optimize'] = () => deferred<unknown>().promise;
+    const outcome = runOptimize(deps, target);
+    await flush();
+    deps.cancelProgress();
+    deps.emit('j7', { type: 'log', level: 'info', message: 'queued' }, target); // before the rejection settles
+    const cancels = deps.calls.filter((c) => c.command === 'kernelband.cancel').map((c) => c.args);
+    assert.deepStrictEqual(cancels, [{ uri: target.uri, kernel: 'axpy_kernel', kind: 'optimize' }, { jobId: 'j7' }]);
     const { result } = await outcome;
     assert.strictEqual(result.status, 'cancelled');
     assert.deepStrictEqual(deps.finished, [['j7', 'cancelled']]);
+  });
+
+  it('Cancel of a profile before its id is known cancels the kernel\'s profile job', async () => {
+    const deps = new FakeDeps();
+    deps.replies['kernelband.profile'] = () => deferred<unknown>().promise;
+    const outcome = runProfile(deps, target);
+    await flush();
+    deps.cancelProgress();
+    assert.strictEqual(await outcome, undefined);
+    assert.deepStrictEqual(deps.calls[1].args, { uri: target.uri, kernel: 'axpy_kernel', kind: 'profile' });
+    assert.ok(deps.messages.some((m) => m.message === 'KernelBand: profiling axpy_kernel cancelled.'));
   });
 
   it('a failure shows an error that can open the output', async () => {
