@@ -6,7 +6,9 @@ keystroke (debounced) and must never execute user code.
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 from .model import FunctionInfo, KernelInfo, LaunchSite, Param, ParseError, SourceRange
@@ -210,14 +212,37 @@ class _Walker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+BOM = "\ufeff"
+
+
+def strip_bom(text: str) -> str:
+    """Text decoded as plain utf-8 keeps a byte-order mark, which ast.parse rejects."""
+    return text[1:] if text.startswith(BOM) else text
+
+
+def read_source(path: "str | os.PathLike[str]") -> str:
+    """A user's Python file as text: utf-8 with or without a BOM (as Python reads it)."""
+    return Path(path).read_text(encoding="utf-8-sig")
+
+
+def parse_module(source: str, filename: str = "<source>") -> "tuple[Optional[ast.Module], Optional[ParseError]]":
+    """ast.parse that never raises on bad input: (tree, None) or (None, the problem)."""
+    try:
+        return ast.parse(strip_bom(source), filename=filename), None
+    except SyntaxError as e:
+        return None, ParseError(e.msg or "syntax error", e.lineno or 1, max((e.offset or 1) - 1, 0))
+    except (ValueError, RecursionError) as e:  # null bytes, absurd nesting
+        return None, ParseError(str(e) or type(e).__name__, 1, 0)
+    except MemoryError:  # the parser's own stack limit (e.g. 10,000 unary minus signs)
+        return None, ParseError("too deeply nested for the Python parser (MemoryError)", 1, 0)
+
+
 def detect(source: str, filename: str = "<source>") -> DetectionResult:
     """Find kernels, launch sites and module-level functions. Never raises on bad input."""
-    try:
-        tree = ast.parse(source, filename=filename)
-    except SyntaxError as e:
-        return DetectionResult(error=ParseError(e.msg or "syntax error", e.lineno or 1, max((e.offset or 1) - 1, 0)))
-    except (ValueError, RecursionError) as e:  # null bytes, absurd nesting
-        return DetectionResult(error=ParseError(str(e), 1, 0))
+    tree, error = parse_module(source, filename)
+    if tree is None:
+        return DetectionResult(error=error)
+    source = strip_bom(source)
 
     names = _TritonNames()
     names.collect(tree)

@@ -134,16 +134,18 @@ class Evaluator:
             return Evaluation(Status.REJECTED, reason, interpreted=self.interpreted, variant_id=variant.id,
                               wall_s=time.perf_counter() - t0)
         tier = self.profile_tier if profile_tier is None else profile_tier
+        self._ensure_worker()
         try:
             raw = self.client.request(
                 "evaluate", self.task.timeout_s * len(self.task.seeds), source=variant.source, variant_id=variant.id,
                 time=time_it, profile_tier=tier, facts=self.facts,
             )
             ev = Evaluation.from_dict(raw)
-            if not self.client.alive:  # a fatal error the worker reported before exiting
-                self._revive()
         except WorkerError as e:
             ev = self._failure(variant, e)
+        # a corrupted context is reported in an ok reply, then the worker exits (the
+        # client waited for that exit): replace it now, not on the next request
+        self._ensure_worker()
         ev.wall_s = time.perf_counter() - t0
         # what the worker did not account for: screening, pipes, JSON, restarts
         ev.phases["overhead"] = round(max(ev.wall_s - sum(ev.phases.values()), 0.0), 6)
@@ -161,16 +163,23 @@ class Evaluator:
             status = Status.RUNTIME_ERROR
             msg = str(e)
         if e.kind in ("timeout", "crashed"):
-            try:
-                self._revive()
-            except WorkerError as again:
-                raise SetupError(f"the worker cannot be restarted: {again}") from again
+            self._ensure_worker()
         return Evaluation(status, msg, interpreted=self.interpreted, variant_id=variant.id)
+
+    def _ensure_worker(self) -> None:
+        """Replace a worker that has exited (crash, hang, or a corrupted context)."""
+        if self.client.alive:
+            return
+        try:
+            self._revive()
+        except WorkerError as again:
+            raise SetupError(f"the worker cannot be restarted: {again}") from again
 
     def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming:
         """Re-measure the original and the variant interleaved for a speedup with a CI."""
+        self._ensure_worker()
         try:
-            raw = self.client.request("paired", self.task.timeout_s * 4, source=variant.source,
+            raw = self.client.request("paired", self.paired_timeout_s(rounds), source=variant.source,
                                       variant_id=variant.id, rounds=rounds)
         except WorkerError as e:
             if e.kind != "error":
@@ -178,8 +187,15 @@ class Evaluator:
             raise
         return PairedTiming.from_dict(raw)
 
+    def paired_timeout_s(self, rounds: int) -> float:
+        """One timeout per round (a round replays the original and the variant, kernel
+        launches only) on top of the old fixed allowance for warm-up and a possible
+        re-evaluation of the variant: the deadline grows with the rounds."""
+        return self.task.timeout_s * (4 + max(rounds, 2))
+
     def profile(self, source: Optional[str], tier: int) -> dict[str, Any]:
         """Profile the original (source None) or a variant source at a tier."""
+        self._ensure_worker()
         try:
             return self.client.request("profile", self.task.timeout_s * 4, source=source, tier=tier, facts=self.facts)
         except WorkerError as e:

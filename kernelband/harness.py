@@ -8,17 +8,20 @@ A harness is a zero-argument function that builds inputs, launches the kernel
 3. zero-argument functions named ``harness_*``, ``test_*``, ``bench_*`` or
    ``benchmark_*`` (in that order of preference) that reach a launch of the kernel,
    in the module itself or in a companion file ``test_<module>.py`` /
-   ``<module>_test.py`` / ``bench_<module>.py`` beside it.
+   ``<module>_test.py`` / ``bench_<module>.py`` beside it. A companion function counts
+   when (by its AST) it calls a function of the module that reaches the kernel, by a
+   name imported from the module or as ``module.name``, directly or through helpers.
 """
 from __future__ import annotations
 
+import ast
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .detect import DetectionResult, detect, wrappers_of
+from .detect import DetectionResult, detect, parse_module, read_source, wrappers_of
 from .model import FunctionInfo, KernelInfo
 
 try:  # Python 3.11+
@@ -77,19 +80,89 @@ def candidates_in(result: DetectionResult, kernel: str) -> list[str]:
     return sorted(names, key=lambda n: (_rank(n), n))
 
 
-def _companion_reaches(comp: DetectionResult, fn: FunctionInfo, kernel: str, wrappers: set[str]) -> bool:
-    """In a companion file the kernel is reached by launching it or calling an imported wrapper."""
-    if kernel in fn.launches or kernel in fn.calls or wrappers & set(fn.calls):
-        return True
-    return any(
-        (g := comp.function(c)) is not None and _companion_reaches(comp, g, kernel, wrappers) for c in fn.calls if c != fn.name
-    )
+def _module_refs(tree: ast.Module, stem: str) -> tuple[set[str], dict[str, str], bool]:
+    """How a companion file refers to the kernel's module ``stem``: dotted names bound to
+    the module, local names imported from it (local -> original), and a star import."""
+    modules: set[str] = set()
+    imported: dict[str, str] = {}
+    star = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {a.asname or a.name for a in node.names if a.name.split(".")[-1] == stem}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == stem:
+            star = star or any(a.name == "*" for a in node.names)
+            imported.update({a.asname or a.name: a.name for a in node.names if a.name != "*"})
+        elif isinstance(node, ast.ImportFrom):  # from pkg import kern / from . import kern
+            modules |= {a.asname or a.name for a in node.names if a.name == stem}
+    return modules, imported, star
 
 
-def _companion_calls_any(source: str, fn: FunctionInfo, names: set[str]) -> set[str]:
-    lines = source.splitlines()[fn.range.start_line - 1 : fn.range.end_line]
-    body = "\n".join(lines)
-    return {n for n in names if re.search(rf"\b{re.escape(n)}\s*\(", body) or re.search(rf"\b{re.escape(n)}\s*\[", body)}
+def _dotted(expr: ast.expr) -> Optional[str]:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        base = _dotted(expr.value)
+        return f"{base}.{expr.attr}" if base else None
+    return None
+
+
+class _CompanionRefs:
+    """Per module-level function of a companion file: the kernel module's names it calls
+    (or launches, or passes as a callable) and the file's own functions it calls."""
+
+    def __init__(self, tree: ast.Module, stem: str) -> None:
+        self.modules, self.imported, self.star = _module_refs(tree, stem)
+        self.local = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.targets: dict[str, set[str]] = {}
+        self.helpers: dict[str, set[str]] = {}
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._scan(node)
+
+    def _scan(self, fn: "ast.FunctionDef | ast.AsyncFunctionDef") -> None:
+        targets = self.targets.setdefault(fn.name, set())
+        helpers = self.helpers.setdefault(fn.name, set())
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func.value if isinstance(node.func, ast.Subscript) else node.func  # k[grid](...)
+            for ref in [func, *node.args, *(k.value for k in node.keywords)]:
+                self._resolve(ref, targets, helpers)
+
+    def _resolve(self, ref: ast.expr, targets: set[str], helpers: set[str]) -> None:
+        if isinstance(ref, ast.Name):
+            if ref.id in self.local:
+                helpers.add(ref.id)
+            elif ref.id in self.imported:
+                targets.add(self.imported[ref.id])
+            elif self.star:
+                targets.add(ref.id)
+        elif isinstance(ref, ast.Attribute) and _dotted(ref.value) in self.modules:
+            targets.add(ref.attr)  # kern.wrapper(...), not torch.wrapper(...)
+
+    def reaches(self, name: str, wanted: set[str], seen: Optional[set[str]] = None) -> bool:
+        seen = seen if seen is not None else set()
+        if name in seen:
+            return False
+        seen.add(name)
+        if self.targets.get(name, set()) & wanted:
+            return True
+        return any(self.reaches(h, wanted, seen) for h in self.helpers.get(name, set()))
+
+
+def _companion_reaches(result: DetectionResult, kernel: str, comp_src: str, comp: DetectionResult,
+                       stem: str) -> list[str]:
+    """Conventional zero-argument harnesses of a companion file that reach the kernel:
+    by calling (AST, not text) a function of the module that reaches it, directly or
+    through helpers of the companion file."""
+    tree, _ = parse_module(comp_src)
+    if tree is None:
+        return []
+    wanted = {f.name for f in result.functions if _reaches(result, f, kernel)} | {kernel}
+    refs = _CompanionRefs(tree, stem)
+    names = [f.name for f in comp.functions
+             if f.name.startswith(HARNESS_PREFIXES) and f.is_zero_arg and refs.reaches(f.name, wanted)]
+    return sorted(names, key=lambda n: (_rank(n), n))
 
 
 def companion_files(module_path: str) -> list[Path]:
@@ -101,24 +174,77 @@ def companion_files(module_path: str) -> list[Path]:
     return [c for c in out if c.is_file()]
 
 
-def pyproject_harness(module_path: str, kernel: str) -> Optional[tuple[str, Optional[str]]]:
-    """Look up ``[tool.kernelband.harness]`` in the nearest pyproject.toml."""
+def pyproject_harness(module_path: str, kernel: str) -> tuple[Optional[str], str]:
+    """``[tool.kernelband.harness]`` of the nearest pyproject.toml: (a spec "function" or
+    "/abs/path.py:function", or None; the reason when that pyproject.toml is unusable)."""
     start = Path(module_path).resolve().parent
     for d in [start, *start.parents]:
         pp = d / "pyproject.toml"
-        if pp.is_file():
-            try:
-                data = tomllib.loads(pp.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError):
-                return None
-            table = data.get("tool", {}).get("kernelband", {}).get("harness", {})
-            spec = table.get(kernel) if isinstance(table, dict) else None
-            if not isinstance(spec, str):
-                return None
-            if ":" in spec:
-                path, fn = spec.rsplit(":", 1)
-                return fn, str((d / path).resolve())
-            return spec, None
+        if not pp.is_file():
+            continue
+        try:
+            data = tomllib.loads(pp.read_text(encoding="utf-8-sig"))
+        except (OSError, UnicodeDecodeError) as e:
+            return None, f"cannot read {pp} ({e})"
+        except tomllib.TOMLDecodeError as e:
+            return None, f"{pp} is not valid TOML ({e}); fix it (it may configure the harness)"
+        table = data.get("tool", {}).get("kernelband", {}).get("harness", {})
+        spec = table.get(kernel) if isinstance(table, dict) else None
+        if spec is None:
+            return None, ""
+        if not isinstance(spec, str) or not spec:
+            return None, f"{pp}: [tool.kernelband.harness] {kernel} must be \"function\" or \"path/to/file.py:function\""
+        if ":" in spec:
+            path, fn = spec.rsplit(":", 1)
+            return f"{(d / path).resolve()}:{fn}", ""
+        return spec, ""
+    return None, ""
+
+
+def _harness_file(path: str) -> tuple[Optional[DetectionResult], str]:
+    """Detect a harness file, or say why it cannot be used."""
+    try:
+        src = read_source(path)
+    except FileNotFoundError:
+        return None, f"harness file {path} does not exist"
+    except (OSError, UnicodeDecodeError) as e:
+        return None, f"cannot read harness file {path} ({e})"
+    found = detect(src, path)
+    if found.error:
+        return None, f"harness file {path} does not parse (line {found.error.line}: {found.error.message})"
+    return found, ""
+
+
+def _chosen(module_path: str, result: DetectionResult, spec: str, how: str) -> HarnessChoice:
+    """Validate a harness named by the user ("function" or "path/to/file.py:function")."""
+    path: Optional[str] = None
+    name = spec
+    target: Optional[DetectionResult] = result
+    if ":" in spec:
+        path, name = spec.rsplit(":", 1)
+        path = str(Path(path).resolve())
+        target, why = _harness_file(path)
+        if target is None:
+            return HarnessChoice(None, reason=why)
+    fn = target.function(name)
+    if fn is None:
+        return HarnessChoice(None, reason=f"harness {name!r} is not a module-level function of {path or module_path}")
+    if not fn.is_zero_arg:
+        return HarnessChoice(None, reason=f"harness {name!r} takes arguments; a harness must be callable with none")
+    return HarnessChoice(name, path, how)
+
+
+def _from_companions(module_path: str, result: DetectionResult, kernel: str) -> Optional[HarnessChoice]:
+    stem = Path(module_path).stem
+    for comp_path in companion_files(module_path):
+        try:
+            comp_src = read_source(comp_path)
+        except (OSError, UnicodeDecodeError):
+            continue
+        comp = detect(comp_src, str(comp_path))
+        names = _companion_reaches(result, kernel, comp_src, comp, stem)
+        if names:
+            return HarnessChoice(names[0], str(comp_path.resolve()), "convention", candidates=names)
     return None
 
 
@@ -138,42 +264,20 @@ def find_harness(
         return HarnessChoice(None, reason=f"no Triton kernel named {kernel!r} in {os.path.basename(module_path)}")
 
     if explicit:
-        path: Optional[str] = None
-        name = explicit
-        if ":" in explicit:
-            path, name = explicit.rsplit(":", 1)
-            path = str(Path(path).resolve())
-        target = detect(Path(path).read_text(encoding="utf-8"), path) if path else result
-        fn = target.function(name)
-        if fn is None:
-            return HarnessChoice(None, reason=f"harness {name!r} is not a module-level function of {path or module_path}")
-        if not fn.is_zero_arg:
-            return HarnessChoice(None, reason=f"harness {name!r} takes arguments; a harness must be callable with none")
-        return HarnessChoice(name, path, "explicit")
+        return _chosen(module_path, result, explicit, "explicit")
 
-    configured = pyproject_harness(module_path, kernel)
+    configured, problem = pyproject_harness(module_path, kernel)
+    if problem:
+        return HarnessChoice(None, reason=problem)
     if configured:
-        return find_harness(module_path, source, kernel, f"{configured[1]}:{configured[0]}" if configured[1] else configured[0], result)
+        return _chosen(module_path, result, configured, "pyproject")
 
     own = candidates_in(result, kernel)
     if own:
         return HarnessChoice(own[0], None, "convention", candidates=own)
-
-    wrapper_names = {w.name for w in wrappers_of(result, kernel)} | {kernel}
-    for comp_path in companion_files(module_path):
-        try:
-            comp_src = comp_path.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        comp = detect(comp_src, str(comp_path))
-        names = [
-            f.name
-            for f in comp.functions
-            if f.name.startswith(HARNESS_PREFIXES) and f.is_zero_arg and _companion_calls_any(comp_src, f, wrapper_names)
-        ]
-        if names:
-            names.sort(key=lambda n: (_rank(n), n))
-            return HarnessChoice(names[0], str(comp_path.resolve()), "convention", candidates=names)
+    companion = _from_companions(module_path, result, kernel)
+    if companion is not None:
+        return companion
 
     zero_arg = [f.name for f in result.functions if f.is_zero_arg and _reaches(result, f, kernel)]
     if zero_arg:

@@ -126,3 +126,19 @@ def test_serialisation_round_trip():
 
     k = detect(example_source("softmax.py")).kernels[0]
     assert KernelInfo.from_dict(k.to_dict()) == k
+
+
+def test_bom_and_parser_memory_error(tmp_path):
+    from kernelband.detect import read_source
+
+    text = example_source("add_scale.py")
+    # decoded as plain utf-8 (an editor buffer) or read from disk: a BOM is not a parse error
+    r = detect("\ufeff" + text)
+    assert r.error is None and [k.name for k in r.kernels] == ["axpy_kernel"]
+    assert r.kernels[0].range == detect(text).kernels[0].range
+    f = tmp_path / "bom.py"
+    f.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert read_source(f) == text
+    # the parser raises MemoryError (not RecursionError) on 10,000 unary minus signs
+    r = detect("x = " + "-" * 10_000 + "1\n")
+    assert r.error is not None and "MemoryError" in r.error.message and not r.kernels

@@ -155,3 +155,27 @@ def test_unusable_originals_are_setup_errors(tmp_path):
             ev.task = task_for(tmp_path, source)
             with pytest.raises(SetupError, match=needle):
                 ev.prepare(time_it=False)
+
+
+def test_corrupted_context_restarts_worker_before_next_variant(tmp_path, monkeypatch):
+    """An illegal-address style error: the worker replies, then exits (code 3). The next
+    good variant must run in a fresh worker, not be reported CRASHED."""
+    monkeypatch.setenv("KERNELBAND_TEST_FATAL_MARKER", "KB_SIMULATED_FATAL")
+    with Evaluator(task_for(tmp_path, AXPY, timeout_s=20.0)) as ev:
+        ev.prepare(time_it=False)
+        pid_before = ev.client.info.pid
+        bad = variant("out = torch.empty_like(x)",
+                      "raise RuntimeError('an illegal memory access was encountered KB_SIMULATED_FATAL')")
+        res = ev.evaluate(bad, time_it=False)
+        assert res.status == Status.RUNTIME_ERROR and "context corrupted" in res.message, res.message
+        assert ev.worker_restarts == 1 and ev.client.alive and ev.client.info.pid != pid_before
+        ok = ev.evaluate(variant(LAUNCH, LAUNCH.replace("128", "256")), time_it=False)
+        assert ok.status == Status.OK, ok.message
+
+
+def test_paired_timing_deadline_grows_with_rounds(tmp_path):
+    ev = Evaluator(task_for(tmp_path, AXPY, timeout_s=3.0))
+    try:
+        assert ev.paired_timeout_s(40) > ev.paired_timeout_s(10) >= 3.0 * 10
+    finally:
+        ev.close()

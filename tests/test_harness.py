@@ -85,7 +85,7 @@ def test_explicit_and_pyproject_and_companion(tmp_path):
 
     write(tmp_path, "pyproject.toml", '[tool.kernelband.harness]\ndouble_kernel = "my_check"\n')
     h = find_harness(str(mod), src, "double_kernel")
-    assert (h.name, h.how) == ("my_check", "explicit")
+    assert (h.name, h.how) == ("my_check", "pyproject")
 
     (tmp_path / "pyproject.toml").unlink()
     comp = write(tmp_path, "test_kern.py", "import torch\nfrom kern import double\n\n"
@@ -117,3 +117,67 @@ def test_stub_without_wrapper_parses_and_launches(tmp_path):
     r2 = detect(full)
     assert r2.error is None
     assert "double_kernel" in r2.function("harness_double_kernel").launches
+
+
+def test_missing_or_broken_harness_files_give_reasons(tmp_path):
+    mod = write(tmp_path, "kern.py", KERNEL)
+    src = mod.read_text()
+    missing = tmp_path / "missing.py"
+    h = find_harness(str(mod), src, "double_kernel", explicit=f"{missing}:h")
+    assert not h.found and "does not exist" in h.reason and str(missing) in h.reason
+    write(tmp_path, "broken.py", "def h(:\n")
+    h = find_harness(str(mod), src, "double_kernel", explicit=f"{tmp_path / 'broken.py'}:h")
+    assert not h.found and "does not parse" in h.reason and "line 1" in h.reason
+
+    write(tmp_path, "pyproject.toml", '[tool.kernelband.harness]\ndouble_kernel = "missing.py:h"\n')
+    h = find_harness(str(mod), src, "double_kernel")
+    assert not h.found and "does not exist" in h.reason
+    write(tmp_path, "checks.py", "from kern import double\nimport torch\n\ndef h():\n    return double(torch.ones(3))\n")
+    write(tmp_path, "pyproject.toml", '[tool.kernelband.harness]\ndouble_kernel = "checks.py:h"\n')
+    h = find_harness(str(mod), src, "double_kernel")
+    assert (h.name, h.how, h.path) == ("h", "pyproject", str((tmp_path / "checks.py").resolve()))
+    write(tmp_path, "pyproject.toml", "[tool.kernelband.harness\ndouble_kernel = 'h'\n")
+    h = find_harness(str(mod), src, "double_kernel")
+    assert not h.found and "not valid TOML" in h.reason
+
+
+def test_bom_harness_file_is_read(tmp_path):
+    mod = write(tmp_path, "kern.py", KERNEL)
+    (tmp_path / "checks.py").write_bytes(b"\xef\xbb\xbfimport torch\nfrom kern import double\n\n"
+                                          b"def h():\n    return double(torch.ones(3))\n")
+    h = find_harness(str(mod), KERNEL, "double_kernel", explicit=f"{tmp_path / 'checks.py'}:h")
+    assert (h.name, h.how) == ("h", "explicit"), h.reason
+    (tmp_path / "test_kern.py").write_bytes(b"\xef\xbb\xbfimport torch\nimport kern\n\n"
+                                            b"def test_it():\n    return kern.double(torch.ones(3))\n")
+    assert find_harness(str(mod), KERNEL, "double_kernel").name == "test_it"
+
+
+def test_companion_matches_calls_by_ast_not_text(tmp_path):
+    """``torch.double(`` / ``x.double()`` are not the wrapper; ``kern.double`` and helpers are."""
+    mod = write(tmp_path, "kern.py", KERNEL)
+    comp = write(tmp_path, "test_kern.py", textwrap.dedent('''
+        import torch
+        import kern as K
+        from kern import double as dbl
+
+        def test_a_torch_only():
+            x = torch.randn(4).double()
+            return torch.double, torch.add(x, x)
+
+        def test_b_via_module_attr():
+            return K.double(torch.randn(4))
+
+        def _make():
+            return dbl(torch.randn(4))
+
+        def test_c_via_helper():
+            return _make()
+
+        def test_d_shadowed():
+            # text mentions double( but the call resolves to a local lambda
+            double = lambda t: t
+            return double(torch.randn(4))
+    '''))
+    h = find_harness(str(mod), KERNEL, "double_kernel")
+    assert (h.name, h.path) == ("test_b_via_module_attr", str(comp.resolve()))
+    assert h.candidates == ["test_b_via_module_attr", "test_c_via_helper"]

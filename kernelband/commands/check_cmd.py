@@ -1,11 +1,17 @@
 """``kernelband check FILE --kernel NAME --variant OTHER.py``: is a hand-written variant
-correct, and how much faster is it? Exit 0 when it passes, 1 when it does not."""
+correct, and how much faster is it? Exit 0 when it passes, 1 when it does not.
+
+The original already ran cleanly in ``prepare``, so a failure of the interleaved
+re-measurement (the variant stops passing, crashes or hangs there) is the variant's:
+it is a failed verdict (exit 1, status timeout/crashed/runtime_error), not exit 2."""
 from __future__ import annotations
 
 import argparse
 
+from ..detect import strip_bom
 from ..evaluate import Evaluator, SetupError
-from ..model import Variant
+from ..model import Status, Variant
+from ..worker.client import WorkerError
 from .common import EXIT_OK, EXIT_VERDICT, StderrLog, UsageError, add_task_arguments, build_task, print_json, read_module
 
 
@@ -19,7 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     task, _ = build_task(args)
-    _, variant_source = read_module(args.variant)
+    task.source = strip_bom(task.source)  # read as utf-8: ast.parse rejects a BOM
+    variant_source = strip_bom(read_module(args.variant)[1])
     if args.rounds < 2:
         raise UsageError("--rounds must be at least 2")
     log = StderrLog(quiet=args.json)
@@ -37,19 +44,38 @@ def run(args: argparse.Namespace) -> int:
         if base.weak_harness:
             log(f"warning: weak harness: {base.weak_reason}")
             out["weak_harness"] = base.weak_reason
-        ev = evaluator.evaluate(Variant(variant_source, generator="user"))
+        try:
+            ev = evaluator.evaluate(Variant(variant_source, generator="user"))
+        except SetupError as e:  # the worker could not be restarted
+            raise UsageError(str(e)) from None
         out.update(status=ev.status.value, message=ev.message, errors=ev.errors.to_dict() if ev.errors else None,
                    variant_ms=ev.time_ms)
         if ev.ok:
             log("re-measuring original and variant interleaved...")
-            paired = evaluator.paired_timing(Variant(variant_source, generator="user"), rounds=args.rounds)
-            out.update(speedup=paired.speedup, speedup_ci=[paired.ci_low, paired.ci_high],
-                       paired_baseline_ms=paired.baseline_ms, paired_variant_ms=paired.variant_ms, rounds=paired.rounds)
+            _paired(evaluator, Variant(variant_source, generator="user"), args.rounds, out)
     if args.json:
         print_json(out)
     else:
         _print_human(out)
     return EXIT_OK if out["status"] == "ok" else EXIT_VERDICT
+
+
+_PAIRED_FAILURE = {"timeout": Status.TIMEOUT, "crashed": Status.CRASHED, "error": Status.RUNTIME_ERROR}
+
+
+def _paired(evaluator: Evaluator, variant: Variant, rounds: int, out: dict) -> None:
+    """The speedup with its CI, or a failed verdict saying why it could not be measured."""
+    try:
+        paired = evaluator.paired_timing(variant, rounds=rounds)
+    except (WorkerError, SetupError) as e:
+        kind = e.kind if isinstance(e, WorkerError) else "crashed"
+        first = (str(e).strip().splitlines() or [kind])[0]
+        out.update(status=_PAIRED_FAILURE.get(kind, Status.RUNTIME_ERROR).value,
+                   message=f"passed correctness, but the interleaved re-measurement failed ({kind}): {first}")
+        StderrLog()(f"error: {out['message']}")
+        return
+    out.update(speedup=paired.speedup, speedup_ci=[paired.ci_low, paired.ci_high],
+               paired_baseline_ms=paired.baseline_ms, paired_variant_ms=paired.variant_ms, rounds=paired.rounds)
 
 
 def _print_human(out: dict) -> None:

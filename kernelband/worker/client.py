@@ -51,6 +51,14 @@ def _kill_tree(proc: subprocess.Popen) -> None:
         pass
 
 
+def _await_exit(proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    """Let a worker that announced its exit finish; kill it if it lingers."""
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_tree(proc)
+
+
 class WorkerClient:
     def __init__(
         self,
@@ -179,10 +187,13 @@ class WorkerClient:
                 # should not happen (fd 1 is redirected), but never let it wedge us
                 self._stderr.append(f"[non-protocol output] {line.rstrip()}")
                 continue
+            if reply.get("exiting") or reply.get("fatal"):
+                # the worker exits after this reply: wait for it, so that ``alive`` is
+                # False before the caller decides whether to restart
+                _await_exit(proc)
             if reply.get("ok"):
                 return reply.get("result")
             if reply.get("fatal"):
-                proc.wait(timeout=30)
                 raise WorkerError("crashed", reply.get("error", "fatal worker error"), self.stderr_tail())
             raise WorkerError("error", reply.get("error", "worker error"), reply.get("trace", ""))
 

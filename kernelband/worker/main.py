@@ -5,7 +5,9 @@ Protocol: one JSON request per line on stdin, one JSON reply per line on the pro
 stream (the original stdout; the process's fd 1 is pointed at stderr so nothing user
 code prints can corrupt the protocol). Each reply is ``{"ok": true, "result": ...}`` or
 ``{"ok": false, "error": str, "fatal": bool}``; after a fatal reply (a corrupted CUDA
-context) the worker exits and the client starts a fresh one.
+context) the worker exits and the client starts a fresh one. A reply also carries
+``"exiting": true`` whenever the worker exits right after it, including an ok reply
+whose result reports the corruption (an Evaluation), so the client never races the exit.
 """
 from __future__ import annotations
 
@@ -95,9 +97,12 @@ def main() -> int:
             reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "fatal": fatal,
                      "trace": traceback.format_exc(limit=8)}
         reply["wall_s"] = time.perf_counter() - t0
+        exiting = fatal or service.fatal
+        if exiting:
+            reply["exiting"] = True
         proto.write(json.dumps(reply, default=str) + "\n")
         proto.flush()
-        if fatal or service.fatal:
+        if exiting:
             return 3
     return 0
 

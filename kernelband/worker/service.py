@@ -24,6 +24,15 @@ from .timing import on_gpu, paired_timing, time_launches
 _FATAL_MARKERS = ("illegal memory access", "illegal address", "unspecified launch failure", "device-side assert",
                   "CUDA error", "misaligned address", "an illegal instruction")
 
+# Tests only: an exception whose text contains this marker counts as a corrupted
+# context, so the fatal path can be exercised under the CPU interpreter.
+_TEST_FATAL_ENV = "KERNELBAND_TEST_FATAL_MARKER"
+
+
+def _simulated_fatal(exc: BaseException) -> bool:
+    marker = os.environ.get(_TEST_FATAL_ENV, "")
+    return bool(marker) and marker in str(exc)
+
 
 def _launch_record(launch: CapturedLaunch) -> LaunchRecord:
     consts = {k: v for k, v in launch.kwargs.items() if k not in ("grid", "warmup") and isinstance(v, (int, float, bool, str))}
@@ -85,6 +94,9 @@ class WorkerService:
 
     def context_broken(self, exc: BaseException) -> bool:
         """After an exception, is the CUDA context still usable?"""
+        if _simulated_fatal(exc):
+            self.fatal = True
+            return True
         if not on_gpu():
             return False
         text = str(exc)

@@ -1,0 +1,109 @@
+"""The ``list`` and ``check`` subcommands end to end (a real CLI process, the interpreter).
+
+Inputs are a copy of examples/add_scale.py with a smaller problem so each check takes
+seconds; ``--rounds 2`` keeps the interleaved re-measurement short."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, example_source
+
+SMALL = example_source("add_scale.py").replace("50_003", "4_099")
+MASK = "mask = offsets < n_elements"
+GRID = 'grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)'
+# A grid that fails once the launch is replayed more often than one evaluation does
+# (its run + at most 51 timing replays): correctness passes, the re-measurement fails.
+FLAKY_GRID = '''
+_CALLS = [0]
+
+
+def _flaky_grid(n):
+    _CALLS[0] = 0  # the wrapper ran (a harness run); replays of the launch do not reset
+    def grid(meta):
+        _CALLS[0] += 1
+        if _CALLS[0] > 52:
+            raise RuntimeError("flaky replay")
+        return (triton.cdiv(n, meta["BLOCK_SIZE"]),)
+    return grid
+
+'''
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "kernelband", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    (tmp_path / "orig.py").write_text(SMALL, encoding="utf-8")
+    return tmp_path
+
+
+def write_variant(ws: Path, old: str, new: str, name: str = "variant.py") -> str:
+    assert old in SMALL, old
+    (ws / name).write_text(SMALL.replace(old, new), encoding="utf-8")
+    return name
+
+
+def test_list_json_and_text(ws):
+    p = cli("list", "orig.py", "--json", cwd=ws)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    (row,) = out["kernels"]
+    assert row["kernel"]["name"] == "axpy_kernel"
+    assert [s["enclosing_function"] for s in row["kernel"]["launch_sites"]] == ["axpy"]
+    assert (row["harness"]["name"], row["harness"]["how"]) == ("harness_axpy", "convention")
+    p = cli("list", "orig.py", cwd=ws)
+    assert p.returncode == 0, p.stderr
+    assert "axpy_kernel" in p.stdout and "launch:    line" in p.stdout and "harness:   harness_axpy" in p.stdout
+
+
+def test_list_and_check_with_bom_and_missing_harness(ws):
+    (ws / "bom.py").write_bytes(b"\xef\xbb\xbf" + SMALL.encode("utf-8"))
+    p = cli("list", "bom.py", cwd=ws)
+    assert p.returncode == 0 and "harness:   harness_axpy" in p.stdout, p.stderr
+    (ws / "pyproject.toml").write_text('[tool.kernelband.harness]\naxpy_kernel = "gone.py:h"\n', encoding="utf-8")
+    p = cli("list", "orig.py", cwd=ws)
+    assert p.returncode == 0 and "harness:   none:" in p.stdout and "does not exist" in p.stdout, p.stdout + p.stderr
+    p = cli("check", "orig.py", "--variant", "orig.py", "--harness", str(ws / "missing.py") + ":h", cwd=ws)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "does not exist" in p.stderr
+
+
+def test_check_correct_variant_passes_with_speedup(ws):
+    v = write_variant(ws, "BLOCK_SIZE=128)", "BLOCK_SIZE=1024)")
+    p = cli("check", "orig.py", "--variant", v, "--device", "cpu", "--rounds", "2", "--json", cwd=ws)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["status"] == "ok" and out["kernel"] == "axpy_kernel"
+    assert out["speedup"] > 0 and len(out["speedup_ci"]) == 2 and out["rounds"] == 2
+
+
+def test_check_off_by_one_mask_is_a_mismatch(ws):
+    v = write_variant(ws, MASK, MASK + " - 1")
+    p = cli("check", "orig.py", "--variant", v, "--device", "cpu", "--rounds", "2", "--json", cwd=ws)
+    assert p.returncode == 1, p.stderr
+    out = json.loads(p.stdout)
+    assert out["status"] == "mismatch" and "speedup" not in out
+
+
+def test_check_reports_a_failed_re_measurement_in_one_line(ws):
+    """The variant passes correctness but its interleaved re-measurement fails: a failed
+    verdict (exit 1) with a one-line reason, not a traceback."""
+    src = SMALL.replace(GRID, "grid = _flaky_grid(n)").replace("\n\ndef axpy(", "\n\n" + FLAKY_GRID + "\ndef axpy(")
+    (ws / "flaky.py").write_text(src, encoding="utf-8")
+    # 60 rounds replay the launch more than 52 times whatever the timing loop did
+    p = cli("check", "orig.py", "--variant", "flaky.py", "--device", "cpu", "--rounds", "60", "--json", cwd=ws)
+    assert p.returncode == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    out = json.loads(p.stdout)
+    assert out["status"] == "runtime_error" and "re-measurement failed" in out["message"]
+    assert "flaky replay" in out["message"]
