@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .evaluate import Evaluator, SetupError
+from .worker.client import WorkerError
 from .events import EventEmitter
 from .model import Evaluation, Status, Task, Variant, sha256_text
 from .store import Store
@@ -61,10 +62,23 @@ class Usage:
         if b.seconds is not None and self.seconds >= b.seconds:
             return f"time budget reached ({self.seconds:.0f} s)"
         if b.tokens is not None and self.tokens >= b.tokens:
-            return f"token budget reached ({self.tokens})"
+            return f"token budget reached ({self.tokens} of {b.tokens})"
         if b.dollars is not None and self.dollars >= b.dollars:
-            return f"dollar budget reached (${self.dollars:.4f})"
+            return f"dollar budget reached (${self.dollars:.4f} of ${b.dollars:.4f})"
         return None
+
+    def overshoot(self, b: Budget) -> Optional[str]:
+        """Budgets are checked before each LLM request, whose size is only known after it:
+        the last request can go past a token or dollar budget. Say so rather than hide it."""
+        over = []
+        if b.tokens is not None and self.tokens > b.tokens:
+            over.append(f"{self.tokens} of {b.tokens} tokens")
+        if b.dollars is not None and self.dollars > b.dollars:
+            over.append(f"${self.dollars:.4f} of ${b.dollars:.4f}")
+        if not over:
+            return None
+        return (f"the last LLM request went past the budget ({', '.join(over)}): budgets are checked before "
+                "each request and a reply's size is only known after it")
 
 
 @dataclass
@@ -124,6 +138,7 @@ class Session:
         self.gpu = ""
         self.triton_version = ""
         self.warnings: list[str] = []
+        self._counters_off: Optional[str] = None  # why tier 3 was given up for this session
 
     # ------------------------------------------------------------------ helpers
     def _candidate(self, variant: Variant, time_ms: float, profile: Optional[dict[str, Any]], parent: Any) -> Any:
@@ -134,9 +149,7 @@ class Session:
         prof = profile or {}
         if profile:
             self.profiles[variant.id] = profile  # the generator's prompt shows the parent's profile
-        # the clustering features of the chosen KernelBand variant (v1 or v2 vector)
-        feature_set = "v2" if self.config.search == "kernelband-v2" else "v1"
-        rv = (prof.get("runtime_vectors") or {}).get(feature_set) or prof.get("runtime_vector") \
+        rv = (prof.get("runtime_vectors") or {}).get(self._feature_set()) or prof.get("runtime_vector") \
             or [math.log(max(time_ms, 1e-9))]
         return Candidate(
             id=variant.id,
@@ -149,21 +162,41 @@ class Session:
             depth=(parent.depth + 1) if parent is not None else 0,
         )
 
+    def _feature_set(self) -> str:
+        """The clustering runtime vector: BanditConfig.feature_set when set, else the one
+        that follows the search's variant (what the policy's resolved() config uses)."""
+        chosen = getattr(self.config.bandit, "feature_set", None)
+        if chosen:
+            return chosen
+        return "v2" if self.config.search == "kernelband-v2" else "v1"
+
     def _with_counters(self, variant: Variant, profile: dict[str, Any]) -> dict[str, Any]:
         """Tier 3 runs Nsight Compute around a fresh process, outside the worker; it
         degrades to tiers 1-2 with a note when ncu or counter access is missing."""
         from dataclasses import replace
 
-        from .profile.collect import add_counters
+        from .profile.assemble import attach_counters
+        from .profile.collect import add_counters, lasting_counter_failure
 
+        if self._counters_off:  # ncu cannot work here: do not re-run it for every candidate
+            return attach_counters(profile, {"ok": False, "reason": self._counters_off})
         try:
-            return add_counters(profile, replace(self.task, source=variant.source), store=self.store, gpu=self.gpu,
-                                triton_version=self.triton_version)
+            profile = add_counters(profile, replace(self.task, source=variant.source), store=self.store, gpu=self.gpu,
+                                   triton_version=self.triton_version)
         except Exception as e:  # noqa: BLE001 - counters are optional, never a session failure
-            note = f"counters unavailable: {type(e).__name__}: {e}"
-            if note not in self.warnings:
-                self.warnings.append(note)
+            self._warn_once(f"counters unavailable: {type(e).__name__}: {e}")
             return profile
+        reason = lasting_counter_failure(profile)
+        if reason:
+            self._counters_off = reason
+            self._warn_once(f"counters unavailable: {reason}; carrying on with tiers 1-2 for the rest of the session")
+        return profile
+
+    def _warn_once(self, note: str) -> None:
+        """A Result warning and a log event, once per distinct note."""
+        if note not in self.warnings:
+            self.warnings.append(note)
+            self.emit("log", level="warning", message=note)
 
     def _add(self, cand: Any) -> None:
         self.pool.append(cand)
@@ -278,7 +311,8 @@ class Session:
         from .search.base import Outcome, make_policy
         from .search.compat import CompatibilityModels
 
-        compat = CompatibilityModels.load(self.store) if self.store else None
+        # the bandit config's compat_* constants apply to the stored models too
+        compat = CompatibilityModels.load(self.store, self.config.bandit) if self.store else None
         policy = make_policy(self.config.search, self.config.bandit, compat)
         allowed = set(self.config.strategies or [])
 
@@ -387,11 +421,17 @@ class Session:
             "worker_restarts": self.evaluator.worker_restarts,
             "baseline_bottleneck": ((self.profiles.get(original.id) or {}).get("diagnosis") or {}).get("bottleneck"),
         }
+        over = self.usage.overshoot(self.config.budget)
+        if over:
+            self._warn_once(over)
         if best is original:
             result["message"] = f"no faster correct variant found in {self.usage.evaluations} evaluations ({stop_reason})"
             return result
         self.emit("log", level="info", message="re-measuring the best variant and the original, interleaved...")
-        paired = self.evaluator.paired_timing(best.variant, rounds=self.config.paired_rounds)
+        try:
+            paired = self.evaluator.paired_timing(best.variant, rounds=self.config.paired_rounds)
+        except WorkerError as e:
+            return self._unverified(result, best, e)
         result.update(
             baseline_ms=paired.baseline_ms,
             best_ms=paired.variant_ms,
@@ -415,6 +455,20 @@ class Session:
         flag = self._roofline_flag(best, paired.variant_ms)
         if flag:
             result["warnings"].append(flag)
+        return result
+
+    def _unverified(self, result: dict[str, Any], best: Any, e: Exception) -> dict[str, Any]:
+        """The winner failed its re-measurement: a speedup that cannot be re-measured is not
+        verified, so the Result stays no_improvement (its id and search time are kept)."""
+        kind = getattr(e, "kind", "error")
+        failure = f"the final re-measurement of the best candidate failed ({kind}: {e})"
+        self._warn_once(failure)
+        result.update(
+            search_best_ms=best.time_ms,  # best_* stay the original's: nothing verified to apply
+            unverified_variant_id=best.id,
+            message=(f"search found a candidate at {self.pool[0].time_ms / best.time_ms:.2f}x, but {failure}: "
+                     "not a verified speedup"),
+        )
         return result
 
     def _phase_totals(self) -> dict[str, float]:

@@ -250,3 +250,60 @@ def test_target_usage_and_spec(tmp_path):
     p.write_text(json.dumps(spec))
     assert ncu_target._load_spec(str(p)) == spec
     assert ncu_target._load_spec(json.dumps(spec["task"])) == {"task": spec["task"]}
+
+
+def _counter_session(tmp_path):
+    from types import SimpleNamespace
+
+    from kernelband.events import EventEmitter
+    from kernelband.session import Session, SessionConfig
+
+    events: list = []
+    s = Session(_task(tmp_path), SessionConfig(profile_tier=3), EventEmitter(events.append), evaluator=SimpleNamespace())
+    return s, events
+
+
+@pytest.mark.parametrize("failure", ["permission", "missing"])
+def test_session_gives_up_counters_once_after_a_lasting_failure(tmp_path, monkeypatch, failure):
+    from kernelband.model import Variant
+
+    perm = FakeNcu(csv_text="", rc=1, stderr="==ERROR== ERR_NVGPUCTRPERM - The user does not have permission")
+    calls: list[int] = []
+    real = ncu.collect_counters
+
+    def counted(*args, **kw):
+        calls.append(1)
+        return real(*args, **kw) if failure == "missing" else real(*args, ncu="/fake/ncu", run=perm, **kw)
+
+    if failure == "missing":
+        monkeypatch.setattr(ncu, "find_ncu", lambda: None)
+    monkeypatch.setattr(ncu, "collect_counters", counted)
+    s, events = _counter_session(tmp_path)
+    cands = [s._candidate(Variant(f"# v{i}\n"), 1.0, _base_profile(), None) for i in range(3)]
+    assert len(calls) == 1 and len(perm.calls) == (1 if failure == "permission" else 0)  # ncu tried once only
+    reason = ncu.NO_PERMISSION if failure == "permission" else "ncu (Nsight Compute) not found"
+    assert all(s.profiles[c.id]["unavailable"]["counters"].startswith(reason) for c in cands)
+    said = [w for w in s.warnings if "counters unavailable" in w]
+    assert len(said) == 1 and reason in said[0]
+    logs = [e for e in events if e.type == "log" and "counters unavailable" in e.data["message"]]
+    assert len(logs) == 1 and logs[0].data["level"] == "warning"
+
+
+def test_session_keeps_trying_counters_after_a_passing_failure(tmp_path, monkeypatch):
+    from kernelband.model import Variant
+
+    def timeout(cmd, **kw):
+        if "--version" in cmd:
+            return subprocess.CompletedProcess(cmd, 0, "Version 1\n", "")
+        raise subprocess.TimeoutExpired(cmd, 5)
+
+    real = ncu.collect_counters
+    monkeypatch.setattr(ncu, "collect_counters", lambda *a, **kw: real(*a, ncu="/fake/ncu", run=timeout, **kw))
+    s, _ = _counter_session(tmp_path)
+    ok = FakeNcu()
+    for i in range(2):
+        s._candidate(Variant(f"# v{i}\n"), 1.0, _base_profile(), None)
+    assert s._counters_off is None and not s.warnings  # a timeout may be this candidate's: try the next one
+    monkeypatch.setattr(ncu, "collect_counters", lambda *a, **kw: real(*a, ncu="/fake/ncu", run=ok, **kw))
+    c = s._candidate(Variant("# v2\n"), 1.0, _base_profile(), None)
+    assert len(ok.calls) == 1 and s.profiles[c.id]["tiers"]["counters"]["values"]["registers_per_thread"] == 128

@@ -77,3 +77,20 @@ def test_greedy_always_expands_the_fastest_candidate():
     # once the fastest offers nothing, the next fastest that offers something
     c, s = p.select(POOL, offer({"slow": ["tiling"], "mid": ["fusion"]}), rng)
     assert (c.id, s) == ("mid", "fusion")
+
+
+def test_ucb1_exploration_constant_comes_from_the_config():
+    table = {"fast": ["tiling", "fusion"]}
+    rng = random.Random(0)
+    scores = {}
+    for k in (2.0, 8.0):
+        p = make_policy("ucb1", BanditConfig(ucb1_explore=k))
+        for _ in range(2):
+            c, s = p.select(POOL, offer(table), rng)
+            p.update(c, s, Outcome(True, 1.0, 0.5), None)  # r = 0.5 for both arms
+        p.select(POOL, offer(table), rng)
+        scores[k] = p.state()["last"]["scores"]["tiling"]
+    # t = 2, n = 1: 0.5 + sqrt(k ln 2)
+    assert scores[2.0] == pytest.approx(0.5 + (2.0 * 0.693147) ** 0.5, abs=1e-5)
+    assert scores[8.0] == pytest.approx(0.5 + (8.0 * 0.693147) ** 0.5, abs=1e-5)
+    assert BanditConfig().ucb1_explore == 2.0

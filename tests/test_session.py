@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,99 @@ def test_sigint_stops_cleanly_with_best_so_far(tmp_path):
     assert seen[-1].type == "result"
     result = seen[-1].data["result"]
     assert result["stop_reason"] == "stopped by request" and result["evaluations"] < 50
+
+
+# --------------------------------------------------------------------------- config, failures, budgets
+
+
+def test_stored_compatibility_models_get_the_bandit_config(tmp_path, monkeypatch):
+    import kernelband.search.base as search_base
+    from kernelband.search.config import BanditConfig
+    from kernelband.session import Session
+
+    seen = {}
+
+    def capture(name, config=None, compat=None):
+        seen["compat"] = compat
+        raise RuntimeError("captured")  # the search itself is not needed
+
+    monkeypatch.setattr(search_base, "make_policy", capture)
+    path = workspace(tmp_path)
+    store = Store.for_file(path)
+    cfg = BanditConfig(compat_buffer=7, compat_prior_strength=9.0, phi_none_psi=0.3)
+    s = Session(task_of(path), SessionConfig(bandit=cfg), store=store, evaluator=SimpleNamespace())
+    with pytest.raises(RuntimeError, match="captured"):
+        s._search(generator=None)
+    assert seen["compat"].config == cfg and seen["compat"].probability(None, "tiling") == 0.3
+    store.close()
+
+
+def test_clustering_feature_set_follows_the_bandit_config(tmp_path):
+    from kernelband.model import Variant
+    from kernelband.search.config import BanditConfig
+    from kernelband.session import Session
+
+    path = workspace(tmp_path)
+    profile = {"runtime_vectors": {"v1": [1.0], "v2": [2.0, 3.0]}}
+
+    def vector(search, bandit):
+        s = Session(task_of(path), SessionConfig(search=search, bandit=bandit), evaluator=SimpleNamespace())
+        return s._candidate(Variant("x"), 1.0, dict(profile), None).runtime_vector
+
+    assert vector("kernelband", None) == [1.0] and vector("kernelband-v2", None) == [2.0, 3.0]  # default: the variant's
+    assert vector("kernelband", BanditConfig(feature_set="v2")) == [2.0, 3.0]
+    assert vector("kernelband-v2", BanditConfig(feature_set="v1")) == [1.0]
+    assert vector("ucb1", BanditConfig(feature_set="v2")) == [2.0, 3.0]
+
+
+def test_a_failed_final_remeasurement_still_gives_a_result(tmp_path):
+    from kernelband.evaluate import Evaluator
+    from kernelband.session import Session
+    from kernelband.worker.client import WorkerError
+
+    class HangsOnRemeasure(Evaluator):
+        def paired_timing(self, variant, rounds=10):
+            raise WorkerError("timeout", "no reply in 240 s")
+
+    path = workspace(tmp_path)
+    task = task_of(path)
+    store = Store.for_file(path)
+    emitter, events = collect()
+    cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False)
+    result = Session(task, cfg, emitter, store, evaluator=HangsOnRemeasure(task, profile_tier=2)).run()
+    assert result["search_best_ms"] < result["baseline_ms"]  # the search did find a faster candidate...
+    assert result["status"] == "no_improvement" and "not a verified speedup" in result["message"]  # ...not verified
+    assert "re-measurement" in result["message"] and "timeout" in result["message"]
+    assert any("re-measurement" in w and "no reply in 240 s" in w for w in result["warnings"])
+    assert result["best_source"] == AXPY_SESSION and result["speedup"] == 1.0 and not result["diff"]
+    assert events[-1].type == "result" and any(e.type == "log" and e.data.get("level") == "warning" for e in events)
+    assert store.latest_result(str(path), "axpy_kernel")["status"] == "no_improvement"
+    assert len(store.history(result["session_id"])) == 3
+    store.close()
+
+
+def _llm_budget_session(tmp_path, budget: Budget) -> tuple[dict, int]:
+    tmp_path.mkdir()
+    path = workspace(tmp_path)
+    with LLMServer([Reply(content="I cannot help with that.")]) as server:  # 100 + 50 tokens, rejected each time
+        cfg = SessionConfig(generator="openai", budget=budget, warm_start=False,
+                            generator_options={"base_url": server.url, "model": "test-model", "api_key": "sk-test",
+                                               "timeout": 5, "retries": 0, "default_price": (1.0, 2.0)})
+        result = run_session(task_of(path), cfg)
+        return result, server.count
+
+
+def test_token_and_dollar_budgets_stop_an_llm_session(tmp_path):
+    # checked before each request: 150, 300 (< 400), then 450 stops it, past the budget, and says so
+    r, requests = _llm_budget_session(tmp_path / "tokens", Budget(evaluations=None, tokens=400))
+    assert r["stop_reason"] == "token budget reached (450 of 400)" and requests == 3
+    assert r["tokens"] == 450 and r["evaluations"] == 3 and r["status"] == "no_improvement"
+    assert any("went past the budget (450 of 400 tokens)" in w for w in r["warnings"])
+    # $0.0002 a request at (1, 2) USD per 1M tokens
+    r, requests = _llm_budget_session(tmp_path / "dollars", Budget(evaluations=None, dollars=0.0005))
+    assert r["stop_reason"] == "dollar budget reached ($0.0006 of $0.0005)" and requests == 3
+    assert r["cost_usd"] == pytest.approx(0.0006) and r["evaluations"] == 3 and r["tokens"] == 450
+    assert any("went past the budget ($0.0006 of $0.0005)" in w for w in r["warnings"])
+    # exactly at the budget: no overshoot to report
+    r, requests = _llm_budget_session(tmp_path / "exact", Budget(evaluations=None, tokens=300))
+    assert r["tokens"] == 300 and requests == 2 and not any("went past" in w for w in r["warnings"])

@@ -18,6 +18,7 @@ from ..events import Event, EventEmitter, jsonl_sink
 from ..session import SEARCH_NAMES, Budget, SessionConfig, run_session
 from ..store import Store
 from ..strategies import STRATEGY_NAMES
+from ..worker.client import WorkerError
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError, add_task_arguments, build_task, print_json
 from .progress import ProgressBar
 
@@ -108,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
     except (SetupError, ValueError) as e:
         emitter.emit("error", message=str(e), kind="setup")
         print(f"kernelband: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except WorkerError as e:  # the session handles the known cases; never a traceback for the rest
+        emitter.emit("error", message=f"the evaluation worker failed ({e.kind}): {e}", kind="worker")
+        print(f"kernelband: the evaluation worker failed ({e.kind}): {e}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         if store:

@@ -15,7 +15,7 @@ import time
 from typing import Any, Optional
 
 from .assemble import attach_counters, finalize
-from .ncu import INTERPRETER
+from .ncu import INTERPRETER, NO_PERMISSION
 from .static import INTERPRETER_REASON, grid_programs, static_profile
 
 COUNTERS_IN_SESSION = "collected by the session (kernelband.profile.add_counters), not inside the worker"
@@ -252,3 +252,19 @@ def add_counters(profile: dict[str, Any], task: Any, *, store: Any = None, gpu: 
     result = collect_counters(task, store=store, gpu=gpu, triton_version=triton_version,
                               interpreted=bool(profile.get("interpreted")), launches=count, **kwargs)
     return attach_counters(profile, result)
+
+
+# ncu failures that the next candidate would hit too (ncu.collect_counters' reasons):
+# a missing or unstartable tool, or no permission to read counters. Timeouts, a launch
+# that matched nothing or odd errors may be candidate-specific and are not listed.
+_LASTING_COUNTER_FAILURES = (NO_PERMISSION, "ncu (Nsight Compute) not found", "ncu could not be started",
+                             "ncu cannot start its profiler")
+
+
+def lasting_counter_failure(profile: dict[str, Any]) -> Optional[str]:
+    """The reason tier 3 failed for this profile when retrying it for other candidates
+    of the same session is pointless; None when it worked or may work next time."""
+    reason = (profile.get("unavailable") or {}).get("counters")
+    if isinstance(reason, str) and reason.startswith(_LASTING_COUNTER_FAILURES):
+        return reason
+    return None

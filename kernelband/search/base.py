@@ -158,7 +158,7 @@ def make_policy(
 
     The name picks the KernelBand variant: ``config`` supplies the constants and its
     ``variant`` is set from the name (``None`` = ``BanditConfig()``). Baselines use the
-    config only for their reward mode. ``compat`` is used by v1's score (a fresh
+    config for their reward mode (ucb1 also for ``ucb1_explore``). ``compat`` is used by v1's score (a fresh
     warm-started model when ``None``); any KernelBand policy given one also feeds it.
     """
     from .baselines import GreedyPolicy, RandomPolicy, UCB1Policy  # these import this module

@@ -3,13 +3,15 @@
 - random: uniform over every offered (candidate, strategy) pair; the only policy that
   draws from ``rng``.
 - ucb1: flat UCB1 over strategies (no clusters, no hardware model): every offered
-  strategy is pulled once (canonical order), then mean + sqrt(2 ln t / n); the chosen
+  strategy is pulled once (canonical order), then mean + sqrt(k ln t / n) with
+  k = ``ucb1_explore`` (2); the chosen
   strategy is applied to the fastest candidate that offers it.
 - greedy: best-first: always the fastest candidate that offers anything; among its
   strategies, one never tried (canonical order) first, then the best mean reward so
   far (ties: canonical order). No exploration bonus.
 
 Rewards use the config's reward mode (v1 by default), statistics are per strategy.
+Every constant comes from the BanditConfig.
 """
 from __future__ import annotations
 
@@ -75,7 +77,7 @@ class UCB1Policy(_StrategyStats):
             self._last = {"phase": "none"}
             return None
         names = strategy_order(s for ss in offers.values() for s in ss)
-        scores = {s: (self._mean(s) + ucb_bonus(2.0, self.t, self._n(s))) for s in names}
+        scores = {s: (self._mean(s) + ucb_bonus(self.config.ucb1_explore, self.t, self._n(s))) for s in names}
         s = max(names, key=lambda x: scores[x])  # unpulled arms score inf: warm-up in canonical order
         cand = fastest(c for c in pool if s in offers.get(c.id, ()))
         assert cand is not None

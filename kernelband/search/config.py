@@ -11,6 +11,7 @@
 | alpha | 0.5 | (unused) | weight of the compatibility term psi in the v1 score |
 | v1_explore | 2.0 | (unused) | the 2 in sqrt(2 ln t / n) |
 | c | (unused) | 2.0 | v2 exploration: c * sqrt(ln t / n) |
+| ucb1_explore | 2.0 | 2.0 | the 2 in the ucb1 baseline's sqrt(2 ln t / n) |
 | saturation_threshold | | 0.75 | v2 masks a strategy whose resource is >= this fraction of peak |
 | reward_mode | "v1" | "v2" | v1: 1 - Tc/Tp, -1 on failure; v2: max(0, 1 - Tc/Tp), 0 on failure |
 | feature_set | "v1" | "v2" | runtime vector used for clustering (see cluster.FEATURE_SETS) |
@@ -37,6 +38,7 @@ class BanditConfig:
     alpha: float = 0.5
     v1_explore: float = 2.0
     c: float = 2.0
+    ucb1_explore: float = 2.0  # the flat UCB1 baseline's coefficient (baselines.py), separate for ablations
     saturation_threshold: float = 0.75
     masking: Optional[bool] = None  # None: on for v2, off for v1
     reward_mode: Optional[str] = None  # None: same as variant
