@@ -39,9 +39,18 @@ class KernelBandProtocol(LanguageServerProtocol):
     def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams):
         _work_done_token.set(params.work_done_token)
         inner = super().lsp_workspace__execute_command(params)
-        handler, args, kwargs = next(inner)  # pygls resolves the handler and converts the arguments
+        step = next(inner)  # pygls resolves the handler and converts the arguments
+        if not (isinstance(step, tuple) and len(step) == 3):
+            # not the pygls 2.x shape we know: forward every step as pygls would, without tracking
+            while True:
+                sent = yield step
+                try:
+                    step = inner.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+        handler, args, kwargs = step
         if asyncio.iscoroutinefunction(handler):
-            handler = self.requests.track(self.msg_id, handler)
+            handler = self.requests.track(getattr(self, "msg_id", None), handler)
         result = yield handler, args, kwargs
         try:
             inner.send(result)
@@ -52,7 +61,7 @@ class KernelBandProtocol(LanguageServerProtocol):
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         # pygls cancels the request's future (the client gets -32800 at once) but not the
         # task running the command; cancel that too once the reply can no longer be sent
-        fut = self._request_futures.get(msg_id)
+        fut = getattr(self, "_request_futures", {}).get(msg_id)  # pygls 2.x internals; absent = no tracking
         super()._handle_cancel_notification(msg_id)
         if fut is not None and fut.cancelled():
             self.requests.cancel(msg_id)
