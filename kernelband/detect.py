@@ -9,7 +9,7 @@ import ast
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from .model import FunctionInfo, KernelInfo, LaunchSite, Param, ParseError, SourceRange
 
@@ -237,6 +237,22 @@ def parse_module(source: str, filename: str = "<source>") -> "tuple[Optional[ast
         return None, ParseError("too deeply nested for the Python parser (MemoryError)", 1, 0)
 
 
+def _module_level_defs(body: list[ast.stmt]) -> "Iterator[ast.FunctionDef | ast.AsyncFunctionDef]":
+    """Functions defined at module level, also inside `if`/`try`/`with` blocks
+    (`if HAS_TRITON:` or `try: import triton` guards): they are module attributes at run time."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+        elif isinstance(node, ast.If):
+            yield from _module_level_defs(node.body)
+            yield from _module_level_defs(node.orelse)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            for block in (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody):  # type: ignore[attr-defined]
+                yield from _module_level_defs(block)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            yield from _module_level_defs(node.body)
+
+
 def detect(source: str, filename: str = "<source>") -> DetectionResult:
     """Find kernels, launch sites and module-level functions. Never raises on bad input."""
     tree, error = parse_module(source, filename)
@@ -264,11 +280,10 @@ def detect(source: str, filename: str = "<source>") -> DetectionResult:
         )
         launches_by_kernel.setdefault(kname, []).append(site)
 
-    module_defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defs = list(_module_level_defs(tree.body))
+    module_defs = {n.name for n in defs}
     result = DetectionResult()
-    for node in tree.body:
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
+    for node in defs:
         decs = node.decorator_list
         if any(names.is_jit(d) for d in decs):
             start = min([d.lineno for d in decs] + [node.lineno])

@@ -105,6 +105,40 @@ def test_nested_launch_belongs_to_outer_function():
     assert r.kernels[0].launch_sites[0].enclosing_function == "outer"
 
 
+def test_kernels_under_import_guards_are_module_level():
+    r = detect(src('''
+        try:
+            import triton
+            HAS_TRITON = True
+        except ImportError:
+            HAS_TRITON = False
+        if HAS_TRITON:
+            @triton.jit
+            def guarded(x):
+                pass
+        else:
+            def guarded_fallback(x):
+                return x
+        try:
+            @triton.jit
+            def in_try(x):
+                pass
+        finally:
+            pass
+        def wrap(x):
+            guarded[(1,)](x)
+            return in_try[(2,)](x)
+        def harness_wrap():
+            return wrap(1)
+    '''))
+    assert [k.name for k in r.kernels] == ["guarded", "in_try"]
+    assert r.kernels[0].launch_sites[0].enclosing_function == "wrap"
+    assert (r.kernels[0].range.start_line, r.kernels[0].range.start_col) == (7, 4)  # the decorator, inside the if
+    assert {f.name for f in r.functions} == {"guarded_fallback", "wrap", "harness_wrap"}
+    assert r.function("harness_wrap").calls == ["wrap"]
+    assert r.function("wrap").launches == ["guarded", "in_try"]
+
+
 def test_unparsable_file_reports_error_without_raising():
     r = detect("import triton\n@triton.jit\ndef k(x:\n    pass\n")
     assert r.kernels == []
