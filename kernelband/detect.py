@@ -194,6 +194,8 @@ class _Walker(ast.NodeVisitor):
         self.stack.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+    # a module-level class owns what its methods call and launch (autograd.Function.forward)
+    visit_ClassDef = visit_FunctionDef  # type: ignore[assignment]
 
     def visit_Call(self, node: ast.Call) -> None:
         outer = self.stack[0] if self.stack else None
@@ -203,8 +205,8 @@ class _Walker(ast.NodeVisitor):
         elif isinstance(node.func, ast.Name):
             self.calls.setdefault(outer, set()).add(node.func.id)
         elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
-            # functools.partial(f) etc. are rare; methods on locals are not module calls
-            pass
+            # Cls.apply(x) reaches a module-level class; on anything else it matches nothing
+            self.calls.setdefault(outer, set()).add(node.func.value.id)
         # names passed as arguments (e.g. run(wrapper)) also count as reaching them
         for arg in list(node.args) + [k.value for k in node.keywords]:
             if isinstance(arg, ast.Name):
@@ -237,11 +239,11 @@ def parse_module(source: str, filename: str = "<source>") -> "tuple[Optional[ast
         return None, ParseError("too deeply nested for the Python parser (MemoryError)", 1, 0)
 
 
-def _module_level_defs(body: list[ast.stmt]) -> "Iterator[ast.FunctionDef | ast.AsyncFunctionDef]":
-    """Functions defined at module level, also inside `if`/`try`/`with` blocks
-    (`if HAS_TRITON:` or `try: import triton` guards): they are module attributes at run time."""
+def _module_level_defs(body: list[ast.stmt]) -> "Iterator[ast.stmt]":
+    """Functions, classes and assignments at module level, also inside `if`/`try`/`with`
+    blocks (`if HAS_TRITON:` or `try: import triton` guards): module attributes at run time."""
     for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign)):
             yield node
         elif isinstance(node, ast.If):
             yield from _module_level_defs(node.body)
@@ -280,10 +282,19 @@ def detect(source: str, filename: str = "<source>") -> DetectionResult:
         )
         launches_by_kernel.setdefault(kname, []).append(site)
 
-    defs = list(_module_level_defs(tree.body))
-    module_defs = {n.name for n in defs}
+    nodes = list(_module_level_defs(tree.body))
+    aliases = _aliases(nodes)
+    defs = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    module_defs = {n.name for n in defs} | set(aliases)
     result = DetectionResult()
     for node in defs:
+        if isinstance(node, ast.ClassDef):
+            launched = {s.kernel for ss in launches_by_kernel.values() for s in ss if s.enclosing_function == node.name}
+            if launched or walker.calls.get(node.name):
+                result.functions.append(FunctionInfo(
+                    name=node.name, range=_range(node), params=[], kind="class",
+                    calls=sorted(walker.calls.get(node.name, set()) & module_defs), launches=sorted(launched)))
+            continue
         decs = node.decorator_list
         if any(names.is_jit(d) for d in decs):
             start = min([d.lineno for d in decs] + [node.lineno])
@@ -312,7 +323,25 @@ def detect(source: str, filename: str = "<source>") -> DetectionResult:
                     launches=sorted({s.kernel for ss in launches_by_kernel.values() for s in ss if s.enclosing_function == node.name}),
                 )
             )
+    for name, (node, target) in aliases.items():
+        if target in module_defs:
+            result.functions.append(FunctionInfo(name=name, range=_range(node), params=[], calls=[target],
+                                                 launches=[], kind="alias"))
     return result
+
+
+def _aliases(nodes: list[ast.stmt]) -> dict[str, tuple[ast.stmt, str]]:
+    """`softmax = _Softmax.apply` / `f = g`: module-level names bound to another module name."""
+    out: dict[str, tuple[ast.stmt, str]] = {}
+    for node in nodes:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        value = node.value
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+            value = value.value  # Cls.apply -> Cls
+        if isinstance(value, ast.Name):
+            out[node.targets[0].id] = (node, value.id)
+    return out
 
 
 def kernel_at(result: DetectionResult, line: int) -> Optional[KernelInfo]:
@@ -324,5 +353,6 @@ def kernel_at(result: DetectionResult, line: int) -> Optional[KernelInfo]:
 
 
 def wrappers_of(result: DetectionResult, kernel: str) -> list[FunctionInfo]:
-    """Module-level functions that launch the kernel directly."""
-    return [f for f in result.functions if kernel in f.launches]
+    """Module-level functions that launch the kernel directly (classes are not wrappers:
+    their signature is not one function's)."""
+    return [f for f in result.functions if kernel in f.launches and f.kind == "function"]

@@ -75,7 +75,7 @@ def candidates_in(result: DetectionResult, kernel: str) -> list[str]:
     names = [
         f.name
         for f in result.functions
-        if f.name.startswith(HARNESS_PREFIXES) and f.is_zero_arg and _reaches(result, f, kernel)
+        if f.kind == "function" and f.name.startswith(HARNESS_PREFIXES) and f.is_zero_arg and _reaches(result, f, kernel)
     ]
     return sorted(names, key=lambda n: (_rank(n), n))
 
@@ -279,7 +279,7 @@ def find_harness(
     if companion is not None:
         return companion
 
-    zero_arg = [f.name for f in result.functions if f.is_zero_arg and _reaches(result, f, kernel)]
+    zero_arg = [f.name for f in result.functions if f.kind == "function" and f.is_zero_arg and _reaches(result, f, kernel)]
     if zero_arg:
         reason = (
             f"no function named harness_*/test_*/bench_*/benchmark_* reaches a launch of {kernel}; "

@@ -125,6 +125,9 @@ class FunctionInfo(Serializable):
     params: list[Param]
     calls: list[str]  # names of module-level functions/kernels it calls by name
     launches: list[str]  # kernels it launches directly
+    # "function"; "class": a module-level class (e.g. a torch.autograd.Function) whose methods'
+    # calls and launches are its own; "alias": `name = Cls.apply` and the like (calls = [Cls])
+    kind: str = "function"
 
     @property
     def is_zero_arg(self) -> bool:

@@ -181,3 +181,58 @@ def test_companion_matches_calls_by_ast_not_text(tmp_path):
     h = find_harness(str(mod), KERNEL, "double_kernel")
     assert (h.name, h.path) == ("test_b_via_module_attr", str(comp.resolve()))
     assert h.candidates == ["test_b_via_module_attr", "test_c_via_helper"]
+
+
+AUTOGRAD_MODULE = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, 2 * tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+class _Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.empty_like(x)
+        double_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+double = _Double.apply
+
+
+def test_double():
+    torch.manual_seed(0)
+    return double(torch.randn(1000))
+'''
+
+
+def test_kernel_launched_from_an_autograd_function(tmp_path):
+    """The common `class F(torch.autograd.Function)` + `f = F.apply` layout: the class owns its
+    methods' launches, the alias reaches the class, and the harness that calls the alias is found."""
+    det = detect(AUTOGRAD_MODULE)
+    cls = det.function("_Double")
+    assert cls is not None and cls.kind == "class" and cls.launches == ["double_kernel"]
+    alias = det.function("double")
+    assert alias is not None and alias.kind == "alias" and alias.calls == ["_Double"]
+    assert det.kernel("double_kernel").launch_sites[0].enclosing_function == "_Double"
+    path = tmp_path / "dbl.py"
+    path.write_text(AUTOGRAD_MODULE)
+    choice = find_harness(str(path), AUTOGRAD_MODULE, "double_kernel")
+    assert (choice.name, choice.how) == ("test_double", "convention"), choice.reason
+    # classes and aliases are neither wrappers (their signature is no one function's) nor harnesses
+    from kernelband.detect import wrappers_of
+    assert wrappers_of(det, "double_kernel") == []
+    # Cls.apply(x) called directly also reaches the class
+    direct = AUTOGRAD_MODULE.replace("return double(torch.randn(1000))", "return _Double.apply(torch.randn(1000))")
+    assert find_harness(str(path), direct, "double_kernel").name == "test_double"
