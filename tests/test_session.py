@@ -165,6 +165,21 @@ def test_apply_refuses_a_file_changed_during_the_session(tmp_path):
     assert path.read_text().endswith("# edited by the user meanwhile\n")
 
 
+def test_apply_keeps_a_byte_order_mark(tmp_path):
+    """read_module reads a BOM file as Python does (without the mark); --apply compares the
+    same text and writes the winner back with the mark the file had."""
+    from kernelband.commands.common import read_module
+    from kernelband.commands.optimize_cmd import _apply
+
+    path = workspace(tmp_path)
+    path.write_bytes(b"\xef\xbb\xbf" + AXPY_SESSION.encode())
+    _, started_from = read_module(str(path))
+    assert started_from == AXPY_SESSION
+    applied, note = _apply(str(path), started_from, AXPY_SESSION + "# better\n")
+    assert applied, note
+    assert path.read_bytes() == b"\xef\xbb\xbf" + (AXPY_SESSION + "# better\n").encode()
+
+
 def test_cli_usage_errors_exit_2(tmp_path):
     path = workspace(tmp_path)
     for args, needle in [(("optimize", str(tmp_path / "missing.py")), "no such file"),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..detect import strip_bom
 from ..evaluate import Evaluator, SetupError
 from ..model import Status, Variant
 from ..worker.client import WorkerError
@@ -25,8 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     task, _ = build_task(args)
-    task.source = strip_bom(task.source)  # read as utf-8: ast.parse rejects a BOM
-    variant_source = strip_bom(read_module(args.variant)[1])
+    variant_source = read_module(args.variant)[1]
     if args.rounds < 2:
         raise UsageError("--rounds must be at least 2")
     log = StderrLog(quiet=args.json)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from ..detect import DetectionResult, detect
+from ..detect import DetectionResult, detect, read_source, strip_bom
 from ..model import KernelInfo
 
 EXIT_OK = 0
@@ -24,9 +24,9 @@ def read_module(path: str, stdin_source: bool = False) -> tuple[str, str]:
     (the editor's unsaved buffer) while the path still locates imports and the store."""
     abspath = os.path.abspath(path)
     if stdin_source:
-        return abspath, sys.stdin.read()
+        return abspath, strip_bom(sys.stdin.read())
     try:
-        return abspath, Path(abspath).read_text(encoding="utf-8")
+        return abspath, read_source(abspath)  # utf-8 with or without a BOM, as Python reads it
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..detect import strip_bom
 from ..harness import find_harness
 from .common import EXIT_OK, detect_or_fail, print_json, read_module
 
@@ -18,7 +17,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path, source = read_module(args.file, args.stdin_source)
-    source = strip_bom(source)  # read as utf-8: a BOM would shift line 1's columns
     result = detect_or_fail(args.file, source)
     rows = []
     for k in result.kernels:

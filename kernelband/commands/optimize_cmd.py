@@ -6,6 +6,7 @@ Exit codes: 0 a verified speedup was found, 1 the session ran but found none,
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import signal
 import sys
@@ -131,13 +132,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _apply(path: str, started_from: str, new_source: str) -> tuple[bool, str]:
     try:
-        current = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
+        raw = Path(path).read_bytes()
+        current = raw.decode("utf-8-sig")  # as read_module read it
+    except (OSError, UnicodeDecodeError) as e:
         return False, f"not applied: cannot read {path} ({e})"
     if current != started_from:
         return False, f"not applied: {path} changed since the session started; use --diff and apply by hand"
     tmp = f"{path}.kernelband.tmp"
-    Path(tmp).write_text(new_source, encoding="utf-8")
+    Path(tmp).write_text(new_source, encoding="utf-8-sig" if raw.startswith(codecs.BOM_UTF8) else "utf-8")
     os.replace(tmp, path)  # atomic: never a half-written file
     return True, f"applied the winning variant to {path}"
 
