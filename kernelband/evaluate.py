@@ -143,8 +143,8 @@ class Evaluator:
             ev = Evaluation.from_dict(raw)
         except WorkerError as e:
             ev = self._failure(variant, e)
-        # a corrupted context is reported in an ok reply, then the worker exits (the
-        # client waited for that exit): replace it now, not on the next request
+        # after a timeout or crash, or a corrupted context reported in an ok reply (the
+        # worker then exits; the client waited for that): replace it now, not on the next request
         self._ensure_worker()
         ev.wall_s = time.perf_counter() - t0
         # what the worker did not account for: screening, pipes, JSON, restarts
@@ -162,8 +162,6 @@ class Evaluator:
         else:
             status = Status.RUNTIME_ERROR
             msg = str(e)
-        if e.kind in ("timeout", "crashed"):
-            self._ensure_worker()
         return Evaluation(status, msg, interpreted=self.interpreted, variant_id=variant.id)
 
     def _ensure_worker(self) -> None:

@@ -163,12 +163,12 @@ class Session:
         )
 
     def _feature_set(self) -> str:
-        """The clustering runtime vector: BanditConfig.feature_set when set, else the one
-        that follows the search's variant (what the policy's resolved() config uses)."""
-        chosen = getattr(self.config.bandit, "feature_set", None)
-        if chosen:
-            return chosen
-        return "v2" if self.config.search == "kernelband-v2" else "v1"
+        """The clustering runtime vector the policy's config resolves to: feature_set when
+        set, else the one of the search's variant (make_policy picks it from the name)."""
+        from .search.config import BanditConfig
+
+        variant = "v2" if self.config.search == "kernelband-v2" else "v1"
+        return (self.config.bandit or BanditConfig()).with_variant(variant).resolved().feature_set
 
     def _with_counters(self, variant: Variant, profile: dict[str, Any]) -> dict[str, Any]:
         """Tier 3 runs Nsight Compute around a fresh process, outside the worker; it
