@@ -12,10 +12,8 @@ while the others idle. This packs (kernel, method) pairs by their expected secon
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as bench  # noqa: E402  (benchmarks/run.py)
@@ -26,23 +24,9 @@ SECONDS_PER_EVALUATION = 1.8  # H200, six to eight sessions sharing the GPU (res
 SECONDS_PER_RUN = 11.0        # worker start, baseline checks, final interleaved re-measurement
 
 
-def load_rows(root: Path) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for f in sorted(root.glob("*/results.json")):
-        rows += json.loads(f.read_text())["runs"]
-    return dedupe(rows)
-
-
-def dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen: dict[tuple, dict[str, Any]] = {}
-    for r in rows:
-        seen.setdefault(bench.run_key(r), r)
-    return list(seen.values())
-
-
 def plan(budgets: list[int], methods: list[str], shards: int, gpu: str, seed: int) -> tuple[list[list[str]], list[float]]:
     """Greedy longest-first packing of the missing (kernel, method) pairs into shards."""
-    done = {(r["kernel"], r["method"], r["budget"], r["seed"], r["gpu"]) for r in load_rows(SHARD_ROOT)}
+    done = {bench.run_key(r) for r in bench.load_shard_rows(SHARD_ROOT)}
     cost: dict[str, float] = {}
     for e in bench.load_suite().SUITE:
         for m in methods:
@@ -61,7 +45,7 @@ def plan(budgets: list[int], methods: list[str], shards: int, gpu: str, seed: in
 def collect(out_dir: Path) -> int:
     """Add the new rows under out_dir/*/results.json to results/gpu/shard{i % 6}; returns how many."""
     modules = [e.module for e in bench.load_suite().SUITE]
-    new = load_rows(out_dir)
+    new = bench.load_shard_rows(out_dir)
     added = 0
     for s in range(BATCH_SHARDS):
         path = SHARD_ROOT / f"shard{s}" / bench.RESULTS_FILE
@@ -95,7 +79,7 @@ def main() -> int:
     bins, load = plan([int(b) for b in args.budgets.split(",")], args.methods.split(","), args.shards, args.gpu, args.seed)
     folder = Path(args.plan)
     folder.mkdir(parents=True, exist_ok=True)
-    bench.save_results(folder / "all.json", {"schema": bench.SCHEMA, "runs": load_rows(SHARD_ROOT)})
+    bench.save_results(folder / "all.json", {"schema": bench.SCHEMA, "runs": bench.load_shard_rows(SHARD_ROOT)})
     (folder / "shards.txt").write_text("".join(" ".join(b) + "\n" for b in bins))
     print(f"balance_shards: {sum(len(b) for b in bins)} pairs in {len(bins)} shards, "
           f"expected seconds per shard {[round(x) for x in load]}")

@@ -48,9 +48,7 @@ def main() -> int:
     ap.add_argument("shards", help="folder holding shard*/results.json")
     ap.add_argument("--out", default="benchmarks/results")
     args = ap.parse_args()
-    runs: list[dict] = []
-    for f in sorted(Path(args.shards).glob("shard*/results.json")):
-        runs += json.loads(f.read_text())["runs"]
+    runs = bench.load_shard_rows(Path(args.shards), "shard*/results.json")
     out = Path(args.out)
     bench.save_results(out / bench.RESULTS_FILE, {"schema": bench.SCHEMA, "runs": runs})
     written = bench.write_report(out, runs)

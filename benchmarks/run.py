@@ -292,6 +292,15 @@ def run_key(row: dict[str, Any]) -> tuple:
     return (row["kernel"], row["method"], row.get("budget"), row.get("seed"), row["gpu"])
 
 
+def load_shard_rows(folder: Path, pattern: str = "*/results.json") -> list[dict[str, Any]]:
+    """The rows of every results file under folder's shards, one per run key (the first)."""
+    rows: dict[tuple, dict[str, Any]] = {}
+    for f in sorted(folder.glob(pattern)):
+        for r in json.loads(f.read_text())["runs"]:
+            rows.setdefault(run_key(r), r)
+    return list(rows.values())
+
+
 def load_results(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {"schema": SCHEMA, "runs": []}
