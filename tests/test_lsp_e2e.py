@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import time
 
 import pytest
@@ -157,9 +158,20 @@ async def test_no_harness_warning_and_create_harness(tmp_path):
 
 
 # ---------------------------------------------------------------------------- jobs (stand-in engine)
+def fake_engine_env(tmp_path, step_s: str) -> dict[str, str]:
+    """The server's environment for jobs run by the stand-in engine, step_s seconds a step."""
+    return {"KERNELBAND_LSP_JOB_COMMAND": json.dumps(write_fake_engine(tmp_path)), "FAKE_STEP_S": step_s}
+
+
+async def started_job_pids(rec) -> tuple[int, int]:
+    """(job process, its worker) from the first job's first log event."""
+    log_ev = await wait_until(lambda: rec.events(etype="log"), 20, what="the job to start")
+    return log_ev[0]["pid"], log_ev[0]["event"]["worker_pid"]
+
+
 async def test_optimize_progress_edit_and_refusal(tmp_path):
     ws = copy_examples(tmp_path)
-    env = {"KERNELBAND_LSP_JOB_COMMAND": __import__("json").dumps(write_fake_engine(tmp_path)), "FAKE_STEP_S": "0.1"}
+    env = fake_engine_env(tmp_path, step_s="0.1")
     async with start_session(ws, settings={"budget": {"evaluations": 5}}, env=env) as (client, editor, rec):
         uri = editor.open(ws / "add_scale.py")
         original = editor.text(uri)
@@ -201,7 +213,7 @@ async def test_optimize_progress_edit_and_refusal(tmp_path):
 
 async def test_stale_edit_is_rejected_by_version_and_apply_variant_rebuilds(tmp_path):
     ws = copy_examples(tmp_path)
-    env = {"KERNELBAND_LSP_JOB_COMMAND": __import__("json").dumps(write_fake_engine(tmp_path)), "FAKE_STEP_S": "0.05"}
+    env = fake_engine_env(tmp_path, step_s="0.05")
     async with start_session(ws, env=env) as (client, editor, rec):
         uri = editor.open(ws / "add_scale.py")
         res = await run_command(client, "kernelband.optimize", uri=uri, kernel="axpy_kernel")
@@ -220,12 +232,11 @@ async def test_stale_edit_is_rejected_by_version_and_apply_variant_rebuilds(tmp_
 
 async def test_cancel_from_the_progress_notification_kills_the_tree(tmp_path):
     ws = copy_examples(tmp_path)
-    env = {"KERNELBAND_LSP_JOB_COMMAND": __import__("json").dumps(write_fake_engine(tmp_path)), "FAKE_STEP_S": "3"}
+    env = fake_engine_env(tmp_path, step_s="3")
     async with start_session(ws, settings={"budget": {"evaluations": 50}}, env=env) as (client, editor, rec):
         uri = editor.open(ws / "add_scale.py")
         task = asyncio.ensure_future(run_command(client, "kernelband.optimize", uri=uri, kernel="axpy_kernel"))
-        log_ev = await wait_until(lambda: rec.events(etype="log"), 20, what="the job to start")
-        worker_pid, job_pid = log_ev[0]["event"]["worker_pid"], log_ev[0]["pid"]
+        job_pid, worker_pid = await started_job_pids(rec)
         assert process_alive(job_pid) and process_alive(worker_pid)
         token = next(iter(client.progress_reports))
         # responsive while the job runs
@@ -267,13 +278,12 @@ async def queued_job(client, kernel: str) -> dict:
 
 async def test_cancel_request_stops_the_job_and_its_tree(tmp_path):
     ws = copy_examples(tmp_path)
-    env = {"KERNELBAND_LSP_JOB_COMMAND": __import__("json").dumps(write_fake_engine(tmp_path)), "FAKE_STEP_S": "3"}
+    env = fake_engine_env(tmp_path, step_s="3")
     async with start_session(ws, settings={"budget": {"evaluations": 50}}, env=env) as (client, editor, rec):
         uri = editor.open(ws / "add_scale.py")
         uri_sm = editor.open(ws / "softmax.py")
         running = execute_with_id(client, "opt-running", "kernelband.optimize", uri=uri, kernel="axpy_kernel")
-        log_ev = await wait_until(lambda: rec.events(etype="log"), 20, what="the job to start")
-        worker_pid, job_pid = log_ev[0]["event"]["worker_pid"], log_ev[0]["pid"]
+        job_pid, worker_pid = await started_job_pids(rec)
         assert process_alive(job_pid) and process_alive(worker_pid)
         # a second request queues behind it; cancelling that request drops the queued job
         queued = execute_with_id(client, "opt-queued", "kernelband.optimize", uri=uri_sm, kernel="softmax_kernel")
@@ -298,13 +308,12 @@ async def test_cancel_request_stops_the_job_and_its_tree(tmp_path):
 
 async def test_cancel_by_uri_and_kernel(tmp_path):
     ws = copy_examples(tmp_path)
-    env = {"KERNELBAND_LSP_JOB_COMMAND": __import__("json").dumps(write_fake_engine(tmp_path)), "FAKE_STEP_S": "3"}
+    env = fake_engine_env(tmp_path, step_s="3")
     async with start_session(ws, settings={"budget": {"evaluations": 50}}, env=env) as (client, editor, rec):
         uri = editor.open(ws / "add_scale.py")
         uri_sm = editor.open(ws / "softmax.py")
         first = asyncio.ensure_future(run_command(client, "kernelband.optimize", uri=uri, kernel="axpy_kernel"))
-        log_ev = await wait_until(lambda: rec.events(etype="log"), 20, what="the job to start")
-        job_pid, worker_pid = log_ev[0]["pid"], log_ev[0]["event"]["worker_pid"]
+        job_pid, worker_pid = await started_job_pids(rec)
         second = asyncio.ensure_future(run_command(client, "kernelband.optimize", uri=uri_sm, kernel="softmax_kernel"))
         qjob = await queued_job(client, "softmax_kernel")
         # another kernel, or another kind, matches nothing
@@ -328,7 +337,7 @@ async def test_cancel_by_uri_and_kernel(tmp_path):
 
 async def test_profile_command_fills_the_card(tmp_path):
     ws = copy_examples(tmp_path)
-    env = {"KERNELBAND_LSP_JOB_COMMAND": __import__("json").dumps(write_fake_engine(tmp_path)), "FAKE_STEP_S": "0.05"}
+    env = fake_engine_env(tmp_path, step_s="0.05")
     async with start_session(ws, env=env) as (client, editor, rec):
         uri = editor.open(ws / "add_scale.py")
         res = await run_command(client, "kernelband.profile", uri=uri, kernel="axpy_kernel")
@@ -341,7 +350,7 @@ async def test_profile_command_fills_the_card(tmp_path):
 
 async def test_background_on_save_supersede_and_files_changed_on_disk(tmp_path):
     ws = copy_examples(tmp_path)
-    env = {"KERNELBAND_LSP_JOB_COMMAND": __import__("json").dumps(write_fake_engine(tmp_path)), "FAKE_STEP_S": "0.3"}
+    env = fake_engine_env(tmp_path, step_s="0.3")
     settings = {"backgroundOnSave": True, "budget": {"evaluations": 3}}
     async with start_session(ws, settings=settings, env=env) as (client, editor, rec):
         await wait_until(lambda: any("watching" in m.message for m in client.log_messages), 10, what="the watcher")

@@ -185,21 +185,22 @@ export async function runJob(deps: FlowDeps, command: string, target: Target, ti
         progress.report({ message: view.message, increment });
       }
     };
+    const executeCancel = (args: Record<string, unknown>): void => {
+      deps.execute(ServerCommands.cancel, args).catch((err) => deps.log(`kernelband.cancel failed: ${errorText(err)}`));
+    };
     const sendCancel = (): void => {
       if (cancelSent || run.jobId === undefined) {
         return;
       }
       cancelSent = true;
       deps.log(`Cancelling job ${run.jobId} (${target.kernel})`);
-      deps.execute(ServerCommands.cancel, { jobId: run.jobId }).catch((err) => deps.log(`kernelband.cancel failed: ${errorText(err)}`));
+      executeCancel({ jobId: run.jobId });
     };
     // The id is unknown: the job may be queued or starting, and the request's -32800
     // reply ends this flow (and its listeners) before the id can arrive.
     const sendCancelByKernel = (): void => {
       deps.log(`Cancelling the ${jobKind(command)} job(s) of ${target.kernel} (job id not known yet)`);
-      deps
-        .execute(ServerCommands.cancel, { uri: target.uri, kernel: target.kernel, kind: jobKind(command) })
-        .catch((err) => deps.log(`kernelband.cancel failed: ${errorText(err)}`));
+      executeCancel({ uri: target.uri, kernel: target.kernel, kind: jobKind(command) });
     };
 
     const subs: Disposable[] = [];
