@@ -57,6 +57,16 @@ class Evaluator:
         self.evaluations = 0
         self.worker_restarts = 0
 
+    def _runs(self) -> int:
+        """Harness runs in one evaluation: every harness under every seed, the neutralised
+        runs, the replay check, the timing and the re-check after it."""
+        harnesses = 1 + len([h for h in self.task.check_harnesses if h != self.task.harness])
+        return harnesses * (len(self.task.seeds) + 2) + 4
+
+    def _deadline(self, runs: int) -> float:
+        # the judge gives the variant process 30 s to start plus timeout_s per run; we wait a bit longer
+        return 60.0 + self.task.timeout_s * runs
+
     # ------------------------------------------------------------------ lifecycle
     @property
     def info(self) -> Optional[WorkerInfo]:
@@ -92,7 +102,7 @@ class Evaluator:
         """Start a fresh worker and re-load the original from the saved references."""
         self.client.restart()
         self.worker_restarts += 1
-        self.client.request("prepare", self.task.timeout_s * 4, task=self.task.to_dict(),
+        self.client.request("prepare", self._deadline(self._runs() + 2), task=self.task.to_dict(),
                             workdir=str(self.workdir), restore=True, time=False)
 
     # ------------------------------------------------------------------ the original
@@ -101,7 +111,7 @@ class Evaluator:
         self.start()
         try:
             raw = self.client.request(
-                "prepare", self.task.timeout_s * (len(self.task.seeds) + 3), task=self.task.to_dict(),
+                "prepare", self._deadline(self._runs() + 2), task=self.task.to_dict(),
                 workdir=str(self.workdir), time=time_it, profile_tier=self.profile_tier, facts=self.facts,
             )
         except WorkerError as e:
@@ -137,7 +147,7 @@ class Evaluator:
         self._ensure_worker()
         try:
             raw = self.client.request(
-                "evaluate", self.task.timeout_s * len(self.task.seeds), source=variant.source, variant_id=variant.id,
+                "evaluate", self._deadline(self._runs()), source=variant.source, variant_id=variant.id,
                 time=time_it, profile_tier=tier, facts=self.facts,
             )
             ev = Evaluation.from_dict(raw)
@@ -154,7 +164,7 @@ class Evaluator:
     def _failure(self, variant: Variant, e: WorkerError) -> Evaluation:
         if e.kind == "timeout":
             status = Status.TIMEOUT
-            msg = f"timed out after {self.task.timeout_s * len(self.task.seeds):.0f} s (hang or far too slow); worker restarted"
+            msg = f"timed out after {self._deadline(self._runs()):.0f} s (hang or far too slow); worker restarted"
         elif e.kind == "crashed":
             status = Status.CRASHED
             tail = e.stderr_tail.strip().splitlines()[-3:]
@@ -189,13 +199,13 @@ class Evaluator:
         """One timeout per round (a round replays the original and the variant, kernel
         launches only) on top of the old fixed allowance for warm-up and a possible
         re-evaluation of the variant: the deadline grows with the rounds."""
-        return self.task.timeout_s * (4 + max(rounds, 2))
+        return self._deadline(4 + max(rounds, 2))
 
     def profile(self, source: Optional[str], tier: int) -> dict[str, Any]:
         """Profile the original (source None) or a variant source at a tier."""
         self._ensure_worker()
         try:
-            return self.client.request("profile", self.task.timeout_s * 4, source=source, tier=tier, facts=self.facts)
+            return self.client.request("profile", self._deadline(4), source=source, tier=tier, facts=self.facts)
         except WorkerError as e:
             if e.kind != "error":
                 self._revive()

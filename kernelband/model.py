@@ -161,11 +161,12 @@ class Task(Serializable):
     module_path: str  # absolute path of the user's file
     source: str  # the module's text as the job started (may be unsaved editor text)
     kernel: str
-    harness: str  # name of a zero-argument function
+    harness: str  # name of a zero-argument function: the timing workload (also checked)
     harness_path: Optional[str] = None  # companion file holding the harness, if any
     device: str = "auto"  # "auto" | "cuda" | "cuda:N" | "cpu" (interpreter)
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    timeout_s: float = 120.0  # per evaluation request
+    timeout_s: float = 120.0  # per harness run of an evaluation
+    check_harnesses: list[str] = field(default_factory=list)  # correctness-only harnesses (the timing harness `harness` is checked too)
 
     @property
     def source_hash(self) -> str:

@@ -24,7 +24,7 @@ _MAX_REPLAYED_SIGNATURES = 8  # distinct launch signatures whose writes are meas
 
 def launch_info(launches: list[Any]) -> dict[str, Any]:
     """Grid, constexprs and footprint of the kernel's first launch (no replay)."""
-    from ..worker.service import _launch_record  # the worker's own reading of a launch
+    from ..worker.capture import launch_record as _launch_record  # the worker's own reading of a launch
     from .traffic import tensor_args
 
     rec = _launch_record(launches[0])

@@ -312,7 +312,10 @@ def collect_counters(
         Path(spec_path).write_text(json.dumps(spec), encoding="utf-8")
         for attempt in range(4):
             cmd = build_command(ncu, spec_path, csv_path, task.kernel, used, 0, launches, python)
-            env = dict(os.environ)
+            # the profiled source may be a candidate's: the same scrubbed environment as a variant process
+            from ..worker.sandbox import scrubbed_env
+
+            env = scrubbed_env(tmp)
             env.pop("TRITON_INTERPRET", None)
             try:
                 proc = run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)

@@ -39,7 +39,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         torch.cuda.set_device(int(task.device.split(":", 1)[1]))
     workdir = spec.get("workdir") or tempfile.mkdtemp(prefix="kernelband-ncu-")
     version = load_module(task, task.source, "ncu", workdir)
-    _, launches = run_harness(version, int(spec.get("seed", 0)))
+    _, rec = run_harness(version, int(spec.get("seed", 0)))
+    launches = rec.launches
     mine = [l for l in launches if l.name == task.kernel][: max(1, int(spec.get("launches", 1)))]
     if not mine:
         seen = ", ".join(sorted({l.name for l in launches})) or "no Triton kernel"

@@ -2,12 +2,22 @@
 
 Every launch ``k[grid](*args, **kwargs)`` ends in ``<KernelInterface>.run(*args,
 grid=..., warmup=..., **kwargs)`` for JITFunction, InterpretedFunction, Autotuner and
-Heuristics alike. We wrap ``run`` on those classes and record only the outermost call
-(an autotuner's own benchmarking launches are inner calls). Replaying the outermost
-object's ``run`` with the same arguments re-launches exactly what the harness did,
-with an autotuner's cached best config, and without the harness's input creation.
+Heuristics alike. We wrap ``run`` on those classes and record:
+- the outermost call (what the harness launched: an Autotuner, say);
+- the innermost call made for it (the JITFunction that really ran, with the autotuner's
+  chosen config and the heuristics' values already applied) and the grid it resolved to.
 
-Imports triton: only used inside the worker process.
+A replay is *frozen*: it calls the innermost JIT function with the recorded grid as a
+tuple and the recorded arguments, so no Python code of the module (grid lambdas,
+heuristics, hooks, wrappers) runs while timing. A variant cannot make its timed replays
+launch less than its checked run did (a grid closure that drops to 0 after the first
+launch, say).
+
+While recording, each launch's tensor arguments are fingerprinted before and after it
+ran: that is how we know which tensors a kernel writes (its outputs, in-place ones
+included) and which inputs it left unchanged.
+
+Imports triton: only used inside a variant process.
 """
 from __future__ import annotations
 
@@ -16,9 +26,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
+import torch
 import triton  # noqa: F401  (ensures triton.runtime is importable)
 from triton.runtime import autotuner as _autotuner
 from triton.runtime import jit as _jit
+
+from ..model import LaunchRecord
 
 try:
     from triton.runtime import interpreter as _interpreter
@@ -33,6 +46,13 @@ def _kernel_classes() -> list[type]:
     return classes
 
 
+def _innermost_classes() -> tuple[type, ...]:
+    inner: list[type] = [_jit.JITFunction]
+    if _interpreter is not None and hasattr(_interpreter, "InterpretedFunction"):
+        inner.append(_interpreter.InterpretedFunction)
+    return tuple(inner)
+
+
 def kernel_name(obj: Any) -> str:
     """Name of the user's function behind a JITFunction/Autotuner/Heuristics chain."""
     seen = 0
@@ -42,6 +62,55 @@ def kernel_name(obj: Any) -> str:
     return getattr(obj, "__name__", type(obj).__name__)
 
 
+def arg_names_of(obj: Any) -> list[str]:
+    seen = 0
+    while obj is not None and seen < 8:
+        names = getattr(obj, "arg_names", None)
+        if names:
+            return list(names)
+        obj = getattr(obj, "fn", None)
+        seen += 1
+    return []
+
+
+def _normalize_grid(g: Any) -> tuple[int, ...]:
+    if isinstance(g, int):
+        return (g,)
+    return tuple(int(x) for x in g)
+
+
+# --------------------------------------------------------------------------- fingerprints
+_FP_CHUNK = 1 << 24
+
+
+def fingerprint(t: torch.Tensor) -> tuple[int, int]:
+    """A cheap content hash of a tensor (two weighted sums over its bytes viewed as
+    integers), computed in slices so memory stays bounded. Equal content gives equal
+    fingerprints; a change of any element changes them except with negligible chance."""
+    flat = t.detach().reshape(-1)
+    if flat.numel() == 0:
+        return (0, 0)
+    raw = flat.contiguous().view(torch.uint8) if flat.element_size() not in (2, 4, 8) else flat
+    if raw.dtype.is_floating_point or raw.dtype in (torch.bool, torch.complex64, torch.complex128):
+        size = raw.element_size()
+        raw = raw.contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64, 1: torch.uint8}.get(size, torch.uint8))
+    s1 = 0
+    s2 = 0
+    mask = (1 << 64) - 1
+    for start in range(0, raw.numel(), _FP_CHUNK):
+        part = raw[start:start + _FP_CHUNK].to(torch.int64)
+        w = torch.arange(start + 1, start + 1 + part.numel(), device=part.device, dtype=torch.int64)
+        s1 = (s1 + int(part.sum())) & mask
+        s2 = (s2 + int((part * (w * 2654435761 % 1000003 + 1)).sum())) & mask
+    return (s1, s2)
+
+
+def tensor_key(t: torch.Tensor) -> tuple[Any, ...]:
+    """Identity of the memory a tensor argument views (the same buffer passed twice is one output)."""
+    return (t.device.type, t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype))
+
+
+# --------------------------------------------------------------------------- launches
 @dataclass
 class CapturedLaunch:
     obj: Any  # the outermost KernelInterface object (e.g. an Autotuner)
@@ -49,41 +118,98 @@ class CapturedLaunch:
     kwargs: dict[str, Any]  # includes grid= and warmup=
     name: str
     result: Any = None  # what run() returned (a CompiledKernel on GPU, where triton returns one)
+    # the innermost JIT call that really ran, frozen: (jit object, args, kwargs with grid as a tuple)
+    inner: Optional[tuple[Any, tuple[Any, ...], dict[str, Any]]] = None
+    written: list[str] = field(default_factory=list)  # argument names whose content the launch changed
+    stream: int = 0  # CUDA stream handle the launch ran on (0 on the CPU)
 
     def replay(self) -> Any:
-        return self.obj.run(*self.args, **self.kwargs)
+        """Launch again exactly what ran, without any of the module's Python code."""
+        if self.inner is None:
+            raise RuntimeError(f"launch of {self.name} was not captured completely: it cannot be replayed")
+        obj, args, kwargs = self.inner
+        _state.depth = _depth() + 1  # a replay is never recorded
+        try:
+            return _run_unwrapped(obj, *args, **kwargs)
+        finally:
+            _state.depth -= 1
 
     @property
     def grid(self) -> Any:
         return self.kwargs.get("grid")
 
+    def named_args(self) -> dict[str, Any]:
+        names = arg_names_of(self.obj)
+        out = {n: a for n, a in zip(names, self.args)}
+        out.update({k: v for k, v in self.kwargs.items() if k not in ("grid", "warmup")})
+        return out
+
     def resolved_grid(self) -> list[int]:
-        """The grid as integers (a callable grid is evaluated on the launch's meta-args)."""
+        """The grid the launch really used (recorded while it ran)."""
+        if self.inner is not None:
+            return list(self.inner[2]["grid"])
         g = self.grid
         if callable(g):
-            meta = dict(self.kwargs)
-            arg_names = getattr(self.obj, "arg_names", None) or []
-            meta.update({n: a for n, a in zip(arg_names, self.args)})
-            best = getattr(self.obj, "best_config", None)
-            if best is not None and hasattr(best, "kwargs"):
-                meta.update(best.kwargs)
-            try:
-                g = g(meta)
-            except Exception:
-                return []
-        if isinstance(g, int):
-            return [g]
+            return []
         try:
-            return [int(x) for x in g]
-        except Exception:
+            return list(_normalize_grid(g))
+        except Exception:  # noqa: BLE001
             return []
 
 
+def _run_unwrapped(obj: Any, *args: Any, **kwargs: Any) -> Any:
+    for cls in type(obj).__mro__:
+        fn = cls.__dict__.get("run")
+        if fn is not None:
+            original = getattr(fn, "__kernelband_wrapped__", fn)
+            return original(obj, *args, **kwargs)
+    raise RuntimeError(f"{type(obj).__name__} has no run method")
+
+
+def launch_record(launch: CapturedLaunch) -> LaunchRecord:
+    """What the session and the profile read of a launch: grid, constexprs, warps, stages."""
+    consts = {k: v for k, v in launch.kwargs.items() if k not in ("grid", "warmup") and isinstance(v, (int, float, bool, str))}
+    if launch.inner is not None:
+        consts.update({k: v for k, v in launch.inner[2].items()
+                       if k not in ("grid", "warmup") and isinstance(v, (int, float, bool, str))})
+    best = getattr(launch.obj, "best_config", None)
+    if best is not None:
+        consts.update({k: v for k, v in getattr(best, "kwargs", {}).items() if isinstance(v, (int, float, bool, str))})
+        consts.setdefault("num_warps", getattr(best, "num_warps", None))
+        consts.setdefault("num_stages", getattr(best, "num_stages", None))
+    seen: set[int] = set()
+    nbytes = 0
+    for a in list(launch.args) + list(launch.kwargs.values()):
+        if isinstance(a, torch.Tensor) and id(a) not in seen:
+            seen.add(id(a))
+            nbytes += a.numel() * a.element_size()
+    return LaunchRecord(
+        kernel=launch.name,
+        grid=launch.resolved_grid(),
+        constexprs={k: v for k, v in consts.items() if k not in ("num_warps", "num_stages")},
+        num_warps=consts.get("num_warps"),
+        num_stages=consts.get("num_stages"),
+        tensor_bytes=nbytes,
+    )
+
+
+# --------------------------------------------------------------------------- recording
 @dataclass
 class LaunchRecorder:
     launches: list[CapturedLaunch] = field(default_factory=list)
-    skip: bool = False  # record but do not execute (the weak-harness check)
-    on_skip: Optional[Callable[[CapturedLaunch], None]] = None  # stands in for a skipped launch
+    # neutralise: record but do not execute; instead fill what the launch would write with
+    # NaN / -1 (the check that Triton, not torch, produces the outputs)
+    neutralise: bool = False
+    # kernel name -> argument names the original's launches write (what to poison when neutralised)
+    writes: dict[str, list[str]] = field(default_factory=dict)
+    track_writes: bool = True  # fingerprint tensor arguments around each launch
+    # first fingerprint of every tensor argument seen (inputs must stay unchanged)
+    first_seen: dict[tuple[Any, ...], tuple[torch.Tensor, tuple[int, int], str]] = field(default_factory=dict)
+    # called with (launch, named tensor args) just before and just after each real launch
+    # (the higher-precision reference copies the inputs, then reruns the frozen launch)
+    before_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None
+    after_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None
+    _inner_calls: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
 
 
 _state = threading.local()
@@ -97,34 +223,160 @@ def _depth() -> int:
     return getattr(_state, "depth", 0)
 
 
+def poison(t: torch.Tensor) -> None:
+    t.fill_(float("nan") if (t.is_floating_point() or t.is_complex()) else -1)
+
+
+def _tensors(named: dict[str, Any]) -> dict[str, torch.Tensor]:
+    return {n: a for n, a in named.items() if isinstance(a, torch.Tensor)}
+
+
+def _current_stream() -> int:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return int(torch.cuda.current_stream().cuda_stream)
+    return 0
+
+
+def _cpu_bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
+    """Triton's autotuner benchmarks configs through a GPU driver; under the interpreter
+    it gets wall time of a few calls instead (only which config wins matters here)."""
+    import time
+
+    kernel_call()
+    samples = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        kernel_call()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    samples.sort()
+    median = samples[1]
+    if quantiles is None:
+        return median
+    return [samples[min(int(q * 3), 2)] for q in quantiles]
+
+
+def _interpretable(obj: Any) -> None:
+    """Let every Autotuner in a kernel's chain pick its config under the interpreter."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    seen = 0
+    while obj is not None and seen < 8:
+        if isinstance(obj, _autotuner.Autotuner):
+            if "_do_bench" in vars(obj):
+                obj._do_bench = _cpu_bench
+            else:
+                obj.do_bench = _cpu_bench
+        obj = getattr(obj, "fn", None)
+        seen += 1
+
+
+def _neutralised(rec: LaunchRecorder, launch: CapturedLaunch, original: Callable[..., Any], self: Any,
+                 args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Stand in for a launch that computes nothing."""
+    named = _tensors(launch.named_args())
+    known = rec.writes.get(launch.name)
+    if known is None:
+        # a kernel the original never launched: find what it writes on copies
+        copies = {n: _same_layout_copy(t) for n, t in named.items()}
+        cargs = tuple(copies.get(n, a) if isinstance(a, torch.Tensor) else a
+                      for n, a in zip(arg_names_of(self), args))
+        ckw = {k: copies.get(k, v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        _state.depth = 1
+        try:
+            original(self, *cargs, **ckw)
+        finally:
+            _state.depth = 0
+        known = [n for n, t in named.items() if not torch.equal(copies[n], t)]
+    for n in known:
+        if n in named:
+            poison(named[n])
+
+
+def _same_layout_copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy with the same strides (a clone of a strided view would be contiguous, and
+    the kernel, launched with the view's strides, would read past it)."""
+    c = t.new_empty_strided(t.size(), t.stride())
+    c.copy_(t)
+    return c
+
+
 def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+    inner_classes = _innermost_classes()
+
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = _active()
-        if rec is None or _depth() > 0 or kwargs.get("warmup"):
-            _state.depth = _depth() + 1
+        if rec is None or kwargs.get("warmup"):
+            return original(self, *args, **kwargs)
+        if _depth() > 0:
+            if isinstance(self, inner_classes):
+                return _record_inner(rec, original, self, args, kwargs)
+            _state.depth += 1
             try:
                 return original(self, *args, **kwargs)
             finally:
                 _state.depth -= 1
-        launch = CapturedLaunch(self, args, dict(kwargs), kernel_name(self))
+        launch = CapturedLaunch(self, args, dict(kwargs), kernel_name(self), stream=_current_stream())
         rec.launches.append(launch)
-        if rec.skip:
-            if rec.on_skip is not None:
-                _state.depth = 1  # launches made by the stand-in are not the harness's
-                try:
-                    rec.on_skip(launch)
-                finally:
-                    _state.depth = 0
+        _interpretable(self)
+        if rec.neutralise:
+            _neutralised(rec, launch, original, self, args, kwargs)
             return None
+        named = _tensors(launch.named_args())
+        before = {}
+        if rec.track_writes:
+            for n, t in named.items():
+                fp = fingerprint(t)
+                before[n] = fp
+                rec.first_seen.setdefault(tensor_key(t), (t, fp, f"{launch.name}.{n}"))
+        if rec.before_launch is not None:
+            rec.before_launch(launch, named)
+        rec._inner_calls = []
         _state.depth = 1
         try:
-            launch.result = original(self, *args, **kwargs)
-            return launch.result
+            if isinstance(self, inner_classes):
+                launch.result = _record_inner(rec, original, self, args, kwargs)
+            else:
+                launch.result = original(self, *args, **kwargs)
         finally:
             _state.depth = 0
+        # the last inner call is the real launch (an autotuner benchmarks configs first)
+        if rec._inner_calls:
+            launch.inner = rec._inner_calls[-1]
+        if rec.track_writes:
+            launch.written = [n for n, t in named.items() if fingerprint(t) != before[n]]
+        if rec.after_launch is not None:
+            rec.after_launch(launch, named)
+        return launch.result
 
     run.__kernelband_wrapped__ = original  # type: ignore[attr-defined]
     return run
+
+
+def _record_inner(rec: LaunchRecorder, original: Callable[..., Any], self: Any, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> Any:
+    """Run an innermost JIT call, recording the grid it resolves to."""
+    grid = kwargs.get("grid")
+    resolved: list[tuple[int, ...]] = []
+    if callable(grid):
+        def recording_grid(meta: Any) -> Any:
+            g = grid(meta)
+            resolved.append(_normalize_grid(g))
+            return g
+        call_kwargs = dict(kwargs, grid=recording_grid)
+    else:
+        resolved.append(_normalize_grid(grid))
+        call_kwargs = kwargs
+    _state.depth = _depth() + 1
+    try:
+        result = original(self, *args, **call_kwargs)
+    finally:
+        _state.depth -= 1
+    if resolved:
+        frozen = dict(kwargs, grid=resolved[-1], warmup=False)
+        rec._inner_calls.append((self, args, frozen))
+    return result
 
 
 def install() -> None:
@@ -137,10 +389,15 @@ def install() -> None:
 
 
 @contextlib.contextmanager
-def recording(skip: bool = False, on_skip: Optional[Callable[[CapturedLaunch], None]] = None) -> Iterator[LaunchRecorder]:
+def recording(neutralise: bool = False, writes: Optional[dict[str, list[str]]] = None,
+              track_writes: bool = True,
+              before_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None,
+              after_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None,
+              ) -> Iterator[LaunchRecorder]:
     """Record the launches made inside the block (this thread only)."""
     install()
-    rec = LaunchRecorder(skip=skip, on_skip=on_skip)
+    rec = LaunchRecorder(neutralise=neutralise, writes=dict(writes or {}), track_writes=track_writes,
+                         before_launch=before_launch, after_launch=after_launch)
     prev = _active()
     _state.recorder = rec
     _state.depth = 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -69,6 +69,17 @@ class _Mismatch(Exception):
     pass
 
 
+_CHUNK = 1 << 22  # elements compared at a time: no full float64 copy of a large output
+
+
+def _chunks(ref: torch.Tensor, out: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Matching float64 slices of ``ref`` and ``out``, on the device where ``ref`` lives."""
+    r, o = ref.reshape(-1), out.reshape(-1)
+    for start in range(0, r.numel(), _CHUNK):
+        yield (r[start:start + _CHUNK].to(torch.float64),
+               o[start:start + _CHUNK].to(device=ref.device, dtype=torch.float64))
+
+
 def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: ErrorStats, tol_scale: float) -> None:
     if out.shape != ref.shape:
         raise _Mismatch(f"{path}: shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
@@ -79,39 +90,45 @@ def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: Erro
     if n == 0:
         return
     if not (ref.is_floating_point() or ref.is_complex()):
-        bad = int((out != ref.to(out.device)).sum())
+        bad = sum(int((o != r.to(o.device)).sum()) for r, o in zip(ref.reshape(-1).split(_CHUNK), out.reshape(-1).split(_CHUNK)))
         if bad:
             stats.mismatched += bad
             stats.worst_output = path
             raise _Mismatch(f"{path}: {bad} of {n} integer elements differ (exact match required)")
         return
-    # compare where the output lives (the GPU for large outputs): far cheaper than copying
-    r = ref.to(device=out.device, dtype=torch.float64)
-    o = out.to(torch.float64)
-    r_nan, o_nan = torch.isnan(r), torch.isnan(o)
-    if not torch.equal(r_nan, o_nan):
-        diff = int((r_nan != o_nan).sum())
-        stats.mismatched += diff
+    if ref.is_complex():
+        ref, out = torch.view_as_real(ref), torch.view_as_real(out)
+    tol = TOLERANCES.get(ref.dtype, TOLERANCES[torch.float32])
+    nan_diff = unwritten = bad = 0
+    max_abs = max_rel = 0.0
+    err_sq = ref_sq = 0.0
+    inf_bad = False
+    for r, o in _chunks(ref, out):
+        r_nan, o_nan = torch.isnan(r), torch.isnan(o)
+        nan_diff += int((r_nan != o_nan).sum())
+        unwritten += int((o_nan & ~r_nan).sum())
+        r_inf, o_inf = torch.isinf(r), torch.isinf(o)
+        if not torch.equal(r_inf, o_inf) or not torch.equal(r[r_inf], o[o_inf]):
+            inf_bad = True
+        finite = torch.isfinite(r) & torch.isfinite(o)
+        if not bool(finite.any()):
+            continue
+        rf, of = r[finite], o[finite]
+        abs_err = (of - rf).abs()
+        bad += int((abs_err > tol_scale * (tol.atol + tol.rtol * rf.abs())).sum())
+        max_abs = max(max_abs, float(abs_err.max()))
+        max_rel = max(max_rel, float((abs_err / rf.abs().clamp_min(tol.atol)).max()))
+        err_sq += float((abs_err * abs_err).sum())
+        ref_sq += float((rf * rf).sum())
+    if nan_diff:
+        stats.mismatched += nan_diff
         stats.worst_output = path
-        unwritten = int((o_nan & ~r_nan).sum())
         hint = " (NaN where the original has values: outputs left unwritten?)" if unwritten else ""
-        raise _Mismatch(f"{path}: NaN positions differ at {diff} elements{hint}")
-    r_inf, o_inf = torch.isinf(r), torch.isinf(o)
-    if not torch.equal(r_inf, o_inf) or not torch.equal(r[r_inf], o[o_inf]):
+        raise _Mismatch(f"{path}: NaN positions differ at {nan_diff} elements{hint}")
+    if inf_bad:
         stats.worst_output = path
         raise _Mismatch(f"{path}: Inf positions or signs differ")
-    finite = torch.isfinite(r)
-    if not bool(finite.any()):
-        return
-    rf, of = r[finite], o[finite]
-    tol = TOLERANCES.get(ref.dtype, TOLERANCES[torch.float32])
-    abs_err = (of - rf).abs()
-    bound = tol_scale * (tol.atol + tol.rtol * rf.abs())
-    bad = int((abs_err > bound).sum())
-    max_abs = float(abs_err.max())
-    max_rel = float((abs_err / rf.abs().clamp_min(tol.atol)).max())
-    ref_norm = float(torch.linalg.vector_norm(rf))
-    err_norm = float(torch.linalg.vector_norm(of - rf))
+    ref_norm, err_norm = math.sqrt(ref_sq), math.sqrt(err_sq)
     rel_l2 = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else math.inf)
     if max_abs >= stats.max_abs:
         stats.worst_output = path
@@ -140,6 +157,9 @@ def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float) ->
         for i, (a, b) in enumerate(zip(ref, out)):
             _walk(f"{path}[{i}]", a, b, stats, tol_scale)
     elif isinstance(ref, dict):
+        ref_type, out_type = getattr(ref, "type_name", None), getattr(out, "type_name", None)
+        if ref_type != out_type:
+            raise _Mismatch(f"{path}: expected {ref_type or 'a dict'}, got {out_type or type(out).__name__}")
         if not isinstance(out, dict) or set(out) != set(ref):
             raise _Mismatch(f"{path}: expected dict keys {sorted(map(str, ref))}, got "
                             f"{sorted(map(str, out)) if isinstance(out, dict) else type(out).__name__}")

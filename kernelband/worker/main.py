@@ -58,27 +58,15 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _poison_uninitialized_memory() -> None:
-    """Make torch.empty* return NaN (floats) / the max value (ints) instead of whatever
-    the caching allocator last held. Otherwise an output the harness allocates can reuse
-    the block that held the previous run's correct result, and a variant that leaves
-    part of it unwritten (or the weak-harness check's do-nothing kernel) would pass."""
-    import torch
-
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    det = getattr(torch.utils, "deterministic", None)
-    if det is not None and hasattr(det, "fill_uninitialized_memory"):
-        det.fill_uninitialized_memory = True
-
-
 def main() -> int:
     _exit_with_parent()
     proto = _protocol_stream()
     interpreted = _choose_backend()
-    _poison_uninitialized_memory()
-    from .service import WorkerService  # imports triton: after the backend choice
+    from . import sandbox
+    from .judge import JudgeService  # imports torch: after the backend choice
 
-    service = WorkerService(interpreted=interpreted)
+    sandbox.become_subreaper()  # a variant's double-forked children come back to us to be killed
+    service = JudgeService(interpreted=interpreted)
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -17,7 +17,7 @@ from typing import Any, Optional
 import torch
 
 from ..model import Task
-from .capture import CapturedLaunch, recording
+from .capture import LaunchRecorder, recording
 from .timing import gpu_lock
 
 
@@ -26,7 +26,7 @@ class HarnessError(Exception):
 
     def __init__(self, phase: str, exc: BaseException) -> None:
         super().__init__(f"{type(exc).__name__}: {exc}")
-        self.phase = phase  # "import" | "compile" | "run"
+        self.phase = phase  # "import" | "compile" | "run" | "assert" (the harness's own check failed)
         self.exc = exc
 
 
@@ -128,38 +128,18 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
-def poison_written_args(launch: CapturedLaunch) -> None:
-    """Stand-in for a kernel that computes nothing: find which tensors the launch writes
-    (by running it on copies), then fill those with NaN (or -1) instead of results.
-    Inputs stay untouched, so a harness that recomputes its result from them is caught."""
-    copies: dict[int, torch.Tensor] = {}
-
-    def clone(a: Any) -> Any:
-        if isinstance(a, torch.Tensor):
-            copies[id(a)] = copies.get(id(a)) if id(a) in copies else a.clone()
-            return copies[id(a)]
-        return a
-
-    args = tuple(clone(a) for a in launch.args)
-    kwargs = {k: clone(v) for k, v in launch.kwargs.items()}
-    launch.obj.run(*args, **kwargs)
-    synchronize()
-    for a in list(launch.args) + list(launch.kwargs.values()):
-        if isinstance(a, torch.Tensor) and id(a) in copies and not torch.equal(copies[id(a)], a):
-            a.fill_(float("nan") if a.is_floating_point() else -1)
-
-
-def run_harness(version: ModuleVersion, seed: int, skip_launches: bool = False) -> tuple[Any, list[CapturedLaunch]]:
-    """Run the harness under a seed, recording its kernel launches. With skip_launches
-    every launch is replaced by poison_written_args (the weak-harness check)."""
+def run_harness(version: ModuleVersion, seed: int, **recording_options: Any) -> tuple[Any, LaunchRecorder]:
+    """Run the harness under a seed, recording its kernel launches (``recording_options``
+    go to ``capture.recording``: neutralise, writes, before_launch, after_launch)."""
     fn = version.harness()
     seed_everything(seed)
-    with gpu_lock(exclusive=False), recording(skip=skip_launches, on_skip=poison_written_args if skip_launches else None) as rec:
+    with gpu_lock(exclusive=False), recording(**recording_options) as rec:
         try:
             out = fn()
             synchronize()
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise
-            raise HarnessError("compile" if _is_compile_error(e) else "run", e) from e
-    return out, rec.launches
+            phase = "assert" if isinstance(e, AssertionError) else ("compile" if _is_compile_error(e) else "run")
+            raise HarnessError(phase, e) from e
+    return out, rec

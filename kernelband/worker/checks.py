@@ -1,0 +1,120 @@
+"""The judge's checks beyond "outputs match" (DESIGN section 6): Triton must produce the
+outputs, and precision must not be worse than the original's own.
+
+Pure functions over output trees (torch only, no triton, no variant code).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator, Optional, Union
+
+import torch
+
+from .compare import _CHUNK
+
+Mask = Union[torch.Tensor, bool]
+
+# unit roundoff of each output dtype: the floor of a precision comparison
+_UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11,
+                  torch.bfloat16: 2.0 ** -8}
+PRECISION_FACTOR = 4.0  # a variant's error may be this many times the original's
+
+
+def leaves(tree: Any, path: str = "output") -> Iterator[tuple[str, Any]]:
+    if isinstance(tree, dict):
+        for k in tree:
+            yield from leaves(tree[k], f"{path}[{k!r}]")
+    elif isinstance(tree, (list, tuple)):
+        for i, x in enumerate(tree):
+            yield from leaves(x, f"{path}[{i}]")
+    else:
+        yield path, tree
+
+
+def _differs(ref: Any, out: Any) -> Mask:
+    """Where ``out`` is not ``ref`` (NaN equals NaN), elementwise for tensors."""
+    if isinstance(ref, torch.Tensor):
+        if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.dtype != ref.dtype:
+            return torch.ones(ref.shape, dtype=torch.bool, device=ref.device)
+        o = out.to(ref.device)
+        same = ref == o
+        if ref.is_floating_point() or ref.is_complex():
+            same |= torch.isnan(ref) & torch.isnan(o)
+        return ~same
+    try:
+        return not (ref == out or (isinstance(ref, float) and isinstance(out, float) and math.isnan(ref) and math.isnan(out)))
+    except Exception:  # noqa: BLE001 - incomparable values differ
+        return True
+
+
+def change_masks(ref: Any, neutral: Any) -> dict[str, Mask]:
+    """For each output leaf: where the original's outputs change when its Triton
+    launches are replaced by poison (the part Triton produces)."""
+    found = dict(leaves(neutral))
+    return {path: _differs(leaf, found.get(path)) for path, leaf in leaves(ref)}
+
+
+def count_changed(masks: dict[str, Mask]) -> int:
+    return sum(int(m.sum()) if isinstance(m, torch.Tensor) else int(m) for m in masks.values())
+
+
+def unproduced(ref: Any, masks: dict[str, Mask], neutral: Any) -> Optional[str]:
+    """A reason when some output that Triton produces in the original stays correct in the
+    variant with its launches neutralised (torch, a cache or a constant produced it)."""
+    found = dict(leaves(neutral))
+    for path, leaf in leaves(ref):
+        m = masks.get(path)
+        if m is None:
+            continue
+        d = _differs(leaf, found.get(path))
+        if isinstance(m, torch.Tensor):
+            d_t = d if isinstance(d, torch.Tensor) else torch.full_like(m, bool(d))
+            missing = int((m & ~d_t.to(m.device)).sum())
+            if missing:
+                return (f"{path}: {missing} of {int(m.sum())} elements the original's Triton launches produce do not "
+                        "depend on the variant's launches (computed outside Triton, cached, or constant)")
+        elif m and not d:
+            return f"{path}: the value does not depend on the variant's Triton launches"
+    return None
+
+
+# --------------------------------------------------------------------------- precision
+def error_against(high: torch.Tensor, x: torch.Tensor) -> tuple[float, float, float]:
+    """(relative L2 error, max abs error, max |high|) of ``x`` against the higher-precision
+    ``high``, over elements finite in both, computed in slices."""
+    h, v = high.reshape(-1), x.reshape(-1)
+    err_sq = ref_sq = 0.0
+    max_abs = max_ref = 0.0
+    for start in range(0, h.numel(), _CHUNK):
+        hh = h[start:start + _CHUNK].to(torch.float64)
+        vv = v[start:start + _CHUNK].to(device=hh.device, dtype=torch.float64)
+        ok = torch.isfinite(hh) & torch.isfinite(vv)
+        if not bool(ok.any()):
+            continue
+        e = (vv[ok] - hh[ok]).abs()
+        err_sq += float((e * e).sum())
+        ref_sq += float((hh[ok] * hh[ok]).sum())
+        max_abs = max(max_abs, float(e.max()))
+        max_ref = max(max_ref, float(hh[ok].abs().max()))
+    rel = math.sqrt(err_sq) / math.sqrt(ref_sq) if ref_sq > 0 else (0.0 if err_sq == 0 else math.inf)
+    return rel, max_abs, max_ref
+
+
+def precision_reason(name: str, dtype: torch.dtype, original: tuple[float, float, float],
+                     variant: tuple[float, float, float]) -> Optional[str]:
+    """A reason when the variant's error against the higher-precision reference is more than
+    PRECISION_FACTOR times the original's (floored at the output dtype's roundoff)."""
+    u = _UNIT_ROUNDOFF.get(dtype)
+    if u is None:
+        return None
+    o_rel, o_abs, scale = original
+    v_rel, v_abs, _ = variant
+    rel_bound = PRECISION_FACTOR * max(o_rel, u)
+    abs_bound = PRECISION_FACTOR * max(o_abs, u * scale)
+    if v_rel > rel_bound:
+        return (f"{name}: relative L2 error against a float64 run of the original {v_rel:.3g} is over "
+                f"{PRECISION_FACTOR:g}x the original's own ({o_rel:.3g}; {dtype} roundoff {u:.2g})")
+    if v_abs > abs_bound:
+        return (f"{name}: max abs error against a float64 run of the original {v_abs:.3g} is over "
+                f"{PRECISION_FACTOR:g}x the original's own ({o_abs:.3g})")
+    return None

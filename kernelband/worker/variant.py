@@ -1,0 +1,421 @@
+"""The variant process: ``python -m kernelband.worker.variant``, one job, then it exits.
+
+It imports a module version (the user's original, or a candidate: untrusted code),
+runs harnesses, replays and times the captured launches, and sends what it observed
+to the judge as data frames (``wire``) on the protocol stream. It never holds the
+reference outputs and never decides a verdict: the judge does (``judge.py``).
+
+The judge starts it inside the sandbox (``sandbox.py``: scrubbed environment, private
+cwd, no network where possible, resource limits) and kills its whole process tree when
+the job ends, so nothing a candidate did (monkeypatches, threads, children) survives.
+
+Job (one JSON object on stdin): ``{"nonce", "task", "modules": {tag: source},
+"steps": [...], "interpreted": bool}``; steps are run in order (see ``Steps``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import IO, Any, Callable, Optional
+
+_UPCAST_MAX_BYTES = 256 << 20  # a higher-precision reference only where copies are cheap
+
+
+def _protocol_stream() -> IO[bytes]:
+    fd = os.dup(1)
+    os.dup2(2, 1)  # user prints (and C-level writes to fd 1) go to stderr
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "wb", buffering=1 << 20)
+
+
+def _choose_backend(interpreted: bool) -> None:
+    if interpreted:
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+def _poison_uninitialized_memory() -> None:
+    """torch.empty* returns NaN (floats) / the max value (ints) instead of whatever the
+    caching allocator last held, so an output left unwritten never passes by luck."""
+    import torch
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    det = getattr(torch.utils, "deterministic", None)
+    if det is not None and hasattr(det, "fill_uninitialized_memory"):
+        det.fill_uninitialized_memory = True
+
+
+class RuntimeTampered(Exception):
+    """A function the measurement relies on was replaced while the module ran."""
+
+
+class Integrity:
+    """Identities of the functions the checks and the timing rely on, taken before any
+    module is imported; re-checked after every step. The screen already forbids
+    assigning attributes of imported objects: this catches what slipped past it."""
+
+    def __init__(self) -> None:
+        import torch
+        import triton
+        import triton.testing
+
+        from . import capture, wire
+
+        owners: list[tuple[str, Any, list[str]]] = [
+            ("torch.Tensor", torch.Tensor, ["fill_", "clone", "to", "sum", "reshape", "view", "contiguous", "data_ptr",
+                                            "numel", "element_size", "copy_", "detach", "__eq__", "__ne__", "abs"]),
+            ("torch", torch, ["equal", "arange", "empty", "isnan", "isinf", "isfinite", "manual_seed", "float64"]),
+            ("torch.cuda", torch.cuda, ["synchronize", "Event", "current_stream", "is_available"]),
+            ("triton.testing", triton.testing, ["do_bench"]),
+            ("capture", capture, ["fingerprint", "replay_all", "_run_unwrapped", "_wrap", "_record_inner"]),
+            ("wire", wire, ["write_frame", "encode", "_write_tensor"]),
+            ("json", json, ["dumps"]),
+            ("time", time, ["perf_counter"]),
+        ]
+        for cls in capture._kernel_classes():
+            owners.append((cls.__name__, cls, ["run"]))
+        self.expected: list[tuple[str, Any, str, Any]] = []
+        for label, owner, names in owners:
+            for name in names:
+                if hasattr(owner, name):
+                    self.expected.append((label, owner, name, getattr(owner, name)))
+        self.builtins = dict(vars(__builtins__) if not isinstance(__builtins__, dict) else __builtins__)
+
+    def check(self) -> None:
+        for label, owner, name, value in self.expected:
+            if getattr(owner, name, None) is not value:
+                raise RuntimeTampered(f"{label}.{name} was replaced while the module ran")
+        current = vars(__builtins__) if not isinstance(__builtins__, dict) else __builtins__
+        for name, value in self.builtins.items():
+            if current.get(name) is not value:
+                raise RuntimeTampered(f"builtin {name} was replaced while the module ran")
+
+
+class Steps:
+    """The job's steps, each sending frames. Runs keep their launches under a key so that
+    later steps (replay check, timing, paired timing, profile) can use them."""
+
+    def __init__(self, job: dict[str, Any], proto: IO[bytes]) -> None:
+        from ..model import Task
+        from .runner import load_module
+
+        self.nonce: str = job["nonce"]
+        self.proto = proto
+        self.task = Task.from_dict(job["task"])
+        self.interpreted = bool(job.get("interpreted"))
+        self.writes: dict[str, list[str]] = job.get("writes") or {}
+        from .capture import install
+
+        install()  # our launch recorder is in place before the identities are taken
+        self.kept: dict[str, tuple[Any, Any]] = {}  # key -> (returned output, recorder)
+        self.learned: dict[str, list[str]] = {}  # kernel -> argument names this job's launches wrote
+        self.integrity = Integrity()
+        self.threads = threading.active_count()
+        workdir = os.getcwd()
+        self.modules = {}
+        for tag, source in job["modules"].items():
+            self.modules[tag] = load_module(self.task, source, tag, workdir)
+            self.integrity.check()
+
+    # ------------------------------------------------------------------ frames
+    def send(self, kind: str, meta: dict[str, Any], tree: Any = None) -> None:
+        from .wire import write_frame
+
+        write_frame(self.proto, self.nonce, kind, meta, tree)
+
+    # ------------------------------------------------------------------ runs
+    def op_run(self, step: dict[str, Any]) -> None:
+        """Run a harness under a seed; send its returned output and every tensor its
+        launches wrote. mode: check | neutral (launches replaced by poison) | upcast
+        (check, plus the original's launches rerun on float64 copies)."""
+        import torch
+
+        from .capture import launch_record
+        from .runner import HarnessError, run_harness
+
+        version = self.modules[step["module"]]
+        if version.harness_name != step["harness"]:
+            version.harness_name = step["harness"]
+        mode = step.get("mode", "check")
+        upcast: dict[int, dict[str, torch.Tensor]] = {}
+        options: dict[str, Any] = {}
+        if mode == "neutral":
+            options.update(neutralise=True, writes=self.writes)
+        if mode == "upcast":
+            before, after = _upcast_hooks(self.task.kernel, upcast)
+            options.update(before_launch=before, after_launch=after)
+        if mode == "neutral" and not self.writes:
+            options["writes"] = self.learned  # the original's own job: what its check runs wrote
+        t0 = time.perf_counter()
+        try:
+            out, rec = run_harness(version, int(step["seed"]), **options)
+        except HarnessError as e:
+            if mode != "neutral":
+                raise
+            # the harness noticed that nothing was computed: report it, go on
+            self.integrity.check()
+            self.send("outputs", {"harness": step["harness"], "seed": step["seed"], "mode": mode,
+                                  "error": str(e)[-2000:]})
+            return
+        seconds = time.perf_counter() - t0
+        if threading.active_count() > self.threads:
+            raise RuntimeTampered("the module started threads (nothing may run beside the checked launches)")
+        self.integrity.check()
+        written, hp = self._collect_written(rec, mode, upcast)
+        changed = sorted({label for (t, fp, label) in rec.first_seen.values()
+                          if not _written_by(t, rec) and _fingerprint(t) != fp})
+        meta = {
+            "harness": step["harness"], "seed": step["seed"], "mode": mode, "seconds": round(seconds, 4),
+            "launches": [launch_record(l).to_dict() for l in rec.launches],
+            "written": {k: [n for n in v] for k, v in _written_names(rec).items()},
+            "changed_inputs": changed,
+            "streams": sorted({l.stream for l in rec.launches}),
+            "upcast": {k: [x is not None for x in v] for k, v in hp.items()},
+            "again": bool(step.get("again")),
+        }
+        if mode != "neutral":
+            for kernel, names in meta["written"].items():
+                have = self.learned.setdefault(kernel, [])
+                have += [n for n in names if n not in have]
+        tree: dict[str, Any] = {"returned": out, "written": written}
+        if mode == "upcast":
+            tree["upcast"] = {k: [x if x is not None else torch.empty(0) for x in v] for k, v in hp.items()}
+        self.send("outputs", meta, tree)
+        if step.get("keep"):
+            self.kept[step["keep"]] = (out, rec)
+
+    def _names(self, launch: Any, mode: str) -> list[str]:
+        """The arguments whose final content is an output: the ones the original's
+        launches of this kernel wrote (keys then line up with the references), or, for
+        the original's own check runs, the ones this launch changed."""
+        if self.writes:
+            return [n for n in self.writes.get(launch.name, []) if n in launch.named_args()]
+        return [] if mode == "neutral" else list(launch.written)
+
+    def _collect_written(self, rec: Any, mode: str, upcast: dict[int, dict[str, Any]]
+                         ) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+        """Distinct written tensors per "kernel.arg", in order of first launch, and (upcast
+        mode) the higher-precision result of the last launch that wrote each."""
+        from .capture import tensor_key
+
+        written: dict[str, list[Any]] = {}
+        hp: dict[str, list[Any]] = {}
+        slots: dict[str, dict[tuple[Any, ...], int]] = {}
+        for i, launch in enumerate(rec.launches):
+            named = launch.named_args()
+            for name in self._names(launch, mode):
+                key, t = f"{launch.name}.{name}", named[name]
+                if not hasattr(t, "data_ptr"):
+                    continue
+                where = slots.setdefault(key, {})
+                k = tensor_key(t)
+                if k not in where:
+                    where[k] = len(written.setdefault(key, []))
+                    written[key].append(t)
+                    if mode == "upcast":
+                        hp.setdefault(key, []).append(None)
+                if mode == "upcast" and name in upcast.get(i, {}):
+                    hp[key][where[k]] = upcast[i][name]
+        return written, hp
+
+    def op_replay_check(self, step: dict[str, Any]) -> None:
+        """Poison what the kept run's launches wrote, replay them once (frozen), and send
+        the outputs again: the judge compares them with the references, so a replay
+        that launches less than the checked run cannot pass."""
+        from .capture import poison, replay_all, tensor_key
+        from .runner import synchronize
+
+        out, rec = self.kept[step["key"]]
+        done: set[tuple[Any, ...]] = set()
+        for launch in rec.launches:
+            for name in launch.written:
+                t = launch.named_args()[name]
+                if tensor_key(t) not in done:
+                    done.add(tensor_key(t))
+                    poison(t)
+        replay_all(rec.launches)
+        synchronize()
+        self.integrity.check()
+        written, _ = self._collect_written(rec, "check", {})
+        self.send("outputs", {"mode": "replay", "key": step["key"], "launches": len(rec.launches)},
+                  {"returned": out, "written": written})
+
+    def op_release(self, step: dict[str, Any]) -> None:
+        """Drop a kept run (its tensors) before the next full-size run: one harness in memory."""
+        self.kept.pop(step["key"], None)
+        import gc
+
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def op_time(self, step: dict[str, Any]) -> None:
+        from .timing import time_launches
+
+        _, rec = self.kept[step["key"]]
+        timing = time_launches(rec.launches)
+        self.integrity.check()
+        self.send("timing", {"key": step["key"], "timing": timing.to_dict()})
+
+    def op_paired(self, step: dict[str, Any]) -> None:
+        from .timing import paired_samples
+
+        _, a = self.kept[step["a"]]
+        _, b = self.kept[step["b"]]
+        a_ms, b_ms, clock = paired_samples(a.launches, b.launches, rounds=int(step.get("rounds", 10)))
+        self.integrity.check()
+        self.send("paired", {"a_ms": a_ms, "b_ms": b_ms, "clock": clock})
+
+    def op_profile(self, step: dict[str, Any]) -> None:
+        from ..profile.collect import collect_profile
+
+        _, rec = self.kept[step["key"]]
+        prof = collect_profile(rec.launches, step.get("time_ms"), int(step.get("tier", 1)), step.get("facts") or {},
+                               step["source"], self.task.kernel, self.interpreted)
+        self.send("profile", {"profile": json.loads(json.dumps(prof, default=str))})
+
+
+def _fingerprint(t: Any) -> Any:
+    from .capture import fingerprint
+
+    return fingerprint(t)
+
+
+def _written_by(t: Any, rec: Any) -> bool:
+    from .capture import tensor_key
+
+    key = tensor_key(t)
+    return any(tensor_key(l.named_args()[n]) == key for l in rec.launches for n in l.written)
+
+
+def _written_names(rec: Any) -> dict[str, list[str]]:
+    """kernel -> argument names any of its launches wrote (what neutralising must poison)."""
+    out: dict[str, list[str]] = {}
+    for launch in rec.launches:
+        names = out.setdefault(launch.name, [])
+        for n in launch.written:
+            if n not in names:
+                names.append(n)
+    return out
+
+
+def _upcast_hooks(kernel: str, sink: dict[int, dict[str, Any]]) -> tuple[Callable[..., None], Callable[..., None]]:
+    """Hooks that rerun each launch of ``kernel`` on float64 copies of its pre-launch
+    tensors (float32 copies when float64 does not compile): a higher-precision reference
+    of the original's own computation, against which errors are measured."""
+    import torch
+
+    pending: dict[int, dict[str, torch.Tensor]] = {}
+    counter = [0]
+
+    def before(launch: Any, named: dict[str, torch.Tensor]) -> None:
+        index = counter[0]
+        counter[0] += 1
+        launch._kb_index = index
+        if launch.name != kernel or sum(t.numel() * 8 for t in named.values()) > _UPCAST_MAX_BYTES:
+            return
+        pending[index] = {n: t.detach().clone() for n, t in named.items()}
+
+    def after(launch: Any, named: dict[str, torch.Tensor]) -> None:
+        index = getattr(launch, "_kb_index", -1)
+        saved = pending.pop(index, None)
+        if saved is None or launch.inner is None or not launch.written:
+            return
+        floats = [t for t in saved.values() if t.is_floating_point()]
+        if not floats:
+            return
+        for wide in (torch.float64, torch.float32):
+            if wide == torch.float32 and all(t.dtype in (torch.float32, torch.float64) for t in floats):
+                break
+            copies = {n: (t.to(wide) if t.is_floating_point() else t.clone()) for n, t in saved.items()}
+            by_id = {id(named[n]): copies[n] for n in named}
+            obj, args, kwargs = launch.inner
+            wargs = tuple(by_id.get(id(a), a) for a in args)
+            wkw = {k: by_id.get(id(v), v) for k, v in kwargs.items()}
+            try:
+                from .capture import _run_unwrapped, _state
+
+                _state.depth = getattr(_state, "depth", 0) + 1
+                try:
+                    _run_unwrapped(obj, *wargs, **wkw)
+                finally:
+                    _state.depth -= 1
+                from .runner import synchronize
+
+                synchronize()
+            except Exception:  # noqa: BLE001 - this kernel does not compile at that width
+                continue
+            sink[index] = {n: copies[n] for n in launch.written if n in copies}
+            return
+
+    return before, after
+
+
+def main() -> int:
+    from . import sandbox
+
+    network = sandbox.enter()  # before anything else is imported or run
+    print(f"kernelband-sandbox: network {network}", file=sys.stderr, flush=True)
+    proto = _protocol_stream()
+    job = json.loads(sys.stdin.readline())
+    _choose_backend(bool(job.get("interpreted")))
+    _poison_uninitialized_memory()
+    nonce = job["nonce"]
+    from .wire import write_frame
+
+    def fail(kind: str, message: str) -> int:
+        try:
+            write_frame(proto, nonce, "error", {"phase": kind, "message": message[-4000:]})
+        except OSError:
+            pass
+        return 1
+
+    try:
+        steps = Steps(job, proto)
+    except RuntimeTampered as e:
+        return fail("tampered", str(e))
+    except Exception as e:  # noqa: BLE001 - HarnessError from the import
+        phase = getattr(e, "phase", "import")
+        return fail(phase, f"{type(e).__name__}: {e}" if not hasattr(e, "phase") else str(e))
+    for step in job["steps"]:
+        try:
+            getattr(steps, f"op_{step['op']}")(step)
+        except RuntimeTampered as e:
+            return fail("tampered", str(e))
+        except Exception as e:  # noqa: BLE001 - every failure is a frame
+            phase = getattr(e, "phase", "run")
+            text = str(e) if hasattr(e, "phase") else f"{type(e).__name__}: {e}"
+            fatal = _context_broken(e)
+            trace = traceback.format_exc(limit=6)
+            print(trace, file=sys.stderr)
+            try:
+                write_frame(proto, nonce, "error", {"phase": phase, "message": text[-4000:], "step": step.get("op"),
+                                                    "seed": step.get("seed"), "harness": step.get("harness"),
+                                                    "mode": step.get("mode"), "fatal": fatal})
+            except OSError:
+                pass
+            return 1
+    write_frame(proto, nonce, "done", {})
+    return 0
+
+
+_FATAL_MARKERS = ("illegal memory access", "illegal address", "unspecified launch failure", "device-side assert",
+                  "CUDA error", "misaligned address", "an illegal instruction")
+
+
+def _context_broken(exc: BaseException) -> bool:
+    text = str(exc)
+    marker = os.environ.get("KERNELBAND_TEST_FATAL_MARKER", "")
+    return any(m in text for m in _FATAL_MARKERS) or bool(marker and marker in text)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

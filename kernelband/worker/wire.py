@@ -1,0 +1,225 @@
+"""The channel from a variant process to the judge: framed data, never code.
+
+A variant process runs untrusted code, so what it sends is untrusted input. The judge
+therefore never unpickles anything: a frame is a JSON header (a tree of plain values
+and tensor descriptors) followed by the raw bytes of each tensor, rebuilt with
+``torch.frombuffer`` from a dtype on an allow-list and a shape whose byte count must
+match exactly. Verdicts are never sent, only data; the judge decides.
+
+Frame layout (all lengths little-endian uint64):
+    len(header) | header JSON | for each tensor in header order: len(bytes) | bytes
+Every header carries the job's nonce, so stray writes (a leftover child of an earlier
+job) are refused.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import struct
+from typing import IO, Any, Iterator, Optional
+
+import torch
+
+MAX_HEADER_BYTES = 16 << 20
+MAX_DEPTH = 24
+MAX_NODES = 100_000
+MAX_STRING = 4096
+CHUNK_BYTES = 64 << 20  # tensors cross in slices: host memory stays bounded on both sides
+
+_DTYPES: dict[str, torch.dtype] = {
+    name: getattr(torch, name)
+    for name in ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
+                 "complex64", "complex128", "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64")
+    if isinstance(getattr(torch, name, None), torch.dtype)
+}
+_DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
+
+
+class WireError(Exception):
+    """A frame that does not follow the protocol (truncated, oversized, malformed, forged)."""
+
+
+class WireObject(dict):
+    """An object the harness returned that is not a container (a dataclass, a buffer
+    wrapping a tensor...): its fields, compared like a dict, plus its type name."""
+
+    def __init__(self, type_name: str, fields: dict[str, Any]) -> None:
+        super().__init__(fields)
+        self.type_name = type_name
+
+
+# --------------------------------------------------------------------------- sending
+def _fields_of(obj: Any) -> Optional[dict[str, Any]]:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    d = getattr(obj, "__dict__", None)
+    if isinstance(d, dict):
+        return {k: v for k, v in d.items() if isinstance(k, str) and not k.startswith("__")}
+    return None
+
+
+def encode(tree: Any) -> tuple[Any, list[torch.Tensor]]:
+    """A JSON-able description of ``tree`` and the tensors it references, in order."""
+    tensors: list[torch.Tensor] = []
+    count = [0]
+
+    def enc(x: Any, depth: int) -> Any:
+        count[0] += 1
+        if depth > MAX_DEPTH or count[0] > MAX_NODES:
+            raise WireError("the output is nested too deeply or has too many parts")
+        if isinstance(x, torch.Tensor):
+            if x.dtype not in _DTYPE_NAMES:
+                return {"t": "opaque", "type": f"tensor of {x.dtype}"}
+            tensors.append(x)
+            return {"t": "tensor", "dtype": _DTYPE_NAMES[x.dtype], "shape": list(x.shape), "device": x.device.type}
+        if x is None or isinstance(x, (bool, int, str)):
+            if isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 1 << 63:
+                return {"t": "float", "v": repr(float(x))}
+            return {"t": "value", "v": x[:MAX_STRING] if isinstance(x, str) else x}
+        if isinstance(x, float):
+            return {"t": "float", "v": repr(x)}
+        if isinstance(x, tuple) and not hasattr(x, "_fields"):
+            return {"t": "tuple", "items": [enc(v, depth + 1) for v in x]}
+        if isinstance(x, list):
+            return {"t": "list", "items": [enc(v, depth + 1) for v in x]}
+        if isinstance(x, dict):
+            keys = list(x)
+            if not all(isinstance(k, (str, int)) for k in keys):
+                return {"t": "opaque", "type": "dict with non-string keys"}
+            return {"t": "dict", "keys": keys, "values": [enc(x[k], depth + 1) for k in keys]}
+        if isinstance(x, tuple):  # a namedtuple: a typed object with named fields
+            return {"t": "object", "type": type(x).__name__, "keys": list(x._fields),
+                    "values": [enc(v, depth + 1) for v in x]}
+        fields = _fields_of(x)
+        if fields is not None:
+            keys = list(fields)
+            return {"t": "object", "type": type(x).__name__, "keys": keys, "values": [enc(fields[k], depth + 1) for k in keys]}
+        return {"t": "opaque", "type": type(x).__name__}
+
+    return enc(tree, 0), tensors
+
+
+def _write_tensor(fh: IO[bytes], t: torch.Tensor) -> None:
+    flat = t.detach().reshape(-1)
+    nbytes = flat.numel() * flat.element_size()
+    fh.write(struct.pack("<Q", nbytes))
+    if nbytes == 0:
+        return
+    per = max(CHUNK_BYTES // flat.element_size(), 1)
+    for start in range(0, flat.numel(), per):
+        part = flat[start:start + per].to("cpu").contiguous()
+        fh.write(memoryview(part.view(torch.uint8).numpy()))
+
+
+def write_frame(fh: IO[bytes], nonce: str, kind: str, meta: dict[str, Any], tree: Any = None) -> None:
+    desc, tensors = encode(tree)
+    header = json.dumps({"nonce": nonce, "kind": kind, "meta": meta, "tree": desc}, default=str).encode()
+    fh.write(struct.pack("<Q", len(header)))
+    fh.write(header)
+    for t in tensors:
+        _write_tensor(fh, t)
+    fh.flush()
+
+
+# --------------------------------------------------------------------------- receiving
+def _read_exact(fh: IO[bytes], n: int) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = fh.readinto(view[got:])  # type: ignore[attr-defined]
+        if not k:
+            raise WireError(f"the variant process closed its channel mid-frame ({got} of {n} bytes)")
+        got += k
+    return bytes(buf) if n < 4096 else buf  # type: ignore[return-value]
+
+
+def _read_len(fh: IO[bytes]) -> Optional[int]:
+    first = fh.read(8)
+    if not first:
+        return None
+    if len(first) < 8:
+        first += _read_exact(fh, 8 - len(first))
+    return struct.unpack("<Q", first)[0]
+
+
+def _check_shape(shape: Any) -> list[int]:
+    if not isinstance(shape, list) or len(shape) > 16 or not all(isinstance(d, int) and 0 <= d < 1 << 48 for d in shape):
+        raise WireError(f"malformed tensor shape {str(shape)[:80]}")
+    return shape
+
+
+def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0) -> Any:
+    if depth > MAX_DEPTH or not isinstance(node, dict):
+        raise WireError("malformed output tree")
+    t = node.get("t")
+    if t == "tensor":
+        dtype = _DTYPES.get(node.get("dtype", ""))
+        if dtype is None:
+            raise WireError(f"tensor dtype {str(node.get('dtype'))[:40]!r} is not allowed")
+        shape = _check_shape(node.get("shape"))
+        numel = math.prod(shape)
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        n = _read_len(fh)
+        if n is None or n != numel * itemsize:
+            raise WireError(f"tensor byte count {n} does not match shape {shape} of {dtype}")
+        out = torch.empty(shape, dtype=dtype, device=device or "cpu")
+        flat = out.view(-1)
+        per = max(CHUNK_BYTES // itemsize, 1)
+        for start in range(0, numel, per):
+            k = min(per, numel - start)
+            raw = _read_exact(fh, k * itemsize)
+            part = torch.frombuffer(bytearray(raw) if isinstance(raw, bytes) else raw, dtype=torch.uint8).view(dtype)
+            flat[start:start + k].copy_(part)
+        return out
+    if t == "value":
+        v = node.get("v")
+        if not (v is None or isinstance(v, (bool, int, str))):
+            raise WireError("malformed value")
+        return v
+    if t == "float":
+        try:
+            return float(node.get("v"))
+        except (TypeError, ValueError):
+            raise WireError("malformed float") from None
+    if t in ("list", "tuple"):
+        items = [_decode(x, fh, device, depth + 1) for x in node.get("items") or []]
+        return items if t == "list" else tuple(items)
+    if t in ("dict", "object"):
+        keys, values = node.get("keys") or [], node.get("values") or []
+        if len(keys) != len(values) or not all(isinstance(k, (str, int)) for k in keys):
+            raise WireError("malformed mapping")
+        fields = {k: _decode(v, fh, device, depth + 1) for k, v in zip(keys, values)}
+        return fields if t == "dict" else WireObject(str(node.get("type", "?"))[:80], fields)
+    if t == "opaque":
+        return WireObject(f"opaque {str(node.get('type', '?'))[:80]}", {})
+    raise WireError(f"unknown node type {str(t)[:40]!r}")
+
+
+def read_frame(fh: IO[bytes], nonce: str, device: Optional[str] = None) -> Optional[tuple[str, dict[str, Any], Any]]:
+    """The next frame as (kind, meta, tree), or None at a clean end of stream. Tensors are
+    rebuilt on ``device`` (slice by slice). Raises WireError on anything malformed."""
+    n = _read_len(fh)
+    if n is None:
+        return None
+    if n > MAX_HEADER_BYTES:
+        raise WireError(f"frame header of {n} bytes is over the limit")
+    try:
+        header = json.loads(_read_exact(fh, n))
+    except ValueError:
+        raise WireError("frame header is not JSON") from None
+    if not isinstance(header, dict) or header.get("nonce") != nonce:
+        raise WireError("frame does not carry this job's nonce (forged or stale)")
+    meta = header.get("meta")
+    if not isinstance(meta, dict) or not isinstance(header.get("kind"), str):
+        raise WireError("malformed frame header")
+    return header["kind"], meta, _decode(header.get("tree"), fh, device)
+
+
+def iter_frames(fh: IO[bytes], nonce: str, device: Optional[str] = None) -> Iterator[tuple[str, dict[str, Any], Any]]:
+    while True:
+        frame = read_frame(fh, nonce, device)
+        if frame is None:
+            return
+        yield frame

@@ -1,0 +1,2 @@
+"""Shared test helpers (kernel sources, evaluator plumbing). Test modules import from
+here, never from each other."""

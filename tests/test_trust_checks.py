@@ -1,0 +1,139 @@
+"""Each of the judge's checks beyond "outputs match", with the cheat that would fool a
+plain comparison (DESIGN section 6). Real Triton under the interpreter, through the
+whole evaluation path (screen, judge, sandboxed variant process)."""
+from __future__ import annotations
+
+import pytest
+from helpers.kernels import AXPY, AXPY_LAUNCH, axpy_task, edited
+
+from kernelband.evaluate import Evaluator
+from kernelband.model import Status, Variant
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def axpy(tmp_path_factory):
+    ev = Evaluator(axpy_task(tmp_path_factory.mktemp("trust"), timeout_s=30.0))
+    assert ev.prepare(time_it=False).ok
+    yield ev
+    ev.close()
+
+
+def test_torch_result_with_a_token_launch_is_rejected(axpy):
+    """The result comes from torch; the kernel runs on one element to look launched."""
+    cheat = edited(AXPY_LAUNCH, "scratch = torch.empty(1)\n"
+                                "    axpy_kernel[(1,)](x, y, scratch, alpha, 1, BLOCK_SIZE=128)\n"
+                                "    out = alpha * x + y")
+    ev = axpy.evaluate(cheat, time_it=False)
+    assert ev.status in (Status.REJECTED, Status.MISMATCH) and not ev.ok, ev.message
+
+
+def test_torch_copy_into_the_written_buffer_is_rejected(axpy):
+    """The kernel writes the real output buffer, then torch overwrites it with its own result:
+    with the launches neutralised the outputs do not change, so Triton did not produce them."""
+    cheat = edited(AXPY_LAUNCH, AXPY_LAUNCH.replace("out, alpha", "out, 0.0") + "\n    out.copy_(alpha * x + y)")
+    ev = axpy.evaluate(cheat, time_it=False)
+    assert ev.status == Status.REJECTED and "do not depend on the variant's launches" in ev.message, ev.message
+
+
+def test_grid_closure_that_drops_to_zero_after_the_first_launch_fails(axpy):
+    """Replays (timing) would launch nothing; the second seed's run launches nothing too."""
+    cheat = edited("def axpy(alpha, x, y):",
+                   "_calls = [0]\n\n\ndef _grid(n):\n"
+                   "    def g(meta):\n        _calls[0] += 1\n"
+                   "        return (triton.cdiv(n, meta['BLOCK_SIZE']) if _calls[0] <= 1 else 0,)\n"
+                   "    return g\n\n\ndef axpy(alpha, x, y):")
+    cheat = Variant(cheat.source.replace(AXPY_LAUNCH, AXPY_LAUNCH.replace("(triton.cdiv(n, 128),)", "_grid(n)")))
+    ev = axpy.evaluate(cheat)
+    assert not ev.ok and ev.timing is None, ev.message
+
+
+def test_kernel_that_zeroes_an_input_is_rejected(axpy):
+    cheat = edited("    tl.store(out_ptr + offsets, alpha * x + y, mask=mask)",
+                   "    tl.store(out_ptr + offsets, alpha * x + y, mask=mask)\n"
+                   "    tl.store(x_ptr + offsets, x * 0, mask=mask)")
+    ev = axpy.evaluate(cheat, time_it=False)
+    assert ev.status == Status.REJECTED and "x_ptr" in ev.message and "only reads" in ev.message, ev.message
+
+
+def test_wrapper_that_modifies_an_input_with_torch_is_rejected(axpy):
+    cheat = edited("    return out\n", "    y.zero_()\n    return out\n")
+    ev = axpy.evaluate(cheat, time_it=False)
+    assert ev.status == Status.REJECTED and "modified" in ev.message, ev.message
+
+
+def test_result_cached_across_calls_fails_on_the_next_seed(axpy):
+    cheat = edited("def axpy(alpha, x, y):\n", "_memo = {}\n\n\ndef axpy(alpha, x, y):\n"
+                   "    if 'out' in _memo:\n        return _memo['out']\n")
+    cheat = Variant(cheat.source.replace("    return out\n", "    _memo['out'] = out\n    return out\n"))
+    ev = axpy.evaluate(cheat, time_it=False)
+    assert ev.status != Status.OK and "seed 1" in ev.message or "never launches" in ev.message, ev.message
+
+
+def test_rounding_fp32_outputs_through_fp16_fails_the_precision_check(axpy):
+    """fp16 keeps 11 bits: rounding an fp32 output through it (relative error ~2.4e-4)
+    passes the fp32 tolerance (rtol 1e-3), yet its error against a float64 rerun of the
+    original is thousands of times the original's own."""
+    cheat = edited("alpha * x + y", "(alpha * x + y).to(tl.float16).to(tl.float32)")
+    ev = axpy.evaluate(cheat, time_it=False)
+    assert ev.status == Status.MISMATCH and "precision" in ev.message, ev.message
+
+
+def test_a_correct_rewrite_passes_every_check(axpy):
+    ev = axpy.evaluate(edited(AXPY_LAUNCH, AXPY_LAUNCH.replace("128", "512")))
+    assert ev.status == Status.OK, ev.message
+    assert ev.timing is not None
+
+
+ASSERTING = AXPY.replace('''def harness_axpy():
+    x = torch.randn(3001)
+    y = torch.randn(3001)
+    return axpy(0.5, x, y)''', '''def test_axpy():
+    x = torch.randn(3001)
+    y = torch.randn(3001)
+    torch.testing.assert_close(axpy(0.5, x, y), 0.5 * x + y)
+
+
+def bench_axpy():
+    x = torch.randn(4096)
+    y = torch.randn(4096)
+    return axpy(0.5, x, y)''')
+
+
+@pytest.fixture(scope="module")
+def two_harnesses(tmp_path_factory):
+    path = tmp_path_factory.mktemp("roles") / "axpy.py"
+    path.write_text(ASSERTING, encoding="utf-8")
+    from kernelband.model import Task
+
+    task = Task(module_path=str(path), source=ASSERTING, kernel="axpy_kernel", harness="bench_axpy",
+                check_harnesses=["test_axpy"], device="cpu", timeout_s=30.0)
+    ev = Evaluator(task)
+    base = ev.prepare(time_it=False)
+    assert base.ok and not base.weak_harness, base.message
+    yield ev
+    ev.close()
+
+
+def test_a_pytest_style_harness_failing_its_assert_is_a_mismatch(two_harnesses):
+    ev = two_harnesses.evaluate(Variant(ASSERTING.replace("alpha * x + y", "alpha * x - y")), time_it=False)
+    assert ev.status == Status.MISMATCH and "own check failed" in ev.message, ev.message
+
+
+def test_wrong_only_at_sizes_the_timing_harness_does_not_use_is_caught(two_harnesses):
+    """bench_axpy uses 4096 = 32 blocks exactly; test_axpy uses 3001: dropping the mask
+    breaks only the latter, which is a correctness harness too."""
+    v = Variant(ASSERTING.replace("alpha * x + y, mask=mask)",
+                                  "tl.where(offsets < n_elements - n_elements % 128, alpha * x + y, 0.0), mask=mask)"))
+    ev = two_harnesses.evaluate(v, time_it=False)
+    assert not ev.ok and "test_axpy" in ev.message, ev.message
+
+
+def test_torch_result_passing_the_harness_asserts_is_rejected(two_harnesses):
+    """With its launches neutralised the original fails test_axpy's assert; a variant whose
+    result comes from torch still passes it: Triton does not produce its result."""
+    cheat = ASSERTING.replace("    return out\n", "    out.copy_(alpha * x + y)\n    return out\n")
+    ev = two_harnesses.evaluate(Variant(cheat), time_it=False)
+    assert ev.status == Status.REJECTED and ("Triton does not produce" in ev.message
+                                             or "do not depend on the variant's launches" in ev.message), ev.message

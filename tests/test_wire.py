@@ -1,0 +1,90 @@
+"""The variant-to-judge channel: data round-trips; anything malformed or forged is refused."""
+from __future__ import annotations
+
+import io
+import json
+import struct
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from kernelband.worker.wire import MAX_HEADER_BYTES, WireError, WireObject, read_frame, write_frame
+
+NONCE = "n" * 32
+
+
+@dataclass
+class Buffer:  # an object wrapping a tensor, as some APIs return
+    data: torch.Tensor
+    name: str
+
+
+def roundtrip(tree):
+    fh = io.BytesIO()
+    write_frame(fh, NONCE, "outputs", {"seed": 1}, tree)
+    fh.seek(0)
+    kind, meta, out = read_frame(fh, NONCE)
+    assert kind == "outputs" and meta == {"seed": 1}
+    assert read_frame(fh, NONCE) is None  # clean end of stream
+    return out
+
+
+def test_trees_roundtrip_with_every_dtype_and_structure():
+    tree = {
+        "a": torch.randn(3, 5),
+        "b": (torch.arange(7, dtype=torch.int64), [torch.ones(2, dtype=torch.bool), None]),
+        "h": torch.randn(4).to(torch.bfloat16),
+        "t": torch.randn(6, 4).t(),  # non-contiguous
+        "e": torch.empty(0, 3),
+        "x": 1.5, "n": float("nan"), "i": 3, "s": "ok",
+        "obj": Buffer(torch.full((2,), 7.0), "kv"),
+    }
+    out = roundtrip(tree)
+    assert torch.equal(out["a"], tree["a"]) and torch.equal(out["b"][0], tree["b"][0])
+    assert torch.equal(out["h"], tree["h"]) and out["h"].dtype == torch.bfloat16
+    assert torch.equal(out["t"], tree["t"]) and out["e"].shape == (0, 3)
+    assert out["x"] == 1.5 and out["n"] != out["n"] and out["i"] == 3 and out["s"] == "ok"
+    assert isinstance(out["b"], tuple) and out["b"][1][1] is None
+    assert isinstance(out["obj"], WireObject) and out["obj"].type_name == "Buffer"
+    assert torch.equal(out["obj"]["data"], tree["obj"].data)
+
+
+def frame(header: dict, payload: bytes = b"") -> io.BytesIO:
+    raw = json.dumps(header).encode()
+    return io.BytesIO(struct.pack("<Q", len(raw)) + raw + payload)
+
+
+def test_forged_or_stale_nonce_is_refused():
+    fh = io.BytesIO()
+    write_frame(fh, "other-job", "outputs", {}, torch.ones(2))
+    fh.seek(0)
+    with pytest.raises(WireError, match="nonce"):
+        read_frame(fh, NONCE)
+
+
+@pytest.mark.parametrize("header,payload,needle", [
+    ({"nonce": NONCE, "kind": "outputs", "meta": {}, "tree": {"t": "tensor", "dtype": "float32", "shape": [4]}},
+     struct.pack("<Q", 8) + b"\0" * 8, "byte count"),  # 8 bytes for 4 floats
+    ({"nonce": NONCE, "kind": "outputs", "meta": {}, "tree": {"t": "tensor", "dtype": "object", "shape": [1]}},
+     b"", "not allowed"),
+    ({"nonce": NONCE, "kind": "outputs", "meta": {}, "tree": {"t": "tensor", "dtype": "float32", "shape": [-1]}},
+     b"", "shape"),
+    ({"nonce": NONCE, "kind": "outputs", "meta": {}, "tree": {"t": "pickle", "v": "cos\nsystem\n"}}, b"", "unknown"),
+    ({"nonce": NONCE, "kind": "outputs", "meta": [], "tree": None}, b"", "malformed"),
+    ({"nonce": NONCE, "kind": "outputs", "meta": {}, "tree": {"t": "tensor", "dtype": "float32", "shape": [4]}},
+     struct.pack("<Q", 16) + b"\0" * 5, "closed its channel"),  # truncated
+])
+def test_malformed_frames_are_refused(header, payload, needle):
+    with pytest.raises(WireError, match=needle):
+        read_frame(frame(header, payload), NONCE)
+
+
+def test_oversized_header_and_deep_nesting_are_refused():
+    with pytest.raises(WireError, match="over the limit"):
+        read_frame(io.BytesIO(struct.pack("<Q", MAX_HEADER_BYTES + 1)), NONCE)
+    deep: dict = {"t": "value", "v": 1}
+    for _ in range(100):
+        deep = {"t": "list", "items": [deep]}
+    with pytest.raises(WireError, match="malformed"):
+        read_frame(frame({"nonce": NONCE, "kind": "outputs", "meta": {}, "tree": deep}), NONCE)
