@@ -166,6 +166,7 @@ class Task(Serializable):
     device: str = "auto"  # "auto" | "cuda" | "cuda:N" | "cpu" (interpreter)
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     timeout_s: float = 120.0  # per evaluation request
+    check_harnesses: list[str] = field(default_factory=list)  # correctness-only harnesses (the timing harness `harness` is checked too)
 
     @property
     def source_hash(self) -> str:
