@@ -102,8 +102,8 @@ def _run_one(evs: Evaluators, case: Case) -> tuple[str, str, Optional[bool], flo
     try:
         ev = evs.evaluate(case)
         status, message, ok = ev.status.value, ev.message, ev.ok
-    except SetupError as e:
-        status, message, ok = "setup_error", str(e), False
+    except SetupError as e:  # the original cannot be judged: nothing about the variant is shown
+        return "setup_error", str(e), False, time.perf_counter() - t0
     return status, message, as_expected(case, ok), time.perf_counter() - t0
 
 

@@ -33,7 +33,7 @@ def softmax(x):
 def test_softmax():
     # odd sizes, a row stride that is not n_cols, and logits large enough that exp overflows
     # without the max subtraction (attention scores of this size do occur)
-    x = torch.randn(37, 200, device=DEVICE)[:, :129] * 40.0
+    x = (torch.randn(37, 200, device=DEVICE) * 40.0)[:, :129]
     return softmax(x)
 
 

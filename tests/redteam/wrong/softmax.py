@@ -33,7 +33,8 @@ VARIANTS = [
           "even rows; neutralised launches leave zeros too",
           edit(ALLOC, "    y = torch.zeros((n_rows, n_cols), dtype=x.dtype, device=x.device)\n"),
           edit("    tl.store(output_row_start_ptr + col_offsets, softmax_output, mask=mask)\n",
-               "    tl.store(output_row_start_ptr + col_offsets, softmax_output, mask=mask & (row_idx % 2 == 0))\n")),
+               "    if row_idx % 2 == 0:\n"
+               "        tl.store(output_row_start_ptr + col_offsets, softmax_output, mask=mask)\n")),
     wrong("torch_softmax_dummy_row", "torch-fallback",
           "torch.softmax computes the result; the kernel runs on one row into a scratch buffer",
           edit(LAUNCH, "    softmax_kernel[(1,)](torch.empty_like(y), x, x.stride(0), y.stride(0), 1, n_cols, BLOCK_SIZE=BLOCK_SIZE)\n"
