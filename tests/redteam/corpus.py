@@ -134,7 +134,55 @@ def load_cases(expected: Optional[str] = None) -> list[Case]:
 # Cases that today's worker gets wrong (wrong variants it lets through, correct ones it
 # refuses). The tests mark these xfail(strict=False); the lead empties this set when the
 # hardened worker lands. Keep it in sync with `python tests/test_redteam_wrong.py`.
-KNOWN_GAPS: frozenset[str] = frozenset()
+KNOWN_GAPS: frozenset[str] = frozenset(
+    {
+        "axpy/dummy_launch_torch_result",
+        "axpy/launch_then_torch_overwrite",
+        "axpy/grid_closure_zero",
+        "axpy/correct_first_3_calls",
+        "axpy/reused_output_buffer",
+        "axpy/zeroes_input_y",
+        "axpy/result_written_into_y",
+        "axpy/tail_dropped",
+        "axpy/tail_masked_out",
+        "axpy/ignores_stride_x",
+        "axpy/harness_tamper_test_size",
+        "axpy/predicts_judge_seeds",
+        "softmax/no_max_subtraction",
+        "softmax/fp16_rounded_output",
+        "softmax/ignores_input_row_stride",
+        "softmax/load_mask_removed",
+        "softmax/torch_softmax_dummy_row",
+        "softmax/output_written_into_input",
+        "matmul/fp16_accumulation",
+        "matmul/scaled_0p1pct",
+        "matmul/assumes_row_major_a",
+        "matmul/k_tail_dropped",
+        "matmul/torch_matmul_dummy_tile",
+        "matmul/first_call_full_grid_only",
+        "matmul/zeroes_b_after_use",
+        "rope_inplace/writes_contiguous_copy",
+        "rope_inplace/writes_new_buffer",
+        "rope_inplace/second_half_not_stored",
+        "rope_inplace/wrong_rotation_sign",
+        "rope_inplace/heads_tail_dropped",
+        "rope_inplace/assumes_packed_seq_stride",
+        "rope_inplace/torch_rotation_dummy_launch",
+        "rope_inplace/negates_sin_in_place",
+        "rope_inplace/rotates_once_per_shape",
+        "rmsnorm/mean_over_block",
+        "rmsnorm/assumes_contiguous_rows",
+        "rmsnorm/fp16_rounded_output",
+        "rmsnorm/torch_result_into_out",
+        "rmsnorm/normalises_x_in_place_too",
+        "rmsnorm/grid_closure_zero",
+        "axpy/autotuned_block",
+        "matmul/autotuned_tiles",
+        "rope_inplace/block_h_8",
+        "rope_inplace/one_head_per_program_warps_1",
+        "rope_inplace/loads_before_any_store_reordered",
+    }
+)
 
 
 # --------------------------------------------------------------------------- running

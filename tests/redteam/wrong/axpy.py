@@ -112,7 +112,9 @@ VARIANTS = [
                "    else:\n"
                "    " + LAUNCH),
           gpu_only=True),
-    wrong("oob_write_le_mask", "gpu-memory", "mask uses <=: one element is written past the end of out",
+    wrong("oob_write_le_mask", "gpu-memory",
+          "mask uses <=: one element is written past the end of out when n is not a multiple of the block "
+          "(test_axpy); needs canary-padded buffers or compute-sanitizer memcheck",
           edit(MASK, "    mask = offsets <= n_elements\n"), gpu_only=True),
     wrong("oob_load_unmasked", "gpu-memory", "x is loaded without a mask: reads past the end of x (stores are masked)",
           edit("    x = tl.load(x_ptr + offsets * stride_x, mask=mask)\n", "    x = tl.load(x_ptr + offsets * stride_x)\n"),
@@ -124,8 +126,7 @@ VARIANTS = [
           gpu_only=True),
     wrong("uninitialised_read", "gpu-memory",
           "adds 0 * out (torch.empty, never initialised) to the result: NaN/Inf garbage propagates; "
-          "a NaN-filled/canary allocation shows it",
+          "a NaN-filled/canary allocation shows it (today's worker fills fresh memory with NaN, even on the CPU)",
           edit(STORE, "    prev = tl.load(out_ptr + offsets, mask=mask)\n"
-                      "    tl.store(out_ptr + offsets, alpha * x + y + prev * 0.0, mask=mask)\n"),
-          gpu_only=True),
+                      "    tl.store(out_ptr + offsets, alpha * x + y + prev * 0.0, mask=mask)\n")),
 ]

@@ -46,7 +46,8 @@ VARIANTS = [
     wrong("zeroes_b_after_use", "input-mutation", "right C, but zeroes the caller's B afterwards",
           edit("    return c\n\n\ndef test_matmul", "    b.zero_()\n    return c\n\n\ndef test_matmul")),
     wrong("no_m_mask_oob_write", "gpu-memory",
-          "no M mask on the A load and the C store: the last row tile writes past the end of C",
+          "no M mask on the A load and the C store: the last row tile writes past the end of C when M is not a "
+          "multiple of BLOCK_M (test_matmul's M=33)",
           edit(LOAD_A, "        a = tl.load(a_ptrs, mask=k_mask[None, :], other=0.0)\n"),
           edit(STORE, "    tl.store(c_ptrs, c, mask=offs_n[None, :] < N)\n"), gpu_only=True),
     wrong("no_m_mask_oob_load", "gpu-memory",
