@@ -101,6 +101,8 @@ VARIANTS = [
                "    out = torch.empty(x.shape, dtype=torch.float16, device=x.device)\n")),
     wrong("extra_output", "output-structure", "returns (out, x) instead of out",
           edit(RETURN, "    return out, x\n\n\ndef test_axpy")),
+    wrong("missing_output", "output-structure", "the kernel writes out but the wrapper returns nothing",
+          edit(RETURN, "    return\n\n\ndef test_axpy")),
     wrong("side_stream_launch", "concurrency",
           "launches on a side stream the caller does not wait on (no event/synchronize): the output is read "
           "before it is written unless something synchronises the device",
