@@ -1,0 +1,1 @@
+"""WRONG variants, one file per kernel module: VARIANTS = [wrong(...), ...]."""
