@@ -158,7 +158,8 @@ class Evaluator:
         self._ensure_worker()
         ev.wall_s = time.perf_counter() - t0
         # what the worker did not account for: screening, pipes, JSON, restarts
-        ev.phases["overhead"] = round(max(ev.wall_s - sum(ev.phases.values()), 0.0), 6)
+        inner = ev.phases.get("variant_process_total", sum(ev.phases.values()))
+        ev.phases["overhead"] = round(max(ev.wall_s - inner, 0.0), 6)
         return ev
 
     def _failure(self, variant: Variant, e: WorkerError) -> Evaluation:

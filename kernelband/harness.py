@@ -5,12 +5,18 @@ A harness is a zero-argument function that builds inputs, launches the kernel
 1. an explicit choice (CLI flag / editor setting),
 2. ``[tool.kernelband.harness]`` in the workspace's pyproject.toml
    (``kernel_name = "function"`` or ``kernel_name = "path/to/file.py:function"``),
-3. zero-argument functions named ``harness_*``, ``test_*``, ``bench_*`` or
-   ``benchmark_*`` (in that order of preference) that reach a launch of the kernel,
-   in the module itself or in a companion file ``test_<module>.py`` /
-   ``<module>_test.py`` / ``bench_<module>.py`` beside it. A companion function counts
-   when (by its AST) it calls a function of the module that reaches the kernel, by a
-   name imported from the module or as ``module.name``, directly or through helpers.
+3. zero-argument functions named ``bench_*``, ``benchmark_*``, ``harness_*`` or
+   ``test_*`` that reach a launch of the kernel, in the module itself or in a companion
+   file ``test_<module>.py`` / ``<module>_test.py`` / ``bench_<module>.py`` beside it. A
+   companion function counts when (by its AST) it calls a function of the module that
+   reaches the kernel, by a name imported from the module or as ``module.name``,
+   directly or through helpers.
+
+Roles (DESIGN section 4): every harness found in the chosen file checks correctness;
+the timing workload is the production-size one: ``bench_*``/``benchmark_*`` first by
+convention (then ``harness_*``, then ``test_*``), or the one named by
+``--timing-harness`` / ``timing`` in pyproject. An explicit ``--harness`` alone means
+that one harness for both roles.
 """
 from __future__ import annotations
 
@@ -29,7 +35,8 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-HARNESS_PREFIXES = ("harness_", "test_", "bench_", "benchmark_")
+# in order of preference for the timing role: production-size workloads first
+HARNESS_PREFIXES = ("bench_", "benchmark_", "harness_", "test_")
 
 
 @dataclass
@@ -39,13 +46,35 @@ class HarnessChoice:
     how: str = ""  # "explicit" | "pyproject" | "convention" | ""
     reason: str = ""  # why none was found
     candidates: list[str] = field(default_factory=list)
+    # correctness-only harnesses (``name`` is the timing workload and is checked too)
+    checks: list[str] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
         return self.name is not None
 
+    def roles(self) -> str:
+        """For people: which harness times and which check."""
+        if not self.name:
+            return ""
+        if not self.checks:
+            return f"{self.name} (timing and correctness)"
+        return f"{self.name} (timing and correctness); {', '.join(self.checks)} (correctness)"
+
     def to_dict(self) -> dict:
-        return {"name": self.name, "path": self.path, "how": self.how, "reason": self.reason, "candidates": self.candidates}
+        return {"name": self.name, "path": self.path, "how": self.how, "reason": self.reason,
+                "candidates": self.candidates, "timing": self.name, "checks": self.checks}
+
+
+def _with_roles(choice: HarnessChoice, timing: Optional[str]) -> HarnessChoice:
+    """Every candidate in the chosen file checks; ``timing`` (or the first by rank) times."""
+    if timing:
+        if timing not in choice.candidates:
+            return HarnessChoice(None, reason=f"timing harness {timing!r} is not a zero-argument function that reaches "
+                                              f"the kernel (candidates: {', '.join(choice.candidates) or 'none'})")
+        choice.name = timing
+    choice.checks = [c for c in choice.candidates if c != choice.name]
+    return choice
 
 
 def _reaches(result: DetectionResult, fn: FunctionInfo, kernel: str, seen: Optional[set[str]] = None) -> bool:
@@ -254,8 +283,11 @@ def find_harness(
     kernel: str,
     explicit: Optional[str] = None,
     result: Optional[DetectionResult] = None,
+    timing: Optional[str] = None,
 ) -> HarnessChoice:
-    """Pick the harness for a kernel, or say precisely why there is none."""
+    """Pick the harnesses for a kernel (timing + correctness roles), or say precisely why
+    there is none. ``explicit`` pins one harness for both roles; ``timing`` picks the
+    timing one among the discovered candidates."""
     result = result or detect(source, module_path)
     if result.error:
         return HarnessChoice(None, reason=f"the file does not parse (line {result.error.line}: {result.error.message})")
@@ -274,10 +306,10 @@ def find_harness(
 
     own = candidates_in(result, kernel)
     if own:
-        return HarnessChoice(own[0], None, "convention", candidates=own)
+        return _with_roles(HarnessChoice(own[0], None, "convention", candidates=own), timing)
     companion = _from_companions(module_path, result, kernel)
     if companion is not None:
-        return companion
+        return _with_roles(companion, timing)
 
     zero_arg = [f.name for f in result.functions if f.kind == "function" and f.is_zero_arg and _reaches(result, f, kernel)]
     if zero_arg:

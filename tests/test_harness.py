@@ -60,9 +60,20 @@ def test_preference_and_reachability(tmp_path):
             return double(torch.randn(10))
     ''')
     h = find_harness(str(tmp_path / "k.py"), text, "double_kernel")
-    # harness_* first (reaches the launch through helper), then test_*, then bench_*
-    assert h.name == "harness_double"
-    assert h.candidates == ["harness_double", "test_double", "bench_double"]
+    # bench_* times (the production-size workload); every candidate checks correctness;
+    # harness_double reaches the launch through a helper
+    assert h.name == "bench_double"
+    assert h.candidates == ["bench_double", "harness_double", "test_double"]
+    assert h.checks == ["harness_double", "test_double"]
+    assert "bench_double (timing and correctness)" in h.roles() and "test_double" in h.roles()
+    # the timing role can be chosen among the candidates, and a wrong name is a reason
+    h = find_harness(str(tmp_path / "k.py"), text, "double_kernel", timing="test_double")
+    assert h.name == "test_double" and h.checks == ["bench_double", "harness_double"]
+    h = find_harness(str(tmp_path / "k.py"), text, "double_kernel", timing="test_unrelated")
+    assert not h.found and "timing harness 'test_unrelated'" in h.reason
+    # an explicit harness is that one harness for both roles
+    h = find_harness(str(tmp_path / "k.py"), text, "double_kernel", explicit="test_double")
+    assert h.name == "test_double" and h.checks == []
 
 
 def test_no_harness_reasons(tmp_path):

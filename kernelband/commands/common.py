@@ -65,7 +65,10 @@ def add_task_arguments(p: Any) -> None:
     """Options every job command shares (check, optimize, profile)."""
     p.add_argument("file", help="Python file with the kernel")
     p.add_argument("--kernel", "-k", help="kernel name (optional when the file has one kernel)")
-    p.add_argument("--harness", help="harness function, or path/to/file.py:function (default: discovered)")
+    p.add_argument("--harness", help="one harness function for both timing and correctness, or path/to/file.py:function "
+                                     "(default: discovered: every bench_*/benchmark_*/harness_*/test_* that reaches the "
+                                     "kernel checks correctness; a bench_* one times)")
+    p.add_argument("--timing-harness", help="which discovered harness is the timing workload (default: bench_* first)")
     p.add_argument("--device", default="auto", help="auto | cuda | cuda:N | cpu (Triton interpreter)")
     p.add_argument("--seeds", type=int, default=3, help="seeds for the correctness check (at least 3)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one harness run may take before it counts as hung")
@@ -81,7 +84,8 @@ def build_task(args: Any) -> tuple["Task", KernelInfo]:
     path, source = read_module(args.file, getattr(args, "stdin_source", False))
     result = detect_or_fail(args.file, source)
     kernel = pick_kernel(result, args.file, args.kernel)
-    choice = find_harness(path, source, kernel.name, explicit=args.harness, result=result)
+    choice = find_harness(path, source, kernel.name, explicit=args.harness, result=result,
+                          timing=getattr(args, "timing_harness", None))
     if not choice.found:
         raise UsageError(f"{args.file}: no harness for {kernel.name}: {choice.reason}")
     if args.seeds < 3:
@@ -97,6 +101,7 @@ def build_task(args: Any) -> tuple["Task", KernelInfo]:
         device=args.device,
         seeds=list(range(args.seeds)),
         timeout_s=args.timeout,
+        check_harnesses=list(choice.checks),
     )
     return task, kernel
 

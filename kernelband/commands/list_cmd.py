@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  launch:    line {s['range']['start_line']} in {where}: grid={s['grid']}{'; ' + kw if kw else ''}")
         if h["name"]:
             loc = f" in {h['path']}" if h["path"] else ""
-            print(f"  harness:   {h['name']}{loc} ({h['how']})")
+            checks = f"; correctness: {', '.join(h['checks'])}" if h.get("checks") else ""
+            print(f"  harness:   {h['name']}{loc} ({h['how']}; timing and correctness{checks})")
         else:
             print(f"  harness:   none: {h['reason']}")
     return EXIT_OK

@@ -279,7 +279,7 @@ def _neutralised(rec: LaunchRecorder, launch: CapturedLaunch, original: Callable
     known = rec.writes.get(launch.name)
     if known is None:
         # a kernel the original never launched: find what it writes on copies
-        copies = {n: _same_layout_copy(t) for n, t in named.items()}
+        copies = {n: same_layout_copy(t) for n, t in named.items()}
         cargs = tuple(copies.get(n, a) if isinstance(a, torch.Tensor) else a
                       for n, a in zip(arg_names_of(self), args))
         ckw = {k: copies.get(k, v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
@@ -294,12 +294,17 @@ def _neutralised(rec: LaunchRecorder, launch: CapturedLaunch, original: Callable
             poison(named[n])
 
 
-def _same_layout_copy(t: torch.Tensor) -> torch.Tensor:
+def same_layout_copy(t: torch.Tensor, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     """A copy with the same strides (a clone of a strided view would be contiguous, and
     the kernel, launched with the view's strides, would read past it)."""
-    c = t.new_empty_strided(t.size(), t.stride())
+    c = torch.empty_strided(t.size(), t.stride(), dtype=dtype or t.dtype, device=t.device)
     c.copy_(t)
     return c
+
+
+class StatefulGrid(Exception):
+    """A grid callable that gives another grid when asked again with the same arguments:
+    a grid must be a pure function of the launch (else what is timed is not what ran)."""
 
 
 def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -359,10 +364,12 @@ def _record_inner(rec: LaunchRecorder, original: Callable[..., Any], self: Any, 
     """Run an innermost JIT call, recording the grid it resolves to."""
     grid = kwargs.get("grid")
     resolved: list[tuple[int, ...]] = []
+    metas: list[Any] = []
     if callable(grid):
         def recording_grid(meta: Any) -> Any:
             g = grid(meta)
             resolved.append(_normalize_grid(g))
+            metas.append(dict(meta) if isinstance(meta, dict) else meta)
             return g
         call_kwargs = dict(kwargs, grid=recording_grid)
     else:
@@ -373,6 +380,11 @@ def _record_inner(rec: LaunchRecorder, original: Callable[..., Any], self: Any, 
         result = original(self, *args, **call_kwargs)
     finally:
         _state.depth -= 1
+    if resolved and metas:
+        again = _normalize_grid(grid(metas[-1]))
+        if again != resolved[-1]:
+            raise StatefulGrid(f"the grid of {kernel_name(self)} gave {resolved[-1]} at launch and {again} when asked "
+                               "again with the same arguments: a grid must not depend on hidden state")
     if resolved:
         frozen = dict(kwargs, grid=resolved[-1], warmup=False)
         rec._inner_calls.append((self, args, frozen))

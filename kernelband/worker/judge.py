@@ -57,6 +57,7 @@ class Reference:
     changed_inputs: set[str] = field(default_factory=set)
     streams: set[int] = field(default_factory=set)
     replay_valid: bool = False
+    stale: bool = False  # the original itself returns buffers that the next call overwrites
     launches: list[LaunchRecord] = field(default_factory=list)
 
 
@@ -266,6 +267,7 @@ class JudgeService:
             have += [n for n in names if n not in have]
         self.ref.changed_inputs |= set(meta.get("changed_inputs") or [])
         self.ref.streams |= set(meta.get("streams") or [])
+        self.ref.stale = self.ref.stale or bool(meta.get("stale"))
         if h == task.harness and seed == task.seeds[0]:
             self.ref.launches = launches
         if high:
@@ -326,9 +328,16 @@ class JudgeService:
         t0 = time.perf_counter()
         job = self._job({"v": req["source"]}, steps, runs, trusted=False)
         worst = None
+        first = True
         try:
             for frame in job.frames():
+                if first:  # interpreter start, imports, sandbox: before the first run ended
+                    _add(ev.phases, "process_start", time.perf_counter() - t0 - float(frame.meta.get("seconds", 0.0)))
+                    first = False
+                _add(ev.phases, _phase_of(frame), float(frame.meta.get("seconds", 0.0)))
+                t_judge = time.perf_counter()
                 worst = self._judge_frame(frame, ev, worst)
+                _add(ev.phases, "judge", time.perf_counter() - t_judge)
             ev.errors = worst
             ev.message = f"matches the original on seeds {task.seeds} of {', '.join(self._harnesses())} ({describe(worst)})"
         except Verdict as v:
@@ -342,7 +351,7 @@ class JudgeService:
             ev.timing = None
         finally:
             job.close()
-        ev.phases["variant_process"] = round(time.perf_counter() - t0, 6)
+        ev.phases["variant_process_total"] = round(time.perf_counter() - t0, 6)
         if job.strays_killed:
             ev.message += f"; {job.strays_killed} leftover process(es) of the variant killed"
         return ev.to_dict()
@@ -404,6 +413,10 @@ class JudgeService:
         if changed:
             raise Verdict(Status.REJECTED, f"trust: {where}: the input {changed[0]} was modified outside the kernel's "
                                            "outputs; the original leaves it unchanged")
+        if meta.get("stale") and not self.ref.stale:
+            raise Verdict(Status.REJECTED, f"trust: {where}: the result returned by the previous call "
+                                           f"({meta['stale'][0]}) changed when the wrapper was called again "
+                                           "(a shared output buffer)")
         streams = set(meta.get("streams") or []) - self.ref.streams
         if streams:
             raise Verdict(Status.REJECTED, f"trust: {where}: launches on a CUDA stream the original does not use")
@@ -513,6 +526,26 @@ class JudgeService:
 
 class _SetupProblem(Exception):
     pass
+
+
+def _add(phases: dict[str, float], name: str, seconds: float) -> None:
+    phases[name] = round(phases.get(name, 0.0) + max(seconds, 0.0), 6)
+
+
+def _phase_of(frame: Frame) -> str:
+    """Which check a frame's seconds belong to (for the cost-of-defences report)."""
+    mode = frame.meta.get("mode")
+    if frame.kind == "timing":
+        return "timing"
+    if frame.kind == "profile":
+        return "profile"
+    if mode == "neutral":
+        return "neutralised_runs"
+    if mode == "replay":
+        return "replay_check"
+    if frame.meta.get("again"):
+        return "recheck_after_timing"
+    return "correctness_runs"
 
 
 def _triton_version() -> str:

@@ -112,6 +112,7 @@ class Steps:
         install()  # our launch recorder is in place before the identities are taken
         self.kept: dict[str, tuple[Any, Any]] = {}  # key -> (returned output, recorder)
         self.learned: dict[str, list[str]] = {}  # kernel -> argument names this job's launches wrote
+        self.previous: dict[str, list[tuple[str, Any, Any]]] = {}  # harness -> the last call's returned tensors
         self.integrity = Integrity()
         self.threads = threading.active_count()
         workdir = os.getcwd()
@@ -133,7 +134,7 @@ class Steps:
         (check, plus the original's launches rerun on float64 copies)."""
         import torch
 
-        from .capture import launch_record
+        from .capture import StatefulGrid, launch_record
         from .runner import HarnessError, run_harness
 
         version = self.modules[step["module"]]
@@ -153,6 +154,8 @@ class Steps:
         try:
             out, rec = run_harness(version, int(step["seed"]), **options)
         except HarnessError as e:
+            if isinstance(e.exc, StatefulGrid):
+                raise RuntimeTampered(str(e.exc)) from None
             if mode != "neutral":
                 raise
             # the harness noticed that nothing was computed: report it, go on
@@ -175,7 +178,10 @@ class Steps:
             "streams": sorted({l.stream for l in rec.launches}),
             "upcast": {k: [x is not None for x in v] for k, v in hp.items()},
             "again": bool(step.get("again")),
+            "stale": self._stale_outputs(step["harness"]) if mode == "check" else [],
         }
+        if mode == "check":
+            self._remember_outputs(step["harness"], out)
         if mode != "neutral":
             for kernel, names in meta["written"].items():
                 have = self.learned.setdefault(kernel, [])
@@ -186,6 +192,25 @@ class Steps:
         self.send("outputs", meta, tree)
         if step.get("keep"):
             self.kept[step["keep"]] = (out, rec)
+
+    def _remember_outputs(self, harness: str, out: Any) -> None:
+        """Fingerprints of what this call returned, to see whether the next call changes it
+        (a shared output buffer hands the caller a result that changes under it)."""
+        import torch
+
+        from .capture import fingerprint
+        from .checks import leaves
+
+        tensors = [(p, t) for p, t in leaves(out) if isinstance(t, torch.Tensor)]
+        if sum(t.numel() * t.element_size() for _, t in tensors) > _UPCAST_MAX_BYTES:
+            self.previous.pop(harness, None)
+            return
+        self.previous[harness] = [(p, t, fingerprint(t)) for p, t in tensors]
+
+    def _stale_outputs(self, harness: str) -> list[str]:
+        from .capture import fingerprint
+
+        return [p for p, t, fp in self.previous.get(harness, []) if fingerprint(t) != fp]
 
     def _names(self, launch: Any, mode: str) -> list[str]:
         """The arguments whose final content is an output: the ones the original's
@@ -228,6 +253,7 @@ class Steps:
         from .capture import poison, replay_all, tensor_key
         from .runner import synchronize
 
+        t0 = time.perf_counter()
         out, rec = self.kept[step["key"]]
         done: set[tuple[Any, ...]] = set()
         for launch in rec.launches:
@@ -240,7 +266,8 @@ class Steps:
         synchronize()
         self.integrity.check()
         written, _ = self._collect_written(rec, "check", {})
-        self.send("outputs", {"mode": "replay", "key": step["key"], "launches": len(rec.launches)},
+        self.send("outputs", {"mode": "replay", "key": step["key"], "launches": len(rec.launches),
+                              "seconds": round(time.perf_counter() - t0, 4)},
                   {"returned": out, "written": written})
 
     def op_release(self, step: dict[str, Any]) -> None:
@@ -261,9 +288,10 @@ class Steps:
         from .timing import time_launches
 
         _, rec = self.kept[step["key"]]
+        t0 = time.perf_counter()
         timing = time_launches(rec.launches)
         self.integrity.check()
-        self.send("timing", {"key": step["key"], "timing": timing.to_dict()})
+        self.send("timing", {"key": step["key"], "timing": timing.to_dict(), "seconds": round(time.perf_counter() - t0, 4)})
 
     def op_paired(self, step: dict[str, Any]) -> None:
         from .timing import paired_samples
@@ -313,6 +341,8 @@ def _upcast_hooks(kernel: str, sink: dict[int, dict[str, Any]]) -> tuple[Callabl
     of the original's own computation, against which errors are measured."""
     import torch
 
+    from .capture import same_layout_copy
+
     pending: dict[int, dict[str, torch.Tensor]] = {}
     counter = [0]
 
@@ -322,7 +352,7 @@ def _upcast_hooks(kernel: str, sink: dict[int, dict[str, Any]]) -> tuple[Callabl
         launch._kb_index = index
         if launch.name != kernel or sum(t.numel() * 8 for t in named.values()) > _UPCAST_MAX_BYTES:
             return
-        pending[index] = {n: t.detach().clone() for n, t in named.items()}
+        pending[index] = {n: same_layout_copy(t.detach()) for n, t in named.items()}
 
     def after(launch: Any, named: dict[str, torch.Tensor]) -> None:
         index = getattr(launch, "_kb_index", -1)
@@ -335,7 +365,7 @@ def _upcast_hooks(kernel: str, sink: dict[int, dict[str, Any]]) -> tuple[Callabl
         for wide in (torch.float64, torch.float32):
             if wide == torch.float32 and all(t.dtype in (torch.float32, torch.float64) for t in floats):
                 break
-            copies = {n: (t.to(wide) if t.is_floating_point() else t.clone()) for n, t in saved.items()}
+            copies = {n: same_layout_copy(t, wide if t.is_floating_point() else None) for n, t in saved.items()}
             by_id = {id(named[n]): copies[n] for n in named}
             obj, args, kwargs = launch.inner
             wargs = tuple(by_id.get(id(a), a) for a in args)
