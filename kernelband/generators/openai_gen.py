@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterable, Optional
 from .. import strategies as _strategies
 from ..model import Variant
 from ..redact import redact, register_secret
+from ..session import DEFAULT_LLM_TIMEOUT_S
 from ..screen import screen_variant
 from .base import GenContext, Generation
 from .prompt import build_messages
@@ -65,9 +66,7 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 # under-counted; pass default_price=(0, 0) for a local server.
 DEFAULT_PRICE: tuple[float, float] = (2.50, 10.00)
 DEFAULT_MODEL = "gpt-4o-mini"
-# Seconds one request may take. A kernel rewrite of up to max_tokens=4096 from a hosted
-# model takes 10-60 s; slow local or reasoning models need --llm-timeout raised.
-DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_TIMEOUT_S = DEFAULT_LLM_TIMEOUT_S  # owned by the session's settings (the CLI's --llm-timeout)
 TIMEOUT_RETRIES = 1  # a request that timed out is retried at most this often (each costs a full timeout)
 
 
