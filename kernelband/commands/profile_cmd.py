@@ -17,6 +17,7 @@ from typing import Any
 
 from ..evaluate import Evaluator, SetupError
 from ..events import EventEmitter, jsonl_sink
+from ..redact import clean
 from ..store import ProfileKey, Store
 from .common import EXIT_OK, EXIT_USAGE, StderrLog, UsageError, add_task_arguments, build_task, print_json
 
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     except SetupError as e:
         if events:
             emitter.emit("error", message=str(e), kind="setup")
-        print(f"kernelband: {e}", file=sys.stderr)
+        print(f"kernelband: {' | '.join(x for x in clean(str(e)).splitlines() if x.strip())}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         if store is not None:
