@@ -185,7 +185,7 @@ def _print_summary(r: dict[str, Any], show_diff: bool) -> None:
         print(f"  {r['evaluations']} evaluations in {r['seconds']:.1f} s under the Triton interpreter; no speed claim")
     elif r.get("paired_rounds"):
         # both times from the interleaved rounds, and original / best == the speedup printed
-        clock = "CPU time under the Triton interpreter (not GPU time)" if r["interpreted"] else f"GPU time on {r['gpu']}"
+        clock = "CPU time under the Triton interpreter, not GPU time" if r["interpreted"] else f"GPU time on {r['gpu']}"
         lo, hi = r["speedup_ci"]
         print(f"  original {r['baseline_ms']:.4g} ms -> best {r['best_ms']:.4g} ms "
               f"({r['paired_rounds']} interleaved rounds; {clock})")
