@@ -23,9 +23,10 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from .evaluate import Evaluator, SetupError
 from .worker.client import WorkerError
@@ -73,6 +74,18 @@ def sweep_stale_workdirs(root: Optional[str] = None) -> list[str]:
         except OSError:
             continue
     return removed
+
+
+@contextmanager
+def job_workdir() -> Iterator[str]:
+    """A session-style temp dir for a one-off job (check, profile): swept when this
+    process dies without cleaning up, removed when the job ends."""
+    sweep_stale_workdirs()
+    path = session_workdir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @dataclass

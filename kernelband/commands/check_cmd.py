@@ -23,6 +23,7 @@ import argparse
 from typing import Any
 
 from ..evaluate import Evaluator, SetupError
+from ..session import job_workdir
 from ..model import Status, Variant
 from ..verdict import DEFAULT_MIN_SPEEDUP, NO_GPU_NOTE, consistent_times, decide_verdict
 from ..worker.client import WorkerError
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     log = StderrLog(quiet=args.json)
     out: dict[str, Any] = {"file": task.module_path, "kernel": task.kernel, "harness": task.harness,
                            "variant": args.variant}
-    with Evaluator(task) as evaluator:
+    with job_workdir() as workdir, Evaluator(task, workdir=workdir) as evaluator:
         info = evaluator.start()
         log(f"device: {info.device_name}, triton {info.triton_version}")
         try:

@@ -16,6 +16,7 @@ import types
 from typing import Any
 
 from ..evaluate import Evaluator, SetupError
+from ..session import job_workdir
 from ..events import EventEmitter, jsonl_sink
 from ..redact import clean
 from ..store import ProfileKey, Store
@@ -47,7 +48,7 @@ def profile_task(task: Any, tier: int, store: Any = None, log: Any = None, refre
     from ..profile.device import cached_or_measure
 
     log = log or (lambda msg: None)
-    with Evaluator(task) as evaluator:
+    with job_workdir() as workdir, Evaluator(task, workdir=workdir) as evaluator:
         info = evaluator.start()
         if info.interpreted:
             log(f"device: {info.device_name}: times are CPU times; no GPU peaks, binaries or counters")
