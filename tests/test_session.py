@@ -125,7 +125,7 @@ def test_llm_session_records_rejections_and_goes_on(tmp_path):
         Reply(content=fenced(GOOD_LLM_KERNEL), prompt_tokens=1000, completion_tokens=500),
     ]
     emitter, events = collect()
-    with LLMServer(script) as server:
+    with LLMServer(script, lifetime_s=600) as server:  # outlives a slow setup on a loaded CPU
         cfg = SessionConfig(search="kernelband", generator="openai", budget=Budget(evaluations=5), paired_rounds=4,
                             cpu_tuning=True,
                             generator_options={"base_url": server.url, "model": "test-model", "api_key": "sk-test",
@@ -311,7 +311,8 @@ def test_a_failed_final_remeasurement_still_gives_a_result(tmp_path):
 def _llm_budget_session(tmp_path, budget: Budget) -> tuple[dict, int]:
     tmp_path.mkdir()
     path = workspace(tmp_path)
-    with LLMServer([Reply(content="I cannot help with that.")]) as server:  # 100 + 50 tokens, rejected each time
+    # 100 + 50 tokens, rejected each time; the server outlives a slow setup on a loaded CPU
+    with LLMServer([Reply(content="I cannot help with that.")], lifetime_s=600) as server:
         cfg = SessionConfig(generator="openai", budget=budget, warm_start=False,
                             generator_options={"base_url": server.url, "model": "test-model", "api_key": "sk-test",
                                                "timeout": 5, "retries": 0, "default_price": (1.0, 2.0)})
