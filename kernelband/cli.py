@@ -1,24 +1,34 @@
 """``kernelband`` command line: one subcommand per module in kernelband/commands/.
 
 Exit codes: 0 ok, 1 a verdict of failure (variant wrong, no speedup found...),
-2 bad usage or unreadable input (one-line reason on stderr).
+2 bad usage or unreadable input (one-line reason on stderr), 130 interrupted,
+141 the reader of stdout went away (``kernelband list --json f | head``): quietly, as a
+killed-by-SIGPIPE tool would.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional, Sequence
 
+from . import __version__
 from .commands import COMMANDS
 from .evaluate import SetupError
 from .commands.common import EXIT_USAGE, UsageError
+from .redact import clean
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what `yes | head` reports
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kernelband",
         description="Find, profile and optimize the Triton kernels in a Python file.",
+        epilog="Exit codes: 0 ok or improved; 1 a verdict of failure (a wrong variant, no verified speedup); "
+               "2 bad usage or an input that cannot be used (one line on stderr). `kernelband COMMAND -h` for each.",
     )
+    parser.add_argument("--version", action="version", version=f"kernelband {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module in COMMANDS:
@@ -36,11 +46,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return int(args.func(args) or 0)
     except (UsageError, SetupError) as e:
         # bad input, or an original/harness/device that cannot be used: one line, exit 2
-        print(f"kernelband: {e}", file=sys.stderr)
+        print(f"kernelband: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("kernelband: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _one_line(message: str) -> str:
+    """Errors are one line: secrets redacted, size capped, newlines folded."""
+    return " | ".join(line.strip() for line in clean(message).splitlines() if line.strip())
+
+
+def _silence_stdout() -> None:
+    """The pipe's reader is gone: point stdout at /dev/null so the interpreter's final
+    flush does not print a second BrokenPipeError."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,6 +13,10 @@ The language server and the CLI's progress bar consume the same stream.
     result     {result}              (the final Result dict; exactly one on success)
     error      {message, kind}       (the job could not run; exit code != 0)
     log        {level, message}      (human-readable notes)
+
+Every event's data is scrubbed on emission (kernelband/redact.py): known secrets are
+redacted and messages capped at 4 KB, so nothing a variant or the worker says can carry
+an API key to the editor or blow up a JSON line.
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, TextIO
+
+from .redact import scrub
 
 EVENT_TYPES = ("started", "baseline", "candidate", "progress", "profile", "result", "error", "log")
 
@@ -62,7 +68,7 @@ class EventEmitter:
     def emit(self, etype: str, **data: Any) -> Event:
         if etype not in EVENT_TYPES:
             raise ValueError(f"unknown event type {etype!r}")
-        ev = Event(etype, data, time.monotonic() - self._t0)
+        ev = Event(etype, scrub(data), time.monotonic() - self._t0)
         with self._lock:
             for sink in self._sinks:
                 sink(ev)

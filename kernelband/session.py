@@ -3,28 +3,89 @@
 Loop: the policy picks (pool member, strategy); the generator writes a child; the
 evaluator screens, checks and times it; a correct child joins the pool; the policy
 learns from the reward. At the end the fastest member and the original are
-re-measured interleaved for a speedup with a 95% confidence interval.
+re-measured interleaved for a speedup with a 95% confidence interval, and
+kernelband/verdict.py says what that interval means (one noise floor; no speed claim
+from the interpreter's CPU times).
+
+Faults: a worker that cannot be restarted ends the search, not the session: the Result
+is the best verified so far, with a warning. A session's temp dir is its own
+(``kernelband-session-<pid>-*``); one left by a killed process is removed by the next
+session, and its `running` row in the store is marked `interrupted`.
 """
 from __future__ import annotations
 
 import difflib
 import math
+import os
 import random
+import shutil
+import tempfile
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from .evaluate import Evaluator, SetupError
 from .worker.client import WorkerError
 from .events import EventEmitter
 from .model import Evaluation, Status, Task, Variant, sha256_text
+from .redact import register_secret, scrub
 from .store import Store
+from .verdict import (DEFAULT_MIN_SPEEDUP, IMPROVED, NO_GPU_NOTE, NO_IMPROVEMENT, VERIFIED_CORRECT, consistent_times,
+                      decide_verdict)
 
 EXHAUSTIVE = "exhaustive"
 SEARCH_NAMES = ("kernelband", "kernelband-v2", "random", "ucb1", "greedy", EXHAUSTIVE)
+WORKDIR_PREFIX = "kernelband-session-"
+# Seconds one LLM request may take (--llm-timeout; the openai generator's default). A kernel
+# rewrite of up to 4096 tokens from a hosted model takes 10-60 s; slow local or reasoning
+# models need it raised. A hanging endpoint costs two of these (one retry), then the search ends.
+DEFAULT_LLM_TIMEOUT_S = 60.0
+
+
+class WorkerLost(Exception):
+    """The evaluation worker died and could not be restarted: the search ends here."""
+
+
+def session_workdir() -> str:
+    """A private temp dir named after this process, so a later session can tell a dead
+    session's leftovers from a live one's."""
+    return tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
+
+
+def sweep_stale_workdirs(root: Optional[str] = None) -> list[str]:
+    """Remove session temp dirs whose process is gone (a session killed by SIGKILL or a
+    crash never ran its cleanup). Returns the paths removed."""
+    from .store import _pid_alive
+
+    removed = []
+    base = Path(root or tempfile.gettempdir())
+    for d in base.glob(f"{WORKDIR_PREFIX}*"):
+        pid_text = d.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
+            continue
+        try:
+            if d.is_dir() and d.stat().st_uid == os.getuid():
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(str(d))
+        except OSError:
+            continue
+    return removed
+
+
+@contextmanager
+def job_workdir() -> Iterator[str]:
+    """A session-style temp dir for a one-off job (check, profile): swept when this
+    process dies without cleaning up, removed when the job ends."""
+    sweep_stale_workdirs()
+    path = session_workdir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @dataclass
@@ -92,7 +153,8 @@ class SessionConfig:
     strategies: Optional[list[str]] = None  # restrict to these; None = all
     profile_tier: int = 2  # profile each correct candidate up to this tier (features for the bandit)
     paired_rounds: int = 10
-    min_speedup: float = 1.0  # "improved" needs the CI's lower bound above this (and above 1)
+    min_speedup: float = DEFAULT_MIN_SPEEDUP  # "improved" needs the CI's lower bound above this (kernelband/verdict.py)
+    cpu_tuning: bool = False  # under the interpreter, let CPU times decide "improved" (and --apply) anyway
     warm_start: bool = True  # seed the pool with the best variant stored by earlier sessions
     allow_weak_harness: bool = False
 
@@ -127,7 +189,12 @@ class Session:
         self.emit = (emitter or EventEmitter()).emit
         self.store = store
         self.stop = stop or threading.Event()
-        self.evaluator = evaluator or Evaluator(task, profile_tier=config.profile_tier)
+        register_secret(config.generator_options.get("api_key"))  # never logged, stored or emitted
+        self._workdir: Optional[str] = None
+        if evaluator is None:
+            self._workdir = session_workdir()
+            evaluator = Evaluator(task, workdir=self._workdir, profile_tier=config.profile_tier)
+        self.evaluator = evaluator
         self.id = uuid.uuid4().hex[:12]
         self.rng = random.Random(config.seed)
         self.usage = Usage()
@@ -234,11 +301,14 @@ class Session:
             "phases": ev.phases,
         }
         self.history.append(entry)
+        # speed_claim false: the ratios are CPU-interpreter times, never shown as a GPU speedup
         self.emit("candidate", **{k: entry[k] for k in ("index", "variant_id", "parent", "strategy", "generator", "status",
-                                                         "time_ms", "speedup", "message", "description")})
+                                                         "time_ms", "speedup", "message", "description")},
+                  speed_claim=not self.evaluator.interpreted)
         total = self.config.budget.evaluations
         self.emit("progress", done=self.usage.evaluations, total=total, best_ms=best.time_ms,
-                  best_speedup=entry["best_speedup_so_far"], message=f"{strategy or 'candidate'}: {ev.status.value}")
+                  best_speedup=entry["best_speedup_so_far"], message=f"{strategy or 'candidate'}: {ev.status.value}",
+                  speed_claim=not self.evaluator.interpreted)
         if self.store:
             self.store.add_history(self.id, len(self.history) - 1, entry)
             self.store.add_evaluation(
@@ -270,18 +340,17 @@ class Session:
         base = self.evaluator.prepare()
         if base.message:
             self.warnings.append(base.message)
-        self.emit("baseline", time_ms=base.timing.median_ms if base.timing else None,
-                  clock=base.timing.clock if base.timing else None, interpreted=base.interpreted,
-                  device=base.device_name, deterministic=base.deterministic,
-                  weak_harness=base.weak_harness, message=base.weak_reason or base.message)
+        if base.weak_harness and not self.config.allow_weak_harness:
+            self._emit_baseline(base, base.timing.median_ms if base.timing else None)
+            raise SetupError(f"weak harness: {base.weak_reason} (it could not tell a broken kernel from the real one; "
+                             "fix the harness)")
         if base.weak_harness:
-            msg = f"weak harness: {base.weak_reason}"
-            if not self.config.allow_weak_harness:
-                raise SetupError(msg + " (it could not tell a broken kernel from the real one; fix the harness)")
-            self.warnings.append(msg)
+            self.warnings.append(f"weak harness: {base.weak_reason}")
         assert base.timing is not None
         original = Variant(self.task.source, generator="original", description="the original kernel")
-        self._add(self._candidate(original, base.timing.median_ms, base.profile, None))
+        time_ms = self._warm_baseline_ms(original, base.timing.median_ms)
+        self._emit_baseline(base, time_ms)
+        self._add(self._candidate(original, time_ms, base.profile, None))
         if self.store:
             key_profile = base.profile
             if key_profile:
@@ -290,6 +359,35 @@ class Session:
                 self.store.put_profile(ProfileKey(self.task.source_hash, self._harness_hash(), self.gpu,
                                                   self.triton_version, self.task.kernel), key_profile,
                                        file=self.task.module_path)
+
+    def _emit_baseline(self, base: Any, time_ms: Optional[float]) -> None:
+        self.emit("baseline", time_ms=time_ms, clock=base.timing.clock if base.timing else None,
+                  interpreted=base.interpreted, speed_claim=not base.interpreted, device=base.device_name,
+                  deterministic=base.deterministic, weak_harness=base.weak_harness,
+                  message=base.weak_reason or base.message,
+                  prepare_ms=base.timing.median_ms if base.timing else None)
+
+    def _warm_baseline_ms(self, original: Variant, prepare_ms: float) -> float:
+        """The original timed exactly as candidates are (same request, warm worker), so
+        per-candidate ratios compare like with like: prepare's first timing ran cold and
+        made progress lines overstate speedups (32.81x in the search, 7.51x verified)."""
+        try:
+            ev = self._evaluate(original, profile_tier=0)
+        except WorkerLost as e:
+            raise SetupError(str(e)) from None
+        if ev.ok and ev.time_ms:
+            return ev.time_ms
+        self._warn_once(f"the original could not be re-timed like a candidate ({ev.status.value}: {ev.message}); "
+                        "search-time ratios use its first timing")
+        return prepare_ms
+
+    def _evaluate(self, variant: Variant, profile_tier: Optional[int] = None) -> Evaluation:
+        """Evaluator.evaluate, with "the worker cannot be restarted" turned into WorkerLost
+        (the search stops; the session still ends with a Result)."""
+        try:
+            return self.evaluator.evaluate(variant, profile_tier=profile_tier)
+        except SetupError as e:
+            raise WorkerLost(str(e)) from e
 
     def _warm_start(self) -> None:
         if not (self.store and self.config.warm_start and self.config.search != EXHAUSTIVE):
@@ -301,7 +399,7 @@ class Session:
         variant = Variant(prev["source"], parent=self.pool[0].id, strategy=prev["strategy"], generator="stored",
                           description="best variant found by an earlier session")
         self.usage.evaluations += 1
-        ev = self.evaluator.evaluate(variant)
+        ev = self._evaluate(variant)
         if ev.ok and ev.time_ms is not None:
             self._add(self._candidate(variant, ev.time_ms, ev.profile, self.pool[0]))
         self._record(self.pool[0], prev["strategy"], variant, ev, "re-checked from an earlier session")
@@ -339,9 +437,15 @@ class Session:
                 self.usage.tokens += gen.tokens
                 self.usage.dollars += gen.cost_usd
                 if getattr(gen, "failed", False):
-                    # the endpoint could not be reached even after retries: a few in a row end the search
+                    if self.stop.is_set():
+                        return "stopped by request"
+                    # the endpoint could not be reached even after retries: a few in a row end the search;
+                    # one that hangs (every attempt timed out) ends it at once: each try costs a full timeout
                     unreachable += 1
                     self.emit("log", level="warning", message=f"generator failed: {gen.message}")
+                    if getattr(generator, "hung", False):
+                        self.warnings.append(f"the LLM endpoint does not answer: {gen.message}")
+                        return f"generator unavailable ({gen.message})"
                     if unreachable >= 3:
                         self.warnings.append(f"the LLM endpoint failed {unreachable} times in a row: {gen.message}")
                         return f"generator unavailable ({gen.message})"
@@ -359,7 +463,7 @@ class Session:
                                     interpreted=self.evaluator.interpreted,
                                     variant_id=gen.variant.id if gen.variant else "")
                 else:
-                    ev = self.evaluator.evaluate(gen.variant)
+                    ev = self._evaluate(gen.variant)
                 child = None
                 if ev.ok and ev.time_ms is not None and gen.variant is not None and not gen.rejected:
                     child = self._candidate(gen.variant, ev.time_ms, ev.profile, parent)
@@ -380,7 +484,7 @@ class Session:
             if why:
                 return why
             self.usage.evaluations += 1
-            ev = self.evaluator.evaluate(variant)
+            ev = self._evaluate(variant)
             if ev.ok and ev.time_ms is not None:
                 self._add(self._candidate(variant, ev.time_ms, ev.profile, self.pool[0]))
             self._record(self.pool[0], variant.strategy, variant, ev)
@@ -389,19 +493,23 @@ class Session:
     def _finish(self, stop_reason: str) -> dict[str, Any]:
         original = self.pool[0]
         best = self._best()
+        interpreted = self.evaluator.interpreted
         result: dict[str, Any] = {
-            "status": "no_improvement",
+            "status": NO_IMPROVEMENT,
             "kernel": self.task.kernel,
             "file": self.task.module_path,
             "session_id": self.id,
             "original_hash": self.task.source_hash,
             "baseline_ms": original.time_ms,
-            "best_ms": best.time_ms,
+            "best_ms": original.time_ms,
             "speedup": 1.0,
             "speedup_ci": [1.0, 1.0],
+            "speed_claim": not interpreted,  # GPU times that may be read as a speedup
+            "applicable": False,  # an editor may offer Apply / --apply may write best_source
+            "min_speedup": self.config.min_speedup,
             "evaluations": self.usage.evaluations,
-            "interpreted": self.evaluator.interpreted,
-            "clock": "cpu-interpreter" if self.evaluator.interpreted else "cuda-events",
+            "interpreted": interpreted,
+            "clock": "cpu-interpreter" if interpreted else "cuda-events",
             "gpu": self.gpu,
             "triton_version": self.triton_version,
             "search": self.config.search,
@@ -427,45 +535,61 @@ class Session:
         if best is original:
             result["message"] = f"no faster correct variant found in {self.usage.evaluations} evaluations ({stop_reason})"
             return result
+        found = dict(search_best_ms=best.time_ms, search_baseline_ms=original.time_ms,
+                     strategy_path=self._strategy_path(best),
+                     diff=unified_diff(self.task.source, best.variant.source, self.task.module_path),
+                     best_source=best.variant.source, best_variant_id=best.id)
+        if interpreted and not self.config.cpu_tuning:
+            return self._correct_only(result, best, found)
         self.emit("log", level="info", message="re-measuring the best variant and the original, interleaved...")
         try:
             paired = self.evaluator.paired_timing(best.variant, rounds=self.config.paired_rounds)
-        except WorkerError as e:
+        except (WorkerError, SetupError) as e:  # SetupError: the worker could not be restarted for it
             return self._unverified(result, best, e)
-        result.update(
-            baseline_ms=paired.baseline_ms,
-            best_ms=paired.variant_ms,
-            speedup=paired.speedup,
-            speedup_ci=[paired.ci_low, paired.ci_high],
-            paired_rounds=paired.rounds,
-            search_best_ms=best.time_ms,
-            search_baseline_ms=original.time_ms,
-            strategy_path=self._strategy_path(best),
-            diff=unified_diff(self.task.source, best.variant.source, self.task.module_path),
-            best_source=best.variant.source,
-            best_variant_id=best.id,
-        )
-        if paired.ci_low > max(1.0, self.config.min_speedup):
-            result["status"] = "improved"
-            result["message"] = (f"{paired.speedup:.2f}x faster (95% CI {paired.ci_low:.2f}-{paired.ci_high:.2f}) "
-                                 f"via {' -> '.join(result['strategy_path']) or 'a stored variant'}")
+        return self._paired_verdict(result, best, found, paired)
+
+    def _correct_only(self, result: dict[str, Any], best: Any, found: dict[str, Any]) -> dict[str, Any]:
+        """Interpreter, no CPU tuning asked: the variant is verified correct and nothing is
+        said about its speed (no re-measurement: CPU times would only invite a claim)."""
+        result.update(found, status=VERIFIED_CORRECT, best_ms=best.time_ms, speedup=None, speedup_ci=None)
+        via = " -> ".join(found["strategy_path"]) or "a stored variant"
+        result["message"] = (f"a correct variant (via {via}) passed every check; {NO_GPU_NOTE}: no speed claim. "
+                             "Run on a GPU to measure it, or pass --cpu-tuning to rank and apply by CPU time")
+        return result
+
+    def _paired_verdict(self, result: dict[str, Any], best: Any, found: dict[str, Any], paired: Any) -> dict[str, Any]:
+        verdict = decide_verdict(paired.ci_low, interpreted=self.evaluator.interpreted,
+                                 cpu_tuning=self.config.cpu_tuning, min_speedup=self.config.min_speedup)
+        base_ms, best_ms, noise = consistent_times(paired.baseline_ms, paired.variant_ms, paired.speedup,
+                                                   (paired.ci_low, paired.ci_high))
+        result.update(found, baseline_ms=base_ms, best_ms=best_ms, speedup=paired.speedup,
+                      speedup_ci=[paired.ci_low, paired.ci_high], paired_rounds=paired.rounds,
+                      paired_medians_ms=[paired.baseline_ms, paired.variant_ms], status=verdict.status,
+                      speed_claim=verdict.speed_claim, applicable=verdict.applicable)
+        if noise:
+            self._warn_once(noise)
+        ci = f"{paired.speedup:.3f}x (95% CI {paired.ci_low:.3f}-{paired.ci_high:.3f})"
+        cpu = " in CPU-interpreter time (--cpu-tuning; not a GPU speedup)" if self.evaluator.interpreted else ""
+        if verdict.status == IMPROVED:
+            result["message"] = f"{ci} faster{cpu} via {' -> '.join(result['strategy_path']) or 'a stored variant'}"
         else:
-            result["message"] = (f"best candidate measured {paired.speedup:.2f}x (95% CI {paired.ci_low:.2f}-"
-                                 f"{paired.ci_high:.2f}) on re-measurement: not a verified speedup")
-        flag = self._roofline_flag(best, paired.variant_ms)
+            result["message"] = (f"best candidate measured {ci}{cpu} on re-measurement: not a verified speedup "
+                                 f"(the CI's lower bound must exceed {max(1.0, self.config.min_speedup):.3f}x)")
+        flag = self._roofline_flag(best, best_ms)
         if flag:
             result["warnings"].append(flag)
         return result
 
     def _unverified(self, result: dict[str, Any], best: Any, e: Exception) -> dict[str, Any]:
         """The winner failed its re-measurement: a speedup that cannot be re-measured is not
-        verified, so the Result stays no_improvement (its id and search time are kept)."""
+        verified, so the Result stays no_improvement (its id, diff and search time are kept)."""
         kind = getattr(e, "kind", "error")
         failure = f"the final re-measurement of the best candidate failed ({kind}: {e})"
         self._warn_once(failure)
         result.update(
             search_best_ms=best.time_ms,  # best_* stay the original's: nothing verified to apply
             unverified_variant_id=best.id,
+            unverified_diff=unified_diff(self.task.source, best.variant.source, self.task.module_path),
             message=(f"search found a candidate at {self.pool[0].time_ms / best.time_ms:.2f}x, but {failure}: "
                      "not a verified speedup"),
         )
@@ -498,24 +622,26 @@ class Session:
         options = dict(self.config.generator_options)
         if self.evaluator.interpreted:
             options.setdefault("autotune", False)  # the interpreter cannot benchmark autotune configs
+        options["stop"] = self.stop  # Ctrl-C ends an LLM request or its backoff at once
         return make_generator(self.config.generator, seed=self.config.seed, **options)
 
     def run(self) -> dict[str, Any]:
         self.emit("started", kernel=self.task.kernel, file=self.task.module_path, source_hash=self.task.source_hash,
                   budget=asdict(self.config.budget), generator=self.config.generator, search=self.config.search,
                   session_id=self.id)
+        self._clean_leftovers()
         try:
             self._setup()
             generator = self._make_generator()
             if self.store:
                 self.store.start_session(self.id, self.task.module_path, self.task.kernel, self.task.source_hash,
                                          self.gpu, self.triton_version, self.config.to_dict())
-            self._warm_start()
-            reason = self._exhaustive(generator) if self.config.search == EXHAUSTIVE else self._search(generator)
+            reason = self._run_search(generator)
             result = self._finish(reason)
             if self.stop.is_set():
-                result["status"] = "cancelled" if result["status"] != "improved" else result["status"]
+                result["status"] = result["status"] if result["status"] in (IMPROVED, VERIFIED_CORRECT) else "cancelled"
                 result["stop_reason"] = "stopped by request"
+            result = scrub(result)  # what the CLI prints, the store keeps and the editor gets: no secrets, capped
             if self.store:
                 for c in self.pool[1:]:
                     self.store.put_variant(self.task.source_hash, self.task.kernel, self.gpu, c.id, c.variant.source,
@@ -525,6 +651,26 @@ class Session:
             return result
         finally:
             self.evaluator.close()
+            if self._workdir:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def _run_search(self, generator: Any) -> str:
+        """The search, ended early (not aborted) when the worker cannot be restarted."""
+        try:
+            self._warm_start()
+            return self._exhaustive(generator) if self.config.search == EXHAUSTIVE else self._search(generator)
+        except WorkerLost as e:
+            self._warn_once(f"{e}: the search stopped after {self.usage.evaluations} evaluations; the result is the "
+                            "best verified so far")
+            return f"evaluation worker lost ({e})"
+
+    def _clean_leftovers(self) -> None:
+        """What sessions killed before their cleanup left: `running` rows and temp dirs."""
+        if self.store:
+            stale = self.store.mark_interrupted()
+            if stale:
+                self.emit("log", level="info", message=f"marked {len(stale)} stale running session(s) as interrupted")
+        sweep_stale_workdirs()
 
 
 def run_session(task: Task, config: SessionConfig, emitter: Optional[EventEmitter] = None, store: Optional[Store] = None,

@@ -7,6 +7,11 @@ compatibility model keeps its samples and weights so it learns across sessions.
 
 The language server reads while a job writes: WAL mode and a busy timeout make that
 safe across processes.
+
+Everything written is scrubbed first (kernelband/redact.py): known secrets redacted,
+messages capped at 4 KB. A session row records the pid of its process, so a session left
+`running` by a process that died (SIGKILL, a power cut) is marked `interrupted` by the
+next session that starts (``mark_interrupted``).
 """
 from __future__ import annotations
 
@@ -17,6 +22,25 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
+
+from .redact import scrub
+
+INTERRUPTED = "interrupted"
+
+
+def _dump(obj: Any) -> str:
+    """JSON for a column: secrets redacted and messages capped before they reach disk."""
+    return json.dumps(scrub(obj))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 DB_DIR = ".kernelband"
 DB_NAME = "kernelband.db"
@@ -81,6 +105,13 @@ class Store:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA busy_timeout=30000")
         self._conn.executescript(_SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Columns added after the first release (a database from an older version opens)."""
+        cols = {r[1] for r in self._conn.execute("PRAGMA table_info(sessions)").fetchall()}
+        if "pid" not in cols:
+            self._conn.execute("ALTER TABLE sessions ADD COLUMN pid INTEGER")
 
     @classmethod
     def for_workspace(cls, workspace: str | os.PathLike[str]) -> "Store":
@@ -105,7 +136,7 @@ class Store:
     # ---------------------------------------------------------------- device facts
     def put_device_facts(self, gpu: str, triton_version: str, facts: dict[str, Any]) -> None:
         self._conn.execute(
-            "INSERT OR REPLACE INTO device_facts VALUES (?, ?, ?, ?)", (gpu, triton_version, json.dumps(facts), time.time())
+            "INSERT OR REPLACE INTO device_facts VALUES (?, ?, ?, ?)", (gpu, triton_version, _dump(facts), time.time())
         )
 
     def get_device_facts(self, gpu: str, triton_version: str) -> Optional[dict[str, Any]]:
@@ -116,7 +147,7 @@ class Store:
     def put_profile(self, key: ProfileKey, profile: dict[str, Any], file: Optional[str] = None) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key.source_hash, key.harness_hash, key.gpu, key.triton_version, key.kernel, file, json.dumps(profile), time.time()),
+            (key.source_hash, key.harness_hash, key.gpu, key.triton_version, key.kernel, file, _dump(profile), time.time()),
         )
 
     def get_profile(self, key: ProfileKey) -> Optional[dict[str, Any]]:
@@ -159,7 +190,7 @@ class Store:
             " strategy, status, time_ms, evaluation, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session_id, source_hash, harness_hash, gpu, triton_version, kernel, variant_id, strategy,
-                evaluation.get("status", "?"), timing.get("median_ms"), json.dumps(evaluation), time.time(),
+                evaluation.get("status", "?"), timing.get("median_ms"), _dump(evaluation), time.time(),
             ),
         )
 
@@ -179,13 +210,25 @@ class Store:
         self, session_id: str, file: str, kernel: str, source_hash: str, gpu: str, triton_version: str, config: dict[str, Any]
     ) -> None:
         self._conn.execute(
-            "INSERT OR REPLACE INTO sessions (id, file, kernel, source_hash, gpu, triton_version, config, started_at, status)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running')",
-            (session_id, file, kernel, source_hash, gpu, triton_version, json.dumps(config), time.time()),
+            "INSERT OR REPLACE INTO sessions (id, file, kernel, source_hash, gpu, triton_version, config, started_at, status,"
+            " pid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",
+            (session_id, file, kernel, source_hash, gpu, triton_version, _dump(config), time.time(), os.getpid()),
         )
 
+    def mark_interrupted(self) -> list[str]:
+        """Sessions still `running` whose process is gone (or unknown: rows from before
+        pids were kept) become `interrupted`; returns their ids. Sessions of live
+        processes (the editor's background job beside a CLI run) are left alone."""
+        rows = self._conn.execute("SELECT id, pid FROM sessions WHERE status='running'").fetchall()
+        stale = [sid for sid, pid in rows if pid is None or (pid != os.getpid() and not _pid_alive(int(pid)))]
+        for sid in stale:
+            # no result: the kernel's last *result* (the editor's hover) stays the last finished one
+            self._conn.execute("UPDATE sessions SET status=?, finished_at=? WHERE id=? AND status='running'",
+                               (INTERRUPTED, time.time(), sid))
+        return stale
+
     def add_history(self, session_id: str, idx: int, entry: dict[str, Any]) -> None:
-        self._conn.execute("INSERT OR REPLACE INTO session_history VALUES (?, ?, ?)", (session_id, idx, json.dumps(entry)))
+        self._conn.execute("INSERT OR REPLACE INTO session_history VALUES (?, ?, ?)", (session_id, idx, _dump(entry)))
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         rows = self._conn.execute(
@@ -196,7 +239,7 @@ class Store:
     def finish_session(self, session_id: str, status: str, result: dict[str, Any]) -> None:
         self._conn.execute(
             "UPDATE sessions SET finished_at=?, status=?, result=? WHERE id=?",
-            (time.time(), status, json.dumps(result), session_id),
+            (time.time(), status, _dump(result), session_id),
         )
 
     def latest_result(self, file: str, kernel: str) -> Optional[dict[str, Any]]:
@@ -218,7 +261,7 @@ class Store:
     def put_variant(self, original_hash: str, kernel: str, gpu: str, variant_id: str, source: str, time_ms: Optional[float], strategy: Optional[str]) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO variants VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (original_hash, kernel, gpu, variant_id, source, time_ms, strategy, time.time()),
+            (original_hash, kernel, gpu, variant_id, scrub({"source": source})["source"], time_ms, strategy, time.time()),
         )
 
     def variants(self, original_hash: str, kernel: str, gpu: str) -> list[dict[str, Any]]:
@@ -233,7 +276,7 @@ class Store:
     def add_compat_sample(self, strategy: str, phi: list[float], success: bool) -> None:
         self._conn.execute(
             "INSERT INTO compat_samples (strategy, phi, success, created_at) VALUES (?, ?, ?, ?)",
-            (strategy, json.dumps(phi), int(success), time.time()),
+            (strategy, _dump(phi), int(success), time.time()),
         )
 
     def compat_samples(self, strategy: str, limit: int = 500) -> list[tuple[list[float], bool]]:
@@ -243,7 +286,7 @@ class Store:
         return [(json.loads(r[0]), bool(r[1])) for r in reversed(rows)]
 
     def put_compat_weights(self, strategy: str, weights: list[float]) -> None:
-        self._conn.execute("INSERT OR REPLACE INTO compat_weights VALUES (?, ?, ?)", (strategy, json.dumps(weights), time.time()))
+        self._conn.execute("INSERT OR REPLACE INTO compat_weights VALUES (?, ?, ?)", (strategy, _dump(weights), time.time()))
 
     def get_compat_weights(self, strategy: str) -> Optional[list[float]]:
         row = self._one("SELECT weights FROM compat_weights WHERE strategy=?", (strategy,))
@@ -251,7 +294,7 @@ class Store:
 
     # ---------------------------------------------------------------- misc
     def put(self, key: str, value: Any) -> None:
-        self._conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, json.dumps(value)))
+        self._conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, _dump(value)))
 
     def get(self, key: str, default: Any = None) -> Any:
         row = self._one("SELECT value FROM kv WHERE key=?", (key,))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -235,6 +236,40 @@ def test_slow_reply_times_out(sleeps):
     assert out.failed and out.variant is None and out.attempts == 2
     assert "Timeout" in out.message
     assert took < 4.0
+
+
+def test_timeouts_are_retried_once_then_the_endpoint_counts_as_hung(sleeps):
+    """Each timed-out attempt costs a full timeout: one retry, not `retries`; after that
+    the generator says `hung` (the session ends the search) and makes one attempt only."""
+    with LLMServer([Reply(fenced(GOOD), delay_s=5.0)]) as server:
+        g = gen(server, sleeps, timeout=0.3, retries=3)
+        out = g.generate(Variant(SRC), "tiling", ctx())
+        assert out.failed and out.attempts == 2 and server.count == 2 and g.hung
+        assert "no answer in 0.3 s" in out.message and "--llm-timeout" in out.message
+        out = g.generate(Variant(SRC), "tiling", ctx())
+        assert out.failed and out.attempts == 1 and server.count == 3
+
+
+@pytest.mark.parametrize("reply", [Reply(fenced(GOOD), delay_s=20.0), Reply(status=503)], ids=["request", "backoff"])
+def test_stop_abandons_a_pending_request_or_backoff_at_once(reply):
+    stop = threading.Event()
+    with LLMServer([reply]) as server:
+        g = make_generator("openai", base_url=server.url, timeout=30.0, retries=3, backoff_s=20.0, stop=stop)
+        timer = threading.Timer(0.5, stop.set)
+        timer.start()
+        t0 = time.monotonic()
+        out = g.generate(Variant(SRC), "tiling", ctx())
+        took = time.monotonic() - t0
+        timer.cancel()
+    assert out.failed and "stopped by request" in out.message
+    assert took < 1.5, took
+
+
+def test_the_configured_key_is_registered_for_redaction():
+    from kernelband.redact import redact
+
+    g = make_generator("openai", base_url="http://127.0.0.1:9/v1", api_key="configured-key-abcdef123")
+    assert "configured-key-abcdef123" not in redact(f"oops configured-key-abcdef123 {g!r}")
 
 
 def test_connection_refused_is_retried_then_fails(sleeps):

@@ -53,11 +53,14 @@ def test_rules_session_finds_verified_speedup_and_persists(tmp_path):
     path = workspace(tmp_path)
     emitter, events = collect()
     store = Store.for_file(path)
+    # --cpu-tuning: CPU times may decide (the interpreter alone makes no speed claim)
     cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=6), paired_rounds=6,
-                        strategies=["tiling"])
+                        strategies=["tiling"], cpu_tuning=True)
     result = run_session(task_of(path), cfg, emitter, store)
     # the interpreter runs one program at a time: bigger blocks really are faster on the CPU
     assert result["status"] == "improved", result["message"]
+    assert result["applicable"] and not result["speed_claim"] and "CPU-interpreter time" in result["message"]
+    assert result["baseline_ms"] / result["best_ms"] == pytest.approx(result["speedup"])  # printed times agree
     assert result["speedup_ci"][0] > 1.0 and result["speedup"] > 1.0
     assert result["evaluations"] == 6 and result["interpreted"] and result["clock"] == "cpu-interpreter"
     assert result["strategy_path"] and set(result["strategy_path"]) == {"tiling"}
@@ -75,7 +78,8 @@ def test_rules_session_finds_verified_speedup_and_persists(tmp_path):
 
     # a second session on the same kernel starts from what the first found
     emitter2, events2 = collect()
-    result2 = run_session(task_of(path), SessionConfig(budget=Budget(evaluations=1), paired_rounds=4), emitter2, store)
+    result2 = run_session(task_of(path), SessionConfig(budget=Budget(evaluations=1), paired_rounds=4, cpu_tuning=True),
+                          emitter2, store)
     first = next(e for e in events2 if e.type == "candidate")
     assert first.data["generator"] == "stored" and first.data["status"] == "ok"
     assert result2["speedup"] > 1.0
@@ -121,8 +125,9 @@ def test_llm_session_records_rejections_and_goes_on(tmp_path):
         Reply(content=fenced(GOOD_LLM_KERNEL), prompt_tokens=1000, completion_tokens=500),
     ]
     emitter, events = collect()
-    with LLMServer(script) as server:
+    with LLMServer(script, lifetime_s=600) as server:  # outlives a slow setup on a loaded CPU
         cfg = SessionConfig(search="kernelband", generator="openai", budget=Budget(evaluations=5), paired_rounds=4,
+                            cpu_tuning=True,
                             generator_options={"base_url": server.url, "model": "test-model", "api_key": "sk-test",
                                                "timeout": 5, "retries": 3, "backoff_s": 0.01,
                                                "default_price": (1.0, 2.0)})
@@ -142,16 +147,38 @@ def _cli(*args: str, **kw) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, cwd=kw.get("cwd"), env={**os.environ, **kw.get("env", {})})
 
 
-def test_cli_events_json_and_apply(tmp_path):
-    path = workspace(tmp_path)
-    p = _cli("optimize", str(path), "--budget", "3", "--strategies", "tiling", "--events", "jsonl", "--device", "cpu",
-             "--rounds", "4", "--apply")
+def _optimize_events(path: Path, *extra: str) -> tuple[subprocess.Popen, list[Event], str]:
+    p = _cli("optimize", str(path), "--budget", "2", "--strategies", "tiling", "--events", "jsonl", "--device", "cpu",
+             "--rounds", "3", "--apply", *extra)
     out, err = p.communicate(timeout=600)
     events = [Event.from_json(l) for l in out.splitlines() if l.strip()]  # every stdout line is an event
-    assert events[0].type == "started" and events[-1].type == "result"
+    assert events[0].type == "started" and events[-1].type == "result", err
+    return p, events, err
+
+
+def test_cli_interpreter_verdict_makes_no_speed_claim_and_apply_refuses(tmp_path):
+    path = workspace(tmp_path)
+    p, events, err = _optimize_events(path)
+    result = events[-1].data["result"]
+    assert result["status"] == "verified_correct" and p.returncode == 1, result["message"]
+    assert not result["speed_claim"] and not result["applicable"] and result["speedup"] is None
+    assert "cannot be measured without a GPU" in result["message"] and result["diff"]
+    assert "not applied" in err and "--cpu-tuning" in err and path.read_text() == AXPY_SESSION
+    baseline = next(e for e in events if e.type == "baseline")
+    assert baseline.data["speed_claim"] is False and baseline.data["prepare_ms"] > 0
+    # per-candidate ratios are against the original timed like a candidate (warm), not prepare's cold timing
+    for c in (e for e in events if e.type == "candidate" and e.data["status"] == "ok"):
+        assert c.data["speed_claim"] is False
+        assert c.data["speedup"] == pytest.approx(baseline.data["time_ms"] / c.data["time_ms"])
+
+
+def test_cli_cpu_tuning_applies_by_cpu_time(tmp_path):
+    path = workspace(tmp_path)
+    p, events, err = _optimize_events(path, "--cpu-tuning")
     result = events[-1].data["result"]
     assert p.returncode == (0 if result["status"] == "improved" else 1)
     if result["status"] == "improved":
+        assert result["applicable"] and not result["speed_claim"]
         assert path.read_text() == result["best_source"]  # --apply wrote the unchanged file
 
 
@@ -267,7 +294,8 @@ def test_a_failed_final_remeasurement_still_gives_a_result(tmp_path):
     task = task_of(path)
     store = Store.for_file(path)
     emitter, events = collect()
-    cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False)
+    cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False,
+                        cpu_tuning=True)
     result = Session(task, cfg, emitter, store, evaluator=HangsOnRemeasure(task, profile_tier=2)).run()
     assert result["search_best_ms"] < result["baseline_ms"]  # the search did find a faster candidate...
     assert result["status"] == "no_improvement" and "not a verified speedup" in result["message"]  # ...not verified
@@ -283,7 +311,8 @@ def test_a_failed_final_remeasurement_still_gives_a_result(tmp_path):
 def _llm_budget_session(tmp_path, budget: Budget) -> tuple[dict, int]:
     tmp_path.mkdir()
     path = workspace(tmp_path)
-    with LLMServer([Reply(content="I cannot help with that.")]) as server:  # 100 + 50 tokens, rejected each time
+    # 100 + 50 tokens, rejected each time; the server outlives a slow setup on a loaded CPU
+    with LLMServer([Reply(content="I cannot help with that.")], lifetime_s=600) as server:
         cfg = SessionConfig(generator="openai", budget=budget, warm_start=False,
                             generator_options={"base_url": server.url, "model": "test-model", "api_key": "sk-test",
                                                "timeout": 5, "retries": 0, "default_price": (1.0, 2.0)})

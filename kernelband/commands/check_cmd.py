@@ -1,24 +1,47 @@
 """``kernelband check FILE --kernel NAME --variant OTHER.py``: is a hand-written variant
-correct, and how much faster is it? Exit 0 when it passes, 1 when it does not.
+correct, and is it faster?
+
+The variant is screened, then checked against the original on every seed; a correct
+variant and the original are then re-measured interleaved (A B A B ...) for a speedup
+with a 95% confidence interval. The verdict follows the one rule optimize and the editor
+use (kernelband/verdict.py): "improved" needs the CI's lower bound above --min-speedup.
+Under the Triton interpreter (no GPU) a correct variant is "verified_correct": its speed
+cannot be measured without a GPU, so nothing is re-measured and no speedup is printed,
+unless --cpu-tuning asks for the CPU-time ratio as the verdict.
 
 The original already ran cleanly in ``prepare``, so a failure of the interleaved
-re-measurement (the variant stops passing, crashes or hangs there) is the variant's:
-it is a failed verdict (exit 1, status timeout/crashed/runtime_error), not exit 2."""
+re-measurement (the variant stops passing, crashes or hangs there) is the variant's: a
+failed verdict (exit 1, status timeout/crashed/runtime_error), not exit 2.
+
+Exit codes: 0 the variant is correct (faster or not: see "verdict"), 1 it is not
+(mismatch, rejected, crashed, timeout, or its re-measurement failed), 2 bad usage, or an
+original / harness / device that cannot be used (one line on stderr).
+"""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ..evaluate import Evaluator, SetupError
+from ..session import job_workdir
 from ..model import Status, Variant
+from ..verdict import DEFAULT_MIN_SPEEDUP, NO_GPU_NOTE, consistent_times, decide_verdict
 from ..worker.client import WorkerError
 from .common import EXIT_OK, EXIT_VERDICT, StderrLog, UsageError, add_task_arguments, build_task, print_json, read_module
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="evaluate a variant module against the original kernel")
+    p = sub.add_parser("check", help="evaluate a variant module against the original kernel",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_task_arguments(p)
     p.add_argument("--variant", required=True, help="the variant: a complete copy of the module with the kernel changed")
-    p.add_argument("--rounds", type=int, default=10, help="interleaved A/B rounds for the speedup's confidence interval")
+    p.add_argument("--rounds", type=int, default=10,
+                   help="interleaved A/B rounds for the speedup's confidence interval (at least 2; default: %(default)s)")
+    p.add_argument("--min-speedup", type=float, default=DEFAULT_MIN_SPEEDUP,
+                   help="verdict 'improved' only when the CI's lower bound is above this (default: %(default)s, "
+                        "the measured noise floor; see README)")
+    p.add_argument("--cpu-tuning", action="store_true",
+                   help="under the interpreter (no GPU), re-measure anyway and let CPU times decide the verdict")
     p.set_defaults(func=run)
 
 
@@ -28,17 +51,17 @@ def run(args: argparse.Namespace) -> int:
     if args.rounds < 2:
         raise UsageError("--rounds must be at least 2")
     log = StderrLog(quiet=args.json)
-    out: dict = {"file": task.module_path, "kernel": task.kernel, "harness": task.harness, "variant": args.variant}
-    with Evaluator(task) as evaluator:
+    out: dict[str, Any] = {"file": task.module_path, "kernel": task.kernel, "harness": task.harness,
+                           "variant": args.variant}
+    with job_workdir() as workdir, Evaluator(task, workdir=workdir) as evaluator:
         info = evaluator.start()
         log(f"device: {info.device_name}, triton {info.triton_version}")
         try:
             base = evaluator.prepare()
         except SetupError as e:
             raise UsageError(str(e)) from None
-        out["interpreted"] = base.interpreted
-        out["baseline_ms"] = base.timing.median_ms if base.timing else None
-        out["clock"] = base.timing.clock if base.timing else None
+        out.update(interpreted=base.interpreted, clock=base.timing.clock if base.timing else None,
+                   speed_claim=not base.interpreted, paired=False)
         if base.weak_harness:
             log(f"warning: weak harness: {base.weak_reason}")
             out["weak_harness"] = base.weak_reason
@@ -46,11 +69,13 @@ def run(args: argparse.Namespace) -> int:
             ev = evaluator.evaluate(Variant(variant_source, generator="user"))
         except SetupError as e:  # the worker could not be restarted
             raise UsageError(str(e)) from None
-        out.update(status=ev.status.value, message=ev.message, errors=ev.errors.to_dict() if ev.errors else None,
-                   variant_ms=ev.time_ms)
-        if ev.ok:
+        out.update(status=ev.status.value, message=ev.message, errors=ev.errors.to_dict() if ev.errors else None)
+        if ev.ok and base.interpreted and not args.cpu_tuning:
+            out.update(verdict=decide_verdict(None, interpreted=True).status,
+                       message=f"{ev.message + '; ' if ev.message else ''}correct; {NO_GPU_NOTE}")
+        elif ev.ok:
             log("re-measuring original and variant interleaved...")
-            _paired(evaluator, Variant(variant_source, generator="user"), args.rounds, out)
+            _paired(evaluator, Variant(variant_source, generator="user"), args, out)
     if args.json:
         print_json(out)
     else:
@@ -61,10 +86,10 @@ def run(args: argparse.Namespace) -> int:
 _PAIRED_FAILURE = {"timeout": Status.TIMEOUT, "crashed": Status.CRASHED, "error": Status.RUNTIME_ERROR}
 
 
-def _paired(evaluator: Evaluator, variant: Variant, rounds: int, out: dict) -> None:
-    """The speedup with its CI, or a failed verdict saying why it could not be measured."""
+def _paired(evaluator: Evaluator, variant: Variant, args: argparse.Namespace, out: dict[str, Any]) -> None:
+    """The speedup with its CI and verdict, or a failed verdict saying why it could not be measured."""
     try:
-        paired = evaluator.paired_timing(variant, rounds=rounds)
+        paired = evaluator.paired_timing(variant, rounds=args.rounds)
     except (WorkerError, SetupError) as e:
         kind = e.kind if isinstance(e, WorkerError) else "crashed"
         first = (str(e).strip().splitlines() or [kind])[0]
@@ -72,16 +97,29 @@ def _paired(evaluator: Evaluator, variant: Variant, rounds: int, out: dict) -> N
                    message=f"passed correctness, but the interleaved re-measurement failed ({kind}): {first}")
         StderrLog()(f"error: {out['message']}")
         return
-    out.update(speedup=paired.speedup, speedup_ci=[paired.ci_low, paired.ci_high],
-               paired_baseline_ms=paired.baseline_ms, paired_variant_ms=paired.variant_ms, rounds=paired.rounds)
+    ci = (paired.ci_low, paired.ci_high)
+    baseline_ms, variant_ms, noise = consistent_times(paired.baseline_ms, paired.variant_ms, paired.speedup, ci)
+    verdict = decide_verdict(paired.ci_low, interpreted=bool(out.get("interpreted")), cpu_tuning=args.cpu_tuning,
+                             min_speedup=args.min_speedup)
+    # one pair of times, both from the interleaved rounds, consistent with the speedup beside them
+    out.update(paired=True, baseline_ms=baseline_ms, variant_ms=variant_ms, speedup=paired.speedup,
+               speedup_ci=list(ci), paired_medians_ms=[paired.baseline_ms, paired.variant_ms], rounds=paired.rounds,
+               verdict=verdict.status, speed_claim=verdict.speed_claim, min_speedup=args.min_speedup)
+    if noise:
+        out.setdefault("warnings", []).append(noise)
 
 
-def _print_human(out: dict) -> None:
-    clock = "CPU time under the Triton interpreter, not GPU time" if out.get("interpreted") else "GPU time"
-    print(f"{out['kernel']}: {out['status']}  {out['message']}")
-    if out.get("baseline_ms") is not None:
-        print(f"  original: {out['baseline_ms']:.4g} ms ({clock})")
-    if out.get("speedup") is not None:
-        lo, hi = out["speedup_ci"]
-        print(f"  variant:  {out['paired_variant_ms']:.4g} ms; speedup {out['speedup']:.3f}x "
-              f"(95% CI {lo:.3f}-{hi:.3f}, {out['rounds']} interleaved rounds)")
+def _print_human(out: dict[str, Any]) -> None:
+    print(f"{out['kernel']}: {out['status']}" + (f" ({out['verdict']})" if out.get("verdict") else "")
+          + f"  {out['message']}")
+    if not out.get("paired"):
+        return
+    clock = ("CPU time under the Triton interpreter (--cpu-tuning), not GPU time" if out.get("interpreted")
+             else "GPU time")
+    lo, hi = out["speedup_ci"]
+    print(f"  original {out['baseline_ms']:.4g} ms -> variant {out['variant_ms']:.4g} ms "
+          f"({out['rounds']} interleaved rounds; {clock})")
+    print(f"  speedup {out['speedup']:.3f}x (95% CI {lo:.3f}-{hi:.3f}); 'improved' needs the lower bound above "
+          f"{max(1.0, out['min_speedup']):.3f}x")
+    for w in out.get("warnings", []):
+        print(f"  warning: {w}")

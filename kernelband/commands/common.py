@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from ..detect import DetectionResult, detect, read_source, strip_bom
 from ..model import KernelInfo
+from ..redact import clean, scrub
 
 EXIT_OK = 0
 EXIT_VERDICT = 1
@@ -58,7 +59,8 @@ def pick_kernel(result: DetectionResult, path: str, name: Optional[str]) -> Kern
 
 
 def print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, default=str))
+    """JSON on stdout, secrets redacted and messages capped (kernelband/redact.py)."""
+    print(json.dumps(scrub(obj), indent=2, default=str))
 
 
 def add_task_arguments(p: Any) -> None:
@@ -69,9 +71,11 @@ def add_task_arguments(p: Any) -> None:
                                      "(default: discovered: every bench_*/benchmark_*/harness_*/test_* that reaches the "
                                      "kernel checks correctness; a bench_* one times)")
     p.add_argument("--timing-harness", help="which discovered harness is the timing workload (default: bench_* first)")
-    p.add_argument("--device", default="auto", help="auto | cuda | cuda:N | cpu (Triton interpreter)")
-    p.add_argument("--seeds", type=int, default=3, help="seeds for the correctness check (at least 3)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds one harness run may take before it counts as hung")
+    p.add_argument("--device", default="auto", help="auto | cuda | cuda:N | cpu (Triton interpreter) (default: %(default)s)")
+    p.add_argument("--seeds", type=int, default=3,
+                   help="seeds for the correctness check, fresh inputs each (at least 3; default: %(default)s)")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds one harness run may take before it counts as hung (default: %(default)s)")
     p.add_argument("--stdin-source", action="store_true", help="read the module text from stdin (unsaved editor buffer)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -114,4 +118,4 @@ class StderrLog:
 
     def __call__(self, msg: str) -> None:
         if not self.quiet:
-            print(msg, file=sys.stderr, flush=True)
+            print(clean(msg), file=sys.stderr, flush=True)

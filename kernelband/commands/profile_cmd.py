@@ -16,7 +16,9 @@ import types
 from typing import Any
 
 from ..evaluate import Evaluator, SetupError
+from ..session import job_workdir
 from ..events import EventEmitter, jsonl_sink
+from ..redact import clean
 from ..store import ProfileKey, Store
 from .common import EXIT_OK, EXIT_USAGE, StderrLog, UsageError, add_task_arguments, build_task, print_json
 
@@ -46,7 +48,7 @@ def profile_task(task: Any, tier: int, store: Any = None, log: Any = None, refre
     from ..profile.device import cached_or_measure
 
     log = log or (lambda msg: None)
-    with Evaluator(task) as evaluator:
+    with job_workdir() as workdir, Evaluator(task, workdir=workdir) as evaluator:
         info = evaluator.start()
         if info.interpreted:
             log(f"device: {info.device_name}: times are CPU times; no GPU peaks, binaries or counters")
@@ -100,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     except SetupError as e:
         if events:
             emitter.emit("error", message=str(e), kind="setup")
-        print(f"kernelband: {e}", file=sys.stderr)
+        print(f"kernelband: {' | '.join(x for x in clean(str(e)).splitlines() if x.strip())}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         if store is not None:

@@ -30,7 +30,9 @@ class ProgressBar:
             self._line(f"original: {d['time_ms']:.4g} ms ({clock})" + (f"; {d['message']}" if d.get("message") else ""),
                        final=True)
         elif ev.type == "candidate":
-            sp = f"{d['speedup']:.2f}x" if d.get("speedup") else d["status"]
+            # ratios against the original timed the same way (warm); CPU ones are labelled as such
+            cpu = " cpu" if d.get("speed_claim") is False else ""
+            sp = f"{d['speedup']:.2f}x{cpu}" if d.get("speedup") else d["status"]
             if not self.tty:
                 self._line(f"  #{d['index']:>3} {d.get('strategy') or '-':<13} {sp:<10} {d.get('description') or d.get('message', '')}"[:160])
         elif ev.type == "progress":
@@ -39,7 +41,8 @@ class ProgressBar:
                 done, total = d["done"], d.get("total")
                 frac = min(done / total, 1.0) if total else 0.0
                 bar = "#" * int(frac * self.width) + "." * (self.width - int(frac * self.width))
-                self._line(f"[{bar}] {done}/{total or '?'}  best {self.best:.2f}x  ({d.get('message', '')})")
+                cpu = " (CPU time)" if d.get("speed_claim") is False else ""
+                self._line(f"[{bar}] {done}/{total or '?'}  best {self.best:.2f}x{cpu}  ({d.get('message', '')})")
         elif ev.type == "log":
             self._line(d.get("message", ""), final=True)
         elif ev.type == "result" and self.tty:

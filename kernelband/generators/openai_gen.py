@@ -8,13 +8,20 @@ Options: ``model`` (env KERNELBAND_MODEL, else gpt-4o-mini), ``base_url`` (env
 KERNELBAND_BASE_URL; else the client's own default, which honours OPENAI_BASE_URL),
 ``api_key`` (given by the caller, e.g. from the editor's secret storage; else env
 KERNELBAND_API_KEY, then OPENAI_API_KEY; a local server needing none gets a
-placeholder), ``temperature``, ``max_tokens``, ``timeout`` (seconds per request),
+placeholder), ``temperature``, ``max_tokens``, ``timeout`` (seconds per request, default
+``DEFAULT_TIMEOUT_S``; the CLI's ``--llm-timeout``), ``stop`` (a threading.Event: the
+session's; when set, a request in flight or a backoff wait is abandoned within 0.1 s),
 ``retries`` (extra attempts after a 429, a 5xx, a timeout or a connection error, with
 exponential backoff ``backoff_s * 2**i``, or the server's Retry-After when it asks for
 longer, capped at ``max_backoff_s``; the client's own retries are off so every attempt
 is ours and counted), ``prices`` ({model prefix: (USD per 1M input tokens, USD per
 1M output tokens)}, merged over ``DEFAULT_PRICES``), ``default_price`` (for models not
-in the table). The key is never logged or put in a message.
+in the table). The key is never logged or put in a message: it is registered with
+kernelband.redact, which scrubs every log line, store write and event.
+
+A hanging endpoint (accepts, never answers) must not eat the budget: a timed-out request
+is retried once, not ``retries`` times, and after a generation whose every attempt timed
+out the generator says ``hung`` (the session then ends the search). Cost: two timeouts.
 
 What a reply becomes (see ``base.py`` for how a session records it):
 - no fenced python block, an unterminated one (truncated reply), code that does not
@@ -29,11 +36,14 @@ reported in every case where the model answered.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any, Callable, Iterable, Optional
 
 from .. import strategies as _strategies
 from ..model import Variant
+from ..redact import redact, register_secret
+from ..session import DEFAULT_LLM_TIMEOUT_S
 from ..screen import screen_variant
 from .base import GenContext, Generation
 from .prompt import build_messages
@@ -56,6 +66,12 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 # under-counted; pass default_price=(0, 0) for a local server.
 DEFAULT_PRICE: tuple[float, float] = (2.50, 10.00)
 DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_TIMEOUT_S = DEFAULT_LLM_TIMEOUT_S  # owned by the session's settings (the CLI's --llm-timeout)
+TIMEOUT_RETRIES = 1  # a request that timed out is retried at most this often (each costs a full timeout)
+
+
+class _Stopped(Exception):
+    """The session's stop event was set while a request or a backoff was pending."""
 
 
 def estimate_cost(
@@ -93,7 +109,7 @@ class OpenAIGenerator:
         api_key: Optional[str] = None,
         temperature: float = 0.2,
         max_tokens: int = 4096,
-        timeout: float = 120.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         retries: int = 3,
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
@@ -101,7 +117,8 @@ class OpenAIGenerator:
         default_price: Optional[tuple[float, float]] = None,
         strategies: Optional[Iterable[str]] = None,
         client: Any = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Optional[Callable[[float], None]] = None,
+        stop: Optional[threading.Event] = None,
         **_ignored: object,
     ) -> None:
         try:
@@ -120,8 +137,11 @@ class OpenAIGenerator:
         self.prices = dict(prices or {})
         self.default_price = tuple(default_price) if default_price is not None else DEFAULT_PRICE
         self.strategies = tuple(s for s in (strategies or _strategies.STRATEGY_NAMES) if s in _strategies.STRATEGIES)
-        self._sleep = sleep
+        self.stop = stop or threading.Event()
+        self._sleep = sleep or self._wait
+        self.hung = False  # the last generation failed with every attempt timed out
         key = api_key or os.environ.get("KERNELBAND_API_KEY") or os.environ.get("OPENAI_API_KEY") or "no-key"
+        register_secret(key)
         self._client = client or openai.OpenAI(
             api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=0
         )
@@ -191,30 +211,66 @@ class OpenAIGenerator:
             return exc.status_code == 429 or exc.status_code == 408 or exc.status_code >= 500
         return False
 
+    def _wait(self, seconds: float) -> None:
+        """Backoff that a stop request cuts short."""
+        self.stop.wait(max(0.0, seconds))
+
+    def _call(self, messages: list[dict[str, str]]) -> Any:
+        """One request, made in a daemon thread so that the caller can give up on it the
+        moment the stop event is set (the HTTP read itself cannot be interrupted)."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box["response"] = self._client.chat.completions.create(
+                    model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                box["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="kernelband-llm-request", daemon=True).start()
+        while not done.wait(0.1):
+            if self.stop.is_set():
+                raise _Stopped()
+        if "error" in box:
+            raise box["error"]
+        return box["response"]
+
     def _request(self, messages: list[dict[str, str]]) -> tuple[Any, int, str]:
         error = ""
+        timeouts = 0
+        attempts = 0
         for attempt in range(self.retries + 1):
+            if self.stop.is_set():
+                return None, attempts, "stopped by request"
             self.requests += 1
+            attempts = attempt + 1
             try:
-                response = self._client.chat.completions.create(
-                    model=self.model,
-                    messages=messages,
-                    temperature=self.temperature,
-                    max_tokens=self.max_tokens,
-                )
-                return response, attempt + 1, ""
+                response = self._call(messages)
+                self.hung = False
+                return response, attempts, ""
+            except _Stopped:
+                return None, attempts, "stopped by request"
             except Exception as e:  # noqa: BLE001 - classified below
                 status = getattr(e, "status_code", None)
-                error = f"{type(e).__name__}" + (f" (HTTP {status})" if status else "") + f": {str(e)[:200]}"
+                error = f"{type(e).__name__}" + (f" (HTTP {status})" if status else "") + f": {redact(str(e))[:200]}"
                 error = " ".join(error.split())
-                if not self._retryable(e) or attempt == self.retries:
-                    return None, attempt + 1, error
+                timed_out = isinstance(e, self._openai.APITimeoutError)
+                timeouts += timed_out
+                if timed_out:
+                    error += f" (no answer in {self.timeout:g} s; --llm-timeout sets the limit)"
+                if (not self._retryable(e) or attempt == self.retries
+                        or (timed_out and (self.hung or timeouts > TIMEOUT_RETRIES))):
+                    self.hung = timeouts == attempts
+                    return None, attempts, error
                 delay = self.backoff_s * (2**attempt)
                 asked = _retry_after(e)
                 if asked is not None:
                     delay = max(delay, asked)
                 self._sleep(min(delay, self.max_backoff_s))
-        return None, self.retries + 1, error  # pragma: no cover - loop always returns
+        return None, attempts, error  # pragma: no cover - loop always returns
 
     @staticmethod
     def _read(response: Any, messages: list[dict[str, str]]) -> tuple[str, str, int, int]:

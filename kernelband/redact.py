@@ -1,0 +1,124 @@
+"""Secrets and message sizes at the boundaries: what is logged, stored or emitted.
+
+- ``redact(text)``: the values of environment variables whose names look like secrets
+  (``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*PASSWORD*``...: OPENAI_API_KEY, KERNELBAND_API_KEY,
+  HF_TOKEN...), every secret registered with ``register_secret`` (the configured API key),
+  and common key shapes (``sk-...``, ``ghp_...``, ``AKIA...``, ``Bearer ...``) become
+  ``[redacted]``.
+- ``cap(text)``: at most ``MAX_MESSAGE_BYTES`` (4 KB) of UTF-8, head and tail kept with a
+  marker between them (a 5 MB worker stderr is one line of the story, not the story).
+- ``scrub(obj)``: both, through dicts and lists (JSON-like data). Source-code fields keep
+  their length (a variant's module is not a message) and are redacted only of known
+  secret values; secret-named keys (``api_key``, ``authorization``...) lose their value.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import Any, Iterable
+
+MAX_MESSAGE_BYTES = 4096
+REDACTED = "[redacted]"
+
+# Names of environment variables whose values are secrets: a KEY/TOKEN/SECRET/PASSWORD part.
+_SECRET_NAME = re.compile(
+    r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|PAT|PRIVATE_KEY|ACCESS_KEY)(_|$)"
+    r"|APIKEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
+# Dict keys (JSON fields, config options) whose values are secrets.
+_SECRET_FIELD = re.compile(r"^(api_?key|apikey|authorization|password|passwd|secret|token|access_token|"
+                           r"x-api-key|.*_(api_?key|token|secret|password))$", re.IGNORECASE)
+# Shapes of keys that need no configuration to be recognised.
+_KEY_SHAPES = [
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),                  # OpenAI and compatible (sk-proj-..., sk-ant-...)
+    re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"),  # GitHub tokens
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),                     # Hugging Face
+    re.compile(r"\bxox[abpors]-[A-Za-z0-9\-]{10,}"),          # Slack
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),                      # AWS access key id
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),                 # Google API key
+    re.compile(r"(?i)(?<=bearer )[A-Za-z0-9._~+/=\-]{8,}"),   # Authorization: Bearer <token>
+]
+# Values shorter than this are not treated as secrets (an env var KEY=1 would redact every "1").
+_MIN_SECRET_LEN = 8
+# Fields holding module sources or diffs: never capped, redacted of known values only.
+SOURCE_FIELDS = frozenset({"source", "best_source", "diff", "unverified_diff", "original", "proposed", "variant_source"})
+
+_registered: set[str] = set()
+_lock = threading.Lock()
+
+
+def register_secret(value: Any) -> None:
+    """A secret that may not be in the environment (an editor's stored key)."""
+    if isinstance(value, str) and len(value) >= _MIN_SECRET_LEN:
+        with _lock:
+            _registered.add(value)
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name))
+
+
+def secret_values(environ: Any = None) -> list[str]:
+    """Known secret values, longest first (so a key containing another is replaced whole)."""
+    env = os.environ if environ is None else environ
+    values = {v for k, v in env.items() if v and len(v) >= _MIN_SECRET_LEN and is_secret_name(k)}
+    with _lock:
+        values |= _registered
+    return sorted(values, key=len, reverse=True)
+
+
+def _replace_values(text: str, values: Iterable[str]) -> str:
+    for v in values:
+        if v in text:
+            text = text.replace(v, REDACTED)
+    return text
+
+
+def redact(text: str, values: Any = None) -> str:
+    """Known secret values and key shapes replaced by ``[redacted]``."""
+    if not text:
+        return text
+    text = _replace_values(text, secret_values() if values is None else values)
+    for pattern in _KEY_SHAPES:
+        text = pattern.sub(REDACTED, text)
+    return text
+
+
+def cap(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """At most ``limit`` bytes of UTF-8 (plus the marker): the head and the tail, which is
+    where the first error and the last traceback line are."""
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= limit:
+        return text
+    half = limit // 2
+    head = data[:half].decode("utf-8", errors="ignore")
+    tail = data[-half:].decode("utf-8", errors="ignore")
+    return f"{head}\n[... {len(data) - 2 * half} bytes cut by kernelband ...]\n{tail}"
+
+
+def clean(text: str, values: Any = None) -> str:
+    """A message fit to log, store or emit: redacted, then capped."""
+    return cap(redact(text, values))
+
+
+def scrub(obj: Any, values: Any = None, _field: str = "") -> Any:
+    """``clean`` applied through JSON-like data (a new object; the input is untouched)."""
+    if values is None:
+        values = secret_values()
+    if isinstance(obj, str):
+        if _field in SOURCE_FIELDS:
+            return _replace_values(obj, values)
+        return clean(obj, values)
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            key = str(k)
+            if _SECRET_FIELD.match(key) and isinstance(v, str) and v:
+                out[k] = REDACTED
+            else:
+                out[k] = scrub(v, values, key)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [scrub(v, values, _field) for v in obj]
+    return obj
