@@ -37,7 +37,10 @@ from .compare import bitwise_equal, compare_outputs, count_tensors, describe
 from .jobs import Frame, JobFailed, VariantJob
 from .stats import paired_statistics
 
-_REF_GPU_FRACTION = 0.4  # references stay on the GPU while they take at most this share of free memory
+_REF_GPU_FRACTION = 0.4
+# Tests only: make the paired re-measurement fail with this text (frozen replays leave a
+# correct variant no way to fail it, yet the CLI's handling of that failure is tested).
+_TEST_PAIRED_FAILURE_ENV = "KERNELBAND_TEST_PAIRED_FAILURE"  # references stay on the GPU while they take at most this share of free memory
 
 
 def _gpu() -> bool:
@@ -452,6 +455,9 @@ class JudgeService:
     def op_paired(self, req: dict[str, Any]) -> dict[str, Any]:
         """Original and candidate in one fresh process, both replay-checked, timed A B A B."""
         task = self._require_task()
+        simulated = os.environ.get(_TEST_PAIRED_FAILURE_ENV)
+        if simulated:  # tests only: the failure path of a re-measurement, which real variants no longer reach
+            raise RuntimeError(simulated)
         s0 = task.seeds[0]
         steps = [
             {"op": "run", "module": "o", "harness": task.harness, "seed": s0, "mode": "check", "keep": "o"},
