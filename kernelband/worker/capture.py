@@ -210,6 +210,7 @@ class LaunchRecorder:
     before_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None
     after_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None
     _inner_calls: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
+    harness_locals: dict[str, Any] = field(default_factory=dict)  # the harness's tensors when it returned
 
 
 _state = threading.local()

@@ -128,14 +128,61 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
+def _tensor_tree(value: Any, depth: int = 0) -> Any:
+    """``value`` if it is a tensor or a container holding tensors, else None."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if depth < 4 and isinstance(value, (list, tuple)):
+        items = [_tensor_tree(v, depth + 1) for v in value]
+        return items if any(i is not None for i in items) else None
+    if depth < 4 and isinstance(value, dict):
+        items = {k: _tensor_tree(v, depth + 1) for k, v in value.items() if isinstance(k, (str, int))}
+        items = {k: v for k, v in items.items() if v is not None}
+        return items or None
+    return None
+
+
+class _LocalsAtReturn:
+    """The harness's local tensors when it returns: its inputs and the buffers it handed
+    to the kernel, seen as the caller sees them (a kernel that rotated a private copy, or
+    a wrapper that changed an input, shows here). Traces only the harness's own frame."""
+
+    def __init__(self, fn: Any) -> None:
+        self.code = getattr(fn, "__code__", None)
+        self.values: dict[str, Any] = {}
+        self._previous: Any = None
+
+    def _global(self, frame: Any, event: str, arg: Any) -> Any:
+        return self._local if event == "call" and frame.f_code is self.code else None
+
+    def _local(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "return":
+            found = {k: _tensor_tree(v) for k, v in frame.f_locals.items()}
+            self.values = {k: v for k, v in found.items() if v is not None}
+        return self._local
+
+    def __enter__(self) -> "_LocalsAtReturn":
+        if self.code is not None:
+            self._previous = sys.gettrace()
+            sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.code is not None:
+            sys.settrace(self._previous)
+
+
 def run_harness(version: ModuleVersion, seed: int, **recording_options: Any) -> tuple[Any, LaunchRecorder]:
     """Run the harness under a seed, recording its kernel launches (``recording_options``
-    go to ``capture.recording``: neutralise, writes, before_launch, after_launch)."""
+    go to ``capture.recording``: neutralise, writes, before_launch, after_launch). The
+    recorder's ``harness_locals`` holds the harness's local tensors at its return."""
     fn = version.harness()
     seed_everything(seed)
     with gpu_lock(exclusive=False), recording(**recording_options) as rec:
         try:
-            out = fn()
+            with _LocalsAtReturn(fn) as seen:
+                out = fn()
+            rec.harness_locals = seen.values
             synchronize()
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):

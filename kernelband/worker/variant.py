@@ -186,7 +186,7 @@ class Steps:
             for kernel, names in meta["written"].items():
                 have = self.learned.setdefault(kernel, [])
                 have += [n for n in names if n not in have]
-        tree: dict[str, Any] = {"returned": out, "written": written}
+        tree: dict[str, Any] = {"returned": out, "written": written, "harness_locals": rec.harness_locals}
         if mode == "upcast":
             tree["upcast"] = {k: [x if x is not None else torch.empty(0) for x in v] for k, v in hp.items()}
         self.send("outputs", meta, tree)
@@ -268,7 +268,7 @@ class Steps:
         written, _ = self._collect_written(rec, "check", {})
         self.send("outputs", {"mode": "replay", "key": step["key"], "launches": len(rec.launches),
                               "seconds": round(time.perf_counter() - t0, 4)},
-                  {"returned": out, "written": written})
+                  {"returned": out, "written": written, "harness_locals": rec.harness_locals})
 
     def op_release(self, step: dict[str, Any]) -> None:
         """Drop a kept run (its tensors) before the next full-size run: one harness in memory."""
