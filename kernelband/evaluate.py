@@ -139,7 +139,11 @@ class Evaluator:
             raise RuntimeError("prepare() first")
         self.evaluations += 1
         t0 = time.perf_counter()
-        reason = screen(self.task.source, variant.source, self.task.kernel, self.task.harness if not self.task.harness_path else None)
+        reason = None
+        if self.task.harness_path:  # the harnesses live in a companion file the variant cannot touch
+            reason = screen(self.task.source, variant.source, self.task.kernel, None)
+        for harness in ([] if self.task.harness_path else [self.task.harness, *self.task.check_harnesses]):
+            reason = reason or screen(self.task.source, variant.source, self.task.kernel, harness)
         if reason:
             return Evaluation(Status.REJECTED, reason, interpreted=self.interpreted, variant_id=variant.id,
                               wall_s=time.perf_counter() - t0)

@@ -82,6 +82,11 @@ class JudgeService:
         self.on_log: Optional[Callable[[str], None]] = None
         self.network = ""
         self.ref_device: Optional[str] = "cuda" if _gpu() else None
+        if _gpu() and not os.environ.get("KERNELBAND_TIMING_LOCK"):
+            from .timing import default_lock_path
+
+            # timed regions are exclusive across sessions on this GPU (variant processes inherit it)
+            os.environ["KERNELBAND_TIMING_LOCK"] = default_lock_path()
 
     # ------------------------------------------------------------------ plumbing
     def handle(self, op: Optional[str], req: dict[str, Any]) -> Any:

@@ -30,7 +30,7 @@ def gpu_lock(exclusive: bool) -> Iterator[None]:
     timed regions take it exclusive, so nothing else runs on the GPU while a kernel is
     being timed."""
     path = os.environ.get("KERNELBAND_TIMING_LOCK")
-    if not path:
+    if not path or path.lower() in ("off", "0", "none"):
         yield
         return
     import fcntl
@@ -41,6 +41,22 @@ def gpu_lock(exclusive: bool) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def default_lock_path() -> str:
+    """One lock file per physical GPU (by UUID where torch reports it), shared by every
+    session on this machine, so sessions on one GPU never time while another runs."""
+    import tempfile
+
+    ident = str(torch.cuda.current_device())
+    try:
+        uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
+        if uuid is not None:
+            ident = str(uuid)
+    except Exception:  # noqa: BLE001 - no uuid on this torch: the visible index will do
+        pass
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in ident)
+    return os.path.join(tempfile.gettempdir(), f"kernelband-gpu-{safe}.lock")
 
 
 def exclusive_gpu_timing() -> "contextlib.AbstractContextManager[None]":

@@ -131,69 +131,10 @@ def load_cases(expected: Optional[str] = None) -> list[Case]:
     return cases
 
 
-# Cases that today's worker gets wrong (wrong variants it lets through, correct ones it
-# refuses), grouped by the missing check. The tests mark these xfail(strict=False); the
-# lead empties this set when the hardened worker lands. Regenerate the list with
-# `python tests/test_redteam_wrong.py` (it prints the gaps it sees).
-KNOWN_GAPS: frozenset[str] = frozenset(
-    {
-        # check_harnesses (test_*: odd sizes, strided inputs, large logits) are not run
-        "axpy/tail_dropped",
-        "axpy/tail_masked_out",
-        "axpy/ignores_stride_x",
-        "softmax/no_max_subtraction",
-        "softmax/ignores_input_row_stride",
-        "softmax/load_mask_removed",
-        "matmul/fp16_accumulation",  # caught at K=301 (test_matmul), not at the bench's K=64
-        "matmul/assumes_row_major_a",
-        "matmul/k_tail_dropped",
-        "rmsnorm/mean_over_block",
-        "rmsnorm/assumes_contiguous_rows",
-        # the screen keeps only the timing harness unchanged, not the check harnesses
-        "axpy/harness_tamper_test_size",
-        # Triton must produce the outputs (neutralised launches must change them)
-        "axpy/dummy_launch_torch_result",
-        "axpy/launch_then_torch_overwrite",
-        "axpy/predicts_judge_seeds",  # also: seeds the variant can predict
-        "softmax/torch_softmax_dummy_row",
-        "matmul/torch_matmul_dummy_tile",
-        "rmsnorm/torch_result_into_out",
-        # timed replays are not validated (launch grid, outputs)
-        "axpy/grid_closure_zero",
-        "rmsnorm/grid_closure_zero",
-        # one call per seed: state that misbehaves from the 4th call, or results aliased across calls
-        "axpy/correct_first_3_calls",
-        "axpy/reused_output_buffer",
-        "matmul/first_call_full_grid_only",
-        # inputs are not checked for changes
-        "axpy/zeroes_input_y",
-        "axpy/result_written_into_y",
-        "softmax/output_written_into_input",
-        "matmul/zeroes_b_after_use",
-        "rmsnorm/normalises_x_in_place_too",
-        # precision only against a flat tolerance, no float64 reference of the original
-        "softmax/fp16_rounded_output",
-        "matmul/scaled_0p1pct",
-        "rmsnorm/fp16_rounded_output",
-        # in-place kernel whose harnesses return nothing: the original is refused at prepare
-        # ("returns no tensors"), so none of its variants is judged
-        "rope_inplace/writes_contiguous_copy",
-        "rope_inplace/writes_new_buffer",
-        "rope_inplace/second_half_not_stored",
-        "rope_inplace/wrong_rotation_sign",
-        "rope_inplace/heads_tail_dropped",
-        "rope_inplace/assumes_packed_seq_stride",
-        "rope_inplace/torch_rotation_dummy_launch",
-        "rope_inplace/negates_sin_in_place",
-        "rope_inplace/rotates_once_per_shape",
-        "rope_inplace/block_h_8",
-        "rope_inplace/one_head_per_program_warps_1",
-        "rope_inplace/loads_before_any_store_reordered",
-        # correct: @triton.autotune under the interpreter ("0 active drivers")
-        "axpy/autotuned_block",
-        "matmul/autotuned_tiles",
-    }
-)
+# Cases the evaluation gets wrong (wrong variants it lets through, correct ones it
+# refuses). The tests mark these xfail(strict=False). Empty since the judge/variant
+# split landed; regenerate with `python tests/test_redteam_wrong.py` (it prints gaps).
+KNOWN_GAPS: frozenset[str] = frozenset()
 
 
 # --------------------------------------------------------------------------- running
