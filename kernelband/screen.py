@@ -15,244 +15,33 @@ What a variant must satisfy:
 - the original's module-level statements other than imports and function definitions
   (constants such as ``DEVICE``) are all still there unchanged, and nothing new rebinds
   a name the original binds at module level;
-- it imports nothing beyond ``ALLOWED_IMPORTS``;
-- no file, process or network use: the builtins in ``BANNED_BUILTINS``, the modules in
-  ``BANNED_MODULES`` reached as attributes, dunder attributes (``__globals__``,
-  ``__subclasses__``, ...), ``getattr``/``setattr``/``delattr`` with a non-literal or
-  dunder name, and the file/IO entry points of torch and numpy.
+- deny by default (``kernelband/screen_policy.py``): beyond what the original module
+  itself uses, a variant may use only ``triton.language``, a few Triton APIs, a curated
+  set of torch tensor operations and safe builtins. Dunders (names, attributes, string
+  text, format fields), dynamic attribute access (``getattr``, ``operator.attrgetter``,
+  and any alias of them), code execution, file/process/network helpers, modules used
+  as values (aliases), attribute stores outside ``self`` and ``global`` are refused.
 
-The variant derives from the user's own module, which is trusted. Imports and risky
-uses that the original already has are therefore accepted (counted as a multiset): a
-variant may keep them, never add to them. This screen is a guard against an LLM
-reply smuggling in I/O, not a sandbox; the worker process is the isolation.
+The variant derives from the user's own module, which is trusted: what the original
+uses is accepted. Names and ``torch.x`` chains the original uses may appear anywhere;
+dangerous uses the original has are counted per top-level function, so a variant may
+keep them, never add to them. The worker process is the isolation; this screen keeps
+an LLM reply from smuggling I/O or a monkeypatch into it.
 """
 from __future__ import annotations
 
 import ast
 import functools
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from .detect import DetectionResult, detect, wrappers_of
-
-# Modules (exact names) and package prefixes ("torch.nn" allows "torch.nn.functional")
-# a variant may import.
-ALLOWED_IMPORTS: frozenset[str] = frozenset(
-    {
-        "__future__",
-        "abc",
-        "cmath",
-        "collections",
-        "collections.abc",
-        "dataclasses",
-        "enum",
-        "functools",
-        "itertools",
-        "math",
-        "numbers",
-        "numpy",
-        "operator",
-        "torch",
-        "torch.nn",
-        "torch.nn.functional",
-        "triton",
-        "triton.language",
-        "triton.runtime",
-        "triton.runtime.driver",
-        "triton.testing",
-        "typing",
-        "typing_extensions",
-        "warnings",
-    }
-)
-ALLOWED_IMPORT_PREFIXES: tuple[str, ...] = ("triton.language.", "torch.nn.functional.")
-
-BANNED_BUILTINS: frozenset[str] = frozenset(
-    {
-        "open",
-        "exec",
-        "eval",
-        "compile",
-        "__import__",
-        "globals",
-        "locals",
-        "vars",
-        "breakpoint",
-        "input",
-        "exit",
-        "quit",
-        "help",
-        "memoryview",
-        "__builtins__",
-        "__loader__",
-        "__spec__",
-    }
-)
-BANNED_MODULES: frozenset[str] = frozenset(
-    {
-        "os",
-        "sys",
-        "subprocess",
-        "socket",
-        "shutil",
-        "pathlib",
-        "ctypes",
-        "importlib",
-        "builtins",
-        "io",
-        "pickle",
-        "marshal",
-        "shelve",
-        "multiprocessing",
-        "threading",
-        "signal",
-        "tempfile",
-        "glob",
-        "urllib",
-        "http",
-        "requests",
-        "ftplib",
-        "smtplib",
-        "asyncio",
-        "inspect",
-        "gc",
-        "code",
-        "pty",
-        "runpy",
-    }
-)
-# Fully qualified names (after resolving import aliases) that read or write files,
-# load native code or reach the network.
-BANNED_QUALIFIED: tuple[str, ...] = (
-    "torch.load",
-    "torch.save",
-    "torch.hub",
-    "torch.utils.cpp_extension",
-    "torch.ops.load_library",
-    "torch.classes.load_library",
-    "torch.jit.load",
-    "torch.jit.save",
-    "torch.from_file",
-    "torch.package",
-    "torch.utils.data",
-    "numpy.load",
-    "numpy.save",
-    "numpy.savez",
-    "numpy.savez_compressed",
-    "numpy.fromfile",
-    "numpy.loadtxt",
-    "numpy.savetxt",
-    "numpy.genfromtxt",
-    "numpy.memmap",
-    "numpy.ctypeslib",
-    "numpy.lib",
-    "numpy.f2py",
-    "numpy.distutils",
-    "triton.tools",
-    "triton.runtime.cache",
-    "triton.runtime.build",
-    "triton.backends",
-    "operator.attrgetter",
-    "operator.methodcaller",
-    "typing.get_type_hints",
-)
-# Attribute names that reach a banned module (``torch.os``...) or do file I/O whatever
-# object they are taken from.
-BANNED_ATTRIBUTES: frozenset[str] = frozenset(
-    {"os", "sys", "subprocess", "socket", "shutil", "pathlib", "ctypes", "importlib", "builtins", "pickle",
-     "marshal", "multiprocessing", "tempfile", "urllib", "requests", "tofile", "from_file", "load_library"}
-)
-_ALLOWED_DUNDERS: frozenset[str] = frozenset({"__name__", "__doc__", "__init__", "__call__", "__len__"})
+from .screen_policy import Use, class_names, scan
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _import_allowed(module: str) -> bool:
-    return module in ALLOWED_IMPORTS or module.startswith(ALLOWED_IMPORT_PREFIXES)
-
-
-def _aliases(tree: ast.Module) -> dict[str, str]:
-    """Local name -> fully qualified module or object name, from every import."""
-    out: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.asname:
-                    out[a.asname] = a.name
-                else:
-                    root = a.name.split(".")[0]
-                    out[root] = root
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for a in node.names:
-                out[a.asname or a.name] = f"{node.module}.{a.name}"
-    return out
-
-
-def _qualified(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(aliases.get(node.id, node.id))
-    return ".".join(reversed(parts))
-
-
-def _banned_qualified(q: Optional[str]) -> bool:
-    return bool(q) and any(q == b or q.startswith(b + ".") for b in BANNED_QUALIFIED)  # type: ignore[union-attr]
-
-
-def _findings(tree: ast.Module) -> list[str]:
-    """Every disallowed import and risky use in a module, as short readable strings."""
-    aliases = _aliases(tree)
-    out: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if not _import_allowed(a.name) or _banned_qualified(a.name):
-                    out.append(f"imports {a.name}")
-        elif isinstance(node, ast.ImportFrom):
-            module = "." * node.level + (node.module or "")
-            if node.level or not _import_allowed(module):
-                out.append(f"imports from {module}")
-                continue
-            for a in node.names:
-                full = f"{module}.{a.name}"
-                if a.name == "*" or a.name in BANNED_MODULES or _banned_qualified(full):
-                    out.append(f"imports {full}")
-        elif isinstance(node, ast.Name):
-            q = aliases.get(node.id, node.id)
-            if node.id in BANNED_BUILTINS:
-                out.append(f"uses {node.id}")
-            elif node.id in aliases and q.split(".")[0] in BANNED_MODULES:  # unimported: a NameError
-                out.append(f"uses {q.split('.')[0]}")
-            elif _banned_qualified(q):
-                out.append(f"uses {q}")
-        elif isinstance(node, ast.Attribute):
-            a = node.attr
-            if a.startswith("__") and a.endswith("__") and a not in _ALLOWED_DUNDERS:
-                out.append(f"uses attribute {a}")
-            elif a in BANNED_ATTRIBUTES:
-                out.append(f"uses attribute {a}")
-            else:
-                q = _qualified(node, aliases)
-                if _banned_qualified(q):
-                    out.append(f"uses {q}")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id in ("getattr", "setattr", "delattr", "hasattr"):
-                name = node.args[1] if len(node.args) > 1 else None
-                if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                    out.append(f"uses {node.func.id} with a computed name")
-                elif name.value.startswith("__") or name.value in BANNED_ATTRIBUTES or name.value in BANNED_BUILTINS:
-                    out.append(f"uses {node.func.id}(..., {name.value!r})")
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            for n in node.names:
-                out.append(f"rebinds global {n}")
-    return out
 
 
 def _top_defs(tree: ast.Module) -> dict[str, list[ast.AST]]:
@@ -299,7 +88,6 @@ class _Facts:
     tree: Optional[ast.Module]
     error: str = ""
     detection: Optional[DetectionResult] = None
-    findings: Counter = field(default_factory=Counter)
 
 
 @functools.lru_cache(maxsize=32)
@@ -310,7 +98,13 @@ def _facts(source: str) -> _Facts:
         return _Facts(None, f"{e.msg} (line {e.lineno})")
     except (ValueError, RecursionError) as e:
         return _Facts(None, str(e))
-    return _Facts(tree, "", detect(source), Counter(_findings(tree)))
+    return _Facts(tree, "", detect(source))
+
+
+@functools.lru_cache(maxsize=64)
+def _uses(source: str, original_classes: frozenset[str]) -> tuple[Use, ...]:
+    tree = _facts(source).tree
+    return tuple(scan(tree, original_classes)) if tree is not None else ()
 
 
 def screen_variant(original_source: str, variant_source: str, kernel: str, harness: Optional[str]) -> Optional[str]:
@@ -359,12 +153,25 @@ def _screen(original_source: str, variant_source: str, kernel: str, harness: Opt
     if reason:
         return reason
 
-    added = vfacts.findings - ofacts.findings
-    if added:
-        what = sorted(added)[0]
-        if what.startswith("imports"):
-            return f"variant {what}, which is not on the import allow-list (torch, triton, math, numpy, functools, ...)"
-        return f"variant {what}: no file, process or network use is allowed"
+    return _policy(original_source, variant_source, class_names(otree))
+
+
+def _policy(original_source: str, variant_source: str, classes: frozenset[str]) -> Optional[str]:
+    """The first use of the variant that the original does not license (see the module
+    docstring): unlisted uses need the same key anywhere in the original, counted uses
+    at most the original's count in the same top-level function."""
+    ouses = _uses(original_source, classes)
+    licensed = {u.key for u in ouses if not u.counted}
+    allowance = Counter((u.scope, u.key) for u in ouses if u.counted)
+    seen: Counter = Counter()
+    for u in _uses(variant_source, classes):
+        if not u.counted:
+            if u.key not in licensed:
+                return u.reason()
+            continue
+        seen[(u.scope, u.key)] += 1
+        if seen[(u.scope, u.key)] > allowance[(u.scope, u.key)]:
+            return u.reason()
     return None
 
 

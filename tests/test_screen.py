@@ -37,8 +37,8 @@ def test_legit_variant_with_helper_and_allowed_imports_passes():
 @pytest.mark.parametrize(
     "edit, expected",
     [
-        (lambda s: s.replace("import torch\n", "import os\nimport torch\n"), "imports os"),
-        (lambda s: s.replace("import torch\n", "import subprocess as sp\nimport torch\n"), "imports subprocess"),
+        (lambda s: s.replace("import torch\n", "import os\nimport torch\n"), "adds import os"),
+        (lambda s: s.replace("import torch\n", "import subprocess as sp\nimport torch\n"), "adds import subprocess as sp"),
         (lambda s: s.replace("    out = torch.empty_like(x)\n", "    open('/tmp/x', 'w').write('hi')\n    out = torch.empty_like(x)\n"), "uses open"),
         (lambda s: s.replace("    out = torch.empty_like(x)\n", "    eval('1')\n    out = torch.empty_like(x)\n"), "uses eval"),
         (lambda s: s.replace("    out = torch.empty_like(x)\n", "    __import__('os').system('true')\n    out = torch.empty_like(x)\n"), "__import__"),
@@ -46,7 +46,7 @@ def test_legit_variant_with_helper_and_allowed_imports_passes():
         (lambda s: s.replace("    out = torch.empty_like(x)\n", "    (1).__class__.__base__.__subclasses__()\n    out = torch.empty_like(x)\n"), "attribute __"),
         (lambda s: s.replace("    out = torch.empty_like(x)\n", "    torch.save(x, 'x.pt')\n    out = torch.empty_like(x)\n"), "torch.save"),
         (lambda s: s.replace("    out = torch.empty_like(x)\n", "    x.numpy().tofile('x.bin')\n    out = torch.empty_like(x)\n"), "tofile"),
-        (lambda s: s.replace("import torch\n", "from socket import socket\nimport torch\n"), "imports from socket"),
+        (lambda s: s.replace("import torch\n", "from socket import socket\nimport torch\n"), "adds from socket import socket"),
     ],
 )
 def test_file_process_network_and_imports_rejected(edit, expected):
