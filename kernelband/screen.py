@@ -157,29 +157,51 @@ def _screen(original_source: str, variant_source: str, kernel: str, harness: Opt
 
 
 def _policy(original_source: str, variant_source: str, classes: frozenset[str]) -> Optional[str]:
-    """The first use of the variant that the original does not license (see the module
-    docstring): unlisted uses need the same key anywhere in the original, counted uses
-    at most the original's count in the same top-level function."""
+    found = _unlicensed(original_source, variant_source, classes)
+    return found[0].reason() if found else None
+
+
+def _unlicensed(original_source: str, variant_source: str, classes: frozenset[str]) -> list[Use]:
+    """The uses of the variant that the original does not license, in source order (see
+    the module docstring): an unlisted use needs the same key anywhere in the original,
+    a counted use at most the original's count in the same top-level function."""
     ouses = _uses(original_source, classes)
     licensed = {u.key for u in ouses if not u.counted}
     allowance = Counter((u.scope, u.key) for u in ouses if u.counted)
     seen: Counter = Counter()
+    out: list[Use] = []
     for u in _uses(variant_source, classes):
         if not u.counted:
             if u.key not in licensed:
-                return u.reason()
+                out.append(u)
             continue
         seen[(u.scope, u.key)] += 1
         if seen[(u.scope, u.key)] > allowance[(u.scope, u.key)]:
-            return u.reason()
-    return None
+            out.append(u)
+    return out
+
+
+def policy_violations(original_source: str, variant_source: str) -> list[str]:
+    """Every reason the allow-list policy has against a variant (the screen reports only
+    the first); [] when either module does not parse. For tests and diagnostics."""
+    otree = _facts(original_source).tree
+    if otree is None or _facts(variant_source).tree is None:
+        return []
+    return [u.reason() for u in _unlicensed(original_source, variant_source, class_names(otree))]
+
+
+def _skipped_statement(s: ast.stmt) -> bool:
+    """Definitions and imports are checked elsewhere; a docstring (a bare string) does
+    nothing, so a variant may reword it."""
+    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+        return True
+    return isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
 
 
 def _module_statements(otree: ast.Module, vtree: ast.Module) -> Optional[str]:
     """Module-level state the harness may depend on must stay as the original has it."""
-    skip = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
-    ostmts = [s for s in otree.body if not isinstance(s, skip)]
-    vstmts = [s for s in vtree.body if not isinstance(s, skip)]
+    ostmts = [s for s in otree.body if not _skipped_statement(s)]
+    vstmts = [s for s in vtree.body if not _skipped_statement(s)]
     missing = Counter(ast.dump(s) for s in ostmts) - Counter(ast.dump(s) for s in vstmts)
     if missing:
         first = next(s for s in ostmts if ast.dump(s) in missing)

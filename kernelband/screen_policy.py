@@ -233,7 +233,8 @@ def chain_verdict(chain: str, plain_modules: frozenset[str] | set[str]) -> tuple
     segs = chain.split(".")
     for i in range(1, len(segs) + 1):
         prefix = ".".join(segs[:i])
-        if (i == 1 and prefix in BANNED_MODULES) or prefix in DENIED_QUALIFIED:
+        # a banned module as the root or reached as an attribute (torch.os, F.importlib...)
+        if segs[i - 1] in BANNED_MODULES or prefix in DENIED_QUALIFIED:
             return "denied", prefix
     if chain in plain_modules:
         return "module", chain
