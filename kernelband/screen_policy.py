@@ -266,7 +266,9 @@ class _Scanner(ast.NodeVisitor):
         self.uses: list[Use] = []
         self.scope = "<module>"
         self.class_name: Optional[str] = None  # the class whose body we are directly in
-        self.self_ok = False  # inside a method of a class the original has
+        # directly inside a class's __init__: ``self`` is then a fresh instance (``__init__``
+        # cannot be called on another object without a dunder), so ``self.x = ...`` is safe
+        self.self_ok = False
 
     # -- recording
     def _add(self, node: ast.AST, key: str, why: str, counted: bool = True) -> None:
@@ -288,7 +290,7 @@ class _Scanner(ast.NodeVisitor):
         if self.scope == "<module>" and not isinstance(node, ast.Lambda):
             self.scope = node.name
         if not isinstance(node, ast.Lambda):
-            self.self_ok = self.class_name in self.original_classes
+            self.self_ok = self.class_name is not None and _is_init(node)
         self.class_name = None
         body = node.body if isinstance(node.body, list) else [node.body]
         for stmt in body:
@@ -339,6 +341,9 @@ class _Scanner(ast.NodeVisitor):
 
     # -- names, chains, attributes
     def visit_Name(self, node: ast.Name) -> None:
+        if node.id == "self" and self.self_ok and not isinstance(node.ctx, ast.Load):
+            self._add(node, "a rebinding of self in __init__", "self.<attr> stores are allowed because self is "
+                      "the new instance; it may not be rebound")
         if self._special_name(node) or not isinstance(node.ctx, ast.Load):
             return  # binding a local that shadows an import hides nothing: reads are checked
         if node.id in self.aliases:
@@ -362,7 +367,7 @@ class _Scanner(ast.NodeVisitor):
             base = node.value
             if not (self.self_ok and isinstance(base, ast.Name) and base.id == "self"):
                 self._add(node, f"an assignment to attribute {_text(node)}",
-                          "only self.<attr> in the original's own classes may be assigned")
+                          "attributes may be assigned only on self, inside __init__")
         parts: list[ast.Attribute] = []
         base: ast.expr = node
         while isinstance(base, ast.Attribute):
@@ -449,6 +454,11 @@ def _format_field_access(template: str) -> Optional[str]:
     return None
 
 
+def _is_init(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    args = node.args.posonlyargs + node.args.args
+    return node.name == "__init__" and bool(args) and args[0].arg == "self"
+
+
 def _root_name(node: ast.expr) -> Optional[str]:
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
@@ -483,7 +493,7 @@ _BUILTIN_NAMES: frozenset[str] = frozenset(dir(_builtins))
 
 def scan(tree: ast.Module, original_classes: frozenset[str]) -> list[Use]:
     """Every Use in ``tree``, in source order. ``original_classes``: names of the classes
-    the original module defines (``self.x = ...`` is allowed in their methods)."""
+    the original module defines (a new class may not have bases or dunder methods)."""
     scanner = _Scanner(tree, original_classes)
     scanner._bound = _bound_anywhere(tree)
     scanner.visit(tree)
