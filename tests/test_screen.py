@@ -1,10 +1,13 @@
 """The static screen of variants (DESIGN section 6, first bullet)."""
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from kernelband.screen import screen_variant
-from tests.conftest import example_source
+from tests.conftest import REPO, example_source
+from tests.redteam.correct_rewrites import REWRITES
 
 ORIG = example_source("add_scale.py")
 K, H = "axpy_kernel", "harness_axpy"
@@ -110,3 +113,165 @@ def test_never_raises_on_garbage():
     assert screen_variant("", "", K, None)
     assert screen_variant("def (", ORIG, K, H)  # broken original: a reason, not an exception
     assert screen_variant(ORIG, "\x00", K, H)
+
+
+# ----------------------------------------------------------------------------- deny by default
+AXPY_BODY = "    out = torch.empty_like(x)\n"
+
+
+def with_line(line: str, source: str = ORIG) -> str:
+    """The original with ``line`` (indented code) added at the top of the wrapper axpy."""
+    assert AXPY_BODY in source
+    return source.replace(AXPY_BODY, textwrap.indent(textwrap.dedent(line), "    ") + AXPY_BODY, 1)
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("t = torch\nt.empty(1)\n", "module torch as a value"),
+        ("def h(m=torch):\n    return m\n", "module torch as a value"),
+        ("mods = [tl]\n", "module triton.language as a value"),
+        ("F = torch.nn.functional\n", "module torch.nn.functional as a value"),
+        ("type(x).abs\n", "uses type"),
+        ("g = hasattr\n", "uses hasattr"),
+        ("torch.manual_seed(0)\n", "torch.manual_seed"),
+        ("torch.compile(axpy)\n", "torch.compile"),
+        ("torch.utils.collect_env.run('true')\n", "torch.utils"),
+        ("torch.os.getcwd()\n", "torch.os"),
+        ("torch.nn.functional.np.zeros(1)\n", "torch.nn.functional.np"),
+        ("tl.core.tensor\n", "triton.language.core"),
+        ("x._base\n", "private attribute _base"),
+        ("out.foo = 1\n", "assignment to attribute out.foo"),
+        ("del x.grad\n", "assignment to attribute x.grad"),
+        ("torch.Tensor.abs = torch.Tensor.neg\n", "assignment to attribute torch.Tensor.abs"),
+        ("'{0.shape}'.format(x)\n", "format field {0.shape}"),
+        ("('{' + '}').format(x)\n", ".format on a computed string"),
+        ("s = 'a __dict__ b'\n", "dunder text '__dict__'"),
+        ("(lambda: (yield))().gi_frame\n", "attribute gi_frame"),
+        ("id(x)\n", "builtin id"),
+    ],
+)
+def test_deny_by_default_rejections(line, expected):
+    reason = screen(with_line(line))
+    assert reason is not None and expected in reason, reason
+    assert "\n" not in reason and "line " in reason
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "n0: int = x.numel() + len(x.shape) + x.stride(0) + x.size(0)\n",
+        "assert x.dtype in (torch.float32, torch.float16) and torch.float16.itemsize == 2\n",
+        "y = y.contiguous().view(-1).to(x.dtype)\n",
+        "z = torch.nn.functional.gelu(x).sum() + torch.where(x > 0, x, 0.0).amax()\n",
+        "msg = 'n = {} ({:>8})'.format(x.numel(), 'elems')\n",
+        "ok = isinstance(x, torch.Tensor) and torch.cuda.is_available() in (True, False)\n",
+        "blocks = [triton.next_power_of_2(k) for k in range(1, 4)]\n",
+        "tmp = {'a': 1}\ntmp['b'] = 2\n",
+    ],
+)
+def test_tensor_ops_and_safe_builtins_pass(line):
+    assert screen(with_line(line)) is None
+
+
+def test_safe_imports_pass_and_others_are_new_imports():
+    v = ORIG.replace("import torch\n", "import math\nfrom typing import Optional\nfrom triton.language.extra import libdevice\nimport torch\n")
+    v = with_line("s: Optional[float] = math.sqrt(2.0)\n", v)
+    assert screen(v) is None
+    for imp in ("import numpy", "import functools", "from typing import get_type_hints", "from . import x",
+                "import torch.utils", "from triton.language import core"):
+        reason = screen(ORIG.replace("import torch\n", imp + "\nimport torch\n"))
+        assert reason and f"adds {imp}" in reason, (imp, reason)
+
+
+def test_dangerous_uses_the_original_has_are_counted_per_function():
+    orig = with_line("cfg = getattr(x, 'shape')\n")
+    assert screen(orig, original=orig) is None
+    more = with_line("cfg2 = getattr(x, 'dtype')\n", orig)
+    assert "uses getattr in axpy" in screen(more, original=orig)
+    moved = orig.replace("    cfg = getattr(x, 'shape')\n", "").replace(
+        "def harness_axpy():\n", "def helper(x):\n    return getattr(x, 'shape')\n\n\ndef harness_axpy():\n")
+    assert "uses getattr in helper" in screen(moved, original=orig)
+
+
+def test_names_the_original_uses_are_allowed_anywhere():
+    orig = with_line("torch.manual_seed(0)\n")
+    v = orig.replace("def harness_axpy():\n", "def helper():\n    torch.manual_seed(1)\n\n\ndef harness_axpy():\n")
+    assert screen(v, original=orig) is None
+    assert "torch.manual_seed" in screen(v)  # not when the original lacks it
+
+
+def test_classes_self_stores_only_in_init():
+    cls = "\n\nclass Cfg:\n    def __init__(self, block):\n        self.block = block\n\n\n@triton.jit"
+    v = ORIG.replace("\n\n@triton.jit", cls, 1)
+    assert screen(v) is None
+    later = v.replace("        self.block = block\n", "        self.block = block\n\n    def set(self, b):\n        self.block = b\n")
+    assert "assignment to attribute self.block in Cfg" in screen(later)
+    rebind = v.replace("        self.block = block\n", "        self = torch.Tensor\n        self.block = block\n")
+    assert "rebinding of self" in screen(rebind)
+    based = v.replace("class Cfg:", "class Cfg(torch.Tensor):")
+    assert "new class Cfg with a base class" in screen(based)
+    dunder = v.replace("        self.block = block\n", "        self.block = block\n\n    def __eq__(self, o):\n        return True\n")
+    assert "dunder definition __eq__" in screen(dunder)
+
+
+def test_global_and_module_docstring():
+    assert "global DEVICE" in screen(with_line("global DEVICE\n"))
+    reworded = ORIG.replace("written the way a first version often is", "as first written")
+    assert reworded != ORIG and screen(reworded) is None
+
+
+def test_wildcard_namespaces_list_every_module_member():
+    """triton.language, torch.nn.functional... are allowed member by member: a member
+    that is itself a module (F.importlib, tl.core) must be refused, on this install too."""
+    import importlib
+    import types
+
+    from kernelband.screen_policy import ALLOWED, MODULE, NAMESPACE, chain_verdict
+
+    for ns in (n for n, kind in ALLOWED.items() if kind == NAMESPACE):
+        module = importlib.import_module(ns)
+        for member in (m for m in dir(module) if not m.startswith("_")):
+            value = getattr(module, member)
+            status, _ = chain_verdict(f"{ns}.{member}", frozenset())
+            if isinstance(value, types.ModuleType):
+                allowed_sub = ALLOWED.get(f"{ns}.{member}") in (NAMESPACE, MODULE)
+                assert allowed_sub or status in ("denied", "unlisted"), f"{ns}.{member} is a module"
+            else:
+                assert status == "ok", f"{ns}.{member}: {status}"
+
+
+# ----------------------------------------------------------------------------- no false rejections
+def _kernel_modules() -> list[tuple[str, str, str, str]]:
+    from benchmarks.suite import SUITE
+
+    out = [(f"examples/{n}.py", k, h, (REPO / "examples" / f"{n}.py").read_text(encoding="utf-8"))
+           for n, k, h in (("add_scale", "axpy_kernel", "harness_axpy"), ("matmul", "matmul_kernel", "harness_matmul"),
+                           ("softmax", "softmax_kernel", "harness_softmax"))]
+    out += [(f"benchmarks/suite/{e.module}.py", e.kernel, e.harness, e.path.read_text(encoding="utf-8")) for e in SUITE]
+    return out
+
+
+MODULES = _kernel_modules()
+
+
+@pytest.mark.parametrize("name, kernel, harness, source", MODULES, ids=[m[0] for m in MODULES])
+def test_every_kernel_module_and_its_generated_variants_pass(name, kernel, harness, source):
+    from kernelband.generators.rules import RulesGenerator
+    from kernelband.model import Variant
+
+    assert screen_variant(source, source, kernel, harness) is None
+    variants = RulesGenerator(seed=0, enumerate_limit=12).enumerate_space(Variant(source), kernel)
+    assert variants
+    for v in variants:
+        assert screen_variant(source, v.source, kernel, harness) is None, v.description
+
+
+@pytest.mark.parametrize("rewrite", REWRITES, ids=lambda r: r.name)
+def test_correct_rewrites_pass(rewrite):
+    assert screen_variant(rewrite.original(), rewrite.build(), rewrite.kernel, rewrite.harness) is None
+
+
+def test_false_rejection_rate_is_zero():
+    rejected = [r.name for r in REWRITES if screen_variant(r.original(), r.build(), r.kernel, r.harness)]
+    assert len(REWRITES) >= 20 and rejected == []
