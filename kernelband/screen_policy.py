@@ -180,22 +180,47 @@ class Use:
         return f"variant {verb} {self.key}{where} (line {self.line}): {self.why}"
 
 
-def _import_bindings(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
-    """Local name -> fully qualified module or object name, from every import; and the
-    qualified names bound by plain ``import`` statements (modules for sure)."""
+def _import_bindings(tree: ast.Module) -> tuple[dict[str, str], set[str], set[str]]:
+    """Local name -> fully qualified module or object name, from every import and from
+    module-level ``name = <imported chain>`` (``F = torch.nn.functional``); the qualified
+    names bound by plain ``import`` statements (modules for sure); and the names bound to
+    two different targets (the screen could not tell which one a use means)."""
     aliases: dict[str, str] = {}
     modules: set[str] = set()
+    conflicts: set[str] = set()
+
+    def bind(name: str, target: str) -> None:
+        if aliases.get(name, target) != target:
+            conflicts.add(name)
+        aliases[name] = target
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 target = a.name if a.asname else a.name.split(".")[0]
-                aliases[a.asname or target] = target
+                bind(a.asname or target, target)
                 modules.add(target)
         elif isinstance(node, ast.ImportFrom):
             base = "." * node.level + (node.module or "")
             for a in node.names:
-                aliases[a.asname or a.name] = f"{base}.{a.name}" if node.module or node.level else a.name
-    return aliases, modules
+                bind(a.asname or a.name, f"{base}.{a.name}" if node.module or node.level else a.name)
+    for stmt in tree.body:  # module-level aliases of imported things, in order
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            chain = _resolve(stmt.value, aliases)
+            if chain is not None:
+                bind(stmt.targets[0].id, chain)
+    return aliases, modules, conflicts
+
+
+def _resolve(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:
+    """``a.b.c`` with ``a`` an alias -> its qualified name, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in aliases:
+        return None
+    return ".".join([aliases[node.id], *reversed(parts)])
 
 
 def import_keys(node: ast.Import | ast.ImportFrom) -> Iterable[tuple[str, str, str]]:
@@ -261,7 +286,7 @@ class _Scanner(ast.NodeVisitor):
     """Walks a module once and records every Use (see the module docstring)."""
 
     def __init__(self, tree: ast.Module, original_classes: frozenset[str]) -> None:
-        self.aliases, self.plain_modules = _import_bindings(tree)
+        self.aliases, self.plain_modules, self.conflicts = _import_bindings(tree)
         self.original_classes = original_classes
         self.uses: list[Use] = []
         self.scope = "<module>"
@@ -277,6 +302,7 @@ class _Scanner(ast.NodeVisitor):
     # -- scopes
     def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
         if not isinstance(node, ast.Lambda):
+            self._rebinds_alias(node, node.name)
             for d in node.decorator_list:
                 self.visit(d)
             if node.returns:
@@ -300,6 +326,7 @@ class _Scanner(ast.NodeVisitor):
     visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _visit_function  # type: ignore[assignment]
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._rebinds_alias(node, node.name)
         for d in node.decorator_list:
             self.visit(d)
         for b in node.bases:
@@ -340,7 +367,30 @@ class _Scanner(ast.NodeVisitor):
         self._add(node, "nonlocal " + ", ".join(node.names), "global/nonlocal are not allowed")
 
     # -- names, chains, attributes
+    def _rebinds_alias(self, node: ast.AST, name: str) -> None:
+        """An imported name (or module-level alias of one) is resolved by its import
+        everywhere; a local of the same name would be checked as the import, not as
+        what it holds, so no binding may shadow it."""
+        if name in self.aliases and not (self.scope == "<module>" and isinstance(node, ast.Name)):
+            self._add(node, f"a rebinding of imported name {name}", "imported names may not be shadowed")
+
+    def visit_arg(self, node: ast.arg) -> None:
+        self._rebinds_alias(node, node.arg)
+        self.generic_visit(node)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self._rebinds_alias(node, node.name)
+        self.generic_visit(node)
+
+    def visit_Module(self, node: ast.Module) -> None:
+        for name in sorted(self.conflicts):
+            self._add(node, f"a rebinding of imported name {name}", "imported names may not be shadowed")
+        self.generic_visit(node)
+
     def visit_Name(self, node: ast.Name) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            self._rebinds_alias(node, node.id)
         if node.id == "self" and self.self_ok and not isinstance(node.ctx, ast.Load):
             self._add(node, "a rebinding of self in __init__", "self.<attr> stores are allowed because self is "
                       "the new instance; it may not be rebound")

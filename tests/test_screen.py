@@ -275,3 +275,29 @@ def test_correct_rewrites_pass(rewrite):
 def test_false_rejection_rate_is_zero():
     rejected = [r.name for r in REWRITES if screen_variant(r.original(), r.build(), r.kernel, r.harness)]
     assert len(REWRITES) >= 20 and rejected == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "tl = '{0.x}'\ntl.format(x)\n",
+        "for torch in [x]:\n    pass\n",
+        "def inner(triton):\n    return triton\n",
+        "try:\n    pass\nexcept ValueError as tl:\n    pass\n",
+    ],
+)
+def test_imported_names_may_not_be_shadowed(line):
+    """A local named like an import would be checked as the import (tl.format looks like
+    triton.language.format): every such binding is refused."""
+    reason = screen(with_line(line))
+    assert reason and "rebinding of imported name" in reason, reason
+
+
+def test_module_level_alias_in_the_original_is_resolved():
+    orig = ORIG.replace('DEVICE = "cuda"', 'F = torch.nn.functional\nDEVICE = "cuda"')
+    assert screen(orig, original=orig) is None
+    assert screen(with_line("z = F.gelu(x)\n", orig), original=orig) is None
+    reason = screen(with_line("F.np.lib.format.open_memmap('m', mode='w+', shape=(1,))\n", orig), original=orig)
+    assert reason and "torch.nn.functional.np" in reason
+    # an import that gives an imported name a second meaning is refused too
+    assert "rebinding of imported name tl" in screen(ORIG.replace("import torch\n", "import torch\nimport torch as tl\n"))
