@@ -12,15 +12,17 @@ What a variant must satisfy:
   exists with an unchanged signature;
 - the harness function, when it is in the module, is unchanged (``ast.dump``), and is
   defined exactly once: a variant must not be able to change how it is judged;
-- the original's module-level statements other than imports and function definitions
-  (constants such as ``DEVICE``) are all still there unchanged, and nothing new rebinds
-  a name the original binds at module level;
+- the original's module-level statements other than imports, definitions and
+  docstrings (constants such as ``DEVICE``) are all still there unchanged, and nothing
+  new rebinds a name the original binds at module level;
 - deny by default (``kernelband/screen_policy.py``): beyond what the original module
   itself uses, a variant may use only ``triton.language``, a few Triton APIs, a curated
-  set of torch tensor operations and safe builtins. Dunders (names, attributes, string
-  text, format fields), dynamic attribute access (``getattr``, ``operator.attrgetter``,
-  and any alias of them), code execution, file/process/network helpers, modules used
-  as values (aliases), attribute stores outside ``self`` and ``global`` are refused.
+  set of torch tensor operations and safe builtins, and import only what the original
+  imports (plus math, typing names and triton.language). Dunders (names, attributes,
+  string text, format fields), dynamic attribute access (``getattr``,
+  ``operator.attrgetter``, and any alias of them), code execution, file/process/network
+  helpers, modules used as values (aliases), shadowed imports, attribute stores other
+  than ``self.x`` in ``__init__``, and ``global``/``nonlocal`` are refused.
 
 The variant derives from the user's own module, which is trusted: what the original
 uses is accepted. Names and ``torch.x`` chains the original uses may appear anywhere;

@@ -148,7 +148,7 @@ DENIED_QUALIFIED: tuple[str, ...] = (
 DENIED_ATTRIBUTES: frozenset[str] = frozenset(
     """tofile dump dumps load loads save savez fromfile from_file memmap load_library ctypes ctypeslib
     system popen environ getenv putenv spawn fork forkpty execv execve open read_text write_text read_bytes
-    write_bytes unlink remove rmtree os sys subprocess socket shutil pathlib importlib builtins pickle
+    write_bytes unlink rmtree os sys subprocess socket shutil pathlib importlib builtins pickle
     marshal gi_frame gi_code gi_yieldfrom cr_frame cr_code cr_await ag_frame ag_code f_globals f_locals
     f_builtins f_back f_code tb_frame tb_next func_globals formatwarning showwarning knobs""".split()
 )
