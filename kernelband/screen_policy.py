@@ -72,6 +72,12 @@ _CUDA_LEAVES = """is_available current_device get_device_name get_device_propert
 device_count synchronize device is_bf16_supported""".split()
 _TRITON_LEAVES = "jit autotune Config heuristics cdiv next_power_of_2".split()
 _TYPING_MEMBERS = "Optional Union Tuple List Dict Any Callable Sequence Iterable Mapping".split()
+_FUNCTOOLS_MEMBERS = "partial lru_cache cache wraps cached_property".split()
+# Device queries from Triton's tutorials (persistent kernels size their grid by SM count);
+# the rest of triton.runtime (binary loading, caches, hooks) stays denied.
+_TRITON_RUNTIME_MEMBERS = """triton.runtime.driver.active.get_active_torch_device
+triton.runtime.driver.active.get_current_device triton.runtime.driver.active.get_current_target
+triton.runtime.driver.active.utils.get_device_properties""".split()
 
 ALLOWED: dict[str, str] = {
     "torch": MODULE,
@@ -88,7 +94,15 @@ ALLOWED: dict[str, str] = {
     "triton.language.extra.libdevice": NAMESPACE,
     "triton.language.extra.cuda.libdevice": NAMESPACE,
     "math": NAMESPACE,
+    "itertools": NAMESPACE,
+    "functools": MODULE,
     "typing": MODULE,
+    "triton.runtime": MODULE,
+    "triton.runtime.driver": MODULE,
+    "triton.runtime.driver.active": MODULE,
+    "triton.runtime.driver.active.utils": MODULE,
+    **{n: MEMBER for n in _TRITON_RUNTIME_MEMBERS},
+    **{f"functools.{n}": MEMBER for n in _FUNCTOOLS_MEMBERS},
     **{f"torch.{n}": LEAF for n in _TORCH_LEAVES},
     **{f"torch.cuda.{n}": LEAF for n in _CUDA_LEAVES},
     **{f"triton.{n}": LEAF for n in _TRITON_LEAVES},
@@ -112,10 +126,10 @@ _MODULE_LIKE_NAMES: frozenset[str] = frozenset(getattr(sys, "stdlib_module_names
 # Imports a variant may add although the original lacks them: nothing in them touches
 # files, processes or the network.
 SAFE_IMPORT_MODULES: frozenset[str] = frozenset(
-    {"math", "torch", "torch.nn", "torch.nn.functional", "triton", "triton.language"}
+    {"math", "itertools", "functools", "torch", "torch.nn", "torch.nn.functional", "triton", "triton.language"}
 )
 SAFE_IMPORT_FROM: frozenset[str] = frozenset(
-    {"math", "torch", "triton", "triton.language", "triton.language.extra", "triton.language.extra.cuda",
+    {"math", "itertools", "functools", "torch", "triton", "triton.language", "triton.language.extra", "triton.language.extra.cuda",
      "triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice", "typing", "torch.nn",
      "torch.nn.functional"}
 )
@@ -256,6 +270,8 @@ def chain_verdict(chain: str, plain_modules: frozenset[str] | set[str]) -> tuple
     """How a maximal dotted chain (aliases resolved, ``torch.nn.functional.gelu``) may be
     used: ("ok" | "module" | "denied" | "unlisted", the part that decided)."""
     segs = chain.split(".")
+    if ALLOWED.get(chain) == MEMBER:  # listed exactly: wins over a denied package prefix
+        return "ok", chain
     for i in range(1, len(segs) + 1):
         prefix = ".".join(segs[:i])
         # a banned module as the root or reached as an attribute (torch.os, F.importlib...)
@@ -358,7 +374,7 @@ class _Scanner(ast.NodeVisitor):
                 self._add(node, key, "dunder access is not allowed")
             elif not _safe_import(module, name):
                 self._add(node, key, "a variant may import only what the original imports "
-                          "(plus math, typing and triton.language)", counted=False)
+                          "(plus math, itertools, functools, typing and triton.language)", counted=False)
 
     def visit_Global(self, node: ast.Global) -> None:
         self._add(node, "global " + ", ".join(node.names), "global/nonlocal are not allowed")

@@ -178,7 +178,7 @@ def test_safe_imports_pass_and_others_are_new_imports():
     v = ORIG.replace("import torch\n", "import math\nfrom typing import Optional\nfrom triton.language.extra import libdevice\nimport torch\n")
     v = with_line("s: Optional[float] = math.sqrt(2.0)\n", v)
     assert screen(v) is None
-    for imp in ("import numpy", "import functools", "from typing import get_type_hints", "from . import x",
+    for imp in ("import numpy", "import operator", "from typing import get_type_hints", "from . import x",
                 "import torch.utils", "from triton.language import core"):
         reason = screen(ORIG.replace("import torch\n", imp + "\nimport torch\n"))
         assert reason and f"adds {imp}" in reason, (imp, reason)
@@ -301,3 +301,15 @@ def test_module_level_alias_in_the_original_is_resolved():
     assert reason and "torch.nn.functional.np" in reason
     # an import that gives an imported name a second meaning is refused too
     assert "rebinding of imported name tl" in screen(ORIG.replace("import torch\n", "import torch\nimport torch as tl\n"))
+
+
+def test_triton_runtime_device_queries_only():
+    ok = "props = triton.runtime.driver.active.utils.get_device_properties(0)\n"
+    assert screen(with_line(ok)) is None
+    for line, what in (("triton.runtime.driver.active.utils.load_binary\n", "triton.runtime"),
+                       ("triton.runtime.cache.get_cache_manager\n", "triton.runtime"),
+                       ("d = triton.runtime.driver.active\n", "triton.runtime"),
+                       ("functools.reduce\n", "functools.reduce")):
+        src = with_line(line, ORIG.replace("import torch\n", "import functools\nimport torch\n"))
+        reason = screen(src)
+        assert reason and what in reason, (line, reason)

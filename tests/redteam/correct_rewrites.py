@@ -134,6 +134,24 @@ REWRITES: tuple[Rewrite, ...] = (
         "    def __init__(self, block: int, warps: int) -> None:\n        self.block = block\n        self.warps = warps\n\n\n"
         "CONFIG = LaunchConfig(256, 2)\n\n\n@triton.jit"),
        (LAUNCH, "axpy_kernel[grid](x, y, out, alpha, n, BLOCK_SIZE=CONFIG.block, num_warps=CONFIG.warps)")),
+    _r("axpy_autotune_itertools_product", AXPY,
+       ("import torch\n", "import itertools\n\nimport torch\n"),
+       ("@triton.jit\ndef axpy_kernel",
+        "@triton.autotune(\n"
+        "    configs=[triton.Config({\"BLOCK_SIZE\": b}, num_warps=w) for b, w in itertools.product([256, 1024], [2, 4])],\n"
+        "    key=[\"n_elements\"],\n)\n@triton.jit\ndef axpy_kernel"),
+       (LAUNCH, "axpy_kernel[grid](x, y, out, alpha, n)")),
+    _r("axpy_persistent_grid_by_sm_count", AXPY,
+       ("    pid = tl.program_id(axis=0)\n    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)\n"
+        "    mask = offsets < n_elements\n" + AXPY_BODY,
+        "    for tile in tl.range(tl.program_id(axis=0), tl.cdiv(n_elements, BLOCK_SIZE), tl.num_programs(0)):\n"
+        "        offsets = tile * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)\n        mask = offsets < n_elements\n"
+        "        x = tl.load(x_ptr + offsets, mask=mask)\n        y = tl.load(y_ptr + offsets, mask=mask)\n"
+        "        tl.store(out_ptr + offsets, alpha * x + y, mask=mask)\n"),
+       ("    grid = lambda meta: (triton.cdiv(n, meta[\"BLOCK_SIZE\"]),)\n",
+        "    # one program per SM (4 under the CPU interpreter), each looping over tiles\n"
+        "    num_sm = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4\n"
+        "    grid = lambda meta: (min(num_sm, triton.cdiv(n, meta[\"BLOCK_SIZE\"])),)\n")),
     # ---------------------------------------------------------------- matmul
     _r("matmul_grouped_bigger_tiles", MATMUL,
        ("BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=1,", "BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8,\n"
@@ -174,6 +192,11 @@ REWRITES: tuple[Rewrite, ...] = (
     _r("softmax_warps_helper", SOFTMAX,
        ("\n\ndef softmax(", "\n\ndef _num_warps(block: int) -> int:\n    \"\"\"More warps for wider rows.\"\"\"\n"
         "    if block >= 2048:\n        return 8\n    return 4 if block >= 512 else 2\n\n\ndef softmax("),
+       ("BLOCK_SIZE=BLOCK_SIZE, num_warps=1)", "BLOCK_SIZE=BLOCK_SIZE, num_warps=_num_warps(BLOCK_SIZE))")),
+    _r("softmax_cached_warps_helper", SOFTMAX,
+       ("import torch\n", "import functools\n\nimport torch\n"),
+       ("\n\ndef softmax(", "\n\n@functools.lru_cache(maxsize=None)\ndef _num_warps(block: int) -> int:\n"
+        "    return max(1, min(16, block // 256))\n\n\ndef softmax("),
        ("BLOCK_SIZE=BLOCK_SIZE, num_warps=1)", "BLOCK_SIZE=BLOCK_SIZE, num_warps=_num_warps(BLOCK_SIZE))")),
     _r("softmax_exp2", SOFTMAX,
        ("    num = tl.exp(x)\n", "    LOG2E: tl.constexpr = 1.4426950408889634\n    num = tl.exp2(x * LOG2E)\n")),
