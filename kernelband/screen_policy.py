@@ -319,6 +319,7 @@ class _Scanner(ast.NodeVisitor):
     def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
         if not isinstance(node, ast.Lambda):
             self._rebinds_alias(node, node.name)
+            self._shadows_builtin(node, node.name)
             for d in node.decorator_list:
                 self.visit(d)
             if node.returns:
@@ -343,6 +344,7 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._rebinds_alias(node, node.name)
+        self._shadows_builtin(node, node.name)
         for d in node.decorator_list:
             self.visit(d)
         for b in node.bases:
@@ -383,6 +385,12 @@ class _Scanner(ast.NodeVisitor):
         self._add(node, "nonlocal " + ", ".join(node.names), "global/nonlocal are not allowed")
 
     # -- names, chains, attributes
+    def _shadows_builtin(self, node: ast.AST, name: str) -> None:
+        """A module-level ``len = ...`` or ``def range`` would change what the unchanged
+        harness does (it runs in the same module)."""
+        if self.scope == "<module>" and name in _BUILTIN_NAMES:
+            self._add(node, f"a module-level rebinding of builtin {name}", "the harness shares these names")
+
     def _rebinds_alias(self, node: ast.AST, name: str) -> None:
         """An imported name (or module-level alias of one) is resolved by its import
         everywhere; a local of the same name would be checked as the import, not as
@@ -407,6 +415,7 @@ class _Scanner(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if not isinstance(node.ctx, ast.Load):
             self._rebinds_alias(node, node.id)
+            self._shadows_builtin(node, node.id)
         if node.id == "self" and self.self_ok and not isinstance(node.ctx, ast.Load):
             self._add(node, "a rebinding of self in __init__", "self.<attr> stores are allowed because self is "
                       "the new instance; it may not be rebound")

@@ -313,3 +313,11 @@ def test_triton_runtime_device_queries_only():
         src = with_line(line, ORIG.replace("import torch\n", "import functools\nimport torch\n"))
         reason = screen(src)
         assert reason and what in reason, (line, reason)
+
+
+def test_module_level_builtins_may_not_be_shadowed():
+    for extra in ("def len(x):\n    return 3\n", "range = list\n", "class print:\n    pass\n"):
+        v = ORIG.replace("\n\n@triton.jit", "\n\n" + extra + "\n\n@triton.jit", 1)
+        reason = screen(v)
+        assert reason and "module-level rebinding of builtin" in reason, (extra, reason)
+    assert screen(with_line("len_ = len(x)\nmax_ = max(1, 2)\n")) is None
