@@ -16,6 +16,7 @@ The screen compares the two scans; this file holds no structural checks.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 import string
 import sys
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 # ----------------------------------------------------------------------------- builtins
+_BUILTIN_NAMES: frozenset[str] = frozenset(dir(builtins))
 SAFE_BUILTINS: frozenset[str] = frozenset(
     """len range min max abs int float bool complex str tuple list dict set frozenset isinstance
     issubclass enumerate zip sum any all print round divmod sorted reversed map filter slice pow
@@ -303,6 +305,9 @@ class _Scanner(ast.NodeVisitor):
 
     def __init__(self, tree: ast.Module, original_classes: frozenset[str]) -> None:
         self.aliases, self.plain_modules, self.conflicts = _import_bindings(tree)
+        # names bound anywhere in the module (parameters, assignments, defs...): such a
+        # name is the module's own, not a builtin
+        self.bound = _bound_anywhere(tree)
         self.original_classes = original_classes
         self.uses: list[Use] = []
         self.scope = "<module>"
@@ -420,10 +425,10 @@ class _Scanner(ast.NodeVisitor):
             self._add(node, "a rebinding of self in __init__", "self.<attr> stores are allowed because self is "
                       "the new instance; it may not be rebound")
         if self._special_name(node) or not isinstance(node.ctx, ast.Load):
-            return  # binding a local that shadows an import hides nothing: reads are checked
+            return  # a binding: checked above (shadowed imports, builtins, self)
         if node.id in self.aliases:
             self._chain(self.aliases[node.id], node)
-        elif node.id not in SAFE_BUILTINS and node.id in _BUILTIN_NAMES and node.id not in self._bound:
+        elif node.id not in SAFE_BUILTINS and node.id in _BUILTIN_NAMES and node.id not in self.bound:
             self._add(node, f"builtin {node.id}", "not on the allow-list of builtins", counted=False)
 
     def _special_name(self, node: ast.Name) -> bool:
@@ -508,10 +513,6 @@ class _Scanner(ast.NodeVisitor):
         if bad is not None:
             self._add(attr, f"format field {{{bad}}}", "format fields with attribute or item access are not allowed")
 
-    # the set of names bound anywhere in the module (parameters, assignments, defs...):
-    # such a name is the module's own, not a builtin
-    _bound: frozenset[str] = frozenset()
-
 
 def _format_field_access(template: str) -> Optional[str]:
     """The first field of a format template that reads an attribute or item, or a
@@ -561,16 +562,10 @@ def _bound_anywhere(tree: ast.Module) -> frozenset[str]:
     return frozenset(names)
 
 
-import builtins as _builtins  # noqa: E402  (the screen's own process: reading names only)
-
-_BUILTIN_NAMES: frozenset[str] = frozenset(dir(_builtins))
-
-
 def scan(tree: ast.Module, original_classes: frozenset[str]) -> list[Use]:
     """Every Use in ``tree``, in source order. ``original_classes``: names of the classes
     the original module defines (a new class may not have bases or dunder methods)."""
     scanner = _Scanner(tree, original_classes)
-    scanner._bound = _bound_anywhere(tree)
     scanner.visit(tree)
     return sorted(scanner.uses, key=lambda u: u.line)
 
