@@ -104,6 +104,10 @@ ALLOWED: dict[str, str] = {
     "triton.runtime.driver.active": MODULE,
     "triton.runtime.driver.active.utils": MODULE,
     **{n: MEMBER for n in _TRITON_RUNTIME_MEMBERS},
+    # TMA descriptors (Hopper matmuls) and the allocator they need; the rest of
+    # triton.tools (disassembler, AOT compiler) stays denied
+    "triton.tools.tensor_descriptor.TensorDescriptor": LEAF,
+    "triton.set_allocator": MEMBER,
     **{f"functools.{n}": MEMBER for n in _FUNCTOOLS_MEMBERS},
     **{f"torch.{n}": LEAF for n in _TORCH_LEAVES},
     **{f"torch.cuda.{n}": LEAF for n in _CUDA_LEAVES},
@@ -133,7 +137,7 @@ SAFE_IMPORT_MODULES: frozenset[str] = frozenset(
 SAFE_IMPORT_FROM: frozenset[str] = frozenset(
     {"math", "itertools", "functools", "torch", "triton", "triton.language", "triton.language.extra", "triton.language.extra.cuda",
      "triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice", "typing", "torch.nn",
-     "torch.nn.functional"}
+     "torch.nn.functional", "triton.tools.tensor_descriptor"}
 )
 
 # Modules (and their submodules) that are never allowed, and qualified names inside
@@ -268,12 +272,27 @@ def _public_member(namespace: str, member: str) -> bool:
     )
 
 
+def _listed_object(segs: list[str]) -> Optional[tuple[str, str]]:
+    """The verdict for a chain that is a curated MEMBER, or a curated LEAF followed by
+    attribute reads (``TensorDescriptor.from_tensor``); None for anything else."""
+    for i in range(len(segs), 0, -1):
+        prefix = ".".join(segs[:i])
+        kind = ALLOWED.get(prefix)
+        if kind == MEMBER and i == len(segs):
+            return "ok", prefix
+        if kind == LEAF:
+            bad = next((s for s in segs[i:] if s in DENIED_ATTRIBUTES or s in BANNED_MODULES), None)
+            return ("denied", f"{prefix}.{bad}") if bad else ("ok", ".".join(segs))
+    return None
+
+
 def chain_verdict(chain: str, plain_modules: frozenset[str] | set[str]) -> tuple[str, str]:
     """How a maximal dotted chain (aliases resolved, ``torch.nn.functional.gelu``) may be
     used: ("ok" | "module" | "denied" | "unlisted", the part that decided)."""
     segs = chain.split(".")
-    if ALLOWED.get(chain) == MEMBER:  # listed exactly: wins over a denied package prefix
-        return "ok", chain
+    listed = _listed_object(segs)
+    if listed is not None:  # a curated object wins over a denied package prefix
+        return listed
     for i in range(1, len(segs) + 1):
         prefix = ".".join(segs[:i])
         # a banned module as the root or reached as an attribute (torch.os, F.importlib...)
@@ -285,10 +304,7 @@ def chain_verdict(chain: str, plain_modules: frozenset[str] | set[str]) -> tuple
     kind = ALLOWED.get(cur)
     if kind is None:
         return "unlisted", chain
-    for i, seg in enumerate(segs[1:], start=1):
-        if kind == LEAF:  # an object: the rest are attribute reads on it
-            bad = next((s for s in segs[i:] if s in DENIED_ATTRIBUTES), None)
-            return ("denied", f"{cur}.{bad}") if bad else ("ok", chain)
+    for seg in segs[1:]:  # LEAF prefixes were handled by _listed_object
         nxt = f"{cur}.{seg}"
         if nxt in ALLOWED:
             cur, kind = nxt, ALLOWED[nxt]

@@ -321,3 +321,10 @@ def test_module_level_builtins_may_not_be_shadowed():
         reason = screen(v)
         assert reason and "module-level rebinding of builtin" in reason, (extra, reason)
     assert screen(with_line("len_ = len(x)\nmax_ = max(1, 2)\n")) is None
+
+
+def test_tma_descriptors_allowed_rest_of_triton_tools_denied():
+    v = ORIG.replace("import torch\n", "import torch\nfrom triton.tools.tensor_descriptor import TensorDescriptor\n")
+    assert screen(with_line("d = TensorDescriptor.from_tensor(x, [128])\n", v)) is None
+    reason = screen(ORIG.replace("import torch\n", "import torch\nfrom triton.tools import disasm\n"))
+    assert reason and "adds from triton.tools import disasm" in reason
