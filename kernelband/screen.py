@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from .detect import DetectionResult, detect, wrappers_of
-from .screen_policy import Use, class_names, scan
+from .screen_policy import Use, scan
 
 
 def _one_line(text: str) -> str:
@@ -104,9 +104,9 @@ def _facts(source: str) -> _Facts:
 
 
 @functools.lru_cache(maxsize=64)
-def _uses(source: str, original_classes: frozenset[str]) -> tuple[Use, ...]:
+def _uses(source: str) -> tuple[Use, ...]:
     tree = _facts(source).tree
-    return tuple(scan(tree, original_classes)) if tree is not None else ()
+    return tuple(scan(tree)) if tree is not None else ()
 
 
 def screen_variant(original_source: str, variant_source: str, kernel: str, harness: Optional[str]) -> Optional[str]:
@@ -155,24 +155,20 @@ def _screen(original_source: str, variant_source: str, kernel: str, harness: Opt
     if reason:
         return reason
 
-    return _policy(original_source, variant_source, class_names(otree))
-
-
-def _policy(original_source: str, variant_source: str, classes: frozenset[str]) -> Optional[str]:
-    found = _unlicensed(original_source, variant_source, classes)
+    found = _unlicensed(original_source, variant_source)
     return found[0].reason() if found else None
 
 
-def _unlicensed(original_source: str, variant_source: str, classes: frozenset[str]) -> list[Use]:
+def _unlicensed(original_source: str, variant_source: str) -> list[Use]:
     """The uses of the variant that the original does not license, in source order (see
     the module docstring): an unlisted use needs the same key anywhere in the original,
     a counted use at most the original's count in the same top-level function."""
-    ouses = _uses(original_source, classes)
+    ouses = _uses(original_source)
     licensed = {u.key for u in ouses if not u.counted}
     allowance = Counter((u.scope, u.key) for u in ouses if u.counted)
     seen: Counter = Counter()
     out: list[Use] = []
-    for u in _uses(variant_source, classes):
+    for u in _uses(variant_source):
         if not u.counted:
             if u.key not in licensed:
                 out.append(u)
@@ -186,10 +182,9 @@ def _unlicensed(original_source: str, variant_source: str, classes: frozenset[st
 def policy_violations(original_source: str, variant_source: str) -> list[str]:
     """Every reason the allow-list policy has against a variant (the screen reports only
     the first); [] when either module does not parse. For tests and diagnostics."""
-    otree = _facts(original_source).tree
-    if otree is None or _facts(variant_source).tree is None:
+    if _facts(original_source).tree is None or _facts(variant_source).tree is None:
         return []
-    return [u.reason() for u in _unlicensed(original_source, variant_source, class_names(otree))]
+    return [u.reason() for u in _unlicensed(original_source, variant_source)]
 
 
 def _skipped_statement(s: ast.stmt) -> bool:

@@ -319,12 +319,11 @@ def chain_verdict(chain: str, plain_modules: frozenset[str] | set[str]) -> tuple
 class _Scanner(ast.NodeVisitor):
     """Walks a module once and records every Use (see the module docstring)."""
 
-    def __init__(self, tree: ast.Module, original_classes: frozenset[str]) -> None:
+    def __init__(self, tree: ast.Module) -> None:
         self.aliases, self.plain_modules, self.conflicts = _import_bindings(tree)
         # names bound anywhere in the module (parameters, assignments, defs...): such a
         # name is the module's own, not a builtin
         self.bound = _bound_anywhere(tree)
-        self.original_classes = original_classes
         self.uses: list[Use] = []
         self.scope = "<module>"
         self.class_name: Optional[str] = None  # the class whose body we are directly in
@@ -345,10 +344,9 @@ class _Scanner(ast.NodeVisitor):
                 self.visit(d)
             if node.returns:
                 self.visit(node.returns)
-            if is_dunder(node.name):
-                new_class = self.class_name is not None and self.class_name not in self.original_classes
-                if self.class_name is None or (new_class and node.name != "__init__"):
-                    self._add(node, f"dunder definition {node.name}", "dunder access is not allowed")
+            if is_dunder(node.name) and node.name != "__init__":  # __eq__, __getattr__, __del__...
+                where = f" in class {self.class_name}" if self.class_name else ""
+                self._add(node, f"dunder definition {node.name}{where}", "dunder access is not allowed")
         self.visit(node.args)
         outer = (self.scope, self.class_name, self.self_ok)
         if self.scope == "<module>" and not isinstance(node, ast.Lambda):
@@ -373,9 +371,9 @@ class _Scanner(ast.NodeVisitor):
         for k in node.keywords:
             self.visit(k.value)
         plain = all(isinstance(b, ast.Name) and b.id == "object" for b in node.bases) and not node.keywords
-        if node.name not in self.original_classes and not plain:
-            self._add(node, f"new class {node.name} with a base class or metaclass",
-                      "a new class may not derive from anything but object")
+        if not plain:  # counted: the original's own classes keep their bases
+            spec = ", ".join([ast.unparse(b) for b in node.bases] + [ast.unparse(k) for k in node.keywords])
+            self._add(node, f"class {node.name}({_short(spec)})", "a new class may not have a base class or metaclass")
         outer = (self.scope, self.class_name, self.self_ok)
         if self.scope == "<module>":
             self.scope = node.name
@@ -558,7 +556,10 @@ def _root_name(node: ast.expr) -> Optional[str]:
 
 
 def _text(node: ast.AST) -> str:
-    text = ast.unparse(node)
+    return _short(ast.unparse(node))
+
+
+def _short(text: str) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -578,13 +579,8 @@ def _bound_anywhere(tree: ast.Module) -> frozenset[str]:
     return frozenset(names)
 
 
-def scan(tree: ast.Module, original_classes: frozenset[str]) -> list[Use]:
-    """Every Use in ``tree``, in source order. ``original_classes``: names of the classes
-    the original module defines (a new class may not have bases or dunder methods)."""
-    scanner = _Scanner(tree, original_classes)
+def scan(tree: ast.Module) -> list[Use]:
+    """Every Use in ``tree``, in source order."""
+    scanner = _Scanner(tree)
     scanner.visit(tree)
     return sorted(scanner.uses, key=lambda u: u.line)
-
-
-def class_names(tree: ast.Module) -> frozenset[str]:
-    return frozenset(n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef))

@@ -210,9 +210,9 @@ def test_classes_self_stores_only_in_init():
     rebind = v.replace("        self.block = block\n", "        self = torch.Tensor\n        self.block = block\n")
     assert "rebinding of self" in screen(rebind)
     based = v.replace("class Cfg:", "class Cfg(torch.Tensor):")
-    assert "new class Cfg with a base class" in screen(based)
+    assert "class Cfg(torch.Tensor)" in screen(based)
     dunder = v.replace("        self.block = block\n", "        self.block = block\n\n    def __eq__(self, o):\n        return True\n")
-    assert "dunder definition __eq__" in screen(dunder)
+    assert "dunder definition __eq__ in class Cfg" in screen(dunder)
 
 
 def test_global_and_module_docstring():
@@ -328,3 +328,14 @@ def test_tma_descriptors_allowed_rest_of_triton_tools_denied():
     assert screen(with_line("d = TensorDescriptor.from_tensor(x, [128])\n", v)) is None
     reason = screen(ORIG.replace("import torch\n", "import torch\nfrom triton.tools import disasm\n"))
     assert reason and "adds from triton.tools import disasm" in reason
+
+
+def test_original_classes_keep_their_bases_and_dunders_but_gain_none():
+    orig = ORIG.replace("\n\n@triton.jit", "\n\nclass Twice(torch.autograd.Function):\n    @staticmethod\n"
+                        "    def forward(ctx, x):\n        return x * 2\n\n    def __repr__(self):\n        return 'T'\n\n\n@triton.jit", 1)
+    assert screen(orig, original=orig) is None
+    # the same name nested elsewhere with a base, or a new dunder in the original class
+    nested = with_line("class Twice(torch.Tensor):\n    pass\n", orig)
+    assert "class Twice(torch.Tensor) in axpy" in screen(nested, original=orig)
+    more = orig.replace("    def __repr__(self):", "    def __eq__(self, o):\n        return True\n\n    def __repr__(self):")
+    assert "dunder definition __eq__ in class Twice" in screen(more, original=orig)

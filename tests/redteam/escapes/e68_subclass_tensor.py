@@ -1,5 +1,5 @@
 # Escape payload (new class with a base): subclass tensor.
-# expect: new class Evil
+# expect: class Evil(torch.Tensor)
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import torch
