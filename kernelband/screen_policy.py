@@ -196,7 +196,12 @@ class Use:
 
     def reason(self) -> str:
         where = "" if self.scope == "<module>" else f" in {self.scope}"
-        verb = "adds" if self.key.startswith(("import ", "from ")) else "uses"
+        if self.key.startswith(("import ", "from ")):
+            verb = "adds"
+        elif self.key.startswith(("an ", "a ", "class ", "dunder definition", "global ", "nonlocal ")):
+            verb = "has"
+        else:
+            verb = "uses"
         return f"variant {verb} {self.key}{where} (line {self.line}): {self.why}"
 
 
@@ -333,7 +338,7 @@ class _Scanner(ast.NodeVisitor):
 
     # -- recording
     def _add(self, node: ast.AST, key: str, why: str, counted: bool = True) -> None:
-        self.uses.append(Use(self.scope, key, getattr(node, "lineno", 0), why, counted))
+        self.uses.append(Use(self.scope, key, getattr(node, "lineno", 1), why, counted))
 
     # -- scopes
     def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
