@@ -39,7 +39,9 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from .detect import DetectionResult, detect, wrappers_of
-from .screen_policy import Use, scan
+from .screen_policy import ALLOWED_IMPORTS, Use, scan
+
+__all__ = ["ALLOWED_IMPORTS", "policy_violations", "screen_variant"]
 
 
 def _one_line(text: str) -> str:

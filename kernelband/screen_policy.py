@@ -139,6 +139,8 @@ SAFE_IMPORT_FROM: frozenset[str] = frozenset(
      "triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice", "typing", "torch.nn",
      "torch.nn.functional", "triton.tools.tensor_descriptor"}
 )
+# What a prompt may tell an LLM it can import (the original's own imports come on top).
+ALLOWED_IMPORTS: frozenset[str] = frozenset({"__future__"}) | SAFE_IMPORT_MODULES | SAFE_IMPORT_FROM
 
 # Modules (and their submodules) that are never allowed, and qualified names inside
 # allowed packages that read/write files, run code, load native code or change global
