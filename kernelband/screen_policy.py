@@ -198,13 +198,17 @@ class Use:
 
     def reason(self) -> str:
         where = "" if self.scope == "<module>" else f" in {self.scope}"
-        if self.key.startswith(("import ", "from ")):
-            verb = "adds"
-        elif self.key.startswith(("an ", "a ", "class ", "dunder definition", "global ", "nonlocal ")):
-            verb = "has"
-        else:
-            verb = "uses"
-        return f"variant {verb} {self.key}{where} (line {self.line}): {self.why}"
+        return f"variant {self._what()}{where} (line {self.line}): {self.why}"
+
+    def _what(self) -> str:
+        if self.key.startswith("import "):  # "imports os"
+            return "imports " + self.key[len("import "):]
+        if self.key.startswith("from "):  # "from M import N" -> "imports N from M"
+            module, _, name = self.key[len("from "):].partition(" import ")
+            return f"imports {name} from {module}"
+        if self.key.startswith(("an ", "a ", "class ", "dunder definition", "global ", "nonlocal ")):
+            return "has " + self.key
+        return "uses " + self.key
 
 
 def _import_bindings(tree: ast.Module) -> tuple[dict[str, str], set[str], set[str]]:

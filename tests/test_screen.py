@@ -40,8 +40,8 @@ def test_legit_variant_with_helper_and_allowed_imports_passes():
 @pytest.mark.parametrize(
     "edit, expected",
     [
-        (lambda s: s.replace("import torch\n", "import os\nimport torch\n"), "adds import os"),
-        (lambda s: s.replace("import torch\n", "import subprocess as sp\nimport torch\n"), "adds import subprocess as sp"),
+        (lambda s: s.replace("import torch\n", "import os\nimport torch\n"), "imports os"),
+        (lambda s: s.replace("import torch\n", "import subprocess as sp\nimport torch\n"), "imports subprocess as sp"),
         (lambda s: s.replace("    out = torch.empty_like(x)\n", "    open('/tmp/x', 'w').write('hi')\n    out = torch.empty_like(x)\n"), "uses open"),
         (lambda s: s.replace("    out = torch.empty_like(x)\n", "    eval('1')\n    out = torch.empty_like(x)\n"), "uses eval"),
         (lambda s: s.replace("    out = torch.empty_like(x)\n", "    __import__('os').system('true')\n    out = torch.empty_like(x)\n"), "__import__"),
@@ -49,7 +49,7 @@ def test_legit_variant_with_helper_and_allowed_imports_passes():
         (lambda s: s.replace("    out = torch.empty_like(x)\n", "    (1).__class__.__base__.__subclasses__()\n    out = torch.empty_like(x)\n"), "attribute __"),
         (lambda s: s.replace("    out = torch.empty_like(x)\n", "    torch.save(x, 'x.pt')\n    out = torch.empty_like(x)\n"), "torch.save"),
         (lambda s: s.replace("    out = torch.empty_like(x)\n", "    x.numpy().tofile('x.bin')\n    out = torch.empty_like(x)\n"), "tofile"),
-        (lambda s: s.replace("import torch\n", "from socket import socket\nimport torch\n"), "adds from socket import socket"),
+        (lambda s: s.replace("import torch\n", "from socket import socket\nimport torch\n"), "imports socket from socket"),
     ],
 )
 def test_file_process_network_and_imports_rejected(edit, expected):
@@ -178,10 +178,12 @@ def test_safe_imports_pass_and_others_are_new_imports():
     v = ORIG.replace("import torch\n", "import math\nfrom typing import Optional\nfrom triton.language.extra import libdevice\nimport torch\n")
     v = with_line("s: Optional[float] = math.sqrt(2.0)\n", v)
     assert screen(v) is None
-    for imp in ("import numpy", "import operator", "from typing import get_type_hints", "from . import x",
-                "import torch.utils", "from triton.language import core"):
+    for imp, said in (("import numpy", "imports numpy"), ("import operator", "imports operator"),
+                      ("from typing import get_type_hints", "imports get_type_hints from typing"),
+                      ("from . import x", "imports x from ."), ("import torch.utils", "imports torch.utils"),
+                      ("from triton.language import core", "imports core from triton.language")):
         reason = screen(ORIG.replace("import torch\n", imp + "\nimport torch\n"))
-        assert reason and f"adds {imp}" in reason, (imp, reason)
+        assert reason and said in reason, (imp, reason)
 
 
 def test_dangerous_uses_the_original_has_are_counted_per_function():
@@ -327,7 +329,7 @@ def test_tma_descriptors_allowed_rest_of_triton_tools_denied():
     v = ORIG.replace("import torch\n", "import torch\nfrom triton.tools.tensor_descriptor import TensorDescriptor\n")
     assert screen(with_line("d = TensorDescriptor.from_tensor(x, [128])\n", v)) is None
     reason = screen(ORIG.replace("import torch\n", "import torch\nfrom triton.tools import disasm\n"))
-    assert reason and "adds from triton.tools import disasm" in reason
+    assert reason and "imports disasm from triton.tools" in reason
 
 
 def test_original_classes_keep_their_bases_and_dunders_but_gain_none():

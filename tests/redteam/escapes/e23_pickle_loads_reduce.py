@@ -1,5 +1,5 @@
 # Escape payload (pickle): pickle loads reduce.
-# expect: import pickle
+# expect: imports pickle
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import pickle

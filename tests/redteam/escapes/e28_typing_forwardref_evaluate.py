@@ -1,5 +1,5 @@
 # Escape payload (eval through typing): typing forwardref evaluate.
-# expect: import typing
+# expect: imports typing
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import typing

@@ -1,5 +1,5 @@
 # Escape payload (exec through dataclasses): dataclasses create fn.
-# expect: import dataclasses
+# expect: imports dataclasses
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import dataclasses

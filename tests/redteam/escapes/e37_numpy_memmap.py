@@ -1,5 +1,5 @@
 # Escape payload (file write through numpy): numpy memmap.
-# expect: import numpy
+# expect: imports numpy
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import numpy

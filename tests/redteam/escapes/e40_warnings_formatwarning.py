@@ -1,5 +1,5 @@
 # Escape payload (file read through warnings): warnings formatwarning.
-# expect: import warnings
+# expect: imports warnings
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import warnings

@@ -1,5 +1,5 @@
 # Escape payload (native code): ctypes cdll.
-# expect: import ctypes
+# expect: imports ctypes
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import ctypes

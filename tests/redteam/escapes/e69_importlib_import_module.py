@@ -1,5 +1,5 @@
 # Escape payload (new import): importlib import module.
-# expect: import importlib
+# expect: imports importlib
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import importlib

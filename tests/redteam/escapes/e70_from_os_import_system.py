@@ -1,5 +1,5 @@
 # Escape payload (new import): from os import system.
-# expect: from os import system
+# expect: imports system as run from os
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 from os import system as run

@@ -1,5 +1,5 @@
 # Escape payload (new import (relative)): relative import.
-# expect: from . import
+# expect: imports helpers from .
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 from . import helpers

@@ -1,5 +1,5 @@
 # Escape payload (network): socket exfiltrate.
-# expect: import socket
+# expect: imports socket
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import socket

@@ -1,5 +1,5 @@
 # Escape payload (network): urllib exfiltrate.
-# expect: import urllib.request
+# expect: imports urllib.request
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import urllib.request

@@ -1,5 +1,5 @@
 # Escape payload (subprocess): subprocess run.
-# expect: import subprocess
+# expect: imports subprocess
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import subprocess

@@ -1,5 +1,5 @@
 # Escape payload (threads): thread start.
-# expect: import threading
+# expect: imports threading
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import threading

@@ -1,5 +1,5 @@
 # Escape payload (fork): os fork.
-# expect: import os
+# expect: imports os
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import os

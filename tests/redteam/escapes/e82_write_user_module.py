@@ -1,5 +1,5 @@
 # Escape payload (writes to the user's files): write user module.
-# expect: import pathlib
+# expect: imports pathlib
 """Elementwise ``out = alpha * x + y`` written the way a first version often is:
 a small fixed block and the default launch configuration."""
 import pathlib
