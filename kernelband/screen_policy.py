@@ -1,15 +1,16 @@
 """What a variant may use: the allow-lists and the AST scan behind ``kernelband/screen.py``.
 
-Deny by default. ``scan(tree, original_classes)`` lists every *use* in a module that is
-not plainly allowed, as ``Use`` records. Two kinds:
+Deny by default. ``scan(tree)`` lists every *use* in a module that is not plainly
+allowed, as ``Use`` records. Two kinds:
 
 - *unlisted* uses (``counted=False``): a name, a ``torch.x.y`` chain or an import that is
   not on the allow-lists below. The variant may have it when the original module (the
   user's trusted code) uses the same thing anywhere.
 - *counted* uses (``counted=True``): what is dangerous even when the original has it:
   dunders, dynamic attribute access (``getattr``...), code execution, file/process/network
-  helpers, modules used as values (aliases), attribute stores, ``global``. The variant may
-  have at most as many as the original has in the same top-level function.
+  helpers, modules used as values (aliases), attribute stores, shadowed imports or
+  builtins, class bases, ``global``. The variant may have at most as many as the original
+  has in the same top-level function (or class).
 
 The screen compares the two scans; this file holds no structural checks.
 """
