@@ -438,6 +438,11 @@ class _Scanner(ast.NodeVisitor):
             self._rebinds_alias(node, node.name)
         self.generic_visit(node)
 
+    def visit_keyword(self, node: ast.keyword) -> None:
+        if node.arg and is_dunder(node.arg):  # f(__builtins__=...), dict(__class__=...)
+            self._add(node, f"dunder keyword {node.arg}", "dunder access is not allowed")
+        self.generic_visit(node)
+
     def visit_Module(self, node: ast.Module) -> None:
         for name in sorted(self.conflicts):
             self._add(node, f"a rebinding of imported name {name}", "imported names may not be shadowed")

@@ -148,6 +148,7 @@ def with_line(line: str, source: str = ORIG) -> str:
         ("('{' + '}').format(x)\n", ".format on a computed string"),
         ("s = 'a __dict__ b'\n", "dunder text '__dict__'"),
         ("(lambda: (yield))().gi_frame\n", "attribute gi_frame"),
+        ("d = dict(__builtins__=1)\n", "dunder keyword __builtins__"),
         ("id(x)\n", "builtin id"),
     ],
 )
