@@ -12,247 +12,40 @@ What a variant must satisfy:
   exists with an unchanged signature;
 - the harness function, when it is in the module, is unchanged (``ast.dump``), and is
   defined exactly once: a variant must not be able to change how it is judged;
-- the original's module-level statements other than imports and function definitions
-  (constants such as ``DEVICE``) are all still there unchanged, and nothing new rebinds
-  a name the original binds at module level;
-- it imports nothing beyond ``ALLOWED_IMPORTS``;
-- no file, process or network use: the builtins in ``BANNED_BUILTINS``, the modules in
-  ``BANNED_MODULES`` reached as attributes, dunder attributes (``__globals__``,
-  ``__subclasses__``, ...), ``getattr``/``setattr``/``delattr`` with a non-literal or
-  dunder name, and the file/IO entry points of torch and numpy.
+- the original's module-level statements other than imports, definitions and
+  docstrings (constants such as ``DEVICE``) are all still there unchanged, and nothing
+  new rebinds a name the original binds at module level;
+- deny by default (``kernelband/screen_policy.py``): beyond what the original module
+  itself uses, a variant may use only ``triton.language``, a few Triton APIs, a curated
+  set of torch tensor operations and safe builtins, and import only what the original
+  imports (plus math, typing names and triton.language). Dunders (names, attributes,
+  string text, format fields), dynamic attribute access (``getattr``,
+  ``operator.attrgetter``, and any alias of them), code execution, file/process/network
+  helpers, modules used as values (aliases), shadowed imports, attribute stores other
+  than ``self.x`` in ``__init__``, and ``global``/``nonlocal`` are refused.
 
-The variant derives from the user's own module, which is trusted. Imports and risky
-uses that the original already has are therefore accepted (counted as a multiset): a
-variant may keep them, never add to them. This screen is a guard against an LLM
-reply smuggling in I/O, not a sandbox; the worker process is the isolation.
+The variant derives from the user's own module, which is trusted: what the original
+uses is accepted. Names and ``torch.x`` chains the original uses may appear anywhere;
+dangerous uses the original has are counted per top-level function, so a variant may
+keep them, never add to them. The worker process is the isolation; this screen keeps
+an LLM reply from smuggling I/O or a monkeypatch into it.
 """
 from __future__ import annotations
 
 import ast
 import functools
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from .detect import DetectionResult, detect, wrappers_of
+from .screen_policy import ALLOWED_IMPORTS, Use, scan
 
-# Modules (exact names) and package prefixes ("torch.nn" allows "torch.nn.functional")
-# a variant may import.
-ALLOWED_IMPORTS: frozenset[str] = frozenset(
-    {
-        "__future__",
-        "abc",
-        "cmath",
-        "collections",
-        "collections.abc",
-        "dataclasses",
-        "enum",
-        "functools",
-        "itertools",
-        "math",
-        "numbers",
-        "numpy",
-        "operator",
-        "torch",
-        "torch.nn",
-        "torch.nn.functional",
-        "triton",
-        "triton.language",
-        "triton.runtime",
-        "triton.runtime.driver",
-        "triton.testing",
-        "typing",
-        "typing_extensions",
-        "warnings",
-    }
-)
-ALLOWED_IMPORT_PREFIXES: tuple[str, ...] = ("triton.language.", "torch.nn.functional.")
-
-BANNED_BUILTINS: frozenset[str] = frozenset(
-    {
-        "open",
-        "exec",
-        "eval",
-        "compile",
-        "__import__",
-        "globals",
-        "locals",
-        "vars",
-        "breakpoint",
-        "input",
-        "exit",
-        "quit",
-        "help",
-        "memoryview",
-        "__builtins__",
-        "__loader__",
-        "__spec__",
-    }
-)
-BANNED_MODULES: frozenset[str] = frozenset(
-    {
-        "os",
-        "sys",
-        "subprocess",
-        "socket",
-        "shutil",
-        "pathlib",
-        "ctypes",
-        "importlib",
-        "builtins",
-        "io",
-        "pickle",
-        "marshal",
-        "shelve",
-        "multiprocessing",
-        "threading",
-        "signal",
-        "tempfile",
-        "glob",
-        "urllib",
-        "http",
-        "requests",
-        "ftplib",
-        "smtplib",
-        "asyncio",
-        "inspect",
-        "gc",
-        "code",
-        "pty",
-        "runpy",
-    }
-)
-# Fully qualified names (after resolving import aliases) that read or write files,
-# load native code or reach the network.
-BANNED_QUALIFIED: tuple[str, ...] = (
-    "torch.load",
-    "torch.save",
-    "torch.hub",
-    "torch.utils.cpp_extension",
-    "torch.ops.load_library",
-    "torch.classes.load_library",
-    "torch.jit.load",
-    "torch.jit.save",
-    "torch.from_file",
-    "torch.package",
-    "torch.utils.data",
-    "numpy.load",
-    "numpy.save",
-    "numpy.savez",
-    "numpy.savez_compressed",
-    "numpy.fromfile",
-    "numpy.loadtxt",
-    "numpy.savetxt",
-    "numpy.genfromtxt",
-    "numpy.memmap",
-    "numpy.ctypeslib",
-    "numpy.lib",
-    "numpy.f2py",
-    "numpy.distutils",
-    "triton.tools",
-    "triton.runtime.cache",
-    "triton.runtime.build",
-    "triton.backends",
-    "operator.attrgetter",
-    "operator.methodcaller",
-    "typing.get_type_hints",
-)
-# Attribute names that reach a banned module (``torch.os``...) or do file I/O whatever
-# object they are taken from.
-BANNED_ATTRIBUTES: frozenset[str] = frozenset(
-    {"os", "sys", "subprocess", "socket", "shutil", "pathlib", "ctypes", "importlib", "builtins", "pickle",
-     "marshal", "multiprocessing", "tempfile", "urllib", "requests", "tofile", "from_file", "load_library"}
-)
-_ALLOWED_DUNDERS: frozenset[str] = frozenset({"__name__", "__doc__", "__init__", "__call__", "__len__"})
+__all__ = ["ALLOWED_IMPORTS", "policy_violations", "screen_variant"]
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _import_allowed(module: str) -> bool:
-    return module in ALLOWED_IMPORTS or module.startswith(ALLOWED_IMPORT_PREFIXES)
-
-
-def _aliases(tree: ast.Module) -> dict[str, str]:
-    """Local name -> fully qualified module or object name, from every import."""
-    out: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.asname:
-                    out[a.asname] = a.name
-                else:
-                    root = a.name.split(".")[0]
-                    out[root] = root
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for a in node.names:
-                out[a.asname or a.name] = f"{node.module}.{a.name}"
-    return out
-
-
-def _qualified(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(aliases.get(node.id, node.id))
-    return ".".join(reversed(parts))
-
-
-def _banned_qualified(q: Optional[str]) -> bool:
-    return bool(q) and any(q == b or q.startswith(b + ".") for b in BANNED_QUALIFIED)  # type: ignore[union-attr]
-
-
-def _findings(tree: ast.Module) -> list[str]:
-    """Every disallowed import and risky use in a module, as short readable strings."""
-    aliases = _aliases(tree)
-    out: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if not _import_allowed(a.name) or _banned_qualified(a.name):
-                    out.append(f"imports {a.name}")
-        elif isinstance(node, ast.ImportFrom):
-            module = "." * node.level + (node.module or "")
-            if node.level or not _import_allowed(module):
-                out.append(f"imports from {module}")
-                continue
-            for a in node.names:
-                full = f"{module}.{a.name}"
-                if a.name == "*" or a.name in BANNED_MODULES or _banned_qualified(full):
-                    out.append(f"imports {full}")
-        elif isinstance(node, ast.Name):
-            q = aliases.get(node.id, node.id)
-            if node.id in BANNED_BUILTINS:
-                out.append(f"uses {node.id}")
-            elif node.id in aliases and q.split(".")[0] in BANNED_MODULES:  # unimported: a NameError
-                out.append(f"uses {q.split('.')[0]}")
-            elif _banned_qualified(q):
-                out.append(f"uses {q}")
-        elif isinstance(node, ast.Attribute):
-            a = node.attr
-            if a.startswith("__") and a.endswith("__") and a not in _ALLOWED_DUNDERS:
-                out.append(f"uses attribute {a}")
-            elif a in BANNED_ATTRIBUTES:
-                out.append(f"uses attribute {a}")
-            else:
-                q = _qualified(node, aliases)
-                if _banned_qualified(q):
-                    out.append(f"uses {q}")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id in ("getattr", "setattr", "delattr", "hasattr"):
-                name = node.args[1] if len(node.args) > 1 else None
-                if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                    out.append(f"uses {node.func.id} with a computed name")
-                elif name.value.startswith("__") or name.value in BANNED_ATTRIBUTES or name.value in BANNED_BUILTINS:
-                    out.append(f"uses {node.func.id}(..., {name.value!r})")
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            for n in node.names:
-                out.append(f"rebinds global {n}")
-    return out
 
 
 def _top_defs(tree: ast.Module) -> dict[str, list[ast.AST]]:
@@ -299,7 +92,6 @@ class _Facts:
     tree: Optional[ast.Module]
     error: str = ""
     detection: Optional[DetectionResult] = None
-    findings: Counter = field(default_factory=Counter)
 
 
 @functools.lru_cache(maxsize=32)
@@ -310,7 +102,13 @@ def _facts(source: str) -> _Facts:
         return _Facts(None, f"{e.msg} (line {e.lineno})")
     except (ValueError, RecursionError) as e:
         return _Facts(None, str(e))
-    return _Facts(tree, "", detect(source), Counter(_findings(tree)))
+    return _Facts(tree, "", detect(source))
+
+
+@functools.lru_cache(maxsize=64)
+def _uses(source: str) -> tuple[Use, ...]:
+    tree = _facts(source).tree
+    return tuple(scan(tree)) if tree is not None else ()
 
 
 def screen_variant(original_source: str, variant_source: str, kernel: str, harness: Optional[str]) -> Optional[str]:
@@ -359,20 +157,50 @@ def _screen(original_source: str, variant_source: str, kernel: str, harness: Opt
     if reason:
         return reason
 
-    added = vfacts.findings - ofacts.findings
-    if added:
-        what = sorted(added)[0]
-        if what.startswith("imports"):
-            return f"variant {what}, which is not on the import allow-list (torch, triton, math, numpy, functools, ...)"
-        return f"variant {what}: no file, process or network use is allowed"
-    return None
+    found = _unlicensed(original_source, variant_source)
+    return found[0].reason() if found else None
+
+
+def _unlicensed(original_source: str, variant_source: str) -> list[Use]:
+    """The uses of the variant that the original does not license, in source order (see
+    the module docstring): an unlisted use needs the same key anywhere in the original,
+    a counted use at most the original's count in the same top-level function."""
+    ouses = _uses(original_source)
+    licensed = {u.key for u in ouses if not u.counted}
+    allowance = Counter((u.scope, u.key) for u in ouses if u.counted)
+    seen: Counter = Counter()
+    out: list[Use] = []
+    for u in _uses(variant_source):
+        if not u.counted:
+            if u.key not in licensed:
+                out.append(u)
+            continue
+        seen[(u.scope, u.key)] += 1
+        if seen[(u.scope, u.key)] > allowance[(u.scope, u.key)]:
+            out.append(u)
+    return out
+
+
+def policy_violations(original_source: str, variant_source: str) -> list[str]:
+    """Every reason the allow-list policy has against a variant (the screen reports only
+    the first); [] when either module does not parse. For tests and diagnostics."""
+    if _facts(original_source).tree is None or _facts(variant_source).tree is None:
+        return []
+    return [u.reason() for u in _unlicensed(original_source, variant_source)]
+
+
+def _skipped_statement(s: ast.stmt) -> bool:
+    """Definitions and imports are checked elsewhere; a docstring (a bare string) does
+    nothing, so a variant may reword it."""
+    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+        return True
+    return isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
 
 
 def _module_statements(otree: ast.Module, vtree: ast.Module) -> Optional[str]:
     """Module-level state the harness may depend on must stay as the original has it."""
-    skip = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
-    ostmts = [s for s in otree.body if not isinstance(s, skip)]
-    vstmts = [s for s in vtree.body if not isinstance(s, skip)]
+    ostmts = [s for s in otree.body if not _skipped_statement(s)]
+    vstmts = [s for s in vtree.body if not _skipped_statement(s)]
     missing = Counter(ast.dump(s) for s in ostmts) - Counter(ast.dump(s) for s in vstmts)
     if missing:
         first = next(s for s in ostmts if ast.dump(s) in missing)
