@@ -216,9 +216,10 @@ class Steps:
         """The arguments whose final content is an output: the ones the original's
         launches of this kernel wrote (keys then line up with the references), or, for
         the original's own check runs, the ones this launch changed."""
-        if self.writes:
-            return [n for n in self.writes.get(launch.name, []) if n in launch.named_args()]
-        return [] if mode == "neutral" else list(launch.written)
+        writes = self.writes or (self.learned if mode == "neutral" else {})
+        if writes:
+            return [n for n in writes.get(launch.name, []) if n in launch.named_args()]
+        return list(launch.written)
 
     def _collect_written(self, rec: Any, mode: str, upcast: dict[int, dict[str, Any]]
                          ) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
