@@ -7,6 +7,8 @@ import os
 import queue
 import secrets
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +22,97 @@ from . import sandbox
 from .wire import WireError, read_frame
 
 _STDERR_KEEP = 200  # lines of the variant's stderr kept for messages
+_ZYGOTE_START_S = 180.0
+
+
+class Zygote:
+    """The judge's handle on the fork server (``zygote.py``): one per judge, started on
+    first use with the scrubbed environment, replaced when it dies."""
+
+    def __init__(self, interpreted: bool) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="kernelband-zygote-"))
+        env = sandbox.scrubbed_env(str(self.dir))
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        if interpreted:
+            env["TRITON_INTERPRET"] = "1"
+        self.sock, child = socket.socketpair()
+        env["KERNELBAND_ZYGOTE_FD"] = str(child.fileno())
+        self.proc = subprocess.Popen([sys.executable, "-m", "kernelband.worker.zygote"], cwd=str(self.dir), env=env,
+                                     stdin=subprocess.DEVNULL, pass_fds=(child.fileno(),), start_new_session=True)
+        child.close()
+        self.sock.settimeout(_ZYGOTE_START_S)
+        self._buf = b""
+        if not self._read().get("ready"):
+            raise OSError("the zygote did not start")
+        self.sock.settimeout(30.0)
+        self.lock = threading.Lock()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _read(self) -> dict[str, Any]:
+        while b"\n" not in self._buf:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise OSError("the zygote closed its socket")
+            self._buf += data
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, msg: dict[str, Any], fds: tuple[int, ...] = ()) -> dict[str, Any]:
+        with self.lock:
+            data = (json.dumps(msg) + "\n").encode()
+            if fds:
+                socket.send_fds(self.sock, [data], list(fds))
+            else:
+                self.sock.sendall(data)
+            return self._read()
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        sandbox.kill_tree(self.proc.pid)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ZygoteChild:
+    """A job process forked by the zygote, with the small part of Popen's interface we use."""
+
+    def __init__(self, zygote: Zygote, pid: int, stdin: Any, stdout: Any, stderr: Any) -> None:
+        self.zygote, self.pid = zygote, pid
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self.returncode: Optional[int] = None
+
+    def poll(self) -> Optional[int]:
+        if self.returncode is None:
+            try:
+                self.returncode = self.zygote.request({"op": "reap", "pid": self.pid}).get("status")
+            except (OSError, ValueError):
+                self.returncode = -signal.SIGKILL  # the zygote died with it
+        return self.returncode
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        deadline = time.monotonic() + (timeout if timeout is not None else 30.0)
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("variant", timeout or 30.0)
+            time.sleep(0.02)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill_tree(self) -> int:
+        try:
+            return int(self.zygote.request({"op": "kill", "pid": self.pid}).get("strays", 0))
+        except (OSError, ValueError):
+            return 0
+
+
+def _use_zygote() -> bool:
+    return os.environ.get("KERNELBAND_ZYGOTE", "1") != "0" and hasattr(socket, "send_fds")
 
 
 @dataclass
@@ -62,7 +155,7 @@ class VariantJob:
         self.nonce = secrets.token_hex(16)
         self.job = dict(self.job, nonce=self.nonce)
         self.dir = Path(tempfile.mkdtemp(prefix="kernelband-variant-"))
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: Any = None  # subprocess.Popen or ZygoteChild
 
     def _cache_dir(self) -> str:
         cache = self.dir / "triton-cache"
@@ -71,24 +164,42 @@ class VariantJob:
         cache.mkdir(exist_ok=True)
         return str(cache)
 
-    def start(self) -> None:
+    def start(self, zygote: Optional[Zygote] = None) -> None:
         env = sandbox.scrubbed_env(str(self.dir))
         env["TRITON_CACHE_DIR"] = self._cache_dir()
         # the package must import from where the judge imported it (not the private cwd)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelband.worker.variant"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=str(self.dir), env=env, start_new_session=True, close_fds=True,
-        )
+        if zygote is not None:
+            self._fork(zygote, env)
+        else:
+            self._spawn(env)
         threading.Thread(target=self._read_stderr, daemon=True).start()
-        assert self.proc.stdin is not None
+        assert self.proc is not None and self.proc.stdin is not None
         try:
             self.proc.stdin.write((json.dumps(self.job) + "\n").encode())
             self.proc.stdin.close()
         except OSError:
             pass
+
+    def _fork(self, zygote: Zygote, env: dict[str, str]) -> None:
+        """A child of the zygote, with three fresh pipes as its fds 0-2."""
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            pid = int(zygote.request({"op": "spawn", "dir": str(self.dir), "env": env}, (in_r, out_w, err_w))["pid"])
+        finally:
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+        self.proc = ZygoteChild(zygote, pid, os.fdopen(in_w, "wb"), os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"))
+
+    def _spawn(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernelband.worker.variant"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=str(self.dir), env=env, start_new_session=True, close_fds=True,
+        )
 
     def _read_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
@@ -147,7 +258,9 @@ class VariantJob:
 
     def close(self) -> None:
         """Kill the process and everything it started; remove its directory."""
-        if self.proc is not None:
+        if isinstance(self.proc, ZygoteChild):
+            self.strays_killed += self.proc.kill_tree()
+        elif self.proc is not None:
             self.strays_killed += sandbox.kill_tree(self.proc.pid)
             try:
                 self.proc.wait(timeout=5)

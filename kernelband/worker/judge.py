@@ -81,6 +81,7 @@ class JudgeService:
         self.ref = Reference()
         self.on_log: Optional[Callable[[str], None]] = None
         self.network = ""
+        self.zygote: Any = None
         self.ref_device: Optional[str] = "cuda" if _gpu() else None
         if _gpu() and not os.environ.get("KERNELBAND_TIMING_LOCK"):
             from .timing import default_lock_path
@@ -137,8 +138,26 @@ class JudgeService:
             device=self.ref_device,
             on_log=self.on_log,
         )
-        job.start()
+        job.start(self._zygote())
         return job
+
+    def _zygote(self) -> Optional["Zygote"]:
+        """The fork server, started on first use and replaced when it died; None (plain
+        processes) when disabled or when it cannot start."""
+        from .jobs import Zygote, _use_zygote
+
+        if not _use_zygote():
+            return None
+        if self.zygote is None or not self.zygote.alive:
+            if self.zygote is not None:
+                self.zygote.close()
+            try:
+                self.zygote = Zygote(self.interpreted)
+            except OSError as e:
+                if self.on_log:
+                    self.on_log(f"kernelband: fork server unavailable ({e}); starting variant processes one by one")
+                self.zygote = None
+        return self.zygote
 
     def _keep_trusted_cache(self, job: VariantJob) -> None:
         """An original-only job's compiled kernels seed later jobs' private caches (which

@@ -346,12 +346,15 @@ def _upcast_hooks(kernel: str, sink: dict[int, dict[str, Any]]) -> tuple[Callabl
 
     pending: dict[int, dict[str, torch.Tensor]] = {}
     counter = [0]
+    cap = _UPCAST_MAX_BYTES
+    if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+        cap = max(cap, min(2 << 30, torch.cuda.mem_get_info()[0] // 8))  # copies are cheap on a big GPU
 
     def before(launch: Any, named: dict[str, torch.Tensor]) -> None:
         index = counter[0]
         counter[0] += 1
         launch._kb_index = index
-        if launch.name != kernel or sum(t.numel() * 8 for t in named.values()) > _UPCAST_MAX_BYTES:
+        if launch.name != kernel or sum(t.numel() * 8 for t in named.values()) > cap:
             return
         pending[index] = {n: same_layout_copy(t.detach()) for n, t in named.items()}
 

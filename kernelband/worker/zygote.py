@@ -1,0 +1,151 @@
+"""A fork server for variant processes: ``python -m kernelband.worker.zygote``.
+
+Starting a variant process from scratch costs seconds (Python, torch and triton imports)
+before any kernel runs. The zygote pays that once: it imports them, never initialises
+CUDA and never imports a module version, and forks one child per job. The child
+becomes exactly what ``variant.py`` runs in a fresh process: its own session, the job's
+pipes on fds 0-2, the job's private directory as cwd, the job's scrubbed environment,
+the sandbox entered, then ``variant.main()``. The zygote itself is started with the
+scrubbed environment, so no secret is ever in its memory or in a child's.
+
+Protocol over a Unix socket inherited from the judge (fd in ``KERNELBAND_ZYGOTE_FD``),
+one JSON line per message, file descriptors passed with SCM_RIGHTS:
+    {"op": "spawn", "dir", "env"} + fds [stdin, stdout, stderr]  ->  {"pid"}
+    {"op": "reap", "pid"}                 ->  {"status"} (exit code, -signal, or null if running)
+    {"op": "kill", "pid"}                 ->  {"strays"}  (the job's group and every other child)
+The zygote is a child subreaper: a job's double-forked descendants come back to it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+from typing import Any, Optional
+
+MAX_MESSAGE = 1 << 20
+
+
+def _preimport() -> None:
+    import torch  # noqa: F401
+    import triton  # noqa: F401
+    import triton.language  # noqa: F401
+    import triton.testing  # noqa: F401
+
+    from . import capture, checks, runner, timing, variant, wire  # noqa: F401
+
+    # seconds of lazy torch imports, paid once here (children inherit the settings)
+    variant._poison_uninitialized_memory()
+
+
+def _child(sock: socket.socket, fds: list[int], workdir: str, env: dict[str, str]) -> None:
+    """In the forked child: become a fresh variant process, run the job, exit."""
+    try:
+        os.setsid()
+        for target, fd in zip((0, 1, 2), fds):
+            os.dup2(fd, target)
+        sock.close()
+        keep = {0, 1, 2}
+        for fd in fds:
+            if fd not in keep:
+                os.close(fd)
+        os.closerange(3, 1 << 16)  # nothing of the zygote's (its socket, stray pipes) stays open
+        os.chdir(workdir)
+        os.environ.clear()
+        os.environ.update(env)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        sys.stdin = os.fdopen(0, "r", encoding="utf-8", errors="replace")
+        sys.stdout = os.fdopen(1, "w", encoding="utf-8", errors="replace", buffering=1)
+        sys.stderr = os.fdopen(2, "w", encoding="utf-8", errors="replace", buffering=1)
+        from . import variant
+
+        code = variant.main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the child must never return into the zygote's loop
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    os._exit(code if isinstance(code, int) else 1)
+
+
+def _status(pid: int) -> Optional[int]:
+    try:
+        got, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return _reaped.get(pid)
+    if got == 0:
+        return None
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    _reaped[pid] = code
+    return code
+
+
+_reaped: dict[int, int] = {}
+
+
+def _kill(pid: int) -> int:
+    from . import sandbox
+
+    status = _status(pid)  # keep the job's own exit status before reaping everything
+    strays = sandbox.kill_tree(pid)
+    if status is None:
+        _reaped.setdefault(pid, -signal.SIGKILL)
+    return strays
+
+
+def serve(sock: socket.socket) -> int:
+    from . import sandbox
+
+    sandbox.become_subreaper()
+    buf = b""
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, 8)
+        except OSError:
+            return 0
+        if not data:
+            return 0  # the judge is gone
+        buf += data
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            try:
+                msg: dict[str, Any] = json.loads(line)
+            except ValueError:
+                continue
+            op = msg.get("op")
+            if op == "spawn":
+                pid = os.fork()
+                if pid == 0:
+                    _child(sock, fds, msg["dir"], msg["env"])
+                for fd in fds:
+                    os.close(fd)
+                fds = []
+                reply: dict[str, Any] = {"pid": pid}
+            elif op == "reap":
+                reply = {"status": _status(int(msg["pid"]))}
+            elif op == "kill":
+                reply = {"strays": _kill(int(msg["pid"]))}
+            else:
+                reply = {"error": f"unknown op {op!r}"}
+            sock.sendall((json.dumps(reply) + "\n").encode())
+
+
+def main() -> int:
+    fd = int(os.environ.pop("KERNELBAND_ZYGOTE_FD"))
+    sock = socket.socket(fileno=fd)
+    _preimport()
+    sock.sendall(b'{"ready": true}\n')
+    return serve(sock)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
