@@ -52,8 +52,8 @@ class Judges:
     """One prepared Evaluator per kernel; a kernel whose original cannot be prepared is
     remembered with its reason (every case of it then reports setup_error)."""
 
-    def __init__(self, device: str, timeout_s: float, seeds: list[int]) -> None:
-        self.device, self.timeout_s, self.seeds = device, timeout_s, seeds
+    def __init__(self, device: str, timeout_s: float, seeds: list[int], memcheck: bool = False) -> None:
+        self.device, self.timeout_s, self.seeds, self.memcheck = device, timeout_s, seeds, memcheck
         self.ready: dict[str, Evaluator] = {}
         self.failed: dict[str, str] = {}
         self.device_name = ""
@@ -93,8 +93,19 @@ def run_case(judges: Judges, case: Case) -> Row:
         message = judges.failed.get(case.kernel, "not prepared")
     else:
         try:
-            evaluation = ev.evaluate(Variant(source=case.source, description=case.why))
+            variant = Variant(source=case.source, description=case.why)
+            evaluation = ev.evaluate(variant)
             status, message, ok = evaluation.status.value, evaluation.message, evaluation.ok
+            if ok and judges.memcheck:
+                # what a session does with its finalist: one run under compute-sanitizer memcheck
+                report = ev.sanitize(variant)
+                if report.get("ran") and not report.get("ok"):
+                    status, ok = "memcheck", False
+                    message = "compute-sanitizer memcheck: " + "; ".join(report.get("findings") or [])
+                elif report.get("ran"):
+                    message += " | memcheck clean"
+                else:
+                    message += f" | memcheck not run: {report.get('reason')}"
         except Exception as e:  # noqa: BLE001 - e.g. SetupError: worker cannot restart
             status, message = "harness_error", f"{type(e).__name__}: {e} | {traceback.format_exc(limit=2)[-200:]}"
             judges.drop(case.kernel)
@@ -151,16 +162,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu (Triton interpreter)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per seed of one evaluation request")
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--only", default="", help="run cases whose kernel/variant id starts with this")
+    p.add_argument("--only", default="", help="run cases whose kernel/variant id starts with one of these (comma-separated)")
+    p.add_argument("--gpu-only", action="store_true", help="only the cases the interpreter cannot show")
     p.add_argument("--expected", choices=[WRONG, CORRECT], default=None)
+    p.add_argument("--memcheck", action="store_true",
+                   help="run each variant that passes under compute-sanitizer memcheck, as a session does its finalist")
     p.add_argument("--budget-s", type=float, default=0.0, help="stop starting new cases after this many seconds")
     args = p.parse_args(argv)
 
-    cases = [c for c in load_cases(args.expected) if c.id.startswith(args.only)]
+    prefixes = tuple(p for p in args.only.split(",") if p) or ("",)
+    cases = [c for c in load_cases(args.expected) if c.id.startswith(prefixes) and (c.gpu_only or not args.gpu_only)]
     seeds = [int(s) for s in args.seeds.split(",")]
     meta: dict[str, Any] = {"device": args.device, "seeds": seeds, "host": platform.node(),
                             "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-    judges = Judges(args.device, args.timeout, seeds)
+    judges = Judges(args.device, args.timeout, seeds, memcheck=args.memcheck)
     rows: list[Row] = []
     t0 = time.perf_counter()
     try:

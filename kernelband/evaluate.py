@@ -200,6 +200,18 @@ class Evaluator:
             raise
         return PairedTiming.from_dict(raw)
 
+    def sanitize(self, variant: Variant) -> dict[str, Any]:
+        """compute-sanitizer memcheck over the variant's correctness harnesses (GPU only):
+        {"ran", "ok", "findings", ...}; {"ran": False, "reason"} where it cannot run."""
+        self._ensure_worker()
+        try:
+            return self.client.request("sanitize", self._deadline(20 * (len(self.task.check_harnesses) + 1)),
+                                       source=variant.source)
+        except WorkerError as e:
+            if e.kind != "error":
+                self._revive()
+            return {"ran": False, "ok": True, "reason": f"memcheck could not run: {e}"}
+
     def paired_timeout_s(self, rounds: int) -> float:
         """One timeout per round (a round replays the original and the variant, kernel
         launches only) on top of the old fixed allowance for warm-up and a possible

@@ -26,7 +26,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Callable, Any, Iterator, Optional
 
 from .evaluate import Evaluator, SetupError
 from .worker.client import WorkerError
@@ -541,12 +541,37 @@ class Session:
                      best_source=best.variant.source, best_variant_id=best.id)
         if interpreted and not self.config.cpu_tuning:
             return self._correct_only(result, best, found)
+        memcheck = self._memcheck(best)
+        if memcheck is not None:
+            return memcheck(result)
         self.emit("log", level="info", message="re-measuring the best variant and the original, interleaved...")
         try:
             paired = self.evaluator.paired_timing(best.variant, rounds=self.config.paired_rounds)
         except (WorkerError, SetupError) as e:  # SetupError: the worker could not be restarted for it
             return self._unverified(result, best, e)
         return self._paired_verdict(result, best, found, paired)
+
+    def _memcheck(self, best: Any) -> Optional[Callable[[dict[str, Any]], dict[str, Any]]]:
+        """On a GPU, the finalist runs once under compute-sanitizer memcheck: out-of-bounds
+        accesses that no comparison can see. A failure keeps the result at no_improvement."""
+        if self.evaluator.interpreted:
+            return None
+        self.emit("log", level="info", message="checking the best variant under compute-sanitizer memcheck...")
+        report = self.evaluator.sanitize(best.variant)
+        if not report.get("ran"):
+            self._warn_once(f"out-of-bounds accesses not checked: {report.get('reason')}")
+            return None
+        if report.get("ok"):
+            return None
+        finding = "; ".join(report.get("findings") or []) or f"exit code {report.get('exit_code')}"
+
+        def refused(result: dict[str, Any]) -> dict[str, Any]:
+            self._warn_once(f"the best candidate fails compute-sanitizer memcheck: {finding}")
+            result.update(unverified_variant_id=best.id, memcheck=report,
+                          message=f"the best candidate accesses memory out of bounds ({finding}): not reported")
+            return result
+
+        return refused
 
     def _correct_only(self, result: dict[str, Any], best: Any, found: dict[str, Any]) -> dict[str, Any]:
         """Interpreter, no CPU tuning asked: the variant is verified correct and nothing is

@@ -150,6 +150,8 @@ class VariantJob:
     stderr: list[str] = field(default_factory=list)
     strays_killed: int = 0
     network: str = ""
+    wrapper: list[str] = field(default_factory=list)  # a command the process runs under (compute-sanitizer)
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.nonce = secrets.token_hex(16)
@@ -170,7 +172,8 @@ class VariantJob:
         # the package must import from where the judge imported it (not the private cwd)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-        if zygote is not None:
+        env.update(self.extra_env)
+        if zygote is not None and not self.wrapper:
             self._fork(zygote, env)
         else:
             self._spawn(env)
@@ -196,7 +199,7 @@ class VariantJob:
 
     def _spawn(self, env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelband.worker.variant"],
+            [*self.wrapper, sys.executable, "-m", "kernelband.worker.variant"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=str(self.dir), env=env, start_new_session=True, close_fds=True,
         )
