@@ -205,8 +205,7 @@ class Evaluator:
         {"ran", "ok", "findings", ...}; {"ran": False, "reason"} where it cannot run."""
         self._ensure_worker()
         try:
-            return self.client.request("sanitize", self._deadline(20 * (len(self.task.check_harnesses) + 1)),
-                                       source=variant.source)
+            return self.client.request("sanitize", 360.0, source=variant.source, timeout_s=300.0)
         except WorkerError as e:
             if e.kind != "error":
                 self._revive()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -566,9 +567,11 @@ class JudgeService:
         job = VariantJob(
             {"task": task.to_dict(), "modules": {"v": req["source"]}, "steps": steps, "interpreted": False,
              "writes": self.ref.writes},
-            timeout_s=60.0 + 20 * task.timeout_s * len(steps), trusted_cache=self.workdir / "triton-cache-trusted",
+            timeout_s=float(req.get("timeout_s", 300.0)), trusted_cache=self.workdir / "triton-cache-trusted",
             device=self.ref_device, on_log=self.on_log,
-            wrapper=[tool, "--tool", "memcheck", "--error-exitcode", "86", "--print-limit", "8", "--log-file", str(log)],
+            # the sanitizer talks to its target over loopback: both run in one private network
+            wrapper=[sys.executable, "-m", "kernelband.worker.sandbox",
+                     tool, "--tool", "memcheck", "--error-exitcode", "86", "--print-limit", "8", "--log-file", str(log)],
             extra_env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
         )
         job.start(None)

@@ -105,7 +105,8 @@ def enter() -> str:
     """Called first thing in the variant process, before torch or any module is imported."""
     apply_limits()
     if os.environ.get("KERNELBAND_SANDBOX_NETWORK", "1") == "0":
-        return "not isolated: disabled by KERNELBAND_SANDBOX_NETWORK=0"
+        outer = os.environ.get("KERNELBAND_SANDBOX_OUTER")
+        return f"{outer} (entered by the wrapper)" if outer else "not isolated: disabled by KERNELBAND_SANDBOX_NETWORK=0"
     return isolate_network()
 
 
@@ -187,3 +188,43 @@ def _reap() -> None:
             return
         if pid == 0:
             return
+
+
+# --------------------------------------------------------------------------- a tool in a private network
+_SIOCGIFFLAGS = 0x8913
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP = 0x1
+
+
+def loopback_up() -> None:
+    """Bring ``lo`` up in this (new) network namespace: tools such as compute-sanitizer
+    talk to the process they watch over 127.0.0.1, and nothing else is reachable."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifreq = struct.pack("16sH14s", b"lo", 0, b"\0" * 14)
+        flags = struct.unpack("16sH14s", fcntl.ioctl(s.fileno(), _SIOCGIFFLAGS, ifreq))[1]
+        fcntl.ioctl(s.fileno(), _SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | _IFF_UP, b"\0" * 14))
+
+
+def exec_isolated(argv: list[str]) -> None:
+    """``python -m kernelband.worker.sandbox CMD ...``: run CMD in a new network namespace
+    with only a loopback, so a tool and the variant process it launches share 127.0.0.1
+    and reach nothing else. The variant process is told not to isolate itself again."""
+    state = isolate_network()
+    if state.startswith("isolated"):
+        try:
+            loopback_up()
+        except OSError as e:
+            state = f"{state} (loopback down: {e.strerror})"
+    os.environ["KERNELBAND_SANDBOX_NETWORK"] = "0"
+    os.environ["KERNELBAND_SANDBOX_OUTER"] = state
+    os.execvp(argv[0], argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    exec_isolated(sys.argv[1:])
