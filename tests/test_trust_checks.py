@@ -137,3 +137,8 @@ def test_torch_result_passing_the_harness_asserts_is_rejected(two_harnesses):
     ev = two_harnesses.evaluate(Variant(cheat), time_it=False)
     assert ev.status == Status.REJECTED and ("Triton does not produce" in ev.message
                                              or "do not depend on the variant's launches" in ev.message), ev.message
+
+
+def test_memcheck_is_said_to_be_unavailable_under_the_interpreter(axpy):
+    report = axpy.sanitize(edited(AXPY_LAUNCH, AXPY_LAUNCH.replace("128", "256")))
+    assert report["ran"] is False and report["ok"] is True and "interpreter" in report["reason"]

@@ -567,7 +567,7 @@ class JudgeService:
         job = VariantJob(
             {"task": task.to_dict(), "modules": {"v": req["source"]}, "steps": steps, "interpreted": False,
              "writes": self.ref.writes},
-            timeout_s=float(req.get("timeout_s", 300.0)), trusted_cache=self.workdir / "triton-cache-trusted",
+            timeout_s=float(req.get("run_timeout_s", 300.0)), trusted_cache=self.workdir / "triton-cache-trusted",
             device=self.ref_device, on_log=self.on_log,
             # the sanitizer talks to its target over loopback: both run in one private network
             wrapper=[sys.executable, "-m", "kernelband.worker.sandbox",
