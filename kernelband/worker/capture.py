@@ -122,12 +122,16 @@ class CapturedLaunch:
     inner: Optional[tuple[Any, tuple[Any, ...], dict[str, Any]]] = None
     written: list[str] = field(default_factory=list)  # argument names whose content the launch changed
     stream: int = 0  # CUDA stream handle the launch ran on (0 on the CPU)
+    recorded: bool = False  # made by the recorder (then only a frozen replay is allowed)
 
     def replay(self) -> Any:
         """Launch again exactly what ran, without any of the module's Python code."""
         if self.inner is None:
-            raise RuntimeError(f"launch of {self.name} was not captured completely: it cannot be replayed")
-        obj, args, kwargs = self.inner
+            if self.recorded:  # recorded, yet its JIT call was never seen: never replay it another way
+                raise RuntimeError(f"launch of {self.name} was not captured completely: it cannot be replayed")
+            obj, args, kwargs = self.obj, self.args, self.kwargs  # built by hand (profiling tools, tests)
+        else:
+            obj, args, kwargs = self.inner
         _state.depth = _depth() + 1  # a replay is never recorded
         try:
             return _run_unwrapped(obj, *args, **kwargs)
@@ -149,8 +153,16 @@ class CapturedLaunch:
         if self.inner is not None:
             return list(self.inner[2]["grid"])
         g = self.grid
-        if callable(g):
-            return []
+        if callable(g):  # not recorded while running (a launch built by hand): ask the grid
+            meta = dict(self.kwargs)
+            meta.update(self.named_args())
+            best = getattr(self.obj, "best_config", None)
+            if best is not None and hasattr(best, "kwargs"):
+                meta.update(best.kwargs)
+            try:
+                g = g(meta)
+            except Exception:  # noqa: BLE001
+                return []
         try:
             return list(_normalize_grid(g))
         except Exception:  # noqa: BLE001
@@ -323,7 +335,7 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
                 return original(self, *args, **kwargs)
             finally:
                 _state.depth -= 1
-        launch = CapturedLaunch(self, args, dict(kwargs), kernel_name(self), stream=_current_stream())
+        launch = CapturedLaunch(self, args, dict(kwargs), kernel_name(self), stream=_current_stream(), recorded=True)
         rec.launches.append(launch)
         _interpretable(self)
         if rec.neutralise:

@@ -403,11 +403,12 @@ def main() -> int:
     _choose_backend(bool(job.get("interpreted")))
     _poison_uninitialized_memory()
     nonce = job["nonce"]
+    from ..redact import cap
     from .wire import write_frame
 
     def fail(kind: str, message: str) -> int:
         try:
-            write_frame(proto, nonce, "error", {"phase": kind, "message": message[-4000:]})
+            write_frame(proto, nonce, "error", {"phase": kind, "message": cap(message)})
         except OSError:
             pass
         return 1
@@ -431,7 +432,7 @@ def main() -> int:
             trace = traceback.format_exc(limit=6)
             print(trace, file=sys.stderr)
             try:
-                write_frame(proto, nonce, "error", {"phase": phase, "message": text[-4000:], "step": step.get("op"),
+                write_frame(proto, nonce, "error", {"phase": phase, "message": cap(text), "step": step.get("op"),
                                                     "seed": step.get("seed"), "harness": step.get("harness"),
                                                     "mode": step.get("mode"), "fatal": fatal})
             except OSError:
