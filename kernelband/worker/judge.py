@@ -274,6 +274,7 @@ class JudgeService:
             seen = ", ".join(sorted({l.kernel for l in launches})) or "no Triton kernel"
             raise _SetupProblem(f"the harness {h} never launches {task.kernel} (it launched: {seen})")
         tree = frame.tree
+        self.ref.stale = self.ref.stale or bool(meta.get("stale"))
         if mode == "check" and meta.get("again"):
             first = self.ref.outputs[(h, seed)]
             if not bitwise_equal(first, tree):
@@ -295,7 +296,6 @@ class JudgeService:
             have += [n for n in names if n not in have]
         self.ref.changed_inputs |= set(meta.get("changed_inputs") or [])
         self.ref.streams |= set(meta.get("streams") or [])
-        self.ref.stale = self.ref.stale or bool(meta.get("stale"))
         if h == task.harness and seed == task.seeds[0]:
             self.ref.launches = launches
         if high:
