@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import logging
-from typing import Any, Optional
+import sys
+import threading
+from typing import Any, BinaryIO, Optional
 
 from lsprotocol import types
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from . import __version__
+from . import __version__, framing
 from .cancellation import RequestRegistry
 from .service import KernelBandService
 
@@ -72,6 +76,28 @@ class KernelBandLanguageServer(LanguageServer):
         super().__init__("kernelband-lsp", __version__, protocol_cls=KernelBandProtocol,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.service = KernelBandService(self)
+
+    def start_io(self, stdin: Optional[BinaryIO] = None, stdout: Optional[BinaryIO] = None) -> None:
+        """pygls' stdio loop, with a reader that survives bad frames (framing.py)."""
+        self._stop_event = threading.Event()
+        fd = (stdin or sys.stdin.buffer).fileno()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        proto = self.protocol
+
+        def handle(body: bytes) -> None:
+            try:
+                proto.handle_message(json.loads(body, object_hook=proto.structure_message))
+            except Exception as exc:  # one bad message must not stop the loop
+                log.warning("cannot handle a message: %r", exc)
+
+        try:
+            asyncio.run(framing.serve(fd, handle, self._stop_event.is_set, self.thread_pool))
+        except BrokenPipeError:
+            log.error("the connection to the client is lost; shutting down")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
 
 
 def _arg(args: tuple) -> dict:
@@ -156,6 +182,8 @@ def create_server() -> KernelBandLanguageServer:
 
     @server.command("kernelband.cancel")
     def cancel(ls: KernelBandLanguageServer, *args: Any) -> dict:
+        if args and not (len(args) == 1 and isinstance(args[0], dict)) and not _arg(args):
+            return {"cancelled": [], "error": "expected {jobId}, {uri, kernel[, kind]} or no argument"}
         return svc.cancel(_arg(args) if args else {})
 
     @server.command("kernelband.createHarness")

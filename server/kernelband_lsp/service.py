@@ -19,6 +19,7 @@ from kernelband.events import Event
 from kernelband.model import KernelInfo
 
 from . import edits as E
+from . import evidence as EV
 from . import hover as H
 from . import lenses as L
 from . import summary as S
@@ -34,6 +35,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("kernelband_lsp")
 
 JOB_EVENT = "kernelband/jobEvent"
+# what an interpreted result may claim: it passed the checks; its timing says nothing about a GPU
+INTERPRETED_NOTE = "correct; speed needs a GPU"
+
+
+def is_interpreted(result: Optional[dict]) -> bool:
+    return isinstance(result, dict) and result.get("interpreted") is True
 
 
 @dataclass
@@ -259,21 +266,12 @@ class KernelBandService:
             if not h.found:
                 diags.append(L.harness_diagnostic(a, k, h))
         self.harness_diags[a.uri] = diags
-        # found variants whose kernel changed no longer apply: drop them
+        # Found variants are kept even when applied or no longer applicable: an undo (or
+        # reverting the kernel) brings the text back and the offer must come back with it.
         vd = []
-        for (path, kname), fv in list(self.found.items()):
-            if fv.uri != a.uri:
-                continue
-            plan = self._cached_plan(fv, a)
-            if not plan.ok or not plan.hunks:
-                del self.found[(path, kname)]
-                if a.text == fv.source or not plan.hunks:
-                    log.info("the found variant of %s is applied", kname)
-                else:
-                    log.info("the found variant of %s no longer applies: %s", kname, plan.message)
-                continue
-            k = a.detection.kernel(kname)
-            if k is not None and fv.background and self._reportable(fv):
+        for k in a.detection.kernels:
+            fv = self.offer(a, k.name)
+            if fv is not None and fv.background:
                 vd.append(L.variant_diagnostic(a, k, fv.result, fv.job_id))
         self.variant_diags[a.uri] = vd
         self._publish(a.uri)
@@ -309,11 +307,17 @@ class KernelBandService:
             j = active[0]
             st.job_id, st.job_kind = j.id, j.spec.kind
             st.job_text = self._job_line(j)
-        fv = self.found.get((os.path.abspath(a.path), k.name))
-        if fv is not None and self._reportable(fv):
+        fv = self.offer(a, k.name)
+        if fv is not None:
             st.variant_speedup = f"{S.num(fv.result.get('speedup')):.2f}x"
             if st.result is None:
                 st.result = fv.result
+        else:
+            cv = self.variant_of(a, k.name)
+            if cv is not None and is_interpreted(cv.result) and cv.result.get("status") == "improved":
+                st.variant_note = INTERPRETED_NOTE
+                if st.result is None:
+                    st.result = cv.result
         return st
 
     def _job_line(self, j: Job) -> str:
@@ -330,9 +334,40 @@ class KernelBandService:
         return f"{verb}…"
 
     def _reportable(self, fv: FoundVariant) -> bool:
+        """A speedup worth offering: measured on a GPU (never an interpreter's timing)."""
         sp = S.num(fv.result.get("speedup"))
         return (fv.result.get("status") == "improved" and bool(fv.source) and sp is not None
-                and sp >= self.settings.min_speedup)
+                and sp >= self.settings.min_speedup and not is_interpreted(fv.result))
+
+    def variant_of(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
+        """The found variant of a kernel: this session's, else a stored Result that started
+        from exactly this text (a CLI run, an earlier server); remembered once seen so that
+        Apply -> Undo finds it again."""
+        if not a.path:
+            return None
+        key = (os.path.abspath(a.path), kernel)
+        fv = self.found.get(key)
+        if fv is not None:
+            return fv
+        res = self.store.result(a.path, kernel)
+        if res and res.get("status") == "improved" and res.get("best_source") and res.get("original_hash") == a.hash:
+            fv = FoundVariant(uri=a.uri, path=key[0], kernel=kernel, job_id=str(res.get("session_id") or "store"),
+                              base_text=a.text, base_version=a.version, base_kernel_text=a.kernel_text(kernel),
+                              result=dict(res), background=False)
+            self.found[key] = fv
+            return fv
+        return None
+
+    def offer(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
+        """The variant to offer on this text: reportable and still applicable with a change
+        (None once applied: the text already is the variant)."""
+        if not a.parsed:
+            return None
+        fv = self.variant_of(a, kernel)
+        if fv is None or not self._reportable(fv):
+            return None
+        plan = self._cached_plan(fv, a)
+        return fv if plan.ok and plan.hunks else None
 
     # ================================================================== LSP features
     async def code_lens(self, uri: str) -> list[types.CodeLens]:
@@ -367,14 +402,16 @@ class KernelBandService:
         if not (on_def or on_launch):
             return None
         st = self.kernel_status(a, k)
-        fv = self.found.get((os.path.abspath(a.path), k.name))
+        fv = self.offer(a, k.name)
         variant_line = None
-        if fv is not None and self._reportable(fv):
+        if fv is not None:
             variant_line = (f"**Found:** a {S.speedup_phrase(fv.result)} faster variant is ready "
                             f"(quick fix *Apply found variant*).")
+        elif st.variant_note:
+            variant_line = f"**Found:** a variant that is {st.variant_note} (measured under the CPU interpreter)."
         card = H.card(H.CardInputs(kernel=k, profile=st.profile, profile_exact=st.profile_exact, result=st.result,
                                    harness=st.harness, job_line=st.job_text, variant_line=variant_line,
-                                   stale=a.stale))
+                                   stale=a.stale, evidence=EV.evidence_markdown(fv.result) if fv is not None else None))
         start = a.index.offset_to_position(word[1])
         end = a.index.offset_to_position(word[2])
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=card),
@@ -392,8 +429,8 @@ class KernelBandService:
             st = self.kernel_status(a, k)
             args = [{"uri": uri, "kernel": k.name}]
             kd = [d for d in diags if d.source == L.SOURCE and isinstance(d.data, dict) and d.data.get("kernel") == k.name]
-            fv = self.found.get((os.path.abspath(a.path), k.name))
-            if fv is not None and self._reportable(fv) and L.wants(only, types.CodeActionKind.QuickFix):
+            fv = self.offer(a, k.name)
+            if fv is not None and L.wants(only, types.CodeActionKind.QuickFix):
                 plan = self._cached_plan(fv, a)
                 title = f"Apply found variant of {k.name}: {S.speedup_phrase(fv.result)} faster (KernelBand)"
                 act = types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix,
@@ -481,6 +518,8 @@ class KernelBandService:
         res = job.result or {}
         if res.get("status") != "improved" or not res.get("best_source"):
             return {"edit": None}
+        if is_interpreted(res):
+            return {"edit": None, "editMessage": INTERPRETED_NOTE}
         fv = self.found.get((job.spec.path, job.spec.kernel))
         if fv is None or fv.job_id != job.id:
             fv = self._found_from_job(job)
@@ -529,21 +568,10 @@ class KernelBandService:
 
     async def lookup_variant(self, uri: str, kernel: str) -> Optional[FoundVariant]:
         a = await self.analysis(uri)
-        path = a.path if a else to_fs_path(uri)
-        if path is None:
-            return None
-        fv = self.found.get((os.path.abspath(path), kernel)) or self.found.get((path, kernel))
-        if fv is not None:
-            return fv
-        # a result from the store (CLI run, earlier server) applies when it started from exactly this text
         if a is not None:
-            res = self.store.result(a.path, kernel)
-            if res and res.get("status") == "improved" and res.get("best_source") and res.get("original_hash") == a.hash:
-                fv = FoundVariant(uri=uri, path=os.path.abspath(a.path), kernel=kernel, job_id=str(res.get("session_id") or "store"),
-                                  base_text=a.text, base_version=a.version, base_kernel_text=a.kernel_text(kernel),
-                                  result=res, background=False)
-                return fv
-        return None
+            return self.variant_of(a, kernel)
+        path = to_fs_path(uri)
+        return self.found.get((os.path.abspath(path), kernel)) if path else None
 
     async def proposed_edit(self, args: dict) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
@@ -555,9 +583,13 @@ class KernelBandService:
         plan, version, text = self._plan_for(fv)
         if not plan.ok:
             return {"error": plan.message, "original": text, "version": version}
-        return {"original": text, "proposed": plan.new_text, "diff": E.unified_diff(text, plan.new_text, os.path.basename(fv.path)),
-                "version": version, "speedup": fv.result.get("speedup"), "speedup_ci": fv.result.get("speedup_ci"),
-                "jobId": fv.job_id, "rebuilt": plan.rebuilt}
+        out = {"original": text, "proposed": plan.new_text, "diff": E.unified_diff(text, plan.new_text, os.path.basename(fv.path)),
+               "version": version, "speedup": fv.result.get("speedup"), "speedup_ci": fv.result.get("speedup_ci"),
+               "jobId": fv.job_id, "rebuilt": plan.rebuilt, "interpreted": is_interpreted(fv.result),
+               "evidence": EV.evidence(fv.result)}
+        if is_interpreted(fv.result):
+            out["note"] = INTERPRETED_NOTE
+        return out
 
     async def apply_variant(self, args: dict) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
@@ -570,7 +602,8 @@ class KernelBandService:
         if not plan.ok:
             return {"applied": False, "message": plan.message}
         edit = E.workspace_edit(uri, version, text, plan.hunks, self.encoding, self.supports_document_changes)
-        return await self._apply(edit, f"KernelBand: apply {S.speedup_phrase(fv.result) or 'faster'} variant of {kernel}")
+        what = "verified-correct (speed needs a GPU)" if is_interpreted(fv.result) else (S.speedup_phrase(fv.result) or "faster")
+        return await self._apply(edit, f"KernelBand: apply {what} variant of {kernel}")
 
     async def create_harness(self, args: dict) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
@@ -609,6 +642,8 @@ class KernelBandService:
             for job in self.jobs_for(args["uri"], args["kernel"], kind):
                 out.extend(self.jobs.cancel(job.id))
             return {"cancelled": out}
+        if job_id is not None and (not isinstance(job_id, str) or not job_id):
+            return {"cancelled": [], "error": f"jobId must be a string, not {type(job_id).__name__}"}
         return {"cancelled": self.jobs.cancel(job_id)}
 
     def jobs_for(self, uri: str, kernel: str, kind: Optional[str] = None) -> list[Job]:
@@ -722,7 +757,10 @@ class KernelBandService:
         self._notify_event(job, ev)
         d = ev.data
         if ev.type == "started":
-            self._report(job, f"started ({d.get('generator', '')} generator, budget {_budget_text(d.get('budget'))})", 0)
+            if job.spec.kind == PROFILE or not d.get("generator"):
+                self._report(job, "started", 0)  # a profile job has no generator or budget
+            else:
+                self._report(job, f"started ({d.get('generator')} generator, budget {_budget_text(d.get('budget'))})", 0)
         elif ev.type == "baseline":
             ms = S.num(d.get("time_ms"))
             self._report(job, f"baseline {S.fmt_ms(ms)} ({d.get('clock', '')})" if ms is not None else "baseline measured")
