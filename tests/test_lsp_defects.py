@@ -179,9 +179,12 @@ class RawServer:
     def __init__(self, ws: Path) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "server"), env.get("PYTHONPATH", "")])
-        self.p = subprocess.Popen([sys.executable, "-m", "kernelband_lsp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, env=env)
+        self.stderr_path = ws / "server.stderr"
+        with open(self.stderr_path, "wb") as err:
+            self.p = subprocess.Popen([sys.executable, "-m", "kernelband_lsp"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=err, env=env)
         self.buf = b""
+        self.notes: list[dict] = []
         self.send(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                          "params": {"processId": None, "rootUri": ws.as_uri(), "capabilities": {}}}))
         assert self.reply(0, 30) is not None
@@ -200,6 +203,8 @@ class RawServer:
                 if len(rest) < n:
                     break
                 msg, self.buf = json.loads(rest[:n]), rest[n:]
+                if "method" in msg and "id" not in msg:
+                    self.notes.append(msg)
                 if msg.get("id") == msg_id and "method" not in msg:
                     return msg
             r, _, _ = select.select([self.p.stdout], [], [], 0.2)
@@ -247,3 +252,25 @@ async def test_cancel_with_a_dict_job_id_is_an_error_not_an_exception(tmp_path):
             res = await run_command(client, "kernelband.cancel", bad)
             assert res["cancelled"] == [] and "error" in res, (bad, res)
         assert (await run_command(client, "kernelband.status"))["pid"]
+
+
+# ---------------------------------------------------------------------------- defect 3
+def test_a_log_line_reaches_the_client_once(tmp_path):
+    s = RawServer(tmp_path)
+    try:
+        assert s.status(1) is not None
+        logged = [n for n in s.notes if n["method"] == "window/logMessage" and "initialised" in n["params"]["message"]]
+        assert len(logged) == 1
+    finally:
+        s.close()
+    # VS Code's output channel shows stderr too: the same line must not be there again
+    assert "initialised" not in s.stderr_path.read_text()
+
+
+async def test_job_log_events_are_not_repeated_as_server_log_lines(tmp_path):
+    ws = copy_examples(tmp_path)
+    async with start_session(ws, env=fake_env(tmp_path)) as (client, editor, rec):
+        uri = editor.open(ws / "add_scale.py")
+        await run_command(client, "kernelband.optimize", {"uri": uri, "kernel": "axpy_kernel"})
+        assert [e for e in rec.events(etype="log") if "worker pid" in e["event"]["message"]]
+        assert not [m for m in client.log_messages if "worker pid" in m.message]

@@ -233,6 +233,11 @@ class LspLogHandler(logging.Handler):
                 self._send(params)
             elif self._loop is not None and not self._loop.is_closed():
                 self._loop.call_soon_threadsafe(self._send, params)
+            else:
+                return
+            # the client shows window/logMessage in the same place as stderr (VS Code's
+            # output channel, Neovim's lsp.log): one copy is enough
+            record.kb_delivered = True
         except Exception:  # pragma: no cover - logging must never raise
             pass
 

@@ -776,8 +776,10 @@ class KernelBandService:
             msg = d.get("message") or (f"{int(done or 0)}/{int(total or 0)} evaluated" + (f" · best {best:.2f}x" if best else ""))
             self._report(job, msg, pct)
         elif ev.type == "log":
+            # the kernelband/jobEvent above carries it to the client's job log; a server log
+            # line too would show it twice (issue 14, defect 3): only warnings are repeated
             lvl = str(d.get("level", "info")).lower()
-            (log.warning if lvl in ("warning", "error") else log.info)("%s: %s", job.id, d.get("message", ""))
+            (log.warning if lvl in ("warning", "error") else log.debug)("%s: %s", job.id, d.get("message", ""))
 
     def _on_job_state(self, job: Job) -> None:
         self._schedule_lens_refresh()
