@@ -21,6 +21,7 @@ from kernelband.detect import DetectionResult, detect
 from kernelband.harness import HarnessChoice, find_harness
 from kernelband.model import KernelInfo, ParseError
 
+from .incremental import Change, shift
 from .positions import UTF16, LineIndex
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,9 @@ class Analysis:
     # when the text does not parse: the last analysis that did (its kernels, its index)
     good: Optional["Analysis"] = None
     elapsed_ms: float = 0.0
+    # shifted from the previous analysis by an edit that cannot change what is detected
+    # (incremental.py); the analysis of the text itself follows after the debounce
+    provisional: bool = False
     _harness: dict[tuple[str, Optional[str]], HarnessChoice] = field(default_factory=dict)
     _hash: Optional[str] = None
     _kernel_texts: dict[str, str] = field(default_factory=dict)
@@ -99,7 +103,8 @@ class Analysis:
         key = (name, explicit or None)
         if key not in src._harness:
             try:
-                src._harness[key] = find_harness(src.path, src.text, name, explicit=explicit or None, result=src.detection)
+                src._harness[key] = find_harness(src.path, src.text, name, explicit=explicit or None,
+                                                 result=src.detection.scoped_to(name))
             except Exception as e:  # an unreadable companion file must not break hovers
                 log.warning("harness discovery for %s failed: %s", name, e)
                 src._harness[key] = HarnessChoice(None, reason=f"harness discovery failed: {e}")
@@ -137,6 +142,9 @@ class Documents:
         self._inflight: dict[str, list[tuple[Optional[int], str, asyncio.Future]]] = {}
         self._seq = 0
         self._stored_seq: dict[str, int] = {}
+        self._provisional: dict[str, Analysis] = {}
+        # called when the analysis of a text differs from the provisional one served for it
+        self.on_provisional_mismatch: Optional[Callable[[str], None]] = None
 
     @staticmethod
     def _matches(a: Analysis, text: str, version: Optional[int]) -> bool:
@@ -198,6 +206,29 @@ class Documents:
     def cached(self, uri: str) -> Optional[Analysis]:
         return self._cache.get(uri)
 
+    def note_change(self, uri: str, path: str, changes: Optional[list[Change]], text: str,
+                    version: Optional[int]) -> Optional[Analysis]:
+        """Right after a change: the last analysis moved by the change, when the change
+        cannot alter what detection finds (incremental.py); None otherwise."""
+        base = self._provisional.get(uri) or self._cache.get(uri)
+        self._provisional.pop(uri, None)
+        if base is None or changes is None or not base.parsed:
+            return None
+        got = shift(base.detection, base.index, changes)
+        if got is None:
+            return None
+        detection, index = got
+        if index.text != text:  # not the text this change was made to: the slow path
+            return None
+        a = Analysis(uri, path, version, text, index, detection, provisional=True)
+        a._harness = dict(base._harness)  # harness choices depend on structure, not positions
+        self._provisional[uri] = a
+        return a
+
+    def provisional(self, uri: str, text: str, version: Optional[int]) -> Optional[Analysis]:
+        a = self._provisional.get(uri)
+        return a if a is not None and self._matches(a, text, version) else None
+
     def schedule(self, uri: str, fetch: Callable[[], Optional[tuple[str, str, Optional[int]]]],
                  delay: Optional[float] = None) -> None:
         """Analyse after the debounce; fetch() returns (path, text, version) at that time."""
@@ -222,6 +253,12 @@ class Documents:
         except Exception:  # pragma: no cover - detect never raises, but be safe
             log.exception("analysis of %s failed", uri)
             return
+        prov = self._provisional.get(uri)
+        if prov is not None and prov.version == a.version:
+            del self._provisional[uri]
+            same = a.parsed and prov.detection.kernels == a.detection.kernels and prov.detection.functions == a.detection.functions
+            if not same and self.on_provisional_mismatch is not None:
+                self.on_provisional_mismatch(uri)
         if self._cache.get(uri) is a and self.on_analysed is not None:
             self.on_analysed(a)
 
@@ -241,3 +278,4 @@ class Documents:
             t.cancel()
         self._cache.pop(uri, None)
         self._stored_seq.pop(uri, None)
+        self._provisional.pop(uri, None)

@@ -137,7 +137,7 @@ def create_server() -> KernelBandLanguageServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: KernelBandLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
-        svc.did_change(params.text_document.uri)
+        svc.did_change(params.text_document.uri, list(params.content_changes))
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: KernelBandLanguageServer, params: types.DidSaveTextDocumentParams) -> None:

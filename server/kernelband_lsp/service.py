@@ -25,6 +25,7 @@ from . import lenses as L
 from . import summary as S
 from .background import Background
 from .documents import Analysis, Documents
+from .incremental import Change
 from .jobs import CANCELLED, DONE, FAILED, OPTIMIZE, PROFILE, RUNNING, SUPERSEDED, Job, JobManager, JobSpec
 from .settings import SECTION, Settings, parse_settings, secret_from
 from .storeview import StoreView
@@ -69,7 +70,10 @@ class KernelBandService:
         self.settings = Settings()
         self.secret: Optional[str] = None
         self.encoding = "utf-16"
-        self.docs = Documents(on_analysed=self._on_analysed, prepare=self._prepare)
+        # harness look-ups run in the lens computation (a thread), not in every analysis:
+        # a hover must not wait for all of a file's harnesses
+        self.docs = Documents(on_analysed=self._on_analysed)
+        self.docs.on_provisional_mismatch = lambda uri: self._schedule_lens_refresh()
         self._tasks: set[asyncio.Task] = set()
         self._plans: dict[tuple, E.EditPlan] = {}
         self.store = StoreView()
@@ -197,14 +201,23 @@ class KernelBandService:
         return out
 
     # ================================================================== documents
-    async def analysis(self, uri: str) -> Optional[Analysis]:
-        """The analysis of the document's current text (computed off the event loop)."""
+    async def analysis(self, uri: str, provisional_ok: bool = False) -> Optional[Analysis]:
+        """The analysis of the document's current text (computed off the event loop).
+        ``provisional_ok``: lenses, symbols and hovers may use the last analysis moved by
+        an edit that cannot change what is detected (incremental.py); edits and commands
+        never do."""
         try:
             doc = self.ls.workspace.get_text_document(uri)
             text = doc.source
         except (OSError, UnicodeDecodeError) as e:
             log.info("cannot read %s: %s", uri, e)
             return None
+        if provisional_ok:
+            cur = self.docs.cached(uri)
+            if cur is None or cur.version != doc.version:
+                p = self.docs.provisional(uri, text, doc.version)
+                if p is not None:
+                    return p
         return await self.docs.aget(uri, doc.path, text, doc.version)
 
     def _prepare(self, a: Analysis) -> None:
@@ -220,7 +233,11 @@ class KernelBandService:
         doc = self.ls.workspace.get_text_document(uri)
         self._spawn(self.docs.now(uri, doc.path, doc.source, doc.version))
 
-    def did_change(self, uri: str) -> None:
+    def did_change(self, uri: str, changes: Optional[list] = None) -> None:
+        if self.is_open(uri):
+            doc = self.ls.workspace.get_text_document(uri)
+            self.docs.note_change(uri, doc.path, _changes(changes), doc.source, doc.version)
+
         def fetch():
             if not self.is_open(uri):
                 return None
@@ -296,7 +313,7 @@ class KernelBandService:
         src = a.source or a
         h = a.harness(k.name, self.settings.harness.get(k.name))
         profile, exact = self.store.profile(a.path, k.name, src.hash)
-        mem = self.profiles.get((os.path.abspath(a.path), k.name))
+        mem = self.profiles.get((self.store.abspath(a.path), k.name))
         if mem is not None and (profile is None or (not exact and mem[0] == src.hash)):
             profile, exact = mem[1], mem[0] == src.hash
         result = self.store.result(a.path, k.name)
@@ -345,7 +362,7 @@ class KernelBandService:
         Apply -> Undo finds it again."""
         if not a.path:
             return None
-        key = (os.path.abspath(a.path), kernel)
+        key = (self.store.abspath(a.path), kernel)
         fv = self.found.get(key)
         if fv is not None:
             return fv
@@ -371,19 +388,27 @@ class KernelBandService:
 
     # ================================================================== LSP features
     async def code_lens(self, uri: str) -> list[types.CodeLens]:
-        a = await self.analysis(uri)
+        a = await self.analysis(uri, provisional_ok=True)
         if a is None:
             return []
-        return L.code_lenses(a, lambda k: self.kernel_status(a, k))
+        if any((k.name, self.settings.harness.get(k.name) or None) not in (a.source or a)._harness for k in a.kernels):
+            # harness look-ups read files: off the event loop, so hovers are answered meanwhile
+            await asyncio.get_running_loop().run_in_executor(None, self._prepare, a.source or a)
+        statuses: dict[str, L.KernelStatus] = {}
+        for i, k in enumerate(a.kernels):
+            statuses[k.name] = self.kernel_status(a, k)
+            if i % 50 == 49:
+                await asyncio.sleep(0)  # a 600-kernel file: let other requests in between
+        return L.code_lenses(a, lambda k: statuses.get(k.name) or self.kernel_status(a, k))
 
     async def document_symbols(self, uri: str):
-        a = await self.analysis(uri)
+        a = await self.analysis(uri, provisional_ok=True)
         if a is None:
             return []
         return L.document_symbols(a) if self.hierarchical_symbols else L.symbol_information(a)
 
     async def hover(self, uri: str, pos: types.Position) -> Optional[types.Hover]:
-        a = await self.analysis(uri)
+        a = await self.analysis(uri, provisional_ok=True)
         if a is None or not a.kernels:
             return None
         src = a.source
@@ -864,6 +889,19 @@ class KernelBandService:
         self.background.unwatch()
         await self.jobs.shutdown()
         self.store.close()
+
+
+def _changes(raw: Optional[list]) -> Optional[list[Change]]:
+    """LSP content changes as incremental.Change; None if any replaces the whole text."""
+    if raw is None:
+        return None
+    out = []
+    for c in raw:
+        rng = getattr(c, "range", None)
+        if rng is None:
+            return None
+        out.append(Change(rng.start.line, rng.start.character, rng.end.line, rng.end.character, c.text))
+    return out
 
 
 def _budget_text(b: Any) -> str:
