@@ -22,6 +22,7 @@ from . import edits as E
 from . import evidence as EV
 from . import hover as H
 from . import lenses as L
+from . import lints as LN
 from . import summary as S
 from .background import Background
 from .documents import Analysis, Documents
@@ -83,6 +84,7 @@ class KernelBandService:
         # shown when the store has none (e.g. a job run with --no-store)
         self.profiles: dict[tuple[str, str], tuple[str, dict]] = {}
         self.harness_diags: dict[str, list[types.Diagnostic]] = {}
+        self.lint_diags: dict[str, list[types.Diagnostic]] = {}
         self.variant_diags: dict[str, list[types.Diagnostic]] = {}
         self._published: dict[str, list] = {}
         self._token_job: dict[Any, str] = {}
@@ -272,6 +274,7 @@ class KernelBandService:
         self.docs.close(uri)
         # diagnostics of a closed file stay only while a variant for it is pending
         self.harness_diags.pop(uri, None)
+        self.lint_diags.pop(uri, None)
         self._publish(uri)
 
     def _on_analysed(self, a: Analysis) -> None:
@@ -283,6 +286,7 @@ class KernelBandService:
             if not h.found:
                 diags.append(L.harness_diagnostic(a, k, h))
         self.harness_diags[a.uri] = diags
+        self.lint_diags[a.uri] = [self._lint_diagnostic(a, f) for f in LN.cached_lint(a)]
         # Found variants are kept even when applied or no longer applicable: an undo (or
         # reverting the kernel) brings the text back and the offer must come back with it.
         vd = []
@@ -301,12 +305,49 @@ class KernelBandService:
                 self._on_analysed(a)
 
     def _publish(self, uri: str) -> None:
-        diags = list(self.harness_diags.get(uri, [])) + list(self.variant_diags.get(uri, []))
+        diags = (list(self.harness_diags.get(uri, [])) + list(self.lint_diags.get(uri, []))
+                 + list(self.variant_diags.get(uri, [])))
         key = [(d.range.start.line, d.range.start.character, d.message, d.code) for d in diags]
         if self._published.get(uri) == key:
             return
         self._published[uri] = key
         self.ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diags))
+
+    # ================================================================== lints
+    _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
+                 "info": types.DiagnosticSeverity.Information}
+
+    def _lint_diagnostic(self, a: Analysis, f: "LN.Finding") -> types.Diagnostic:
+        return types.Diagnostic(range=a.index.ast_range(f.line, f.col, f.end_line, f.end_col), message=f.message,
+                                severity=self._SEVERITY.get(f.severity, types.DiagnosticSeverity.Warning),
+                                source=LN.SOURCE, code=f.code, data={"kernel": f.kernel, "kind": "lint"})
+
+    def _lint_actions(self, a: Analysis, params: types.CodeActionParams) -> list[types.CodeAction]:
+        if not L.wants(list(params.context.only or []), types.CodeActionKind.QuickFix):
+            return []
+        out = []
+        rng = params.range
+        sent = [d for d in params.context.diagnostics or [] if d.source == LN.SOURCE]
+        for f in LN.cached_lint(a):
+            if f.fix_title is None:
+                continue
+            drange = a.index.ast_range(f.line, f.col, f.end_line, f.end_col)
+            if not L.overlaps(drange, rng.start.line, rng.end.line):
+                continue
+            start = a.index.ast_to_offset(f.line, f.col)
+            end = a.index.ast_to_offset(f.end_line, f.end_col)
+            if f.fix_text is not None:
+                hunk = E.Hunk(start, end, f.fix_text)
+            else:  # insert before the call's closing parenthesis
+                close = a.text.rfind(")", start, end)
+                if close < 0:
+                    continue
+                hunk = E.Hunk(close, close, f.extra.get("insert_before_end", ""))
+            edit = E.workspace_edit(a.uri, a.version, a.text, [hunk], self.encoding, self.supports_document_changes)
+            match = [d for d in sent if d.code == f.code and d.range == drange] or None
+            out.append(types.CodeAction(title=f"{f.fix_title} (KernelBand {f.code})", kind=types.CodeActionKind.QuickFix,
+                                        diagnostics=match, edit=edit, is_preferred=True))
+        return out
 
     # ================================================================== per-kernel status
     def kernel_status(self, a: Analysis, k: KernelInfo) -> L.KernelStatus:
@@ -449,7 +490,7 @@ class KernelBandService:
             return []
         only = list(params.context.only or [])
         diags = list(params.context.diagnostics or [])
-        out: list[types.CodeAction] = []
+        out: list[types.CodeAction] = self._lint_actions(a, params)
         for k in L.relevant_kernels(a, params.range, diags):
             st = self.kernel_status(a, k)
             args = [{"uri": uri, "kernel": k.name}]
