@@ -274,3 +274,46 @@ async def test_job_log_events_are_not_repeated_as_server_log_lines(tmp_path):
         await run_command(client, "kernelband.optimize", {"uri": uri, "kernel": "axpy_kernel"})
         assert [e for e in rec.events(etype="log") if "worker pid" in e["event"]["message"]]
         assert not [m for m in client.log_messages if "worker pid" in m.message]
+
+
+# ---------------------------------------------------------------------------- inlay hints
+async def inlay(client, uri, text):
+    end = text.count("\n") + 1
+    return await client.text_document_inlay_hint_async(types.InlayHintParams(
+        text_document=doc(uri), range=types.Range(start=types.Position(line=0, character=0),
+                                                  end=types.Position(line=end, character=0))))
+
+
+async def test_inlay_hints_show_the_profile_and_the_best_launch_config(tmp_path):
+    ws = copy_examples(tmp_path)
+    path = ws / "add_scale.py"
+    text = path.read_text()
+    res = improved_result(text)
+    store_result(ws, path, "axpy_kernel", res)
+    profile = {"kernel": "axpy_kernel", "interpreted": False,
+               "tiers": {"static": {"n_regs": 32, "n_spills": 0, "shared_bytes": 0, "occupancy": {"theoretical": 1.0}},
+                         "timing": {"time_per_launch_ms": 0.42, "bandwidth_frac": 0.71}, "counters": None},
+               "saturation": {"DRAM": 0.71, "SM": 0.05, "L2": 0.2},
+               "diagnosis": {"bottleneck": "memory-bound", "evidence": "x", "strategies": []}}
+    with Store.for_workspace(ws) as st:
+        st.put_profile(ProfileKey(res["original_hash"], "h", "FAKE GPU", "3.0", "axpy_kernel"), profile, file=str(path))
+    async with start_session(ws) as (client, editor, rec):
+        uri = editor.open(path)
+        hints = await inlay(client, uri, text)
+        labels = [h.label for h in hints]
+        assert "32 regs · 0 spills · 0 KB smem · occ 100% · 0.42 ms · 71% of HBM peak" in labels, labels
+        sig = next(h for h in hints if "regs" in h.label)
+        assert text.splitlines()[sig.position.line].startswith("def axpy_kernel")
+        launch = [h for h in hints if h.label.startswith("KernelBand:")]
+        assert launch and "BLOCK_SIZE=1024" in launch[0].label and "4.14x" in launch[0].label
+        assert "axpy_kernel[grid]" in text.splitlines()[launch[0].position.line]
+
+
+async def test_no_launch_hint_for_an_interpreted_result(tmp_path):
+    ws = copy_examples(tmp_path)
+    path = ws / "add_scale.py"
+    text = path.read_text()
+    store_result(ws, path, "axpy_kernel", improved_result(text, interpreted=True))
+    async with start_session(ws) as (client, editor, rec):
+        uri = editor.open(path)
+        assert not [h for h in await inlay(client, uri, text) if str(h.label).startswith("KernelBand:")]

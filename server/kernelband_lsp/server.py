@@ -155,6 +155,10 @@ def create_server() -> KernelBandLanguageServer:
     async def hover(ls: KernelBandLanguageServer, params: types.HoverParams) -> Optional[types.Hover]:
         return await svc.hover(params.text_document.uri, params.position)
 
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
+    async def inlay_hint(ls: KernelBandLanguageServer, params: types.InlayHintParams):
+        return await svc.inlay_hints(params.text_document.uri, params.range)
+
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     async def document_symbol(ls: KernelBandLanguageServer, params: types.DocumentSymbolParams):
         return await svc.document_symbols(params.text_document.uri)

@@ -21,6 +21,7 @@ from kernelband.model import KernelInfo
 from . import edits as E
 from . import evidence as EV
 from . import hover as H
+from . import inlay as IH
 from . import lenses as L
 from . import lints as LN
 from . import summary as S
@@ -441,6 +442,12 @@ class KernelBandService:
             if i % 50 == 49:
                 await asyncio.sleep(0)  # a 600-kernel file: let other requests in between
         return L.code_lenses(a, lambda k: statuses.get(k.name) or self.kernel_status(a, k))
+
+    async def inlay_hints(self, uri: str, rng: types.Range) -> list[types.InlayHint]:
+        a = await self.analysis(uri, provisional_ok=True)
+        if a is None or not a.kernels:
+            return []
+        return IH.hints(a, rng, lambda k: self.kernel_status(a, k), lambda name: self.offer(a, name))
 
     async def document_symbols(self, uri: str):
         a = await self.analysis(uri, provisional_ok=True)
