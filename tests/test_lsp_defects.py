@@ -317,3 +317,23 @@ async def test_no_launch_hint_for_an_interpreted_result(tmp_path):
     async with start_session(ws) as (client, editor, rec):
         uri = editor.open(path)
         assert not [h for h in await inlay(client, uri, text) if str(h.label).startswith("KernelBand:")]
+
+
+# ---------------------------------------------------------------------------- live lenses
+async def test_lenses_refresh_live_while_a_job_runs(tmp_path):
+    ws = copy_examples(tmp_path)
+    env = fake_env(tmp_path)
+    env["FAKE_STEP_S"] = "0.3"
+    async with start_session(ws, env=env, settings={"budget": {"evaluations": 4}}) as (client, editor, rec):
+        uri = editor.open(ws / "add_scale.py")
+        import asyncio
+
+        task = asyncio.ensure_future(run_command(client, "kernelband.optimize", {"uri": uri, "kernel": "axpy_kernel"}))
+        await wait_until(lambda: rec.events(etype="progress"), 20, what="progress")
+        before = rec.lens_refreshes
+        await wait_until(lambda: rec.lens_refreshes > 0, 5, what="workspace/codeLens/refresh")
+        titles = await lens_titles(client, uri)
+        assert any(t.startswith("optimizing ") and "/4" in t for t in titles), titles
+        await asyncio.wait_for(task, 30)
+        await wait_until(lambda: rec.lens_refreshes > before, 5, what="a refresh when the job ends")
+        assert "Apply found variant (1.43x)" in await lens_titles(client, uri)
