@@ -100,31 +100,35 @@ class _TritonNames:
 
     def collect(self, tree: ast.Module) -> None:
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.name == "triton":
-                        self.modules.add(a.asname or "triton")
-                    elif a.name == "triton.language":
-                        if a.asname:
-                            self.language.add(a.asname)
-                        else:
-                            self.modules.add("triton")
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                root = node.module.split(".")[0]
-                if root != "triton":
-                    continue
-                for a in node.names:
-                    local = a.asname or a.name
-                    if node.module == "triton" and a.name == "language":
-                        self.language.add(local)
-                    elif a.name in _JIT_NAMES:
-                        self.jit.add(local)
-                    elif a.name in _AUTOTUNE_NAMES:
-                        self.autotune.add(local)
-                    elif a.name in _HEURISTICS_NAMES:
-                        self.heuristics.add(local)
-                    elif a.name == "constexpr":
-                        self.constexpr.add(local)
+            self.add(node)
+
+    def add(self, node: ast.AST) -> None:
+        """One Import/ImportFrom node (other nodes are ignored)."""
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "triton":
+                    self.modules.add(a.asname or "triton")
+                elif a.name == "triton.language":
+                    if a.asname:
+                        self.language.add(a.asname)
+                    else:
+                        self.modules.add("triton")
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            root = node.module.split(".")[0]
+            if root != "triton":
+                return
+            for a in node.names:
+                local = a.asname or a.name
+                if node.module == "triton" and a.name == "language":
+                    self.language.add(local)
+                elif a.name in _JIT_NAMES:
+                    self.jit.add(local)
+                elif a.name in _AUTOTUNE_NAMES:
+                    self.autotune.add(local)
+                elif a.name in _HEURISTICS_NAMES:
+                    self.heuristics.add(local)
+                elif a.name == "constexpr":
+                    self.constexpr.add(local)
 
     def _matches(self, expr: ast.expr, attr: str, direct: set[str]) -> bool:
         if isinstance(expr, ast.Call):
@@ -246,8 +250,38 @@ class _Walker(ast.NodeVisitor):
     # a module-level class owns what its methods call and launch (autograd.Function.forward)
     visit_ClassDef = visit_FunctionDef  # type: ignore[assignment]
 
+    def scan(self, tree: ast.AST, names: "_TritonNames") -> None:
+        """What visit() plus names.collect() find, in one pre-order pass without
+        NodeVisitor's per-node dispatch (detection runs on every keystroke)."""
+        defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        imports = (ast.Import, ast.ImportFrom)
+        AST, Call = ast.AST, ast.Call
+        stack: list[tuple[ast.AST, Optional[str]]] = [(tree, None)]
+        pop, push = stack.pop, stack.append
+        while stack:
+            node, outer = pop()
+            cls = type(node)
+            if cls is Call:
+                self._call(node, outer)  # type: ignore[arg-type]
+            elif cls in imports:
+                names.add(node)
+            elif outer is None and cls in defs:
+                outer = node.name  # type: ignore[attr-defined]
+            children = []
+            for name in cls._fields:
+                v = getattr(node, name, None)
+                if isinstance(v, AST):
+                    children.append(v)
+                elif isinstance(v, list):
+                    children.extend(x for x in v if isinstance(x, AST))
+            for child in reversed(children):
+                push((child, outer))
+
     def visit_Call(self, node: ast.Call) -> None:
-        outer = self.stack[0] if self.stack else None
+        self._call(node, self.stack[0] if self.stack else None)
+        self.generic_visit(node)
+
+    def _call(self, node: ast.Call, outer: Optional[str]) -> None:
         name = _launched_name(node)
         if name is not None:
             self.launches.append((name, node, outer))
@@ -260,7 +294,6 @@ class _Walker(ast.NodeVisitor):
         for arg in list(node.args) + [k.value for k in node.keywords]:
             if isinstance(arg, ast.Name):
                 self.calls.setdefault(outer, set()).add(arg.id)
-        self.generic_visit(node)
 
 
 BOM = "\ufeff"
@@ -312,11 +345,10 @@ def detect(source: str, filename: str = "<source>") -> DetectionResult:
     source = strip_bom(source)
 
     names = _TritonNames()
-    names.collect(tree)
     text = _Segments(source)
     lines = source.splitlines()
     walker = _Walker(source)
-    walker.visit(tree)
+    walker.scan(tree, names)
 
     launches_by_kernel: dict[str, list[LaunchSite]] = {}
     for kname, call, outer in walker.launches:
