@@ -337,3 +337,39 @@ async def test_lenses_refresh_live_while_a_job_runs(tmp_path):
         await asyncio.wait_for(task, 30)
         await wait_until(lambda: rec.lens_refreshes > before, 5, what="a refresh when the job ends")
         assert "Apply found variant (1.43x)" in await lens_titles(client, uri)
+
+
+# ---------------------------------------------------------------------------- defect 7 (hover)
+async def test_hover_on_a_huge_file_does_not_wait_for_the_whole_analysis(tmp_path):
+    import asyncio
+    import sys as _sys
+    import time as _time
+
+    _sys.path.insert(0, str(REPO / "benchmarks"))
+    import lsp_latency as B
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "pyproject.toml").write_text("[project]\nname = 'ws'\nversion = '0'\n")
+    text = B.big_module(600)
+    f = ws / "huge.py"
+    f.write_text(text)
+    lines = text.split("\n")
+    line = next(i for i, l in enumerate(lines) if l.startswith("def kernel_599"))
+    async with start_session(ws) as (client, editor, rec):
+        uri = editor.open(f)
+        t0 = _time.perf_counter()
+        done: dict[str, float] = {}
+
+        async def timed(name, coro):
+            res = await coro
+            done[name] = _time.perf_counter() - t0
+            return res
+
+        lens = asyncio.ensure_future(timed("lens", client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=doc(uri)))))
+        hov = await timed("hover", client.text_document_hover_async(types.HoverParams(
+            text_document=doc(uri), position=types.Position(line=line, character=6))))
+        await lens
+        assert hov is not None and "kernel_599" in hov.contents.value
+        assert done["hover"] < done["lens"] / 3, done

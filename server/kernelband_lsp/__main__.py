@@ -65,6 +65,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         server.service.jobs.kill_now()
         server.service.background.unwatch()
+        from .documents import shutdown_detector
+
+        shutdown_detector()
     return 0
 
 

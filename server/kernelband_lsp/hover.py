@@ -17,6 +17,8 @@ from . import summary as S
 
 log = logging.getLogger(__name__)
 
+ANALYSING = "the file is still being analysed"
+
 _renderer: Optional[Callable[..., str]] = None
 _renderer_checked = False
 
@@ -220,7 +222,8 @@ def card(inp: CardInputs) -> str:
         if inp.profile is not None:
             body = head + "\n\n" + fallback_card(inp.profile, inp.result)
         else:
-            body = head + ("\n\nNot profiled yet: use **Profile** (code lens) to measure it." if inp.harness.found
+            body = head + ("\n\nNot profiled yet: use **Profile** (code lens) to measure it."
+                           if inp.harness.found or inp.harness.reason == ANALYSING
                            else "\n\nNot profiled yet: create a harness first (then **Profile** measures it).")
             if inp.result:
                 body += "\n\n" + result_line(inp.result)
@@ -234,7 +237,9 @@ def card(inp: CardInputs) -> str:
     if inp.job_line:
         parts.append(f"_{inp.job_line}_")
     h = inp.harness
-    if h.found:
+    if h.reason == ANALYSING:
+        parts.append("_Harness: the file is still being analysed._")
+    elif h.found:
         where = f" in `{h.path}`" if h.path else ""
         parts.append(f"Harness: `{h.name}`{where} ({h.how})")
     else:

@@ -16,6 +16,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
 from kernelband.events import Event
+from kernelband.harness import HarnessChoice
 from kernelband.model import KernelInfo
 
 from . import edits as E
@@ -26,7 +27,7 @@ from . import lenses as L
 from . import lints as LN
 from . import summary as S
 from .background import Background
-from .documents import Analysis, Documents
+from .documents import Analysis, Documents, partial_analysis, shutdown_detector, warm_detector
 from .incremental import Change
 from .jobs import CANCELLED, DONE, FAILED, OPTIMIZE, PROFILE, RUNNING, SUPERSEDED, Job, JobManager, JobSpec
 from .settings import SECTION, Settings, parse_settings, secret_from
@@ -143,6 +144,7 @@ class KernelBandService:
         for p in problems:
             log.warning(p)
         log.info("kernelband-lsp initialised (pid %d, position encoding %s)", os.getpid(), self.encoding)
+        warm_detector()
 
     async def refresh_settings(self) -> Settings:
         if self.supports_configuration:
@@ -353,7 +355,8 @@ class KernelBandService:
     # ================================================================== per-kernel status
     def kernel_status(self, a: Analysis, k: KernelInfo) -> L.KernelStatus:
         src = a.source or a
-        h = a.harness(k.name, self.settings.harness.get(k.name))
+        h = (HarnessChoice(None, reason=H.ANALYSING) if a.partial
+             else a.harness(k.name, self.settings.harness.get(k.name)))
         profile, exact = self.store.profile(a.path, k.name, src.hash)
         mem = self.profiles.get((self.store.abspath(a.path), k.name))
         if mem is not None and (profile is None or (not exact and mem[0] == src.hash)):
@@ -366,7 +369,7 @@ class KernelBandService:
             j = active[0]
             st.job_id, st.job_kind = j.id, j.spec.kind
             st.job_text = self._job_line(j)
-        fv = self.offer(a, k.name)
+        fv = self.offer(a, k.name) if not a.partial else None
         if fv is not None:
             st.variant_speedup = f"{S.num(fv.result.get('speedup')):.2f}x"
             if st.result is None:
@@ -456,7 +459,21 @@ class KernelBandService:
         return L.document_symbols(a) if self.hierarchical_symbols else L.symbol_information(a)
 
     async def hover(self, uri: str, pos: types.Position) -> Optional[types.Hover]:
+        # while a large file is still being analysed (just opened), a hover on a kernel's
+        # name is answered from the definition under the cursor alone
+        if self.is_open(uri):
+            doc = self.ls.workspace.get_text_document(uri)
+            text = doc.source
+            if self.docs.analysing(uri, text, doc.version) and self.docs.provisional(uri, text, doc.version) is None:
+                part = await asyncio.get_running_loop().run_in_executor(
+                    None, partial_analysis, uri, doc.path, text, doc.version, pos.line, self.encoding)
+                got = self._hover_from(part, pos) if part is not None else None
+                if got is not None:
+                    return got
         a = await self.analysis(uri, provisional_ok=True)
+        return self._hover_from(a, pos)
+
+    def _hover_from(self, a: Optional[Analysis], pos: types.Position) -> Optional[types.Hover]:
         if a is None or not a.kernels:
             return None
         src = a.source
@@ -475,7 +492,7 @@ class KernelBandService:
         if not (on_def or on_launch):
             return None
         st = self.kernel_status(a, k)
-        fv = self.offer(a, k.name)
+        fv = self.offer(a, k.name) if not a.partial else None
         variant_line = None
         if fv is not None:
             variant_line = (f"**Found:** a {S.speedup_phrase(fv.result)} faster variant is ready "
@@ -934,6 +951,7 @@ class KernelBandService:
         asyncio.get_running_loop().create_task(go())
 
     async def shutdown(self) -> None:
+        shutdown_detector()
         self.background.unwatch()
         await self.jobs.shutdown()
         self.store.close()
