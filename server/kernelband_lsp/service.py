@@ -283,6 +283,23 @@ class KernelBandService:
     def _on_analysed(self, a: Analysis) -> None:
         if not a.parsed:
             return  # keep what was published for the last good text
+        if len(a.detection.kernels) > 50:
+            # harness look-ups and lints of a large file: on a thread, so requests keep
+            # being answered; then publish from the event loop
+            async def go() -> None:
+                await asyncio.get_running_loop().run_in_executor(None, self._diag_prep, a)
+                if self.docs.cached(a.uri) is a:
+                    self._publish_analysed(a)
+
+            self._spawn(go())
+            return
+        self._publish_analysed(a)
+
+    def _diag_prep(self, a: Analysis) -> None:
+        self._prepare(a)
+        LN.cached_lint(a)
+
+    def _publish_analysed(self, a: Analysis) -> None:
         diags = []
         for k in a.detection.kernels:
             h = a.harness(k.name, self.settings.harness.get(k.name))
