@@ -123,7 +123,9 @@ class StoreView:
     def profile(self, path: str, kernel: str, module_hash: Optional[str]) -> tuple[Optional[dict], bool]:
         """(profile, exact): exact when it was measured on exactly this module text."""
         apath = self.abspath(path)
-        if module_hash:
+        # after a keystroke the text's hash is new: one query says no kernel has a
+        # profile for it, instead of one miss per kernel
+        if module_hash and self._cached(path, "hash-known", (module_hash,), lambda st: _hash_known(st, module_hash)):
             p = self._cached(path, "profile-h", (kernel, module_hash),
                              lambda st: st.latest_profile(kernel, source_hash=module_hash))
             if p:
@@ -147,3 +149,10 @@ class StoreView:
             except Exception:
                 pass
         self._stores.clear()
+
+
+def _hash_known(st: Store, module_hash: str) -> bool:
+    conn = getattr(st, "_conn", None)
+    if conn is None:
+        return True  # cannot tell: look each kernel up
+    return conn.execute("SELECT 1 FROM profiles WHERE source_hash=? LIMIT 1", (module_hash,)).fetchone() is not None
