@@ -946,6 +946,8 @@ class KernelBandService:
         if job.spec.kind == PROFILE:
             return "profile ready"
         res = job.result or {}
+        if res.get("status") == "improved" and is_interpreted(res):
+            return f"found a variant: {INTERPRETED_NOTE}"
         if res.get("status") == "improved":
             return f"{S.speedup_phrase(res)} faster variant found"
         if res.get("status") == "no_improvement":
