@@ -145,7 +145,12 @@ describe('against the real kernelband_lsp server', function () {
     assert.ok(d.reports.some((r) => /1\/1 evaluated/.test(r.message ?? '')), JSON.stringify(d.reports));
     assert.strictEqual(result.jobId, events[0].jobId);
     assert.deepStrictEqual(d.finished, [[events[0].jobId, result.status]]);
-    if (result.status === 'improved') {
+    if (result.status === 'improved' && result.interpreted === true) {
+      // CPU interpreter: correct, never offered as a speedup
+      assert.strictEqual(review, undefined);
+      assert.strictEqual(d.diffs.length, 0);
+      assert.ok(d.messages.some((m) => /correct; speed needs a GPU/.test(m.message)), JSON.stringify(d.messages));
+    } else if (result.status === 'improved') {
       assert.strictEqual(review, 'applied');
       assert.strictEqual(d.diffs.length, 1);
       assert.strictEqual(edits.length, 1);
