@@ -21,7 +21,7 @@ from lsprotocol import types
 
 from kernelband.store import ProfileKey, Store
 
-from test_lsp_common import copy_examples, job_data, start_session, wait_until, write_fake_engine
+from test_lsp_common import copy_examples, job_data, start_session, to_plain, wait_until, write_fake_engine
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -373,3 +373,40 @@ async def test_hover_on_a_huge_file_does_not_wait_for_the_whole_analysis(tmp_pat
         await lens
         assert hov is not None and "kernel_599" in hov.contents.value
         assert done["hover"] < done["lens"] / 3, done
+
+
+# ---------------------------------------------------------------------------- defect 4 (review outside VS Code)
+async def test_a_client_without_a_diff_view_reviews_before_applying(tmp_path):
+    ws = copy_examples(tmp_path)
+    path = ws / "add_scale.py"
+    text = path.read_text()
+    store_result(ws, path, "axpy_kernel", improved_result(text))
+    async with start_session(ws) as (client, editor, rec):
+        asked: list[str] = []
+        answer = {"title": "Discard"}
+
+        @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+        def ask(ls, params: types.ShowMessageRequestParams):
+            asked.append(params.message)
+            return types.MessageActionItem(title=answer["title"])
+
+        uri = editor.open(path)
+        line = text[: text.index("def axpy_kernel")].count("\n")
+        acts = await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=doc(uri), range=types.Range(start=types.Position(line=line, character=0),
+                                                       end=types.Position(line=line, character=0)),
+            context=types.CodeActionContext(diagnostics=[])))
+        titles = [a.title for a in acts]
+        review = next((a for a in acts if a.title.startswith("Review found variant")), None)
+        assert review is not None, titles
+        # (pygls's client structures a CodeAction carrying a command as a Command; the JSON is right)
+        assert "kernelband.reviewVariant" in str(review.command), review
+        args = [{"uri": uri, "kernel": "axpy_kernel"}]
+        out = await run_command(client, "kernelband.reviewVariant", *args)
+        assert out["applied"] is False and out["message"] == "discarded" and editor.text(uri) == text
+        diff = Path(out["diffFile"]).read_text()
+        assert "+    axpy_kernel[grid](x, y, out, alpha, n, BLOCK_SIZE=1024)" in diff and "# GPU: NVIDIA H100" in diff
+        assert client.shown_documents and asked and "4.14x" in asked[0]
+        answer["title"] = "Apply"
+        out = await run_command(client, "kernelband.reviewVariant", *args)
+        assert out["applied"] is True and "BLOCK_SIZE=1024" in editor.text(uri)

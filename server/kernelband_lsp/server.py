@@ -202,6 +202,10 @@ def create_server() -> KernelBandLanguageServer:
     async def apply_variant(ls: KernelBandLanguageServer, *args: Any) -> dict:
         return await svc.apply_variant(_arg(args))
 
+    @server.command("kernelband.reviewVariant")
+    async def review_variant(ls: KernelBandLanguageServer, *args: Any) -> dict:
+        return await svc.review_variant(_arg(args))
+
     @server.command("kernelband.status")
     def status(ls: KernelBandLanguageServer, *args: Any) -> dict:
         return svc.status()

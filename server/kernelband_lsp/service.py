@@ -94,6 +94,7 @@ class KernelBandService:
         self._job_pct: dict[str, int] = {}
         self.background = Background(self._submit_background, self._already_done, self._has_harness)
         self._lens_refresh_pending = False
+        self.client_name = ""
 
     # ================================================================== capabilities
     @property
@@ -137,6 +138,9 @@ class KernelBandService:
         self.encoding = str(getattr(enc, "value", enc) or "utf-16")
         self.docs.encoding = self.encoding
         opts = params.initialization_options
+        # the VS Code extension reviews variants in its own diff view; other clients get a
+        # server-driven review (window/showDocument + window/showMessageRequest)
+        self.client_name = str(getattr(params.client_info, "name", "") or "")
         self.init_settings, problems = parse_settings(opts)
         self.secret = secret_from(opts)
         self.settings = self.init_settings
@@ -549,6 +553,12 @@ class KernelBandService:
                 else:
                     act.disabled = types.CodeActionDisabledType(reason=plan.message)
                 out.append(act)
+                if plan.ok and "visual studio code" not in self.client_name.lower():
+                    out.append(types.CodeAction(
+                        title=f"Review found variant of {k.name} (diff, then Apply or Discard) (KernelBand)",
+                        kind=types.CodeActionKind.QuickFix, data={"kernel": k.name, "uri": uri},
+                        command=types.Command(title="Review found variant", command="kernelband.reviewVariant",
+                                              arguments=args)))
             if not st.harness.found and L.wants(only, types.CodeActionKind.QuickFix):
                 offset, text = L.stub_insertion(a, k)
                 out.append(types.CodeAction(
@@ -711,6 +721,40 @@ class KernelBandService:
         edit = E.workspace_edit(uri, version, text, plan.hunks, self.encoding, self.supports_document_changes)
         what = "verified-correct (speed needs a GPU)" if is_interpreted(fv.result) else (S.speedup_phrase(fv.result) or "faster")
         return await self._apply(edit, f"KernelBand: apply {what} variant of {kernel}")
+
+    async def review_variant(self, args: dict) -> dict:
+        """kernelband.reviewVariant: show the found variant's diff and its evidence
+        (window/showDocument of a file outside the workspace), ask Apply or Discard
+        (window/showMessageRequest), and apply it as a versioned edit on Apply. For
+        clients without a diff view of their own (Neovim, Helix, ...)."""
+        uri, kernel = args.get("uri"), args.get("kernel")
+        if not isinstance(uri, str) or not isinstance(kernel, str):
+            return {"applied": False, "message": "expected arguments {uri, kernel}"}
+        prop = await self.proposed_edit(args)
+        if prop.get("error"):
+            return {"applied": False, "message": prop["error"]}
+        what = INTERPRETED_NOTE if prop.get("interpreted") else (S.speedup_phrase(prop) or "faster")
+        lines = [f"# KernelBand: found variant of {kernel} ({what})"]
+        lines += [f"# {r['label']}: {r['value']}" for r in prop.get("evidence") or []]
+        path = E.write_review_file(kernel, "\n".join(lines) + "\n" + str(prop.get("diff") or ""))
+        if self._cap("window", "show_document", "support"):
+            try:
+                await asyncio.wait_for(self.ls.window_show_document_async(types.ShowDocumentParams(
+                    uri=from_fs_path(path) or path, take_focus=True)), timeout=10)
+            except Exception as e:
+                log.info("window/showDocument: %s", e)
+        try:
+            choice = await asyncio.wait_for(self.ls.window_show_message_request_async(types.ShowMessageRequestParams(
+                type=types.MessageType.Info, message=f"Apply the KernelBand variant of {kernel} ({what})? Diff: {path}",
+                actions=[types.MessageActionItem(title="Apply"), types.MessageActionItem(title="Discard")])),
+                timeout=600)
+        except Exception as e:
+            return {"applied": False, "message": f"no answer: {e}", "diffFile": path}
+        if getattr(choice, "title", None) != "Apply":
+            return {"applied": False, "message": "discarded", "diffFile": path}
+        out = await self.apply_variant(args)
+        out["diffFile"] = path
+        return out
 
     async def create_harness(self, args: dict) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
