@@ -27,7 +27,7 @@ from . import lenses as L
 from . import lints as LN
 from . import summary as S
 from .background import Background
-from .documents import Analysis, Documents, partial_analysis, shutdown_detector, warm_detector
+from .documents import BIG_TEXT_LINES, Analysis, Documents, partial_analysis, shutdown_detector, warm_detector
 from .incremental import Change
 from .jobs import CANCELLED, DONE, FAILED, OPTIMIZE, PROFILE, RUNNING, SUPERSEDED, Job, JobManager, JobSpec
 from .settings import SECTION, Settings, parse_settings, secret_from
@@ -485,7 +485,8 @@ class KernelBandService:
         if self.is_open(uri):
             doc = self.ls.workspace.get_text_document(uri)
             text = doc.source
-            if self.docs.analysing(uri, text, doc.version) and self.docs.provisional(uri, text, doc.version) is None:
+            if (text.count("\n") >= BIG_TEXT_LINES and self.docs.analysing(uri, text, doc.version)
+                    and self.docs.provisional(uri, text, doc.version) is None):
                 part = await asyncio.get_running_loop().run_in_executor(
                     None, partial_analysis, uri, doc.path, text, doc.version, pos.line, self.encoding)
                 got = self._hover_from(part, pos) if part is not None else None
