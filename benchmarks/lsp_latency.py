@@ -1,12 +1,17 @@
 """Latency of kernelband-lsp as an editor sees it: request round trips over stdio.
 
 Drives the real server (``python -m kernelband_lsp``) with pygls's LanguageClient,
-announcing VS Code's capabilities, on a generated 3,000-line module with 50 Triton
+announcing VS Code's capabilities, on a generated 2,040-line module with 60 Triton
 kernels (each with a wrapper and a harness, and a stored profile so lenses and hovers
 render real cards), and measures:
 
 - code lens: first request after open, repeated requests, and a request right after
-  each keystroke (didChange then codeLens: re-detection of the whole file included);
+  each keystroke (didChange then codeLens), typed inside kernel bodies and on comment
+  lines (answered from the last analysis moved by the edit), and typed in a wrapper's
+  launch line (re-detection of the whole file);
+- a 600-kernel file: hover and documentSymbol sent right behind the first code lens
+  (they must not wait for the lens's 600 harness look-ups and statuses);
+- ``kernelband list`` (a subprocess, wall time) on files of 600 and 1,200 kernels;
 - hover on kernel names (random kernels);
 - document symbols;
 - hover while a real optimization job (``kernelband optimize``, Triton interpreter
@@ -31,14 +36,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Optional
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 REPO = Path(__file__).resolve().parents[1]
-N_KERNELS = 50
-LINES_PER_BLOCK = 60
+N_KERNELS = 60
+LINES_PER_BLOCK = 34
 
 
 # ---------------------------------------------------------------------------- the module
@@ -81,23 +86,26 @@ def block(i: int) -> list[str]:
 
 
 def big_module(n: int = N_KERNELS) -> str:
-    head = ['"""Generated: 50 kernels, 3,000 lines (kernelband-lsp latency benchmark)."""',
+    head = [f'"""Generated: {n} kernels, {module_lines(n)} lines (kernelband-lsp latency benchmark)."""',
             "import torch", "import triton", "import triton.language as tl", "",
             'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"', "", ""]
     body: list[str] = []
     for i in range(n):
         body += block(i)
-    lines = head + body
-    return "\n".join(lines[: n * LINES_PER_BLOCK]) + "\n"
+    return "\n".join(head + body) + "\n"
 
 
-def seed_store(ws: Path, path: Path, text: str) -> None:
+def module_lines(n: int) -> int:
+    return n * LINES_PER_BLOCK + 8
+
+
+def seed_store(ws: Path, path: Path, text: str, n: int = N_KERNELS) -> None:
     sys.path.insert(0, str(REPO))
     from kernelband.store import ProfileKey, Store
 
     h = hashlib.sha256(text.encode()).hexdigest()
     with Store.for_workspace(ws) as st:
-        for i in range(N_KERNELS):
+        for i in range(n):
             prof = {
                 "kernel": f"kernel_{i}", "time_ms": 0.1 + i / 100, "interpreted": False,
                 "device": {"name": "NVIDIA H100 80GB HBM3"}, "tier": 2,
@@ -194,14 +202,14 @@ def stats(samples: list[float]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- run
-async def bench(repeats: int, budget: int, job_file: str) -> dict[str, Any]:
+async def bench(repeats: int, budget: int, job_file: str, with_job: bool = True) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="kb-lsp-bench-"))
     try:
         ws = tmp / "ws"
         ws.mkdir()
         (ws / "pyproject.toml").write_text("[project]\nname='bench'\nversion='0'\n")
         text = big_module()
-        assert text.count("\n") == N_KERNELS * LINES_PER_BLOCK and text.count("@triton.jit") == N_KERNELS
+        assert text.count("\n") == module_lines(N_KERNELS) and text.count("@triton.jit") == N_KERNELS
         big = ws / "big_module.py"
         big.write_text(text)
         shutil.copy(REPO / "examples" / job_file, ws / job_file)
@@ -256,28 +264,78 @@ async def bench(repeats: int, budget: int, job_file: str) -> dict[str, Any]:
             await lens()
         out["code_lens_repeat"] = stats([(await timed(lens))[0] for _ in range(repeats)])
 
-        # keystroke then code lens: the request waits for re-detection of the 3,000 lines
-        samples = []
-        t_cap = time.monotonic() + 120.0  # at least 10 samples, then at most two minutes
-        for i in range(repeats // 2):
-            if i >= 10 and time.monotonic() > t_cap:
-                break
-            version += 1
-            line = 5 + 60 * (i % N_KERNELS) + 40  # a comment line in a block
-            client.text_document_did_change(types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                content_changes=[types.TextDocumentContentChangePartial(
-                    range=types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=0)),
-                    text="x")]))
-            samples.append((await timed(lens))[0])
-        out["code_lens_after_keystroke"] = stats(samples)
+        # keystroke then code lens, three kinds of place
+        # (line, column) of a keystroke that keeps the file valid Python
+        body_lines = [(n, 8) for n in range(len(lines)) if lines[n].startswith("    z = tl.where")]
+        comment_lines = [(n, 2) for n in range(len(lines)) if lines[n].startswith("# notes on kernel")]
+        launch_lines = [(n, lines[n].index("(x") + 1) for n in range(len(lines)) if "[grid](" in lines[n]]
 
+        async def keystrokes(where: list[tuple[int, int]], typed: str, n_max: int) -> dict[str, Any]:
+            nonlocal version
+            samples = []
+            t_cap = time.monotonic() + 60.0  # at least 10 samples, then at most a minute
+            for i in range(n_max):
+                if i >= 10 and time.monotonic() > t_cap:
+                    break
+                version += 1
+                line, col = where[i % len(where)]
+                client.text_document_did_change(types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    content_changes=[types.TextDocumentContentChangePartial(
+                        range=types.Range(start=types.Position(line=line, character=col),
+                                          end=types.Position(line=line, character=col)),
+                        text=typed)]))
+                ms, res = await timed(lens)
+                assert len(res) >= 3 * N_KERNELS
+                samples.append(ms)
+            return stats(samples)
+
+        out["code_lens_after_keystroke_in_kernel_body"] = await keystrokes(body_lines, " ", repeats // 2)
+        out["code_lens_after_keystroke_on_comment"] = await keystrokes(comment_lines, "x", repeats // 2)
+        out["code_lens_after_keystroke_in_launch_line"] = await keystrokes(launch_lines, " ", max(repeats // 8, 10))
         rng = random.Random(0)
         h_ms, h = await timed(lambda: hover_random(rng))
         assert h is not None and "kernel_" in h.contents.value
         out["hover_idle"] = stats([(await timed(lambda: hover_random(rng)))[0] for _ in range(repeats)])
         out["document_symbols"] = stats([(await timed(lambda: client.text_document_document_symbol_async(
             types.DocumentSymbolParams(text_document=ident))))[0] for _ in range(max(repeats // 4, 10))])
+
+        # a 600-kernel file: hover and documentSymbol right behind the first code lens
+        huge = ws / "huge_module.py"
+        huge_text = big_module(600)
+        huge.write_text(huge_text)
+        huri = huge.as_uri()
+        hident = types.TextDocumentIdentifier(uri=huri)
+        client.text_document_did_open(types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=huri, language_id="python", version=1, text=huge_text)))
+        hlines = huge_text.split("\n")
+        hname = next(n for n in range(len(hlines)) if hlines[n].startswith("def kernel_599"))
+        t0 = time.perf_counter()
+        done_at: dict[str, float] = {}
+
+        async def at(name: str, coro) -> Any:
+            res = await coro
+            done_at[name] = (time.perf_counter() - t0) * 1000.0
+            return res
+
+        lens_t = asyncio.ensure_future(at("code_lens", client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=hident))))
+        await asyncio.sleep(0.01)
+        hover_t = asyncio.ensure_future(at("hover", client.text_document_hover_async(types.HoverParams(
+            text_document=hident, position=types.Position(line=hname, character=6)))))
+        sym_t = asyncio.ensure_future(at("document_symbols", client.text_document_document_symbol_async(
+            types.DocumentSymbolParams(text_document=hident))))
+        hres, _, lres = await asyncio.gather(hover_t, sym_t, lens_t)
+        assert hres is not None and len(lres) >= 3 * 600
+        out["file_600_kernels_first_requests_ms"] = {k: round(v, 1) for k, v in done_at.items()}
+        t1 = time.perf_counter()
+        await client.text_document_hover_async(types.HoverParams(
+            text_document=hident, position=types.Position(line=hname, character=6)))
+        out["file_600_kernels_hover_after_ms"] = round((time.perf_counter() - t1) * 1000.0, 1)
+
+        if not with_job:
+            out["optimization_job"] = None
+            return await _finish(client, drainer, stderr_log, events, out)
 
         # hover while a real optimization job runs on another file
         job_uri = (ws / job_file).as_uri()
@@ -312,15 +370,47 @@ async def bench(repeats: int, budget: int, job_file: str) -> dict[str, Any]:
             "progress_notifications": sum(len(v) for v in progress.values()),
         }
 
-        out["server_messages"] = [ev["showMessage"] for _, ev in events if isinstance(ev, dict) and "showMessage" in ev]
-        await client.shutdown_async(None)
-        client.exit(None)
-        await asyncio.sleep(0.2)
-        await client.stop()
-        drainer.cancel()
-        errors = [l for l in stderr_log.read_text(errors="replace").splitlines() if " ERROR " in l or "Traceback" in l]
-        out["server_errors"] = errors[:20]
-        return out
+        return await _finish(client, drainer, stderr_log, events, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def _finish(client: LanguageClient, drainer: Any, stderr_log: Path, events: list, out: dict) -> dict:
+    out["server_messages"] = [ev["showMessage"] for _, ev in events if isinstance(ev, dict) and "showMessage" in ev]
+    await client.shutdown_async(None)
+    client.exit(None)
+    await asyncio.sleep(0.2)
+    await client.stop()
+    drainer.cancel()
+    errors = [l for l in stderr_log.read_text(errors="replace").splitlines() if " ERROR " in l or "Traceback" in l]
+    out["server_errors"] = errors[:20]
+    return out
+
+
+def list_timing(n: int, runs: int = 3) -> dict[str, Any]:
+    """Wall time of `python -m kernelband list FILE --json` on an n-kernel module."""
+    import subprocess
+
+    tmp = Path(tempfile.mkdtemp(prefix="kb-list-bench-"))
+    try:
+        f = tmp / f"k{n}.py"
+        f.write_text(big_module(n))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            r = subprocess.run([sys.executable, "-m", "kernelband", "list", str(f), "--json"], env=env,
+                               capture_output=True, text=True, timeout=600)
+            times.append(time.perf_counter() - t0)
+            assert r.returncode == 0, r.stderr[-2000:]
+        assert len(json.loads(r.stdout)["kernels"]) == n
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import kernelband.cli"], env=env, check=True, timeout=120)
+        startup = time.perf_counter() - t0
+        return {"kernels": n, "lines": module_lines(n), "best_s": round(min(times), 3),
+                "median_s": round(statistics.median(times), 3), "runs": runs,
+                "python_startup_and_imports_s": round(startup, 3)}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -353,48 +443,70 @@ def environment() -> dict[str, Any]:
 def markdown(res: dict[str, Any]) -> str:
     env = res["environment"]
     r = res["results"]
-    job = r["optimization_job"]
-    rows = [
-        ("code lens, first request after open (detection + 50 harness look-ups)", r["code_lens_first_after_open"]["ms"], None),
-        ("code lens, repeated", r["code_lens_repeat"]["median_ms"], r["code_lens_repeat"]["p95_ms"]),
-        ("code lens right after a keystroke (re-detects 3,000 lines)", r["code_lens_after_keystroke"]["median_ms"],
-         r["code_lens_after_keystroke"]["p95_ms"]),
-        ("hover on a kernel name", r["hover_idle"]["median_ms"], r["hover_idle"]["p95_ms"]),
-        ("document symbols", r["document_symbols"]["median_ms"], r["document_symbols"]["p95_ms"]),
-        ("hover while an optimization job runs", r["hover_during_optimization"]["median_ms"],
-         r["hover_during_optimization"]["p95_ms"]),
-        ("code lens while an optimization job runs", r["code_lens_during_optimization"].get("median_ms"),
-         r["code_lens_during_optimization"].get("p95_ms")),
-    ]
+    job = r.get("optimization_job")
+
+    def row(name: str, st: Optional[dict]) -> str:
+        st = st or {}
+        return f"| {name} | {st.get('median_ms', '-')} | {st.get('p95_ms', '-')} | {st.get('n', 0)} |"
+
     lines = [
         "# kernelband-lsp latency",
         "",
         f"Round trips measured by a client over stdio (pygls LanguageClient announcing VS Code's capabilities) "
         f"against `python -m kernelband_lsp`, on a generated module of {res['lines']} lines with {res['kernels']} "
         "`@triton.jit` kernels, each with a wrapper, a harness and a stored profile (so every lens and hover "
-        "renders real text). `benchmarks/lsp_latency.py` regenerates this.",
+        "renders real text). `python benchmarks/lsp_latency.py` regenerates this.",
         "",
-        f"Machine: {env['cpu']} ({env['cpus']} CPUs), Python {env['python']}, pygls {env['pygls']}, "
-        f"Triton {env['triton']}, torch {env['torch']}. Date: {res['date']}.",
+        f"Machine: {env['cpu']} ({env['cpus']} CPUs, shared with other work while measured), Python {env['python']}, "
+        f"pygls {env['pygls']}. Date: {res['date']}.",
         "",
         "| request | median (ms) | p95 (ms) | n |",
         "| --- | ---: | ---: | ---: |",
+        f"| code lens, first request after open (detection + {res['kernels']} harness look-ups) | "
+        f"{r['code_lens_first_after_open']['ms']} | - | 1 |",
+        row("code lens, repeated", r["code_lens_repeat"]),
+        row("code lens right after a keystroke in a kernel body (last analysis moved by the edit)",
+            r["code_lens_after_keystroke_in_kernel_body"]),
+        row("code lens right after a keystroke on a comment line", r["code_lens_after_keystroke_on_comment"]),
+        row("code lens right after a keystroke in a launch line (re-detects the file)",
+            r["code_lens_after_keystroke_in_launch_line"]),
+        row("hover on a kernel name", r["hover_idle"]),
+        row("document symbols", r["document_symbols"]),
     ]
-    ns = [1, r["code_lens_repeat"]["n"], r["code_lens_after_keystroke"]["n"], r["hover_idle"]["n"],
-          r["document_symbols"]["n"], r["hover_during_optimization"]["n"], r["code_lens_during_optimization"].get("n", 0)]
-    for (name, med, p95), n in zip(rows, ns):
-        lines.append(f"| {name} | {med if med is not None else '-'} | {p95 if p95 is not None else '-'} | {n} |")
+    if job:
+        lines += [row("hover while an optimization job runs", r["hover_during_optimization"]),
+                  row("code lens while an optimization job runs", r["code_lens_during_optimization"])]
+    f600 = r.get("file_600_kernels_first_requests_ms") or {}
     lines += [
         "",
-        f"The optimization job: `kernelband optimize {job['file']} --kernel {job['kernel']} --budget "
-        f"{job['budget_evaluations']}` started from the server (status `{job['status']}`, "
-        f"{'Triton interpreter on the CPU' if job['interpreted'] else 'GPU'}), {job['seconds']} s, "
-        f"{job['job_events']} job events and {job['progress_notifications']} `$/progress` notifications relayed "
-        "while the hovers above were answered. The job is a separate process (the server never imports torch "
-        "or triton); under the interpreter it competes with the server for the same CPUs, which is the worst "
-        "case for the hover numbers.",
+        f"A 600-kernel file ({module_lines(600):,} lines), opened, then code lens, hover and documentSymbol sent at once; "
+        "milliseconds from the code lens request until each answer:",
         "",
+        "| code lens | hover | document symbols | a later hover |",
+        "| ---: | ---: | ---: | ---: |",
+        f"| {f600.get('code_lens', '-')} | {f600.get('hover', '-')} | {f600.get('document_symbols', '-')} | "
+        f"{r.get('file_600_kernels_hover_after_ms', '-')} |",
+        "",
+        "Hover and symbols need the file's detection (shared with the lens) but not the lens's harness look-ups "
+        "and statuses, which run after it (harness look-ups on a thread, statuses yielding to other requests).",
     ]
+    lt = res.get("list") or []
+    if lt:
+        lines += ["", "`kernelband list FILE --json` (a new process each run, wall time):", "",
+                  "| kernels | lines | best (s) | median (s) | of which Python start-up and imports (s) |",
+                  "| ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {x['kernels']} | {x['lines']} | {x['best_s']} | {x['median_s']} | {x['python_startup_and_imports_s']} |"
+                  for x in lt]
+    if job:
+        lines += [
+            "",
+            f"The optimization job: `kernelband optimize {job['file']} --kernel {job['kernel']} --budget "
+            f"{job['budget_evaluations']}` started from the server (status `{job['status']}`, "
+            f"{'Triton interpreter on the CPU' if job['interpreted'] else 'GPU'}), {job['seconds']} s, "
+            f"{job['job_events']} job events and {job['progress_notifications']} `$/progress` notifications relayed "
+            "while the hovers above were answered.",
+        ]
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -403,11 +515,16 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--budget", type=int, default=4, help="evaluations of the optimization job")
     ap.add_argument("--job-file", default="add_scale.py", help="example optimized during the hover measurement")
+    ap.add_argument("--no-job", action="store_true", help="skip the hover-during-an-optimization measurement")
+    ap.add_argument("--list-kernels", default="600,1200", help="kernel counts for the `kernelband list` timing ('' = skip)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     args = ap.parse_args()
-    results = asyncio.run(bench(args.repeats, args.budget, args.job_file))
-    res = {"benchmark": "lsp_latency", "date": time.strftime("%Y-%m-%d"), "lines": N_KERNELS * LINES_PER_BLOCK,
-           "kernels": N_KERNELS, "repeats": args.repeats, "environment": environment(), "results": results}
+    results = asyncio.run(bench(args.repeats, args.budget, args.job_file, with_job=not args.no_job))
+    lst = [list_timing(int(n)) for n in args.list_kernels.split(",") if n.strip()]
+    res = {"benchmark": "lsp_latency", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "lines": module_lines(N_KERNELS), "kernels": N_KERNELS, "repeats": args.repeats,
+           "command": "python benchmarks/lsp_latency.py " + " ".join(sys.argv[1:]),
+           "environment": environment(), "results": results, "list": lst}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "lsp_latency.json").write_text(json.dumps(res, indent=2) + "\n")

@@ -25,10 +25,59 @@ class DetectionResult:
     error: Optional[ParseError] = None
 
     def kernel(self, name: str) -> Optional[KernelInfo]:
-        return next((k for k in self.kernels if k.name == name), None)
+        return self._index("_kernel_index", self.kernels).get(name)
 
     def function(self, name: str) -> Optional[FunctionInfo]:
-        return next((f for f in self.functions if f.name == name), None)
+        return self._index("_function_index", self.functions).get(name)
+
+    def _index(self, attr: str, items: list) -> dict:
+        """name -> first item of that name (what a linear scan returns), rebuilt when the
+        list changes: a per-kernel harness look-up on a 1,000-kernel file was quadratic."""
+        cached = self.__dict__.get(attr)
+        if cached is None or cached[0] is not items or cached[1] != len(items):
+            index: dict = {}
+            for it in items:
+                index.setdefault(it.name, it)
+            cached = (items, len(items), index)
+            self.__dict__[attr] = cached
+        return cached[2]
+
+    def scoped_to(self, kernel: str) -> "DetectionResult":
+        """The result as the harness search for one kernel needs it: ``functions`` lists
+        only those that may reach the kernel (launch it, or call, through module
+        functions, one that does; a superset of what ``harness._reaches`` accepts, which
+        still checks each), while ``kernel()``/``function()`` find every one. Makes a
+        harness look-up per kernel proportional to that kernel's callers, not the file."""
+        callers = self.__dict__.get("_callers")
+        if callers is None or callers[0] != len(self.functions):
+            by_callee: dict[str, list[FunctionInfo]] = {}
+            for f in self.functions:
+                for c in set(f.calls):
+                    by_callee.setdefault(c, []).append(f)
+            launchers: dict[str, list[FunctionInfo]] = {}
+            for f in self.functions:
+                for k in set(f.launches):
+                    launchers.setdefault(k, []).append(f)
+            order = {id(f): i for i, f in enumerate(self.functions)}
+            callers = (len(self.functions), by_callee, launchers, order)
+            self.__dict__["_callers"] = callers
+        _, by_callee, launchers, order = callers
+        seen: dict[int, FunctionInfo] = {}
+        stack = list(launchers.get(kernel, []))
+        while stack:
+            f = stack.pop()
+            if id(f) in seen:
+                continue
+            seen[id(f)] = f
+            if self.function(f.name) is f:  # calls by name resolve to the first definition
+                stack.extend(by_callee.get(f.name, []))
+        view = DetectionResult(kernels=self.kernels, functions=sorted(seen.values(), key=lambda f: order[id(f)]),
+                               error=self.error)
+        self._index("_kernel_index", self.kernels)
+        view.__dict__["_kernel_index"] = self.__dict__["_kernel_index"]  # same kernels list
+        full = self._index("_function_index", self.functions)
+        view.__dict__["_function_index"] = (view.functions, len(view.functions), full)
+        return view
 
     def to_dict(self) -> dict:
         return {
@@ -51,31 +100,35 @@ class _TritonNames:
 
     def collect(self, tree: ast.Module) -> None:
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.name == "triton":
-                        self.modules.add(a.asname or "triton")
-                    elif a.name == "triton.language":
-                        if a.asname:
-                            self.language.add(a.asname)
-                        else:
-                            self.modules.add("triton")
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                root = node.module.split(".")[0]
-                if root != "triton":
-                    continue
-                for a in node.names:
-                    local = a.asname or a.name
-                    if node.module == "triton" and a.name == "language":
-                        self.language.add(local)
-                    elif a.name in _JIT_NAMES:
-                        self.jit.add(local)
-                    elif a.name in _AUTOTUNE_NAMES:
-                        self.autotune.add(local)
-                    elif a.name in _HEURISTICS_NAMES:
-                        self.heuristics.add(local)
-                    elif a.name == "constexpr":
-                        self.constexpr.add(local)
+            self.add(node)
+
+    def add(self, node: ast.AST) -> None:
+        """One Import/ImportFrom node (other nodes are ignored)."""
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "triton":
+                    self.modules.add(a.asname or "triton")
+                elif a.name == "triton.language":
+                    if a.asname:
+                        self.language.add(a.asname)
+                    else:
+                        self.modules.add("triton")
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            root = node.module.split(".")[0]
+            if root != "triton":
+                return
+            for a in node.names:
+                local = a.asname or a.name
+                if node.module == "triton" and a.name == "language":
+                    self.language.add(local)
+                elif a.name in _JIT_NAMES:
+                    self.jit.add(local)
+                elif a.name in _AUTOTUNE_NAMES:
+                    self.autotune.add(local)
+                elif a.name in _HEURISTICS_NAMES:
+                    self.heuristics.add(local)
+                elif a.name == "constexpr":
+                    self.constexpr.add(local)
 
     def _matches(self, expr: ast.expr, attr: str, direct: set[str]) -> bool:
         if isinstance(expr, ast.Call):
@@ -197,8 +250,38 @@ class _Walker(ast.NodeVisitor):
     # a module-level class owns what its methods call and launch (autograd.Function.forward)
     visit_ClassDef = visit_FunctionDef  # type: ignore[assignment]
 
+    def scan(self, tree: ast.AST, names: "_TritonNames") -> None:
+        """What visit() plus names.collect() find, in one pre-order pass without
+        NodeVisitor's per-node dispatch (detection runs on every keystroke)."""
+        defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        imports = (ast.Import, ast.ImportFrom)
+        AST, Call = ast.AST, ast.Call
+        stack: list[tuple[ast.AST, Optional[str]]] = [(tree, None)]
+        pop, push = stack.pop, stack.append
+        while stack:
+            node, outer = pop()
+            cls = type(node)
+            if cls is Call:
+                self._call(node, outer)  # type: ignore[arg-type]
+            elif cls in imports:
+                names.add(node)
+            elif outer is None and cls in defs:
+                outer = node.name  # type: ignore[attr-defined]
+            children = []
+            for name in cls._fields:
+                v = getattr(node, name, None)
+                if isinstance(v, AST):
+                    children.append(v)
+                elif isinstance(v, list):
+                    children.extend(x for x in v if isinstance(x, AST))
+            for child in reversed(children):
+                push((child, outer))
+
     def visit_Call(self, node: ast.Call) -> None:
-        outer = self.stack[0] if self.stack else None
+        self._call(node, self.stack[0] if self.stack else None)
+        self.generic_visit(node)
+
+    def _call(self, node: ast.Call, outer: Optional[str]) -> None:
         name = _launched_name(node)
         if name is not None:
             self.launches.append((name, node, outer))
@@ -211,7 +294,6 @@ class _Walker(ast.NodeVisitor):
         for arg in list(node.args) + [k.value for k in node.keywords]:
             if isinstance(arg, ast.Name):
                 self.calls.setdefault(outer, set()).add(arg.id)
-        self.generic_visit(node)
 
 
 BOM = "\ufeff"
@@ -263,11 +345,10 @@ def detect(source: str, filename: str = "<source>") -> DetectionResult:
     source = strip_bom(source)
 
     names = _TritonNames()
-    names.collect(tree)
     text = _Segments(source)
     lines = source.splitlines()
     walker = _Walker(source)
-    walker.visit(tree)
+    walker.scan(tree, names)
 
     launches_by_kernel: dict[str, list[LaunchSite]] = {}
     for kname, call, outer in walker.launches:
@@ -282,6 +363,13 @@ def detect(source: str, filename: str = "<source>") -> DetectionResult:
         )
         launches_by_kernel.setdefault(kname, []).append(site)
 
+    # kernels launched per enclosing function, once (a scan of every launch per function
+    # was quadratic in the file)
+    launched_by: dict[Optional[str], set[str]] = {}
+    for ss in launches_by_kernel.values():
+        for s in ss:
+            launched_by.setdefault(s.enclosing_function, set()).add(s.kernel)
+
     nodes = list(_module_level_defs(tree.body))
     aliases = _aliases(nodes)
     defs = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
@@ -289,7 +377,7 @@ def detect(source: str, filename: str = "<source>") -> DetectionResult:
     result = DetectionResult()
     for node in defs:
         if isinstance(node, ast.ClassDef):
-            launched = {s.kernel for ss in launches_by_kernel.values() for s in ss if s.enclosing_function == node.name}
+            launched = launched_by.get(node.name, set())
             if launched or walker.calls.get(node.name):
                 result.functions.append(FunctionInfo(
                     name=node.name, range=_range(node), params=[], kind="class",
@@ -320,7 +408,7 @@ def detect(source: str, filename: str = "<source>") -> DetectionResult:
                     range=_range(node),
                     params=_params(text, node, names),  # type: ignore[arg-type]
                     calls=sorted(walker.calls.get(node.name, set()) & module_defs),
-                    launches=sorted({s.kernel for ss in launches_by_kernel.values() for s in ss if s.enclosing_function == node.name}),
+                    launches=sorted(launched_by.get(node.name, set())),
                 )
             )
     for name, (node, target) in aliases.items():

@@ -289,6 +289,7 @@ p.add_argument("--generator"); p.add_argument("--search"); p.add_argument("--dev
 a = p.parse_args()
 src = sys.stdin.read()
 step = float(os.environ.get("FAKE_STEP_S", "0.2"))
+INTERP = os.environ.get("FAKE_INTERPRETED", "0") == "1"  # a CPU-interpreter result: correct, no speed claim
 t0 = time.time()
 def emit(t, **d):
     sys.stdout.write(json.dumps({"type": t, "t": round(time.time() - t0, 3), **d}) + "\n"); sys.stdout.flush()
@@ -319,8 +320,8 @@ best = src.replace("BLOCK_SIZE=128", "BLOCK_SIZE=1024")
 import hashlib
 emit("result", result={"status": "improved" if best != src else "no_improvement", "kernel": a.kernel, "file": a.file,
      "session_id": "fake", "original_hash": hashlib.sha256(src.encode()).hexdigest(), "baseline_ms": 2.0,
-     "best_ms": 1.4, "speedup": 1.43, "speedup_ci": [1.3, 1.5], "evaluations": a.budget, "interpreted": True,
-     "clock": "cpu-interpreter", "strategy_path": ["tiling"], "diff": "", "best_source": best,
+     "best_ms": 1.4, "speedup": 1.43, "speedup_ci": [1.3, 1.5], "evaluations": a.budget, "interpreted": INTERP,
+     "clock": "cpu-interpreter" if INTERP else "cuda-events", "gpu": None if INTERP else "FAKE GPU", "paired_rounds": 5, "strategy_path": ["tiling"], "diff": "", "best_source": best,
      "best_variant_id": "v4", "seconds": 1.0, "tokens": 0, "cost_usd": 0.0, "message": "1.43x", "warnings": []})
 worker.kill()
 '''

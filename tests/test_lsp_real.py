@@ -65,16 +65,20 @@ async def test_real_optimize_reports_progress_and_its_edit_keeps_the_users_chang
         res = await asyncio.wait_for(task, 400)
         assert res["status"] == "improved", res.get("message")
         assert res["speedup"] > 1.0 and len(res["speedup_ci"]) == 2 and res["interpreted"] is True
-        assert res["editRebuilt"] is True and res["editVersion"] == editor.version(uri)
-        edit = edit_from_json(client, res["edit"])
-        ok, why = editor.apply_workspace_edit(edit)
-        assert ok, why
+        # timed under the CPU interpreter: correct, but never offered as a speedup (no edit in
+        # the reply, no Apply lens); the explicit review-and-apply commands still work
+        assert res["edit"] is None and res["editMessage"] == "correct; speed needs a GPU"
+        assert "Variant found: correct; speed needs a GPU" in [l.command.title for l in await lenses(client, uri)]
+        prop = await run_command(client, "kernelband.proposedEdit", uri=uri, kernel="axpy_kernel")
+        assert prop["interpreted"] is True and prop["rebuilt"] is True and prop["version"] == editor.version(uri)
+        out = await run_command(client, "kernelband.applyVariant", uri=uri, kernel="axpy_kernel")
+        assert out["applied"] is True, out
         assert editor.text(uri) == "# note typed during the job\n" + res["best_source"] + "# and another at the end\n"
         # progress: begin (cancellable), reports up to 100%, end
         (token,) = list(client.progress_reports)
         reports = client.progress_reports[token]
         assert isinstance(reports[0], types.WorkDoneProgressBegin) and reports[0].cancellable
-        assert isinstance(reports[-1], types.WorkDoneProgressEnd) and "faster" in reports[-1].message
+        assert isinstance(reports[-1], types.WorkDoneProgressEnd) and "speed needs a GPU" in reports[-1].message
         pcts = [r.percentage for r in reports if isinstance(r, types.WorkDoneProgressReport) and r.percentage is not None]
         assert pcts == sorted(pcts) and pcts[-1] == 100
         kinds = [e["event"]["type"] for e in rec.events(res["jobId"])]
@@ -118,19 +122,21 @@ async def test_real_profile_then_background_on_save_with_a_quick_fix(tmp_path):
         assert "| time |" in (await hover(client, uri, line, col)).contents.value
 
         editor.save(uri)  # background job on save
-        diags = await wait_until(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "variant-found"], 400,
-                                 interval=0.5, what="the background result's diagnostic")
-        (d,) = diags
-        assert d.severity == types.DiagnosticSeverity.Information and "faster variant of axpy_kernel" in d.message
+        await wait_until(lambda: [e for e in rec.events(etype="result") if e["background"]], 400, interval=0.5,
+                         what="the background result")
         result = rec.events(etype="result")[-1]["event"]["result"]
-        assert rec.events(etype="result")[-1]["background"] is True
+        assert result["status"] == "improved" and result["interpreted"] is True
+        # an interpreter-timed result: no "faster variant" diagnostic or quick fix, a label instead
+        titles: list = []
+        for _ in range(100):  # the job's state settles just after its result event
+            titles = [l.command.title for l in await lenses(client, uri)]
+            if "Variant found: correct; speed needs a GPU" in titles:
+                break
+            await asyncio.sleep(0.1)
+        assert "Variant found: correct; speed needs a GPU" in titles and not [t for t in titles if t.startswith("Apply")]
+        assert not [d for d in client.diagnostics.get(uri, []) if d.code == "variant-found"]
         actions = await client.text_document_code_action_async(types.CodeActionParams(
-            text_document=doc(uri), range=d.range, context=types.CodeActionContext(diagnostics=[d])))
-        fix = next(a for a in actions if a.kind == types.CodeActionKind.QuickFix and a.title.startswith("Apply found variant"))
-        assert fix.diagnostics and fix.diagnostics[0].code == "variant-found" and fix.edit is not None
-        ok, why = editor.apply_workspace_edit(fix.edit)
-        assert ok, why
-        assert editor.text(uri) == result["best_source"]
-        # once applied the kernel has changed: the diagnostic goes away
-        await wait_until(lambda: not [x for x in client.diagnostics.get(uri, []) if x.code == "variant-found"], 10,
-                         what="the diagnostic to clear")
+            text_document=doc(uri), range=types.Range(start=types.Position(line=line, character=0),
+                                                       end=types.Position(line=line, character=0)),
+            context=types.CodeActionContext(diagnostics=[])))
+        assert not [a for a in actions or [] if getattr(a, "title", "").startswith("Apply found variant")]

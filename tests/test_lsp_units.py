@@ -172,7 +172,7 @@ def test_code_lenses_per_kernel(tmp_path: Path):
 def test_fallback_card_and_card():
     md = fallback_card(PROFILE, {"status": "improved", "speedup": 1.31, "speedup_ci": [1.25, 1.38],
                                  "strategy_path": ["tiling"], "evaluations": 16, "baseline_ms": 0.42, "best_ms": 0.32})
-    assert "| time | 0.42 ms" in md and "71% of peak" in md and "registers / spills | 32 / 0" in md
+    assert "| time (profile) | 0.42 ms" in md and "71% of peak" in md and "registers / spills | 32 / 0" in md
     assert "memory-bound: 71% of DRAM peak" in md and "1.31x (95% CI 1.25–1.38x)" in md and "ncu not found" in md
     assert "occupancy | 100%" in md
     a = Documents().get("file:///x.py", "/nonexistent/x.py", ADD, 1)

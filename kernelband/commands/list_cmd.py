@@ -26,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
     result = detect_or_fail(args.file, source)
     rows = []
     for k in result.kernels:
-        h = find_harness(path, source, k.name, result=result)
+        # scoped: each look-up sees only that kernel's callers (linear in the file, not quadratic)
+        h = find_harness(path, source, k.name, result=result.scoped_to(k.name))
         rows.append({"kernel": k.to_dict(), "harness": h.to_dict()})
     if args.json:
         print_json({"file": path, "kernels": rows})

@@ -33,6 +33,8 @@ def block_gpu_imports() -> None:
 def setup_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # records already sent as window/logMessage stay off stderr (the client would show both)
+    handler.addFilter(lambda r: not getattr(r, "kb_delivered", False))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
@@ -63,6 +65,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         server.service.jobs.kill_now()
         server.service.background.unwatch()
+        from .documents import shutdown_detector
+
+        shutdown_detector()
     return 0
 
 

@@ -214,3 +214,17 @@ def workspace_edit(uri: str, version: Optional[int], text: str, hunks: list[Hunk
 
 def unified_diff(old: str, new: str, path: str) -> str:
     return "".join(difflib.unified_diff(split_lines(old), split_lines(new), f"a/{path}", f"b/{path}"))
+
+
+def write_review_file(kernel: str, text: str) -> str:
+    """A diff to read before applying, outside the workspace (never in the user's tree)."""
+    import os
+    import re
+    import tempfile
+
+    d = os.path.join(tempfile.gettempdir(), f"kernelband-review-{os.getuid() if hasattr(os, 'getuid') else 0}")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, re.sub(r"[^A-Za-z0-9_]", "_", kernel) + ".diff")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path

@@ -17,6 +17,8 @@ from . import summary as S
 
 log = logging.getLogger(__name__)
 
+ANALYSING = "the file is still being analysed"
+
 _renderer: Optional[Callable[..., str]] = None
 _renderer_checked = False
 
@@ -45,6 +47,7 @@ class CardInputs:
     job_line: Optional[str] = None  # "optimizing: 5/16 evaluated, best 1.21x"
     variant_line: Optional[str] = None  # "a 1.31x variant is ready: use the quick fix"
     stale: bool = False  # the file does not parse; this is the last good detection
+    evidence: Optional[str] = None  # markdown: what was checked behind a found variant
 
 
 def _row(label: str, value: Any) -> str:
@@ -81,7 +84,9 @@ def _timing_rows(p: Optional[dict], result: Optional[dict]) -> list[str]:
     ms = S.time_ms(p, result)
     if ms is not None:
         clock = t.get("clock") or ("cpu-interpreter" if S.interpreted(p, result) else "")
-        rows.append(_row("time", S.fmt_ms(ms) + (f" ({clock})" if clock else "")))
+        # say where the time comes from: a profile's single run differs from a paired re-measurement
+        label = "time (profile)" if S.time_ms(p) is not None else "time (last optimization)"
+        rows.append(_row(label, S.fmt_ms(ms) + (f" ({clock})" if clock else "")))
     bw = S.num(S.first(t, ("bandwidth_gbs", "achieved_gbs", "gbs")))
     if S.saturation(p, "DRAM") is None and S.num(t.get("bandwidth_frac")) is not None:
         p = dict(p or {}, saturation={**(S.dig(p, "saturation") or {}), "DRAM": t["bandwidth_frac"]})
@@ -180,7 +185,11 @@ def result_line(result: dict) -> str:
         path = result.get("strategy_path") or []
         via = f" via {' → '.join(map(str, path))}" if path else ""
         base, best = S.num(result.get("baseline_ms")), S.num(result.get("best_ms"))
-        times = f" ({S.fmt_ms(base)} → {S.fmt_ms(best)})" if base is not None and best is not None else ""
+        how = "paired re-measurement" if result.get("paired_rounds") else "measured by the optimizer"
+        times = (f" (original {S.fmt_ms(base)} → variant {S.fmt_ms(best)}, {how})"
+                 if base is not None and best is not None else "")
+        if result.get("interpreted") is True:
+            return f"**Last optimization:** a variant that is correct; speed needs a GPU (CPU interpreter){via}{evals}"
         return f"**Last optimization:** {S.speedup_phrase(result) or 'faster'}{times}{via}{evals}"
     if status == "no_improvement":
         return f"**Last optimization:** no faster variant found{evals}"
@@ -199,7 +208,11 @@ def card(inp: CardInputs) -> str:
     r = engine_renderer() if inp.profile is not None else None
     if r is not None:
         try:
-            body = r(inp.profile, inp.result)
+            # the engine's card without the result: the server's result line says which
+            # times are the profile's and which the optimizer's paired re-measurement
+            body = r(inp.profile, None)
+            if inp.result:
+                body += "\n\n" + result_line(inp.result)
         except Exception as e:
             log.warning("profile_card_markdown failed (%s); using the fallback card", e)
     if body is None:
@@ -209,7 +222,9 @@ def card(inp: CardInputs) -> str:
         if inp.profile is not None:
             body = head + "\n\n" + fallback_card(inp.profile, inp.result)
         else:
-            body = head + "\n\nNot profiled yet: use **Profile** (code lens) to measure it."
+            body = head + ("\n\nNot profiled yet: use **Profile** (code lens) to measure it."
+                           if inp.harness.found or inp.harness.reason == ANALYSING
+                           else "\n\nNot profiled yet: create a harness first (then **Profile** measures it).")
             if inp.result:
                 body += "\n\n" + result_line(inp.result)
     if inp.profile is not None and not inp.profile_exact:
@@ -217,10 +232,14 @@ def card(inp: CardInputs) -> str:
     parts.append(body)
     if inp.variant_line:
         parts.append(inp.variant_line)
+    if inp.evidence:
+        parts.append(inp.evidence)
     if inp.job_line:
         parts.append(f"_{inp.job_line}_")
     h = inp.harness
-    if h.found:
+    if h.reason == ANALYSING:
+        parts.append("_Harness: the file is still being analysed._")
+    elif h.found:
         where = f" in `{h.path}`" if h.path else ""
         parts.append(f"Harness: `{h.name}`{where} ({h.how})")
     else:

@@ -34,6 +34,7 @@ class KernelStatus:
     job_kind: Optional[str] = None
     job_text: Optional[str] = None  # "optimizing 5/16 · best 1.21x"
     variant_speedup: Optional[str] = None  # "1.31x" when an applicable variant is known
+    variant_note: Optional[str] = None  # "correct; speed needs a GPU": an interpreted result, never offered as a speedup
     module_hash: Optional[str] = None  # sha256 of the text shown (to read the right time from a Result)
 
 
@@ -78,6 +79,8 @@ def code_lenses(a: Analysis, status: StatusFn) -> list[types.CodeLens]:
             lens("No harness · Create harness", "kernelband.createHarness")
         if st.variant_speedup:
             lens(f"Apply found variant ({st.variant_speedup})", "kernelband.applyVariant")
+        elif st.variant_note:
+            lens(f"Variant found: {st.variant_note}", "")
         text = S.lens_summary(st.profile, st.result, st.module_hash)
         if st.profile is not None and not st.profile_exact and text != "not profiled yet":
             text += " (earlier version)"

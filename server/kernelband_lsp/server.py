@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import logging
-from typing import Any, Optional
+import sys
+import threading
+from typing import Any, BinaryIO, Optional
 
 from lsprotocol import types
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from . import __version__
+from . import __version__, framing
 from .cancellation import RequestRegistry
 from .service import KernelBandService
 
@@ -73,6 +77,28 @@ class KernelBandLanguageServer(LanguageServer):
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.service = KernelBandService(self)
 
+    def start_io(self, stdin: Optional[BinaryIO] = None, stdout: Optional[BinaryIO] = None) -> None:
+        """pygls' stdio loop, with a reader that survives bad frames (framing.py)."""
+        self._stop_event = threading.Event()
+        fd = (stdin or sys.stdin.buffer).fileno()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        proto = self.protocol
+
+        def handle(body: bytes) -> None:
+            try:
+                proto.handle_message(json.loads(body, object_hook=proto.structure_message))
+            except Exception as exc:  # one bad message must not stop the loop
+                log.warning("cannot handle a message: %r", exc)
+
+        try:
+            asyncio.run(framing.serve(fd, handle, self._stop_event.is_set, self.thread_pool))
+        except BrokenPipeError:
+            log.error("the connection to the client is lost; shutting down")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
 
 def _arg(args: tuple) -> dict:
     """Command arguments: one JSON object (the contract), or positional (uri, kernel)."""
@@ -111,7 +137,7 @@ def create_server() -> KernelBandLanguageServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: KernelBandLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
-        svc.did_change(params.text_document.uri)
+        svc.did_change(params.text_document.uri, list(params.content_changes))
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: KernelBandLanguageServer, params: types.DidSaveTextDocumentParams) -> None:
@@ -128,6 +154,10 @@ def create_server() -> KernelBandLanguageServer:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def hover(ls: KernelBandLanguageServer, params: types.HoverParams) -> Optional[types.Hover]:
         return await svc.hover(params.text_document.uri, params.position)
+
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
+    async def inlay_hint(ls: KernelBandLanguageServer, params: types.InlayHintParams):
+        return await svc.inlay_hints(params.text_document.uri, params.range)
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     async def document_symbol(ls: KernelBandLanguageServer, params: types.DocumentSymbolParams):
@@ -156,6 +186,8 @@ def create_server() -> KernelBandLanguageServer:
 
     @server.command("kernelband.cancel")
     def cancel(ls: KernelBandLanguageServer, *args: Any) -> dict:
+        if args and not (len(args) == 1 and isinstance(args[0], dict)) and not _arg(args):
+            return {"cancelled": [], "error": "expected {jobId}, {uri, kernel[, kind]} or no argument"}
         return svc.cancel(_arg(args) if args else {})
 
     @server.command("kernelband.createHarness")
@@ -169,6 +201,10 @@ def create_server() -> KernelBandLanguageServer:
     @server.command("kernelband.applyVariant")
     async def apply_variant(ls: KernelBandLanguageServer, *args: Any) -> dict:
         return await svc.apply_variant(_arg(args))
+
+    @server.command("kernelband.reviewVariant")
+    async def review_variant(ls: KernelBandLanguageServer, *args: Any) -> dict:
+        return await svc.review_variant(_arg(args))
 
     @server.command("kernelband.status")
     def status(ls: KernelBandLanguageServer, *args: Any) -> dict:
@@ -205,6 +241,11 @@ class LspLogHandler(logging.Handler):
                 self._send(params)
             elif self._loop is not None and not self._loop.is_closed():
                 self._loop.call_soon_threadsafe(self._send, params)
+            else:
+                return
+            # the client shows window/logMessage in the same place as stderr (VS Code's
+            # output channel, Neovim's lsp.log): one copy is enough
+            record.kb_delivered = True
         except Exception:  # pragma: no cover - logging must never raise
             pass
 

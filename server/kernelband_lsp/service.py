@@ -16,14 +16,19 @@ from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
 from kernelband.events import Event
+from kernelband.harness import HarnessChoice
 from kernelband.model import KernelInfo
 
 from . import edits as E
+from . import evidence as EV
 from . import hover as H
+from . import inlay as IH
 from . import lenses as L
+from . import lints as LN
 from . import summary as S
 from .background import Background
-from .documents import Analysis, Documents
+from .documents import BIG_TEXT_LINES, Analysis, Documents, partial_analysis, shutdown_detector, warm_detector
+from .incremental import Change
 from .jobs import CANCELLED, DONE, FAILED, OPTIMIZE, PROFILE, RUNNING, SUPERSEDED, Job, JobManager, JobSpec
 from .settings import SECTION, Settings, parse_settings, secret_from
 from .storeview import StoreView
@@ -34,6 +39,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("kernelband_lsp")
 
 JOB_EVENT = "kernelband/jobEvent"
+# what an interpreted result may claim: it passed the checks; its timing says nothing about a GPU
+INTERPRETED_NOTE = "correct; speed needs a GPU"
+
+
+def is_interpreted(result: Optional[dict]) -> bool:
+    return isinstance(result, dict) and result.get("interpreted") is True
 
 
 @dataclass
@@ -62,7 +73,10 @@ class KernelBandService:
         self.settings = Settings()
         self.secret: Optional[str] = None
         self.encoding = "utf-16"
-        self.docs = Documents(on_analysed=self._on_analysed, prepare=self._prepare)
+        # harness look-ups run in the lens computation (a thread), not in every analysis:
+        # a hover must not wait for all of a file's harnesses
+        self.docs = Documents(on_analysed=self._on_analysed)
+        self.docs.on_provisional_mismatch = lambda uri: self._schedule_lens_refresh()
         self._tasks: set[asyncio.Task] = set()
         self._plans: dict[tuple, E.EditPlan] = {}
         self.store = StoreView()
@@ -72,6 +86,7 @@ class KernelBandService:
         # shown when the store has none (e.g. a job run with --no-store)
         self.profiles: dict[tuple[str, str], tuple[str, dict]] = {}
         self.harness_diags: dict[str, list[types.Diagnostic]] = {}
+        self.lint_diags: dict[str, list[types.Diagnostic]] = {}
         self.variant_diags: dict[str, list[types.Diagnostic]] = {}
         self._published: dict[str, list] = {}
         self._token_job: dict[Any, str] = {}
@@ -79,6 +94,7 @@ class KernelBandService:
         self._job_pct: dict[str, int] = {}
         self.background = Background(self._submit_background, self._already_done, self._has_harness)
         self._lens_refresh_pending = False
+        self.client_name = ""
 
     # ================================================================== capabilities
     @property
@@ -122,6 +138,9 @@ class KernelBandService:
         self.encoding = str(getattr(enc, "value", enc) or "utf-16")
         self.docs.encoding = self.encoding
         opts = params.initialization_options
+        # the VS Code extension reviews variants in its own diff view; other clients get a
+        # server-driven review (window/showDocument + window/showMessageRequest)
+        self.client_name = str(getattr(params.client_info, "name", "") or "")
         self.init_settings, problems = parse_settings(opts)
         self.secret = secret_from(opts)
         self.settings = self.init_settings
@@ -129,6 +148,7 @@ class KernelBandService:
         for p in problems:
             log.warning(p)
         log.info("kernelband-lsp initialised (pid %d, position encoding %s)", os.getpid(), self.encoding)
+        warm_detector()
 
     async def refresh_settings(self) -> Settings:
         if self.supports_configuration:
@@ -190,14 +210,23 @@ class KernelBandService:
         return out
 
     # ================================================================== documents
-    async def analysis(self, uri: str) -> Optional[Analysis]:
-        """The analysis of the document's current text (computed off the event loop)."""
+    async def analysis(self, uri: str, provisional_ok: bool = False) -> Optional[Analysis]:
+        """The analysis of the document's current text (computed off the event loop).
+        ``provisional_ok``: lenses, symbols and hovers may use the last analysis moved by
+        an edit that cannot change what is detected (incremental.py); edits and commands
+        never do."""
         try:
             doc = self.ls.workspace.get_text_document(uri)
             text = doc.source
         except (OSError, UnicodeDecodeError) as e:
             log.info("cannot read %s: %s", uri, e)
             return None
+        if provisional_ok:
+            cur = self.docs.cached(uri)
+            if cur is None or cur.version != doc.version:
+                p = self.docs.provisional(uri, text, doc.version)
+                if p is not None:
+                    return p
         return await self.docs.aget(uri, doc.path, text, doc.version)
 
     def _prepare(self, a: Analysis) -> None:
@@ -213,7 +242,11 @@ class KernelBandService:
         doc = self.ls.workspace.get_text_document(uri)
         self._spawn(self.docs.now(uri, doc.path, doc.source, doc.version))
 
-    def did_change(self, uri: str) -> None:
+    def did_change(self, uri: str, changes: Optional[list] = None) -> None:
+        if self.is_open(uri):
+            doc = self.ls.workspace.get_text_document(uri)
+            self.docs.note_change(uri, doc.path, _changes(changes), doc.source, doc.version)
+
         def fetch():
             if not self.is_open(uri):
                 return None
@@ -248,32 +281,42 @@ class KernelBandService:
         self.docs.close(uri)
         # diagnostics of a closed file stay only while a variant for it is pending
         self.harness_diags.pop(uri, None)
+        self.lint_diags.pop(uri, None)
         self._publish(uri)
 
     def _on_analysed(self, a: Analysis) -> None:
         if not a.parsed:
             return  # keep what was published for the last good text
+        if len(a.detection.kernels) > 50:
+            # harness look-ups and lints of a large file: on a thread, so requests keep
+            # being answered; then publish from the event loop
+            async def go() -> None:
+                await asyncio.get_running_loop().run_in_executor(None, self._diag_prep, a)
+                if self.docs.cached(a.uri) is a:
+                    self._publish_analysed(a)
+
+            self._spawn(go())
+            return
+        self._publish_analysed(a)
+
+    def _diag_prep(self, a: Analysis) -> None:
+        self._prepare(a)
+        LN.cached_lint(a)
+
+    def _publish_analysed(self, a: Analysis) -> None:
         diags = []
         for k in a.detection.kernels:
             h = a.harness(k.name, self.settings.harness.get(k.name))
             if not h.found:
                 diags.append(L.harness_diagnostic(a, k, h))
         self.harness_diags[a.uri] = diags
-        # found variants whose kernel changed no longer apply: drop them
+        self.lint_diags[a.uri] = [self._lint_diagnostic(a, f) for f in LN.cached_lint(a)]
+        # Found variants are kept even when applied or no longer applicable: an undo (or
+        # reverting the kernel) brings the text back and the offer must come back with it.
         vd = []
-        for (path, kname), fv in list(self.found.items()):
-            if fv.uri != a.uri:
-                continue
-            plan = self._cached_plan(fv, a)
-            if not plan.ok or not plan.hunks:
-                del self.found[(path, kname)]
-                if a.text == fv.source or not plan.hunks:
-                    log.info("the found variant of %s is applied", kname)
-                else:
-                    log.info("the found variant of %s no longer applies: %s", kname, plan.message)
-                continue
-            k = a.detection.kernel(kname)
-            if k is not None and fv.background and self._reportable(fv):
+        for k in a.detection.kernels:
+            fv = self.offer(a, k.name)
+            if fv is not None and fv.background:
                 vd.append(L.variant_diagnostic(a, k, fv.result, fv.job_id))
         self.variant_diags[a.uri] = vd
         self._publish(a.uri)
@@ -286,19 +329,57 @@ class KernelBandService:
                 self._on_analysed(a)
 
     def _publish(self, uri: str) -> None:
-        diags = list(self.harness_diags.get(uri, [])) + list(self.variant_diags.get(uri, []))
+        diags = (list(self.harness_diags.get(uri, [])) + list(self.lint_diags.get(uri, []))
+                 + list(self.variant_diags.get(uri, [])))
         key = [(d.range.start.line, d.range.start.character, d.message, d.code) for d in diags]
         if self._published.get(uri) == key:
             return
         self._published[uri] = key
         self.ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diags))
 
+    # ================================================================== lints
+    _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
+                 "info": types.DiagnosticSeverity.Information}
+
+    def _lint_diagnostic(self, a: Analysis, f: "LN.Finding") -> types.Diagnostic:
+        return types.Diagnostic(range=a.index.ast_range(f.line, f.col, f.end_line, f.end_col), message=f.message,
+                                severity=self._SEVERITY.get(f.severity, types.DiagnosticSeverity.Warning),
+                                source=LN.SOURCE, code=f.code, data={"kernel": f.kernel, "kind": "lint"})
+
+    def _lint_actions(self, a: Analysis, params: types.CodeActionParams) -> list[types.CodeAction]:
+        if not L.wants(list(params.context.only or []), types.CodeActionKind.QuickFix):
+            return []
+        out = []
+        rng = params.range
+        sent = [d for d in params.context.diagnostics or [] if d.source == LN.SOURCE]
+        for f in LN.cached_lint(a):
+            if f.fix_title is None:
+                continue
+            drange = a.index.ast_range(f.line, f.col, f.end_line, f.end_col)
+            if not L.overlaps(drange, rng.start.line, rng.end.line):
+                continue
+            start = a.index.ast_to_offset(f.line, f.col)
+            end = a.index.ast_to_offset(f.end_line, f.end_col)
+            if f.fix_text is not None:
+                hunk = E.Hunk(start, end, f.fix_text)
+            else:  # insert before the call's closing parenthesis
+                close = a.text.rfind(")", start, end)
+                if close < 0:
+                    continue
+                hunk = E.Hunk(close, close, f.extra.get("insert_before_end", ""))
+            edit = E.workspace_edit(a.uri, a.version, a.text, [hunk], self.encoding, self.supports_document_changes)
+            match = [d for d in sent if d.code == f.code and d.range == drange] or None
+            out.append(types.CodeAction(title=f"{f.fix_title} (KernelBand {f.code})", kind=types.CodeActionKind.QuickFix,
+                                        diagnostics=match, edit=edit, is_preferred=True))
+        return out
+
     # ================================================================== per-kernel status
     def kernel_status(self, a: Analysis, k: KernelInfo) -> L.KernelStatus:
         src = a.source or a
-        h = a.harness(k.name, self.settings.harness.get(k.name))
+        h = (HarnessChoice(None, reason=H.ANALYSING) if a.partial
+             else a.harness(k.name, self.settings.harness.get(k.name)))
         profile, exact = self.store.profile(a.path, k.name, src.hash)
-        mem = self.profiles.get((os.path.abspath(a.path), k.name))
+        mem = self.profiles.get((self.store.abspath(a.path), k.name))
         if mem is not None and (profile is None or (not exact and mem[0] == src.hash)):
             profile, exact = mem[1], mem[0] == src.hash
         result = self.store.result(a.path, k.name)
@@ -309,11 +390,17 @@ class KernelBandService:
             j = active[0]
             st.job_id, st.job_kind = j.id, j.spec.kind
             st.job_text = self._job_line(j)
-        fv = self.found.get((os.path.abspath(a.path), k.name))
-        if fv is not None and self._reportable(fv):
+        fv = self.offer(a, k.name) if not a.partial else None
+        if fv is not None:
             st.variant_speedup = f"{S.num(fv.result.get('speedup')):.2f}x"
             if st.result is None:
                 st.result = fv.result
+        else:
+            cv = self.variant_of(a, k.name)
+            if cv is not None and is_interpreted(cv.result) and cv.result.get("status") == "improved":
+                st.variant_note = INTERPRETED_NOTE
+                if st.result is None:
+                    st.result = cv.result
         return st
 
     def _job_line(self, j: Job) -> str:
@@ -330,25 +417,85 @@ class KernelBandService:
         return f"{verb}…"
 
     def _reportable(self, fv: FoundVariant) -> bool:
+        """A speedup worth offering: measured on a GPU (never an interpreter's timing)."""
         sp = S.num(fv.result.get("speedup"))
         return (fv.result.get("status") == "improved" and bool(fv.source) and sp is not None
-                and sp >= self.settings.min_speedup)
+                and sp >= self.settings.min_speedup and not is_interpreted(fv.result))
+
+    def variant_of(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
+        """The found variant of a kernel: this session's, else a stored Result that started
+        from exactly this text (a CLI run, an earlier server); remembered once seen so that
+        Apply -> Undo finds it again."""
+        if not a.path:
+            return None
+        key = (self.store.abspath(a.path), kernel)
+        fv = self.found.get(key)
+        if fv is not None:
+            return fv
+        res = self.store.result(a.path, kernel)
+        if res and res.get("status") == "improved" and res.get("best_source") and res.get("original_hash") == a.hash:
+            fv = FoundVariant(uri=a.uri, path=key[0], kernel=kernel, job_id=str(res.get("session_id") or "store"),
+                              base_text=a.text, base_version=a.version, base_kernel_text=a.kernel_text(kernel),
+                              result=dict(res), background=False)
+            self.found[key] = fv
+            return fv
+        return None
+
+    def offer(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
+        """The variant to offer on this text: reportable and still applicable with a change
+        (None once applied: the text already is the variant)."""
+        if not a.parsed:
+            return None
+        fv = self.variant_of(a, kernel)
+        if fv is None or not self._reportable(fv):
+            return None
+        plan = self._cached_plan(fv, a)
+        return fv if plan.ok and plan.hunks else None
 
     # ================================================================== LSP features
     async def code_lens(self, uri: str) -> list[types.CodeLens]:
-        a = await self.analysis(uri)
+        a = await self.analysis(uri, provisional_ok=True)
         if a is None:
             return []
-        return L.code_lenses(a, lambda k: self.kernel_status(a, k))
+        if any((k.name, self.settings.harness.get(k.name) or None) not in (a.source or a)._harness for k in a.kernels):
+            # harness look-ups read files: off the event loop, so hovers are answered meanwhile
+            await asyncio.get_running_loop().run_in_executor(None, self._prepare, a.source or a)
+        statuses: dict[str, L.KernelStatus] = {}
+        for i, k in enumerate(a.kernels):
+            statuses[k.name] = self.kernel_status(a, k)
+            if i % 50 == 49:
+                await asyncio.sleep(0)  # a 600-kernel file: let other requests in between
+        return L.code_lenses(a, lambda k: statuses.get(k.name) or self.kernel_status(a, k))
+
+    async def inlay_hints(self, uri: str, rng: types.Range) -> list[types.InlayHint]:
+        a = await self.analysis(uri, provisional_ok=True)
+        if a is None or not a.kernels:
+            return []
+        return IH.hints(a, rng, lambda k: self.kernel_status(a, k), lambda name: self.offer(a, name))
 
     async def document_symbols(self, uri: str):
-        a = await self.analysis(uri)
+        a = await self.analysis(uri, provisional_ok=True)
         if a is None:
             return []
         return L.document_symbols(a) if self.hierarchical_symbols else L.symbol_information(a)
 
     async def hover(self, uri: str, pos: types.Position) -> Optional[types.Hover]:
-        a = await self.analysis(uri)
+        # while a large file is still being analysed (just opened), a hover on a kernel's
+        # name is answered from the definition under the cursor alone
+        if self.is_open(uri):
+            doc = self.ls.workspace.get_text_document(uri)
+            text = doc.source
+            if (text.count("\n") >= BIG_TEXT_LINES and self.docs.analysing(uri, text, doc.version)
+                    and self.docs.provisional(uri, text, doc.version) is None):
+                part = await asyncio.get_running_loop().run_in_executor(
+                    None, partial_analysis, uri, doc.path, text, doc.version, pos.line, self.encoding)
+                got = self._hover_from(part, pos) if part is not None else None
+                if got is not None:
+                    return got
+        a = await self.analysis(uri, provisional_ok=True)
+        return self._hover_from(a, pos)
+
+    def _hover_from(self, a: Optional[Analysis], pos: types.Position) -> Optional[types.Hover]:
         if a is None or not a.kernels:
             return None
         src = a.source
@@ -367,14 +514,16 @@ class KernelBandService:
         if not (on_def or on_launch):
             return None
         st = self.kernel_status(a, k)
-        fv = self.found.get((os.path.abspath(a.path), k.name))
+        fv = self.offer(a, k.name) if not a.partial else None
         variant_line = None
-        if fv is not None and self._reportable(fv):
+        if fv is not None:
             variant_line = (f"**Found:** a {S.speedup_phrase(fv.result)} faster variant is ready "
                             f"(quick fix *Apply found variant*).")
+        elif st.variant_note:
+            variant_line = f"**Found:** a variant that is {st.variant_note} (measured under the CPU interpreter)."
         card = H.card(H.CardInputs(kernel=k, profile=st.profile, profile_exact=st.profile_exact, result=st.result,
                                    harness=st.harness, job_line=st.job_text, variant_line=variant_line,
-                                   stale=a.stale))
+                                   stale=a.stale, evidence=EV.evidence_markdown(fv.result) if fv is not None else None))
         start = a.index.offset_to_position(word[1])
         end = a.index.offset_to_position(word[2])
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=card),
@@ -387,13 +536,13 @@ class KernelBandService:
             return []
         only = list(params.context.only or [])
         diags = list(params.context.diagnostics or [])
-        out: list[types.CodeAction] = []
+        out: list[types.CodeAction] = self._lint_actions(a, params)
         for k in L.relevant_kernels(a, params.range, diags):
             st = self.kernel_status(a, k)
             args = [{"uri": uri, "kernel": k.name}]
             kd = [d for d in diags if d.source == L.SOURCE and isinstance(d.data, dict) and d.data.get("kernel") == k.name]
-            fv = self.found.get((os.path.abspath(a.path), k.name))
-            if fv is not None and self._reportable(fv) and L.wants(only, types.CodeActionKind.QuickFix):
+            fv = self.offer(a, k.name)
+            if fv is not None and L.wants(only, types.CodeActionKind.QuickFix):
                 plan = self._cached_plan(fv, a)
                 title = f"Apply found variant of {k.name}: {S.speedup_phrase(fv.result)} faster (KernelBand)"
                 act = types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix,
@@ -405,6 +554,12 @@ class KernelBandService:
                 else:
                     act.disabled = types.CodeActionDisabledType(reason=plan.message)
                 out.append(act)
+                if plan.ok and "visual studio code" not in self.client_name.lower():
+                    out.append(types.CodeAction(
+                        title=f"Review found variant of {k.name} (diff, then Apply or Discard) (KernelBand)",
+                        kind=types.CodeActionKind.QuickFix, data={"kernel": k.name, "uri": uri},
+                        command=types.Command(title="Review found variant", command="kernelband.reviewVariant",
+                                              arguments=args)))
             if not st.harness.found and L.wants(only, types.CodeActionKind.QuickFix):
                 offset, text = L.stub_insertion(a, k)
                 out.append(types.CodeAction(
@@ -481,6 +636,8 @@ class KernelBandService:
         res = job.result or {}
         if res.get("status") != "improved" or not res.get("best_source"):
             return {"edit": None}
+        if is_interpreted(res):
+            return {"edit": None, "editMessage": INTERPRETED_NOTE}
         fv = self.found.get((job.spec.path, job.spec.kernel))
         if fv is None or fv.job_id != job.id:
             fv = self._found_from_job(job)
@@ -529,21 +686,10 @@ class KernelBandService:
 
     async def lookup_variant(self, uri: str, kernel: str) -> Optional[FoundVariant]:
         a = await self.analysis(uri)
-        path = a.path if a else to_fs_path(uri)
-        if path is None:
-            return None
-        fv = self.found.get((os.path.abspath(path), kernel)) or self.found.get((path, kernel))
-        if fv is not None:
-            return fv
-        # a result from the store (CLI run, earlier server) applies when it started from exactly this text
         if a is not None:
-            res = self.store.result(a.path, kernel)
-            if res and res.get("status") == "improved" and res.get("best_source") and res.get("original_hash") == a.hash:
-                fv = FoundVariant(uri=uri, path=os.path.abspath(a.path), kernel=kernel, job_id=str(res.get("session_id") or "store"),
-                                  base_text=a.text, base_version=a.version, base_kernel_text=a.kernel_text(kernel),
-                                  result=res, background=False)
-                return fv
-        return None
+            return self.variant_of(a, kernel)
+        path = to_fs_path(uri)
+        return self.found.get((os.path.abspath(path), kernel)) if path else None
 
     async def proposed_edit(self, args: dict) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
@@ -555,9 +701,13 @@ class KernelBandService:
         plan, version, text = self._plan_for(fv)
         if not plan.ok:
             return {"error": plan.message, "original": text, "version": version}
-        return {"original": text, "proposed": plan.new_text, "diff": E.unified_diff(text, plan.new_text, os.path.basename(fv.path)),
-                "version": version, "speedup": fv.result.get("speedup"), "speedup_ci": fv.result.get("speedup_ci"),
-                "jobId": fv.job_id, "rebuilt": plan.rebuilt}
+        out = {"original": text, "proposed": plan.new_text, "diff": E.unified_diff(text, plan.new_text, os.path.basename(fv.path)),
+               "version": version, "speedup": fv.result.get("speedup"), "speedup_ci": fv.result.get("speedup_ci"),
+               "jobId": fv.job_id, "rebuilt": plan.rebuilt, "interpreted": is_interpreted(fv.result),
+               "evidence": EV.evidence(fv.result)}
+        if is_interpreted(fv.result):
+            out["note"] = INTERPRETED_NOTE
+        return out
 
     async def apply_variant(self, args: dict) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
@@ -570,7 +720,42 @@ class KernelBandService:
         if not plan.ok:
             return {"applied": False, "message": plan.message}
         edit = E.workspace_edit(uri, version, text, plan.hunks, self.encoding, self.supports_document_changes)
-        return await self._apply(edit, f"KernelBand: apply {S.speedup_phrase(fv.result) or 'faster'} variant of {kernel}")
+        what = "verified-correct (speed needs a GPU)" if is_interpreted(fv.result) else (S.speedup_phrase(fv.result) or "faster")
+        return await self._apply(edit, f"KernelBand: apply {what} variant of {kernel}")
+
+    async def review_variant(self, args: dict) -> dict:
+        """kernelband.reviewVariant: show the found variant's diff and its evidence
+        (window/showDocument of a file outside the workspace), ask Apply or Discard
+        (window/showMessageRequest), and apply it as a versioned edit on Apply. For
+        clients without a diff view of their own (Neovim, Helix, ...)."""
+        uri, kernel = args.get("uri"), args.get("kernel")
+        if not isinstance(uri, str) or not isinstance(kernel, str):
+            return {"applied": False, "message": "expected arguments {uri, kernel}"}
+        prop = await self.proposed_edit(args)
+        if prop.get("error"):
+            return {"applied": False, "message": prop["error"]}
+        what = INTERPRETED_NOTE if prop.get("interpreted") else (S.speedup_phrase(prop) or "faster")
+        lines = [f"# KernelBand: found variant of {kernel} ({what})"]
+        lines += [f"# {r['label']}: {r['value']}" for r in prop.get("evidence") or []]
+        path = E.write_review_file(kernel, "\n".join(lines) + "\n" + str(prop.get("diff") or ""))
+        if self._cap("window", "show_document", "support"):
+            try:
+                await asyncio.wait_for(self.ls.window_show_document_async(types.ShowDocumentParams(
+                    uri=from_fs_path(path) or path, take_focus=True)), timeout=10)
+            except Exception as e:
+                log.info("window/showDocument: %s", e)
+        try:
+            choice = await asyncio.wait_for(self.ls.window_show_message_request_async(types.ShowMessageRequestParams(
+                type=types.MessageType.Info, message=f"Apply the KernelBand variant of {kernel} ({what})? Diff: {path}",
+                actions=[types.MessageActionItem(title="Apply"), types.MessageActionItem(title="Discard")])),
+                timeout=600)
+        except Exception as e:
+            return {"applied": False, "message": f"no answer: {e}", "diffFile": path}
+        if getattr(choice, "title", None) != "Apply":
+            return {"applied": False, "message": "discarded", "diffFile": path}
+        out = await self.apply_variant(args)
+        out["diffFile"] = path
+        return out
 
     async def create_harness(self, args: dict) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
@@ -609,6 +794,8 @@ class KernelBandService:
             for job in self.jobs_for(args["uri"], args["kernel"], kind):
                 out.extend(self.jobs.cancel(job.id))
             return {"cancelled": out}
+        if job_id is not None and (not isinstance(job_id, str) or not job_id):
+            return {"cancelled": [], "error": f"jobId must be a string, not {type(job_id).__name__}"}
         return {"cancelled": self.jobs.cancel(job_id)}
 
     def jobs_for(self, uri: str, kernel: str, kind: Optional[str] = None) -> list[Job]:
@@ -722,7 +909,10 @@ class KernelBandService:
         self._notify_event(job, ev)
         d = ev.data
         if ev.type == "started":
-            self._report(job, f"started ({d.get('generator', '')} generator, budget {_budget_text(d.get('budget'))})", 0)
+            if job.spec.kind == PROFILE or not d.get("generator"):
+                self._report(job, "started", 0)  # a profile job has no generator or budget
+            else:
+                self._report(job, f"started ({d.get('generator')} generator, budget {_budget_text(d.get('budget'))})", 0)
         elif ev.type == "baseline":
             ms = S.num(d.get("time_ms"))
             self._report(job, f"baseline {S.fmt_ms(ms)} ({d.get('clock', '')})" if ms is not None else "baseline measured")
@@ -738,8 +928,10 @@ class KernelBandService:
             msg = d.get("message") or (f"{int(done or 0)}/{int(total or 0)} evaluated" + (f" · best {best:.2f}x" if best else ""))
             self._report(job, msg, pct)
         elif ev.type == "log":
+            # the kernelband/jobEvent above carries it to the client's job log; a server log
+            # line too would show it twice (issue 14, defect 3): only warnings are repeated
             lvl = str(d.get("level", "info")).lower()
-            (log.warning if lvl in ("warning", "error") else log.info)("%s: %s", job.id, d.get("message", ""))
+            (log.warning if lvl in ("warning", "error") else log.debug)("%s: %s", job.id, d.get("message", ""))
 
     def _on_job_state(self, job: Job) -> None:
         self._schedule_lens_refresh()
@@ -799,6 +991,8 @@ class KernelBandService:
         if job.spec.kind == PROFILE:
             return "profile ready"
         res = job.result or {}
+        if res.get("status") == "improved" and is_interpreted(res):
+            return f"found a variant: {INTERPRETED_NOTE}"
         if res.get("status") == "improved":
             return f"{S.speedup_phrase(res)} faster variant found"
         if res.get("status") == "no_improvement":
@@ -821,9 +1015,23 @@ class KernelBandService:
         asyncio.get_running_loop().create_task(go())
 
     async def shutdown(self) -> None:
+        shutdown_detector()
         self.background.unwatch()
         await self.jobs.shutdown()
         self.store.close()
+
+
+def _changes(raw: Optional[list]) -> Optional[list[Change]]:
+    """LSP content changes as incremental.Change; None if any replaces the whole text."""
+    if raw is None:
+        return None
+    out = []
+    for c in raw:
+        rng = getattr(c, "range", None)
+        if rng is None:
+            return None
+        out.append(Change(rng.start.line, rng.start.character, rng.end.line, rng.end.character, c.text))
+    return out
 
 
 def _budget_text(b: Any) -> str:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any, Optional
 
 from kernelband.store import DB_DIR, DB_NAME, Store, find_workspace
 
 log = logging.getLogger(__name__)
+
+STAT_EVERY_S = 0.25  # a CLI run writing the store shows in hovers within this
 
 
 class StoreView:
@@ -22,8 +25,25 @@ class StoreView:
         self._stores: dict[Path, Store] = {}
         self._memo: dict[tuple, Any] = {}
         self._stamp: dict[Path, tuple] = {}
+        self._stat_at: dict[Path, tuple[float, Optional[tuple]]] = {}
+        self._db_of: dict[Path, Path] = {}
+        self._abs: dict[str, str] = {}
+        self._ws_of_path: dict[str, Path] = {}
+
+    def abspath(self, path: str) -> str:
+        ap = self._abs.get(path)
+        if ap is None:
+            ap = self._abs[path] = os.path.abspath(path)
+        return ap
 
     def workspace_of(self, path: str) -> Path:
+        ws = self._ws_of_path.get(path)
+        if ws is not None:
+            return ws
+        ws = self._ws_of_path[path] = self._workspace_of(path)
+        return ws
+
+    def _workspace_of(self, path: str) -> Path:
         d = os.path.dirname(os.path.abspath(path))
         ws = self._workspace_of_dir.get(d)
         if ws is None:
@@ -32,7 +52,11 @@ class StoreView:
         return ws
 
     def db_path(self, path: str) -> Path:
-        return self.workspace_of(path) / DB_DIR / DB_NAME
+        ws = self.workspace_of(path)
+        db = self._db_of.get(ws)
+        if db is None:
+            db = self._db_of[ws] = ws / DB_DIR / DB_NAME
+        return db
 
     def _stat(self, db: Path) -> Optional[tuple]:
         try:
@@ -48,7 +72,15 @@ class StoreView:
 
     def _store(self, path: str) -> tuple[Optional[Store], Optional[tuple]]:
         db = self.db_path(path)
-        stamp = self._stat(db)
+        # a lens request asks for every kernel: stat the database (and its WAL) at most
+        # every STAT_EVERY_S, not several times per kernel
+        now = time.monotonic()
+        seen = self._stat_at.get(db)
+        if seen is not None and now - seen[0] < STAT_EVERY_S:
+            stamp = seen[1]
+        else:
+            stamp = self._stat(db)
+            self._stat_at[db] = (now, stamp)
         if stamp is None:
             return None, None
         if self._stamp.get(db) != stamp:
@@ -90,8 +122,10 @@ class StoreView:
 
     def profile(self, path: str, kernel: str, module_hash: Optional[str]) -> tuple[Optional[dict], bool]:
         """(profile, exact): exact when it was measured on exactly this module text."""
-        apath = os.path.abspath(path)
-        if module_hash:
+        apath = self.abspath(path)
+        # after a keystroke the text's hash is new: one query says no kernel has a
+        # profile for it, instead of one miss per kernel
+        if module_hash and self._cached(path, "hash-known", (module_hash,), lambda st: _hash_known(st, module_hash)):
             p = self._cached(path, "profile-h", (kernel, module_hash),
                              lambda st: st.latest_profile(kernel, source_hash=module_hash))
             if p:
@@ -100,12 +134,13 @@ class StoreView:
         return p, False
 
     def result(self, path: str, kernel: str) -> Optional[dict]:
-        apath = os.path.abspath(path)
+        apath = self.abspath(path)
         return self._cached(path, "result", (kernel, apath), lambda st: st.latest_result(apath, kernel))
 
     def invalidate(self) -> None:
         self._memo.clear()
         self._stamp.clear()
+        self._stat_at.clear()
 
     def close(self) -> None:
         for st in self._stores.values():
@@ -114,3 +149,10 @@ class StoreView:
             except Exception:
                 pass
         self._stores.clear()
+
+
+def _hash_known(st: Store, module_hash: str) -> bool:
+    conn = getattr(st, "_conn", None)
+    if conn is None:
+        return True  # cannot tell: look each kernel up
+    return conn.execute("SELECT 1 FROM profiles WHERE source_hash=? LIMIT 1", (module_hash,)).fetchone() is not None

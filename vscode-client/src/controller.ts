@@ -23,7 +23,7 @@ import {
   WorkDoneValue,
 } from './flows';
 import { errorText, formatCommandLine, Interpreter, launchProblem, ProbeOutcome, PythonExtensionApi, resolveInterpreter } from './interpreter';
-import { finishedStatusText, formatLogLine, JobEventParams, JobTracker, statusBarText, statusBarTooltip } from './jobs';
+import { finishedStatusText, formatLogLine, JobEventParams, JobTracker, sameUri, statusBarText, statusBarTooltip } from './jobs';
 import { chooseKernel, CodeActionLike, Target, targetFromArgs, variantQuickFix } from './kernels';
 import { parseProposalQuery, ProposalStore } from './proposals';
 import { buildServerEnv, needsRestart, readSettings, redact, toInitializationOptions } from './settings';
@@ -533,11 +533,14 @@ export class Controller implements vscode.Disposable {
         const refs = this.proposals.put(target, proposal.original, proposal.proposed);
         const left = vscode.Uri.from({ scheme: PROPOSAL_SCHEME, path: refs.original.path, query: refs.original.query });
         const right = vscode.Uri.from({ scheme: PROPOSAL_SCHEME, path: refs.proposed.path, query: refs.proposed.query });
-        await vscode.commands.executeCommand('vscode.diff', left, right, title, { preview: true });
+        // not a preview: a preview diff replaces the user's preview tab, and closing it
+        // would leave the file closed (issue 14, defect 2)
+        await vscode.commands.executeCommand('vscode.diff', left, right, title, { preview: false });
       },
       closeDiff: async (target) => {
         await this.closeProposalTabs(target);
         this.proposals.delete(target);
+        await this.revealDocument(target.uri);
       },
       showOutput: () => this.output.show(true),
       knownJobIds: () => new Set(this.jobs.running().map((j) => j.jobId)),
@@ -546,6 +549,17 @@ export class Controller implements vscode.Disposable {
         this.renderStatus(jobId);
       },
     };
+  }
+
+  /** Brings the kernel's file back to the front once the diff is gone. */
+  private async revealDocument(uri: string): Promise<void> {
+    const doc = vscode.workspace.textDocuments.find((d) => sameUri(d.uri.toString(), uri));
+    try {
+      const opts = { preview: false, preserveFocus: false };
+      await (doc ? vscode.window.showTextDocument(doc, opts) : vscode.window.showTextDocument(vscode.Uri.parse(uri), opts));
+    } catch (err) {
+      this.log(`Could not show ${uri} again: ${errorText(err)}`);
+    }
   }
 
   private async closeProposalTabs(target: Target): Promise<void> {

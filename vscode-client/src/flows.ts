@@ -90,12 +90,26 @@ export interface ProgressReporter {
 }
 
 /** The {original, proposed, diff, version} answer of kernelband.proposedEdit. */
+export interface EvidenceRow {
+  label: string;
+  value: string;
+}
+
 export interface Proposal {
   original: string;
   proposed: string;
   diff?: string;
   version?: number | null;
+  speedup?: number;
+  speedup_ci?: [number, number];
+  /** Timed under the CPU interpreter: correct, but no speed claim. */
+  interpreted?: boolean;
+  /** What was verified behind the edit (kernelband.proposedEdit's `evidence`). */
+  evidence?: EvidenceRow[];
 }
+
+/** What an interpreted result may claim (never a speedup). */
+export const INTERPRETED_NOTE = 'correct; speed needs a GPU';
 
 export interface FlowDeps {
   /** workspace/executeCommand on the server with one JSON object argument. */
@@ -292,6 +306,11 @@ export async function runOptimize(deps: FlowDeps, target: Target): Promise<Optim
   for (const w of result.warnings ?? []) {
     deps.log(`  warning: ${w}`);
   }
+  if (result.status === 'improved' && result.interpreted === true) {
+    // measured under the CPU interpreter: no speed claim, so no Apply offered as a speedup
+    void deps.info(`KernelBand: found a variant of ${target.kernel} that is ${INTERPRETED_NOTE} (CPU interpreter).`);
+    return { result };
+  }
   switch (result.status) {
     case 'improved':
       return { result, review: await runReview(deps, target, result) };
@@ -324,12 +343,48 @@ function asProposal(raw: unknown): Proposal | undefined {
   if (typeof o.original !== 'string' || typeof o.proposed !== 'string') {
     return undefined;
   }
-  return {
+  const ci = Array.isArray(o.speedup_ci) && o.speedup_ci.length === 2 && o.speedup_ci.every((x) => typeof x === 'number')
+    ? (o.speedup_ci as [number, number])
+    : undefined;
+  const evidence = Array.isArray(o.evidence)
+    ? o.evidence.filter((r): r is EvidenceRow => typeof r === 'object' && r !== null && typeof (r as EvidenceRow).label === 'string' && typeof (r as EvidenceRow).value === 'string')
+    : undefined;
+  const p: Proposal = {
     original: o.original,
     proposed: o.proposed,
     diff: typeof o.diff === 'string' ? o.diff : undefined,
     version: typeof o.version === 'number' ? o.version : null,
   };
+  // only what the server sent (the proposal is also compared as a whole in tests)
+  if (typeof o.speedup === 'number') {
+    p.speedup = o.speedup;
+  }
+  if (ci) {
+    p.speedup_ci = ci;
+  }
+  if (o.interpreted === true) {
+    p.interpreted = true;
+  }
+  if (evidence && evidence.length) {
+    p.evidence = evidence;
+  }
+  return p;
+}
+
+/** " (1.50×)" from the optimize result, else from the proposal (a stored variant);
+ * never a speedup for an interpreted result. */
+function speedText(result: OptimizeResult | undefined, proposal: Proposal): string {
+  if (proposal.interpreted || result?.interpreted === true) {
+    return ` (${INTERPRETED_NOTE})`;
+  }
+  if (result?.status === 'improved' && typeof result.speedup === 'number') {
+    return ` (${formatSpeedup(result.speedup)})`;
+  }
+  if (typeof proposal.speedup === 'number') {
+    const ci = proposal.speedup_ci ? `, 95% CI ${formatSpeedup(proposal.speedup_ci[0])}–${formatSpeedup(proposal.speedup_ci[1])}` : '';
+    return ` (${formatSpeedup(proposal.speedup)}${ci})`;
+  }
+  return '';
 }
 
 /**
@@ -360,7 +415,7 @@ export async function runReview(deps: FlowDeps, target: Target, result?: Optimiz
     void deps.info(`KernelBand: the found variant of ${target.kernel} is identical to the current code.`);
     return 'none';
   }
-  const speed = result?.status === 'improved' && typeof result.speedup === 'number' ? ` (${formatSpeedup(result.speedup)})` : '';
+  const speed = speedText(result, proposal);
   const title = `${basename(target.uri)} · ${target.kernel}: current ↔ KernelBand${speed}`;
   try {
     await deps.showDiff(target, proposal, title);
@@ -368,8 +423,11 @@ export async function runReview(deps: FlowDeps, target: Target, result?: Optimiz
     deps.log(`Could not open the diff: ${errorText(err)}`);
   }
   const stats = diffStats(proposal.diff);
+  const evidence = (proposal.evidence ?? []).map((r) => `${r.label}: ${r.value}`);
   const detail = [
-    result ? resultSummary(result, target.kernel) : undefined,
+    result && !proposal.interpreted ? resultSummary(result, target.kernel) : undefined,
+    proposal.interpreted ? `Verified correct under the CPU interpreter: ${INTERPRETED_NOTE} to measure its speed.` : undefined,
+    ...(evidence.length ? ['Evidence:', ...evidence.map((e) => `  ${e}`)] : []),
     proposal.diff !== undefined ? `Changes: +${stats.added} −${stats.removed} lines.` : undefined,
     'Apply edits the open document (undo restores it); nothing is saved.',
   ]

@@ -446,14 +446,18 @@ export function profileSummary(profile: unknown, kernel?: string): string {
   const diag = isObject(profile.diagnosis) ? profile.diagnosis : {};
   const tiers = isObject(profile.tiers) ? profile.tiers : {};
   const timing = isObject(tiers.timing) ? tiers.timing : {};
-  const time = n(timing.time_ms) ?? n(timing.median_ms);
+  const time = n(timing.time_per_launch_ms) ?? n(timing.time_ms) ?? n(timing.median_ms) ?? n(profile.time_ms);
   const parts = [`${k}:`];
   if (time !== undefined) {
     parts.push(`${formatMs(time)}${profile.interpreted === true ? ' (CPU, interpreter)' : ''},`);
   }
-  parts.push(s(diag.bottleneck) ?? 'bottleneck unknown');
-  if (s(diag.evidence)) {
-    parts[parts.length - 1] += ` — ${diag.evidence as string}`;
+  // "unknown — unknown" says nothing: name the bottleneck only when one was found
+  const bottleneck = s(diag.bottleneck);
+  const evidence = s(diag.evidence);
+  if (bottleneck && bottleneck !== 'unknown') {
+    parts.push(evidence && evidence !== 'unknown' && evidence !== bottleneck ? `${bottleneck} — ${evidence}` : bottleneck);
+  } else {
+    parts.push(evidence && evidence !== 'unknown' ? `bottleneck not diagnosed — ${evidence}` : 'bottleneck not diagnosed');
   }
   const strategies = Array.isArray(diag.strategies) ? diag.strategies.filter((x) => typeof x === 'string') : [];
   if (strategies.length) {

@@ -341,4 +341,57 @@ describe('controller (vscode stub)', () => {
     assert.ok(stub.messages.some((m) => m.level === 'error' && /open a Python file/.test(m.message)));
     assert.strictEqual(servers[0].calls.length, 1);
   });
+
+  it('issue 14 #2: the diff is not a preview tab, and closing it brings the user\'s file back', async () => {
+    const { servers } = await activate();
+    const server = servers[0];
+    server.replies[ServerCommands.proposedEdit] = { original: 'a\n', proposed: 'b\n', diff: '-a\n+b\n', version: 1, speedup: 1.5 };
+    stub.messageResponder = (call) => (call.options?.modal ? 'Discard' : undefined);
+    stub.openEditor(DOC_URI, DOC, 3);
+    await stub.commands.get(ClientCommands.applyVariant)!();
+    const diff = stub.executed.find((e) => e.command === 'vscode.diff');
+    assert.ok(diff, 'vscode.diff was opened');
+    assert.strictEqual((diff!.args[3] as { preview?: boolean }).preview, false, 'a preview diff replaces the preview tab of the file');
+    assert.deepStrictEqual(stub.shownDocuments.map((d) => d.uri), [DOC_URI], 'the file is shown again after Discard');
+    assert.strictEqual(stub.shownDocuments[0].options.preview, false);
+  });
+
+  it('issue 14 #6: the palette Apply of a stored variant shows its speedup and evidence', async () => {
+    const { servers } = await activate();
+    const server = servers[0];
+    server.replies[ServerCommands.proposedEdit] = {
+      original: 'a\n', proposed: 'b\n', diff: '-a\n+b\n', version: 1, speedup: 4.14, speedup_ci: [3.9, 4.3], interpreted: false,
+      evidence: [{ label: 'GPU', value: 'NVIDIA H100' }, { label: 'Timing (paired re-measurement)', value: '0.64 ms → 0.15 ms' }],
+    };
+    stub.messageResponder = () => undefined;
+    stub.openEditor(DOC_URI, DOC, 3);
+    await stub.commands.get(ClientCommands.applyVariant)!();
+    const diff = stub.executed.find((e) => e.command === 'vscode.diff');
+    assert.match(diff!.args[2] as string, /KernelBand \(4\.14×, 95% CI 3\.90×–4\.30×\)/);
+    const modal = stub.messages.find((m) => m.options?.modal);
+    assert.match(modal!.options!.detail as string, /GPU: NVIDIA H100/);
+  });
+
+  it('an interpreted result is never offered as a speedup: no review, "correct; speed needs a GPU"', async () => {
+    const { servers } = await activate();
+    const server = servers[0];
+    server.replies[ServerCommands.optimize] = { jobId: 'j1', status: 'improved', speedup: 1.43, interpreted: true, baseline_ms: 2, best_ms: 1.4 };
+    stub.openEditor(DOC_URI, DOC, 3);
+    await stub.commands.get(ClientCommands.optimize)!();
+    assert.deepStrictEqual(server.calls.map((c) => c.command), [ServerCommands.optimize]);
+    assert.ok(!stub.executed.find((e) => e.command === 'vscode.diff'));
+    const info = stub.messages.find((m) => /correct; speed needs a GPU/.test(m.message));
+    assert.ok(info, JSON.stringify(stub.messages));
+    assert.ok(!/1\.43/.test(info!.message));
+  });
+
+  it('a stored interpreted variant opened from the palette says "speed needs a GPU", not a speedup', async () => {
+    const { servers } = await activate();
+    servers[0].replies[ServerCommands.proposedEdit] = { original: 'a\n', proposed: 'b\n', version: 1, speedup: 1.43, interpreted: true };
+    stub.openEditor(DOC_URI, DOC, 3);
+    await stub.commands.get(ClientCommands.applyVariant)!();
+    const title = stub.executed.find((e) => e.command === 'vscode.diff')!.args[2] as string;
+    assert.match(title, /correct; speed needs a GPU/);
+    assert.ok(!/1\.43/.test(title));
+  });
 });

@@ -147,4 +147,10 @@ describe('job events', () => {
     assert.strictEqual(formatMs(2500), '2.50 s');
     assert.strictEqual(formatMs(null), '?');
   });
+
+  it('issue 14 #6: a profile with no diagnosis does not read "unknown — unknown"', () => {
+    const text = profileSummary({ kernel: 'k', tiers: { timing: { time_per_launch_ms: 0.42 } }, diagnosis: { bottleneck: 'unknown', evidence: 'unknown' } });
+    assert.ok(!/unknown — unknown/.test(text), text);
+    assert.match(text, /k: 0\.420 ms, bottleneck not diagnosed/);
+  });
 });

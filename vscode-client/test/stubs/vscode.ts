@@ -223,6 +223,8 @@ class StubState {
   textDocuments: FakeTextDocument[] = [];
   closedTabs: any[] = [];
   tabs: any[] = [];
+  /** showTextDocument calls: the document (or uri) as a string, and the options. */
+  shownDocuments: { uri: string; options: any }[] = [];
 
   reset(): void {
     Object.assign(this, new StubState());
@@ -290,6 +292,11 @@ export const window = {
     return task(progress, source.token).finally(() => {
       run.done = true;
     });
+  },
+  showTextDocument(docOrUri: any, options?: any): Promise<any> {
+    const uri = docOrUri && docOrUri.uri ? docOrUri.uri.toString() : String(docOrUri);
+    stub.shownDocuments.push({ uri, options });
+    return Promise.resolve({ document: docOrUri });
   },
   get tabGroups(): any {
     return {

@@ -1,0 +1,122 @@
+"""Answer right after a keystroke from the last analysis, moved by the edit.
+
+Re-detecting a 2,000-line module takes 100 ms or more on a busy laptop core, and the
+editor asks for code lenses right after each change. Most keystrokes land inside a
+kernel's body or on a comment line, where the set of kernels, their functions, calls
+and launches cannot change: only the lines below the edit move. For those the last
+analysis is shifted by the edit (``shift``); any other edit (a header, a bracket, a
+new definition, module-level code) returns None and the caller analyses the text.
+The debounced analysis still runs and, if the result differs, the server asks the
+client to refresh its lenses.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Optional, Sequence
+
+from kernelband.detect import DetectionResult
+from kernelband.model import KernelInfo, SourceRange
+
+from .positions import LineIndex
+
+# text whose insertion or removal can change what detection finds (definitions,
+# decorators, imports, launches k[grid](...), calls f(...), strings that swallow lines)
+_STRUCTURAL = re.compile(r"""def|class|import|triton|@|[\[\]()"'\\:]""")
+_BLANK_OR_COMMENT = re.compile(r"^[ \t]*(#.*)?$")
+
+
+@dataclasses.dataclass
+class Change:
+    """One content change, in the coordinates of the text it applies to (0-based)."""
+
+    start_line: int
+    start_char: int
+    end_line: int
+    end_char: int
+    text: str
+
+
+def _header_end(index: LineIndex, def_line0: int) -> int:
+    """0-based line where a def's signature ends (the line holding its ':')."""
+    depth = 0
+    for ln in range(def_line0, min(def_line0 + 60, len(index.lines))):
+        code = index.line_text(ln).split("#", 1)[0]
+        depth += code.count("(") - code.count(")")
+        if depth <= 0 and code.rstrip().endswith(":"):
+            return ln
+    return def_line0 + 60
+
+
+def _safe_lines(k_ranges: list[tuple[int, int]], a_lines: int, index: LineIndex, c: Change, removed: str,
+                new_lines: list[str]) -> bool:
+    """The change touches only one kernel's body, or only comment/blank module lines."""
+    if _STRUCTURAL.search(c.text) or _STRUCTURAL.search(removed):
+        return False
+    for body_start, body_end in k_ranges:
+        if body_start <= c.start_line and c.end_line < body_end:
+            # (not the last line: blanking or commenting it out would move the kernel's end)
+            if "#" in c.text or "#" in removed:
+                return False  # commenting code in or out can move where the body ends
+            # inside a kernel body: an edited line must stay indented (or blank/comment),
+            # or it would end the kernel
+            return all(l == "" or l[0] in " \t" or _BLANK_OR_COMMENT.match(l) for l in new_lines)
+    # module level: only comment or blank lines, before and after
+    old = [index.line_text(ln) for ln in range(c.start_line, min(c.end_line, a_lines - 1) + 1)]
+    return all(_BLANK_OR_COMMENT.match(l) for l in old) and all(_BLANK_OR_COMMENT.match(l) for l in new_lines)
+
+
+def _move(r: SourceRange, start_line0: int, end_line0: int, delta: int) -> SourceRange:
+    # a start on the changed lines stays (changes never touch a header); an end on the
+    # change's last line moves with the text after the change
+    start = r.start_line + delta if r.start_line - 1 > end_line0 else r.start_line
+    end = r.end_line + delta if r.end_line - 1 >= end_line0 else r.end_line
+    return SourceRange(start, r.start_col, max(end, start), r.end_col)
+
+
+def _move_kernel(k: KernelInfo, s: int, e: int, d: int) -> KernelInfo:
+    return dataclasses.replace(
+        k, range=_move(k.range, s, e, d), def_range=_move(k.def_range, s, e, d), name_range=_move(k.name_range, s, e, d),
+        launch_sites=[dataclasses.replace(ls, range=_move(ls.range, s, e, d)) for ls in k.launch_sites])
+
+
+def shift(detection: DetectionResult, index: LineIndex,
+          changes: Sequence[Change]) -> Optional[tuple[DetectionResult, LineIndex]]:
+    """The detection (and line table) of the text after ``changes``, if they cannot
+    change what is detected; else None. ``index`` is the line table of the text the
+    detection is of."""
+    if detection.error is not None:
+        return None
+    det = detection
+    text = index.text
+    for c in changes:
+        if c.start_line < 0 or c.end_line >= max(len(index.lines), 1) + 1:
+            return None
+        # kernels' bodies: from the line after the signature to the last line
+        ranges = [(_header_end(index, k.def_range.start_line - 1) + 1, k.range.end_line - 1) for k in det.kernels]
+        start = index.position_to_offset(_pos(c.start_line, c.start_char))
+        end = index.position_to_offset(_pos(c.end_line, c.end_char))
+        if end < start:
+            return None
+        removed = text[start:end]
+        new_text = text[:start] + c.text + text[end:]
+        new_index = LineIndex(new_text, index.encoding)
+        delta = c.text.count("\n") - removed.count("\n")
+        if "\r" in c.text or "\r" in removed:
+            return None  # keep line counting simple: \r\n and \r edits take the slow path
+        touched = [new_index.line_text(ln) for ln in range(c.start_line, c.end_line + delta + 1)]
+        if not _safe_lines(ranges, len(index.lines), index, c, removed, touched):
+            return None
+        s, e = c.start_line, c.end_line
+        det = DetectionResult(
+            kernels=[_move_kernel(k, s, e, delta) for k in det.kernels],
+            functions=[dataclasses.replace(f, range=_move(f.range, s, e, delta)) for f in det.functions],
+            error=None)
+        text, index = new_text, new_index
+    return det, index
+
+
+def _pos(line: int, char: int):
+    from lsprotocol import types
+
+    return types.Position(line=line, character=char)

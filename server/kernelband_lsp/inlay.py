@@ -1,0 +1,115 @@
+"""Inlay hints: the last profile after a kernel's signature, the best found config at
+its launch sites. Pure functions of an analysis and the per-kernel status (store)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from lsprotocol import types
+
+from kernelband.detect import detect
+from kernelband.model import KernelInfo
+
+from . import summary as S
+from .documents import Analysis
+from .incremental import _header_end
+
+
+def profile_label(profile: Optional[dict], exact: bool) -> Optional[str]:
+    """'32 regs · 0 spills · 0 KB smem · occ 100% · 0.42 ms · 71% of HBM peak'."""
+    if not isinstance(profile, dict):
+        return None
+    st = S.tier(profile, "static")
+    parts: list[str] = []
+    regs = S.num(S.first(st, ("n_regs", "registers", "regs", "num_regs")))
+    if regs is not None:
+        parts.append(f"{int(regs)} regs")
+    spills = S.num(S.first(st, ("n_spills", "spills", "spill")))
+    if spills is not None:
+        parts.append(f"{int(spills)} spills")
+    sh = S.num(S.first(st, ("shared_bytes", "shared", "shared_mem", "smem_bytes")))
+    if sh is not None:
+        parts.append(f"{sh / 1024:.0f} KB smem")
+    occ = S.first(st, ("occupancy", "achieved_occupancy", "occupancy_est"))
+    if isinstance(occ, dict):
+        occ = S.first(occ, ("achieved", "theoretical"))
+    o = S.num(occ)
+    if o is not None:
+        parts.append(f"occ {o * 100:.0f}%" if o <= 1.0 else f"occ {o:.0f}%")
+    t = S.time_ms(profile)
+    if t is not None:
+        parts.append(S.fmt_ms(t) + (" (interpreter)" if S.interpreted(profile) else ""))
+    peak = S.peak_phrase(profile)
+    if peak:
+        parts.append(peak)
+    if not parts:
+        return None
+    return " · ".join(parts) + ("" if exact else " (earlier version)")
+
+
+_KW_CACHE: dict[tuple[str, str], list[dict[str, str]]] = {}
+
+
+def best_launch_kwargs(best_source: str, kernel: str) -> list[dict[str, str]]:
+    """Keyword arguments of each launch of the kernel in the found variant's source."""
+    key = (kernel, best_source)
+    got = _KW_CACHE.get(key)
+    if got is None:
+        det = detect(best_source)
+        k = det.kernel(kernel)
+        got = [dict(s.kwargs) for s in k.launch_sites] if k else []
+        if len(_KW_CACHE) > 64:
+            _KW_CACHE.clear()
+        _KW_CACHE[key] = got
+    return got
+
+
+def launch_label(k: KernelInfo, site_index: int, result: dict) -> Optional[str]:
+    """'KernelBand: 1.43x with BLOCK_SIZE=1024' from a found variant (never for an
+    interpreted one: no speed claim)."""
+    if result.get("interpreted") is True or result.get("status") != "improved":
+        return None
+    best = result.get("best_source")
+    if not isinstance(best, str):
+        return None
+    sites = best_launch_kwargs(best, k.name)
+    if site_index >= len(sites) or site_index >= len(k.launch_sites):
+        return None
+    now = k.launch_sites[site_index].kwargs
+    diff = [f"{name}={v}" for name, v in sites[site_index].items() if now.get(name) != v]
+    sp = S.speedup_phrase(result)
+    if not diff:
+        return None
+    return f"KernelBand: {sp or 'faster'} with {', '.join(diff)}"
+
+
+def hints(a: Analysis, rng: types.Range, status, offer) -> list[types.InlayHint]:
+    """status(k) -> KernelStatus; offer(name) -> FoundVariant or None."""
+    src = a.source or a
+    out: list[types.InlayHint] = []
+    for k in src.detection.kernels:
+        if k.range.end_line - 1 < rng.start.line or k.range.start_line - 1 > rng.end.line:
+            in_range = False
+        else:
+            in_range = True
+        st = status(k) if in_range or k.launch_sites else None
+        if st is None:
+            continue
+        label = profile_label(st.profile, st.profile_exact) if in_range else None
+        if label:
+            line0 = _header_end(src.index, k.def_range.start_line - 1)
+            end = types.Position(line=line0, character=len(src.index.line_text(line0).encode("utf-16-le")) // 2)
+            out.append(types.InlayHint(position=end, label=label, kind=types.InlayHintKind.Type, padding_left=True,
+                                       tooltip="KernelBand: the last profile of this kernel"))
+        fv = offer(k.name)
+        if fv is None:
+            continue
+        for i, site in enumerate(k.launch_sites):
+            line0 = site.range.end_line - 1
+            if not (rng.start.line <= line0 <= rng.end.line):
+                continue
+            lab = launch_label(k, i, fv.result)
+            if lab:
+                pos = src.index.ast_to_position(site.range.end_line, site.range.end_col)
+                out.append(types.InlayHint(position=pos, label=lab, kind=types.InlayHintKind.Parameter,
+                                           padding_left=True, tooltip="Apply it with the quick fix on the kernel"))
+    return out

@@ -1,0 +1,276 @@
+"""GPU-free Triton lints with quick fixes, from source text alone (no torch/triton import).
+
+Each kernel's text (and its launch sites') is parsed on its own, so a lint pass costs
+the kernels' size, not the file's. A finding carries the replacement that fixes it
+when one is certain (a literal rounded to a power of two, ``//`` to ``triton.cdiv``,
+``mask=mask`` added), else none. The installed Triton version comes from package
+metadata (``importlib.metadata``), never from importing it.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Optional
+
+from kernelband.model import KernelInfo
+
+from .documents import Analysis
+
+SOURCE = "kernelband-lint"
+
+# code -> (title, what it checks); the README's table is generated from the same words
+LINTS: dict[str, tuple[str, str]] = {
+    "KB101": ("non-power-of-2 tl.arange extent", "tl.arange(start, end) needs end - start to be a power of two; "
+              "fix: round the literal up"),
+    "KB102": ("tl.dot operands differ in dtype", "both operands of tl.dot cast to different dtypes (a.to(tl.float16) "
+              "with b.to(tl.float32)); Triton requires the same dtype"),
+    "KB103": ("tl.dot block below 16", "a constexpr used as a tl.dot block dimension is launched with a value "
+              "below 16 (tl.dot needs M, N, K >= 16)"),
+    "KB104": ("grid drops the tail", "the grid divides by a block-size constexpr with // (floor): the last partial "
+              "block never runs; fix: triton.cdiv(n, BLOCK)"),
+    "KB105": ("load/store without a mask", "the kernel builds a mask but this tl.load/tl.store does not use it: an "
+              "extent that is not a multiple of the block reads or writes out of bounds; fix: add mask=mask"),
+    "KB106": ("version-gated Triton API", "an API that the installed Triton removed or superseded (tl.libdevice, "
+              "block pointers next to tensor descriptors)"),
+    "KB107": ("num_warps not a power of two", "num_warps at a launch or in a triton.Config must be a power of two; "
+              "fix: the nearest power of two"),
+}
+
+
+@dataclass
+class Finding:
+    code: str
+    message: str
+    # 1-based line, 0-based UTF-8 byte columns (ast coordinates), in the document
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    kernel: str
+    severity: str = "warning"  # "error" | "warning" | "info"
+    fix_title: Optional[str] = None
+    fix_text: Optional[str] = None  # replaces [line:col, end_line:end_col]
+    extra: dict = field(default_factory=dict)
+
+
+def _pow2_ceil(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def _nearest_pow2(n: int) -> int:
+    lo = 1
+    while lo * 2 <= n:
+        lo *= 2
+    hi = lo * 2
+    return lo if n - lo <= hi - n else hi
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _int(node: Optional[ast.AST]) -> Optional[int]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def _attr_call(node: ast.AST, *names: str) -> bool:
+    """tl.<name>(...) (any module alias)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
+            and isinstance(node.func.value, ast.Name))
+
+
+@lru_cache(maxsize=1)
+def triton_version() -> Optional[tuple[int, int]]:
+    try:
+        import importlib.metadata as md
+
+        v = md.version("triton")
+    except Exception:
+        return None
+    m = re.match(r"(\d+)\.(\d+)", v)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+class _KernelLints:
+    def __init__(self, a: Analysis, k: KernelInfo) -> None:
+        self.a = a
+        self.k = k
+        self.out: list[Finding] = []
+        self.offset = k.range.start_line - 1  # the kernel text starts on this document line (0-based)
+
+    def add(self, code: str, node: ast.AST, message: str, **kw) -> None:
+        self.out.append(Finding(code, message, node.lineno + self.offset, node.col_offset,  # type: ignore[attr-defined]
+                                (node.end_lineno or node.lineno) + self.offset, node.end_col_offset or 0,  # type: ignore[attr-defined]
+                                self.k.name, **kw))
+
+    def run(self) -> list[Finding]:
+        text = self.a.kernel_text(self.k.name)
+        if not text:
+            return []
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return []
+        fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        if fn is None:
+            return []
+        self._arange(fn)
+        self._dot(fn)
+        self._masks(fn)
+        self._versioned(fn)
+        self._autotune_configs(fn)
+        return self.out
+
+    def _arange(self, fn: ast.AST) -> None:
+        for node in ast.walk(fn):
+            if _attr_call(node, "arange") and len(node.args) == 2:  # type: ignore[attr-defined]
+                lo, hi = _int(node.args[0]), _int(node.args[1])  # type: ignore[attr-defined]
+                if lo is not None and hi is not None and hi > lo and not _is_pow2(hi - lo):
+                    want = lo + _pow2_ceil(hi - lo)
+                    self.add("KB101", node.args[1],  # type: ignore[attr-defined]
+                             f"tl.arange({lo}, {hi}): the extent {hi - lo} is not a power of two", severity="error",
+                             fix_title=f"Round the tl.arange end up to {want}", fix_text=str(want))
+
+    def _dot(self, fn: ast.AST) -> None:
+        def cast(e: ast.AST) -> Optional[str]:
+            if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "to" and e.args:
+                d = e.args[0]
+                return d.attr if isinstance(d, ast.Attribute) else None
+            return None
+
+        for node in ast.walk(fn):
+            if _attr_call(node, "dot") and len(node.args) >= 2:  # type: ignore[attr-defined]
+                da, db = cast(node.args[0]), cast(node.args[1])  # type: ignore[attr-defined]
+                if da and db and da != db:
+                    self.add("KB102", node, f"tl.dot operands are cast to different dtypes ({da} and {db})",
+                             severity="error")
+
+    def _masks(self, fn: ast.FunctionDef) -> None:  # type: ignore[override]
+        masks = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets
+                 if isinstance(t, ast.Name) and "mask" in t.id.lower()}
+        if len(masks) != 1:
+            return  # no mask, or several: which one applies is the author's call
+        (mask,) = masks
+        for node in ast.walk(fn):
+            if not _attr_call(node, "load", "store"):
+                continue
+            kw = {k.arg for k in node.keywords}  # type: ignore[attr-defined]
+            if "mask" in kw or (node.func.attr == "load" and len(node.args) >= 2) or (  # type: ignore[attr-defined]
+                    node.func.attr == "store" and len(node.args) >= 3):  # type: ignore[attr-defined]
+                continue
+            if "boundary_check" in kw:
+                continue  # block pointers check bounds their own way
+            end_line, end_col = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+            # insert ", mask=mask" before the closing parenthesis
+            self.out.append(Finding(
+                "KB105", f"tl.{node.func.attr} without mask= although the kernel computes {mask!r}",  # type: ignore[attr-defined]
+                node.lineno + self.offset, node.col_offset, end_line + self.offset, end_col, self.k.name,  # type: ignore[attr-defined]
+                fix_title=f"Add mask={mask}", fix_text=None, extra={"insert_before_end": f", mask={mask}"}))
+
+    def _versioned(self, fn: ast.AST) -> None:
+        v = triton_version()
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Attribute) and node.attr == "libdevice" and isinstance(node.value, ast.Name):
+                if v is None or v >= (3, 0):
+                    self.add("KB106", node, f"{node.value.id}.libdevice was removed in Triton 3.0"
+                             + (f" (installed: {v[0]}.{v[1]})" if v else "")
+                             + "; use triton.language.extra.libdevice", severity="error")
+            if _attr_call(node, "make_block_ptr") and v is not None and v >= (3, 3):
+                self.add("KB106", node.func,  # type: ignore[attr-defined]
+                         f"block pointers (tl.make_block_ptr) are superseded by tensor descriptors "
+                         f"(tl.make_tensor_descriptor) in the installed Triton {v[0]}.{v[1]}", severity="info")
+
+    def _autotune_configs(self, fn: ast.FunctionDef) -> None:  # type: ignore[override]
+        for dec in fn.decorator_list:
+            for node in ast.walk(dec):
+                if isinstance(node, ast.keyword) and node.arg == "num_warps":
+                    n = _int(node.value)
+                    if n is not None and not _is_pow2(n):
+                        want = _nearest_pow2(max(n, 1))
+                        self.add("KB107", node.value, f"num_warps={n} is not a power of two", severity="error",
+                                 fix_title=f"Use num_warps={want}", fix_text=str(want))
+
+
+def _launch_lints(a: Analysis, k: KernelInfo, out: list[Finding]) -> None:
+    """num_warps and block sizes at launch sites; grids that floor-divide by a block."""
+    constexprs = set(k.constexpr_params)
+    dot_dims = _dot_dims(a, k)
+    for site in k.launch_sites:
+        text = a.index.segment(site.range.start_line, site.range.start_col, site.range.end_line, site.range.end_col)
+        try:
+            call = ast.parse(text.strip(), mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        if not isinstance(call, ast.Call):
+            continue
+        lead = len(text) - len(text.lstrip())
+        base_line, base_col = site.range.start_line, site.range.start_col + lead
+
+        def finding(code: str, node: ast.AST, message: str, **kw) -> Finding:
+            l0 = node.lineno - 1  # type: ignore[attr-defined]
+            l1 = (node.end_lineno or node.lineno) - 1  # type: ignore[attr-defined]
+            return Finding(code, message, base_line + l0, (base_col if l0 == 0 else 0) + node.col_offset,  # type: ignore[attr-defined]
+                           base_line + l1, (base_col if l1 == 0 else 0) + (node.end_col_offset or 0),  # type: ignore[attr-defined]
+                           k.name, **kw)
+
+        for kw_node in call.keywords:
+            n = _int(kw_node.value)
+            if n is None:
+                continue
+            if kw_node.arg == "num_warps" and not _is_pow2(n):
+                want = _nearest_pow2(max(n, 1))
+                out.append(finding("KB107", kw_node.value, f"num_warps={n} is not a power of two", severity="error",
+                                   fix_title=f"Use num_warps={want}", fix_text=str(want)))
+            elif kw_node.arg in dot_dims and n < 16:
+                out.append(finding("KB103", kw_node.value, f"{kw_node.arg}={n} is a tl.dot block dimension: "
+                                   "tl.dot needs at least 16", severity="error",
+                                   fix_title=f"Use {kw_node.arg}=16", fix_text="16"))
+        # grid: (n // BLOCK_SIZE,) with BLOCK_SIZE a constexpr given at this launch
+        grid = call.func.slice if isinstance(call.func, ast.Subscript) else None
+        for node in ast.walk(grid) if grid is not None else []:
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+                right = node.right
+                name = right.id if isinstance(right, ast.Name) else (
+                    right.slice.value if isinstance(right, ast.Subscript) and isinstance(right.slice, ast.Constant)
+                    and isinstance(right.slice.value, str) else None)
+                if name in constexprs or (isinstance(name, str) and "BLOCK" in name.upper()):
+                    left = ast.get_source_segment(text.strip(), node.left) or ""
+                    rtext = ast.get_source_segment(text.strip(), node.right) or ""
+                    out.append(finding("KB104", node, f"the grid floor-divides by {name}: the last partial block "
+                                       "is never launched", fix_title=f"Use triton.cdiv({left}, {rtext})",
+                                       fix_text=f"triton.cdiv({left}, {rtext})"))
+
+
+def _dot_dims(a: Analysis, k: KernelInfo) -> set[str]:
+    """Constexpr names that size a tl.arange feeding the kernel (when it has a tl.dot)."""
+    text = a.kernel_text(k.name) or ""
+    if ".dot(" not in text:
+        return set()
+    names = set(k.constexpr_params)
+    return {n for n in names if re.search(rf"arange\(\s*0\s*,\s*{re.escape(n)}\s*\)", text)}
+
+
+def lint(a: Analysis) -> list[Finding]:
+    """Findings for every kernel of a parsed analysis (none while the text does not parse)."""
+    if not a.parsed:
+        return []
+    out: list[Finding] = []
+    for k in a.detection.kernels:
+        out.extend(_KernelLints(a, k).run())
+        _launch_lints(a, k, out)
+    return out
+
+
+def cached_lint(a: Analysis) -> list[Finding]:
+    """lint(a), once per analysis (code actions ask on every cursor move)."""
+    got = a.__dict__.get("_lints")
+    if got is None:
+        got = a.__dict__["_lints"] = lint(a)
+    return got
