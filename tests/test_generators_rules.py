@@ -419,3 +419,56 @@ def test_text_splicing_matches_a_full_libcst_render(name, source, kernel):
         assert an.render(edits) == an.module.visit(_Apply(edits)).code
     for c in an.cache_rewrites():
         assert an.render(c[2]) == an.module.visit(_Apply(c[2])).code
+
+
+def _kwargs_of_loads(source: str) -> list[set[str]]:
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load":
+            out.append({k.arg for k in node.keywords if k.arg})
+    return out
+
+
+def test_access_layout_applied_twice_never_gives_a_load_two_modifiers():
+    """Regression (issue 12): evict_first on a load, then load_cg on the child, gave a
+    tl.load with both eviction_policy and cache_modifier, which fails on the GPU."""
+    gen = RulesGenerator(seed=0)
+    ctx = GenContext("axpy_kernel", "harness_axpy", "add_scale.py")
+    frontier = [Variant(example_source("add_scale.py"))]
+    produced = 0
+    for _ in range(3):  # three generations of access_layout on every child
+        nxt = []
+        for p in frontier:
+            while "access_layout" in gen.offered(p, "axpy_kernel"):
+                v = gen.generate(p, "access_layout", ctx).variant
+                assert v is not None
+                produced += 1
+                for kws in _kwargs_of_loads(v.source):
+                    assert not {"eviction_policy", "cache_modifier"} <= kws, v.source
+                nxt.append(v)
+        frontier = nxt
+    assert produced >= 4  # evict_first, evict_last, load_cg, store_cs on the root
+
+
+def test_explicit_default_warps_is_the_same_config_as_none():
+    """Dedup is on configs: ``num_warps=4`` (Triton's default) equals no keyword, so
+    going 4 -> 8 -> 4 never re-evaluates the original."""
+    from kernelband.generators.rules import DEFAULT_STAGES, DEFAULT_WARPS, config_key
+
+    assert (DEFAULT_WARPS, DEFAULT_STAGES) == (4, 3)
+    src = example_source("add_scale.py")
+    explicit = src.replace("BLOCK_SIZE=128)", "BLOCK_SIZE=128, num_warps=4)")
+    assert explicit != src
+    assert config_key(explicit, "axpy_kernel") == config_key(src, "axpy_kernel")
+    assert config_key(src.replace("BLOCK_SIZE=128)", "BLOCK_SIZE=128, num_warps=8)"), "axpy_kernel") != config_key(
+        src, "axpy_kernel"
+    )
+    gen = RulesGenerator(seed=0)
+    ctx = GenContext("axpy_kernel", "harness_axpy", "add_scale.py")
+    root = Variant(src)
+    assert "tiling" in gen.offered(root, "axpy_kernel")
+    eight = Variant(src.replace("BLOCK_SIZE=128)", "BLOCK_SIZE=128, num_warps=8)"), parent=root.id)
+    children = exhaust(gen, eight, ctx)
+    assert children
+    assert all(config_key(c.source, "axpy_kernel") != config_key(src, "axpy_kernel") for c in children)
+    assert not any("num_warps 8 -> 4" in c.description for c in children)

@@ -57,8 +57,26 @@ FAMILIES: tuple[str, ...] = ("block_size", "num_warps", "num_stages", "group_m",
 WARPS: tuple[int, ...] = (1, 2, 4, 8, 16)
 STAGES: tuple[int, ...] = (1, 2, 3, 4, 5)
 GROUPS: tuple[int, ...] = (1, 4, 8, 16)
-DEFAULT_WARPS = 4  # Triton's defaults when the launch does not say
-DEFAULT_STAGES = 3
+
+
+def _launch_defaults() -> tuple[int, int]:
+    """(num_warps, num_stages) a launch gets when it does not say: read from the installed
+    Triton's CUDA options (4 and 3 from Triton 2.1 through 3.9); those when unknown."""
+    try:
+        import dataclasses
+
+        from triton.backends.nvidia.compiler import CUDAOptions  # type: ignore[import-not-found]
+
+        fields = {f.name: f.default for f in dataclasses.fields(CUDAOptions)}
+        w, s = fields.get("num_warps"), fields.get("num_stages")
+        if isinstance(w, int) and isinstance(s, int):
+            return w, s
+    except Exception:  # no triton, another layout of its backends: keep the documented defaults
+        pass
+    return 4, 3
+
+
+DEFAULT_WARPS, DEFAULT_STAGES = _launch_defaults()  # Triton's defaults when the launch does not say
 BLOCK_MIN = 16
 BLOCK_MAX_1D = 8192
 BLOCK_MAX_ND = 256
@@ -70,7 +88,43 @@ _GROUP_RE = re.compile(r"^group(_size)?(_[mn])?$", re.IGNORECASE)
 _SIZE_RE = re.compile(
     r"^[nmkNMKBHDLSTC]$|^(n|num)_|numel|size|len|elements|rows|cols|^seq|^dim", re.IGNORECASE
 )
+_MODIFIER_KWS = ("eviction_policy", "cache_modifier")
 _NOT_SIZE_RE = re.compile(r"ptr|stride|^alpha$|^beta$|^eps|scale|^p$|seed", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- config identity
+
+
+class _DropDefaultLaunchKeywords(ast.NodeTransformer):
+    """Remove ``num_warps=4`` / ``num_stages=3`` (the defaults) from launches of one kernel."""
+
+    def __init__(self, kernel: str) -> None:
+        self.kernel = kernel
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Subscript):
+            v = f.value
+            name = v.id if isinstance(v, ast.Name) else v.attr if isinstance(v, ast.Attribute) else None
+            if name == self.kernel:
+                defaults = {"num_warps": DEFAULT_WARPS, "num_stages": DEFAULT_STAGES}
+                node.keywords = [
+                    k for k in node.keywords
+                    if not (k.arg in defaults and isinstance(k.value, ast.Constant) and k.value.value == defaults[k.arg])
+                ]
+        return node
+
+
+def config_key(source: str, kernel: str) -> str:
+    """Identity of a variant for dedup: its syntax tree (formatting and comments do not
+    count) with launch keywords that equal Triton's defaults dropped, so an explicit
+    ``num_warps=4`` is the same config as none."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return sha256_text(source)
+    return sha256_text(ast.dump(_DropDefaultLaunchKeywords(kernel).visit(tree)))
 
 
 # --------------------------------------------------------------------------- edits
@@ -214,6 +268,7 @@ class _Rewrite:
     distance: float
     edits: dict[int, list[Edit]]
     _source: Optional[str] = None
+    _key: Optional[str] = None
 
 
 @dataclass
@@ -227,6 +282,11 @@ class _Analysis:
         if rw._source is None:
             rw._source = self.render(rw.edits)
         return rw._source
+
+    def key_of(self, rw: _Rewrite, kernel: str) -> str:
+        if rw._key is None:
+            rw._key = config_key(self.source_of(rw), kernel)
+        return rw._key
 
 
 def _merge(*parts: dict[int, list[Edit]]) -> dict[int, list[Edit]]:
@@ -592,7 +652,9 @@ class _Analyzer:
             ("load_cg", loads, "cache_modifier", '".cg"', "loads"),
             ("store_cs", stores, "cache_modifier", '".cs"', "stores"),
         ):
-            todo = [c for c in calls if not self._has_kw(c, kw)]
+            # one modifier per access: a load given both an eviction policy and a cache
+            # modifier (access_layout applied twice) fails to compile on the GPU
+            todo = [c for c in calls if not any(self._has_kw(c, k) for k in _MODIFIER_KWS)]
             if not todo:
                 continue
             v = cst.SimpleString(value)
@@ -794,7 +856,7 @@ class RulesGenerator:
         self.families = set(FAMILIES) - (set() if autotune else {"autotune"})
         self._analyses: dict[tuple[str, str], Optional[_Analysis]] = {}
         self._used: dict[str, set[str]] = {}  # parent id -> rewrite keys used
-        self._seen: set[str] = set()  # hashes of every source produced or seen as a parent
+        self._seen: set[str] = set()  # config keys of every source produced or seen as a parent
 
     # ---- internals
     def _analysis(self, parent: Variant, kernel: str) -> Optional[_Analysis]:
@@ -804,7 +866,7 @@ class RulesGenerator:
                 self._analyses[key] = _Analyzer(parent.source, kernel).analyse(self.families)
             except (LookupError, SyntaxError, ValueError, cst.ParserSyntaxError, RecursionError):
                 self._analyses[key] = None
-        self._seen.add(key[0])
+        self._seen.add(config_key(parent.source, kernel))
         return self._analyses[key]
 
     def _available(self, parent: Variant, kernel: str, strategy: str) -> list[_Rewrite]:
@@ -816,7 +878,7 @@ class RulesGenerator:
         out = []
         for rw in an.rewrites:
             if rw.family in families and rw.key not in used:
-                if sha256_text(an.source_of(rw)) in self._seen:
+                if an.key_of(rw, kernel) in self._seen:
                     continue
                 out.append(rw)
         return out
@@ -840,7 +902,7 @@ class RulesGenerator:
             rw = rng.choice(group)
             used.add(rw.key)
             source = an.source_of(rw)
-            self._seen.add(sha256_text(source))
+            self._seen.add(an.key_of(rw, ctx.kernel))
             reason = screen_variant(parent.source, source, ctx.kernel, ctx.harness or None)
             if reason is None:
                 break
@@ -877,7 +939,7 @@ class RulesGenerator:
                     picked.add(i)
             indices = sorted(picked)
         out: list[Variant] = []
-        seen = {sha256_text(original.source)}
+        seen = {config_key(original.source, kernel)}
         for index in indices:
             point = []
             for n in reversed(sizes):
@@ -892,7 +954,7 @@ class RulesGenerator:
                 if v != k.current:
                     edits = _merge(edits, k.edits(v))
             source = analyzer.render(edits)
-            h = sha256_text(source)
+            h = config_key(source, kernel)
             if h in seen:
                 continue
             seen.add(h)
