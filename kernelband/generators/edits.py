@@ -34,10 +34,12 @@ class Apply(cst.CSTTransformer):
 
 
 def merge(*parts: Edits) -> Edits:
+    """Union of edits; an edit function given twice (shared by several knobs) runs once."""
     out: Edits = {}
     for p in parts:
         for k, fns in p.items():
-            out.setdefault(k, []).extend(fns)
+            have = out.setdefault(k, [])
+            have.extend(fn for fn in fns if not any(fn is h for h in have))
     return out
 
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .edits import Edits, add_kwarg, has_kwarg, int_value, remove_kwargs, walk
+from .edits import Edits, add_kwarg, has_kwarg, int_value, merge, remove_kwargs, walk
 from .space import DEFAULTS, STAGES, WARPS, Knob, SpaceFinder
 
 AUTOTUNE_MAX_CONFIGS = 8
@@ -262,13 +262,16 @@ class Rewrites(SpaceFinder):
         if got is None:
             return []
         lst, calls = got
+        shadow = self.shadow_edits([lst])  # the list may be a module-level constant
+        if shadow is None:
+            return []
         out: list[tuple[str, str, Edits]] = []
         if len(calls) > 1:
             for i, c in enumerate(calls):
                 keep = lst.elements[i].with_changes(comma=cst.MaybeSentinel.DEFAULT)
                 new_list = lst.with_changes(elements=[keep])
                 out.append((f"autotune_pin:{i}", f"@autotune pinned to config {i} ({self.code(c)}) of {self.kernel}",
-                            {id(lst): [lambda _n, new_list=new_list: new_list]}))
+                            merge({id(lst): [lambda _n, new_list=new_list: new_list]}, shadow)))
         extra = self._extended(calls)
         if extra:
             def extend(n: cst.CSTNode, extra: list[cst.Call] = extra) -> cst.CSTNode:
@@ -280,7 +283,7 @@ class Rewrites(SpaceFinder):
                 return n.with_changes(elements=els + new)  # type: ignore[attr-defined]
 
             out.append(("autotune_extend", f"@autotune extended by {len(extra)} configs (blocks x2, warps x2, "
-                        f"stages +1 around the first) for {self.kernel}", {id(lst): [extend]}))
+                        f"stages +1 around the first) for {self.kernel}", merge({id(lst): [extend]}, shadow)))
         return out
 
     def _extended(self, calls: list[cst.Call]) -> list[cst.Call]:

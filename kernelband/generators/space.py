@@ -133,6 +133,7 @@ class Knob:
     call: Optional[cst.Call] = None
     keyword_literal: bool = False  # passed as ``name=<int>`` directly at the launch
     ties: tuple[Site, ...] = ()  # grid literals that follow a block
+    shadow: Edits = field(default_factory=dict)  # module-level sites: copy under a new name (see shadow_edits)
 
     @property
     def ident(self) -> str:
@@ -156,8 +157,10 @@ class Knob:
             return max(1, site.anchor + value - self.current) + site.offset
         if site.anchor == self.current:
             return value + site.offset
-        scaled = site.anchor * value / self.current  # other entries move by the same ratio
-        return max(1, int(round(scaled))) + site.offset
+        scaled = max(1, int(round(site.anchor * value / self.current)))  # other entries: the same ratio
+        if self.kind == "block":  # never below the smallest tile (tl.dot needs 16) unless it started there
+            scaled = max(scaled, min(BLOCK_MIN, site.anchor))
+        return scaled + site.offset
 
     def edits(self, value: int) -> Edits:
         out: Edits = {}
@@ -168,7 +171,7 @@ class Knob:
         for s in (*self.sites, *self.ties):
             lit = cst.Integer(str(self.site_value(s, value)))
             out = merge(out, {id(s.node): [lambda _n, lit=lit: lit]})
-        return out
+        return merge(out, self.shadow)
 
     def distance(self, value: int) -> float:
         if self.kind == "num_stages":
@@ -356,6 +359,8 @@ class SpaceFinder(KernelSource):
             for b in binds:
                 if isinstance(b, cst.Assign) and len(b.targets) == 1 and isinstance(b.targets[0].target, cst.Name):
                     value = b.value
+                elif isinstance(b, cst.Assign) and len(b.targets) == 1 and self._unpacked(b, expr.value) is not None:
+                    value = self._unpacked(b, expr.value)  # type: ignore[assignment]
                 elif isinstance(b, cst.AnnAssign) and b.value is not None and isinstance(b.target, cst.Name):
                     value = b.value
                 else:
@@ -418,6 +423,17 @@ class SpaceFinder(KernelSource):
             return out
         return None
 
+    @staticmethod
+    def _unpacked(b: cst.Assign, name: str) -> Optional[cst.BaseExpression]:
+        """``A, B = 32, 64``: the element bound to ``name``."""
+        t, v = b.targets[0].target, b.value
+        if not isinstance(t, cst.Tuple) or not isinstance(v, cst.Tuple) or len(t.elements) != len(v.elements):
+            return None
+        for te, ve in zip(t.elements, v.elements):
+            if isinstance(te.value, cst.Name) and te.value.value == name and not isinstance(ve, cst.StarredElement):
+                return ve.value
+        return None
+
     def _int_sites(self, expr: cst.BaseExpression, fn: Optional[cst.FunctionDef]) -> Optional[tuple[list[cst.Integer], str]]:
         r = self.resolve(expr, fn)
         if not r or not all(isinstance(e, cst.Integer) and int_value(e) is not None for e, _ in r):
@@ -470,6 +486,96 @@ class SpaceFinder(KernelSource):
             elif i < len(self.params) and not self.params[i].startswith("*"):
                 out.append((self.params[i], a.value, False, "launch"))
         return out
+
+    # ---- module-level sites
+    # The trust layer keeps module-level statements as they are (the harness may read
+    # them), so a literal there is changed in a copy bound to a new name, right after the
+    # original, and the wrappers, their helpers and the kernel's decorators read the copy.
+    def _module_statements(self) -> dict[int, tuple[cst.SimpleStatementLine, str]]:
+        if getattr(self, "_mod_stmts", None) is None:
+            out: dict[int, tuple[cst.SimpleStatementLine, str]] = {}
+            for stmt in self.module.body:
+                if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+                    a = stmt.body[0]
+                    target = (a.targets[0].target if isinstance(a, cst.Assign) and len(a.targets) == 1
+                              else a.target if isinstance(a, cst.AnnAssign) else None)
+                    if isinstance(target, cst.Name):
+                        for n in walk(stmt):
+                            out[id(n)] = (stmt, target.value)
+                elif not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                    for n in walk(stmt):
+                        out[id(n)] = (stmt, "")  # compound statement: cannot be copied
+            self._mod_stmts: Optional[dict[int, tuple[cst.SimpleStatementLine, str]]] = out
+            self._shadow_cache: dict[str, Edits] = {}
+        return self._mod_stmts  # type: ignore[return-value]
+
+    def _fresh_name(self, name: str) -> str:
+        taken = {n.value for n in walk(self.module) if isinstance(n, cst.Name)}
+        base = f"{name}_TUNED" if name.isupper() else f"{name}_tuned"
+        new, i = base, 2
+        while new in taken:
+            new, i = f"{base}{i}", i + 1
+        return new
+
+    def _reader_scopes(self) -> list[cst.CSTNode]:
+        """Where a module-level tunable is read on the way to the launch: the functions
+        that launch the kernel, the module functions they call, the kernel's decorators."""
+        fns = [fn for _c, fn in self.launches() if fn is not None]
+        called = {n.func.value for fn in fns for n in walk(fn) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
+        for stmt in self.module.body:
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value in called and stmt.name.value != self.kernel:
+                fns.append(stmt)
+        uniq: dict[int, cst.CSTNode] = {id(f): f for f in fns}
+        return [*uniq.values(), *(d.decorator for d in self.kdef.decorators)]
+
+    def shadow_edits(self, nodes: Iterable[cst.CSTNode]) -> Optional[Edits]:
+        """Edits that copy the module-level statements holding ``nodes`` under new names
+        and point their readers at the copies; {} when none is module-level; None when
+        one is in a statement that cannot be copied."""
+        stmts = self._module_statements()
+        out: Edits = {}
+        for node in nodes:
+            hit = stmts.get(id(node))
+            if hit is None:
+                continue
+            stmt, name = hit
+            if not name:
+                return None
+            if name not in self._shadow_cache:
+                self._shadow_cache[name] = self._make_shadow(stmt, name)
+            out = merge(out, self._shadow_cache[name])
+        return out
+
+    def _make_shadow(self, stmt: cst.SimpleStatementLine, name: str) -> Edits:
+        new = self._fresh_name(name)
+
+        def copy(n: cst.CSTNode, stmt: cst.SimpleStatementLine = stmt) -> cst.FlattenSentinel:
+            a = n.body[0]  # type: ignore[attr-defined]
+            if isinstance(a, cst.Assign):
+                a = a.with_changes(targets=[a.targets[0].with_changes(target=cst.Name(new))])
+            else:
+                a = a.with_changes(target=cst.Name(new))
+            return cst.FlattenSentinel([stmt, n.with_changes(body=[a], leading_lines=[])])  # type: ignore[attr-defined]
+
+        def rename(_n: cst.CSTNode) -> cst.CSTNode:
+            return cst.Name(new)
+
+        edits: Edits = {id(stmt): [copy]}
+        for scope in self._reader_scopes():
+            if isinstance(scope, cst.FunctionDef) and self.assignments(scope.body, name):
+                continue  # a local of that name: not the module's
+            skip = set()
+            for n in walk(scope):
+                if isinstance(n, cst.Arg) and n.keyword is not None:
+                    skip.add(id(n.keyword))
+                elif isinstance(n, cst.Attribute):
+                    skip.add(id(n.attr))
+                elif isinstance(n, (cst.Param, cst.FunctionDef)):
+                    skip.add(id(n.name))
+            for n in walk(scope):
+                if isinstance(n, cst.Name) and n.value == name and id(n) not in skip:
+                    edits[id(n)] = [rename]
+        return edits
 
     # ---- grid ties
     def _grid_literals(self, grid_def: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> list[cst.Integer]:
@@ -552,7 +658,10 @@ class SpaceFinder(KernelSource):
                 ties: tuple[Site, ...] = ()
                 if kind == "block":
                     ties = tuple(self._ties(cur, grid_lits, claimed))
-                    shared = isinstance(value, cst.Name) and self.uses(fn, value.value) > 2
+                    # the grid reads the same variable (or it is used beyond the launch)
+                    shared = isinstance(value, cst.Name) and (
+                        value.value in names_in(grid_def) or self.uses(fn, value.value) > 2
+                    )
                     free = pname in grid_strings or shared or pname in self.loop_names or bool(ties)
                     lo = cur if not free else min(BLOCK_MIN, cur)
                     domain = sorted(set(pow2_range(lo, max(block_hi, cur))) | {cur})
@@ -564,9 +673,12 @@ class SpaceFinder(KernelSource):
                     if not self.has_loop:
                         continue
                     domain = sorted(set(STAGES) | {cur})
+                shadow = self.shadow_edits([*nodes, *(t.node for t in ties)])
+                if shadow is None:
+                    continue
                 mine.append(Knob(kind, pname, cur, tuple(domain), DEFAULTS.get(kind), where, self.line(nodes[0]),
                                  origin, sites, call, keyword_literal=as_kw and how == "launch" and value is nodes[0],
-                                 ties=ties))
+                                 ties=ties, shadow=shadow))
             # a grid literal two blocks could own cannot be attributed: tune neither
             owners: dict[int, list[Knob]] = {}
             for k in mine:
@@ -647,7 +759,8 @@ class SpaceFinder(KernelSource):
             else:
                 domain = sorted(set(GROUPS) | {cur})
             sites = tuple(Site(n, int_value(n) or cur, 0, self.line(n)) for n in nodes)
-            if len(set(domain)) > 1:
+            shadow = self.shadow_edits(nodes)
+            if len(set(domain)) > 1 and shadow is not None:
                 out.append(Knob(kind, name, cur, tuple(sorted(set(domain))), None, "@autotune", self.line(nodes[0]),
-                                "autotune", sites))
+                                "autotune", sites, shadow=shadow))
         return out
