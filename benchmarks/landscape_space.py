@@ -35,6 +35,8 @@ def measure(corpus: Path) -> list[dict[str, Any]]:
     for path in sorted(corpus.glob("*.py")):
         source = path.read_text(encoding="utf-8")
         kernels = detect(source).kernels
+        if not kernels:
+            continue  # __init__.py and the like
         kernel = kernels[0].name
         try:
             an = _Analyzer(source, kernel).analyse(set(FAMILIES))
