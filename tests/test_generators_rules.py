@@ -225,24 +225,38 @@ def test_add_scale_covers_every_family_with_readable_descriptions():
     assert "offsets = tl.max_contiguous(tl.multiple_of(offsets, BLOCK_SIZE), BLOCK_SIZE)" in hinted
 
 
-def test_first_moves_are_neighbours_and_sequence_is_deterministic():
-    src = example_source("add_scale.py")
+def _tiling_sequence(src: str, seed: int, ranking: str) -> list[str]:
     ctx = GenContext("axpy_kernel", "harness_axpy", "add_scale.py")
+    gen = RulesGenerator(seed=seed, ranking=ranking)
+    parent = Variant(src)
+    out = []
+    while "tiling" in gen.offered(parent, "axpy_kernel"):
+        out.append(gen.generate(parent, "tiling", ctx).variant.description)
+    return out
 
-    def run(seed: int) -> list[str]:
-        gen = RulesGenerator(seed=seed)
-        parent = Variant(src)
-        out = []
-        while "tiling" in gen.offered(parent, "axpy_kernel"):
-            out.append(gen.generate(parent, "tiling", ctx).variant.description)
-        return out
 
-    a, b, c = run(0), run(0), run(3)
+def test_nearest_ranking_moves_to_neighbours_first_and_is_deterministic():
+    src = example_source("add_scale.py")
+    a, b, c = (_tiling_sequence(src, s, "nearest") for s in (0, 0, 3))
     assert a == b
     assert sorted(a) == sorted(c) and a != c  # same rewrites, another order
     neighbours = ("-> 64 ", "-> 256 ", "-> 2 ", "-> 8 ", "@autotune")
     assert all(any(n in d for n in neighbours) for d in a[:5]), a[:5]
     assert len(a) == 9 + 4 + 1  # 9 other block sizes, 4 other warps values, autotune
+
+
+def test_model_ranking_offers_autotune_first_then_predicted_gains():
+    """The default order: the shipped cost model's predicted gain, the autotune wrap first
+    where legal; the seed only breaks ties, so the order is the same for every seed."""
+    from kernelband.generators.rules import cost_model
+
+    assert cost_model() is not None
+    src = example_source("add_scale.py")
+    a, b = _tiling_sequence(src, 0, "model"), _tiling_sequence(src, 3, "model")
+    assert a == b and sorted(a) == sorted(_tiling_sequence(src, 0, "nearest"))
+    assert a[0].startswith("@autotune")
+    # the landscapes say: for an elementwise kernel at BLOCK 128, bigger blocks first
+    assert "BLOCK_SIZE 128 -> " in a[1] and int(a[1].split("-> ")[1].split()[0]) > 128
 
 
 def test_offered_shrinks_as_rewrites_are_used():

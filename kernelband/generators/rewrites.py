@@ -157,7 +157,8 @@ class Rewrites(SpaceFinder):
         cands = [p for p in self.params if p not in self.constexprs and not p.startswith("*")]
         return [p for p in cands if _SIZE_RE.search(p) and not _NOT_SIZE_RE.search(p)]
 
-    def autotune_rewrite(self, knobs: list[Knob]) -> Optional[tuple[str, Edits]]:
+    def autotune_rewrite(self, knobs: list[Knob]) -> Optional[tuple[str, Edits, list[list[tuple[str, int]]]]]:
+        """(description, edits, the configs as typed (kind, value) lists) of the wrap."""
         if self.info.is_autotuned or self.in_place_or_atomic():
             return None
         names = self.triton_names()
@@ -207,7 +208,11 @@ class Rewrites(SpaceFinder):
         desc = f"@autotune over {len(configs)} configs of {', '.join(sorted(tuned))}, num_warps" + (
             ", num_stages" if "num_stages" in extra else ""
         ) + f" keyed on {', '.join(key)} for {self.kernel}"
-        return desc, edits
+        typed = []
+        for params, w, st in configs:
+            cfg = [(tuned[n].kind, v) for n, v in params.items()] + [("num_warps", w)]
+            typed.append(cfg + ([("num_stages", st)] if st is not None else []))
+        return desc, edits, typed
 
     @staticmethod
     def _configs(tuned: dict[str, Knob], extra: dict[str, Knob]) -> list[tuple[dict[str, int], int, Optional[int]]]:
