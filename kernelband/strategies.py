@@ -55,7 +55,7 @@ STRATEGIES: dict[str, Strategy] = {
             "Overlap memory and compute with software pipelining: set num_stages for loops over K, "
             "prefetch the next tile while computing the current one, and keep the loop body free of "
             "dependencies that stop the compiler from pipelining.",
-            ("num_stages",),
+            ("num_stages", "pipeline_loop"),
         ),
         Strategy(
             "reordering",
@@ -63,7 +63,7 @@ STRATEGIES: dict[str, Strategy] = {
             "program and loop order for cache reuse",
             "Reorder the mapping of program ids to tiles (grouped / swizzled ordering, GROUP_M) and the "
             "loop order so that programs running together share inputs in L2.",
-            ("group_m",),
+            ("group_m", "pid_swizzle"),
         ),
         Strategy(
             "access_layout",

@@ -21,6 +21,9 @@ Rewrite families (``Strategy.offline_rewrites`` maps strategies onto them):
 - ``cache_modifiers``: eviction_policy ``evict_first`` / ``evict_last`` or
   ``cache_modifier=".cg"`` on every ``tl.load`` that has neither, ``cache_modifier=".cs"``
   on stores. All four are hints that never change results.
+- ``pipeline_loop`` / ``pid_swizzle``: code rewrites of the kernel body
+  (``coderewrites.py``): loops become ``tl.range(..., num_stages=S)``; row-major tile
+  order of a 1D-launched tl.dot kernel becomes grouped (swizzled) ordering.
 - ``autotune``: wrap the kernel in ``@triton.autotune`` with a few configs around the
   current one, keyed on its size arguments, and drop the tuned keywords from the
   launch. Only when every launch passes the tuned constexprs as keyword literals, the
@@ -62,7 +65,8 @@ from .costmodel import CostModel, KernelTraits
 from .edits import Apply as _Apply
 from .edits import Edit, Edits, walk
 from .edits import merge as _merge
-from .rewrites import AUTOTUNE_MAX_CONFIGS, Rewrites
+from .coderewrites import CodeRewrites
+from .rewrites import AUTOTUNE_MAX_CONFIGS  # noqa: F401
 from .space import (  # noqa: F401  (re-exported: the constants callers know from here)
     BLOCK_MAX_1D,
     BLOCK_MAX_ND,
@@ -77,7 +81,10 @@ from .space import (  # noqa: F401  (re-exported: the constants callers know fro
     config_key,
 )
 
-FAMILIES: tuple[str, ...] = ("block_size", "num_warps", "num_stages", "group_m", "hints", "cache_modifiers", "autotune")
+FAMILIES: tuple[str, ...] = (
+    "block_size", "num_warps", "num_stages", "group_m", "hints", "cache_modifiers", "autotune",
+    "pipeline_loop", "pid_swizzle",
+)
 RANKINGS: tuple[str, ...] = ("model", "nearest")
 ENUMERATE_LIMIT = 256  # most variants enumerate_space returns (deterministic subsample beyond)
 
@@ -128,9 +135,10 @@ def cost_model() -> Optional[CostModel]:
 AUTOTUNE_MARGIN = 0.05  # the autotuner keeps the best of configs that include the current one
 EXTEND_SCORE = 0.02  # more configs for an autotuner: never slower in steady state
 PIN_SCORE = -0.02  # one config of the list: at best what the autotuner picked
+CODE_SCORE = 0.01  # code rewrites: no measurements yet to rank them, tried before launch-knob no-ops
 
 
-class _Analyzer(Rewrites):
+class _Analyzer(CodeRewrites):
     """Everything the generator can propose for one (source, kernel)."""
 
     def analyse(self, families: set[str], model: Optional[CostModel] = None) -> _Analysis:
@@ -160,6 +168,12 @@ class _Analyzer(Rewrites):
         if "cache_modifiers" in families:
             for key, desc, edits in self.cache_rewrites():
                 an.rewrites.append(_Rewrite("cache_modifiers", key, desc, 1.0, edits))
+        if "pipeline_loop" in families:
+            for key, desc, edits in self.pipeline_rewrites():
+                an.rewrites.append(_Rewrite("pipeline_loop", key, desc, 1.0, edits, score=CODE_SCORE))
+        if "pid_swizzle" in families:
+            for key, desc, edits in self.swizzle_rewrites():
+                an.rewrites.append(_Rewrite("pid_swizzle", key, desc, 1.0, edits, score=CODE_SCORE))
         if "autotune" in families:
             at = self.autotune_rewrite(an.knobs)
             if at is not None:

@@ -1,0 +1,151 @@
+"""Code rewrites of the kernel body, each recognising its pattern and editing with
+libcst (formatting and comments of untouched lines kept):
+
+- ``pipeline_loop``: a loop of the kernel over ``range(...)`` that loads (a K loop)
+  becomes ``tl.range(..., num_stages=S)``, so the compiler software-pipelines that loop
+  with S stages independently of the launch's num_stages. Only where the installed
+  Triton's ``tl.range`` takes ``num_stages`` (feature-detected; Triton 3.2+ has it).
+- ``pid_swizzle``: a 2D-tiled ``tl.dot`` kernel launched on a 1D grid that maps
+  ``pid_m = pid // num_pid_n; pid_n = pid % num_pid_n`` (row-major tile order) gets
+  the grouped ordering of the Triton matmul tutorial (GROUP_M rows of tiles walked
+  column by column), so programs running together share A and B tiles in L2. The set
+  of tiles is the same (a permutation of program ids), so results do not change.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Optional
+
+import libcst as cst
+
+from .edits import Edits, int_value, names_in, walk
+from .rewrites import Rewrites
+
+PIPELINE_STAGES: tuple[int, ...] = (2, 3, 4)
+SWIZZLE_GROUPS: tuple[int, ...] = (4, 8)
+
+
+def tl_range_params() -> set[str]:
+    """Keyword parameters of the installed ``tl.range`` (empty without one)."""
+    try:
+        import triton.language as tl
+
+        return set(inspect.signature(tl.range.__init__).parameters) - {"self"}
+    except Exception:  # no triton, or no tl.range (Triton < 3.0)
+        return set()
+
+
+class CodeRewrites(Rewrites):
+    # ---- pipeline: range -> tl.range(num_stages=S)
+    def pipeline_loops(self) -> list[cst.For]:
+        out = []
+        for n in walk(self.kdef.body):
+            if not isinstance(n, cst.For) or not isinstance(n.iter, cst.Call):
+                continue
+            it = n.iter
+            builtin = isinstance(it.func, cst.Name) and it.func.value == "range"
+            lang = self.is_lang_call(it, "range") and not any(a.keyword is not None for a in it.args)
+            loads = any(self.is_lang_call(c, "load") or self.is_lang_call(c, "dot") for c in walk(n.body))
+            if (builtin or lang) and loads and not any(a.star for a in it.args):
+                out.append(n)
+        return out
+
+    def pipeline_rewrites(self) -> list[tuple[str, str, Edits]]:
+        if "num_stages" not in tl_range_params():
+            return []
+        loops = self.pipeline_loops()
+        if not loops:
+            return []
+        lang = self.lang_prefix()
+        func = cst.parse_expression(f"{lang}.range")
+        lines = ", ".join(str(self.line(f)) for f in loops)
+        out = []
+        for s in PIPELINE_STAGES:
+            def edit(n: cst.CSTNode, s: int = s) -> cst.CSTNode:
+                it = n.iter  # type: ignore[attr-defined]
+                kw = cst.Arg(cst.Integer(str(s)), keyword=cst.Name("num_stages"),
+                             equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+                args = list(it.args)
+                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                return n.with_changes(iter=it.with_changes(func=func, args=[*args, kw]))  # type: ignore[attr-defined]
+
+            edits: Edits = {id(f): [edit] for f in loops}
+            out.append((f"tl_range:{s}", f"loops over range at lines {lines} of {self.kernel} -> "
+                        f"{lang}.range(..., num_stages={s})", edits))
+        return out
+
+    # ---- reordering: grouped program ids for 2D tiles
+    def _pid_names(self) -> set[str]:
+        out = set()
+        for stmt in self.kdef.body.body:
+            target, value = self.simple_assign(stmt)
+            if target and value is not None and self.is_lang_call(value, "program_id"):
+                args = value.args  # type: ignore[attr-defined]
+                if args and int_value(args[0].value) == 0:
+                    out.add(target)
+        return out
+
+    def _cdiv_vars(self) -> dict[str, cst.BaseExpression]:
+        out = {}
+        for stmt in self.kdef.body.body:
+            target, value = self.simple_assign(stmt)
+            if target and value is not None and self.is_lang_call(value, "cdiv"):
+                out[target] = value
+        return out
+
+    def swizzle_rewrites(self) -> list[tuple[str, str, Edits]]:
+        if not any(self.is_lang_call(n, "dot") for n in walk(self.kdef.body)):
+            return []
+        pids, cdivs = self._pid_names(), self._cdiv_vars()
+        body = list(self.kdef.body.body)
+        found: Optional[tuple[int, str, str, str, str]] = None  # index, pid_m, pid_n, pid, num_pid_n
+        for i in range(len(body) - 1):
+            a = self._divmod(body[i], pids)
+            b = self._divmod(body[i + 1], pids)
+            if a and b and {a[1], b[1]} == {"//", "%"} and a[2] == b[2] and a[3] == b[3]:
+                m, n = (a, b) if a[1] == "//" else (b, a)
+                found = (i, m[0], n[0], m[2], m[3])
+                break
+        if found is None:
+            return []
+        i, pid_m, pid_n, pid, npn = found
+        if npn not in cdivs:
+            return []
+        others = [v for v in cdivs if v != npn and self.line(body[0]) <= self.line(body[i])]
+        npm = next((v for v in others if v.endswith("_m") or v.endswith("m")), others[0] if others else None)
+        if npm is None:
+            return []
+        taken = names_in(self.kdef)
+        fresh = {n: n if n not in taken else f"{n}_kb" for n in ("num_pid_in_group", "group_id", "first_pid_m", "group_size_m")}
+        if any(v in taken for v in fresh.values()):
+            return []
+        out = []
+        for g in SWIZZLE_GROUPS:
+            code = (
+                f"{fresh['num_pid_in_group']} = {g} * {npn}\n"
+                f"{fresh['group_id']} = {pid} // {fresh['num_pid_in_group']}\n"
+                f"{fresh['first_pid_m']} = {fresh['group_id']} * {g}\n"
+                f"{fresh['group_size_m']} = min({npm} - {fresh['first_pid_m']}, {g})\n"
+                f"{pid_m} = {fresh['first_pid_m']} + (({pid} % {fresh['num_pid_in_group']}) % {fresh['group_size_m']})\n"
+                f"{pid_n} = ({pid} % {fresh['num_pid_in_group']}) // {fresh['group_size_m']}\n"
+            )
+            new = list(cst.parse_module(code).body)
+            first, second = body[i], body[i + 1]
+            new[0] = new[0].with_changes(leading_lines=first.leading_lines)  # type: ignore[attr-defined]
+            edits: Edits = {
+                id(first): [lambda _n, new=new: cst.FlattenSentinel(new)],
+                id(second): [lambda _n: cst.RemoveFromParent()],
+            }
+            out.append((f"pid_swizzle:{g}", f"grouped program-id ordering (GROUP_M={g}) for {pid_m}/{pid_n} "
+                        f"at line {self.line(first)} of {self.kernel}", edits))
+        return out
+
+    def _divmod(self, stmt: cst.CSTNode, pids: set[str]) -> Optional[tuple[str, str, str, str]]:
+        """``x = pid // n`` or ``x = pid % n`` -> (x, op, pid, n)."""
+        target, value = self.simple_assign(stmt)
+        if not target or not isinstance(value, cst.BinaryOperation):
+            return None
+        op = "//" if isinstance(value.operator, cst.FloorDivide) else "%" if isinstance(value.operator, cst.Modulo) else None
+        if op and isinstance(value.left, cst.Name) and value.left.value in pids and isinstance(value.right, cst.Name):
+            return target, op, value.left.value, value.right.value
+        return None
