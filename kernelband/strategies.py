@@ -28,7 +28,7 @@ STRATEGIES: dict[str, Strategy] = {
             "Re-tile the computation: choose BLOCK_* sizes (powers of two) and num_warps so each "
             "program does enough independent work to hide latency without spilling registers. Keep "
             "masks correct for sizes that are not multiples of the block.",
-            ("block_size", "num_warps", "autotune"),
+            ("block_size", "num_warps", "autotune", "persistent"),
         ),
         Strategy(
             "vectorization",

@@ -70,3 +70,35 @@ def test_layernorm_loops_pipelined_are_correct_under_the_interpreter(tmp_path: P
     assert out.count("tl.range(0, N, BLOCK_SIZE, num_stages=2)") == 3
     (ev,) = evaluate(tmp_path, "layernorm_loop.py", "layer_norm_fwd", "harness_layer_norm", [out])
     assert ev.ok, ev.message
+
+
+def persistent(name: str, kernel: str, programs: int) -> str:
+    src = (CORPUS / name).read_text(encoding="utf-8")
+    an = _Analyzer(src, kernel)
+    ((_key, _desc, edits),) = an.persistent_rewrites(programs=(programs,))
+    out = an.render(edits)
+    assert screen_variant(src, out, kernel, None) is None
+    return out
+
+
+def test_persistent_is_offered_for_1d_kernels_only():
+    src = (CORPUS / "grid_literal.py").read_text(encoding="utf-8")
+    assert set(rewrites(src, "scale_kernel", "persistent")) == {"persistent:264", "persistent:528", "persistent:1056"}
+    assert rewrites((CORPUS / "matmul_rowmajor.py").read_text(encoding="utf-8"), "matmul_kernel", "persistent") == {}
+    out = persistent("grid_literal.py", "scale_kernel", 4)
+    assert "for pid in range(tl.program_id(0), tl.cdiv(n, BLOCK_SIZE), tl.num_programs(0)):" in out
+    assert "grid = (min(triton.cdiv(n, 256), 4),)" in out
+    inline = persistent("helper_kwargs.py", "gelu_kernel", 2)
+    assert "offs = pid * BLOCK + tl.arange(0, BLOCK)" in inline  # the inline program_id became the loop variable
+    assert "(min(triton.cdiv(n, meta[\"BLOCK\"]), 2),)" in inline
+
+
+def test_persistent_variants_loop_over_every_tile_under_the_interpreter(tmp_path: Path):
+    """12 tiles on 4 programs (3 iterations each) and 3 tiles on 2 programs: correct,
+    and the launch grid is the capped one."""
+    (a,) = evaluate(tmp_path, "grid_literal.py", "scale_kernel", "harness_scale",
+                    [persistent("grid_literal.py", "scale_kernel", 4)])
+    assert a.ok and a.launches[0].grid == [4], a.message
+    (b,) = evaluate(tmp_path, "helper_kwargs.py", "gelu_kernel", "harness_gelu",
+                    [persistent("helper_kwargs.py", "gelu_kernel", 2)])
+    assert b.ok and b.launches[0].grid == [2], b.message

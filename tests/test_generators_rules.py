@@ -242,18 +242,20 @@ def test_nearest_ranking_moves_to_neighbours_first_and_is_deterministic():
     assert sorted(a) == sorted(c) and a != c  # same rewrites, another order
     neighbours = ("-> 64 ", "-> 256 ", "-> 2 ", "-> 8 ", "@autotune")
     assert all(any(n in d for n in neighbours) for d in a[:5]), a[:5]
-    assert len(a) == 9 + 4 + 1  # 9 other block sizes, 4 other warps values, autotune
+    assert len(a) == 9 + 4 + 1 + 3  # 9 other block sizes, 4 other warps values, autotune, 3 persistent grids
 
 
 def test_model_ranking_offers_autotune_first_then_predicted_gains():
     """The default order: the shipped cost model's predicted gain, the autotune wrap first
-    where legal; the seed only breaks ties, so the order is the same for every seed."""
+    where legal; the seed only breaks ties."""
     from kernelband.generators.rules import cost_model
 
     assert cost_model() is not None
     src = example_source("add_scale.py")
     a, b = _tiling_sequence(src, 0, "model"), _tiling_sequence(src, 3, "model")
-    assert a == b and sorted(a) == sorted(_tiling_sequence(src, 0, "nearest"))
+    assert sorted(a) == sorted(b) == sorted(_tiling_sequence(src, 0, "nearest"))
+    launch = [d for d in a if not d.startswith("persistent")]  # code rewrites tie (no data to rank them yet)
+    assert launch == [d for d in b if not d.startswith("persistent")]
     assert a[0].startswith("@autotune")
     # the landscapes say: for an elementwise kernel at BLOCK 128, bigger blocks first
     assert "BLOCK_SIZE 128 -> " in a[1] and int(a[1].split("-> ")[1].split()[0]) > 128

@@ -10,6 +10,11 @@ libcst (formatting and comments of untouched lines kept):
   the grouped ordering of the Triton matmul tutorial (GROUP_M rows of tiles walked
   column by column), so programs running together share A and B tiles in L2. The set
   of tiles is the same (a permutation of program ids), so results do not change.
+- ``persistent``: a 1D kernel over ``offs = pid * BLOCK + tl.arange(0, BLOCK)`` masked
+  by ``offs < n`` becomes a grid-stride loop ``for pid in range(tl.program_id(0),
+  tl.cdiv(n, BLOCK), tl.num_programs(0))`` and its launch grid ``(E,)`` becomes
+  ``(min(E, P),)`` with P a multiple of the SM count (132 on H100/H200): fewer, longer
+  programs; every tile is still visited exactly once.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from .edits import Edits, int_value, names_in, walk
 from .rewrites import Rewrites
 
 PIPELINE_STAGES: tuple[int, ...] = (2, 3, 4)
+PERSISTENT_PROGRAMS: tuple[int, ...] = (264, 528, 1056)  # 2, 4, 8 programs per SM of a 132-SM H100/H200
 SWIZZLE_GROUPS: tuple[int, ...] = (4, 8)
 
 
@@ -33,6 +39,15 @@ def tl_range_params() -> set[str]:
         return set(inspect.signature(tl.range.__init__).parameters) - {"self"}
     except Exception:  # no triton, or no tl.range (Triton < 3.0)
         return set()
+
+
+class _ReplaceNode(cst.CSTTransformer):
+    def __init__(self, target: cst.CSTNode, new: cst.CSTNode) -> None:
+        super().__init__()
+        self.target, self.new = target, new
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+        return self.new if original_node is self.target else updated_node
 
 
 class CodeRewrites(Rewrites):
@@ -149,3 +164,91 @@ class CodeRewrites(Rewrites):
         if op and isinstance(value.left, cst.Name) and value.left.value in pids and isinstance(value.right, cst.Name):
             return target, op, value.left.value, value.right.value
         return None
+
+    # ---- tiling: persistent (grid-stride) 1D kernels
+    def persistent_rewrites(self, programs: tuple[int, ...] = PERSISTENT_PROGRAMS) -> list[tuple[str, str, Edits]]:
+        pid_calls = [n for n in walk(self.kdef.body) if self.is_lang_call(n, "program_id")]
+        if len(pid_calls) != 1 or any(isinstance(n, cst.Return) for n in walk(self.kdef.body)):
+            return []
+        if any(self.is_lang_call(n, "num_programs") for n in walk(self.kdef.body)):
+            return []
+        body = list(self.kdef.body.body)
+        idx = next((i for i, st in enumerate(body) if self.simple_assign(st)[0] in self._pid_names()), None)
+        inline = None  # ``offs = tl.program_id(0) * BLOCK + ...``: the call becomes the loop variable
+        if idx is not None:
+            pid = self.simple_assign(body[idx])[0]
+            rest = body[idx + 1:]
+        else:
+            idx = next((i for i, st in enumerate(body) if any(m is pid_calls[0] for m in walk(st))), None)
+            pid = "pid" if "pid" not in names_in(self.kdef) else "pid_kb"
+            if idx is None or pid in names_in(self.kdef):
+                return []
+            inline = body[idx].visit(_ReplaceNode(pid_calls[0], cst.Name(pid)))
+            inline = inline.with_changes(leading_lines=[])  # its comments go above the loop
+            rest = [inline, *body[idx + 1:]]
+        bound = self._tile_bound(rest, pid)  # type: ignore[arg-type]
+        if bound is None:
+            return []
+        offs, block, n = bound
+        grids = self._grid_elements()
+        if not grids:
+            return []
+        lang = self.lang_prefix()
+        head = cst.parse_statement(
+            f"for {pid} in range({lang}.program_id(0), {lang}.cdiv({n}, {block}), {lang}.num_programs(0)):\n    pass\n"
+        )
+        header = head.body.header  # type: ignore[attr-defined]
+        if inline is None and isinstance(body[idx], cst.SimpleStatementLine):
+            header = body[idx].trailing_whitespace  # keep the pid line's comment on the loop's line
+        loop = head.with_changes(body=head.body.with_changes(body=rest, header=header),  # type: ignore[attr-defined]
+                                 leading_lines=body[idx].leading_lines)
+        new_body = body[:idx] + [loop]
+        out = []
+        for p in programs:
+            edits: Edits = {id(self.kdef.body): [lambda n, new_body=new_body: n.with_changes(body=new_body)]}  # type: ignore[attr-defined]
+            for e in grids:
+                edits[id(e)] = [lambda n, p=p: cst.Call(cst.Name("min"), [
+                    cst.Arg(n, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), cst.Arg(cst.Integer(str(p)))])]
+            out.append((f"persistent:{p}", f"persistent grid-stride loop over tiles of {offs} in {self.kernel}, "
+                        f"grid capped at {p} programs", edits))
+        return out
+
+    def _tile_bound(self, stmts: list[cst.BaseStatement], pid: str) -> Optional[tuple[str, str, str]]:
+        """(offsets name, BLOCK, size param) of ``offs = pid * BLOCK + tl.arange(0, BLOCK)``
+        (directly or through ``start = pid * BLOCK``) masked by ``offs < n`` somewhere."""
+        products: dict[str, str] = {}
+        for st in stmts:
+            target, value = self.simple_assign(st)
+            if not target or value is None:
+                continue
+            b = self._multiple_of_block(value)
+            if b and pid in names_in(value):
+                products[target] = b
+                continue
+            b = self._offsets_block(value, {k: v for k, v in products.items()})
+            if b and (pid in names_in(value) or names_in(value) & set(products)):
+                for n in walk(self.kdef.body):
+                    if (isinstance(n, cst.Comparison) and isinstance(n.left, cst.Name) and n.left.value == target
+                            and len(n.comparisons) == 1 and isinstance(n.comparisons[0].operator, cst.LessThan)
+                            and isinstance(n.comparisons[0].comparator, cst.Name)
+                            and n.comparisons[0].comparator.value in self.params
+                            and n.comparisons[0].comparator.value not in self.constexprs):
+                        return target, b, n.comparisons[0].comparator.value
+                return None
+        return None
+
+    def _grid_elements(self) -> Optional[list[cst.BaseExpression]]:
+        """The single element E of every launch's 1D grid ``(E,)``; None if one is not that."""
+        out = []
+        for call, fn in self.launches():
+            node, _ = self.grid_definition(call, fn)
+            if isinstance(node, cst.Assign):
+                node = node.value
+            if isinstance(node, cst.Lambda):
+                node = node.body
+            if isinstance(node, cst.FunctionDef):
+                return None
+            if not isinstance(node, cst.Tuple) or len(node.elements) != 1:
+                return None
+            out.append(node.elements[0].value)
+        return out or None

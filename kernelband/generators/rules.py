@@ -21,9 +21,10 @@ Rewrite families (``Strategy.offline_rewrites`` maps strategies onto them):
 - ``cache_modifiers``: eviction_policy ``evict_first`` / ``evict_last`` or
   ``cache_modifier=".cg"`` on every ``tl.load`` that has neither, ``cache_modifier=".cs"``
   on stores. All four are hints that never change results.
-- ``pipeline_loop`` / ``pid_swizzle``: code rewrites of the kernel body
+- ``pipeline_loop`` / ``pid_swizzle`` / ``persistent``: code rewrites of the kernel body
   (``coderewrites.py``): loops become ``tl.range(..., num_stages=S)``; row-major tile
-  order of a 1D-launched tl.dot kernel becomes grouped (swizzled) ordering.
+  order of a 1D-launched tl.dot kernel becomes grouped (swizzled) ordering; a 1D kernel
+  becomes a grid-stride loop on a grid capped at a multiple of the SM count.
 - ``autotune``: wrap the kernel in ``@triton.autotune`` with a few configs around the
   current one, keyed on its size arguments, and drop the tuned keywords from the
   launch. Only when every launch passes the tuned constexprs as keyword literals, the
@@ -83,7 +84,7 @@ from .space import (  # noqa: F401  (re-exported: the constants callers know fro
 
 FAMILIES: tuple[str, ...] = (
     "block_size", "num_warps", "num_stages", "group_m", "hints", "cache_modifiers", "autotune",
-    "pipeline_loop", "pid_swizzle",
+    "pipeline_loop", "pid_swizzle", "persistent",
 )
 RANKINGS: tuple[str, ...] = ("model", "nearest")
 ENUMERATE_LIMIT = 256  # most variants enumerate_space returns (deterministic subsample beyond)
@@ -135,6 +136,7 @@ def cost_model() -> Optional[CostModel]:
 AUTOTUNE_MARGIN = 0.05  # the autotuner keeps the best of configs that include the current one
 EXTEND_SCORE = 0.02  # more configs for an autotuner: never slower in steady state
 PIN_SCORE = -0.02  # one config of the list: at best what the autotuner picked
+CODE_DISTANCE = 2.0  # nearest-first order: after the neighbouring launch values
 CODE_SCORE = 0.01  # code rewrites: no measurements yet to rank them, tried before launch-knob no-ops
 
 
@@ -170,10 +172,13 @@ class _Analyzer(CodeRewrites):
                 an.rewrites.append(_Rewrite("cache_modifiers", key, desc, 1.0, edits))
         if "pipeline_loop" in families:
             for key, desc, edits in self.pipeline_rewrites():
-                an.rewrites.append(_Rewrite("pipeline_loop", key, desc, 1.0, edits, score=CODE_SCORE))
+                an.rewrites.append(_Rewrite("pipeline_loop", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
         if "pid_swizzle" in families:
             for key, desc, edits in self.swizzle_rewrites():
-                an.rewrites.append(_Rewrite("pid_swizzle", key, desc, 1.0, edits, score=CODE_SCORE))
+                an.rewrites.append(_Rewrite("pid_swizzle", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
+        if "persistent" in families:
+            for key, desc, edits in self.persistent_rewrites():
+                an.rewrites.append(_Rewrite("persistent", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
         if "autotune" in families:
             at = self.autotune_rewrite(an.knobs)
             if at is not None:
