@@ -37,7 +37,7 @@ STRATEGIES: dict[str, Strategy] = {
             "Make global loads and stores wide and contiguous: arrange offsets so each thread touches "
             "consecutive elements, and tell the compiler with tl.multiple_of / tl.max_contiguous where "
             "alignment and contiguity hold, so it emits 128-bit accesses.",
-            ("hints",),
+            ("hints", "rows_per_program"),
         ),
         Strategy(
             "fusion",

@@ -102,3 +102,25 @@ def test_persistent_variants_loop_over_every_tile_under_the_interpreter(tmp_path
     (b,) = evaluate(tmp_path, "helper_kwargs.py", "gelu_kernel", "harness_gelu",
                     [persistent("helper_kwargs.py", "gelu_kernel", 2)])
     assert b.ok and b.launches[0].grid == [2], b.message
+
+
+def test_rows_per_program_refuses_kernels_that_mutate_parameters():
+    # layer norm's ``X += row * stride`` would accumulate across rows of one program
+    src = (CORPUS / "layernorm_loop.py").read_text(encoding="utf-8")
+    assert rewrites(src, "layer_norm_fwd", "rows_per_program") == {}
+    soft = (CORPUS / "conditional_warps_softmax.py").read_text(encoding="utf-8")
+    got = rewrites(soft, "softmax_kernel", "rows_per_program")
+    assert set(got) == {"rows:2", "rows:4", "rows:8"}
+    assert "for row in range(tl.program_id(0), n_rows_kb, tl.num_programs(0)):" in got["rows:4"]
+    assert "softmax_kernel[((n_rows + 3) // 4,)](" in got["rows:4"] and "n_rows_kb=n_rows)" in got["rows:4"]
+
+
+def test_rows_per_program_variants_are_correct_under_the_interpreter(tmp_path: Path):
+    soft = (CORPUS / "conditional_warps_softmax.py").read_text(encoding="utf-8")
+    (a,) = evaluate(tmp_path, "conditional_warps_softmax.py", "softmax_kernel", "harness_softmax",
+                    [rewrites(soft, "softmax_kernel", "rows_per_program")["rows:2"]])
+    assert a.ok and a.launches[0].grid == [3], a.message  # 5 rows, 2 per program
+    rmax = (CORPUS / "heuristics_all.py").read_text(encoding="utf-8")
+    (b,) = evaluate(tmp_path, "heuristics_all.py", "rowmax_kernel", "harness_rowmax",
+                    [rewrites(rmax, "rowmax_kernel", "rows_per_program")["rows:4"]])
+    assert b.ok and b.launches[0].grid == [2], b.message  # 6 rows, 4 per program

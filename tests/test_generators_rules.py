@@ -155,13 +155,14 @@ CASES = [
      {"tiling", "vectorization", "access_layout"}),
     ("matmul", example_source("matmul.py"), "matmul_kernel", "harness_matmul",
      {"tiling", "vectorization", "pipeline", "reordering", "access_layout"}),
-    ("softmax", example_source("softmax.py"), "softmax_kernel", "harness_softmax", {"tiling", "access_layout"}),
+    ("softmax", example_source("softmax.py"), "softmax_kernel", "harness_softmax",
+     {"tiling", "vectorization", "access_layout"}),  # vectorization: several rows per program
     # the decorator's configs are the space: scaled, extended or pinned (tiling)
     ("autotuned", AUTOTUNED, "scale_kernel", "harness_scale", {"tiling", "vectorization", "access_layout"}),
     ("heuristics", HEURISTICS, "copy_kernel", "harness_copy", {"tiling", "vectorization", "access_layout"}),
     ("from_import_jit", FROM_IMPORT_JIT, "relu_kernel", "test_relu", {"tiling", "vectorization", "access_layout"}),
     ("no_launch", NO_LAUNCH, "lonely_kernel", None, {"vectorization", "access_layout"}),
-    ("rows", ROWS, "rowsum_kernel", "harness_rowsum", {"tiling", "access_layout"}),
+    ("rows", ROWS, "rowsum_kernel", "harness_rowsum", {"tiling", "vectorization", "access_layout"}),
 ]
 
 

@@ -15,6 +15,12 @@ libcst (formatting and comments of untouched lines kept):
   tl.cdiv(n, BLOCK), tl.num_programs(0))`` and its launch grid ``(E,)`` becomes
   ``(min(E, P),)`` with P a multiple of the SM count (132 on H100/H200): fewer, longer
   programs; every tile is still visited exactly once.
+- ``rows_per_program``: a row-wise kernel (``row = tl.program_id(0)``, grid ``(E,)``)
+  handles R rows per program: the kernel gets a trailing ``n_rows_kb`` parameter (the
+  launch passes E), its body loops ``for row in range(tl.program_id(0), n_rows_kb,
+  tl.num_programs(0))`` and the grid becomes ``((E + R - 1) // R,)``.
+Both loop rewrites refuse kernels whose body mutates a parameter (``X += row * s``) or
+carries a value across what would become iterations.
 """
 from __future__ import annotations
 
@@ -23,10 +29,11 @@ from typing import Optional
 
 import libcst as cst
 
-from .edits import Edits, int_value, names_in, walk
+from .edits import Edits, add_kwarg, int_value, names_in, walk
 from .rewrites import Rewrites
 
 PIPELINE_STAGES: tuple[int, ...] = (2, 3, 4)
+ROWS_PER_PROGRAM: tuple[int, ...] = (2, 4, 8)
 PERSISTENT_PROGRAMS: tuple[int, ...] = (264, 528, 1056)  # 2, 4, 8 programs per SM of a 132-SM H100/H200
 SWIZZLE_GROUPS: tuple[int, ...] = (4, 8)
 
@@ -187,7 +194,7 @@ class CodeRewrites(Rewrites):
             inline = inline.with_changes(leading_lines=[])  # its comments go above the loop
             rest = [inline, *body[idx + 1:]]
         bound = self._tile_bound(rest, pid)  # type: ignore[arg-type]
-        if bound is None:
+        if bound is None or not self._loop_safe(rest):
             return []
         offs, block, n = bound
         grids = self._grid_elements()
@@ -252,3 +259,81 @@ class CodeRewrites(Rewrites):
                 return None
             out.append(node.elements[0].value)
         return out or None
+
+    def _loop_safe(self, rest: list[cst.BaseStatement]) -> bool:
+        """The statements can run once per iteration: no parameter is reassigned and every
+        augmented assignment updates a value first bound inside them."""
+        bound: set[str] = set()
+        for st in rest:
+            for n in walk(st):
+                if isinstance(n, cst.Assign):
+                    for t in n.targets:
+                        bound |= names_in(t.target)
+                elif isinstance(n, cst.For):
+                    bound |= names_in(n.target)
+        for st in rest:
+            for n in walk(st):
+                targets: set[str] = set()
+                if isinstance(n, cst.AugAssign):
+                    targets = names_in(n.target)
+                    if not targets <= bound:
+                        return False
+                elif isinstance(n, cst.Assign):
+                    targets = {x for t in n.targets for x in names_in(t.target)}
+                if targets & set(self.params):
+                    return False
+        return True
+
+    # ---- vectorization: several rows per program
+    def rows_rewrites(self, rows: tuple[int, ...] = ROWS_PER_PROGRAM) -> list[tuple[str, str, Edits]]:
+        pid_calls = [n for n in walk(self.kdef.body) if self.is_lang_call(n, "program_id")]
+        if len(pid_calls) != 1 or any(isinstance(n, (cst.Return, cst.Yield)) for n in walk(self.kdef.body)):
+            return []
+        if any(self.is_lang_call(n, "num_programs") for n in walk(self.kdef.body)):
+            return []
+        params = self.kdef.params
+        if params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or params.kwonly_params or params.star_kwarg \
+                or any(p.default is not None for p in params.params):
+            return []
+        body = list(self.kdef.body.body)
+        idx = next((i for i, st in enumerate(body) if self.simple_assign(st)[0] in self._pid_names()), None)
+        if idx is None:
+            return []
+        row = self.simple_assign(body[idx])[0]
+        rest = body[idx + 1:]
+        if self._tile_bound(rest, row) is not None or not self._loop_safe(rest):  # type: ignore[arg-type]
+            return []  # a 1D tiled kernel: that is ``persistent``
+        grids = self._grid_elements()
+        launches = self.launches()
+        if not grids or len(grids) != len(launches):
+            return []
+        lambda_params = {p.name.value for call, fn in launches for n in [self.grid_definition(call, fn)[0]]
+                         if isinstance(n, cst.Lambda) for p in n.params.params}
+        if any(names_in(e) & lambda_params for e in grids):
+            return []
+        taken = names_in(self.module)
+        new = "n_rows_kb"
+        while new in taken:
+            new += "_"
+        lang = self.lang_prefix()
+        head = cst.parse_statement(f"for {row} in range({lang}.program_id(0), {new}, {lang}.num_programs(0)):\n    pass\n")
+        header = body[idx].trailing_whitespace if isinstance(body[idx], cst.SimpleStatementLine) else head.body.header  # type: ignore[attr-defined]
+        loop = head.with_changes(body=head.body.with_changes(body=rest, header=header),  # type: ignore[attr-defined]
+                                 leading_lines=body[idx].leading_lines)
+        new_body = body[:idx] + [loop]
+        last = params.params[-1]
+        new_params = [*params.params[:-1], last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                      cst.Param(cst.Name(new))]
+        out = []
+        for r in rows:
+            edits: Edits = {
+                id(self.kdef.body): [lambda n, b=new_body: n.with_changes(body=b)],  # type: ignore[attr-defined]
+                id(self.kdef.params): [lambda n, ps=new_params: n.with_changes(params=ps)],  # type: ignore[attr-defined]
+            }
+            for (call, _fn), e in zip(launches, grids):
+                code = self.code(e)
+                edits[id(e)] = [lambda _n, code=code, r=r: cst.parse_expression(f"({code} + {r - 1}) // {r}")]
+                edits.setdefault(id(call), []).append(
+                    lambda n, code=code: add_kwarg(n, new, cst.parse_expression(code)))  # type: ignore[arg-type]
+            out.append((f"rows:{r}", f"{r} rows per program in {self.kernel} (loop over {row}, grid / {r})", edits))
+        return out

@@ -24,7 +24,9 @@ Rewrite families (``Strategy.offline_rewrites`` maps strategies onto them):
 - ``pipeline_loop`` / ``pid_swizzle`` / ``persistent``: code rewrites of the kernel body
   (``coderewrites.py``): loops become ``tl.range(..., num_stages=S)``; row-major tile
   order of a 1D-launched tl.dot kernel becomes grouped (swizzled) ordering; a 1D kernel
-  becomes a grid-stride loop on a grid capped at a multiple of the SM count.
+  becomes a grid-stride loop on a grid capped at a multiple of the SM count
+  (``persistent``, tiling); a row-wise kernel handles several rows per program
+  (``rows_per_program``, vectorization).
 - ``autotune``: wrap the kernel in ``@triton.autotune`` with a few configs around the
   current one, keyed on its size arguments, and drop the tuned keywords from the
   launch. Only when every launch passes the tuned constexprs as keyword literals, the
@@ -84,7 +86,7 @@ from .space import (  # noqa: F401  (re-exported: the constants callers know fro
 
 FAMILIES: tuple[str, ...] = (
     "block_size", "num_warps", "num_stages", "group_m", "hints", "cache_modifiers", "autotune",
-    "pipeline_loop", "pid_swizzle", "persistent",
+    "pipeline_loop", "pid_swizzle", "persistent", "rows_per_program",
 )
 RANKINGS: tuple[str, ...] = ("model", "nearest")
 ENUMERATE_LIMIT = 256  # most variants enumerate_space returns (deterministic subsample beyond)
@@ -179,6 +181,9 @@ class _Analyzer(CodeRewrites):
         if "persistent" in families:
             for key, desc, edits in self.persistent_rewrites():
                 an.rewrites.append(_Rewrite("persistent", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
+        if "rows_per_program" in families:
+            for key, desc, edits in self.rows_rewrites():
+                an.rewrites.append(_Rewrite("rows_per_program", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
         if "autotune" in families:
             at = self.autotune_rewrite(an.knobs)
             if at is not None:
