@@ -72,7 +72,7 @@ STRATEGIES: dict[str, Strategy] = {
             "Improve how data flows through the cache hierarchy: use cache modifiers and eviction "
             "policies (evict_first for streamed data, evict_last for reused data), and lay out "
             "accesses so reused data stays resident.",
-            ("cache_modifiers",),
+            ("cache_modifiers", "block_ptr"),
         ),
     )
 }

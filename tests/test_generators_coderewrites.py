@@ -124,3 +124,26 @@ def test_rows_per_program_variants_are_correct_under_the_interpreter(tmp_path: P
     (b,) = evaluate(tmp_path, "heuristics_all.py", "rowmax_kernel", "harness_rowmax",
                     [rewrites(rmax, "rowmax_kernel", "rows_per_program")["rows:4"]])
     assert b.ok and b.launches[0].grid == [2], b.message  # 6 rows, 4 per program
+
+
+def test_block_pointers_follow_the_installed_triton(monkeypatch):
+    src = (CORPUS / "dtype_dict_matmul.py").read_text(encoding="utf-8")
+    monkeypatch.setattr(coderewrites, "block_pointers_supported", lambda: False)
+    assert rewrites(src, "mm_kernel", "block_ptr") == {}
+
+
+@pytest.mark.skipif(not coderewrites.block_pointers_supported(),
+                    reason="this Triton removed block pointers (3.9: tensor descriptors only)")
+def test_block_pointers_for_a_dot_kernel_are_correct_under_the_interpreter(tmp_path: Path):
+    src = (CORPUS / "dtype_dict_matmul.py").read_text(encoding="utf-8")
+    got = rewrites(src, "mm_kernel", "block_ptr")
+    assert list(got) == ["block_ptr"]
+    out = got["block_ptr"]
+    assert "a_ptrs = tl.make_block_ptr(base=a_ptr, shape=(M, K), strides=(stride_am, stride_ak)" in out
+    assert 'tl.load(b_ptrs, boundary_check=(0, 1), padding_option="zero")' in out
+    assert screen_variant(src, out, "mm_kernel", "harness_matmul") is None
+    # 48 x 40 @ 40 x 36 with 32-wide fp32 tiles: partial tiles on every edge, zero padded
+    (ev,) = evaluate(tmp_path, "dtype_dict_matmul.py", "mm_kernel", "harness_matmul", [out])
+    assert ev.ok, ev.message
+    # pointer arithmetic written inline in the loads is not this pattern
+    assert rewrites((CORPUS / "matmul_rowmajor.py").read_text(encoding="utf-8"), "matmul_kernel", "block_ptr") == {}

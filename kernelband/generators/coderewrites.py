@@ -19,6 +19,11 @@ libcst (formatting and comments of untouched lines kept):
   handles R rows per program: the kernel gets a trailing ``n_rows_kb`` parameter (the
   launch passes E), its body loops ``for row in range(tl.program_id(0), n_rows_kb,
   tl.num_programs(0))`` and the grid becomes ``((E + R - 1) // R,)``.
+- ``block_ptr``: in a ``tl.dot`` kernel, pointer blocks built as
+  ``base + offs_r[:, None] * s_r + offs_c[None, :] * s_c``, loaded with masks (other 0)
+  and stepped with ``ptrs += BLOCK * s``, become ``tl.make_block_ptr`` /
+  ``tl.load(..., boundary_check=(0, 1), padding_option="zero")`` / ``tl.advance`` (or
+  the ``.advance`` method where Triton no longer exports ``tl.advance``); the bounds come from the masks or ``% M``.
 Both loop rewrites refuse kernels whose body mutates a parameter (``X += row * s``) or
 carries a value across what would become iterations.
 """
@@ -46,6 +51,21 @@ def tl_range_params() -> set[str]:
         return set(inspect.signature(tl.range.__init__).parameters) - {"self"}
     except Exception:  # no triton, or no tl.range (Triton < 3.0)
         return set()
+
+
+def block_pointers_supported() -> bool:
+    """tl.make_block_ptr exists and works: Triton 3.9 keeps the name but raises
+    ("Block pointers have been removed in favor of the tensor descriptor API")."""
+    try:
+        import triton.language as tl
+
+        fn = getattr(tl, "make_block_ptr", None)
+        if fn is None:
+            return False
+        text = (getattr(fn, "__doc__", "") or "") + inspect.getsource(getattr(fn, "fn", fn))
+        return "have been removed" not in text
+    except Exception:  # source unavailable: trust the name
+        return hasattr(tl, "make_block_ptr")
 
 
 class _ReplaceNode(cst.CSTTransformer):
@@ -337,3 +357,178 @@ class CodeRewrites(Rewrites):
                     lambda n, code=code: add_kwarg(n, new, cst.parse_expression(code)))  # type: ignore[arg-type]
             out.append((f"rows:{r}", f"{r} rows per program in {self.kernel} (loop over {row}, grid / {r})", edits))
         return out
+
+    # ---- access_layout: block pointers for tl.dot kernels
+    def block_ptr_rewrites(self) -> list[tuple[str, str, Edits]]:
+        try:
+            import triton.language as tl
+
+            if not block_pointers_supported():
+                return []
+            # Triton <= 3.x: tl.advance(p, offsets); newer: only the method p.advance(offsets)
+            functional = hasattr(tl, "advance")
+            if not functional and not hasattr(getattr(tl, "tensor", object), "advance"):
+                return []
+        except Exception:
+            return []
+        if not any(self.is_lang_call(n, "dot") for n in walk(self.kdef.body)):
+            return []
+        offsets = self._offset_defs()
+        lang = self.lang_prefix()
+        edits: Edits = {}
+        done = []
+        for stmt in walk(self.kdef.body):
+            target, value = self.simple_assign(stmt)
+            if not target or value is None:
+                continue
+            parsed = self._ptr_block(value)
+            if parsed is None:
+                continue
+            base, (r_offs, r_stride), (c_offs, c_stride) = parsed
+            if r_offs not in offsets or c_offs not in offsets:
+                continue
+            r_bound, c_bound = self._bound(r_offs, offsets), self._bound(c_offs, offsets)
+            uses = self._ptr_uses(target, stmt)
+            if r_bound is None or c_bound is None or uses is None:
+                continue
+            loads, steps = uses
+            step_edits = {}
+            for st, aug in steps:
+                d = self._step(aug.value, r_stride, c_stride)  # type: ignore[arg-type]
+                if d is None:
+                    break
+                call = (f"{lang}.advance({target}, ({d[0]}, {d[1]}))" if functional
+                        else f"{target}.advance(({d[0]}, {d[1]}))")
+                new = cst.parse_statement(f"{target} = {call}\n")
+                step_edits[id(st)] = [lambda n, new=new: new.with_changes(leading_lines=n.leading_lines,  # type: ignore[attr-defined]
+                                                                          trailing_whitespace=n.trailing_whitespace)]  # type: ignore[attr-defined]
+            else:
+                make = cst.parse_expression(
+                    f"{lang}.make_block_ptr(base={base}, shape=({r_bound}, {c_bound}), strides=({r_stride}, {c_stride}), "
+                    f"offsets=({offsets[r_offs][0]}, {offsets[c_offs][0]}), "
+                    f"block_shape=({offsets[r_offs][1]}, {offsets[c_offs][1]}), order=(1, 0))")
+                edits[id(value)] = [lambda _n, make=make: make]
+                for ld in loads:
+                    edits[id(ld)] = [lambda n: n.with_changes(args=[  # type: ignore[attr-defined]
+                        n.args[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),  # type: ignore[attr-defined]
+                        cst.Arg(cst.parse_expression("(0, 1)"), keyword=cst.Name("boundary_check"), equal=_eq(),
+                                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                        cst.Arg(cst.SimpleString('"zero"'), keyword=cst.Name("padding_option"), equal=_eq())])]
+                edits.update(step_edits)
+                done.append(target)
+        if not done:
+            return []
+        return [("block_ptr", f"block pointers (tl.make_block_ptr / tl.advance) for {', '.join(done)} in {self.kernel}",
+                 edits)]
+
+    def _offset_defs(self) -> dict[str, tuple[str, str]]:
+        """offs name -> (start expression, BLOCK) for ``start + tl.arange(0, BLOCK)``
+        (optionally ``(...) % M``) and ``tl.arange(0, BLOCK)`` (start 0)."""
+        out = {}
+        for stmt in self.kdef.body.body:
+            target, value = self.simple_assign(stmt)
+            if not target or value is None:
+                continue
+            v = value
+            if isinstance(v, cst.BinaryOperation) and isinstance(v.operator, cst.Modulo):
+                v = v.left
+            v = v.with_changes(lpar=[], rpar=[]) if hasattr(v, "lpar") else v
+            b = self.arange_block(v)
+            if b:
+                out[target] = ("0", b)
+            elif isinstance(v, cst.BinaryOperation) and isinstance(v.operator, cst.Add):
+                b = self.arange_block(v.right)
+                if b and names_in(v.left) and not any(self.is_lang_call(n, "arange") for n in walk(v.left)):
+                    out[target] = (self.code(v.left), b)
+        return out
+
+    def _bound(self, offs: str, offsets: dict[str, tuple[str, str]]) -> Optional[str]:
+        """The parameter an offsets vector is bounded by: ``offs... < P`` or ``< P - ...``
+        in a mask, or ``% P`` in its definition."""
+        for n in walk(self.kdef.body):
+            if not isinstance(n, cst.Comparison) or len(n.comparisons) != 1:
+                continue
+            left = n.left.value if isinstance(n.left, cst.Subscript) else n.left
+            if not (isinstance(left, cst.Name) and left.value == offs):
+                continue
+            if not isinstance(n.comparisons[0].operator, cst.LessThan):
+                continue
+            right = n.comparisons[0].comparator
+            if isinstance(right, cst.BinaryOperation) and isinstance(right.operator, cst.Subtract):
+                right = right.left
+            if isinstance(right, cst.Name) and right.value in self.params:
+                return right.value
+        for stmt in self.kdef.body.body:
+            target, value = self.simple_assign(stmt)
+            if target == offs and isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo) \
+                    and isinstance(value.right, cst.Name) and value.right.value in self.params:
+                return value.right.value
+        return None
+
+    def _ptr_block(self, e: cst.BaseExpression) -> Optional[tuple[str, tuple[str, str], tuple[str, str]]]:
+        """``base + r[:, None] * s_r + c[None, :] * s_c`` -> (base, (r, s_r), (c, s_c))."""
+        terms: list[cst.BaseExpression] = []
+        while isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Add):
+            terms.insert(0, e.right)
+            e = e.left
+        terms.insert(0, e)
+        if len(terms) != 3 or not isinstance(terms[0], cst.Name) or terms[0].value not in self.params:
+            return None
+        dims: dict[str, tuple[str, str]] = {}
+        for t in terms[1:]:
+            if not (isinstance(t, cst.BinaryOperation) and isinstance(t.operator, cst.Multiply)
+                    and isinstance(t.left, cst.Subscript) and isinstance(t.left.value, cst.Name)
+                    and isinstance(t.right, cst.Name)):
+                return None
+            idx = self.code(t.left).split("[", 1)[1].replace(" ", "")
+            kind = "r" if idx == ":,None]" else "c" if idx == "None,:]" else None
+            if kind is None or kind in dims:
+                return None
+            dims[kind] = (t.left.value.value, t.right.value)
+        if set(dims) != {"r", "c"}:
+            return None
+        return terms[0].value, dims["r"], dims["c"]
+
+    def _ptr_uses(self, name: str, definition: cst.CSTNode) -> Optional[tuple[list[cst.Call], list[tuple[cst.CSTNode, cst.AugAssign]]]]:
+        """Every use of the pointer block: loads (first argument, other 0 or absent) and
+        ``name += ...`` steps as whole statements; None if it is used any other way."""
+        loads, steps, seen = [], [], set()
+        for n in walk(self.kdef.body):
+            if self.is_lang_call(n, "load") and n.args and isinstance(n.args[0].value, cst.Name) \
+                    and n.args[0].value.value == name:  # type: ignore[attr-defined]
+                other = next((a for a in n.args if a.keyword is not None and a.keyword.value == "other"), None)  # type: ignore[attr-defined]
+                if other is not None and self.code(other.value).strip() not in ("0", "0.0", "0."):
+                    return None
+                if any(a.keyword is not None and a.keyword.value not in ("mask", "other") for a in n.args) \
+                        or sum(1 for a in n.args if a.keyword is None) > 1:  # type: ignore[attr-defined]
+                    return None
+                loads.append(n)  # type: ignore[arg-type]
+                seen.add(id(n.args[0].value))  # type: ignore[attr-defined]
+            elif isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1 and isinstance(n.body[0], cst.AugAssign) \
+                    and isinstance(n.body[0].target, cst.Name) and n.body[0].target.value == name:
+                if not isinstance(n.body[0].operator, cst.AddAssign):
+                    return None
+                steps.append((n, n.body[0]))
+                seen.add(id(n.body[0].target))
+        target_ids = {id(t.target) for t in definition.body[0].targets}  # type: ignore[attr-defined]
+        for n in walk(self.kdef.body):
+            if isinstance(n, cst.Name) and n.value == name and id(n) not in seen and id(n) not in target_ids:
+                return None
+        return (loads, steps) if loads else None
+
+    @staticmethod
+    def _step(e: cst.BaseExpression, r_stride: str, c_stride: str) -> Optional[tuple[str, str]]:
+        """``BLOCK * s`` (or ``s * BLOCK``) -> the advance along the dimension of s."""
+        if not (isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Multiply)):
+            return None
+        for amount, stride in ((e.left, e.right), (e.right, e.left)):
+            if isinstance(stride, cst.Name) and isinstance(amount, cst.Name):
+                if stride.value == r_stride:
+                    return amount.value, "0"
+                if stride.value == c_stride:
+                    return "0", amount.value
+        return None
+
+
+def _eq() -> cst.AssignEqual:
+    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))

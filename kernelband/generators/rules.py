@@ -26,7 +26,8 @@ Rewrite families (``Strategy.offline_rewrites`` maps strategies onto them):
   order of a 1D-launched tl.dot kernel becomes grouped (swizzled) ordering; a 1D kernel
   becomes a grid-stride loop on a grid capped at a multiple of the SM count
   (``persistent``, tiling); a row-wise kernel handles several rows per program
-  (``rows_per_program``, vectorization).
+  (``rows_per_program``, vectorization); pointer blocks of a tl.dot kernel become block
+  pointers (``block_ptr``, access_layout).
 - ``autotune``: wrap the kernel in ``@triton.autotune`` with a few configs around the
   current one, keyed on its size arguments, and drop the tuned keywords from the
   launch. Only when every launch passes the tuned constexprs as keyword literals, the
@@ -86,7 +87,7 @@ from .space import (  # noqa: F401  (re-exported: the constants callers know fro
 
 FAMILIES: tuple[str, ...] = (
     "block_size", "num_warps", "num_stages", "group_m", "hints", "cache_modifiers", "autotune",
-    "pipeline_loop", "pid_swizzle", "persistent", "rows_per_program",
+    "pipeline_loop", "pid_swizzle", "persistent", "rows_per_program", "block_ptr",
 )
 RANKINGS: tuple[str, ...] = ("model", "nearest")
 ENUMERATE_LIMIT = 256  # most variants enumerate_space returns (deterministic subsample beyond)
@@ -184,6 +185,9 @@ class _Analyzer(CodeRewrites):
         if "rows_per_program" in families:
             for key, desc, edits in self.rows_rewrites():
                 an.rewrites.append(_Rewrite("rows_per_program", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
+        if "block_ptr" in families:
+            for key, desc, edits in self.block_ptr_rewrites():
+                an.rewrites.append(_Rewrite("block_ptr", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
         if "autotune" in families:
             at = self.autotune_rewrite(an.knobs)
             if at is not None:
