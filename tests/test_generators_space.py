@@ -195,3 +195,11 @@ def test_every_corpus_rewrite_passes_the_screen(path: Path):
     for rw in an.rewrites:
         out = an.source_of(rw)
         assert out != src and screen_variant(src, out, kernel, None) is None, rw.description
+
+
+def test_other_divisions_by_the_block_value_are_not_tied():
+    src = corpus("grid_literal.py").replace(
+        "    grid = (triton.cdiv(n, 256),)\n",
+        "    grid = (triton.cdiv(n, 256),)\n    chunks = n // 256  # unrelated to the launch\n")
+    out = variant(src, "scale_kernel", "BLOCK_SIZE", 1024)
+    assert "grid = (triton.cdiv(n, 1024),)" in out and "chunks = n // 256" in out

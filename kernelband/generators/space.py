@@ -580,7 +580,9 @@ class SpaceFinder(KernelSource):
     # ---- grid ties
     def _grid_literals(self, grid_def: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> list[cst.Integer]:
         """Integer literals the grid is computed from: in its expression, and one step of
-        data flow through the names it reads; plus every cdiv / // divisor in the wrapper."""
+        data flow through the names it reads; plus, anywhere in the wrapper, the divisor of
+        ``cdiv(x, B)`` and of ``(x + B - 1) // B`` (not other divisions: ``BLOCK // 256``
+        in a warps heuristic is not a grid)."""
         out: list[cst.Integer] = [n for n in walk(grid_def) if isinstance(n, cst.Integer)]
         for name in names_in(grid_def):
             r = self.resolve(cst.Name(name), fn) if fn is not None else None
@@ -591,13 +593,16 @@ class SpaceFinder(KernelSource):
                         out += [n for n in walk(b.value) if isinstance(n, cst.Integer)]
                 continue
             out += [e for e, _ in r if isinstance(e, cst.Integer)]
-        if fn is not None:
+        if fn is not None:  # ceil-divisions elsewhere in the wrapper (buffers sized per program)
             for n in walk(fn):
-                if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, (cst.FloorDivide, cst.Divide)):
-                    out += [x for x in walk(n.right) if isinstance(x, cst.Integer)]
-                    out += [x for x in walk(n.left) if isinstance(x, cst.Integer)]
-                elif isinstance(n, cst.Call) and _callee_name(n) in ("cdiv", "ceil", "ceil_div") and len(n.args) == 2:
-                    out += [x for x in walk(n.args[1].value) if isinstance(x, cst.Integer)]
+                if isinstance(n, cst.Call) and _callee_name(n) in ("cdiv", "ceil_div") and len(n.args) == 2:
+                    if isinstance(n.args[1].value, cst.Integer):
+                        out.append(n.args[1].value)
+                elif isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.FloorDivide) \
+                        and isinstance(n.right, cst.Integer) and isinstance(n.left, cst.BinaryOperation) \
+                        and isinstance(n.left.operator, cst.Add) and isinstance(n.left.right, cst.Integer) \
+                        and int_value(n.left.right) == (int_value(n.right) or 0) - 1:
+                    out += [n.right, n.left.right]  # (x + B - 1) // B
         uniq: dict[int, cst.Integer] = {}
         for n in out:
             uniq[id(n)] = n
