@@ -3,8 +3,9 @@ libcst (formatting and comments of untouched lines kept):
 
 - ``pipeline_loop``: a loop of the kernel over ``range(...)`` that loads (a K loop)
   becomes ``tl.range(..., num_stages=S)``, so the compiler software-pipelines that loop
-  with S stages independently of the launch's num_stages. Only where the installed
-  Triton's ``tl.range`` takes ``num_stages`` (feature-detected; Triton 3.2+ has it).
+  with S stages independently of the launch's num_stages, or
+  ``tl.range(..., loop_unroll_factor=U)``. Only where the installed Triton's
+  ``tl.range`` takes that keyword (feature-detected).
 - ``pid_swizzle``: a 2D-tiled ``tl.dot`` kernel launched on a 1D grid that maps
   ``pid_m = pid // num_pid_n; pid_n = pid % num_pid_n`` (row-major tile order) gets
   the grouped ordering of the Triton matmul tutorial (GROUP_M rows of tiles walked
@@ -38,6 +39,7 @@ from .edits import Edits, add_kwarg, int_value, names_in, walk
 from .rewrites import Rewrites
 
 PIPELINE_STAGES: tuple[int, ...] = (2, 3, 4)
+LOOP_UNROLL: tuple[int, ...] = (2, 4)
 ROWS_PER_PROGRAM: tuple[int, ...] = (2, 4, 8)
 PERSISTENT_PROGRAMS: tuple[int, ...] = (264, 528, 1056)  # 2, 4, 8 programs per SM of a 132-SM H100/H200
 SWIZZLE_GROUPS: tuple[int, ...] = (4, 8)
@@ -114,6 +116,18 @@ class CodeRewrites(Rewrites):
             edits: Edits = {id(f): [edit] for f in loops}
             out.append((f"tl_range:{s}", f"loops over range at lines {lines} of {self.kernel} -> "
                         f"{lang}.range(..., num_stages={s})", edits))
+        if "loop_unroll_factor" in tl_range_params():  # Triton 3.2+: unrolling, pipelining left to the launch
+            for u in LOOP_UNROLL:
+                def unroll(n: cst.CSTNode, u: int = u) -> cst.CSTNode:
+                    it = n.iter  # type: ignore[attr-defined]
+                    kw = cst.Arg(cst.Integer(str(u)), keyword=cst.Name("loop_unroll_factor"),
+                                 equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+                    args = list(it.args)
+                    args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    return n.with_changes(iter=it.with_changes(func=func, args=[*args, kw]))  # type: ignore[attr-defined]
+
+                out.append((f"tl_range_unroll:{u}", f"loops over range at lines {lines} of {self.kernel} -> "
+                            f"{lang}.range(..., loop_unroll_factor={u})", {id(f): [unroll] for f in loops}))
         return out
 
     # ---- reordering: grouped program ids for 2D tiles
