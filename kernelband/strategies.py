@@ -28,7 +28,7 @@ STRATEGIES: dict[str, Strategy] = {
             "Re-tile the computation: choose BLOCK_* sizes (powers of two) and num_warps so each "
             "program does enough independent work to hide latency without spilling registers. Keep "
             "masks correct for sizes that are not multiples of the block.",
-            ("block_size", "num_warps", "autotune"),
+            ("block_size", "num_warps", "autotune", "persistent"),
         ),
         Strategy(
             "vectorization",
@@ -37,7 +37,7 @@ STRATEGIES: dict[str, Strategy] = {
             "Make global loads and stores wide and contiguous: arrange offsets so each thread touches "
             "consecutive elements, and tell the compiler with tl.multiple_of / tl.max_contiguous where "
             "alignment and contiguity hold, so it emits 128-bit accesses.",
-            ("hints",),
+            ("hints", "rows_per_program"),
         ),
         Strategy(
             "fusion",
@@ -55,7 +55,7 @@ STRATEGIES: dict[str, Strategy] = {
             "Overlap memory and compute with software pipelining: set num_stages for loops over K, "
             "prefetch the next tile while computing the current one, and keep the loop body free of "
             "dependencies that stop the compiler from pipelining.",
-            ("num_stages",),
+            ("num_stages", "pipeline_loop"),
         ),
         Strategy(
             "reordering",
@@ -63,7 +63,7 @@ STRATEGIES: dict[str, Strategy] = {
             "program and loop order for cache reuse",
             "Reorder the mapping of program ids to tiles (grouped / swizzled ordering, GROUP_M) and the "
             "loop order so that programs running together share inputs in L2.",
-            ("group_m",),
+            ("group_m", "pid_swizzle"),
         ),
         Strategy(
             "access_layout",
@@ -72,7 +72,7 @@ STRATEGIES: dict[str, Strategy] = {
             "Improve how data flows through the cache hierarchy: use cache modifiers and eviction "
             "policies (evict_first for streamed data, evict_last for reused data), and lay out "
             "accesses so reused data stays resident.",
-            ("cache_modifiers",),
+            ("cache_modifiers", "block_ptr"),
         ),
     )
 }

@@ -155,12 +155,14 @@ CASES = [
      {"tiling", "vectorization", "access_layout"}),
     ("matmul", example_source("matmul.py"), "matmul_kernel", "harness_matmul",
      {"tiling", "vectorization", "pipeline", "reordering", "access_layout"}),
-    ("softmax", example_source("softmax.py"), "softmax_kernel", "harness_softmax", {"tiling", "access_layout"}),
-    ("autotuned", AUTOTUNED, "scale_kernel", "harness_scale", {"vectorization", "access_layout"}),
+    ("softmax", example_source("softmax.py"), "softmax_kernel", "harness_softmax",
+     {"tiling", "vectorization", "access_layout"}),  # vectorization: several rows per program
+    # the decorator's configs are the space: scaled, extended or pinned (tiling)
+    ("autotuned", AUTOTUNED, "scale_kernel", "harness_scale", {"tiling", "vectorization", "access_layout"}),
     ("heuristics", HEURISTICS, "copy_kernel", "harness_copy", {"tiling", "vectorization", "access_layout"}),
     ("from_import_jit", FROM_IMPORT_JIT, "relu_kernel", "test_relu", {"tiling", "vectorization", "access_layout"}),
     ("no_launch", NO_LAUNCH, "lonely_kernel", None, {"vectorization", "access_layout"}),
-    ("rows", ROWS, "rowsum_kernel", "harness_rowsum", {"tiling", "access_layout"}),
+    ("rows", ROWS, "rowsum_kernel", "harness_rowsum", {"tiling", "vectorization", "access_layout"}),
 ]
 
 
@@ -224,24 +226,40 @@ def test_add_scale_covers_every_family_with_readable_descriptions():
     assert "offsets = tl.max_contiguous(tl.multiple_of(offsets, BLOCK_SIZE), BLOCK_SIZE)" in hinted
 
 
-def test_first_moves_are_neighbours_and_sequence_is_deterministic():
-    src = example_source("add_scale.py")
+def _tiling_sequence(src: str, seed: int, ranking: str) -> list[str]:
     ctx = GenContext("axpy_kernel", "harness_axpy", "add_scale.py")
+    gen = RulesGenerator(seed=seed, ranking=ranking)
+    parent = Variant(src)
+    out = []
+    while "tiling" in gen.offered(parent, "axpy_kernel"):
+        out.append(gen.generate(parent, "tiling", ctx).variant.description)
+    return out
 
-    def run(seed: int) -> list[str]:
-        gen = RulesGenerator(seed=seed)
-        parent = Variant(src)
-        out = []
-        while "tiling" in gen.offered(parent, "axpy_kernel"):
-            out.append(gen.generate(parent, "tiling", ctx).variant.description)
-        return out
 
-    a, b, c = run(0), run(0), run(3)
+def test_nearest_ranking_moves_to_neighbours_first_and_is_deterministic():
+    src = example_source("add_scale.py")
+    a, b, c = (_tiling_sequence(src, s, "nearest") for s in (0, 0, 3))
     assert a == b
     assert sorted(a) == sorted(c) and a != c  # same rewrites, another order
     neighbours = ("-> 64 ", "-> 256 ", "-> 2 ", "-> 8 ", "@autotune")
     assert all(any(n in d for n in neighbours) for d in a[:5]), a[:5]
-    assert len(a) == 9 + 4 + 1  # 9 other block sizes, 4 other warps values, autotune
+    assert len(a) == 9 + 4 + 1 + 3  # 9 other block sizes, 4 other warps values, autotune, 3 persistent grids
+
+
+def test_model_ranking_offers_autotune_first_then_predicted_gains():
+    """The default order: the shipped cost model's predicted gain, the autotune wrap first
+    where legal; the seed only breaks ties."""
+    from kernelband.generators.rules import cost_model
+
+    assert cost_model() is not None
+    src = example_source("add_scale.py")
+    a, b = _tiling_sequence(src, 0, "model"), _tiling_sequence(src, 3, "model")
+    assert sorted(a) == sorted(b) == sorted(_tiling_sequence(src, 0, "nearest"))
+    launch = [d for d in a if not d.startswith("persistent")]  # code rewrites tie (no data to rank them yet)
+    assert launch == [d for d in b if not d.startswith("persistent")]
+    assert a[0].startswith("@autotune")
+    # the landscapes say: for an elementwise kernel at BLOCK 128, bigger blocks first
+    assert "BLOCK_SIZE 128 -> " in a[1] and int(a[1].split("-> ")[1].split()[0]) > 128
 
 
 def test_offered_shrinks_as_rewrites_are_used():
@@ -419,3 +437,56 @@ def test_text_splicing_matches_a_full_libcst_render(name, source, kernel):
         assert an.render(edits) == an.module.visit(_Apply(edits)).code
     for c in an.cache_rewrites():
         assert an.render(c[2]) == an.module.visit(_Apply(c[2])).code
+
+
+def _kwargs_of_loads(source: str) -> list[set[str]]:
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load":
+            out.append({k.arg for k in node.keywords if k.arg})
+    return out
+
+
+def test_access_layout_applied_twice_never_gives_a_load_two_modifiers():
+    """Regression (issue 12): evict_first on a load, then load_cg on the child, gave a
+    tl.load with both eviction_policy and cache_modifier, which fails on the GPU."""
+    gen = RulesGenerator(seed=0)
+    ctx = GenContext("axpy_kernel", "harness_axpy", "add_scale.py")
+    frontier = [Variant(example_source("add_scale.py"))]
+    produced = 0
+    for _ in range(3):  # three generations of access_layout on every child
+        nxt = []
+        for p in frontier:
+            while "access_layout" in gen.offered(p, "axpy_kernel"):
+                v = gen.generate(p, "access_layout", ctx).variant
+                assert v is not None
+                produced += 1
+                for kws in _kwargs_of_loads(v.source):
+                    assert not {"eviction_policy", "cache_modifier"} <= kws, v.source
+                nxt.append(v)
+        frontier = nxt
+    assert produced >= 4  # evict_first, evict_last, load_cg, store_cs on the root
+
+
+def test_explicit_default_warps_is_the_same_config_as_none():
+    """Dedup is on configs: ``num_warps=4`` (Triton's default) equals no keyword, so
+    going 4 -> 8 -> 4 never re-evaluates the original."""
+    from kernelband.generators.rules import DEFAULT_STAGES, DEFAULT_WARPS, config_key
+
+    assert (DEFAULT_WARPS, DEFAULT_STAGES) == (4, 3)
+    src = example_source("add_scale.py")
+    explicit = src.replace("BLOCK_SIZE=128)", "BLOCK_SIZE=128, num_warps=4)")
+    assert explicit != src
+    assert config_key(explicit, "axpy_kernel") == config_key(src, "axpy_kernel")
+    assert config_key(src.replace("BLOCK_SIZE=128)", "BLOCK_SIZE=128, num_warps=8)"), "axpy_kernel") != config_key(
+        src, "axpy_kernel"
+    )
+    gen = RulesGenerator(seed=0)
+    ctx = GenContext("axpy_kernel", "harness_axpy", "add_scale.py")
+    root = Variant(src)
+    assert "tiling" in gen.offered(root, "axpy_kernel")
+    eight = Variant(src.replace("BLOCK_SIZE=128)", "BLOCK_SIZE=128, num_warps=8)"), parent=root.id)
+    children = exhaust(gen, eight, ctx)
+    assert children
+    assert all(config_key(c.source, "axpy_kernel") != config_key(src, "axpy_kernel") for c in children)
+    assert not any("num_warps 8 -> 4" in c.description for c in children)

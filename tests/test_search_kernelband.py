@@ -72,9 +72,12 @@ def test_reward_v2():
 
 
 def test_make_policy_names_and_variants():
-    v1 = make_policy("kernelband")
+    v1 = make_policy("kernelband-v1")
     v2 = make_policy("kernelband-v2", BanditConfig())  # name wins over the config's variant
-    assert (v1.name, v1.config.reward_mode, v1.config.feature_set, v1.config.masking) == ("kernelband", "v1", "v1", False)
+    assert (v1.name, v1.config.reward_mode, v1.config.feature_set, v1.config.masking) == ("kernelband-v1", "v1", "v1", False)
+    kb = make_policy("kernelband")  # the default: our variant (see config.py)
+    assert (kb.name, kb.config.variant, kb.config.reward_mode, kb.config.feature_set, kb.config.masking) == (
+        "kernelband", "kb", "best", "v1", False)
     assert (v2.name, v2.config.reward_mode, v2.config.feature_set, v2.config.masking) == ("kernelband-v2", "v2", "v2", True)
     assert v1.config.alpha == 0.5 and v2.config.c == 2.0 and v2.config.saturation_threshold == 0.75
     assert v1.config.n_clusters == 3 and v1.config.compat_buffer == 500
@@ -94,7 +97,7 @@ def test_make_policy_names_and_variants():
 def test_v1_score_arithmetic_without_profile():
     # two members, K=3: each its own cluster (0 = the faster A). phi None -> psi = 0.5.
     pool = [cand("A", 1.0), cand("B", 2.0)]
-    p = make_policy("kernelband")
+    p = make_policy("kernelband-v1")
     off = offer({"A": ["tiling"], "B": ["tiling"]})
     assert pull(p, pool, off, 0.8) == ("A", "tiling")  # warm-up, r = 1 - 0.8/1 = 0.2
     assert pull(p, pool, off, None) == ("B", "tiling")  # warm-up, r = -1
@@ -118,7 +121,7 @@ def test_v1_compatibility_term_decides_between_equal_arms():
     phi = [50.0] * 9
     pool = [cand("A", 1.0, phi=phi)]
     compat = FixedCompat({"tiling": 0.1, "fusion": 0.9})
-    p = make_policy("kernelband", compat=compat)
+    p = make_policy("kernelband-v1", compat=compat)
     off = offer({"A": ["fusion", "tiling"]})
     assert pull(p, pool, off, 0.9) == ("A", "tiling")  # canonical order: tiling before fusion
     assert pull(p, pool, off, 0.9) == ("A", "fusion")
@@ -156,7 +159,7 @@ def test_v2_score_arithmetic():
 
 def test_warmup_order_clusters_then_canonical_strategies():
     pool = [cand("B", 2.0), cand("A", 1.0)]  # A is faster: cluster 0
-    p = make_policy("kernelband")
+    p = make_policy("kernelband-v1")
     off = offer({"A": ["vectorization", "tiling"], "B": ["tiling"]})
     order = []
     for _ in range(3):
@@ -170,7 +173,7 @@ def test_warmup_order_clusters_then_canonical_strategies():
 def test_arm_targets_fastest_member_of_cluster_offering_the_strategy():
     # 4 members, K=3: two far-apart singletons and a pair {P1, P2}
     pool = [cand("S1", 1.0, [0.0]), cand("S2", 1.5, [100.0]), cand("P1", 3.0, [50.0]), cand("P2", 2.0, [50.1])]
-    p = make_policy("kernelband")
+    p = make_policy("kernelband-v1")
     off = offer({"P1": ["tiling", "pipeline"], "P2": ["pipeline"]})
     picks = [pull(p, pool, off, 0.9) for _ in range(2)]
     assert picks == [("P1", "tiling"), ("P2", "pipeline")]  # P2 (faster) does not offer tiling
@@ -215,7 +218,7 @@ def test_v2_below_threshold_is_not_masked_and_v1_never_masks():
     p2 = make_policy("kernelband-v2")
     assert pull(p2, pool, off, 0.9) == ("A", "vectorization")
     assert p2.state()["last"]["arms"][0]["masked"] is False
-    p1 = make_policy("kernelband")
+    p1 = make_policy("kernelband-v1")
     pool = [cand("A", 1.0, sat={"DRAM": 0.99})]
     assert pull(p1, pool, off, 0.9) == ("A", "vectorization")
 

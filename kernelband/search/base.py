@@ -62,20 +62,26 @@ class SearchPolicy(Protocol):
 # --------------------------------------------------------------------------- rewards
 
 
-def reward(outcome: Outcome, mode: str) -> float:
+def reward(outcome: Outcome, mode: str, best_ms: Optional[float] = None) -> float:
     """KernelBand's reward for one pull.
 
     v1: ``1 - T_child/T_parent`` on success (unclipped: a correct but 2x slower child
     scores -1, as a failure does), ``-1`` on failure.
     v2: ``max(0, 1 - T_child/T_parent)`` on success, ``0`` on failure.
+    best: ``max(0, 1 - T_child/T_best)`` with T_best the fastest time known before the
+    pull (``best_ms``; the parent's when not given), ``0`` on failure: only a new best
+    earns, so a near no-op strategy cannot look as good as one that moves the answer.
     A success without a usable time (child_ms missing, parent_ms <= 0) scores 0.
     """
-    if mode not in ("v1", "v2"):
-        raise ValueError(f"reward mode must be 'v1' or 'v2', not {mode!r}")
+    if mode not in ("v1", "v2", "best"):
+        raise ValueError(f"reward mode must be 'v1', 'v2' or 'best', not {mode!r}")
     if not outcome.success:
         return -1.0 if mode == "v1" else 0.0
     if outcome.child_ms is None or not outcome.parent_ms or outcome.parent_ms <= 0:
         return 0.0
+    if mode == "best":
+        ref = min(float(outcome.parent_ms), best_ms) if best_ms is not None and best_ms > 0 else float(outcome.parent_ms)
+        return max(0.0, 1.0 - float(outcome.child_ms) / ref)
     r = 1.0 - float(outcome.child_ms) / float(outcome.parent_ms)
     return r if mode == "v1" else max(0.0, r)
 
@@ -154,7 +160,8 @@ def ucb_bonus(coef: float, total: int, n: int) -> float:
 def make_policy(
     name: str, config: Optional[BanditConfig] = None, compat: Optional[CompatibilityModels] = None
 ) -> SearchPolicy:
-    """``"kernelband"`` (v1), ``"kernelband-v2"``, ``"random"``, ``"ucb1"``, ``"greedy"``.
+    """``"kernelband"`` (the "kb" variant, our default), ``"kernelband-v1"`` and
+    ``"kernelband-v2"`` (the paper's), ``"random"``, ``"ucb1"``, ``"greedy"``.
 
     The name picks the KernelBand variant: ``config`` supplies the constants and its
     ``variant`` is set from the name (``None`` = ``BanditConfig()``). Baselines use the
@@ -166,7 +173,9 @@ def make_policy(
 
     cfg = config if config is not None else BanditConfig()
     key = name.strip().lower()
-    if key in ("kernelband", "kernelband-v1"):
+    if key == "kernelband":
+        return KernelBandPolicy(cfg.with_variant("kb"), compat)
+    if key == "kernelband-v1":
         return KernelBandPolicy(cfg.with_variant("v1"), compat)
     if key == "kernelband-v2":
         return KernelBandPolicy(cfg.with_variant("v2"), compat)
@@ -179,4 +188,4 @@ def make_policy(
     raise ValueError(f"unknown search policy {name!r}; known: {', '.join(POLICY_NAMES)}")
 
 
-POLICY_NAMES = ("kernelband", "kernelband-v2", "random", "ucb1", "greedy")
+POLICY_NAMES = ("kernelband", "kernelband-v1", "kernelband-v2", "random", "ucb1", "greedy")

@@ -31,9 +31,14 @@ class _StrategyStats:
         self.stats: dict[str, ArmStats] = {}
         self.t = 0
         self._last: dict[str, Any] = {}
+        self.best_ms = math.inf  # fastest time seen (for reward mode "best")
 
     def update(self, parent: Candidate, strategy: str, outcome: Outcome, child: Optional[Candidate]) -> None:
-        self.stats.setdefault(strategy, ArmStats()).add(reward(outcome, self.config.reward_mode))  # type: ignore[arg-type]
+        self.best_ms = min(self.best_ms, parent.time_ms)
+        r = reward(outcome, self.config.reward_mode, self.best_ms)  # type: ignore[arg-type]
+        self.stats.setdefault(strategy, ArmStats()).add(r)
+        if outcome.success and outcome.child_ms is not None:
+            self.best_ms = min(self.best_ms, outcome.child_ms)
         self.t += 1
 
     def _n(self, s: str) -> int:

@@ -16,6 +16,16 @@
 | reward_mode | "v1" | "v2" | v1: 1 - Tc/Tp, -1 on failure; v2: max(0, 1 - Tc/Tp), 0 on failure |
 | feature_set | "v1" | "v2" | runtime vector used for clustering (see cluster.FEATURE_SETS) |
 | masking | False | True | v2's saturation mask |
+
+``variant="kb"`` is the default ``kernelband`` policy (our departures from the paper,
+each backed by the replay ablation in benchmarks/README.md): no warm-up, arm means
+shrunk toward a per-strategy prior (``prior_strength`` pseudo-pulls at
+``strategy_prior``, the shipped ``priors.json`` when None), exploration
+``kb_explore * sqrt(ln(t+1) / (n + prior_strength))``, reward ``"best"`` (relative to
+the fastest time seen so far, clipped at 0, failure 0), and a hardware term
+``hw_weight * (headroom - 0.5)`` where headroom = 1 - saturation of the strategy's
+resource on the target (tier-1/2 estimates; 0 when unknown). Clustering uses the v1
+feature vector (what the session computes for every non-v2 search).
 """
 from __future__ import annotations
 
@@ -23,7 +33,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
-VARIANTS = ("v1", "v2")
+VARIANTS = ("v1", "v2", "kb")
+REWARD_MODES = ("v1", "v2", "best")
 
 
 @dataclass(frozen=True)
@@ -43,7 +54,12 @@ class BanditConfig:
     masking: Optional[bool] = None  # None: on for v2, off for v1
     reward_mode: Optional[str] = None  # None: same as variant
     feature_set: Optional[str] = None  # None: same as variant
-    warmup: bool = True  # pull every offered (cluster, strategy) arm once before UCB
+    warmup: bool = True  # pull every offered (cluster, strategy) arm once before UCB (v1, v2)
+    # the "kb" variant (the default kernelband policy)
+    prior_strength: float = 8.0  # pseudo-pulls at the strategy prior (tuned on replay seeds 100-139)
+    strategy_prior: Optional[dict[str, float]] = None  # None: the shipped priors.json
+    kb_explore: float = 0.05
+    hw_weight: float = 0.05
     # compatibility model (compat.py)
     compat_buffer: int = 500  # samples kept per strategy
     compat_warm_start: bool = True  # start from the documented prior weights (else zeros)
@@ -55,10 +71,10 @@ class BanditConfig:
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, not {self.variant!r}")
-        for name in ("reward_mode", "feature_set"):
-            v = getattr(self, name)
-            if v is not None and v not in VARIANTS:
-                raise ValueError(f"{name} must be one of {VARIANTS} or None, not {v!r}")
+        if self.reward_mode is not None and self.reward_mode not in REWARD_MODES:
+            raise ValueError(f"reward_mode must be one of {REWARD_MODES} or None, not {self.reward_mode!r}")
+        if self.feature_set is not None and self.feature_set not in ("v1", "v2"):
+            raise ValueError(f"feature_set must be one of ('v1', 'v2') or None, not {self.feature_set!r}")
         if self.n_clusters < 1:
             raise ValueError("n_clusters must be >= 1")
         if self.compat_buffer < 1:
@@ -72,6 +88,10 @@ class BanditConfig:
     def v2(cls, **overrides: Any) -> "BanditConfig":
         return cls(variant="v2", **overrides)
 
+    @classmethod
+    def kb(cls, **overrides: Any) -> "BanditConfig":
+        return cls(variant="kb", **overrides)
+
     def with_variant(self, variant: str) -> "BanditConfig":
         return dataclasses.replace(self, variant=variant)
 
@@ -80,8 +100,8 @@ class BanditConfig:
         return dataclasses.replace(
             self,
             masking=self.masking if self.masking is not None else self.variant == "v2",
-            reward_mode=self.reward_mode or self.variant,
-            feature_set=self.feature_set or self.variant,
+            reward_mode=self.reward_mode or ("best" if self.variant == "kb" else self.variant),
+            feature_set=self.feature_set or ("v2" if self.variant == "v2" else "v1"),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,14 +22,22 @@ A step (``select``):
 6. else UCB, ties to the earlier arm in the same order:
    v1: mean + sqrt(2 ln t / n) + alpha * psi_s(phi(target(c,s)))
    v2: mean + c * sqrt(ln t / n)
-Rewards (``update``): base.reward with the configured mode. A compatibility model,
+   kb (the default ``kernelband``; no warm-up, every arm has a finite score):
+       (sum + m * prior_s) / (n + m) + kb_explore * sqrt(ln(t + 1) / (n + m))
+       + hw_weight * (headroom_s(target) - 0.5) [+ hw_weight * (psi - 0.5) with counters]
+   where m = prior_strength, prior_s the strategy's prior mean reward (learned across
+   kernels: priors.json) and headroom_s = 1 - saturation of s's resource.
+Rewards (``update``): base.reward with the configured mode ("best" for kb: relative to
+the fastest time seen so far, clipped at 0). A compatibility model,
 when attached, also learns (parent.phi, s, improved) where improved = correct and
 faster than the parent.
 """
 from __future__ import annotations
 
+import json
 import math
 import random
+from pathlib import Path
 from typing import Any, Optional
 
 from ..strategies import STRATEGIES
@@ -41,6 +49,19 @@ from .compat import CompatibilityModels
 from .config import BanditConfig
 
 
+PRIORS_PATH = Path(__file__).with_name("priors.json")
+
+
+def shipped_priors() -> dict[str, float]:
+    """Per-strategy prior mean reward ("best" mode) fitted on the committed pulls by
+    benchmarks/replay_ablation.py; {} when the file is missing."""
+    try:
+        d = json.loads(PRIORS_PATH.read_text(encoding="utf-8"))
+        return {str(k): float(v) for k, v in d["strategies"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
 def _num(v: float) -> Optional[float]:
     return round(v, 6) if math.isfinite(v) else None
 
@@ -48,9 +69,11 @@ def _num(v: float) -> Optional[float]:
 class KernelBandPolicy:
     def __init__(self, config: Optional[BanditConfig] = None, compat: Optional[CompatibilityModels] = None) -> None:
         self.config = (config or BanditConfig()).resolved()
-        self.name = "kernelband" if self.config.variant == "v1" else "kernelband-v2"
-        if compat is None and self.config.variant == "v1" and self.config.alpha != 0:
+        self.name = {"v1": "kernelband-v1", "v2": "kernelband-v2", "kb": "kernelband"}[self.config.variant]
+        if compat is None and (self.config.variant == "v1" and self.config.alpha != 0 or self.config.variant == "kb"):
             compat = CompatibilityModels(self.config)
+        self.priors = dict(self.config.strategy_prior) if self.config.strategy_prior is not None else shipped_priors()
+        self.best_ms = math.inf  # fastest time seen (reward mode "best")
         self.compat = compat
         self._stats: dict[tuple[str, str], ArmStats] = {}  # (member id, strategy)
         self.t = 0
@@ -90,8 +113,26 @@ class KernelBandPolicy:
             bonus = ucb_bonus(cfg.v1_explore, self.t, stats.n)
             psi = self.compat.probability(target.phi, strategy) if self.compat is not None else cfg.phi_none_psi
             return stats.mean + bonus + cfg.alpha * psi, {"mean": stats.mean, "bonus": bonus, "psi": psi}
+        if cfg.variant == "kb":
+            m = cfg.prior_strength
+            prior = self.priors.get(strategy, 0.0)
+            shrunk = (stats.total + m * prior) / (stats.n + m) if stats.n + m > 0 else prior
+            bonus = cfg.kb_explore * math.sqrt(math.log(self.t + 1) / (stats.n + m)) if stats.n + m > 0 else math.inf
+            hw = cfg.hw_weight * (self.headroom(target, strategy) - 0.5)
+            if self.compat is not None and target.phi is not None:  # counters: the learned psi too
+                hw += cfg.hw_weight * (self.compat.probability(target.phi, strategy) - 0.5)
+            return shrunk + bonus + hw, {"mean": shrunk, "bonus": bonus, "hw": hw}
         bonus = cfg.c * ucb_bonus(1.0, self.t, stats.n)
         return stats.mean + bonus, {"mean": stats.mean, "bonus": bonus}
+
+    @staticmethod
+    def headroom(target: Candidate, strategy: str) -> float:
+        """1 - the target's saturation of the strategy's resource (0.5 when unknown)."""
+        s = STRATEGIES.get(strategy)
+        level = (target.saturation or {}).get(s.resource) if s is not None else None
+        if level is None or not math.isfinite(level):
+            return 0.5
+        return 1.0 - min(max(level, 0.0), 1.0)
 
     # ------------------------------------------------------------------ protocol
     def select(self, pool: list[Candidate], offered: Offered, rng: random.Random) -> Optional[tuple[Candidate, str]]:
@@ -111,12 +152,13 @@ class KernelBandPolicy:
                 })
         fallback = all(a["masked"] for a in arms)
         eligible = arms if fallback else [a for a in arms if not a["masked"]]
+        kb = self.config.variant == "kb"
         for a in eligible:
-            if a["stats"].n == 0:
+            if a["stats"].n == 0 and not kb:
                 a["score"], a["terms"] = math.inf, {}
             else:
                 a["score"], a["terms"] = self.score(a["stats"], a["target"], a["strategy"])
-        warm = [a for a in eligible if a["stats"].n == 0] if self.config.warmup else []
+        warm = [a for a in eligible if a["stats"].n == 0] if self.config.warmup and not kb else []
         phase = "warmup" if warm else "ucb"
         chosen = warm[0] if warm else max(eligible, key=lambda a: a["score"])  # max keeps the first of equals
         self._last = {
@@ -139,8 +181,11 @@ class KernelBandPolicy:
         return chosen["target"], chosen["strategy"]
 
     def update(self, parent: Candidate, strategy: str, outcome: Outcome, child: Optional[Candidate]) -> None:
-        r = reward(outcome, self.config.reward_mode)  # type: ignore[arg-type]
+        self.best_ms = min(self.best_ms, parent.time_ms)
+        r = reward(outcome, self.config.reward_mode, self.best_ms)  # type: ignore[arg-type]
         self._stats.setdefault((parent.id, strategy), ArmStats()).add(r)
+        if outcome.success and outcome.child_ms is not None:
+            self.best_ms = min(self.best_ms, outcome.child_ms)
         self.t += 1
         if self.compat is not None and parent.phi is not None:
             self.compat.observe(parent.phi, strategy, improved(outcome))

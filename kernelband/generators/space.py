@@ -1,0 +1,771 @@
+"""The typed search space of a kernel: knobs found where real code keeps them.
+
+A ``Knob`` is one tunable value (a BLOCK_* constexpr, GROUP_M, num_warps, num_stages)
+with its domain, current value, Triton's default (warps and stages), where it lives in
+the source and how to render a new value: the integer literals (``Site``) that move
+with it. The literals are found by simple data flow from the launch site:
+
+- a literal at the launch, or a keyword to add (num_warps / num_stages when absent);
+- a variable, through its assignments in the wrapper or at module level (several
+  assignments, e.g. in the arms of an ``if``, are all sites);
+- conditional expressions (``4 if BLOCK < 2048 else 8``: both arms);
+- dict literals indexed by a constant (``CFG["BLOCK_M"]``) or by anything else, e.g. the
+  dtype in use (``CONFIGS[x.dtype]["BLOCK_M"]``: the entry of every dtype moves, by the
+  same ratio, so the knob acts whichever dtype runs), and ``**cfg`` at the launch;
+- small helper functions whose returns are such values;
+- the ``triton.Config`` list of an ``@triton.autotune`` decorator (each parameter of
+  every config moves by the same ratio).
+Values computed from the data (``triton.next_power_of_2(n_cols)``) stop the flow: that
+parameter is left alone.
+
+A BLOCK change must not leave a grid that was computed for the old block: literals of
+the grid (and of ``cdiv`` / ``//`` divisors in the wrapper) that equal the block move
+with it (``(n + 255) // 256`` included); where two blocks of one launch share the value,
+so that the grid's literal cannot be attributed, neither is tuned.
+
+A ``Config`` is one value per knob; equality fills in defaults, so ``num_warps=4`` given
+explicitly equals no keyword. ``config_key`` is the same identity for whole sources.
+"""
+from __future__ import annotations
+
+import ast
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from ..model import sha256_text
+from .edits import Edits, KernelSource, int_value, merge, names_in, pow2_range, set_kwarg, str_value, walk
+
+WARPS: tuple[int, ...] = (1, 2, 4, 8, 16)
+STAGES: tuple[int, ...] = (1, 2, 3, 4, 5)
+GROUPS: tuple[int, ...] = (1, 4, 8, 16)
+BLOCK_MIN = 16
+BLOCK_MAX_1D = 8192
+BLOCK_MAX_ND = 256
+
+BLOCK_RE = re.compile(r"block|tile", re.IGNORECASE)
+GROUP_RE = re.compile(r"^group(_size)?(_[mn])?$", re.IGNORECASE)
+_MAX_DEPTH = 8  # data-flow hops followed from a launch argument
+
+
+def _launch_defaults() -> tuple[int, int]:
+    """(num_warps, num_stages) a launch gets when it does not say: read from the installed
+    Triton's CUDA options (4 and 3 from Triton 2.1 through 3.9); those when unknown."""
+    try:
+        import dataclasses
+
+        from triton.backends.nvidia.compiler import CUDAOptions  # type: ignore[import-not-found]
+
+        fields = {f.name: f.default for f in dataclasses.fields(CUDAOptions)}
+        w, s = fields.get("num_warps"), fields.get("num_stages")
+        if isinstance(w, int) and isinstance(s, int):
+            return w, s
+    except Exception:  # no triton, another layout of its backends: keep the documented defaults
+        pass
+    return 4, 3
+
+
+DEFAULT_WARPS, DEFAULT_STAGES = _launch_defaults()
+DEFAULTS: dict[str, int] = {"num_warps": DEFAULT_WARPS, "num_stages": DEFAULT_STAGES}
+
+
+# --------------------------------------------------------------------------- identity
+
+
+class _DropDefaultLaunchKeywords(ast.NodeTransformer):
+    """Remove ``num_warps=4`` / ``num_stages=3`` (the defaults) from launches of one kernel."""
+
+    def __init__(self, kernel: str) -> None:
+        self.kernel = kernel
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Subscript):
+            v = f.value
+            name = v.id if isinstance(v, ast.Name) else v.attr if isinstance(v, ast.Attribute) else None
+            if name == self.kernel:
+                node.keywords = [
+                    k for k in node.keywords
+                    if not (k.arg in DEFAULTS and isinstance(k.value, ast.Constant) and k.value.value == DEFAULTS[k.arg])
+                ]
+        return node
+
+
+def config_key(source: str, kernel: str) -> str:
+    """Identity of a variant for dedup: its syntax tree (formatting and comments do not
+    count) with launch keywords that equal Triton's defaults dropped."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return sha256_text(source)
+    return sha256_text(ast.dump(_DropDefaultLaunchKeywords(kernel).visit(tree)))
+
+
+# --------------------------------------------------------------------------- value objects
+
+
+@dataclass(frozen=True)
+class Site:
+    """A literal that moves with a knob: it holds ``anchor + offset`` when the knob is at
+    its current value, and ``scaled(anchor) + offset`` at another value."""
+
+    node: cst.Integer = field(compare=False, hash=False)
+    anchor: int
+    offset: int = 0
+    line: int = 0
+
+
+@dataclass(eq=False)
+class Knob:
+    kind: str  # "block" | "group" | "num_warps" | "num_stages"
+    name: str  # constexpr parameter or launch keyword (a dict key for ** configs)
+    current: int
+    domain: tuple[int, ...]  # allowed values, current included, ascending
+    default: Optional[int]  # Triton's value when nothing is given (warps, stages)
+    where: str  # enclosing function of the launch, or "@autotune"
+    line: int
+    origin: str  # "launch" | "variable" | "dict" | "conditional" | "helper" | "autotune" | "default"
+    sites: tuple[Site, ...] = ()  # empty: add ``name=`` to ``call``
+    call: Optional[cst.Call] = None
+    keyword_literal: bool = False  # passed as ``name=<int>`` directly at the launch
+    ties: tuple[Site, ...] = ()  # grid literals that follow a block
+    shadow: Edits = field(default_factory=dict)  # module-level sites: copy under a new name (see shadow_edits)
+
+    @property
+    def ident(self) -> str:
+        """Stable across variants of one kernel (no line numbers)."""
+        return f"{self.kind}:{self.name}:{self.where}"
+
+    @property
+    def family(self) -> str:
+        return {"block": "block_size", "group": "group_m"}.get(self.kind, self.kind)
+
+    @property
+    def values(self) -> list[int]:
+        return list(self.domain)
+
+    @property
+    def literal(self) -> Optional[cst.Integer]:
+        return self.sites[0].node if self.sites else None
+
+    def site_value(self, site: Site, value: int) -> int:
+        if self.kind == "num_stages":
+            return max(1, site.anchor + value - self.current) + site.offset
+        if site.anchor == self.current:
+            return value + site.offset
+        scaled = max(1, int(round(site.anchor * value / self.current)))  # other entries: the same ratio
+        if self.kind == "block":  # never below the smallest tile (tl.dot needs 16) unless it started there
+            scaled = max(scaled, min(BLOCK_MIN, site.anchor))
+        return scaled + site.offset
+
+    def edits(self, value: int) -> Edits:
+        out: Edits = {}
+        if not self.sites:
+            assert self.call is not None
+            lit = cst.Integer(str(value))
+            return {id(self.call): [lambda n, lit=lit: set_kwarg(n, self.name, lit)]}  # type: ignore[arg-type]
+        for s in (*self.sites, *self.ties):
+            lit = cst.Integer(str(self.site_value(s, value)))
+            out = merge(out, {id(s.node): [lambda _n, lit=lit: lit]})
+        return merge(out, self.shadow)
+
+    def distance(self, value: int) -> float:
+        if self.kind == "num_stages":
+            return float(abs(value - self.current))
+        if self.kind == "group":
+            idx = {v: i for i, v in enumerate(self.domain)}
+            return float(abs(idx[value] - idx[self.current]))
+        return abs(math.log2(value) - math.log2(self.current))
+
+    def label(self) -> str:
+        extra = " (default)" if not self.sites else "" if self.origin in ("launch", "variable") else f" ({self.origin})"
+        return f"{self.name} {self.current}{extra}"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One value per knob ident. Equality knows defaults: a knob missing on one side
+    compares at its default (an explicit ``num_warps=4`` equals none)."""
+
+    values: tuple[tuple[str, int], ...]
+    defaults: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, knobs: Iterable[Knob], chosen: Optional[dict[str, int]] = None) -> "Config":
+        chosen = chosen or {}
+        vals, defs = {}, {}
+        for k in knobs:
+            vals[k.ident] = chosen.get(k.ident, k.current)
+            if k.default is not None:
+                defs[k.ident] = k.default
+        return cls(tuple(sorted(vals.items())), tuple(sorted(defs.items())))
+
+    def _normal(self) -> tuple[tuple[str, int], ...]:
+        d = dict(self.defaults)
+        return tuple((k, v) for k, v in self.values if d.get(k) != v)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and self._normal() == other._normal()
+
+    def __hash__(self) -> int:
+        return hash(self._normal())
+
+    def delta(self, base: "Config") -> dict[str, tuple[int, int]]:
+        """Knobs whose value differs from ``base``: ident -> (base value, value)."""
+        b, d = dict(base.values), dict(self.defaults) | dict(base.defaults)
+        out = {}
+        for k, v in self.values:
+            bv = b.get(k, d.get(k))
+            if bv != v:
+                out[k] = (bv if bv is not None else v, v)
+        return out
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def _callee_name(call: cst.Call) -> Optional[str]:
+    f = call.func
+    return f.value if isinstance(f, cst.Name) else f.attr.value if isinstance(f, cst.Attribute) else None
+
+
+class SpaceFinder(KernelSource):
+    """Launch sites, the grid, and the knobs reachable from them."""
+
+    # ---- launch sites
+    def launches(self) -> list[tuple[cst.Call, Optional[cst.FunctionDef]]]:
+        out = []
+        for stmt in self.module.body:
+            fn = stmt if isinstance(stmt, cst.FunctionDef) else None
+            if fn is not None and fn.name.value == self.kernel:
+                continue
+            for n in walk(stmt):
+                if isinstance(n, cst.Call) and isinstance(n.func, cst.Subscript):
+                    v = n.func.value
+                    name = v.value if isinstance(v, cst.Name) else v.attr.value if isinstance(v, cst.Attribute) else None
+                    if name == self.kernel:
+                        out.append((n, self._enclosing_def(n, fn)))
+        return out
+
+    def _enclosing_def(self, node: cst.CSTNode, top: Optional[cst.FunctionDef]) -> Optional[cst.FunctionDef]:
+        """The innermost def around node (a launch in a method of a class: the method)."""
+        if top is not None:
+            return top
+        best: Optional[cst.FunctionDef] = None
+        for stmt in self.module.body:
+            if isinstance(stmt, cst.ClassDef):
+                for n in walk(stmt):
+                    if isinstance(n, cst.FunctionDef) and any(m is node for m in walk(n)):
+                        best = n
+        return best
+
+    def assignments(self, scope: cst.CSTNode, name: str) -> list[cst.CSTNode]:
+        """Statements in scope that bind ``name`` (assign, aug-assign, def, for target...)."""
+        out: list[cst.CSTNode] = []
+        for n in walk(scope):
+            if isinstance(n, cst.Assign):
+                if any(name in names_in(t.target) for t in n.targets):
+                    out.append(n)
+            elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
+                if name in names_in(n.target):
+                    out.append(n)
+            elif isinstance(n, cst.FunctionDef) and n.name.value == name:
+                out.append(n)
+            elif isinstance(n, (cst.For, cst.CompFor, cst.With)) and name in names_in(
+                n.target if not isinstance(n, cst.With) else n
+            ):
+                out.append(n)
+        return out
+
+    def _module_binds(self, name: str) -> list[cst.CSTNode]:
+        out: list[cst.CSTNode] = []
+        for stmt in self.module.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for s in stmt.body:
+                    if isinstance(s, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                        targets = [t.target for t in s.targets] if isinstance(s, cst.Assign) else [s.target]
+                        if any(name in names_in(t) for t in targets):
+                            out.append(s)
+            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == name:
+                out.append(stmt)
+            elif isinstance(stmt, (cst.If, cst.Try, cst.For, cst.While, cst.With)):
+                out += [n for n in self.assignments(stmt, name)]
+        return out
+
+    def uses(self, fn: Optional[cst.FunctionDef], name: str) -> int:
+        """How often ``name`` appears in fn as a variable (keyword names excluded)."""
+        if fn is None:
+            return 0
+        keywords = {id(a.keyword) for a in walk(fn) if isinstance(a, cst.Arg) and a.keyword is not None}
+        return sum(1 for n in walk(fn) if isinstance(n, cst.Name) and n.value == name and id(n) not in keywords)
+
+    def grid_definition(self, call: cst.Call, fn: Optional[cst.FunctionDef]) -> tuple[cst.CSTNode, bool]:
+        """(the node that computes the grid, whether it is a callable taking meta)."""
+        sub = call.func
+        assert isinstance(sub, cst.Subscript)
+        el = sub.slice[0].slice
+        grid = el.value if isinstance(el, cst.Index) else el
+        if isinstance(grid, cst.Name):
+            scopes = [fn.body] if fn is not None else []
+            for scope in scopes + [self.module]:
+                binds = self.assignments(scope, grid.value)
+                if binds:
+                    b = binds[-1]
+                    if isinstance(b, cst.FunctionDef):
+                        return b, len(b.params.params) >= 1
+                    value = getattr(b, "value", None)
+                    if isinstance(value, cst.Lambda):
+                        return value, len(value.params.params) >= 1
+                    return b, False
+            return grid, False
+        if isinstance(grid, cst.Lambda):
+            return grid, len(grid.params.params) >= 1
+        return grid, False
+
+    # ---- data flow
+    def _helper(self, name: str) -> Optional[cst.FunctionDef]:
+        for stmt in self.module.body:
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name and stmt.name.value != self.kernel:
+                if any("jit" in self.code(d.decorator) for d in stmt.decorators):
+                    return None
+                return stmt
+        return None
+
+    def resolve(self, expr: cst.BaseExpression, fn: Optional[cst.FunctionDef], depth: int = 0) -> Optional[list[tuple[cst.BaseExpression, str]]]:
+        """The constant expressions (Integer, Dict, List, Call) ``expr`` can evaluate to,
+        each with how it was reached; None when it depends on data we do not follow."""
+        if depth > _MAX_DEPTH:
+            return None
+        d = depth + 1
+        if isinstance(expr, (cst.Integer, cst.Dict, cst.List, cst.Tuple)):
+            return [(expr, "launch")]
+        if isinstance(expr, cst.IfExp):
+            a, b = self.resolve(expr.body, fn, d), self.resolve(expr.orelse, fn, d)
+            return None if a is None or b is None else [(e, "conditional") for e, _ in a + b]
+        if isinstance(expr, cst.Name):
+            binds = self.assignments(fn.body, expr.value) if fn is not None else []
+            if fn is not None and any(p.name.value == expr.value for p in fn.params.params):
+                return None  # a parameter: the caller decides
+            origin = "variable"
+            if not binds:
+                binds, origin = self._module_binds(expr.value), "variable"
+            if not binds:
+                return None
+            out: list[tuple[cst.BaseExpression, str]] = []
+            for b in binds:
+                if isinstance(b, cst.Assign) and len(b.targets) == 1 and isinstance(b.targets[0].target, cst.Name):
+                    value = b.value
+                elif isinstance(b, cst.Assign) and len(b.targets) == 1 and self._unpacked(b, expr.value) is not None:
+                    value = self._unpacked(b, expr.value)  # type: ignore[assignment]
+                elif isinstance(b, cst.AnnAssign) and b.value is not None and isinstance(b.target, cst.Name):
+                    value = b.value
+                else:
+                    return None
+                r = self.resolve(value, fn if fn is not None and b in self.assignments(fn.body, expr.value) else None, d)
+                if r is None:
+                    return None
+                out += [(e, o if o != "launch" else origin) for e, o in r]
+            if len(binds) > 1:
+                out = [(e, "conditional" if o == "variable" else o) for e, o in out]
+            return out
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+            base = self.resolve(expr.value, fn, d)
+            if base is None:
+                return None
+            key_node = expr.slice[0].slice.value
+            key: Optional[object] = str_value(key_node)
+            if key is None:
+                key = int_value(key_node)
+            out = []
+            for container, _o in base:
+                if isinstance(container, cst.Dict):
+                    entries = [e for e in container.elements if isinstance(e, cst.DictElement)]
+                    if len(entries) != len(container.elements):
+                        return None
+                    if key is not None:
+                        hit = [e.value for e in entries if (str_value(e.key) if str_value(e.key) is not None else int_value(e.key)) == key]
+                        if not hit:
+                            continue  # not in this dict (another dtype's entry may lack it)
+                        vals = hit[-1:]
+                    else:
+                        vals = [e.value for e in entries]  # indexed by the data (e.g. its dtype): every entry
+                elif isinstance(container, (cst.List, cst.Tuple)) and isinstance(key, int):
+                    if not -len(container.elements) <= key < len(container.elements):
+                        return None
+                    vals = [container.elements[key].value]
+                else:
+                    return None
+                for v in vals:
+                    r = self.resolve(v, fn, d)
+                    if r is None:
+                        return None
+                    out += [(e, "dict") for e, _ in r]
+            return out or None
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
+            if expr.func.value == "dict" and all(a.keyword is not None for a in expr.args):
+                return [(expr, "dict")]
+            helper = self._helper(expr.func.value)
+            if helper is None:
+                return None
+            rets = [n for n in walk(helper.body) if isinstance(n, cst.Return)]
+            if not rets or any(r.value is None for r in rets):
+                return None
+            out = []
+            for r in rets:
+                got = self.resolve(r.value, helper, d)  # type: ignore[arg-type]
+                if got is None:
+                    return None
+                out += [(e, "helper") for e, _ in got]
+            return out
+        return None
+
+    @staticmethod
+    def _unpacked(b: cst.Assign, name: str) -> Optional[cst.BaseExpression]:
+        """``A, B = 32, 64``: the element bound to ``name``."""
+        t, v = b.targets[0].target, b.value
+        if not isinstance(t, cst.Tuple) or not isinstance(v, cst.Tuple) or len(t.elements) != len(v.elements):
+            return None
+        for te, ve in zip(t.elements, v.elements):
+            if isinstance(te.value, cst.Name) and te.value.value == name and not isinstance(ve, cst.StarredElement):
+                return ve.value
+        return None
+
+    def _int_sites(self, expr: cst.BaseExpression, fn: Optional[cst.FunctionDef]) -> Optional[tuple[list[cst.Integer], str]]:
+        r = self.resolve(expr, fn)
+        if not r or not all(isinstance(e, cst.Integer) and int_value(e) is not None for e, _ in r):
+            return None
+        seen: set[int] = set()
+        nodes = []
+        for e, _ in r:
+            if id(e) not in seen:
+                seen.add(id(e))
+                nodes.append(e)
+        origins = {o for _, o in r}
+        origin = "launch" if origins == {"launch"} else next(
+            (o for o in ("autotune", "helper", "dict", "conditional", "variable") if o in origins), "variable"
+        )
+        return nodes, origin  # type: ignore[return-value]
+
+    @staticmethod
+    def _dict_items(d: cst.BaseExpression) -> Optional[list[tuple[str, cst.BaseExpression]]]:
+        if isinstance(d, cst.Dict):
+            out = []
+            for e in d.elements:
+                if not isinstance(e, cst.DictElement) or str_value(e.key) is None:
+                    return None
+                out.append((str_value(e.key), e.value))  # type: ignore[arg-type]
+            return out
+        if isinstance(d, cst.Call):  # dict(BLOCK=128, ...)
+            return [(a.keyword.value, a.value) for a in d.args if a.keyword is not None]
+        return None
+
+    def passed_args(self, call: cst.Call, fn: Optional[cst.FunctionDef]) -> Optional[list[tuple[str, cst.BaseExpression, bool, str]]]:
+        """(parameter or keyword, value expression, given as a keyword, how reached) for
+        each argument of a launch, ``**cfg`` expanded where cfg resolves to dicts."""
+        out = []
+        for i, a in enumerate(call.args):
+            if a.star == "*":
+                break
+            if a.star == "**":
+                got = self.resolve(a.value, fn)
+                if got is None:
+                    continue
+                for d, origin in got:
+                    items = self._dict_items(d)
+                    if items is None:
+                        break
+                    for k, v in items:
+                        out.append((k, v, True, "dict" if origin == "launch" else origin))
+                continue
+            if a.keyword is not None:
+                out.append((a.keyword.value, a.value, True, "launch"))
+            elif i < len(self.params) and not self.params[i].startswith("*"):
+                out.append((self.params[i], a.value, False, "launch"))
+        return out
+
+    # ---- module-level sites
+    # The trust layer keeps module-level statements as they are (the harness may read
+    # them), so a literal there is changed in a copy bound to a new name, right after the
+    # original, and the wrappers, their helpers and the kernel's decorators read the copy.
+    def _module_statements(self) -> dict[int, tuple[cst.SimpleStatementLine, str]]:
+        if getattr(self, "_mod_stmts", None) is None:
+            out: dict[int, tuple[cst.SimpleStatementLine, str]] = {}
+            for stmt in self.module.body:
+                if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+                    a = stmt.body[0]
+                    target = (a.targets[0].target if isinstance(a, cst.Assign) and len(a.targets) == 1
+                              else a.target if isinstance(a, cst.AnnAssign) else None)
+                    if isinstance(target, cst.Name):
+                        for n in walk(stmt):
+                            out[id(n)] = (stmt, target.value)
+                elif not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                    for n in walk(stmt):
+                        out[id(n)] = (stmt, "")  # compound statement: cannot be copied
+            self._mod_stmts: Optional[dict[int, tuple[cst.SimpleStatementLine, str]]] = out
+            self._shadow_cache: dict[str, Edits] = {}
+        return self._mod_stmts  # type: ignore[return-value]
+
+    def _fresh_name(self, name: str) -> str:
+        taken = {n.value for n in walk(self.module) if isinstance(n, cst.Name)}
+        base = f"{name}_TUNED" if name.isupper() else f"{name}_tuned"
+        new, i = base, 2
+        while new in taken:
+            new, i = f"{base}{i}", i + 1
+        return new
+
+    def _reader_scopes(self) -> list[cst.CSTNode]:
+        """Where a module-level tunable is read on the way to the launch: the functions
+        that launch the kernel, the module functions they call, the kernel's decorators."""
+        fns = [fn for _c, fn in self.launches() if fn is not None]
+        called = {n.func.value for fn in fns for n in walk(fn) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
+        for stmt in self.module.body:
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value in called and stmt.name.value != self.kernel:
+                fns.append(stmt)
+        uniq: dict[int, cst.CSTNode] = {id(f): f for f in fns}
+        return [*uniq.values(), *(d.decorator for d in self.kdef.decorators)]
+
+    def shadow_edits(self, nodes: Iterable[cst.CSTNode]) -> Optional[Edits]:
+        """Edits that copy the module-level statements holding ``nodes`` under new names
+        and point their readers at the copies; {} when none is module-level; None when
+        one is in a statement that cannot be copied."""
+        stmts = self._module_statements()
+        out: Edits = {}
+        for node in nodes:
+            hit = stmts.get(id(node))
+            if hit is None:
+                continue
+            stmt, name = hit
+            if not name:
+                return None
+            if name not in self._shadow_cache:
+                self._shadow_cache[name] = self._make_shadow(stmt, name)
+            out = merge(out, self._shadow_cache[name])
+        return out
+
+    def _make_shadow(self, stmt: cst.SimpleStatementLine, name: str) -> Edits:
+        new = self._fresh_name(name)
+
+        def copy(n: cst.CSTNode, stmt: cst.SimpleStatementLine = stmt) -> cst.FlattenSentinel:
+            a = n.body[0]  # type: ignore[attr-defined]
+            if isinstance(a, cst.Assign):
+                a = a.with_changes(targets=[a.targets[0].with_changes(target=cst.Name(new))])
+            else:
+                a = a.with_changes(target=cst.Name(new))
+            return cst.FlattenSentinel([stmt, n.with_changes(body=[a], leading_lines=[])])  # type: ignore[attr-defined]
+
+        def rename(_n: cst.CSTNode) -> cst.CSTNode:
+            return cst.Name(new)
+
+        edits: Edits = {id(stmt): [copy]}
+        for scope in self._reader_scopes():
+            if isinstance(scope, cst.FunctionDef) and self.assignments(scope.body, name):
+                continue  # a local of that name: not the module's
+            skip = set()
+            for n in walk(scope):
+                if isinstance(n, cst.Arg) and n.keyword is not None:
+                    skip.add(id(n.keyword))
+                elif isinstance(n, cst.Attribute):
+                    skip.add(id(n.attr))
+                elif isinstance(n, (cst.Param, cst.FunctionDef)):
+                    skip.add(id(n.name))
+            for n in walk(scope):
+                if isinstance(n, cst.Name) and n.value == name and id(n) not in skip:
+                    edits[id(n)] = [rename]
+        return edits
+
+    # ---- grid ties
+    def _grid_literals(self, grid_def: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> list[cst.Integer]:
+        """Integer literals the grid is computed from: in its expression, and one step of
+        data flow through the names it reads; plus, anywhere in the wrapper, the divisor of
+        ``cdiv(x, B)`` and of ``(x + B - 1) // B`` (not other divisions: ``BLOCK // 256``
+        in a warps heuristic is not a grid)."""
+        out: list[cst.Integer] = [n for n in walk(grid_def) if isinstance(n, cst.Integer)]
+        for name in names_in(grid_def):
+            r = self.resolve(cst.Name(name), fn) if fn is not None else None
+            if r is None:
+                binds = self.assignments(fn.body, name) if fn is not None else []
+                for b in binds:
+                    if isinstance(b, cst.Assign):
+                        out += [n for n in walk(b.value) if isinstance(n, cst.Integer)]
+                continue
+            out += [e for e, _ in r if isinstance(e, cst.Integer)]
+        if fn is not None:  # ceil-divisions elsewhere in the wrapper (buffers sized per program)
+            for n in walk(fn):
+                if isinstance(n, cst.Call) and _callee_name(n) in ("cdiv", "ceil_div") and len(n.args) == 2:
+                    if isinstance(n.args[1].value, cst.Integer):
+                        out.append(n.args[1].value)
+                elif isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.FloorDivide) \
+                        and isinstance(n.right, cst.Integer) and isinstance(n.left, cst.BinaryOperation) \
+                        and isinstance(n.left.operator, cst.Add) and isinstance(n.left.right, cst.Integer) \
+                        and int_value(n.left.right) == (int_value(n.right) or 0) - 1:
+                    out += [n.right, n.left.right]  # (x + B - 1) // B
+        uniq: dict[int, cst.Integer] = {}
+        for n in out:
+            uniq[id(n)] = n
+        return list(uniq.values())
+
+    def _ties(self, current: int, literals: list[cst.Integer], own: set[int]) -> list[Site]:
+        out = []
+        for n in literals:
+            v = int_value(n)
+            if id(n) in own or v is None:
+                continue
+            if v == current:
+                out.append(Site(n, current, 0, self.line(n)))
+            elif v == current - 1 and current > 2:  # (n + 255) // 256
+                out.append(Site(n, current, -1, self.line(n)))
+        # a lone ``current - 1`` with no divisor beside it is a coincidence, not a tie
+        if not any(s.offset == 0 for s in out):
+            return []
+        return out
+
+    # ---- knobs
+    def knobs(self) -> list[Knob]:
+        knobs: list[Knob] = []
+        claimed: set[int] = set()
+        n_blocks = sum(1 for p in self.constexprs if BLOCK_RE.search(p))
+        block_hi = BLOCK_MAX_1D if n_blocks <= 1 else BLOCK_MAX_ND
+        for call, fn in self.launches():
+            where = fn.name.value if fn is not None else "module level"
+            line = self.line(call)
+            grid_def, _ = self.grid_definition(call, fn)
+            grid_strings = {s for s in (str_value(n) for n in walk(grid_def)) if s}
+            passed = self.passed_args(call, fn) or []
+            given = {p for p, *_ in passed}
+            grid_lits = self._grid_literals(grid_def, fn)
+            mine: list[Knob] = []
+            for pname, value, as_kw, how in passed:
+                kind = (
+                    pname if pname in ("num_warps", "num_stages")
+                    else "block" if BLOCK_RE.search(pname) and pname in self.constexprs
+                    else "group" if GROUP_RE.search(pname) and pname in self.constexprs
+                    else None
+                )
+                if kind is None or (kind in DEFAULTS and self.info.is_autotuned):
+                    continue
+                got = self._int_sites(value, fn)
+                if got is None:
+                    continue  # computed from the data: not ours to change
+                nodes, origin = got
+                if how != "launch" and origin == "launch":
+                    origin = how
+                nodes = [n for n in nodes if id(n) not in claimed]
+                if not nodes:
+                    continue
+                claimed |= {id(n) for n in nodes}
+                cur = int_value(nodes[0])
+                assert cur is not None
+                sites = tuple(Site(n, int_value(n) or cur, 0, self.line(n)) for n in nodes)
+                ties: tuple[Site, ...] = ()
+                if kind == "block":
+                    ties = tuple(self._ties(cur, grid_lits, claimed))
+                    # the grid reads the same variable (or it is used beyond the launch)
+                    shared = isinstance(value, cst.Name) and (
+                        value.value in names_in(grid_def) or self.uses(fn, value.value) > 2
+                    )
+                    free = pname in grid_strings or shared or pname in self.loop_names or bool(ties)
+                    lo = cur if not free else min(BLOCK_MIN, cur)
+                    domain = sorted(set(pow2_range(lo, max(block_hi, cur))) | {cur})
+                elif kind == "group":
+                    domain = sorted(set(GROUPS) | {cur})
+                elif kind == "num_warps":
+                    domain = sorted(set(WARPS) | {cur})
+                else:
+                    if not self.has_loop:
+                        continue
+                    domain = sorted(set(STAGES) | {cur})
+                shadow = self.shadow_edits([*nodes, *(t.node for t in ties)])
+                if shadow is None:
+                    continue
+                mine.append(Knob(kind, pname, cur, tuple(domain), DEFAULTS.get(kind), where, self.line(nodes[0]),
+                                 origin, sites, call, keyword_literal=as_kw and how == "launch" and value is nodes[0],
+                                 ties=ties, shadow=shadow))
+            # a grid literal two blocks could own cannot be attributed: tune neither
+            owners: dict[int, list[Knob]] = {}
+            for k in mine:
+                for s in k.ties:
+                    owners.setdefault(id(s.node), []).append(k)
+            ambiguous = {id(k) for ks in owners.values() if len(ks) > 1 for k in ks}
+            for k in mine:
+                if id(k) in ambiguous:
+                    continue
+                for s in k.ties:
+                    claimed.add(id(s.node))
+                if len(k.domain) > 1:
+                    knobs.append(k)
+            if not self.info.is_autotuned:
+                for kw, allowed, wanted in (("num_warps", WARPS, True), ("num_stages", STAGES, self.has_loop)):
+                    if wanted and kw not in given:
+                        knobs.append(Knob(kw, kw, DEFAULTS[kw], tuple(allowed), DEFAULTS[kw], where, line, "default",
+                                          (), call))
+        knobs += self.autotune_knobs(claimed)
+        return knobs
+
+    # ---- an existing @triton.autotune
+    def autotune_decorator(self) -> Optional[cst.Call]:
+        for d in self.kdef.decorators:
+            if isinstance(d.decorator, cst.Call) and _callee_name(d.decorator) == "autotune":
+                return d.decorator
+        return None
+
+    def autotune_configs(self) -> Optional[tuple[cst.BaseExpression, list[cst.Call]]]:
+        """(the list node, its triton.Config calls) of the decorator's ``configs``."""
+        deco = self.autotune_decorator()
+        if deco is None:
+            return None
+        arg = next((a for a in deco.args if a.keyword is not None and a.keyword.value == "configs"), None)
+        if arg is None and deco.args and deco.args[0].keyword is None:
+            arg = deco.args[0]
+        if arg is None:
+            return None
+        got = self.resolve(arg.value, None)
+        if not got or len(got) != 1 or not isinstance(got[0][0], (cst.List, cst.Tuple)):
+            return None
+        lst = got[0][0]
+        calls = [e.value for e in lst.elements]
+        if not calls or not all(isinstance(c, cst.Call) and _callee_name(c) == "Config" for c in calls):
+            return None
+        return lst, calls  # type: ignore[return-value]
+
+    def autotune_knobs(self, claimed: set[int]) -> list[Knob]:
+        """Each parameter (and num_warps / num_stages) of the decorator's configs, every
+        config moving by the same ratio (step for stages)."""
+        got = self.autotune_configs()
+        if got is None:
+            return []
+        _lst, calls = got
+        per: dict[tuple[str, str], list[cst.Integer]] = {}
+        for c in calls:
+            if c.args and c.args[0].keyword is None:
+                items = self._dict_items(c.args[0].value) or []
+                for k, v in items:
+                    kind = "block" if BLOCK_RE.search(k) else "group" if GROUP_RE.search(k) else None
+                    if kind and isinstance(v, cst.Integer):
+                        per.setdefault((kind, k), []).append(v)
+            for a in c.args:
+                if a.keyword is not None and a.keyword.value in DEFAULTS and isinstance(a.value, cst.Integer):
+                    per.setdefault((a.keyword.value, a.keyword.value), []).append(a.value)
+        out = []
+        for (kind, name), nodes in per.items():
+            nodes = [n for n in nodes if id(n) not in claimed]
+            if not nodes:
+                continue
+            cur = int_value(nodes[0]) or 1
+            if kind == "block":
+                domain = [v for v in (cur // 4, cur // 2, cur, cur * 2, cur * 4) if BLOCK_MIN <= v <= max(BLOCK_MAX_1D, cur)]
+            elif kind == "num_warps":
+                domain = [v for v in (cur // 2, cur, cur * 2) if 1 <= v <= 16]
+            elif kind == "num_stages":
+                domain = [v for v in (cur - 1, cur, cur + 1) if 1 <= v <= 6]
+            else:
+                domain = sorted(set(GROUPS) | {cur})
+            sites = tuple(Site(n, int_value(n) or cur, 0, self.line(n)) for n in nodes)
+            shadow = self.shadow_edits(nodes)
+            if len(set(domain)) > 1 and shadow is not None:
+                out.append(Knob(kind, name, cur, tuple(sorted(set(domain))), None, "@autotune", self.line(nodes[0]),
+                                "autotune", sites, shadow=shadow))
+        return out
