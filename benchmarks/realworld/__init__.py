@@ -15,4 +15,5 @@ MODULES: dict[str, str] = {
     "quant_int8.py": "per_token_quant_int8_kernel",
     "gemv_fp16.py": "gemv_kernel",
     "fused_add_rmsnorm.py": "fused_add_rmsnorm_kernel",
+    "sampler_logprobs.py": "temperature_log_softmax_kernel",
 }
