@@ -82,6 +82,40 @@ def gpu_used_bytes(index: int = 0) -> Optional[int]:
         return None
 
 
+def descendants(root: int) -> list[int]:
+    """root and every process below it (sandboxed workers may start their own sessions,
+    so killing root's process group alone can leave them holding GPU memory)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+            children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(d))
+        except (OSError, ValueError):
+            continue
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def kill_tree(root: int) -> None:
+    """SIGKILL root's tree, each process by id, then its process group."""
+    for pid in descendants(root):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        os.killpg(root, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 def tree_rss_bytes(root: int) -> int:
     """Sum of VmRSS over root and all its descendants (one /proc scan)."""
     children: dict[int, list[int]] = {}
@@ -146,7 +180,7 @@ def run_polled(cmd: list[str], cwd: Path, timeout: float, gpu: bool, env: Option
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            os.killpg(p.pid, signal.SIGKILL)  # our own child's group: the worker and variants go too
+            kill_tree(p.pid)  # our own child: the worker and its variant processes go too
             out, err = p.communicate()
     return p.returncode, out, err, poll, time.perf_counter() - t0, timed_out
 

@@ -35,6 +35,8 @@ from typing import Optional
 
 REPO = Path(__file__).resolve().parent.parent
 RW = REPO / "benchmarks" / "realworld"
+sys.path.insert(0, str(REPO))
+from benchmarks.realworld_gpu import kill_tree  # noqa: E402
 
 # module stem -> (launch-site text, the same with a bigger block): a correct variant. Only
 # kernels whose bigger block keeps results bit-identical (copies, elementwise): a bigger
@@ -96,7 +98,7 @@ def finish(p: subprocess.Popen, run: Run, t0: float, timeout: float) -> None:
     try:
         out, err = p.communicate(timeout=max(1.0, timeout))
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)  # our own child's process group
+        kill_tree(p.pid)  # our own child and everything it started
         p.communicate()
         run.status, run.message = "timeout", "killed at the per-check cap"
         run.seconds = round(time.perf_counter() - t0, 1)
