@@ -2,7 +2,7 @@
 host/GPU memory of each bench harness alone vs under a KernelBand optimize session.
 
     python benchmarks/realworld_gpu.py --out DIR [--budget 8] [--only rope_inplace ...]
-                                       [--device cuda|cpu] [--total-seconds 450]
+                                       [--device cuda|cpu] [--total-seconds 430]
 
 For each module of benchmarks/realworld/ (MODULES):
 1. the bench harness ALONE in a fresh python process: torch.cuda.max_memory_allocated /
@@ -307,8 +307,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--budget", type=int, default=8, help="evaluations per session (default 8)")
     ap.add_argument("--only", nargs="*", default=None, help="module stems (e.g. rope_inplace) to run")
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu (interpreter, tiny sizes)")
-    ap.add_argument("--total-seconds", type=float, default=450.0,
-                    help="wall budget for the whole run; per-kernel caps are carved from it (default 450)")
+    ap.add_argument("--total-seconds", type=float, default=430.0,
+                    help="wall budget for the whole run; per-kernel caps are carved from it (default 430)")
     ap.add_argument("--cap", type=float, default=40.0, help="max wall seconds per optimize session (default 40)")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
