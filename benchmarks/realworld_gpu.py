@@ -1,0 +1,375 @@
+"""Real-world kernels under KernelBand (issue 11): verdict, speedup and CI, and peak
+host/GPU memory of each bench harness alone vs under a KernelBand optimize session.
+
+    python benchmarks/realworld_gpu.py --out DIR [--budget 8] [--only rope_inplace ...]
+                                       [--device cuda|cpu] [--total-seconds 430]
+
+For each module of benchmarks/realworld/ (MODULES):
+1. the bench harness ALONE in a fresh python process: torch.cuda.max_memory_allocated /
+   max_memory_reserved, the device's used memory (torch.cuda.mem_get_info) before and
+   after, the nvidia-smi peak polled from here, and ru_maxrss (self + children);
+2. ``python -m kernelband optimize FILE --kernel K --budget N --device D --json`` as a
+   subprocess under a per-kernel wall cap, while a thread polls nvidia-smi every 0.2 s
+   (device used memory) and /proc for the RSS of the whole process tree.
+One kernel failing (or timing out) never stops the run. Writes DIR/realworld_gpu.json and
+DIR/realworld_gpu.md. Memory is measured, not estimated: every number comes from a run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from benchmarks.realworld import MODULES  # noqa: E402
+
+RW = REPO / "benchmarks" / "realworld"
+GIB = 1024 ** 3
+# share of the wall budget per session: the 32 GiB layernorm needs longer per evaluation
+CAP_WEIGHT: dict[str, float] = {"layernorm_large": 1.5}
+
+# Runs the bench harness alone and prints one JSON line (the child's own view of memory).
+ALONE = r"""
+import importlib.util, json, resource, sys, time
+import torch
+path, harness, device = sys.argv[1], sys.argv[2], sys.argv[3]
+res = {}
+if device != "cpu":
+    torch.cuda.init()
+    free0, total = torch.cuda.mem_get_info()
+    res["device_used_before"] = total - free0
+spec = importlib.util.spec_from_file_location("rw_alone", path)
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+torch.manual_seed(0)
+t0 = time.perf_counter()
+out = getattr(mod, harness)()
+if device != "cpu":
+    torch.cuda.synchronize()
+    free1, total = torch.cuda.mem_get_info()
+    res["device_used_after"] = total - free1
+    res["max_allocated"] = torch.cuda.max_memory_allocated()
+    res["max_reserved"] = torch.cuda.max_memory_reserved()
+res["seconds"] = time.perf_counter() - t0
+# ru_maxrss is in KiB on Linux
+res["ru_maxrss_self"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+res["ru_maxrss_children"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print("ALONE_JSON " + json.dumps(res))
+"""
+
+
+def gpu_used_bytes(index: int = 0) -> Optional[int]:
+    """Device used memory from nvidia-smi (MiB -> bytes); None without nvidia-smi."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i",
+                              str(index)], capture_output=True, text=True, timeout=10).stdout
+        return int(float(out.strip().splitlines()[0])) * 1024 * 1024
+    except (subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def descendants(root: int) -> list[int]:
+    """root and every process below it (sandboxed workers may start their own sessions,
+    so killing root's process group alone can leave them holding GPU memory)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+            children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(d))
+        except (OSError, ValueError):
+            continue
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def kill_tree(root: int) -> None:
+    """SIGKILL root's tree, each process by id, then its process group."""
+    for pid in descendants(root):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        os.killpg(root, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def tree_rss_bytes(root: int) -> int:
+    """Sum of VmRSS over root and all its descendants (one /proc scan)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            children.setdefault(ppid, []).append(int(d))
+            with open(f"/proc/{d}/statm") as f:
+                rss[int(d)] = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError):
+            continue  # the process ended while we looked
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo += children.get(pid, [])
+    return total
+
+
+class Poller:
+    """Polls device used memory (nvidia-smi) and the process tree's RSS every `period` s."""
+
+    def __init__(self, pid: int, gpu: bool, period: float = 0.2) -> None:
+        self.pid, self.gpu, self.period = pid, gpu, period
+        self.peak_gpu: Optional[int] = None
+        self.peak_rss = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_rss = max(self.peak_rss, tree_rss_bytes(self.pid))
+            if self.gpu:
+                used = gpu_used_bytes()
+                if used is not None:
+                    self.peak_gpu = used if self.peak_gpu is None else max(self.peak_gpu, used)
+            self._stop.wait(self.period)
+
+    def __enter__(self) -> "Poller":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_polled(cmd: list[str], cwd: Path, timeout: float, gpu: bool, env: Optional[dict[str, str]] = None
+               ) -> tuple[int, str, str, Poller, float, bool]:
+    """Run cmd in its own process group under a wall cap, polling its tree's memory."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, env=env)
+    timed_out = False
+    with Poller(p.pid, gpu) as poll:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_tree(p.pid)  # our own child: the worker and its variant processes go too
+            out, err = p.communicate()
+    return p.returncode, out, err, poll, time.perf_counter() - t0, timed_out
+
+
+@dataclass
+class Row:
+    module: str
+    kernel: str
+    timing_harness: Optional[str] = None
+    status: str = "not_run"
+    speedup: Optional[float] = None
+    speedup_ci: Optional[list[float]] = None
+    evaluations: Optional[int] = None
+    seconds: Optional[float] = None
+    message: str = ""
+    exit_code: Optional[int] = None
+    alone: dict[str, Any] = field(default_factory=dict)
+    under: dict[str, Any] = field(default_factory=dict)
+
+
+def env_for_cli() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def timing_harness(path: Path, kernel: str) -> Optional[str]:
+    p = subprocess.run([sys.executable, "-m", "kernelband", "list", str(path), "--json"], capture_output=True,
+                       text=True, env=env_for_cli(), timeout=120)
+    for row in json.loads(p.stdout).get("kernels", []):
+        if row["kernel"]["name"] == kernel:
+            return (row.get("harness") or {}).get("timing")
+    return None
+
+
+def measure_alone(path: Path, harness: str, device: str, cap: float) -> dict[str, Any]:
+    gpu = device != "cpu"
+    base = gpu_used_bytes() if gpu else None
+    env = env_for_cli()
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    rc, out, err, poll, secs, timed_out = run_polled([sys.executable, "-c", ALONE, str(path), harness, device],
+                                                      REPO, cap, gpu, env)
+    res: dict[str, Any] = {"exit_code": rc, "wall_seconds": round(secs, 2), "peak_tree_rss": poll.peak_rss}
+    line = next((ln for ln in out.splitlines() if ln.startswith("ALONE_JSON ")), None)
+    if line is None:
+        res["error"] = ("timed out" if timed_out else (err.strip().splitlines() or ["no output"])[-1])[:300]
+        return res
+    res.update(json.loads(line[len("ALONE_JSON "):]))
+    if gpu and base is not None and poll.peak_gpu is not None:
+        res["smi_peak_delta"] = poll.peak_gpu - base
+    return res
+
+
+def parse_optimize(row: Row, rc: int, out: str, err: str, timed_out: bool) -> None:
+    row.exit_code = rc
+    if timed_out:
+        row.status, row.message = "capped", "killed at the per-kernel wall cap (no verdict)"
+        return
+    try:
+        res = json.loads(out)
+    except json.JSONDecodeError:
+        row.status = "error"
+        row.message = ((err.strip().splitlines() or ["no JSON on stdout"])[-1])[:400]
+        return
+    row.status = str(res.get("status", "?"))
+    row.speedup = res.get("speedup")
+    row.speedup_ci = res.get("speedup_ci")
+    ev = res.get("evaluations")
+    if ev is None and isinstance(res.get("history"), list):
+        ev = len(res["history"])
+    row.evaluations = ev if isinstance(ev, int) else None
+    if row.status not in ("improved", "no_improvement", "verified_correct"):
+        row.message = str(res.get("message") or res.get("reason") or "")[:400]
+    elif res.get("message"):
+        row.message = str(res["message"])[:200]
+
+
+def gib(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x / GIB:.2f}"
+
+
+def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
+    lines = [
+        "# Real-world kernels under KernelBand",
+        "",
+        f"Device: {meta['device_name']}; budget {meta['budget']} evaluations, cap {meta['cap_seconds']:.0f} s per "
+        f"session; generator rules; {meta['started']}. GPU memory in GiB: *alone* = nvidia-smi peak minus the "
+        "device's used memory before the run (includes the CUDA context), with torch.cuda.max_memory_allocated in "
+        "brackets; *KernelBand* = nvidia-smi peak minus the same baseline during `kernelband optimize`. Host memory "
+        "in GiB: peak RSS summed over the process tree (polled every 0.2 s), with the harness's ru_maxrss in "
+        "brackets.",
+        "",
+        "| kernel | module | verdict | speedup [95% CI] | evals | GPU alone | GPU KernelBand | host alone | "
+        "host KernelBand | s | message |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        sp = "" if r.speedup is None else f"{r.speedup:.3f}x"
+        if r.speedup_ci:
+            sp += f" [{r.speedup_ci[0]:.3f}, {r.speedup_ci[1]:.3f}]"
+        a, u = r.alone, r.under
+        gpu_alone = f"{gib(a.get('smi_peak_delta'))} ({gib(a.get('max_allocated'))})"
+        host_alone = f"{gib(a.get('peak_tree_rss'))} ({gib(a.get('ru_maxrss_self'))})"
+        msg = (r.message or a.get("error", "")).replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {r.kernel} | {r.module} | {r.status} | {sp} | {'' if r.evaluations is None else r.evaluations}"
+                     f" | {gpu_alone} | {gib(u.get('smi_peak_delta'))} | {host_alone} | {gib(u.get('peak_tree_rss'))}"
+                     f" | {'' if r.seconds is None else f'{r.seconds:.0f}'} | {msg} |")
+    lines += ["", f"Total wall time: {meta['total_seconds']:.0f} s.", ""]
+    return "\n".join(lines)
+
+
+def device_name(device: str) -> str:
+    if device == "cpu":
+        return "cpu (Triton interpreter; no GPU memory, CPU times are not speed claims)"
+    if shutil.which("nvidia-smi"):
+        p = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                           capture_output=True, text=True)
+        return p.stdout.strip().splitlines()[0] if p.stdout.strip() else "cuda"
+    return "cuda"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--budget", type=int, default=8, help="evaluations per session (default 8)")
+    ap.add_argument("--only", nargs="*", default=None, help="module stems (e.g. rope_inplace) to run")
+    ap.add_argument("--device", default="cuda", help="cuda (default) or cpu (interpreter, tiny sizes)")
+    ap.add_argument("--total-seconds", type=float, default=430.0,
+                    help="wall budget for the whole run; per-kernel caps are carved from it (default 430)")
+    ap.add_argument("--cap", type=float, default=40.0, help="max wall seconds per optimize session (default 40)")
+    args = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = [m for m in MODULES if args.only is None or m[:-3] in args.only or m in args.only]
+    if not names:
+        ap.error(f"--only matched nothing; modules: {', '.join(m[:-3] for m in MODULES)}")
+    rows: list[Row] = []
+    # Each session works on a private copy so .kernelband/ stores never leak between runs.
+    work = Path(tempfile.mkdtemp(prefix="kb_realworld_"))
+    for name in names:
+        rows.append(Row(module=name[:-3], kernel=MODULES[name]))
+        shutil.copy(RW / name, work / name)
+    (work / "pyproject.toml").write_text("[project]\nname = 'realworld'\n", encoding="utf-8")
+    # 1. every bench harness alone, first (nothing else on the GPU)
+    for row in rows:
+        path = work / f"{row.module}.py"
+        try:
+            row.timing_harness = timing_harness(path, row.kernel)
+        except (subprocess.SubprocessError, json.JSONDecodeError) as e:
+            row.alone = {"error": f"kernelband list failed: {e}"[:300]}
+            continue
+        if row.timing_harness is None:
+            row.alone = {"error": "no timing harness found by kernelband list"}
+            continue
+        row.alone = measure_alone(path, row.timing_harness, args.device,
+                                  cap=max(10.0, min(90.0, args.total_seconds - (time.perf_counter() - t_start))))
+        print(f"[alone] {row.module}: {json.dumps(row.alone)}", flush=True)
+    # 2. one optimize session per kernel, under a cap carved from what is left
+    for i, row in enumerate(rows):
+        left = args.total_seconds - (time.perf_counter() - t_start)
+        w = CAP_WEIGHT.get(row.module, 1.0)
+        cap = min(args.cap * w, left * w / sum(CAP_WEIGHT.get(r.module, 1.0) for r in rows[i:]))
+        if cap < 10:
+            row.status, row.message = "skipped", "out of the run's wall budget"
+            continue
+        base = gpu_used_bytes() if args.device != "cpu" else None
+        # leave ~10 s of the cap for worker start-up and the final paired re-measurement
+        cmd = [sys.executable, "-m", "kernelband", "optimize", f"{row.module}.py", "--kernel", row.kernel,
+               "--budget", str(args.budget), "--seconds", str(max(5, int(cap - 10))), "--device", args.device,
+               "--json"]
+        rc, out, err, poll, secs, timed_out = run_polled(cmd, work, cap, args.device != "cpu", env_for_cli())
+        row.seconds = round(secs, 1)
+        row.under = {"peak_tree_rss": poll.peak_rss}
+        if base is not None and poll.peak_gpu is not None:
+            row.under["smi_peak_delta"] = poll.peak_gpu - base
+            row.under["smi_peak"] = poll.peak_gpu
+        parse_optimize(row, rc, out, err, timed_out)
+        print(f"[optimize] {row.module}: {row.status} {row.speedup} {row.speedup_ci} evals={row.evaluations} "
+              f"{row.seconds}s {row.message[:160]}", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+    meta = {"device": args.device, "device_name": device_name(args.device), "budget": args.budget,
+            "cap_seconds": args.cap, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "total_seconds": time.perf_counter() - t_start,
+            "ru_maxrss_children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}
+    (args.out / "realworld_gpu.json").write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]},
+                                                            indent=2), encoding="utf-8")
+    (args.out / "realworld_gpu.md").write_text(markdown(rows, meta), encoding="utf-8")
+    print(f"wrote {args.out / 'realworld_gpu.json'} and {args.out / 'realworld_gpu.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
