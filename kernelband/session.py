@@ -38,7 +38,7 @@ from .verdict import (DEFAULT_MIN_SPEEDUP, IMPROVED, NO_GPU_NOTE, NO_IMPROVEMENT
                       decide_verdict)
 
 EXHAUSTIVE = "exhaustive"
-SEARCH_NAMES = ("kernelband", "kernelband-v2", "random", "ucb1", "greedy", EXHAUSTIVE)
+SEARCH_NAMES = ("kernelband", "kernelband-v1", "kernelband-v2", "random", "ucb1", "greedy", EXHAUSTIVE)
 WORKDIR_PREFIX = "kernelband-session-"
 # Seconds one LLM request may take (--llm-timeout; the openai generator's default). A kernel
 # rewrite of up to 4096 tokens from a hosted model takes 10-60 s; slow local or reasoning

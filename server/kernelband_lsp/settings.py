@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 SECTION = "kernelband"
 GENERATORS = ("rules", "openai")
-SEARCHES = ("kernelband", "kernelband-v2", "random", "ucb1", "greedy", "exhaustive")
+SEARCHES = ("kernelband", "kernelband-v1", "kernelband-v2", "random", "ucb1", "greedy", "exhaustive")
 
 
 @dataclass(frozen=True)
