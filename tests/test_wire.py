@@ -50,6 +50,23 @@ def test_trees_roundtrip_with_every_dtype_and_structure():
     assert torch.equal(out["obj"]["data"], tree["obj"].data)
 
 
+def test_a_tensor_seen_twice_crosses_once_and_stays_one_tensor():
+    out_buf = torch.randn(1000)
+    view = out_buf[10:20]
+    fh = io.BytesIO()
+    write_frame(fh, NONCE, "outputs", {}, {"returned": out_buf, "written": [out_buf, view], "locals": {"out": out_buf}})
+    assert len(fh.getvalue()) < 2 * 4000  # one copy of the 4000 bytes (plus the small view)
+    fh.seek(0)
+    _, _, tree = read_frame(fh, NONCE)
+    assert tree["written"][0] is tree["returned"] and tree["locals"]["out"] is tree["returned"]
+    assert torch.equal(tree["written"][1], view)
+
+
+def test_a_reference_to_a_tensor_not_yet_sent_is_refused():
+    with pytest.raises(WireError, match="reference"):
+        read_frame(frame({"nonce": NONCE, "kind": "outputs", "meta": {}, "tree": {"t": "ref", "i": 0}}), NONCE)
+
+
 def frame(header: dict, payload: bytes = b"") -> io.BytesIO:
     raw = json.dumps(header).encode()
     return io.BytesIO(struct.pack("<Q", len(raw)) + raw + payload)

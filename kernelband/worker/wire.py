@@ -62,6 +62,7 @@ def _fields_of(obj: Any) -> Optional[dict[str, Any]]:
 def encode(tree: Any) -> tuple[Any, list[torch.Tensor]]:
     """A JSON-able description of ``tree`` and the tensors it references, in order."""
     tensors: list[torch.Tensor] = []
+    seen: dict[tuple[Any, ...], int] = {}
     count = [0]
 
     def enc(x: Any, depth: int) -> Any:
@@ -71,6 +72,11 @@ def encode(tree: Any) -> tuple[Any, list[torch.Tensor]]:
         if isinstance(x, torch.Tensor):
             if x.dtype not in _DTYPE_NAMES:
                 return {"t": "opaque", "type": f"tensor of {x.dtype}"}
+            # the same view again (returned, written by a launch, a harness local) crosses once
+            key = (x.device.type, x.data_ptr(), tuple(x.shape), tuple(x.stride()), x.dtype)
+            if key in seen:
+                return {"t": "ref", "i": seen[key]}
+            seen[key] = len(tensors)
             tensors.append(x)
             return {"t": "tensor", "dtype": _DTYPE_NAMES[x.dtype], "shape": list(x.shape), "device": x.device.type}
         if x is None or isinstance(x, (bool, int, str)):
@@ -150,10 +156,17 @@ def _check_shape(shape: Any) -> list[int]:
     return shape
 
 
-def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0) -> Any:
+def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0,
+            decoded: Optional[list[torch.Tensor]] = None) -> Any:
     if depth > MAX_DEPTH or not isinstance(node, dict):
         raise WireError("malformed output tree")
+    decoded = [] if decoded is None else decoded
     t = node.get("t")
+    if t == "ref":
+        i = node.get("i")
+        if not isinstance(i, int) or not 0 <= i < len(decoded):
+            raise WireError("malformed tensor reference")
+        return decoded[i]
     if t == "tensor":
         dtype = _DTYPES.get(node.get("dtype", ""))
         if dtype is None:
@@ -172,6 +185,7 @@ def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0) -> 
             raw = _read_exact(fh, k * itemsize)
             part = torch.frombuffer(bytearray(raw) if isinstance(raw, bytes) else raw, dtype=torch.uint8).view(dtype)
             flat[start:start + k].copy_(part)
+        decoded.append(out)
         return out
     if t == "value":
         v = node.get("v")
@@ -184,13 +198,13 @@ def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0) -> 
         except (TypeError, ValueError):
             raise WireError("malformed float") from None
     if t in ("list", "tuple"):
-        items = [_decode(x, fh, device, depth + 1) for x in node.get("items") or []]
+        items = [_decode(x, fh, device, depth + 1, decoded) for x in node.get("items") or []]
         return items if t == "list" else tuple(items)
     if t in ("dict", "object"):
         keys, values = node.get("keys") or [], node.get("values") or []
         if len(keys) != len(values) or not all(isinstance(k, (str, int)) for k in keys):
             raise WireError("malformed mapping")
-        fields = {k: _decode(v, fh, device, depth + 1) for k, v in zip(keys, values)}
+        fields = {k: _decode(v, fh, device, depth + 1, decoded) for k, v in zip(keys, values)}
         return fields if t == "dict" else WireObject(str(node.get("type", "?"))[:80], fields)
     if t == "opaque":
         return WireObject(f"opaque {str(node.get('type', '?'))[:80]}", {})
