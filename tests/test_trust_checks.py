@@ -142,3 +142,17 @@ def test_torch_result_passing_the_harness_asserts_is_rejected(two_harnesses):
 def test_memcheck_is_said_to_be_unavailable_under_the_interpreter(axpy):
     report = axpy.sanitize(edited(AXPY_LAUNCH, AXPY_LAUNCH.replace("128", "256")))
     assert report["ran"] is False and report["ok"] is True and "interpreter" in report["reason"]
+
+
+def test_large_inputs_cross_as_fingerprints_and_a_changed_one_is_caught(tmp_path, monkeypatch):
+    """Harness-local tensors that are no output travel as content hashes above a size
+    (64 MiB by default; 1 KiB here): memory stays bounded, an input changed still shows."""
+    monkeypatch.setenv("KERNELBAND_LOCAL_DATA_MAX_BYTES", "1024")
+    with Evaluator(axpy_task(tmp_path, timeout_s=30.0)) as ev:
+        assert ev.prepare(time_it=False).ok
+        ok = ev.evaluate(edited(AXPY_LAUNCH, AXPY_LAUNCH.replace("128", "256")), time_it=False)
+        assert ok.status == Status.OK, ok.message
+        # changes x after the launch and restores nothing; the launch-level check would
+        # also see a write by the kernel, so the change happens in the wrapper's torch code
+        bad = ev.evaluate(edited("    return out\n", "    x.mul_(1.0000001)\n    return out\n"), time_it=False)
+        assert not bad.ok and ("x" in bad.message), bad.message

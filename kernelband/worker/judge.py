@@ -136,7 +136,9 @@ class JudgeService:
              "writes": {} if trusted else self.ref.writes},
             timeout_s=30.0 + task.timeout_s * max(runs, 1),
             trusted_cache=None if trusted else cache,
-            device=self.ref_device,
+            # references arrive on the host and move to the GPU only if they fit comfortably
+            # (prepare); a candidate's outputs are compared slice by slice on the references' device
+            device=None,
             on_log=self.on_log,
         )
         job.start(self._zygote())
@@ -318,14 +320,16 @@ class JudgeService:
             self.ref.high[h] = kept
 
     def _move_references(self) -> None:
-        """Keep the references on the GPU when they fit comfortably, else on the host."""
+        """Move the references to the GPU when they fit comfortably (comparisons there are
+        far faster); else they stay on the host, where they arrived."""
         if self.ref_device != "cuda":
             return
         total = sum(t.numel() * t.element_size() for tree in self.ref.outputs.values() for _, t in checks.leaves(tree)
                     if isinstance(t, torch.Tensor))
         free, _ = torch.cuda.mem_get_info()
-        if total > _REF_GPU_FRACTION * free:
-            self.ref.outputs = {k: _to_device(v, "cpu") for k, v in self.ref.outputs.items()}
+        if total <= _REF_GPU_FRACTION * free:
+            self.ref.outputs = {k: _to_device(v, "cuda") for k, v in self.ref.outputs.items()}
+            self.ref.masks = {h: {p: _to_device(m, "cuda") for p, m in ms.items()} for h, ms in self.ref.masks.items()}
 
     # ------------------------------------------------------------------ candidates
     def _candidate_steps(self, time_it: bool, tier: int, facts: dict[str, Any], source: str) -> list[dict[str, Any]]:
@@ -568,7 +572,7 @@ class JudgeService:
             {"task": task.to_dict(), "modules": {"v": req["source"]}, "steps": steps, "interpreted": False,
              "writes": self.ref.writes},
             timeout_s=float(req.get("run_timeout_s", 300.0)), trusted_cache=self.workdir / "triton-cache-trusted",
-            device=self.ref_device, on_log=self.on_log,
+            device=None, on_log=self.on_log,
             # the sanitizer talks to its target over loopback: both run in one private network
             wrapper=[sys.executable, "-m", "kernelband.worker.sandbox",
                      tool, "--tool", "memcheck", "--error-exitcode", "86", "--print-limit", "8", "--log-file", str(log)],
