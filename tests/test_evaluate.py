@@ -9,46 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from helpers.kernels import AXPY, AXPY_LAUNCH, axpy_task
+
 from kernelband.evaluate import Evaluator, SetupError
 from kernelband.model import Status, Task, Variant
 
-AXPY = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n_elements, BLOCK_SIZE: tl.constexpr):
-    pid = tl.program_id(axis=0)
-    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_elements
-    x = tl.load(x_ptr + offsets, mask=mask)
-    y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, alpha * x + y, mask=mask)
-
-
-def axpy(alpha, x, y):
-    out = torch.empty_like(x)
-    n = out.numel()
-    axpy_kernel[(triton.cdiv(n, 128),)](x, y, out, alpha, n, BLOCK_SIZE=128)
-    return out
-
-
-def harness_axpy():
-    x = torch.randn(3001)
-    y = torch.randn(3001)
-    return axpy(0.5, x, y)
-'''
-
-LAUNCH = "axpy_kernel[(triton.cdiv(n, 128),)](x, y, out, alpha, n, BLOCK_SIZE=128)"
+LAUNCH = AXPY_LAUNCH
 
 
 def task_for(tmp_path: Path, source: str, timeout_s: float = 60.0) -> Task:
-    path = tmp_path / "axpy.py"
-    path.write_text(source, encoding="utf-8")
-    return Task(module_path=str(path), source=source, kernel="axpy_kernel", harness="harness_axpy",
-                device="cpu", timeout_s=timeout_s)
+    return axpy_task(tmp_path, source, timeout_s)
 
 
 @pytest.fixture(scope="module")
