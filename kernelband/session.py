@@ -392,13 +392,17 @@ class Session:
     def _warm_start(self) -> None:
         if not (self.store and self.config.warm_start and self.config.search != EXHAUSTIVE):
             return
-        stored = self.store.variants(self.task.source_hash, self.task.kernel, self.gpu)
+        allowed = set(self.config.strategies or [])
+        # only variants this session's strategies could have made (a stored access_layout
+        # winner is no answer to "tiling only")
+        stored = [v for v in self.store.variants(self.task.source_hash, self.task.kernel, self.gpu)
+                  if not allowed or v["strategy"] in allowed]
         if not stored or self.usage.exhausted(self.config.budget):
             return
         prev = stored[0]
         variant = Variant(prev["source"], parent=self.pool[0].id, strategy=prev["strategy"], generator="stored",
                           description="best variant found by an earlier session")
-        self.usage.evaluations += 1
+        # the re-check is not a search pull: it does not take an evaluation of the budget
         ev = self._evaluate(variant)
         if ev.ok and ev.time_ms is not None:
             self._add(self._candidate(variant, ev.time_ms, ev.profile, self.pool[0]))

@@ -160,3 +160,31 @@ def judge_variant():
     from helpers.kernels import AXPY_LAUNCH, edited
 
     return edited(AXPY_LAUNCH, AXPY_LAUNCH.replace("128", "256"))
+
+
+def test_a_job_left_running_dies_with_its_judge(tmp_path):
+    """A candidate that spins forever, and a judge that goes away mid-job: no process of
+    the job survives (the zygote kills its children; each child dies with the zygote)."""
+    import subprocess
+
+    from kernelband.worker import sandbox as sb
+
+    ev = Evaluator(axpy_task(tmp_path, timeout_s=600.0))
+    assert ev.prepare(time_it=False).ok
+    spin = AXPY.replace("    out = torch.empty_like(x)", "    out = torch.empty_like(x)\n    while True:\n        pass")
+    judge_pid = ev.client.info.pid
+    t = threading.Thread(target=lambda: unscreened(ev, spin), daemon=True)
+    t.start()
+    deadline = time.monotonic() + 60
+    spinning: list[int] = []
+    while time.monotonic() < deadline and not spinning:
+        time.sleep(0.5)
+        zygotes = sb.children_of(judge_pid)
+        spinning = [c for z in zygotes for c in sb.children_of(z)]
+    assert spinning, "the job never started"
+    ev.client.stop(graceful=False)  # SIGKILL to the judge's group, mid-job
+    time.sleep(3)
+    alive = [p for p in spinning if sb.parent_of(p) is not None and not sb._zombie(p)]
+    assert alive == [], subprocess.run(["ps", "-o", "pid,ppid,stat,cmd", "-p", ",".join(map(str, alive))],
+                                       capture_output=True, text=True).stdout
+    ev.close()

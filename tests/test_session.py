@@ -83,6 +83,14 @@ def test_rules_session_finds_verified_speedup_and_persists(tmp_path):
     first = next(e for e in events2 if e.type == "candidate")
     assert first.data["generator"] == "stored" and first.data["status"] == "ok"
     assert result2["speedup"] > 1.0
+    # the re-check of the stored winner is not one of the budget's evaluations
+    assert [e.data["generator"] for e in events2 if e.type == "candidate"].count("stored") == 1
+    assert sum(1 for e in events2 if e.type == "candidate") == 2
+    # a session restricted to other strategies does not start from that (tiling) winner
+    emitter3, events3 = collect()
+    run_session(task_of(path), SessionConfig(budget=Budget(evaluations=1), strategies=["access_layout"],
+                                             paired_rounds=2), emitter3, store)
+    assert all(e.data["generator"] != "stored" for e in events3 if e.type == "candidate")
     store.close()
 
 

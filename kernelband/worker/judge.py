@@ -101,6 +101,12 @@ class JudgeService:
         """The judge runs no module code: its CUDA context only breaks by its own bugs."""
         return False
 
+    def close(self) -> None:
+        """Stop the fork server (and with it any job still running)."""
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
+
     def _device_name(self) -> str:
         if _gpu():
             return torch.cuda.get_device_name()

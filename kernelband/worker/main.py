@@ -67,6 +67,13 @@ def main() -> int:
 
     sandbox.become_subreaper()  # a variant's double-forked children come back to us to be killed
     service = JudgeService(interpreted=interpreted)
+    try:
+        return _serve(service, proto)
+    finally:
+        service.close()
+
+
+def _serve(service: Any, proto: IO[str]) -> int:
     for line in sys.stdin:
         if not line.strip():
             continue

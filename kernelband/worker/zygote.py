@@ -39,9 +39,22 @@ def _preimport() -> None:
     variant._poison_uninitialized_memory()
 
 
-def _child(sock: socket.socket, fds: list[int], workdir: str, env: dict[str, str]) -> None:
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this child when the zygote exits (Linux), so no job outlives its judge."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the zygote died before the prctl took effect
+        os._exit(1)
+
+
+def _child(sock: socket.socket, fds: list[int], workdir: str, env: dict[str, str], zygote_pid: int) -> None:
     """In the forked child: become a fresh variant process, run the job, exit."""
     try:
+        _die_with_parent(zygote_pid)
         os.setsid()
         for target, fd in zip((0, 1, 2), fds):
             os.dup2(fd, target)
@@ -102,10 +115,24 @@ def _kill(pid: int) -> int:
     return strays
 
 
+def _kill_all_children() -> None:
+    from . import sandbox
+
+    for child in sandbox.children_of(os.getpid()):
+        sandbox.kill_tree(child)
+
+
 def serve(sock: socket.socket) -> int:
     from . import sandbox
 
     sandbox.become_subreaper()
+    try:
+        return _serve(sock)
+    finally:
+        _kill_all_children()  # the judge is gone: so is every job it started
+
+
+def _serve(sock: socket.socket) -> int:
     buf = b""
     while True:
         try:
@@ -123,9 +150,10 @@ def serve(sock: socket.socket) -> int:
                 continue
             op = msg.get("op")
             if op == "spawn":
+                me = os.getpid()
                 pid = os.fork()
                 if pid == 0:
-                    _child(sock, fds, msg["dir"], msg["env"])
+                    _child(sock, fds, msg["dir"], msg["env"], me)
                 for fd in fds:
                     os.close(fd)
                 fds = []
@@ -140,6 +168,7 @@ def serve(sock: socket.socket) -> int:
 
 
 def main() -> int:
+    _die_with_parent(os.getppid())  # the judge killed (SIGKILL) takes the zygote, and so its jobs, with it
     fd = int(os.environ.pop("KERNELBAND_ZYGOTE_FD"))
     sock = socket.socket(fileno=fd)
     _preimport()
