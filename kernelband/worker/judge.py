@@ -28,15 +28,18 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
 
-from ..model import Baseline, Evaluation, LaunchRecord, PairedTiming, Status, Task, Timing
+from ..model import Baseline, Evaluation, LaunchRecord, Status, Task, Timing
 from . import checks
 from .compare import bitwise_equal, compare_outputs, count_tensors, describe
 from .jobs import Frame, JobFailed, VariantJob
 from .stats import paired_statistics
+
+if TYPE_CHECKING:
+    from .jobs import Zygote
 
 _REF_GPU_FRACTION = 0.4
 # Tests only: make the paired re-measurement fail with this text (frozen replays leave a

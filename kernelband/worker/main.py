@@ -16,7 +16,7 @@ import os
 import sys
 import time
 import traceback
-from typing import IO, Any, Optional
+from typing import IO, Any
 
 
 def _protocol_stream() -> IO[str]:

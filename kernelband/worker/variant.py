@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import IO, Any, Callable, Optional
+from typing import IO, Any, Callable
 
 _UPCAST_MAX_BYTES = 256 << 20  # a higher-precision reference only where copies are cheap
 
@@ -135,7 +135,7 @@ class Steps:
         (check, plus the original's launches rerun on float64 copies)."""
         import torch
 
-        from .capture import StatefulGrid, launch_record
+        from .capture import StatefulGrid, fingerprint, launch_record, tensor_key
         from .runner import HarnessError, run_harness
 
         version = self.modules[step["module"]]
@@ -169,8 +169,10 @@ class Steps:
             raise RuntimeTampered("the module started threads (nothing may run beside the checked launches)")
         self.integrity.check()
         written, hp = self._collect_written(rec, mode, upcast)
+        # inputs changed outside any launch's outputs (by torch in the wrapper, say)
+        launch_outputs = {tensor_key(l.named_args()[n]) for l in rec.launches for n in l.written}
         changed = sorted({label for (t, fp, label) in rec.first_seen.values()
-                          if not _written_by(t, rec) and _fingerprint(t) != fp})
+                          if tensor_key(t) not in launch_outputs and fingerprint(t) != fp})
         meta = {
             "harness": step["harness"], "seed": step["seed"], "mode": mode, "seconds": round(seconds, 4),
             "launches": [launch_record(l).to_dict() for l in rec.launches],
@@ -353,19 +355,6 @@ def _locals_view(harness_locals: dict[str, Any], written: dict[str, list[Any]], 
         return x
 
     return {k: view(v) for k, v in harness_locals.items()}
-
-
-def _fingerprint(t: Any) -> Any:
-    from .capture import fingerprint
-
-    return fingerprint(t)
-
-
-def _written_by(t: Any, rec: Any) -> bool:
-    from .capture import tensor_key
-
-    key = tensor_key(t)
-    return any(tensor_key(l.named_args()[n]) == key for l in rec.launches for n in l.written)
 
 
 def _written_names(rec: Any) -> dict[str, list[str]]:
