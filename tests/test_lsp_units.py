@@ -102,7 +102,7 @@ def test_workspace_edit_is_versioned():
 # ------------------------------------------------------------------ settings
 def test_settings_defaults_and_forms():
     s, problems = parse_settings(None)
-    assert s == Settings() and s.budget_evaluations == 16 and s.min_speedup == 1.05 and not problems
+    assert s == Settings() and s.budget_evaluations == 16 and s.min_speedup == 1.03 and not problems
     nested, _ = parse_settings({"budget": {"evaluations": 4, "seconds": 30}, "backgroundOnSave": True,
                                 "strategies": ["tiling"], "harness": {"k": "harness_k"}})
     flat, _ = parse_settings({"kernelband": {"budget.evaluations": 4, "budget.seconds": 30, "backgroundOnSave": True,
@@ -115,7 +115,7 @@ def test_settings_defaults_and_forms():
 def test_settings_bad_values_keep_defaults_and_secret_is_not_a_setting():
     s, problems = parse_settings({"budget": {"evaluations": "many"}, "generator": "gpt", "minSpeedup": 0.5,
                                   "apiKey": "sk-secret"})
-    assert s.budget_evaluations == 16 and s.generator == "rules" and s.min_speedup == 1.05
+    assert s.budget_evaluations == 16 and s.generator == "rules" and s.min_speedup == 1.03
     assert len(problems) == 3 and not any("sk-secret" in p for p in problems)
     assert "sk-secret" not in repr(s.to_dict())
     assert secret_from({"apiKey": "sk-secret"}) == "sk-secret"
@@ -227,3 +227,16 @@ async def test_request_registry_cancels_the_command_task_even_before_it_starts()
         return 7
 
     assert await reg.track(3, quick)() == 7 and reg.in_flight() == []
+
+
+def test_the_noise_floor_has_one_owner():
+    """The editor's default minimum speedup is the engine's (kernelband/verdict.py), in the
+    server's settings and in the VS Code extension's contribution."""
+    import json
+    from pathlib import Path
+
+    from kernelband.verdict import DEFAULT_MIN_SPEEDUP
+
+    pkg = json.loads((Path(__file__).resolve().parent.parent / "vscode-client" / "package.json").read_text())
+    assert pkg["contributes"]["configuration"]["properties"]["kernelband.minSpeedup"]["default"] == DEFAULT_MIN_SPEEDUP
+    assert Settings().min_speedup == DEFAULT_MIN_SPEEDUP

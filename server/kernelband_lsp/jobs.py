@@ -305,6 +305,7 @@ class JobManager:
                 add("--base-url", s.base_url)
             add("--search", s.search if s.search != "kernelband" else None)
             add("--strategies", ",".join(s.strategies))
+            add("--min-speedup", s.min_speedup)  # the engine decides "improved" with the editor's floor
         add("--harness", spec.harness)
         add("--device", s.device if s.device and s.device != "auto" else None)
         return argv

@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from kernelband.verdict import DEFAULT_MIN_SPEEDUP
+
 SECTION = "kernelband"
 GENERATORS = ("rules", "openai")
 SEARCHES = ("kernelband", "kernelband-v1", "kernelband-v2", "random", "ucb1", "greedy", "exhaustive")
@@ -28,7 +30,7 @@ class Settings:
     search: str = "kernelband"
     strategies: tuple[str, ...] = ()
     background_on_save: bool = False
-    min_speedup: float = 1.05
+    min_speedup: float = DEFAULT_MIN_SPEEDUP  # one noise floor: the engine's (kernelband/verdict.py)
     device: str = "auto"
     python_path: str = ""  # used by the client to start the server; informational here
     harness: dict[str, str] = field(default_factory=dict)

@@ -34,7 +34,7 @@ export const DEFAULTS: Readonly<KernelBandSettings & { pythonPath: string }> = O
   search: 'kernelband',
   strategies: [],
   backgroundOnSave: false,
-  minSpeedup: 1.05,
+  minSpeedup: 1.03,  // kernelband/verdict.py DEFAULT_MIN_SPEEDUP (tests check they agree)
   device: 'auto',
   pythonPath: '',
   harness: {},

@@ -31,7 +31,7 @@ describe('settings', () => {
     }
     // the documented defaults (docs/ARCHITECTURE.md)
     assert.strictEqual(properties['kernelband.budget.evaluations'].default, 16);
-    assert.strictEqual(properties['kernelband.minSpeedup'].default, 1.05);
+    assert.strictEqual(properties['kernelband.minSpeedup'].default, 1.03);
     assert.strictEqual(properties['kernelband.generator'].default, 'rules');
   });
 
@@ -41,7 +41,7 @@ describe('settings', () => {
     assert.strictEqual(s.generator, 'rules');
     assert.strictEqual(s.search, 'kernelband');
     assert.deepStrictEqual(s.strategies, []);
-    assert.strictEqual(s.minSpeedup, 1.05);
+    assert.strictEqual(s.minSpeedup, 1.03);
     assert.strictEqual(s.device, 'auto');
   });
 
@@ -70,7 +70,7 @@ describe('settings', () => {
     assert.strictEqual(s.search, 'kernelband-v2');
     assert.deepStrictEqual(s.strategies, ['tiling', 'fusion']);
     assert.strictEqual(s.backgroundOnSave, false);
-    assert.strictEqual(s.minSpeedup, 1.05);
+    assert.strictEqual(s.minSpeedup, 1.03);
     assert.strictEqual(s.device, 'cuda:1');
     assert.deepStrictEqual(s.harness, { add_kernel: 'bench_add' });
   });
