@@ -63,8 +63,9 @@ async def test_real_optimize_reports_progress_and_its_edit_keeps_the_users_chang
         end = len(editor.text(uri))
         editor.replace(uri, end, end, "# and another at the end\n")
         res = await asyncio.wait_for(task, 400)
-        assert res["status"] == "improved", res.get("message")
-        assert res["speedup"] > 1.0 and len(res["speedup_ci"]) == 2 and res["interpreted"] is True
+        # under the interpreter the engine verifies correctness and claims no speed
+        assert res["status"] == "verified_correct", res.get("message")
+        assert res["speedup"] is None and res["speedup_ci"] is None and res["interpreted"] is True
         # timed under the CPU interpreter: correct, but never offered as a speedup (no edit in
         # the reply, no Apply lens); the explicit review-and-apply commands still work
         assert res["edit"] is None and res["editMessage"] == "correct; speed needs a GPU"
@@ -94,9 +95,12 @@ async def test_real_cancel_stops_the_job_and_its_processes(tmp_path):
         task = asyncio.ensure_future(run_command(client, "kernelband.optimize", uri=uri, kernel="axpy_kernel"))
         await wait_until(lambda: rec.events(etype="baseline"), 120, what="the baseline (the worker is up)")
         server_pid = client._server.pid
-        procs = descendants(server_pid)
         job_pid = rec.events(etype="baseline")[0]["pid"]
-        assert job_pid in procs and len(procs) >= 2, "expected the session and its evaluation worker"
+        assert job_pid in descendants(server_pid)
+        # the job's processes: the session, its judge, the judge's fork server and its jobs
+        # (the server may have helper processes of its own, which are not the job's)
+        procs = {job_pid} | descendants(job_pid)
+        assert len(procs) >= 2, "expected the session and its evaluation worker"
         token = next(iter(client.progress_reports))
         t0 = time.monotonic()
         client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
@@ -125,7 +129,7 @@ async def test_real_profile_then_background_on_save_with_a_quick_fix(tmp_path):
         await wait_until(lambda: [e for e in rec.events(etype="result") if e["background"]], 400, interval=0.5,
                          what="the background result")
         result = rec.events(etype="result")[-1]["event"]["result"]
-        assert result["status"] == "improved" and result["interpreted"] is True
+        assert result["status"] == "verified_correct" and result["interpreted"] is True
         # an interpreter-timed result: no "faster variant" diagnostic or quick fix, a label instead
         titles: list = []
         for _ in range(100):  # the job's state settles just after its result event

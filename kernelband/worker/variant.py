@@ -113,6 +113,7 @@ class Steps:
         install()  # our launch recorder is in place before the identities are taken
         self.kept: dict[str, tuple[Any, Any]] = {}  # key -> (returned output, recorder)
         self.learned: dict[str, list[str]] = {}  # kernel -> argument names this job's launches wrote
+        self.timed: dict[str, float] = {}  # kept run -> its median time (ms) from a time step
         self.previous: dict[str, list[tuple[str, Any, Any]]] = {}  # harness -> the last call's returned tensors
         self.integrity = Integrity()
         self.threads = threading.active_count()
@@ -296,6 +297,7 @@ class Steps:
         _, rec = self.kept[step["key"]]
         t0 = time.perf_counter()
         timing = time_launches(rec.launches)
+        self.timed[step["key"]] = timing.median_ms
         self.integrity.check()
         self.previous.clear()  # timed replays rewrote the kept outputs
         self.send("timing", {"key": step["key"], "timing": timing.to_dict(), "seconds": round(time.perf_counter() - t0, 4)})
@@ -313,7 +315,8 @@ class Steps:
         from ..profile.collect import collect_profile
 
         _, rec = self.kept[step["key"]]
-        prof = collect_profile(rec.launches, step.get("time_ms"), int(step.get("tier", 1)), step.get("facts") or {},
+        time_ms = step.get("time_ms", self.timed.get(step["key"]))  # this job's own timing of the kept run
+        prof = collect_profile(rec.launches, time_ms, int(step.get("tier", 1)), step.get("facts") or {},
                                step["source"], self.task.kernel, self.interpreted)
         self.send("profile", {"profile": json.loads(json.dumps(prof, default=str))})
 

@@ -181,7 +181,7 @@ def result_line(result: dict) -> str:
     status = result.get("status", "?")
     n = result.get("evaluations")
     evals = f", {n} evaluations" if n is not None else ""
-    if status == "improved":
+    if status in ("improved", "verified_correct"):
         path = result.get("strategy_path") or []
         via = f" via {' → '.join(map(str, path))}" if path else ""
         base, best = S.num(result.get("baseline_ms")), S.num(result.get("best_ms"))

@@ -397,7 +397,7 @@ class KernelBandService:
                 st.result = fv.result
         else:
             cv = self.variant_of(a, k.name)
-            if cv is not None and is_interpreted(cv.result) and cv.result.get("status") == "improved":
+            if cv is not None and is_interpreted(cv.result) and cv.result.get("status") in S.FOUND_STATUSES:
                 st.variant_note = INTERPRETED_NOTE
                 if st.result is None:
                     st.result = cv.result
@@ -433,7 +433,7 @@ class KernelBandService:
         if fv is not None:
             return fv
         res = self.store.result(a.path, kernel)
-        if res and res.get("status") == "improved" and res.get("best_source") and res.get("original_hash") == a.hash:
+        if S.has_variant(res) and res.get("original_hash") == a.hash:
             fv = FoundVariant(uri=a.uri, path=key[0], kernel=kernel, job_id=str(res.get("session_id") or "store"),
                               base_text=a.text, base_version=a.version, base_kernel_text=a.kernel_text(kernel),
                               result=dict(res), background=False)
@@ -634,7 +634,7 @@ class KernelBandService:
 
     def _edit_for_result(self, job: Job) -> dict:
         res = job.result or {}
-        if res.get("status") != "improved" or not res.get("best_source"):
+        if not S.has_variant(res):
             return {"edit": None}
         if is_interpreted(res):
             return {"edit": None, "editMessage": INTERPRETED_NOTE}
@@ -822,7 +822,7 @@ class KernelBandService:
 
     def _already_done(self, a: Analysis, kernel: str) -> bool:
         res = self.store.result(a.path, kernel)
-        return bool(res and res.get("original_hash") == a.hash and res.get("status") in ("improved", "no_improvement"))
+        return bool(res and res.get("original_hash") == a.hash and res.get("status") in (*S.FOUND_STATUSES, "no_improvement"))
 
     def _submit_background(self, a: Analysis, kernel: str) -> bool:
         if not a.path:
@@ -957,7 +957,7 @@ class KernelBandService:
             self.ls.work_done_progress.tokens.pop(token, None)
         if job.state == DONE and job.spec.kind == OPTIMIZE:
             res = job.result or {}
-            if res.get("status") == "improved" and res.get("best_source"):
+            if S.has_variant(res):
                 fv = self._found_from_job(job)
                 self.found[(job.spec.path, job.spec.kernel)] = fv
                 if job.spec.background:
@@ -991,7 +991,7 @@ class KernelBandService:
         if job.spec.kind == PROFILE:
             return "profile ready"
         res = job.result or {}
-        if res.get("status") == "improved" and is_interpreted(res):
+        if res.get("status") in S.FOUND_STATUSES and is_interpreted(res):
             return f"found a variant: {INTERPRETED_NOTE}"
         if res.get("status") == "improved":
             return f"{S.speedup_phrase(res)} faster variant found"

@@ -47,13 +47,22 @@ def tier(profile: Optional[dict], name: str) -> dict:
     return t if isinstance(t, dict) else {}
 
 
+# statuses whose Result carries a correct variant (``verified_correct``: under the CPU
+# interpreter, correct but with no speed claim; see kernelband/verdict.py)
+FOUND_STATUSES = ("improved", "verified_correct")
+
+
+def has_variant(result: Optional[dict]) -> bool:
+    return isinstance(result, dict) and result.get("status") in FOUND_STATUSES and bool(result.get("best_source"))
+
+
 def result_time_ms(result: Optional[dict], module_hash: Optional[str] = None) -> Optional[float]:
     """The time of the code as it is now, from an optimization Result: the original's
     time (baseline) unless the text is the winner's (the variant was applied)."""
     if not result:
         return None
     best = result.get("best_source")
-    if module_hash and isinstance(best, str) and result.get("status") == "improved":
+    if module_hash and isinstance(best, str) and result.get("status") in FOUND_STATUSES:
         import hashlib
 
         if hashlib.sha256(best.encode("utf-8")).hexdigest() == module_hash:
