@@ -363,6 +363,7 @@ async def test_background_on_save_supersede_and_files_changed_on_disk(tmp_path):
         editor.save(uri)  # job 1 runs
         await wait_until(lambda: rec.events(etype="started"), 20, what="the first background job")
         editor.save(uri_sm)  # job 2 queued (softmax has no BLOCK_SIZE=128: no improvement)
+        await queued_job(client, "softmax_kernel")  # queued before the next save (it reads settings first)
         t = editor.text(uri_sm)
         editor.set_text(uri_sm, t.replace("x = x - tl.max(x, axis=0)", "x = x - tl.max(x, axis=0)  # stable"))
         editor.save(uri_sm)  # job 3 supersedes the queued job 2
