@@ -132,11 +132,7 @@ class CapturedLaunch:
             obj, args, kwargs = self.obj, self.args, self.kwargs  # built by hand (profiling tools, tests)
         else:
             obj, args, kwargs = self.inner
-        _state.depth = _depth() + 1  # a replay is never recorded
-        try:
-            return _run_unwrapped(obj, *args, **kwargs)
-        finally:
-            _state.depth -= 1
+        return run_unrecorded(obj, args, kwargs)
 
     @property
     def grid(self) -> Any:
@@ -167,6 +163,16 @@ class CapturedLaunch:
             return list(_normalize_grid(g))
         except Exception:  # noqa: BLE001
             return []
+
+
+def run_unrecorded(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run a kernel object's own ``run`` (not our wrapper), never recorded: replays, and
+    reruns of a frozen launch on other arguments (the float64 reference)."""
+    _state.depth = _depth() + 1
+    try:
+        return _run_unwrapped(obj, *args, **kwargs)
+    finally:
+        _state.depth -= 1
 
 
 def _run_unwrapped(obj: Any, *args: Any, **kwargs: Any) -> Any:

@@ -42,17 +42,20 @@ class Verdict:
     stats: ErrorStats
 
 
-def to_cpu(obj: Any) -> Any:
-    """Detach outputs onto the CPU, keeping their structure (for storing references)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, tuple):
-        return tuple(to_cpu(x) for x in obj)
-    if isinstance(obj, list):
-        return [to_cpu(x) for x in obj]
-    if isinstance(obj, dict):
-        return {k: to_cpu(v) for k, v in obj.items()}
-    return obj
+def to_device(tree: Any, device: str) -> Any:
+    """Move an output tree's tensors to ``device``, keeping its structure (and the type
+    name of objects decoded from the wire, which are dicts with a ``type_name``)."""
+    if isinstance(tree, torch.Tensor):
+        return tree.to(device)
+    if isinstance(tree, dict):
+        out = type(tree).__new__(type(tree))
+        dict.__init__(out, {k: to_device(v, device) for k, v in tree.items()})
+        if hasattr(tree, "type_name"):
+            out.type_name = tree.type_name  # type: ignore[attr-defined]
+        return out
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(to_device(v, device) for v in tree)
+    return tree
 
 
 def count_tensors(obj: Any) -> int:

@@ -34,7 +34,7 @@ import torch
 
 from ..model import Baseline, Evaluation, LaunchRecord, Status, Task, Timing
 from . import checks
-from .compare import bitwise_equal, compare_outputs, count_tensors, describe
+from .compare import bitwise_equal, compare_outputs, count_tensors, describe, to_device
 from .jobs import Frame, JobFailed, VariantJob
 from .stats import paired_statistics
 
@@ -337,8 +337,8 @@ class JudgeService:
                     if isinstance(t, torch.Tensor))
         free, _ = torch.cuda.mem_get_info()
         if total <= _REF_GPU_FRACTION * free:
-            self.ref.outputs = {k: _to_device(v, "cuda") for k, v in self.ref.outputs.items()}
-            self.ref.masks = {h: {p: _to_device(m, "cuda") for p, m in ms.items()} for h, ms in self.ref.masks.items()}
+            self.ref.outputs = {k: to_device(v, "cuda") for k, v in self.ref.outputs.items()}
+            self.ref.masks = {h: {p: to_device(m, "cuda") for p, m in ms.items()} for h, ms in self.ref.masks.items()}
 
     # ------------------------------------------------------------------ candidates
     def _candidate_steps(self, time_it: bool, tier: int, facts: dict[str, Any], source: str) -> list[dict[str, Any]]:
@@ -651,20 +651,6 @@ def _triton_version() -> str:
     import triton
 
     return triton.__version__
-
-
-def _to_device(tree: Any, device: str) -> Any:
-    if isinstance(tree, torch.Tensor):
-        return tree.to(device)
-    if isinstance(tree, dict):
-        out = type(tree).__new__(type(tree))
-        dict.__init__(out, {k: _to_device(v, device) for k, v in tree.items()})
-        if hasattr(tree, "type_name"):
-            out.type_name = tree.type_name  # type: ignore[attr-defined]
-        return out
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(_to_device(v, device) for v in tree)
-    return tree
 
 
 def _setup_message(task: Task, meta: dict[str, Any]) -> str:

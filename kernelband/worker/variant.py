@@ -71,7 +71,7 @@ class Integrity:
             ("torch", torch, ["equal", "arange", "empty", "isnan", "isinf", "isfinite", "manual_seed", "float64"]),
             ("torch.cuda", torch.cuda, ["synchronize", "Event", "current_stream", "is_available"]),
             ("triton.testing", triton.testing, ["do_bench"]),
-            ("capture", capture, ["fingerprint", "replay_all", "_run_unwrapped", "_wrap", "_record_inner"]),
+            ("capture", capture, ["fingerprint", "replay_all", "run_unrecorded", "_run_unwrapped", "_wrap", "_record_inner"]),
             ("wire", wire, ["write_frame", "encode", "_write_tensor"]),
             ("json", json, ["dumps"]),
             ("time", time, ["perf_counter"]),
@@ -377,7 +377,8 @@ def _upcast_hooks(kernel: str, sink: dict[int, dict[str, Any]]) -> tuple[Callabl
     of the original's own computation, against which errors are measured."""
     import torch
 
-    from .capture import same_layout_copy
+    from .capture import run_unrecorded, same_layout_copy
+    from .runner import synchronize
 
     pending: dict[int, dict[str, torch.Tensor]] = {}
     counter = [0]
@@ -410,15 +411,7 @@ def _upcast_hooks(kernel: str, sink: dict[int, dict[str, Any]]) -> tuple[Callabl
             wargs = tuple(by_id.get(id(a), a) for a in args)
             wkw = {k: by_id.get(id(v), v) for k, v in kwargs.items()}
             try:
-                from .capture import _run_unwrapped, _state
-
-                _state.depth = getattr(_state, "depth", 0) + 1
-                try:
-                    _run_unwrapped(obj, *wargs, **wkw)
-                finally:
-                    _state.depth -= 1
-                from .runner import synchronize
-
+                run_unrecorded(obj, wargs, wkw)
                 synchronize()
             except Exception:  # noqa: BLE001 - this kernel does not compile at that width
                 continue
