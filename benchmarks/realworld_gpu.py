@@ -82,6 +82,35 @@ def gpu_used_bytes(index: int = 0) -> Optional[int]:
         return None
 
 
+def gpu_apps_bytes() -> dict[int, int]:
+    """GPU memory per process (nvidia-smi compute apps), pid -> bytes; {} without it."""
+    if shutil.which("nvidia-smi") is None:
+        return {}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout
+        return {int(a): int(float(b)) * 1024 * 1024 for a, b in (ln.split(",")[:2] for ln in out.strip().splitlines()
+                                                                  if ln.count(",") >= 1)}
+    except (subprocess.SubprocessError, ValueError):
+        return {}
+
+
+def role_of(pid: int) -> str:
+    """judge (python -m kernelband.worker), session (the CLI) or variant (a job's process)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "gone"
+    if "kernelband.worker.variant" in cmd or "zygote" in cmd:
+        return "variant"
+    if "kernelband.worker" in cmd:
+        return "judge"
+    if "kernelband" in cmd and "optimize" in cmd:
+        return "session"
+    return "variant"  # a zygote child keeps its parent's command line
+
+
 def descendants(root: int) -> list[int]:
     """root and every process below it (sandboxed workers may start their own sessions,
     so killing root's process group alone can leave them holding GPU memory)."""
@@ -147,6 +176,8 @@ class Poller:
         self.pid, self.gpu, self.period = pid, gpu, period
         self.peak_gpu: Optional[int] = None
         self.peak_rss = 0
+        self.peak_by_role: dict[str, int] = {}  # GPU memory per process role (nvidia-smi compute apps)
+        self.peak_rss_by_role: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -157,6 +188,22 @@ class Poller:
                 used = gpu_used_bytes()
                 if used is not None:
                     self.peak_gpu = used if self.peak_gpu is None else max(self.peak_gpu, used)
+                tree = set(descendants(self.pid))
+                by_role: dict[str, int] = {}
+                for pid, b in gpu_apps_bytes().items():
+                    if pid in tree:
+                        r = role_of(pid)
+                        by_role[r] = by_role.get(r, 0) + b
+                for r, b in by_role.items():
+                    self.peak_by_role[r] = max(self.peak_by_role.get(r, 0), b)
+            for pid in descendants(self.pid):
+                try:
+                    with open(f"/proc/{pid}/statm") as f:
+                        b = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                except (OSError, ValueError):
+                    continue
+                r = role_of(pid)
+                self.peak_rss_by_role[r] = max(self.peak_rss_by_role.get(r, 0), b)
             self._stop.wait(self.period)
 
     def __enter__(self) -> "Poller":
@@ -234,15 +281,29 @@ def measure_alone(path: Path, harness: str, device: str, cap: float) -> dict[str
 
 
 def parse_optimize(row: Row, rc: int, out: str, err: str, timed_out: bool) -> None:
+    """Read the session's JSON-lines events: when the baseline and the first candidate
+    verdict arrived, and the final result."""
     row.exit_code = rc
+    res = None
+    for line in out.splitlines():
+        try:
+            e = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(e, dict):
+            continue
+        if e.get("type") == "baseline" and "baseline_s" not in row.under:
+            row.under["baseline_s"] = e.get("t")
+        elif e.get("type") == "candidate" and "first_verdict_s" not in row.under:
+            row.under["first_verdict_s"] = e.get("t")
+        elif e.get("type") == "result":
+            res = e.get("result") if isinstance(e.get("result"), dict) else {k: v for k, v in e.items() if k != "type"}
     if timed_out:
         row.status, row.message = "capped", "killed at the per-kernel wall cap (no verdict)"
         return
-    try:
-        res = json.loads(out)
-    except json.JSONDecodeError:
+    if res is None:
         row.status = "error"
-        row.message = ((err.strip().splitlines() or ["no JSON on stdout"])[-1])[:400]
+        row.message = ((err.strip().splitlines() or ["no result event on stdout"])[-1])[:400]
         return
     row.status = str(res.get("status", "?"))
     row.speedup = res.get("speedup")
@@ -272,9 +333,9 @@ def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
         "in GiB: peak RSS summed over the process tree (polled every 0.2 s), with the harness's ru_maxrss in "
         "brackets.",
         "",
-        "| kernel | module | verdict | speedup [95% CI] | evals | GPU alone | GPU KernelBand | host alone | "
-        "host KernelBand | s | message |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| kernel | module | verdict | speedup [95% CI] | evals | GPU alone | GPU KernelBand (judge / variant) "
+        "| host alone | host KernelBand (judge / variant) | baseline s | first verdict s | s | message |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         sp = "" if r.speedup is None else f"{r.speedup:.3f}x"
@@ -284,8 +345,13 @@ def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
         gpu_alone = f"{gib(a.get('smi_peak_delta'))} ({gib(a.get('max_allocated'))})"
         host_alone = f"{gib(a.get('peak_tree_rss'))} ({gib(a.get('ru_maxrss_self'))})"
         msg = (r.message or a.get("error", "")).replace("|", "\\|").replace("\n", " ")
+        roles, rss_roles = u.get("gpu_by_role") or {}, u.get("rss_by_role") or {}
+        gpu_under = f"{gib(u.get('smi_peak_delta'))} ({gib(roles.get('judge'))} / {gib(roles.get('variant'))})"
+        host_under = f"{gib(u.get('peak_tree_rss'))} ({gib(rss_roles.get('judge'))} / {gib(rss_roles.get('variant'))})"
+        t_base, t_first = u.get("baseline_s"), u.get("first_verdict_s")
         lines.append(f"| {r.kernel} | {r.module} | {r.status} | {sp} | {'' if r.evaluations is None else r.evaluations}"
-                     f" | {gpu_alone} | {gib(u.get('smi_peak_delta'))} | {host_alone} | {gib(u.get('peak_tree_rss'))}"
+                     f" | {gpu_alone} | {gpu_under} | {host_alone} | {host_under}"
+                     f" | {'' if t_base is None else f'{t_base:.0f}'} | {'' if t_first is None else f'{t_first:.0f}'}"
                      f" | {'' if r.seconds is None else f'{r.seconds:.0f}'} | {msg} |")
     lines += ["", f"Total wall time: {meta['total_seconds']:.0f} s.", ""]
     return "\n".join(lines)
@@ -349,10 +415,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         # leave ~10 s of the cap for worker start-up and the final paired re-measurement
         cmd = [sys.executable, "-m", "kernelband", "optimize", f"{row.module}.py", "--kernel", row.kernel,
                "--budget", str(args.budget), "--seconds", str(max(5, int(cap - 10))), "--device", args.device,
-               "--json"]
+               "--events", "jsonl"]
         rc, out, err, poll, secs, timed_out = run_polled(cmd, work, cap, args.device != "cpu", env_for_cli())
         row.seconds = round(secs, 1)
-        row.under = {"peak_tree_rss": poll.peak_rss}
+        row.under = {"peak_tree_rss": poll.peak_rss, "gpu_by_role": poll.peak_by_role,
+                     "rss_by_role": poll.peak_rss_by_role}
         if base is not None and poll.peak_gpu is not None:
             row.under["smi_peak_delta"] = poll.peak_gpu - base
             row.under["smi_peak"] = poll.peak_gpu

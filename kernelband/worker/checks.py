@@ -10,7 +10,7 @@ from typing import Any, Iterator, Optional, Union
 
 import torch
 
-from .compare import _CHUNK
+from .compare import _CHUNK, chunk_pairs
 
 Mask = Union[torch.Tensor, bool]
 
@@ -36,31 +36,73 @@ def leaves(tree: Any, path: str = "output") -> Iterator[tuple[str, Any]]:
         yield path, tree
 
 
-def _differs(ref: Any, out: Any) -> Mask:
-    """Where ``out`` is not ``ref`` (NaN equals NaN), elementwise for tensors."""
-    if isinstance(ref, torch.Tensor):
-        if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.dtype != ref.dtype:
-            return torch.ones(ref.shape, dtype=torch.bool, device=ref.device)
-        o = out.to(ref.device)
-        same = ref == o
-        if ref.is_floating_point() or ref.is_complex():
-            same |= torch.isnan(ref) & torch.isnan(o)
-        return ~same
+def _same_chunk(r: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
+    same = r == o
+    if r.is_floating_point() or r.is_complex():
+        same |= torch.isnan(r) & torch.isnan(o)
+    return same
+
+
+def _comparable(ref: torch.Tensor, out: Any) -> bool:
+    return isinstance(out, torch.Tensor) and out.shape == ref.shape and out.dtype == ref.dtype
+
+
+def _value_differs(ref: Any, out: Any) -> bool:
     try:
         return not (ref == out or (isinstance(ref, float) and isinstance(out, float) and math.isnan(ref) and math.isnan(out)))
     except Exception:  # noqa: BLE001 - incomparable values differ
         return True
 
 
+def _change_mask(ref: Any, out: Any) -> Mask:
+    """Where ``out`` is not ``ref`` (NaN equals NaN). Computed in slices; kept compact:
+    ``True``/``False`` when every/no element changed (the usual case: a kernel writes its
+    whole output), else a bool tensor on the host."""
+    if not isinstance(ref, torch.Tensor):
+        return _value_differs(ref, out)
+    if not _comparable(ref, out) or ref.numel() == 0:
+        return True
+    parts = [~_same_chunk(r, o) for r, o in chunk_pairs(ref, out)]
+    changed = sum(int(p.sum()) for p in parts)
+    if changed == ref.numel():
+        return True
+    if changed == 0:
+        return False
+    return torch.cat([p.cpu() for p in parts]).reshape(ref.shape)
+
+
 def change_masks(ref: Any, neutral: Any) -> dict[str, Mask]:
     """For each output leaf: where the original's outputs change when its Triton
     launches are replaced by poison (the part Triton produces)."""
     found = dict(leaves(neutral))
-    return {path: _differs(leaf, found.get(path)) for path, leaf in leaves(ref)}
+    return {path: _change_mask(leaf, found.get(path)) for path, leaf in leaves(ref)}
 
 
 def count_changed(masks: dict[str, Mask]) -> int:
     return sum(int(m.sum()) if isinstance(m, torch.Tensor) else int(m) for m in masks.values())
+
+
+def _unchanged_where_produced(ref: Any, mask: Mask, out: Any) -> tuple[int, int]:
+    """(elements the original's launches produce that the neutralised variant still gets
+    right, elements the original's launches produce)."""
+    if not isinstance(ref, torch.Tensor):
+        return (1, 1) if mask and not _value_differs(ref, out) else (0, int(bool(mask)))
+    if not _comparable(ref, out) or mask is False:
+        return 0, (ref.numel() if mask is True else int(mask.sum()) if isinstance(mask, torch.Tensor) else 0)
+    flat_mask = mask.reshape(-1) if isinstance(mask, torch.Tensor) else None
+    missing = produced = 0
+    start = 0
+    for r, o in chunk_pairs(ref, out):
+        same = _same_chunk(r, o)
+        if flat_mask is not None:
+            m = flat_mask[start:start + r.numel()].to(same.device)
+            same &= m
+            produced += int(m.sum())
+        else:
+            produced += r.numel()
+        missing += int(same.sum())
+        start += r.numel()
+    return missing, produced
 
 
 def unproduced(ref: Any, masks: dict[str, Mask], neutral: Any) -> Optional[str]:
@@ -69,17 +111,15 @@ def unproduced(ref: Any, masks: dict[str, Mask], neutral: Any) -> Optional[str]:
     found = dict(leaves(neutral))
     for path, leaf in leaves(ref):
         m = masks.get(path)
-        if m is None:
+        if m is None or m is False:
             continue
-        d = _differs(leaf, found.get(path))
-        if isinstance(m, torch.Tensor):
-            d_t = d if isinstance(d, torch.Tensor) else torch.full_like(m, bool(d))
-            missing = int((m & ~d_t.to(m.device)).sum())
-            if missing:
-                return (f"{path}: {missing} of {int(m.sum())} elements the original's Triton launches produce do not "
-                        "depend on the variant's launches (computed outside Triton, cached, or constant)")
-        elif m and not d:
-            return f"{path}: the value does not depend on the variant's Triton launches"
+        missing, produced = _unchanged_where_produced(leaf, m, found.get(path))
+        if not missing:
+            continue
+        if isinstance(leaf, torch.Tensor):
+            return (f"{path}: {missing} of {produced} elements the original's Triton launches produce do not "
+                    "depend on the variant's launches (computed outside Triton, cached, or constant)")
+        return f"{path}: the value does not depend on the variant's Triton launches"
     return None
 
 
@@ -91,8 +131,9 @@ def error_against(high: torch.Tensor, x: torch.Tensor) -> tuple[float, float, fl
     err_sq = ref_sq = 0.0
     max_abs = max_ref = 0.0
     for start in range(0, h.numel(), _CHUNK):
-        hh = h[start:start + _CHUNK].to(torch.float64)
-        vv = v[start:start + _CHUNK].to(device=hh.device, dtype=torch.float64)
+        dev = h.device if h.device.type != "cpu" else v.device
+        hh = h[start:start + _CHUNK].to(device=dev, dtype=torch.float64)
+        vv = v[start:start + _CHUNK].to(device=dev, dtype=torch.float64)
         ok = torch.isfinite(hh) & torch.isfinite(vv)
         if not bool(ok.any()):
             continue

@@ -75,12 +75,27 @@ class _Mismatch(Exception):
 _CHUNK = 1 << 22  # elements compared at a time: no full float64 copy of a large output
 
 
+def work_device(a: torch.Tensor, b: torch.Tensor) -> torch.device:
+    """Where to compare two tensors: on the GPU if either lives there (the judge keeps a
+    large reference on the host and decodes the candidate's outputs onto the GPU, so only
+    one copy of the outputs sits on each side), else on the host."""
+    return a.device if a.device.type != "cpu" else b.device
+
+
+def chunk_pairs(a: torch.Tensor, b: torch.Tensor, dtype: Optional[torch.dtype] = None
+                ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Matching flat slices of ``a`` and ``b`` (same numel) on their work device, cast to
+    ``dtype`` when given: no full-size temporary of either."""
+    dev = work_device(a, b)
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    for start in range(0, fa.numel(), _CHUNK):
+        yield (fa[start:start + _CHUNK].to(device=dev, dtype=dtype or fa.dtype),
+               fb[start:start + _CHUNK].to(device=dev, dtype=dtype or fb.dtype))
+
+
 def _chunks(ref: torch.Tensor, out: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Matching float64 slices of ``ref`` and ``out``, on the device where ``ref`` lives."""
-    r, o = ref.reshape(-1), out.reshape(-1)
-    for start in range(0, r.numel(), _CHUNK):
-        yield (r[start:start + _CHUNK].to(torch.float64),
-               o[start:start + _CHUNK].to(device=ref.device, dtype=torch.float64))
+    """Matching float64 slices of ``ref`` and ``out``."""
+    return chunk_pairs(ref, out, torch.float64)
 
 
 def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: ErrorStats, tol_scale: float) -> None:
@@ -93,7 +108,7 @@ def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: Erro
     if n == 0:
         return
     if not (ref.is_floating_point() or ref.is_complex()):
-        bad = sum(int((o != r.to(o.device)).sum()) for r, o in zip(ref.reshape(-1).split(_CHUNK), out.reshape(-1).split(_CHUNK)))
+        bad = sum(int((o != r).sum()) for r, o in chunk_pairs(ref, out))
         if bad:
             stats.mismatched += bad
             stats.worst_output = path

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
 from . import sandbox
 from .wire import WireError, read_frame
@@ -145,7 +145,8 @@ class VariantJob:
     job: dict[str, Any]
     timeout_s: float
     trusted_cache: Optional[Path] = None  # Triton cache of original-only jobs, copied in
-    device: Optional[str] = None  # where received tensors are rebuilt
+    # where received tensors are rebuilt: a device, or a function of (kind, meta, bytes)
+    device: Union[None, str, Callable[[str, dict[str, Any], int], Optional[str]]] = None
     on_log: Optional[Callable[[str], None]] = None
     stderr: list[str] = field(default_factory=list)
     strays_killed: int = 0
@@ -224,7 +225,11 @@ class VariantJob:
         if self.proc is None:
             self.start()
         assert self.proc is not None and self.proc.stdout is not None
-        out: "queue.Queue[Any]" = queue.Queue(maxsize=2)
+        out: "queue.Queue[Any]" = queue.Queue(maxsize=1)
+        # Lockstep: the next frame is decoded only after the judge is done with this one,
+        # so at most one frame's tensors (one copy of the outputs) is held at a time.
+        ack: "queue.Queue[bool]" = queue.Queue()
+        stopped = threading.Event()
         stdout = self.proc.stdout
 
         def reader() -> None:
@@ -234,30 +239,45 @@ class VariantJob:
                     out.put(Frame(*frame) if frame else None)
                     if frame is None or frame[0] in ("done", "error"):
                         return
+                    del frame
+                    while True:
+                        try:
+                            ack.get(timeout=0.5)
+                            break
+                        except queue.Empty:
+                            if stopped.is_set():
+                                return
             except (WireError, OSError, ValueError, RuntimeError) as e:
                 out.put(e)
 
         threading.Thread(target=reader, daemon=True).start()
         deadline = time.monotonic() + self.timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                item = out.get(timeout=max(remaining, 0.01))
-            except queue.Empty:
-                self.close()
-                raise JobFailed(JobEnd("timeout", f"no result within {self.timeout_s:.0f} s (hang or far too slow)",
-                                       self.stderr_tail())) from None
-            if isinstance(item, Exception):
-                self.close()
-                raise JobFailed(JobEnd("protocol", f"the variant process broke the protocol: {item}", self.stderr_tail()))
-            if item is None:
-                code = self.proc.wait()
-                how = f"signal {-code}" if code < 0 else f"exit code {code}"
-                self.close()
-                raise JobFailed(JobEnd("crashed", f"the variant process died ({how})", self.stderr_tail()))
-            yield item
-            if item.kind in ("done", "error"):
-                return
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                try:
+                    item = out.get(timeout=max(remaining, 0.01))
+                except queue.Empty:
+                    self.close()
+                    raise JobFailed(JobEnd("timeout", f"no result within {self.timeout_s:.0f} s (hang or far too slow)",
+                                           self.stderr_tail())) from None
+                if isinstance(item, Exception):
+                    self.close()
+                    raise JobFailed(JobEnd("protocol", f"the variant process broke the protocol: {item}",
+                                           self.stderr_tail()))
+                if item is None:
+                    code = self.proc.wait()
+                    how = f"signal {-code}" if code < 0 else f"exit code {code}"
+                    self.close()
+                    raise JobFailed(JobEnd("crashed", f"the variant process died ({how})", self.stderr_tail()))
+                yield item
+                if item.kind in ("done", "error"):
+                    return
+                item.tree = None  # the caller's loop variable still points at this frame
+                del item
+                ack.put(True)
+        finally:
+            stopped.set()
 
     def close(self) -> None:
         """Kill the process and everything it started; remove its directory."""

@@ -42,6 +42,21 @@ if TYPE_CHECKING:
     from .jobs import Zygote
 
 _REF_GPU_FRACTION = 0.4
+# Host memory the references of one harness may take across its seeds (DESIGN section 4:
+# host memory stays under about 2 GiB plus one copy of the outputs). A harness whose
+# outputs per call are bigger than this share keeps the reference of its first seed only:
+# its other seeds are not run (the small correctness harnesses still run every seed).
+_REF_HOST_BYTES_ENV = "KERNELBAND_REF_HOST_BYTES"
+_REF_HOST_BYTES = 2 << 30
+_SMALL_FRAME_BYTES = 64 << 20  # below this, where a frame is decoded does not matter
+_GPU_MARGIN_BYTES = 1 << 30  # free GPU memory left beside a decoded frame or the references
+
+
+def _ref_host_bytes() -> int:
+    try:
+        return max(int(os.environ.get(_REF_HOST_BYTES_ENV, _REF_HOST_BYTES)), 0)
+    except ValueError:
+        return _REF_HOST_BYTES
 # Tests only: make the paired re-measurement fail with this text (frozen replays leave a
 # correct variant no way to fail it, yet the CLI's handling of that failure is tested).
 _TEST_PAIRED_FAILURE_ENV = "KERNELBAND_TEST_PAIRED_FAILURE"  # references stay on the GPU while they take at most this share of free memory
@@ -63,6 +78,8 @@ class Reference:
     writes: dict[str, list[str]] = field(default_factory=dict)  # kernel -> argument names it writes
     changed_inputs: set[str] = field(default_factory=set)
     streams: set[int] = field(default_factory=set)
+    skipped: set[tuple[str, int]] = field(default_factory=set)  # (harness, seed) not checked: outputs too large
+    cuda_peak: int = 0  # the original's variant process: most GPU memory its allocator reserved
     replay_valid: bool = False
     stale: bool = False  # the original itself returns buffers that the next call overwrites
     launches: list[LaunchRecord] = field(default_factory=list)
@@ -86,7 +103,9 @@ class JudgeService:
         self.on_log: Optional[Callable[[str], None]] = None
         self.network = ""
         self.zygote: Any = None
+        self.preparing = False
         self.ref_device: Optional[str] = "cuda" if _gpu() else None
+        self.refs_on_gpu = False
         if _gpu() and not os.environ.get("KERNELBAND_TIMING_LOCK"):
             from .timing import default_lock_path
 
@@ -132,6 +151,16 @@ class JudgeService:
             raise RuntimeError("worker has no task: send prepare first")
         return self.task
 
+    def _checked_runs(self) -> str:
+        """Which harnesses ran under which seeds, for the verdict's message."""
+        task = self._require_task()
+        skipped = {h for h, _ in self.ref.skipped}
+        if not skipped:
+            return f"seeds {task.seeds} of {', '.join(self._harnesses())}"
+        parts = [f"{h} (seed {task.seeds[0]} only: outputs too large for every seed's reference)" if h in skipped
+                 else f"{h} (seeds {task.seeds})" for h in self._harnesses()]
+        return ", ".join(parts)
+
     def _harnesses(self) -> list[str]:
         task = self._require_task()
         return [task.harness] + [h for h in task.check_harnesses if h != task.harness]
@@ -147,11 +176,29 @@ class JudgeService:
             trusted_cache=None if trusted else cache,
             # references arrive on the host and move to the GPU only if they fit comfortably
             # (prepare); a candidate's outputs are compared slice by slice on the references' device
-            device=None,
+            device=self._frame_device,
             on_log=self.on_log,
         )
         job.start(self._zygote())
         return job
+
+    def _frame_device(self, kind: str, meta: dict[str, Any], nbytes: int) -> Optional[str]:
+        """Where a frame's tensors are rebuilt. References arrive on the host (prepare);
+        a large frame that is only compared (a candidate's outputs, a re-run, a neutralised
+        run) is rebuilt on the GPU when the references stay on the host and it fits beside
+        what the variant process holds, so each side keeps one copy of the outputs and the
+        comparison runs on the GPU."""
+        if self.ref_device != "cuda" or self.refs_on_gpu or nbytes <= _SMALL_FRAME_BYTES or kind != "outputs":
+            return None
+        if self._becomes_reference(meta):
+            return None
+        free, _ = torch.cuda.mem_get_info()
+        return "cuda" if nbytes + _GPU_MARGIN_BYTES <= free else None
+
+    def _becomes_reference(self, meta: dict[str, Any]) -> bool:
+        """An outputs frame of the original that is kept as a reference (prepare)."""
+        return (self.preparing and meta.get("mode") in ("check", "upcast") and not meta.get("again")
+                and not meta.get("skipped"))
 
     def _zygote(self) -> Optional["Zygote"]:
         """The fork server, started on first use and replaced when it died; None (plain
@@ -189,7 +236,6 @@ class JudgeService:
         for h in self._harnesses()[1:]:
             steps += [{"op": "run", "module": "o", "harness": h, "seed": s, "mode": "upcast" if s == s0 else "check"}
                       for s in task.seeds]
-        steps += [{"op": "run", "module": "o", "harness": task.harness, "seed": s, "mode": "check"} for s in rest]
         steps.append({"op": "run", "module": "o", "harness": task.harness, "seed": s0, "mode": "upcast", "keep": "o"})
         steps.append({"op": "replay_check", "key": "o"})
         if time_it or tier > 0:
@@ -197,6 +243,10 @@ class JudgeService:
         if tier > 0:
             steps.append({"op": "profile", "key": "o", "tier": tier, "facts": facts, "source": task.source})
         steps.append({"op": "release", "key": "o"})
+        # the timing harness's other seeds only while their references fit the host budget
+        per_seed = _ref_host_bytes() // max(len(task.seeds), 1)
+        steps += [{"op": "run", "module": "o", "harness": task.harness, "seed": s, "mode": "check", "skip_over": per_seed}
+                  for s in rest]
         steps += [{"op": "run", "module": "o", "harness": h, "seed": s0, "mode": "check", "again": True}
                   for h in self._harnesses()]
         steps += [{"op": "run", "module": "o", "harness": h, "seed": s0, "mode": "neutral"} for h in self._harnesses()]
@@ -209,12 +259,14 @@ class JudgeService:
         self.workdir = Path(req["workdir"])
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ref = Reference()
+        self.refs_on_gpu = False
         base = Baseline(ok=False, interpreted=self.interpreted, device_name=self._device_name(),
                         triton_version=_triton_version())
         tier = int(req.get("profile_tier", 0))
         steps = self._reference_steps(bool(req.get("time", True)), tier, req.get("facts") or {})
         runs = sum(1 for s in steps if s["op"] in ("run", "time", "profile"))
         notes: list[str] = []
+        self.preparing = True
         job = self._job({"o": task.source}, steps, runs, trusted=True)
         try:
             for frame in job.frames():
@@ -234,6 +286,7 @@ class JudgeService:
             base.message = str(e)
             return base.to_dict()
         finally:
+            self.preparing = False
             job.close()
             self.network = job.network
         if not base.deterministic:
@@ -249,6 +302,13 @@ class JudgeService:
                          "so correctness is checked on one input only")
         if not self.ref.high:
             notes.append("no float64 rerun of the original was possible: precision is checked by tolerance only")
+        if self.ref.skipped:
+            seeds = sorted({s for h, s in self.ref.skipped})
+            size = max((_tree_bytes(v) for v in self.ref.outputs.values()), default=0)
+            notes.append(f"{task.harness} returns {size / 2**30:.1f} GiB per call: it is checked on seed {task.seeds[0]} "
+                         f"only, not seeds {seeds} (the references of every seed would not fit "
+                         f"{_ref_host_bytes() / 2**30:.1f} GiB of host memory, {_REF_HOST_BYTES_ENV}); "
+                         "smaller harnesses run every seed")
         if not self.ref.replay_valid:
             notes.append("replays of the original do not reproduce its outputs (an in-place or accumulating kernel): "
                          "timed replays are checked by launch count and grid only")
@@ -268,7 +328,11 @@ class JudgeService:
             return
         if frame.kind != "outputs":
             return
+        self.ref.cuda_peak = max(self.ref.cuda_peak, int(meta.get("cuda_peak") or 0))
         mode = meta.get("mode")
+        if meta.get("skipped"):
+            self.ref.skipped.add((meta["harness"], int(meta["seed"])))
+            return
         if mode == "replay":
             ref = self.ref.outputs[(task.harness, task.seeds[0])]
             self.ref.replay_valid = compare_outputs(ref, frame.tree).ok
@@ -329,14 +393,16 @@ class JudgeService:
             self.ref.high[h] = kept
 
     def _move_references(self) -> None:
-        """Move the references to the GPU when they fit comfortably (comparisons there are
-        far faster); else they stay on the host, where they arrived."""
+        """Move the references to the GPU when they fit comfortably beside what the
+        harness itself needs there (comparisons on the GPU are far faster); else they stay
+        on the host, where they arrived, and large candidate frames are rebuilt on the GPU
+        instead (``_frame_device``)."""
         if self.ref_device != "cuda":
             return
-        total = sum(t.numel() * t.element_size() for tree in self.ref.outputs.values() for _, t in checks.leaves(tree)
-                    if isinstance(t, torch.Tensor))
+        total = sum(_tree_bytes(tree) for tree in self.ref.outputs.values())
         free, _ = torch.cuda.mem_get_info()
-        if total <= _REF_GPU_FRACTION * free:
+        if total <= _REF_GPU_FRACTION * free and total + self.ref.cuda_peak + _GPU_MARGIN_BYTES <= free:
+            self.refs_on_gpu = True
             self.ref.outputs = {k: to_device(v, "cuda") for k, v in self.ref.outputs.items()}
             self.ref.masks = {h: {p: to_device(m, "cuda") for p, m in ms.items()} for h, ms in self.ref.masks.items()}
 
@@ -346,8 +412,10 @@ class JudgeService:
         s0, rest = task.seeds[0], task.seeds[1:]
         steps: list[dict[str, Any]] = []
         for h in self._harnesses()[1:]:
-            steps += [{"op": "run", "module": "v", "harness": h, "seed": s, "mode": "check"} for s in task.seeds]
-        steps += [{"op": "run", "module": "v", "harness": task.harness, "seed": s, "mode": "check"} for s in rest]
+            steps += [{"op": "run", "module": "v", "harness": h, "seed": s, "mode": "check"} for s in task.seeds
+                      if (h, s) not in self.ref.skipped]
+        steps += [{"op": "run", "module": "v", "harness": task.harness, "seed": s, "mode": "check"} for s in rest
+                  if (task.harness, s) not in self.ref.skipped]
         steps += [{"op": "run", "module": "v", "harness": h, "seed": s0, "mode": "neutral"} for h in self._harnesses()]
         steps.append({"op": "run", "module": "v", "harness": task.harness, "seed": s0, "mode": "check", "keep": "v"})
         steps.append({"op": "replay_check", "key": "v"})
@@ -380,7 +448,7 @@ class JudgeService:
                 worst = self._judge_frame(frame, ev, worst)
                 _add(ev.phases, "judge", time.perf_counter() - t_judge)
             ev.errors = worst
-            ev.message = f"matches the original on seeds {task.seeds} of {', '.join(self._harnesses())} ({describe(worst)})"
+            ev.message = f"matches the original on {self._checked_runs()} ({describe(worst)})"
         except Verdict as v:
             ev.status, ev.message = v.status, v.args[0]
             ev.errors = worst if v.status != Status.MISMATCH else (ev.errors or worst)
@@ -625,6 +693,10 @@ def find_compute_sanitizer() -> Optional[str]:
         if base and os.path.exists(os.path.join(base, "bin", "compute-sanitizer")):
             return os.path.join(base, "bin", "compute-sanitizer")
     return None
+
+
+def _tree_bytes(tree: Any) -> int:
+    return sum(t.numel() * t.element_size() for _, t in checks.leaves(tree) if isinstance(t, torch.Tensor))
 
 
 def _add(phases: dict[str, float], name: str, seconds: float) -> None:

@@ -115,6 +115,7 @@ class Steps:
         self.learned: dict[str, list[str]] = {}  # kernel -> argument names this job's launches wrote
         self.timed: dict[str, float] = {}  # kept run -> its median time (ms) from a time step
         self.previous: dict[str, list[tuple[str, Any, Any]]] = {}  # harness -> the last call's returned tensors
+        self.output_bytes: dict[str, int] = {}  # harness -> bytes its last run returned or wrote
         self.integrity = Integrity()
         self.threads = threading.active_count()
         workdir = os.getcwd()
@@ -143,6 +144,11 @@ class Steps:
         if version.harness_name != step["harness"]:
             version.harness_name = step["harness"]
         mode = step.get("mode", "check")
+        if step.get("skip_over") is not None and self.output_bytes.get(step["harness"], 0) > int(step["skip_over"]):
+            # outputs this large: the judge keeps one seed's reference (host memory budget)
+            self.send("outputs", {"harness": step["harness"], "seed": step["seed"], "mode": mode, "skipped": True,
+                                  "bytes": self.output_bytes[step["harness"]]})
+            return
         upcast: dict[int, dict[str, torch.Tensor]] = {}
         options: dict[str, Any] = {}
         if mode == "neutral":
@@ -183,6 +189,7 @@ class Steps:
             "upcast": {k: [x is not None for x in v] for k, v in hp.items()},
             "again": bool(step.get("again")),
             "stale": self._stale_outputs(step["harness"]) if mode == "check" else [],
+            "cuda_peak": _cuda_peak(),
         }
         if mode == "check":
             self._remember_outputs(step["harness"], out)
@@ -192,6 +199,7 @@ class Steps:
                 have += [n for n in names if n not in have]
         tree: dict[str, Any] = {"returned": out, "written": written,
                                 "harness_locals": _locals_view(rec.harness_locals, written, out)}
+        self.output_bytes[step["harness"]] = _output_bytes(out, written)
         if mode == "upcast":
             tree["upcast"] = {k: [x if x is not None else torch.empty(0) for x in v] for k, v in hp.items()}
         self.send("outputs", meta, tree)
@@ -358,6 +366,29 @@ def _locals_view(harness_locals: dict[str, Any], written: dict[str, list[Any]], 
         return x
 
     return {k: view(v) for k, v in harness_locals.items()}
+
+
+def _output_bytes(returned: Any, written: dict[str, list[Any]]) -> int:
+    """Bytes of the distinct tensors a run returned or its launches wrote."""
+    import torch
+
+    from .capture import tensor_key
+    from .checks import leaves
+
+    seen: dict[Any, int] = {}
+    for _, t in list(leaves(returned)) + [(k, t) for k, ts in written.items() for t in ts]:
+        if isinstance(t, torch.Tensor):
+            seen[tensor_key(t)] = t.numel() * t.element_size()
+    return sum(seen.values())
+
+
+def _cuda_peak() -> int:
+    """The most GPU memory this process's allocator has reserved (0 without a GPU)."""
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return 0
+    return int(torch.cuda.max_memory_reserved())
 
 
 def _written_names(rec: Any) -> dict[str, list[str]]:

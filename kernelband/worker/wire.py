@@ -17,7 +17,7 @@ import dataclasses
 import json
 import math
 import struct
-from typing import IO, Any, Iterator, Optional
+from typing import IO, Any, Callable, Iterator, Optional, Union
 
 import torch
 
@@ -211,9 +211,28 @@ def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0,
     raise WireError(f"unknown node type {str(t)[:40]!r}")
 
 
-def read_frame(fh: IO[bytes], nonce: str, device: Optional[str] = None) -> Optional[tuple[str, dict[str, Any], Any]]:
+def tree_bytes(node: Any, depth: int = 0) -> int:
+    """Bytes of the tensors a header's tree describes (references counted once)."""
+    if depth > MAX_DEPTH or not isinstance(node, dict):
+        return 0
+    t = node.get("t")
+    if t == "tensor":
+        dtype = _DTYPES.get(node.get("dtype", ""))
+        shape = node.get("shape")
+        if dtype is None or not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
+            return 0
+        return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    children = node.get("items") if t in ("list", "tuple") else node.get("values") if t in ("dict", "object") else None
+    return sum(tree_bytes(c, depth + 1) for c in children) if isinstance(children, list) else 0
+
+
+DeviceChoice = Union[None, str, Callable[[str, dict[str, Any], int], Optional[str]]]
+
+
+def read_frame(fh: IO[bytes], nonce: str, device: DeviceChoice = None) -> Optional[tuple[str, dict[str, Any], Any]]:
     """The next frame as (kind, meta, tree), or None at a clean end of stream. Tensors are
-    rebuilt on ``device`` (slice by slice). Raises WireError on anything malformed."""
+    rebuilt on ``device`` (slice by slice): a device name, or a function of the frame's
+    kind, meta and tensor bytes that picks one. Raises WireError on anything malformed."""
     n = _read_len(fh)
     if n is None:
         return None
@@ -228,10 +247,12 @@ def read_frame(fh: IO[bytes], nonce: str, device: Optional[str] = None) -> Optio
     meta = header.get("meta")
     if not isinstance(meta, dict) or not isinstance(header.get("kind"), str):
         raise WireError("malformed frame header")
+    if callable(device):
+        device = device(header["kind"], meta, tree_bytes(header.get("tree")))
     return header["kind"], meta, _decode(header.get("tree"), fh, device)
 
 
-def iter_frames(fh: IO[bytes], nonce: str, device: Optional[str] = None) -> Iterator[tuple[str, dict[str, Any], Any]]:
+def iter_frames(fh: IO[bytes], nonce: str, device: DeviceChoice = None) -> Iterator[tuple[str, dict[str, Any], Any]]:
     while True:
         frame = read_frame(fh, nonce, device)
         if frame is None:
