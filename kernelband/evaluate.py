@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .model import Baseline, Evaluation, PairedTiming, Status, Task, Variant
+from .model import Baseline, Evaluation, PairedTiming, Status, Task, Timing, Variant
 from .worker.client import WorkerClient, WorkerError, WorkerInfo
 
 
@@ -122,6 +122,18 @@ class Evaluator:
         if not self.baseline.ok:
             raise SetupError(self.baseline.message)
         return self.baseline
+
+    def retime_original(self) -> Timing:
+        """The original timed as a candidate's timing step runs (fresh process, kept run,
+        replay check, frozen replays). Raises WorkerError/RuntimeError when it cannot."""
+        self._ensure_worker()
+        try:
+            raw = self.client.request("retime", self._deadline(3))
+        except WorkerError as e:
+            if e.kind != "error":
+                self._revive()
+            raise
+        return Timing.from_dict(raw["timing"])
 
     def device_facts(self) -> dict[str, Any]:
         self.start()

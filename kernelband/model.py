@@ -288,6 +288,7 @@ class Baseline(Serializable):
     device_name: str = ""
     triton_version: str = ""
     profile: Optional[dict[str, Any]] = None
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per check, as Evaluation.phases
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Baseline":

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,7 @@ class JudgeService:
         self.on_log: Optional[Callable[[str], None]] = None
         self.network = ""
         self.zygote: Any = None
+        self._zygote_lock = threading.Lock()
         self.preparing = False
         self.ref_device: Optional[str] = "cuda" if _gpu() else None
         self.refs_on_gpu = False
@@ -144,7 +146,20 @@ class JudgeService:
             "interpreted": self.interpreted,
             "gpu_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
             "pid": os.getpid(),
+            **self._prestart_zygote(),
         }
+
+    def _prestart_zygote(self) -> dict[str, Any]:
+        """Start the fork server now, beside the session's own setup (device facts, the
+        store), so its imports are not paid inside the first job."""
+        def start_and_stay() -> None:
+            self._zygote()
+            # the fork server dies with the thread that started it (PR_SET_PDEATHSIG is per
+            # thread): this one lives as long as the judge
+            threading.Event().wait()
+
+        threading.Thread(target=start_and_stay, daemon=True, name="kernelband-zygote").start()
+        return {}
 
     def _require_task(self) -> Task:
         if self.task is None:
@@ -203,10 +218,16 @@ class JudgeService:
     def _zygote(self) -> Optional["Zygote"]:
         """The fork server, started on first use and replaced when it died; None (plain
         processes) when disabled or when it cannot start."""
-        from .jobs import Zygote, _use_zygote
+        from .jobs import _use_zygote
 
         if not _use_zygote():
             return None
+        with self._zygote_lock:
+            return self._live_zygote()
+
+    def _live_zygote(self) -> Optional["Zygote"]:
+        from .jobs import Zygote
+
         if self.zygote is None or not self.zygote.alive:
             if self.zygote is not None:
                 self.zygote.close()
@@ -267,9 +288,15 @@ class JudgeService:
         runs = sum(1 for s in steps if s["op"] in ("run", "time", "profile"))
         notes: list[str] = []
         self.preparing = True
+        t0 = time.perf_counter()
         job = self._job({"o": task.source}, steps, runs, trusted=True)
+        first = True
         try:
             for frame in job.frames():
+                if first:  # interpreter start, imports, sandbox, compile: before the first run ended
+                    _add(base.phases, "process_start", time.perf_counter() - t0 - float(frame.meta.get("seconds", 0.0)))
+                    first = False
+                _add(base.phases, _phase_of(frame), float(frame.meta.get("seconds", 0.0)))
                 if frame.kind == "error":
                     base.message = _setup_message(task, frame.meta)
                     return base.to_dict()
@@ -287,6 +314,7 @@ class JudgeService:
             return base.to_dict()
         finally:
             self.preparing = False
+            base.phases["variant_process_total"] = round(time.perf_counter() - t0, 6)
             job.close()
             self.network = job.network
         if not base.deterministic:
@@ -591,6 +619,32 @@ class JudgeService:
         finally:
             job.close()
         raise RuntimeError("paired timing ended without a result")
+
+    def op_retime(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Time the original exactly as a candidate's timing step runs (a fresh process, a
+        kept run, its replay check, then frozen replays), without re-running every check:
+        the baseline that per-candidate ratios divide by."""
+        task = self._require_task()
+        s0 = task.seeds[0]
+        steps = [{"op": "run", "module": "o", "harness": task.harness, "seed": s0, "mode": "check", "keep": "o"},
+                 {"op": "replay_check", "key": "o"},
+                 {"op": "time", "key": "o"}]
+        job = self._job({"o": task.source}, steps, 3, trusted=True)
+        try:
+            for frame in job.frames():
+                if frame.kind == "error":
+                    raise RuntimeError(f"the original no longer runs: {frame.meta.get('message')}")
+                if frame.kind == "outputs" and frame.meta.get("mode") != "replay":
+                    verdict = compare_outputs(self.ref.outputs[(task.harness, s0)], frame.tree)
+                    if not verdict.ok:
+                        raise RuntimeError(f"the original no longer gives its references: {verdict.message}")
+                if frame.kind == "timing":
+                    return {"timing": frame.meta["timing"]}
+        except JobFailed as e:
+            raise RuntimeError(f"re-timing the original failed ({e.end.kind}): {e}") from None
+        finally:
+            job.close()
+        raise RuntimeError("re-timing the original ended without a timing")
 
     def op_profile(self, req: dict[str, Any]) -> dict[str, Any]:
         """Profile the original (source None) or a variant at a tier."""
