@@ -294,8 +294,10 @@ def parse_optimize(row: Row, rc: int, out: str, err: str, timed_out: bool) -> No
             continue
         if e.get("type") == "baseline" and "baseline_s" not in row.under:
             row.under["baseline_s"] = e.get("t")
+            row.under["setup_s"] = e.get("setup_s")
         elif e.get("type") == "candidate" and "first_verdict_s" not in row.under:
             row.under["first_verdict_s"] = e.get("t")
+            row.under["first_phases"] = e.get("phases")
         elif e.get("type") == "result":
             res = e.get("result") if isinstance(e.get("result"), dict) else {k: v for k, v in e.items() if k != "type"}
     if timed_out:

@@ -303,7 +303,8 @@ class Session:
         self.history.append(entry)
         # speed_claim false: the ratios are CPU-interpreter times, never shown as a GPU speedup
         self.emit("candidate", **{k: entry[k] for k in ("index", "variant_id", "parent", "strategy", "generator", "status",
-                                                         "time_ms", "speedup", "message", "description")},
+                                                         "time_ms", "speedup", "message", "description",
+                                                         "phases")},
                   speed_claim=not self.evaluator.interpreted)
         total = self.config.budget.evaluations
         self.emit("progress", done=self.usage.evaluations, total=total, best_ms=best.time_ms,

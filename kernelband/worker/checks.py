@@ -10,7 +10,7 @@ from typing import Any, Iterator, Optional, Union
 
 import torch
 
-from .compare import _CHUNK, chunk_pairs
+from .compare import _CHUNK, chunk_pairs, work_device
 
 Mask = Union[torch.Tensor, bool]
 
@@ -131,7 +131,7 @@ def error_against(high: torch.Tensor, x: torch.Tensor) -> tuple[float, float, fl
     err_sq = ref_sq = 0.0
     max_abs = max_ref = 0.0
     for start in range(0, h.numel(), _CHUNK):
-        dev = h.device if h.device.type != "cpu" else v.device
+        dev = work_device(h, v)
         hh = h[start:start + _CHUNK].to(device=dev, dtype=torch.float64)
         vv = v[start:start + _CHUNK].to(device=dev, dtype=torch.float64)
         ok = torch.isfinite(hh) & torch.isfinite(vv)

@@ -75,11 +75,26 @@ class _Mismatch(Exception):
 _CHUNK = 1 << 22  # elements compared at a time: no full float64 copy of a large output
 
 
+_COMPUTE_DEVICE: Optional[torch.device] = None
+
+
+def set_compute_device(device: Optional[str]) -> None:
+    """Where comparisons of two host tensors run (the judge sets "cuda" on a GPU machine:
+    slices cross to the GPU, so float64 error sums over large outputs take milliseconds
+    there instead of seconds on the host)."""
+    global _COMPUTE_DEVICE
+    _COMPUTE_DEVICE = torch.device(device) if device else None
+
+
 def work_device(a: torch.Tensor, b: torch.Tensor) -> torch.device:
     """Where to compare two tensors: on the GPU if either lives there (the judge keeps a
     large reference on the host and decodes the candidate's outputs onto the GPU, so only
-    one copy of the outputs sits on each side), else on the host."""
-    return a.device if a.device.type != "cpu" else b.device
+    one copy of the outputs sits on each side), else on the compute device, else the host."""
+    if a.device.type != "cpu":
+        return a.device
+    if b.device.type != "cpu":
+        return b.device
+    return _COMPUTE_DEVICE or a.device
 
 
 def chunk_pairs(a: torch.Tensor, b: torch.Tensor, dtype: Optional[torch.dtype] = None

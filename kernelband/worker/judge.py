@@ -35,7 +35,7 @@ import torch
 
 from ..model import Baseline, Evaluation, LaunchRecord, Status, Task, Timing
 from . import checks
-from .compare import bitwise_equal, compare_outputs, count_tensors, describe, to_device
+from .compare import bitwise_equal, compare_outputs, count_tensors, describe, set_compute_device, to_device
 from .jobs import Frame, JobFailed, VariantJob
 from .stats import paired_statistics
 
@@ -107,6 +107,7 @@ class JudgeService:
         self._zygote_lock = threading.Lock()
         self.preparing = False
         self.ref_device: Optional[str] = "cuda" if _gpu() else None
+        set_compute_device(self.ref_device)
         self.refs_on_gpu = False
         if _gpu() and not os.environ.get("KERNELBAND_TIMING_LOCK"):
             from .timing import default_lock_path
@@ -427,12 +428,13 @@ class JudgeService:
         instead (``_frame_device``)."""
         if self.ref_device != "cuda":
             return
-        total = sum(_tree_bytes(tree) for tree in self.ref.outputs.values())
+        total = sum(_tree_bytes(tree) for tree in self.ref.outputs.values()) + _tree_bytes(self.ref.high)
         free, _ = torch.cuda.mem_get_info()
         if total <= _REF_GPU_FRACTION * free and total + self.ref.cuda_peak + _GPU_MARGIN_BYTES <= free:
             self.refs_on_gpu = True
             self.ref.outputs = {k: to_device(v, "cuda") for k, v in self.ref.outputs.items()}
             self.ref.masks = {h: {p: to_device(m, "cuda") for p, m in ms.items()} for h, ms in self.ref.masks.items()}
+            self.ref.high = to_device(self.ref.high, "cuda")
 
     # ------------------------------------------------------------------ candidates
     def _candidate_steps(self, time_it: bool, tier: int, facts: dict[str, Any], source: str) -> list[dict[str, Any]]:
