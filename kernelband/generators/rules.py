@@ -232,6 +232,9 @@ class RulesGenerator:
         self._analyses: dict[tuple[str, str], Optional[_Analysis]] = {}
         self._used: dict[str, set[str]] = {}  # parent id -> rewrite keys used
         self._seen: set[str] = set()  # config keys of every source produced or seen as a parent
+        # (family, key) of the rewrite behind the last variant generate() returned (None: none);
+        # replays and pull records use it to name the rewrite, not only the strategy
+        self.last_rewrite: Optional[tuple[str, str]] = None
 
     # ---- internals
     def _analysis(self, parent: Variant, kernel: str) -> Optional[_Analysis]:
@@ -263,6 +266,7 @@ class RulesGenerator:
         return [s for s in self.strategies if self._available(parent, kernel, s)]
 
     def generate(self, parent: Variant, strategy: str, ctx: GenContext) -> Generation:
+        self.last_rewrite = None
         an = self._analysis(parent, ctx.kernel)
         if an is None:
             return Generation(None, message=f"rules: cannot analyse kernel {ctx.kernel}")
@@ -287,6 +291,7 @@ class RulesGenerator:
                 break
             # a rewrite that fails the screen is a bug here; never hand it on
         variant = Variant(source, parent=parent.id, strategy=strategy, generator=self.name, description=rw.description)
+        self.last_rewrite = (rw.family, rw.key)
         return Generation(variant, message=rw.description)
 
     def enumerate_space(self, original: Variant, kernel: str) -> list[Variant]:
