@@ -9,8 +9,9 @@ Shared by ``landscape_measure.py`` (which measures configs) and ``replay_landsca
   as a search session chains them (a child's proposals come from analysing the child).
 - A *typed key* identifies the config a source is, whatever order the steps came in:
   the set of non-knob rewrites in its lineage (code rewrites, hints, cache modifiers,
-  the autotune wrap) plus the knob values found in its source (``space.Config``
-  normalised: a value equal to Triton's default counts as absent). The AST hash
+  the autotune wrap) plus its knob values (those of the original, moved by each knob
+  step; read from the source after an autotune wrap), a value equal to Triton's
+  default counting as absent (``space.Config``'s rule). The AST hash
   (``space.config_key``) is recorded too, as a cheap first lookup.
 """
 from __future__ import annotations
@@ -53,7 +54,9 @@ class Analyses:
         self.kernel, self.fams = kernel, fams
         self.model = cost_model()
         self.by_hash: dict[tuple[str, str], Optional[_Analysis]] = {}  # RulesGenerator._analyses layout
-        self._knobs: dict[str, tuple] = {}
+        self._knobs: dict[str, dict[str, int]] = {}
+        self._ast: dict[str, str] = {}
+        self.defaults: dict[str, int] = {}  # knob ident -> Triton's default (num_warps, num_stages)
 
     def analysis(self, source: str) -> Optional[_Analysis]:
         key = (sha256_text(source), self.kernel)
@@ -64,18 +67,38 @@ class Analyses:
                 self.by_hash[key] = None
         return self.by_hash[key]
 
-    def knob_values(self, source: str) -> tuple:
+    def knobs_of(self, source: str) -> dict[str, int]:
+        """Knob values found by analysing a source (slow; cached)."""
         h = sha256_text(source)
         if h not in self._knobs:
             an = self.analysis(source)
-            self._knobs[h] = Config.of(an.knobs)._normal() if an is not None else ()
-        return self._knobs[h]
+            self._knobs[h] = {k.ident: k.current for k in an.knobs} if an is not None else {}
+            for k in an.knobs if an is not None else []:
+                if k.default is not None:
+                    self.defaults[k.ident] = k.default
+        return dict(self._knobs[h])
 
-    def typed_key(self, source: str, code: Iterable[str]) -> str:
-        return json.dumps([sorted(set(code)), [list(kv) for kv in self.knob_values(source)]])
+    def child_knobs(self, parent_source: str, parent_knobs: dict[str, int], rw: _Rewrite) -> dict[str, int]:
+        """The child's knob values without analysing it: a knob move changes its knob; other
+        rewrites keep them, except the autotune wrap, which moves them into its decorator."""
+        if rw.family == "autotune":
+            an = self.analysis(parent_source)
+            assert an is not None
+            return self.knobs_of(an.source_of(rw))
+        out = dict(parent_knobs)
+        for ident, (_old, new) in rw.delta.items():
+            out[ident] = new
+        return out
+
+    def typed_key(self, knobs: dict[str, int], code: Iterable[str]) -> str:
+        normal = sorted((k, v) for k, v in knobs.items() if self.defaults.get(k) != v)
+        return json.dumps([sorted(set(code)), [list(kv) for kv in normal]])
 
     def ast_key(self, source: str) -> str:
-        return config_key(source, self.kernel)
+        h = sha256_text(source)
+        if h not in self._ast:
+            self._ast[h] = config_key(source, self.kernel)
+        return self._ast[h]
 
 
 @dataclass
@@ -85,6 +108,14 @@ class Built:
     source: str
     code: list[str]  # non-knob rewrite keys of the lineage
     description: str
+    knobs: dict[str, int]  # knob ident -> value
+
+    def key(self, an_cache: "Analyses") -> str:
+        return an_cache.typed_key(self.knobs, self.code)
+
+
+def original(an_cache: "Analyses", source: str) -> Built:
+    return Built([], [], source, [], "", an_cache.knobs_of(source))
 
 
 def step(an_cache: Analyses, parent: Built, rw: _Rewrite) -> Built:
@@ -92,12 +123,13 @@ def step(an_cache: Analyses, parent: Built, rw: _Rewrite) -> Built:
     assert an is not None
     code = parent.code + ([rw.key] if rw.family not in KNOB_FAMILIES else [])
     return Built(parent.recipe + [rw.key], parent.families + [rw.family], an.source_of(rw), code,
-                 "; ".join(filter(None, [parent.description, rw.description])))
+                 "; ".join(filter(None, [parent.description, rw.description])),
+                 an_cache.child_knobs(parent.source, parent.knobs, rw))
 
 
-def build(an_cache: Analyses, original: str, recipe: list[str]) -> Built:
+def build(an_cache: Analyses, source: str, recipe: list[str]) -> Built:
     """Apply a recipe; KeyError when a step is not offered at that point."""
-    cur = Built([], [], original, [], "")
+    cur = original(an_cache, source)
     for key in recipe:
         an = an_cache.analysis(cur.source)
         rw = next((r for r in (an.rewrites if an else []) if r.key == key), None)

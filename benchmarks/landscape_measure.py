@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from landscape_configs import KNOB_FAMILIES, Analyses, Built, build, families, ranked_children, step  # noqa: E402
+from landscape_configs import KNOB_FAMILIES, Analyses, Built, build, families, original, ranked_children, step  # noqa: E402
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 FATAL = ("illegal memory access", "CUDA error", "unspecified launch failure")
@@ -137,7 +137,7 @@ class KernelMeasure:
         from benchmarks.suite import compare
 
         row: dict[str, Any] = {"recipe": b.recipe, "families": b.families, "code": b.code,
-                               "description": b.description or "original", "typed_key": self.ac.typed_key(b.source, b.code),
+                               "description": b.description or "original", "typed_key": b.key(self.ac), "knobs": b.knobs,
                                "ast_key": self.ac.ast_key(b.source), "correct": False, "ms": None, "ms_repeats": [],
                                "compile_s": compile_s, "check_s": None, "time_s": None, "problems": [], "error": None}
         try:
@@ -203,14 +203,14 @@ class KernelMeasure:
         _sync()
         ref_problems = compare(self.ref_out, getattr(base, self.e.reference)())
         cap = self.a.cap
-        orig = Built([], [], self.original, [], "")
+        orig = original(self.ac, self.original)
         queue: list[Built] = [orig] + [step(self.ac, orig, rw) for rw in ranked_children(self.ac, orig)]
         expanded: set[str] = set()
         combined: set[str] = set()
         while len(self.rows) < cap:
             todo, keys = [], set()
             for b in queue:
-                k = self.ac.typed_key(b.source, b.code)
+                k = b.key(self.ac)
                 if k in self.rows or k in keys:
                     continue
                 keys.add(k)

@@ -232,6 +232,7 @@ class RulesGenerator:
         self._analyses: dict[tuple[str, str], Optional[_Analysis]] = {}
         self._used: dict[str, set[str]] = {}  # parent id -> rewrite keys used
         self._seen: set[str] = set()  # config keys of every source produced or seen as a parent
+        self._parents: set[tuple[str, str]] = set()  # (source hash, kernel) of parents already in _seen
         # (family, key) of the rewrite behind the last variant generate() returned (None: none);
         # replays and pull records use it to name the rewrite, not only the strategy
         self.last_rewrite: Optional[tuple[str, str]] = None
@@ -244,7 +245,9 @@ class RulesGenerator:
                 self._analyses[key] = _Analyzer(parent.source, kernel).analyse(self.families, self.model)
             except (LookupError, SyntaxError, ValueError, cst.ParserSyntaxError, RecursionError):
                 self._analyses[key] = None
-        self._seen.add(config_key(parent.source, kernel))
+        if key not in self._parents:  # config_key parses the source: once per parent, not per offered() call
+            self._parents.add(key)
+            self._seen.add(config_key(parent.source, kernel))
         return self._analyses[key]
 
     def _available(self, parent: Variant, kernel: str, strategy: str) -> list[_Rewrite]:
