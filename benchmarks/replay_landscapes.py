@@ -191,7 +191,7 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str) 
             best = min(best, ms)
         policy.update(parent, strategy, Outcome(ok, parent.time_ms, float(row["ms"]) if ok else None), child)
         traj.append((evals, spent, t0 / best))
-        pulls.append({"strategy": strategy, "family": family, "key": key, "ok": ok})
+        pulls.append({"strategy": strategy, "family": family, "key": key, "ok": ok, "description": g.variant.description})
     return {"traj": traj, "misses": misses, "evals": evals, "pulls": pulls}
 
 
@@ -321,6 +321,11 @@ def report(results: list[dict[str, Any]], tables: list[dict[str, Any]], policies
     per_kernel = {r["module"]: {p: geomean([at_evals(run["traj"], top) for run in r["runs"][p]]) for p in policies}
                   for r in results}
     out["per_kernel_at_max_budget"] = per_kernel
+    # every run's best speedup at each budget (equal evaluations), for replay_confirm.py
+    out["per_run"] = {r["module"]: {p: {b: [at_evals(run["traj"], b) for run in r["runs"][p]] for b in budgets}
+                                    for p in policies} for r in results}
+    out["first_pulls"] = {r["module"]: {p: [[pl["description"] for pl in run["pulls"][:top]] for run in r["runs"][p]]
+                                        for p in policies} for r in results}
     won, only = rewrite_tables(tables)
     out["rewrite_winners"], out["rewrite_only"] = won, only
     wins = Counter(pl["family"] for r in results for run in r["runs"][ref] for pl in run["pulls"] if pl["ok"])
