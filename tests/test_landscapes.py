@@ -168,3 +168,25 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
     with pytest.raises(SystemExit):
         replay.main(["--tables", str(tmp_path), "--policies", "kernelband,nope"])
     assert "unknown policies" in capsys.readouterr().err
+
+
+def test_generator_names_the_rewrite_behind_each_variant():
+    from kernelband.generators.base import GenContext
+    from kernelband.generators.rules import RulesGenerator
+    from kernelband.model import Variant
+
+    src = (REPO / "benchmarks" / "suite" / "add_small_blocks_fp16.py").read_text()
+    gen = RulesGenerator(seed=0, autotune=False)
+    ctx = GenContext(kernel="add_small_kernel", harness="harness_add_small", module_path="")
+    parent = Variant(src)
+    seen = set()
+    for strategy in ("tiling", "tiling", "access_layout"):
+        g = gen.generate(parent, strategy, ctx)
+        assert g.variant is not None and gen.last_rewrite is not None
+        family, key = gen.last_rewrite
+        assert key not in seen
+        seen.add(key)
+        assert family in ("block_size", "num_warps", "persistent", "hints", "cache_modifiers")
+        assert g.variant.description == g.message
+    # a request with nothing to offer clears it
+    assert gen.generate(parent, "fusion", ctx).variant is None and gen.last_rewrite is None
