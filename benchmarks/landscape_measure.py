@@ -176,7 +176,8 @@ class KernelMeasure:
             futs = [self.pool.submit(_compile_one, str(p), f"{n}_c", self.e.harness) for p, n in files]
             for i, f in enumerate(futs):
                 try:
-                    compiled[i] = f.result(timeout=max(1.0, self.deadline - time.monotonic()))[0]
+                    left = self.deadline - time.monotonic()
+                    compiled[i] = f.result(timeout=max(1.0, left) if left != float("inf") else None)[0]
                 except Exception:  # a worker died or timed out: the serial run compiles it
                     compiled[i] = None
         for b, (path, name), c in zip(items, files, compiled):
