@@ -29,6 +29,10 @@ on-disk cache is warm when the serial timing starts (compiles overlap; timings n
 do). Each config's cost (compile + check + timing seconds) is recorded for the
 equal-GPU-seconds comparison.
 
+``--extra replay.json`` measures, for kernels already present, the proposals the replay
+made but found unmeasured (its ``missing`` recipes, most frequent first, up to
+``--extra-cap``) and appends them; replay again afterwards.
+
 Resumable: DIR/<module>.json is written as soon as a kernel is done and skipped when
 present. ``--minutes`` stops cleanly before a kernel that would not finish (a kernel cut
 short is not written). A table is printed at the end.
@@ -100,6 +104,10 @@ def _warm_worker(_i: int) -> float:
         torch.zeros(1, device="cuda")
     time.sleep(0.5)  # keep this worker busy so that the others take the other warm-ups
     return time.perf_counter() - t0
+
+
+class ContextLost(RuntimeError):
+    """The CUDA context is gone: nothing measured after this in this process is valid."""
 
 
 class Bench:
@@ -174,7 +182,7 @@ class KernelMeasure:
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
             if any(f in str(e) for f in FATAL):
-                raise RuntimeError(f"CUDA context lost on {self.e.module} {b.recipe}: {row['error']}") from e
+                raise ContextLost(f"CUDA context lost on {self.e.module} {b.recipe}: {row['error']}") from e
         if compile_s is None:  # no compile pass: the first call compiled
             row["compile_s"] = row["check_s"]
         if torch.cuda.is_available() and not INTERPRETED:
@@ -204,18 +212,8 @@ class KernelMeasure:
 
     # ---- the kernel
     def run(self) -> Optional[dict[str, Any]]:
-        import torch
-
-        from benchmarks.suite import compare
-
         t_start = time.perf_counter()
-        base = _load(self.e.path, f"kb_landscape_orig_{self.e.module}")
-        torch.manual_seed(0)
-        self.inputs = base.make_inputs()
-        base.make_inputs = lambda: self.inputs
-        self.ref_out = getattr(base, self.e.harness)()
-        _sync()
-        ref_problems = compare(self.ref_out, getattr(base, self.e.reference)())
+        ref_problems = self._setup()
         cap = self.a.cap
         orig = original(self.ac, self.original)
         queue: list[Built] = [orig] + [step(self.ac, orig, rw) for rw in ranked_children(self.ac, orig)]
@@ -247,6 +245,45 @@ class KernelMeasure:
             "original_matches_reference": not ref_problems, "reference_problems": ref_problems[:3],
             "original_ms": orig_row["ms"], "configs": rows, "seconds": time.perf_counter() - t_start,
         }
+
+    def _setup(self) -> list[str]:
+        """Inputs (seed 0) and the original's outputs; problems of the original vs the reference."""
+        import torch
+
+        from benchmarks.suite import compare
+
+        base = _load(self.e.path, f"kb_landscape_orig_{self.e.module}")
+        torch.manual_seed(0)
+        self.inputs = base.make_inputs()
+        base.make_inputs = lambda: self.inputs
+        self.ref_out = getattr(base, self.e.harness)()
+        _sync()
+        return compare(self.ref_out, getattr(base, self.e.reference)())
+
+    def extend(self, d: dict[str, Any], recipes: list[list[str]], n: int) -> Optional[dict[str, Any]]:
+        """Measure up to n more configs given as recipes (the replay's missed proposals) and
+        append them to a kernel's table; None when the deadline came first."""
+        t0 = time.perf_counter()
+        self.rows = {r["typed_key"]: r for r in d["configs"]}
+        todo, keys = [], set()
+        for rec in recipes:
+            try:
+                b = build(self.ac, self.original, rec)
+            except KeyError:  # not offered here (another Triton's features): nothing to measure
+                continue
+            k = b.key(self.ac)
+            if k not in self.rows and k not in keys:
+                keys.add(k)
+                todo.append(b)
+            if len(todo) >= n:
+                break
+        if not todo:
+            return d
+        self._setup()
+        if not self._batch(todo):
+            return None
+        return dict(d, configs=list(self.rows.values()), seconds=d["seconds"] + time.perf_counter() - t0,
+                    extra_rounds=d.get("extra_rounds", 0) + 1)
 
     def _next(self, expanded: set[str], combined: set[str]) -> list[Built]:
         """The next round: children of the fastest unexpanded config, and each code
@@ -326,6 +363,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--per-strategy", type=int, default=2, help="children per strategy when a config is expanded")
     ap.add_argument("--compile-workers", type=int, default=None, help="compile pass processes (GPU; default 8, 0 off)")
     ap.add_argument("--minutes", type=float, default=0.0, help="stop cleanly before this much time is spent (0: none)")
+    ap.add_argument("--extra", type=Path, help="replay.json: measure its missed recipes for kernels already present")
+    ap.add_argument("--extra-cap", type=int, default=30, help="most extra configs per kernel and call")
     a = ap.parse_args(argv)
     if a.cap < 1 or a.repeats < 1:
         ap.error("--cap and --repeats must be at least 1")
@@ -337,6 +376,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         entries = [entry(k) for k in a.kernels.split(",") if k] or list(SUITE)
     except KeyError as e:
         ap.error(str(e.args[0]))
+    missing: dict[str, list[dict[str, Any]]] = {}
+    if a.extra is not None:
+        if not a.extra.is_file():
+            ap.error(f"no replay file {a.extra}")
+        missing = json.loads(a.extra.read_text()).get("missing") or {}
     t0 = time.monotonic()
     deadline = t0 + a.minutes * 60 if a.minutes > 0 else float("inf")
     a.out.mkdir(parents=True, exist_ok=True)
@@ -350,8 +394,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         with tempfile.TemporaryDirectory(prefix="kb-landscape-") as tmp:
             for e in entries:
                 path = a.out / f"{e.module}.json"
-                if path.is_file():
+                recipes = [m["recipe"] for m in missing.get(e.module, [])]
+                if path.is_file() and not recipes:
                     log(f"{e.module}: present, skipped")
+                    continue
+                if not path.is_file() and a.extra is not None:
+                    log(f"{e.module}: not measured yet; --extra only extends present tables")
                     continue
                 # a kernel is not started when the slowest one so far would not fit
                 need = max(done_times) if done_times else 0.0
@@ -361,11 +409,20 @@ def main(argv: Optional[list[str]] = None) -> int:
                 log(f"{e.module}: measuring (cap {a.cap})")
                 k0 = time.monotonic()
                 try:
-                    d = KernelMeasure(e, a, Path(tmp), pool, deadline, log).run()
-                except RuntimeError as ex:  # the CUDA context is gone: nothing after this would be valid
+                    km = KernelMeasure(e, a, Path(tmp), pool, deadline, log)
+                    if recipes:
+                        log(f"{e.module}: {len(recipes)} missed recipes from {a.extra}")
+                        d = km.extend(json.loads(path.read_text()), recipes, a.extra_cap)
+                    else:
+                        d = km.run()
+                except ContextLost as ex:  # nothing after this would be valid
                     log(f"{e.module}: {ex}; stopping (rerun to continue with the next kernels)")
                     (a.out / f"{e.module}.failed.txt").write_text(traceback.format_exc())
                     break
+                except Exception as ex:  # the original itself cannot run here: say so, go on
+                    log(f"{e.module}: cannot be measured: {type(ex).__name__}: {str(ex)[:200]}")
+                    (a.out / f"{e.module}.failed.txt").write_text(traceback.format_exc())
+                    continue
                 if d is None:
                     log(f"{e.module}: stopped at the deadline, not written")
                     break

@@ -11,7 +11,9 @@ evaluation is a lookup of that config's measured time (by AST hash, else by type
 see ``landscape_configs.py``). A measured config that failed its check is a failed
 pull. A proposal that was **not measured** is skipped and refunded: it costs no
 evaluation and the policy is not told (the generator has marked it used, so it is as if
-the space lacked it); how often that happens is reported per policy (``miss rate``).
+the space lacked it); how often that happens is reported per policy (``miss rate``),
+and the most frequent missed recipes are listed in replay.json's ``missing`` (feed them
+to ``landscape_measure.py --extra replay.json`` and replay again to close the gap).
 
 Outputs (``--out``, default benchmarks/results/landscapes): ``replay.json``,
 ``replay.md`` and ``speedup_vs_budget.png``:
@@ -146,6 +148,8 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str) 
     t0 = float(t.original["ms"])
     root = Candidate(orig.id, orig, t0, runtime_vector=[math.log(t0)])
     pool, code_of, knobs_of = [root], {root.id: []}, {root.id: t.ac.knobs_of(source)}
+    recipe_of: dict[str, list[str]] = {root.id: []}
+    missed: list[list[str]] = []  # recipes of unmeasured proposals made within the evaluation budget
     best, spent, evals, misses, idle = t0, 0.0, 0, 0, 0
     traj: list[tuple[int, float, float]] = []
     pulls: list[dict[str, Any]] = []
@@ -174,6 +178,8 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str) 
         row = t.lookup(g.variant.source, knobs, code)
         if row is None:  # not measured: skipped and refunded
             misses += 1
+            if evals < max_evals // 2 and len(missed) < 64:
+                missed.append(recipe_of[parent.id] + [key])
             if misses > MISS_LIMIT:
                 break
             continue
@@ -188,11 +194,12 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str) 
             pool.append(child)
             code_of[child.id] = code
             knobs_of[child.id] = knobs
+            recipe_of[child.id] = recipe_of[parent.id] + [key]
             best = min(best, ms)
         policy.update(parent, strategy, Outcome(ok, parent.time_ms, float(row["ms"]) if ok else None), child)
         traj.append((evals, spent, t0 / best))
         pulls.append({"strategy": strategy, "family": family, "key": key, "ok": ok, "description": g.variant.description})
-    return {"traj": traj, "misses": misses, "evals": evals, "pulls": pulls}
+    return {"traj": traj, "misses": misses, "evals": evals, "pulls": pulls, "missed": missed}
 
 
 def at_evals(traj: list[tuple[int, float, float]], n: int) -> float:
@@ -328,6 +335,12 @@ def report(results: list[dict[str, Any]], tables: list[dict[str, Any]], policies
                                         for p in policies} for r in results}
     won, only = rewrite_tables(tables)
     out["rewrite_winners"], out["rewrite_only"] = won, only
+    # the unmeasured proposals made within the largest budget, most frequent first: the
+    # input of ``landscape_measure.py --extra`` (measure them, replay again)
+    out["missing"] = {}
+    for r in results:
+        c = Counter(json.dumps(m) for p in policies for run in r["runs"][p] for m in run["missed"])
+        out["missing"][r["module"]] = [{"recipe": json.loads(k), "count": n} for k, n in c.most_common(40)]
     wins = Counter(pl["family"] for r in results for run in r["runs"][ref] for pl in run["pulls"] if pl["ok"])
     out["families_pulled_by_" + ref] = dict(wins)
     out["curve"] = {p: {"mean": [geomean(curve[p][:, n]) for n in range(top)],

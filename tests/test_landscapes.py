@@ -190,3 +190,27 @@ def test_generator_names_the_rewrite_behind_each_variant():
         assert g.variant.description == g.message
     # a request with nothing to offer clears it
     assert gen.generate(parent, "fusion", ctx).variant is None and gen.last_rewrite is None
+
+
+@pytest.mark.slow
+def test_extra_measures_the_replays_missed_proposals(tables, tmp_path):
+    import shutil
+
+    copy = tmp_path / "tables"
+    copy.mkdir()
+    shutil.copy(tables / "scale_tuned_fp32.json", copy)
+    out = tmp_path / "replay"
+    assert replay.main(["--tables", str(copy), "--seeds", "2", "--budgets", "2,4", "--out", str(out), "--no-plot"]) == 0
+    missing = json.loads((out / "replay.json").read_text())["missing"]["scale_tuned_fp32"]
+    assert missing and all(m["count"] >= 1 and m["recipe"] for m in missing)
+    before = json.loads((copy / "scale_tuned_fp32.json").read_text())
+    env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="",
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "landscape_measure.py"), "--out", str(copy),
+                           "--kernels", "scale_tuned_fp32", "--extra", str(out / "replay.json"), "--extra-cap", "1",
+                           "--repeats", "1"], env=env, capture_output=True, text=True, timeout=120, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    after = json.loads((copy / "scale_tuned_fp32.json").read_text())
+    assert len(after["configs"]) == len(before["configs"]) + 1 and after["extra_rounds"] == 1
+    assert after["configs"][-1]["recipe"] == missing[0]["recipe"] and after["configs"][-1]["correct"]
+    assert after["configs"][:-1] == before["configs"]
