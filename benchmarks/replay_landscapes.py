@@ -20,7 +20,8 @@ Outputs (``--out``, default benchmarks/results/landscapes): ``replay.json``,
 - geomean best speedup (over kernels and seeds) per policy and budget, at equal
   evaluations and at equal GPU-seconds (each config costs its measured compile + check
   + timing seconds; the GPU-seconds budget of a kernel is N times its median config
-  cost, so N = 8, 16, 32 is comparable with N evaluations);
+  cost, so N = 8, 16, 32 is comparable with N evaluations; runs stop at 1.5 N_max
+  evaluations);
 - paired 95% t-intervals over seeds of the ratio kernelband / other (per seed: the
   geomean over kernels of each policy; the pair shares the seed);
 - the fraction of the best known config (the landscape's best) reached at the largest
@@ -63,7 +64,7 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "landscapes"
 POLICIES = ("kernelband", "kernelband-v1", "kernelband-v2", "ucb1", "greedy", "random")
 BASELINES = ("ucb1", "greedy", "random")
 MIN_SPEEDUP = 1.03  # the product's noise floor (kernelband.verdict.DEFAULT_MIN_SPEEDUP)
-MISS_LIMIT = 400  # unmeasured proposals skipped in one run before it gives up
+MISS_LIMIT = 300  # unmeasured proposals skipped in one run before it gives up (its table is exhausted)
 
 
 # --------------------------------------------------------------------------- tables
@@ -137,8 +138,12 @@ def _memoize_screen() -> None:
     rules.screen_variant = screen  # type: ignore[assignment]
 
 
-def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str) -> dict[str, Any]:
-    """One replayed session: the trajectory of (evaluations, GPU-seconds, best speedup)."""
+def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
+            counted: Optional[int] = None) -> dict[str, Any]:
+    """One replayed session: the trajectory of (evaluations, GPU-seconds, best speedup).
+    Misses are counted for the miss rate while fewer than ``counted`` (default max_evals)
+    evaluations are spent: beyond the largest budget they do not matter."""
+    counted = max_evals if counted is None else counted
     _memoize_screen()
     gen = RulesGenerator(seed=seed, autotune=bool(t.meta.get("autotune")))
     gen._analyses = t.ac.by_hash  # shared cache: an analysis is a pure function of the source
@@ -150,7 +155,7 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str) 
     pool, code_of, knobs_of = [root], {root.id: []}, {root.id: t.ac.knobs_of(source)}
     recipe_of: dict[str, list[str]] = {root.id: []}
     missed: list[list[str]] = []  # recipes of unmeasured proposals made within the evaluation budget
-    best, spent, evals, misses, idle = t0, 0.0, 0, 0, 0
+    best, spent, evals, misses, idle, counted_misses = t0, 0.0, 0, 0, 0, 0
     traj: list[tuple[int, float, float]] = []
     pulls: list[dict[str, Any]] = []
     ctx = GenContext(kernel=t.kernel, harness=t.harness, module_path="")
@@ -178,8 +183,10 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str) 
         row = t.lookup(g.variant.source, knobs, code)
         if row is None:  # not measured: skipped and refunded
             misses += 1
-            if evals < max_evals // 2 and len(missed) < 64:
-                missed.append(recipe_of[parent.id] + [key])
+            if evals < counted:
+                counted_misses += 1
+                if len(missed) < 64:
+                    missed.append(recipe_of[parent.id] + [key])
             if misses > MISS_LIMIT:
                 break
             continue
@@ -199,7 +206,8 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str) 
         policy.update(parent, strategy, Outcome(ok, parent.time_ms, float(row["ms"]) if ok else None), child)
         traj.append((evals, spent, t0 / best))
         pulls.append({"strategy": strategy, "family": family, "key": key, "ok": ok, "description": g.variant.description})
-    return {"traj": traj, "misses": misses, "evals": evals, "pulls": pulls, "missed": missed}
+    return {"traj": traj, "misses": misses, "evals": evals, "pulls": pulls, "missed": missed,
+            "counted_misses": counted_misses, "counted_evals": min(evals, counted)}
 
 
 def at_evals(traj: list[tuple[int, float, float]], n: int) -> float:
@@ -220,14 +228,14 @@ def at_seconds(traj: list[tuple[int, float, float]], seconds: float) -> float:
     return out
 
 
-def _kernel_job(args: tuple[dict[str, Any], list[str], list[int], int, bool]) -> dict[str, Any]:
-    d, policies, seeds, max_evals, block_ptr = args
+def _kernel_job(args: tuple[dict[str, Any], list[str], list[int], int, int, bool]) -> dict[str, Any]:
+    d, policies, seeds, max_evals, counted, block_ptr = args
     force_block_pointers(block_ptr)
     t = Table(d)
     src = t.source()
     out: dict[str, Any] = {"module": t.module, "best_known": t.best_known, "median_cost": t.median_cost, "runs": {}}
     for p in policies:
-        out["runs"][p] = [run_one(t, p, s, max_evals, src) for s in seeds]
+        out["runs"][p] = [run_one(t, p, s, max_evals, src, counted) for s in seeds]
     return out
 
 
@@ -311,9 +319,11 @@ def report(results: list[dict[str, Any]], tables: list[dict[str, Any]], policies
     for p in policies:
         out["geomean"][p] = {mode: {b: geomean(speed[p][mode][b]) for b in budgets} for mode in ("evals", "seconds")}
         out["best_known_fraction"][p] = float(np.mean(speed[p]["evals"][top] / best_known[None, :]))
-        ev = sum(run["evals"] for r in results for run in r["runs"][p])
-        miss = sum(run["misses"] for r in results for run in r["runs"][p])
+        ev = sum(run["counted_evals"] for r in results for run in r["runs"][p])
+        miss = sum(run["counted_misses"] for r in results for run in r["runs"][p])
         out["miss_rate"][p] = miss / max(1, ev + miss)
+        runs = [run for r in results for run in r["runs"][p]]
+        out.setdefault("short_runs", {})[p] = sum(1 for run in runs if run["evals"] < top) / max(1, len(runs))
     for p in policies[1:]:
         out["paired"][p] = {}
         for mode in ("evals", "seconds"):
@@ -370,10 +380,12 @@ def report(results: list[dict[str, Any]], tables: list[dict[str, Any]], policies
             L.append(f"| {p} | " + " | ".join(cells) + " |")
         L.append("")
     L += [f"Fraction of the best known (the landscape's best config) reached at N={top}, mean over kernels and seeds; "
-          "miss rate = proposals not in the measured tables (skipped and refunded) / all proposals:", "",
-          "| policy | best-known fraction | miss rate |", "| --- | --- | --- |"]
+          "miss rate = proposals not in the measured tables (skipped and refunded) / all proposals, "
+          f"counted until N={top} evaluations:", "",
+          f"short runs = runs that ended before N={top} (space or table exhausted, or {MISS_LIMIT} misses):", "",
+          "| policy | best-known fraction | miss rate | short runs |", "| --- | --- | --- | --- |"]
     for p in policies:
-        L.append(f"| {p} | {out['best_known_fraction'][p]:.3f} | {out['miss_rate'][p]:.1%} |")
+        L.append(f"| {p} | {out['best_known_fraction'][p]:.3f} | {out['miss_rate'][p]:.1%} | {out['short_runs'][p]:.1%} |")
     L += ["", f"Per kernel at N={top} (geomean over seeds), and the landscape's best:", "",
           "| kernel | best known | " + " | ".join(policies) + " |", "|" + " --- |" * (2 + len(policies))]
     for r in results:
@@ -439,9 +451,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not tables:
         ap.error(f"no measured tables in {a.tables}")
     block_ptr = bool(tables[0]["meta"].get("block_ptr"))
-    max_evals = max(budgets) * 2  # room for the equal-GPU-seconds comparison (cheap configs allow more pulls)
+    # room for the equal-GPU-seconds comparison (a policy of cheap configs gets more pulls), truncated at 1.5x
+    max_evals = (max(budgets) * 3 + 1) // 2
     seeds = list(range(a.seeds))
-    jobs = [(d, policies, seeds, max_evals, block_ptr) for d in tables]
+    jobs = [(d, policies, seeds, max_evals, max(budgets), block_ptr) for d in tables]
     t0 = time.perf_counter()
     if a.jobs > 1:
         with ProcessPoolExecutor(a.jobs) as ex:
