@@ -87,6 +87,8 @@ class Table:
         self.median_cost = statistics.median(costs) if costs else 1.0
         ok = [r["ms"] for r in self.rows if r["correct"] and r["ms"]]
         self.best_known = self.original["ms"] / min(ok)
+        # --unmeasured estimate: the measured effect of each rewrite key applied to the original
+        self.single = {r["recipe"][0]: r for r in self.rows if len(r["recipe"]) == 1}
 
     def source(self) -> str:
         from benchmarks.suite import entry
@@ -139,10 +141,13 @@ def _memoize_screen() -> None:
 
 
 def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
-            counted: Optional[int] = None) -> dict[str, Any]:
+            counted: Optional[int] = None, unmeasured: str = "refund") -> dict[str, Any]:
     """One replayed session: the trajectory of (evaluations, GPU-seconds, best speedup).
     Misses are counted for the miss rate while fewer than ``counted`` (default max_evals)
-    evaluations are spent: beyond the largest budget they do not matter."""
+    evaluations are spent: beyond the largest budget they do not matter. With
+    ``unmeasured="estimate"`` an unmeasured proposal whose rewrite key was measured as a
+    single step from the original takes that step's measured ratio (and correctness and
+    cost) applied to its parent's time: a factorised estimate, counted as ``estimated``."""
     counted = max_evals if counted is None else counted
     _memoize_screen()
     gen = RulesGenerator(seed=seed, autotune=bool(t.meta.get("autotune")))
@@ -155,7 +160,7 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
     pool, code_of, knobs_of = [root], {root.id: []}, {root.id: t.ac.knobs_of(source)}
     recipe_of: dict[str, list[str]] = {root.id: []}
     missed: list[list[str]] = []  # recipes of unmeasured proposals made within the evaluation budget
-    best, spent, evals, misses, idle, counted_misses = t0, 0.0, 0, 0, 0, 0
+    best, spent, evals, misses, idle, counted_misses, estimated = t0, 0.0, 0, 0, 0, 0, 0
     traj: list[tuple[int, float, float]] = []
     pulls: list[dict[str, Any]] = []
     ctx = GenContext(kernel=t.kernel, harness=t.harness, module_path="")
@@ -181,6 +186,12 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
         rw = next(r for r in an.rewrites if r.key == key)  # type: ignore[union-attr]
         knobs = t.ac.child_knobs(parent.variant.source, knobs_of[parent.id], rw)
         row = t.lookup(g.variant.source, knobs, code)
+        est_ms = None
+        if row is None and unmeasured == "estimate" and key in t.single:
+            row = t.single[key]
+            if row["correct"] and row["ms"]:
+                est_ms = parent.time_ms * float(row["ms"]) / t0
+            estimated += 1
         if row is None:  # not measured: skipped and refunded
             misses += 1
             if evals < counted:
@@ -195,7 +206,7 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
         ok = bool(row["correct"] and row["ms"])
         child = None
         if ok:
-            ms = float(row["ms"])
+            ms = est_ms if est_ms is not None else float(row["ms"])
             child = Candidate(g.variant.id, g.variant, ms, runtime_vector=[math.log(ms)], parent_id=parent.id,
                               depth=parent.depth + 1)
             pool.append(child)
@@ -203,11 +214,11 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
             knobs_of[child.id] = knobs
             recipe_of[child.id] = recipe_of[parent.id] + [key]
             best = min(best, ms)
-        policy.update(parent, strategy, Outcome(ok, parent.time_ms, float(row["ms"]) if ok else None), child)
+        policy.update(parent, strategy, Outcome(ok, parent.time_ms, child.time_ms if child else None), child)
         traj.append((evals, spent, t0 / best))
         pulls.append({"strategy": strategy, "family": family, "key": key, "ok": ok, "description": g.variant.description})
     return {"traj": traj, "misses": misses, "evals": evals, "pulls": pulls, "missed": missed,
-            "counted_misses": counted_misses, "counted_evals": min(evals, counted)}
+            "counted_misses": counted_misses, "counted_evals": min(evals, counted), "estimated": estimated}
 
 
 def at_evals(traj: list[tuple[int, float, float]], n: int) -> float:
@@ -228,14 +239,14 @@ def at_seconds(traj: list[tuple[int, float, float]], seconds: float) -> float:
     return out
 
 
-def _kernel_job(args: tuple[dict[str, Any], list[str], list[int], int, int, bool]) -> dict[str, Any]:
-    d, policies, seeds, max_evals, counted, block_ptr = args
+def _kernel_job(args: tuple[dict[str, Any], list[str], list[int], int, int, bool, str]) -> dict[str, Any]:
+    d, policies, seeds, max_evals, counted, block_ptr, unmeasured = args
     force_block_pointers(block_ptr)
     t = Table(d)
     src = t.source()
     out: dict[str, Any] = {"module": t.module, "best_known": t.best_known, "median_cost": t.median_cost, "runs": {}}
     for p in policies:
-        out["runs"][p] = [run_one(t, p, s, max_evals, src, counted) for s in seeds]
+        out["runs"][p] = [run_one(t, p, s, max_evals, src, counted, unmeasured) for s in seeds]
     return out
 
 
@@ -324,6 +335,7 @@ def report(results: list[dict[str, Any]], tables: list[dict[str, Any]], policies
         out["miss_rate"][p] = miss / max(1, ev + miss)
         runs = [run for r in results for run in r["runs"][p]]
         out.setdefault("short_runs", {})[p] = sum(1 for run in runs if run["evals"] < top) / max(1, len(runs))
+        out.setdefault("estimated_rate", {})[p] = sum(run["estimated"] for run in runs) / max(1, sum(run["evals"] for run in runs))
     for p in policies[1:]:
         out["paired"][p] = {}
         for mode in ("evals", "seconds"):
@@ -383,9 +395,11 @@ def report(results: list[dict[str, Any]], tables: list[dict[str, Any]], policies
           "miss rate = proposals not in the measured tables (skipped and refunded) / all proposals, "
           f"counted until N={top} evaluations:", "",
           f"short runs = runs that ended before N={top} (space or table exhausted, or {MISS_LIMIT} misses):", "",
-          "| policy | best-known fraction | miss rate | short runs |", "| --- | --- | --- | --- |"]
+          "estimated = evaluations that took a single step's measured ratio (--unmeasured estimate):", "",
+          "| policy | best-known fraction | miss rate | short runs | estimated |", "| --- | --- | --- | --- | --- |"]
     for p in policies:
-        L.append(f"| {p} | {out['best_known_fraction'][p]:.3f} | {out['miss_rate'][p]:.1%} | {out['short_runs'][p]:.1%} |")
+        L.append(f"| {p} | {out['best_known_fraction'][p]:.3f} | {out['miss_rate'][p]:.1%} | {out['short_runs'][p]:.1%} | "
+                 f"{out['estimated_rate'][p]:.1%} |")
     L += ["", f"Per kernel at N={top} (geomean over seeds), and the landscape's best:", "",
           "| kernel | best known | " + " | ".join(policies) + " |", "|" + " --- |" * (2 + len(policies))]
     for r in results:
@@ -436,6 +450,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--jobs", type=int, default=1, help="kernels replayed in parallel processes")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--unmeasured", choices=("refund", "estimate"), default="refund",
+                    help="an unmeasured proposal is skipped and refunded, or estimated from its step's measured ratio")
     a = ap.parse_args(argv)
     try:
         budgets = sorted({int(b) for b in a.budgets.split(",") if b})
@@ -454,7 +470,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     # room for the equal-GPU-seconds comparison (a policy of cheap configs gets more pulls), truncated at 1.5x
     max_evals = (max(budgets) * 3 + 1) // 2
     seeds = list(range(a.seeds))
-    jobs = [(d, policies, seeds, max_evals, max(budgets), block_ptr) for d in tables]
+    jobs = [(d, policies, seeds, max_evals, max(budgets), block_ptr, a.unmeasured) for d in tables]
     t0 = time.perf_counter()
     if a.jobs > 1:
         with ProcessPoolExecutor(a.jobs) as ex:
@@ -463,6 +479,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         results = [_kernel_job(j) for j in jobs]
     out, md = report(results, tables, policies, seeds, budgets)
     out["replay_seconds"] = time.perf_counter() - t0
+    out["unmeasured"] = a.unmeasured
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "replay.json").write_text(json.dumps(out, indent=1) + "\n")
     (a.out / "replay.md").write_text(md)

@@ -140,6 +140,11 @@ def test_replay_refunds_unmeasured_and_fails_wrong_configs(tables):
     assert not any(p["ok"] for p in r3["pulls"] if p["key"] == rows[fastest]["recipe"][-1])
     best_ok = d["configs"][0]["ms"] / min(r["ms"] for i, r in enumerate(rows) if r["correct"])
     assert math.isclose(r3["traj"][-1][2], best_ok)
+    # --unmeasured estimate: a measured single step applied to a child is estimated, not refunded
+    r4 = replay.run_one(t, "greedy", 0, 8, t.source(), unmeasured="estimate")
+    assert r4["estimated"] > 0 and r4["evals"] > full["evals"]
+    steps = sorted(d["configs"][0]["ms"] / r["ms"] for r in d["configs"][1:])
+    assert r4["traj"][-1][2] > steps[-1]  # two improving steps compose beyond the best single one
 
 
 def test_paired_ratio_known_case():
