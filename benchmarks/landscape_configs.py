@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
 from kernelband import strategies as _strategies  # noqa: E402
 from kernelband.generators import coderewrites  # noqa: E402
 from kernelband.generators.rules import FAMILIES, _Analysis, _Analyzer, _Rewrite, cost_model  # noqa: E402
-from kernelband.generators.space import Config, config_key  # noqa: E402
+from kernelband.generators.space import config_key  # noqa: E402
 from kernelband.model import sha256_text  # noqa: E402
 
 KNOB_FAMILIES = frozenset({"block_size", "num_warps", "num_stages", "group_m"})
