@@ -145,8 +145,8 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
     """One replayed session: the trajectory of (evaluations, GPU-seconds, best speedup).
     Misses are counted for the miss rate while fewer than ``counted`` (default max_evals)
     evaluations are spent: beyond the largest budget they do not matter. With
-    ``unmeasured="estimate"`` an unmeasured proposal whose rewrite key was measured as a
-    single step from the original takes that step's measured ratio (and correctness and
+    ``unmeasured="estimate"`` an unmeasured non-knob proposal (code rewrite, hint, cache
+    modifier) whose rewrite key was measured as a single step from the original takes that step's measured ratio (and correctness and
     cost) applied to its parent's time: a factorised estimate, counted as ``estimated``."""
     counted = max_evals if counted is None else counted
     _memoize_screen()
@@ -187,7 +187,9 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
         knobs = t.ac.child_knobs(parent.variant.source, knobs_of[parent.id], rw)
         row = t.lookup(g.variant.source, knobs, code)
         est_ms = None
-        if row is None and unmeasured == "estimate" and key in t.single:
+        # knob moves are not estimated: their key names the target value, so the original's
+        # ratio for it would count the moves before it twice (measured: 5x the best known)
+        if row is None and unmeasured == "estimate" and family not in KNOB_FAMILIES and key in t.single:
             row = t.single[key]
             if row["correct"] and row["ms"]:
                 est_ms = parent.time_ms * float(row["ms"]) / t0
@@ -216,7 +218,8 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
             best = min(best, ms)
         policy.update(parent, strategy, Outcome(ok, parent.time_ms, child.time_ms if child else None), child)
         traj.append((evals, spent, t0 / best))
-        pulls.append({"strategy": strategy, "family": family, "key": key, "ok": ok, "description": g.variant.description})
+        pulls.append({"strategy": strategy, "family": family, "key": key, "ok": ok, "description": g.variant.description,
+                      "estimated": row is t.single.get(key) and est_ms is not None})
     return {"traj": traj, "misses": misses, "evals": evals, "pulls": pulls, "missed": missed,
             "counted_misses": counted_misses, "counted_evals": min(evals, counted), "estimated": estimated}
 

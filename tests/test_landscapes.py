@@ -143,8 +143,8 @@ def test_replay_refunds_unmeasured_and_fails_wrong_configs(tables):
     # --unmeasured estimate: a measured single step applied to a child is estimated, not refunded
     r4 = replay.run_one(t, "greedy", 0, 8, t.source(), unmeasured="estimate")
     assert r4["estimated"] > 0 and r4["evals"] > full["evals"]
-    steps = sorted(d["configs"][0]["ms"] / r["ms"] for r in d["configs"][1:])
-    assert r4["traj"][-1][2] > steps[-1]  # two improving steps compose beyond the best single one
+    est = [p for p in r4["pulls"] if p["estimated"]]
+    assert est and all(p["family"] not in ("block_size", "num_warps", "num_stages", "group_m") for p in est)
 
 
 def test_paired_ratio_known_case():
