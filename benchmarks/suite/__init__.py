@@ -83,6 +83,15 @@ SUITE: tuple[SuiteEntry, ...] = (
     # gather / scatter
     _e("embedding_bf16", "embedding_kernel", "embedding", "gather-scatter", "bf16"),
     _e("scatter_add_fp32", "scatter_add_kernel", "scatter_add", "gather-scatter", "fp32"),
+    # issue 12: kernels where more than one strategy pays off
+    _e("scale_tuned_fp32", "scale_kernel", "scale", "elementwise", "fp32"),  # already tuned
+    _e("add_small_blocks_fp16", "add_small_kernel", "add_small", "elementwise", "fp16"),  # persistent candidate
+    _e("matmul_rowmajor_fp16", "matmul_rm_kernel", "matmul_rm", "matmul", "fp16"),  # pipelining + swizzle
+    _e("transpose_fp32", "transpose_kernel", "transpose", "gather-scatter", "fp32"),  # strided stores
+    _e("col_sum_fp32", "col_sum_kernel", "col_sum", "reduction", "fp32"),  # strided column reduction
+    _e("softmax_short_fp32", "softmax_short_kernel", "softmax_short", "reduction", "fp32"),  # rows of 128
+    _e("rmsnorm_short_bf16", "rmsnorm_short_kernel", "rmsnorm_short", "reduction", "bf16"),  # rows of 256
+    _e("attention_causal_fp16", "attention_causal_kernel", "attention_causal", "attention", "fp16"),  # K/V loop
 )
 
 BY_MODULE: dict[str, SuiteEntry] = {e.module: e for e in SUITE}

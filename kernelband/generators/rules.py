@@ -232,6 +232,10 @@ class RulesGenerator:
         self._analyses: dict[tuple[str, str], Optional[_Analysis]] = {}
         self._used: dict[str, set[str]] = {}  # parent id -> rewrite keys used
         self._seen: set[str] = set()  # config keys of every source produced or seen as a parent
+        self._parents: set[tuple[str, str]] = set()  # (source hash, kernel) of parents already in _seen
+        # (family, key) of the rewrite behind the last variant generate() returned (None: none);
+        # replays and pull records use it to name the rewrite, not only the strategy
+        self.last_rewrite: Optional[tuple[str, str]] = None
 
     # ---- internals
     def _analysis(self, parent: Variant, kernel: str) -> Optional[_Analysis]:
@@ -241,7 +245,9 @@ class RulesGenerator:
                 self._analyses[key] = _Analyzer(parent.source, kernel).analyse(self.families, self.model)
             except (LookupError, SyntaxError, ValueError, cst.ParserSyntaxError, RecursionError):
                 self._analyses[key] = None
-        self._seen.add(config_key(parent.source, kernel))
+        if key not in self._parents:  # config_key parses the source: once per parent, not per offered() call
+            self._parents.add(key)
+            self._seen.add(config_key(parent.source, kernel))
         return self._analyses[key]
 
     def _available(self, parent: Variant, kernel: str, strategy: str) -> list[_Rewrite]:
@@ -263,6 +269,7 @@ class RulesGenerator:
         return [s for s in self.strategies if self._available(parent, kernel, s)]
 
     def generate(self, parent: Variant, strategy: str, ctx: GenContext) -> Generation:
+        self.last_rewrite = None
         an = self._analysis(parent, ctx.kernel)
         if an is None:
             return Generation(None, message=f"rules: cannot analyse kernel {ctx.kernel}")
@@ -287,6 +294,7 @@ class RulesGenerator:
                 break
             # a rewrite that fails the screen is a bug here; never hand it on
         variant = Variant(source, parent=parent.id, strategy=strategy, generator=self.name, description=rw.description)
+        self.last_rewrite = (rw.family, rw.key)
         return Generation(variant, message=rw.description)
 
     def enumerate_space(self, original: Variant, kernel: str) -> list[Variant]:

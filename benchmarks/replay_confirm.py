@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""GPU confirmation of the landscape replay: real sessions vs the replay's prediction.
+
+    python benchmarks/replay_confirm.py --replay benchmarks/results/landscapes/replay.json --out DIR
+        [--kernels add_small_blocks_fp16,softmax_short_fp32] [--seeds 0,1,2] [--budget 8]
+        [--baseline auto] [--minutes 8.5] [--profile-tier 0]
+
+For each kernel, seed and policy (kernelband and the best baseline: ``auto`` takes the
+replay's best baseline at this budget, at equal evaluations), a real session runs, one
+at a time: the product's ``run_session`` (the ``kernelband optimize`` path: hardened
+evaluation in the judge/variant processes, the rules generator, warm start off), with
+the same seed as the replay's run, so with identical timings the session would make the
+same proposals in the same order. Each session's record goes to
+DIR/sessions/<kernel>__<policy>__<seed>.json as soon as it ends; present records are
+skipped (resumable); ``--minutes`` stops before a session that would not fit (sessions
+run in the order seed, kernel, policy, so a cut-short run stays paired).
+
+Compared, per kernel and policy (geomean over seeds): the replay's best speedup after
+``--budget`` evaluations, the session's best speedup during its search (same measure:
+the original's warm time over the fastest candidate's time), and the session's final
+paired speedup (the verdict's re-measurement); the ratio kernelband / baseline in the
+replay and in reality; and how many of the first ``--budget`` proposals the session
+made are the replay's (same description, same position). ``--profile-tier 0`` (the
+default) matches the replay, which has no profiles; 2 is what a default session does.
+
+Sizing: the hardened evaluator did ~18 evaluations/min on an H100; a budget-8 session
+also pays the worker start, the original's preparation and the final 10-round paired
+timing (~10-15 s). 2 kernels x 2 policies x 3 seeds = 12 sessions ~ 7 min: one 9-minute
+device call. Run it again with two other kernels for 4 (the records accumulate).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+DEFAULT_KERNELS = "add_small_blocks_fp16,softmax_short_fp32"
+BASELINES = ("ucb1", "greedy", "random")
+
+
+def geomean(xs: list[float]) -> Optional[float]:
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def run_one(entry: Any, policy: str, seed: int, budget: int, profile_tier: int, stop: threading.Event,
+            interpreted: bool) -> dict[str, Any]:
+    from run import run_session_adapter
+
+    fields = {"module_path": str(entry.path), "source": entry.path.read_text(encoding="utf-8"), "kernel": entry.kernel,
+              "harness": entry.harness, "device": "cpu" if interpreted else "auto"}
+    t0 = time.monotonic()
+    res = run_session_adapter(fields, policy, budget, seed, stop, None, profile_tier=profile_tier,
+                              **({"cpu_tuning": True} if interpreted else {}))
+    hist = res.get("history") or []
+    return {
+        "module": entry.module, "policy": policy, "seed": seed, "budget": budget, "profile_tier": profile_tier,
+        "wall_s": time.monotonic() - t0, "status": res.get("status"), "evaluations": res.get("evaluations"),
+        "search_best_speedup": hist[-1]["best_speedup_so_far"] if hist else 1.0,
+        "final_speedup": res.get("speedup"), "final_ci": res.get("speedup_ci"),
+        "baseline_ms": res.get("baseline_ms"), "stop_reason": res.get("stop_reason"),
+        "pulls": [{k: h.get(k) for k in ("strategy", "status", "description", "speedup", "time_ms", "t")} for h in hist],
+        "interpreted": res.get("interpreted"),
+    }
+
+
+def compare(replay: dict[str, Any], records: list[dict[str, Any]], kernels: list[str], policies: list[str],
+            budget: int) -> tuple[dict[str, Any], str]:
+    b = str(budget)
+    out: dict[str, Any] = {"budget": budget, "policies": policies, "kernels": {}}
+    L = [f"Real sessions vs the landscape replay at budget {budget} (geomean over the seeds run; "
+         "search = best speedup found during the search, final = the verdict's paired re-measurement):", "",
+         "| kernel | policy | seeds | replay | real search | real final | same proposals |",
+         "| --- | --- | --- | --- | --- | --- | --- |"]
+    for k in kernels:
+        out["kernels"][k] = {}
+        for p in policies:
+            rs = sorted((r for r in records if r["module"] == k and r["policy"] == p), key=lambda r: r["seed"])
+            if not rs:
+                continue
+            per_run = ((replay.get("per_run") or {}).get(k) or {}).get(p) or {}
+            pred_runs = per_run.get(b) or per_run.get(budget) or []
+            pred = geomean([pred_runs[r["seed"]] for r in rs if r["seed"] < len(pred_runs)])
+            firsts = ((replay.get("first_pulls") or {}).get(k) or {}).get(p) or []
+            same = total = 0
+            for r in rs:
+                mine = [x["description"] for x in r["pulls"][:budget]]
+                theirs = firsts[r["seed"]][:budget] if r["seed"] < len(firsts) else []
+                total += len(mine)
+                same += sum(1 for x, y in zip(mine, theirs) if x == y)
+            cell = {"seeds": [r["seed"] for r in rs], "replay": pred,
+                    "real_search": geomean([r["search_best_speedup"] for r in rs]),
+                    "real_final": geomean([r["final_speedup"] or 1.0 for r in rs]),
+                    "same_proposals": same, "proposals": total}
+            out["kernels"][k][p] = cell
+            f = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
+            L.append(f"| {k} | {p} | {len(rs)} | {f(pred)} | {f(cell['real_search'])} | {f(cell['real_final'])} | "
+                     f"{same}/{total} |")
+    if len(policies) == 2:
+        ref, other = policies
+        L += ["", f"Ratio {ref} / {other} (geomean over kernels of the per-kernel geomeans):", "",
+              "| | replay | real search | real final |", "| --- | --- | --- | --- |"]
+        ratios = {}
+        for key in ("replay", "real_search", "real_final"):
+            vals = [out["kernels"][k][ref][key] / out["kernels"][k][other][key] for k in kernels
+                    if ref in out["kernels"].get(k, {}) and other in out["kernels"].get(k, {})
+                    and out["kernels"][k][ref][key] and out["kernels"][k][other][key]]
+            ratios[key] = geomean(vals)
+        out["ratio"] = ratios
+        L.append("| " + " | ".join([f"{ref}/{other}"] + [f"{ratios[x]:.3f}" if ratios[x] else "-"
+                                                          for x in ("replay", "real_search", "real_final")]) + " |")
+    return out, "\n".join(L) + "\n"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--replay", type=Path, required=True, help="replay_landscapes.py's replay.json")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--kernels", default=DEFAULT_KERNELS)
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--budget", type=int, default=8)
+    ap.add_argument("--baseline", default="auto", help="ucb1, greedy, random, or auto (the replay's best at this budget)")
+    ap.add_argument("--profile-tier", type=int, default=0)
+    ap.add_argument("--minutes", type=float, default=0.0)
+    a = ap.parse_args(argv)
+    from benchmarks.suite import entry
+
+    if not a.replay.is_file():
+        ap.error(f"no replay file {a.replay}")
+    replay = json.loads(a.replay.read_text())
+    try:
+        entries = [entry(k) for k in a.kernels.split(",") if k]
+        seeds = [int(s) for s in a.seeds.split(",") if s]
+    except (KeyError, ValueError) as e:
+        ap.error(str(e))
+    baseline = a.baseline
+    if baseline == "auto":
+        bb = (replay.get("best_baseline") or {}).get("evals") or {}
+        baseline = bb.get(str(a.budget)) or bb.get(a.budget) or "greedy"
+    if baseline not in BASELINES:
+        ap.error(f"--baseline must be one of {BASELINES} or auto, not {baseline!r}")
+    policies = ["kernelband", baseline]
+    import os
+
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    sess = a.out / "sessions"
+    sess.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + a.minutes * 60 if a.minutes > 0 else math.inf
+    walls: list[float] = []
+    for seed in seeds:
+        for e in entries:
+            for p in policies:
+                path = sess / f"{e.module}__{p}__{seed}.json"
+                if path.is_file():
+                    continue
+                need = max(walls) if walls else 0.0
+                if time.monotonic() + need > deadline:
+                    print(f"{e.module} {p} seed {seed}: not started (time)", flush=True)
+                    continue
+                stop = threading.Event()
+                left = deadline - time.monotonic()
+                timer = threading.Timer(left, stop.set) if math.isfinite(left) else None
+                if timer:
+                    timer.daemon = True
+                    timer.start()
+                try:
+                    rec = run_one(e, p, seed, a.budget, a.profile_tier, stop, interpreted)
+                finally:
+                    if timer:
+                        timer.cancel()
+                if stop.is_set():
+                    print(f"{e.module} {p} seed {seed}: stopped at the deadline, not written", flush=True)
+                    continue
+                walls.append(rec["wall_s"])
+                path.write_text(json.dumps(rec, indent=1) + "\n")
+                print(f"{e.module} {p} seed {seed}: search {rec['search_best_speedup']:.3f}x final "
+                      f"{rec['final_speedup']} in {rec['wall_s']:.0f}s ({rec['evaluations']} evals)", flush=True)
+    records = [json.loads(p.read_text()) for p in sorted(sess.glob("*.json"))]
+    out, md = compare(replay, records, [e.module for e in entries], policies, a.budget)
+    (a.out / "confirm.json").write_text(json.dumps(out, indent=1) + "\n")
+    (a.out / "confirm.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
