@@ -17,7 +17,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from kernelband.events import Event
 from kernelband.harness import HarnessChoice
-from kernelband.model import KernelInfo
+from kernelband.model import FOUND_STATUSES, KernelInfo, Result
 
 from . import edits as E
 from . import evidence as EV
@@ -43,8 +43,8 @@ JOB_EVENT = "kernelband/jobEvent"
 INTERPRETED_NOTE = "correct; speed needs a GPU"
 
 
-def is_interpreted(result: Optional[dict]) -> bool:
-    return isinstance(result, dict) and result.get("interpreted") is True
+def is_interpreted(result: Optional[Result]) -> bool:
+    return result is not None and result.interpreted
 
 
 @dataclass
@@ -58,12 +58,12 @@ class FoundVariant:
     base_text: str
     base_version: Optional[int]
     base_kernel_text: Optional[str]
-    result: dict
+    result: Result
     background: bool
 
     @property
     def source(self) -> str:
-        return str(self.result.get("best_source") or "")
+        return self.result.best_source
 
 
 class KernelBandService:
@@ -392,12 +392,12 @@ class KernelBandService:
             st.job_text = self._job_line(j)
         fv = self.offer(a, k.name) if not a.partial else None
         if fv is not None:
-            st.variant_speedup = f"{S.num(fv.result.get('speedup')):.2f}x"
+            st.variant_speedup = f"{fv.result.speedup:.2f}x"
             if st.result is None:
                 st.result = fv.result
         else:
             cv = self.variant_of(a, k.name)
-            if cv is not None and is_interpreted(cv.result) and cv.result.get("status") in S.FOUND_STATUSES:
+            if cv is not None and is_interpreted(cv.result) and cv.result.status in FOUND_STATUSES:
                 st.variant_note = INTERPRETED_NOTE
                 if st.result is None:
                     st.result = cv.result
@@ -418,8 +418,8 @@ class KernelBandService:
 
     def _reportable(self, fv: FoundVariant) -> bool:
         """A speedup worth offering: measured on a GPU (never an interpreter's timing)."""
-        sp = S.num(fv.result.get("speedup"))
-        return (fv.result.get("status") == "improved" and bool(fv.source) and sp is not None
+        sp = S.num(fv.result.speedup)
+        return (fv.result.status == "improved" and bool(fv.source) and sp is not None
                 and sp >= self.settings.min_speedup and not is_interpreted(fv.result))
 
     def variant_of(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
@@ -433,10 +433,10 @@ class KernelBandService:
         if fv is not None:
             return fv
         res = self.store.result(a.path, kernel)
-        if S.has_variant(res) and res.get("original_hash") == a.hash:
-            fv = FoundVariant(uri=a.uri, path=key[0], kernel=kernel, job_id=str(res.get("session_id") or "store"),
+        if res is not None and res.found and res.original_hash == a.hash:
+            fv = FoundVariant(uri=a.uri, path=key[0], kernel=kernel, job_id=res.session_id or "store",
                               base_text=a.text, base_version=a.version, base_kernel_text=a.kernel_text(kernel),
-                              result=dict(res), background=False)
+                              result=res, background=False)
             self.found[key] = fv
             return fv
         return None
@@ -619,8 +619,8 @@ class KernelBandService:
             if job.profile is None:
                 out["message"] = job.error or job.state
             return out
-        result = dict(job.result or {"status": "failed", "message": job.error or job.state})
-        out = {"jobId": job.id, **result}
+        result = job.result or Result(status="failed", kernel=kernel, message=job.error or job.state)
+        out = {"jobId": job.id, **result.to_dict()}
         out.update(self._edit_for_result(job))
         return out
 
@@ -633,8 +633,8 @@ class KernelBandService:
                        harness=settings.harness.get(kernel), cwd=str(self.store.workspace_of(a.path)), env=env)
 
     def _edit_for_result(self, job: Job) -> dict:
-        res = job.result or {}
-        if not S.has_variant(res):
+        res = job.result
+        if res is None or not res.found:
             return {"edit": None}
         if is_interpreted(res):
             return {"edit": None, "editMessage": INTERPRETED_NOTE}
@@ -682,7 +682,8 @@ class KernelBandService:
         base_kernel = base.kernel_text(spec.kernel)
         return FoundVariant(uri=spec.uri or from_fs_path(spec.path) or spec.path, path=spec.path, kernel=spec.kernel,
                             job_id=job.id, base_text=spec.source, base_version=spec.version,
-                            base_kernel_text=base_kernel, result=dict(job.result or {}), background=spec.background)
+                            base_kernel_text=base_kernel, result=job.result or Result(status="failed"),
+                            background=spec.background)
 
     async def lookup_variant(self, uri: str, kernel: str) -> Optional[FoundVariant]:
         a = await self.analysis(uri)
@@ -702,7 +703,7 @@ class KernelBandService:
         if not plan.ok:
             return {"error": plan.message, "original": text, "version": version}
         out = {"original": text, "proposed": plan.new_text, "diff": E.unified_diff(text, plan.new_text, os.path.basename(fv.path)),
-               "version": version, "speedup": fv.result.get("speedup"), "speedup_ci": fv.result.get("speedup_ci"),
+               "version": version, "speedup": fv.result.speedup, "speedup_ci": fv.result.speedup_ci,
                "jobId": fv.job_id, "rebuilt": plan.rebuilt, "interpreted": is_interpreted(fv.result),
                "evidence": EV.evidence(fv.result)}
         if is_interpreted(fv.result):
@@ -734,7 +735,8 @@ class KernelBandService:
         prop = await self.proposed_edit(args)
         if prop.get("error"):
             return {"applied": False, "message": prop["error"]}
-        what = INTERPRETED_NOTE if prop.get("interpreted") else (S.speedup_phrase(prop) or "faster")
+        what = INTERPRETED_NOTE if prop.get("interpreted") else (S.speedup_text(prop.get("speedup"), prop.get("speedup_ci"))
+                                                                 or "faster")
         lines = [f"# KernelBand: found variant of {kernel} ({what})"]
         lines += [f"# {r['label']}: {r['value']}" for r in prop.get("evidence") or []]
         path = E.write_review_file(kernel, "\n".join(lines) + "\n" + str(prop.get("diff") or ""))
@@ -822,7 +824,7 @@ class KernelBandService:
 
     def _already_done(self, a: Analysis, kernel: str) -> bool:
         res = self.store.result(a.path, kernel)
-        return bool(res and res.get("original_hash") == a.hash and res.get("status") in (*S.FOUND_STATUSES, "no_improvement"))
+        return res is not None and res.original_hash == a.hash and res.status in (*FOUND_STATUSES, "no_improvement")
 
     def _submit_background(self, a: Analysis, kernel: str) -> bool:
         if not a.path:
@@ -941,7 +943,7 @@ class KernelBandService:
             return
         if job.state in (CANCELLED, SUPERSEDED, FAILED):
             if job.spec.kind == OPTIMIZE and job.result is not None:
-                self._notify_event(job, Event("result", {"result": job.result}), synthetic=True)
+                self._notify_event(job, Event("result", {"result": job.result.to_dict()}), synthetic=True)
             elif job.state != DONE:
                 self._notify_event(job, Event("error", {"message": job.error or job.state, "kind": job.state}),
                                    synthetic=True)
@@ -956,12 +958,12 @@ class KernelBandService:
                 pass
             self.ls.work_done_progress.tokens.pop(token, None)
         if job.state == DONE and job.spec.kind == OPTIMIZE:
-            res = job.result or {}
-            if S.has_variant(res):
+            res = job.result
+            if res is not None and res.found:
                 fv = self._found_from_job(job)
                 self.found[(job.spec.path, job.spec.kernel)] = fv
                 if job.spec.background:
-                    sp = S.num(res.get("speedup"))
+                    sp = S.num(res.speedup)
                     if sp is not None and sp >= self.settings.min_speedup:
                         log.info("background: %s %.2fx faster (%s)", job.spec.kernel, sp, job.id)
                     self._refresh_variant_diags(fv.uri)
@@ -990,14 +992,16 @@ class KernelBandService:
             return f"failed: {job.error}"
         if job.spec.kind == PROFILE:
             return "profile ready"
-        res = job.result or {}
-        if res.get("status") in S.FOUND_STATUSES and is_interpreted(res):
+        res = job.result
+        if res is None:
+            return "done"
+        if res.status in FOUND_STATUSES and res.interpreted:
             return f"found a variant: {INTERPRETED_NOTE}"
-        if res.get("status") == "improved":
+        if res.status == "improved":
             return f"{S.speedup_phrase(res)} faster variant found"
-        if res.get("status") == "no_improvement":
+        if res.status == "no_improvement":
             return "no faster variant found"
-        return str(res.get("message") or res.get("status") or "done")
+        return res.message or res.status
 
     def _schedule_lens_refresh(self) -> None:
         if not self.supports_lens_refresh or self._lens_refresh_pending:
