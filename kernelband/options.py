@@ -54,6 +54,7 @@ class Option:
     zero_means: Optional[str] = None  # what 0 stands for ("no limit")
     commands: tuple[str, ...] = (OPTIMIZE,)
     requires: Optional[tuple[str, Any]] = None  # only passed by the editor when (option, value) holds
+    default_note: str = ""  # why the default is what it is (help: "default: X, <note>")
 
     @property
     def field(self) -> str:
@@ -118,10 +119,13 @@ class Option:
         text = self.help
         if self.zero_means:
             text += f"; 0 = {self.zero_means}"
-        elif self.minimum and not self.choices:
-            text += f"; at least {self.minimum:g}"
+        notes = []
+        if self.minimum and not self.zero_means and not self.choices and not self.default_note:
+            notes.append(f"at least {self.minimum:g}")
         if self.type is not bool and self.default not in (None, "", []):
-            text += f" (default: {self.default})"
+            notes.append(f"default: {self.default}" + (f", {self.default_note}" if self.default_note else ""))
+        if notes:
+            text += f" ({'; '.join(notes)})"
         return text.replace("%", "%%")
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
@@ -209,8 +213,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("rounds", "--rounds", int, 10, "interleaved A/B rounds for the final speedup's confidence interval",
            minimum=2, commands=(CHECK, OPTIMIZE)),
     Option("min_speedup", "--min-speedup", float, DEFAULT_MIN_SPEEDUP,
-           "'improved' only when the CI's lower bound is above this (the measured noise floor; see README)",
-           setting="minSpeedup", minimum=1.0, commands=(CHECK, OPTIMIZE)),
+           "'improved' only when the CI's lower bound is above this, at least 1", setting="minSpeedup", minimum=1.0,
+           commands=(CHECK, OPTIMIZE), default_note="the measured noise floor; see README"),
     Option("cpu_tuning", "--cpu-tuning", bool, False,
            "under the interpreter (no GPU), let CPU times rank candidates, decide the verdict and --apply anyway "
            "(never a GPU claim)",
