@@ -164,7 +164,7 @@ def run_session_adapter(
 
         store = Store(store_path)
     try:
-        return ks.run_session(Task(**task_fields), config, emitter=emitter, store=store, stop=stop)
+        return ks.run_session(Task(**task_fields), config, emitter=emitter, store=store, stop=stop).to_dict()
     finally:
         close = getattr(store, "close", None)
         if callable(close):

@@ -314,3 +314,197 @@ class PairedTiming(Serializable):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PairedTiming":
         return cls(**d)
+
+
+# --------------------------------------------------------------------------- results
+# The optimize Result and the profile: what the engine prints (--json), emits (the
+# `result` / `profile` events), stores (SQLite, as JSON) and the language server reads.
+# The VS Code client declares the same Result in vscode-client/src/jobs.ts (OptimizeResult);
+# tests/test_result_contract.py keeps the two in step.
+
+RESULT_STATUSES = ("improved", "no_improvement", "verified_correct", "cancelled", "failed")
+FOUND_STATUSES = ("improved", "verified_correct")  # a Result that carries a correct variant
+
+
+def _num(v: Any) -> Optional[float]:
+    """A finite number, else None (stored results are JSON: never trust their types)."""
+    import math
+
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(float(v)) else None
+
+
+def _coerce(kind: str, v: Any, default: Any) -> Any:
+    """Bring one stored value to its field's type (``kind``: the annotation's text); a
+    value of another type gives the default."""
+    optional = kind.startswith("Optional[")
+    base = kind[len("Optional["):-1] if optional else kind
+    if v is None:
+        return None if optional else default
+    if base.startswith("list"):
+        return list(v) if isinstance(v, (list, tuple)) else default
+    if base.startswith("dict"):
+        return dict(v) if isinstance(v, dict) else default
+    if base == "float":
+        f = _num(v)
+        return f if f is not None else default
+    if base == "int":
+        f = _num(v)
+        return int(f) if f is not None and f == int(f) else default
+    if base == "bool":
+        return v if isinstance(v, bool) else default
+    if base == "str":
+        return v if isinstance(v, str) else default
+    return v
+
+
+def _from_json_dict(cls: Any, d: Any) -> Any:
+    """Build a dataclass from JSON: unknown keys go to ``extra``, missing ones take the
+    default, values of the wrong type fall back to it (older or hand-made results)."""
+    if not isinstance(d, dict):
+        raise TypeError(f"{cls.__name__} from_dict expects an object, not {type(d).__name__}")
+    kwargs: dict[str, Any] = {}
+    names = set()
+    for f in dataclasses.fields(cls):
+        names.add(f.name)
+        if f.name == "extra" or f.name not in d:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+        kwargs[f.name] = _coerce(str(f.type), d[f.name], default)
+    kwargs["extra"] = {k: v for k, v in d.items() if k not in names}
+    return cls(**kwargs)
+
+
+@dataclass
+class Result:
+    """The outcome of one optimize session (or of its job, when cancelled or failed).
+
+    ``to_dict`` is the wire format (the same keys as ever: stored results and the VS Code
+    client depend on them); keys in ``SOMETIMES`` appear only when set. ``extra`` keeps
+    keys this version does not know (a newer engine's), so a round trip loses nothing."""
+
+    status: str  # one of RESULT_STATUSES
+    kernel: str = ""
+    file: str = ""
+    session_id: str = ""
+    original_hash: str = ""  # sha256 of the text the session started from
+    baseline_ms: Optional[float] = None
+    best_ms: Optional[float] = None
+    speedup: Optional[float] = None  # None: no speed claim (verified_correct) or not measured
+    speedup_ci: Optional[list[float]] = None  # [low, high], 95%
+    speed_claim: bool = False  # GPU times that may be read as a speedup
+    applicable: bool = False  # an editor may offer Apply / --apply may write best_source
+    min_speedup: Optional[float] = None
+    evaluations: int = 0
+    interpreted: bool = False
+    clock: str = ""
+    gpu: Optional[str] = None
+    triton_version: str = ""
+    search: str = ""
+    generator: str = ""
+    strategy_path: list[str] = field(default_factory=list)
+    diff: str = ""
+    best_source: str = ""
+    best_variant_id: Optional[str] = None
+    seconds: float = 0.0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    stop_reason: str = ""
+    message: str = ""
+    warnings: list[str] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    worker_restarts: int = 0
+    baseline_bottleneck: Optional[str] = None
+    # set only by some outcomes (absent from the JSON otherwise)
+    paired_rounds: Optional[int] = None
+    paired_medians_ms: Optional[list[float]] = None
+    search_best_ms: Optional[float] = None
+    search_baseline_ms: Optional[float] = None
+    unverified_variant_id: Optional[str] = None
+    unverified_diff: Optional[str] = None
+    memcheck: Optional[dict[str, Any]] = None
+    applied: Optional[bool] = None  # --apply wrote best_source into the file
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    SOMETIMES = ("paired_rounds", "paired_medians_ms", "search_best_ms", "search_baseline_ms",
+                 "unverified_variant_id", "unverified_diff", "memcheck", "applied")
+
+    @property
+    def found(self) -> bool:
+        """Carries a correct variant (improved, or verified_correct under the interpreter)."""
+        return self.status in FOUND_STATUSES and bool(self.best_source)
+
+    def to_dict(self, history: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "extra" or (f.name == "history" and not history):
+                continue
+            v = getattr(self, f.name)
+            if f.name in self.SOMETIMES and v is None:
+                continue
+            out[f.name] = _to_dict(v)
+        for k, v in self.extra.items():
+            out.setdefault(k, v)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Result":
+        if isinstance(d, dict) and not (isinstance(d.get("status"), str) and d["status"]):
+            d = {**d, "status": "failed"}  # a Result without a status says nothing it can be trusted for
+        return _from_json_dict(cls, d)
+
+    @classmethod
+    def cancelled(cls, kernel: str, file: str, message: str, *, failed: bool = False,
+                  partial: Optional["Result"] = None, evaluations: Optional[int] = None) -> "Result":
+        """The Result of a job that ended without the engine's own (cancelled, superseded,
+        failed): a partial Result it did send is kept, with this status and message."""
+        r = dataclasses.replace(partial) if partial is not None else cls(status="cancelled")
+        r.status = "failed" if failed else "cancelled"
+        r.kernel, r.file = kernel, file
+        r.message = message or r.message
+        r.warnings = list(r.warnings)
+        if partial is None and evaluations is not None:
+            r.evaluations = int(evaluations)
+        return r
+
+
+@dataclass
+class Profile:
+    """A kernel's profile (kernelband/profile): the tiers, what limits it, and the features
+    the search uses. The keys inside a tier are the profiler's (read them loosely)."""
+
+    kernel: str = ""
+    time_ms: Optional[float] = None
+    interpreted: bool = False
+    tiers: dict[str, Any] = field(default_factory=dict)  # static, timing, counters (None = not collected)
+    saturation: dict[str, Any] = field(default_factory=dict)  # {"L2", "DRAM", "SM"}: fraction of peak
+    diagnosis: dict[str, Any] = field(default_factory=dict)  # bottleneck, evidence, strategies
+    phi: Optional[list[Any]] = None  # 9-dim hardware profile (DESIGN section 2)
+    runtime_vector: Optional[list[float]] = None
+    runtime_vectors: Optional[dict[str, Any]] = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    SOMETIMES = ("phi", "runtime_vector", "runtime_vectors")
+
+    @property
+    def bottleneck(self) -> Optional[str]:
+        b = self.diagnosis.get("bottleneck")
+        return b if isinstance(b, str) and b and b != "unknown" else None
+
+    def tier(self, name: str) -> dict[str, Any]:
+        t = self.tiers.get(name)
+        return t if isinstance(t, dict) else {}
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: _to_dict(getattr(self, f.name)) for f in dataclasses.fields(self)
+               if f.name != "extra" and not (f.name in self.SOMETIMES and getattr(self, f.name) is None)}
+        for k, v in self.extra.items():
+            out.setdefault(k, v)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Profile":
+        return _from_json_dict(cls, d)

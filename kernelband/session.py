@@ -14,7 +14,6 @@ session, and its `running` row in the store is marked `interrupted`.
 """
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import random
@@ -26,24 +25,18 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Any, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from .evaluate import Evaluator, SetupError
-from .worker.client import WorkerError
 from .events import EventEmitter
-from .model import Evaluation, Status, Task, Variant, sha256_text
+from .options import DEFAULT_LLM_TIMEOUT_S, EXHAUSTIVE, SEARCH_NAMES  # noqa: F401 - re-exported
+from .model import Evaluation, Result, Status, Task, Variant, sha256_text
 from .redact import register_secret, scrub
 from .store import Store
-from .verdict import (DEFAULT_MIN_SPEEDUP, IMPROVED, NO_GPU_NOTE, NO_IMPROVEMENT, VERIFIED_CORRECT, consistent_times,
-                      decide_verdict)
+from .result_builder import ResultBuilder, SearchOutcome, unified_diff  # noqa: F401 - unified_diff: re-exported
+from .verdict import DEFAULT_MIN_SPEEDUP, IMPROVED, VERIFIED_CORRECT
 
-EXHAUSTIVE = "exhaustive"
-SEARCH_NAMES = ("kernelband", "kernelband-v1", "kernelband-v2", "random", "ucb1", "greedy", EXHAUSTIVE)
 WORKDIR_PREFIX = "kernelband-session-"
-# Seconds one LLM request may take (--llm-timeout; the openai generator's default). A kernel
-# rewrite of up to 4096 tokens from a hosted model takes 10-60 s; slow local or reasoning
-# models need it raised. A hanging endpoint costs two of these (one retry), then the search ends.
-DEFAULT_LLM_TIMEOUT_S = 60.0
 
 
 class WorkerLost(Exception):
@@ -99,7 +92,8 @@ class Budget:
 
     def validate(self) -> None:
         if all(v is None for v in (self.evaluations, self.seconds, self.tokens, self.dollars)):
-            raise ValueError("a session needs a budget: evaluations, seconds, tokens or dollars")
+            raise ValueError("a session needs a budget: evaluations, seconds, tokens or dollars above 0 "
+                             "(0 means no limit, so they cannot all be 0)")
         for name in ("evaluations", "seconds", "tokens", "dollars"):
             v = getattr(self, name)
             if v is not None and v <= 0:
@@ -162,13 +156,6 @@ class SessionConfig:
         d = asdict(self)
         d["bandit"] = asdict(self.bandit) if self.bandit is not None and hasattr(self.bandit, "__dataclass_fields__") else None
         return d
-
-
-def unified_diff(original: str, new: str, path: str) -> str:
-    name = Path(path).name
-    return "".join(
-        difflib.unified_diff(original.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}")
-    )
 
 
 class Session:
@@ -503,155 +490,17 @@ class Session:
             self._record(self.pool[0], variant.strategy, variant, ev)
         return "search space exhausted"
 
-    def _finish(self, stop_reason: str) -> dict[str, Any]:
-        original = self.pool[0]
-        best = self._best()
-        interpreted = self.evaluator.interpreted
-        result: dict[str, Any] = {
-            "status": NO_IMPROVEMENT,
-            "kernel": self.task.kernel,
-            "file": self.task.module_path,
-            "session_id": self.id,
-            "original_hash": self.task.source_hash,
-            "baseline_ms": original.time_ms,
-            "best_ms": original.time_ms,
-            "speedup": 1.0,
-            "speedup_ci": [1.0, 1.0],
-            "speed_claim": not interpreted,  # GPU times that may be read as a speedup
-            "applicable": False,  # an editor may offer Apply / --apply may write best_source
-            "min_speedup": self.config.min_speedup,
-            "evaluations": self.usage.evaluations,
-            "interpreted": interpreted,
-            "clock": "cpu-interpreter" if interpreted else "cuda-events",
-            "gpu": self.gpu,
-            "triton_version": self.triton_version,
-            "search": self.config.search,
-            "generator": self.config.generator,
-            "strategy_path": [],
-            "diff": "",
-            "best_source": self.task.source,
-            "best_variant_id": original.id,
-            "seconds": round(self.usage.seconds, 3),
-            "tokens": self.usage.tokens,
-            "cost_usd": round(self.usage.dollars, 6),
-            "stop_reason": stop_reason,
-            "message": "",
-            "warnings": self.warnings,
-            "history": self.history,
-            "phase_seconds": self._phase_totals(),
-            "worker_restarts": self.evaluator.worker_restarts,
-            "baseline_bottleneck": ((self.profiles.get(original.id) or {}).get("diagnosis") or {}).get("bottleneck"),
-        }
-        over = self.usage.overshoot(self.config.budget)
-        if over:
-            self._warn_once(over)
-        if best is original:
-            result["message"] = f"no faster correct variant found in {self.usage.evaluations} evaluations ({stop_reason})"
-            return result
-        found = dict(search_best_ms=best.time_ms, search_baseline_ms=original.time_ms,
-                     strategy_path=self._strategy_path(best),
-                     diff=unified_diff(self.task.source, best.variant.source, self.task.module_path),
-                     best_source=best.variant.source, best_variant_id=best.id)
-        if interpreted and not self.config.cpu_tuning:
-            return self._correct_only(result, best, found)
-        memcheck = self._memcheck(best)
-        if memcheck is not None:
-            return memcheck(result)
-        self.emit("log", level="info", message="re-measuring the best variant and the original, interleaved...")
-        try:
-            paired = self.evaluator.paired_timing(best.variant, rounds=self.config.paired_rounds)
-        except (WorkerError, SetupError) as e:  # SetupError: the worker could not be restarted for it
-            return self._unverified(result, best, e)
-        return self._paired_verdict(result, best, found, paired)
-
-    def _memcheck(self, best: Any) -> Optional[Callable[[dict[str, Any]], dict[str, Any]]]:
-        """On a GPU, the finalist runs once under compute-sanitizer memcheck: out-of-bounds
-        accesses that no comparison can see. A failure keeps the result at no_improvement."""
-        if self.evaluator.interpreted:
-            return None
-        self.emit("log", level="info", message="checking the best variant under compute-sanitizer memcheck...")
-        report = self.evaluator.sanitize(best.variant)
-        if not report.get("ran"):
-            self._warn_once(f"out-of-bounds accesses not checked: {report.get('reason')}")
-            return None
-        if report.get("ok"):
-            return None
-        finding = "; ".join(report.get("findings") or []) or f"exit code {report.get('exit_code')}"
-
-        def refused(result: dict[str, Any]) -> dict[str, Any]:
-            self._warn_once(f"the best candidate fails compute-sanitizer memcheck: {finding}")
-            result.update(unverified_variant_id=best.id, memcheck=report,
-                          message=f"the best candidate accesses memory out of bounds ({finding}): not reported")
-            return result
-
-        return refused
-
-    def _correct_only(self, result: dict[str, Any], best: Any, found: dict[str, Any]) -> dict[str, Any]:
-        """Interpreter, no CPU tuning asked: the variant is verified correct and nothing is
-        said about its speed (no re-measurement: CPU times would only invite a claim)."""
-        result.update(found, status=VERIFIED_CORRECT, best_ms=best.time_ms, speedup=None, speedup_ci=None)
-        via = " -> ".join(found["strategy_path"]) or "a stored variant"
-        result["message"] = (f"a correct variant (via {via}) passed every check; {NO_GPU_NOTE}: no speed claim. "
-                             "Run on a GPU to measure it, or pass --cpu-tuning to rank and apply by CPU time")
-        return result
-
-    def _paired_verdict(self, result: dict[str, Any], best: Any, found: dict[str, Any], paired: Any) -> dict[str, Any]:
-        verdict = decide_verdict(paired.ci_low, interpreted=self.evaluator.interpreted,
-                                 cpu_tuning=self.config.cpu_tuning, min_speedup=self.config.min_speedup)
-        base_ms, best_ms, noise = consistent_times(paired.baseline_ms, paired.variant_ms, paired.speedup,
-                                                   (paired.ci_low, paired.ci_high))
-        result.update(found, baseline_ms=base_ms, best_ms=best_ms, speedup=paired.speedup,
-                      speedup_ci=[paired.ci_low, paired.ci_high], paired_rounds=paired.rounds,
-                      paired_medians_ms=[paired.baseline_ms, paired.variant_ms], status=verdict.status,
-                      speed_claim=verdict.speed_claim, applicable=verdict.applicable)
-        if noise:
-            self._warn_once(noise)
-        ci = f"{paired.speedup:.3f}x (95% CI {paired.ci_low:.3f}-{paired.ci_high:.3f})"
-        cpu = " in CPU-interpreter time (--cpu-tuning; not a GPU speedup)" if self.evaluator.interpreted else ""
-        if verdict.status == IMPROVED:
-            result["message"] = f"{ci} faster{cpu} via {' -> '.join(result['strategy_path']) or 'a stored variant'}"
-        else:
-            result["message"] = (f"best candidate measured {ci}{cpu} on re-measurement: not a verified speedup "
-                                 f"(the CI's lower bound must exceed {max(1.0, self.config.min_speedup):.3f}x)")
-        flag = self._roofline_flag(best, best_ms)
-        if flag:
-            result["warnings"].append(flag)
-        return result
-
-    def _unverified(self, result: dict[str, Any], best: Any, e: Exception) -> dict[str, Any]:
-        """The winner failed its re-measurement: a speedup that cannot be re-measured is not
-        verified, so the Result stays no_improvement (its id, diff and search time are kept)."""
-        kind = getattr(e, "kind", "error")
-        failure = f"the final re-measurement of the best candidate failed ({kind}: {e})"
-        self._warn_once(failure)
-        result.update(
-            search_best_ms=best.time_ms,  # best_* stay the original's: nothing verified to apply
-            unverified_variant_id=best.id,
-            unverified_diff=unified_diff(self.task.source, best.variant.source, self.task.module_path),
-            message=(f"search found a candidate at {self.pool[0].time_ms / best.time_ms:.2f}x, but {failure}: "
-                     "not a verified speedup"),
-        )
-        return result
-
-    def _phase_totals(self) -> dict[str, float]:
-        totals: dict[str, float] = {}
-        for entry in self.history:
-            for k, v in (entry.get("phases") or {}).items():
-                totals[k] = round(totals.get(k, 0.0) + v, 4)
-        return totals
-
-    def _roofline_flag(self, best: Any, best_ms: float) -> Optional[str]:
-        """A speedup that would move bytes faster than the device can is suspicious."""
-        bw = (self.evaluator.facts or {}).get("copy_bandwidth_gbs") or (self.evaluator.facts or {}).get("dram_bandwidth_gbs")
-        base = self.evaluator.baseline
-        if not bw or base is None or self.evaluator.interpreted or best_ms <= 0:
-            return None
-        nbytes = sum(l.tensor_bytes for l in base.launches)
-        achieved = nbytes / (best_ms * 1e-3) / 1e9
-        if achieved > 1.1 * float(bw):
-            return (f"suspicious: the winner would move {achieved:.0f} GB/s, above the measured copy bandwidth "
-                    f"{float(bw):.0f} GB/s; check that the harness's outputs cover all the kernel writes")
-        return None
+    def _finish(self, stop_reason: str) -> Result:
+        original, best = self.pool[0], self._best()
+        outcome = SearchOutcome(
+            session_id=self.id, stop_reason=stop_reason, original=original, best=best,
+            strategy_path=self._strategy_path(best), evaluations=self.usage.evaluations, seconds=self.usage.seconds,
+            tokens=self.usage.tokens, dollars=self.usage.dollars, history=self.history, warnings=self.warnings,
+            gpu=self.gpu, triton_version=self.triton_version,
+            baseline_bottleneck=((self.profiles.get(original.id) or {}).get("diagnosis") or {}).get("bottleneck"),
+            overshoot=self.usage.overshoot(self.config.budget))
+        log = lambda message: self.emit("log", level="info", message=message)  # noqa: E731
+        return ResultBuilder(self.task, self.config, self.evaluator, self._warn_once, log).build(outcome)
 
     # ------------------------------------------------------------------ run
     def _make_generator(self) -> Any:
@@ -663,7 +512,7 @@ class Session:
         options["stop"] = self.stop  # Ctrl-C ends an LLM request or its backoff at once
         return make_generator(self.config.generator, seed=self.config.seed, **options)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> Result:
         self.emit("started", kernel=self.task.kernel, file=self.task.module_path, source_hash=self.task.source_hash,
                   budget=asdict(self.config.budget), generator=self.config.generator, search=self.config.search,
                   session_id=self.id)
@@ -677,15 +526,16 @@ class Session:
             reason = self._run_search(generator)
             result = self._finish(reason)
             if self.stop.is_set():
-                result["status"] = result["status"] if result["status"] in (IMPROVED, VERIFIED_CORRECT) else "cancelled"
-                result["stop_reason"] = "stopped by request"
-            result = scrub(result)  # what the CLI prints, the store keeps and the editor gets: no secrets, capped
+                result.status = result.status if result.status in (IMPROVED, VERIFIED_CORRECT) else "cancelled"
+                result.stop_reason = "stopped by request"
+            # what the CLI prints, the store keeps and the editor gets: no secrets, capped
+            result = Result.from_dict(scrub(result.to_dict()))
             if self.store:
                 for c in self.pool[1:]:
                     self.store.put_variant(self.task.source_hash, self.task.kernel, self.gpu, c.id, c.variant.source,
                                            c.time_ms, c.variant.strategy)
-                self.store.finish_session(self.id, result["status"], {k: v for k, v in result.items() if k != "history"})
-            self.emit("result", result=result)
+                self.store.finish_session(self.id, result.status, result.to_dict(history=False))
+            self.emit("result", result=result.to_dict())
             return result
         finally:
             self.evaluator.close()
@@ -712,6 +562,6 @@ class Session:
 
 
 def run_session(task: Task, config: SessionConfig, emitter: Optional[EventEmitter] = None, store: Optional[Store] = None,
-                stop: Optional[threading.Event] = None) -> dict[str, Any]:
-    """Run one session to its end (budget, exhaustion or stop) and return the Result dict."""
+                stop: Optional[threading.Event] = None) -> Result:
+    """Run one session to its end (budget, exhaustion or stop) and return its Result."""
     return Session(task, config, emitter, store, stop).run()

@@ -280,12 +280,14 @@ def descendants(pid: int) -> set[int]:
 # real engine), emits events with a pause between them, and proposes BLOCK_SIZE=1024.
 FAKE_ENGINE = r'''
 import argparse, json, os, subprocess, sys, time
+from kernelband.model import Result
+from kernelband.options import OPTIONS
 p = argparse.ArgumentParser()
 p.add_argument("cmd"); p.add_argument("file")
 p.add_argument("--kernel"); p.add_argument("--events"); p.add_argument("--stdin-source", action="store_true")
-p.add_argument("--json", action="store_true"); p.add_argument("--budget", type=int, default=4)
-p.add_argument("--seconds", type=float); p.add_argument("--harness"); p.add_argument("--min-speedup", type=float)
-p.add_argument("--generator"); p.add_argument("--search"); p.add_argument("--device")
+p.add_argument("--json", action="store_true"); p.add_argument("--harness")
+for o in OPTIONS:  # the engine's own flags, as the server passes them
+    o.add_to(p)
 a = p.parse_args()
 src = sys.stdin.read()
 step = float(os.environ.get("FAKE_STEP_S", "0.2"))
@@ -318,11 +320,12 @@ for i in range(1, a.budget + 1):
     emit("progress", done=i, total=a.budget, best_ms=2.0 / (1 + i / 10), best_speedup=1 + i / 10, message=f"{i}/{a.budget}")
 best = src.replace("BLOCK_SIZE=128", "BLOCK_SIZE=1024")
 import hashlib
-emit("result", result={"status": "improved" if best != src else "no_improvement", "kernel": a.kernel, "file": a.file,
-     "session_id": "fake", "original_hash": hashlib.sha256(src.encode()).hexdigest(), "baseline_ms": 2.0,
-     "best_ms": 1.4, "speedup": 1.43, "speedup_ci": [1.3, 1.5], "evaluations": a.budget, "interpreted": INTERP,
-     "clock": "cpu-interpreter" if INTERP else "cuda-events", "gpu": None if INTERP else "FAKE GPU", "paired_rounds": 5, "strategy_path": ["tiling"], "diff": "", "best_source": best,
-     "best_variant_id": "v4", "seconds": 1.0, "tokens": 0, "cost_usd": 0.0, "message": "1.43x", "warnings": []})
+emit("result", result=Result(
+     status="improved" if best != src else "no_improvement", kernel=a.kernel, file=a.file, session_id="fake",
+     original_hash=hashlib.sha256(src.encode()).hexdigest(), baseline_ms=2.0, best_ms=1.4, speedup=1.43,
+     speedup_ci=[1.3, 1.5], evaluations=a.budget, interpreted=INTERP, clock="cpu-interpreter" if INTERP else "cuda-events",
+     gpu=None if INTERP else "FAKE GPU", paired_rounds=5, strategy_path=["tiling"], diff="", best_source=best,
+     best_variant_id="v4", seconds=1.0, tokens=0, cost_usd=0.0, message="1.43x", warnings=[]).to_dict())
 worker.kill()
 '''
 

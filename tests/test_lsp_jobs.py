@@ -39,7 +39,7 @@ async def test_events_and_result(manager, tmp_path):
     types_seen = [e.type for _, e in manager.test_events]
     assert types_seen[:3] == ["log", "started", "baseline"] and types_seen[-1] == "result"
     assert types_seen.count("progress") == 4
-    assert job.result["status"] == "improved" and "BLOCK_SIZE=1024" in job.result["best_source"]
+    assert job.result.status == "improved" and "BLOCK_SIZE=1024" in job.result.best_source
     # the engine got the editor's text on stdin and the settings as flags
     assert "--stdin-source" in job.argv and "--budget" in job.argv and "--events" in job.argv
 
@@ -54,7 +54,7 @@ async def test_failure_reports_the_engines_message(manager, tmp_path, monkeypatc
     monkeypatch.setenv("FAKE_FAIL", "1")
     job = manager.submit(spec(tmp_path))
     await asyncio.wait_for(manager.wait(job), 30)
-    assert job.state == FAILED and job.result["status"] == "failed" and "fake failure" in job.result["message"]
+    assert job.state == FAILED and job.result.status == "failed" and "fake failure" in job.result.message
     # the worker it left behind (in its own session) was killed with it
     worker_pid = next(e for _, e in manager.test_events if e.type == "log").data["worker_pid"]
     await wait_until(lambda: not process_alive(worker_pid), 10, what="the orphaned worker to be killed")
@@ -67,7 +67,7 @@ async def test_one_job_at_a_time_interactive_first_and_supersede(manager, tmp_pa
     bg_other = manager.submit(spec(tmp_path, "k3", background=True))
     bg_new = manager.submit(spec(tmp_path, "k2", background=True))  # a newer save of k2
     inter = manager.submit(spec(tmp_path, "k4"))
-    assert bg_old.state == SUPERSEDED and bg_old.result["status"] == "cancelled"
+    assert bg_old.state == SUPERSEDED and bg_old.result.status == "cancelled"
     assert manager.running is first
     assert manager.queue_position(inter) == 0  # interactive jumps ahead of queued background jobs
     order = []
@@ -89,7 +89,7 @@ async def test_cancel_kills_the_process_tree(manager, tmp_path, monkeypatch):
     assert process_alive(job.pid) and process_alive(worker_pid)
     assert manager.cancel(job.id) == [job.id]
     await asyncio.wait_for(manager.wait(job), 15)
-    assert job.state == CANCELLED and job.result["status"] == "cancelled"
+    assert job.state == CANCELLED and job.result.status == "cancelled"
     await wait_until(lambda: not process_alive(job.pid) and not process_alive(worker_pid), 10,
                      what="the job and its worker to exit")
 

@@ -9,6 +9,7 @@ import pytest
 from kernelband_lsp import edits as E
 from kernelband_lsp import summary as S
 from kernelband_lsp.documents import Documents
+from kernelband.model import Result
 from kernelband_lsp.hover import CardInputs, card, fallback_card
 from kernelband_lsp.lenses import KernelStatus, code_lenses, stub_insertion
 from kernelband_lsp.positions import LineIndex, split_lines
@@ -152,7 +153,7 @@ PROFILE = {
 def test_lens_summary_text():
     assert S.lens_summary(PROFILE, None) == "last: 0.42 ms, 71% of HBM peak, memory-bound"
     assert S.lens_summary(None, None) == "not profiled yet"
-    res = {"status": "improved", "baseline_ms": 3.0, "best_ms": 1.5, "best_source": "x"}
+    res = Result(status="improved", baseline_ms=3.0, best_ms=1.5, best_source="x")
     assert S.lens_summary(None, res) == "last: 3.00 ms"
 
 
@@ -170,8 +171,8 @@ def test_code_lenses_per_kernel(tmp_path: Path):
 
 
 def test_fallback_card_and_card():
-    md = fallback_card(PROFILE, {"status": "improved", "speedup": 1.31, "speedup_ci": [1.25, 1.38],
-                                 "strategy_path": ["tiling"], "evaluations": 16, "baseline_ms": 0.42, "best_ms": 0.32})
+    md = fallback_card(PROFILE, Result(status="improved", speedup=1.31, speedup_ci=[1.25, 1.38], strategy_path=["tiling"],
+                                       evaluations=16, baseline_ms=0.42, best_ms=0.32))
     assert "| time (profile) | 0.42 ms" in md and "71% of peak" in md and "registers / spills | 32 / 0" in md
     assert "memory-bound: 71% of DRAM peak" in md and "1.31x (95% CI 1.25–1.38x)" in md and "ncu not found" in md
     assert "occupancy | 100%" in md

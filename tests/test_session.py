@@ -58,23 +58,23 @@ def test_rules_session_finds_verified_speedup_and_persists(tmp_path):
                         strategies=["tiling"], cpu_tuning=True)
     result = run_session(task_of(path), cfg, emitter, store)
     # the interpreter runs one program at a time: bigger blocks really are faster on the CPU
-    assert result["status"] == "improved", result["message"]
-    assert result["applicable"] and not result["speed_claim"] and "CPU-interpreter time" in result["message"]
-    assert result["baseline_ms"] / result["best_ms"] == pytest.approx(result["speedup"])  # printed times agree
-    assert result["speedup_ci"][0] > 1.0 and result["speedup"] > 1.0
-    assert result["evaluations"] == 6 and result["interpreted"] and result["clock"] == "cpu-interpreter"
-    assert result["strategy_path"] and set(result["strategy_path"]) == {"tiling"}
+    assert result.status == "improved", result.message
+    assert result.applicable and not result.speed_claim and "CPU-interpreter time" in result.message
+    assert result.baseline_ms / result.best_ms == pytest.approx(result.speedup)  # printed times agree
+    assert result.speedup_ci[0] > 1.0 and result.speedup > 1.0
+    assert result.evaluations == 6 and result.interpreted and result.clock == "cpu-interpreter"
+    assert result.strategy_path and set(result.strategy_path) == {"tiling"}
     # the original's bottleneck class (from its tier-2 profile) travels with the Result for the benchmarks
-    assert result["baseline_bottleneck"] in ("memory-bound", "compute-bound", "latency-bound", "launch-bound", "unknown")
-    assert result["diff"].startswith("--- a/axpy.py") and result["best_source"] != AXPY_SESSION
+    assert result.baseline_bottleneck in ("memory-bound", "compute-bound", "latency-bound", "launch-bound", "unknown")
+    assert result.diff.startswith("--- a/axpy.py") and result.best_source != AXPY_SESSION
     types = [e.type for e in events]
     assert types[0] == "started" and types[1] == "baseline" and types[-1] == "result"
     assert types.count("candidate") == 6
     # nothing is lost: history, evaluations, verified variants and the result are in SQLite
-    assert len(store.history(result["session_id"])) == 6
-    assert store.count_evaluations(result["session_id"]) == 6
-    assert store.latest_result(str(path), "axpy_kernel")["speedup"] == pytest.approx(result["speedup"])
-    assert store.variants(result["original_hash"], "axpy_kernel", result["gpu"])
+    assert len(store.history(result.session_id)) == 6
+    assert store.count_evaluations(result.session_id) == 6
+    assert store.latest_result(str(path), "axpy_kernel")["speedup"] == pytest.approx(result.speedup)
+    assert store.variants(result.original_hash, "axpy_kernel", result.gpu)
 
     # a second session on the same kernel starts from what the first found
     emitter2, events2 = collect()
@@ -82,7 +82,7 @@ def test_rules_session_finds_verified_speedup_and_persists(tmp_path):
                           emitter2, store)
     first = next(e for e in events2 if e.type == "candidate")
     assert first.data["generator"] == "stored" and first.data["status"] == "ok"
-    assert result2["speedup"] > 1.0
+    assert result2.speedup > 1.0
     # the re-check of the stored winner is not one of the budget's evaluations
     assert [e.data["generator"] for e in events2 if e.type == "candidate"].count("stored") == 1
     assert sum(1 for e in events2 if e.type == "candidate") == 2
@@ -98,11 +98,11 @@ def test_budgets_stop_where_they_should(tmp_path):
     path = workspace(tmp_path)
     r = run_session(task_of(path), SessionConfig(search="random", budget=Budget(evaluations=2), paired_rounds=2,
                                                  warm_start=False))
-    assert r["evaluations"] == 2 and "evaluation budget" in r["stop_reason"]
+    assert r.evaluations == 2 and "evaluation budget" in r.stop_reason
     t0 = time.monotonic()
     r = run_session(task_of(path), SessionConfig(search="greedy", budget=Budget(evaluations=None, seconds=0.5),
                                                  paired_rounds=2, warm_start=False))
-    assert "time budget" in r["stop_reason"] and r["evaluations"] <= 2
+    assert "time budget" in r.stop_reason and r.evaluations <= 2
     assert time.monotonic() - t0 < 120
     with pytest.raises(ValueError, match="budget"):
         SessionConfig(budget=Budget(evaluations=None)).budget.validate()
@@ -111,8 +111,8 @@ def test_budgets_stop_where_they_should(tmp_path):
 def test_exhaustive_search_walks_the_space_within_budget(tmp_path):
     path = workspace(tmp_path)
     r = run_session(task_of(path), SessionConfig(search="exhaustive", budget=Budget(evaluations=3), paired_rounds=2))
-    assert r["evaluations"] == 3
-    assert all(h["generator"] == "rules" for h in r["history"])
+    assert r.evaluations == 3
+    assert all(h["generator"] == "rules" for h in r.history)
 
 
 # what a model might answer: the kernel and its wrapper, launched with a bigger block
@@ -146,8 +146,8 @@ def test_llm_session_records_rejections_and_goes_on(tmp_path):
     messages = [e.data["message"] for e in events if e.type == "candidate"][:4]
     assert any("os" in m for m in messages) and any("axpy_kernel" in m for m in messages)
     assert requests == 7  # 429 and 500 were retried inside one generation
-    assert result["evaluations"] == 5 and result["tokens"] >= 1500 and result["cost_usd"] > 0
-    assert result["status"] == "improved" and result["speedup_ci"][0] > 1.0
+    assert result.evaluations == 5 and result.tokens >= 1500 and result.cost_usd > 0
+    assert result.status == "improved" and result.speedup_ci[0] > 1.0
 
 
 def _cli(*args: str, **kw) -> subprocess.Popen:
@@ -305,14 +305,14 @@ def test_a_failed_final_remeasurement_still_gives_a_result(tmp_path):
     cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False,
                         cpu_tuning=True)
     result = Session(task, cfg, emitter, store, evaluator=HangsOnRemeasure(task, profile_tier=2)).run()
-    assert result["search_best_ms"] < result["baseline_ms"]  # the search did find a faster candidate...
-    assert result["status"] == "no_improvement" and "not a verified speedup" in result["message"]  # ...not verified
-    assert "re-measurement" in result["message"] and "timeout" in result["message"]
-    assert any("re-measurement" in w and "no reply in 240 s" in w for w in result["warnings"])
-    assert result["best_source"] == AXPY_SESSION and result["speedup"] == 1.0 and not result["diff"]
+    assert result.search_best_ms < result.baseline_ms  # the search did find a faster candidate...
+    assert result.status == "no_improvement" and "not a verified speedup" in result.message  # ...not verified
+    assert "re-measurement" in result.message and "timeout" in result.message
+    assert any("re-measurement" in w and "no reply in 240 s" in w for w in result.warnings)
+    assert result.best_source == AXPY_SESSION and result.speedup == 1.0 and not result.diff
     assert events[-1].type == "result" and any(e.type == "log" and e.data.get("level") == "warning" for e in events)
     assert store.latest_result(str(path), "axpy_kernel")["status"] == "no_improvement"
-    assert len(store.history(result["session_id"])) == 3
+    assert len(store.history(result.session_id)) == 3
     store.close()
 
 
@@ -331,14 +331,14 @@ def _llm_budget_session(tmp_path, budget: Budget) -> tuple[dict, int]:
 def test_token_and_dollar_budgets_stop_an_llm_session(tmp_path):
     # checked before each request: 150, 300 (< 400), then 450 stops it, past the budget, and says so
     r, requests = _llm_budget_session(tmp_path / "tokens", Budget(evaluations=None, tokens=400))
-    assert r["stop_reason"] == "token budget reached (450 of 400)" and requests == 3
-    assert r["tokens"] == 450 and r["evaluations"] == 3 and r["status"] == "no_improvement"
-    assert any("went past the budget (450 of 400 tokens)" in w for w in r["warnings"])
+    assert r.stop_reason == "token budget reached (450 of 400)" and requests == 3
+    assert r.tokens == 450 and r.evaluations == 3 and r.status == "no_improvement"
+    assert any("went past the budget (450 of 400 tokens)" in w for w in r.warnings)
     # $0.0002 a request at (1, 2) USD per 1M tokens
     r, requests = _llm_budget_session(tmp_path / "dollars", Budget(evaluations=None, dollars=0.0005))
-    assert r["stop_reason"] == "dollar budget reached ($0.0006 of $0.0005)" and requests == 3
-    assert r["cost_usd"] == pytest.approx(0.0006) and r["evaluations"] == 3 and r["tokens"] == 450
-    assert any("went past the budget ($0.0006 of $0.0005)" in w for w in r["warnings"])
+    assert r.stop_reason == "dollar budget reached ($0.0006 of $0.0005)" and requests == 3
+    assert r.cost_usd == pytest.approx(0.0006) and r.evaluations == 3 and r.tokens == 450
+    assert any("went past the budget ($0.0006 of $0.0005)" in w for w in r.warnings)
     # exactly at the budget: no overshoot to report
     r, requests = _llm_budget_session(tmp_path / "exact", Budget(evaluations=None, tokens=300))
-    assert r["tokens"] == 300 and requests == 2 and not any("went past" in w for w in r["warnings"])
+    assert r.tokens == 300 and requests == 2 and not any("went past" in w for w in r.warnings)

@@ -64,12 +64,12 @@ def test_lost_worker_ends_with_best_so_far_and_leftovers_are_cleaned(tmp_path):
     cfg = SessionConfig(search="greedy", budget=Budget(evaluations=5), strategies=["tiling"], warm_start=False)
     # call 1 re-times the original, call 2 is the first candidate; the worker dies before call 3
     result = Session(task, cfg, emitter, store, evaluator=LosesItsWorker(task, after=2, profile_tier=2)).run()
-    assert result["evaluations"] == 2 and "worker lost" in result["stop_reason"]
-    assert any("cannot be restarted" in w and "best verified so far" in w for w in result["warnings"])
-    assert result["status"] == "verified_correct" and result["diff"]  # the candidate found before is kept
+    assert result.evaluations == 2 and "worker lost" in result.stop_reason
+    assert any("cannot be restarted" in w and "best verified so far" in w for w in result.warnings)
+    assert result.status == "verified_correct" and result.diff  # the candidate found before is kept
     assert events[-1].type == "result"
     rows = {s["id"]: s["status"] for s in store.sessions()}
-    assert rows["stale1"] == "interrupted" and rows[result["session_id"]] == "verified_correct"
+    assert rows["stale1"] == "interrupted" and rows[result.session_id] == "verified_correct"
     assert not leftover.exists()
     store.close()
 
@@ -203,7 +203,7 @@ def test_a_variant_message_with_the_key_or_5mb_never_reaches_store_or_events(tmp
                                                "timeout": 10, "retries": 0})
         result = run_session(task_of(path), cfg, emitter, store)
     cands = [e for e in events if e.type == "candidate"]
-    assert len(cands) == 1, (result["stop_reason"], result["warnings"])
+    assert len(cands) == 1, (result.stop_reason, result.warnings)
     cand = cands[0]
     assert cand.data["status"] in ("runtime_error", "rejected"), cand.data["message"][:300]
     if cand.data["status"] == "runtime_error":  # it ran: the message carried both keys and 5 MB
@@ -216,4 +216,4 @@ def test_a_variant_message_with_the_key_or_5mb_never_reaches_store_or_events(tmp
     dump = "\n".join(con.iterdump())
     con.close()
     assert LEAK_KEY not in dump and ENV_KEY not in dump and len(dump) < 500_000
-    assert all(len(m) <= MAX_MESSAGE_BYTES + 100 for m in (cand.data["message"], result["message"]))
+    assert all(len(m) <= MAX_MESSAGE_BYTES + 100 for m in (cand.data["message"], result.message))

@@ -25,7 +25,8 @@ from typing import Any
 from ..evaluate import Evaluator, SetupError
 from ..session import job_workdir
 from ..model import Status, Variant
-from ..verdict import DEFAULT_MIN_SPEEDUP, NO_GPU_NOTE, consistent_times, decide_verdict
+from ..options import CHECK, add_arguments
+from ..verdict import NO_GPU_NOTE, consistent_times, decide_verdict
 from ..worker.client import WorkerError
 from .common import EXIT_OK, EXIT_VERDICT, StderrLog, UsageError, add_task_arguments, build_task, print_json, read_module
 
@@ -35,21 +36,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_task_arguments(p)
     p.add_argument("--variant", required=True, help="the variant: a complete copy of the module with the kernel changed")
-    p.add_argument("--rounds", type=int, default=10,
-                   help="interleaved A/B rounds for the speedup's confidence interval (at least 2; default: %(default)s)")
-    p.add_argument("--min-speedup", type=float, default=DEFAULT_MIN_SPEEDUP,
-                   help="verdict 'improved' only when the CI's lower bound is above this (default: %(default)s, "
-                        "the measured noise floor; see README)")
-    p.add_argument("--cpu-tuning", action="store_true",
-                   help="under the interpreter (no GPU), re-measure anyway and let CPU times decide the verdict")
+    add_arguments(p, CHECK)  # --rounds, --min-speedup, --cpu-tuning: kernelband/options.py
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     task, _ = build_task(args)
     variant_source = read_module(args.variant)[1]
-    if args.rounds < 2:
-        raise UsageError("--rounds must be at least 2")
     log = StderrLog(quiet=args.json)
     out: dict[str, Any] = {"file": task.module_path, "kernel": task.kernel, "harness": task.harness,
                            "variant": args.variant}

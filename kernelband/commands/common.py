@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from ..detect import DetectionResult, detect, read_source, strip_bom
 from ..model import KernelInfo
+from ..options import add_task_arguments as add_option_arguments
 from ..redact import clean, scrub
 
 EXIT_OK = 0
@@ -71,11 +72,7 @@ def add_task_arguments(p: Any) -> None:
                                      "(default: discovered: every bench_*/benchmark_*/harness_*/test_* that reaches the "
                                      "kernel checks correctness; a bench_* one times)")
     p.add_argument("--timing-harness", help="which discovered harness is the timing workload (default: bench_* first)")
-    p.add_argument("--device", default="auto", help="auto | cuda | cuda:N | cpu (Triton interpreter) (default: %(default)s)")
-    p.add_argument("--seeds", type=int, default=3,
-                   help="seeds for the correctness check, fresh inputs each (at least 3; default: %(default)s)")
-    p.add_argument("--timeout", type=float, default=120.0,
-                   help="seconds one harness run may take before it counts as hung (default: %(default)s)")
+    add_option_arguments(p)  # --device, --seeds, --timeout: kernelband/options.py
     p.add_argument("--stdin-source", action="store_true", help="read the module text from stdin (unsaved editor buffer)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -92,10 +89,6 @@ def build_task(args: Any) -> tuple["Task", KernelInfo]:
                           timing=getattr(args, "timing_harness", None))
     if not choice.found:
         raise UsageError(f"{args.file}: no harness for {kernel.name}: {choice.reason}")
-    if args.seeds < 3:
-        raise UsageError("--seeds must be at least 3")
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
     task = Task(
         module_path=path,
         source=source,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from kernelband.harness import HarnessChoice
-from kernelband.model import KernelInfo
+from kernelband.model import FOUND_STATUSES, KernelInfo, Result
 
 from . import summary as S
 
@@ -42,7 +42,7 @@ class CardInputs:
     kernel: KernelInfo
     profile: Optional[dict]
     profile_exact: bool
-    result: Optional[dict]
+    result: Optional[Result]
     harness: HarnessChoice
     job_line: Optional[str] = None  # "optimizing: 5/16 evaluated, best 1.21x"
     variant_line: Optional[str] = None  # "a 1.31x variant is ready: use the quick fix"
@@ -78,7 +78,7 @@ _SHOWN = {
 }
 
 
-def _timing_rows(p: Optional[dict], result: Optional[dict]) -> list[str]:
+def _timing_rows(p: Optional[dict], result: Optional[Result]) -> list[str]:
     rows = []
     t = S.tier(p, "timing")
     ms = S.time_ms(p, result)
@@ -151,7 +151,7 @@ def _static_rows(p: Optional[dict]) -> list[str]:
     return rows
 
 
-def fallback_card(profile: Optional[dict], result: Optional[dict]) -> str:
+def fallback_card(profile: Optional[dict], result: Optional[Result]) -> str:
     """The profile card as a markdown table (used when the engine has no renderer)."""
     lines: list[str] = []
     rows = _timing_rows(profile, result) + _static_rows(profile)
@@ -177,25 +177,24 @@ def fallback_card(profile: Optional[dict], result: Optional[dict]) -> str:
     return "\n".join(lines)
 
 
-def result_line(result: dict) -> str:
-    status = result.get("status", "?")
-    n = result.get("evaluations")
-    evals = f", {n} evaluations" if n is not None else ""
-    if status in ("improved", "verified_correct"):
-        path = result.get("strategy_path") or []
+def result_line(result: Result) -> str:
+    status = result.status
+    evals = f", {result.evaluations} evaluations" if result.evaluations else ""
+    if status in FOUND_STATUSES:
+        path = result.strategy_path
         via = f" via {' → '.join(map(str, path))}" if path else ""
-        base, best = S.num(result.get("baseline_ms")), S.num(result.get("best_ms"))
-        how = "paired re-measurement" if result.get("paired_rounds") else "measured by the optimizer"
+        base, best = S.num(result.baseline_ms), S.num(result.best_ms)
+        how = "paired re-measurement" if result.paired_rounds else "measured by the optimizer"
         times = (f" (original {S.fmt_ms(base)} → variant {S.fmt_ms(best)}, {how})"
                  if base is not None and best is not None else "")
-        if result.get("interpreted") is True:
+        if result.interpreted:
             return f"**Last optimization:** a variant that is correct; speed needs a GPU (CPU interpreter){via}{evals}"
         return f"**Last optimization:** {S.speedup_phrase(result) or 'faster'}{times}{via}{evals}"
     if status == "no_improvement":
         return f"**Last optimization:** no faster variant found{evals}"
     if status == "cancelled":
         return "**Last optimization:** cancelled"
-    msg = result.get("message") or ""
+    msg = result.message
     return f"**Last optimization:** failed{': ' + msg if msg else ''}"
 
 

@@ -7,7 +7,7 @@ from typing import Optional
 from lsprotocol import types
 
 from kernelband.detect import detect
-from kernelband.model import KernelInfo
+from kernelband.model import KernelInfo, Result
 
 from . import summary as S
 from .documents import Analysis
@@ -63,14 +63,12 @@ def best_launch_kwargs(best_source: str, kernel: str) -> list[dict[str, str]]:
     return got
 
 
-def launch_label(k: KernelInfo, site_index: int, result: dict) -> Optional[str]:
+def launch_label(k: KernelInfo, site_index: int, result: Result) -> Optional[str]:
     """'KernelBand: 1.43x with BLOCK_SIZE=1024' from a found variant (never for an
     interpreted one: no speed claim)."""
-    if result.get("interpreted") is True or result.get("status") != "improved":
+    if result.interpreted or result.status != "improved" or not result.best_source:
         return None
-    best = result.get("best_source")
-    if not isinstance(best, str):
-        return None
+    best = result.best_source
     sites = best_launch_kwargs(best, k.name)
     if site_index >= len(sites) or site_index >= len(k.launch_sites):
         return None

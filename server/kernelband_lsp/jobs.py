@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from kernelband.events import Event
+from kernelband.model import Result
 
-from .settings import Settings
+from .settings import Settings, engine_args
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class Job:
     spec: JobSpec
     state: str = QUEUED
     events: list[Event] = field(default_factory=list)
-    result: Optional[dict[str, Any]] = None
+    result: Optional[Result] = None
     profile: Optional[dict[str, Any]] = None
     error: Optional[str] = None
     pid: Optional[int] = None
@@ -136,7 +137,6 @@ class JobManager:
         self._running: Optional[Job] = None
         self._proc: Optional[asyncio.subprocess.Process] = None
         self._task: Optional[asyncio.Task] = None
-        self._flags: dict[str, Optional[set[str]]] = {}
         self._closed = False
 
     # ------------------------------------------------------------------ queries
@@ -254,68 +254,18 @@ class JobManager:
             self._kick()
 
     # ------------------------------------------------------------------ running one job
-    async def _supported_flags(self, sub: str) -> Optional[set[str]]:
-        """Flags the engine's subcommand accepts (from --help), probed once; None if unknown."""
-        if sub in self._flags:
-            return self._flags[sub]
-        flags: Optional[set[str]] = None
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *self.command_prefix, sub, "--help",
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), timeout=30)
-            except asyncio.TimeoutError:
-                _killpg(proc.pid, signal.SIGKILL)
-                out = b""
-            if proc.returncode == 0:
-                import re
-
-                flags = set(re.findall(r"(--[A-Za-z0-9][A-Za-z0-9-]*)", out.decode("utf-8", "replace")))
-        except OSError as e:
-            log.warning("cannot probe `%s %s --help`: %s", " ".join(self.command_prefix), sub, e)
-        self._flags[sub] = flags
-        return flags
-
-    async def build_argv(self, spec: JobSpec) -> list[str]:
-        s = spec.settings
+    def build_argv(self, spec: JobSpec) -> list[str]:
         argv = [*self.command_prefix, spec.kind, spec.path, "--kernel", spec.kernel, "--events", "jsonl",
                 "--stdin-source"]
-        flags = await self._supported_flags(spec.kind)
-
-        def add(flag: str, value: Any, always: bool = False) -> None:
-            if value in (None, "", 0, 0.0, [], ()) and not always:
-                return
-            if flags is not None and flag not in flags:
-                log.info("the engine's `%s` has no %s; not passed", spec.kind, flag)
-                return
-            argv.extend([flag, str(value)])
-
         if spec.kind == OPTIMIZE:
             argv.append("--json")
-            add("--budget", s.budget_evaluations)
-            add("--seconds", s.budget_seconds)
-            add("--tokens", s.budget_tokens)
-            add("--dollars", s.budget_dollars)
-            add("--generator", s.generator if s.generator != "rules" else None)
-            if s.generator == "openai":
-                add("--model", s.model)
-                add("--base-url", s.base_url)
-            add("--search", s.search if s.search != "kernelband" else None)
-            add("--strategies", ",".join(s.strategies))
-            add("--min-speedup", s.min_speedup)  # the engine decides "improved" with the editor's floor
-        add("--harness", spec.harness)
-        add("--device", s.device if s.device and s.device != "auto" else None)
-        return argv
+        if spec.harness:
+            argv.extend(["--harness", spec.harness])
+        return argv + engine_args(spec.kind, spec.settings)  # flags from kernelband/options.py, not --help
 
     async def _run(self, job: Job) -> None:
         spec = job.spec
-        job.argv = await self.build_argv(spec)
-        if job.cancel_reason:  # cancelled while the flags were probed
-            self._finish(job, CANCELLED, reason=job.cancel_reason)
-            return
+        job.argv = self.build_argv(spec)
         env = dict(os.environ)
         env.update(spec.env)
         env["PYTHONUNBUFFERED"] = "1"
@@ -419,7 +369,7 @@ class JobManager:
         if ev.type == "result":
             res = ev.data.get("result", ev.data)
             if isinstance(res, dict):
-                job.result = res
+                job.result = Result.from_dict(res)
         elif ev.type == "profile":
             prof = ev.data.get("profile", ev.data)
             if isinstance(prof, dict):
@@ -443,7 +393,7 @@ class JobManager:
             try:
                 obj = json.loads("\n".join(job.stdout_other))
                 if isinstance(obj, dict) and "status" in obj:
-                    job.result = obj
+                    job.result = Result.from_dict(obj)
             except ValueError:
                 pass
         ok = (job.result is not None) if job.spec.kind == OPTIMIZE else (job.profile is not None)
@@ -464,15 +414,9 @@ class JobManager:
         job.state = state
         job.ended_at = time.time()
         if state in (CANCELLED, SUPERSEDED, FAILED) and job.spec.kind == OPTIMIZE:
-            status = "failed" if state == FAILED else "cancelled"
-            if job.result is None or state != FAILED:
-                base = dict(job.result or {})
-                base.update({"status": status, "kernel": job.spec.kernel, "file": job.spec.path,
-                             "message": reason or base.get("message", "")})
-                base.setdefault("warnings", [])
-                if job.last_progress:
-                    base.setdefault("evaluations", job.last_progress.get("done"))
-                job.result = base
+            if job.result is None or state != FAILED:  # a failure after the engine's Result keeps it
+                job.result = Result.cancelled(job.spec.kernel, job.spec.path, reason, failed=state == FAILED,
+                                              partial=job.result, evaluations=job.last_progress.get("done"))
         if state in (CANCELLED, SUPERSEDED, FAILED) and not job.error:
             job.error = reason or state
         if job.cancel_reason == "" and state in (CANCELLED, SUPERSEDED):

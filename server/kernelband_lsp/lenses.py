@@ -12,7 +12,7 @@ from lsprotocol import types
 
 from kernelband.harness import HarnessChoice, harness_stub
 from kernelband.detect import wrappers_of
-from kernelband.model import KernelInfo
+from kernelband.model import KernelInfo, Result
 
 from . import summary as S
 from .documents import Analysis
@@ -29,7 +29,7 @@ class KernelStatus:
     harness: HarnessChoice
     profile: Optional[dict] = None
     profile_exact: bool = False
-    result: Optional[dict] = None
+    result: Optional[Result] = None
     job_id: Optional[str] = None  # an unfinished job for this kernel
     job_kind: Optional[str] = None
     job_text: Optional[str] = None  # "optimizing 5/16 · best 1.21x"
@@ -121,11 +121,11 @@ def harness_diagnostic(a: Analysis, k: KernelInfo, h: HarnessChoice) -> types.Di
     )
 
 
-def variant_diagnostic(a: Analysis, k: KernelInfo, result: dict, job_id: str) -> types.Diagnostic:
+def variant_diagnostic(a: Analysis, k: KernelInfo, result: Result, job_id: str) -> types.Diagnostic:
     sp = S.speedup_phrase(result) or "faster"
-    path = result.get("strategy_path") or []
+    path = result.strategy_path
     via = f" via {' → '.join(map(str, path))}" if path else ""
-    clock = " (interpreter timing)" if result.get("interpreted") else ""
+    clock = " (interpreter timing)" if result.interpreted else ""
     return types.Diagnostic(
         range=name_range(a, k),
         message=f"KernelBand found a faster variant of {k.name}: {sp}{via}{clock}. Use the quick fix to apply it.",

@@ -1,5 +1,8 @@
 """Settings of section ``kernelband``: from ``workspace/configuration`` and
-``initializationOptions``; defaults as in docs/ARCHITECTURE.md.
+``initializationOptions``. The engine's settings (budget, generator, search, strategies,
+minimum speedup, device...) take their names, defaults, types and ranges from
+``kernelband.options`` (one owner for the CLI, this server and package.json); the
+server's own (backgroundOnSave, harness, debounceMs, pythonPath) are declared here.
 
 Accepts the nested form VS Code sends (``{"budget": {"evaluations": 16}}``), the flat
 dotted form (``{"budget.evaluations": 16}``) and either wrapped in ``{"kernelband": ...}``.
@@ -11,27 +14,29 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from kernelband.verdict import DEFAULT_MIN_SPEEDUP
+from kernelband import options as O
 
 SECTION = "kernelband"
-GENERATORS = ("rules", "openai")
-SEARCHES = ("kernelband", "kernelband-v1", "kernelband-v2", "random", "ucb1", "greedy", "exhaustive")
+GENERATORS = O.GENERATOR_NAMES
+SEARCHES = O.SEARCH_NAMES
 
 
 @dataclass(frozen=True)
 class Settings:
-    budget_evaluations: int = 16
-    budget_seconds: float = 0.0
-    budget_tokens: int = 0
-    budget_dollars: float = 0.0
-    generator: str = "rules"
-    model: str = ""
-    base_url: str = ""
-    search: str = "kernelband"
-    strategies: tuple[str, ...] = ()
+    # the engine's options (kernelband/options.py); 0 in a budget means no limit, as on the CLI
+    budget_evaluations: int = O.default("budget")
+    budget_seconds: float = O.default("seconds")
+    budget_tokens: int = O.default("tokens")
+    budget_dollars: float = O.default("dollars")
+    generator: str = O.default("generator")
+    model: str = O.default("model")
+    base_url: str = O.default("base_url")
+    search: str = O.default("search")
+    strategies: tuple[str, ...] = tuple(O.default("strategies"))
+    min_speedup: float = O.default("min_speedup")  # one noise floor: the engine's (kernelband/verdict.py)
+    device: str = O.default("device")
+    # the server's own
     background_on_save: bool = False
-    min_speedup: float = DEFAULT_MIN_SPEEDUP  # one noise floor: the engine's (kernelband/verdict.py)
-    device: str = "auto"
     python_path: str = ""  # used by the client to start the server; informational here
     harness: dict[str, str] = field(default_factory=dict)
     # server-only knobs (not in the client's contributes; harmless when absent)
@@ -66,12 +71,6 @@ def _int(v: Any) -> int:
     return int(v)
 
 
-def _float(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        raise TypeError("a non-negative number")
-    return float(v)
-
-
 def _str(v: Any) -> str:
     if v is None:
         return ""
@@ -86,23 +85,19 @@ def _bool(v: Any) -> bool:
     return v
 
 
-def _choice(options: tuple[str, ...]):
-    def conv(v: Any) -> str:
-        if not isinstance(v, str) or v not in options:
-            raise TypeError("one of " + ", ".join(options))
-        return v
+def _option(opt: "O.Option"):
+    """The option's own check (type, range, choices), as this module's converters report."""
+
+    def conv(v: Any) -> Any:
+        if opt.type is str and v is None:
+            return ""
+        try:
+            out = opt.check(v, label="")
+        except O.OptionError as e:
+            raise TypeError(str(e).split(": ", 1)[-1].removeprefix("expected ")) from None
+        return tuple(out) if opt.type is list else out
 
     return conv
-
-
-def _strategies(v: Any) -> tuple[str, ...]:
-    if v is None:
-        return ()
-    if isinstance(v, str):
-        v = [s.strip() for s in v.split(",") if s.strip()]
-    if not isinstance(v, (list, tuple)) or not all(isinstance(s, str) for s in v):
-        raise TypeError("a list of strategy names")
-    return tuple(v)
 
 
 def _harness(v: Any) -> dict[str, str]:
@@ -113,30 +108,14 @@ def _harness(v: Any) -> dict[str, str]:
     return dict(v)
 
 
-def _min_speedup(v: Any) -> float:
-    f = _float(v)
-    if f < 1.0:
-        raise TypeError("a number >= 1.0")
-    return f
-
-
-_KEYS: dict[str, tuple[str, Any]] = {
-    "budget.evaluations": ("budget_evaluations", _int),
-    "budget.seconds": ("budget_seconds", _float),
-    "budget.tokens": ("budget_tokens", _int),
-    "budget.dollars": ("budget_dollars", _float),
-    "generator": ("generator", _choice(GENERATORS)),
-    "model": ("model", _str),
-    "baseUrl": ("base_url", _str),
-    "search": ("search", _choice(SEARCHES)),
-    "strategies": ("strategies", _strategies),
+# the engine's settings, from kernelband/options.py; then the server's own
+_KEYS: dict[str, tuple[str, Any]] = {key: (opt.field, _option(opt)) for key, opt in O.BY_SETTING.items()}
+_KEYS.update({
     "backgroundOnSave": ("background_on_save", _bool),
-    "minSpeedup": ("min_speedup", _min_speedup),
-    "device": ("device", _str),
     "pythonPath": ("python_path", _str),
     "harness": ("harness", _harness),
     "debounceMs": ("debounce_ms", _int),
-}
+})
 
 # secrets that may arrive in initializationOptions; never stored in Settings or logged
 SECRET_KEYS = ("apiKey", "openaiApiKey")
@@ -200,3 +179,16 @@ def secret_from(raw: Any) -> Optional[str]:
             if isinstance(v, str) and v:
                 return v
     return None
+
+
+def engine_values(s: Settings) -> dict[str, Any]:
+    """The settings as values of kernelband.options (by option name), for ``engine_args``."""
+    return {opt.name: (list(v) if isinstance(v, tuple) else v)
+            for opt in O.BY_SETTING.values() for v in [getattr(s, opt.field)]}
+
+
+def engine_args(kind: str, s: Settings) -> list[str]:
+    """The engine's flags for a job of this kind (optimize, profile): each setting that is
+    not its default, 0 included (no limit). Both ship in one wheel, so the flags are the
+    options module's, never probed from ``--help``."""
+    return O.engine_args(kind, engine_values(s))

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from kernelband.model import Result
 from kernelband.store import DB_DIR, DB_NAME, Store, find_workspace
 
 log = logging.getLogger(__name__)
@@ -133,9 +134,16 @@ class StoreView:
         p = self._cached(path, "profile-f", (kernel, apath), lambda st: st.latest_profile(kernel, file=apath))
         return p, False
 
-    def result(self, path: str, kernel: str) -> Optional[dict]:
+    def result(self, path: str, kernel: str) -> Optional[Result]:
+        """The latest stored Result of the kernel (an older engine's too: missing keys take
+        their defaults)."""
         apath = self.abspath(path)
-        return self._cached(path, "result", (kernel, apath), lambda st: st.latest_result(apath, kernel))
+
+        def read(st: Store) -> Optional[Result]:
+            raw = st.latest_result(apath, kernel)
+            return Result.from_dict(raw) if isinstance(raw, dict) else None
+
+        return self._cached(path, "result", (kernel, apath), read)
 
     def invalidate(self) -> None:
         self._memo.clear()

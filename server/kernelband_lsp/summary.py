@@ -1,4 +1,5 @@
-"""Read numbers out of a profile / Result dict without trusting their exact shape.
+"""Phrases and numbers for lenses, hovers and progress: from a typed Result
+(kernelband.model.Result), and from a profile dict without trusting its exact shape.
 
 The profile contract (docs/ARCHITECTURE.md) fixes ``saturation``, ``diagnosis``,
 ``interpreted`` and the three tiers; the keys inside a tier are the profiler's, so
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import math
 from typing import Any, Iterable, Optional
+
+from kernelband.model import FOUND_STATUSES, Result
 
 
 def num(v: Any) -> Optional[float]:
@@ -47,30 +50,25 @@ def tier(profile: Optional[dict], name: str) -> dict:
     return t if isinstance(t, dict) else {}
 
 
-# statuses whose Result carries a correct variant (``verified_correct``: under the CPU
-# interpreter, correct but with no speed claim; see kernelband/verdict.py)
-FOUND_STATUSES = ("improved", "verified_correct")
+def has_variant(result: Optional[Result]) -> bool:
+    """The Result carries a correct variant (improved, or verified_correct under the interpreter)."""
+    return result is not None and result.found
 
 
-def has_variant(result: Optional[dict]) -> bool:
-    return isinstance(result, dict) and result.get("status") in FOUND_STATUSES and bool(result.get("best_source"))
-
-
-def result_time_ms(result: Optional[dict], module_hash: Optional[str] = None) -> Optional[float]:
+def result_time_ms(result: Optional[Result], module_hash: Optional[str] = None) -> Optional[float]:
     """The time of the code as it is now, from an optimization Result: the original's
     time (baseline) unless the text is the winner's (the variant was applied)."""
-    if not result:
+    if result is None:
         return None
-    best = result.get("best_source")
-    if module_hash and isinstance(best, str) and result.get("status") in FOUND_STATUSES:
+    if module_hash and result.best_source and result.status in FOUND_STATUSES:
         import hashlib
 
-        if hashlib.sha256(best.encode("utf-8")).hexdigest() == module_hash:
-            return num(result.get("best_ms"))
-    return num(result.get("baseline_ms"))
+        if hashlib.sha256(result.best_source.encode("utf-8")).hexdigest() == module_hash:
+            return num(result.best_ms)
+    return num(result.baseline_ms)
 
 
-def time_ms(profile: Optional[dict], result: Optional[dict] = None, module_hash: Optional[str] = None) -> Optional[float]:
+def time_ms(profile: Optional[dict], result: Optional[Result] = None, module_hash: Optional[str] = None) -> Optional[float]:
     t = tier(profile, "timing")
     v = num(first(t, ("time_per_launch_ms", "time_ms", "median_ms", "ms", "kernel_ms", "mean_ms")))
     if v is None and isinstance(profile, dict):
@@ -85,10 +83,10 @@ def bottleneck(profile: Optional[dict]) -> Optional[str]:
     return b if isinstance(b, str) and b and b != "unknown" else None
 
 
-def interpreted(profile: Optional[dict], result: Optional[dict] = None) -> bool:
+def interpreted(profile: Optional[dict], result: Optional[Result] = None) -> bool:
     if isinstance(profile, dict) and profile.get("interpreted"):
         return True
-    return bool(result and result.get("interpreted"))
+    return result is not None and result.interpreted
 
 
 def saturation(profile: Optional[dict], resource: str) -> Optional[float]:
@@ -127,7 +125,7 @@ def peak_phrase(profile: Optional[dict]) -> Optional[str]:
     return None
 
 
-def lens_summary(profile: Optional[dict], result: Optional[dict], module_hash: Optional[str] = None) -> str:
+def lens_summary(profile: Optional[dict], result: Optional[Result], module_hash: Optional[str] = None) -> str:
     """`last: 0.42 ms, 71% of HBM peak, memory-bound` or `not profiled yet`."""
     parts: list[str] = []
     t = time_ms(profile, result, module_hash)
@@ -144,13 +142,15 @@ def lens_summary(profile: Optional[dict], result: Optional[dict], module_hash: O
     return "last: " + ", ".join(parts)
 
 
-def speedup_phrase(result: Optional[dict]) -> Optional[str]:
-    if not result:
-        return None
-    sp = num(result.get("speedup"))
+def speedup_phrase(result: Optional[Result]) -> Optional[str]:
+    """`1.43x (95% CI 1.30–1.50x)`, or None without a speedup."""
+    return speedup_text(result.speedup, result.speedup_ci) if result is not None else None
+
+
+def speedup_text(speedup: Any, ci: Any) -> Optional[str]:
+    sp = num(speedup)
     if sp is None:
         return None
-    ci = result.get("speedup_ci")
     text = f"{sp:.2f}x"
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and num(ci[0]) is not None and num(ci[1]) is not None:
         text += f" (95% CI {num(ci[0]):.2f}–{num(ci[1]):.2f}x)"

@@ -24,27 +24,56 @@ export interface JobEventParams {
   background?: boolean;
 }
 
-/** The optimize Result (docs/ARCHITECTURE.md), as returned with the job id. */
+/**
+ * The optimize Result (kernelband/model.py `Result`), as returned with the job id. Every
+ * field of the Python dataclass is here with a compatible type, and nothing else but the
+ * server's `jobId` (tests/test_result_contract.py checks both ways). Fields are optional:
+ * an older engine's stored Result, or a cancelled job's, may lack some.
+ */
 export interface OptimizeResult {
   jobId?: string;
   status: string;
   kernel?: string;
   file?: string;
+  session_id?: string;
+  original_hash?: string;
   baseline_ms?: number | null;
   best_ms?: number | null;
   speedup?: number | null;
   speedup_ci?: [number, number] | null;
+  speed_claim?: boolean;
+  applicable?: boolean;
+  min_speedup?: number | null;
   evaluations?: number;
   interpreted?: boolean;
   clock?: string;
+  gpu?: string | null;
+  triton_version?: string;
+  search?: string;
+  generator?: string;
   strategy_path?: string[];
   diff?: string;
+  best_source?: string;
   best_variant_id?: string | null;
   seconds?: number;
   tokens?: number;
   cost_usd?: number;
+  stop_reason?: string;
   message?: string;
   warnings?: string[];
+  history?: Record<string, unknown>[];
+  phase_seconds?: Record<string, number>;
+  worker_restarts?: number;
+  baseline_bottleneck?: string | null;
+  paired_rounds?: number | null;
+  paired_medians_ms?: number[] | null;
+  search_best_ms?: number | null;
+  search_baseline_ms?: number | null;
+  unverified_variant_id?: string | null;
+  unverified_diff?: string | null;
+  memcheck?: Record<string, unknown> | null;
+  applied?: boolean | null;
+  /** keys a newer engine adds (Result.extra) */
   [key: string]: unknown;
 }
 

@@ -10,7 +10,8 @@ import { API_KEY_ENV } from './constants';
 
 export const STRATEGY_NAMES = ['tiling', 'vectorization', 'fusion', 'pipeline', 'reordering', 'access_layout'] as const;
 export const GENERATORS = ['rules', 'openai'] as const;
-export const SEARCH_POLICIES = ['kernelband', 'kernelband-v2', 'random', 'ucb1', 'greedy', 'exhaustive'] as const;
+// the engine's names (kernelband/options.py; tests/test_options.py checks these lists and package.json)
+export const SEARCH_POLICIES = ['kernelband', 'kernelband-v1', 'kernelband-v2', 'random', 'ucb1', 'greedy', 'exhaustive'] as const;
 
 export interface KernelBandSettings {
   budget: { evaluations: number; seconds: number; tokens: number; dollars: number };
@@ -96,7 +97,7 @@ export function readSettings(get: SettingsGetter): KernelBandSettings {
   }
   return {
     budget: {
-      evaluations: num(get('budget.evaluations'), DEFAULTS.budget.evaluations, 1, true),
+      evaluations: num(get('budget.evaluations'), DEFAULTS.budget.evaluations, 0, true),  // 0 = no limit
       seconds: num(get('budget.seconds'), DEFAULTS.budget.seconds, 0),
       tokens: num(get('budget.tokens'), DEFAULTS.budget.tokens, 0, true),
       dollars: num(get('budget.dollars'), DEFAULTS.budget.dollars, 0),

@@ -75,6 +75,12 @@ describe('settings', () => {
     assert.deepStrictEqual(s.harness, { add_kernel: 'bench_add' });
   });
 
+  it('keeps a budget of 0: it means no limit, as on the CLI and in the server', () => {
+    const s = readSettings(getterFrom({ 'budget.evaluations': 0, 'budget.seconds': 60 }));
+    assert.deepStrictEqual(s.budget, { evaluations: 0, seconds: 60, tokens: 0, dollars: 0 });
+    assert.strictEqual(readSettings(getterFrom({ 'budget.evaluations': -1 })).budget.evaluations, 16);
+  });
+
   it('initializationOptions: the nested section object, without pythonPath or secrets', () => {
     const opts = toInitializationOptions(readSettings(getterFrom({ pythonPath: '/x/python', 'budget.evaluations': 8, generator: 'openai' })));
     assert.deepStrictEqual(Object.keys(opts).sort(), [

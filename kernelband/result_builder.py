@@ -1,0 +1,186 @@
+"""From a finished search to the session's Result (kernelband.model.Result).
+
+The fastest pool member and the original are re-measured interleaved for a speedup
+with a 95% confidence interval; kernelband/verdict.py says what that interval means.
+Under the interpreter (no CPU tuning) nothing is re-measured: the winner is
+``verified_correct``, with no speed claim. On a GPU the finalist first runs under
+compute-sanitizer memcheck. A winner whose re-measurement fails is not a verified
+speedup: the Result stays ``no_improvement``, with its id and diff kept aside.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from .evaluate import SetupError
+from .model import Result, Task
+from .verdict import IMPROVED, NO_GPU_NOTE, NO_IMPROVEMENT, VERIFIED_CORRECT, consistent_times, decide_verdict
+from .worker.client import WorkerError
+
+
+def unified_diff(original: str, new: str, path: str) -> str:
+    name = Path(path).name
+    return "".join(
+        difflib.unified_diff(original.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}")
+    )
+
+
+@dataclass
+class SearchOutcome:
+    """What the search loop hands over: its pool's original and best, and its accounts."""
+
+    session_id: str
+    stop_reason: str
+    original: Any  # search.base.Candidate
+    best: Any
+    strategy_path: list[str]
+    evaluations: int
+    seconds: float
+    tokens: int
+    dollars: float
+    history: list[dict[str, Any]]
+    warnings: list[str]  # the session's own list: notes added here show in both
+    gpu: str = ""
+    triton_version: str = ""
+    baseline_bottleneck: Optional[str] = None
+    overshoot: Optional[str] = None  # the last LLM request went past a token/dollar budget
+
+
+class ResultBuilder:
+    """Turns a SearchOutcome into a Result; re-measures through the session's evaluator."""
+
+    def __init__(self, task: Task, config: Any, evaluator: Any, warn: Callable[[str], None],
+                 log: Callable[[str], None]) -> None:
+        self.task = task
+        self.config = config  # session.SessionConfig
+        self.evaluator = evaluator
+        self.warn = warn  # a Result warning and a log event, once per note
+        self.log = log  # an info log event
+
+    def build(self, out: SearchOutcome) -> Result:
+        original, best = out.original, out.best
+        interpreted = bool(self.evaluator.interpreted)
+        result = Result(
+            status=NO_IMPROVEMENT, kernel=self.task.kernel, file=self.task.module_path, session_id=out.session_id,
+            original_hash=self.task.source_hash, baseline_ms=original.time_ms, best_ms=original.time_ms,
+            speedup=1.0, speedup_ci=[1.0, 1.0], speed_claim=not interpreted, applicable=False,
+            min_speedup=self.config.min_speedup, evaluations=out.evaluations, interpreted=interpreted,
+            clock="cpu-interpreter" if interpreted else "cuda-events", gpu=out.gpu, triton_version=out.triton_version,
+            search=self.config.search, generator=self.config.generator, strategy_path=[], diff="",
+            best_source=self.task.source, best_variant_id=original.id, seconds=round(out.seconds, 3),
+            tokens=out.tokens, cost_usd=round(out.dollars, 6), stop_reason=out.stop_reason, message="",
+            warnings=out.warnings, history=out.history, phase_seconds=phase_totals(out.history),
+            worker_restarts=self.evaluator.worker_restarts, baseline_bottleneck=out.baseline_bottleneck,
+        )
+        if out.overshoot:
+            self.warn(out.overshoot)
+        if best is original:
+            result.message = f"no faster correct variant found in {out.evaluations} evaluations ({out.stop_reason})"
+            return result
+        if interpreted and not self.config.cpu_tuning:
+            return self._correct_only(result, best, out)
+        if self._memcheck_refused(result, best):
+            return result
+        self.log("re-measuring the best variant and the original, interleaved...")
+        try:
+            paired = self.evaluator.paired_timing(best.variant, rounds=self.config.paired_rounds)
+        except (WorkerError, SetupError) as e:  # SetupError: the worker could not be restarted for it
+            return self._unverified(result, best, e)
+        return self._paired_verdict(result, best, out, paired)
+
+    def _found(self, result: Result, best: Any, out: SearchOutcome) -> None:
+        result.search_best_ms, result.search_baseline_ms = best.time_ms, out.original.time_ms
+        result.strategy_path = list(out.strategy_path)
+        result.diff = unified_diff(self.task.source, best.variant.source, self.task.module_path)
+        result.best_source = best.variant.source
+        result.best_variant_id = best.id
+
+    def _memcheck_refused(self, result: Result, best: Any) -> bool:
+        """On a GPU, the finalist runs once under compute-sanitizer memcheck: out-of-bounds
+        accesses that no comparison can see. A failure keeps the result at no_improvement."""
+        if self.evaluator.interpreted:
+            return False
+        self.log("checking the best variant under compute-sanitizer memcheck...")
+        report = self.evaluator.sanitize(best.variant)
+        if not report.get("ran"):
+            self.warn(f"out-of-bounds accesses not checked: {report.get('reason')}")
+            return False
+        if report.get("ok"):
+            return False
+        finding = "; ".join(report.get("findings") or []) or f"exit code {report.get('exit_code')}"
+        self.warn(f"the best candidate fails compute-sanitizer memcheck: {finding}")
+        result.unverified_variant_id, result.memcheck = best.id, report
+        result.message = f"the best candidate accesses memory out of bounds ({finding}): not reported"
+        return True
+
+    def _correct_only(self, result: Result, best: Any, out: SearchOutcome) -> Result:
+        """Interpreter, no CPU tuning asked: the variant is verified correct and nothing is
+        said about its speed (no re-measurement: CPU times would only invite a claim)."""
+        self._found(result, best, out)
+        result.status, result.best_ms, result.speedup, result.speedup_ci = VERIFIED_CORRECT, best.time_ms, None, None
+        via = " -> ".join(result.strategy_path) or "a stored variant"
+        result.message = (f"a correct variant (via {via}) passed every check; {NO_GPU_NOTE}: no speed claim. "
+                          "Run on a GPU to measure it, or pass --cpu-tuning to rank and apply by CPU time")
+        return result
+
+    def _paired_verdict(self, result: Result, best: Any, out: SearchOutcome, paired: Any) -> Result:
+        verdict = decide_verdict(paired.ci_low, interpreted=self.evaluator.interpreted,
+                                 cpu_tuning=self.config.cpu_tuning, min_speedup=self.config.min_speedup)
+        base_ms, best_ms, noise = consistent_times(paired.baseline_ms, paired.variant_ms, paired.speedup,
+                                                   (paired.ci_low, paired.ci_high))
+        self._found(result, best, out)
+        result.baseline_ms, result.best_ms, result.speedup = base_ms, best_ms, paired.speedup
+        result.speedup_ci = [paired.ci_low, paired.ci_high]
+        result.paired_rounds, result.paired_medians_ms = paired.rounds, [paired.baseline_ms, paired.variant_ms]
+        result.status, result.speed_claim, result.applicable = verdict.status, verdict.speed_claim, verdict.applicable
+        if noise:
+            self.warn(noise)
+        ci = f"{paired.speedup:.3f}x (95% CI {paired.ci_low:.3f}-{paired.ci_high:.3f})"
+        cpu = " in CPU-interpreter time (--cpu-tuning; not a GPU speedup)" if self.evaluator.interpreted else ""
+        if verdict.status == IMPROVED:
+            result.message = f"{ci} faster{cpu} via {' -> '.join(result.strategy_path) or 'a stored variant'}"
+        else:
+            result.message = (f"best candidate measured {ci}{cpu} on re-measurement: not a verified speedup "
+                              f"(the CI's lower bound must exceed {max(1.0, self.config.min_speedup):.3f}x)")
+        flag = self._roofline_flag(best_ms)
+        if flag:
+            result.warnings.append(flag)
+        return result
+
+    def _unverified(self, result: Result, best: Any, e: Exception) -> Result:
+        """The winner failed its re-measurement: a speedup that cannot be re-measured is not
+        verified, so the Result stays no_improvement (its id, diff and search time are kept)."""
+        kind = getattr(e, "kind", "error")
+        failure = f"the final re-measurement of the best candidate failed ({kind}: {e})"
+        self.warn(failure)
+        # best_* stay the original's: nothing verified to apply
+        result.search_best_ms = best.time_ms
+        result.unverified_variant_id = best.id
+        result.unverified_diff = unified_diff(self.task.source, best.variant.source, self.task.module_path)
+        result.message = (f"search found a candidate at {result.baseline_ms / best.time_ms:.2f}x, but {failure}: "
+                          "not a verified speedup")
+        return result
+
+    def _roofline_flag(self, best_ms: float) -> Optional[str]:
+        """A speedup that would move bytes faster than the device can is suspicious."""
+        facts = self.evaluator.facts or {}
+        bw = facts.get("copy_bandwidth_gbs") or facts.get("dram_bandwidth_gbs")
+        base = self.evaluator.baseline
+        if not bw or base is None or self.evaluator.interpreted or best_ms <= 0:
+            return None
+        nbytes = sum(l.tensor_bytes for l in base.launches)
+        achieved = nbytes / (best_ms * 1e-3) / 1e9
+        if achieved > 1.1 * float(bw):
+            return (f"suspicious: the winner would move {achieved:.0f} GB/s, above the measured copy bandwidth "
+                    f"{float(bw):.0f} GB/s; check that the harness's outputs cover all the kernel writes")
+        return None
+
+
+def phase_totals(history: list[dict[str, Any]]) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for entry in history:
+        for k, v in (entry.get("phases") or {}).items():
+            totals[k] = round(totals.get(k, 0.0) + v, 4)
+    return totals

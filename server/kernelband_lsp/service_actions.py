@@ -1,0 +1,111 @@
+"""The language service's code actions: lint quick fixes, Apply/Review found variant,
+Create harness, Optimize, Profile, Cancel."""
+from __future__ import annotations
+
+import logging
+
+from lsprotocol import types
+
+
+from . import edits as E
+from . import lenses as L
+from . import lints as LN
+from . import summary as S
+from .documents import Analysis
+
+log = logging.getLogger("kernelband_lsp")
+
+
+class ActionsMixin:
+    """A part of KernelBandService (service.py holds the state it uses)."""
+
+    # ================================================================== lints
+    _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
+                 "info": types.DiagnosticSeverity.Information}
+
+    def _lint_diagnostic(self, a: Analysis, f: "LN.Finding") -> types.Diagnostic:
+        return types.Diagnostic(range=a.index.ast_range(f.line, f.col, f.end_line, f.end_col), message=f.message,
+                                severity=self._SEVERITY.get(f.severity, types.DiagnosticSeverity.Warning),
+                                source=LN.SOURCE, code=f.code, data={"kernel": f.kernel, "kind": "lint"})
+
+    def _lint_actions(self, a: Analysis, params: types.CodeActionParams) -> list[types.CodeAction]:
+        if not L.wants(list(params.context.only or []), types.CodeActionKind.QuickFix):
+            return []
+        out = []
+        rng = params.range
+        sent = [d for d in params.context.diagnostics or [] if d.source == LN.SOURCE]
+        for f in LN.cached_lint(a):
+            if f.fix_title is None:
+                continue
+            drange = a.index.ast_range(f.line, f.col, f.end_line, f.end_col)
+            if not L.overlaps(drange, rng.start.line, rng.end.line):
+                continue
+            start = a.index.ast_to_offset(f.line, f.col)
+            end = a.index.ast_to_offset(f.end_line, f.end_col)
+            if f.fix_text is not None:
+                hunk = E.Hunk(start, end, f.fix_text)
+            else:  # insert before the call's closing parenthesis
+                close = a.text.rfind(")", start, end)
+                if close < 0:
+                    continue
+                hunk = E.Hunk(close, close, f.extra.get("insert_before_end", ""))
+            edit = E.workspace_edit(a.uri, a.version, a.text, [hunk], self.encoding, self.supports_document_changes)
+            match = [d for d in sent if d.code == f.code and d.range == drange] or None
+            out.append(types.CodeAction(title=f"{f.fix_title} (KernelBand {f.code})", kind=types.CodeActionKind.QuickFix,
+                                        diagnostics=match, edit=edit, is_preferred=True))
+        return out
+
+    async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        uri = params.text_document.uri
+        a = await self.analysis(uri)
+        if a is None or not a.parsed:
+            return []
+        only = list(params.context.only or [])
+        diags = list(params.context.diagnostics or [])
+        out: list[types.CodeAction] = self._lint_actions(a, params)
+        for k in L.relevant_kernels(a, params.range, diags):
+            st = self.kernel_status(a, k)
+            args = [{"uri": uri, "kernel": k.name}]
+            kd = [d for d in diags if d.source == L.SOURCE and isinstance(d.data, dict) and d.data.get("kernel") == k.name]
+            fv = self.offer(a, k.name)
+            if fv is not None and L.wants(only, types.CodeActionKind.QuickFix):
+                plan = self._cached_plan(fv, a)
+                title = f"Apply found variant of {k.name}: {S.speedup_phrase(fv.result)} faster (KernelBand)"
+                act = types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix,
+                                       diagnostics=[d for d in kd if d.code == L.CODE_VARIANT] or None,
+                                       is_preferred=True, data={"kernel": k.name, "uri": uri})
+                if plan.ok:
+                    act.edit = E.workspace_edit(uri, a.version, a.text, plan.hunks, self.encoding,
+                                                self.supports_document_changes)
+                else:
+                    act.disabled = types.CodeActionDisabledType(reason=plan.message)
+                out.append(act)
+                if plan.ok and "visual studio code" not in self.client_name.lower():
+                    out.append(types.CodeAction(
+                        title=f"Review found variant of {k.name} (diff, then Apply or Discard) (KernelBand)",
+                        kind=types.CodeActionKind.QuickFix, data={"kernel": k.name, "uri": uri},
+                        command=types.Command(title="Review found variant", command="kernelband.reviewVariant",
+                                              arguments=args)))
+            if not st.harness.found and L.wants(only, types.CodeActionKind.QuickFix):
+                offset, text = L.stub_insertion(a, k)
+                out.append(types.CodeAction(
+                    title=f"Create harness for {k.name} (KernelBand)", kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[d for d in kd if d.code == L.CODE_NO_HARNESS] or None, is_preferred=True,
+                    edit=E.workspace_edit(uri, a.version, a.text, [E.Hunk(offset, offset, text)], self.encoding,
+                                          self.supports_document_changes)))
+            if st.harness.found and not st.job_id:
+                if L.wants(only, types.CodeActionKind.RefactorRewrite):
+                    out.append(types.CodeAction(
+                        title=f"Optimize kernel {k.name} (KernelBand)", kind=types.CodeActionKind.RefactorRewrite,
+                        command=types.Command(title="Optimize kernel (KernelBand)", command="kernelband.optimize",
+                                              arguments=args)))
+                if L.wants(only, types.CodeActionKind.Refactor):
+                    out.append(types.CodeAction(
+                        title=f"Profile kernel {k.name} (KernelBand)", kind=types.CodeActionKind.Refactor + ".kernelband",
+                        command=types.Command(title="Profile kernel (KernelBand)", command="kernelband.profile",
+                                              arguments=args)))
+            if st.job_id and L.wants(only, types.CodeActionKind.Refactor):
+                out.append(types.CodeAction(
+                    title=f"Cancel KernelBand job on {k.name}", kind=types.CodeActionKind.Refactor + ".kernelband",
+                    command=types.Command(title="Cancel", command="kernelband.cancel", arguments=[{"jobId": st.job_id}])))
+        return out

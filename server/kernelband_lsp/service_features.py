@@ -1,0 +1,133 @@
+"""The language service's read-only features: per-kernel status, code lenses, inlay
+hints, symbols and hovers."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Optional
+
+from lsprotocol import types
+
+from kernelband.harness import HarnessChoice
+from kernelband.model import FOUND_STATUSES, KernelInfo
+
+from . import evidence as EV
+from . import hover as H
+from . import inlay as IH
+from . import lenses as L
+from . import summary as S
+from .documents import BIG_TEXT_LINES, Analysis, partial_analysis
+from .service_variants import INTERPRETED_NOTE, is_interpreted
+
+log = logging.getLogger("kernelband_lsp")
+
+
+class FeaturesMixin:
+    """A part of KernelBandService (service.py holds the state it uses)."""
+
+    # ================================================================== per-kernel status
+    def kernel_status(self, a: Analysis, k: KernelInfo) -> L.KernelStatus:
+        src = a.source or a
+        h = (HarnessChoice(None, reason=H.ANALYSING) if a.partial
+             else a.harness(k.name, self.settings.harness.get(k.name)))
+        profile, exact = self.store.profile(a.path, k.name, src.hash)
+        mem = self.profiles.get((self.store.abspath(a.path), k.name))
+        if mem is not None and (profile is None or (not exact and mem[0] == src.hash)):
+            profile, exact = mem[1], mem[0] == src.hash
+        result = self.store.result(a.path, k.name)
+        st = L.KernelStatus(kernel=k, harness=h, profile=profile, profile_exact=exact, result=result,
+                            module_hash=src.hash)
+        active = self.jobs.active_for(a.path, k.name)
+        if active:
+            j = active[0]
+            st.job_id, st.job_kind = j.id, j.spec.kind
+            st.job_text = self._job_line(j)
+        fv = self.offer(a, k.name) if not a.partial else None
+        if fv is not None:
+            st.variant_speedup = f"{fv.result.speedup:.2f}x"
+            if st.result is None:
+                st.result = fv.result
+        else:
+            cv = self.variant_of(a, k.name)
+            if cv is not None and is_interpreted(cv.result) and cv.result.status in FOUND_STATUSES:
+                st.variant_note = INTERPRETED_NOTE
+                if st.result is None:
+                    st.result = cv.result
+        return st
+
+    # ================================================================== LSP features
+    async def code_lens(self, uri: str) -> list[types.CodeLens]:
+        a = await self.analysis(uri, provisional_ok=True)
+        if a is None:
+            return []
+        if any((k.name, self.settings.harness.get(k.name) or None) not in (a.source or a)._harness for k in a.kernels):
+            # harness look-ups read files: off the event loop, so hovers are answered meanwhile
+            await asyncio.get_running_loop().run_in_executor(None, self._prepare, a.source or a)
+        statuses: dict[str, L.KernelStatus] = {}
+        for i, k in enumerate(a.kernels):
+            statuses[k.name] = self.kernel_status(a, k)
+            if i % 50 == 49:
+                await asyncio.sleep(0)  # a 600-kernel file: let other requests in between
+        return L.code_lenses(a, lambda k: statuses.get(k.name) or self.kernel_status(a, k))
+
+    async def inlay_hints(self, uri: str, rng: types.Range) -> list[types.InlayHint]:
+        a = await self.analysis(uri, provisional_ok=True)
+        if a is None or not a.kernels:
+            return []
+        return IH.hints(a, rng, lambda k: self.kernel_status(a, k), lambda name: self.offer(a, name))
+
+    async def document_symbols(self, uri: str):
+        a = await self.analysis(uri, provisional_ok=True)
+        if a is None:
+            return []
+        return L.document_symbols(a) if self.hierarchical_symbols else L.symbol_information(a)
+
+    async def hover(self, uri: str, pos: types.Position) -> Optional[types.Hover]:
+        # while a large file is still being analysed (just opened), a hover on a kernel's
+        # name is answered from the definition under the cursor alone
+        if self.is_open(uri):
+            doc = self.ls.workspace.get_text_document(uri)
+            text = doc.source
+            if (text.count("\n") >= BIG_TEXT_LINES and self.docs.analysing(uri, text, doc.version)
+                    and self.docs.provisional(uri, text, doc.version) is None):
+                part = await asyncio.get_running_loop().run_in_executor(
+                    None, partial_analysis, uri, doc.path, text, doc.version, pos.line, self.encoding)
+                got = self._hover_from(part, pos) if part is not None else None
+                if got is not None:
+                    return got
+        a = await self.analysis(uri, provisional_ok=True)
+        return self._hover_from(a, pos)
+
+    def _hover_from(self, a: Optional[Analysis], pos: types.Position) -> Optional[types.Hover]:
+        if a is None or not a.kernels:
+            return None
+        src = a.source
+        if src is None:
+            return None
+        word = a.index.word_at(pos)
+        if word is None:
+            return None
+        name = word[0]
+        k = a.kernel(name)
+        if k is None:
+            return None
+        # on the definition's name, or on a launch `name[grid](...)`
+        on_def = L.name_range(a, k).start.line == pos.line
+        on_launch = any(s.range.start_line - 1 <= pos.line <= s.range.end_line - 1 for s in k.launch_sites)
+        if not (on_def or on_launch):
+            return None
+        st = self.kernel_status(a, k)
+        fv = self.offer(a, k.name) if not a.partial else None
+        variant_line = None
+        if fv is not None:
+            variant_line = (f"**Found:** a {S.speedup_phrase(fv.result)} faster variant is ready "
+                            f"(quick fix *Apply found variant*).")
+        elif st.variant_note:
+            variant_line = f"**Found:** a variant that is {st.variant_note} (measured under the CPU interpreter)."
+        card = H.card(H.CardInputs(kernel=k, profile=st.profile, profile_exact=st.profile_exact, result=st.result,
+                                   harness=st.harness, job_line=st.job_text, variant_line=variant_line,
+                                   stale=a.stale, evidence=EV.evidence_markdown(fv.result) if fv is not None else None))
+        start = a.index.offset_to_position(word[1])
+        end = a.index.offset_to_position(word[2])
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=card),
+                           range=types.Range(start=start, end=end))

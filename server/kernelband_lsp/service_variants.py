@@ -1,0 +1,244 @@
+"""Found variants: which verified variant to offer on which text, and its edit, diff,
+evidence, Apply and Review (commands kernelband.proposedEdit/applyVariant/reviewVariant)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from lsprotocol import types
+from pygls.uris import from_fs_path, to_fs_path
+
+from kernelband.model import Result
+
+from . import edits as E
+from . import evidence as EV
+from . import lenses as L
+from . import summary as S
+from .documents import Analysis
+from .jobs import Job
+
+log = logging.getLogger("kernelband_lsp")
+
+JOB_EVENT = "kernelband/jobEvent"
+# what an interpreted result may claim: it passed the checks; its timing says nothing about a GPU
+INTERPRETED_NOTE = "correct; speed needs a GPU"
+
+
+def is_interpreted(result: Optional[Result]) -> bool:
+    return result is not None and result.interpreted
+
+
+@dataclass
+class FoundVariant:
+    """A verified faster module found by a job, tied to the text the job started from."""
+
+    uri: str
+    path: str
+    kernel: str
+    job_id: str
+    base_text: str
+    base_version: Optional[int]
+    base_kernel_text: Optional[str]
+    result: Result
+    background: bool
+
+    @property
+    def source(self) -> str:
+        return self.result.best_source
+
+
+class VariantsMixin:
+    """A part of KernelBandService (service.py holds the state it uses)."""
+
+    def _reportable(self, fv: FoundVariant) -> bool:
+        """A speedup worth offering: measured on a GPU (never an interpreter's timing)."""
+        sp = S.num(fv.result.speedup)
+        return (fv.result.status == "improved" and bool(fv.source) and sp is not None
+                and sp >= self.settings.min_speedup and not is_interpreted(fv.result))
+
+    def variant_of(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
+        """The found variant of a kernel: this session's, else a stored Result that started
+        from exactly this text (a CLI run, an earlier server); remembered once seen so that
+        Apply -> Undo finds it again."""
+        if not a.path:
+            return None
+        key = (self.store.abspath(a.path), kernel)
+        fv = self.found.get(key)
+        if fv is not None:
+            return fv
+        res = self.store.result(a.path, kernel)
+        if res is not None and res.found and res.original_hash == a.hash:
+            fv = FoundVariant(uri=a.uri, path=key[0], kernel=kernel, job_id=res.session_id or "store",
+                              base_text=a.text, base_version=a.version, base_kernel_text=a.kernel_text(kernel),
+                              result=res, background=False)
+            self.found[key] = fv
+            return fv
+        return None
+
+    def offer(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
+        """The variant to offer on this text: reportable and still applicable with a change
+        (None once applied: the text already is the variant)."""
+        if not a.parsed:
+            return None
+        fv = self.variant_of(a, kernel)
+        if fv is None or not self._reportable(fv):
+            return None
+        plan = self._cached_plan(fv, a)
+        return fv if plan.ok and plan.hunks else None
+
+    def _edit_for_result(self, job: Job) -> dict:
+        res = job.result
+        if res is None or not res.found:
+            return {"edit": None}
+        if is_interpreted(res):
+            return {"edit": None, "editMessage": INTERPRETED_NOTE}
+        fv = self.found.get((job.spec.path, job.spec.kernel))
+        if fv is None or fv.job_id != job.id:
+            fv = self._found_from_job(job)
+        plan, version, text = self._plan_for(fv)
+        if not plan.ok:
+            return {"edit": None, "editMessage": plan.message}
+        edit = E.workspace_edit(fv.uri, version, text, plan.hunks, self.encoding, self.supports_document_changes)
+        return {"edit": edit, "editVersion": version, "editRebuilt": plan.rebuilt}
+
+    def _cached_plan(self, fv: FoundVariant, a: Analysis) -> E.EditPlan:
+        """Code actions are asked for on every cursor move: plan once per (variant, text)."""
+        key = (fv.job_id, fv.kernel, a.uri, a.version, a.hash)
+        hit = self._plans.get(key)
+        if hit is None:
+            hit = E.plan_edit(fv.base_text, fv.source, a.text, fv.kernel)
+            if len(self._plans) > 64:
+                self._plans.clear()
+            self._plans[key] = hit
+        return hit
+
+    def _current(self, fv: FoundVariant) -> tuple[Optional[str], Optional[int]]:
+        if self.is_open(fv.uri):
+            doc = self.ls.workspace.get_text_document(fv.uri)
+            return doc.source, doc.version
+        try:
+            with open(fv.path, encoding="utf-8", newline="") as f:
+                return f.read(), None
+        except OSError:
+            return None, None
+
+    def _plan_for(self, fv: FoundVariant) -> tuple[E.EditPlan, Optional[int], str]:
+        text, version = self._current(fv)
+        if text is None:
+            return E.EditPlan(False, f"cannot read {fv.path}"), None, ""
+        return E.plan_edit(fv.base_text, fv.source, text, fv.kernel), version, text
+
+    def _found_from_job(self, job: Job) -> FoundVariant:
+        spec = job.spec
+        from .documents import analyse
+
+        base = analyse(spec.uri, spec.path, spec.source, spec.version, self.encoding)
+        base_kernel = base.kernel_text(spec.kernel)
+        return FoundVariant(uri=spec.uri or from_fs_path(spec.path) or spec.path, path=spec.path, kernel=spec.kernel,
+                            job_id=job.id, base_text=spec.source, base_version=spec.version,
+                            base_kernel_text=base_kernel, result=job.result or Result(status="failed"),
+                            background=spec.background)
+
+    async def lookup_variant(self, uri: str, kernel: str) -> Optional[FoundVariant]:
+        a = await self.analysis(uri)
+        if a is not None:
+            return self.variant_of(a, kernel)
+        path = to_fs_path(uri)
+        return self.found.get((os.path.abspath(path), kernel)) if path else None
+
+    async def proposed_edit(self, args: dict) -> dict:
+        uri, kernel = args.get("uri"), args.get("kernel")
+        if not isinstance(uri, str) or not isinstance(kernel, str):
+            return {"error": "expected arguments {uri, kernel}"}
+        fv = await self.lookup_variant(uri, kernel)
+        if fv is None:
+            return {"error": f"no found variant for {kernel}: run Optimize first"}
+        plan, version, text = self._plan_for(fv)
+        if not plan.ok:
+            return {"error": plan.message, "original": text, "version": version}
+        out = {"original": text, "proposed": plan.new_text, "diff": E.unified_diff(text, plan.new_text, os.path.basename(fv.path)),
+               "version": version, "speedup": fv.result.speedup, "speedup_ci": fv.result.speedup_ci,
+               "jobId": fv.job_id, "rebuilt": plan.rebuilt, "interpreted": is_interpreted(fv.result),
+               "evidence": EV.evidence(fv.result)}
+        if is_interpreted(fv.result):
+            out["note"] = INTERPRETED_NOTE
+        return out
+
+    async def apply_variant(self, args: dict) -> dict:
+        uri, kernel = args.get("uri"), args.get("kernel")
+        if not isinstance(uri, str) or not isinstance(kernel, str):
+            return {"applied": False, "message": "expected arguments {uri, kernel}"}
+        fv = await self.lookup_variant(uri, kernel)
+        if fv is None:
+            return {"applied": False, "message": f"no found variant for {kernel}: run Optimize first"}
+        plan, version, text = self._plan_for(fv)
+        if not plan.ok:
+            return {"applied": False, "message": plan.message}
+        edit = E.workspace_edit(uri, version, text, plan.hunks, self.encoding, self.supports_document_changes)
+        what = "verified-correct (speed needs a GPU)" if is_interpreted(fv.result) else (S.speedup_phrase(fv.result) or "faster")
+        return await self._apply(edit, f"KernelBand: apply {what} variant of {kernel}")
+
+    async def review_variant(self, args: dict) -> dict:
+        """kernelband.reviewVariant: show the found variant's diff and its evidence
+        (window/showDocument of a file outside the workspace), ask Apply or Discard
+        (window/showMessageRequest), and apply it as a versioned edit on Apply. For
+        clients without a diff view of their own (Neovim, Helix, ...)."""
+        uri, kernel = args.get("uri"), args.get("kernel")
+        if not isinstance(uri, str) or not isinstance(kernel, str):
+            return {"applied": False, "message": "expected arguments {uri, kernel}"}
+        prop = await self.proposed_edit(args)
+        if prop.get("error"):
+            return {"applied": False, "message": prop["error"]}
+        what = INTERPRETED_NOTE if prop.get("interpreted") else (S.speedup_text(prop.get("speedup"), prop.get("speedup_ci"))
+                                                                 or "faster")
+        lines = [f"# KernelBand: found variant of {kernel} ({what})"]
+        lines += [f"# {r['label']}: {r['value']}" for r in prop.get("evidence") or []]
+        path = E.write_review_file(kernel, "\n".join(lines) + "\n" + str(prop.get("diff") or ""))
+        if self._cap("window", "show_document", "support"):
+            try:
+                await asyncio.wait_for(self.ls.window_show_document_async(types.ShowDocumentParams(
+                    uri=from_fs_path(path) or path, take_focus=True)), timeout=10)
+            except Exception as e:
+                log.info("window/showDocument: %s", e)
+        try:
+            choice = await asyncio.wait_for(self.ls.window_show_message_request_async(types.ShowMessageRequestParams(
+                type=types.MessageType.Info, message=f"Apply the KernelBand variant of {kernel} ({what})? Diff: {path}",
+                actions=[types.MessageActionItem(title="Apply"), types.MessageActionItem(title="Discard")])),
+                timeout=600)
+        except Exception as e:
+            return {"applied": False, "message": f"no answer: {e}", "diffFile": path}
+        if getattr(choice, "title", None) != "Apply":
+            return {"applied": False, "message": "discarded", "diffFile": path}
+        out = await self.apply_variant(args)
+        out["diffFile"] = path
+        return out
+
+    async def create_harness(self, args: dict) -> dict:
+        uri, kernel = args.get("uri"), args.get("kernel")
+        if not isinstance(uri, str) or not isinstance(kernel, str):
+            return {"applied": False, "message": "expected arguments {uri, kernel}"}
+        a = await self.analysis(uri)
+        if a is None or not a.parsed:
+            return {"applied": False, "message": "the file does not parse"}
+        k = a.detection.kernel(kernel)
+        if k is None:
+            return {"applied": False, "message": f"no Triton kernel named {kernel!r}"}
+        offset, text = L.stub_insertion(a, k)
+        edit = E.workspace_edit(uri, a.version, a.text, [E.Hunk(offset, offset, text)], self.encoding,
+                                self.supports_document_changes)
+        return await self._apply(edit, f"KernelBand: harness for {kernel}")
+
+    async def _apply(self, edit: types.WorkspaceEdit, label: str) -> dict:
+        try:
+            res = await asyncio.wait_for(
+                self.ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label)), timeout=30)
+        except asyncio.TimeoutError:
+            return {"applied": False, "message": "the editor did not answer workspace/applyEdit"}
+        except Exception as e:
+            return {"applied": False, "message": f"workspace/applyEdit failed: {e}"}
+        applied = bool(getattr(res, "applied", False))
+        reason = getattr(res, "failure_reason", None)
+        return {"applied": applied, "message": "applied" if applied else (reason or "the editor refused the edit")}

@@ -1,0 +1,151 @@
+"""The optimize Result: one Python dataclass (kernelband/model.py), one TypeScript
+interface (vscode-client/src/jobs.ts). The interface is parsed and compared field by
+field both ways, so the two cannot drift; and the dataclass reads stored and hand-made
+results tolerantly and writes the wire format's keys."""
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from pathlib import Path
+
+import pytest
+
+from kernelband.model import Profile, Result
+
+ROOT = Path(__file__).resolve().parent.parent
+JOBS_TS = ROOT / "vscode-client" / "src" / "jobs.ts"
+TS_ONLY = {"jobId"}  # the server's envelope around the Result (service.run_job)
+
+
+def ts_interface(text: str, name: str) -> dict[str, str]:
+    """{field: type} of `export interface NAME { ... }` (one field per line; the index
+    signature and comments skipped)."""
+    m = re.search(r"export interface " + re.escape(name) + r" \{\n(.*?)\n\}", text, re.S)
+    if m is None:
+        raise AssertionError(f"interface {name} not found")
+    fields = {}
+    for line in m.group(1).splitlines():
+        line = line.strip()
+        if not line or line.startswith(("/", "*", "[")):
+            continue
+        fm = re.fullmatch(r"(\w+)\??:\s*(.+);", line)
+        if fm is None:
+            raise AssertionError(f"cannot read the line {line!r} of {name}")
+        fields[fm.group(1)] = fm.group(2).strip()
+    return fields
+
+
+def ts_of(py: typing.Any) -> set[str]:
+    """The TypeScript types a Python annotation may be written as."""
+    origin, args = typing.get_origin(py), typing.get_args(py)
+    if origin is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+        assert len(inner) == 1, py
+        return {f"{t} | null" for t in ts_of(inner[0])}
+    if py is str:
+        return {"string"}
+    if py in (int, float):
+        return {"number"}
+    if py is bool:
+        return {"boolean"}
+    if py is typing.Any:
+        return {"unknown"}
+    if origin is list:
+        item = ts_of(args[0])
+        out = {f"{t}[]" for t in item if "|" not in t}
+        if item == {"number"}:
+            out.add("[number, number]")  # a pair (speedup_ci) is a list of floats in Python
+        return out
+    if origin is dict:
+        return {f"Record<string, {t}>" for t in ts_of(args[1])}
+    raise AssertionError(f"no TypeScript mapping for {py!r}")
+
+
+def python_fields(cls: type) -> dict[str, typing.Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name != "extra"}
+
+
+def contract_problems(py_fields: dict[str, typing.Any], ts_fields: dict[str, str]) -> list[str]:
+    problems = []
+    for name, ann in py_fields.items():
+        if name not in ts_fields:
+            problems.append(f"{name}: in the Python Result, missing from the TypeScript interface")
+        elif ts_fields[name] not in ts_of(ann):
+            problems.append(f"{name}: TypeScript says {ts_fields[name]!r}, Python {ann!r} (one of {sorted(ts_of(ann))})")
+    for name in ts_fields:
+        if name not in py_fields and name not in TS_ONLY:
+            problems.append(f"{name}: in the TypeScript interface, not a field of the Python Result")
+    return problems
+
+
+def test_the_typescript_result_matches_the_python_dataclass():
+    ts = ts_interface(JOBS_TS.read_text(encoding="utf-8"), "OptimizeResult")
+    assert contract_problems(python_fields(Result), ts) == []
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda ts: ts.pop("speed_claim"), "speed_claim: in the Python Result, missing"),
+    (lambda ts: ts.update(speedup="string | null"), "speedup: TypeScript says"),
+    (lambda ts: ts.update(gpu="string"), "gpu: TypeScript says"),  # Python allows None: TS must too
+    (lambda ts: ts.update(best_speedup="number"), "best_speedup: in the TypeScript interface"),
+])
+def test_the_contract_check_catches_drift(edit, expected):
+    ts = ts_interface(JOBS_TS.read_text(encoding="utf-8"), "OptimizeResult")
+    edit(ts)
+    problems = contract_problems(python_fields(Result), ts)
+    assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+def test_a_python_field_the_interface_lacks_is_caught():
+    @dataclasses.dataclass
+    class Wider(Result):
+        executor: str = ""
+
+    ts = ts_interface(JOBS_TS.read_text(encoding="utf-8"), "OptimizeResult")
+    assert contract_problems(python_fields(Wider), ts) == ["executor: in the Python Result, missing from the "
+                                                           "TypeScript interface"]
+
+
+def test_from_dict_reads_older_and_odd_results():
+    # an older engine's stored Result: fewer keys, one of a wrong type, one it did not know
+    old = {"status": "improved", "kernel": "k", "speedup": "1.4", "speedup_ci": [1.2, 1.5], "evaluations": 8.0,
+           "best_source": "src", "gpu": None, "verification": {"seeds": [0, 1, 2]}}
+    r = Result.from_dict(old)
+    assert r.speedup is None and r.speedup_ci == [1.2, 1.5] and r.evaluations == 8 and r.gpu is None
+    assert r.warnings == [] and r.strategy_path == [] and r.found
+    assert r.extra == {"verification": {"seeds": [0, 1, 2]}}
+    assert r.to_dict()["verification"] == {"seeds": [0, 1, 2]}  # kept through a round trip
+    assert Result.from_dict({"message": "no status"}).status == "failed"
+    with pytest.raises(TypeError):
+        Result.from_dict(["not", "an", "object"])
+
+
+def test_to_dict_keeps_the_wire_keys():
+    r = Result(status="no_improvement", kernel="k", speedup=1.0, speedup_ci=[1.0, 1.0])
+    d = r.to_dict()
+    # keys set only by some outcomes are absent, as the engine always wrote them
+    assert "paired_rounds" not in d and "unverified_diff" not in d and "applied" not in d
+    assert {"status", "speedup", "speedup_ci", "best_source", "warnings", "history", "min_speedup"} <= set(d)
+    assert "history" not in r.to_dict(history=False)
+    assert Result.from_dict(d) == r
+
+
+def test_cancelled_keeps_a_partial_result_and_says_why():
+    partial = Result(status="improved", kernel="k", evaluations=5, warnings=["w"])
+    r = Result.cancelled("k", "/f.py", "cancelled by the user", partial=partial, evaluations=2)
+    assert r.status == "cancelled" and r.evaluations == 5 and r.message == "cancelled by the user"
+    assert partial.status == "improved"  # the partial one is not changed
+    bare = Result.cancelled("k", "/f.py", "", failed=True, evaluations=3)
+    assert bare.status == "failed" and bare.evaluations == 3 and bare.file == "/f.py"
+
+
+def test_profile_round_trip():
+    raw = {"kernel": "k", "time_ms": 0.42, "tiers": {"timing": {"time_per_launch_ms": 0.42}, "counters": None},
+           "saturation": {"DRAM": 0.7}, "diagnosis": {"bottleneck": "memory-bound"}, "interpreted": False,
+           "unavailable": {"counters": "ncu not found"}}
+    p = Profile.from_dict(raw)
+    assert p.bottleneck == "memory-bound" and p.tier("timing")["time_per_launch_ms"] == 0.42 and p.tier("counters") == {}
+    assert p.to_dict() == raw
+    assert Profile.from_dict({"diagnosis": {"bottleneck": "unknown"}}).bottleneck is None
