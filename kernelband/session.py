@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Any, Iterator, Optional
 
 from .evaluate import Evaluator, SetupError
+from .generators.base import DEFAULT_LLM_TIMEOUT_S  # noqa: F401  (re-exported: the CLI's --llm-timeout)
 from .worker.client import WorkerError
 from .events import EventEmitter
 from .model import Evaluation, Status, Task, Variant, sha256_text
@@ -40,10 +41,6 @@ from .verdict import (DEFAULT_MIN_SPEEDUP, IMPROVED, NO_GPU_NOTE, NO_IMPROVEMENT
 EXHAUSTIVE = "exhaustive"
 SEARCH_NAMES = ("kernelband", "kernelband-v1", "kernelband-v2", "random", "ucb1", "greedy", EXHAUSTIVE)
 WORKDIR_PREFIX = "kernelband-session-"
-# Seconds one LLM request may take (--llm-timeout; the openai generator's default). A kernel
-# rewrite of up to 4096 tokens from a hosted model takes 10-60 s; slow local or reasoning
-# models need it raised. A hanging endpoint costs two of these (one retry), then the search ends.
-DEFAULT_LLM_TIMEOUT_S = 60.0
 
 
 class WorkerLost(Exception):
@@ -410,7 +407,8 @@ class Session:
 
     def _search(self, generator: Any) -> str:
         from .generators.base import GenContext
-        from .search.base import Outcome, make_policy
+        from .search.base import Outcome
+        from .search.registry import make_policy
         from .search.compat import CompatibilityModels
 
         # the bandit config's compat_* constants apply to the stored models too

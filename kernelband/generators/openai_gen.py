@@ -43,9 +43,8 @@ from typing import Any, Callable, Iterable, Optional
 from .. import strategies as _strategies
 from ..model import Variant
 from ..redact import redact, register_secret
-from ..session import DEFAULT_LLM_TIMEOUT_S
 from ..screen import screen_variant
-from .base import GenContext, Generation
+from .base import DEFAULT_LLM_TIMEOUT_S, GenContext, Generation
 from .prompt import build_messages
 from .splice import SpliceError, extract_code, splice_functions
 
@@ -66,7 +65,7 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 # under-counted; pass default_price=(0, 0) for a local server.
 DEFAULT_PRICE: tuple[float, float] = (2.50, 10.00)
 DEFAULT_MODEL = "gpt-4o-mini"
-DEFAULT_TIMEOUT_S = DEFAULT_LLM_TIMEOUT_S  # owned by the session's settings (the CLI's --llm-timeout)
+DEFAULT_TIMEOUT_S = DEFAULT_LLM_TIMEOUT_S  # the CLI's --llm-timeout
 TIMEOUT_RETRIES = 1  # a request that timed out is retried at most this often (each costs a full timeout)
 
 

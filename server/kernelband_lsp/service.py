@@ -10,9 +10,10 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from kernelband.events import Event
@@ -32,9 +33,6 @@ from .incremental import Change
 from .jobs import CANCELLED, DONE, FAILED, OPTIMIZE, PROFILE, RUNNING, SUPERSEDED, Job, JobManager, JobSpec
 from .settings import SECTION, Settings, parse_settings, secret_from
 from .storeview import StoreView
-
-if TYPE_CHECKING:
-    from .server import KernelBandLanguageServer
 
 log = logging.getLogger("kernelband_lsp")
 
@@ -67,7 +65,9 @@ class FoundVariant:
 
 
 class KernelBandService:
-    def __init__(self, ls: "KernelBandLanguageServer") -> None:
+    def __init__(self, ls: LanguageServer) -> None:
+        # typed as pygls's server, not server.py's subclass: server.py builds this service,
+        # so naming its class here would be an import circle
         self.ls = ls
         self.init_settings = Settings()
         self.settings = Settings()
