@@ -240,7 +240,7 @@ class Session:
         from dataclasses import replace
 
         from .profile.assemble import attach_counters
-        from .profile.collect import add_counters, lasting_counter_failure
+        from .worker.counters import add_counters, lasting_counter_failure
 
         if self._counters_off:  # ncu cannot work here: do not re-run it for every candidate
             return attach_counters(profile, {"ok": False, "reason": self._counters_off})

@@ -44,7 +44,7 @@ def harness_hash(task: Any) -> str:
 
 def profile_task(task: Any, tier: int, store: Any = None, log: Any = None, refresh: bool = False) -> dict[str, Any]:
     """Profile the task's original kernel at a tier (device facts cached in the store)."""
-    from ..profile.collect import add_counters
+    from ..worker.counters import add_counters
     from ..profile.device import cached_or_measure
 
     log = log or (lambda msg: None)
