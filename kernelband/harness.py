@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Optional
 
 from .detect import DetectionResult, detect, parse_module, read_source, wrappers_of
-from .model import FunctionInfo, KernelInfo
+from .model import FunctionInfo, KernelInfo, Task, sha256_text
 
 try:  # Python 3.11+
     import tomllib
@@ -383,3 +383,14 @@ def harness_stub(source: str, kernel: KernelInfo, result: Optional[DetectionResu
         outs = [p for p in pointers if "out" in p or p in ("y", "c")] or pointers[-1:]
         lines.append(f"    return {', '.join(outs) if outs else 'None'}")
     return "\n".join(lines) + "\n"
+
+
+def harness_hash(task: Task) -> str:
+    """The key of a task's harness in the store (profiles, sessions): its file's text and
+    the harness name, so `profile` and `optimize` key profiles alike."""
+    if task.harness_path:
+        try:
+            return sha256_text(Path(task.harness_path).read_text(encoding="utf-8") + task.harness)
+        except OSError:
+            return sha256_text(task.harness_path + task.harness)
+    return sha256_text(task.harness)

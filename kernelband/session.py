@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Callable, Any, Iterator, Optional
 
 from .evaluate import Evaluator, SetupError
-from .generators.base import DEFAULT_LLM_TIMEOUT_S  # noqa: F401  (re-exported: the CLI's --llm-timeout)
 from .worker.client import WorkerError
 from .events import EventEmitter
 from .model import Evaluation, Status, Task, Variant, sha256_text
@@ -315,12 +314,9 @@ class Session:
             )
 
     def _harness_hash(self) -> str:
-        if self.task.harness_path:
-            try:
-                return sha256_text(Path(self.task.harness_path).read_text(encoding="utf-8") + self.task.harness)
-            except OSError:
-                return sha256_text(self.task.harness_path + self.task.harness)
-        return sha256_text(self.task.harness)
+        from .harness import harness_hash
+
+        return harness_hash(self.task)
 
     # ------------------------------------------------------------------ phases
     def _setup(self) -> None:

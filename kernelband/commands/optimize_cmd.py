@@ -23,7 +23,8 @@ from typing import Any
 from ..evaluate import SetupError
 from ..events import Event, EventEmitter, jsonl_sink
 from ..redact import clean
-from ..session import DEFAULT_LLM_TIMEOUT_S, SEARCH_NAMES, Budget, SessionConfig, run_session
+from ..generators.base import DEFAULT_LLM_TIMEOUT_S
+from ..session import SEARCH_NAMES, Budget, SessionConfig, run_session
 from ..store import Store
 from ..strategies import STRATEGY_NAMES
 from ..verdict import DEFAULT_MIN_SPEEDUP, IMPROVED, VERIFIED_CORRECT
