@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..deps import MissingDependency, require
 from ..evaluate import SetupError
 from ..events import Event, EventEmitter, jsonl_sink
 from ..redact import clean
@@ -78,6 +79,11 @@ def _config(args: argparse.Namespace) -> SessionConfig:
         unknown = [s for s in strategies if s not in STRATEGY_NAMES]
         if unknown:
             raise UsageError(f"unknown strategies: {', '.join(unknown)} (known: {', '.join(STRATEGY_NAMES)})")
+    if args.generator == "openai":  # before any work: a missing package is a usage error, not a traceback later
+        try:
+            require("openai", "the openai generator", "pip install openai")
+        except MissingDependency as e:
+            raise UsageError(str(e)) from None
     options: dict[str, Any] = {}
     for name in ("model", "base_url", "temperature"):
         if getattr(args, name) is not None:
