@@ -26,7 +26,6 @@ CLASS_SIZE_ALLOWED = {
     ("kernelband/generators/rewrites.py", "Rewrites"),
     ("kernelband/generators/space.py", "SpaceFinder"),
     ("kernelband/worker/judge.py", "JudgeService"),
-    ("server/kernelband_lsp/jobs.py", "JobManager"),
 }
 
 
