@@ -23,7 +23,6 @@ CLASS_SIZE_ALLOWED = {
     ("kernelband/session.py", "Session"),
     # not split yet (left for a later change): each needs its own cut along its concepts
     ("kernelband/generators/coderewrites.py", "CodeRewrites"),
-    ("kernelband/generators/rewrites.py", "Rewrites"),
     ("kernelband/generators/space.py", "SpaceFinder"),
     ("kernelband/worker/judge.py", "JudgeService"),
 }
