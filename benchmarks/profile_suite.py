@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from kernelband.evaluate import Evaluator  # noqa: E402
 from kernelband.harness import find_harness  # noqa: E402
 from kernelband.model import Task  # noqa: E402
-from kernelband.profile.collect import add_counters  # noqa: E402
+from kernelband.worker.counters import add_counters  # noqa: E402
 from kernelband.store import Store  # noqa: E402
 
 KERNELS: list[tuple[str, str, str, str]] = [

@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 from . import __version__
 from .commands import COMMANDS
+from .deps import MissingDependency
 from .evaluate import SetupError
 from .commands.common import EXIT_USAGE, UsageError
 from .redact import clean
@@ -44,7 +45,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE if e.code not in (0, None) else 0
     try:
         return int(args.func(args) or 0)
-    except (UsageError, SetupError) as e:
+    except (UsageError, SetupError, MissingDependency) as e:
         # bad input, or an original/harness/device that cannot be used: one line, exit 2
         print(f"kernelband: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_USAGE

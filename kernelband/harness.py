@@ -21,6 +21,7 @@ that one harness for both roles.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from .detect import DetectionResult, detect, parse_module, read_source, wrappers_of
-from .model import FunctionInfo, KernelInfo
+from .model import FunctionInfo, KernelInfo, Task, sha256_text
 
 try:  # Python 3.11+
     import tomllib
@@ -203,6 +204,34 @@ def companion_files(module_path: str) -> list[Path]:
     return [c for c in out if c.is_file()]
 
 
+def _file_key(path: Path) -> Optional[tuple[str, int, int]]:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return str(path), st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_pyproject(key: tuple[str, int, int]) -> tuple[Optional[dict], str]:
+    pp = Path(key[0])
+    try:
+        return tomllib.loads(pp.read_text(encoding="utf-8-sig")), ""
+    except (OSError, UnicodeDecodeError) as e:
+        return None, f"cannot read {pp} ({e})"
+    except tomllib.TOMLDecodeError as e:
+        return None, f"{pp} is not valid TOML ({e}); fix it (it may configure the harness)"
+
+
+def _read_pyproject(pp: Path) -> tuple[Optional[dict], str]:
+    """The parsed file, or None and why; parsed once per version of the file (``list``
+    looks it up for every kernel of a file)."""
+    key = _file_key(pp)
+    if key is None:
+        return None, f"cannot read {pp} (it vanished)"
+    return _parse_pyproject(key)  # shared between calls: read it, never change it
+
+
 def pyproject_harness(module_path: str, kernel: str) -> tuple[Optional[str], str]:
     """``[tool.kernelband.harness]`` of the nearest pyproject.toml: (a spec "function" or
     "/abs/path.py:function", or None; the reason when that pyproject.toml is unusable)."""
@@ -211,12 +240,9 @@ def pyproject_harness(module_path: str, kernel: str) -> tuple[Optional[str], str
         pp = d / "pyproject.toml"
         if not pp.is_file():
             continue
-        try:
-            data = tomllib.loads(pp.read_text(encoding="utf-8-sig"))
-        except (OSError, UnicodeDecodeError) as e:
-            return None, f"cannot read {pp} ({e})"
-        except tomllib.TOMLDecodeError as e:
-            return None, f"{pp} is not valid TOML ({e}); fix it (it may configure the harness)"
+        data, why = _read_pyproject(pp)
+        if data is None:
+            return None, why
         table = data.get("tool", {}).get("kernelband", {}).get("harness", {})
         spec = table.get(kernel) if isinstance(table, dict) else None
         if spec is None:
@@ -230,15 +256,30 @@ def pyproject_harness(module_path: str, kernel: str) -> tuple[Optional[str], str
     return None, ""
 
 
+@functools.lru_cache(maxsize=32)
+def _detect_file_version(key: tuple[str, int, int]) -> tuple[str, DetectionResult]:
+    src = read_source(key[0])
+    return src, detect(src, key[0])
+
+
+def _detect_file(path: "str | Path") -> tuple[str, DetectionResult]:
+    """A companion or harness file's text and detection, once per version of the file
+    (``list`` asks for every kernel of a module). Raises what reading it raises."""
+    key = _file_key(Path(path))
+    if key is None:
+        src = read_source(path)  # raises the reason (missing, unreadable)
+        return src, detect(src, str(path))
+    return _detect_file_version(key)
+
+
 def _harness_file(path: str) -> tuple[Optional[DetectionResult], str]:
     """Detect a harness file, or say why it cannot be used."""
     try:
-        src = read_source(path)
+        _, found = _detect_file(path)
     except FileNotFoundError:
         return None, f"harness file {path} does not exist"
     except (OSError, UnicodeDecodeError) as e:
         return None, f"cannot read harness file {path} ({e})"
-    found = detect(src, path)
     if found.error:
         return None, f"harness file {path} does not parse (line {found.error.line}: {found.error.message})"
     return found, ""
@@ -267,10 +308,9 @@ def _from_companions(module_path: str, result: DetectionResult, kernel: str) -> 
     stem = Path(module_path).stem
     for comp_path in companion_files(module_path):
         try:
-            comp_src = read_source(comp_path)
+            comp_src, comp = _detect_file(comp_path)
         except (OSError, UnicodeDecodeError):
             continue
-        comp = detect(comp_src, str(comp_path))
         names = _companion_reaches(result, kernel, comp_src, comp, stem)
         if names:
             return HarnessChoice(names[0], str(comp_path.resolve()), "convention", candidates=names)
@@ -383,3 +423,14 @@ def harness_stub(source: str, kernel: KernelInfo, result: Optional[DetectionResu
         outs = [p for p in pointers if "out" in p or p in ("y", "c")] or pointers[-1:]
         lines.append(f"    return {', '.join(outs) if outs else 'None'}")
     return "\n".join(lines) + "\n"
+
+
+def harness_hash(task: Task) -> str:
+    """The key of a task's harness in the store (profiles, sessions): its file's text and
+    the harness name, so `profile` and `optimize` key profiles alike."""
+    if task.harness_path:
+        try:
+            return sha256_text(Path(task.harness_path).read_text(encoding="utf-8") + task.harness)
+        except OSError:
+            return sha256_text(task.harness_path + task.harness)
+    return sha256_text(task.harness)

@@ -14,9 +14,19 @@ from enum import Enum
 from typing import Any, Optional
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:  # dataclasses.fields() per object was a tenth of `kernelband list` on a big file
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def _to_dict(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {name: _to_dict(getattr(obj, name)) for name in _field_names(type(obj))}
     if isinstance(obj, Enum):
         return obj.value
     if isinstance(obj, (list, tuple)):

@@ -24,6 +24,8 @@ import sys
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from .detect import import_bindings as _import_bindings
+
 # ----------------------------------------------------------------------------- builtins
 _BUILTIN_NAMES: frozenset[str] = frozenset(dir(builtins))
 SAFE_BUILTINS: frozenset[str] = frozenset(
@@ -210,49 +212,6 @@ class Use:
         if self.key.startswith(("an ", "a ", "class ", "dunder definition", "global ", "nonlocal ")):
             return "has " + self.key
         return "uses " + self.key
-
-
-def _import_bindings(tree: ast.Module) -> tuple[dict[str, str], set[str], set[str]]:
-    """Local name -> fully qualified module or object name, from every import and from
-    module-level ``name = <imported chain>`` (``F = torch.nn.functional``); the qualified
-    names bound by plain ``import`` statements (modules for sure); and the names bound to
-    two different targets (the screen could not tell which one a use means)."""
-    aliases: dict[str, str] = {}
-    modules: set[str] = set()
-    conflicts: set[str] = set()
-
-    def bind(name: str, target: str) -> None:
-        if aliases.get(name, target) != target:
-            conflicts.add(name)
-        aliases[name] = target
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                target = a.name if a.asname else a.name.split(".")[0]
-                bind(a.asname or target, target)
-                modules.add(target)
-        elif isinstance(node, ast.ImportFrom):
-            base = "." * node.level + (node.module or "")
-            for a in node.names:
-                bind(a.asname or a.name, f"{base}.{a.name}" if node.module or node.level else a.name)
-    for stmt in tree.body:  # module-level aliases of imported things, in order
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            chain = _resolve(stmt.value, aliases)
-            if chain is not None:
-                bind(stmt.targets[0].id, chain)
-    return aliases, modules, conflicts
-
-
-def _resolve(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:
-    """``a.b.c`` with ``a`` an alias -> its qualified name, else None."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name) or node.id not in aliases:
-        return None
-    return ".".join([aliases[node.id], *reversed(parts)])
 
 
 def import_keys(node: ast.Import | ast.ImportFrom) -> Iterable[tuple[str, str, str]]:

@@ -230,7 +230,7 @@ class Session:
         from dataclasses import replace
 
         from .profile.assemble import attach_counters
-        from .profile.collect import add_counters, lasting_counter_failure
+        from .worker.counters import add_counters, lasting_counter_failure
 
         if self._counters_off:  # ncu cannot work here: do not re-run it for every candidate
             return attach_counters(profile, {"ok": False, "reason": self._counters_off})
@@ -306,12 +306,9 @@ class Session:
             )
 
     def _harness_hash(self) -> str:
-        if self.task.harness_path:
-            try:
-                return sha256_text(Path(self.task.harness_path).read_text(encoding="utf-8") + self.task.harness)
-            except OSError:
-                return sha256_text(self.task.harness_path + self.task.harness)
-        return sha256_text(self.task.harness)
+        from .harness import harness_hash
+
+        return harness_hash(self.task)
 
     # ------------------------------------------------------------------ phases
     def _setup(self) -> None:
@@ -406,7 +403,8 @@ class Session:
 
     def _search(self, generator: Any) -> str:
         from .generators.base import GenContext
-        from .search.base import Outcome, make_policy
+        from .search.base import Outcome
+        from .search.registry import make_policy
         from .search.compat import CompatibilityModels
 
         # the bandit config's compat_* constants apply to the stored models too

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = REPO / "examples"
+from helpers.paths import EXAMPLES
 
 
 @pytest.fixture
@@ -18,7 +17,3 @@ def examples_dir(tmp_path: Path) -> Path:
     shutil.copytree(EXAMPLES, dst, ignore=shutil.ignore_patterns("__pycache__", ".kernelband"))
     (dst / "pyproject.toml").write_text("[project]\nname = 'ws'\n", encoding="utf-8")
     return dst
-
-
-def example_source(name: str) -> str:
-    return (EXAMPLES / name).read_text(encoding="utf-8")

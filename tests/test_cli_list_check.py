@@ -13,7 +13,7 @@ from typing import Optional
 
 import pytest
 
-from tests.conftest import REPO, example_source
+from helpers.paths import REPO, example_source
 
 SMALL = example_source("add_scale.py").replace("50_003", "4_099")
 MASK = "mask = offsets < n_elements"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import textwrap
 
 from kernelband.detect import detect, kernel_at, wrappers_of
-from tests.conftest import example_source
+from helpers.paths import example_source
 
 
 def src(text: str) -> str:

@@ -12,7 +12,7 @@ from kernelband.generators import coderewrites
 from kernelband.generators.rules import FAMILIES, _Analyzer
 from kernelband.model import Task, Variant
 from kernelband.screen import screen_variant
-from tests.conftest import example_source
+from helpers.paths import example_source
 
 CORPUS = Path(__file__).parent / "data" / "realstyle"
 

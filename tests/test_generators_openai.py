@@ -15,8 +15,8 @@ from kernelband.generators.splice import SpliceError, extract_code, splice_funct
 from kernelband.model import Variant
 from kernelband.screen import screen_variant
 from kernelband.strategies import STRATEGIES, STRATEGY_NAMES
-from tests.conftest import REPO, example_source
-from tests.llm_server import LLMServer, Reply, fenced
+from helpers.paths import REPO, example_source
+from helpers.llm_server import LLMServer, Reply, fenced
 
 pytest.importorskip("openai")
 

@@ -19,7 +19,7 @@ from kernelband.generators import GenContext, make_generator
 from kernelband.generators.rules import ENUMERATE_LIMIT, RulesGenerator
 from kernelband.model import Variant
 from kernelband.screen import screen_variant
-from tests.conftest import REPO, example_source
+from helpers.paths import REPO, example_source
 
 AUTOTUNED = '''\
 """An already autotuned kernel: launch-site tunables belong to the autotuner."""

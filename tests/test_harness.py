@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kernelband.detect import detect
 from kernelband.harness import find_harness, harness_stub
-from tests.conftest import example_source
+from helpers.paths import example_source
 
 KERNEL = textwrap.dedent('''
     import torch

@@ -15,7 +15,7 @@ import pytest
 from helpers.kernels import AXPY
 
 from kernelband.events import Event
-from tests.llm_server import LLMServer, Reply, fenced
+from helpers.llm_server import LLMServer, Reply, fenced
 
 pytestmark = pytest.mark.slow
 

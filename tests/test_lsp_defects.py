@@ -21,7 +21,7 @@ from lsprotocol import types
 
 from kernelband.store import ProfileKey, Store
 
-from test_lsp_common import copy_examples, job_data, start_session, to_plain, wait_until, write_fake_engine
+from helpers.lsp import copy_examples, job_data, start_session, to_plain, wait_until, write_fake_engine
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,9 +18,9 @@ from pygls.exceptions import JsonRpcRequestCancelled
 
 from kernelband.store import ProfileKey, Store
 
-from test_lsp_common import (
-    copy_examples, edit_from_json, job_data, process_alive, start_session, wait_until,
-    write_fake_engine,
+from helpers.lsp import (
+    copy_examples, doc, edit_from_json, hover, lenses, name_pos, process_alive, run_command, start_session,
+    wait_until, write_fake_engine,
 )
 
 PROFILE = {
@@ -36,30 +36,6 @@ PROFILE = {
     "diagnosis": {"bottleneck": "memory-bound", "evidence": "memory-bound: 71% of DRAM peak", "strategies": ["tiling", "vectorization"]},
     "interpreted": False,
 }
-
-
-def doc(uri: str) -> types.TextDocumentIdentifier:
-    return types.TextDocumentIdentifier(uri=uri)
-
-
-async def lenses(client, uri):
-    return await client.text_document_code_lens_async(types.CodeLensParams(text_document=doc(uri)))
-
-
-async def hover(client, uri, line, character):
-    return await client.text_document_hover_async(
-        types.HoverParams(text_document=doc(uri), position=types.Position(line=line, character=character)))
-
-
-def name_pos(text: str, name: str) -> tuple[int, int]:
-    i = text.index(f"def {name}") + 4
-    line = text.count("\n", 0, i)
-    return line, i - (text.rfind("\n", 0, i) + 1) + 1
-
-
-async def run_command(client, command, **args):
-    res = await client.workspace_execute_command_async(types.ExecuteCommandParams(command=command, arguments=[args]))
-    return job_data(res)
 
 
 # ---------------------------------------------------------------------------- detection

@@ -8,7 +8,7 @@ from kernelband.detect import detect
 from kernelband_lsp.incremental import Change, shift
 from kernelband_lsp.positions import LineIndex
 
-from test_lsp_common import EXAMPLES
+from helpers.lsp import EXAMPLES
 
 ALPHABET = "abcxyz019 _+-*=\n\n\n#()[]:@'\"\t"
 

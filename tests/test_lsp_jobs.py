@@ -11,7 +11,7 @@ import pytest
 from kernelband_lsp.jobs import CANCELLED, DONE, FAILED, OPTIMIZE, PROFILE, SUPERSEDED, JobManager, JobSpec
 from kernelband_lsp.settings import Settings
 
-from test_lsp_common import EXAMPLES, process_alive, wait_until, write_fake_engine
+from helpers.lsp import EXAMPLES, process_alive, wait_until, write_fake_engine
 
 ADD = (EXAMPLES / "add_scale.py").read_text(encoding="utf-8")
 

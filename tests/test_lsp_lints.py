@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from test_lsp_common import start_session, wait_until
+from helpers.lsp import start_session, wait_until
 
 LINTY = '''import torch
 import triton
@@ -105,7 +105,7 @@ async def test_lints_are_published_and_fixed(tmp_path):
 
 
 async def test_clean_examples_have_no_lints(tmp_path):
-    from test_lsp_common import copy_examples
+    from helpers.lsp import copy_examples
 
     ws = copy_examples(tmp_path)
     async with start_session(ws) as (client, editor, rec):

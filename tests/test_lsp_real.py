@@ -8,8 +8,8 @@ import time
 import pytest
 from lsprotocol import types
 
-from test_lsp_common import copy_examples, descendants, edit_from_json, process_alive, start_session, wait_until
-from test_lsp_e2e import doc, hover, lenses, name_pos, run_command
+from helpers.lsp import copy_examples, descendants, edit_from_json, process_alive, start_session, wait_until
+from helpers.lsp import doc, hover, lenses, name_pos, run_command
 
 pytestmark = pytest.mark.slow
 

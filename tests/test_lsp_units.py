@@ -15,7 +15,7 @@ from kernelband_lsp.lenses import KernelStatus, code_lenses, stub_insertion
 from kernelband_lsp.positions import LineIndex, split_lines
 from kernelband_lsp.settings import Settings, parse_settings, secret_from
 
-from test_lsp_common import EXAMPLES, apply_text_edits
+from helpers.lsp import EXAMPLES, apply_text_edits
 
 ADD = (EXAMPLES / "add_scale.py").read_text(encoding="utf-8")
 

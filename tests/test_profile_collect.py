@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import torch
 
 from kernelband.profile.assemble import PHI_NAMES
-from kernelband.profile.collect import COUNTERS_IN_SESSION, collect_profile
+from kernelband.worker.counters import COUNTERS_IN_SESSION
+from kernelband.worker.profiling import collect_profile
 from kernelband.profile.device import cached_or_measure, has_peaks, interpreter_facts
 from kernelband.store import Store
 from kernelband.worker.capture import CapturedLaunch

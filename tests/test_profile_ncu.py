@@ -11,7 +11,8 @@ import pytest
 from kernelband.model import Task
 from kernelband.profile import ncu
 from kernelband.profile.assemble import PHI_NAMES, attach_counters
-from kernelband.profile.collect import COUNTERS_IN_SESSION, add_counters
+from kernelband.worker import counters
+from kernelband.worker.counters import COUNTERS_IN_SESSION, add_counters
 from kernelband.store import Store
 
 DATA = Path(__file__).parent / "data"
@@ -91,7 +92,7 @@ def test_command_line():
     assert cmd[cmd.index("--kernel-name") + 1] == "regex:^matmul_kernel(_[0-9a-zA-Z]+)?$"
     metrics = cmd[cmd.index("--metrics") + 1].split(",")
     assert set(metrics) == set(ncu.metric_list().values()) and len(metrics) == len(ncu.METRICS)
-    assert cmd[-4:] == ["/py", "-m", "kernelband.profile.ncu_target", "/t/spec.json"]
+    assert cmd[-4:] == ["/py", "-m", "kernelband.worker.ncu_target", "/t/spec.json"]
 
 
 def test_kernel_regex_matches_triton_names():
@@ -142,16 +143,16 @@ def test_collect_counters_parses_and_caches(tmp_path):
     fake = FakeNcu()
     store = Store(tmp_path / "kb.db")
     task = _task(tmp_path)
-    r = ncu.collect_counters(task, store=store, gpu="H200", triton_version="3.6", ncu="/fake/ncu", run=fake,
+    r = counters.collect_counters(task, store=store, gpu="H200", triton_version="3.6", ncu="/fake/ncu", run=fake,
                              launches=2, keep_dir=str(tmp_path / "keep"))
     assert r["ok"] and not r["cached"] and r["ncu"] == "2025.3.1.0" and r["kernel_names"] == ["matmul_kernel"]
     assert len(r["per_launch"]) == 2 and r["values"]["registers_per_thread"] == 128
     assert (tmp_path / "keep" / "matmul_kernel.ncu.csv").read_text() == RAW
     spec = json.loads(Path(fake.calls[0][-1]).read_text()) if Path(fake.calls[0][-1]).exists() else None
     assert spec is None  # the spec lived in a temporary folder, gone now
-    again = ncu.collect_counters(task, store=store, gpu="H200", triton_version="3.6", ncu="/fake/ncu", run=fake, launches=2)
+    again = counters.collect_counters(task, store=store, gpu="H200", triton_version="3.6", ncu="/fake/ncu", run=fake, launches=2)
     assert again["cached"] and len(fake.calls) == 1 and again["values"] == r["values"]
-    other_gpu = ncu.collect_counters(task, store=store, gpu="H100", triton_version="3.6", ncu="/fake/ncu", run=fake, launches=2)
+    other_gpu = counters.collect_counters(task, store=store, gpu="H100", triton_version="3.6", ncu="/fake/ncu", run=fake, launches=2)
     assert not other_gpu["cached"] and len(fake.calls) == 2
     store.close()
 
@@ -159,20 +160,20 @@ def test_collect_counters_parses_and_caches(tmp_path):
 def test_unknown_metric_falls_back_to_the_next_name(tmp_path):
     first = ncu.METRICS["tensor_core_utilisation"][0]
     fake = FakeNcu(unknown_first=first)
-    r = ncu.collect_counters(_task(tmp_path), ncu="/fake/ncu", run=fake)
+    r = counters.collect_counters(_task(tmp_path), ncu="/fake/ncu", run=fake)
     assert r["ok"] and r["metrics"]["tensor_core_utilisation"] == ncu.METRICS["tensor_core_utilisation"][1]
     assert len(fake.calls) == 2
 
 
 def test_degradation_paths(tmp_path, monkeypatch):
     task = _task(tmp_path)
-    assert ncu.collect_counters(task, interpreted=True) == {"ok": False, "reason": ncu.INTERPRETER}
+    assert counters.collect_counters(task, interpreted=True) == {"ok": False, "reason": ncu.INTERPRETER}
     monkeypatch.setattr(ncu, "find_ncu", lambda: None)
-    r = ncu.collect_counters(task)
+    r = counters.collect_counters(task)
     assert not r["ok"] and "not found" in r["reason"]
     perm = FakeNcu(csv_text="", rc=1, stderr="==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
                                                 "NVIDIA GPU Performance Counters on the target device 0.")
-    r = ncu.collect_counters(task, ncu="/fake/ncu", run=perm)
+    r = counters.collect_counters(task, ncu="/fake/ncu", run=perm)
     assert r == {"ok": False, "reason": ncu.NO_PERMISSION}
 
     def timeout(cmd, **kw):
@@ -180,7 +181,7 @@ def test_degradation_paths(tmp_path, monkeypatch):
             return subprocess.CompletedProcess(cmd, 0, "Version 1\n", "")
         raise subprocess.TimeoutExpired(cmd, 5)
 
-    assert "timed out" in ncu.collect_counters(task, ncu="/fake/ncu", run=timeout, timeout_s=5)["reason"]
+    assert "timed out" in counters.collect_counters(task, ncu="/fake/ncu", run=timeout, timeout_s=5)["reason"]
 
 
 def test_find_ncu_honours_the_environment(tmp_path, monkeypatch):
@@ -242,7 +243,7 @@ def test_add_counters_from_the_session(tmp_path):
 
 
 def test_target_usage_and_spec(tmp_path):
-    from kernelband.profile import ncu_target
+    from kernelband.worker import ncu_target
 
     assert ncu_target.main([]) == 2
     spec = {"task": {"module_path": "/m.py", "source": "", "kernel": "k", "harness": "h"}, "launches": 2}
@@ -269,7 +270,7 @@ def test_session_gives_up_counters_once_after_a_lasting_failure(tmp_path, monkey
 
     perm = FakeNcu(csv_text="", rc=1, stderr="==ERROR== ERR_NVGPUCTRPERM - The user does not have permission")
     calls: list[int] = []
-    real = ncu.collect_counters
+    real = counters.collect_counters
 
     def counted(*args, **kw):
         calls.append(1)
@@ -277,7 +278,7 @@ def test_session_gives_up_counters_once_after_a_lasting_failure(tmp_path, monkey
 
     if failure == "missing":
         monkeypatch.setattr(ncu, "find_ncu", lambda: None)
-    monkeypatch.setattr(ncu, "collect_counters", counted)
+    monkeypatch.setattr(counters, "collect_counters", counted)
     s, events = _counter_session(tmp_path)
     cands = [s._candidate(Variant(f"# v{i}\n"), 1.0, _base_profile(), None) for i in range(3)]
     assert len(calls) == 1 and len(perm.calls) == (1 if failure == "permission" else 0)  # ncu tried once only
@@ -297,13 +298,13 @@ def test_session_keeps_trying_counters_after_a_passing_failure(tmp_path, monkeyp
             return subprocess.CompletedProcess(cmd, 0, "Version 1\n", "")
         raise subprocess.TimeoutExpired(cmd, 5)
 
-    real = ncu.collect_counters
-    monkeypatch.setattr(ncu, "collect_counters", lambda *a, **kw: real(*a, ncu="/fake/ncu", run=timeout, **kw))
+    real = counters.collect_counters
+    monkeypatch.setattr(counters, "collect_counters", lambda *a, **kw: real(*a, ncu="/fake/ncu", run=timeout, **kw))
     s, _ = _counter_session(tmp_path)
     ok = FakeNcu()
     for i in range(2):
         s._candidate(Variant(f"# v{i}\n"), 1.0, _base_profile(), None)
     assert s._counters_off is None and not s.warnings  # a timeout may be this candidate's: try the next one
-    monkeypatch.setattr(ncu, "collect_counters", lambda *a, **kw: real(*a, ncu="/fake/ncu", run=ok, **kw))
+    monkeypatch.setattr(counters, "collect_counters", lambda *a, **kw: real(*a, ncu="/fake/ncu", run=ok, **kw))
     c = s._candidate(Variant("# v2\n"), 1.0, _base_profile(), None)
     assert len(ok.calls) == 1 and s.profiles[c.id]["tiers"]["counters"]["values"]["registers_per_thread"] == 128

@@ -69,6 +69,6 @@ def test_pipes_are_escaped_in_the_card():
 
 
 def test_render_imports_without_torch_or_triton():
-    code = ("import sys, kernelband.profile.render, kernelband.profile.ncu, kernelband.profile.collect; "
+    code = ("import sys, kernelband.profile.render, kernelband.profile.ncu, kernelband.profile.traffic, kernelband.profile.device; "
             "bad = [m for m in ('torch', 'triton') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,9 +8,8 @@ import textwrap
 import pytest
 import torch
 
-from kernelband.profile.traffic import (
-    analyze_kernel, classify, launch_traffic, matmul_flops, peak_key, span_bytes, tensor_args,
-)
+from kernelband.profile.traffic import analyze_kernel, classify, matmul_flops, peak_key, span_bytes
+from kernelband.worker.traffic_replay import launch_traffic, tensor_args
 from kernelband.worker.capture import CapturedLaunch, recording
 
 HEAD = "import triton\nimport triton.language as tl\n\n"

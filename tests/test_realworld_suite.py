@@ -20,7 +20,7 @@ from typing import Optional
 import pytest
 
 from benchmarks.realworld import MODULES
-from tests.conftest import REPO
+from helpers.paths import REPO
 
 RW = REPO / "benchmarks" / "realworld"
 

@@ -26,7 +26,7 @@ import pytest
 from kernelband.evaluate import Evaluator
 from kernelband.model import Status, Task, Variant
 from kernelband.screen import policy_violations, screen_variant
-from tests.conftest import REPO, example_source
+from helpers.paths import REPO, example_source
 from tests.redteam.correct_rewrites import REWRITES
 
 ESCAPES = REPO / "tests" / "redteam" / "escapes"

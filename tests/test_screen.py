@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from kernelband.screen import screen_variant
-from tests.conftest import REPO, example_source
+from helpers.paths import REPO, example_source
 from tests.redteam.correct_rewrites import REWRITES
 
 ORIG = example_source("add_scale.py")

@@ -13,7 +13,7 @@ import pytest
 
 from kernelband.search import BanditConfig, Outcome, make_policy, reward
 from kernelband.search.kernelband import shipped_priors
-from tests.test_search_kernelband import arm, cand, offer
+from helpers.search import arm, cand, offer
 
 REPO = Path(__file__).resolve().parents[1]
 

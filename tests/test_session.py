@@ -2,51 +2,19 @@
 SQLite, and a real local OpenAI-compatible HTTP server for the LLM path)."""
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
-import sys
-import threading
 import time
 from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
 
-from kernelband.events import Event, EventEmitter
-from kernelband.model import Task
+from kernelband.events import Event
 from kernelband.session import Budget, SessionConfig, run_session
 from kernelband.store import Store
-from tests.llm_server import LLMServer, Reply, fenced
-from tests.test_evaluate import AXPY
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-# A tiny first block: each doubling halves the interpreter's per-program work, an effect
-# far above CPU timing noise.
-AXPY_SESSION = AXPY.replace("torch.randn(3001)", "torch.randn(4001)").replace(
-    "axpy_kernel[(triton.cdiv(n, 128),)](x, y, out, alpha, n, BLOCK_SIZE=128)",
-    'grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)\n    axpy_kernel[grid](x, y, out, alpha, n, BLOCK_SIZE=16)')
-assert "BLOCK_SIZE=16" in AXPY_SESSION
-
-
-def workspace(tmp_path: Path, source: str = AXPY_SESSION) -> Path:
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'ws'\n")
-    path = tmp_path / "axpy.py"
-    path.write_text(source)
-    return path
-
-
-def task_of(path: Path) -> Task:
-    return Task(module_path=str(path), source=path.read_text(), kernel="axpy_kernel", harness="harness_axpy",
-                device="cpu", timeout_s=60)
-
-
-def collect() -> tuple[EventEmitter, list[Event]]:
-    events: list[Event] = []
-    return EventEmitter(events.append), events
+from helpers.llm_server import LLMServer, Reply, fenced
+from helpers.session import AXPY_SESSION, GOOD_LLM_KERNEL, cli as _cli, collect, task_of, workspace
 
 
 def test_rules_session_finds_verified_speedup_and_persists(tmp_path):
@@ -115,13 +83,6 @@ def test_exhaustive_search_walks_the_space_within_budget(tmp_path):
     assert all(h["generator"] == "rules" for h in r.history)
 
 
-# what a model might answer: the kernel and its wrapper, launched with a bigger block
-GOOD_LLM_KERNEL = AXPY[AXPY.index("@triton.jit"):AXPY.index("def harness_axpy")].replace(
-    "axpy_kernel[(triton.cdiv(n, 128),)](x, y, out, alpha, n, BLOCK_SIZE=128)",
-    "axpy_kernel[(triton.cdiv(n, 1024),)](x, y, out, alpha, n, BLOCK_SIZE=1024)")
-assert "BLOCK_SIZE=1024" in GOOD_LLM_KERNEL
-
-
 def test_llm_session_records_rejections_and_goes_on(tmp_path):
     path = workspace(tmp_path)
     script = [
@@ -148,11 +109,6 @@ def test_llm_session_records_rejections_and_goes_on(tmp_path):
     assert requests == 7  # 429 and 500 were retried inside one generation
     assert result.evaluations == 5 and result.tokens >= 1500 and result.cost_usd > 0
     assert result.status == "improved" and result.speedup_ci[0] > 1.0
-
-
-def _cli(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "kernelband", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=kw.get("cwd"), env={**os.environ, **kw.get("env", {})})
 
 
 def _optimize_events(path: Path, *extra: str) -> tuple[subprocess.Popen, list[Event], str]:

@@ -20,8 +20,8 @@ from kernelband.events import Event
 from kernelband.redact import MAX_MESSAGE_BYTES
 from kernelband.session import Budget, Session, SessionConfig, WORKDIR_PREFIX, run_session, sweep_stale_workdirs
 from kernelband.store import Store
-from tests.llm_server import LLMServer, Reply, fenced
-from tests.test_session import GOOD_LLM_KERNEL, _cli, collect, task_of, workspace
+from helpers.llm_server import LLMServer, Reply, fenced
+from helpers.session import GOOD_LLM_KERNEL, cli as _cli, collect, task_of, workspace
 
 
 def _dead_pid() -> int:

@@ -8,7 +8,7 @@ import pytest
 
 from kernelband.verdict import (DEFAULT_MIN_SPEEDUP, IMPROVED, NO_IMPROVEMENT, VERIFIED_CORRECT, consistent_times,
                                 decide_verdict, floor, is_improvement)
-from tests.conftest import REPO
+from helpers.paths import REPO
 
 
 def test_improved_needs_the_lower_bound_above_the_floor():

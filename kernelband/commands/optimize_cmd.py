@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..deps import MissingDependency, require
 from ..evaluate import SetupError
 from ..events import EventEmitter, jsonl_sink
 from ..model import Result
@@ -47,6 +48,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _config(args: argparse.Namespace) -> SessionConfig:
+    if args.generator == "openai":  # before any work: a missing package is a usage error, not a traceback later
+        try:
+            require("openai", "the openai generator", "pip install openai")
+        except MissingDependency as e:
+            raise UsageError(str(e)) from None
     options: dict[str, Any] = {}
     for name in ("model", "base_url", "temperature"):
         if getattr(args, name) not in (None, ""):

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import types
 from typing import Any
 
 from ..evaluate import Evaluator, SetupError
 from ..session import job_workdir
 from ..events import EventEmitter, jsonl_sink
+from ..harness import harness_hash
 from ..redact import clean
 from ..store import ProfileKey, Store
 from .common import EXIT_OK, EXIT_USAGE, StderrLog, UsageError, add_task_arguments, build_task, print_json
@@ -35,16 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def harness_hash(task: Any) -> str:
-    """The session's harness hash, so `profile` and `optimize` key profiles alike."""
-    from ..session import Session
-
-    return Session._harness_hash(types.SimpleNamespace(task=task))  # type: ignore[arg-type]
-
-
 def profile_task(task: Any, tier: int, store: Any = None, log: Any = None, refresh: bool = False) -> dict[str, Any]:
     """Profile the task's original kernel at a tier (device facts cached in the store)."""
-    from ..profile.collect import add_counters
+    from ..worker.counters import add_counters
     from ..profile.device import cached_or_measure
 
     log = log or (lambda msg: None)

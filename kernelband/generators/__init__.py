@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from .base import GenContext, Generation, Generator
-from .rules import RulesGenerator
 
 GENERATOR_NAMES: tuple[str, ...] = ("rules", "openai")
 
@@ -18,12 +17,24 @@ def make_generator(name: str, **options: Any) -> Generator:
     """Build a generator by name. Options a generator does not know are ignored, so a
     caller can pass one settings dict to either."""
     if name == "rules":
+        from .rules import RulesGenerator
+
         return RulesGenerator(**options)
     if name == "openai":
         from .openai_gen import OpenAIGenerator  # needs the openai package
 
         return OpenAIGenerator(**options)
     raise ValueError(f"unknown generator {name!r}; known: {', '.join(GENERATOR_NAMES)}")
+
+
+def __getattr__(name: str) -> Any:
+    # the rules generator imports libcst and triton (a second or more): only when used, so
+    # importing generators.base (the CLI does, for its defaults) stays cheap
+    if name == "RulesGenerator":
+        from .rules import RulesGenerator
+
+        return RulesGenerator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["GENERATOR_NAMES", "GenContext", "Generation", "Generator", "RulesGenerator", "make_generator"]

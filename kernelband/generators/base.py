@@ -22,6 +22,11 @@ from typing import Any, Optional, Protocol, runtime_checkable
 
 from ..model import Variant
 
+# Seconds one LLM request may take (the CLI's --llm-timeout; the openai generator's default). A kernel
+# rewrite of up to 4096 tokens from a hosted model takes 10-60 s; slow local or reasoning
+# models need it raised. A hanging endpoint costs two of these (one retry), then the search ends.
+from ..options import DEFAULT_LLM_TIMEOUT_S  # noqa: E402,F401 - one owner: kernelband/options.py
+
 
 @dataclass
 class GenContext:

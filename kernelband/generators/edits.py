@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Optional, Union
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from ..detect import detect
+from ..detect import TritonNames, detect
 from ..model import KernelInfo
 
 Edit = Callable[[cst.CSTNode], Union[cst.CSTNode, cst.FlattenSentinel]]
@@ -209,20 +209,9 @@ class KernelSource:
 
     # ---- helpers
     def _language_names(self) -> set[str]:
-        """Expressions (as code) that name triton.language: "tl", "triton.language"."""
-        out = {"triton.language"}
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.name == "triton.language" and a.asname:
-                        out.add(a.asname)
-                    elif a.name == "triton" and a.asname:
-                        out.add(f"{a.asname}.language")
-            elif isinstance(node, ast.ImportFrom) and node.module == "triton":
-                for a in node.names:
-                    if a.name == "language":
-                        out.add(a.asname or "language")
-        return out
+        """Expressions (as code) that name triton.language: "tl", "triton.language"
+        (detect.TritonNames resolves the module's imports)."""
+        return TritonNames.of(self.tree).language_spellings()
 
     def lang_prefix(self) -> str:
         """A spelling of triton.language usable in new kernel code."""

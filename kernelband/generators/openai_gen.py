@@ -41,11 +41,11 @@ import time
 from typing import Any, Callable, Iterable, Optional
 
 from .. import strategies as _strategies
+from ..deps import require
 from ..model import Variant
 from ..redact import redact, register_secret
-from ..session import DEFAULT_LLM_TIMEOUT_S
 from ..screen import screen_variant
-from .base import GenContext, Generation
+from .base import DEFAULT_LLM_TIMEOUT_S, GenContext, Generation
 from .prompt import build_messages
 from .splice import SpliceError, extract_code, splice_functions
 
@@ -66,7 +66,7 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 # under-counted; pass default_price=(0, 0) for a local server.
 DEFAULT_PRICE: tuple[float, float] = (2.50, 10.00)
 DEFAULT_MODEL = "gpt-4o-mini"
-DEFAULT_TIMEOUT_S = DEFAULT_LLM_TIMEOUT_S  # owned by the session's settings (the CLI's --llm-timeout)
+DEFAULT_TIMEOUT_S = DEFAULT_LLM_TIMEOUT_S  # the CLI's --llm-timeout
 TIMEOUT_RETRIES = 1  # a request that timed out is retried at most this often (each costs a full timeout)
 
 
@@ -121,11 +121,7 @@ class OpenAIGenerator:
         stop: Optional[threading.Event] = None,
         **_ignored: object,
     ) -> None:
-        try:
-            import openai
-        except ImportError as e:  # pragma: no cover - depends on the environment
-            raise RuntimeError("the openai generator needs the openai package: pip install 'kernelband[llm]'") from e
-        self._openai = openai
+        self._openai = require("openai", "the openai generator", "pip install openai")
         self.model = model or os.environ.get("KERNELBAND_MODEL") or DEFAULT_MODEL
         self.base_url = base_url or os.environ.get("KERNELBAND_BASE_URL") or None
         self.temperature = float(temperature)
@@ -142,7 +138,7 @@ class OpenAIGenerator:
         self.hung = False  # the last generation failed with every attempt timed out
         key = api_key or os.environ.get("KERNELBAND_API_KEY") or os.environ.get("OPENAI_API_KEY") or "no-key"
         register_secret(key)
-        self._client = client or openai.OpenAI(
+        self._client = client or self._openai.OpenAI(
             api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=0
         )
         self.requests = 0  # every HTTP attempt made, over the generator's life

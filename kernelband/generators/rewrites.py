@@ -8,6 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
+from ..access import analyze_kernel
 from .edits import Edits, add_kwarg, has_kwarg, int_value, merge, remove_kwargs, walk
 from .space import DEFAULTS, STAGES, WARPS, Knob, SpaceFinder
 
@@ -114,44 +115,10 @@ class Rewrites(SpaceFinder):
         return out
 
     # ---- wrapping in @autotune
-    def pointer_roots(self, e: cst.CSTNode, roots: dict[str, set[str]]) -> set[str]:
-        """Parameters an address expression is based on: its leftmost term, through
-        locals (``a_ptrs = a_ptr + ...``), subscripts and ``tl.make_block_ptr``."""
-        while True:
-            if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.Add, cst.Subtract)):
-                e = e.left
-            elif isinstance(e, cst.Subscript):
-                e = e.value
-            elif (self.is_lang_call(e, "make_block_ptr") or self.is_lang_call(e, "advance")) and e.args:  # type: ignore[attr-defined]
-                base = next((a for a in e.args if a.keyword is not None and a.keyword.value == "base"), e.args[0])  # type: ignore[attr-defined]
-                e = base.value
-            else:
-                break
-        if isinstance(e, cst.Name):
-            return roots.get(e.value, {e.value} if e.value in self.params else set())
-        return set()
-
     def in_place_or_atomic(self) -> bool:
-        """Atomics, or a store through a pointer parameter the kernel also loads from."""
-        if any(
-            isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value.startswith("atomic_")
-            for n in walk(self.kdef.body)
-        ):
-            return True
-        roots: dict[str, set[str]] = {}
-        loaded: set[str] = set()
-        stored: set[str] = set()
-        for n in walk(self.kdef.body):  # pre-order walk follows statement order
-            if isinstance(n, cst.Assign):
-                r = self.pointer_roots(n.value, roots)
-                for t in n.targets:
-                    if isinstance(t.target, cst.Name):
-                        roots[t.target.value] = roots.get(t.target.value, set()) | r
-            elif self.is_lang_call(n, "load") and n.args:  # type: ignore[attr-defined]
-                loaded |= self.pointer_roots(n.args[0].value, roots)  # type: ignore[attr-defined]
-            elif self.is_lang_call(n, "store") and n.args:  # type: ignore[attr-defined]
-                stored |= self.pointer_roots(n.args[0].value, roots)  # type: ignore[attr-defined]
-        return bool(loaded & stored)
+        """Atomics, or a pointer parameter the kernel (or a helper it calls) both loads
+        from and stores to: the pointer-access analysis of kernelband/access.py."""
+        return analyze_kernel(self.source, self.kernel).in_place()
 
     def size_args(self) -> list[str]:
         cands = [p for p in self.params if p not in self.constexprs and not p.startswith("*")]

@@ -1,11 +1,11 @@
 """Tier 3, counters: Nsight Compute around a one-shot re-run of the harness.
 
-``collect_counters(task)`` runs
+``kernelband.worker.counters.collect_counters(task)`` runs
 
     ncu --clock-control none --profile-from-start off --target-processes all
         --csv --page raw --print-units base --log-file OUT.csv
         --kernel-name regex:^NAME(_\\w+)?$ --launch-skip 0 --launch-count N
-        --metrics <METRICS> python -m kernelband.profile.ncu_target SPEC.json
+        --metrics <METRICS> python -m kernelband.worker.ncu_target SPEC.json
 
 where the target runs the harness once outside the profiled range (compilation,
 autotuning) and then replays the kernel's launches between cudaProfilerStart/Stop,
@@ -16,7 +16,8 @@ Triton, ncu and the metric list.
 
 When ncu is missing or may not read the counters (ERR_NVGPUCTRPERM, a profiler that
 cannot load), the result says why, once, and profiling carries on with tiers 1-2.
-Nothing here imports torch.
+This module is pure (the command, the CSV, the metric names); running ncu, which
+runs module code, is ``kernelband.worker.counters``. Nothing here imports torch.
 """
 from __future__ import annotations
 
@@ -30,8 +31,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -121,7 +120,7 @@ def build_command(ncu: str, spec_path: str, csv_path: str, kernel: str, metrics:
         "--csv", "--page", "raw", "--print-units", "base", "--log-file", csv_path,
         "--kernel-name", kernel_regex(kernel), "--launch-skip", str(launch_skip), "--launch-count", str(launch_count),
         "--metrics", ",".join(sorted(set(metrics.values()))),
-        python or sys.executable, "-m", "kernelband.profile.ncu_target", spec_path,
+        python or sys.executable, "-m", "kernelband.worker.ncu_target", spec_path,
     ]
 
 
@@ -245,7 +244,7 @@ def explain_failure(rc: int, text: str) -> str:
     return f"ncu failed (exit {rc}): {tail[:200]}"
 
 
-def _unknown_metrics(text: str, used: dict[str, str]) -> list[str]:
+def unknown_metrics(text: str, used: dict[str, str]) -> list[str]:
     if "Failed to find metric" not in text and "invalid metric" not in text.lower():
         return []
     return [name for name, m in used.items() if m.split(".")[0] in text]
@@ -268,96 +267,3 @@ def cache_key(task: Any, gpu: str, triton_version: str, ncu_ver: str, launches: 
         "metric_names": sorted(METRICS), "launches": launches,
     }, sort_keys=True)
     return "ncu:" + hashlib.sha256(blob.encode()).hexdigest()
-
-
-# --------------------------------------------------------------------------- run
-
-
-def collect_counters(
-    task: Any,
-    *,
-    store: Any = None,
-    gpu: str = "",
-    triton_version: str = "",
-    interpreted: bool = False,
-    launches: int = 1,
-    timeout_s: float = 300.0,
-    ncu: Optional[str] = None,
-    python: Optional[str] = None,
-    run: Callable[..., Any] = subprocess.run,
-    refresh: bool = False,
-    keep_dir: Optional[str] = None,
-) -> dict[str, Any]:
-    """Counters of the task's kernel: {"ok": True, "values": {...}, "per_launch": [...],
-    "metrics": {name: ncu metric}, "ncu": version, "cached": bool, "seconds": s,
-    "command": str} or {"ok": False, "reason": why}. Never raises for ncu's failures."""
-    if interpreted:
-        return {"ok": False, "reason": INTERPRETER}
-    ncu = ncu or find_ncu()
-    if not ncu:
-        return {"ok": False, "reason": "ncu (Nsight Compute) not found on PATH, in CUDA's bin folder or $KERNELBAND_NCU"}
-    version = ncu_version(ncu, run)
-    key = cache_key(task, gpu, triton_version, version, launches)
-    if store is not None and not refresh:
-        cached = store.get(key)
-        if cached:
-            return {**cached, "cached": True}
-    used = metric_list()
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="kernelband-ncu-") as tmp:
-        spec_path = os.path.join(tmp, "spec.json")
-        csv_path = os.path.join(tmp, "ncu.csv")
-        spec = {"task": task.to_dict(), "seed": task.seeds[0] if task.seeds else 0, "launches": launches,
-                "workdir": os.path.join(tmp, "work")}
-        Path(spec_path).write_text(json.dumps(spec), encoding="utf-8")
-        for attempt in range(4):
-            cmd = build_command(ncu, spec_path, csv_path, task.kernel, used, 0, launches, python)
-            # the profiled source may be a candidate's: the same scrubbed environment as a variant process
-            from ..worker.sandbox import scrubbed_env
-
-            env = scrubbed_env(tmp)
-            env.pop("TRITON_INTERPRET", None)
-            try:
-                proc = run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
-            except subprocess.TimeoutExpired:
-                return {"ok": False, "reason": f"ncu timed out after {timeout_s:.0f} s"}
-            except OSError as e:
-                return {"ok": False, "reason": f"ncu could not be started: {e}"}
-            log = Path(csv_path).read_text(encoding="utf-8", errors="replace") if os.path.exists(csv_path) else ""
-            if keep_dir:  # the raw output, for inspection
-                os.makedirs(keep_dir, exist_ok=True)
-                Path(keep_dir, f"{task.kernel}.ncu.csv").write_text(log, encoding="utf-8")
-                Path(keep_dir, f"{task.kernel}.ncu.log").write_text((proc.stdout or "") + (proc.stderr or ""), encoding="utf-8")
-            text = (proc.stdout or "") + "\n" + (proc.stderr or "") + "\n" + log
-            rows = [r for r in parse_csv(log) if r["metrics"]]
-            if rows:
-                break
-            missing = _unknown_metrics(text, used)
-            if not missing:
-                return {"ok": False, "reason": explain_failure(proc.returncode, text)}
-            for name in missing:  # fall back to the next candidate name, or drop the metric
-                cands = METRICS[name]
-                idx = cands.index(used[name]) + 1 if used[name] in cands else len(cands)
-                if idx < len(cands):
-                    used[name] = cands[idx]
-                else:
-                    used.pop(name)
-            if os.path.exists(csv_path):
-                os.remove(csv_path)
-        else:
-            return {"ok": False, "reason": explain_failure(proc.returncode, text)}
-    per_launch = [derive(r["metrics"], used) for r in rows]
-    result = {
-        "ok": True,
-        "values": aggregate(per_launch),
-        "per_launch": per_launch,
-        "kernel_names": sorted({r["kernel"] for r in rows}),
-        "metrics": used,
-        "ncu": version,
-        "seconds": round(time.perf_counter() - t0, 2),
-        "command": " ".join(cmd[: cmd.index("--metrics")]) + " --metrics <METRICS> ...",
-        "cached": False,
-    }
-    if store is not None:
-        store.put(key, result)
-    return result

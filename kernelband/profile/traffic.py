@@ -8,212 +8,24 @@ also loads from it or the AST cannot tell, updated in place: read and written), 
 pattern (all ones minus its index: a NaN for floats), where a tensor that no longer
 holds its pattern was written. Every tensor is restored after each replay. Integer
 tensors the kernel may read (indices) are never poisoned; for them, and whenever a
-replay is not possible, the kernel's AST decides (``analyze_kernel``: which pointer
-parameters reach a ``tl.load`` / ``tl.store`` / ``tl.atomic_*``). A written tensor
+replay is not possible, the kernel's AST decides (``kernelband.access.analyze_kernel``:
+which pointer parameters reach a ``tl.load`` / ``tl.store`` / ``tl.atomic_*``). A written tensor
 also counts as read when the AST shows the kernel loading from it.
 
 FLOPs: only matrix products are counted. A kernel with exactly one ``tl.dot`` whose
 launch has tensors A (..., M, K), B (..., K, N) or (..., N, K) read and C (..., M, N)
 written did 2*batch*M*N*K FLOPs; anything else is "unknown" with the reason.
 
-The AST part is pure; the replay part imports torch lazily (worker only).
+This module is pure (AST and arithmetic); the replays that measure writes run in the
+variant process: ``kernelband.worker.traffic_replay`` (``launch_traffic``).
 """
 from __future__ import annotations
 
-import ast
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
-_BUILTINS = {"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance", "getattr",
-             "static_range", "static_print", "static_assert", "device_print", "device_assert", "cdiv", "zip",
-             "enumerate", "tuple", "list"}
-
-
-# --------------------------------------------------------------------------- AST
-
-
-@dataclass
-class ParamUse:
-    loads: bool = False
-    stores: bool = False
-    unknown: bool = False  # flows into a call we cannot follow
-
-    def merge(self, other: "ParamUse") -> None:
-        self.loads |= other.loads
-        self.stores |= other.stores
-        self.unknown |= other.unknown
-
-
-@dataclass
-class KernelAccess:
-    found: bool
-    params: dict[str, ParamUse] = field(default_factory=dict)
-    dots: int = 0  # tl.dot calls in the kernel and the helpers it calls
-    dot_in_loop: bool = False
-    ieee_dot: bool = False  # a dot asks for full fp32 (input_precision="ieee" / allow_tf32=False)
-
-    def use(self, name: Optional[str]) -> Optional[ParamUse]:
-        return self.params.get(name) if name else None
-
-
-def _call_name(func: ast.expr) -> str:
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    if isinstance(func, ast.Name):
-        return func.id
-    return ""
-
-
-def _root_name(node: ast.expr) -> Optional[str]:
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
-def _kind(name: str) -> Optional[str]:
-    if name.startswith("atomic_"):
-        return "atomic"
-    if name in ("load", "gather") or name.endswith("_load") or name.startswith("load_"):
-        return "load"
-    if name in ("store", "scatter") or name.endswith("_store") or name.startswith("store_"):
-        return "store"
-    return None
-
-
-def _triton_aliases(tree: ast.Module) -> set[str]:
-    names = {"tl", "triton"}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.startswith("triton"):
-                    names.add((a.asname or a.name).split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("triton"):
-            for a in node.names:
-                names.add(a.asname or a.name)
-    return names
-
-
-class _Analyzer:
-    def __init__(self, source: str) -> None:
-        self.tree = ast.parse(source)
-        self.funcs = {n.name: n for n in self.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        self.aliases = _triton_aliases(self.tree)
-        self.memo: dict[str, KernelAccess] = {}
-
-    def analyze(self, name: str, depth: int = 0) -> KernelAccess:
-        if name in self.memo:
-            return self.memo[name]
-        fn = self.funcs.get(name)
-        if fn is None:
-            return KernelAccess(found=False)
-        self.memo[name] = KernelAccess(found=True)  # recursion guard
-        params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
-        deps: dict[str, set[str]] = {p: {p} for p in params}
-
-        def expr_deps(e: Optional[ast.AST]) -> set[str]:
-            out: set[str] = set()
-            if e is None:
-                return out
-            stack = [e]
-            while stack:
-                n = stack.pop()
-                if isinstance(n, ast.Call) and _kind(_call_name(n.func)) == "load":
-                    continue  # a loaded value is data, not an address derived from the pointer
-                if isinstance(n, ast.Name) and n.id in deps:
-                    out |= deps[n.id]
-                stack.extend(ast.iter_child_nodes(n))
-            return out
-
-        assigns: list[tuple[list[str], ast.AST]] = []
-
-        def target_names(t: ast.AST) -> list[str]:
-            return [n.id for n in ast.walk(t) if isinstance(n, ast.Name)]
-
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Assign):
-                assigns.append(([n for t in node.targets for n in target_names(t)], node.value))
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
-                assigns.append((target_names(node.target), node.value))
-            elif isinstance(node, (ast.For, ast.AsyncFor)):
-                assigns.append((target_names(node.target), node.iter))
-            elif isinstance(node, ast.NamedExpr):
-                assigns.append((target_names(node.target), node.value))
-        changed = True
-        while changed:  # flow-insensitive fixpoint: a name depends on every value it is ever given
-            changed = False
-            for targets, value in assigns:
-                d = expr_deps(value)
-                for t in targets:
-                    cur = deps.setdefault(t, set())
-                    if not d <= cur:
-                        cur |= d
-                        changed = True
-
-        acc = KernelAccess(found=True, params={p: ParamUse() for p in params})
-        loops = [n for n in ast.walk(fn) if isinstance(n, (ast.For, ast.While))]
-        in_loop: set[int] = {id(x) for lp in loops for s in lp.body for x in ast.walk(s)}
-        for node in ast.walk(fn):
-            if not isinstance(node, ast.Call):
-                continue
-            cname = _call_name(node.func)
-            kind = _kind(cname)
-            if cname in ("dot", "dot_scaled") and _root_name(node.func) in self.aliases | {None}:
-                acc.dots += 1
-                acc.dot_in_loop |= id(node) in in_loop
-                for kw in node.keywords:
-                    if kw.arg == "input_precision" and isinstance(kw.value, ast.Constant) and kw.value.value == "ieee":
-                        acc.ieee_dot = True
-                    if kw.arg == "allow_tf32" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
-                        acc.ieee_dot = True
-                continue
-            if kind is not None:
-                ptr: Optional[ast.AST] = node.args[0] if node.args else None
-                for kw in node.keywords:
-                    if kw.arg in ("pointer", "ptr", "desc", "base"):
-                        ptr = kw.value
-                taint = expr_deps(ptr)
-                if isinstance(node.func, ast.Attribute) and _root_name(node.func) not in self.aliases:
-                    taint |= expr_deps(node.func.value)  # desc.load(...)
-                for p in taint:
-                    if p in acc.params:
-                        acc.params[p].loads |= kind in ("load", "atomic")
-                        acc.params[p].stores |= kind in ("store", "atomic")
-                continue
-            root = _root_name(node.func)
-            if isinstance(node.func, ast.Name) and node.func.id in self.funcs and node.func.id != name and depth < 6:
-                callee = self.analyze(node.func.id, depth + 1)
-                cfn = self.funcs[node.func.id]
-                cparams = [a.arg for a in cfn.args.posonlyargs + cfn.args.args + cfn.args.kwonlyargs]
-                pairs = list(zip(cparams, node.args)) + [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
-                for cp, arg in pairs:
-                    for p in expr_deps(arg):
-                        if p in acc.params and cp in callee.params:
-                            acc.params[p].merge(callee.params[cp])
-                acc.dots += callee.dots
-                acc.dot_in_loop |= callee.dot_in_loop or (callee.dots > 0 and id(node) in in_loop)
-                acc.ieee_dot |= callee.ieee_dot
-                continue
-            if root in self.aliases or (isinstance(node.func, ast.Name) and node.func.id in _BUILTINS):
-                continue  # tl.* helpers pass pointers through (make_block_ptr, advance, multiple_of, where...)
-            if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
-                # a method of a local value (e.g. x.to(...)): data, not a pointer sink
-                continue
-            for arg in list(node.args) + [kw.value for kw in node.keywords]:
-                for p in expr_deps(arg):
-                    if p in acc.params:
-                        acc.params[p].unknown = True
-        self.memo[name] = acc
-        return acc
-
-
-def analyze_kernel(source: str, kernel: str) -> KernelAccess:
-    """Which parameters of ``kernel`` are loaded from / stored to, and its tl.dot calls."""
-    try:
-        return _Analyzer(source).analyze(kernel)
-    except SyntaxError:
-        return KernelAccess(found=False)
-
+from ..access import KernelAccess, ParamUse, analyze_kernel  # noqa: F401 (re-exported)
 
 # --------------------------------------------------------------------------- tensors
 
@@ -227,7 +39,7 @@ class TensorArg:
     nbytes: int  # distinct bytes the view spans (broadcast dims counted once)
 
 
-def _dtype_name(t: Any) -> str:
+def dtype_name(t: Any) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
@@ -238,141 +50,6 @@ def span_bytes(shape: list[int], stride: list[int], itemsize: int) -> int:
         return 0
     span = 1 + sum((s - 1) * abs(st) for s, st in zip(shape, stride))
     return min(numel, span) * itemsize
-
-
-def arg_names(launch: Any) -> list[str]:
-    from .static import jit_function
-
-    names = getattr(launch.obj, "arg_names", None) or getattr(jit_function(launch.obj), "arg_names", None)
-    return list(names or [])
-
-
-def tensor_args(launch: Any) -> list[TensorArg]:
-    """The distinct tensors a launch was given (TensorDescriptor bases included)."""
-    import torch
-
-    names = arg_names(launch)
-    items: list[tuple[str, Any]] = []
-    for i, a in enumerate(launch.args):
-        items.append((names[i] if i < len(names) else f"arg{i}", a))
-    items += [(k, v) for k, v in launch.kwargs.items() if k not in ("grid", "warmup")]
-    out: dict[tuple[Any, ...], TensorArg] = {}
-    for name, a in items:
-        if not isinstance(a, torch.Tensor):
-            base = getattr(a, "base", None)
-            if not isinstance(base, torch.Tensor):
-                continue
-            a = base
-        key = (a.data_ptr(), tuple(a.shape), tuple(a.stride()), a.dtype, a.device)
-        if key in out:
-            out[key].names.append(name)
-            continue
-        out[key] = TensorArg([name], a, list(a.shape), _dtype_name(a),
-                             span_bytes(list(a.shape), list(a.stride()), a.element_size()))
-    return list(out.values())
-
-
-def _bits(t: Any) -> Any:
-    import torch
-
-    if t.dtype.is_complex:
-        t = torch.view_as_real(t)
-    intd = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
-    return t if t.dtype == intd else t.view(intd)
-
-
-def _pattern(t: Any, i: int) -> int:
-    """Tensor i's poison: all ones minus i, a NaN for every float format but fp8 (and
-    distinct per tensor, so a value copied from one poisoned tensor to another shows)."""
-    import torch
-
-    return 255 - i if _bits(t).dtype == torch.uint8 else -1 - i
-
-
-def _sync(t: Any) -> None:
-    import torch
-
-    if t.is_cuda:
-        torch.cuda.synchronize(t.device)
-
-
-def _quiet_replay(launch: Any) -> None:
-    """Replay without the interpreter's numpy warnings about NaN arithmetic."""
-    import warnings
-
-    try:
-        import numpy as np
-
-        errstate: Any = np.errstate(all="ignore")
-    except ImportError:  # pragma: no cover
-        import contextlib
-
-        errstate = contextlib.nullcontext()
-    with warnings.catch_warnings(), errstate:
-        warnings.simplefilter("ignore", RuntimeWarning)
-        launch.replay()
-
-
-def detect_writes(launch: Any, tensors: list[TensorArg], access: KernelAccess) -> tuple[Optional[list[dict[str, Any]]], str]:
-    """Replay-based write detection (two replays). Returns ([{changed, written,
-    poisoned}] per tensor, how) or (None, reason) when the replays cannot be done.
-
-    1. replay as is: a tensor that changes was written (in place, or from one that was);
-    2. fill every float tensor (and every integer one the kernel only stores to) with
-       its own bit pattern and replay: a tensor that lost its pattern was written.
-    The arguments are restored to their values from before after each replay."""
-    import torch
-
-    if not tensors:
-        return [], "no tensor arguments"
-    try:
-        saved = [ta.tensor.detach().clone() for ta in tensors]
-    except (RuntimeError, MemoryError) as e:  # out of memory for the copies
-        return None, f"write detection skipped: cannot copy the arguments ({type(e).__name__})"
-
-    def restore() -> None:
-        with torch.no_grad():
-            for ta, s in zip(tensors, saved):
-                ta.tensor.copy_(s)
-        _sync(tensors[0].tensor)
-
-    result: list[dict[str, Any]] = [{"changed": False, "written": None, "poisoned": False} for _ in tensors]
-    try:
-        _quiet_replay(launch)
-        _sync(tensors[0].tensor)
-        for r, ta, s in zip(result, tensors, saved):
-            r["changed"] = not torch.equal(_bits(ta.tensor), _bits(s))
-            if r["changed"]:
-                r["written"] = True
-        restore()
-        poisoned: list[tuple[int, int]] = []
-        with torch.no_grad():
-            for i, (r, ta) in enumerate(zip(result, tensors)):
-                if r["changed"] or ta.tensor.dtype.is_complex:
-                    continue
-                uses = [access.use(n) for n in ta.names]
-                store_only = any(u and u.stores and not u.loads and not u.unknown for u in uses)
-                if not (ta.tensor.is_floating_point() or store_only):
-                    continue  # an integer tensor the kernel may read as indices: never poison
-                fill = _pattern(ta.tensor, i)
-                _bits(ta.tensor).fill_(fill)
-                poisoned.append((i, fill))
-        if poisoned:
-            try:
-                _quiet_replay(launch)
-                _sync(tensors[0].tensor)
-                for i, fill in poisoned:
-                    result[i]["written"] = not bool((_bits(tensors[i].tensor) == fill).all())
-                    result[i]["poisoned"] = True
-            finally:
-                restore()
-    except Exception as e:  # noqa: BLE001 - a replay failed; leave the inputs as they were
-        try:
-            restore()
-        except Exception:  # noqa: BLE001
-            pass
-        return None, f"write detection failed on replay ({type(e).__name__}: {str(e)[:120]})"
-    return result, "replay (changed / poisoned tensors)"
 
 
 def classify(tensors: list[TensorArg], detected: Optional[list[dict[str, Any]]],
@@ -457,21 +134,3 @@ def peak_key(dtype: Optional[str], ieee: bool) -> Optional[str]:
     if dtype == "float32":
         return "fp32" if ieee else "tf32"
     return None
-
-
-def launch_traffic(launch: Any, access: KernelAccess, replay: bool = True) -> dict[str, Any]:
-    """Bytes read / written and FLOPs of one launch."""
-    tensors = tensor_args(launch)
-    detected, how = detect_writes(launch, tensors, access) if replay else (None, "replay not requested")
-    rows = classify(tensors, detected, access)
-    flops, flops_note, dtype = matmul_flops(rows, access)
-    return {
-        "tensors": rows,
-        "bytes_read": sum(r["bytes"] for r in rows if r["read"]),
-        "bytes_written": sum(r["bytes"] for r in rows if r["written"]),
-        "footprint_bytes": sum(r["bytes"] for r in rows),
-        "flops": flops,
-        "flops_note": flops_note,
-        "dot_dtype": dtype,
-        "write_detection": how,
-    }

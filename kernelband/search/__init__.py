@@ -6,7 +6,6 @@ from .base import (
     Outcome,
     SearchPolicy,
     improved,
-    make_policy,
     reward,
 )
 from .baselines import GreedyPolicy, RandomPolicy, UCB1Policy
@@ -14,6 +13,7 @@ from .cluster import FEATURE_SETS, cluster_pool, kmeans_pp, runtime_vector, stan
 from .compat import PHI_DIM, PHI_FEATURES, PRIOR_WEIGHTS, CompatibilityModels, normalise_phi
 from .config import BanditConfig
 from .kernelband import KernelBandPolicy
+from .registry import make_policy
 
 __all__ = [
     "POLICY_NAMES", "Candidate", "Offered", "Outcome", "SearchPolicy", "improved", "make_policy", "reward",

@@ -19,8 +19,6 @@ from typing import Callable, Iterable, Optional, Protocol, runtime_checkable
 
 from ..model import Variant
 from ..strategies import STRATEGY_NAMES
-from .compat import CompatibilityModels
-from .config import BanditConfig
 
 Offered = Callable[["Candidate"], list[str]]
 
@@ -155,37 +153,6 @@ def ucb_bonus(coef: float, total: int, n: int) -> float:
     if n <= 0:
         return math.inf
     return math.sqrt(coef * math.log(max(total, 1)) / n)
-
-
-def make_policy(
-    name: str, config: Optional[BanditConfig] = None, compat: Optional[CompatibilityModels] = None
-) -> SearchPolicy:
-    """``"kernelband"`` (the "kb" variant, our default), ``"kernelband-v1"`` and
-    ``"kernelband-v2"`` (the paper's), ``"random"``, ``"ucb1"``, ``"greedy"``.
-
-    The name picks the KernelBand variant: ``config`` supplies the constants and its
-    ``variant`` is set from the name (``None`` = ``BanditConfig()``). Baselines use the
-    config for their reward mode (ucb1 also for ``ucb1_explore``). ``compat`` is used by v1's score (a fresh
-    warm-started model when ``None``); any KernelBand policy given one also feeds it.
-    """
-    from .baselines import GreedyPolicy, RandomPolicy, UCB1Policy  # these import this module
-    from .kernelband import KernelBandPolicy
-
-    cfg = config if config is not None else BanditConfig()
-    key = name.strip().lower()
-    if key == "kernelband":
-        return KernelBandPolicy(cfg.with_variant("kb"), compat)
-    if key == "kernelband-v1":
-        return KernelBandPolicy(cfg.with_variant("v1"), compat)
-    if key == "kernelband-v2":
-        return KernelBandPolicy(cfg.with_variant("v2"), compat)
-    if key == "random":
-        return RandomPolicy(cfg)
-    if key == "ucb1":
-        return UCB1Policy(cfg)
-    if key == "greedy":
-        return GreedyPolicy(cfg)
-    raise ValueError(f"unknown search policy {name!r}; known: {', '.join(POLICY_NAMES)}")
 
 
 POLICY_NAMES = ("kernelband", "kernelband-v1", "kernelband-v2", "random", "ucb1", "greedy")

@@ -678,7 +678,7 @@ class JudgeService:
 
     def op_device_facts(self, req: dict[str, Any]) -> Optional[dict[str, Any]]:
         try:
-            from ..profile.device import measure_device_facts
+            from .device_facts import measure_device_facts
         except ImportError:
             return None
         return measure_device_facts()

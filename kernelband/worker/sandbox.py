@@ -24,8 +24,9 @@ import os
 import re
 import signal
 import time
-from pathlib import Path
 from typing import Optional
+
+from ..proc import all_pids, parent_of, state_of
 
 _ALLOWED_NAMES = {"PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX",
                   "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "KERNELBAND_DEVICE",
@@ -118,23 +119,11 @@ def become_subreaper() -> bool:
     return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
-def parent_of(pid: int) -> Optional[int]:
-    """The parent pid from /proc/<pid>/stat (the one reader of that file: the command
-    name in parentheses may itself contain spaces and parentheses)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    rest = text[text.rfind(")") + 2:].split()
-    return int(rest[1]) if len(rest) > 1 else None
-
-
 def children_of(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if entry.isdigit() and parent_of(int(entry)) == pid:
-            out.append(int(entry))
-    return out
+    try:
+        return sorted(c for c in all_pids() if parent_of(c) == pid)
+    except OSError:  # no /proc
+        return []
 
 
 def kill_tree(pid: int, keep: frozenset[int] = frozenset()) -> int:
@@ -172,12 +161,8 @@ def kill_tree(pid: int, keep: frozenset[int] = frozenset()) -> int:
 
 
 def _zombie(pid: int) -> bool:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return True
-    rest = text[text.rfind(")") + 2:].split()
-    return bool(rest) and rest[0] == "Z"
+    state = state_of(pid)
+    return state is None or state == "Z"
 
 
 def _reap() -> None:

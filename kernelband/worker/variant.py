@@ -320,7 +320,7 @@ class Steps:
         self.send("paired", {"a_ms": a_ms, "b_ms": b_ms, "clock": clock})
 
     def op_profile(self, step: dict[str, Any]) -> None:
-        from ..profile.collect import collect_profile
+        from .profiling import collect_profile
 
         _, rec = self.kept[step["key"]]
         time_ms = step.get("time_ms", self.timed.get(step["key"]))  # this job's own timing of the kept run

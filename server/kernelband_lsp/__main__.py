@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 from . import __version__
 
 _BLOCKED = ("torch", "triton")
+_REQUIRED = ("pygls", "lsprotocol", "watchdog")  # the server's own dependencies (pyproject.toml)
 
 
 class _NoGpuImports(importlib.abc.MetaPathFinder):
@@ -54,7 +55,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     setup_logging(args.log_level)
     block_gpu_imports()
 
-    from .server import LspLogHandler, create_server
+    try:
+        from .server import LspLogHandler, create_server
+    except ImportError as e:
+        if e.name is None or e.name.split(".")[0] not in _REQUIRED:
+            raise
+        # stdout is the protocol's: the reason goes to stderr, on one line
+        print(f"kernelband-lsp: the language server needs the {e.name.split('.')[0]} package, which is not "
+              f"installed: pip install kernelband (or: pip install {' '.join(_REQUIRED)})", file=sys.stderr)
+        return 2
 
     server = create_server()
     lsp_handler = LspLogHandler(server, logging.INFO)

@@ -11,112 +11,33 @@
   background request for the same (file, kernel, kind) supersedes a queued one.
 
 Never imports torch or triton; all waiting is asyncio, so the server stays responsive.
+The pieces: jobmodel.py (JobSpec, Job, states), engine_command.py (the command line),
+jobio.py (feeder, readers, watcher), proctree.py (the process tree and killing).
 """
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 import json
 import logging
 import os
 import signal
-import sys
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from kernelband.events import Event
 from kernelband.model import Result
 
-from .settings import Settings, engine_args
+from . import jobio
+from .engine_command import EngineCommand, default_command_prefix  # noqa: F401 (re-exported)
+from .jobmodel import (  # noqa: F401 (re-exported: the service and the tests import them from here)
+    CANCELLED, DONE, FAILED, FINAL_STATES, OPTIMIZE, PROFILE, QUEUED, RUNNING, STREAM_LIMIT, SUPERSEDED,
+    EventCallback, Job, JobSpec, StateCallback,
+)
+from .settings import engine_args
+from .proctree import killpg, process_tree, remember, signal_outside_group, sweep
 
 log = logging.getLogger(__name__)
-
-OPTIMIZE = "optimize"
-PROFILE = "profile"
-
-QUEUED = "queued"
-RUNNING = "running"
-DONE = "done"
-FAILED = "failed"
-CANCELLED = "cancelled"
-SUPERSEDED = "superseded"
-FINAL_STATES = (DONE, FAILED, CANCELLED, SUPERSEDED)
-
-STREAM_LIMIT = 256 * 1024 * 1024  # one event line may carry a whole module (best_source)
-
-
-@dataclass
-class JobSpec:
-    kind: str  # OPTIMIZE | PROFILE
-    path: str  # absolute path of the module
-    kernel: str
-    source: str  # the text the job runs on (editor buffer or disk)
-    uri: str = ""
-    version: Optional[int] = None  # editor version of `source`; None for a file read from disk
-    background: bool = False
-    settings: Settings = field(default_factory=Settings)
-    harness: Optional[str] = None  # explicit harness (setting), else discovery in the engine
-    cwd: Optional[str] = None
-    env: dict[str, str] = field(default_factory=dict)  # extra environment (never logged)
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.kind, self.path, self.kernel)
-
-
-@dataclass
-class Job:
-    id: str
-    spec: JobSpec
-    state: str = QUEUED
-    events: list[Event] = field(default_factory=list)
-    result: Optional[Result] = None
-    profile: Optional[dict[str, Any]] = None
-    error: Optional[str] = None
-    pid: Optional[int] = None
-    returncode: Optional[int] = None
-    argv: list[str] = field(default_factory=list)
-    submitted_at: float = field(default_factory=time.time)
-    started_at: Optional[float] = None
-    ended_at: Optional[float] = None
-    cancel_reason: str = ""
-    stderr_tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=200))
-    stdout_other: list[str] = field(default_factory=list)
-    done: Optional[asyncio.Future] = None
-    last_progress: dict[str, Any] = field(default_factory=dict)
-    tree: dict[int, Optional[int]] = field(default_factory=dict)  # descendants seen: pid -> start time
-
-    @property
-    def finished(self) -> bool:
-        return self.state in FINAL_STATES
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "jobId": self.id, "kind": self.spec.kind, "uri": self.spec.uri, "file": self.spec.path,
-            "kernel": self.spec.kernel, "state": self.state, "background": self.spec.background,
-            "pid": self.pid, "version": self.spec.version, "progress": self.last_progress or None,
-            "submittedAt": self.submitted_at, "startedAt": self.started_at, "endedAt": self.ended_at,
-        }
-
-
-EventCallback = Callable[[Job, Event], None]
-StateCallback = Callable[[Job], None]
-
-
-def default_command_prefix() -> list[str]:
-    """How to run the engine: env KERNELBAND_LSP_JOB_COMMAND (a JSON list) overrides."""
-    raw = os.environ.get("KERNELBAND_LSP_JOB_COMMAND")
-    if raw:
-        try:
-            cmd = json.loads(raw)
-            if isinstance(cmd, list) and cmd and all(isinstance(x, str) for x in cmd):
-                return cmd
-        except ValueError:
-            pass
-        log.warning("ignoring KERNELBAND_LSP_JOB_COMMAND (expected a JSON list of strings)")
-    return [sys.executable, "-m", "kernelband"]
 
 
 class JobManager:
@@ -127,7 +48,7 @@ class JobManager:
         on_state: Optional[StateCallback] = None,
         kill_grace_s: float = 2.0,
     ) -> None:
-        self.command_prefix = list(command_prefix) if command_prefix else default_command_prefix()
+        self.command = EngineCommand(command_prefix)
         self.on_event = on_event
         self.on_state = on_state
         self.kill_grace_s = kill_grace_s
@@ -138,6 +59,10 @@ class JobManager:
         self._proc: Optional[asyncio.subprocess.Process] = None
         self._task: Optional[asyncio.Task] = None
         self._closed = False
+
+    @property
+    def command_prefix(self) -> list[str]:
+        return self.command.prefix
 
     # ------------------------------------------------------------------ queries
     def get(self, job_id: str) -> Optional[Job]:
@@ -218,7 +143,7 @@ class JobManager:
         """Synchronous last resort (process exit): SIGKILL the running job's group."""
         job = self._running
         if job is not None and job.pid:
-            _remember(job, process_tree(job.pid))
+            remember(job.tree, process_tree(job.pid))
             self._sweep(job)
 
     # ------------------------------------------------------------------ scheduling
@@ -264,8 +189,25 @@ class JobManager:
         return argv + engine_args(spec.kind, spec.settings)  # flags from kernelband/options.py, not --help
 
     async def _run(self, job: Job) -> None:
+        job.argv = self.build_argv(job.spec)
+        proc = await self._start(job)
+        feeder = asyncio.ensure_future(jobio.feed(proc, job.spec.source))
+        readers = asyncio.ensure_future(asyncio.gather(jobio.read_stdout(proc, job, self._on_event),
+                                                       jobio.read_stderr(proc, job)))
+        watcher = asyncio.ensure_future(jobio.watch_tree(proc.pid, job))
+        try:
+            job.returncode = await proc.wait()
+            await self._drain(job, readers)
+        finally:
+            watcher.cancel()
+            feeder.cancel()
+            if not readers.done():
+                readers.cancel()
+        self._conclude(job)
+
+    async def _start(self, job: Job) -> asyncio.subprocess.Process:
+        """Spawn the job in its own process group (cancel kills the whole tree)."""
         spec = job.spec
-        job.argv = self.build_argv(spec)
         env = dict(os.environ)
         env.update(spec.env)
         env["PYTHONUNBUFFERED"] = "1"
@@ -279,7 +221,7 @@ class JobManager:
             stderr=asyncio.subprocess.PIPE,
             cwd=spec.cwd or os.path.dirname(spec.path) or None,
             env=env,
-            start_new_session=True,  # own process group: cancel kills the whole tree
+            start_new_session=True,
             limit=STREAM_LIMIT,
         )
         self._proc = proc
@@ -287,82 +229,20 @@ class JobManager:
         self._notify_state(job)
         if job.cancel_reason:
             self._terminate(job)
+        return proc
 
-        async def feed() -> None:
-            assert proc.stdin is not None
-            try:
-                proc.stdin.write(spec.source.encode("utf-8"))
-                await proc.stdin.drain()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-            finally:
-                try:
-                    proc.stdin.close()
-                except Exception:
-                    pass
-
-        async def read_stdout() -> None:
-            assert proc.stdout is not None
-            while True:
-                try:
-                    raw = await proc.stdout.readline()
-                except (ValueError, asyncio.LimitOverrunError):
-                    job.stdout_other.append("<a line over the stream limit was dropped>")
-                    continue
-                if not raw:
-                    break
-                line = raw.decode("utf-8", "replace").strip()
-                if not line:
-                    continue
-                try:
-                    ev = Event.from_json(line)
-                except ValueError:
-                    job.stdout_other.append(line)
-                    continue
-                self._on_event(job, ev)
-
-        async def read_stderr() -> None:
-            assert proc.stderr is not None
-            while True:
-                raw = await proc.stderr.readline()
-                if not raw:
-                    break
-                text = raw.decode("utf-8", "replace").rstrip()
-                job.stderr_tail.append(text)
-                if text.strip():
-                    log.info("%s: %s", job.id, text)
-
-        async def watch_tree() -> None:
-            # remember the job's descendants while it runs: a worker in its own session
-            # is re-parented when the job dies and could not be found afterwards
-            delay = 0.25
-            while True:
-                await asyncio.sleep(delay)
-                _remember(job, process_tree(proc.pid))
-                delay = 1.0
-
-        feeder = asyncio.ensure_future(feed())
-        readers = asyncio.ensure_future(asyncio.gather(read_stdout(), read_stderr()))
-        watcher = asyncio.ensure_future(watch_tree())
+    async def _drain(self, job: Job, readers: asyncio.Future) -> None:
+        """The leader is gone; a straggler that inherited its stdout keeps the pipe open:
+        give the readers a moment, then kill what is left and stop reading."""
         try:
-            job.returncode = await proc.wait()
-            # the leader is gone; a straggler that inherited its stdout keeps the pipe
-            # open: give the readers a moment, then kill what is left and stop reading
+            await asyncio.wait_for(asyncio.shield(readers), timeout=2.0)
+        except asyncio.TimeoutError:
+            log.info("%s: output still open after the job exited; stopping leftover processes", job.id)
+            self._sweep(job)
             try:
                 await asyncio.wait_for(asyncio.shield(readers), timeout=2.0)
             except asyncio.TimeoutError:
-                log.info("%s: output still open after the job exited; stopping leftover processes", job.id)
-                self._sweep(job)
-                try:
-                    await asyncio.wait_for(asyncio.shield(readers), timeout=2.0)
-                except asyncio.TimeoutError:
-                    readers.cancel()
-        finally:
-            watcher.cancel()
-            feeder.cancel()
-            if not readers.done():
                 readers.cancel()
-        self._conclude(job)
 
     def _on_event(self, job: Job, ev: Event) -> None:
         job.events.append(ev)
@@ -442,12 +322,10 @@ class JobManager:
         if not pid:
             return
         tree = process_tree(pid)
-        _remember(job, tree)
+        remember(job.tree, tree)
         log.info("%s: stopping process group %d (%d descendant(s))", job.id, pid, len(tree))
-        _killpg(pid, signal.SIGINT)
-        for d in tree:
-            if _pgid(d) not in (pid, None):
-                _kill(d, signal.SIGTERM)
+        killpg(pid, signal.SIGINT)
+        signal_outside_group(pid, tree, signal.SIGTERM)
         proc = self._proc
         asyncio.get_running_loop().call_later(self.kill_grace_s, self._escalate, job, proc)
 
@@ -457,125 +335,12 @@ class JobManager:
             return
         if proc is None or proc.returncode is not None:
             return  # it exited; the end-of-job sweep already killed what was left
-        _remember(job, process_tree(pid))
+        remember(job.tree, process_tree(pid))
         log.info("%s: process %d still running after %.1f s; killing", job.id, pid, self.kill_grace_s)
         self._sweep(job)
 
     def _sweep(self, job: Job) -> None:
         """SIGKILL whatever is left of the job: its group and every descendant seen
         (checked by start time, so a recycled pid is never hit)."""
-        if job.pid:
-            _killpg(job.pid, signal.SIGKILL)
-        for d, start in list(job.tree.items()):
-            if _alive(d) and _starttime(d) == start:
-                _remember(job, process_tree(d))
-        for d, start in list(job.tree.items()):
-            if not _alive(d) or _starttime(d) != start:
-                continue
-            if _pgid(d) == d:
-                _killpg(d, signal.SIGKILL)
-            _kill(d, signal.SIGKILL)
+        sweep(job.pid, job.tree, signal.SIGKILL)
 
-
-def _remember(job: Job, pids: list[int]) -> None:
-    for p in pids:
-        if p not in job.tree:
-            job.tree[p] = _starttime(p)
-
-
-def _stat_fields(pid: int) -> Optional[list[str]]:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    return stat[stat.rfind(")") + 2 :].split()
-
-
-def _starttime(pid: int) -> Optional[int]:
-    fields = _stat_fields(pid)
-    if fields is None or len(fields) < 20:
-        return None
-    try:
-        return int(fields[19])
-    except ValueError:
-        return None
-
-
-def process_tree(pid: int) -> list[int]:
-    """Descendants of pid (any depth), from /proc (Linux) or `ps` (elsewhere)."""
-    children: dict[int, list[int]] = {}
-    try:
-        names = os.listdir("/proc")
-        for n in names:
-            if not n.isdigit():
-                continue
-            try:
-                with open(f"/proc/{n}/stat", "rb") as f:
-                    stat = f.read().decode("utf-8", "replace")
-            except OSError:
-                continue
-            # "pid (comm) state ppid ...": comm may hold spaces and parentheses
-            rest = stat[stat.rfind(")") + 2 :].split()
-            if len(rest) >= 2:
-                children.setdefault(int(rest[1]), []).append(int(n))
-    except OSError:
-        try:
-            import subprocess
-
-            out = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True, timeout=5).stdout
-            for line in out.splitlines():
-                parts = line.split()
-                if len(parts) == 2:
-                    children.setdefault(int(parts[1]), []).append(int(parts[0]))
-        except Exception:
-            return []
-    out: list[int] = []
-    stack = [pid]
-    while stack:
-        p = stack.pop()
-        for c in children.get(p, []):
-            if c not in out:
-                out.append(c)
-                stack.append(c)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("utf-8", "replace")
-        return stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-            return True
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-
-
-def _pgid(pid: int) -> Optional[int]:
-    try:
-        return os.getpgid(pid)
-    except (ProcessLookupError, PermissionError, OSError):
-        return None
-
-
-def _kill(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-    except OSError as e:  # pragma: no cover
-        log.debug("killpg(%d, %d): %s", pgid, sig, e)

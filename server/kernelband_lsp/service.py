@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
 
 from . import edits as E
@@ -31,14 +32,13 @@ from .service_jobs import JobsMixin
 from .service_settings import SettingsMixin, _redacted
 from .service_variants import INTERPRETED_NOTE, JOB_EVENT, FoundVariant, VariantsMixin, is_interpreted  # noqa: F401
 
-if TYPE_CHECKING:
-    from .server import KernelBandLanguageServer
-
 log = logging.getLogger("kernelband_lsp")
 
 
 class KernelBandService(SettingsMixin, DocumentsMixin, FeaturesMixin, ActionsMixin, VariantsMixin, JobsMixin):
-    def __init__(self, ls: "KernelBandLanguageServer") -> None:
+    def __init__(self, ls: LanguageServer) -> None:
+        # typed as pygls's server, not server.py's subclass: server.py builds this service,
+        # so naming its class here would be an import circle
         self.ls = ls
         self.init_settings = Settings()
         self.settings = Settings()

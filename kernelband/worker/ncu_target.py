@@ -1,4 +1,4 @@
-"""``python -m kernelband.profile.ncu_target SPEC_JSON``: the program ncu profiles.
+"""``python -m kernelband.worker.ncu_target SPEC_JSON``: the program ncu profiles.
 
 SPEC_JSON is a path to (or the text of) ``{"task": Task dict, "seed": int,
 "launches": int, "workdir": str}`` (a bare Task dict also works). The harness runs
@@ -25,14 +25,14 @@ def _load_spec(arg: str) -> dict[str, Any]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m kernelband.profile.ncu_target SPEC_JSON", file=sys.stderr)
+        print("usage: python -m kernelband.worker.ncu_target SPEC_JSON", file=sys.stderr)
         return 2
     spec = _load_spec(args[0])
     os.environ.pop("TRITON_INTERPRET", None)
     import torch
 
     from ..model import Task
-    from ..worker.runner import load_module, run_harness, synchronize
+    from .runner import load_module, run_harness, synchronize
 
     task = Task.from_dict(spec["task"])
     if task.device.startswith("cuda:"):

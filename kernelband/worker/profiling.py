@@ -1,11 +1,11 @@
-"""In-worker entry point: ``collect_profile`` builds the profile dict of
+"""In-worker entry point (the variant process): ``collect_profile`` builds the profile dict of
 docs/ARCHITECTURE.md ("Profiles") from the launches the harness made.
 
 Tier 1 (static) needs compiled binaries; tier 2 (timing) works everywhere, though
 under the interpreter its times are CPU times and there are no peaks to compare
 with; tier 3 (counters) runs Nsight Compute as a child process and needs the Task,
-which the worker does not pass: the session adds it with ``add_counters`` (or the
-worker may pass ``task=``). A tier that fails is reported in ``unavailable`` and
+which the worker does not pass: the session adds it with ``counters.add_counters``
+(or the worker may pass ``task=``). A tier that fails is reported in ``unavailable`` and
 never fails the profile.
 """
 from __future__ import annotations
@@ -14,18 +14,17 @@ import math
 import time
 from typing import Any, Optional
 
-from .assemble import attach_counters, finalize
-from .ncu import INTERPRETER, NO_PERMISSION
-from .static import INTERPRETER_REASON, grid_programs, static_profile
-
-COUNTERS_IN_SESSION = "collected by the session (kernelband.profile.add_counters), not inside the worker"
+from ..profile.assemble import attach_counters, finalize
+from ..profile.ncu import INTERPRETER
+from ..profile.static import INTERPRETER_REASON, grid_programs, static_profile
+from .counters import COUNTERS_IN_SESSION
 _MAX_REPLAYED_SIGNATURES = 8  # distinct launch signatures whose writes are measured by replay
 
 
 def launch_info(launches: list[Any]) -> dict[str, Any]:
     """Grid, constexprs and footprint of the kernel's first launch (no replay)."""
-    from ..worker.capture import launch_record as _launch_record  # the worker's own reading of a launch
-    from .traffic import tensor_args
+    from .capture import launch_record as _launch_record  # the worker's own reading of a launch
+    from .traffic_replay import tensor_args
 
     rec = _launch_record(launches[0])
     blocks = [int(v) for k, v in rec.constexprs.items()
@@ -58,8 +57,9 @@ def _signature(launch: Any) -> tuple[Any, ...]:
 
 def timing_tier(launches: list[Any], time_ms: Optional[float], facts: dict[str, Any], access: Any,
                 interpreted: bool, clock: str) -> dict[str, Any]:
-    from .device import has_peaks
-    from .traffic import launch_traffic, peak_key
+    from ..profile.device import has_peaks
+    from ..profile.traffic import peak_key
+    from .traffic_replay import launch_traffic
 
     per_sig: dict[tuple[Any, ...], dict[str, Any]] = {}
     totals = {"bytes_read": 0, "bytes_written": 0}
@@ -146,7 +146,7 @@ def collect_profile(
 
     ``time_ms`` is the worker's median for replaying all of ``launches``; when they
     include other kernels, this kernel's launches are re-timed alone."""
-    from .device import interpreter_facts
+    from ..profile.device import interpreter_facts
 
     t0 = time.perf_counter()
     if interpreted or not facts:
@@ -171,7 +171,7 @@ def collect_profile(
     clock = "cpu-interpreter" if interpreted else "cuda-events"
     if len(mine) != len(launches) and time_ms is not None:
         try:
-            from ..worker.timing import time_launches
+            from .timing import time_launches
 
             t = time_launches(mine)
             profile["time_ms"], time_ms, clock = t.median_ms, t.median_ms, t.clock
@@ -182,7 +182,7 @@ def collect_profile(
         profile["launch"] = launch_info(mine)
     except Exception as e:  # noqa: BLE001
         profile["launch"] = {"count": len(mine), "error": f"{type(e).__name__}: {e}"}
-    from .traffic import analyze_kernel
+    from ..profile.traffic import analyze_kernel
 
     access = analyze_kernel(kernel_source, kernel)
     profile["has_dot"] = access.dots > 0
@@ -221,7 +221,7 @@ def collect_profile(
         if interpreted:
             profile["unavailable"]["counters"] = INTERPRETER
         elif task is not None:
-            from .ncu import collect_counters
+            from .counters import collect_counters
 
             gpu = str(facts.get("name") or "")
             result = collect_counters(task, store=store, gpu=gpu, triton_version=str(facts.get("triton") or ""),
@@ -234,37 +234,3 @@ def collect_profile(
         profile["unavailable"]["counters"] = "not requested (tier < 3)"
     profile["collect_s"] = round(time.perf_counter() - t0, 3)
     return finalize(profile)
-
-
-def add_counters(profile: dict[str, Any], task: Any, *, store: Any = None, gpu: str = "", triton_version: str = "",
-                 **kwargs: Any) -> dict[str, Any]:
-    """Session side of tier 3: run ncu for the task and merge its counters into a
-    profile from the worker (a no-op when the profile already has counters or
-    cannot have them)."""
-    if (profile.get("tiers") or {}).get("counters"):
-        return profile
-    reason = (profile.get("unavailable") or {}).get("counters")
-    if reason not in (None, COUNTERS_IN_SESSION):
-        return profile
-    from .ncu import collect_counters
-
-    count = min(((profile.get("launch") or {}).get("count") or 1), 3)
-    result = collect_counters(task, store=store, gpu=gpu, triton_version=triton_version,
-                              interpreted=bool(profile.get("interpreted")), launches=count, **kwargs)
-    return attach_counters(profile, result)
-
-
-# ncu failures that the next candidate would hit too (ncu.collect_counters' reasons):
-# a missing or unstartable tool, or no permission to read counters. Timeouts, a launch
-# that matched nothing or odd errors may be candidate-specific and are not listed.
-_LASTING_COUNTER_FAILURES = (NO_PERMISSION, "ncu (Nsight Compute) not found", "ncu could not be started",
-                             "ncu cannot start its profiler")
-
-
-def lasting_counter_failure(profile: dict[str, Any]) -> Optional[str]:
-    """The reason tier 3 failed for this profile when retrying it for other candidates
-    of the same session is pointless; None when it worked or may work next time."""
-    reason = (profile.get("unavailable") or {}).get("counters")
-    if isinstance(reason, str) and reason.startswith(_LASTING_COUNTER_FAILURES):
-        return reason
-    return None

@@ -25,8 +25,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import make_test_lsp_client
 
-REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = REPO / "examples"
+from helpers.paths import EXAMPLES, REPO  # noqa: F401 (re-exported for the LSP tests)
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
@@ -334,3 +333,27 @@ def write_fake_engine(dst: Path) -> list[str]:
     p = dst / "fake_engine.py"
     p.write_text(FAKE_ENGINE, encoding="utf-8")
     return [sys.executable, str(p)]
+
+
+def doc(uri: str) -> types.TextDocumentIdentifier:
+    return types.TextDocumentIdentifier(uri=uri)
+
+
+async def lenses(client, uri):
+    return await client.text_document_code_lens_async(types.CodeLensParams(text_document=doc(uri)))
+
+
+async def hover(client, uri, line, character):
+    return await client.text_document_hover_async(
+        types.HoverParams(text_document=doc(uri), position=types.Position(line=line, character=character)))
+
+
+def name_pos(text: str, name: str) -> tuple[int, int]:
+    i = text.index(f"def {name}") + 4
+    line = text.count("\n", 0, i)
+    return line, i - (text.rfind("\n", 0, i) + 1) + 1
+
+
+async def run_command(client, command, **args):
+    res = await client.workspace_execute_command_async(types.ExecuteCommandParams(command=command, arguments=[args]))
+    return job_data(res)

@@ -1,0 +1,141 @@
+"""Tier 3 around the worker: run Nsight Compute on a one-shot re-run of the harness
+(``kernelband.profile.ncu`` builds the command and reads the CSV) and merge the
+counters into a profile from the worker (``add_counters``, called by the session and
+the profile command). The profiled program is ``kernelband.worker.ncu_target``; it
+runs module code, so it gets a variant process's scrubbed environment.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..profile import ncu as _ncu
+from ..profile.assemble import attach_counters
+from .sandbox import scrubbed_env
+
+COUNTERS_IN_SESSION = "collected by the session (kernelband.worker.counters.add_counters), not inside the worker"
+
+
+def collect_counters(
+    task: Any,
+    *,
+    store: Any = None,
+    gpu: str = "",
+    triton_version: str = "",
+    interpreted: bool = False,
+    launches: int = 1,
+    timeout_s: float = 300.0,
+    ncu: Optional[str] = None,
+    python: Optional[str] = None,
+    run: Callable[..., Any] = subprocess.run,
+    refresh: bool = False,
+    keep_dir: Optional[str] = None,
+) -> dict[str, Any]:
+    """Counters of the task's kernel: {"ok": True, "values": {...}, "per_launch": [...],
+    "metrics": {name: ncu metric}, "ncu": version, "cached": bool, "seconds": s,
+    "command": str} or {"ok": False, "reason": why}. Never raises for ncu's failures."""
+    if interpreted:
+        return {"ok": False, "reason": _ncu.INTERPRETER}
+    ncu = ncu or _ncu.find_ncu()
+    if not ncu:
+        return {"ok": False, "reason": "ncu (Nsight Compute) not found on PATH, in CUDA's bin folder or $KERNELBAND_NCU"}
+    version = _ncu.ncu_version(ncu, run)
+    key = _ncu.cache_key(task, gpu, triton_version, version, launches)
+    if store is not None and not refresh:
+        cached = store.get(key)
+        if cached:
+            return {**cached, "cached": True}
+    used = _ncu.metric_list()
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kernelband-ncu-") as tmp:
+        spec_path = os.path.join(tmp, "spec.json")
+        csv_path = os.path.join(tmp, "ncu.csv")
+        spec = {"task": task.to_dict(), "seed": task.seeds[0] if task.seeds else 0, "launches": launches,
+                "workdir": os.path.join(tmp, "work")}
+        Path(spec_path).write_text(json.dumps(spec), encoding="utf-8")
+        for attempt in range(4):
+            cmd = _ncu.build_command(ncu, spec_path, csv_path, task.kernel, used, 0, launches, python)
+            # the profiled source may be a candidate's: the same scrubbed environment as a variant process
+            env = scrubbed_env(tmp)
+            env.pop("TRITON_INTERPRET", None)
+            try:
+                proc = run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+            except subprocess.TimeoutExpired:
+                return {"ok": False, "reason": f"ncu timed out after {timeout_s:.0f} s"}
+            except OSError as e:
+                return {"ok": False, "reason": f"ncu could not be started: {e}"}
+            log = Path(csv_path).read_text(encoding="utf-8", errors="replace") if os.path.exists(csv_path) else ""
+            if keep_dir:  # the raw output, for inspection
+                os.makedirs(keep_dir, exist_ok=True)
+                Path(keep_dir, f"{task.kernel}.ncu.csv").write_text(log, encoding="utf-8")
+                Path(keep_dir, f"{task.kernel}.ncu.log").write_text((proc.stdout or "") + (proc.stderr or ""), encoding="utf-8")
+            text = (proc.stdout or "") + "\n" + (proc.stderr or "") + "\n" + log
+            rows = [r for r in _ncu.parse_csv(log) if r["metrics"]]
+            if rows:
+                break
+            missing = _ncu.unknown_metrics(text, used)
+            if not missing:
+                return {"ok": False, "reason": _ncu.explain_failure(proc.returncode, text)}
+            for name in missing:  # fall back to the next candidate name, or drop the metric
+                cands = _ncu.METRICS[name]
+                idx = cands.index(used[name]) + 1 if used[name] in cands else len(cands)
+                if idx < len(cands):
+                    used[name] = cands[idx]
+                else:
+                    used.pop(name)
+            if os.path.exists(csv_path):
+                os.remove(csv_path)
+        else:
+            return {"ok": False, "reason": _ncu.explain_failure(proc.returncode, text)}
+    per_launch = [_ncu.derive(r["metrics"], used) for r in rows]
+    result = {
+        "ok": True,
+        "values": _ncu.aggregate(per_launch),
+        "per_launch": per_launch,
+        "kernel_names": sorted({r["kernel"] for r in rows}),
+        "metrics": used,
+        "ncu": version,
+        "seconds": round(time.perf_counter() - t0, 2),
+        "command": " ".join(cmd[: cmd.index("--metrics")]) + " --metrics <METRICS> ...",
+        "cached": False,
+    }
+    if store is not None:
+        store.put(key, result)
+    return result
+
+
+def add_counters(profile: dict[str, Any], task: Any, *, store: Any = None, gpu: str = "", triton_version: str = "",
+                 **kwargs: Any) -> dict[str, Any]:
+    """Session side of tier 3: run ncu for the task and merge its counters into a
+    profile from the worker (a no-op when the profile already has counters or
+    cannot have them)."""
+    if (profile.get("tiers") or {}).get("counters"):
+        return profile
+    reason = (profile.get("unavailable") or {}).get("counters")
+    if reason not in (None, COUNTERS_IN_SESSION):
+        return profile
+    count = min(((profile.get("launch") or {}).get("count") or 1), 3)
+    result = collect_counters(task, store=store, gpu=gpu, triton_version=triton_version,
+                              interpreted=bool(profile.get("interpreted")), launches=count, **kwargs)
+    return attach_counters(profile, result)
+
+
+# ncu failures that the next candidate would hit too (collect_counters' reasons):
+# a missing or unstartable tool, or no permission to read counters. Timeouts, a launch
+# that matched nothing or odd errors may be candidate-specific and are not listed.
+_LASTING_COUNTER_FAILURES = (_ncu.NO_PERMISSION, "ncu (Nsight Compute) not found", "ncu could not be started",
+                             "ncu cannot start its profiler")
+
+
+def lasting_counter_failure(profile: dict[str, Any]) -> Optional[str]:
+    """The reason tier 3 failed for this profile when retrying it for other candidates
+    of the same session is pointless; None when it worked or may work next time."""
+    reason = (profile.get("unavailable") or {}).get("counters")
+    if isinstance(reason, str) and reason.startswith(_LASTING_COUNTER_FAILURES):
+        return reason
+    return None

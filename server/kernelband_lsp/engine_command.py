@@ -1,0 +1,33 @@
+"""How a job runs the engine: ``python -m kernelband optimize|profile FILE --kernel K
+--events jsonl --stdin-source`` plus the flags the settings ask for."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from typing import Optional
+
+log = logging.getLogger(__name__)
+
+
+def default_command_prefix() -> list[str]:
+    """How to run the engine: env KERNELBAND_LSP_JOB_COMMAND (a JSON list) overrides."""
+    raw = os.environ.get("KERNELBAND_LSP_JOB_COMMAND")
+    if raw:
+        try:
+            cmd = json.loads(raw)
+            if isinstance(cmd, list) and cmd and all(isinstance(x, str) for x in cmd):
+                return cmd
+        except ValueError:
+            pass
+        log.warning("ignoring KERNELBAND_LSP_JOB_COMMAND (expected a JSON list of strings)")
+    return [sys.executable, "-m", "kernelband"]
+
+
+class EngineCommand:
+    """How to start the engine for a job (``prefix``). The flags come from the settings
+    through ``kernelband/options.py`` (``settings.engine_args``), never from ``--help``."""
+
+    def __init__(self, prefix: Optional[list[str]] = None) -> None:
+        self.prefix = list(prefix) if prefix else default_command_prefix()

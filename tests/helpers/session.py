@@ -1,0 +1,50 @@
+"""A small session workspace (the AXPY example with a tiny first block) and the CLI
+as a subprocess, for the session tests."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kernelband.events import Event, EventEmitter
+from kernelband.model import Task
+
+from helpers.kernels import AXPY
+
+
+# A tiny first block: each doubling halves the interpreter's per-program work, an effect
+# far above CPU timing noise.
+AXPY_SESSION = AXPY.replace("torch.randn(3001)", "torch.randn(4001)").replace(
+    "axpy_kernel[(triton.cdiv(n, 128),)](x, y, out, alpha, n, BLOCK_SIZE=128)",
+    'grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)\n    axpy_kernel[grid](x, y, out, alpha, n, BLOCK_SIZE=16)')
+assert "BLOCK_SIZE=16" in AXPY_SESSION
+
+
+def workspace(tmp_path: Path, source: str = AXPY_SESSION) -> Path:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'ws'\n")
+    path = tmp_path / "axpy.py"
+    path.write_text(source)
+    return path
+
+
+def task_of(path: Path) -> Task:
+    return Task(module_path=str(path), source=path.read_text(), kernel="axpy_kernel", harness="harness_axpy",
+                device="cpu", timeout_s=60)
+
+
+def collect() -> tuple[EventEmitter, list[Event]]:
+    events: list[Event] = []
+    return EventEmitter(events.append), events
+
+
+# what a model might answer: the kernel and its wrapper, launched with a bigger block
+GOOD_LLM_KERNEL = AXPY[AXPY.index("@triton.jit"):AXPY.index("def harness_axpy")].replace(
+    "axpy_kernel[(triton.cdiv(n, 128),)](x, y, out, alpha, n, BLOCK_SIZE=128)",
+    "axpy_kernel[(triton.cdiv(n, 1024),)](x, y, out, alpha, n, BLOCK_SIZE=1024)")
+assert "BLOCK_SIZE=1024" in GOOD_LLM_KERNEL
+
+
+def cli(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "kernelband", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=kw.get("cwd"), env={**os.environ, **kw.get("env", {})})

@@ -1,0 +1,55 @@
+"""What keeps `kernelband list` fast on a big file (issue 14: linear, <= 1 s at 1,200
+kernels): the CLI imports neither libcst nor triton, detection pauses the cyclic GC and
+restores it, the walk skips kernel bodies without changing what is found."""
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+
+from kernelband.detect import detect, gc_paused
+
+from helpers.blocked import env_without
+
+
+def _loaded(tmp_path, module: str) -> set[str]:
+    code = f"import sys, {module}; print(' '.join(m for m in ('libcst', 'triton', 'torch') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env_without(tmp_path),
+                         timeout=120, check=True).stdout
+    return set(out.split())
+
+
+def test_the_cli_imports_no_heavy_package(tmp_path):
+    assert _loaded(tmp_path, "kernelband.cli") == set()
+    # the check can fail: the rules generator does import them
+    assert "libcst" in _loaded(tmp_path, "kernelband.generators.rules")
+
+
+def test_detection_pauses_gc_and_restores_it():
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner one leaves the outer pause alone
+    assert gc.isenabled()
+    detect("import triton\n@triton.jit\ndef k(x):\n    pass\n")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        detect("x = 1\n")
+        assert not gc.isenabled()  # a caller's own choice is kept
+    finally:
+        gc.enable()
+
+
+def test_skipping_kernel_bodies_keeps_every_launch_and_call():
+    src = ("import triton as tr\nimport triton.language as tl\n\n"
+           "@tr.jit\ndef helper(x):\n    return x + 1\n\n"
+           "@tr.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n    v = helper(tl.load(x_ptr))\n    tl.store(x_ptr, v)\n\n"
+           "def not_a_kernel(x):\n    k[(1,)](x, 1, BLOCK=8)\n    return helper\n\n"
+           "def harness_k():\n    return not_a_kernel(None)\n")
+    r = detect(src)
+    assert [k.name for k in r.kernels] == ["helper", "k"]
+    assert [s.enclosing_function for s in r.kernel("k").launch_sites] == ["not_a_kernel"]
+    assert r.function("not_a_kernel").launches == ["k"] and r.function("harness_k").calls == ["not_a_kernel"]
