@@ -8,6 +8,9 @@ import os
 import sys
 from typing import Optional
 
+from .jobmodel import OPTIMIZE, JobSpec
+from .settings import engine_args
+
 log = logging.getLogger(__name__)
 
 
@@ -31,3 +34,12 @@ class EngineCommand:
 
     def __init__(self, prefix: Optional[list[str]] = None) -> None:
         self.prefix = list(prefix) if prefix else default_command_prefix()
+
+    def argv(self, spec: JobSpec) -> list[str]:
+        """The engine's command line for a job; flags from kernelband/options.py, not --help."""
+        argv = [*self.prefix, spec.kind, spec.path, "--kernel", spec.kernel, "--events", "jsonl", "--stdin-source"]
+        if spec.kind == OPTIMIZE:
+            argv.append("--json")
+        if spec.harness:
+            argv.extend(["--harness", spec.harness])
+        return argv + engine_args(spec.kind, spec.settings)

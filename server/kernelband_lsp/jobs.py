@@ -34,7 +34,6 @@ from .jobmodel import (  # noqa: F401 (re-exported: the service and the tests im
     CANCELLED, DONE, FAILED, FINAL_STATES, OPTIMIZE, PROFILE, QUEUED, RUNNING, STREAM_LIMIT, SUPERSEDED,
     EventCallback, Job, JobSpec, StateCallback,
 )
-from .settings import engine_args
 from .proctree import killpg, process_tree, remember, signal_outside_group, sweep
 
 log = logging.getLogger(__name__)
@@ -180,13 +179,7 @@ class JobManager:
 
     # ------------------------------------------------------------------ running one job
     def build_argv(self, spec: JobSpec) -> list[str]:
-        argv = [*self.command_prefix, spec.kind, spec.path, "--kernel", spec.kernel, "--events", "jsonl",
-                "--stdin-source"]
-        if spec.kind == OPTIMIZE:
-            argv.append("--json")
-        if spec.harness:
-            argv.extend(["--harness", spec.harness])
-        return argv + engine_args(spec.kind, spec.settings)  # flags from kernelband/options.py, not --help
+        return self.command.argv(spec)
 
     async def _run(self, job: Job) -> None:
         job.argv = self.build_argv(job.spec)
