@@ -29,6 +29,7 @@ from ..strategies import STRATEGY_NAMES
 from ..verdict import DEFAULT_MIN_SPEEDUP, IMPROVED, VERIFIED_CORRECT
 from ..worker.client import WorkerError
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError, add_task_arguments, build_task, print_json
+from .executor_args import add_executor_arguments, executor_from_args
 from .progress import ProgressBar
 
 
@@ -67,6 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--diff", action="store_true", help="print the winning diff")
     out.add_argument("--apply", action="store_true", help="write the winner into FILE if FILE is unchanged since the start")
+    add_executor_arguments(p)  # --executor/--workers/--ray-address (issue 15)
     p.set_defaults(func=run)
 
 
@@ -116,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         task, _ = build_task(args)
         config = _config(args)
+        executor = executor_from_args(args)
     except UsageError as e:
         if args.events == "jsonl":
             emitter.emit("error", message=str(e), kind="usage")
@@ -126,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     _install_stop_handlers(stop)
     store = None if args.no_store else Store.for_file(task.module_path)
     try:
-        result = run_session(task, config, emitter, store, stop)
+        result = run_session(task, config, emitter, store, stop, executor=executor)
     except (SetupError, ValueError) as e:
         emitter.emit("error", message=str(e), kind="setup")
         print(f"kernelband: {_line(e)}", file=sys.stderr)
@@ -136,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kernelband: the evaluation worker failed ({e.kind}): {_line(e)}", file=sys.stderr)
         return EXIT_USAGE
     finally:
+        executor.close()
         if store:
             store.close()
     if args.apply:
