@@ -306,6 +306,11 @@ class JobManager:
             add("--search", s.search if s.search != "kernelband" else None)
             add("--strategies", ",".join(s.strategies))
             add("--min-speedup", s.min_speedup)  # the engine decides "improved" with the editor's floor
+            # --- executors (issue 15): the job's workers on this machine's GPUs or a Ray cluster's
+            add("--executor", s.executor if s.executor != "local" else None)
+            if s.executor == "ray":
+                add("--ray-address", s.ray_address)
+            add("--workers", s.workers)
         add("--harness", spec.harness)
         add("--device", s.device if s.device and s.device != "auto" else None)
         return argv

@@ -16,6 +16,7 @@ from kernelband.verdict import DEFAULT_MIN_SPEEDUP
 SECTION = "kernelband"
 GENERATORS = ("rules", "openai")
 SEARCHES = ("kernelband", "kernelband-v1", "kernelband-v2", "random", "ucb1", "greedy", "exhaustive")
+EXECUTORS = ("local", "ray")  # where optimize jobs evaluate candidates (issue 15)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,12 @@ class Settings:
     harness: dict[str, str] = field(default_factory=dict)
     # server-only knobs (not in the client's contributes; harmless when absent)
     debounce_ms: int = 250
+    # --- executors (issue 15): where an optimize job's workers run; passed as --executor,
+    # --ray-address and --workers (a laptop without a GPU can send jobs to a Ray cluster)
+    executor: str = "local"
+    ray_address: str = ""
+    workers: int = 0  # 0: the engine's default (one per GPU; 1 on the CPU)
+    # --- end executors
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +63,10 @@ class Settings:
             "pythonPath": self.python_path,
             "harness": dict(self.harness),
             "debounceMs": self.debounce_ms,
+            # --- executors (issue 15)
+            "executor": self.executor,
+            "rayAddress": self.ray_address,
+            "workers": self.workers,
         }
 
 
@@ -136,6 +147,10 @@ _KEYS: dict[str, tuple[str, Any]] = {
     "pythonPath": ("python_path", _str),
     "harness": ("harness", _harness),
     "debounceMs": ("debounce_ms", _int),
+    # --- executors (issue 15)
+    "executor": ("executor", _choice(EXECUTORS)),
+    "rayAddress": ("ray_address", _str),
+    "workers": ("workers", _int),
 }
 
 # secrets that may arrive in initializationOptions; never stored in Settings or logged
