@@ -167,10 +167,15 @@ class WorkerPool:
         return sum(int(getattr(e, "worker_restarts", 0) or 0) for e in self.evaluators)
 
     def close(self) -> None:
+        self._close_all()
+        if self._setup:  # a worker still preparing (the primary failed first) may restart its judge
+            for t in self._setup:  # when its pipe closes: wait for those threads, then close again
+                t.join(timeout=30)
+            self._close_all()
+
+    def _close_all(self) -> None:
         for ev in self.evaluators:
             try:
                 ev.close()
             except Exception:  # noqa: BLE001 - closing is best effort; each worker dies with its group
                 pass
-        for t in self._setup:
-            t.join(timeout=5)

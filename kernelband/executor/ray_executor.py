@@ -85,6 +85,7 @@ class RayEvaluator:
         self.worker_restarts = 0
         self._prepared: Optional[bool] = None  # time_it of the last prepare (replayed on a new actor)
         self._actor: Any = None
+        self._closed = False  # no new actor after close (a thread may still be waiting on the old one)
 
     # ------------------------------------------------------------------ the actor
     def _new_actor(self) -> Any:
@@ -117,6 +118,8 @@ class RayEvaluator:
     def _start_actor(self, replacing: bool) -> None:
         from ..evaluate import SetupError
 
+        if self._closed:
+            raise SetupError(f"the Ray worker ({self.slot.label}) was closed")
         self._actor = self.executor.track(self._new_actor())
         try:
             self.info = self._get(self._actor.call.remote("start", None), 600.0)
@@ -173,6 +176,7 @@ class RayEvaluator:
         return 60.0 + self.task.timeout_s * (harnesses * (len(self.task.seeds) + 2) + 4 + extra_runs)
 
     def close(self) -> None:
+        self._closed = True
         actor, self._actor = self._actor, None
         if actor is None:
             return
