@@ -37,6 +37,9 @@ def test_local_slots_pin_one_worker_per_visible_gpu(monkeypatch):
     assert all(s.gpu and s.device == "cuda" for s in slots)
     assert len(LocalExecutor(ExecutorOptions(workers=1)).slots("auto")) == 1
     assert len(LocalExecutor(ExecutorOptions(workers=8)).slots("auto")) == 2  # never two workers on one GPU
+    # an explicit "cuda" is the first GPU, as before, unless --workers asks for more
+    assert [s.env for s in LocalExecutor().slots("cuda")] == [{}]
+    assert len(LocalExecutor(ExecutorOptions(workers=2)).slots("cuda")) == 2
     # an explicit GPU is that GPU alone, unpinned further, as before executors existed
     one = LocalExecutor().slots("cuda:1")
     assert len(one) == 1 and one[0].device == "cuda:1" and one[0].env == {}

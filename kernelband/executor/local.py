@@ -1,8 +1,9 @@
 """Local executor (the default): one judge process per visible GPU, pinned to it with
 CUDA_VISIBLE_DEVICES; under the interpreter a number of CPU slots (default 1).
 
-One GPU (or an explicit ``--device cuda:N``) gives one worker started exactly as before
-the executor existed, so a single-GPU session behaves as it always did.
+``--device auto`` (the default) gives one worker per visible GPU; ``cuda`` the first GPU
+unless ``--workers`` asks for more; ``cuda:N`` that GPU. One worker is started exactly as
+before the executor existed, so a single-GPU session behaves as it always did.
 """
 from __future__ import annotations
 
@@ -52,8 +53,11 @@ class LocalExecutor:
         if device.startswith("cuda:"):  # an explicit GPU: that one, as before
             return [Slot(device, device, gpu=True)]
         gpus = [] if device == "cpu" else visible_gpus()
-        if len(gpus) >= 2 and (wanted is None or wanted > 1):
-            n = min(wanted or len(gpus), len(gpus))
+        # auto (the default) takes every visible GPU; an explicit "cuda" keeps meaning the
+        # first one unless --workers asks for more (scripts that pass it run as before)
+        default = len(gpus) if device == "auto" else 1
+        if len(gpus) >= 2 and (wanted or default) > 1:
+            n = min(wanted or default, len(gpus))
             return [Slot(f"gpu {g}", "cuda", {"CUDA_VISIBLE_DEVICES": g}, gpu=True) for g in gpus[:n]]
         if gpus or device == "cuda":  # one GPU: the worker starts unpinned, exactly as before
             return [Slot("gpu", device, gpu=True)]
