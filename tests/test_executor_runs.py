@@ -111,11 +111,10 @@ def test_optimize_all_over_the_examples_with_two_local_slots_resumes_and_writes_
 
 # --------------------------------------------------------------------------- Ray
 
-ray = pytest.importorskip("ray")
-
-
 @pytest.fixture(scope="module")
 def local_ray():
+    """A local Ray instance started by the tests (ray is in the test extra)."""
+    ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield
@@ -177,8 +176,6 @@ def test_a_killed_ray_actor_is_replaced_and_the_session_finishes(local_ray, tmp_
 
 
 def test_optimize_all_over_the_examples_through_ray(local_ray, tmp_path):
-    from kernelband.commands.optimize_cmd import _config  # noqa: F401 - the CLI's config path is tested above
-
     root = _copy_examples(tmp_path)
     before = _hashes(root)
     jobs = discover(str(root / "examples"), "cpu", 3, 60.0)
