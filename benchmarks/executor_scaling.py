@@ -33,13 +33,15 @@ DEFAULT_KERNELS = "gelu_fp32,softmax_fp16,rmsnorm_bf16"
 TARGET = 1.8  # the target ratio on 2 GPUs
 
 
-def run_one(entry: Any, device: str, workers: int, budget: int, seed: int, profile_tier: int) -> dict[str, Any]:
+def run_one(entry: Any, device: str, workers: int, budget: int, seed: int, profile_tier: int,
+            store_path: str) -> dict[str, Any]:
     from kernelband.detect import read_source
     from kernelband.events import EventEmitter
     from kernelband.executor import ExecutorOptions
     from kernelband.executor.local import LocalExecutor
     from kernelband.model import Task
     from kernelband.session import Budget, Session, SessionConfig
+    from kernelband.store import Store
 
     marks: dict[str, float] = {}
 
@@ -56,8 +58,9 @@ def run_one(entry: Any, device: str, workers: int, budget: int, seed: int, profi
     config = SessionConfig(search="exhaustive", generator="rules", budget=Budget(evaluations=budget), seed=seed,
                            warm_start=False, profile_tier=profile_tier)
     t0 = time.monotonic()
-    result = Session(task, config, EventEmitter(sink), None, threading.Event(),
-                     executor=LocalExecutor(ExecutorOptions(workers=workers))).run()
+    with Store(store_path) as store:  # device peaks measured once, not per session (warm_start is off)
+        result = Session(task, config, EventEmitter(sink), store, threading.Event(),
+                         executor=LocalExecutor(ExecutorOptions(workers=workers))).run()
     total = time.monotonic() - t0
     search = marks.get("last_candidate", t0) - marks.get("baseline", t0)
     n = int(result["evaluations"])
@@ -143,9 +146,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             skipped.append(e.module)
             continue
         print(f"[{e.module}] 1 worker...", file=sys.stderr, flush=True)
-        one = run_one(e, args.device, 1, args.budget, args.seed, args.profile_tier)
+        one = run_one(e, args.device, 1, args.budget, args.seed, args.profile_tier, str(out / "scaling.db"))
         print(f"[{e.module}] 2 workers...", file=sys.stderr, flush=True)
-        two = run_one(e, args.device, 2, args.budget, args.seed, args.profile_tier)
+        two = run_one(e, args.device, 2, args.budget, args.seed, args.profile_tier, str(out / "scaling.db"))
         rows.append({"kernel": e.module, "one": one, "two": two, "compare": compare(one, two)})
     ratios = [r["compare"]["ratio"] for r in rows]
     n1 = sum(r["one"]["evaluations"] for r in rows)
