@@ -13,8 +13,10 @@ prepared from the texts again, and the request is retried once on it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -213,7 +215,9 @@ class RayExecutor:
             kwargs["address"] = address
             kwargs["runtime_env"] = _runtime_env()
         try:
-            ray.init(**kwargs)
+            # stdout may carry JSON-lines events (the language server reads them): Ray's notes go to stderr
+            with contextlib.redirect_stdout(sys.stderr):
+                ray.init(**kwargs)
         except Exception as e:  # noqa: BLE001 - connection failures come in many types
             where = address or "a local Ray instance"
             raise ExecutorUnavailable(f"cannot connect to Ray at {where}: {type(e).__name__}: {e}") from None
