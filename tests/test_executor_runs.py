@@ -214,3 +214,25 @@ class _LocalNoRun:
 
     def close(self):
         pass
+
+
+def test_a_lost_worker_hands_its_candidate_to_the_other(tmp_path):
+    """Two local slots; the second worker is killed for real before its first candidate and
+    cannot be restarted (told to use a GPU this machine lacks): it is dropped, its
+    candidate is evaluated by the primary, and the session ends normally."""
+    from tests.test_session_faults import LosesItsWorker
+
+    class OneLoses(LocalExecutor):
+        def evaluator(self, slot, task, workdir, profile_tier):
+            if slot.label == "cpu 1":  # call 1 re-times the original there; it dies before call 2
+                return LosesItsWorker(task, workdir=workdir, profile_tier=profile_tier, after=1)
+            return super().evaluator(slot, task, workdir, profile_tier)
+
+    path = workspace(tmp_path)
+    cfg = SessionConfig(search="exhaustive", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False,
+                        profile_tier=0)
+    result = Session(task_of(path), cfg, executor=OneLoses(ExecutorOptions(workers=2))).run()
+    assert result["status"] == VERIFIED_CORRECT and result["evaluations"] == 3, result["stop_reason"]
+    assert len(result["history"]) == 3 and {h["worker"] for h in result["history"]} == {"cpu 0"}
+    assert "worker lost" not in result["stop_reason"]
+    assert any("workers lost during the search: cpu 1" in w for w in result["warnings"]), result["warnings"]
