@@ -46,12 +46,13 @@ class Evaluator:
         workdir: Optional[str] = None,
         on_log: Optional[Callable[[str], None]] = None,
         profile_tier: int = 0,
+        env: Optional[dict[str, str]] = None,
     ) -> None:
         self.task = task
         self.profile_tier = profile_tier
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="kernelband-"))
-        self.client = WorkerClient(task.device, on_log=on_log)
+        self.client = WorkerClient(task.device, env=env, on_log=on_log)  # env: the executor's pinning
         self.baseline: Optional[Baseline] = None
         self.facts: dict[str, Any] = {}
         self.evaluations = 0
@@ -238,3 +239,7 @@ class Evaluator:
             if e.kind != "error":
                 self._revive()
             raise
+
+
+class WorkerLost(Exception):
+    """The evaluation worker died and could not be restarted: the search ends here."""

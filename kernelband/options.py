@@ -28,6 +28,7 @@ EXHAUSTIVE = "exhaustive"  # not a policy: the session evaluates the generator's
 POLICY_NAMES: tuple[str, ...] = ("kernelband", "kernelband-v1", "kernelband-v2", "random", "ucb1", "greedy")
 SEARCH_NAMES: tuple[str, ...] = POLICY_NAMES + (EXHAUSTIVE,)
 DEVICE_HELP = "auto | cuda | cuda:N | cpu (Triton interpreter)"
+EXECUTOR_NAMES: tuple[str, ...] = ("local", "ray")
 
 OPTIMIZE, CHECK, PROFILE = "optimize", "check", "profile"
 JOB_COMMANDS = (CHECK, OPTIMIZE, PROFILE)
@@ -221,6 +222,15 @@ OPTIONS: tuple[Option, ...] = (
            commands=(CHECK, OPTIMIZE)),
     Option("allow_weak_harness", "--allow-weak-harness", bool, False,
            "search even if the harness cannot catch a broken kernel"),
+    # ---- where the evaluation workers run (issue 15; docs/RAY.md)
+    Option("executor", "--executor", str, "local",
+           "local: one worker process per visible GPU on this machine; ray: one Ray actor per GPU of a Ray cluster "
+           "(pip install 'kernelband[ray]')", setting="executor", choices=EXECUTOR_NAMES),
+    Option("ray_address", "--ray-address", str, "",
+           "Ray cluster address for --executor ray, e.g. ray://head:10001 or auto (empty: a local Ray instance)",
+           setting="rayAddress", requires=("executor", "ray")),
+    Option("workers", "--workers", int, 0, "number of evaluation workers; 0: one per visible GPU (1 under the CPU "
+           "interpreter)", setting="workers", minimum=0),
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}

@@ -25,9 +25,11 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
-from .evaluate import Evaluator, SetupError
+from .evaluate import Evaluator, SetupError, WorkerLost  # noqa: F401 - WorkerLost: re-exported
+from .executor.pool import WorkerPool
+from .worker.client import WorkerError
 from .events import EventEmitter
 from .options import DEFAULT_LLM_TIMEOUT_S, EXHAUSTIVE, SEARCH_NAMES  # noqa: F401 - re-exported
 from .model import Evaluation, Result, Status, Task, Variant, sha256_text
@@ -39,8 +41,8 @@ from .verdict import DEFAULT_MIN_SPEEDUP, IMPROVED, VERIFIED_CORRECT
 WORKDIR_PREFIX = "kernelband-session-"
 
 
-class WorkerLost(Exception):
-    """The evaluation worker died and could not be restarted: the search ends here."""
+_WAIT = "wait"  # dispatch(): nothing to pick until a running evaluation finishes
+
 
 
 def session_workdir() -> str:
@@ -106,6 +108,11 @@ class Usage:
     tokens: int = 0
     dollars: float = 0.0
     started: float = field(default_factory=time.monotonic)
+    in_flight: int = 0  # counted in evaluations (the budget), not finished yet (several workers)
+
+    @property
+    def done(self) -> int:
+        return self.evaluations - self.in_flight
 
     @property
     def seconds(self) -> float:
@@ -167,6 +174,7 @@ class Session:
         store: Optional[Store] = None,
         stop: Optional[threading.Event] = None,
         evaluator: Optional[Evaluator] = None,
+        executor: Any = None,  # executor.Executor; None: the local one (a worker per visible GPU)
     ) -> None:
         config.budget.validate()
         if config.search not in SEARCH_NAMES:
@@ -178,10 +186,12 @@ class Session:
         self.stop = stop or threading.Event()
         register_secret(config.generator_options.get("api_key"))  # never logged, stored or emitted
         self._workdir: Optional[str] = None
+        evaluators, labels = [evaluator], None
         if evaluator is None:
             self._workdir = session_workdir()
-            evaluator = Evaluator(task, workdir=self._workdir, profile_tier=config.profile_tier)
-        self.evaluator = evaluator
+            evaluators, labels = self._evaluators(executor, self._workdir)
+        self.evaluator = evaluators[0]  # the primary worker: baseline, final re-measurement
+        self.workers = WorkerPool(evaluators, labels)
         self.id = uuid.uuid4().hex[:12]
         self.rng = random.Random(config.seed)
         self.usage = Usage()
@@ -193,6 +203,17 @@ class Session:
         self.triton_version = ""
         self.warnings: list[str] = []
         self._counters_off: Optional[str] = None  # why tier 3 was given up for this session
+
+    def _evaluators(self, executor: Any, workdir: str) -> tuple[list[Any], list[str]]:
+        """One evaluator per slot of the executor (the local one by default); each
+        worker but the primary gets a subdirectory of the session's workdir."""
+        from .executor import make_executor
+
+        executor = executor or make_executor()
+        slots = executor.slots(self.task.device)
+        evs = [executor.evaluator(slot, self.task, workdir if i == 0 else os.path.join(workdir, f"w{i}"),
+                                  self.config.profile_tier) for i, slot in enumerate(slots)]
+        return evs, [slot.label for slot in slots]
 
     # ------------------------------------------------------------------ helpers
     def _candidate(self, variant: Variant, time_ms: float, profile: Optional[dict[str, Any]], parent: Any) -> Any:
@@ -267,12 +288,12 @@ class Session:
         return list(reversed(path))
 
     def _record(self, parent: Any, strategy: Optional[str], variant: Optional[Variant], ev: Evaluation,
-                description: str = "") -> None:
+                description: str = "", worker: Optional[str] = None) -> None:
         base_ms = self.pool[0].time_ms
         speedup = (base_ms / ev.time_ms) if ev.ok and ev.time_ms else None
         best = self._best()
         entry = {
-            "index": self.usage.evaluations,
+            "index": self.usage.done,
             "t": round(self.usage.seconds, 3),
             "variant_id": variant.id if variant else None,
             "parent": parent.id if parent is not None else None,
@@ -287,6 +308,8 @@ class Session:
             "best_speedup_so_far": base_ms / best.time_ms,
             "phases": ev.phases,
         }
+        if worker is not None:  # several workers: which one evaluated it
+            entry["worker"] = worker
         self.history.append(entry)
         # speed_claim false: the ratios are CPU-interpreter times, never shown as a GPU speedup
         self.emit("candidate", **{k: entry[k] for k in ("index", "variant_id", "parent", "strategy", "generator", "status",
@@ -294,7 +317,7 @@ class Session:
                                                          "phases")},
                   speed_claim=not self.evaluator.interpreted)
         total = self.config.budget.evaluations
-        self.emit("progress", done=self.usage.evaluations, total=total, best_ms=best.time_ms,
+        self.emit("progress", done=self.usage.done, total=total, best_ms=best.time_ms,
                   best_speedup=entry["best_speedup_so_far"], message=f"{strategy or 'candidate'}: {ev.status.value}",
                   speed_claim=not self.evaluator.interpreted)
         if self.store:
@@ -312,6 +335,7 @@ class Session:
 
     # ------------------------------------------------------------------ phases
     def _setup(self) -> None:
+        self.workers.begin_others()  # the other workers prepare in the background
         t0 = time.perf_counter()
         info = self.evaluator.start()
         self.setup_s = {"worker_start": round(time.perf_counter() - t0, 3)}
@@ -344,6 +368,9 @@ class Session:
         self.setup_s["retime"] = round(time.perf_counter() - t2, 3)
         self._emit_baseline(base, time_ms)
         self._add(self._candidate(original, time_ms, base.profile, None))
+        if self.workers.parallel:  # the others re-time the original on their GPU: their scale
+            for note in self.workers.finish_others(original, time_ms, self.evaluator.facts):
+                self._warn_once(note)
         if self.store:
             key_profile = base.profile
             if key_profile:
@@ -374,11 +401,11 @@ class Session:
                             "search-time ratios use its first timing")
             return prepare_ms
 
-    def _evaluate(self, variant: Variant, profile_tier: Optional[int] = None) -> Evaluation:
+    def _evaluate(self, variant: Variant, profile_tier: Optional[int] = None, evaluator: Any = None) -> Evaluation:
         """Evaluator.evaluate, with "the worker cannot be restarted" turned into WorkerLost
         (the search stops; the session still ends with a Result)."""
         try:
-            return self.evaluator.evaluate(variant, profile_tier=profile_tier)
+            return (evaluator or self.evaluator).evaluate(variant, profile_tier=profile_tier)
         except SetupError as e:
             raise WorkerLost(str(e)) from e
 
@@ -403,7 +430,7 @@ class Session:
 
     def _search(self, generator: Any) -> str:
         from .generators.base import GenContext
-        from .search.base import Outcome
+        from .search.base import Outcome, add_pending
         from .search.registry import make_policy
         from .search.compat import CompatibilityModels
 
@@ -417,57 +444,70 @@ class Session:
             return [s for s in names if not allowed or s in allowed]
 
         reason = "search space exhausted"
-        idle = unreachable = 0
-        try:
-            while True:
+        counts = {"idle": 0, "unreachable": 0}
+
+        def dispatch() -> Optional[str]:
+            """Pick, generate and hand one child to a free worker (virtual loss while it
+            runs). Returns why the search ends, _WAIT when nothing can be picked until a
+            running evaluation finishes, or None to go on."""
+            if self.stop.is_set():
+                return "stopped by request"
+            why = self.usage.exhausted(self.config.budget)
+            if why:
+                return why
+            pick = policy.select(self.pool, offered, self.rng)
+            if pick is None:
+                return _WAIT if self.workers.busy() else reason
+            parent, strategy = pick
+            ctx = GenContext(kernel=self.task.kernel, harness=self.task.harness, module_path=self.task.module_path,
+                             profile=self.profiles.get(parent.id), device=self.evaluator.facts or None, rng=self.rng)
+            gen = generator.generate(parent.variant, strategy, ctx)
+            self.usage.tokens += gen.tokens
+            self.usage.dollars += gen.cost_usd
+            if getattr(gen, "failed", False):
                 if self.stop.is_set():
                     return "stopped by request"
-                why = self.usage.exhausted(self.config.budget)
-                if why:
-                    return why
-                pick = policy.select(self.pool, offered, self.rng)
-                if pick is None:
-                    return reason
-                parent, strategy = pick
-                ctx = GenContext(kernel=self.task.kernel, harness=self.task.harness, module_path=self.task.module_path,
-                                 profile=self.profiles.get(parent.id), device=self.evaluator.facts or None, rng=self.rng)
-                gen = generator.generate(parent.variant, strategy, ctx)
-                self.usage.tokens += gen.tokens
-                self.usage.dollars += gen.cost_usd
-                if getattr(gen, "failed", False):
-                    if self.stop.is_set():
-                        return "stopped by request"
-                    # the endpoint could not be reached even after retries: a few in a row end the search;
-                    # one that hangs (every attempt timed out) ends it at once: each try costs a full timeout
-                    unreachable += 1
-                    self.emit("log", level="warning", message=f"generator failed: {gen.message}")
-                    if getattr(generator, "hung", False):
-                        self.warnings.append(f"the LLM endpoint does not answer: {gen.message}")
-                        return f"generator unavailable ({gen.message})"
-                    if unreachable >= 3:
-                        self.warnings.append(f"the LLM endpoint failed {unreachable} times in a row: {gen.message}")
-                        return f"generator unavailable ({gen.message})"
-                    continue
-                unreachable = 0
-                if gen.variant is None and not gen.rejected:
-                    idle += 1  # the generator had nothing after all; offered() should now exclude it
-                    if idle > 50:
-                        return "the generator produced nothing new"
-                    continue
-                idle = 0
-                self.usage.evaluations += 1
-                if gen.rejected or gen.variant is None:
-                    ev = Evaluation(Status.REJECTED, gen.message or "the generator's output was unusable",
-                                    interpreted=self.evaluator.interpreted,
-                                    variant_id=gen.variant.id if gen.variant else "")
-                else:
-                    ev = self._evaluate(gen.variant)
-                child = None
-                if ev.ok and ev.time_ms is not None and gen.variant is not None and not gen.rejected:
-                    child = self._candidate(gen.variant, ev.time_ms, ev.profile, parent)
-                    self._add(child)
-                policy.update(parent, strategy, Outcome(ev.ok, parent.time_ms, ev.time_ms if ev.ok else None), child)
-                self._record(parent, strategy, gen.variant, ev, gen.message if (gen.variant is None or gen.rejected) else "")
+                # the endpoint could not be reached even after retries: a few in a row end the search;
+                # one that hangs (every attempt timed out) ends it at once: each try costs a full timeout
+                counts["unreachable"] += 1
+                self.emit("log", level="warning", message=f"generator failed: {gen.message}")
+                if getattr(generator, "hung", False):
+                    self.warnings.append(f"the LLM endpoint does not answer: {gen.message}")
+                    return f"generator unavailable ({gen.message})"
+                if counts["unreachable"] >= 3:
+                    self.warnings.append(f"the LLM endpoint failed {counts['unreachable']} times in a row: {gen.message}")
+                    return f"generator unavailable ({gen.message})"
+                return None
+            counts["unreachable"] = 0
+            if gen.variant is None and not gen.rejected:
+                counts["idle"] += 1  # the generator had nothing after all; offered() should now exclude it
+                return "the generator produced nothing new" if counts["idle"] > 50 else None
+            counts["idle"] = 0
+            self.usage.evaluations += 1
+            if gen.rejected or gen.variant is None:
+                ev = Evaluation(Status.REJECTED, gen.message or "the generator's output was unusable",
+                                interpreted=self.evaluator.interpreted,
+                                variant_id=gen.variant.id if gen.variant else "")
+                complete((parent, strategy, gen), None, ev)
+                return None
+            self.usage.in_flight += 1
+            add_pending(policy, parent, strategy)
+            variant = gen.variant
+            self.workers.submit(lambda evaluator: self._evaluate(variant, evaluator=evaluator), (parent, strategy, gen))
+            return None
+
+        def complete(tag: Any, worker: Optional[str], ev: Evaluation) -> None:
+            parent, strategy, gen = tag
+            child = None
+            if ev.ok and ev.time_ms is not None and gen.variant is not None and not gen.rejected:
+                child = self._candidate(gen.variant, ev.time_ms, ev.profile, parent)
+                self._add(child)
+            policy.update(parent, strategy, Outcome(ev.ok, parent.time_ms, ev.time_ms if ev.ok else None), child)
+            self._record(parent, strategy, gen.variant, ev, gen.message if (gen.variant is None or gen.rejected) else "",
+                         worker=worker)
+
+        try:
+            return self._dispatch_loop(dispatch, complete)
         finally:
             if compat is not None and self.store is not None:
                 compat.save(self.store)
@@ -475,18 +515,48 @@ class Session:
     def _exhaustive(self, generator: Any) -> str:
         space = generator.enumerate_space(self.pool[0].variant, self.task.kernel)
         self.emit("log", level="info", message=f"exhaustive search over {len(space)} points of the rules space")
-        for variant in space:
+        todo = iter(space)
+
+        def dispatch() -> Optional[str]:
             if self.stop.is_set():
                 return "stopped by request"
             why = self.usage.exhausted(self.config.budget)
             if why:
                 return why
+            variant = next(todo, None)
+            if variant is None:
+                return "search space exhausted"
             self.usage.evaluations += 1
-            ev = self._evaluate(variant)
+            self.usage.in_flight += 1
+            self.workers.submit(lambda evaluator: self._evaluate(variant, evaluator=evaluator), variant)
+            return None
+
+        def complete(variant: Any, worker: Optional[str], ev: Evaluation) -> None:
             if ev.ok and ev.time_ms is not None:
                 self._add(self._candidate(variant, ev.time_ms, ev.profile, self.pool[0]))
-            self._record(self.pool[0], variant.strategy, variant, ev)
-        return "search space exhausted"
+            self._record(self.pool[0], variant.strategy, variant, ev, worker=worker)
+
+        return self._dispatch_loop(dispatch, complete)
+
+    def _dispatch_loop(self, dispatch: Callable[[], Optional[str]], complete: Callable[[Any, Optional[str], Evaluation], None]) -> str:
+        """Keep every free worker busy: ``dispatch`` hands one evaluation to a free worker
+        (or says why the search ends); ``complete`` takes each finished one. Running
+        evaluations always finish before the search returns. With one worker, dispatch
+        evaluates at once and this is the plain select-generate-evaluate-update loop."""
+        ended: Optional[str] = None
+        while True:
+            while ended is None and self.workers.free():
+                step = dispatch()
+                if step is _WAIT:
+                    break
+                ended = step
+            if not self.workers.busy():
+                if ended is not None:
+                    return ended
+                continue
+            tag, worker, ev = self.workers.wait()
+            self.usage.in_flight -= 1
+            complete(tag, worker if self.workers.parallel else None, ev)
 
     def _finish(self, stop_reason: str) -> Result:
         original, best = self.pool[0], self._best()
@@ -536,7 +606,7 @@ class Session:
             self.emit("result", result=result.to_dict())
             return result
         finally:
-            self.evaluator.close()
+            self.workers.close()  # every worker (the primary included)
             if self._workdir:
                 shutil.rmtree(self._workdir, ignore_errors=True)
 
@@ -549,6 +619,11 @@ class Session:
             self._warn_once(f"{e}: the search stopped after {self.usage.evaluations} evaluations; the result is the "
                             "best verified so far")
             return f"evaluation worker lost ({e})"
+        finally:
+            if self.workers.parallel:
+                if self.workers.lost:
+                    self._warn_once(f"workers lost during the search: {'; '.join(self.workers.lost)}")
+                self.evaluator = self.workers.primary  # a live worker re-measures the winner
 
     def _clean_leftovers(self) -> None:
         """What sessions killed before their cleanup left: `running` rows and temp dirs."""
@@ -560,6 +635,7 @@ class Session:
 
 
 def run_session(task: Task, config: SessionConfig, emitter: Optional[EventEmitter] = None, store: Optional[Store] = None,
-                stop: Optional[threading.Event] = None) -> Result:
-    """Run one session to its end (budget, exhaustion or stop) and return its Result."""
-    return Session(task, config, emitter, store, stop).run()
+                stop: Optional[threading.Event] = None, executor: Any = None) -> Result:
+    """Run one session to its end (budget, exhaustion or stop) and return its Result;
+    ``executor`` says where its workers run (None: the local one, a worker per GPU)."""
+    return Session(task, config, emitter, store, stop, executor=executor).run()

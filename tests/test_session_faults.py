@@ -21,31 +21,13 @@ from kernelband.redact import MAX_MESSAGE_BYTES
 from kernelband.session import Budget, Session, SessionConfig, WORKDIR_PREFIX, run_session, sweep_stale_workdirs
 from kernelband.store import Store
 from helpers.llm_server import LLMServer, Reply, fenced
-from helpers.session import GOOD_LLM_KERNEL, cli as _cli, collect, task_of, workspace
+from helpers.session import GOOD_LLM_KERNEL, LosesItsWorker, cli as _cli, collect, task_of, workspace
 
 
 def _dead_pid() -> int:
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
     return p.pid
-
-
-class LosesItsWorker(Evaluator):
-    """After `after` evaluations the worker is killed (its whole process group, for real)
-    and every restart fails for real: the worker is told to use a GPU this machine lacks."""
-
-    def __init__(self, *a, after: int, **kw) -> None:
-        super().__init__(*a, **kw)
-        self.after = after
-        self.calls = 0
-
-    def evaluate(self, variant, *a, **kw):
-        self.calls += 1
-        if self.calls == self.after + 1:
-            os.killpg(self.client._proc.pid, signal.SIGKILL)
-            self.client._proc.wait()
-            self.client.device = "cuda"  # no CUDA GPU here: the restarted worker refuses to start
-        return super().evaluate(variant, *a, **kw)
 
 
 def test_lost_worker_ends_with_best_so_far_and_leftovers_are_cleaned(tmp_path):

@@ -5,7 +5,7 @@ COMMANDS = [list_cmd]
 
 # Optional commands register themselves only when their module is present, so a
 # partial checkout still has a working CLI.
-for _name in ("check_cmd", "optimize_cmd", "profile_cmd"):
+for _name in ("check_cmd", "optimize_cmd", "profile_cmd", "optimize_all_cmd"):
     try:
         COMMANDS.append(__import__(f"{__name__}.{_name}", fromlist=["add_parser"]))
     except ModuleNotFoundError as _e:  # pragma: no cover

@@ -31,6 +31,7 @@ from ..store import Store
 from ..verdict import IMPROVED, VERIFIED_CORRECT
 from ..worker.client import WorkerError
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError, add_task_arguments, build_task, print_json
+from .executor_args import executor_from_args
 from .progress import ProgressBar
 
 
@@ -92,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         task, _ = build_task(args)
         config = _config(args)
+        executor = executor_from_args(args)
     except UsageError as e:
         if args.events == "jsonl":
             emitter.emit("error", message=str(e), kind="usage")
@@ -102,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     _install_stop_handlers(stop)
     store = None if args.no_store else Store.for_file(task.module_path)
     try:
-        result = run_session(task, config, emitter, store, stop)
+        result = run_session(task, config, emitter, store, stop, executor=executor)
     except (SetupError, ValueError) as e:
         emitter.emit("error", message=str(e), kind="setup")
         print(f"kernelband: {_line(e)}", file=sys.stderr)
@@ -112,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kernelband: the evaluation worker failed ({e.kind}): {_line(e)}", file=sys.stderr)
         return EXIT_USAGE
     finally:
+        executor.close()
         if store:
             store.close()
     if args.apply:

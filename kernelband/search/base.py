@@ -89,6 +89,56 @@ def improved(outcome: Outcome) -> bool:
     return bool(outcome.success and outcome.child_ms is not None and outcome.child_ms < outcome.parent_ms)
 
 
+# --------------------------------------------------------------------------- pending pulls
+
+
+class PendingPulls:
+    """Pulls handed to a worker whose outcome is not known yet (several workers).
+
+    Batched decisions by virtual loss: while a pull of (member, strategy) is running,
+    ``select`` counts it as a finished pull that failed (the mode's failure reward: -1
+    for v1, 0 otherwise) in n, in the arm's mean and in t. The next free worker is then
+    steered away from an arm that is already being tried, by exactly as much as a
+    failure would, and ``update`` replaces the virtual loss with the real reward. With
+    one worker nothing is ever pending when ``select`` runs: the policy is unchanged.
+    """
+
+    def __init__(self) -> None:
+        self._n: dict[tuple[str, str], int] = {}
+
+    def add(self, member_id: str, strategy: str) -> None:
+        self._n[(member_id, strategy)] = self._n.get((member_id, strategy), 0) + 1
+
+    def resolve(self, member_id: str, strategy: str) -> None:
+        k = self._n.get((member_id, strategy), 0)
+        if k <= 1:
+            self._n.pop((member_id, strategy), None)
+        else:
+            self._n[(member_id, strategy)] = k - 1
+
+    def count(self, member_id: str, strategy: str) -> int:
+        return self._n.get((member_id, strategy), 0)
+
+    def of_strategy(self, strategy: str) -> int:
+        return sum(k for (_, s), k in self._n.items() if s == strategy)
+
+    @property
+    def total(self) -> int:
+        return sum(self._n.values())
+
+    def as_stats(self, k: int, mode: str) -> "ArmStats":
+        """k virtual losses: k pulls at the failure reward of ``mode``."""
+        return ArmStats(k, k * reward(Outcome(False, 1.0, None), mode))
+
+
+def add_pending(policy: "SearchPolicy", parent: Candidate, strategy: str) -> None:
+    """Tell a policy that (parent, strategy) was handed to a worker (a policy without
+    ``pending`` simply does not see running pulls)."""
+    fn = getattr(policy, "pending", None)
+    if fn is not None:
+        fn(parent, strategy)
+
+
 # --------------------------------------------------------------------------- helpers
 
 

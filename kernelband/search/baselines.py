@@ -19,7 +19,9 @@ import math
 import random
 from typing import Any, Optional
 
-from .base import ArmStats, Candidate, Offered, Outcome, collect_offers, fastest, reward, strategy_order, ucb_bonus
+from .base import (
+    ArmStats, Candidate, Offered, Outcome, PendingPulls, collect_offers, fastest, reward, strategy_order, ucb_bonus,
+)
 from .config import BanditConfig
 
 
@@ -32,8 +34,13 @@ class _StrategyStats:
         self.t = 0
         self._last: dict[str, Any] = {}
         self.best_ms = math.inf  # fastest time seen (for reward mode "best")
+        self._pending = PendingPulls()  # running pulls, seen by select as virtual losses (base.PendingPulls)
+
+    def pending(self, parent: Candidate, strategy: str) -> None:
+        self._pending.add(parent.id, strategy)
 
     def update(self, parent: Candidate, strategy: str, outcome: Outcome, child: Optional[Candidate]) -> None:
+        self._pending.resolve(parent.id, strategy)
         self.best_ms = min(self.best_ms, parent.time_ms)
         r = reward(outcome, self.config.reward_mode, self.best_ms)  # type: ignore[arg-type]
         self.stats.setdefault(strategy, ArmStats()).add(r)
@@ -41,13 +48,22 @@ class _StrategyStats:
             self.best_ms = min(self.best_ms, outcome.child_ms)
         self.t += 1
 
+    def _with_pending(self, s: str) -> ArmStats:
+        st = ArmStats()
+        if s in self.stats:
+            st.merge(self.stats[s])
+        st.merge(self._pending.as_stats(self._pending.of_strategy(s), self.config.reward_mode))  # type: ignore[arg-type]
+        return st
+
     def _n(self, s: str) -> int:
-        st = self.stats.get(s)
-        return st.n if st else 0
+        return self._with_pending(s).n
 
     def _mean(self, s: str) -> float:
-        st = self.stats.get(s)
-        return st.mean if st else 0.0
+        return self._with_pending(s).mean
+
+    @property
+    def _t(self) -> int:
+        return self.t + self._pending.total
 
     def state(self) -> dict[str, Any]:
         return {
@@ -82,7 +98,7 @@ class UCB1Policy(_StrategyStats):
             self._last = {"phase": "none"}
             return None
         names = strategy_order(s for ss in offers.values() for s in ss)
-        scores = {s: (self._mean(s) + ucb_bonus(self.config.ucb1_explore, self.t, self._n(s))) for s in names}
+        scores = {s: (self._mean(s) + ucb_bonus(self.config.ucb1_explore, self._t, self._n(s))) for s in names}
         s = max(names, key=lambda x: scores[x])  # unpulled arms score inf: warm-up in canonical order
         cand = fastest(c for c in pool if s in offers.get(c.id, ()))
         assert cand is not None

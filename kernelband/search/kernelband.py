@@ -42,7 +42,8 @@ from typing import Any, Optional
 
 from ..strategies import STRATEGIES
 from .base import (
-    ArmStats, Candidate, Offered, Outcome, collect_offers, fastest, improved, reward, strategy_order, ucb_bonus,
+    ArmStats, Candidate, Offered, Outcome, PendingPulls, collect_offers, fastest, improved, reward, strategy_order,
+    ucb_bonus,
 )
 from .cluster import Clustering, cluster_pool
 from .compat import CompatibilityModels
@@ -80,6 +81,7 @@ class KernelBandPolicy:
         self._clustering: Optional[Clustering] = None
         self._cluster_key: Optional[tuple[str, ...]] = None
         self._last: dict[str, Any] = {}
+        self._pending = PendingPulls()  # running pulls, seen by select as virtual losses (base.PendingPulls)
 
     # ------------------------------------------------------------------ statistics
     def clustering(self, pool: list[Candidate]) -> Clustering:
@@ -98,6 +100,14 @@ class KernelBandPolicy:
                 agg.merge(st)
         return agg
 
+    def _arm_stats_pending(self, members: list[Candidate], strategy: str) -> ArmStats:
+        """arm_stats plus the arm's running pulls, each a virtual loss (select only)."""
+        agg = self.arm_stats(members, strategy)
+        k = sum(self._pending.count(m.id, strategy) for m in members)
+        if k:
+            agg.merge(self._pending.as_stats(k, self.config.reward_mode))
+        return agg
+
     def masked(self, representative: Candidate, strategy: str) -> bool:
         if not self.config.masking:
             return False
@@ -109,20 +119,21 @@ class KernelBandPolicy:
 
     def score(self, stats: ArmStats, target: Candidate, strategy: str) -> tuple[float, dict[str, float]]:
         cfg = self.config
+        t = self.t + self._pending.total  # running pulls count as pulls
         if cfg.variant == "v1":
-            bonus = ucb_bonus(cfg.v1_explore, self.t, stats.n)
+            bonus = ucb_bonus(cfg.v1_explore, t, stats.n)
             psi = self.compat.probability(target.phi, strategy) if self.compat is not None else cfg.phi_none_psi
             return stats.mean + bonus + cfg.alpha * psi, {"mean": stats.mean, "bonus": bonus, "psi": psi}
         if cfg.variant == "kb":
             m = cfg.prior_strength
             prior = self.priors.get(strategy, 0.0)
             shrunk = (stats.total + m * prior) / (stats.n + m) if stats.n + m > 0 else prior
-            bonus = cfg.kb_explore * math.sqrt(math.log(self.t + 1) / (stats.n + m)) if stats.n + m > 0 else math.inf
+            bonus = cfg.kb_explore * math.sqrt(math.log(t + 1) / (stats.n + m)) if stats.n + m > 0 else math.inf
             hw = cfg.hw_weight * (self.headroom(target, strategy) - 0.5)
             if self.compat is not None and target.phi is not None:  # counters: the learned psi too
                 hw += cfg.hw_weight * (self.compat.probability(target.phi, strategy) - 0.5)
             return shrunk + bonus + hw, {"mean": shrunk, "bonus": bonus, "hw": hw}
-        bonus = cfg.c * ucb_bonus(1.0, self.t, stats.n)
+        bonus = cfg.c * ucb_bonus(1.0, t, stats.n)
         return stats.mean + bonus, {"mean": stats.mean, "bonus": bonus}
 
     @staticmethod
@@ -148,7 +159,7 @@ class KernelBandPolicy:
                 assert target is not None
                 arms.append({
                     "cluster": ci, "strategy": s, "target": target,
-                    "stats": self.arm_stats(members, s), "masked": self.masked(cl.representatives[ci], s),
+                    "stats": self._arm_stats_pending(members, s), "masked": self.masked(cl.representatives[ci], s),
                 })
         fallback = all(a["masked"] for a in arms)
         eligible = arms if fallback else [a for a in arms if not a["masked"]]
@@ -180,7 +191,12 @@ class KernelBandPolicy:
         }
         return chosen["target"], chosen["strategy"]
 
+    def pending(self, parent: Candidate, strategy: str) -> None:
+        """(parent, strategy) was handed to a worker: a virtual loss until ``update``."""
+        self._pending.add(parent.id, strategy)
+
     def update(self, parent: Candidate, strategy: str, outcome: Outcome, child: Optional[Candidate]) -> None:
+        self._pending.resolve(parent.id, strategy)
         self.best_ms = min(self.best_ms, parent.time_ms)
         r = reward(outcome, self.config.reward_mode, self.best_ms)  # type: ignore[arg-type]
         self._stats.setdefault((parent.id, strategy), ArmStats()).add(r)

@@ -3,11 +3,13 @@ as a subprocess, for the session tests."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from kernelband.events import Event, EventEmitter
+from kernelband.evaluate import Evaluator
 from kernelband.model import Task
 
 from helpers.kernels import AXPY
@@ -48,3 +50,21 @@ assert "BLOCK_SIZE=1024" in GOOD_LLM_KERNEL
 def cli(*args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "kernelband", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=kw.get("cwd"), env={**os.environ, **kw.get("env", {})})
+
+
+class LosesItsWorker(Evaluator):
+    """After `after` evaluations the worker is killed (its whole process group, for real)
+    and every restart fails for real: the worker is told to use a GPU this machine lacks."""
+
+    def __init__(self, *a, after: int, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.after = after
+        self.calls = 0
+
+    def evaluate(self, variant, *a, **kw):
+        self.calls += 1
+        if self.calls == self.after + 1:
+            os.killpg(self.client._proc.pid, signal.SIGKILL)
+            self.client._proc.wait()
+            self.client.device = "cuda"  # no CUDA GPU here: the restarted worker refuses to start
+        return super().evaluate(variant, *a, **kw)

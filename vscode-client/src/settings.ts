@@ -12,6 +12,7 @@ export const STRATEGY_NAMES = ['tiling', 'vectorization', 'fusion', 'pipeline', 
 export const GENERATORS = ['rules', 'openai'] as const;
 // the engine's names (kernelband/options.py; tests/test_options.py checks these lists and package.json)
 export const SEARCH_POLICIES = ['kernelband', 'kernelband-v1', 'kernelband-v2', 'random', 'ucb1', 'greedy', 'exhaustive'] as const;
+export const EXECUTORS = ['local', 'ray'] as const; // issue 15: where Optimize's workers run
 
 export interface KernelBandSettings {
   budget: { evaluations: number; seconds: number; tokens: number; dollars: number };
@@ -24,6 +25,10 @@ export interface KernelBandSettings {
   minSpeedup: number;
   device: string;
   harness: Record<string, string>;
+  // --- executors (issue 15)
+  executor: string;
+  rayAddress: string;
+  workers: number;
 }
 
 /** Defaults; package.json's `contributes.configuration` must agree (a test checks it). */
@@ -39,6 +44,10 @@ export const DEFAULTS: Readonly<KernelBandSettings & { pythonPath: string }> = O
   device: 'auto',
   pythonPath: '',
   harness: {},
+  // --- executors (issue 15)
+  executor: 'local',
+  rayAddress: '',
+  workers: 0,
 });
 
 /** Every key this extension contributes under `kernelband.` (trace.server is the client library's). */
@@ -57,6 +66,10 @@ export const SETTING_KEYS = [
   'device',
   'pythonPath',
   'harness',
+  // --- executors (issue 15)
+  'executor',
+  'rayAddress',
+  'workers',
 ] as const;
 
 export type SettingKey = (typeof SETTING_KEYS)[number];
@@ -111,6 +124,10 @@ export function readSettings(get: SettingsGetter): KernelBandSettings {
     minSpeedup: num(get('minSpeedup'), DEFAULTS.minSpeedup, 1),
     device: str(get('device'), DEFAULTS.device) || DEFAULTS.device,
     harness,
+    // --- executors (issue 15)
+    executor: oneOf(get('executor'), EXECUTORS, DEFAULTS.executor),
+    rayAddress: str(get('rayAddress'), DEFAULTS.rayAddress),
+    workers: num(get('workers'), DEFAULTS.workers, 0, true),
   };
 }
 
@@ -127,6 +144,10 @@ export function toInitializationOptions(settings: KernelBandSettings): Record<st
     minSpeedup: settings.minSpeedup,
     device: settings.device,
     harness: { ...settings.harness },
+    // --- executors (issue 15)
+    executor: settings.executor,
+    rayAddress: settings.rayAddress,
+    workers: settings.workers,
   };
 }
 

@@ -43,6 +43,18 @@ describe('settings', () => {
     assert.deepStrictEqual(s.strategies, []);
     assert.strictEqual(s.minSpeedup, 1.03);
     assert.strictEqual(s.device, 'auto');
+    assert.strictEqual(s.executor, 'local');
+    assert.strictEqual(s.workers, 0);
+  });
+
+  it('executor settings (issue 15): ray with an address, and bad values back to the defaults', () => {
+    const s = readSettings(getterFrom({ executor: 'ray', rayAddress: ' ray://gpu-box:10001 ', workers: 2 }));
+    assert.strictEqual(s.executor, 'ray');
+    assert.strictEqual(s.rayAddress, 'ray://gpu-box:10001');
+    assert.strictEqual(s.workers, 2);
+    const bad = readSettings(getterFrom({ executor: 'slurm', workers: -1 }));
+    assert.strictEqual(bad.executor, 'local');
+    assert.strictEqual(bad.workers, 0);
   });
 
   it('sanitises wrong values back to defaults and keeps good ones', () => {
@@ -88,12 +100,15 @@ describe('settings', () => {
       'baseUrl',
       'budget',
       'device',
+      'executor',
       'generator',
       'harness',
       'minSpeedup',
       'model',
+      'rayAddress',
       'search',
       'strategies',
+      'workers',
     ]);
     assert.deepStrictEqual(opts.budget, { evaluations: 8, seconds: 0, tokens: 0, dollars: 0 });
     assert.strictEqual(opts.generator, 'openai');

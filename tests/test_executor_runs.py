@@ -1,0 +1,238 @@
+"""Executors for real on the CPU (issue 15): two local interpreter slots against one,
+`optimize-all` over the examples, and a local Ray instance (started by the tests) that
+runs sessions and `optimize-all` through Ray actors, one of which is killed mid-search.
+Real worker processes, real Ray, real SQLite; all slow (marked)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelband.batch import RAN, BatchRun, discover
+from kernelband.executor import ExecutorOptions
+from kernelband.executor.local import LocalExecutor
+from kernelband.model import Task
+from kernelband.session import Budget, Session, SessionConfig
+from kernelband.verdict import IMPROVED, NO_IMPROVEMENT, VERIFIED_CORRECT
+from helpers.session import task_of, workspace
+
+REPO = Path(__file__).resolve().parent.parent
+VERDICTS = (IMPROVED, NO_IMPROVEMENT, VERIFIED_CORRECT)
+pytestmark = pytest.mark.slow
+
+
+def _statuses(result: dict) -> dict[str, str]:
+    return {h["variant_id"]: h["status"] for h in result["history"]}
+
+
+def test_two_local_slots_give_the_verdicts_of_one(tmp_path):
+    path = workspace(tmp_path)
+    task = task_of(path)
+    # exhaustive: both runs evaluate the same variants, whatever order they finish in
+    cfg = dict(search="exhaustive", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False,
+               profile_tier=0)
+    one = Session(task, SessionConfig(**cfg), executor=LocalExecutor(ExecutorOptions(workers=1))).run()
+    two = Session(task, SessionConfig(**cfg), executor=LocalExecutor(ExecutorOptions(workers=2))).run()
+    assert one["status"] == two["status"] == VERIFIED_CORRECT
+    assert len(_statuses(one)) == 3 and _statuses(one) == _statuses(two)
+    assert {h.get("worker") for h in two["history"]} == {"cpu 0", "cpu 1"}  # both workers did evaluate
+    assert all("worker" not in h for h in one["history"])  # one worker: history as before
+    assert sorted(h["index"] for h in two["history"]) == [1, 2, 3]
+
+
+def test_two_local_slots_run_a_bandit_search_to_a_verdict(tmp_path):
+    path = workspace(tmp_path)
+    cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=4), strategies=["tiling", "pipeline"],
+                        warm_start=False, profile_tier=0)
+    result = Session(task_of(path), cfg, executor=LocalExecutor(ExecutorOptions(workers=2))).run()
+    assert result["status"] == VERIFIED_CORRECT and result["evaluations"] == 4 and len(result["history"]) == 4
+    assert result["diff"] and result["best_source"] != task_of(path).source
+
+
+def _copy_examples(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    shutil.copytree(REPO / "examples", root / "examples")
+    (root / "pyproject.toml").write_text("[project]\nname = 'ws'\n")
+    return root
+
+
+def _hashes(root: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in root.rglob("*.py")}
+
+
+def _optimize_all(root: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kernelband", "optimize-all", str(root / "examples"), "--device", "cpu",
+                           "--budget", "1", "--profile-tier", "0", "--rounds", "2", "--out", str(out), "--json", *extra],
+                          capture_output=True, text=True, cwd=root, timeout=900)
+
+
+def test_optimize_all_over_the_examples_with_two_local_slots_resumes_and_writes_patches(tmp_path):
+    root = _copy_examples(tmp_path)
+    before = _hashes(root)
+    out = tmp_path / "patches"
+    r = _optimize_all(root, out, "--workers", "2")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["kernels"]
+    assert {(x["file"], x["kernel"]) for x in rows} == {("add_scale.py", "axpy_kernel"), ("matmul.py", "matmul_kernel"),
+                                                        ("softmax.py", "softmax_kernel")}
+    assert all(x["status"] in RAN and not x["resumed"] for x in rows), rows
+    assert {x["worker"] for x in rows} <= {"cpu 0", "cpu 1"}
+    progress = [line for line in r.stderr.splitlines() if line.startswith("[")]
+    assert len(progress) == 3 and progress[-1].startswith("[3/3] ")  # a line per kernel
+    assert _hashes(root) == before  # the user's files are never written
+    for x in rows:  # each verified edit is a patch that applies to a copy and gives the variant
+        if x["patch"]:
+            copy = tmp_path / "apply"
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(root / "examples", copy)
+            done = subprocess.run(["patch", "-p1", "-d", str(copy), "-i", x["patch"]], capture_output=True, text=True)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert (copy / x["file"]).read_text() != (root / "examples" / x["file"]).read_text()
+    assert any(x["patch"] for x in rows)
+
+    # a rerun takes every result from the store...
+    again = _optimize_all(root, out, "--workers", "2")
+    assert again.returncode == 0, again.stderr
+    rows2 = json.loads(again.stdout)["kernels"]
+    assert all(x["resumed"] for x in rows2) and [x["status"] for x in rows2] == [x["status"] for x in rows]
+    # ...but a kernel whose source changed runs again (the key is the exact source)
+    src = root / "examples" / "softmax.py"
+    src.write_text(src.read_text() + "\n# edited\n")
+    third = json.loads(_optimize_all(root, out, "--workers", "2").stdout)["kernels"]
+    assert {x["kernel"]: x["resumed"] for x in third} == {"axpy_kernel": True, "matmul_kernel": True,
+                                                          "softmax_kernel": False}
+
+
+# --------------------------------------------------------------------------- Ray
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local Ray instance started by the tests (ray is in the test extra)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _ray_executor(workers: int):
+    from kernelband.executor.ray_executor import RayExecutor
+
+    return RayExecutor(ExecutorOptions(name="ray", workers=workers))
+
+
+def test_a_session_runs_through_ray_actors(local_ray, tmp_path):
+    path = workspace(tmp_path)
+    executor = _ray_executor(2)
+    try:
+        cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False,
+                            profile_tier=0)
+        result = Session(task_of(path), cfg, executor=executor).run()
+    finally:
+        executor.close()
+    assert result["status"] == VERIFIED_CORRECT and result["interpreted"], result["message"]
+    assert result["evaluations"] == 3 and result["diff"]
+    assert {h["worker"] for h in result["history"]} <= {"ray cpu 0", "ray cpu 1"}
+    assert not executor._actors  # every actor is gone after the session
+
+
+def test_a_killed_ray_actor_is_replaced_and_the_session_finishes(local_ray, tmp_path):
+    from kernelband.executor.ray_executor import RayEvaluator
+
+    class KilledOnce(RayEvaluator):
+        """Its actor process is SIGKILLed before the second candidate (a node lost)."""
+
+        calls = 0
+
+        def evaluate(self, variant, *a, **kw):
+            KilledOnce.calls += 1
+            if KilledOnce.calls == 3:  # 1: the original re-timed, 2: first candidate
+                os.kill(self.actor_pid(), signal.SIGKILL)
+            return super().evaluate(variant, *a, **kw)
+
+    path = workspace(tmp_path)
+    task = task_of(path)
+    executor = _ray_executor(1)
+    try:
+        slot = executor.slots("cpu")[0]
+        evaluator = KilledOnce(executor, slot, task, 0)
+        cfg = SessionConfig(search="greedy", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False,
+                            profile_tier=0)
+        result = Session(task, cfg, evaluator=evaluator).run()
+    finally:
+        executor.close()
+    assert KilledOnce.calls >= 4
+    assert result["worker_restarts"] == 1  # one new actor, prepared again from the texts
+    assert result["status"] == VERIFIED_CORRECT and result["evaluations"] == 3
+    assert [h["status"] for h in result["history"]].count("ok") >= 1
+    assert "worker lost" not in result["stop_reason"]
+
+
+def test_optimize_all_over_the_examples_through_ray(local_ray, tmp_path):
+    root = _copy_examples(tmp_path)
+    before = _hashes(root)
+    jobs = discover(str(root / "examples"), "cpu", 3, 60.0)
+    executor = _ray_executor(2)
+    cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=1), warm_start=False, profile_tier=0,
+                        paired_rounds=2)
+    lines: list[str] = []
+    try:
+        rows = BatchRun(jobs, executor, cfg, str(tmp_path / "kb.db"), tmp_path / "patches", {"t": 1}, device="cpu",
+                        on_progress=lines.append).run()
+    finally:
+        executor.close()
+    assert len(rows) == 3 and all(r.status in VERDICTS for r in rows), [(r.kernel, r.status, r.message) for r in rows]
+    assert {r.worker for r in rows} <= {"ray cpu 0", "ray cpu 1"} and len(lines) == 3
+    assert _hashes(root) == before
+    assert all(Path(r.patch).exists() for r in rows if r.patch)
+    # resumable through the store: nothing runs again
+    rows2 = BatchRun(jobs, _ray_executor(2), cfg, str(tmp_path / "kb.db"), tmp_path / "patches", {"t": 1},
+                     device="cpu").run()
+    assert all(r.resumed for r in rows2)
+    # a different setting is a different key: the cheat of reusing any stored result fails
+    assert not any(r.resumed for r in BatchRun(jobs, _LocalNoRun(), cfg, str(tmp_path / "kb.db"), tmp_path / "patches",
+                                               {"t": 2}, device="cpu").run())
+
+
+class _LocalNoRun:
+    """An executor whose workers refuse to start: a kernel that is not resumed shows up as an error row."""
+
+    name = "none"
+
+    def slots(self, device):
+        return LocalExecutor().slots("cpu")
+
+    def evaluator(self, slot, task: Task, workdir, tier):
+        raise RuntimeError("not run")
+
+    def close(self):
+        pass
+
+
+def test_a_lost_worker_hands_its_candidate_to_the_other(tmp_path):
+    """Two local slots; the second worker is killed for real before its first candidate and
+    cannot be restarted (told to use a GPU this machine lacks): it is dropped, its
+    candidate is evaluated by the primary, and the session ends normally."""
+    from helpers.session import LosesItsWorker
+
+    class OneLoses(LocalExecutor):
+        def evaluator(self, slot, task, workdir, profile_tier):
+            if slot.label == "cpu 1":  # call 1 re-times the original there; it dies before call 2
+                return LosesItsWorker(task, workdir=workdir, profile_tier=profile_tier, after=1)
+            return super().evaluator(slot, task, workdir, profile_tier)
+
+    path = workspace(tmp_path)
+    cfg = SessionConfig(search="exhaustive", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False,
+                        profile_tier=0)
+    result = Session(task_of(path), cfg, executor=OneLoses(ExecutorOptions(workers=2))).run()
+    assert result["status"] == VERIFIED_CORRECT and result["evaluations"] == 3, result["stop_reason"]
+    assert len(result["history"]) == 3 and {h["worker"] for h in result["history"]} == {"cpu 0"}
+    assert "worker lost" not in result["stop_reason"]
+    assert any("workers lost during the search: cpu 1" in w for w in result["warnings"]), result["warnings"]
