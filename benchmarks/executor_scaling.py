@@ -60,7 +60,7 @@ def run_one(entry: Any, device: str, workers: int, budget: int, seed: int, profi
     t0 = time.monotonic()
     with Store(store_path) as store:  # device peaks measured once, not per session (warm_start is off)
         result = Session(task, config, EventEmitter(sink), store, threading.Event(),
-                         executor=LocalExecutor(ExecutorOptions(workers=workers))).run()
+                         executor=LocalExecutor(ExecutorOptions(workers=workers))).run().to_dict()
     total = time.monotonic() - t0
     search = marks.get("last_candidate", t0) - marks.get("baseline", t0)
     n = int(result["evaluations"])

@@ -229,7 +229,7 @@ class BatchRun:
             t0 = time.monotonic()
             try:
                 evaluator = self.executor.evaluator(slot, job.task, None, self.config.profile_tier)
-                result = Session(job.task, self.config, None, store, self.stop, evaluator=evaluator).run()
+                result = Session(job.task, self.config, None, store, self.stop, evaluator=evaluator).run().to_dict()
             except Exception as e:  # noqa: BLE001 - one kernel's failure never ends the batch
                 rows[i] = Row(file=job.rel, kernel=job.kernel, status="error", message=f"{type(e).__name__}: {e}",
                               seconds=round(time.monotonic() - t0, 3), worker=slot.label)

@@ -37,8 +37,8 @@ def test_two_local_slots_give_the_verdicts_of_one(tmp_path):
     # exhaustive: both runs evaluate the same variants, whatever order they finish in
     cfg = dict(search="exhaustive", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False,
                profile_tier=0)
-    one = Session(task, SessionConfig(**cfg), executor=LocalExecutor(ExecutorOptions(workers=1))).run()
-    two = Session(task, SessionConfig(**cfg), executor=LocalExecutor(ExecutorOptions(workers=2))).run()
+    one = Session(task, SessionConfig(**cfg), executor=LocalExecutor(ExecutorOptions(workers=1))).run().to_dict()
+    two = Session(task, SessionConfig(**cfg), executor=LocalExecutor(ExecutorOptions(workers=2))).run().to_dict()
     assert one["status"] == two["status"] == VERIFIED_CORRECT
     assert len(_statuses(one)) == 3 and _statuses(one) == _statuses(two)
     assert {h.get("worker") for h in two["history"]} == {"cpu 0", "cpu 1"}  # both workers did evaluate
@@ -50,7 +50,7 @@ def test_two_local_slots_run_a_bandit_search_to_a_verdict(tmp_path):
     path = workspace(tmp_path)
     cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=4), strategies=["tiling", "pipeline"],
                         warm_start=False, profile_tier=0)
-    result = Session(task_of(path), cfg, executor=LocalExecutor(ExecutorOptions(workers=2))).run()
+    result = Session(task_of(path), cfg, executor=LocalExecutor(ExecutorOptions(workers=2))).run().to_dict()
     assert result["status"] == VERIFIED_CORRECT and result["evaluations"] == 4 and len(result["history"]) == 4
     assert result["diff"] and result["best_source"] != task_of(path).source
 
@@ -134,7 +134,7 @@ def test_a_session_runs_through_ray_actors(local_ray, tmp_path):
     try:
         cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False,
                             profile_tier=0)
-        result = Session(task_of(path), cfg, executor=executor).run()
+        result = Session(task_of(path), cfg, executor=executor).run().to_dict()
     finally:
         executor.close()
     assert result["status"] == VERIFIED_CORRECT and result["interpreted"], result["message"]
@@ -165,7 +165,7 @@ def test_a_killed_ray_actor_is_replaced_and_the_session_finishes(local_ray, tmp_
         evaluator = KilledOnce(executor, slot, task, 0)
         cfg = SessionConfig(search="greedy", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False,
                             profile_tier=0)
-        result = Session(task, cfg, evaluator=evaluator).run()
+        result = Session(task, cfg, evaluator=evaluator).run().to_dict()
     finally:
         executor.close()
     assert KilledOnce.calls >= 4
@@ -231,7 +231,7 @@ def test_a_lost_worker_hands_its_candidate_to_the_other(tmp_path):
     path = workspace(tmp_path)
     cfg = SessionConfig(search="exhaustive", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False,
                         profile_tier=0)
-    result = Session(task_of(path), cfg, executor=OneLoses(ExecutorOptions(workers=2))).run()
+    result = Session(task_of(path), cfg, executor=OneLoses(ExecutorOptions(workers=2))).run().to_dict()
     assert result["status"] == VERIFIED_CORRECT and result["evaluations"] == 3, result["stop_reason"]
     assert len(result["history"]) == 3 and {h["worker"] for h in result["history"]} == {"cpu 0"}
     assert "worker lost" not in result["stop_reason"]
