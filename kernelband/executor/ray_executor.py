@@ -164,6 +164,10 @@ class RayEvaluator:
     def evaluate(self, variant: Variant, time_it: bool = True, profile_tier: Optional[int] = None) -> Evaluation:
         return self._call("evaluate", self._deadline(), variant, time_it=time_it, profile_tier=profile_tier)
 
+    def retime_original(self) -> Any:
+        """The original timed as a candidate's timing step runs (Evaluator.retime_original)."""
+        return self._call("retime_original", self._deadline(3))
+
     def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming:
         return self._call("paired_timing", self._deadline(rounds + 4), variant, rounds=rounds)
 
