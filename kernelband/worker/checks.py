@@ -10,7 +10,7 @@ from typing import Any, Iterator, Optional, Union
 
 import torch
 
-from .compare import _CHUNK, chunk_pairs, work_device
+from .compare import chunk_pairs
 
 Mask = Union[torch.Tensor, bool]
 
@@ -62,13 +62,14 @@ def _change_mask(ref: Any, out: Any) -> Mask:
         return _value_differs(ref, out)
     if not _comparable(ref, out) or ref.numel() == 0:
         return True
-    parts = [~_same_chunk(r, o) for r, o in chunk_pairs(ref, out)]
-    changed = sum(int(p.sum()) for p in parts)
+    # count first: the usual all-changed mask is never materialised (a bool per element of
+    # a production-size output); a partial one is rebuilt on the host in a second pass
+    changed = sum(int((~_same_chunk(r, o)).sum()) for r, o in chunk_pairs(ref, out))
     if changed == ref.numel():
         return True
     if changed == 0:
         return False
-    return torch.cat([p.cpu() for p in parts]).reshape(ref.shape)
+    return torch.cat([(~_same_chunk(r, o)).cpu() for r, o in chunk_pairs(ref, out)]).reshape(ref.shape)
 
 
 def change_masks(ref: Any, neutral: Any) -> dict[str, Mask]:
@@ -127,13 +128,9 @@ def unproduced(ref: Any, masks: dict[str, Mask], neutral: Any) -> Optional[str]:
 def error_against(high: torch.Tensor, x: torch.Tensor) -> tuple[float, float, float]:
     """(relative L2 error, max abs error, max |high|) of ``x`` against the higher-precision
     ``high``, over elements finite in both, computed in slices."""
-    h, v = high.reshape(-1), x.reshape(-1)
     err_sq = ref_sq = 0.0
     max_abs = max_ref = 0.0
-    for start in range(0, h.numel(), _CHUNK):
-        dev = work_device(h, v)
-        hh = h[start:start + _CHUNK].to(device=dev, dtype=torch.float64)
-        vv = v[start:start + _CHUNK].to(device=dev, dtype=torch.float64)
+    for hh, vv in chunk_pairs(high, x, torch.float64):
         ok = torch.isfinite(hh) & torch.isfinite(vv)
         if not bool(ok.any()):
             continue

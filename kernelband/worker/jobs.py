@@ -16,10 +16,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional
 
 from . import sandbox
-from .wire import WireError, read_frame
+from .wire import DeviceChoice, WireError, read_frame
 
 _STDERR_KEEP = 200  # lines of the variant's stderr kept for messages
 _ZYGOTE_START_S = 180.0
@@ -156,8 +156,7 @@ class VariantJob:
     job: dict[str, Any]
     timeout_s: float
     trusted_cache: Optional[Path] = None  # Triton cache of original-only jobs, copied in
-    # where received tensors are rebuilt: a device, or a function of (kind, meta, bytes)
-    device: Union[None, str, Callable[[str, dict[str, Any], int], Optional[str]]] = None
+    device: DeviceChoice = None  # where received tensors are rebuilt (wire.read_frame)
     on_log: Optional[Callable[[str], None]] = None
     stderr: list[str] = field(default_factory=list)
     strays_killed: int = 0

@@ -154,13 +154,7 @@ def write_frame(fh: IO[bytes], nonce: str, kind: str, meta: dict[str, Any], tree
 # --------------------------------------------------------------------------- receiving
 def _read_exact(fh: IO[bytes], n: int) -> bytes:
     buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = fh.readinto(view[got:])  # type: ignore[attr-defined]
-        if not k:
-            raise WireError(f"the variant process closed its channel mid-frame ({got} of {n} bytes)")
-        got += k
+    _read_into(fh, memoryview(buf))
     return bytes(buf) if n < 4096 else buf  # type: ignore[return-value]
 
 
