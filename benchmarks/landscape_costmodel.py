@@ -6,8 +6,9 @@ leave-one-kernel-out evidence.
 
 Data: ``benchmarks/results/gpu/shard*/oracle_partial/*.json`` — for each suite kernel,
 every config of its rules space (up to the cap of 48) timed on an H200, as
-speedup over the original. The original's own config (speedup 1) comes from the
-suite source. Training pairs: every (parent, child) pair of ok configs of a kernel,
+speedup over the original; the original's own config (speedup 1) comes from the
+suite source. Plus the knob-only configs (no code rewrite) of the measured H100
+landscapes (``benchmarks/results/landscapes/tables``, ``landscape_measure.py``). Training pairs: every (parent, child) pair of ok configs of a kernel,
 target log(speedup_child / speedup_parent), each kernel weighted equally; the model is
 the difference of a potential over configs (kernelband/generators/costmodel.py). A failed
 config is a child with target log(0.25).
@@ -81,6 +82,26 @@ def load_landscapes() -> list[dict[str, Any]]:
     return out
 
 
+def load_tables(folder: Path = ROOT / "benchmarks/results/landscapes/tables") -> list[dict[str, Any]]:
+    """Knob-only configs of the measured landscapes, with knob names as the oracle files
+    spell them (``block:BLOCK_M:kernel`` -> ``BLOCK_M``)."""
+    out = []
+    for f in sorted(folder.glob("*.json")):
+        d = json.loads(f.read_text())
+        rows = [r for r in d.get("configs", []) if not r.get("code")]
+        if not rows or not rows[0].get("ms") or rows[0].get("recipe"):
+            continue
+        t0 = float(rows[0]["ms"])
+        src = (ROOT / "benchmarks" / "suite" / f"{d['module']}.py").read_text(encoding="utf-8")
+        traits = KernelTraits(has_dot="tl.dot(" in src, has_loop="for " in src)
+        points = []
+        for r in rows:
+            cfg = {k.split(":")[1]: int(v) for k, v in r["knobs"].items()}
+            points.append((cfg, t0 / float(r["ms"]) if r.get("correct") and r.get("ms") else None))
+        out.append({"kernel": d["module"], "traits": traits, "points": points})
+    return out
+
+
 def move_of(a: dict[str, int], b: dict[str, int]) -> list[tuple[str, int, int]]:
     return [(k, a[n], b[n]) for n in a if (k := _kind(n)) and n in b and a[n] != b[n]]
 
@@ -145,7 +166,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args(argv)
-    lands = load_landscapes()
+    lands = load_landscapes() + load_tables()
     ks = (1, 3, 5)
     rows = []
     for i, land in enumerate(lands):
@@ -165,7 +186,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if a.write:
         DEFAULT_PATH.write_text(full.to_json(
             trained_on=[l["kernel"] for l in lands], ridge=RIDGE,
-            source="benchmarks/results/gpu/shard*/oracle_partial (H200, Triton 3.6)",
+            source="benchmarks/results/gpu/shard*/oracle_partial (H200, Triton 3.6) + "
+                   "benchmarks/results/landscapes/tables knob-only configs (H100, Triton 3.6)",
             loko_mean={c: round(v, 4) for c, v in means.items()},
         ))
         print(f"wrote {DEFAULT_PATH.relative_to(ROOT)}")

@@ -48,6 +48,7 @@ SPECS: list[tuple[str, str, dict[str, Any]]] = [
     ("kb: no shrinkage (warm-up)", "kernelband", {"prior_strength": 0.0}),
     ("kb: v2 reward (vs parent)", "kernelband", {"reward_mode": "v2"}),
     ("kb: no hardware term", "kernelband", {"hw_weight": 0.0}),
+    ("kb: each strategy once after 3 stalled pulls", "kernelband", {"kb_patience": 3}),
     ("kernelband-v1", "kernelband-v1", {}),
     ("kernelband-v2", "kernelband-v2", {}),
     ("ucb1", "ucb1", {}),

@@ -141,7 +141,7 @@ def _memoize_screen() -> None:
 
 
 def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
-            counted: Optional[int] = None, unmeasured: str = "refund") -> dict[str, Any]:
+            counted: Optional[int] = None, unmeasured: str = "refund", model: Any = None) -> dict[str, Any]:
     """One replayed session: the trajectory of (evaluations, GPU-seconds, best speedup).
     Misses are counted for the miss rate while fewer than ``counted`` (default max_evals)
     evaluations are spent: beyond the largest budget they do not matter. With
@@ -151,7 +151,9 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
     counted = max_evals if counted is None else counted
     _memoize_screen()
     gen = RulesGenerator(seed=seed, autotune=bool(t.meta.get("autotune")))
-    gen._analyses = t.ac.by_hash  # shared cache: an analysis is a pure function of the source
+    if model is not None:  # the held-out cost model (--costmodel loko); t.ac ranks with the same one
+        gen.model, gen.ranking = model, "model"
+    gen._analyses = t.ac.by_hash  # shared cache: an analysis is a pure function of the source and model
     policy = make_policy(policy_name, BanditConfig())
     rng = random.Random(seed)
     orig = Variant(source)
@@ -242,14 +244,25 @@ def at_seconds(traj: list[tuple[int, float, float]], seconds: float) -> float:
     return out
 
 
-def _kernel_job(args: tuple[dict[str, Any], list[str], list[int], int, int, bool, str]) -> dict[str, Any]:
-    d, policies, seeds, max_evals, counted, block_ptr, unmeasured = args
+def held_out_model(module: str, tables: Path) -> Any:
+    """The proposal cost model fitted without ``module``'s measurements (leave one kernel
+    out), so a replay never ranks a kernel's proposals with what was learned on it."""
+    import landscape_costmodel as lc
+
+    return lc.fit([x for x in lc.load_landscapes() + lc.load_tables(tables) if x["kernel"] != module])
+
+
+def _kernel_job(args: tuple[dict[str, Any], list[str], list[int], int, int, bool, str, Optional[Path]]) -> dict[str, Any]:
+    d, policies, seeds, max_evals, counted, block_ptr, unmeasured, loko_tables = args
     force_block_pointers(block_ptr)
     t = Table(d)
+    model = held_out_model(t.module, loko_tables) if loko_tables is not None else None
+    if model is not None:
+        t.ac.model = model
     src = t.source()
     out: dict[str, Any] = {"module": t.module, "best_known": t.best_known, "median_cost": t.median_cost, "runs": {}}
     for p in policies:
-        out["runs"][p] = [run_one(t, p, s, max_evals, src, counted, unmeasured) for s in seeds]
+        out["runs"][p] = [run_one(t, p, s, max_evals, src, counted, unmeasured, model) for s in seeds]
     return out
 
 
@@ -380,7 +393,9 @@ def report(results: list[dict[str, Any]], tables: list[dict[str, Any]], policies
     f3 = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
     meta = out["measured_on"]
     L = [f"Replay of {len(policies)} policies with the rules generator over {K} measured landscapes "
-         f"({meta.get('gpu', '?')}, Triton {meta.get('triton', '?')}), {S} seeds, budgets {budgets}.", ""]
+         f"({meta.get('gpu', '?')}, Triton {meta.get('triton', '?')}), {S} seeds, budgets {budgets}. "
+         "Proposals are ranked by the cost model fitted without the replayed kernel (`--costmodel loko`) unless "
+         "replay.json's `costmodel` says `shipped`.", ""]
     for mode, title in (("evals", "equal evaluations"), ("seconds", "equal GPU-seconds (N x the kernel's median config cost)")):
         L += [f"Geomean best speedup over kernels and seeds, {title}:", "",
               "| policy | " + " | ".join(f"N={b}" for b in budgets) + " |", "|" + " --- |" * (1 + len(budgets))]
@@ -453,6 +468,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--jobs", type=int, default=1, help="kernels replayed in parallel processes")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--costmodel", choices=("loko", "shipped"), default="loko",
+                    help="rank proposals with a cost model fitted without the replayed kernel (loko), or the shipped one")
     ap.add_argument("--unmeasured", choices=("refund", "estimate"), default="refund",
                     help="an unmeasured proposal is skipped and refunded, or estimated from its step's measured ratio")
     a = ap.parse_args(argv)
@@ -473,7 +490,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     # room for the equal-GPU-seconds comparison (a policy of cheap configs gets more pulls), truncated at 1.5x
     max_evals = (max(budgets) * 3 + 1) // 2
     seeds = list(range(a.seeds))
-    jobs = [(d, policies, seeds, max_evals, max(budgets), block_ptr, a.unmeasured) for d in tables]
+    loko = a.tables if a.costmodel == "loko" else None
+    jobs = [(d, policies, seeds, max_evals, max(budgets), block_ptr, a.unmeasured, loko) for d in tables]
     t0 = time.perf_counter()
     if a.jobs > 1:
         with ProcessPoolExecutor(a.jobs) as ex:
@@ -483,6 +501,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     out, md = report(results, tables, policies, seeds, budgets)
     out["replay_seconds"] = time.perf_counter() - t0
     out["unmeasured"] = a.unmeasured
+    out["costmodel"] = a.costmodel
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "replay.json").write_text(json.dumps(out, indent=1) + "\n")
     (a.out / "replay.md").write_text(md)

@@ -74,3 +74,26 @@ def test_replay_ablation_runs_small():
                          capture_output=True, text=True, cwd=REPO, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "| kernelband | " in out.stdout and "| ucb1 | " in out.stdout and "Paired ratio" in out.stdout
+
+
+def test_patience_gives_each_never_pulled_strategy_one_look_after_a_stall():
+    """kb_patience=2: after two pulls without a new best, the strategies never pulled get
+    one look each (best prior first), then the scores decide again; off (-1) by default,
+    where the strong prior keeps winning."""
+    prior = {"tiling": 0.2, "vectorization": 0.01, "pipeline": 0.02}
+    strategies = ["tiling", "vectorization", "pipeline"]
+    pool = [cand("a", 1.0)]
+    table = offer({"a": strategies})
+
+    def picks(patience: int) -> list[str]:
+        p = make_policy("kernelband", BanditConfig(strategy_prior=prior, n_clusters=1, kb_patience=patience))
+        out = []
+        for _ in range(5):
+            c, s = p.select(pool, table, random.Random(0))
+            out.append(s)
+            p.update(c, s, Outcome(True, 1.0, 1.0), None)  # never faster: a stall
+        return out
+
+    assert picks(-1) == ["tiling"] * 5
+    assert BanditConfig().kb_patience == -1
+    assert picks(2) == ["tiling", "tiling", "pipeline", "vectorization", "tiling"]

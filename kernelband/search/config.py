@@ -59,6 +59,7 @@ class BanditConfig:
     prior_strength: float = 8.0  # pseudo-pulls at the strategy prior (tuned on replay seeds 100-139)
     strategy_prior: Optional[dict[str, float]] = None  # None: the shipped priors.json
     kb_explore: float = 0.05
+    kb_patience: int = -1  # kb: after this many pulls without a new best, each strategy never pulled gets one look (-1: never; replay ablation: no gain)
     hw_weight: float = 0.05
     # compatibility model (compat.py)
     compat_buffer: int = 500  # samples kept per strategy

@@ -17,12 +17,15 @@ A step (``select``):
    member nearest the centroid) has saturation[resource(s)] >= 0.75. A member with no
    value for that resource does not mask. If every offered arm is masked, masks are
    ignored for this step (``fallback`` in state).
-5. warm-up: the first offered, unmasked arm with n = 0, in order cluster 0, 1, ...
-   and within a cluster strategies in canonical order, is pulled.
+5. warm-up: v1/v2: the first offered, unmasked arm with n = 0, in order cluster 0, 1, ...
+   and within a cluster strategies in canonical order, is pulled. kb (``kb_try_each``):
+   while an offered strategy has never been pulled this session (on any member), the
+   best-scoring arm among those strategies is pulled: every strategy gets one look,
+   in the order the prior and the hardware term rank them, and never again per cluster.
 6. else UCB, ties to the earlier arm in the same order:
    v1: mean + sqrt(2 ln t / n) + alpha * psi_s(phi(target(c,s)))
    v2: mean + c * sqrt(ln t / n)
-   kb (the default ``kernelband``; no warm-up, every arm has a finite score):
+   kb (the default ``kernelband``; every arm has a finite score):
        (sum + m * prior_s) / (n + m) + kb_explore * sqrt(ln(t + 1) / (n + m))
        + hw_weight * (headroom_s(target) - 0.5) [+ hw_weight * (psi - 0.5) with counters]
    where m = prior_strength, prior_s the strategy's prior mean reward (learned across
@@ -75,6 +78,7 @@ class KernelBandPolicy:
             compat = CompatibilityModels(self.config)
         self.priors = dict(self.config.strategy_prior) if self.config.strategy_prior is not None else shipped_priors()
         self.best_ms = math.inf  # fastest time seen (reward mode "best")
+        self._since_best = 0  # pulls since the fastest time last improved (kb_patience)
         self.compat = compat
         self._stats: dict[tuple[str, str], ArmStats] = {}  # (member id, strategy)
         self.t = 0
@@ -169,9 +173,17 @@ class KernelBandPolicy:
                 a["score"], a["terms"] = math.inf, {}
             else:
                 a["score"], a["terms"] = self.score(a["stats"], a["target"], a["strategy"])
-        warm = [a for a in eligible if a["stats"].n == 0] if self.config.warmup and not kb else []
-        phase = "warmup" if warm else "ucb"
-        chosen = warm[0] if warm else max(eligible, key=lambda a: a["score"])  # max keeps the first of equals
+        if kb:
+            # each strategy once per session (not per cluster: that warm-up recurred with
+            # every new cluster), the most promising first; then the scores alone
+            stalled = self.config.kb_patience >= 0 and self._since_best >= self.config.kb_patience
+            fresh = [a for a in eligible if self._strategy_pulls(a["strategy"]) == 0] if stalled else []
+            phase = "try-each" if fresh else "ucb"
+            chosen = max(fresh or eligible, key=lambda a: a["score"])  # max keeps the first of equals
+        else:
+            warm = [a for a in eligible if a["stats"].n == 0] if self.config.warmup else []
+            phase = "warmup" if warm else "ucb"
+            chosen = warm[0] if warm else max(eligible, key=lambda a: a["score"])
         self._last = {
             "phase": phase,
             "t": self.t,
@@ -191,6 +203,11 @@ class KernelBandPolicy:
         }
         return chosen["target"], chosen["strategy"]
 
+    def _strategy_pulls(self, strategy: str) -> int:
+        """Pulls of ``strategy`` this session, on any member, running ones included."""
+        done = sum(st.n for (_mid, s), st in self._stats.items() if s == strategy)
+        return done + self._pending.of_strategy(strategy)
+
     def pending(self, parent: Candidate, strategy: str) -> None:
         """(parent, strategy) was handed to a worker: a virtual loss until ``update``."""
         self._pending.add(parent.id, strategy)
@@ -200,8 +217,10 @@ class KernelBandPolicy:
         self.best_ms = min(self.best_ms, parent.time_ms)
         r = reward(outcome, self.config.reward_mode, self.best_ms)  # type: ignore[arg-type]
         self._stats.setdefault((parent.id, strategy), ArmStats()).add(r)
-        if outcome.success and outcome.child_ms is not None:
-            self.best_ms = min(self.best_ms, outcome.child_ms)
+        if outcome.success and outcome.child_ms is not None and outcome.child_ms < self.best_ms:
+            self.best_ms, self._since_best = outcome.child_ms, 0
+        else:
+            self._since_best += 1
         self.t += 1
         if self.compat is not None and parent.phi is not None:
             self.compat.observe(parent.phi, strategy, improved(outcome))
