@@ -45,7 +45,7 @@ T975 = {30: 2.042, 40: 2.021, 50: 2.009, 60: 2.000}
 # (label, policy name, BanditConfig overrides); the first is the reference
 SPECS: list[tuple[str, str, dict[str, Any]]] = [
     ("kernelband", "kernelband", {}),
-    ("kb: no shrinkage (warm-up)", "kernelband", {"prior_strength": 0.0}),
+    ("kb: shrinkage toward the prior (8 pulls)", "kernelband", {"prior_strength": 8.0}),
     ("kb: v2 reward (vs parent)", "kernelband", {"reward_mode": "v2"}),
     ("kb: no hardware term", "kernelband", {"hw_weight": 0.0}),
     ("kb: each strategy once after 3 stalled pulls", "kernelband", {"kb_patience": 3}),

@@ -18,9 +18,11 @@
 | masking | False | True | v2's saturation mask |
 
 ``variant="kb"`` is the default ``kernelband`` policy (our departures from the paper,
-each backed by the replay ablation in benchmarks/README.md): no warm-up, arm means
+each backed by the replay ablations in benchmarks/README.md): arm means optionally
 shrunk toward a per-strategy prior (``prior_strength`` pseudo-pulls at
-``strategy_prior``, the shipped ``priors.json`` when None), exploration
+``strategy_prior``, the shipped ``priors.json`` when None; 0 by default, so unpulled
+arms are warmed up as in the paper: the measured landscapes showed 8 pseudo-pulls
+starving a strategy the prior ranks low), exploration
 ``kb_explore * sqrt(ln(t+1) / (n + prior_strength))``, reward ``"best"`` (relative to
 the fastest time seen so far, clipped at 0, failure 0), and a hardware term
 ``hw_weight * (headroom - 0.5)`` where headroom = 1 - saturation of the strategy's
@@ -56,7 +58,7 @@ class BanditConfig:
     feature_set: Optional[str] = None  # None: same as variant
     warmup: bool = True  # pull every offered (cluster, strategy) arm once before UCB (v1, v2)
     # the "kb" variant (the default kernelband policy)
-    prior_strength: float = 8.0  # pseudo-pulls at the strategy prior (tuned on replay seeds 100-139)
+    prior_strength: float = 0.0  # pseudo-pulls at the strategy prior; 0: none, unpulled arms are warmed up (measured landscapes: 8 starved pipelining)
     strategy_prior: Optional[dict[str, float]] = None  # None: the shipped priors.json
     kb_explore: float = 0.05
     kb_patience: int = -1  # kb: after this many pulls without a new best, each strategy never pulled gets one look (-1: never; replay ablation: no gain)

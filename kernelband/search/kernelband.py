@@ -22,10 +22,12 @@ A step (``select``):
    while an offered strategy has never been pulled this session (on any member), the
    best-scoring arm among those strategies is pulled: every strategy gets one look,
    in the order the prior and the hardware term rank them, and never again per cluster.
+   kb with ``prior_strength`` 0 (the default): an unpulled arm's score is +inf, so the
+   same warm-up happens through the scores.
 6. else UCB, ties to the earlier arm in the same order:
    v1: mean + sqrt(2 ln t / n) + alpha * psi_s(phi(target(c,s)))
    v2: mean + c * sqrt(ln t / n)
-   kb (the default ``kernelband``; every arm has a finite score):
+   kb (the default ``kernelband``; with m > 0 every arm has a finite score):
        (sum + m * prior_s) / (n + m) + kb_explore * sqrt(ln(t + 1) / (n + m))
        + hw_weight * (headroom_s(target) - 0.5) [+ hw_weight * (psi - 0.5) with counters]
    where m = prior_strength, prior_s the strategy's prior mean reward (learned across
