@@ -57,6 +57,7 @@ class Evaluator:
         self.facts: dict[str, Any] = {}
         self.evaluations = 0
         self.worker_restarts = 0
+        self._closed = False  # closed (the session ended): no new worker process after this
 
     def _runs(self) -> int:
         """Harness runs in one evaluation: every harness under every seed, the neutralised
@@ -78,6 +79,8 @@ class Evaluator:
         return bool(self.client.info and self.client.info.interpreted)
 
     def start(self) -> WorkerInfo:
+        if self._closed:  # a worker still preparing in the background when its session ended
+            raise SetupError("the evaluation worker was closed")
         if not self.client.alive:
             try:
                 return self.client.start()
@@ -89,6 +92,7 @@ class Evaluator:
         return self.client.info
 
     def close(self) -> None:
+        self._closed = True
         self.client.stop()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -101,22 +105,27 @@ class Evaluator:
 
     def _revive(self) -> None:
         """Start a fresh worker and re-load the original from the saved references."""
+        if self._closed:
+            raise WorkerError("crashed", "the evaluation worker was closed")
         self.client.restart()
         self.worker_restarts += 1
         self.client.request("prepare", self._deadline(self._runs() + 2), task=self.task.to_dict(),
                             workdir=str(self.workdir), restore=True, time=False)
 
     # ------------------------------------------------------------------ the original
-    def prepare(self, time_it: bool = True) -> Baseline:
-        """Check the original and its harness; raise SetupError with the reason if unusable."""
+    def prepare(self, time_it: bool = True, profile_tier: Optional[int] = None) -> Baseline:
+        """Check the original and its harness; raise SetupError with the reason if unusable.
+        ``profile_tier`` overrides the evaluator's for this call (0: references only, as a
+        second worker of a session needs)."""
         self.start()
+        tier = self.profile_tier if profile_tier is None else profile_tier
         try:
             raw = self.client.request(
                 "prepare", self._deadline(self._runs() + 2), task=self.task.to_dict(),
-                workdir=str(self.workdir), time=time_it, profile_tier=self.profile_tier, facts=self.facts,
+                workdir=str(self.workdir), time=time_it, profile_tier=tier, facts=self.facts,
             )
         except WorkerError as e:
-            if e.kind != "error":
+            if e.kind != "error" and not self._closed:
                 self.client.restart()
             raise SetupError(f"the original kernel could not be run ({e.kind}): {e}") from e
         self.baseline = Baseline.from_dict(raw)

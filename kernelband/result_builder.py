@@ -5,11 +5,14 @@ with a 95% confidence interval; kernelband/verdict.py says what that interval me
 Under the interpreter (no CPU tuning) nothing is re-measured: the winner is
 ``verified_correct``, with no speed claim. On a GPU the finalist first runs under
 compute-sanitizer memcheck. A winner whose re-measurement fails is not a verified
-speedup: the Result stays ``no_improvement``, with its id and diff kept aside.
+speedup: the Result stays ``no_improvement``, with its id and diff kept aside. With a
+second worker free (several GPUs), the memcheck runs there while the primary
+re-measures: the same two results as one after the other, a memcheck failure first.
 """
 from __future__ import annotations
 
 import difflib
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -52,10 +55,11 @@ class ResultBuilder:
     """Turns a SearchOutcome into a Result; re-measures through the session's evaluator."""
 
     def __init__(self, task: Task, config: Any, evaluator: Any, warn: Callable[[str], None],
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], spare: Any = None) -> None:
         self.task = task
         self.config = config  # session.SessionConfig
         self.evaluator = evaluator
+        self.spare = spare  # another prepared worker (its own GPU), free: the memcheck runs there
         self.warn = warn  # a Result warning and a log event, once per note
         self.log = log  # an info log event
 
@@ -81,6 +85,8 @@ class ResultBuilder:
             return result
         if interpreted and not self.config.cpu_tuning:
             return self._correct_only(result, best, out)
+        if self.spare is not None and not interpreted:
+            return self._memcheck_beside_paired(result, best, out)
         if self._memcheck_refused(result, best):
             return result
         self.log("re-measuring the best variant and the original, interleaved...")
@@ -90,6 +96,35 @@ class ResultBuilder:
             return self._unverified(result, best, e)
         return self._paired_verdict(result, best, out, paired)
 
+    def _memcheck_beside_paired(self, result: Result, best: Any, out: SearchOutcome) -> Result:
+        """The finalist's memcheck on the spare worker (its GPU) while the primary re-measures
+        it on its own: each GPU runs one thing; the verdict is decided as in the serial
+        order (a memcheck failure wins over any timing). A spare that cannot run it hands
+        the memcheck back to the primary."""
+        self.log("checking the best variant under compute-sanitizer memcheck on another worker while re-measuring "
+                 "it and the original, interleaved...")
+        box: dict[str, Any] = {}
+
+        def memcheck() -> None:
+            try:
+                box["report"] = self.spare.sanitize(best.variant)
+            except Exception as e:  # noqa: BLE001 - e.g. a Ray actor lost twice: the primary runs it
+                box["error"] = e
+
+        thread = threading.Thread(target=memcheck, daemon=True, name="kb-memcheck")
+        thread.start()
+        paired, failed = None, None
+        try:
+            paired = self.evaluator.paired_timing(best.variant, rounds=self.config.paired_rounds)
+        except (WorkerError, SetupError) as e:
+            failed = e
+        thread.join()
+        if self._memcheck_refused(result, best, box.get("report")):
+            return result
+        if failed is not None:
+            return self._unverified(result, best, failed)
+        return self._paired_verdict(result, best, out, paired)
+
     def _found(self, result: Result, best: Any, out: SearchOutcome) -> None:
         result.search_best_ms, result.search_baseline_ms = best.time_ms, out.original.time_ms
         result.strategy_path = list(out.strategy_path)
@@ -97,13 +132,15 @@ class ResultBuilder:
         result.best_source = best.variant.source
         result.best_variant_id = best.id
 
-    def _memcheck_refused(self, result: Result, best: Any) -> bool:
+    def _memcheck_refused(self, result: Result, best: Any, report: Optional[dict[str, Any]] = None) -> bool:
         """On a GPU, the finalist runs once under compute-sanitizer memcheck: out-of-bounds
-        accesses that no comparison can see. A failure keeps the result at no_improvement."""
+        accesses that no comparison can see. A failure keeps the result at no_improvement.
+        ``report``: the memcheck already run (on a spare worker)."""
         if self.evaluator.interpreted:
             return False
-        self.log("checking the best variant under compute-sanitizer memcheck...")
-        report = self.evaluator.sanitize(best.variant)
+        if report is None:
+            self.log("checking the best variant under compute-sanitizer memcheck...")
+            report = self.evaluator.sanitize(best.variant)
         if not report.get("ran"):
             self.warn(f"out-of-bounds accesses not checked: {report.get('reason')}")
             return False

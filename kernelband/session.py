@@ -191,7 +191,7 @@ class Session:
             self._workdir = session_workdir()
             evaluators, labels = self._evaluators(executor, self._workdir)
         self.evaluator = evaluators[0]  # the primary worker: baseline, final re-measurement
-        self.workers = WorkerPool(evaluators, labels)
+        self.workers = WorkerPool(evaluators, labels, emit=self.emit)
         self.id = uuid.uuid4().hex[:12]
         self.rng = random.Random(config.seed)
         self.usage = Usage()
@@ -315,7 +315,7 @@ class Session:
         self.emit("candidate", **{k: entry[k] for k in ("index", "variant_id", "parent", "strategy", "generator", "status",
                                                          "time_ms", "speedup", "message", "description",
                                                          "phases")},
-                  speed_claim=not self.evaluator.interpreted)
+                  **({"worker": worker} if worker is not None else {}), speed_claim=not self.evaluator.interpreted)
         total = self.config.budget.evaluations
         self.emit("progress", done=self.usage.done, total=total, best_ms=best.time_ms,
                   best_speedup=entry["best_speedup_so_far"], message=f"{strategy or 'candidate'}: {ev.status.value}",
@@ -539,24 +539,14 @@ class Session:
         return self._dispatch_loop(dispatch, complete)
 
     def _dispatch_loop(self, dispatch: Callable[[], Optional[str]], complete: Callable[[Any, Optional[str], Evaluation], None]) -> str:
-        """Keep every free worker busy: ``dispatch`` hands one evaluation to a free worker
-        (or says why the search ends); ``complete`` takes each finished one. Running
-        evaluations always finish before the search returns. With one worker, dispatch
-        evaluates at once and this is the plain select-generate-evaluate-update loop."""
-        ended: Optional[str] = None
-        while True:
-            while ended is None and self.workers.free():
-                step = dispatch()
-                if step is _WAIT:
-                    break
-                ended = step
-            if not self.workers.busy():
-                if ended is not None:
-                    return ended
-                continue
-            tag, worker, ev = self.workers.wait()
+        """Keep every free worker busy (WorkerPool.drive): ``dispatch`` hands one evaluation
+        to a free worker (or says why the search ends); ``complete`` takes each finished
+        one. With one worker this is the plain select-generate-evaluate-update loop."""
+        def done(tag: Any, worker: Optional[str], ev: Evaluation) -> None:
             self.usage.in_flight -= 1
-            complete(tag, worker if self.workers.parallel else None, ev)
+            complete(tag, worker, ev)
+
+        return self.workers.drive(dispatch, done, _WAIT)
 
     def _finish(self, stop_reason: str) -> Result:
         original, best = self.pool[0], self._best()
@@ -568,7 +558,8 @@ class Session:
             baseline_bottleneck=((self.profiles.get(original.id) or {}).get("diagnosis") or {}).get("bottleneck"),
             overshoot=self.usage.overshoot(self.config.budget))
         log = lambda message: self.emit("log", level="info", message=message)  # noqa: E731
-        return ResultBuilder(self.task, self.config, self.evaluator, self._warn_once, log).build(outcome)
+        return ResultBuilder(self.task, self.config, self.evaluator, self._warn_once, log,
+                             spare=self.workers.spare()).build(outcome)
 
     # ------------------------------------------------------------------ run
     def _make_generator(self) -> Any:

@@ -6,15 +6,19 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from kernelband.executor import ExecutorOptions, ExecutorUnavailable, make_executor
 from kernelband.executor.local import LocalExecutor, visible_gpus
-from kernelband.model import Variant
+from kernelband.executor.pool import WorkerPool
+from kernelband.model import Evaluation, PairedTiming, Status, Timing, Variant
 from kernelband.search import BanditConfig, Candidate, Outcome, make_policy
 from kernelband.search.base import add_pending
+from kernelband.verdict import IMPROVED, NO_IMPROVEMENT
 
 REPO = Path(__file__).resolve().parent.parent
 POLICIES = ("kernelband", "kernelband-v1", "kernelband-v2", "ucb1", "greedy", "random")
@@ -37,6 +41,13 @@ def test_local_slots_pin_one_worker_per_visible_gpu(monkeypatch):
     assert all(s.gpu and s.device == "cuda" for s in slots)
     assert len(LocalExecutor(ExecutorOptions(workers=1)).slots("auto")) == 1
     assert len(LocalExecutor(ExecutorOptions(workers=8)).slots("auto")) == 2  # never two workers on one GPU
+    # a timing lock file the user set guards one GPU: one per GPU, else timing would take turns across GPUs
+    monkeypatch.setenv("KERNELBAND_TIMING_LOCK", "/tmp/kb.lock")
+    assert [s.env["KERNELBAND_TIMING_LOCK"] for s in LocalExecutor().slots("auto")] == ["/tmp/kb.lock-gpu3",
+                                                                                       "/tmp/kb.lock-gpu5"]
+    monkeypatch.setenv("KERNELBAND_TIMING_LOCK", "off")
+    assert all("KERNELBAND_TIMING_LOCK" not in s.env for s in LocalExecutor().slots("auto"))
+    monkeypatch.delenv("KERNELBAND_TIMING_LOCK")
     # an explicit "cuda" is the first GPU, as before, unless --workers asks for more
     assert [s.env for s in LocalExecutor().slots("cuda")] == [{}]
     assert len(LocalExecutor(ExecutorOptions(workers=2)).slots("cuda")) == 2
@@ -173,3 +184,247 @@ def test_executor_flags_are_checked(tmp_path):
     assert r.returncode == 2 and "no such file or directory" in r.stderr
     r = _cli(["optimize-all", str(REPO / "examples"), "--device", "cpu", "--workers", "-1"])
     assert r.returncode == 2 and "argument --workers: expected an integer of at least 0, not -1" in r.stderr, r.stderr
+
+
+# --------------------------------------------------------------------------- the pool: setup, joining, the end
+
+
+class _FakeWorker:
+    """The Evaluator API without a judge: fixed times; ``gate`` holds its setup back."""
+
+    interpreted = False
+    worker_restarts = 0
+    baseline = None
+
+    def __init__(self, retime_ms: float, gate: "threading.Event | None" = None, fail: str = "") -> None:
+        self.retime_ms, self.gate, self.fail = retime_ms, gate, fail
+        self.facts: dict = {}
+        self.prepared_with: dict = {}
+        self.evaluated: list[str] = []
+        self.closed = False
+
+    def start(self):
+        return None
+
+    def prepare(self, time_it=True, profile_tier=None):
+        self.prepared_with = {"time_it": time_it, "profile_tier": profile_tier}
+        if self.gate is not None:
+            assert self.gate.wait(20), "the test never released this worker"
+        if self.fail:
+            raise RuntimeError(self.fail)
+
+    def retime_original(self):
+        return Timing(self.retime_ms, self.retime_ms, self.retime_ms, "cuda-events", 1)
+
+    def evaluate(self, variant, profile_tier=None):
+        self.evaluated.append(variant.id)
+        return Evaluation(Status.OK, timing=Timing(1.0, 1.0, 1.0, "cuda-events", 1), variant_id=variant.id)
+
+    def close(self):
+        self.closed = True
+
+
+def _drive(pool: WorkerPool, n: int, after_each=None) -> list[tuple[str, str, float]]:
+    """Dispatch n variants over the pool; returns (variant id, worker, scaled ms) in completion order."""
+    todo = [Variant(source=f"# v{i}\n", id=f"v{i}") for i in range(n)]
+    done: list[tuple[str, str, float]] = []
+
+    def dispatch():
+        if not todo:
+            return "done"
+        v = todo.pop(0)
+        pool.submit(lambda ev: ev.evaluate(v), v)
+        return None
+
+    def complete(tag, worker, ev):
+        done.append((tag.id, worker, ev.time_ms))
+        if after_each:
+            after_each(len(done))
+
+    assert pool.drive(dispatch, complete, "wait") == "done"
+    return done
+
+
+def test_a_second_worker_still_preparing_never_holds_up_the_primary():
+    gate = threading.Event()
+    primary, second = _FakeWorker(2.0), _FakeWorker(4.0, gate=gate)
+    events: list[tuple[str, dict]] = []
+    pool = WorkerPool([primary, second], ["gpu 0", "gpu 1"], emit=lambda kind, **kw: events.append((kind, kw)))
+    pool.begin_others()
+    assert pool.finish_others(Variant(source="# o\n"), 2.0, {"peak": 1}) == []  # returns at once: gpu 1 is not ready
+    assert pool.live == [0]
+    # the primary evaluates alone until gpu 1 is released (after its second candidate)
+    done = _drive(pool, 6, after_each=lambda k: gate.set() if k == 2 else None)
+    assert [d[1] for d in done[:2]] == ["gpu 0", "gpu 0"]
+    assert second.evaluated, "the second worker joined once prepared"
+    assert len(primary.evaluated) + len(second.evaluated) == 6
+    # its candidates are scaled to the primary's clock (2.0 / 4.0), the primary's are not
+    assert {ms for _, w, ms in done if w == "gpu 1"} == {0.5} and {ms for _, w, ms in done if w == "gpu 0"} == {1.0}
+    # it prepared references only (no timing, no profile) and got the primary's device facts
+    assert second.prepared_with == {"time_it": False, "profile_tier": 0} and second.facts == {"peak": 1}
+    logs = [kw["message"] for kind, kw in events if kind == "log"]
+    assert any(m.startswith("gpu 1 takes candidates from") for m in logs), logs
+    assert any(m.startswith("search phase of") and "gpu 1" in m for m in logs), logs
+    usage = pool.usage()
+    assert usage["gpu 0"]["evaluations"] + usage["gpu 1"]["evaluations"] == 6
+    pool.close()
+    assert primary.closed and second.closed
+
+
+def test_a_second_worker_that_cannot_prepare_is_dropped_and_the_search_goes_on():
+    primary, second = _FakeWorker(2.0), _FakeWorker(2.0, fail="no GPU there")
+    pool = WorkerPool([primary, second], ["gpu 0", "gpu 1"])
+    pool.begin_others()
+    done = _drive(pool, 3)
+    assert [d[1] for d in done] == ["gpu 0"] * 3 and not second.evaluated
+    assert pool.lost == ["gpu 1: prepare failed: RuntimeError: no GPU there"]
+    assert pool.spare() is None
+
+
+def _outcome(best_source: str = "# faster\n"):
+    from kernelband.result_builder import SearchOutcome
+
+    original = Candidate(id="o", variant=Variant(source="# o\n", id="o"), time_ms=2.0)
+    best = Candidate(id="b", variant=Variant(source=best_source, id="b"), time_ms=1.0, parent_id="o")
+    return SearchOutcome(session_id="s", stop_reason="budget", original=original, best=best, strategy_path=["tiling"],
+                         evaluations=2, seconds=1.0, tokens=0, dollars=0.0, history=[], warnings=[])
+
+
+class _Final(_FakeWorker):
+    """The primary and the spare at the end: memcheck and the paired re-measurement."""
+
+    def __init__(self, memcheck: dict, met: threading.Event, wait_for: "threading.Event | None") -> None:
+        super().__init__(2.0)
+        self.memcheck, self.met, self.wait_for = memcheck, met, wait_for
+        self.calls: list[str] = []
+
+    def sanitize(self, variant):
+        self.calls.append("sanitize")
+        self.met.set()
+        if self.wait_for is not None:  # the memcheck only ends once the re-measurement runs
+            self.wait_for.wait(10)
+        return self.memcheck
+
+    def paired_timing(self, variant, rounds=10):
+        self.calls.append("paired")
+        self.met.set()
+        if self.wait_for is not None:
+            self.wait_for.wait(10)
+        return PairedTiming(2.0, 1.0, 2.0, 1.9, 2.1, rounds, "cuda-events")
+
+
+def _build(primary, spare):
+    from kernelband.model import Task
+    from kernelband.result_builder import ResultBuilder
+    from kernelband.session import SessionConfig
+
+    task = Task(module_path="/x/k.py", source="# o\n", kernel="k", harness="h", device="cuda")
+    warnings: list[str] = []
+    result = ResultBuilder(task, SessionConfig(), primary, warnings.append, lambda m: None, spare=spare).build(_outcome())
+    return result, warnings
+
+
+def test_the_finalists_memcheck_runs_on_the_spare_worker_while_the_primary_re_measures():
+    ok = {"ran": True, "ok": True}
+    paired_running, memcheck_running = threading.Event(), threading.Event()
+    primary = _Final(ok, met=paired_running, wait_for=memcheck_running)
+    spare = _Final(ok, met=memcheck_running, wait_for=paired_running)
+    t0 = time.monotonic()
+    result, _ = _build(primary, spare)
+    # each waited for the other to be running: one after the other would have waited 10 s twice
+    assert time.monotonic() - t0 < 8
+    assert primary.calls == ["paired"] and spare.calls == ["sanitize"]
+    assert result.status == IMPROVED and result.speedup == 2.0
+
+
+def test_a_memcheck_failure_on_the_spare_still_refuses_the_winner():
+    bad = {"ran": True, "ok": False, "findings": ["Invalid __global__ write of size 4"]}
+    primary = _Final({"ran": True, "ok": True}, threading.Event(), None)
+    spare = _Final(bad, threading.Event(), None)
+    result, warnings = _build(primary, spare)
+    assert result.status == NO_IMPROVEMENT and result.memcheck == bad and result.unverified_variant_id == "b"
+    assert any("fails compute-sanitizer memcheck" in w for w in warnings)
+    # a spare that cannot run it hands the memcheck back to the primary
+    class Broken(_Final):
+        def sanitize(self, variant):
+            raise RuntimeError("actor lost twice")
+
+    primary = _Final(bad, threading.Event(), None)
+    result, _ = _build(primary, Broken(bad, threading.Event(), None))
+    assert primary.calls == ["paired", "sanitize"] and result.status == NO_IMPROVEMENT
+
+
+# --------------------------------------------------------------------------- what a Ray worker is sent
+
+
+def test_the_local_modules_a_kernel_imports_are_collected_and_nothing_else(tmp_path, monkeypatch):
+    from kernelband.executor.ship import collect, local_imports, unpack
+
+    (tmp_path / "kern.py").write_text("import torch\nimport helpers\nfrom pkg.ops import f\nfrom . import rel\n")
+    (tmp_path / "helpers.py").write_text("from deeper import g\n")  # followed transitively
+    (tmp_path / "deeper.py").write_text("X = 1\n")
+    (tmp_path / "rel.py").write_text("")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "ops.py").write_text("from . import table\n")
+    (tmp_path / "pkg" / "table.json").write_text("{}")
+    (tmp_path / "pkg" / "__pycache__").mkdir()
+    (tmp_path / "pkg" / "__pycache__" / "ops.cpython-311.pyc").write_bytes(b"\0")
+    (tmp_path / "unrelated.py").write_text("SECRET = 1\n")  # never imported: never sent
+    (tmp_path / ".env").write_text("API_KEY=x\n")
+    kern = tmp_path / "kern.py"
+    names = [p.name for p in local_imports(str(kern), [(str(kern), kern.read_text())])]
+    assert names == ["deeper.py", "helpers.py", "pkg", "rel.py"]
+    files = collect(str(kern), [(str(kern), kern.read_text())])
+    assert sorted(files) == ["deeper.py", "helpers.py", "pkg/__init__.py", "pkg/ops.py", "pkg/table.json", "rel.py"]
+    out = tmp_path / "actor"
+    out.mkdir()
+    unpack(files, out)
+    assert (out / "pkg" / "ops.py").read_text() == "from . import table\n"
+    with pytest.raises(ValueError, match="outside"):
+        unpack({"../escape.py": b""}, out)
+    # a kernel importing nothing of its folder sends nothing
+    (tmp_path / "alone.py").write_text("import triton\n")
+    assert collect(str(tmp_path / "alone.py"), [(str(tmp_path / "alone.py"), "import triton\n")]) == {}
+    # over the limit: one line that names the modules and the setting
+    monkeypatch.setenv("KERNELBAND_RAY_SHIP_MAX_MB", "0.00001")
+    with pytest.raises(ExecutorUnavailable) as e:
+        collect(str(kern), [(str(kern), kern.read_text())])
+    msg = str(e.value)
+    assert "\n" not in msg and "deeper.py, helpers.py, pkg/, rel.py" in msg and "KERNELBAND_RAY_SHIP_MAX_MB" in msg
+
+
+def test_the_scaling_benchmark_reports_both_rates_phases_and_resumes(tmp_path):
+    """benchmarks/executor_scaling.py's arithmetic and report on made-up runs (the real runs
+    need 2 GPUs; `--device cpu --budget 4 --profile-tier 0` is its smoke test)."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("executor_scaling", REPO / "benchmarks" / "executor_scaling.py")
+    es = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(es)
+
+    def run(workers, search_s, session_s, verdicts):
+        usage = {f"gpu {i}": {"evaluations": 24 // workers, "busy_s": search_s, "ready_at_s": 10.0,
+                              "busy_share": 0.95} for i in range(workers)}
+        return {"workers": workers, "evaluations": 24, "setup_s": 10.0, "search_s": search_s, "final_s": 5.0,
+                "close_s": 1.0, "session_s": session_s, "search_evals_per_min": round(60 * 24 / search_s, 2),
+                "session_evals_per_min": round(60 * 24 / session_s, 2), "status": "improved", "verdicts": verdicts,
+                "usage": usage}
+
+    one, two = run(1, 120.0, 136.0, {"a": "ok", "b": "wrong"}), run(2, 64.0, 80.0, {"a": "ok", "b": "wrong"})
+    row = {"kernel": "gelu_fp32", "one": one, "two": two, "compare": es.compare(one, two)}
+    assert row["compare"]["ratio"] == 1.875 and row["compare"]["ratio_session"] == 1.7
+    assert row["compare"]["verdicts_agree"] and row["compare"]["final_status_agrees"]
+    s = es.summarize([row], [], 1.0)
+    assert s["ratio_pooled"] == 1.875 and s["ratio_session_pooled"] == 1.7 and s["all_verdicts_agree"]
+    md = es.table([row], s)
+    assert "| gelu_fp32 | 24 / 24 | 12.0 | 22.5 | 1.875 | 10.59 | 18.0 | 1.7 | yes | improved / improved |" in md
+    assert "gpu 1: 12 ev, busy 95%, ready 10.0 s" in md
+    bad = es.compare(one, run(2, 64.0, 80.0, {"a": "ok", "b": "ok"}))
+    assert not bad["verdicts_agree"] and bad["disagreements"] == {"b": ["wrong", "ok"]}
+    # resume: rows of a run with the same settings are kept, others are not
+    settings = {"budget": 24, "seed": 0, "device": "auto", "profile_tier": 2}
+    (tmp_path / "executor_scaling.json").write_text(json.dumps({"schema": es.SCHEMA, **settings, "kernels": [row]}))
+    assert set(es._previous(tmp_path / "executor_scaling.json", settings)) == {"gelu_fp32"}
+    assert es._previous(tmp_path / "executor_scaling.json", {**settings, "budget": 12}) == {}

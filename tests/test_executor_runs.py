@@ -227,8 +227,8 @@ def test_a_lost_worker_hands_its_candidate_to_the_other(tmp_path):
 
     class OneLoses(LocalExecutor):
         def evaluator(self, slot, task, workdir, profile_tier):
-            if slot.label == "cpu 1":  # call 1 re-times the original there; it dies before call 2
-                return LosesItsWorker(task, workdir=workdir, profile_tier=profile_tier, after=1)
+            if slot.label == "cpu 1":  # it re-times the original (retime_original), then dies before its first candidate
+                return LosesItsWorker(task, workdir=workdir, profile_tier=profile_tier, after=0)
             return super().evaluator(slot, task, workdir, profile_tier)
 
     path = workspace(tmp_path)
@@ -240,3 +240,133 @@ def test_a_lost_worker_hands_its_candidate_to_the_other(tmp_path):
     assert len(result["history"]) == 3 and {h["worker"] for h in result["history"]} == {"cpu 0"}
     assert "worker lost" not in result["stop_reason"]
     assert any("workers lost during the search: cpu 1" in w for w in result["warnings"]), result["warnings"]
+
+
+# --------------------------------------------------------------------------- Ray by address, and local modules
+
+HELPER = "import torch\n\n\ndef make_inputs(n):\n    return torch.randn(n), torch.randn(n)\n"
+
+
+def _with_helper(tmp_path: Path) -> Path:
+    """The session workspace, its harness drawing inputs from a sibling module of the kernel."""
+    from helpers.session import AXPY_SESSION
+
+    source = AXPY_SESSION.replace("import triton.language as tl\n",
+                                  "import triton.language as tl\n\nfrom axpy_helpers import make_inputs\n", 1)
+    source = source.replace("    x = torch.randn(4001)\n    y = torch.randn(4001)\n", "    x, y = make_inputs(4001)\n", 1)
+    assert "make_inputs(4001)" in source
+    path = workspace(tmp_path, source)
+    (tmp_path / "axpy_helpers.py").write_text(HELPER)
+    return path
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    """This environment without Ray settings (a local ray.init in this process sets RAY_AUTH_MODE)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(TRITON_INTERPRET="1", **extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory):
+    """A Ray head node started as a user would (`ray start --head`), with token
+    authentication on (Ray 2.52+; the default for new clusters from Ray 2.61): its own
+    token file, temp dir and free ports. `--block` keeps it in the foreground, so
+    stopping it is SIGTERM to the process this fixture started (never `ray stop`, which
+    stops every Ray instance of this user)."""
+    import secrets
+    import tempfile
+    import time
+
+    pytest.importorskip("ray")
+    tmp = Path(tempfile.mkdtemp(prefix="kbray", dir="/tmp"))  # Ray's socket paths must stay short
+    token = tmp / "token"
+    token.write_text(secrets.token_hex(32))
+    env = _clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
+    port = _free_port()
+    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", f"--port={port}",
+           "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={tmp}",
+           f"--dashboard-agent-listen-port={_free_port()}", f"--dashboard-agent-grpc-port={_free_port()}",
+           f"--runtime-env-agent-port={_free_port()}", f"--metrics-export-port={_free_port()}"]
+    log = open(tmp / "head.log", "w")
+    head = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "will now block forever" not in (tmp / "head.log").read_text():
+            assert head.poll() is None, (tmp / "head.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the Ray head did not start in 120 s"
+            time.sleep(0.5)
+        yield {"address": f"127.0.0.1:{port}", "token": str(token)}
+    finally:
+        head.terminate()  # `ray start --block` stops the node's processes on SIGTERM
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(head.pid, signal.SIGKILL)  # whatever of its process group is left
+        except ProcessLookupError:
+            pass
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _optimize_on(head: dict, path: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kernelband", "optimize", str(path), "--kernel", "axpy_kernel",
+                           "--harness", "harness_axpy", "--device", "cpu", "--executor", "ray", "--ray-address",
+                           head["address"], "--workers", "2", "--search", "exhaustive", "--budget", "2",
+                           "--strategies", "tiling", "--profile-tier", "0", "--no-store", "--json"],
+                          capture_output=True, text=True, cwd=path.parent, env=env, timeout=900)
+
+
+def test_a_session_runs_on_a_ray_head_given_by_address_with_its_sibling_modules(ray_head, tmp_path):
+    """What a user pointing at a cluster does: `--executor ray --ray-address HOST:PORT`
+    with the cluster's token. The kernel's harness imports a sibling module: the actors
+    get it (executor/ship.py), and this engine's code as the job's py_modules."""
+    path = _with_helper(tmp_path)
+    env = _clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=ray_head["token"])
+    r = _optimize_on(ray_head, path, env)
+    assert r.returncode in (0, 1), r.stderr[-3000:]
+    result = json.loads(r.stdout)
+    # every candidate ran (correct) on the actors; the final status rests on CPU times here
+    assert result["status"] in VERDICTS and result["interpreted"], result["message"]
+    assert result["evaluations"] == 2 and {h["status"] for h in result["history"]} == {"ok"}
+    assert {h["worker"] for h in result["history"]} <= {"ray cpu 0", "ray cpu 1"}
+
+
+def test_a_driver_without_the_clusters_token_gets_one_line(ray_head, tmp_path):
+    path = _with_helper(tmp_path)
+    r = _optimize_on(ray_head, path, _clean_env())  # no RAY_AUTH_MODE: an explicit address never turns it on
+    assert r.returncode == 2 and not r.stdout
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == (f"kernelband: cannot connect to Ray at {ray_head['address']}: the cluster requires Ray token "
+                    "authentication; set RAY_AUTH_MODE=token and give the cluster's token (RAY_AUTH_TOKEN_PATH, "
+                    "RAY_AUTH_TOKEN or ~/.ray/auth_token; docs/RAY.md)"), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+
+
+def test_without_its_sibling_modules_a_ray_actor_cannot_run_the_kernel(local_ray, tmp_path, monkeypatch):
+    """The counterpart of the session above: the same kernel through Ray actors with
+    nothing of its folder sent fails to import its helper, so sending them is what works."""
+    from kernelband.evaluate import SetupError
+    from kernelband.executor import ray_executor, ship
+
+    path = _with_helper(tmp_path)
+    task = task_of(path)
+    assert set(ship.collect(task.module_path, [(task.module_path, task.source)])) == {"axpy_helpers.py"}
+    monkeypatch.setattr(ship, "collect", lambda *a, **kw: {})
+    executor = ray_executor.RayExecutor(ExecutorOptions(name="ray", workers=1))
+    cfg = SessionConfig(search="exhaustive", budget=Budget(evaluations=1), warm_start=False, profile_tier=0)
+    try:
+        with pytest.raises(SetupError, match="axpy_helpers"):
+            Session(task, cfg, executor=executor).run()
+    finally:
+        executor.close()

@@ -41,6 +41,16 @@ def visible_gpus() -> list[str]:
     return [line.strip() for line in res.stdout.splitlines() if line.strip().isdigit()]
 
 
+def _timing_lock(gpu: str) -> dict[str, str]:
+    """A KERNELBAND_TIMING_LOCK file set by the user guards one GPU: with a worker per GPU
+    each gets its own (``PATH-gpuN``), or the workers would take turns timing on different
+    GPUs. Unset, each judge picks the file of its GPU's UUID by itself; ``off`` stays off."""
+    path = os.environ.get("KERNELBAND_TIMING_LOCK")
+    if not path or path.lower() in ("off", "0", "none"):
+        return {}
+    return {"KERNELBAND_TIMING_LOCK": f"{path}-gpu{gpu}"}
+
+
 class LocalExecutor:
     name = "local"
 
@@ -58,7 +68,7 @@ class LocalExecutor:
         default = len(gpus) if device == "auto" else 1
         if len(gpus) >= 2 and (wanted or default) > 1:
             n = min(wanted or default, len(gpus))
-            return [Slot(f"gpu {g}", "cuda", {"CUDA_VISIBLE_DEVICES": g}, gpu=True) for g in gpus[:n]]
+            return [Slot(f"gpu {g}", "cuda", {"CUDA_VISIBLE_DEVICES": g, **_timing_lock(g)}, gpu=True) for g in gpus[:n]]
         if gpus or device == "cuda":  # one GPU: the worker starts unpinned, exactly as before
             return [Slot("gpu", device, gpu=True)]
         # the interpreter: CPU slots (each its own judge process)

@@ -1,44 +1,62 @@
 """A session's workers seen from its search loop: submit a candidate to a free worker,
-wait for the next finished one.
+wait for the next finished one (``drive`` runs the whole dispatch loop).
 
-Slot 0 is the primary: it sets the baseline, and the final paired re-measurement and
-memcheck run on it. The other workers prepare the original themselves (their own
-references, on their own GPU) and re-time it once: a candidate timed on worker i is
-scaled by (primary's time of the original / worker i's), so the pool compares times as
-if measured on the primary GPU. The verdict never depends on that scaling: it comes
-from the interleaved re-measurement on one GPU.
+Slot 0 is the primary: it sets the baseline (timed and profiled), and the final paired
+re-measurement runs on it. The other workers start at once, in the background, while
+the primary prepares: each prepares the original itself (its own references, on its own
+GPU, no timing or profile) and re-times it as a candidate's timing step runs; it joins
+the search as soon as that is done (and the primary's baseline is known), without
+holding up the primary. A candidate timed on worker i is scaled by (primary's time of
+the original / worker i's), so the pool compares times as if measured on the primary
+GPU. The verdict never depends on that scaling: each candidate is checked against its
+worker's own references, and the speedup comes from the interleaved re-measurement on
+one GPU. At the end a free second worker runs the finalist's memcheck while the primary
+re-measures it (``spare``); closing the workers runs in parallel.
 
 With one worker, a submitted evaluation runs at once in the caller's thread: the search
 is exactly the sequential loop it always was. With several, each runs in a thread of
 its own (the judge is a separate process: the thread only waits on its pipe).
 
-A worker that cannot be restarted is dropped and its candidate handed to another one;
-when none is left, its WorkerLost ends the search as with one worker.
+A worker that cannot be restarted is dropped and its candidate handed to another one
+(or kept until a worker still preparing joins); when none is left, its WorkerLost ends
+the search as with one worker. ``timeline`` records what each worker did when (setup
+steps and evaluations, seconds since the pool was made), for the scaling benchmark.
 """
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from dataclasses import replace
 from typing import Any, Callable, Optional
 
 from ..model import Evaluation, Variant
 
 Job = Callable[[Any], Evaluation]  # (evaluator) -> Evaluation; may raise (WorkerLost)
+Emit = Callable[..., None]  # EventEmitter.emit
 
 
 class WorkerPool:
-    def __init__(self, evaluators: list[Any], labels: Optional[list[str]] = None) -> None:
+    def __init__(self, evaluators: list[Any], labels: Optional[list[str]] = None, emit: Optional[Emit] = None) -> None:
         self.evaluators = evaluators
         self.labels = labels or [f"worker {i}" for i in range(len(evaluators))]
         self.scale = [1.0] * len(evaluators)
-        self.live = list(range(len(evaluators)))
+        self.live = [0]  # workers taking candidates: the primary; the others once prepared (begin_others)
         self.lost: list[str] = []  # "label: why" of each dropped worker
+        self.timeline: list[dict[str, Any]] = []
+        self._emit = emit
+        self._t0 = time.monotonic()
         self._busy: set[int] = set()
         self._queued: list[tuple[Job, Any]] = []
-        self._done: "queue.Queue[tuple[int, Any, Job, Optional[Evaluation], Optional[BaseException]]]" = queue.Queue()
-        self._setup: list[threading.Thread] = []
+        # ("done", slot, tag, job, Evaluation | None, exception | None) or ("ready", slot)
+        self._events: "queue.Queue[tuple[Any, ...]]" = queue.Queue()
+        self._joining: dict[int, threading.Thread] = {}
+        self._retimed: dict[int, float] = {}  # each other worker's time of the original, on its clock
         self._setup_errors: dict[int, str] = {}
+        self._primary_ms: Optional[float] = None
+        self._facts: dict[str, Any] = {}
+        self._last_lost: Optional[BaseException] = None
+        self._search_span: Optional[tuple[float, float]] = None
 
     @property
     def parallel(self) -> bool:
@@ -49,56 +67,83 @@ class WorkerPool:
         """The first live worker (slot 0 unless it was lost)."""
         return self.evaluators[self.live[0] if self.live else 0]
 
+    def _now(self) -> float:
+        return round(time.monotonic() - self._t0, 3)
+
+    def _log(self, message: str, level: str = "info") -> None:
+        if self._emit is not None:
+            self._emit("log", level=level, message=message)
+
     # ------------------------------------------------------------------ setup of the others
     def begin_others(self) -> None:
         """Start and prepare workers 1.. in the background, while the primary prepares."""
         for i in range(1, len(self.evaluators)):
             t = threading.Thread(target=self._prepare_other, args=(i,), daemon=True, name=f"kb-prepare-{i}")
+            self._joining[i] = t
             t.start()
-            self._setup.append(t)
 
     def _prepare_other(self, i: int) -> None:
+        """Start, prepare (references only) and re-time the original on worker i; then tell
+        the search loop it can join."""
         ev = self.evaluators[i]
+        step = "start"
+        t = self._now()
         try:
             ev.start()
-            ev.prepare(time_it=False)
+            t = self._mark(i, step, t)
+            step = "prepare"
+            ev.prepare(time_it=False, profile_tier=0)
+            t = self._mark(i, step, t)
+            step = "retime"
+            ms = ev.retime_original().median_ms
+            self._mark(i, step, t)
+            if not ms or ms <= 0:
+                raise RuntimeError(f"re-timing the original there gave {ms!r} ms")
+            self._retimed[i] = ms
         except Exception as e:  # noqa: BLE001 - this worker is dropped, the others go on
-            self._setup_errors[i] = f"{type(e).__name__}: {e}"
+            self._setup_errors[i] = f"{step} failed: {type(e).__name__}: {e}"
+        self._events.put(("ready", i))
+
+    def _mark(self, i: int, what: str, start: float) -> float:
+        end = self._now()
+        self.timeline.append({"worker": self.labels[i], "what": what, "start": start, "end": end})
+        return end
 
     def finish_others(self, original: Variant, primary_ms: float, facts: dict[str, Any]) -> list[str]:
-        """Join the background setup, re-time the original on each other worker (in
-        parallel) for its scale. Returns warnings for the workers dropped."""
-        for t in self._setup:
-            t.join()
-        self._setup = []
-        threads = []
-        for i in range(1, len(self.evaluators)):
-            if i in self._setup_errors:
-                continue
-            self.evaluators[i].facts = facts
-            t = threading.Thread(target=self._retime, args=(i, original, primary_ms), daemon=True)
-            t.start()
-            threads.append(t)
-        for t in threads:
-            t.join()
+        """The primary's baseline is known: the other workers that are prepared join now,
+        the rest join the search as soon as they are (they never hold up the primary).
+        Returns warnings for the workers dropped so far."""
+        del original  # each worker re-times the original itself (retime_original)
+        self._primary_ms, self._facts = primary_ms, facts
+        self.timeline.append({"worker": self.labels[0], "what": "baseline", "start": 0.0, "end": self._now()})
         notes = []
-        for i, why in sorted(self._setup_errors.items()):
-            if i in self.live:
-                self.live.remove(i)
-                self.lost.append(f"{self.labels[i]}: {why}")
-                notes.append(f"{self.labels[i]} could not be prepared and is not used: {why}")
+        while True:  # only "ready" events exist before the search
+            try:
+                item = self._events.get_nowait()
+            except queue.Empty:
+                break
+            note = self._join(item[1])
+            if note:
+                notes.append(note)
         return notes
 
-    def _retime(self, i: int, original: Variant, primary_ms: float) -> None:
-        try:
-            ev = self.evaluators[i].evaluate(original, profile_tier=0)
-        except Exception as e:  # noqa: BLE001
-            self._setup_errors[i] = f"{type(e).__name__}: {e}"
-            return
-        if not (ev.ok and ev.time_ms):
-            self._setup_errors[i] = f"the original failed there ({ev.status.value}: {ev.message})"
-            return
-        self.scale[i] = primary_ms / ev.time_ms
+    def _join(self, i: int) -> Optional[str]:
+        """Worker i finished its setup: it takes candidates from now on, or is dropped."""
+        self._joining.pop(i, None)
+        why = self._setup_errors.get(i)
+        if why is None and self._primary_ms is None:  # cannot happen in drive(): finish_others came first
+            why = "the primary worker has no baseline"
+        if why is not None:
+            self.lost.append(f"{self.labels[i]}: {why}")
+            return f"{self.labels[i]} could not be prepared and is not used: {why}"
+        assert self._primary_ms is not None
+        self.scale[i] = self._primary_ms / self._retimed[i]
+        self.evaluators[i].facts = self._facts
+        self.live = sorted(self.live + [i])
+        steps = {e["what"]: e["end"] - e["start"] for e in self.timeline if e["worker"] == self.labels[i]}
+        self._log(f"{self.labels[i]} takes candidates from {self._now():.1f} s (start {steps.get('start', 0):.1f} s, "
+                  f"prepare {steps.get('prepare', 0):.1f} s, re-time {steps.get('retime', 0):.1f} s)")
+        return None
 
     # ------------------------------------------------------------------ dispatch
     def free(self) -> bool:
@@ -119,32 +164,81 @@ class WorkerPool:
         threading.Thread(target=self._run, args=(slot, job, tag), daemon=True, name=f"kb-eval-{slot}").start()
 
     def _run(self, slot: int, job: Job, tag: Any) -> None:
+        start = self._now()
         try:
-            self._done.put((slot, tag, job, job(self.evaluators[slot]), None))
+            ev, err = job(self.evaluators[slot]), None
         except BaseException as e:  # noqa: BLE001 - handed to wait(), in the search's thread
-            self._done.put((slot, tag, job, None, e))
+            ev, err = None, e
+        self._mark(slot, "evaluate", start)
+        self._events.put(("done", slot, tag, job, ev, err))
+
+    def drive(self, dispatch: Callable[[], Any], complete: Callable[[Any, Optional[str], Evaluation], None],
+              wait: Any) -> Any:
+        """Keep every free worker busy: ``dispatch`` hands one evaluation to a free worker
+        (returns None to go on, ``wait`` when nothing can be picked until a running one
+        finishes, else why the search ends); ``complete(tag, worker label or None with one
+        worker, Evaluation)`` takes each finished one. A worker that finishes its setup
+        joins at once. Running evaluations always finish before this returns."""
+        start = self._now()
+        ended: Any = None
+        try:
+            while True:
+                while ended is None and self.free():
+                    step = dispatch()
+                    if step is wait:
+                        break
+                    ended = step
+                if not self.busy():
+                    if ended is not None:
+                        return ended
+                    continue
+                done = self._next()
+                if done is not None:
+                    tag, worker, ev = done
+                    complete(tag, worker if self.parallel else None, ev)
+        finally:
+            self._search_span = (start, self._now())
+            if self.parallel:
+                self._log(self.summary_line())
 
     def wait(self) -> tuple[Any, str, Evaluation]:
         """The next finished evaluation: (tag, worker label, Evaluation scaled to the
         primary's clock). Raises the job's exception when no worker is left for it."""
+        while True:
+            done = self._next()
+            if done is not None:
+                return done
+
+    def _next(self) -> Optional[tuple[Any, str, Evaluation]]:
+        """Block for the next event: a finished evaluation (returned), or a worker that
+        joined, failed to, or was lost with its candidate queued again (None)."""
         from ..evaluate import WorkerLost
 
-        while True:
-            slot, tag, job, ev, err = self._done.get()
-            self._busy.discard(slot)
-            if err is None:
-                assert ev is not None
-                self._drain_queue()
-                return tag, self.labels[slot], self._scaled(slot, ev)
-            if not isinstance(err, WorkerLost) or not self.parallel:
-                raise err
-            if slot in self.live:
-                self.live.remove(slot)
-                self.lost.append(f"{self.labels[slot]}: {err}")
-            if not self.live:
-                raise err
-            self._queued.append((job, tag))  # the candidate goes to another worker
+        item = self._events.get()
+        if item[0] == "ready":
+            self._join(item[1])
+            return self._after_change()
+        _, slot, tag, job, ev, err = item
+        self._busy.discard(slot)
+        if err is None:
+            assert ev is not None
             self._drain_queue()
+            return tag, self.labels[slot], self._scaled(slot, ev)
+        if not isinstance(err, WorkerLost) or not self.parallel:
+            raise err
+        if slot in self.live:
+            self.live.remove(slot)
+            self.lost.append(f"{self.labels[slot]}: {err}")
+        self._last_lost = err
+        self._queued.append((job, tag))  # the candidate goes to another worker
+        return self._after_change()
+
+    def _after_change(self) -> None:
+        self._drain_queue()
+        if self._queued and not self.live and not self._joining:
+            assert self._last_lost is not None
+            raise self._last_lost  # no worker left for the queued candidates
+        return None
 
     def _drain_queue(self) -> None:
         while self._queued:
@@ -162,20 +256,58 @@ class WorkerPool:
         ev.timing = replace(t, median_ms=t.median_ms * s, p20_ms=t.p20_ms * s, p80_ms=t.p80_ms * s)
         return ev
 
+    # ------------------------------------------------------------------ after the search
+    def spare(self) -> Any:
+        """A prepared worker besides the primary with nothing to do (the finalist's memcheck
+        runs there while the primary re-measures), or None."""
+        if not self.live:
+            return None
+        return next((self.evaluators[i] for i in self.live[1:] if i not in self._busy), None)
+
+    def usage(self) -> dict[str, dict[str, Any]]:
+        """Per worker: evaluations, seconds busy evaluating, share of the search phase busy,
+        when it joined (seconds since the pool was made)."""
+        span = self._search_span
+        out: dict[str, dict[str, Any]] = {}
+        for i, label in enumerate(self.labels):
+            evals = [e for e in self.timeline if e["worker"] == label and e["what"] == "evaluate"]
+            busy = sum(e["end"] - e["start"] for e in evals)
+            setup = [e for e in self.timeline if e["worker"] == label and e["what"] in ("baseline", "retime")]
+            out[label] = {"evaluations": len(evals), "busy_s": round(busy, 3),
+                          "ready_at_s": max((e["end"] for e in setup), default=None),
+                          "busy_share": round(busy / (span[1] - span[0]), 3) if span and span[1] > span[0] else None}
+        return out
+
+    def summary_line(self) -> str:
+        span = self._search_span
+        length = f" of {span[1] - span[0]:.1f} s" if span else ""
+        parts = [f"{w} {u['evaluations']} evaluations, busy {100 * (u['busy_share'] or 0):.0f}%"
+                 for w, u in self.usage().items()]
+        return f"search phase{length} on {len(self.labels)} workers: " + "; ".join(parts)
+
     @property
     def worker_restarts(self) -> int:
         return sum(int(getattr(e, "worker_restarts", 0) or 0) for e in self.evaluators)
 
     def close(self) -> None:
         self._close_all()
-        if self._setup:  # a worker still preparing (the primary failed first) may restart its judge
-            for t in self._setup:  # when its pipe closes: wait for those threads, then close again
-                t.join(timeout=30)
+        if self._joining:  # a worker still preparing (a short search, or the primary failed first) may
+            for t in list(self._joining.values()):  # have started its judge as it was closed: wait for
+                t.join(timeout=30)  # those threads, then close again
             self._close_all()
 
     def _close_all(self) -> None:
-        for ev in self.evaluators:
-            try:
-                ev.close()
-            except Exception:  # noqa: BLE001 - closing is best effort; each worker dies with its group
-                pass
+        """Close every worker at once (a graceful judge shutdown may take seconds each)."""
+        threads = [threading.Thread(target=_close_quietly, args=(ev,), daemon=True, name="kb-close")
+                   for ev in self.evaluators]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+
+
+def _close_quietly(ev: Any) -> None:
+    try:
+        ev.close()
+    except Exception:  # noqa: BLE001 - closing is best effort; each worker dies with its group
+        pass

@@ -3,8 +3,9 @@
 
 What crosses the network (docs/RAY.md): the task (kernel name, harness names, seeds,
 timeouts), the module's source text and each variant's source text, the companion
-harness file's text; back come Evaluations, Baselines and timings. The session, the
-bandit and the generator (with any API key) stay in the driver process: no key is sent.
+harness file's text, and the modules of the kernel's folder that it imports (ship.py,
+size-limited); back come Evaluations, Baselines and timings. The session, the bandit
+and the generator (with any API key) stay in the driver process: no key is sent.
 On the node, the actor writes the texts into its own temp dir and runs an ordinary
 Evaluator there (judge process, sandboxed variant processes, per-GPU timing lock).
 
@@ -41,13 +42,16 @@ def import_ray() -> Any:
 class EvaluatorActor:
     """Runs on the node: an Evaluator over a local copy of the module and harness texts."""
 
-    def __init__(self, task: dict[str, Any], harness_text: Optional[str], profile_tier: int) -> None:
+    def __init__(self, task: dict[str, Any], harness_text: Optional[str], profile_tier: int,
+                 local_modules: Optional[dict[str, bytes]] = None) -> None:
         from ..evaluate import Evaluator
+        from .ship import unpack
 
         t = Task.from_dict(task)
         self.root = tempfile.mkdtemp(prefix="kernelband-ray-")
         src = Path(self.root, "src")
         src.mkdir()
+        unpack(local_modules or {}, src)  # the modules of the kernel's folder it imports, beside it
         module = src / Path(t.module_path).name
         module.write_text(t.source, encoding="utf-8")
         harness_path = None
@@ -81,6 +85,12 @@ class RayEvaluator:
         self.task = task
         self.profile_tier = profile_tier
         self._harness_text = Path(task.harness_path).read_text(encoding="utf-8") if task.harness_path else None
+        from .ship import collect
+
+        texts = [(task.module_path, task.source)]
+        if task.harness_path and self._harness_text is not None:
+            texts.append((task.harness_path, self._harness_text))
+        self._local_modules = collect(task.module_path, texts)  # the modules of the kernel's folder it imports
         self.facts: dict[str, Any] = {}
         self.baseline: Optional[Baseline] = None
         self.info: Any = None
@@ -96,7 +106,7 @@ class RayEvaluator:
         opts: dict[str, Any] = {"num_gpus": 1} if self.slot.gpu else {"num_cpus": 1}
         opts["max_restarts"] = 0  # we replace it ourselves: a restarted actor would have lost its references
         task = replace(self.task, device=self.slot.device)
-        return cls.options(**opts).remote(task.to_dict(), self._harness_text, self.profile_tier)
+        return cls.options(**opts).remote(task.to_dict(), self._harness_text, self.profile_tier, self._local_modules)
 
     def _get(self, ref: Any, timeout_s: float) -> Any:
         return self.executor.ray.get(ref, timeout=timeout_s)
@@ -128,7 +138,7 @@ class RayEvaluator:
             if replacing:
                 self.worker_restarts += 1
                 if self._prepared is not None:  # the new actor needs the original's references again
-                    self._get(self._actor.call.remote("prepare", self.facts, time_it=False), 3600.0)
+                    self._get(self._actor.call.remote("prepare", self.facts, time_it=False, profile_tier=0), 3600.0)
         except self.executor.lost_errors as e:
             self._drop_actor()
             raise SetupError(f"the Ray worker ({self.slot.label}) could not be started: {type(e).__name__}: {e}") from e
@@ -156,8 +166,8 @@ class RayEvaluator:
         self.facts = self._call("device_facts", 600.0) or {}
         return self.facts
 
-    def prepare(self, time_it: bool = True) -> Baseline:
-        self.baseline = self._call("prepare", self._deadline(), time_it=time_it)
+    def prepare(self, time_it: bool = True, profile_tier: Optional[int] = None) -> Baseline:
+        self.baseline = self._call("prepare", self._deadline(), time_it=time_it, profile_tier=profile_tier)
         self._prepared = time_it
         return self.baseline
 
@@ -224,6 +234,11 @@ class RayExecutor:
                 ray.init(**kwargs)
         except Exception as e:  # noqa: BLE001 - connection failures come in many types
             where = address or "a local Ray instance"
+            if _auth_refused(e):
+                raise ExecutorUnavailable(
+                    f"cannot connect to Ray at {where}: the cluster requires Ray token authentication; set "
+                    "RAY_AUTH_MODE=token and give the cluster's token (RAY_AUTH_TOKEN_PATH, RAY_AUTH_TOKEN or "
+                    "~/.ray/auth_token; docs/RAY.md)") from None
             raise ExecutorUnavailable(f"cannot connect to Ray at {where}: {type(e).__name__}: {e}") from None
 
     def _gpus(self) -> int:
@@ -257,6 +272,18 @@ class RayExecutor:
     def close(self) -> None:
         for actor in list(self._actors):
             self.kill(actor)
+
+
+def _auth_refused(e: BaseException) -> bool:
+    """Ray 2.52+: the cluster asks for a token this driver does not have (the cause of the
+    ConnectionError ray.init raises)."""
+    seen = 0
+    cur: Optional[BaseException] = e
+    while cur is not None and seen < 10:
+        if type(cur).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(cur):
+            return True
+        cur, seen = cur.__cause__ or cur.__context__, seen + 1
+    return False
 
 
 def _runtime_env() -> dict[str, Any]:

@@ -67,4 +67,5 @@ class LosesItsWorker(Evaluator):
             os.killpg(self.client._proc.pid, signal.SIGKILL)
             self.client._proc.wait()
             self.client.device = "cuda"  # no CUDA GPU here: the restarted worker refuses to start
+            self.client.extra_env["TRITON_INTERPRET"] = "0"  # (TRITON_INTERPRET=1 would override the device)
         return super().evaluate(variant, *a, **kw)
