@@ -32,11 +32,11 @@ class Rewrites(SpaceFinder):
                 target, value = self.simple_assign(stmt)
                 if target is None or value is None:
                     continue
-                mult = self._multiple_of_block(value)
+                mult = self.multiple_of_block(value)
                 if mult:
                     products[target] = mult
                     continue
-                b = self._offsets_block(value, products)
+                b = self.offsets_block(value, products)
                 if not b:
                     continue
                 nxt = body[i + 1] if i + 1 < len(body) else None
@@ -57,7 +57,7 @@ class Rewrites(SpaceFinder):
             return a.targets[0].target.value, a.value
         return None, None
 
-    def _multiple_of_block(self, e: cst.BaseExpression) -> Optional[str]:
+    def multiple_of_block(self, e: cst.BaseExpression) -> Optional[str]:
         """``x * B`` or ``B * x`` with B a constexpr parameter -> B."""
         if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Multiply):
             for side in (e.left, e.right):
@@ -78,14 +78,14 @@ class Rewrites(SpaceFinder):
                 return self.code(side.func.value)  # type: ignore[attr-defined]
         return "tl"
 
-    def _offsets_block(self, e: cst.BaseExpression, products: dict[str, str]) -> Optional[str]:
+    def offsets_block(self, e: cst.BaseExpression, products: dict[str, str]) -> Optional[str]:
         if not (isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Add)):
             return None
         for ar, other in ((e.left, e.right), (e.right, e.left)):
             b = self.arange_block(ar)
             if not b or b not in self.constexprs:
                 continue
-            if self._multiple_of_block(other) == b:
+            if self.multiple_of_block(other) == b:
                 return b
             if isinstance(other, cst.Name) and products.get(other.value) == b:
                 return b

@@ -69,8 +69,8 @@ from .costmodel import CostModel, KernelTraits
 from .edits import Apply as _Apply
 from .edits import Edit, Edits, walk
 from .edits import merge as _merge
-from .coderewrites import CodeRewrites
-from .rewrites import AUTOTUNE_MAX_CONFIGS  # noqa: F401
+from .coderewrites import CODE_REWRITES
+from .rewrites import AUTOTUNE_MAX_CONFIGS, Rewrites  # noqa: F401
 from .space import (  # noqa: F401  (re-exported: the constants callers know from here)
     BLOCK_MAX_1D,
     BLOCK_MAX_ND,
@@ -143,7 +143,7 @@ CODE_DISTANCE = 2.0  # nearest-first order: after the neighbouring launch values
 CODE_SCORE = 0.01  # code rewrites: no measurements yet to rank them, tried before launch-knob no-ops
 
 
-class _Analyzer(CodeRewrites):
+class _Analyzer(Rewrites):
     """Everything the generator can propose for one (source, kernel)."""
 
     def analyse(self, families: set[str], model: Optional[CostModel] = None) -> _Analysis:
@@ -173,21 +173,10 @@ class _Analyzer(CodeRewrites):
         if "cache_modifiers" in families:
             for key, desc, edits in self.cache_rewrites():
                 an.rewrites.append(_Rewrite("cache_modifiers", key, desc, 1.0, edits))
-        if "pipeline_loop" in families:
-            for key, desc, edits in self.pipeline_rewrites():
-                an.rewrites.append(_Rewrite("pipeline_loop", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
-        if "pid_swizzle" in families:
-            for key, desc, edits in self.swizzle_rewrites():
-                an.rewrites.append(_Rewrite("pid_swizzle", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
-        if "persistent" in families:
-            for key, desc, edits in self.persistent_rewrites():
-                an.rewrites.append(_Rewrite("persistent", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
-        if "rows_per_program" in families:
-            for key, desc, edits in self.rows_rewrites():
-                an.rewrites.append(_Rewrite("rows_per_program", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
-        if "block_ptr" in families:
-            for key, desc, edits in self.block_ptr_rewrites():
-                an.rewrites.append(_Rewrite("block_ptr", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
+        for family, find in CODE_REWRITES.items():
+            if family in families:
+                for key, desc, edits in find(self):
+                    an.rewrites.append(_Rewrite(family, key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
         if "autotune" in families:
             at = self.autotune_rewrite(an.knobs)
             if at is not None:
