@@ -10,7 +10,7 @@ from ..model import Evaluation, LaunchRecord, Status, Timing
 from . import checks
 from .compare import compare_outputs, describe
 from .jobs import Frame, JobFailed
-from .judge_core import JudgeCore, add_phase, count_runs, timed_frames
+from .judge_core import JudgeCore, add_phase, count_runs, timed_frames, timed_steps
 
 
 class Verdict(Exception):
@@ -33,12 +33,7 @@ def candidate_steps(judge: JudgeCore, time_it: bool, tier: int, facts: dict[str,
               if (task.harness, s) not in skipped]
     steps += [{"op": "run", "module": "v", "harness": h, "seed": s0, "mode": "neutral"} for h in harnesses]
     steps.append({"op": "run", "module": "v", "harness": task.harness, "seed": s0, "mode": "check", "keep": "v"})
-    steps.append({"op": "replay_check", "key": "v"})
-    if time_it or tier > 0:
-        steps.append({"op": "time", "key": "v"})
-    if tier > 0:
-        steps.append({"op": "profile", "key": "v", "tier": tier, "facts": facts, "source": source})
-    steps.append({"op": "release", "key": "v"})
+    steps += timed_steps("v", time_it, tier, facts, source)
     steps.append({"op": "run", "module": "v", "harness": task.harness, "seed": s0, "mode": "check", "again": True})
     return steps
 

@@ -168,6 +168,17 @@ class JudgeCore:
             return self.zygote
 
 
+def timed_steps(key: str, time_it: bool, tier: int, facts: dict[str, Any], source: str) -> list[dict[str, Any]]:
+    """After the kept run of ``key``: its replay check, its timing (needed for a
+    profile too), its profile at ``tier``, then its release."""
+    steps: list[dict[str, Any]] = [{"op": "replay_check", "key": key}]
+    if time_it or tier > 0:
+        steps.append({"op": "time", "key": key})
+    if tier > 0:
+        steps.append({"op": "profile", "key": key, "tier": tier, "facts": facts, "source": source})
+    return steps + [{"op": "release", "key": key}]
+
+
 def count_runs(steps: list[dict[str, Any]]) -> int:
     """The steps that run the harness (its timeout is per run)."""
     return sum(1 for s in steps if s["op"] in ("run", "time", "profile"))

@@ -15,7 +15,7 @@ from ..model import Baseline, LaunchRecord, Task, Timing
 from . import checks
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
 from .jobs import Frame, JobFailed
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Reference, count_runs, timed_frames
+from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Reference, count_runs, timed_frames, timed_steps
 
 _REF_GPU_FRACTION = 0.4  # references stay on the GPU while they take at most this share of free memory
 # Host memory the references of one harness may take across its seeds (DESIGN section 4:
@@ -46,12 +46,7 @@ def reference_steps(judge: JudgeCore, time_it: bool, tier: int, facts: dict[str,
         steps += [{"op": "run", "module": "o", "harness": h, "seed": s, "mode": "upcast" if s == s0 else "check"}
                   for s in task.seeds]
     steps.append({"op": "run", "module": "o", "harness": task.harness, "seed": s0, "mode": "upcast", "keep": "o"})
-    steps.append({"op": "replay_check", "key": "o"})
-    if time_it or tier > 0:
-        steps.append({"op": "time", "key": "o"})
-    if tier > 0:
-        steps.append({"op": "profile", "key": "o", "tier": tier, "facts": facts, "source": task.source})
-    steps.append({"op": "release", "key": "o"})
+    steps += timed_steps("o", time_it, tier, facts, task.source)
     # the timing harness's other seeds only while their references fit the host budget
     per_seed = ref_host_bytes() // max(len(task.seeds), 1)
     steps += [{"op": "run", "module": "o", "harness": task.harness, "seed": s, "mode": "check", "skip_over": per_seed}

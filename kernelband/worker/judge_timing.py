@@ -38,6 +38,13 @@ def _error(frame: Frame, message: str) -> None:
         raise RuntimeError(f"{message}: {frame.meta.get('message')}")
 
 
+def _must_match(ref: Any, frame: Frame, message: str) -> None:
+    """An outputs frame that does not reproduce ``ref`` ends the op: "<message>: why"."""
+    verdict = compare_outputs(ref, frame.tree)
+    if not verdict.ok:
+        raise RuntimeError(f"{message}: {verdict.message}")
+
+
 def _reference_of(judge: JudgeCore) -> Any:
     task = judge.require_task()
     return judge.ref.outputs[(task.harness, task.seeds[0])]
@@ -63,10 +70,8 @@ def paired(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
 
     def on_frame(frame: Frame) -> Optional[dict[str, Any]]:
         _error(frame, f"variant {vid} no longer passes")
-        if frame.kind == "outputs":
-            verdict = compare_outputs(ref, frame.tree)
-            if not verdict.ok and (frame.meta.get("mode") != "replay" or judge.ref.replay_valid):
-                raise RuntimeError(f"variant {vid} no longer passes in the paired run: {verdict.message}")
+        if frame.kind == "outputs" and (frame.meta.get("mode") != "replay" or judge.ref.replay_valid):
+            _must_match(ref, frame, f"variant {vid} no longer passes in the paired run")
         if frame.kind == "paired":
             return paired_statistics(frame.meta["a_ms"], frame.meta["b_ms"], frame.meta["clock"]).to_dict()
         return None
@@ -89,9 +94,7 @@ def retime(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     def on_frame(frame: Frame) -> Optional[dict[str, Any]]:
         _error(frame, "the original no longer runs")
         if frame.kind == "outputs" and frame.meta.get("mode") != "replay":
-            verdict = compare_outputs(ref, frame.tree)
-            if not verdict.ok:
-                raise RuntimeError(f"the original no longer gives its references: {verdict.message}")
+            _must_match(ref, frame, "the original no longer gives its references")
         return {"timing": frame.meta["timing"]} if frame.kind == "timing" else None
 
     out = _follow(job, "re-timing the original failed", on_frame)
@@ -115,9 +118,7 @@ def profile(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     def on_frame(frame: Frame) -> None:
         _error(frame, "cannot profile")
         if frame.kind == "outputs" and variant:
-            verdict = compare_outputs(_reference_of(judge), frame.tree)
-            if not verdict.ok:
-                raise RuntimeError(f"cannot profile a failing variant: {verdict.message}")
+            _must_match(_reference_of(judge), frame, "cannot profile a failing variant")
         if frame.kind == "timing":
             out["timing"] = frame.meta["timing"]
         if frame.kind == "profile":
