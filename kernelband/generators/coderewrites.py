@@ -1,6 +1,11 @@
-"""Code rewrites of the kernel body: the registry of their families, each in its own
+"""The registry of the rewrite families that are not one knob's value, each in its own
 module under ``code/``, recognising its pattern and editing with libcst (formatting and
-comments of untouched lines kept):
+comments of untouched lines kept). Hints that never change results:
+
+- ``hints`` (``code/hints.py``): tl.multiple_of / tl.max_contiguous on 1D offsets;
+- ``cache_modifiers`` (``code/cache.py``): eviction policies and cache modifiers.
+
+Code rewrites of the kernel body:
 
 - ``pipeline_loop`` (``code/pipeline.py``): a loop over ``range(...)`` that loads
   becomes ``tl.range(..., num_stages=S)`` or ``tl.range(..., loop_unroll_factor=U)``,
@@ -15,19 +20,21 @@ comments of untouched lines kept):
 
 Both loop rewrites refuse kernels whose body mutates a parameter (``X += row * s``) or
 carries a value across what would become iterations (``code/shapes.py``). What the
-installed Triton offers is feature-detected in ``triton_features.py``.
+installed Triton offers is feature-detected in ``triton_features.py``. The
+``autotune`` family (``code/autotune.py``) is scored apart, by rules.py.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from .code import block_ptr, persistent, pipeline, rows, swizzle
+from .code import block_ptr, cache, hints, persistent, pipeline, rows, swizzle
 from .edits import Edits
 from .rewrites import Rewrites
 from .triton_features import block_pointers_supported, tl_range_params  # noqa: F401 - re-exported
 
 CodeRewrite = Callable[[Rewrites], list[tuple[str, str, Edits]]]  # (key, description, edits) per variant
 
+HINT_REWRITES: dict[str, CodeRewrite] = {"hints": hints.rewrites, "cache_modifiers": cache.rewrites}
 # family -> its rewrites of one analysed (source, kernel), in the order they are offered
 CODE_REWRITES: dict[str, CodeRewrite] = {
     "pipeline_loop": pipeline.rewrites,
