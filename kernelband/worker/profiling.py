@@ -59,23 +59,8 @@ def timing_tier(launches: list[Any], time_ms: Optional[float], facts: dict[str, 
                 interpreted: bool, clock: str) -> dict[str, Any]:
     from ..profile.device import has_peaks
     from ..profile.traffic import peak_key
-    from .traffic_replay import launch_traffic
 
-    per_sig: dict[tuple[Any, ...], dict[str, Any]] = {}
-    totals = {"bytes_read": 0, "bytes_written": 0}
-    flops: Optional[int] = 0
-    first: Optional[dict[str, Any]] = None
-    for launch in launches:
-        sig = _signature(launch)
-        tr = per_sig.get(sig)
-        if tr is None:
-            tr = launch_traffic(launch, access, replay=len(per_sig) < _MAX_REPLAYED_SIGNATURES)
-            per_sig[sig] = tr
-        first = first or tr
-        totals["bytes_read"] += tr["bytes_read"]
-        totals["bytes_written"] += tr["bytes_written"]
-        flops = None if (flops is None or tr["flops"] is None) else flops + tr["flops"]
-    assert first is not None
+    totals, flops, first = _traffic(launches, access)
     n = len(launches)
     bytes_total = totals["bytes_read"] + totals["bytes_written"]
     out: dict[str, Any] = {
@@ -106,6 +91,35 @@ def timing_tier(launches: list[Any], time_ms: Optional[float], facts: dict[str, 
     if not has_peaks(facts):
         out["note"] = "device peaks not measured: no fractions of peak"
         return out
+    _against_peaks(out, facts, access)
+    return out
+
+
+def _traffic(launches: list[Any], access: Any) -> tuple[dict[str, int], Optional[int], dict[str, Any]]:
+    """(bytes read and written, FLOPs or None, the first launch's traffic) over every
+    launch; launches of one signature are measured once."""
+    from .traffic_replay import launch_traffic
+
+    per_sig: dict[tuple[Any, ...], dict[str, Any]] = {}
+    totals = {"bytes_read": 0, "bytes_written": 0}
+    flops: Optional[int] = 0
+    first: Optional[dict[str, Any]] = None
+    for launch in launches:
+        sig = _signature(launch)
+        tr = per_sig.get(sig)
+        if tr is None:
+            tr = launch_traffic(launch, access, replay=len(per_sig) < _MAX_REPLAYED_SIGNATURES)
+            per_sig[sig] = tr
+        first = first or tr
+        totals["bytes_read"] += tr["bytes_read"]
+        totals["bytes_written"] += tr["bytes_written"]
+        flops = None if (flops is None or tr["flops"] is None) else flops + tr["flops"]
+    assert first is not None
+    return totals, flops, first
+
+
+def _against_peaks(out: dict[str, Any], facts: dict[str, Any], access: Any) -> None:
+    """Fractions of the device's measured peaks, and the roofline."""
     bw = float(facts["copy_gbs"])
     out["copy_peak_gbs"] = bw
     out["bandwidth_frac"] = round(out["bandwidth_gbs"] / bw, 4)
@@ -127,7 +141,6 @@ def timing_tier(launches: list[Any], time_ms: Optional[float], facts: dict[str, 
         out["roofline"] = {"ridge": None, "bound": "memory", "attainable_tflops": None,
                            "fraction_of_attainable": out["bandwidth_frac"],
                            "note": "no tl.dot: placed on the bandwidth roof"}
-    return out
 
 
 def collect_profile(
