@@ -66,7 +66,7 @@ def rows(profile: dict[str, Any]) -> list[tuple[str, str]]:
     if launch.get("grid"):
         consts = ", ".join(f"{k}={v}" for k, v in (launch.get("constexprs") or {}).items())
         out.append(("grid", f"{launch['grid']} = {launch.get('programs')} programs" + (f"; {consts}" if consts else "")))
-    out += _traffic_rows(tm) + _static_rows(st)
+    out += (_traffic_rows(tm) if tm else []) + (_static_rows(st) if st else [])
     if ct:
         out.append(("counters", ", ".join([
             f"DRAM {_num(ct.get('dram_throughput'))}%", f"SM {_num(ct.get('sm_throughput'))}%",
@@ -85,11 +85,8 @@ def rows(profile: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _traffic_rows(tm: dict[str, Any]) -> list[tuple[str, str]]:
     """Tier 2: bytes, bandwidth, FLOPs and the roofline."""
-    out: list[tuple[str, str]] = []
-    if not tm:
-        return out
-    out.append(("bytes moved", f"{_bytes(tm.get('bytes_total'))} ({_bytes(tm.get('bytes_read'))} read, "
-                               f"{_bytes(tm.get('bytes_written'))} written)"))
+    out = [("bytes moved", f"{_bytes(tm.get('bytes_total'))} ({_bytes(tm.get('bytes_read'))} read, "
+                           f"{_bytes(tm.get('bytes_written'))} written)")]
     if tm.get("bandwidth_gbs") is not None:
         frac = (f" = {_pct(tm['bandwidth_frac'])} of measured copy peak {_gbs(tm.get('copy_peak_gbs'))}"
                 if tm.get("bandwidth_frac") is not None else "")
@@ -116,11 +113,8 @@ def _traffic_rows(tm: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _static_rows(st: dict[str, Any]) -> list[tuple[str, str]]:
     """Tier 1: registers, shared memory, warps, stages and occupancy."""
-    out: list[tuple[str, str]] = []
-    if not st:
-        return out
-    out.append(("registers", f"{_num(st.get('n_regs'))}/thread, {_num(st.get('n_spills'))} spilled; shared "
-                             f"{_bytes(st.get('shared_bytes'))}; {st.get('num_warps')} warps, {st.get('num_stages')} stages"))
+    out = [("registers", f"{_num(st.get('n_regs'))}/thread, {_num(st.get('n_spills'))} spilled; shared "
+                         f"{_bytes(st.get('shared_bytes'))}; {st.get('num_warps')} warps, {st.get('num_stages')} stages")]
     occ = st.get("occupancy") or {}
     if occ:
         txt = f"{_pct(occ.get('theoretical'))} theoretical (limited by {str(occ.get('limiter')).replace('_', ' ')})"
