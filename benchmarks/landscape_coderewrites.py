@@ -33,10 +33,10 @@ CODE_FAMILIES = ("pipeline_loop", "pid_swizzle", "persistent", "rows_per_program
 
 def emit(out: Path) -> None:
     from benchmarks.suite import SUITE, SUITE_DIR
-    from kernelband.generators import coderewrites
+    from kernelband.generators import triton_features
     from kernelband.generators.rules import FAMILIES, _Analyzer
 
-    coderewrites.block_pointers_supported = lambda: True  # the target Triton (3.6) has them
+    triton_features.block_pointers_supported = lambda: True  # the target Triton (3.6) has them
     out.mkdir(parents=True, exist_ok=True)
     index = []
     for e in SUITE:

@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from kernelband import strategies as _strategies  # noqa: E402
-from kernelband.generators import coderewrites  # noqa: E402
+from kernelband.generators import triton_features  # noqa: E402
 from kernelband.generators.rules import FAMILIES, _Analysis, _Analyzer, _Rewrite, cost_model  # noqa: E402
 from kernelband.generators.space import config_key  # noqa: E402
 from kernelband.model import sha256_text  # noqa: E402
@@ -43,7 +43,7 @@ def force_block_pointers(enabled: bool) -> None:
     """Make this process's generator offer block pointers or not, as the measuring
     machine's Triton did (3.6 has them, 3.9 removed them), so replay and measurement
     propose the same rewrites."""
-    coderewrites.block_pointers_supported = (lambda: True) if enabled else (lambda: False)
+    triton_features.block_pointers_supported = (lambda: True) if enabled else (lambda: False)
 
 
 class Analyses:

@@ -314,11 +314,11 @@ def meta(a: argparse.Namespace, autotune: bool) -> dict[str, Any]:
     import torch
     import triton
 
-    from kernelband.generators import coderewrites
+    from kernelband.generators import triton_features
 
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() and not INTERPRETED else "cpu (interpreter)"
     return {"gpu": gpu, "triton": triton.__version__, "torch": torch.__version__, "interpreted": INTERPRETED,
-            "autotune": autotune, "block_ptr": bool(coderewrites.block_pointers_supported()),
+            "autotune": autotune, "block_ptr": bool(triton_features.block_pointers_supported()),
             "cap": a.cap, "repeats": a.repeats, "warmup_ms": a.warmup_ms, "rep_ms": a.rep_ms,
             "per_strategy": a.per_strategy, "compile_workers": a.compile_workers,
             "timer": "cpu perf_counter" if INTERPRETED else "triton.testing.do_bench median"}

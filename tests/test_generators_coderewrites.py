@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from kernelband.evaluate import Evaluator
-from kernelband.generators import coderewrites
+from kernelband.generators import triton_features
+from kernelband.generators.code import persistent as persistent_rewrite
 from kernelband.generators.rules import FAMILIES, _Analyzer
 from kernelband.model import Task, Variant
 from kernelband.screen import screen_variant
@@ -53,7 +54,7 @@ def test_patterns_not_present_are_not_offered(monkeypatch):
     elementwise = (CORPUS / "grid_literal.py").read_text(encoding="utf-8")  # no loop
     assert rewrites(elementwise, "scale_kernel", "pipeline_loop") == {}
     # a Triton whose tl.range takes no num_stages: nothing
-    monkeypatch.setattr(coderewrites, "tl_range_params", lambda: set())
+    monkeypatch.setattr(triton_features, "tl_range_params", lambda: set())
     assert rewrites(grouped, "matmul_kernel", "pipeline_loop") == {}
 
 
@@ -77,7 +78,7 @@ def test_layernorm_loops_pipelined_are_correct_under_the_interpreter(tmp_path: P
 def persistent(name: str, kernel: str, programs: int) -> str:
     src = (CORPUS / name).read_text(encoding="utf-8")
     an = _Analyzer(src, kernel)
-    ((_key, _desc, edits),) = an.persistent_rewrites(programs=(programs,))
+    ((_key, _desc, edits),) = persistent_rewrite.rewrites(an, programs=(programs,))
     out = an.render(edits)
     assert screen_variant(src, out, kernel, None) is None
     return out
@@ -130,11 +131,11 @@ def test_rows_per_program_variants_are_correct_under_the_interpreter(tmp_path: P
 
 def test_block_pointers_follow_the_installed_triton(monkeypatch):
     src = (CORPUS / "dtype_dict_matmul.py").read_text(encoding="utf-8")
-    monkeypatch.setattr(coderewrites, "block_pointers_supported", lambda: False)
+    monkeypatch.setattr(triton_features, "block_pointers_supported", lambda: False)
     assert rewrites(src, "mm_kernel", "block_ptr") == {}
 
 
-@pytest.mark.skipif(not coderewrites.block_pointers_supported(),
+@pytest.mark.skipif(not triton_features.block_pointers_supported(),
                     reason="this Triton removed block pointers (3.9: tensor descriptors only)")
 def test_block_pointers_for_a_dot_kernel_are_correct_under_the_interpreter(tmp_path: Path):
     src = (CORPUS / "dtype_dict_matmul.py").read_text(encoding="utf-8")

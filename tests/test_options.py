@@ -86,19 +86,59 @@ def _subparser(command: str) -> argparse.ArgumentParser:
     return sub.choices[command]
 
 
-@pytest.mark.parametrize("command", O.JOB_COMMANDS)
-def test_cli_arguments_are_the_options(command):
-    actions = {a.dest: a for a in _subparser(command)._actions}
+# optimize-all runs one optimize session per kernel: it takes optimize's options
+CLI_OPTIONS = {**{c: c for c in O.JOB_COMMANDS}, "optimize-all": O.OPTIMIZE}
+
+
+def cli_problems(parser: argparse.ArgumentParser, command: str) -> list[str]:
+    """Where a subcommand's argparse arguments disagree with the options module."""
+    actions = {a.dest: a for a in parser._actions}
+    out = []
     for opt in O.options_for(command):
         a = actions.get(opt.name)
-        assert a is not None and opt.flag in a.option_strings, (command, opt.name)
-        assert a.default == opt.default, (command, opt.name)
-        assert (tuple(a.choices) if a.choices else None) == (opt.choices if opt.type not in (list,) else None)
-        if opt.zero_means:
-            assert "0 = no limit" in a.help and "default" in a.help
+        if a is None or opt.flag not in a.option_strings:
+            out.append(f"{opt.name}: no {opt.flag} argument")
+            continue
+        if a.default != opt.default:
+            out.append(f"{opt.name}: default {a.default!r}, options say {opt.default!r}")
+        if (tuple(a.choices) if a.choices else None) != (opt.choices if opt.type is not list else None):
+            out.append(f"{opt.name}: choices {a.choices!r}, options say {opt.choices!r}")
+        if a.help != opt.help_text():
+            out.append(f"{opt.name}: help {a.help!r} is not the option's")
     # and no option of the module is declared by hand beside it under another name
-    flags = {s for a in actions.values() for s in a.option_strings}
-    assert {o.flag for o in O.options_for(command)} <= flags
+    by_flag = {f: a for a in actions.values() for f in a.option_strings}
+    out += [f"{o.flag}: declared under dest {by_flag[o.flag].dest!r}" for o in O.OPTIONS
+            if o.flag in by_flag and by_flag[o.flag].dest != o.name]
+    return out
+
+
+@pytest.mark.parametrize("command", sorted(CLI_OPTIONS))
+def test_cli_arguments_are_the_options(command):
+    assert cli_problems(_subparser(command), CLI_OPTIONS[command]) == []
+    for a in _subparser(command)._actions:
+        if a.dest in O.BUDGET_OPTIONS:
+            assert "0 = no limit" in a.help and "default" in a.help, (command, a.dest)
+
+
+def _drifted(flag: str, **changes: Any) -> argparse.ArgumentParser:
+    """optimize-all's parser with one argument as a hand-written declaration would
+    drift: another default, help, choices or dest."""
+    parser = copy.deepcopy(_subparser("optimize-all"))
+    action = next(a for a in parser._actions if flag in a.option_strings)
+    for key, value in changes.items():
+        setattr(action, key, value)
+    return parser
+
+
+@pytest.mark.parametrize("flag, changes, expected", [
+    ("--budget", {"help": "evaluations per kernel (default 16; 0 = no limit)"}, "budget: help"),
+    ("--seconds", {"default": None}, "seconds: default None"),
+    ("--search", {"choices": ("kernelband", "random")}, "search: choices"),
+    ("--min-speedup", {"dest": "min_gain"}, "min_speedup: no --min-speedup argument"),
+])
+def test_a_hand_written_session_flag_is_caught(flag, changes, expected):
+    problems = cli_problems(_drifted(flag, **changes), O.OPTIMIZE)
+    assert problems and problems[0].startswith(expected), problems
 
 
 def test_cli_rejects_values_out_of_range_in_one_line():

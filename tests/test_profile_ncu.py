@@ -280,10 +280,10 @@ def test_session_gives_up_counters_once_after_a_lasting_failure(tmp_path, monkey
         monkeypatch.setattr(ncu, "find_ncu", lambda: None)
     monkeypatch.setattr(counters, "collect_counters", counted)
     s, events = _counter_session(tmp_path)
-    cands = [s._candidate(Variant(f"# v{i}\n"), 1.0, _base_profile(), None) for i in range(3)]
+    cands = [s.pool.candidate(Variant(f"# v{i}\n"), 1.0, _base_profile(), None) for i in range(3)]
     assert len(calls) == 1 and len(perm.calls) == (1 if failure == "permission" else 0)  # ncu tried once only
     reason = ncu.NO_PERMISSION if failure == "permission" else "ncu (Nsight Compute) not found"
-    assert all(s.profiles[c.id]["unavailable"]["counters"].startswith(reason) for c in cands)
+    assert all(s.pool.profiles[c.id]["unavailable"]["counters"].startswith(reason) for c in cands)
     said = [w for w in s.warnings if "counters unavailable" in w]
     assert len(said) == 1 and reason in said[0]
     logs = [e for e in events if e.type == "log" and "counters unavailable" in e.data["message"]]
@@ -303,8 +303,8 @@ def test_session_keeps_trying_counters_after_a_passing_failure(tmp_path, monkeyp
     s, _ = _counter_session(tmp_path)
     ok = FakeNcu()
     for i in range(2):
-        s._candidate(Variant(f"# v{i}\n"), 1.0, _base_profile(), None)
-    assert s._counters_off is None and not s.warnings  # a timeout may be this candidate's: try the next one
+        s.pool.candidate(Variant(f"# v{i}\n"), 1.0, _base_profile(), None)
+    assert s.pool._counters_off is None and not s.warnings  # a timeout may be this candidate's: try the next one
     monkeypatch.setattr(counters, "collect_counters", lambda *a, **kw: real(*a, ncu="/fake/ncu", run=ok, **kw))
-    c = s._candidate(Variant("# v2\n"), 1.0, _base_profile(), None)
-    assert len(ok.calls) == 1 and s.profiles[c.id]["tiers"]["counters"]["values"]["registers_per_thread"] == 128
+    c = s.pool.candidate(Variant("# v2\n"), 1.0, _base_profile(), None)
+    assert len(ok.calls) == 1 and s.pool.profiles[c.id]["tiers"]["counters"]["values"]["registers_per_thread"] == 128

@@ -1,24 +1,11 @@
-"""--executor / --workers / --ray-address: where the evaluation workers run (issue 15).
-
-A separate block so that the options module can absorb it: the same three flags for
-``optimize`` and ``optimize-all``.
-"""
+"""--executor / --workers / --ray-address (defined in kernelband/options.py, for
+``optimize`` and ``optimize-all``): the executor they ask for (issue 15)."""
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
 from .common import UsageError
-
-
-def add_executor_arguments(p: Any) -> None:
-    """--executor, --ray-address, --workers as kernelband/options.py defines them (for
-    optimize-all; optimize gets them with its other options)."""
-    from ..options import BY_NAME
-
-    g = p.add_argument_group("workers (where candidates are evaluated)")
-    for name in ("executor", "ray_address", "workers"):
-        BY_NAME[name].add_to(g)
 
 
 def executor_from_args(args: argparse.Namespace) -> Any:

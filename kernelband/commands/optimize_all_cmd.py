@@ -21,10 +21,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..session import DEFAULT_LLM_TIMEOUT_S, SEARCH_NAMES
-from ..verdict import DEFAULT_MIN_SPEEDUP
+from ..options import OPTIMIZE, add_arguments, add_task_arguments
 from .common import EXIT_OK, EXIT_VERDICT, UsageError, print_json
-from .executor_args import add_executor_arguments, executor_from_args
+from .executor_args import executor_from_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -36,30 +35,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--force", action="store_true", help="run every kernel again, even those with a stored result")
     p.add_argument("--no-store", action="store_true", help="do not read or write .kernelband/ (nothing to resume)")
-    # --- the optimize command's session flags (same names and defaults; options module material)
-    p.add_argument("--device", default="auto", help="auto | cuda | cpu (Triton interpreter) (default: %(default)s)")
-    p.add_argument("--seeds", type=int, default=3, help="seeds for the correctness check (default: %(default)s)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds one harness run may take (default: %(default)s)")
-    p.add_argument("--budget", type=int, default=16, help="evaluations per kernel (default 16; 0 = no limit)")
-    p.add_argument("--seconds", type=float, help="wall-clock budget per kernel in seconds")
-    p.add_argument("--tokens", type=int, help="LLM token budget per kernel")
-    p.add_argument("--dollars", type=float, help="LLM cost budget per kernel in US dollars")
-    p.add_argument("--generator", choices=("rules", "openai"), default="rules", help="variant generator (default rules)")
-    p.add_argument("--model", help="LLM model name (openai generator)")
-    p.add_argument("--base-url", help="OpenAI-compatible base URL")
-    p.add_argument("--temperature", type=float, help="LLM temperature")
-    p.add_argument("--llm-timeout", type=float, default=DEFAULT_LLM_TIMEOUT_S, help="seconds one LLM request may take")
-    p.add_argument("--search", choices=SEARCH_NAMES, default="kernelband", help="search policy (default kernelband)")
-    p.add_argument("--strategies", help="comma-separated subset of the strategies")
-    p.add_argument("--seed", type=int, default=0, help="random seed of each search (default: %(default)s)")
-    p.add_argument("--profile-tier", type=int, choices=(0, 1, 2, 3), default=2, help="profile tier (default 2)")
-    p.add_argument("--rounds", type=int, default=10, help="interleaved A/B rounds for the CI (default: %(default)s)")
-    p.add_argument("--min-speedup", type=float, default=DEFAULT_MIN_SPEEDUP,
-                   help="'improved' only when the CI's lower bound is above this (default: %(default)s)")
-    p.add_argument("--cpu-tuning", action="store_true", help="under the interpreter, rank and patch by CPU time anyway")
-    p.add_argument("--allow-weak-harness", action="store_true", help="search even with a weak harness")
-    # --- end of the session flags
-    add_executor_arguments(p)
+    # the optimize command's session flags: the same names, defaults, ranges and help, from
+    # kernelband/options.py (--device, --seeds, --timeout, the budget, generator, search,
+    # verdict and executor options); a budget is per kernel (one session each)
+    add_task_arguments(p)
+    add_arguments(p, OPTIMIZE)
     p.set_defaults(func=run)
 
 

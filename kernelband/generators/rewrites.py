@@ -1,53 +1,18 @@
-"""Rewrites that are not one knob's value: hints, cache modifiers, wrapping a kernel in
-``@triton.autotune``, and editing the config list of an existing autotune decorator.
-(Code rewrites of the kernel body live in ``coderewrites.py``.)"""
+"""Patterns of a kernel body the rewrites share: simple assignments, multiples of a
+BLOCK, ``tl.arange`` offsets, and whether the kernel writes what it reads. The rewrite
+families themselves live under ``code/`` (``coderewrites.py`` lists the code rewrites)."""
 from __future__ import annotations
 
-import re
 from typing import Optional
 
 import libcst as cst
 
 from ..access import analyze_kernel
-from .edits import Edits, add_kwarg, has_kwarg, int_value, merge, remove_kwargs, walk
-from .space import DEFAULTS, STAGES, WARPS, Knob, SpaceFinder
-
-AUTOTUNE_MAX_CONFIGS = 8
-MODIFIER_KWS = ("eviction_policy", "cache_modifier")
-_SIZE_RE = re.compile(
-    r"^[nmkNMKBHDLSTC]$|^(n|num)_|numel|size|len|elements|rows|cols|^seq|^dim", re.IGNORECASE
-)
-_NOT_SIZE_RE = re.compile(r"ptr|stride|^alpha$|^beta$|^eps|scale|^p$|seed", re.IGNORECASE)
+from .edits import int_value
+from .space import SpaceFinder
 
 
 class Rewrites(SpaceFinder):
-    # ---- hints
-    def hint_edits(self) -> tuple[Edits, list[str]]:
-        edits: Edits = {}
-        done: list[str] = []
-        for block in (n for n in walk(self.kdef) if isinstance(n, cst.IndentedBlock)):
-            body = list(block.body)
-            products: dict[str, str] = {}  # temp name -> BLOCK it is a multiple of
-            for i, stmt in enumerate(body):
-                target, value = self.simple_assign(stmt)
-                if target is None or value is None:
-                    continue
-                mult = self._multiple_of_block(value)
-                if mult:
-                    products[target] = mult
-                    continue
-                b = self._offsets_block(value, products)
-                if not b:
-                    continue
-                nxt = body[i + 1] if i + 1 < len(body) else None
-                if nxt is not None and ("multiple_of" in self.code(nxt) or "max_contiguous" in self.code(nxt)):
-                    continue
-                lang = self._arange_lang(value)  # type: ignore[arg-type]
-                new = cst.parse_statement(f"{target} = {lang}.max_contiguous({lang}.multiple_of({target}, {b}), {b})\n")
-                edits[id(stmt)] = [lambda n, new=new: cst.FlattenSentinel([n, new])]  # type: ignore[misc]
-                done.append(f"{target} (line {self.line(stmt)})")
-        return edits, done
-
     @staticmethod
     def simple_assign(stmt: cst.CSTNode) -> tuple[Optional[str], Optional[cst.BaseExpression]]:
         if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
@@ -57,7 +22,7 @@ class Rewrites(SpaceFinder):
             return a.targets[0].target.value, a.value
         return None, None
 
-    def _multiple_of_block(self, e: cst.BaseExpression) -> Optional[str]:
+    def multiple_of_block(self, e: cst.BaseExpression) -> Optional[str]:
         """``x * B`` or ``B * x`` with B a constexpr parameter -> B."""
         if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Multiply):
             for side in (e.left, e.right):
@@ -72,228 +37,26 @@ class Rewrites(SpaceFinder):
                 return args[1].value.value
         return None
 
-    def _arange_lang(self, e: cst.BinaryOperation) -> str:
+    def arange_lang(self, e: cst.BinaryOperation) -> str:
         for side in (e.left, e.right):
             if self.arange_block(side):
                 return self.code(side.func.value)  # type: ignore[attr-defined]
         return "tl"
 
-    def _offsets_block(self, e: cst.BaseExpression, products: dict[str, str]) -> Optional[str]:
+    def offsets_block(self, e: cst.BaseExpression, products: dict[str, str]) -> Optional[str]:
         if not (isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Add)):
             return None
         for ar, other in ((e.left, e.right), (e.right, e.left)):
             b = self.arange_block(ar)
             if not b or b not in self.constexprs:
                 continue
-            if self._multiple_of_block(other) == b:
+            if self.multiple_of_block(other) == b:
                 return b
             if isinstance(other, cst.Name) and products.get(other.value) == b:
                 return b
         return None
 
-    # ---- memory accesses
-    def cache_rewrites(self) -> list[tuple[str, str, Edits]]:
-        out = []
-        loads = [c for c in self.accesses("load") if sum(1 for a in c.args if a.keyword is None) <= 3]
-        stores = [c for c in self.accesses("store") if sum(1 for a in c.args if a.keyword is None) <= 3]
-        loads = [c for c in loads if not has_kwarg(c, "volatile")]
-        for key, calls, kw, value, what in (
-            ("evict_first", loads, "eviction_policy", '"evict_first"', "loads"),
-            ("evict_last", loads, "eviction_policy", '"evict_last"', "loads"),
-            ("load_cg", loads, "cache_modifier", '".cg"', "loads"),
-            ("store_cs", stores, "cache_modifier", '".cs"', "stores"),
-        ):
-            # one modifier per access: a load given both an eviction policy and a cache
-            # modifier (access_layout applied twice) fails to compile on the GPU
-            todo = [c for c in calls if not any(has_kwarg(c, k) for k in MODIFIER_KWS)]
-            if not todo:
-                continue
-            v = cst.SimpleString(value)
-            edits = {id(c): [lambda n, v=v, kw=kw: add_kwarg(n, kw, v)] for c in todo}  # type: ignore[misc]
-            lines = ", ".join(str(self.line(c)) for c in todo)
-            out.append((key, f"{kw}={value} on {len(todo)} {what} of {self.kernel} (lines {lines})", edits))
-        return out
-
-    # ---- wrapping in @autotune
     def in_place_or_atomic(self) -> bool:
         """Atomics, or a pointer parameter the kernel (or a helper it calls) both loads
         from and stores to: the pointer-access analysis of kernelband/access.py."""
         return analyze_kernel(self.source, self.kernel).in_place()
-
-    def size_args(self) -> list[str]:
-        cands = [p for p in self.params if p not in self.constexprs and not p.startswith("*")]
-        return [p for p in cands if _SIZE_RE.search(p) and not _NOT_SIZE_RE.search(p)]
-
-    def autotune_rewrite(self, knobs: list[Knob]) -> Optional[tuple[str, Edits, list[list[tuple[str, int]]]]]:
-        """(description, edits, the configs as typed (kind, value) lists) of the wrap."""
-        if self.info.is_autotuned or self.in_place_or_atomic():
-            return None
-        names = self.triton_names()
-        key = self.size_args()
-        launches = self.launches()
-        if names is None or not key or not launches:
-            return None
-        tuned: dict[str, Knob] = {}
-        extra: dict[str, Knob] = {}
-        for call, fn in launches:
-            _grid_def, callable_meta = self.grid_definition(call, fn)
-            if not callable_meta:
-                return None
-            for k in (k for k in knobs if k.call is call):
-                if k.kind in ("block", "group"):
-                    if not k.keyword_literal or k.ties:
-                        return None
-                    other = tuned.get(k.name)
-                    if other is not None and other.current != k.current:
-                        return None
-                    tuned[k.name] = k
-                elif k.sites and not k.keyword_literal:
-                    return None
-                else:
-                    extra[k.kind] = k
-            for a in call.args:
-                if a.star:
-                    return None
-                if a.keyword is not None and a.keyword.value in DEFAULTS and int_value(a.value) is None:
-                    return None
-        if not any(k.kind == "block" for k in tuned.values()):
-            return None
-        configs = self._configs(tuned, extra)
-        atune, config = names
-        lines = [f"@{atune}(", "    configs=["]
-        for params, w, s in configs:
-            kv = ", ".join(f'"{p}": {v}' for p, v in params.items())
-            stages = f", num_stages={s}" if s is not None else ""
-            lines.append(f"        {config}({{{kv}}}, num_warps={w}{stages}),")
-        keys = ", ".join(f'"{k}"' for k in key)
-        lines += ["    ],", f"    key=[{keys}],", ")"]
-        deco = cst.parse_module("\n".join(lines) + "\ndef _f():\n    pass\n").body[0].decorators[0]  # type: ignore[attr-defined]
-        edits: Edits = {id(self.kdef): [lambda n: n.with_changes(decorators=[deco, *n.decorators])]}  # type: ignore[attr-defined]
-        drop = set(tuned) | {k.name for k in extra.values() if k.sites}
-        for call, _fn in launches:
-            edits.setdefault(id(call), []).append(lambda n, drop=drop: remove_kwargs(n, drop))  # type: ignore[misc]
-        desc = f"@autotune over {len(configs)} configs of {', '.join(sorted(tuned))}, num_warps" + (
-            ", num_stages" if "num_stages" in extra else ""
-        ) + f" keyed on {', '.join(key)} for {self.kernel}"
-        typed = []
-        for params, w, st in configs:
-            cfg = [(tuned[n].kind, v) for n, v in params.items()] + [("num_warps", w)]
-            typed.append(cfg + ([("num_stages", st)] if st is not None else []))
-        return desc, edits, typed
-
-    @staticmethod
-    def _configs(tuned: dict[str, Knob], extra: dict[str, Knob]) -> list[tuple[dict[str, int], int, Optional[int]]]:
-        w0 = extra["num_warps"].current if "num_warps" in extra else DEFAULTS["num_warps"]
-        s0 = extra["num_stages"].current if "num_stages" in extra else None
-        base = {n: k.current for n, k in tuned.items()}
-        blocks = [n for n, k in tuned.items() if k.kind == "block"]
-
-        def scaled(names: list[str], f: float) -> Optional[dict[str, int]]:
-            out = dict(base)
-            for n in names:
-                v = int(base[n] * f)
-                if v not in tuned[n].domain:
-                    return None
-                out[n] = v
-            return out
-
-        def grouped(params: Optional[dict[str, int]]) -> Optional[dict[str, int]]:
-            groups = [n for n, k in tuned.items() if k.kind == "group" and 8 in k.domain]
-            if params is None or not groups or all(params[n] == 8 for n in groups):
-                return None
-            return {**params, **{n: 8 for n in groups}}
-
-        w_up = min(w0 * 2, WARPS[-1])
-        s_up = None if s0 is None else min(s0 + 1, STAGES[-1])
-        cands: list[tuple[Optional[dict[str, int]], int, Optional[int]]] = [
-            (base, w0, s0),
-            (scaled(blocks, 2), w0, s0),
-            (scaled(blocks, 2), w_up, s0),
-            (grouped(scaled(blocks, 2)), w0, s0),
-            (base, w_up, s0),
-            (scaled(blocks, 0.5), w0, s0),
-            (base, w0, s_up),
-            (scaled(blocks, 2), w0, s_up),
-        ]
-        for n in blocks:
-            cands += [(scaled([n], 2), w0, s0), (scaled([n], 0.5), w0, s0)]
-        out: list[tuple[dict[str, int], int, Optional[int]]] = []
-        seen: set[str] = set()
-        for params, w, s in cands:
-            if params is None:
-                continue
-            sig = repr((sorted(params.items()), w, s))
-            if sig not in seen:
-                seen.add(sig)
-                out.append((params, w, s))
-        return out[:AUTOTUNE_MAX_CONFIGS]
-
-    # ---- an existing @autotune's config list: extend it, or pin one config
-    def autotune_list_rewrites(self) -> list[tuple[str, str, Edits]]:
-        got = self.autotune_configs()
-        if got is None:
-            return []
-        lst, calls = got
-        shadow = self.shadow_edits([lst])  # the list may be a module-level constant
-        if shadow is None:
-            return []
-        out: list[tuple[str, str, Edits]] = []
-        if len(calls) > 1:
-            for i, c in enumerate(calls):
-                keep = lst.elements[i].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                new_list = lst.with_changes(elements=[keep])
-                out.append((f"autotune_pin:{i}", f"@autotune pinned to config {i} ({self.code(c)}) of {self.kernel}",
-                            merge({id(lst): [lambda _n, new_list=new_list: new_list]}, shadow)))
-        extra = self._extended(calls)
-        if extra:
-            def extend(n: cst.CSTNode, extra: list[cst.Call] = extra) -> cst.CSTNode:
-                els = list(n.elements)  # type: ignore[attr-defined]
-                if not isinstance(els[-1].comma, cst.Comma):
-                    els[-1] = els[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-                new = [cst.Element(c, comma=sep) for c in extra[:-1]] + [cst.Element(extra[-1])]
-                return n.with_changes(elements=els + new)  # type: ignore[attr-defined]
-
-            out.append(("autotune_extend", f"@autotune extended by {len(extra)} configs (blocks x2, warps x2, "
-                        f"stages +1 around the first) for {self.kernel}", merge({id(lst): [extend]}, shadow)))
-        return out
-
-    def _extended(self, calls: list[cst.Call]) -> list[cst.Call]:
-        """New configs around the first: every block x2, num_warps x2, num_stages + 1;
-        those already in the list are left out."""
-        def sig(c: cst.Call) -> str:
-            return self.code(c.with_changes(whitespace_before_args=cst.SimpleWhitespace(""))).replace(" ", "")
-
-        have = {sig(c) for c in calls}
-        first = calls[0]
-        out = []
-
-        def bump_blocks(c: cst.Call) -> Optional[cst.Call]:
-            if not c.args or not isinstance(c.args[0].value, cst.Dict):
-                return None
-            d = c.args[0].value
-            els = []
-            changed = False
-            for e in d.elements:
-                v = int_value(e.value) if isinstance(e, cst.DictElement) else None
-                key = self.code(e.key) if isinstance(e, cst.DictElement) else ""
-                if v is not None and "BLOCK" in key.upper():
-                    e = e.with_changes(value=cst.Integer(str(v * 2)))
-                    changed = True
-                els.append(e)
-            return c.with_changes(args=[c.args[0].with_changes(value=d.with_changes(elements=els)), *c.args[1:]]) if changed else None
-
-        def bump_kw(c: cst.Call, name: str, f) -> Optional[cst.Call]:  # type: ignore[no-untyped-def]
-            for i, a in enumerate(c.args):
-                if a.keyword is not None and a.keyword.value == name and int_value(a.value) is not None:
-                    args = list(c.args)
-                    args[i] = a.with_changes(value=cst.Integer(str(f(int_value(a.value)))))
-                    return c.with_changes(args=args)
-            return add_kwarg(c, name, cst.Integer(str(f(DEFAULTS[name]))))
-
-        for cand in (bump_blocks(first), bump_kw(first, "num_warps", lambda w: min(16, w * 2)),
-                     bump_kw(first, "num_stages", lambda s: s + 1)):
-            if cand is not None and sig(cand) not in have:
-                have.add(sig(cand))
-                out.append(cand)
-        return out

@@ -2,7 +2,7 @@
 
 The generator over the typed space (``space.py``: knobs found by data flow from the
 launch site, configs that know Triton's defaults), the rewrites that are not one knob's
-value (``rewrites.py``) and the source edits they are made of (``edits.py``).
+value (``coderewrites.py``: a module each under ``code/``) and the source edits they are made of (``edits.py``).
 
 Rewrite families (``Strategy.offline_rewrites`` maps strategies onto them):
 
@@ -69,8 +69,10 @@ from .costmodel import CostModel, KernelTraits
 from .edits import Apply as _Apply
 from .edits import Edit, Edits, walk
 from .edits import merge as _merge
-from .coderewrites import CodeRewrites
-from .rewrites import AUTOTUNE_MAX_CONFIGS  # noqa: F401
+from .code import autotune
+from .code.autotune import AUTOTUNE_MAX_CONFIGS  # noqa: F401
+from .coderewrites import CODE_REWRITES, HINT_REWRITES
+from .rewrites import Rewrites
 from .space import (  # noqa: F401  (re-exported: the constants callers know from here)
     BLOCK_MAX_1D,
     BLOCK_MAX_ND,
@@ -143,7 +145,7 @@ CODE_DISTANCE = 2.0  # nearest-first order: after the neighbouring launch values
 CODE_SCORE = 0.01  # code rewrites: no measurements yet to rank them, tried before launch-knob no-ops
 
 
-class _Analyzer(CodeRewrites):
+class _Analyzer(Rewrites):
     """Everything the generator can propose for one (source, kernel)."""
 
     def analyse(self, families: set[str], model: Optional[CostModel] = None) -> _Analysis:
@@ -165,31 +167,13 @@ class _Analyzer(CodeRewrites):
                 child = base[:i] + [(k.kind, v)] + base[i + 1:]
                 an.rewrites.append(_Rewrite(k.family, f"{k.kind}:{k.name}:{k.line}:{v}", desc, k.distance(v),
                                             k.edits(v), {k.ident: (k.current, v)}, score=predict(child)))
-        if "hints" in families:
-            edits, done = self.hint_edits()
-            if edits:
-                desc = f"tl.multiple_of/tl.max_contiguous hints on {', '.join(done)} in {self.kernel}"
-                an.rewrites.append(_Rewrite("hints", "hints", desc, 1.0, edits))
-        if "cache_modifiers" in families:
-            for key, desc, edits in self.cache_rewrites():
-                an.rewrites.append(_Rewrite("cache_modifiers", key, desc, 1.0, edits))
-        if "pipeline_loop" in families:
-            for key, desc, edits in self.pipeline_rewrites():
-                an.rewrites.append(_Rewrite("pipeline_loop", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
-        if "pid_swizzle" in families:
-            for key, desc, edits in self.swizzle_rewrites():
-                an.rewrites.append(_Rewrite("pid_swizzle", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
-        if "persistent" in families:
-            for key, desc, edits in self.persistent_rewrites():
-                an.rewrites.append(_Rewrite("persistent", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
-        if "rows_per_program" in families:
-            for key, desc, edits in self.rows_rewrites():
-                an.rewrites.append(_Rewrite("rows_per_program", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
-        if "block_ptr" in families:
-            for key, desc, edits in self.block_ptr_rewrites():
-                an.rewrites.append(_Rewrite("block_ptr", key, desc, CODE_DISTANCE, edits, score=CODE_SCORE))
+        for table, distance, score in ((HINT_REWRITES, 1.0, 0.0), (CODE_REWRITES, CODE_DISTANCE, CODE_SCORE)):
+            for family, find in table.items():
+                if family in families:
+                    for key, desc, edits in find(self):
+                        an.rewrites.append(_Rewrite(family, key, desc, distance, edits, score=score))
         if "autotune" in families:
-            at = self.autotune_rewrite(an.knobs)
+            at = autotune.wrap(self, an.knobs)
             if at is not None:
                 kinds = {k for k, _ in base}
                 # the autotuner measures its configs and keeps the best: at least the best of them
@@ -198,7 +182,7 @@ class _Analyzer(CodeRewrites):
                 others = [rw.score for rw in an.rewrites if rw.family in ("block_size", "num_warps")]
                 top = max([best, 0.0, *others]) if kinds else 0.0
                 an.rewrites.append(_Rewrite("autotune", "autotune", at[0], 1.0, at[1], score=top + AUTOTUNE_MARGIN))
-            for key, desc, edits in self.autotune_list_rewrites():
+            for key, desc, edits in autotune.list_rewrites(self):
                 score = EXTEND_SCORE if key == "autotune_extend" else PIN_SCORE
                 an.rewrites.append(_Rewrite("autotune", key, desc, 1.0, edits, score=score))
         return an

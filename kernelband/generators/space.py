@@ -37,7 +37,9 @@ from typing import Iterable, Optional
 import libcst as cst
 
 from ..model import sha256_text
-from .edits import Edits, KernelSource, int_value, merge, names_in, pow2_range, set_kwarg, str_value, walk
+from .edits import Edits, int_value, merge, names_in, pow2_range, set_kwarg, str_value, walk
+from .launch_sites import callee_name
+from .shadow import ModuleShadows
 
 WARPS: tuple[int, ...] = (1, 2, 4, 8, 16)
 STAGES: tuple[int, ...] = (1, 2, 3, 4, 5)
@@ -48,7 +50,6 @@ BLOCK_MAX_ND = 256
 
 BLOCK_RE = re.compile(r"block|tile", re.IGNORECASE)
 GROUP_RE = re.compile(r"^group(_size)?(_[mn])?$", re.IGNORECASE)
-_MAX_DEPTH = 8  # data-flow hops followed from a launch argument
 
 
 def _launch_defaults() -> tuple[int, int]:
@@ -224,360 +225,14 @@ class Config:
                 out[k] = (bv if bv is not None else v, v)
         return out
 
-
 # --------------------------------------------------------------------------- discovery
 
 
-def _callee_name(call: cst.Call) -> Optional[str]:
-    f = call.func
-    return f.value if isinstance(f, cst.Name) else f.attr.value if isinstance(f, cst.Attribute) else None
+class SpaceFinder(ModuleShadows):
+    """The knobs reachable from the launch sites (``launch_sites.py``) by data flow
+    (``dataflow.py``), module-level ones copied under new names (``shadow.py``), and
+    those of an existing ``@triton.autotune``; grid literals that follow a block."""
 
-
-class SpaceFinder(KernelSource):
-    """Launch sites, the grid, and the knobs reachable from them."""
-
-    # ---- launch sites
-    def launches(self) -> list[tuple[cst.Call, Optional[cst.FunctionDef]]]:
-        out = []
-        for stmt in self.module.body:
-            fn = stmt if isinstance(stmt, cst.FunctionDef) else None
-            if fn is not None and fn.name.value == self.kernel:
-                continue
-            for n in walk(stmt):
-                if isinstance(n, cst.Call) and isinstance(n.func, cst.Subscript):
-                    v = n.func.value
-                    name = v.value if isinstance(v, cst.Name) else v.attr.value if isinstance(v, cst.Attribute) else None
-                    if name == self.kernel:
-                        out.append((n, self._enclosing_def(n, fn)))
-        return out
-
-    def _enclosing_def(self, node: cst.CSTNode, top: Optional[cst.FunctionDef]) -> Optional[cst.FunctionDef]:
-        """The innermost def around node (a launch in a method of a class: the method)."""
-        if top is not None:
-            return top
-        best: Optional[cst.FunctionDef] = None
-        for stmt in self.module.body:
-            if isinstance(stmt, cst.ClassDef):
-                for n in walk(stmt):
-                    if isinstance(n, cst.FunctionDef) and any(m is node for m in walk(n)):
-                        best = n
-        return best
-
-    def assignments(self, scope: cst.CSTNode, name: str) -> list[cst.CSTNode]:
-        """Statements in scope that bind ``name`` (assign, aug-assign, def, for target...)."""
-        out: list[cst.CSTNode] = []
-        for n in walk(scope):
-            if isinstance(n, cst.Assign):
-                if any(name in names_in(t.target) for t in n.targets):
-                    out.append(n)
-            elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
-                if name in names_in(n.target):
-                    out.append(n)
-            elif isinstance(n, cst.FunctionDef) and n.name.value == name:
-                out.append(n)
-            elif isinstance(n, (cst.For, cst.CompFor, cst.With)) and name in names_in(
-                n.target if not isinstance(n, cst.With) else n
-            ):
-                out.append(n)
-        return out
-
-    def _module_binds(self, name: str) -> list[cst.CSTNode]:
-        out: list[cst.CSTNode] = []
-        for stmt in self.module.body:
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for s in stmt.body:
-                    if isinstance(s, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-                        targets = [t.target for t in s.targets] if isinstance(s, cst.Assign) else [s.target]
-                        if any(name in names_in(t) for t in targets):
-                            out.append(s)
-            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == name:
-                out.append(stmt)
-            elif isinstance(stmt, (cst.If, cst.Try, cst.For, cst.While, cst.With)):
-                out += [n for n in self.assignments(stmt, name)]
-        return out
-
-    def uses(self, fn: Optional[cst.FunctionDef], name: str) -> int:
-        """How often ``name`` appears in fn as a variable (keyword names excluded)."""
-        if fn is None:
-            return 0
-        keywords = {id(a.keyword) for a in walk(fn) if isinstance(a, cst.Arg) and a.keyword is not None}
-        return sum(1 for n in walk(fn) if isinstance(n, cst.Name) and n.value == name and id(n) not in keywords)
-
-    def grid_definition(self, call: cst.Call, fn: Optional[cst.FunctionDef]) -> tuple[cst.CSTNode, bool]:
-        """(the node that computes the grid, whether it is a callable taking meta)."""
-        sub = call.func
-        assert isinstance(sub, cst.Subscript)
-        el = sub.slice[0].slice
-        grid = el.value if isinstance(el, cst.Index) else el
-        if isinstance(grid, cst.Name):
-            scopes = [fn.body] if fn is not None else []
-            for scope in scopes + [self.module]:
-                binds = self.assignments(scope, grid.value)
-                if binds:
-                    b = binds[-1]
-                    if isinstance(b, cst.FunctionDef):
-                        return b, len(b.params.params) >= 1
-                    value = getattr(b, "value", None)
-                    if isinstance(value, cst.Lambda):
-                        return value, len(value.params.params) >= 1
-                    return b, False
-            return grid, False
-        if isinstance(grid, cst.Lambda):
-            return grid, len(grid.params.params) >= 1
-        return grid, False
-
-    # ---- data flow
-    def _helper(self, name: str) -> Optional[cst.FunctionDef]:
-        for stmt in self.module.body:
-            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name and stmt.name.value != self.kernel:
-                if any("jit" in self.code(d.decorator) for d in stmt.decorators):
-                    return None
-                return stmt
-        return None
-
-    def resolve(self, expr: cst.BaseExpression, fn: Optional[cst.FunctionDef], depth: int = 0) -> Optional[list[tuple[cst.BaseExpression, str]]]:
-        """The constant expressions (Integer, Dict, List, Call) ``expr`` can evaluate to,
-        each with how it was reached; None when it depends on data we do not follow."""
-        if depth > _MAX_DEPTH:
-            return None
-        d = depth + 1
-        if isinstance(expr, (cst.Integer, cst.Dict, cst.List, cst.Tuple)):
-            return [(expr, "launch")]
-        if isinstance(expr, cst.IfExp):
-            a, b = self.resolve(expr.body, fn, d), self.resolve(expr.orelse, fn, d)
-            return None if a is None or b is None else [(e, "conditional") for e, _ in a + b]
-        if isinstance(expr, cst.Name):
-            binds = self.assignments(fn.body, expr.value) if fn is not None else []
-            if fn is not None and any(p.name.value == expr.value for p in fn.params.params):
-                return None  # a parameter: the caller decides
-            origin = "variable"
-            if not binds:
-                binds, origin = self._module_binds(expr.value), "variable"
-            if not binds:
-                return None
-            out: list[tuple[cst.BaseExpression, str]] = []
-            for b in binds:
-                if isinstance(b, cst.Assign) and len(b.targets) == 1 and isinstance(b.targets[0].target, cst.Name):
-                    value = b.value
-                elif isinstance(b, cst.Assign) and len(b.targets) == 1 and self._unpacked(b, expr.value) is not None:
-                    value = self._unpacked(b, expr.value)  # type: ignore[assignment]
-                elif isinstance(b, cst.AnnAssign) and b.value is not None and isinstance(b.target, cst.Name):
-                    value = b.value
-                else:
-                    return None
-                r = self.resolve(value, fn if fn is not None and b in self.assignments(fn.body, expr.value) else None, d)
-                if r is None:
-                    return None
-                out += [(e, o if o != "launch" else origin) for e, o in r]
-            if len(binds) > 1:
-                out = [(e, "conditional" if o == "variable" else o) for e, o in out]
-            return out
-        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
-            base = self.resolve(expr.value, fn, d)
-            if base is None:
-                return None
-            key_node = expr.slice[0].slice.value
-            key: Optional[object] = str_value(key_node)
-            if key is None:
-                key = int_value(key_node)
-            out = []
-            for container, _o in base:
-                if isinstance(container, cst.Dict):
-                    entries = [e for e in container.elements if isinstance(e, cst.DictElement)]
-                    if len(entries) != len(container.elements):
-                        return None
-                    if key is not None:
-                        hit = [e.value for e in entries if (str_value(e.key) if str_value(e.key) is not None else int_value(e.key)) == key]
-                        if not hit:
-                            continue  # not in this dict (another dtype's entry may lack it)
-                        vals = hit[-1:]
-                    else:
-                        vals = [e.value for e in entries]  # indexed by the data (e.g. its dtype): every entry
-                elif isinstance(container, (cst.List, cst.Tuple)) and isinstance(key, int):
-                    if not -len(container.elements) <= key < len(container.elements):
-                        return None
-                    vals = [container.elements[key].value]
-                else:
-                    return None
-                for v in vals:
-                    r = self.resolve(v, fn, d)
-                    if r is None:
-                        return None
-                    out += [(e, "dict") for e, _ in r]
-            return out or None
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
-            if expr.func.value == "dict" and all(a.keyword is not None for a in expr.args):
-                return [(expr, "dict")]
-            helper = self._helper(expr.func.value)
-            if helper is None:
-                return None
-            rets = [n for n in walk(helper.body) if isinstance(n, cst.Return)]
-            if not rets or any(r.value is None for r in rets):
-                return None
-            out = []
-            for r in rets:
-                got = self.resolve(r.value, helper, d)  # type: ignore[arg-type]
-                if got is None:
-                    return None
-                out += [(e, "helper") for e, _ in got]
-            return out
-        return None
-
-    @staticmethod
-    def _unpacked(b: cst.Assign, name: str) -> Optional[cst.BaseExpression]:
-        """``A, B = 32, 64``: the element bound to ``name``."""
-        t, v = b.targets[0].target, b.value
-        if not isinstance(t, cst.Tuple) or not isinstance(v, cst.Tuple) or len(t.elements) != len(v.elements):
-            return None
-        for te, ve in zip(t.elements, v.elements):
-            if isinstance(te.value, cst.Name) and te.value.value == name and not isinstance(ve, cst.StarredElement):
-                return ve.value
-        return None
-
-    def _int_sites(self, expr: cst.BaseExpression, fn: Optional[cst.FunctionDef]) -> Optional[tuple[list[cst.Integer], str]]:
-        r = self.resolve(expr, fn)
-        if not r or not all(isinstance(e, cst.Integer) and int_value(e) is not None for e, _ in r):
-            return None
-        seen: set[int] = set()
-        nodes = []
-        for e, _ in r:
-            if id(e) not in seen:
-                seen.add(id(e))
-                nodes.append(e)
-        origins = {o for _, o in r}
-        origin = "launch" if origins == {"launch"} else next(
-            (o for o in ("autotune", "helper", "dict", "conditional", "variable") if o in origins), "variable"
-        )
-        return nodes, origin  # type: ignore[return-value]
-
-    @staticmethod
-    def _dict_items(d: cst.BaseExpression) -> Optional[list[tuple[str, cst.BaseExpression]]]:
-        if isinstance(d, cst.Dict):
-            out = []
-            for e in d.elements:
-                if not isinstance(e, cst.DictElement) or str_value(e.key) is None:
-                    return None
-                out.append((str_value(e.key), e.value))  # type: ignore[arg-type]
-            return out
-        if isinstance(d, cst.Call):  # dict(BLOCK=128, ...)
-            return [(a.keyword.value, a.value) for a in d.args if a.keyword is not None]
-        return None
-
-    def passed_args(self, call: cst.Call, fn: Optional[cst.FunctionDef]) -> Optional[list[tuple[str, cst.BaseExpression, bool, str]]]:
-        """(parameter or keyword, value expression, given as a keyword, how reached) for
-        each argument of a launch, ``**cfg`` expanded where cfg resolves to dicts."""
-        out = []
-        for i, a in enumerate(call.args):
-            if a.star == "*":
-                break
-            if a.star == "**":
-                got = self.resolve(a.value, fn)
-                if got is None:
-                    continue
-                for d, origin in got:
-                    items = self._dict_items(d)
-                    if items is None:
-                        break
-                    for k, v in items:
-                        out.append((k, v, True, "dict" if origin == "launch" else origin))
-                continue
-            if a.keyword is not None:
-                out.append((a.keyword.value, a.value, True, "launch"))
-            elif i < len(self.params) and not self.params[i].startswith("*"):
-                out.append((self.params[i], a.value, False, "launch"))
-        return out
-
-    # ---- module-level sites
-    # The trust layer keeps module-level statements as they are (the harness may read
-    # them), so a literal there is changed in a copy bound to a new name, right after the
-    # original, and the wrappers, their helpers and the kernel's decorators read the copy.
-    def _module_statements(self) -> dict[int, tuple[cst.SimpleStatementLine, str]]:
-        if getattr(self, "_mod_stmts", None) is None:
-            out: dict[int, tuple[cst.SimpleStatementLine, str]] = {}
-            for stmt in self.module.body:
-                if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-                    a = stmt.body[0]
-                    target = (a.targets[0].target if isinstance(a, cst.Assign) and len(a.targets) == 1
-                              else a.target if isinstance(a, cst.AnnAssign) else None)
-                    if isinstance(target, cst.Name):
-                        for n in walk(stmt):
-                            out[id(n)] = (stmt, target.value)
-                elif not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                    for n in walk(stmt):
-                        out[id(n)] = (stmt, "")  # compound statement: cannot be copied
-            self._mod_stmts: Optional[dict[int, tuple[cst.SimpleStatementLine, str]]] = out
-            self._shadow_cache: dict[str, Edits] = {}
-        return self._mod_stmts  # type: ignore[return-value]
-
-    def _fresh_name(self, name: str) -> str:
-        taken = {n.value for n in walk(self.module) if isinstance(n, cst.Name)}
-        base = f"{name}_TUNED" if name.isupper() else f"{name}_tuned"
-        new, i = base, 2
-        while new in taken:
-            new, i = f"{base}{i}", i + 1
-        return new
-
-    def _reader_scopes(self) -> list[cst.CSTNode]:
-        """Where a module-level tunable is read on the way to the launch: the functions
-        that launch the kernel, the module functions they call, the kernel's decorators."""
-        fns = [fn for _c, fn in self.launches() if fn is not None]
-        called = {n.func.value for fn in fns for n in walk(fn) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
-        for stmt in self.module.body:
-            if isinstance(stmt, cst.FunctionDef) and stmt.name.value in called and stmt.name.value != self.kernel:
-                fns.append(stmt)
-        uniq: dict[int, cst.CSTNode] = {id(f): f for f in fns}
-        return [*uniq.values(), *(d.decorator for d in self.kdef.decorators)]
-
-    def shadow_edits(self, nodes: Iterable[cst.CSTNode]) -> Optional[Edits]:
-        """Edits that copy the module-level statements holding ``nodes`` under new names
-        and point their readers at the copies; {} when none is module-level; None when
-        one is in a statement that cannot be copied."""
-        stmts = self._module_statements()
-        out: Edits = {}
-        for node in nodes:
-            hit = stmts.get(id(node))
-            if hit is None:
-                continue
-            stmt, name = hit
-            if not name:
-                return None
-            if name not in self._shadow_cache:
-                self._shadow_cache[name] = self._make_shadow(stmt, name)
-            out = merge(out, self._shadow_cache[name])
-        return out
-
-    def _make_shadow(self, stmt: cst.SimpleStatementLine, name: str) -> Edits:
-        new = self._fresh_name(name)
-
-        def copy(n: cst.CSTNode, stmt: cst.SimpleStatementLine = stmt) -> cst.FlattenSentinel:
-            a = n.body[0]  # type: ignore[attr-defined]
-            if isinstance(a, cst.Assign):
-                a = a.with_changes(targets=[a.targets[0].with_changes(target=cst.Name(new))])
-            else:
-                a = a.with_changes(target=cst.Name(new))
-            return cst.FlattenSentinel([stmt, n.with_changes(body=[a], leading_lines=[])])  # type: ignore[attr-defined]
-
-        def rename(_n: cst.CSTNode) -> cst.CSTNode:
-            return cst.Name(new)
-
-        edits: Edits = {id(stmt): [copy]}
-        for scope in self._reader_scopes():
-            if isinstance(scope, cst.FunctionDef) and self.assignments(scope.body, name):
-                continue  # a local of that name: not the module's
-            skip = set()
-            for n in walk(scope):
-                if isinstance(n, cst.Arg) and n.keyword is not None:
-                    skip.add(id(n.keyword))
-                elif isinstance(n, cst.Attribute):
-                    skip.add(id(n.attr))
-                elif isinstance(n, (cst.Param, cst.FunctionDef)):
-                    skip.add(id(n.name))
-            for n in walk(scope):
-                if isinstance(n, cst.Name) and n.value == name and id(n) not in skip:
-                    edits[id(n)] = [rename]
-        return edits
-
-    # ---- grid ties
     def _grid_literals(self, grid_def: cst.CSTNode, fn: Optional[cst.FunctionDef]) -> list[cst.Integer]:
         """Integer literals the grid is computed from: in its expression, and one step of
         data flow through the names it reads; plus, anywhere in the wrapper, the divisor of
@@ -595,7 +250,7 @@ class SpaceFinder(KernelSource):
             out += [e for e, _ in r if isinstance(e, cst.Integer)]
         if fn is not None:  # ceil-divisions elsewhere in the wrapper (buffers sized per program)
             for n in walk(fn):
-                if isinstance(n, cst.Call) and _callee_name(n) in ("cdiv", "ceil_div") and len(n.args) == 2:
+                if isinstance(n, cst.Call) and callee_name(n) in ("cdiv", "ceil_div") and len(n.args) == 2:
                     if isinstance(n.args[1].value, cst.Integer):
                         out.append(n.args[1].value)
                 elif isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.FloorDivide) \
@@ -631,59 +286,7 @@ class SpaceFinder(KernelSource):
         block_hi = BLOCK_MAX_1D if n_blocks <= 1 else BLOCK_MAX_ND
         for call, fn in self.launches():
             where = fn.name.value if fn is not None else "module level"
-            line = self.line(call)
-            grid_def, _ = self.grid_definition(call, fn)
-            grid_strings = {s for s in (str_value(n) for n in walk(grid_def)) if s}
-            passed = self.passed_args(call, fn) or []
-            given = {p for p, *_ in passed}
-            grid_lits = self._grid_literals(grid_def, fn)
-            mine: list[Knob] = []
-            for pname, value, as_kw, how in passed:
-                kind = (
-                    pname if pname in ("num_warps", "num_stages")
-                    else "block" if BLOCK_RE.search(pname) and pname in self.constexprs
-                    else "group" if GROUP_RE.search(pname) and pname in self.constexprs
-                    else None
-                )
-                if kind is None or (kind in DEFAULTS and self.info.is_autotuned):
-                    continue
-                got = self._int_sites(value, fn)
-                if got is None:
-                    continue  # computed from the data: not ours to change
-                nodes, origin = got
-                if how != "launch" and origin == "launch":
-                    origin = how
-                nodes = [n for n in nodes if id(n) not in claimed]
-                if not nodes:
-                    continue
-                claimed |= {id(n) for n in nodes}
-                cur = int_value(nodes[0])
-                assert cur is not None
-                sites = tuple(Site(n, int_value(n) or cur, 0, self.line(n)) for n in nodes)
-                ties: tuple[Site, ...] = ()
-                if kind == "block":
-                    ties = tuple(self._ties(cur, grid_lits, claimed))
-                    # the grid reads the same variable (or it is used beyond the launch)
-                    shared = isinstance(value, cst.Name) and (
-                        value.value in names_in(grid_def) or self.uses(fn, value.value) > 2
-                    )
-                    free = pname in grid_strings or shared or pname in self.loop_names or bool(ties)
-                    lo = cur if not free else min(BLOCK_MIN, cur)
-                    domain = sorted(set(pow2_range(lo, max(block_hi, cur))) | {cur})
-                elif kind == "group":
-                    domain = sorted(set(GROUPS) | {cur})
-                elif kind == "num_warps":
-                    domain = sorted(set(WARPS) | {cur})
-                else:
-                    if not self.has_loop:
-                        continue
-                    domain = sorted(set(STAGES) | {cur})
-                shadow = self.shadow_edits([*nodes, *(t.node for t in ties)])
-                if shadow is None:
-                    continue
-                mine.append(Knob(kind, pname, cur, tuple(domain), DEFAULTS.get(kind), where, self.line(nodes[0]),
-                                 origin, sites, call, keyword_literal=as_kw and how == "launch" and value is nodes[0],
-                                 ties=ties, shadow=shadow))
+            mine, given = self._launch_knobs(call, fn, where, claimed, block_hi)
             # a grid literal two blocks could own cannot be attributed: tune neither
             owners: dict[int, list[Knob]] = {}
             for k in mine:
@@ -700,15 +303,75 @@ class SpaceFinder(KernelSource):
             if not self.info.is_autotuned:
                 for kw, allowed, wanted in (("num_warps", WARPS, True), ("num_stages", STAGES, self.has_loop)):
                     if wanted and kw not in given:
-                        knobs.append(Knob(kw, kw, DEFAULTS[kw], tuple(allowed), DEFAULTS[kw], where, line, "default",
-                                          (), call))
+                        knobs.append(Knob(kw, kw, DEFAULTS[kw], tuple(allowed), DEFAULTS[kw], where, self.line(call),
+                                          "default", (), call))
         knobs += self.autotune_knobs(claimed)
         return knobs
+
+    def _launch_knobs(self, call: cst.Call, fn: Optional[cst.FunctionDef], where: str, claimed: set[int],
+                      block_hi: int) -> tuple[list[Knob], set[str]]:
+        """The knobs of one launch's arguments (their literals added to ``claimed``), and
+        the names the launch passes."""
+        grid_def, _ = self.grid_definition(call, fn)
+        grid_lits = self._grid_literals(grid_def, fn)
+        passed = self.passed_args(call, fn) or []
+        mine: list[Knob] = []
+        for pname, value, as_kw, how in passed:
+            kind = (
+                pname if pname in ("num_warps", "num_stages")
+                else "block" if BLOCK_RE.search(pname) and pname in self.constexprs
+                else "group" if GROUP_RE.search(pname) and pname in self.constexprs
+                else None
+            )
+            if kind is None or (kind in DEFAULTS and self.info.is_autotuned):
+                continue
+            got = self.int_sites(value, fn)
+            if got is None:
+                continue  # computed from the data: not ours to change
+            nodes, origin = got
+            if how != "launch" and origin == "launch":
+                origin = how
+            nodes = [n for n in nodes if id(n) not in claimed]
+            if not nodes:
+                continue
+            claimed |= {id(n) for n in nodes}
+            cur = int_value(nodes[0])
+            assert cur is not None
+            ties: tuple[Site, ...] = tuple(self._ties(cur, grid_lits, claimed)) if kind == "block" else ()
+            domain = self._domain(kind, pname, value, cur, grid_def, fn, ties, block_hi)
+            if domain is None:
+                continue
+            shadow = self.shadow_edits([*nodes, *(t.node for t in ties)])
+            if shadow is None:
+                continue
+            sites = tuple(Site(n, int_value(n) or cur, 0, self.line(n)) for n in nodes)
+            mine.append(Knob(kind, pname, cur, tuple(domain), DEFAULTS.get(kind), where, self.line(nodes[0]),
+                             origin, sites, call, keyword_literal=as_kw and how == "launch" and value is nodes[0],
+                             ties=ties, shadow=shadow))
+        return mine, {p for p, *_ in passed}
+
+    def _domain(self, kind: str, pname: str, value: cst.BaseExpression, cur: int, grid_def: cst.CSTNode,
+                fn: Optional[cst.FunctionDef], ties: tuple[Site, ...], block_hi: int) -> Optional[list[int]]:
+        """The values a launch knob may take (None: not a knob here: stages without a loop)."""
+        if kind == "block":
+            grid_strings = {s for s in (str_value(n) for n in walk(grid_def)) if s}
+            # the grid reads the same variable (or it is used beyond the launch)
+            shared = isinstance(value, cst.Name) and (
+                value.value in names_in(grid_def) or self.uses(fn, value.value) > 2
+            )
+            free = pname in grid_strings or shared or pname in self.loop_names or bool(ties)
+            lo = cur if not free else min(BLOCK_MIN, cur)
+            return sorted(set(pow2_range(lo, max(block_hi, cur))) | {cur})
+        if kind == "group":
+            return sorted(set(GROUPS) | {cur})
+        if kind == "num_warps":
+            return sorted(set(WARPS) | {cur})
+        return sorted(set(STAGES) | {cur}) if self.has_loop else None
 
     # ---- an existing @triton.autotune
     def autotune_decorator(self) -> Optional[cst.Call]:
         for d in self.kdef.decorators:
-            if isinstance(d.decorator, cst.Call) and _callee_name(d.decorator) == "autotune":
+            if isinstance(d.decorator, cst.Call) and callee_name(d.decorator) == "autotune":
                 return d.decorator
         return None
 
@@ -727,7 +390,7 @@ class SpaceFinder(KernelSource):
             return None
         lst = got[0][0]
         calls = [e.value for e in lst.elements]
-        if not calls or not all(isinstance(c, cst.Call) and _callee_name(c) == "Config" for c in calls):
+        if not calls or not all(isinstance(c, cst.Call) and callee_name(c) == "Config" for c in calls):
             return None
         return lst, calls  # type: ignore[return-value]
 
@@ -741,7 +404,7 @@ class SpaceFinder(KernelSource):
         per: dict[tuple[str, str], list[cst.Integer]] = {}
         for c in calls:
             if c.args and c.args[0].keyword is None:
-                items = self._dict_items(c.args[0].value) or []
+                items = self.dict_items(c.args[0].value) or []
                 for k, v in items:
                     kind = "block" if BLOCK_RE.search(k) else "group" if GROUP_RE.search(k) else None
                     if kind and isinstance(v, cst.Integer):

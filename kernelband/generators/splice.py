@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import libcst as cst
 
@@ -120,7 +120,8 @@ def _blank(n: int) -> list[cst.EmptyLine]:
     return [cst.EmptyLine() for _ in range(n)]
 
 
-def splice_functions(parent_source: str, code: str, kernel: str, protected: Iterable[str] = ()) -> SpliceResult:
+def _parse(parent_source: str, code: str) -> tuple[list[Any], cst.Module, cst.Module]:
+    """(the reply's functions, the reply, the parent) parsed; SpliceError when either does not parse."""
     try:
         tree = ast.parse(code)
     except SyntaxError as e:
@@ -131,11 +132,28 @@ def splice_functions(parent_source: str, code: str, kernel: str, protected: Iter
     if not fns:
         raise SpliceError("the reply's code block defines no function")
     try:
-        reply = cst.parse_module(code)
-        module = cst.parse_module(parent_source)
+        return fns, cst.parse_module(code), cst.parse_module(parent_source)
     except cst.ParserSyntaxError as e:  # ast accepted it; libcst may lag behind new syntax
         raise SpliceError(f"cannot splice the reply: {str(e).splitlines()[0]}") from None
 
+
+def _insert_imports(body: list[Any], new_imports: list[cst.CSTNode]) -> None:
+    """After the module's last import, else after its docstring, else first."""
+    last = max((i for i, s in enumerate(body) if _is_import(s)), default=-1)
+    if last < 0:  # after a module docstring, if any
+        first = body[0] if body else None
+        doc = (
+            isinstance(first, cst.SimpleStatementLine)
+            and len(first.body) == 1
+            and isinstance(first.body[0], cst.Expr)
+            and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        )
+        last = 0 if doc else -1
+    body[last + 1 : last + 1] = new_imports
+
+
+def splice_functions(parent_source: str, code: str, kernel: str, protected: Iterable[str] = ()) -> SpliceResult:
+    fns, reply, module = _parse(parent_source, code)
     result = SpliceResult(source=parent_source, functions=[f.name for f in fns],
                           jit_functions=[f.name for f in fns if _is_jit(f)])
     protected = set(protected)
@@ -188,16 +206,6 @@ def splice_functions(parent_source: str, code: str, kernel: str, protected: Iter
         at = len(body)
     body[at:at] = [*before_kernel, *helpers]
     if new_imports:
-        last = max((i for i, s in enumerate(body) if _is_import(s)), default=-1)
-        if last < 0:  # after a module docstring, if any
-            first = body[0] if body else None
-            doc = (
-                isinstance(first, cst.SimpleStatementLine)
-                and len(first.body) == 1
-                and isinstance(first.body[0], cst.Expr)
-                and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-            )
-            last = 0 if doc else -1
-        body[last + 1 : last + 1] = new_imports
+        _insert_imports(body, new_imports)
     result.source = module.with_changes(body=body).code
     return result

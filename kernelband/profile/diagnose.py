@@ -140,20 +140,11 @@ def diagnose(n: Numbers) -> Diagnosis:
     l2 = n.l2_pct / 100 if n.l2_pct is not None else None
     mem_src = "DRAM peak" if n.dram_pct is not None else "measured copy bandwidth"
     if n.interpreted:
-        bits = []
-        if n.time_per_launch_ms is not None:
-            bits.append(f"{_us_or_ms(n.time_per_launch_ms)} per launch is CPU time")
-        if n.bytes_total is not None:
-            bits.append(f"{_mb(n.bytes_total)} moved")
-        bits.append(f"{n.flops:.3g} FLOPs" if n.flops is not None else "FLOPs unknown")
-        return Diagnosis("unknown", "unknown: no GPU peaks under the interpreter (" + "; ".join(bits) + ").", [])
+        return _interpreted(n)
     if mem is None and comp is None:
         return _static_only(n)
     m = mem or 0.0
     c = comp or 0.0
-    extras: list[str] = []
-    strategies: list[str] = []
-
     if (n.time_per_launch_ms is not None and n.time_per_launch_ms < LAUNCH_BOUND_MS
             and max(m, c, l2 or 0.0) < LAUNCH_MAX_FRACTION):
         ev = f"launch-bound: {_us_or_ms(n.time_per_launch_ms)} per launch at {_pct(m)} of {mem_src}"
@@ -161,48 +152,82 @@ def diagnose(n: Numbers) -> Diagnosis:
             ev += f" ({n.programs} programs for {n.sm_count} SMs)"
         ev += "; fixed launch cost dominates: do more work per launch or fuse launches."
         return Diagnosis("launch-bound", ev, _ordered(["fusion", "tiling"]))
-
     if m >= BOUND_FRACTION and m >= c:
-        ev = f"memory-bound: {_pct(m)} of {mem_src}"
-        coalesce_bad = (n.load_efficiency_pct is not None and n.load_efficiency_pct < LOW_LOAD_EFFICIENCY_PCT)
-        if coalesce_bad:
-            spr = f"{n.sectors_per_request:.1f} sectors/request, " if n.sectors_per_request is not None else ""
-            extras.append(f"loads are not coalesced ({spr}{n.load_efficiency_pct:.0f}% of fetched bytes used)")
-            strategies += ["vectorization", "access_layout"]
-        if n.l2_hit_pct is not None and n.l2_hit_pct < LOW_L2_HIT_PCT and n.has_dot:
-            extras.append(f"L2 hit rate {n.l2_hit_pct:.0f}%: inputs are re-read from DRAM")
-            strategies += ["reordering", "access_layout"]
-        if n.has_dot:  # a matmul that waits on DRAM re-reads tiles: reuse them through L2 first
-            strategies.append("reordering")
-        strategies += ["fusion", "vectorization", "access_layout"]
-        return Diagnosis("memory-bound", ev + ("; " + "; ".join(extras) if extras else "") + ".", _ordered(strategies))
-
+        return _dram_bound(n, m, mem_src)
     if l2 is not None and l2 >= BOUND_FRACTION and l2 > c and l2 >= L2_OVER_DRAM * m:
         # L2 busier than DRAM by far: the same data is fetched through L2 again and again
         ev = f"memory-bound: L2 at {_pct(l2)} of peak (DRAM {_pct(m)}): data is re-read through L2"
         ev += ("; larger tiles would reuse more of it from registers and shared memory" if n.has_dot
                else "; keep reused values in registers instead of re-loading them")
         return Diagnosis("memory-bound", ev + ".", _ordered(["tiling", "reordering", "access_layout"]))
-
     if c >= BOUND_FRACTION and c > m:
-        if n.sm_pct is not None:
-            ev = f"compute-bound: SM throughput {n.sm_pct:.0f}% of peak"
-        else:
-            ev = f"compute-bound: {_pct(c)} of the measured {n.compute_peak or 'matrix'} matrix rate"
-        if n.tensor_pct is not None and n.has_dot and n.tensor_pct < LOW_TENSOR_PCT:
-            extras.append(f"tensor cores busy only {n.tensor_pct:.0f}% of cycles")
-        if n.n_spills:
-            extras.append(f"{n.n_spills} registers spilled")
-        strategies = ["tiling", "pipeline"] + (["reordering"] if n.has_dot else [])
-        return Diagnosis("compute-bound", ev + ("; " + "; ".join(extras) if extras else "") + ".", _ordered(strategies))
+        return _compute_bound(n, c)
+    return _latency_bound(n, m, c, comp, mem_src)
 
-    # neither unit near its peak: latency / occupancy
+
+def _interpreted(n: Numbers) -> Diagnosis:
+    bits = []
+    if n.time_per_launch_ms is not None:
+        bits.append(f"{_us_or_ms(n.time_per_launch_ms)} per launch is CPU time")
+    if n.bytes_total is not None:
+        bits.append(f"{_mb(n.bytes_total)} moved")
+    bits.append(f"{n.flops:.3g} FLOPs" if n.flops is not None else "FLOPs unknown")
+    return Diagnosis("unknown", "unknown: no GPU peaks under the interpreter (" + "; ".join(bits) + ").", [])
+
+
+def _with(ev: str, extras: list[str]) -> str:
+    return ev + ("; " + "; ".join(extras) if extras else "") + "."
+
+
+def _dram_bound(n: Numbers, m: float, mem_src: str) -> Diagnosis:
+    extras: list[str] = []
+    strategies: list[str] = []
+    coalesce_bad = (n.load_efficiency_pct is not None and n.load_efficiency_pct < LOW_LOAD_EFFICIENCY_PCT)
+    if coalesce_bad:
+        spr = f"{n.sectors_per_request:.1f} sectors/request, " if n.sectors_per_request is not None else ""
+        extras.append(f"loads are not coalesced ({spr}{n.load_efficiency_pct:.0f}% of fetched bytes used)")
+        strategies += ["vectorization", "access_layout"]
+    if n.l2_hit_pct is not None and n.l2_hit_pct < LOW_L2_HIT_PCT and n.has_dot:
+        extras.append(f"L2 hit rate {n.l2_hit_pct:.0f}%: inputs are re-read from DRAM")
+        strategies += ["reordering", "access_layout"]
+    if n.has_dot:  # a matmul that waits on DRAM re-reads tiles: reuse them through L2 first
+        strategies.append("reordering")
+    strategies += ["fusion", "vectorization", "access_layout"]
+    return Diagnosis("memory-bound", _with(f"memory-bound: {_pct(m)} of {mem_src}", extras), _ordered(strategies))
+
+
+def _compute_bound(n: Numbers, c: float) -> Diagnosis:
+    extras: list[str] = []
+    if n.sm_pct is not None:
+        ev = f"compute-bound: SM throughput {n.sm_pct:.0f}% of peak"
+    else:
+        ev = f"compute-bound: {_pct(c)} of the measured {n.compute_peak or 'matrix'} matrix rate"
+    if n.tensor_pct is not None and n.has_dot and n.tensor_pct < LOW_TENSOR_PCT:
+        extras.append(f"tensor cores busy only {n.tensor_pct:.0f}% of cycles")
+    if n.n_spills:
+        extras.append(f"{n.n_spills} registers spilled")
+    strategies = ["tiling", "pipeline"] + (["reordering"] if n.has_dot else [])
+    return Diagnosis("compute-bound", _with(ev, extras), _ordered(strategies))
+
+
+def _latency_bound(n: Numbers, m: float, c: float, comp: Optional[float], mem_src: str) -> Diagnosis:
+    """Neither unit near its peak: latency / occupancy, and what hides it."""
     parts = [f"{_pct(m)} of {mem_src}"]
     if comp is not None:
         parts.append(f"{_pct(c)} of compute peak" if n.sm_pct is None else f"SM throughput {n.sm_pct:.0f}%")
     elif n.flops is None:
         parts.append("FLOPs unknown")
     ev = "latency-bound: " + " and ".join(parts)
+    extras, strategies = _latency_causes(n, c, comp)
+    if not extras:
+        extras.append("no unit is near its peak: memory latency is not hidden")
+    strategies += ["pipeline", "tiling", "vectorization"]
+    return Diagnosis("latency-bound", ev + "; " + "; ".join(extras) + ".", _ordered(strategies))
+
+
+def _latency_causes(n: Numbers, c: float, comp: Optional[float]) -> tuple[list[str], list[str]]:
+    extras: list[str] = []
+    strategies: list[str] = []
     if n.programs is not None and n.sm_count and n.programs < n.sm_count:
         extras.append(f"only {n.programs} programs for {n.sm_count} SMs")
         strategies.append("tiling")
@@ -231,10 +256,7 @@ def diagnose(n: Numbers) -> Diagnosis:
     if n.bank_conflicts_per_request is not None and n.bank_conflicts_per_request >= BANK_CONFLICTS_PER_REQUEST:
         extras.append(f"{n.bank_conflicts_per_request:.1f} shared-memory bank conflicts per request")
         strategies.append("access_layout")
-    if not extras:
-        extras.append("no unit is near its peak: memory latency is not hidden")
-    strategies += ["pipeline", "tiling", "vectorization"]
-    return Diagnosis("latency-bound", ev + "; " + "; ".join(extras) + ".", _ordered(strategies))
+    return extras, strategies
 
 
 def numbers_from_profile(profile: dict[str, Any]) -> Numbers:

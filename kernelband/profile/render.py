@@ -66,39 +66,7 @@ def rows(profile: dict[str, Any]) -> list[tuple[str, str]]:
     if launch.get("grid"):
         consts = ", ".join(f"{k}={v}" for k, v in (launch.get("constexprs") or {}).items())
         out.append(("grid", f"{launch['grid']} = {launch.get('programs')} programs" + (f"; {consts}" if consts else "")))
-    if tm:
-        out.append(("bytes moved", f"{_bytes(tm.get('bytes_total'))} ({_bytes(tm.get('bytes_read'))} read, "
-                                   f"{_bytes(tm.get('bytes_written'))} written)"))
-        if tm.get("bandwidth_gbs") is not None:
-            frac = (f" = {_pct(tm['bandwidth_frac'])} of measured copy peak {_gbs(tm.get('copy_peak_gbs'))}"
-                    if tm.get("bandwidth_frac") is not None else "")
-            out.append(("bandwidth", f"{_gbs(tm['bandwidth_gbs'])}{frac}"))
-        if tm.get("flops") is not None:
-            txt = _flops(tm["flops"])
-            if tm.get("tflops") is not None:
-                txt += f", {tm['tflops']:.1f} TFLOP/s"
-            if tm.get("compute_frac") is not None:
-                txt += f" = {_pct(tm['compute_frac'])} of measured {tm.get('compute_peak')} peak {tm.get('compute_peak_tflops')} TFLOP/s"
-            out.append(("FLOPs", txt))
-        else:
-            out.append(("FLOPs", tm.get("flops_note") or "unknown"))
-        roof = tm.get("roofline") or {}
-        if roof.get("bound"):
-            txt = f"{roof['bound']} side"
-            if tm.get("arithmetic_intensity") is not None and roof.get("ridge") is not None:
-                txt += f" (intensity {tm['arithmetic_intensity']:.1f} FLOP/B, ridge {roof['ridge']:.0f})"
-            if roof.get("fraction_of_attainable") is not None:
-                txt += f", at {_pct(roof['fraction_of_attainable'])} of the roof"
-            out.append(("roofline", txt))
-    if st:
-        out.append(("registers", f"{_num(st.get('n_regs'))}/thread, {_num(st.get('n_spills'))} spilled; shared "
-                                 f"{_bytes(st.get('shared_bytes'))}; {st.get('num_warps')} warps, {st.get('num_stages')} stages"))
-        occ = st.get("occupancy") or {}
-        if occ:
-            txt = f"{_pct(occ.get('theoretical'))} theoretical (limited by {str(occ.get('limiter')).replace('_', ' ')})"
-            if occ.get("waves") is not None:
-                txt += f", {occ['waves']:.2f} waves"
-            out.append(("occupancy", txt))
+    out += (_traffic_rows(tm) if tm else []) + (_static_rows(st) if st else [])
     if ct:
         out.append(("counters", ", ".join([
             f"DRAM {_num(ct.get('dram_throughput'))}%", f"SM {_num(ct.get('sm_throughput'))}%",
@@ -112,6 +80,47 @@ def rows(profile: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("bottleneck", diag.get("evidence") or diag.get("bottleneck", "unknown")))
         if diag.get("strategies"):
             out.append(("suggests", ", ".join(diag["strategies"])))
+    return out
+
+
+def _traffic_rows(tm: dict[str, Any]) -> list[tuple[str, str]]:
+    """Tier 2: bytes, bandwidth, FLOPs and the roofline."""
+    out = [("bytes moved", f"{_bytes(tm.get('bytes_total'))} ({_bytes(tm.get('bytes_read'))} read, "
+                           f"{_bytes(tm.get('bytes_written'))} written)")]
+    if tm.get("bandwidth_gbs") is not None:
+        frac = (f" = {_pct(tm['bandwidth_frac'])} of measured copy peak {_gbs(tm.get('copy_peak_gbs'))}"
+                if tm.get("bandwidth_frac") is not None else "")
+        out.append(("bandwidth", f"{_gbs(tm['bandwidth_gbs'])}{frac}"))
+    if tm.get("flops") is not None:
+        txt = _flops(tm["flops"])
+        if tm.get("tflops") is not None:
+            txt += f", {tm['tflops']:.1f} TFLOP/s"
+        if tm.get("compute_frac") is not None:
+            txt += f" = {_pct(tm['compute_frac'])} of measured {tm.get('compute_peak')} peak {tm.get('compute_peak_tflops')} TFLOP/s"
+        out.append(("FLOPs", txt))
+    else:
+        out.append(("FLOPs", tm.get("flops_note") or "unknown"))
+    roof = tm.get("roofline") or {}
+    if roof.get("bound"):
+        txt = f"{roof['bound']} side"
+        if tm.get("arithmetic_intensity") is not None and roof.get("ridge") is not None:
+            txt += f" (intensity {tm['arithmetic_intensity']:.1f} FLOP/B, ridge {roof['ridge']:.0f})"
+        if roof.get("fraction_of_attainable") is not None:
+            txt += f", at {_pct(roof['fraction_of_attainable'])} of the roof"
+        out.append(("roofline", txt))
+    return out
+
+
+def _static_rows(st: dict[str, Any]) -> list[tuple[str, str]]:
+    """Tier 1: registers, shared memory, warps, stages and occupancy."""
+    out = [("registers", f"{_num(st.get('n_regs'))}/thread, {_num(st.get('n_spills'))} spilled; shared "
+                         f"{_bytes(st.get('shared_bytes'))}; {st.get('num_warps')} warps, {st.get('num_stages')} stages")]
+    occ = st.get("occupancy") or {}
+    if occ:
+        txt = f"{_pct(occ.get('theoretical'))} theoretical (limited by {str(occ.get('limiter')).replace('_', ' ')})"
+        if occ.get("waves") is not None:
+            txt += f", {occ['waves']:.2f} waves"
+        out.append(("occupancy", txt))
     return out
 
 

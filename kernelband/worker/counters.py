@@ -53,45 +53,10 @@ def collect_counters(
     used = _ncu.metric_list()
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kernelband-ncu-") as tmp:
-        spec_path = os.path.join(tmp, "spec.json")
-        csv_path = os.path.join(tmp, "ncu.csv")
-        spec = {"task": task.to_dict(), "seed": task.seeds[0] if task.seeds else 0, "launches": launches,
-                "workdir": os.path.join(tmp, "work")}
-        Path(spec_path).write_text(json.dumps(spec), encoding="utf-8")
-        for attempt in range(4):
-            cmd = _ncu.build_command(ncu, spec_path, csv_path, task.kernel, used, 0, launches, python)
-            # the profiled source may be a candidate's: the same scrubbed environment as a variant process
-            env = scrubbed_env(tmp)
-            env.pop("TRITON_INTERPRET", None)
-            try:
-                proc = run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
-            except subprocess.TimeoutExpired:
-                return {"ok": False, "reason": f"ncu timed out after {timeout_s:.0f} s"}
-            except OSError as e:
-                return {"ok": False, "reason": f"ncu could not be started: {e}"}
-            log = Path(csv_path).read_text(encoding="utf-8", errors="replace") if os.path.exists(csv_path) else ""
-            if keep_dir:  # the raw output, for inspection
-                os.makedirs(keep_dir, exist_ok=True)
-                Path(keep_dir, f"{task.kernel}.ncu.csv").write_text(log, encoding="utf-8")
-                Path(keep_dir, f"{task.kernel}.ncu.log").write_text((proc.stdout or "") + (proc.stderr or ""), encoding="utf-8")
-            text = (proc.stdout or "") + "\n" + (proc.stderr or "") + "\n" + log
-            rows = [r for r in _ncu.parse_csv(log) if r["metrics"]]
-            if rows:
-                break
-            missing = _ncu.unknown_metrics(text, used)
-            if not missing:
-                return {"ok": False, "reason": _ncu.explain_failure(proc.returncode, text)}
-            for name in missing:  # fall back to the next candidate name, or drop the metric
-                cands = _ncu.METRICS[name]
-                idx = cands.index(used[name]) + 1 if used[name] in cands else len(cands)
-                if idx < len(cands):
-                    used[name] = cands[idx]
-                else:
-                    used.pop(name)
-            if os.path.exists(csv_path):
-                os.remove(csv_path)
-        else:
-            return {"ok": False, "reason": _ncu.explain_failure(proc.returncode, text)}
+        got = _run_ncu(task, tmp, ncu, used, launches, python, run, timeout_s, keep_dir)
+    if isinstance(got, dict):
+        return got
+    rows, cmd = got
     per_launch = [_ncu.derive(r["metrics"], used) for r in rows]
     result = {
         "ok": True,
@@ -107,6 +72,56 @@ def collect_counters(
     if store is not None:
         store.put(key, result)
     return result
+
+
+def _run_ncu(task: Any, tmp: str, ncu: str, used: dict[str, str], launches: int, python: Optional[str],
+             run: Callable[..., Any], timeout_s: float, keep_dir: Optional[str]) -> Any:
+    """(rows, command) of an ncu run over the task in ``tmp``; a metric this ncu does not
+    know falls back to its next name (``used`` is updated), up to 4 tries; or the
+    {"ok": False, "reason": why} of a failure."""
+    spec_path = os.path.join(tmp, "spec.json")
+    csv_path = os.path.join(tmp, "ncu.csv")
+    spec = {"task": task.to_dict(), "seed": task.seeds[0] if task.seeds else 0, "launches": launches,
+            "workdir": os.path.join(tmp, "work")}
+    Path(spec_path).write_text(json.dumps(spec), encoding="utf-8")
+    for _attempt in range(4):
+        cmd = _ncu.build_command(ncu, spec_path, csv_path, task.kernel, used, 0, launches, python)
+        # the profiled source may be a candidate's: the same scrubbed environment as a variant process
+        env = scrubbed_env(tmp)
+        env.pop("TRITON_INTERPRET", None)
+        try:
+            proc = run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "reason": f"ncu timed out after {timeout_s:.0f} s"}
+        except OSError as e:
+            return {"ok": False, "reason": f"ncu could not be started: {e}"}
+        log = Path(csv_path).read_text(encoding="utf-8", errors="replace") if os.path.exists(csv_path) else ""
+        if keep_dir:  # the raw output, for inspection
+            os.makedirs(keep_dir, exist_ok=True)
+            Path(keep_dir, f"{task.kernel}.ncu.csv").write_text(log, encoding="utf-8")
+            Path(keep_dir, f"{task.kernel}.ncu.log").write_text((proc.stdout or "") + (proc.stderr or ""), encoding="utf-8")
+        text = (proc.stdout or "") + "\n" + (proc.stderr or "") + "\n" + log
+        rows = [r for r in _ncu.parse_csv(log) if r["metrics"]]
+        if rows:
+            return rows, cmd
+        missing = _ncu.unknown_metrics(text, used)
+        if not missing:
+            break
+        _fall_back(used, missing)
+        if os.path.exists(csv_path):
+            os.remove(csv_path)
+    return {"ok": False, "reason": _ncu.explain_failure(proc.returncode, text)}
+
+
+def _fall_back(used: dict[str, str], missing: list[str]) -> None:
+    """Each metric ncu did not know: its next candidate name, or dropped."""
+    for name in missing:
+        cands = _ncu.METRICS[name]
+        idx = cands.index(used[name]) + 1 if used[name] in cands else len(cands)
+        if idx < len(cands):
+            used[name] = cands[idx]
+        else:
+            used.pop(name)
 
 
 def add_counters(profile: dict[str, Any], task: Any, *, store: Any = None, gpu: str = "", triton_version: str = "",

@@ -59,23 +59,8 @@ def timing_tier(launches: list[Any], time_ms: Optional[float], facts: dict[str, 
                 interpreted: bool, clock: str) -> dict[str, Any]:
     from ..profile.device import has_peaks
     from ..profile.traffic import peak_key
-    from .traffic_replay import launch_traffic
 
-    per_sig: dict[tuple[Any, ...], dict[str, Any]] = {}
-    totals = {"bytes_read": 0, "bytes_written": 0}
-    flops: Optional[int] = 0
-    first: Optional[dict[str, Any]] = None
-    for launch in launches:
-        sig = _signature(launch)
-        tr = per_sig.get(sig)
-        if tr is None:
-            tr = launch_traffic(launch, access, replay=len(per_sig) < _MAX_REPLAYED_SIGNATURES)
-            per_sig[sig] = tr
-        first = first or tr
-        totals["bytes_read"] += tr["bytes_read"]
-        totals["bytes_written"] += tr["bytes_written"]
-        flops = None if (flops is None or tr["flops"] is None) else flops + tr["flops"]
-    assert first is not None
+    totals, flops, first = _traffic(launches, access)
     n = len(launches)
     bytes_total = totals["bytes_read"] + totals["bytes_written"]
     out: dict[str, Any] = {
@@ -106,6 +91,35 @@ def timing_tier(launches: list[Any], time_ms: Optional[float], facts: dict[str, 
     if not has_peaks(facts):
         out["note"] = "device peaks not measured: no fractions of peak"
         return out
+    _against_peaks(out, facts, access)
+    return out
+
+
+def _traffic(launches: list[Any], access: Any) -> tuple[dict[str, int], Optional[int], dict[str, Any]]:
+    """(bytes read and written, FLOPs or None, the first launch's traffic) over every
+    launch; launches of one signature are measured once."""
+    from .traffic_replay import launch_traffic
+
+    per_sig: dict[tuple[Any, ...], dict[str, Any]] = {}
+    totals = {"bytes_read": 0, "bytes_written": 0}
+    flops: Optional[int] = 0
+    first: Optional[dict[str, Any]] = None
+    for launch in launches:
+        sig = _signature(launch)
+        tr = per_sig.get(sig)
+        if tr is None:
+            tr = launch_traffic(launch, access, replay=len(per_sig) < _MAX_REPLAYED_SIGNATURES)
+            per_sig[sig] = tr
+        first = first or tr
+        totals["bytes_read"] += tr["bytes_read"]
+        totals["bytes_written"] += tr["bytes_written"]
+        flops = None if (flops is None or tr["flops"] is None) else flops + tr["flops"]
+    assert first is not None
+    return totals, flops, first
+
+
+def _against_peaks(out: dict[str, Any], facts: dict[str, Any], access: Any) -> None:
+    """Fractions of the device's measured peaks, and the roofline."""
     bw = float(facts["copy_gbs"])
     out["copy_peak_gbs"] = bw
     out["bandwidth_frac"] = round(out["bandwidth_gbs"] / bw, 4)
@@ -127,7 +141,6 @@ def timing_tier(launches: list[Any], time_ms: Optional[float], facts: dict[str, 
         out["roofline"] = {"ridge": None, "bound": "memory", "attainable_tflops": None,
                            "fraction_of_attainable": out["bandwidth_frac"],
                            "note": "no tl.dot: placed on the bandwidth roof"}
-    return out
 
 
 def collect_profile(
@@ -168,16 +181,7 @@ def collect_profile(
         why = f"the harness launched no {kernel} (it launched: {seen})"
         profile["unavailable"] = {"static": why, "timing": why, "counters": why}
         return finalize(profile)
-    clock = "cpu-interpreter" if interpreted else "cuda-events"
-    if len(mine) != len(launches) and time_ms is not None:
-        try:
-            from .timing import time_launches
-
-            t = time_launches(mine)
-            profile["time_ms"], time_ms, clock = t.median_ms, t.median_ms, t.clock
-            profile["retimed"] = "the harness launches other kernels too: this kernel's launches were timed alone"
-        except Exception as e:  # noqa: BLE001
-            profile["retimed"] = f"could not time this kernel alone ({type(e).__name__}); the time covers every launch"
+    time_ms, clock = _time_alone(profile, mine, len(launches), time_ms, interpreted)
     try:
         profile["launch"] = launch_info(mine)
     except Exception as e:  # noqa: BLE001
@@ -186,28 +190,7 @@ def collect_profile(
 
     access = analyze_kernel(kernel_source, kernel)
     profile["has_dot"] = access.dots > 0
-
-    # tier 1
-    if interpreted:
-        profile["unavailable"]["static"] = INTERPRETER_REASON
-    else:
-        try:
-            st, why = static_profile(mine[0], facts, (profile["launch"] or {}).get("programs"))
-            if st is None:
-                profile["unavailable"]["static"] = why
-            else:
-                hashes = set()
-                for l in mine[1:]:
-                    other = static_profile(l, {}, None)[0]
-                    if other and other.get("hash"):
-                        hashes.add(other["hash"])
-                hashes.discard(st.get("hash"))
-                st["other_specializations"] = len(hashes)
-                profile["tiers"]["static"] = st
-        except Exception as e:  # noqa: BLE001
-            profile["unavailable"]["static"] = f"error reading compile metadata: {type(e).__name__}: {e}"
-
-    # tier 2
+    _static_tier(profile, mine, facts, interpreted)  # tier 1
     if tier >= 2:
         try:
             profile["tiers"]["timing"] = timing_tier(mine, time_ms, facts, access, interpreted, clock)
@@ -215,22 +198,54 @@ def collect_profile(
             profile["unavailable"]["timing"] = f"error: {type(e).__name__}: {e}"
     else:
         profile["unavailable"]["timing"] = "not requested (tier 1)"
+    if tier >= 3 and not interpreted and task is not None:
+        from .counters import collect_counters
 
-    # tier 3
-    if tier >= 3:
-        if interpreted:
-            profile["unavailable"]["counters"] = INTERPRETER
-        elif task is not None:
-            from .counters import collect_counters
-
-            gpu = str(facts.get("name") or "")
-            result = collect_counters(task, store=store, gpu=gpu, triton_version=str(facts.get("triton") or ""),
-                                      launches=min(len(mine), 3))
-            profile["collect_s"] = round(time.perf_counter() - t0, 3)
-            return attach_counters(profile, result)
-        else:
-            profile["unavailable"]["counters"] = COUNTERS_IN_SESSION
-    else:
-        profile["unavailable"]["counters"] = "not requested (tier < 3)"
+        result = collect_counters(task, store=store, gpu=str(facts.get("name") or ""),
+                                  triton_version=str(facts.get("triton") or ""), launches=min(len(mine), 3))
+        profile["collect_s"] = round(time.perf_counter() - t0, 3)
+        return attach_counters(profile, result)
+    profile["unavailable"]["counters"] = ("not requested (tier < 3)" if tier < 3 else INTERPRETER if interpreted
+                                          else COUNTERS_IN_SESSION)
     profile["collect_s"] = round(time.perf_counter() - t0, 3)
     return finalize(profile)
+
+
+def _time_alone(profile: dict[str, Any], mine: list[Any], n_launches: int, time_ms: Optional[float],
+                interpreted: bool) -> tuple[Optional[float], str]:
+    """(time, clock) of this kernel's launches: re-timed alone when the harness launches
+    other kernels too (the worker's time covers every launch)."""
+    clock = "cpu-interpreter" if interpreted else "cuda-events"
+    if len(mine) != n_launches and time_ms is not None:
+        try:
+            from .timing import time_launches
+
+            t = time_launches(mine)
+            profile["time_ms"], time_ms, clock = t.median_ms, t.median_ms, t.clock
+            profile["retimed"] = "the harness launches other kernels too: this kernel's launches were timed alone"
+        except Exception as e:  # noqa: BLE001
+            profile["retimed"] = f"could not time this kernel alone ({type(e).__name__}); the time covers every launch"
+    return time_ms, clock
+
+
+def _static_tier(profile: dict[str, Any], mine: list[Any], facts: dict[str, Any], interpreted: bool) -> None:
+    """Tier 1: the compiled kernel's metadata (none under the interpreter), and how many
+    other specializations of it the harness launched."""
+    if interpreted:
+        profile["unavailable"]["static"] = INTERPRETER_REASON
+        return
+    try:
+        st, why = static_profile(mine[0], facts, (profile["launch"] or {}).get("programs"))
+        if st is None:
+            profile["unavailable"]["static"] = why
+            return
+        hashes = set()
+        for l in mine[1:]:
+            other = static_profile(l, {}, None)[0]
+            if other and other.get("hash"):
+                hashes.add(other["hash"])
+        hashes.discard(st.get("hash"))
+        st["other_specializations"] = len(hashes)
+        profile["tiers"]["static"] = st
+    except Exception as e:  # noqa: BLE001
+        profile["unavailable"]["static"] = f"error reading compile metadata: {type(e).__name__}: {e}"
