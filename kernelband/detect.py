@@ -271,10 +271,13 @@ class _Segments:
             return ast.unparse(node)
         if l1 is None or c1 is None or l1 >= len(self.lines):
             return ast.unparse(node)
+        # columns count UTF-8 bytes; on an ASCII line (almost every one) they are characters
+        line = self.lines[l0]
         if l0 == l1:
-            return self.lines[l0].encode()[c0:c1].decode(errors="replace")
-        first = self.lines[l0].encode()[c0:].decode(errors="replace")
-        last = self.lines[l1].encode()[:c1].decode(errors="replace")
+            return line[c0:c1] if line.isascii() else line.encode()[c0:c1].decode(errors="replace")
+        first = line[c0:] if line.isascii() else line.encode()[c0:].decode(errors="replace")
+        end = self.lines[l1]
+        last = end[:c1] if end.isascii() else end.encode()[:c1].decode(errors="replace")
         return first + "".join(self.lines[l0 + 1 : l1]) + last
 
 
@@ -319,7 +322,12 @@ def _launched_name(call: ast.Call) -> Optional[str]:
 # fields and node types that never hold a call, an import or a def: not walked
 _LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
 _LEAVES = frozenset({ast.Name, ast.Constant, ast.alias, ast.Pass, ast.Break, ast.Continue})
-_FIELDS_OF: dict[type, tuple[str, ...]] = {}
+# a node type's fields that may hold a call, an import or a def, last first (the walk
+# pushes them so that they come off its stack in source order)
+_FIELDS_REVERSED: dict[type, tuple[str, ...]] = {}
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_IMPORTS = (ast.Import, ast.ImportFrom)
 
 
 def _module_level_imports(body: list[ast.stmt]) -> "Iterator[ast.stmt]":
@@ -363,41 +371,42 @@ class _Walker(ast.NodeVisitor):
         launches nothing and imports nothing, and what it calls is kept only for plain
         functions. Which defs are kernels is decided with the module-level imports,
         found first; ``names`` still gets every import walked."""
-        defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-        functions = (ast.FunctionDef, ast.AsyncFunctionDef)
-        imports = (ast.Import, ast.ImportFrom)
-        AST, Call = ast.AST, ast.Call
         header = TritonNames()
         for node in _module_level_imports(getattr(tree, "body", [])):
             header.add(node)
-        stack: list[tuple[ast.AST, Optional[str]]] = [(tree, None)]
+        self._walk(tree, None, names, header)
+
+    def _walk(self, root: ast.AST, outer: Optional[str], names: "TritonNames", header: "TritonNames") -> None:
+        """Pre-order from ``root``, in source order, everything below it belonging to
+        ``outer``; a def or class met while ``outer`` is None (module level, also inside
+        ``if``/``try``) is walked as its own owner, a kernel not at all."""
+        AST, Call, leaves = ast.AST, ast.Call, _LEAVES
+        stack: list[ast.AST] = [root]
         pop, push = stack.pop, stack.append
-        fields_of = _FIELDS_OF
+        fields_of = _FIELDS_REVERSED
         while stack:
-            node, outer = pop()
+            node = pop()
             cls = type(node)
             if cls is Call:
                 self._call(node, outer)  # type: ignore[arg-type]
-            elif cls in imports:
+            elif cls in _IMPORTS:
                 names.add(node)
                 continue
-            elif outer is None and cls in defs:
-                outer = node.name  # type: ignore[attr-defined]
-                if cls in functions and any(header.is_jit(d) for d in node.decorator_list):  # type: ignore[attr-defined]
-                    continue
+            elif outer is None and cls in _DEFS:
+                if not (cls in _FUNCTIONS and any(header.is_jit(d) for d in node.decorator_list)):  # type: ignore[attr-defined]
+                    self._walk(node, node.name, names, header)  # type: ignore[attr-defined]
+                continue
             fields = fields_of.get(cls)
             if fields is None:
-                fields = fields_of[cls] = tuple(f for f in cls._fields if f not in _LEAF_FIELDS)
-            children = []
+                fields = fields_of[cls] = tuple(reversed([f for f in cls._fields if f not in _LEAF_FIELDS]))
             for name in fields:
                 v = getattr(node, name, None)
-                if isinstance(v, AST):
-                    if type(v) not in _LEAVES:
-                        children.append(v)
-                elif isinstance(v, list):
-                    children.extend(x for x in v if isinstance(x, AST) and type(x) not in _LEAVES)
-            for child in reversed(children):
-                push((child, outer))
+                if type(v) is list:
+                    for x in reversed(v):
+                        if type(x) not in leaves and isinstance(x, AST):
+                            push(x)
+                elif v is not None and type(v) not in leaves and isinstance(v, AST):
+                    push(v)
 
     def visit_Call(self, node: ast.Call) -> None:
         self._call(node, self.stack[0] if self.stack else None)
