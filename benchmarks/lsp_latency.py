@@ -428,6 +428,30 @@ def list_timing(n: int, runs: int = 5) -> dict[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def list_instructions(n: int) -> Optional[int]:
+    """Instructions `python -m kernelband list FILE --json` executes on an n-kernel module,
+    counted by valgrind's callgrind (None without valgrind): the same on a busy machine as
+    on an idle one, so it tells linear from superlinear where wall time cannot."""
+    import re
+    import subprocess
+
+    if shutil.which("valgrind") is None:
+        return None
+    tmp = Path(tempfile.mkdtemp(prefix="kb-list-ir-"))
+    try:
+        f = tmp / f"k{n}.py"
+        f.write_text(big_module(n))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+        python = os.path.realpath(sys.executable)  # not a shim script: valgrind must see the interpreter
+        r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp / 'cg.out'}", python, "-m",
+                            "kernelband", "list", str(f), "--json"], env=env, capture_output=True, text=True, timeout=1800)
+        m = re.search(r"Collected : (\d+)", r.stderr)
+        return int(m.group(1)) if r.returncode == 0 and m else None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _etype(ev: Any) -> Any:
     e = ev.get("event") if isinstance(ev, dict) else None
     if hasattr(e, "_asdict"):
@@ -515,6 +539,11 @@ def markdown(res: dict[str, Any]) -> str:
         lines += [f"| {x['kernels']} | {x['lines']} | {x['best_s']} | {x['median_s']} | {x.get('cpu_best_s', '-')} | "
                   f"{x.get('cpu_median_s', '-')} | {x.get('load_average_1min', '-')} | "
                   f"{x['python_startup_and_imports_s']} |" for x in lt]
+        if all(x.get("instructions") for x in lt):
+            lines += ["", "Instructions executed (valgrind's callgrind; the same however busy the machine is): "
+                      + ", ".join(f"{x['kernels']} kernels {x['instructions'] / 1e9:.2f} G" for x in lt)
+                      + (f"; {lt[-1]['instructions'] / lt[0]['instructions']:.2f}x for "
+                         f"{lt[-1]['kernels'] / lt[0]['kernels']:.0f}x the kernels." if len(lt) > 1 else ".")]
     if job:
         lines += [
             "",
@@ -535,6 +564,8 @@ def main() -> int:
     ap.add_argument("--job-file", default="add_scale.py", help="example optimized during the hover measurement")
     ap.add_argument("--no-job", action="store_true", help="skip the hover-during-an-optimization measurement")
     ap.add_argument("--list-kernels", default="600,1200", help="kernel counts for the `kernelband list` timing ('' = skip)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count the instructions of `kernelband list` under valgrind (minutes)")
     ap.add_argument("--list-only", action="store_true",
                     help="time `kernelband list` only; keep the server's results of the last full run (in --out)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
@@ -550,6 +581,9 @@ def main() -> int:
                "repeats": args.repeats, "command": command, "environment": environment(), "results": results}
     res.update(list=[list_timing(int(n)) for n in args.list_kernels.split(",") if n.strip()], list_date=now,
                list_command=command)
+    if args.instructions:
+        for row in res["list"]:
+            row["instructions"] = list_instructions(row["kernels"])
     out.mkdir(parents=True, exist_ok=True)
     (out / "lsp_latency.json").write_text(json.dumps(res, indent=2) + "\n")
     (out / "lsp_latency.md").write_text(markdown(res))
