@@ -389,6 +389,15 @@ async def _finish(client: LanguageClient, drainer: Any, stderr_log: Path, events
     return out
 
 
+def list_input(tmp: Path, n: int) -> tuple[Path, dict[str, str]]:
+    """An n-kernel module in tmp, and the environment that runs this checkout's engine."""
+    f = tmp / f"k{n}.py"
+    f.write_text(big_module(n))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    return f, env
+
+
 def list_timing(n: int, runs: int = 5) -> dict[str, Any]:
     """Wall and CPU time of `python -m kernelband list FILE --json` on an n-kernel module
     (CPU: user + system of the process, from getrusage of the children)."""
@@ -401,10 +410,7 @@ def list_timing(n: int, runs: int = 5) -> dict[str, Any]:
 
     tmp = Path(tempfile.mkdtemp(prefix="kb-list-bench-"))
     try:
-        f = tmp / f"k{n}.py"
-        f.write_text(big_module(n))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+        f, env = list_input(tmp, n)
         times, cpus, loads = [], [], []
         for _ in range(runs):
             loads.append(os.getloadavg()[0])
@@ -439,10 +445,7 @@ def list_instructions(n: int) -> Optional[int]:
         return None
     tmp = Path(tempfile.mkdtemp(prefix="kb-list-ir-"))
     try:
-        f = tmp / f"k{n}.py"
-        f.write_text(big_module(n))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+        f, env = list_input(tmp, n)
         python = os.path.realpath(sys.executable)  # not a shim script: valgrind must see the interpreter
         r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp / 'cg.out'}", python, "-m",
                             "kernelband", "list", str(f), "--json"], env=env, capture_output=True, text=True, timeout=1800)

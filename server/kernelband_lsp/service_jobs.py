@@ -51,13 +51,7 @@ class JobsMixin:
         if not h.found:
             return fail(f"no harness for {kernel}: {h.reason}")
         job = self.jobs.submit(self._spec(kind, a, kernel, settings, background=False))
-        try:
-            await self._begin_progress(job, token)
-            await self.jobs.wait(job)
-        except asyncio.CancelledError:
-            # $/cancelRequest (cancellation.py): the job must not outlive its request
-            self.jobs.cancel(job.id, reason="the request was cancelled")
-            raise
+        await self._run_to_end(job, token)
         if kind == PROFILE:
             out = {"jobId": job.id, "profile": job.profile, "kernel": kernel}
             if job.profile is None:
@@ -67,6 +61,16 @@ class JobsMixin:
         out = {"jobId": job.id, **result.to_dict()}
         out.update(self._edit_for_result(job))
         return out
+
+    async def _run_to_end(self, job: Job, token: Any) -> Job:
+        """Progress for a submitted job, until it ends; a cancelled request cancels it."""
+        try:
+            await self._begin_progress(job, token)
+            return await self.jobs.wait(job)
+        except asyncio.CancelledError:
+            # $/cancelRequest (cancellation.py): the job must not outlive its request
+            self.jobs.cancel(job.id, reason="the request was cancelled")
+            raise
 
     def _spec(self, kind: str, a: Analysis, kernel: str, settings: Settings, background: bool) -> JobSpec:
         env = {}

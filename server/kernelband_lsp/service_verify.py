@@ -23,7 +23,6 @@ from typing import Any, Optional
 from kernelband.model import Result
 from kernelband.reverify import original_of, verdict_line
 
-from . import edits as E
 from . import summary as S
 from .documents import Analysis
 from .jobs import CANCELLED, CHECK
@@ -53,7 +52,7 @@ class VerifyMixin:
             return None
         key = (self.store.abspath(a.path), kernel)
         for fv in self._applied_candidates(a, key, kernel):
-            plan = self._undo_plan(fv, a)
+            plan = self._cached_plan(fv, a, undo=True)
             if plan.ok and plan.hunks:
                 if self.found.get(key) is not fv:
                     self.found[key] = fv  # Undo then finds it: the Apply lens comes back
@@ -82,17 +81,6 @@ class VerifyMixin:
                 self._originals.clear()
             self._originals[key] = original_of(res)
         return self._originals[key]
-
-    def _undo_plan(self, fv: FoundVariant, a: Analysis) -> E.EditPlan:
-        """The variant's changes taken out of this text (cached per variant and text)."""
-        key = ("undo", fv.job_id, fv.kernel, a.uri, a.version, a.hash)
-        hit = self._plans.get(key)
-        if hit is None:
-            hit = E.plan_edit(fv.source, fv.base_text, a.text, fv.kernel)
-            if len(self._plans) > 64:
-                self._plans.clear()
-            self._plans[key] = hit
-        return hit
 
     def applied_line(self, a: Analysis, kernel: str, fv: FoundVariant) -> str:
         """What the lens says of an applied variant: the last re-verification of this text,
@@ -128,11 +116,7 @@ class VerifyMixin:
                                    variant_path=variant_path)
         job = self.jobs.submit(spec)
         try:
-            await self._begin_progress(job, token)
-            await self.jobs.wait(job)
-        except asyncio.CancelledError:
-            self.jobs.cancel(job.id, reason="the request was cancelled")
-            raise
+            await self._run_to_end(job, token)
         finally:
             if job.finished:
                 _remove(variant_path)
