@@ -223,6 +223,8 @@ async def bench(repeats: int, budget: int, job_file: str, with_job: bool = True)
         client = make_client(settings, events, progress)
         env = dict(os.environ)
         env.pop("KERNELBAND_LSP_JOB_COMMAND", None)
+        # this checkout's server and engine, not an installed copy
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "server"), env.get("PYTHONPATH", "")])
         await client.start_io(sys.executable, "-m", "kernelband_lsp", env=env)
         stderr_log = tmp / "server.stderr"
 

@@ -25,6 +25,9 @@ class DetectionResult:
     kernels: list[KernelInfo] = field(default_factory=list)
     functions: list[FunctionInfo] = field(default_factory=list)
     error: Optional[ParseError] = None
+    # names defined at module level (defs, classes, aliases): what a function's ``calls``
+    # are kept from (``redetect_function`` needs them)
+    module_defs: frozenset[str] = field(default_factory=frozenset, repr=False, compare=False)
 
     def kernel(self, name: str) -> Optional[KernelInfo]:
         return self._index("_kernel_index", self.kernels).get(name)
@@ -74,7 +77,7 @@ class DetectionResult:
             if self.function(f.name) is f:  # calls by name resolve to the first definition
                 stack.extend(by_callee.get(f.name, []))
         view = DetectionResult(kernels=self.kernels, functions=sorted(seen.values(), key=lambda f: order[id(f)]),
-                               error=self.error)
+                               error=self.error, module_defs=self.module_defs)
         self._index("_kernel_index", self.kernels)
         view.__dict__["_kernel_index"] = self.__dict__["_kernel_index"]  # same kernels list
         full = self._index("_function_index", self.functions)
@@ -502,16 +505,7 @@ def _detect(source: str, filename: str) -> DetectionResult:
 
     launches_by_kernel: dict[str, list[LaunchSite]] = {}
     for kname, call, outer in walker.launches:
-        grid = call.func.slice  # type: ignore[attr-defined]
-        site = LaunchSite(
-            kernel=kname,
-            range=_range(call),
-            grid=text(grid) or "",
-            args=[text(a) or "" for a in call.args],
-            kwargs={k.arg: text(k.value) or "" for k in call.keywords if k.arg},
-            enclosing_function=outer,
-        )
-        launches_by_kernel.setdefault(kname, []).append(site)
+        launches_by_kernel.setdefault(kname, []).append(_launch_site(text, kname, call, outer))
 
     # kernels launched per enclosing function, once (a scan of every launch per function
     # was quadratic in the file)
@@ -524,7 +518,7 @@ def _detect(source: str, filename: str) -> DetectionResult:
     aliases = _aliases(nodes)
     defs = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     module_defs = {n.name for n in defs} | set(aliases)
-    result = DetectionResult()
+    result = DetectionResult(module_defs=frozenset(module_defs))
     for node in defs:
         if isinstance(node, ast.ClassDef):
             launched = launched_by.get(node.name, set())
@@ -566,6 +560,51 @@ def _detect(source: str, filename: str) -> DetectionResult:
             result.functions.append(FunctionInfo(name=name, range=_range(node), params=[], calls=[target],
                                                  launches=[], kind="alias"))
     return result
+
+
+def _launch_site(text: _Segments, kernel: str, call: ast.Call, outer: Optional[str]) -> LaunchSite:
+    return LaunchSite(
+        kernel=kernel,
+        range=_range(call),
+        grid=text(call.func.slice) or "",  # type: ignore[attr-defined]
+        args=[text(a) or "" for a in call.args],
+        kwargs={k.arg: text(k.value) or "" for k in call.keywords if k.arg},
+        enclosing_function=outer,
+    )
+
+
+def redetect_function(result: DetectionResult, block: str, name: str,
+                      end_line: int) -> Optional[tuple[FunctionInfo, list[LaunchSite]]]:
+    """A module-level plain function detected again after an edit of its body (the editor
+    on a keystroke in a wrapper's launch line): ``block`` is the module's text with every
+    line blanked but the function's (so positions are the module's), ``end_line`` the
+    1-based line it must end on. Returns its FunctionInfo and launch sites, or None when
+    the edit may change more than that function: the block does not parse as exactly one
+    undecorated def of that name ending there, it holds an import (imports name Triton for
+    the whole module), or the module has no ``module_defs`` (an older result)."""
+    if not result.module_defs or name not in result.module_defs:
+        return None
+    with gc_paused():
+        tree, error = parse_module(block)
+        if tree is None or len(tree.body) != 1:
+            return None
+        fn = tree.body[0]
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != name or fn.decorator_list \
+                or fn.end_lineno != end_line:
+            return None
+        if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(fn)):
+            return None
+        walker = _Walker(block)
+        walker.scan(tree, TritonNames())
+        text = _Segments(block)
+        sites = [_launch_site(text, kname, call, outer) for kname, call, outer in walker.launches]
+        old = result.function(name)
+        if old is None or old.kind != "function":
+            return None
+        info = FunctionInfo(name=name, range=_range(fn), params=old.params,
+                            calls=sorted(walker.calls.get(name, set()) & result.module_defs),
+                            launches=sorted({s.kernel for s in sites}))
+    return info, sites
 
 
 def _aliases(nodes: list[ast.stmt]) -> dict[str, tuple[ast.stmt, str]]:
