@@ -8,7 +8,7 @@ render real cards), and measures:
 - code lens: first request after open, repeated requests, and a request right after
   each keystroke (didChange then codeLens), typed inside kernel bodies and on comment
   lines (answered from the last analysis moved by the edit), and typed in a wrapper's
-  launch line (re-detection of the whole file);
+  launch line (re-detection of that wrapper alone);
 - a 600-kernel file: hover and documentSymbol sent right behind the first code lens
   (they must not wait for the lens's 600 harness look-ups and statuses);
 - ``kernelband list`` (a subprocess: wall time, and its CPU time, which other work on
@@ -510,7 +510,7 @@ def markdown(res: dict[str, Any]) -> str:
         row("code lens right after a keystroke in a kernel body (last analysis moved by the edit)",
             r["code_lens_after_keystroke_in_kernel_body"]),
         row("code lens right after a keystroke on a comment line", r["code_lens_after_keystroke_on_comment"]),
-        row("code lens right after a keystroke in a launch line (re-detects the file)",
+        row("code lens right after a keystroke in a launch line (re-detects that wrapper alone)",
             r["code_lens_after_keystroke_in_launch_line"]),
         row("hover on a kernel name", r["hover_idle"]),
         row("document symbols", r["document_symbols"]),
