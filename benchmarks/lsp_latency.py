@@ -8,10 +8,11 @@ render real cards), and measures:
 - code lens: first request after open, repeated requests, and a request right after
   each keystroke (didChange then codeLens), typed inside kernel bodies and on comment
   lines (answered from the last analysis moved by the edit), and typed in a wrapper's
-  launch line (re-detection of the whole file);
+  launch line (re-detection of that wrapper alone);
 - a 600-kernel file: hover and documentSymbol sent right behind the first code lens
   (they must not wait for the lens's 600 harness look-ups and statuses);
-- ``kernelband list`` (a subprocess, wall time) on files of 600 and 1,200 kernels;
+- ``kernelband list`` (a subprocess: wall time, and its CPU time, which other work on
+  the machine inflates less) on files of 600 and 1,200 kernels;
 - hover on kernel names (random kernels);
 - document symbols;
 - hover while a real optimization job (``kernelband optimize``, Triton interpreter
@@ -20,6 +21,7 @@ render real cards), and measures:
 Writes benchmarks/results/lsp_latency.json and .md.
 
     python benchmarks/lsp_latency.py [--repeats 200] [--budget 4] [--out benchmarks/results]
+    python benchmarks/lsp_latency.py --list-only      # re-time `kernelband list`, keep the rest
 """
 from __future__ import annotations
 
@@ -221,6 +223,8 @@ async def bench(repeats: int, budget: int, job_file: str, with_job: bool = True)
         client = make_client(settings, events, progress)
         env = dict(os.environ)
         env.pop("KERNELBAND_LSP_JOB_COMMAND", None)
+        # this checkout's server and engine, not an installed copy
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "server"), env.get("PYTHONPATH", "")])
         await client.start_io(sys.executable, "-m", "kernelband_lsp", env=env)
         stderr_log = tmp / "server.stderr"
 
@@ -387,30 +391,68 @@ async def _finish(client: LanguageClient, drainer: Any, stderr_log: Path, events
     return out
 
 
-def list_timing(n: int, runs: int = 3) -> dict[str, Any]:
-    """Wall time of `python -m kernelband list FILE --json` on an n-kernel module."""
+def list_input(tmp: Path, n: int) -> tuple[Path, dict[str, str]]:
+    """An n-kernel module in tmp, and the environment that runs this checkout's engine."""
+    f = tmp / f"k{n}.py"
+    f.write_text(big_module(n))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    return f, env
+
+
+def list_timing(n: int, runs: int = 5) -> dict[str, Any]:
+    """Wall and CPU time of `python -m kernelband list FILE --json` on an n-kernel module
+    (CPU: user + system of the process, from getrusage of the children)."""
+    import resource
     import subprocess
+
+    def child_cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
 
     tmp = Path(tempfile.mkdtemp(prefix="kb-list-bench-"))
     try:
-        f = tmp / f"k{n}.py"
-        f.write_text(big_module(n))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-        times = []
+        f, env = list_input(tmp, n)
+        times, cpus, loads = [], [], []
         for _ in range(runs):
-            t0 = time.perf_counter()
+            loads.append(os.getloadavg()[0])
+            c0, t0 = child_cpu(), time.perf_counter()
             r = subprocess.run([sys.executable, "-m", "kernelband", "list", str(f), "--json"], env=env,
                                capture_output=True, text=True, timeout=600)
             times.append(time.perf_counter() - t0)
+            cpus.append(child_cpu() - c0)
             assert r.returncode == 0, r.stderr[-2000:]
         assert len(json.loads(r.stdout)["kernels"]) == n
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import kernelband.cli"], env=env, check=True, timeout=120)
-        startup = time.perf_counter() - t0
+        c0, t0 = child_cpu(), time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import kernelband.cli, kernelband.commands.list_cmd"], env=env,
+                       check=True, timeout=120)
+        startup, startup_cpu = time.perf_counter() - t0, child_cpu() - c0
         return {"kernels": n, "lines": module_lines(n), "best_s": round(min(times), 3),
                 "median_s": round(statistics.median(times), 3), "runs": runs,
-                "python_startup_and_imports_s": round(startup, 3)}
+                "cpu_best_s": round(min(cpus), 3), "cpu_median_s": round(statistics.median(cpus), 3),
+                "load_average_1min": round(statistics.median(loads), 2),
+                "python_startup_and_imports_s": round(startup, 3), "python_startup_and_imports_cpu_s": round(startup_cpu, 3)}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def list_instructions(n: int) -> Optional[int]:
+    """Instructions `python -m kernelband list FILE --json` executes on an n-kernel module,
+    counted by valgrind's callgrind (None without valgrind): the same on a busy machine as
+    on an idle one, so it tells linear from superlinear where wall time cannot."""
+    import re
+    import subprocess
+
+    if shutil.which("valgrind") is None:
+        return None
+    tmp = Path(tempfile.mkdtemp(prefix="kb-list-ir-"))
+    try:
+        f, env = list_input(tmp, n)
+        python = os.path.realpath(sys.executable)  # not a shim script: valgrind must see the interpreter
+        r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp / 'cg.out'}", python, "-m",
+                            "kernelband", "list", str(f), "--json"], env=env, capture_output=True, text=True, timeout=1800)
+        m = re.search(r"Collected : (\d+)", r.stderr)
+        return int(m.group(1)) if r.returncode == 0 and m else None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -468,7 +510,7 @@ def markdown(res: dict[str, Any]) -> str:
         row("code lens right after a keystroke in a kernel body (last analysis moved by the edit)",
             r["code_lens_after_keystroke_in_kernel_body"]),
         row("code lens right after a keystroke on a comment line", r["code_lens_after_keystroke_on_comment"]),
-        row("code lens right after a keystroke in a launch line (re-detects the file)",
+        row("code lens right after a keystroke in a launch line (re-detects that wrapper alone)",
             r["code_lens_after_keystroke_in_launch_line"]),
         row("hover on a kernel name", r["hover_idle"]),
         row("document symbols", r["document_symbols"]),
@@ -492,11 +534,21 @@ def markdown(res: dict[str, Any]) -> str:
     ]
     lt = res.get("list") or []
     if lt:
-        lines += ["", "`kernelband list FILE --json` (a new process each run, wall time):", "",
-                  "| kernels | lines | best (s) | median (s) | of which Python start-up and imports (s) |",
-                  "| ---: | ---: | ---: | ---: | ---: |"]
-        lines += [f"| {x['kernels']} | {x['lines']} | {x['best_s']} | {x['median_s']} | {x['python_startup_and_imports_s']} |"
-                  for x in lt]
+        when = f", measured {res['list_date']} with `{res['list_command']}`" if res.get("list_date") else ""
+        lines += ["", f"`kernelband list FILE --json` (a new process each run{when}): wall time, and CPU time (user + "
+                  "system), which the other work on this shared 2-core machine inflates less; the load average is the "
+                  "machine's during the runs:", "",
+                  "| kernels | lines | best (s) | median (s) | CPU best (s) | CPU median (s) | load average | "
+                  "of which Python start-up and imports (s) |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {x['kernels']} | {x['lines']} | {x['best_s']} | {x['median_s']} | {x.get('cpu_best_s', '-')} | "
+                  f"{x.get('cpu_median_s', '-')} | {x.get('load_average_1min', '-')} | "
+                  f"{x['python_startup_and_imports_s']} |" for x in lt]
+        if all(x.get("instructions") for x in lt):
+            lines += ["", "Instructions executed (valgrind's callgrind; the same however busy the machine is): "
+                      + ", ".join(f"{x['kernels']} kernels {x['instructions'] / 1e9:.2f} G" for x in lt)
+                      + (f"; {lt[-1]['instructions'] / lt[0]['instructions']:.2f}x for "
+                         f"{lt[-1]['kernels'] / lt[0]['kernels']:.0f}x the kernels." if len(lt) > 1 else ".")]
     if job:
         lines += [
             "",
@@ -517,15 +569,26 @@ def main() -> int:
     ap.add_argument("--job-file", default="add_scale.py", help="example optimized during the hover measurement")
     ap.add_argument("--no-job", action="store_true", help="skip the hover-during-an-optimization measurement")
     ap.add_argument("--list-kernels", default="600,1200", help="kernel counts for the `kernelband list` timing ('' = skip)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count the instructions of `kernelband list` under valgrind (minutes)")
+    ap.add_argument("--list-only", action="store_true",
+                    help="time `kernelband list` only; keep the server's results of the last full run (in --out)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     args = ap.parse_args()
-    results = asyncio.run(bench(args.repeats, args.budget, args.job_file, with_job=not args.no_job))
-    lst = [list_timing(int(n)) for n in args.list_kernels.split(",") if n.strip()]
-    res = {"benchmark": "lsp_latency", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "lines": module_lines(N_KERNELS), "kernels": N_KERNELS, "repeats": args.repeats,
-           "command": "python benchmarks/lsp_latency.py " + " ".join(sys.argv[1:]),
-           "environment": environment(), "results": results, "list": lst}
     out = Path(args.out)
+    command = "python benchmarks/lsp_latency.py " + " ".join(sys.argv[1:])
+    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    if args.list_only:
+        res = json.loads((out / "lsp_latency.json").read_text())
+    else:
+        results = asyncio.run(bench(args.repeats, args.budget, args.job_file, with_job=not args.no_job))
+        res = {"benchmark": "lsp_latency", "date": now, "lines": module_lines(N_KERNELS), "kernels": N_KERNELS,
+               "repeats": args.repeats, "command": command, "environment": environment(), "results": results}
+    res.update(list=[list_timing(int(n)) for n in args.list_kernels.split(",") if n.strip()], list_date=now,
+               list_command=command)
+    if args.instructions:
+        for row in res["list"]:
+            row["instructions"] = list_instructions(row["kernels"])
     out.mkdir(parents=True, exist_ok=True)
     (out / "lsp_latency.json").write_text(json.dumps(res, indent=2) + "\n")
     (out / "lsp_latency.md").write_text(markdown(res))

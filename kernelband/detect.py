@@ -25,6 +25,9 @@ class DetectionResult:
     kernels: list[KernelInfo] = field(default_factory=list)
     functions: list[FunctionInfo] = field(default_factory=list)
     error: Optional[ParseError] = None
+    # names defined at module level (defs, classes, aliases): what a function's ``calls``
+    # are kept from (``redetect_function`` needs them)
+    module_defs: frozenset[str] = field(default_factory=frozenset, repr=False, compare=False)
 
     def kernel(self, name: str) -> Optional[KernelInfo]:
         return self._index("_kernel_index", self.kernels).get(name)
@@ -74,7 +77,7 @@ class DetectionResult:
             if self.function(f.name) is f:  # calls by name resolve to the first definition
                 stack.extend(by_callee.get(f.name, []))
         view = DetectionResult(kernels=self.kernels, functions=sorted(seen.values(), key=lambda f: order[id(f)]),
-                               error=self.error)
+                               error=self.error, module_defs=self.module_defs)
         self._index("_kernel_index", self.kernels)
         view.__dict__["_kernel_index"] = self.__dict__["_kernel_index"]  # same kernels list
         full = self._index("_function_index", self.functions)
@@ -271,10 +274,13 @@ class _Segments:
             return ast.unparse(node)
         if l1 is None or c1 is None or l1 >= len(self.lines):
             return ast.unparse(node)
+        # columns count UTF-8 bytes; on an ASCII line (almost every one) they are characters
+        line = self.lines[l0]
         if l0 == l1:
-            return self.lines[l0].encode()[c0:c1].decode(errors="replace")
-        first = self.lines[l0].encode()[c0:].decode(errors="replace")
-        last = self.lines[l1].encode()[:c1].decode(errors="replace")
+            return line[c0:c1] if line.isascii() else line.encode()[c0:c1].decode(errors="replace")
+        first = line[c0:] if line.isascii() else line.encode()[c0:].decode(errors="replace")
+        end = self.lines[l1]
+        last = end[:c1] if end.isascii() else end.encode()[:c1].decode(errors="replace")
         return first + "".join(self.lines[l0 + 1 : l1]) + last
 
 
@@ -319,7 +325,12 @@ def _launched_name(call: ast.Call) -> Optional[str]:
 # fields and node types that never hold a call, an import or a def: not walked
 _LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
 _LEAVES = frozenset({ast.Name, ast.Constant, ast.alias, ast.Pass, ast.Break, ast.Continue})
-_FIELDS_OF: dict[type, tuple[str, ...]] = {}
+# a node type's fields that may hold a call, an import or a def, last first (the walk
+# pushes them so that they come off its stack in source order)
+_FIELDS_REVERSED: dict[type, tuple[str, ...]] = {}
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_IMPORTS = (ast.Import, ast.ImportFrom)
 
 
 def _module_level_imports(body: list[ast.stmt]) -> "Iterator[ast.stmt]":
@@ -363,41 +374,42 @@ class _Walker(ast.NodeVisitor):
         launches nothing and imports nothing, and what it calls is kept only for plain
         functions. Which defs are kernels is decided with the module-level imports,
         found first; ``names`` still gets every import walked."""
-        defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-        functions = (ast.FunctionDef, ast.AsyncFunctionDef)
-        imports = (ast.Import, ast.ImportFrom)
-        AST, Call = ast.AST, ast.Call
         header = TritonNames()
         for node in _module_level_imports(getattr(tree, "body", [])):
             header.add(node)
-        stack: list[tuple[ast.AST, Optional[str]]] = [(tree, None)]
+        self._walk(tree, None, names, header)
+
+    def _walk(self, root: ast.AST, outer: Optional[str], names: "TritonNames", header: "TritonNames") -> None:
+        """Pre-order from ``root``, in source order, everything below it belonging to
+        ``outer``; a def or class met while ``outer`` is None (module level, also inside
+        ``if``/``try``) is walked as its own owner, a kernel not at all."""
+        AST, Call, leaves = ast.AST, ast.Call, _LEAVES
+        stack: list[ast.AST] = [root]
         pop, push = stack.pop, stack.append
-        fields_of = _FIELDS_OF
+        fields_of = _FIELDS_REVERSED
         while stack:
-            node, outer = pop()
+            node = pop()
             cls = type(node)
             if cls is Call:
                 self._call(node, outer)  # type: ignore[arg-type]
-            elif cls in imports:
+            elif cls in _IMPORTS:
                 names.add(node)
                 continue
-            elif outer is None and cls in defs:
-                outer = node.name  # type: ignore[attr-defined]
-                if cls in functions and any(header.is_jit(d) for d in node.decorator_list):  # type: ignore[attr-defined]
-                    continue
+            elif outer is None and cls in _DEFS:
+                if not (cls in _FUNCTIONS and any(header.is_jit(d) for d in node.decorator_list)):  # type: ignore[attr-defined]
+                    self._walk(node, node.name, names, header)  # type: ignore[attr-defined]
+                continue
             fields = fields_of.get(cls)
             if fields is None:
-                fields = fields_of[cls] = tuple(f for f in cls._fields if f not in _LEAF_FIELDS)
-            children = []
+                fields = fields_of[cls] = tuple(reversed([f for f in cls._fields if f not in _LEAF_FIELDS]))
             for name in fields:
                 v = getattr(node, name, None)
-                if isinstance(v, AST):
-                    if type(v) not in _LEAVES:
-                        children.append(v)
-                elif isinstance(v, list):
-                    children.extend(x for x in v if isinstance(x, AST) and type(x) not in _LEAVES)
-            for child in reversed(children):
-                push((child, outer))
+                if type(v) is list:
+                    for x in reversed(v):
+                        if type(x) not in leaves and isinstance(x, AST):
+                            push(x)
+                elif v is not None and type(v) not in leaves and isinstance(v, AST):
+                    push(v)
 
     def visit_Call(self, node: ast.Call) -> None:
         self._call(node, self.stack[0] if self.stack else None)
@@ -493,16 +505,7 @@ def _detect(source: str, filename: str) -> DetectionResult:
 
     launches_by_kernel: dict[str, list[LaunchSite]] = {}
     for kname, call, outer in walker.launches:
-        grid = call.func.slice  # type: ignore[attr-defined]
-        site = LaunchSite(
-            kernel=kname,
-            range=_range(call),
-            grid=text(grid) or "",
-            args=[text(a) or "" for a in call.args],
-            kwargs={k.arg: text(k.value) or "" for k in call.keywords if k.arg},
-            enclosing_function=outer,
-        )
-        launches_by_kernel.setdefault(kname, []).append(site)
+        launches_by_kernel.setdefault(kname, []).append(_launch_site(text, kname, call, outer))
 
     # kernels launched per enclosing function, once (a scan of every launch per function
     # was quadratic in the file)
@@ -515,7 +518,7 @@ def _detect(source: str, filename: str) -> DetectionResult:
     aliases = _aliases(nodes)
     defs = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     module_defs = {n.name for n in defs} | set(aliases)
-    result = DetectionResult()
+    result = DetectionResult(module_defs=frozenset(module_defs))
     for node in defs:
         if isinstance(node, ast.ClassDef):
             launched = launched_by.get(node.name, set())
@@ -557,6 +560,51 @@ def _detect(source: str, filename: str) -> DetectionResult:
             result.functions.append(FunctionInfo(name=name, range=_range(node), params=[], calls=[target],
                                                  launches=[], kind="alias"))
     return result
+
+
+def _launch_site(text: _Segments, kernel: str, call: ast.Call, outer: Optional[str]) -> LaunchSite:
+    return LaunchSite(
+        kernel=kernel,
+        range=_range(call),
+        grid=text(call.func.slice) or "",  # type: ignore[attr-defined]
+        args=[text(a) or "" for a in call.args],
+        kwargs={k.arg: text(k.value) or "" for k in call.keywords if k.arg},
+        enclosing_function=outer,
+    )
+
+
+def redetect_function(result: DetectionResult, block: str, name: str,
+                      end_line: int) -> Optional[tuple[FunctionInfo, list[LaunchSite]]]:
+    """A module-level plain function detected again after an edit of its body (the editor
+    on a keystroke in a wrapper's launch line): ``block`` is the module's text with every
+    line blanked but the function's (so positions are the module's), ``end_line`` the
+    1-based line it must end on. Returns its FunctionInfo and launch sites, or None when
+    the edit may change more than that function: the block does not parse as exactly one
+    undecorated def of that name ending there, it holds an import (imports name Triton for
+    the whole module), or the module has no ``module_defs`` (an older result)."""
+    if not result.module_defs or name not in result.module_defs:
+        return None
+    with gc_paused():
+        tree, error = parse_module(block)
+        if tree is None or len(tree.body) != 1:
+            return None
+        fn = tree.body[0]
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != name or fn.decorator_list \
+                or fn.end_lineno != end_line:
+            return None
+        if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(fn)):
+            return None
+        walker = _Walker(block)
+        walker.scan(tree, TritonNames())
+        text = _Segments(block)
+        sites = [_launch_site(text, kname, call, outer) for kname, call, outer in walker.launches]
+        old = result.function(name)
+        if old is None or old.kind != "function":
+            return None
+        info = FunctionInfo(name=name, range=_range(fn), params=old.params,
+                            calls=sorted(walker.calls.get(name, set()) & result.module_defs),
+                            launches=sorted({s.kernel for s in sites}))
+    return info, sites
 
 
 def _aliases(nodes: list[ast.stmt]) -> dict[str, tuple[ast.stmt, str]]:

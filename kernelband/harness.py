@@ -26,7 +26,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from .detect import DetectionResult, detect, parse_module, read_source, wrappers_of
 from .model import FunctionInfo, KernelInfo, Task, sha256_text
@@ -232,28 +232,49 @@ def _read_pyproject(pp: Path) -> tuple[Optional[dict], str]:
     return _parse_pyproject(key)  # shared between calls: read it, never change it
 
 
+@dataclass(frozen=True)
+class PyprojectHarnesses:
+    """``[tool.kernelband.harness]`` of the pyproject.toml nearest a module (found and read
+    once: ``list`` asks for every kernel of a file, and each look-up stats every parent)."""
+
+    pyproject: Optional[Path] = None
+    table: Any = None
+    problem: str = ""  # that pyproject.toml cannot be read
+
+    @classmethod
+    def of(cls, module_path: str) -> "PyprojectHarnesses":
+        start = Path(module_path).resolve().parent
+        for d in [start, *start.parents]:
+            pp = d / "pyproject.toml"
+            if not pp.is_file():
+                continue
+            data, why = _read_pyproject(pp)
+            if data is None:
+                return cls(pp, None, why)
+            return cls(pp, data.get("tool", {}).get("kernelband", {}).get("harness", {}))
+        return cls()
+
+    def harness(self, kernel: str) -> tuple[Optional[str], str]:
+        """(a spec "function" or "/abs/path.py:function", or None; the reason when the
+        pyproject.toml or its entry for the kernel is unusable)."""
+        if self.problem:
+            return None, self.problem
+        spec = self.table.get(kernel) if isinstance(self.table, dict) else None
+        if spec is None:
+            return None, ""
+        pp = self.pyproject
+        if not isinstance(spec, str) or not spec:
+            return None, f"{pp}: [tool.kernelband.harness] {kernel} must be \"function\" or \"path/to/file.py:function\""
+        if ":" in spec and pp is not None:
+            path, fn = spec.rsplit(":", 1)
+            return f"{(pp.parent / path).resolve()}:{fn}", ""
+        return spec, ""
+
+
 def pyproject_harness(module_path: str, kernel: str) -> tuple[Optional[str], str]:
     """``[tool.kernelband.harness]`` of the nearest pyproject.toml: (a spec "function" or
     "/abs/path.py:function", or None; the reason when that pyproject.toml is unusable)."""
-    start = Path(module_path).resolve().parent
-    for d in [start, *start.parents]:
-        pp = d / "pyproject.toml"
-        if not pp.is_file():
-            continue
-        data, why = _read_pyproject(pp)
-        if data is None:
-            return None, why
-        table = data.get("tool", {}).get("kernelband", {}).get("harness", {})
-        spec = table.get(kernel) if isinstance(table, dict) else None
-        if spec is None:
-            return None, ""
-        if not isinstance(spec, str) or not spec:
-            return None, f"{pp}: [tool.kernelband.harness] {kernel} must be \"function\" or \"path/to/file.py:function\""
-        if ":" in spec:
-            path, fn = spec.rsplit(":", 1)
-            return f"{(d / path).resolve()}:{fn}", ""
-        return spec, ""
-    return None, ""
+    return PyprojectHarnesses.of(module_path).harness(kernel)
 
 
 @functools.lru_cache(maxsize=32)
@@ -324,10 +345,12 @@ def find_harness(
     explicit: Optional[str] = None,
     result: Optional[DetectionResult] = None,
     timing: Optional[str] = None,
+    pyproject: Optional[PyprojectHarnesses] = None,
 ) -> HarnessChoice:
     """Pick the harnesses for a kernel (timing + correctness roles), or say precisely why
     there is none. ``explicit`` pins one harness for both roles; ``timing`` picks the
-    timing one among the discovered candidates."""
+    timing one among the discovered candidates; ``pyproject`` is the module's
+    ``PyprojectHarnesses`` when the caller looks up many kernels of one file."""
     result = result or detect(source, module_path)
     if result.error:
         return HarnessChoice(None, reason=f"the file does not parse (line {result.error.line}: {result.error.message})")
@@ -338,7 +361,7 @@ def find_harness(
     if explicit:
         return _chosen(module_path, result, explicit, "explicit")
 
-    configured, problem = pyproject_harness(module_path, kernel)
+    configured, problem = (pyproject or PyprojectHarnesses.of(module_path)).harness(kernel)
     if problem:
         return HarnessChoice(None, reason=problem)
     if configured:

@@ -24,7 +24,20 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
+# dict makers for the small records a 1,200-kernel listing holds 50,000 of (set below them;
+# tests/test_list_speed.py checks each against the generic path)
+_FAST_TO_DICT: dict[type, Any] = {}
+
+
 def _to_dict(obj: Any) -> Any:
+    if type(obj) in _PLAIN:  # most values: no dataclass check (a tenth of `kernelband list`)
+        return obj
+    fast = _FAST_TO_DICT.get(type(obj))
+    if fast is not None:
+        return fast(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {name: _to_dict(getattr(obj, name)) for name in _field_names(type(obj))}
     if isinstance(obj, Enum):
@@ -72,6 +85,12 @@ class Param(Serializable):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Param":
         return cls(**d)
+
+
+_FAST_TO_DICT[SourceRange] = lambda r: {"start_line": r.start_line, "start_col": r.start_col,
+                                        "end_line": r.end_line, "end_col": r.end_col}
+_FAST_TO_DICT[Param] = lambda p: {"name": p.name, "annotation": p.annotation, "default": p.default,
+                                  "is_constexpr": p.is_constexpr}
 
 
 @dataclass(frozen=True)

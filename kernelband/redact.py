@@ -39,6 +39,8 @@ _KEY_SHAPES = [
     re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),                 # Google API key
     re.compile(r"(?i)(?<=bearer )[A-Za-z0-9._~+/=\-]{8,}"),   # Authorization: Bearer <token>
 ]
+# Text none of the shapes can match (almost every string) skips their substitutions.
+_KEY_HINT = re.compile(r"sk-|gh[pousr]_|github_pat_|hf_|xox[abpors]-|AKIA|AIza|(?i:bearer )")
 # Values shorter than this are not treated as secrets (an env var KEY=1 would redact every "1").
 _MIN_SECRET_LEN = 8
 # Fields holding module sources or diffs: never capped, redacted of known values only.
@@ -80,6 +82,8 @@ def redact(text: str, values: Any = None) -> str:
     if not text:
         return text
     text = _replace_values(text, secret_values() if values is None else values)
+    if _KEY_HINT.search(text) is None:
+        return text
     for pattern in _KEY_SHAPES:
         text = pattern.sub(REDACTED, text)
     return text
@@ -88,6 +92,8 @@ def redact(text: str, values: Any = None) -> str:
 def cap(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
     """At most ``limit`` bytes of UTF-8 (plus the marker): the head and the tail, which is
     where the first error and the last traceback line are."""
+    if len(text) * 4 <= limit:  # at most 4 bytes a character: short enough without encoding
+        return text
     data = text.encode("utf-8", errors="replace")
     if len(data) <= limit:
         return text
@@ -104,21 +110,43 @@ def clean(text: str, values: Any = None) -> str:
 
 def scrub(obj: Any, values: Any = None, _field: str = "") -> Any:
     """``clean`` applied through JSON-like data (a new object; the input is untouched)."""
-    if values is None:
-        values = secret_values()
+    return _scrub(obj, secret_values() if values is None else values, _field)
+
+
+_SCALARS = (int, float, bool, type(None))
+_secret_fields: dict[str, bool] = {}
+
+
+def _is_secret_field(key: str) -> bool:
+    """_SECRET_FIELD.match, once per key (a 1,200-kernel listing repeats a dozen keys
+    100,000 times)."""
+    hit = _secret_fields.get(key)
+    if hit is None:
+        hit = bool(_SECRET_FIELD.match(key))
+        if len(_secret_fields) < 4096:
+            _secret_fields[key] = hit
+    return hit
+
+
+def _scrub(obj: Any, values: Any, field: str) -> Any:
+    cls = type(obj)
+    if cls in _SCALARS:
+        return obj
     if isinstance(obj, str):
-        if _field in SOURCE_FIELDS:
+        if field in SOURCE_FIELDS:
             return _replace_values(obj, values)
         return clean(obj, values)
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
-            key = str(k)
-            if _SECRET_FIELD.match(key) and isinstance(v, str) and v:
+            key = k if type(k) is str else str(k)
+            if type(v) in _SCALARS:
+                out[k] = v
+            elif _is_secret_field(key) and isinstance(v, str) and v:
                 out[k] = REDACTED
             else:
-                out[k] = scrub(v, values, key)
+                out[k] = _scrub(v, values, key)
         return out
     if isinstance(obj, (list, tuple)):
-        return [scrub(v, values, _field) for v in obj]
+        return [_scrub(v, values, field) for v in obj]
     return obj

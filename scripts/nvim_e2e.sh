@@ -29,7 +29,7 @@ with Store.for_workspace(ws) as st:
     st.start_session("nvim-e2e", str(path), "axpy_kernel", res["original_hash"], "seeded", "3", {})
     st.finish_session("nvim-e2e", "improved", res)
 PY
-KB_WS="$WS" KB_OUT="$OUT" KB_PYTHON="$PY" timeout 180 nvim --headless -u NONE -i NONE -n \
+KB_WS="$WS" KB_OUT="$OUT" KB_PYTHON="$PY" timeout 420 nvim --headless -u NONE -i NONE -n \
   -c "luafile $ROOT/editors/nvim/e2e.lua" >/dev/null 2>&1 || true
 "$PY" - "$OUT" <<'PY'
 import json, sys
@@ -41,6 +41,11 @@ checks = {
     "proposal with a diff and evidence": bool(r.get("proposal")) and r["proposal"].get("has_diff") and bool(r["proposal"].get("evidence")),
     "applied through workspace/applyEdit": r.get("applied") is True and r.get("buffer_has_variant") is True,
     "no Apply lens once applied": not any(t.startswith("Apply") for t in r.get("lenses_after_apply", [])),
+    "a Re-verify lens once applied": "Applied variant (4.14x) · Re-verify" in r.get("lenses_after_apply", []),
+    "re-verified against the original": (r.get("reverify") or {}).get("verified") is True
+        and str((r.get("reverify") or {}).get("summary", "")).startswith("re-verified: correct"),
+    "the verdict in the lens": any(t.startswith("Re-verified: correct") and t.endswith("· Re-verify")
+                                   for t in r.get("lenses_after_reverify", [])),
     "undo restores the text": r.get("buffer_restored") is True,
     "the variant is offered again after undo": any(t.startswith("Apply found variant") for t in r.get("lenses_after_undo", [])),
 }

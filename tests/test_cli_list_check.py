@@ -137,4 +137,5 @@ def test_list_into_a_closed_pipe_is_quiet(ws):
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     p = subprocess.run(f"{sys.executable} -m kernelband list --json many.py | head -1", shell=True, cwd=ws, env=env,
                        capture_output=True, text=True, timeout=120)
-    assert p.stdout.strip() == "{" and p.stderr == "", p.stderr
+    # one kernel a line after the file's head (the indenting JSON encoder is 5x slower)
+    assert p.stdout.startswith('{"file": ') and p.stdout.strip().endswith('"kernels": [') and p.stderr == "", p.stderr

@@ -1,12 +1,14 @@
 """What keeps `kernelband list` fast on a big file (issue 14: linear, <= 1 s at 1,200
 kernels): the CLI imports neither libcst nor triton, detection pauses the cyclic GC and
-restores it, the walk skips kernel bodies without changing what is found."""
+restores it, the walk skips kernel bodies without changing what is found, and twice the
+kernels cost twice the work (benchmarks/results/lsp_latency.md has the times)."""
 from __future__ import annotations
 
 import gc
 import subprocess
 import sys
 
+from kernelband import model
 from kernelband.detect import detect, gc_paused
 
 from helpers.blocked import env_without
@@ -53,3 +55,69 @@ def test_skipping_kernel_bodies_keeps_every_launch_and_call():
     assert [k.name for k in r.kernels] == ["helper", "k"]
     assert [s.enclosing_function for s in r.kernel("k").launch_sites] == ["not_a_kernel"]
     assert r.function("not_a_kernel").launches == ["k"] and r.function("harness_k").calls == ["not_a_kernel"]
+
+
+def test_the_fast_dict_makers_match_the_generic_path():
+    """SourceRange and Param (50,000 of them in a 1,200-kernel listing) have their own dict
+    makers: the same keys, in the same order, as every field through the generic path."""
+    import dataclasses
+
+    samples = {model.SourceRange: model.SourceRange(1, 2, 3, 4), model.Param: model.Param("x", "int", "3", True)}
+    assert set(samples) == set(model._FAST_TO_DICT)
+    for cls, obj in samples.items():
+        generic = {f.name: getattr(obj, f.name) for f in dataclasses.fields(cls)}
+        assert list(obj.to_dict().items()) == list(generic.items()), cls
+
+
+def _module(n: int) -> str:
+    """n kernels, each with a wrapper and a harness (the shape of benchmarks/lsp_latency.py)."""
+    head = "import torch\nimport triton\nimport triton.language as tl\n\n"
+    block = ('@triton.jit\ndef kernel_{i}(x_ptr, n, BLOCK: tl.constexpr):\n'
+             '    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n'
+             '    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * {i}, mask=offs < n)\n\n\n'
+             'def launch_{i}(x):\n    kernel_{i}[(triton.cdiv(x.numel(), 128),)](x, x.numel(), BLOCK=128)\n    return x\n\n\n'
+             'def harness_{i}():\n    return launch_{i}(torch.randn(4099))\n\n\n')
+    return head + "".join(block.format(i=i) for i in range(n))
+
+
+def _lines_executed(tmp_path, n: int) -> int:
+    """Python lines of kernelband/ that `kernelband list --json` runs on an n-kernel file:
+    a count of work that does not depend on how busy the machine is."""
+    import contextlib
+    import io
+    import os
+
+    from kernelband.cli import main
+
+    f = tmp_path / f"k{n}.py"
+    f.write_text(_module(n), encoding="utf-8")
+    pkg = os.path.dirname(model.__file__)
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code.co_filename.startswith(pkg) else None
+
+    main(["list", str(f), "--json"])  # imports and caches warm, as in a fresh process they would be
+    out = io.StringIO()
+    sys.settrace(tracer)
+    try:
+        with contextlib.redirect_stdout(out):
+            main(["list", str(f), "--json"])
+    finally:
+        sys.settrace(None)
+    assert out.getvalue().count('"kernel": {') == n
+    return count
+
+
+def test_list_is_linear_in_the_file(tmp_path):
+    """Issue 14: `kernelband list` took 14 s at 600 kernels and 67 s at 1,200. Twice the
+    kernels must cost twice the Python work, not four times (a per-kernel look-up over every
+    function of the file was the quadratic part)."""
+    small, big = _lines_executed(tmp_path, 100), _lines_executed(tmp_path, 200)
+    assert big / small < 2.15, (small, big)

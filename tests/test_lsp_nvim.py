@@ -16,5 +16,5 @@ REPO = Path(__file__).resolve().parents[1]
 def test_neovim_end_to_end(tmp_path):
     env = dict(os.environ, KB_PYTHON=sys.executable)
     r = subprocess.run(["bash", str(REPO / "scripts" / "nvim_e2e.sh"), str(tmp_path / "nvim.json")], env=env,
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]

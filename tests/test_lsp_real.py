@@ -86,6 +86,41 @@ async def test_real_optimize_reports_progress_and_its_edit_keeps_the_users_chang
         assert kinds[0] == "started" and kinds.count("candidate") == 3 and kinds[-1] == "result"
         status = await run_command(client, "kernelband.status")
         assert status["torchLoaded"] is False and status["tritonLoaded"] is False
+        # the lens re-runs the check of the applied variant (the user's notes on both sides)
+        assert "Applied variant (correct; speed needs a GPU) · Re-verify" in [
+            l.command.title for l in await lenses(client, uri)]
+        rv = await asyncio.wait_for(run_command(client, "kernelband.reverify", uri=uri, kernel="axpy_kernel"), 300)
+        assert rv["verified"] is True and rv["summary"] == "re-verified: correct; speed needs a GPU", rv
+        assert rv["check"]["status"] == "ok" and rv["check"]["verdict"] == "verified_correct"
+
+
+async def test_real_reverify_catches_a_wrong_applied_variant(tmp_path):
+    """The applied text is checked against the original it replaced (rebuilt from the
+    store), not against itself: a wrong variant in the file fails."""
+    import hashlib
+
+    from kernelband.result_builder import unified_diff
+    from kernelband.store import Store
+
+    ws = copy_examples(tmp_path)
+    path = ws / "add_scale.py"
+    original = path.read_text()
+    wrong = original.replace("alpha * x + y", "alpha * x - y")
+    result = {"status": "improved", "kernel": "axpy_kernel", "file": str(path), "session_id": "s1",
+              "original_hash": hashlib.sha256(original.encode()).hexdigest(), "speedup": 1.5, "speedup_ci": [1.4, 1.6],
+              "best_source": wrong, "diff": unified_diff(original, wrong, str(path)), "gpu": "NVIDIA H100"}
+    with Store.for_workspace(ws) as st:
+        st.start_session("s1", str(path), "axpy_kernel", result["original_hash"], "NVIDIA H100", "3.0", {})
+        st.finish_session("s1", "improved", result)
+    path.write_text(wrong)  # `optimize --apply` wrote it
+    async with start_session(ws) as (client, editor, rec):
+        uri = editor.open(path)
+        assert "Applied variant (1.50x) · Re-verify" in [l.command.title for l in await lenses(client, uri)]
+        rv = await asyncio.wait_for(run_command(client, "kernelband.reverify", uri=uri, kernel="axpy_kernel"), 300)
+        assert rv["verified"] is False and rv["check"]["status"] == "mismatch", rv
+        assert rv["summary"].startswith("re-verification failed (mismatch)")
+        titles = [l.command.title for l in await lenses(client, uri)]
+        assert [t for t in titles if t.startswith("Re-verification failed (mismatch)") and t.endswith("· Re-verify")]
 
 
 async def test_real_cancel_stops_the_job_and_its_processes(tmp_path):

@@ -1,7 +1,9 @@
 -- Headless end-to-end check of kernelband-lsp in a real Neovim (0.7+):
 -- lenses, hover, lint diagnostics, inlay hints, the review-then-apply flow of a found
--- variant (proposedEdit -> applyVariant -> workspace/applyEdit), and the variant's
--- lens coming back after :undo. Run by scripts/nvim_e2e.sh; writes JSON to $KB_OUT.
+-- variant (proposedEdit -> applyVariant -> workspace/applyEdit), the re-verification of
+-- the applied variant (its lens's command: the real `kernelband check` against the
+-- original), and the variant's lens coming back after :undo. Run by
+-- scripts/nvim_e2e.sh; writes JSON to $KB_OUT.
 local ws = assert(os.getenv("KB_WS"))
 local out = assert(os.getenv("KB_OUT"))
 local python = os.getenv("KB_PYTHON") or "python3"
@@ -84,6 +86,12 @@ local function run()
   local text = table.concat(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false), "\n")
   results.buffer_has_variant = text:find("BLOCK_SIZE=1024", 1, true) ~= nil
   results.lenses_after_apply = lens_titles()
+
+  -- re-verify the applied variant: what its lens runs (<leader>kl on "... · Re-verify")
+  local rv = request("workspace/executeCommand", { command = "kernelband.reverify",
+                                                   arguments = { { uri = uri, kernel = "axpy_kernel" } } }, 240000)
+  results.reverify = rv and { verified = rv.verified, summary = rv.summary } or vim.NIL
+  results.lenses_after_reverify = lens_titles()
 
   -- undo: the variant must be offered again
   vim.cmd("silent undo")

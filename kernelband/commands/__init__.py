@@ -1,13 +1,36 @@
-"""Subcommands. Each module exposes ``add_parser(subparsers)`` which sets ``func``."""
-from . import list_cmd
+"""Subcommands. Each module exposes ``add_parser(subparsers)`` which sets ``func``.
 
-COMMANDS = [list_cmd]
+Loaded on demand (``load``): ``kernelband list`` imports only list_cmd, not the session,
+evaluator and worker client the job commands need (a third of its start-up on a big
+file, where it must stay under a second). ``COMMANDS`` is every module, for ``--help``.
+"""
+from __future__ import annotations
 
-# Optional commands register themselves only when their module is present, so a
-# partial checkout still has a working CLI.
-for _name in ("check_cmd", "optimize_cmd", "profile_cmd", "optimize_all_cmd"):
-    try:
-        COMMANDS.append(__import__(f"{__name__}.{_name}", fromlist=["add_parser"]))
-    except ModuleNotFoundError as _e:  # pragma: no cover
-        if _e.name != f"{__name__}.{_name}":
-            raise
+import importlib
+from types import ModuleType
+from typing import Optional
+
+# subcommand -> its module, in the order ``--help`` lists them
+MODULES = {"list": "list_cmd", "check": "check_cmd", "optimize": "optimize_cmd", "profile": "profile_cmd",
+           "optimize-all": "optimize_all_cmd"}
+
+
+def load(command: Optional[str] = None) -> list[ModuleType]:
+    """The module of ``command``, or every module (an unknown command, ``--help``).
+    Optional commands whose module is absent are left out, so a partial checkout still
+    has a working CLI."""
+    names = [MODULES[command]] if command in MODULES else list(MODULES.values())
+    out = []
+    for name in names:
+        try:
+            out.append(importlib.import_module(f"{__name__}.{name}"))
+        except ModuleNotFoundError as e:  # pragma: no cover
+            if e.name != f"{__name__}.{name}" or name == "list_cmd":
+                raise
+    return out
+
+
+def __getattr__(name: str) -> list[ModuleType]:
+    if name == "COMMANDS":
+        return load()
+    raise AttributeError(name)

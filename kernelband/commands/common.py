@@ -59,9 +59,18 @@ def pick_kernel(result: DetectionResult, path: str, name: Optional[str]) -> Kern
     return k
 
 
-def print_json(obj: Any) -> None:
-    """JSON on stdout, secrets redacted and messages capped (kernelband/redact.py)."""
-    print(json.dumps(scrub(obj), indent=2, default=str))
+def print_json(obj: Any, one_line_each: Optional[str] = None) -> None:
+    """JSON on stdout, secrets redacted and messages capped (kernelband/redact.py).
+    Indented; or, with ``one_line_each`` naming a list of ``obj``, that list one item a
+    line (a 1,200-kernel ``list --json``: the indenting encoder is pure Python, 5x slower)."""
+    obj = scrub(obj)
+    rows = obj.get(one_line_each) if one_line_each and isinstance(obj, dict) else None
+    if not isinstance(rows, list):
+        print(json.dumps(obj, indent=2, default=str))
+        return
+    head = json.dumps({k: v for k, v in obj.items() if k != one_line_each}, default=str)
+    items = ",\n".join(json.dumps(r, default=str) for r in rows)
+    sys.stdout.write(f"{head[:-1]}{', ' if len(head) > 2 else ''}{json.dumps(one_line_each)}: [\n{items}\n]}}\n")
 
 
 def add_task_arguments(p: Any) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..harness import find_harness
+from ..harness import PyprojectHarnesses, find_harness
 from .common import EXIT_OK, detect_or_fail, print_json, read_module
 
 
@@ -25,12 +25,13 @@ def run(args: argparse.Namespace) -> int:
     path, source = read_module(args.file, args.stdin_source)
     result = detect_or_fail(args.file, source)
     rows = []
+    pyproject = PyprojectHarnesses.of(path)  # one pyproject.toml for every kernel of the file
     for k in result.kernels:
         # scoped: each look-up sees only that kernel's callers (linear in the file, not quadratic)
-        h = find_harness(path, source, k.name, result=result.scoped_to(k.name))
+        h = find_harness(path, source, k.name, result=result.scoped_to(k.name), pyproject=pyproject)
         rows.append({"kernel": k.to_dict(), "harness": h.to_dict()})
     if args.json:
-        print_json({"file": path, "kernels": rows})
+        print_json({"file": path, "kernels": rows}, one_line_each="kernels")
         return EXIT_OK
     if not rows:
         print(f"{args.file}: no @triton.jit kernels")

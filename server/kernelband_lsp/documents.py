@@ -116,6 +116,12 @@ class Analysis:
         return src._harness[key]
 
 
+def _call_graph(d: DetectionResult) -> tuple:
+    """What a harness choice depends on (who calls and launches whom), not positions."""
+    return (tuple(k.name for k in d.kernels),
+            tuple((f.name, f.kind, tuple(f.calls), tuple(f.launches)) for f in d.functions))
+
+
 _TOP = re.compile(r"(@|def |async def |class )")
 _IMPORT = re.compile(r"(import |from )")
 
@@ -331,7 +337,8 @@ class Documents:
         if index.text != text:  # not the text this change was made to: the slow path
             return None
         a = Analysis(uri, path, version, text, index, detection, provisional=True)
-        a._harness = dict(base._harness)  # harness choices depend on structure, not positions
+        if _call_graph(detection) == _call_graph(base.detection):
+            a._harness = dict(base._harness)  # harness choices depend on structure, not positions
         self._provisional[uri] = a
         return a
 

@@ -14,12 +14,13 @@ a message: the user's unsaved work is never overwritten.
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass, field
 from typing import Optional
 
 from lsprotocol import types
 
-from kernelband.detect import detect
+from kernelband.detect import DetectionResult, detect
 
 from .positions import UTF16, LineIndex, split_lines
 
@@ -93,8 +94,16 @@ def apply_hunks(text: str, hunks: list[Hunk]) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=8)
+def _detect(text: str) -> DetectionResult:
+    """Plans are made for Apply, its undo and the re-verification, on every lens request
+    after an edit: the same few texts (the original, the variant, the text as it stands)
+    are detected once each, not once per plan."""
+    return detect(text)
+
+
 def _kernel_segment(text: str, kernel: str) -> Optional[str]:
-    det = detect(text)
+    det = _detect(text)
     if det.error is not None:
         return None
     k = det.kernel(kernel)
@@ -134,7 +143,7 @@ def plan_edit(base: str, variant: str, current: str, kernel: str) -> EditPlan:
         return EditPlan(True, "", hunks, variant, rebuilt=False)
 
     base_kernel = _kernel_segment(base, kernel)
-    cur_det = detect(current)
+    cur_det = _detect(current)
     if cur_det.error is not None:
         return EditPlan(False, f"the file does not parse now (line {cur_det.error.line}: {cur_det.error.message}); "
                                "fix it, then apply the variant")

@@ -1,5 +1,7 @@
 """How a job runs the engine: ``python -m kernelband optimize|profile FILE --kernel K
---events jsonl --stdin-source`` plus the flags the settings ask for."""
+--events jsonl --stdin-source`` plus the flags the settings ask for; a re-verification
+is ``check FILE --kernel K --stdin-source --json --variant VARIANT`` (the original on
+stdin, one JSON object on stdout)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +10,7 @@ import os
 import sys
 from typing import Optional
 
-from .jobmodel import OPTIMIZE, JobSpec
+from .jobmodel import CHECK, OPTIMIZE, JobSpec
 from .settings import engine_args
 
 log = logging.getLogger(__name__)
@@ -37,9 +39,11 @@ class EngineCommand:
 
     def argv(self, spec: JobSpec) -> list[str]:
         """The engine's command line for a job; flags from kernelband/options.py, not --help."""
-        argv = [*self.prefix, spec.kind, spec.path, "--kernel", spec.kernel, "--events", "jsonl", "--stdin-source"]
-        if spec.kind == OPTIMIZE:
-            argv.append("--json")
+        argv = [*self.prefix, spec.kind, spec.path, "--kernel", spec.kernel, "--stdin-source"]
+        if spec.kind == CHECK:
+            argv += ["--json", "--variant", spec.variant_path or ""]
+        else:
+            argv += ["--events", "jsonl"] + (["--json"] if spec.kind == OPTIMIZE else [])
         if spec.harness:
             argv.extend(["--harness", spec.harness])
         return argv + engine_args(spec.kind, spec.settings)

@@ -4,10 +4,12 @@ Re-detecting a 2,000-line module takes 100 ms or more on a busy laptop core, and
 editor asks for code lenses right after each change. Most keystrokes land inside a
 kernel's body or on a comment line, where the set of kernels, their functions, calls
 and launches cannot change: only the lines below the edit move. For those the last
-analysis is shifted by the edit (``shift``); any other edit (a header, a bracket, a
-new definition, module-level code) returns None and the caller analyses the text.
-The debounced analysis still runs and, if the result differs, the server asks the
-client to refresh its lenses.
+analysis is shifted by the edit (``shift``). A keystroke in the body of a module-level
+function (a wrapper's launch line: its grid, its BLOCK_SIZE) re-detects that function
+alone, from its own lines (``kernelband.detect.redetect_function``), and moves the
+rest. Any other edit (a header, a decorator, a new definition, an import, module-level
+code) returns None and the caller analyses the text. The debounced analysis still runs
+and, if the result differs, the server asks the client to refresh its lenses.
 """
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ import dataclasses
 import re
 from typing import Optional, Sequence
 
-from kernelband.detect import DetectionResult
-from kernelband.model import KernelInfo, SourceRange
+from kernelband.detect import DetectionResult, redetect_function
+from kernelband.model import FunctionInfo, KernelInfo, LaunchSite, SourceRange
 
 from .positions import LineIndex
 
@@ -105,15 +107,69 @@ def shift(detection: DetectionResult, index: LineIndex,
         if "\r" in c.text or "\r" in removed:
             return None  # keep line counting simple: \r\n and \r edits take the slow path
         touched = [new_index.line_text(ln) for ln in range(c.start_line, c.end_line + delta + 1)]
-        if not _safe_lines(ranges, len(index.lines), index, c, removed, touched):
-            return None
         s, e = c.start_line, c.end_line
-        det = DetectionResult(
-            kernels=[_move_kernel(k, s, e, delta) for k in det.kernels],
-            functions=[dataclasses.replace(f, range=_move(f.range, s, e, delta)) for f in det.functions],
-            error=None)
+        if _safe_lines(ranges, len(index.lines), index, c, removed, touched):
+            det = DetectionResult(
+                kernels=[_move_kernel(k, s, e, delta) for k in det.kernels],
+                functions=[dataclasses.replace(f, range=_move(f.range, s, e, delta)) for f in det.functions],
+                error=None, module_defs=det.module_defs)
+        else:
+            moved = _redetect_function(det, index, new_index, c, delta)
+            if moved is None:
+                return None
+            det = moved
         text, index = new_text, new_index
     return det, index
+
+
+def _function_around(det: DetectionResult, index: LineIndex, c: Change) -> Optional[FunctionInfo]:
+    """The module-level, undecorated plain function whose body (not its signature) holds
+    the whole change, if it is the only definition of its name."""
+    for f in det.functions:
+        start0, end0 = f.range.start_line - 1, f.range.end_line - 1
+        if not (f.kind == "function" and f.range.start_col == 0 and start0 <= c.start_line and c.end_line <= end0):
+            continue
+        if _header_end(index, start0) >= c.start_line:
+            return None  # its signature: the parameters, the name
+        # decorated (the decorators' calls are its own): the slow path
+        if start0 > 0 and not _BLANK_OR_COMMENT.match(index.line_text(start0 - 1)):
+            return None
+        same_name = [g for g in det.functions if g.name == f.name] + [k for k in det.kernels if k.name == f.name]
+        return f if len(same_name) == 1 else None
+    return None
+
+
+def _redetect_function(det: DetectionResult, index: LineIndex, new_index: LineIndex, c: Change,
+                       delta: int) -> Optional[DetectionResult]:
+    """The detection after an edit inside one plain function's body: that function and
+    its launch sites detected again from its lines alone, everything else moved."""
+    f = _function_around(det, index, c)
+    if f is None:
+        return None
+    start0, end0 = f.range.start_line - 1, f.range.end_line - 1 + delta
+    if end0 < start0 or end0 >= len(new_index.lines):
+        return None
+    # the module's text with only this function's lines: positions stay the module's
+    block = "\n" * start0 + "".join(new_index.lines[start0:end0 + 1])
+    got = redetect_function(det, block, f.name, end0 + 1)
+    if got is None:
+        return None
+    info, sites = got
+    s, e = c.start_line, c.end_line
+    by_kernel: dict[str, list[LaunchSite]] = {}
+    for site in sites:
+        by_kernel.setdefault(site.kernel, []).append(site)
+    kernels = []
+    for k in det.kernels:
+        k = _move_kernel(k, s, e, delta)
+        mine = by_kernel.get(k.name, [])
+        others = [ls for ls in k.launch_sites if ls.enclosing_function != f.name]
+        if mine or len(others) != len(k.launch_sites):
+            merged = sorted(others + mine, key=lambda ls: (ls.range.start_line, ls.range.start_col))
+            k = dataclasses.replace(k, launch_sites=merged)
+        kernels.append(k)
+    functions = [info if g is f else dataclasses.replace(g, range=_move(g.range, s, e, delta)) for g in det.functions]
+    return DetectionResult(kernels=kernels, functions=functions, error=None, module_defs=det.module_defs)
 
 
 def _pos(line: int, char: int):

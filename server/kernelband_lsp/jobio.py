@@ -4,12 +4,14 @@ its process tree while it runs. Each is one coroutine; ``JobManager._run`` start
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Callable
 
 from kernelband.events import Event
+from kernelband.model import Result
 
-from .jobmodel import Job
+from .jobmodel import CHECK, OPTIMIZE, PROFILE, Job
 from .proctree import process_tree, remember
 
 log = logging.getLogger(__name__)
@@ -73,3 +75,22 @@ async def watch_tree(pid: int, job: Job) -> None:
         await asyncio.sleep(delay)
         remember(job.tree, process_tree(pid))
         delay = 1.0
+
+
+def take_output(job: Job) -> bool:
+    """Whether the job left what its kind ends with: an optimize Result (from its events,
+    else the ``--json`` object printed after them, possibly indented), a profile, or the
+    JSON verdict of a check."""
+    kind = job.spec.kind
+    missing = job.result is None if kind == OPTIMIZE else (job.check is None if kind == CHECK else False)
+    if missing and job.stdout_other:
+        try:
+            obj = json.loads("\n".join(job.stdout_other))
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and "status" in obj:
+            if kind == OPTIMIZE:
+                job.result = Result.from_dict(obj)
+            else:
+                job.check = obj
+    return {OPTIMIZE: job.result, PROFILE: job.profile, CHECK: job.check}.get(kind) is not None

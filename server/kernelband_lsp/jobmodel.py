@@ -15,6 +15,7 @@ from .settings import Settings
 
 OPTIMIZE = "optimize"
 PROFILE = "profile"
+CHECK = "check"  # re-verify an applied variant: `kernelband check` of it against the original
 
 QUEUED = "queued"
 RUNNING = "running"
@@ -29,7 +30,7 @@ STREAM_LIMIT = 256 * 1024 * 1024  # one event line may carry a whole module (bes
 
 @dataclass
 class JobSpec:
-    kind: str  # OPTIMIZE | PROFILE
+    kind: str  # OPTIMIZE | PROFILE | CHECK
     path: str  # absolute path of the module
     kernel: str
     source: str  # the text the job runs on (editor buffer or disk)
@@ -40,6 +41,7 @@ class JobSpec:
     harness: Optional[str] = None  # explicit harness (setting), else discovery in the engine
     cwd: Optional[str] = None
     env: dict[str, str] = field(default_factory=dict)  # extra environment (never logged)
+    variant_path: Optional[str] = None  # CHECK: a file holding the variant (`source` is the original)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -54,6 +56,7 @@ class Job:
     events: list[Event] = field(default_factory=list)
     result: Optional[Result] = None
     profile: Optional[dict[str, Any]] = None
+    check: Optional[dict[str, Any]] = None  # CHECK: what `kernelband check --json` printed
     error: Optional[str] = None
     pid: Optional[int] = None
     returncode: Optional[int] = None

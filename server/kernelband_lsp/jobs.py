@@ -1,4 +1,5 @@
-"""Jobs: ``python -m kernelband optimize|profile ... --events jsonl`` as subprocesses.
+"""Jobs: ``python -m kernelband optimize|profile ... --events jsonl`` (and ``check ...
+--json``, the re-verification of an applied variant) as subprocesses.
 
 - The editor's text goes to the job on stdin (``--stdin-source``); the path still
   locates imports, companion harness files and the store.
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import os
 import signal
@@ -31,7 +31,7 @@ from kernelband.model import Result
 from . import jobio
 from .engine_command import EngineCommand, default_command_prefix  # noqa: F401 (re-exported)
 from .jobmodel import (  # noqa: F401 (re-exported: the service and the tests import them from here)
-    CANCELLED, DONE, FAILED, FINAL_STATES, OPTIMIZE, PROFILE, QUEUED, RUNNING, STREAM_LIMIT, SUPERSEDED,
+    CANCELLED, CHECK, DONE, FAILED, FINAL_STATES, OPTIMIZE, PROFILE, QUEUED, RUNNING, STREAM_LIMIT, SUPERSEDED,
     EventCallback, Job, JobSpec, StateCallback,
 )
 from .proctree import killpg, process_tree, remember, signal_outside_group, sweep
@@ -261,16 +261,7 @@ class JobManager:
         if job.cancel_reason:
             self._finish(job, CANCELLED, reason=job.cancel_reason)
             return
-        if job.result is None and job.spec.kind == OPTIMIZE and job.stdout_other:
-            # `--json` may print the Result after the events (possibly indented)
-            try:
-                obj = json.loads("\n".join(job.stdout_other))
-                if isinstance(obj, dict) and "status" in obj:
-                    job.result = Result.from_dict(obj)
-            except ValueError:
-                pass
-        ok = (job.result is not None) if job.spec.kind == OPTIMIZE else (job.profile is not None)
-        if ok:
+        if jobio.take_output(job):
             self._finish(job, DONE)
             return
         reason = job.error

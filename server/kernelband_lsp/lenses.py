@@ -36,6 +36,7 @@ class KernelStatus:
     variant_speedup: Optional[str] = None  # "1.31x" when an applicable variant is known
     variant_note: Optional[str] = None  # "correct; speed needs a GPU": an interpreted result, never offered as a speedup
     module_hash: Optional[str] = None  # sha256 of the text shown (to read the right time from a Result)
+    applied_text: Optional[str] = None  # a found variant is in the text: "Applied variant (1.43x faster)" or its re-verification
 
 
 StatusFn = Callable[[KernelInfo], KernelStatus]
@@ -81,6 +82,9 @@ def code_lenses(a: Analysis, status: StatusFn) -> list[types.CodeLens]:
             lens(f"Apply found variant ({st.variant_speedup})", "kernelband.applyVariant")
         elif st.variant_note:
             lens(f"Variant found: {st.variant_note}", "")
+        if st.applied_text:
+            lens(f"{st.applied_text} · Re-verify" if not st.job_id else st.applied_text,
+                 "kernelband.reverify" if not st.job_id else "")
         text = S.lens_summary(st.profile, st.result, st.module_hash)
         if st.profile is not None and not st.profile_exact and text != "not profiled yet":
             text += " (earlier version)"

@@ -1,8 +1,8 @@
 """LSP handlers: thin wrappers over KernelBandService (service.py).
 
 Features: code lens, hover, document symbols, code actions, diagnostics; commands
-kernelband.optimize / profile / cancel / createHarness / proposedEdit / applyVariant
-(docs/ARCHITECTURE.md, "Language server commands") plus kernelband.status.
+kernelband.optimize / profile / cancel / createHarness / proposedEdit / applyVariant /
+reviewVariant / reverify (docs/ARCHITECTURE.md, "Language server commands") plus kernelband.status.
 """
 from __future__ import annotations
 
@@ -205,6 +205,10 @@ def create_server() -> KernelBandLanguageServer:
     @server.command("kernelband.reviewVariant")
     async def review_variant(ls: KernelBandLanguageServer, *args: Any) -> dict:
         return await svc.review_variant(_arg(args))
+
+    @server.command("kernelband.reverify")
+    async def reverify(ls: KernelBandLanguageServer, *args: Any) -> dict:
+        return await svc.reverify(_arg(args), _work_done_token.get())
 
     @server.command("kernelband.status")
     def status(ls: KernelBandLanguageServer, *args: Any) -> dict:

@@ -4,8 +4,9 @@ Holds the document analyses, the store view, the job manager, found variants and
 diagnostics published per document. Its behaviour is split by concept into mixins, one
 module each: settings and capabilities (service_settings), documents and diagnostics
 (service_documents), lenses/hovers/inlays (service_features), code actions
-(service_actions), found variants and their edits (service_variants), and the progress
-bridge from jobs to $/progress and notifications (service_jobs).
+(service_actions), found variants and their edits (service_variants), the re-verification
+of an applied variant (service_verify), and the progress bridge from jobs to $/progress
+and notifications (service_jobs).
 """
 from __future__ import annotations
 
@@ -31,11 +32,13 @@ from .service_features import FeaturesMixin
 from .service_jobs import JobsMixin
 from .service_settings import SettingsMixin, _redacted
 from .service_variants import INTERPRETED_NOTE, JOB_EVENT, FoundVariant, VariantsMixin, is_interpreted  # noqa: F401
+from .service_verify import Reverified, VerifyMixin
 
 log = logging.getLogger("kernelband_lsp")
 
 
-class KernelBandService(SettingsMixin, DocumentsMixin, FeaturesMixin, ActionsMixin, VariantsMixin, JobsMixin):
+class KernelBandService(SettingsMixin, DocumentsMixin, FeaturesMixin, ActionsMixin, VariantsMixin, VerifyMixin,
+                        JobsMixin):
     def __init__(self, ls: LanguageServer) -> None:
         # typed as pygls's server, not server.py's subclass: server.py builds this service,
         # so naming its class here would be an import circle
@@ -53,6 +56,10 @@ class KernelBandService(SettingsMixin, DocumentsMixin, FeaturesMixin, ActionsMix
         self.store = StoreView()
         self.jobs = JobManager(on_event=self._on_job_event, on_state=self._on_job_state)
         self.found: dict[tuple[str, str], FoundVariant] = {}
+        # the last re-verification of an applied variant, per (path, kernel); originals rebuilt
+        # from stored Results (service_verify.py)
+        self.reverified: dict[tuple[str, str], Reverified] = {}
+        self._originals: dict[tuple, Optional[str]] = {}
         # profiles from this session's profile jobs: (path, kernel) -> (module hash, profile);
         # shown when the store has none (e.g. a job run with --no-store)
         self.profiles: dict[tuple[str, str], tuple[str, dict]] = {}

@@ -104,6 +104,11 @@ class ActionsMixin:
                         title=f"Profile kernel {k.name} (KernelBand)", kind=types.CodeActionKind.Refactor + ".kernelband",
                         command=types.Command(title="Profile kernel (KernelBand)", command="kernelband.profile",
                                               arguments=args)))
+            if st.applied_text and not st.job_id and L.wants(only, types.CodeActionKind.Refactor):
+                out.append(types.CodeAction(
+                    title=f"Re-verify the applied variant of {k.name} against its original (KernelBand)",
+                    kind=types.CodeActionKind.Refactor + ".kernelband",
+                    command=types.Command(title="Re-verify (KernelBand)", command="kernelband.reverify", arguments=args)))
             if st.job_id and L.wants(only, types.CodeActionKind.Refactor):
                 out.append(types.CodeAction(
                     title=f"Cancel KernelBand job on {k.name}", kind=types.CodeActionKind.Refactor + ".kernelband",

@@ -47,6 +47,8 @@ class FeaturesMixin:
             st.variant_speedup = f"{fv.result.speedup:.2f}x"
             if st.result is None:
                 st.result = fv.result
+        elif (applied := self.applied_variant(a, k.name) if not a.partial else None) is not None:
+            st.applied_text = self.applied_line(a, k.name, applied[0])
         else:
             cv = self.variant_of(a, k.name)
             if cv is not None and is_interpreted(cv.result) and cv.result.status in FOUND_STATUSES:
@@ -124,9 +126,14 @@ class FeaturesMixin:
                             f"(quick fix *Apply found variant*).")
         elif st.variant_note:
             variant_line = f"**Found:** a variant that is {st.variant_note} (measured under the CPU interpreter)."
+        applied = self.applied_variant(a, k.name) if st.applied_text else None
+        if applied is not None:
+            variant_line = (f"**Applied:** {st.applied_text[0].lower() + st.applied_text[1:]}. *Re-verify* (lens or "
+                            "code action) checks the code as it stands against the original it replaced.")
+        shown = fv or (applied[0] if applied is not None else None)
         card = H.card(H.CardInputs(kernel=k, profile=st.profile, profile_exact=st.profile_exact, result=st.result,
                                    harness=st.harness, job_line=st.job_text, variant_line=variant_line,
-                                   stale=a.stale, evidence=EV.evidence_markdown(fv.result) if fv is not None else None))
+                                   stale=a.stale, evidence=EV.evidence_markdown(shown.result) if shown is not None else None))
         start = a.index.offset_to_position(word[1])
         end = a.index.offset_to_position(word[2])
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=card),

@@ -12,14 +12,17 @@ from pygls.uris import to_fs_path
 
 from kernelband.events import Event
 from kernelband.model import FOUND_STATUSES, Result
+from kernelband.reverify import verdict_line
 
 from . import summary as S
 from .documents import Analysis
-from .jobs import CANCELLED, DONE, FAILED, OPTIMIZE, PROFILE, RUNNING, SUPERSEDED, Job, JobSpec
+from .jobs import CANCELLED, CHECK, DONE, FAILED, OPTIMIZE, PROFILE, RUNNING, SUPERSEDED, Job, JobSpec
 from .settings import Settings
 from .service_variants import INTERPRETED_NOTE, JOB_EVENT
 
 log = logging.getLogger("kernelband_lsp")
+
+VERBS = {OPTIMIZE: "optimizing", PROFILE: "profiling", CHECK: "re-verifying"}
 
 
 class JobsMixin:
@@ -48,13 +51,7 @@ class JobsMixin:
         if not h.found:
             return fail(f"no harness for {kernel}: {h.reason}")
         job = self.jobs.submit(self._spec(kind, a, kernel, settings, background=False))
-        try:
-            await self._begin_progress(job, token)
-            await self.jobs.wait(job)
-        except asyncio.CancelledError:
-            # $/cancelRequest (cancellation.py): the job must not outlive its request
-            self.jobs.cancel(job.id, reason="the request was cancelled")
-            raise
+        await self._run_to_end(job, token)
         if kind == PROFILE:
             out = {"jobId": job.id, "profile": job.profile, "kernel": kernel}
             if job.profile is None:
@@ -64,6 +61,16 @@ class JobsMixin:
         out = {"jobId": job.id, **result.to_dict()}
         out.update(self._edit_for_result(job))
         return out
+
+    async def _run_to_end(self, job: Job, token: Any) -> Job:
+        """Progress for a submitted job, until it ends; a cancelled request cancels it."""
+        try:
+            await self._begin_progress(job, token)
+            return await self.jobs.wait(job)
+        except asyncio.CancelledError:
+            # $/cancelRequest (cancellation.py): the job must not outlive its request
+            self.jobs.cancel(job.id, reason="the request was cancelled")
+            raise
 
     def _spec(self, kind: str, a: Analysis, kernel: str, settings: Settings, background: bool) -> JobSpec:
         env = {}
@@ -78,7 +85,7 @@ class JobsMixin:
         jobs: a client that cancelled before it learnt the job id); none: every job."""
         job_id = args.get("jobId") if isinstance(args, dict) else (args if isinstance(args, str) else None)
         if job_id is None and isinstance(args, dict) and isinstance(args.get("uri"), str) and isinstance(args.get("kernel"), str):
-            kind = args.get("kind") if args.get("kind") in (OPTIMIZE, PROFILE) else None
+            kind = args.get("kind") if args.get("kind") in tuple(VERBS) else None
             out: list[str] = []
             for job in self.jobs_for(args["uri"], args["kernel"], kind):
                 out.extend(self.jobs.cancel(job.id))
@@ -95,7 +102,7 @@ class JobsMixin:
                 and (j.spec.uri == uri or (path is not None and j.spec.path == path))]
 
     def _job_line(self, j: Job) -> str:
-        verb = "optimizing" if j.spec.kind == OPTIMIZE else "profiling"
+        verb = VERBS.get(j.spec.kind, j.spec.kind)
         if j.spec.background:
             verb = "background " + verb
         if j.state != RUNNING:
@@ -122,7 +129,7 @@ class JobsMixin:
             return
         self._token_job[token] = job.id
         self._job_token[job.id] = token
-        verb = "Optimizing" if job.spec.kind == OPTIMIZE else "Profiling"
+        verb = VERBS.get(job.spec.kind, job.spec.kind).capitalize()
         title = f"KernelBand: {verb} {job.spec.kernel}" + (" (background)" if job.spec.background else "")
         msg = self._job_line(job)
         self.ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True,
@@ -233,6 +240,8 @@ class JobsMixin:
             return f"failed: {job.error}"
         if job.spec.kind == PROFILE:
             return "profile ready"
+        if job.spec.kind == CHECK:
+            return verdict_line(job.check)[1]
         res = job.result
         if res is None:
             return "done"

@@ -104,12 +104,15 @@ class VariantsMixin:
         edit = E.workspace_edit(fv.uri, version, text, plan.hunks, self.encoding, self.supports_document_changes)
         return {"edit": edit, "editVersion": version, "editRebuilt": plan.rebuilt}
 
-    def _cached_plan(self, fv: FoundVariant, a: Analysis) -> E.EditPlan:
-        """Code actions are asked for on every cursor move: plan once per (variant, text)."""
-        key = (fv.job_id, fv.kernel, a.uri, a.version, a.hash)
+    def _cached_plan(self, fv: FoundVariant, a: Analysis, undo: bool = False) -> E.EditPlan:
+        """Code actions are asked for on every cursor move: plan once per (variant, text).
+        ``undo``: the plan that takes the variant's changes out of the text again (it is
+        ok, with hunks, exactly when the variant is applied there)."""
+        key = (fv.job_id, fv.kernel, a.uri, a.version, a.hash, undo)
         hit = self._plans.get(key)
         if hit is None:
-            hit = E.plan_edit(fv.base_text, fv.source, a.text, fv.kernel)
+            old, new = (fv.source, fv.base_text) if undo else (fv.base_text, fv.source)
+            hit = E.plan_edit(old, new, a.text, fv.kernel)
             if len(self._plans) > 64:
                 self._plans.clear()
             self._plans[key] = hit

@@ -284,13 +284,24 @@ from kernelband.options import OPTIONS
 p = argparse.ArgumentParser()
 p.add_argument("cmd"); p.add_argument("file")
 p.add_argument("--kernel"); p.add_argument("--events"); p.add_argument("--stdin-source", action="store_true")
-p.add_argument("--json", action="store_true"); p.add_argument("--harness")
+p.add_argument("--json", action="store_true"); p.add_argument("--harness"); p.add_argument("--variant")
 for o in OPTIONS:  # the engine's own flags, as the server passes them
     o.add_to(p)
 a = p.parse_args()
 src = sys.stdin.read()
 step = float(os.environ.get("FAKE_STEP_S", "0.2"))
 INTERP = os.environ.get("FAKE_INTERPRETED", "0") == "1"  # a CPU-interpreter result: correct, no speed claim
+import hashlib
+if a.cmd == "check":  # `check --json`: one JSON object; says which texts it was given
+    time.sleep(step)
+    variant = open(a.variant, encoding="utf-8").read()
+    status = os.environ.get("FAKE_CHECK_STATUS", "ok")
+    print(json.dumps({"status": status, "message": "" if status == "ok" else "max abs error 2.0 > atol 1e-05",
+                      "verdict": "improved" if status == "ok" else None, "speedup": 1.41, "speedup_ci": [1.3, 1.52],
+                      "interpreted": INTERP, "argv": sys.argv[1:],
+                      "original_sha": hashlib.sha256(src.encode()).hexdigest(),
+                      "variant_sha": hashlib.sha256(variant.encode()).hexdigest()}, indent=2))
+    sys.exit(0 if status == "ok" else 1)
 t0 = time.time()
 def emit(t, **d):
     sys.stdout.write(json.dumps({"type": t, "t": round(time.time() - t0, 3), **d}) + "\n"); sys.stdout.flush()
@@ -318,7 +329,6 @@ for i in range(1, a.budget + 1):
          status="ok", time_ms=2.0 / (1 + i / 10), speedup=1 + i / 10, message="ok", description="")
     emit("progress", done=i, total=a.budget, best_ms=2.0 / (1 + i / 10), best_speedup=1 + i / 10, message=f"{i}/{a.budget}")
 best = src.replace("BLOCK_SIZE=128", "BLOCK_SIZE=1024")
-import hashlib
 emit("result", result=Result(
      status="improved" if best != src else "no_improvement", kernel=a.kernel, file=a.file, session_id="fake",
      original_hash=hashlib.sha256(src.encode()).hexdigest(), baseline_ms=2.0, best_ms=1.4, speedup=1.43,

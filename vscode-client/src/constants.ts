@@ -31,6 +31,7 @@ export const ServerCommands = {
   createHarness: 'kernelband.createHarness',
   proposedEdit: 'kernelband.proposedEdit',
   applyVariant: 'kernelband.applyVariant',
+  reverify: 'kernelband.reverify',
 } as const;
 
 /** Commands this extension contributes (package.json `contributes.commands`). */
@@ -39,6 +40,7 @@ export const ClientCommands = {
   profile: 'kernelband.profileKernel',
   createHarness: 'kernelband.createHarnessStub',
   applyVariant: 'kernelband.applyFoundVariant',
+  reverify: 'kernelband.reverifyVariant',
   cancel: 'kernelband.cancelJob',
   setApiKey: 'kernelband.setApiKey',
   showOutput: 'kernelband.showOutput',

@@ -17,6 +17,7 @@ import {
   runCancel,
   runOptimize,
   runProfile,
+  runReverify,
   runReview,
   serverCommandFlow,
   SHOW_OUTPUT,
@@ -112,6 +113,7 @@ export class Controller implements vscode.Disposable {
       reg(ClientCommands.optimize, (...args) => this.command('optimize', args)),
       reg(ClientCommands.profile, (...args) => this.command('profile', args)),
       reg(ClientCommands.applyVariant, (...args) => this.command('review', args)),
+      reg(ClientCommands.reverify, (...args) => this.command('reverify', args)),
       reg(ClientCommands.createHarness, (...args) => this.createHarness(args)),
       reg(ClientCommands.cancel, () => this.cancel()),
       reg(ClientCommands.setApiKey, () => this.setApiKey()),
@@ -382,6 +384,8 @@ export class Controller implements vscode.Disposable {
         return runProfile(deps, target);
       case 'review':
         return runReview(deps, target);
+      case 'reverify':
+        return runReverify(deps, target);
     }
   }
 

@@ -170,8 +170,8 @@ function offerOutput(deps: FlowDeps, shown: Promise<string | undefined>): void {
 }
 
 /** The server's job kind of a job command (the `kind` of kernelband.cancel). */
-function jobKind(command: string): 'optimize' | 'profile' {
-  return command === ServerCommands.profile ? 'profile' : 'optimize';
+function jobKind(command: string): 'optimize' | 'profile' | 'check' {
+  return command === ServerCommands.profile ? 'profile' : command === ServerCommands.reverify ? 'check' : 'optimize';
 }
 
 /**
@@ -306,8 +306,9 @@ export async function runOptimize(deps: FlowDeps, target: Target): Promise<Optim
   for (const w of result.warnings ?? []) {
     deps.log(`  warning: ${w}`);
   }
-  if (result.status === 'improved' && result.interpreted === true) {
-    // measured under the CPU interpreter: no speed claim, so no Apply offered as a speedup
+  if (result.status === 'verified_correct' || (result.status === 'improved' && result.interpreted === true)) {
+    // measured under the CPU interpreter (the engine's status verified_correct): correct, no
+    // speed claim, so no Apply offered as a speedup
     void deps.info(`KernelBand: found a variant of ${target.kernel} that is ${INTERPRETED_NOTE} (CPU interpreter).`);
     return { result };
   }
@@ -490,6 +491,47 @@ export async function runProfile(deps: FlowDeps, target: Target): Promise<unknow
   return profile;
 }
 
+/** kernelband.reverify's answer. */
+export interface ReverifyOutcome {
+  verified: boolean;
+  summary: string;
+}
+
+/**
+ * Re-verify an applied variant (the lens after Apply): the server runs `kernelband check`
+ * of the code as it stands against the original it replaced; the verdict is shown as
+ * information when it still passes and as a warning when it does not.
+ */
+export async function runReverify(deps: FlowDeps, target: Target): Promise<ReverifyOutcome | undefined> {
+  deps.log(`Re-verifying the applied variant of ${target.kernel} in ${target.uri}`);
+  const run = await runJob(deps, ServerCommands.reverify, target, `KernelBand: re-verifying ${target.kernel}`);
+  if (run.jobId !== undefined) {
+    deps.jobFinished?.(run.jobId, run.error !== undefined ? (run.cancelled ? 'cancelled' : 'failed') : 'finished');
+  }
+  if (run.error !== undefined || run.cancelled) {
+    if (run.cancelled) {
+      void deps.info(`KernelBand: re-verification of ${target.kernel} cancelled.`);
+    } else {
+      deps.log(`Re-verifying ${target.kernel} failed: ${errorText(run.error)}`);
+      offerOutput(deps, deps.error(`KernelBand: re-verifying ${target.kernel} failed: ${errorText(run.error)}`, SHOW_OUTPUT));
+    }
+    return undefined;
+  }
+  const reply = (typeof run.reply === 'object' && run.reply !== null ? run.reply : {}) as Record<string, unknown>;
+  const summary = serverMessage(reply, 'message') ?? (typeof reply.summary === 'string' ? reply.summary : 'no verdict');
+  const verified = reply.verified === true;
+  deps.log(`${target.kernel}: ${summary}`);
+  if (reply.jobId === null || reply.jobId === undefined) {
+    // nothing ran: no applied variant here, an unsaved file...
+    void deps.info(`KernelBand: ${summary}`);
+  } else if (verified) {
+    void deps.info(`KernelBand: ${target.kernel}: ${summary}.`);
+  } else {
+    offerOutput(deps, deps.warn(`KernelBand: ${target.kernel}: ${summary}.`, SHOW_OUTPUT));
+  }
+  return { verified, summary };
+}
+
 /** Cancel: the only running job, or the one the user picks (or all). */
 export async function runCancel(deps: FlowDeps, running: readonly JobState[]): Promise<string[]> {
   let args: Record<string, unknown> = {};
@@ -525,7 +567,7 @@ export async function runCancel(deps: FlowDeps, running: readonly JobState[]): P
   return cancelled;
 }
 
-export type FlowName = 'optimize' | 'profile' | 'review';
+export type FlowName = 'optimize' | 'profile' | 'review' | 'reverify';
 
 /**
  * Server commands invoked from code lenses / code actions that the client takes over to
@@ -539,6 +581,8 @@ export function serverCommandFlow(command: string): FlowName | undefined {
       return 'profile';
     case ServerCommands.applyVariant:
       return 'review';
+    case ServerCommands.reverify:
+      return 'reverify';
     default:
       return undefined;
   }

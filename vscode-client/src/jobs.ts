@@ -426,7 +426,7 @@ export function finishedStatusText(job: JobState): string {
     case 'finished':
       return job.status === 'improved' && job.speedup !== undefined
         ? `$(check) KernelBand: ${job.kernel} ${formatSpeedup(job.speedup)}`
-        : `$(check) KernelBand: ${job.kernel} ${job.status === 'no_improvement' ? 'no speedup' : 'done'}`;
+        : `$(check) KernelBand: ${job.kernel} ${job.status === 'no_improvement' ? 'no speedup' : job.status === 'verified_correct' ? 'correct variant' : 'done'}`;
     case 'cancelled':
       return `$(circle-slash) KernelBand: ${job.kernel} cancelled`;
     case 'failed':
@@ -449,6 +449,11 @@ export function resultSummary(r: OptimizeResult, kernel?: string): string {
         : '';
       const path = Array.isArray(r.strategy_path) && r.strategy_path.length ? ` via ${r.strategy_path.join(' → ')}` : '';
       return `${k}: ${formatSpeedup(r.speedup)} faster${ci}, ${formatMs(r.baseline_ms)} → ${formatMs(r.best_ms)}${path}${evalText}${cpu}`;
+    }
+    case 'verified_correct': {
+      // the interpreter ran it: correct, and no speed claim (flows.ts INTERPRETED_NOTE)
+      const path = Array.isArray(r.strategy_path) && r.strategy_path.length ? ` via ${r.strategy_path.join(' → ')}` : '';
+      return `${k}: a correct variant (correct; speed needs a GPU)${path}${evalText}${cpu}`;
     }
     case 'no_improvement': {
       const best = n(r.speedup) !== undefined ? ` (best ${formatSpeedup(r.speedup)})` : '';

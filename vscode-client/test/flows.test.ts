@@ -1,6 +1,6 @@
 import * as assert from 'assert';
 
-import { APPLY, DISCARD, runCancel, runOptimize, runProfile, runReview, serverCommandFlow, SHOW_OUTPUT } from '../src/flows';
+import { APPLY, DISCARD, runCancel, runOptimize, runProfile, runReverify, runReview, serverCommandFlow, SHOW_OUTPUT } from '../src/flows';
 import { JobState } from '../src/jobs';
 import { deferred, FakeDeps, flush } from './fakes';
 
@@ -187,6 +187,23 @@ describe('optimize flow', () => {
     assert.strictEqual(none.messages[0].message, 'KernelBand: axpy_kernel: no faster variant found (best 1.01×), 16 evaluations.');
   });
 
+  it("the engine's interpreted status verified_correct is information, never a failure or a speedup", async () => {
+    const deps = new FakeDeps();
+    deps.replies['kernelband.optimize'] = {
+      jobId: 'j', status: 'verified_correct', kernel: 'axpy_kernel', interpreted: true, speedup: null, evaluations: 3,
+      strategy_path: ['tiling'], edit: null, editMessage: 'correct; speed needs a GPU',
+      message: 'a correct variant (via tiling) passed every check; its speed cannot be measured without a GPU',
+    };
+    const { result, review } = await runOptimize(deps, target);
+    assert.strictEqual(result.status, 'verified_correct');
+    assert.strictEqual(review, undefined);
+    assert.deepStrictEqual(deps.commandsSent(), ['kernelband.optimize']);
+    assert.deepStrictEqual(deps.messages.map((m) => [m.level, m.message]), [
+      ['info', 'KernelBand: found a variant of axpy_kernel that is correct; speed needs a GPU (CPU interpreter).'],
+    ]);
+    assert.ok(deps.logs.includes('axpy_kernel: a correct variant (correct; speed needs a GPU) via tiling, 3 evaluations (Triton interpreter: CPU times)'), deps.logs.join('\n'));
+  });
+
   it('uses $/progress on its workDoneToken until job events arrive', async () => {
     const deps = new FakeDeps();
     const reply = deferred<unknown>();
@@ -254,6 +271,46 @@ describe('review flow', () => {
   });
 });
 
+describe('re-verify flow (issue 14: rerun the verification of an applied variant from the lens)', () => {
+  it('runs kernelband.reverify under a progress notification and shows a passing verdict as information', async () => {
+    const deps = new FakeDeps();
+    const summary = 're-verified: correct, 1.41x faster, 95% CI 1.30–1.52';
+    deps.replies['kernelband.reverify'] = { jobId: 'c1', kernel: 'axpy_kernel', verified: true, summary, message: summary };
+    assert.deepStrictEqual(await runReverify(deps, target), { verified: true, summary });
+    assert.deepStrictEqual(deps.calls[0].args, { uri: target.uri, kernel: 'axpy_kernel' });
+    assert.ok(deps.calls[0].opts?.workDoneToken, 'the server reports $/progress on the request');
+    assert.deepStrictEqual(deps.progressTitles, ['KernelBand: re-verifying axpy_kernel']);
+    assert.deepStrictEqual(deps.messages.map((m) => [m.level, m.message]), [['info', `KernelBand: axpy_kernel: ${summary}.`]]);
+    assert.deepStrictEqual(deps.finished, [['c1', 'finished']]);
+  });
+
+  it('a failing verdict is a warning that can open the output; no applied variant is information', async () => {
+    const failed = new FakeDeps();
+    const summary = 're-verification failed (mismatch): max abs error 2.0 > atol 1e-05';
+    failed.replies['kernelband.reverify'] = { jobId: 'c2', verified: false, summary, message: summary };
+    assert.deepStrictEqual(await runReverify(failed, target), { verified: false, summary });
+    assert.deepStrictEqual(failed.messages.map((m) => [m.level, m.message, m.actions]), [['warn', `KernelBand: axpy_kernel: ${summary}.`, [SHOW_OUTPUT]]]);
+
+    const none = new FakeDeps();
+    const why = 'no applied KernelBand variant of axpy_kernel in this text';
+    none.replies['kernelband.reverify'] = { jobId: null, verified: false, summary: why, message: why };
+    await runReverify(none, target);
+    assert.deepStrictEqual(none.messages.map((m) => [m.level, m.message]), [['info', `KernelBand: ${why}`]]);
+  });
+
+  it("Cancel before the job id is known cancels the kernel's check job", async () => {
+    const deps = new FakeDeps();
+    deps.replies['kernelband.reverify'] = () => deferred<unknown>().promise;
+    deps.replies['kernelband.cancel'] = { cancelled: ['c3'] };
+    const done = runReverify(deps, target);
+    await flush();
+    deps.cancelProgress();
+    assert.strictEqual(await done, undefined);
+    assert.deepStrictEqual(deps.calls.find((c) => c.command === 'kernelband.cancel')?.args, { uri: target.uri, kernel: 'axpy_kernel', kind: 'check' });
+    assert.deepStrictEqual(deps.messages.map((m) => m.message), ['KernelBand: re-verification of axpy_kernel cancelled.']);
+  });
+});
+
 describe('profile and cancel flows', () => {
   it('profile shows the diagnosis and logs the profile', async () => {
     const deps = new FakeDeps();
@@ -310,10 +367,11 @@ describe('profile and cancel flows', () => {
     assert.strictEqual(none.messages[0].message, 'KernelBand: no job is running.');
   });
 
-  it('routes only optimize, profile and applyVariant of the server to client flows', () => {
+  it('routes only optimize, profile, applyVariant and reverify of the server to client flows', () => {
     assert.strictEqual(serverCommandFlow('kernelband.optimize'), 'optimize');
     assert.strictEqual(serverCommandFlow('kernelband.profile'), 'profile');
     assert.strictEqual(serverCommandFlow('kernelband.applyVariant'), 'review');
+    assert.strictEqual(serverCommandFlow('kernelband.reverify'), 'reverify');
     for (const c of ['kernelband.cancel', 'kernelband.createHarness', 'kernelband.proposedEdit', 'other']) {
       assert.strictEqual(serverCommandFlow(c), undefined, c);
     }

@@ -105,6 +105,8 @@ describe('job events', () => {
     t.update(parseJobEventParams({ jobId: 'e', uri: URI, kernel: 'k2', kind: 'optimize', background: true, event: { type: 'started' } })!);
     assert.match(statusBarTooltip(t.running()), /k2 \(background optimize job e\)/);
     t.update(ev('e', { type: 'result', result: { status: 'no_improvement' } }));
+    const correct = t.update(ev('f', { type: 'result', result: { status: 'verified_correct', interpreted: true } }));
+    assert.strictEqual(finishedStatusText(correct), '$(check) KernelBand: add_kernel correct variant');
     t.update(ev('c', { type: 'started' }));
     t.finish('c', 'cancelled');
     assert.strictEqual(finishedStatusText(t.get('c')!), '$(circle-slash) KernelBand: add_kernel cancelled');

@@ -28,7 +28,7 @@ import {
 } from 'vscode-languageclient/node';
 
 import { JOB_EVENT_NOTIFICATION } from '../../src/constants';
-import { APPLY, runOptimize, runProfile, runReview } from '../../src/flows';
+import { APPLY, runOptimize, runProfile, runReverify, runReview } from '../../src/flows';
 import { Interpreter } from '../../src/interpreter';
 import { JobEventParams, parseJobEventParams } from '../../src/jobs';
 import { probeInterpreter } from '../../src/server';
@@ -136,7 +136,7 @@ describe('against the real kernelband_lsp server', function () {
     d.confirmAnswer = APPLY;
     events.length = 0;
     const { result, review } = await runOptimize(d, { uri, kernel: KERNEL });
-    assert.ok(['improved', 'no_improvement'].includes(result.status), `status ${result.status}: ${result.message ?? ''}`);
+    assert.ok(['improved', 'verified_correct', 'no_improvement'].includes(result.status), `status ${result.status}: ${result.message ?? ''}`);
     const types = events.map((e) => e.event.type);
     for (const t of ['started', 'baseline', 'candidate', 'progress', 'result']) {
       assert.ok(types.includes(t), `no ${t} event in ${types.join(',')}`);
@@ -145,7 +145,7 @@ describe('against the real kernelband_lsp server', function () {
     assert.ok(d.reports.some((r) => /1\/1 evaluated/.test(r.message ?? '')), JSON.stringify(d.reports));
     assert.strictEqual(result.jobId, events[0].jobId);
     assert.deepStrictEqual(d.finished, [[events[0].jobId, result.status]]);
-    if (result.status === 'improved' && result.interpreted === true) {
+    if (result.status === 'verified_correct' || (result.status === 'improved' && result.interpreted === true)) {
       // CPU interpreter: correct, never offered as a speedup
       assert.strictEqual(review, undefined);
       assert.strictEqual(d.diffs.length, 0);
@@ -184,6 +184,34 @@ describe('against the real kernelband_lsp server', function () {
     assert.ok(cancel, 'kernelband.cancel sent');
     assert.strictEqual(typeof cancel!.args.jobId, 'string');
     assert.ok(Date.now() - started < 120_000);
+  });
+
+  it('re-verify: after Apply, kernelband.reverify checks the applied text against the original', async function () {
+    const d = deps();
+    d.confirmAnswer = APPLY;
+    const review = await runReview(d, { uri, kernel: KERNEL });
+    if (review !== 'applied' || d.diffs.length !== 1) {
+      this.skip(); // the optimize test found no variant to apply
+    }
+    // the editor applies the edit: the document now holds the variant
+    await conn!.sendNotification('textDocument/didChange', {
+      textDocument: { uri, version: 2 },
+      contentChanges: [{ text: d.diffs[0].proposal.proposed }],
+    });
+    const again = deps();
+    const outcome = await runReverify(again, { uri, kernel: KERNEL });
+    assert.ok(outcome, JSON.stringify(again.messages));
+    assert.strictEqual(outcome!.verified, true, outcome!.summary);
+    assert.match(outcome!.summary, /^re-verified: correct/);
+    assert.deepStrictEqual(again.progressTitles, [`KernelBand: re-verifying ${KERNEL}`]);
+    // undone: nothing is applied, so there is nothing to re-verify
+    await conn!.sendNotification('textDocument/didChange', {
+      textDocument: { uri, version: 3 },
+      contentChanges: [{ text: d.diffs[0].proposal.original }],
+    });
+    const none = deps();
+    assert.strictEqual((await runReverify(none, { uri, kernel: KERNEL }))!.verified, false);
+    assert.match(none.messages[0].message, /no applied KernelBand variant/);
   });
 
   it('profile: the reply carries a profile the client can summarise', async () => {
