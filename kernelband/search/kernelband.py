@@ -18,10 +18,10 @@ A step (``select``):
    value for that resource does not mask. If every offered arm is masked, masks are
    ignored for this step (``fallback`` in state).
 5. warm-up: v1/v2: the first offered, unmasked arm with n = 0, in order cluster 0, 1, ...
-   and within a cluster strategies in canonical order, is pulled. kb (``kb_try_each``):
+   and within a cluster strategies in canonical order, is pulled. kb with
+   ``kb_patience`` >= 0 (off by default): once that many pulls brought no new best,
    while an offered strategy has never been pulled this session (on any member), the
-   best-scoring arm among those strategies is pulled: every strategy gets one look,
-   in the order the prior and the hardware term rank them, and never again per cluster.
+   best-scoring arm among those strategies is pulled (one look each, never per cluster).
    kb with ``prior_strength`` 0 (the default): an unpulled arm's score is +inf, so the
    same warm-up happens through the scores.
 6. else UCB, ties to the earlier arm in the same order:
@@ -176,8 +176,8 @@ class KernelBandPolicy:
             else:
                 a["score"], a["terms"] = self.score(a["stats"], a["target"], a["strategy"])
         if kb:
-            # each strategy once per session (not per cluster: that warm-up recurred with
-            # every new cluster), the most promising first; then the scores alone
+            # after a stall (kb_patience), each never-pulled strategy once per session (not
+            # per cluster: that warm-up recurred with every new cluster); else the scores
             stalled = self.config.kb_patience >= 0 and self._since_best >= self.config.kb_patience
             fresh = [a for a in eligible if self._strategy_pulls(a["strategy"]) == 0] if stalled else []
             phase = "try-each" if fresh else "ucb"
