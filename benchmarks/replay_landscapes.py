@@ -395,7 +395,8 @@ def report(results: list[dict[str, Any]], tables: list[dict[str, Any]], policies
     L = [f"Replay of {len(policies)} policies with the rules generator over {K} measured landscapes "
          f"({meta.get('gpu', '?')}, Triton {meta.get('triton', '?')}), {S} seeds, budgets {budgets}. "
          "Proposals are ranked by the cost model fitted without the replayed kernel (`--costmodel loko`) unless "
-         "replay.json's `costmodel` says `shipped`.", ""]
+         "replay.json's `costmodel` says `shipped`. Tables measured with `landscape_measure.py`: one process timing "
+         "one config at a time, nothing else on the GPU (one session per GPU).", ""]
     for mode, title in (("evals", "equal evaluations"), ("seconds", "equal GPU-seconds (N x the kernel's median config cost)")):
         L += [f"Geomean best speedup over kernels and seeds, {title}:", "",
               "| policy | " + " | ".join(f"N={b}" for b in budgets) + " |", "|" + " --- |" * (1 + len(budgets))]
