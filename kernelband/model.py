@@ -514,9 +514,10 @@ class Profile:
     phi: Optional[list[Any]] = None  # 9-dim hardware profile (DESIGN section 2)
     runtime_vector: Optional[list[float]] = None
     runtime_vectors: Optional[dict[str, Any]] = None
+    unavailable: Optional[dict[str, Any]] = None  # tier -> why it was not measured
     extra: dict[str, Any] = field(default_factory=dict)
 
-    SOMETIMES = ("phi", "runtime_vector", "runtime_vectors")
+    SOMETIMES = ("phi", "runtime_vector", "runtime_vectors", "unavailable")
 
     @property
     def bottleneck(self) -> Optional[str]:

@@ -47,7 +47,7 @@ async def test_events_and_result(manager, tmp_path):
 async def test_profile_job(manager, tmp_path):
     job = manager.submit(spec(tmp_path, kind=PROFILE))
     await asyncio.wait_for(manager.wait(job), 30)
-    assert job.state == DONE and job.profile["diagnosis"]["bottleneck"] == "memory-bound"
+    assert job.state == DONE and job.profile is not None and job.profile.bottleneck == "memory-bound"
 
 
 async def test_failure_reports_the_engines_message(manager, tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 from kernelband_lsp import edits as E
 from kernelband_lsp import summary as S
 from kernelband_lsp.documents import Documents
-from kernelband.model import Result
+from kernelband.model import Profile, Result
 from kernelband_lsp.hover import CardInputs, card, fallback_card
 from kernelband_lsp.lenses import KernelStatus, code_lenses, stub_insertion
 from kernelband_lsp.positions import LineIndex, split_lines
@@ -135,7 +135,7 @@ def test_documents_keep_last_good_detection_while_unparsable():
 
 
 # ------------------------------------------------------------------ lenses and card
-PROFILE = {
+PROFILE_DICT = {
     "kernel": "axpy_kernel",
     "time_ms": 0.42,
     "tiers": {"static": {"n_regs": 32, "n_spills": 0, "shared_bytes": 0, "num_warps": 4, "num_stages": 3,
@@ -148,6 +148,7 @@ PROFILE = {
     "diagnosis": {"bottleneck": "memory-bound", "evidence": "memory-bound: 71% of DRAM peak", "strategies": ["tiling", "vectorization"]},
     "interpreted": False,
 }
+PROFILE = Profile.from_dict(PROFILE_DICT)
 
 
 def test_lens_summary_text():

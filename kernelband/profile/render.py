@@ -182,7 +182,7 @@ def profile_card_markdown(profile: Optional[dict[str, Any]], last_result: Option
             parts.append(f"**Last optimization:** {_md_escape(line)}")
         return "\n\n".join(parts)
     diag = profile.get("diagnosis") or {}
-    title = f"**{profile.get('kernel', '?')}**"
+    title = f"**{profile.get('kernel') or '?'}**"  # Profile.to_dict() gives "" for a missing name
     dev = (profile.get("device") or {}).get("name")
     if dev:
         title += f" · {dev}"

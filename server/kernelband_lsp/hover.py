@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from kernelband.harness import HarnessChoice
-from kernelband.model import FOUND_STATUSES, KernelInfo, Result
+from kernelband.model import FOUND_STATUSES, KernelInfo, Profile, Result
 
 from . import summary as S
 
@@ -40,7 +40,7 @@ def engine_renderer() -> Optional[Callable[..., str]]:
 @dataclass
 class CardInputs:
     kernel: KernelInfo
-    profile: Optional[dict]
+    profile: Optional[Profile]
     profile_exact: bool
     result: Optional[Result]
     harness: HarnessChoice
@@ -78,7 +78,7 @@ _SHOWN = {
 }
 
 
-def _timing_rows(p: Optional[dict], result: Optional[Result]) -> list[str]:
+def _timing_rows(p: Optional[Profile], result: Optional[Result]) -> list[str]:
     rows = []
     t = S.tier(p, "timing")
     ms = S.time_ms(p, result)
@@ -88,8 +88,6 @@ def _timing_rows(p: Optional[dict], result: Optional[Result]) -> list[str]:
         label = "time (profile)" if S.time_ms(p) is not None else "time (last optimization)"
         rows.append(_row(label, S.fmt_ms(ms) + (f" ({clock})" if clock else "")))
     bw = S.num(S.first(t, ("bandwidth_gbs", "achieved_gbs", "gbs")))
-    if S.saturation(p, "DRAM") is None and S.num(t.get("bandwidth_frac")) is not None:
-        p = dict(p or {}, saturation={**(S.dig(p, "saturation") or {}), "DRAM": t["bandwidth_frac"]})
     bw_bps = bw * 1e9 if bw is not None else S.num(S.first(t, ("bytes_per_s", "bandwidth")))
     dram = S.saturation(p, "DRAM")
     if bw_bps is not None or dram is not None:
@@ -118,21 +116,17 @@ def _timing_rows(p: Optional[dict], result: Optional[Result]) -> list[str]:
     return rows
 
 
-def _static_rows(p: Optional[dict]) -> list[str]:
+def _static_rows(p: Optional[Profile]) -> list[str]:
     st = S.tier(p, "static")
     rows = []
-    regs = S.num(S.first(st, ("n_regs", "registers", "regs", "num_regs")))
-    spills = S.num(S.first(st, ("n_spills", "spills", "spill")))
+    regs, spills = S.static_num(p, S.REGS), S.static_num(p, S.SPILLS)
     if regs is not None or spills is not None:
         rows.append(_row("registers / spills", f"{'?' if regs is None else int(regs)} / {'?' if spills is None else int(spills)}"))
-    sh = S.num(S.first(st, ("shared_bytes", "shared", "shared_mem", "smem_bytes")))
+    sh = S.static_num(p, S.SHARED_BYTES)
     shkb = S.num(st.get("shared_kb"))
     if sh is not None or shkb is not None:
         rows.append(_row("shared memory", f"{(shkb if shkb is not None else sh / 1024):.1f} KB"))
-    occ_raw = S.first(st, ("occupancy", "achieved_occupancy", "occupancy_est"))
-    if isinstance(occ_raw, dict):
-        occ_raw = S.first(occ_raw, ("achieved", "theoretical"))
-    occ = S.num(occ_raw)
+    occ = S.occupancy(p)
     if occ is not None:
         rows.append(_row("occupancy", f"{occ * 100:.0f}%" if occ <= 1.0 else f"{occ:.0f}%"))
     w, s = S.num(st.get("num_warps")), S.num(st.get("num_stages"))
@@ -151,21 +145,21 @@ def _static_rows(p: Optional[dict]) -> list[str]:
     return rows
 
 
-def fallback_card(profile: Optional[dict], result: Optional[Result]) -> str:
+def fallback_card(profile: Optional[Profile], result: Optional[Result]) -> str:
     """The profile card as a markdown table (used when the engine has no renderer)."""
     lines: list[str] = []
     rows = _timing_rows(profile, result) + _static_rows(profile)
     b = S.bottleneck(profile)
-    if b:
-        ev = S.dig(profile, "diagnosis", "evidence")
+    if profile is not None and b:
+        ev = profile.diagnosis.get("evidence")
         rows.append(_row("bottleneck", f"{b}: {ev}" if isinstance(ev, str) and ev else b))
-        strat = S.dig(profile, "diagnosis", "strategies")
+        strat = profile.diagnosis.get("strategies")
         if isinstance(strat, list) and strat:
             rows.append(_row("suggested strategies", ", ".join(map(str, strat))))
     if rows:
         lines += ["| | |", "|---|---|", *rows]
-    unavailable = S.dig(profile, "unavailable")
-    if isinstance(unavailable, dict) and unavailable:
+    unavailable = profile.unavailable if profile is not None else None
+    if unavailable:
         lines.append("")
         lines.append("_Not measured: " + "; ".join(f"{k}: {v}" for k, v in unavailable.items()) + "_")
     if S.interpreted(profile, result):
@@ -209,7 +203,7 @@ def card(inp: CardInputs) -> str:
         try:
             # the engine's card without the result: the server's result line says which
             # times are the profile's and which the optimizer's paired re-measurement
-            body = r(inp.profile, None)
+            body = r(inp.profile.to_dict(), None)  # the engine's renderer reads the wire dict
             if inp.result:
                 body += "\n\n" + result_line(inp.result)
         except Exception as e:

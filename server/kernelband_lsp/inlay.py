@@ -7,32 +7,28 @@ from typing import Optional
 from lsprotocol import types
 
 from kernelband.detect import detect
-from kernelband.model import KernelInfo, Result
+from kernelband.model import KernelInfo, Profile, Result
 
 from . import summary as S
 from .documents import Analysis
 from .incremental import _header_end
 
 
-def profile_label(profile: Optional[dict], exact: bool) -> Optional[str]:
+def profile_label(profile: Optional[Profile], exact: bool) -> Optional[str]:
     """'32 regs · 0 spills · 0 KB smem · occ 100% · 0.42 ms · 71% of HBM peak'."""
-    if not isinstance(profile, dict):
+    if profile is None:
         return None
-    st = S.tier(profile, "static")
     parts: list[str] = []
-    regs = S.num(S.first(st, ("n_regs", "registers", "regs", "num_regs")))
+    regs = S.static_num(profile, S.REGS)
     if regs is not None:
         parts.append(f"{int(regs)} regs")
-    spills = S.num(S.first(st, ("n_spills", "spills", "spill")))
+    spills = S.static_num(profile, S.SPILLS)
     if spills is not None:
         parts.append(f"{int(spills)} spills")
-    sh = S.num(S.first(st, ("shared_bytes", "shared", "shared_mem", "smem_bytes")))
+    sh = S.static_num(profile, S.SHARED_BYTES)
     if sh is not None:
         parts.append(f"{sh / 1024:.0f} KB smem")
-    occ = S.first(st, ("occupancy", "achieved_occupancy", "occupancy_est"))
-    if isinstance(occ, dict):
-        occ = S.first(occ, ("achieved", "theoretical"))
-    o = S.num(occ)
+    o = S.occupancy(profile)
     if o is not None:
         parts.append(f"occ {o * 100:.0f}%" if o <= 1.0 else f"occ {o:.0f}%")
     t = S.time_ms(profile)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from kernelband.events import Event
-from kernelband.model import Result
+from kernelband.model import Profile, Result
 
 from .settings import Settings
 
@@ -55,7 +55,7 @@ class Job:
     state: str = QUEUED
     events: list[Event] = field(default_factory=list)
     result: Optional[Result] = None
-    profile: Optional[dict[str, Any]] = None
+    profile: Optional[Profile] = None
     check: Optional[dict[str, Any]] = None  # CHECK: what `kernelband check --json` printed
     error: Optional[str] = None
     pid: Optional[int] = None

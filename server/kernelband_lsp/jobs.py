@@ -26,7 +26,7 @@ import time
 from typing import Any, Optional
 
 from kernelband.events import Event
-from kernelband.model import Result
+from kernelband.model import Profile, Result
 
 from . import jobio
 from .engine_command import EngineCommand, default_command_prefix  # noqa: F401 (re-exported)
@@ -246,7 +246,7 @@ class JobManager:
         elif ev.type == "profile":
             prof = ev.data.get("profile", ev.data)
             if isinstance(prof, dict):
-                job.profile = prof
+                job.profile = Profile.from_dict(prof)  # typed at the boundary, like the Result
         elif ev.type == "error":
             job.error = str(ev.data.get("message") or "the job reported an error")
         elif ev.type == "progress":

@@ -12,7 +12,7 @@ from lsprotocol import types
 
 from kernelband.harness import HarnessChoice, harness_stub
 from kernelband.detect import wrappers_of
-from kernelband.model import KernelInfo, Result
+from kernelband.model import KernelInfo, Profile, Result
 
 from . import summary as S
 from .documents import Analysis
@@ -27,7 +27,7 @@ CODE_VARIANT = "variant-found"
 class KernelStatus:
     kernel: KernelInfo
     harness: HarnessChoice
-    profile: Optional[dict] = None
+    profile: Optional[Profile] = None
     profile_exact: bool = False
     result: Optional[Result] = None
     job_id: Optional[str] = None  # an unfinished job for this kernel

@@ -18,6 +18,7 @@ from typing import Any, Optional
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
+from kernelband.model import Profile
 
 from . import edits as E
 from .background import Background
@@ -62,7 +63,7 @@ class KernelBandService(SettingsMixin, DocumentsMixin, FeaturesMixin, ActionsMix
         self._originals: dict[tuple, Optional[str]] = {}
         # profiles from this session's profile jobs: (path, kernel) -> (module hash, profile);
         # shown when the store has none (e.g. a job run with --no-store)
-        self.profiles: dict[tuple[str, str], tuple[str, dict]] = {}
+        self.profiles: dict[tuple[str, str], tuple[str, Profile]] = {}
         self.harness_diags: dict[str, list[types.Diagnostic]] = {}
         self.lint_diags: dict[str, list[types.Diagnostic]] = {}
         self.variant_diags: dict[str, list[types.Diagnostic]] = {}

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from kernelband.model import Result
+from kernelband.model import Profile, Result
 from kernelband.store import DB_DIR, DB_NAME, Store, find_workspace
 
 log = logging.getLogger(__name__)
@@ -121,17 +121,18 @@ class StoreView:
         self._memo[mkey] = value
         return value
 
-    def profile(self, path: str, kernel: str, module_hash: Optional[str]) -> tuple[Optional[dict], bool]:
-        """(profile, exact): exact when it was measured on exactly this module text."""
+    def profile(self, path: str, kernel: str, module_hash: Optional[str]) -> tuple[Optional[Profile], bool]:
+        """(profile, exact): exact when it was measured on exactly this module text. Typed
+        here, once per stored row (memoised), so the hovers and lenses never read the dict."""
         apath = self.abspath(path)
         # after a keystroke the text's hash is new: one query says no kernel has a
         # profile for it, instead of one miss per kernel
         if module_hash and self._cached(path, "hash-known", (module_hash,), lambda st: _hash_known(st, module_hash)):
             p = self._cached(path, "profile-h", (kernel, module_hash),
-                             lambda st: st.latest_profile(kernel, source_hash=module_hash))
-            if p:
+                             lambda st: _typed(st.latest_profile(kernel, source_hash=module_hash)))
+            if p is not None:
                 return p, True
-        p = self._cached(path, "profile-f", (kernel, apath), lambda st: st.latest_profile(kernel, file=apath))
+        p = self._cached(path, "profile-f", (kernel, apath), lambda st: _typed(st.latest_profile(kernel, file=apath)))
         return p, False
 
     def result(self, path: str, kernel: str) -> Optional[Result]:
@@ -157,6 +158,11 @@ class StoreView:
             except Exception:
                 pass
         self._stores.clear()
+
+
+def _typed(raw: Any) -> Optional[Profile]:
+    # an empty row is no profile (a dict's falsiness decided this before it was typed)
+    return Profile.from_dict(raw) if isinstance(raw, dict) and raw else None
 
 
 def _hash_known(st: Store, module_hash: str) -> bool:

@@ -1,16 +1,22 @@
-"""Phrases and numbers for lenses, hovers and progress: from a typed Result
-(kernelband.model.Result), and from a profile dict without trusting its exact shape.
+"""Phrases and numbers for lenses, hovers and progress: from a typed Result and a typed
+Profile (kernelband.model), the one reader of both in the server.
 
-The profile contract (docs/ARCHITECTURE.md) fixes ``saturation``, ``diagnosis``,
-``interpreted`` and the three tiers; the keys inside a tier are the profiler's, so
-look-ups here try the usual spellings and give None rather than fail.
+The profile's top level is typed (``tiers``, ``saturation``, ``diagnosis``,
+``interpreted``, ``time_ms``, ``unavailable``); the keys inside a tier are the
+profiler's, so look-ups here try the usual spellings and give None rather than fail.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Iterable, Optional
 
-from kernelband.model import FOUND_STATUSES, Result
+from kernelband.model import FOUND_STATUSES, Profile, Result
+
+# the spellings of a static-tier number (profilers and their versions differ)
+REGS = ("n_regs", "registers", "regs", "num_regs")
+SPILLS = ("n_spills", "spills", "spill")
+SHARED_BYTES = ("shared_bytes", "shared", "shared_mem", "smem_bytes")
+OCCUPANCY = ("occupancy", "achieved_occupancy", "occupancy_est")
 
 
 def num(v: Any) -> Optional[float]:
@@ -28,15 +34,8 @@ def num(v: Any) -> Optional[float]:
     return None
 
 
-def dig(d: Any, *path: str) -> Any:
-    for p in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(p)
-    return d
-
-
 def first(d: Any, keys: Iterable[str]) -> Any:
+    """The first of ``keys`` set in the tier dict ``d`` (None when none is, or not a dict)."""
     if not isinstance(d, dict):
         return None
     for k in keys:
@@ -45,9 +44,20 @@ def first(d: Any, keys: Iterable[str]) -> Any:
     return None
 
 
-def tier(profile: Optional[dict], name: str) -> dict:
-    t = dig(profile, "tiers", name)
-    return t if isinstance(t, dict) else {}
+def tier(profile: Optional[Profile], name: str) -> dict[str, Any]:
+    return profile.tier(name) if profile is not None else {}
+
+
+def static_num(profile: Optional[Profile], keys: Iterable[str]) -> Optional[float]:
+    return num(first(tier(profile, "static"), keys))
+
+
+def occupancy(profile: Optional[Profile]) -> Optional[float]:
+    """A fraction (or a percentage above 1); the occupancy tier may be a dict of kinds."""
+    occ = first(tier(profile, "static"), OCCUPANCY)
+    if isinstance(occ, dict):
+        occ = first(occ, ("achieved", "theoretical"))
+    return num(occ)
 
 
 def has_variant(result: Optional[Result]) -> bool:
@@ -68,30 +78,28 @@ def result_time_ms(result: Optional[Result], module_hash: Optional[str] = None) 
     return num(result.baseline_ms)
 
 
-def time_ms(profile: Optional[dict], result: Optional[Result] = None, module_hash: Optional[str] = None) -> Optional[float]:
+def time_ms(profile: Optional[Profile], result: Optional[Result] = None, module_hash: Optional[str] = None) -> Optional[float]:
     t = tier(profile, "timing")
     v = num(first(t, ("time_per_launch_ms", "time_ms", "median_ms", "ms", "kernel_ms", "mean_ms")))
-    if v is None and isinstance(profile, dict):
-        v = num(profile.get("time_ms"))
+    if v is None and profile is not None:
+        v = num(profile.time_ms)
     if v is None and profile is None:
         v = result_time_ms(result, module_hash)
     return v
 
 
-def bottleneck(profile: Optional[dict]) -> Optional[str]:
-    b = dig(profile, "diagnosis", "bottleneck")
-    return b if isinstance(b, str) and b and b != "unknown" else None
+def bottleneck(profile: Optional[Profile]) -> Optional[str]:
+    return profile.bottleneck if profile is not None else None
 
 
-def interpreted(profile: Optional[dict], result: Optional[Result] = None) -> bool:
-    if isinstance(profile, dict) and profile.get("interpreted"):
+def interpreted(profile: Optional[Profile], result: Optional[Result] = None) -> bool:
+    if profile is not None and profile.interpreted:
         return True
     return result is not None and result.interpreted
 
 
-def saturation(profile: Optional[dict], resource: str) -> Optional[float]:
-    s = dig(profile, "saturation")
-    v = num(s.get(resource)) if isinstance(s, dict) else None
+def saturation(profile: Optional[Profile], resource: str) -> Optional[float]:
+    v = num(profile.saturation.get(resource)) if profile is not None else None
     if v is None:  # the timing tier's own fractions of the measured peaks
         key = {"DRAM": "bandwidth_frac", "SM": "compute_frac"}.get(resource)
         v = num(tier(profile, "timing").get(key)) if key else None
@@ -110,7 +118,7 @@ def fmt_ms(ms: float) -> str:
     return f"{ms * 1000:.1f} µs"
 
 
-def peak_phrase(profile: Optional[dict]) -> Optional[str]:
+def peak_phrase(profile: Optional[Profile]) -> Optional[str]:
     """'71% of HBM peak' (memory side) or '63% of compute peak', by the bottleneck."""
     if interpreted(profile):
         return None
@@ -125,7 +133,7 @@ def peak_phrase(profile: Optional[dict]) -> Optional[str]:
     return None
 
 
-def lens_summary(profile: Optional[dict], result: Optional[Result], module_hash: Optional[str] = None) -> str:
+def lens_summary(profile: Optional[Profile], result: Optional[Result], module_hash: Optional[str] = None) -> str:
     """`last: 0.42 ms, 71% of HBM peak, memory-bound` or `not profiled yet`."""
     parts: list[str] = []
     t = time_ms(profile, result, module_hash)

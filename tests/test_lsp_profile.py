@@ -1,0 +1,160 @@
+"""The language server reads profiles typed (kernelband.model.Profile): tolerant parsing
+at the boundary, the same hover / inlay / lens text as when it read the dict, and no
+dict reads creeping back into the modules that render a profile."""
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+
+from kernelband.model import Profile, Result
+from kernelband.store import ProfileKey, Store
+from kernelband_lsp import hover as H
+from kernelband_lsp import inlay as I
+from kernelband_lsp import summary as S
+from kernelband_lsp.documents import Documents
+from kernelband_lsp.storeview import StoreView
+
+from helpers.lsp import EXAMPLES
+
+ADD = (EXAMPLES / "add_scale.py").read_text(encoding="utf-8")
+
+TYPICAL = {
+    "kernel": "axpy_kernel",
+    "time_ms": 0.42,
+    "tiers": {"static": {"n_regs": 32, "n_spills": 0, "shared_bytes": 0, "num_warps": 4, "num_stages": 3,
+                         "occupancy": {"theoretical": 1.0, "limiter": "warps"}},
+              "timing": {"time_per_launch_ms": 0.42, "launches": 1, "bytes_total": 1.0e9, "bytes_read": 6.7e8,
+                         "bytes_written": 3.3e8, "bandwidth_gbs": 2380.0, "bandwidth_frac": 0.71, "copy_peak_gbs": 3350.0},
+              "counters": None},
+    "unavailable": {"counters": "ncu not found"},
+    "saturation": {"L2": 0.2, "DRAM": 0.71, "SM": 0.05},
+    "diagnosis": {"bottleneck": "memory-bound", "evidence": "memory-bound: 71% of DRAM peak", "strategies": ["tiling", "vectorization"]},
+    "interpreted": False,
+}
+RESULT = Result(status="improved", speedup=1.31, speedup_ci=[1.25, 1.38], strategy_path=["tiling"], evaluations=16,
+                baseline_ms=0.42, best_ms=0.32, paired_rounds=5)
+
+# what the server showed for TYPICAL when it read the profile as a dict (before it was typed)
+ENGINE_CARD = (
+    '### KernelBand\n'
+    '\n'
+    '**axpy_kernel** · memory-bound\n'
+    '\n'
+    '| | |\n'
+    '| --- | --- |\n'
+    '| time | 0.420 ms per launch, 1 launch |\n'
+    '| bytes moved | 1.00 GB (670.00 MB read, 330.00 MB written) |\n'
+    '| bandwidth | 2.38 TB/s = 71% of measured copy peak 3.35 TB/s |\n'
+    '| FLOPs | unknown |\n'
+    '| registers | 32/thread, 0 spilled; shared 0 B; 4 warps, 3 stages |\n'
+    '| occupancy | 100% theoretical (limited by warps) |\n'
+    '\n'
+    '**Bottleneck:** memory-bound: 71% of DRAM peak Suggested: tiling, vectorization.\n'
+    '\n'
+    '_counters: ncu not found_\n'
+    '\n'
+    '**Last optimization:** 1.31x (95% CI 1.25–1.38x) (original 0.42 ms → variant 0.32 ms, paired re-measurement) via tiling, 16 evaluations\n'
+    '\n'
+    'Harness: `harness_axpy` (convention)'
+)
+FALLBACK_CARD = (
+    '### KernelBand\n'
+    '\n'
+    '_Profiled on an earlier version of this file._\n'
+    '\n'
+    '**axpy_kernel** · Triton kernel · memory-bound\n'
+    '\n'
+    '| | |\n'
+    '|---|---|\n'
+    '| time (profile) | 0.42 ms |\n'
+    '| memory bandwidth | 2.38 TB/s, 71% of peak |\n'
+    '| compute | 5% of peak |\n'
+    '| L2 | 20% of peak |\n'
+    '| registers / spills | 32 / 0 |\n'
+    '| shared memory | 0.0 KB |\n'
+    '| occupancy | 100% |\n'
+    '| warps / stages | 4 / 3 |\n'
+    '| bytes total | 1e+09 |\n'
+    '| bytes read | 6.7e+08 |\n'
+    '| bytes written | 3.3e+08 |\n'
+    '| copy peak gbs | 3350 |\n'
+    '| bottleneck | memory-bound: memory-bound: 71% of DRAM peak |\n'
+    '| suggested strategies | tiling, vectorization |\n'
+    '\n'
+    '_Not measured: counters: ncu not found_\n'
+    '\n'
+    '**Last optimization:** 1.31x (95% CI 1.25–1.38x) (original 0.42 ms → variant 0.32 ms, paired re-measurement) via tiling, 16 evaluations\n'
+    '\n'
+    'Harness: `harness_axpy` (convention)'
+)
+INLAY = '32 regs · 0 spills · 0 KB smem · occ 100% · 0.42 ms · 71% of HBM peak'
+LENS = 'last: 0.42 ms, 71% of HBM peak, memory-bound'
+
+
+@pytest.fixture
+def kernel_and_harness():
+    a = Documents().get("file:///x.py", "/nonexistent/x.py", ADD, 1)
+    (k,) = a.kernels
+    return k, a.harness(k.name)
+
+
+@pytest.fixture
+def no_engine_renderer(monkeypatch):
+    monkeypatch.setattr(H, "_renderer_checked", True)
+    monkeypatch.setattr(H, "_renderer", None)
+
+
+def test_partial_and_newer_profiles_parse():
+    bare = Profile.from_dict({"kernel": "k"})  # a tier-1 profile, or an older engine's
+    assert bare.tiers == {} and bare.unavailable is None and bare.time_ms is None and not bare.interpreted
+    assert S.lens_summary(bare, None) == "not profiled yet" and I.profile_label(bare, True) is None
+    newer = Profile.from_dict({**TYPICAL, "roofline": {"ai": 0.2}, "unavailable": "not a dict", "time_ms": "x"})
+    assert newer.extra == {"roofline": {"ai": 0.2}} and newer.unavailable is None and newer.time_ms is None
+    assert newer.to_dict()["roofline"] == {"ai": 0.2}  # kept for the wire
+    assert S.lens_summary(newer, None) == LENS  # the tier's time still reads
+
+
+def test_hover_inlay_and_lens_text_unchanged(kernel_and_harness):
+    k, h = kernel_and_harness
+    p = Profile.from_dict(TYPICAL)
+    if H.engine_renderer() is not None:
+        assert H.card(H.CardInputs(kernel=k, profile=p, profile_exact=True, result=RESULT, harness=h)) == ENGINE_CARD
+    assert I.profile_label(p, True) == INLAY
+    assert S.lens_summary(p, None) == LENS
+
+
+def test_fallback_card_text_unchanged(kernel_and_harness, no_engine_renderer):
+    k, h = kernel_and_harness
+    p = Profile.from_dict(TYPICAL)
+    assert H.card(H.CardInputs(kernel=k, profile=p, profile_exact=False, result=RESULT, harness=h)) == FALLBACK_CARD
+
+
+def test_the_store_view_hands_out_typed_profiles(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    path = tmp_path / "add_scale.py"
+    path.write_text(ADD)
+    digest = hashlib.sha256(ADD.encode()).hexdigest()
+    with Store.for_workspace(tmp_path) as st:
+        st.put_profile(ProfileKey(digest, "h", "gpu", "3", "axpy_kernel"), {**TYPICAL, "newer": 1}, file=str(path))
+    view = StoreView()
+    try:
+        p, exact = view.profile(str(path), "axpy_kernel", digest)
+        assert isinstance(p, Profile) and exact and p.extra == {"newer": 1} and p.bottleneck == "memory-bound"
+        assert view.profile(str(path), "axpy_kernel", "other")[1] is False
+    finally:
+        view.close()
+
+
+SERVER = Path(__file__).resolve().parent.parent / "server" / "kernelband_lsp"
+TYPED_READERS = ("summary.py", "hover.py", "inlay.py", "lenses.py")
+
+
+@pytest.mark.parametrize("name", TYPED_READERS)
+def test_profile_readers_stay_typed(name: str):
+    """The profile's top level is read through Profile's fields, not dict look-ups."""
+    text = (SERVER / name).read_text(encoding="utf-8")
+    bad = re.findall(r"\b(?:profile|prof|p)\.get\(|\bprofile\[|\bdig\(|isinstance\(profile, dict\)", text)
+    assert not bad, f"{name} reads a profile as a dict again: {bad}"
