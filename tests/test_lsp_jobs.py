@@ -104,3 +104,16 @@ async def test_cancel_queued_and_cancel_all(manager, tmp_path, monkeypatch):
     await asyncio.wait_for(manager.wait(a), 15)
     assert a.state == CANCELLED
     await wait_until(lambda: not process_alive(a.pid), 10, what="the job to exit")
+
+
+def test_an_empty_profile_event_is_no_profile(manager, tmp_path):
+    """An engine that reports ``{}`` as its profile has none: the card says "not profiled
+    yet" (as for an empty stored row), not a bare untitled profile."""
+    from kernelband.events import Event
+    from kernelband_lsp.jobmodel import Job
+
+    job = Job(id="j1", spec=spec(tmp_path, kind=PROFILE))
+    manager._on_event(job, Event("profile", {"profile": {}}))
+    assert job.profile is None
+    manager._on_event(job, Event("profile", {"profile": {"kernel": "axpy_kernel", "time_ms": 0.5}}))
+    assert job.profile is not None and job.profile.kernel == "axpy_kernel" and job.profile.time_ms == 0.5

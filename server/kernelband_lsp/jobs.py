@@ -245,7 +245,7 @@ class JobManager:
                 job.result = Result.from_dict(res)
         elif ev.type == "profile":
             prof = ev.data.get("profile", ev.data)
-            if isinstance(prof, dict):
+            if isinstance(prof, dict) and prof:  # an empty one is no profile (as in the store)
                 job.profile = Profile.from_dict(prof)  # typed at the boundary, like the Result
         elif ev.type == "error":
             job.error = str(ev.data.get("message") or "the job reported an error")
