@@ -20,22 +20,10 @@ from kernelband.store import ProfileKey, Store
 
 from helpers.lsp import (
     copy_examples, doc, edit_from_json, hover, lenses, name_pos, process_alive, run_command, start_session,
-    wait_until, write_fake_engine,
+    typical_profile, wait_until, write_fake_engine,
 )
 
-PROFILE = {
-    "kernel": "axpy_kernel",
-    "time_ms": 0.42,
-    "tiers": {"static": {"n_regs": 32, "n_spills": 0, "shared_bytes": 0, "num_warps": 4, "num_stages": 3,
-                         "occupancy": {"theoretical": 1.0, "limiter": "warps"}},
-              "timing": {"time_per_launch_ms": 0.42, "launches": 1, "bytes_total": 1.0e9, "bytes_read": 6.7e8,
-                         "bytes_written": 3.3e8, "bandwidth_gbs": 2380.0, "bandwidth_frac": 0.71, "copy_peak_gbs": 3350.0},
-              "counters": None},
-    "unavailable": {"counters": "ncu not found"},
-    "saturation": {"L2": 0.2, "DRAM": 0.71, "SM": 0.05},
-    "diagnosis": {"bottleneck": "memory-bound", "evidence": "memory-bound: 71% of DRAM peak", "strategies": ["tiling", "vectorization"]},
-    "interpreted": False,
-}
+PROFILE = typical_profile()
 
 
 # ---------------------------------------------------------------------------- detection

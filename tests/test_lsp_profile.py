@@ -17,23 +17,11 @@ from kernelband_lsp import summary as S
 from kernelband_lsp.documents import Documents
 from kernelband_lsp.storeview import StoreView
 
-from helpers.lsp import EXAMPLES
+from helpers.lsp import EXAMPLES, typical_profile
 
 ADD = (EXAMPLES / "add_scale.py").read_text(encoding="utf-8")
 
-TYPICAL = {
-    "kernel": "axpy_kernel",
-    "time_ms": 0.42,
-    "tiers": {"static": {"n_regs": 32, "n_spills": 0, "shared_bytes": 0, "num_warps": 4, "num_stages": 3,
-                         "occupancy": {"theoretical": 1.0, "limiter": "warps"}},
-              "timing": {"time_per_launch_ms": 0.42, "launches": 1, "bytes_total": 1.0e9, "bytes_read": 6.7e8,
-                         "bytes_written": 3.3e8, "bandwidth_gbs": 2380.0, "bandwidth_frac": 0.71, "copy_peak_gbs": 3350.0},
-              "counters": None},
-    "unavailable": {"counters": "ncu not found"},
-    "saturation": {"L2": 0.2, "DRAM": 0.71, "SM": 0.05},
-    "diagnosis": {"bottleneck": "memory-bound", "evidence": "memory-bound: 71% of DRAM peak", "strategies": ["tiling", "vectorization"]},
-    "interpreted": False,
-}
+TYPICAL = typical_profile()
 RESULT = Result(status="improved", speedup=1.31, speedup_ci=[1.25, 1.38], strategy_path=["tiling"], evaluations=16,
                 baseline_ms=0.42, best_ms=0.32, paired_rounds=5)
 

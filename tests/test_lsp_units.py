@@ -15,7 +15,7 @@ from kernelband_lsp.lenses import KernelStatus, code_lenses, stub_insertion
 from kernelband_lsp.positions import LineIndex, split_lines
 from kernelband_lsp.settings import Settings, parse_settings, secret_from
 
-from helpers.lsp import EXAMPLES, apply_text_edits
+from helpers.lsp import EXAMPLES, apply_text_edits, typical_profile
 
 ADD = (EXAMPLES / "add_scale.py").read_text(encoding="utf-8")
 
@@ -135,19 +135,7 @@ def test_documents_keep_last_good_detection_while_unparsable():
 
 
 # ------------------------------------------------------------------ lenses and card
-PROFILE_DICT = {
-    "kernel": "axpy_kernel",
-    "time_ms": 0.42,
-    "tiers": {"static": {"n_regs": 32, "n_spills": 0, "shared_bytes": 0, "num_warps": 4, "num_stages": 3,
-                         "occupancy": {"theoretical": 1.0, "limiter": "warps"}},
-              "timing": {"time_per_launch_ms": 0.42, "launches": 1, "bytes_total": 1.0e9, "bytes_read": 6.7e8,
-                         "bytes_written": 3.3e8, "bandwidth_gbs": 2380.0, "bandwidth_frac": 0.71, "copy_peak_gbs": 3350.0},
-              "counters": None},
-    "unavailable": {"counters": "ncu not found"},
-    "saturation": {"L2": 0.2, "DRAM": 0.71, "SM": 0.05},
-    "diagnosis": {"bottleneck": "memory-bound", "evidence": "memory-bound: 71% of DRAM peak", "strategies": ["tiling", "vectorization"]},
-    "interpreted": False,
-}
+PROFILE_DICT = typical_profile()
 PROFILE = Profile.from_dict(PROFILE_DICT)
 
 

@@ -367,3 +367,20 @@ def name_pos(text: str, name: str) -> tuple[int, int]:
 async def run_command(client, command, **args):
     res = await client.workspace_execute_command_async(types.ExecuteCommandParams(command=command, arguments=[args]))
     return job_data(res)
+
+
+def typical_profile() -> dict:
+    """A tier-1/2 profile of add_scale.py's kernel as the engine reports it (a fresh copy)."""
+    return {
+        "kernel": "axpy_kernel",
+        "time_ms": 0.42,
+        "tiers": {"static": {"n_regs": 32, "n_spills": 0, "shared_bytes": 0, "num_warps": 4, "num_stages": 3,
+                             "occupancy": {"theoretical": 1.0, "limiter": "warps"}},
+                  "timing": {"time_per_launch_ms": 0.42, "launches": 1, "bytes_total": 1.0e9, "bytes_read": 6.7e8,
+                             "bytes_written": 3.3e8, "bandwidth_gbs": 2380.0, "bandwidth_frac": 0.71, "copy_peak_gbs": 3350.0},
+                  "counters": None},
+        "unavailable": {"counters": "ncu not found"},
+        "saturation": {"L2": 0.2, "DRAM": 0.71, "SM": 0.05},
+        "diagnosis": {"bottleneck": "memory-bound", "evidence": "memory-bound: 71% of DRAM peak", "strategies": ["tiling", "vectorization"]},
+        "interpreted": False,
+    }
