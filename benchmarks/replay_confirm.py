@@ -23,10 +23,10 @@ replay and in reality; and how many of the first ``--budget`` proposals the sess
 made are the replay's (same description, same position). ``--profile-tier 0`` (the
 default) matches the replay, which has no profiles; 2 is what a default session does.
 
-Sizing: the hardened evaluator did ~18 evaluations/min on an H100; a budget-8 session
-also pays the worker start, the original's preparation and the final 10-round paired
-timing (~10-15 s). 2 kernels x 2 policies x 3 seeds = 12 sessions ~ 7 min: one 9-minute
-device call. Run it again with two other kernels for 4 (the records accumulate).
+Sizing (measured on an H100, 2026-11-23): a budget-8 session took 108-137 s (the
+first candidate 29 s after the start, then about 7 s per evaluation, and the final
+paired timing), so one 9-minute device call holds 4 sessions: one seed of 2 kernels x 2
+policies. Three seeds of 2 kernels need three calls (the records accumulate).
 """
 from __future__ import annotations
 
