@@ -62,6 +62,32 @@ from kernelband.search import BanditConfig, Candidate, Outcome, make_policy  # n
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "landscapes"
 POLICIES = ("kernelband", "kernelband-v1", "kernelband-v2", "ucb1", "greedy", "random")
+
+
+def policy_spec(spec: str) -> tuple[str, BanditConfig]:
+    """``name`` or ``name+field=value+...``: a registered policy with BanditConfig fields
+    overridden (an ablation, e.g. ``kernelband+prior_strength=8+kb_patience=1``).
+    Raises ValueError on an unknown policy, field or a value of the wrong type."""
+    from dataclasses import fields, replace
+
+    from kernelband.search import POLICY_NAMES
+
+    name, *overrides = spec.split("+")
+    if name not in POLICY_NAMES:
+        raise ValueError(f"unknown policy {name!r}")
+    types = {f.name: f.type for f in fields(BanditConfig)}
+    changes: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or key not in types:
+            raise ValueError(f"{spec!r}: {item!r} is not field=value of BanditConfig")
+        kind = str(types[key])
+        cast: Any = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true", "yes")}.get(kind, str)
+        try:
+            changes[key] = cast(value)
+        except ValueError:
+            raise ValueError(f"{spec!r}: {key} needs a {kind}, not {value!r}") from None
+    return name, replace(BanditConfig(), **changes)
 BASELINES = ("ucb1", "greedy", "random")
 MIN_SPEEDUP = 1.03  # the product's noise floor (kernelband.verdict.DEFAULT_MIN_SPEEDUP)
 MISS_LIMIT = 300  # unmeasured proposals skipped in one run before it gives up (its table is exhausted)
@@ -154,7 +180,7 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
     if model is not None:  # the held-out cost model (--costmodel loko); t.ac ranks with the same one
         gen.model, gen.ranking = model, "model"
     gen._analyses = t.ac.by_hash  # shared cache: an analysis is a pure function of the source and model
-    policy = make_policy(policy_name, BanditConfig())
+    policy = make_policy(*policy_spec(policy_name))
     rng = random.Random(seed)
     orig = Variant(source)
     t0 = float(t.original["ms"])
@@ -464,7 +490,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--tables", type=Path, required=True, help="landscape_measure.py's output folder")
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--budgets", default="8,16,32")
-    ap.add_argument("--policies", default=",".join(POLICIES), help="the first is the reference of the paired ratios")
+    ap.add_argument("--policies", default=",".join(POLICIES),
+                    help="the first is the reference of the paired ratios; name+field=value overrides a BanditConfig field")
     ap.add_argument("--kernels", default="")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--jobs", type=int, default=1, help="kernels replayed in parallel processes")
@@ -479,11 +506,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError:
         ap.error(f"--budgets must be integers, not {a.budgets!r}")
     policies = [p for p in a.policies.split(",") if p]
-    from kernelband.search import POLICY_NAMES
-
-    bad = [p for p in policies if p not in POLICY_NAMES]
+    bad = []
+    for p in policies:
+        try:
+            policy_spec(p)
+        except ValueError as e:
+            bad.append(str(e))
     if bad or not budgets or a.seeds < 2:
-        ap.error(f"unknown policies {bad}" if bad else "need budgets and at least 2 seeds")
+        ap.error(f"unknown policies: {'; '.join(bad)}" if bad else "need budgets and at least 2 seeds")
     tables = load_tables(a.tables, [k for k in a.kernels.split(",") if k] or None)
     if not tables:
         ap.error(f"no measured tables in {a.tables}")

@@ -173,6 +173,19 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
     with pytest.raises(SystemExit):
         replay.main(["--tables", str(tmp_path), "--policies", "kernelband,nope"])
     assert "unknown policies" in capsys.readouterr().err
+    for bad in ("kernelband+nope=1", "kernelband+prior_strength=lots", "kernelband+prior_strength"):
+        with pytest.raises(SystemExit):
+            replay.main(["--tables", str(tmp_path), "--policies", bad])
+        assert "unknown policies" in capsys.readouterr().err
+
+
+def test_a_policy_variant_overrides_its_config():
+    """``name+field=value``: an ablation replays the registered policy with those fields."""
+    name, cfg = replay.policy_spec("kernelband+prior_strength=8+kb_patience=1")
+    assert name == "kernelband" and cfg.prior_strength == 8.0 and cfg.kb_patience == 1
+    assert replay.policy_spec("greedy") == ("greedy", replay.BanditConfig())
+    policy = replay.make_policy(*replay.policy_spec("kernelband+kb_patience=2"))
+    assert policy.config.kb_patience == 2 and policy.config.variant == "kb"
 
 
 def test_generator_names_the_rewrite_behind_each_variant():
