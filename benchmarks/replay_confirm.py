@@ -43,6 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from replay_landscapes import first_pulls  # noqa: E402
+
 DEFAULT_KERNELS = "add_small_blocks_fp16,softmax_short_fp32"
 BASELINES = ("ucb1", "greedy", "random")
 
@@ -90,7 +92,7 @@ def compare(replay: dict[str, Any], records: list[dict[str, Any]], kernels: list
             per_run = ((replay.get("per_run") or {}).get(k) or {}).get(p) or {}
             pred_runs = per_run.get(b) or per_run.get(budget) or []
             pred = geomean([pred_runs[r["seed"]] for r in rs if r["seed"] < len(pred_runs)])
-            firsts = ((replay.get("first_pulls") or {}).get(k) or {}).get(p) or []
+            firsts = first_pulls(replay, k, p)
             same = total = 0
             for r in rs:
                 mine = [x["description"] for x in r["pulls"][:budget]]

@@ -116,6 +116,12 @@ def test_replay_structure_on_measured_tables(tables, tmp_path):
         c = r["paired"][p]["evals"]["3"]
         assert c["lo"] <= c["ratio"] <= c["hi"] and c["n"] == 3
     assert r["best_baseline"]["evals"]["3"] in replay.BASELINES
+    for k in KERNELS:  # descriptions stored once, runs as indices; decoded for replay_confirm.py
+        runs = replay.first_pulls(r, k, "greedy")
+        assert len(runs) == 3 and all(run and all(isinstance(x, str) and x for x in run) for run in runs)
+        assert all(max(run) < len(r["pull_descriptions"][k]) for run in r["first_pulls"][k]["greedy"])
+    legacy = {"first_pulls": {"k": {"greedy": [["a", "b"]]}}}
+    assert replay.first_pulls(legacy, "k", "greedy") == [["a", "b"]]
     md = (out / "replay.md").read_text()
     assert "Which rewrite won on which kernel" in md and "equal GPU-seconds" in md and "| gelu_fp32 |" in md
 
