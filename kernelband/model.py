@@ -538,3 +538,9 @@ class Profile:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Profile":
         return _from_json_dict(cls, d)
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> Optional["Profile"]:
+        """A profile as a job event or a store row carries it; anything but a non-empty
+        dict is no profile (the language server shows "not profiled yet")."""
+        return cls.from_dict(raw) if isinstance(raw, dict) and raw else None

@@ -105,6 +105,14 @@ def test_partial_and_newer_profiles_parse():
     assert S.lens_summary(newer, None) == LENS  # the tier's time still reads
 
 
+def test_only_a_non_empty_dict_on_the_wire_is_a_profile():
+    """The one rule the job events and the store rows share: {} or a non-dict is no profile."""
+    for raw in (None, {}, [], "profile", 3):
+        assert Profile.from_wire(raw) is None
+    p = Profile.from_wire(typical_profile())
+    assert p is not None and p.kernel == "axpy_kernel" and p.bottleneck == "memory-bound"
+
+
 def test_hover_inlay_and_lens_text_unchanged(kernel_and_harness):
     k, h = kernel_and_harness
     p = Profile.from_dict(TYPICAL)

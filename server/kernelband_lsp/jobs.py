@@ -244,9 +244,9 @@ class JobManager:
             if isinstance(res, dict):
                 job.result = Result.from_dict(res)
         elif ev.type == "profile":
-            prof = ev.data.get("profile", ev.data)
-            if isinstance(prof, dict) and prof:  # an empty one is no profile (as in the store)
-                job.profile = Profile.from_dict(prof)  # typed at the boundary, like the Result
+            prof = Profile.from_wire(ev.data.get("profile", ev.data))  # typed at the boundary, like the Result
+            if prof is not None:
+                job.profile = prof
         elif ev.type == "error":
             job.error = str(ev.data.get("message") or "the job reported an error")
         elif ev.type == "progress":

@@ -129,10 +129,11 @@ class StoreView:
         # profile for it, instead of one miss per kernel
         if module_hash and self._cached(path, "hash-known", (module_hash,), lambda st: _hash_known(st, module_hash)):
             p = self._cached(path, "profile-h", (kernel, module_hash),
-                             lambda st: _typed(st.latest_profile(kernel, source_hash=module_hash)))
+                             lambda st: Profile.from_wire(st.latest_profile(kernel, source_hash=module_hash)))
             if p is not None:
                 return p, True
-        p = self._cached(path, "profile-f", (kernel, apath), lambda st: _typed(st.latest_profile(kernel, file=apath)))
+        p = self._cached(path, "profile-f", (kernel, apath),
+                         lambda st: Profile.from_wire(st.latest_profile(kernel, file=apath)))
         return p, False
 
     def result(self, path: str, kernel: str) -> Optional[Result]:
@@ -158,11 +159,6 @@ class StoreView:
             except Exception:
                 pass
         self._stores.clear()
-
-
-def _typed(raw: Any) -> Optional[Profile]:
-    # an empty row is no profile (a dict's falsiness decided this before it was typed)
-    return Profile.from_dict(raw) if isinstance(raw, dict) and raw else None
 
 
 def _hash_known(st: Store, module_hash: str) -> bool:
