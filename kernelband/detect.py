@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import gc
 import os
+import re
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -485,16 +487,223 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def detect(source: str, filename: str = "<source>") -> DetectionResult:
-    """Find kernels, launch sites and module-level functions. Never raises on bad input."""
+# ---------------------------------------------------------------------------- skimming
+# Detection never looks inside a kernel's body (it launches nothing, and _Walker.scan does
+# not walk it), yet on a Triton file those bodies are most of the syntax tree: on the
+# 1,200-kernel benchmark, most of ast.parse's 0.56 s and of the 0.1 s of freeing the tree.
+# So the module is parsed with the body of each column-0 ``def`` under a "jit" decorator
+# replaced by ``pass`` (every other line and column unchanged), each real body is checked
+# to parse on its own (symtable: CPython's parser without tree objects), and the kernel's
+# end is read from its text. Whatever is not proven the same falls back to a parse of the
+# whole file: a wrong guess costs time, never a different result (tests/test_skim.py).
+
+try:
+    from _symtable import symtable as _syntax_check
+except ImportError:  # pragma: no cover - not CPython
+    _syntax_check = None
+
+# where Python's lines or indentation differ from a split on "\n" plus a look at the first
+# character (form feed, vertical tab, a lone CR, the separators str.splitlines honours), a
+# null byte, and the one __future__ import that changes the grammar
+_UNSKIMMABLE = re.compile("[\x00\x0b\x0c\x1c-\x1e\x85\u2028\u2029]|\r(?!\n)|barry_as_FLUFL")
+_NOT_CODE_AT_COL0 = frozenset(("", " ", "\t", "#", "\r"))  # first characters of a line
+_CLOSERS = (")", "]", "}")
+
+
+def _skimmed_tree(source: str) -> Optional[ast.Module]:
+    """The module's tree with the bodies of column-0 kernels reduced to ``pass`` and their
+    end positions set to the real ones, or None (parse the whole file) unless detection is
+    provably the same: the masked module parses; each masked def is there, at top level,
+    with its header ending where guessed; each real body parses on its own and ends where
+    its text says; each masked def is a kernel by the module-level imports (the ones whose
+    bodies _Walker.scan skips). Why that suffices: the tokenizer's state at each masked
+    body's first line is the same in both texts (same text before it, induction over the
+    earlier bodies), a body that parses alone leaves it clean at its last line, and the
+    next column-0 code line then starts a new top-level statement in both texts."""
+    if _syntax_check is None or sys.version_info[:2] not in ((3, 10), (3, 11)) or "def " not in source:
+        return None  # 3.12+: ast.parse's recursion limit is not the one _nonblank_limit assumes
+    if _UNSKIMMABLE.search(source):
+        return None
+    lines = source.split("\n")
+    bodies = _kernel_bodies(lines)
+    if not bodies:
+        return None
+    ends = _checked_ends(lines, bodies)
+    if ends is None:
+        return None
+    for attempt in range(2):
+        tree = _parse_masked(lines, bodies)
+        nodes = _masked_defs(tree, bodies) if tree is not None else None
+        if nodes is None:
+            return None
+        header = TritonNames()  # as _Walker.scan decides what is a kernel
+        for node in _module_level_imports(tree.body):  # type: ignore[union-attr]
+            header.add(node)
+        keep = [i for i, node in enumerate(nodes) if any(header.is_jit(d) for d in node.decorator_list)]
+        if len(keep) == len(nodes):
+            for node, (end_line, end_col) in zip(nodes, ends):
+                node.end_lineno, node.end_col_offset = end_line, end_col
+            return tree
+        if attempt or not keep:  # some "jit" decorator is not Triton's (numba.jit): once more without them
+            return None
+        bodies, ends = [bodies[i] for i in keep], [ends[i] for i in keep]
+    return None  # pragma: no cover
+
+
+def _kernel_bodies(lines: list[str]) -> list[tuple[int, int, int]]:
+    """Candidates, 0-based: (the ``def`` line, the last line of its header, the last line
+    of its body) for each column-0 ``def `` with "jit" in the lines just above it. The
+    header ends at the first line whose code ends with ":"; the body runs to the line
+    before the next column-0 code line. Guesses: _skimmed_tree verifies each."""
+    n = len(lines)
+    code0 = [i for i, line in enumerate(lines) if line[:1] not in _NOT_CODE_AT_COL0]
+    out: list[tuple[int, int, int]] = []
+    for j, d in enumerate(code0):
+        if not lines[d].startswith("def ") or not _jit_above(lines, d):
+            continue
+        k = -1
+        for i in range(d, min(d + 64, n)):
+            line = lines[i]
+            if i > d and line[:1] not in _NOT_CODE_AT_COL0 and not line.startswith(_CLOSERS):
+                break  # a new statement: the def is on one line (its body after the colon)
+            if "#" in line:
+                line = line[: line.index("#")]
+            if line.rstrip(" \t\r").endswith(":"):
+                k = i
+                break
+        if k < 0:
+            continue
+        nxt = j + 1
+        while nxt < len(code0) and code0[nxt] <= k:
+            nxt += 1
+        end = code0[nxt] - 1 if nxt < len(code0) else n - 1
+        if end > k:
+            out.append((d, k, end))
+    return out
+
+
+def _jit_above(lines: list[str], d: int) -> bool:
+    """Does "jit" appear in the lines just above line d, up to a blank line (decorators)?"""
+    for i in range(d - 1, max(d - 33, -1), -1):
+        line = lines[i]
+        if "jit" in line:
+            return True
+        if not line.strip():
+            return False
+    return False
+
+
+def _nonblank_limit() -> int:
+    """The most non-blank characters a body may have for its syntax check to stand for
+    ast.parse's. ast.parse also fails where converting a tree deeper than its recursion
+    budget (3 per unused Python frame on 3.10/3.11) would recurse too far, which the check
+    does not reproduce; a tree's depth is at most twice its tokens (a node without a token
+    of its own, like ``keyword``, always has a child with one) plus a few, and a token is
+    at least one non-blank character. Counted from this frame, as deep as ast.parse's in
+    the full parse, with 40 frames of margin for C-level calls."""
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return (3 * (sys.getrecursionlimit() - depth - 40) - 500) // 2
+
+
+def _checked_ends(lines: list[str], bodies: list[tuple[int, int, int]]) -> Optional[list[tuple[int, int]]]:
+    """Each candidate's (end line 1-based, end column in UTF-8 bytes) once its text, alone,
+    is known to parse; None when one does not (the full parse will say how)."""
+    limit = _nonblank_limit()
+    ends = []
+    for d, k, e in bodies:
+        seg = "\n".join(lines[d : e + 1]) + "\n"
+        nonblank = len(seg) - seg.count(" ") - seg.count("\n") - seg.count("\t") - seg.count("\r")
+        end = _textual_end(lines, k, e) if nonblank <= limit else None
+        if end is not None:
+            try:
+                _syntax_check(seg, "<kernel>", "exec")  # type: ignore[misc]
+            except Exception:  # SyntaxError, RecursionError, MemoryError...
+                return None
+        else:
+            end = _parsed_end(seg, d)
+            if end is None:
+                return None
+        ends.append(end)
+    return ends
+
+
+def _textual_end(lines: list[str], k: int, e: int) -> Optional[tuple[int, int]]:
+    """Where the def's last token ends (ast's end of a FunctionDef), read from the text of
+    a body known to parse, or None when the text alone cannot say. From the bottom: blank
+    lines and comment lines without quotes are skipped (with no quote character below, no
+    string can be open there); the first other line must hold no '#' next to a quote (a
+    comment or a string?), and not end with a backslash or ';'."""
+    for i in range(e, k, -1):
+        s = lines[i].rstrip(" \t\r")
+        if not s:
+            continue
+        if "#" in s:
+            if '"' in s or "'" in s:
+                return None
+            s = s[: s.index("#")].rstrip(" \t")
+            if not s:
+                continue
+        if s.endswith(("\\", ";")):
+            return None
+        return i + 1, (len(s) if s.isascii() else len(s.encode()))
+    return None
+
+
+def _parsed_end(seg: str, d: int) -> Optional[tuple[int, int]]:
+    """The end of a body the text cannot place, from a parse of its def alone (two frames
+    deeper than the full parse's ast.parse: where this succeeds, that does)."""
+    tree, _ = parse_module(seg)
+    if tree is None or len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+        return None
+    node = tree.body[0]
+    return (node.end_lineno or node.lineno) + d, node.end_col_offset or 0
+
+
+def _parse_masked(lines: list[str], bodies: list[tuple[int, int, int]]) -> Optional[ast.Module]:
+    """The module with each body's first line ``" pass"`` and its other lines empty."""
+    out = list(lines)
+    for _, k, e in bodies:
+        out[k + 1] = " pass"
+        out[k + 2 : e + 1] = [""] * (e - k - 1)
+    tree, _ = parse_module("\n".join(out))
+    return tree
+
+
+def _masked_defs(tree: ast.Module, bodies: list[tuple[int, int, int]]) -> Optional[list[ast.FunctionDef]]:
+    """Each candidate's FunctionDef: at top level on its line, its body the one ``pass`` on
+    the line after the guessed header (so the header ends there in the real text too)."""
+    at = {node.lineno: node for node in tree.body if type(node) is ast.FunctionDef}
+    nodes = []
+    for d, k, _ in bodies:
+        node = at.get(d + 1)
+        if node is None or node.col_offset != 0 or len(node.body) != 1:
+            return None
+        stmt = node.body[0]
+        if type(stmt) is not ast.Pass or stmt.lineno != k + 2 or stmt.col_offset != 1:
+            return None
+        nodes.append(node)
+    return nodes
+
+
+def detect(source: str, filename: str = "<source>", *, skim: bool = True) -> DetectionResult:
+    """Find kernels, launch sites and module-level functions. Never raises on bad input.
+
+    ``skim``: build no syntax tree for the bodies of column-0 ``@triton.jit`` kernels when
+    that provably gives the same result (``_skimmed_tree``); False parses the whole file
+    (what the tests compare against)."""
     with gc_paused():
-        return _detect(source, filename)
+        return _detect(source, filename, skim)
 
 
-def _detect(source: str, filename: str) -> DetectionResult:
-    tree, error = parse_module(source, filename)
+def _detect(source: str, filename: str, skim: bool = True) -> DetectionResult:
+    tree = _skimmed_tree(strip_bom(source)) if skim else None
     if tree is None:
-        return DetectionResult(error=error)
+        tree, error = parse_module(source, filename)
+        if tree is None:
+            return DetectionResult(error=error)
     source = strip_bom(source)
 
     names = TritonNames()
