@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import ast
 import gc
+import marshal
 import os
 import re
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from .model import FunctionInfo, KernelInfo, LaunchSite, Param, ParseError, SourceRange
 
@@ -324,8 +325,11 @@ def _launched_name(call: ast.Call) -> Optional[str]:
     return None
 
 
-# fields and node types that never hold a call, an import or a def: not walked
-_LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
+# fields and node types that never hold a call, an import or a def: not walked (the fields
+# of identifiers, numbers and flags among them: what is left holds nodes, Nones and lists
+# of those; tests/test_skim.py checks it on a module of every construct)
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "names", "module", "level", "conversion",
+                          "asname", "kind", "is_async", "simple", "type_comment", "tag", "rest", "kwd_attrs"})
 _LEAVES = frozenset({ast.Name, ast.Constant, ast.alias, ast.Pass, ast.Break, ast.Continue})
 # a node type's fields that may hold a call, an import or a def, last first (the walk
 # pushes them so that they come off its stack in source order)
@@ -385,7 +389,7 @@ class _Walker(ast.NodeVisitor):
         """Pre-order from ``root``, in source order, everything below it belonging to
         ``outer``; a def or class met while ``outer`` is None (module level, also inside
         ``if``/``try``) is walked as its own owner, a kernel not at all."""
-        AST, Call, leaves = ast.AST, ast.Call, _LEAVES
+        Call, leaves = ast.Call, _LEAVES
         stack: list[ast.AST] = [root]
         pop, push = stack.pop, stack.append
         fields_of = _FIELDS_REVERSED
@@ -402,15 +406,15 @@ class _Walker(ast.NodeVisitor):
                     self._walk(node, node.name, names, header)  # type: ignore[attr-defined]
                 continue
             fields = fields_of.get(cls)
-            if fields is None:
-                fields = fields_of[cls] = tuple(reversed([f for f in cls._fields if f not in _LEAF_FIELDS]))
-            for name in fields:
-                v = getattr(node, name, None)
+            if fields is None:  # (a class without _fields, should one ever come here, has none)
+                fields = fields_of[cls] = tuple(reversed([f for f in getattr(cls, "_fields", ()) if f not in _LEAF_FIELDS]))
+            for name in fields:  # each a node, None, or a list of nodes and Nones
+                v = getattr(node, name)
                 if type(v) is list:
                     for x in reversed(v):
-                        if type(x) not in leaves and isinstance(x, AST):
+                        if x is not None and type(x) not in leaves:
                             push(x)
-                elif v is not None and type(v) not in leaves and isinstance(v, AST):
+                elif v is not None and type(v) not in leaves:
                     push(v)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -418,18 +422,34 @@ class _Walker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _call(self, node: ast.Call, outer: Optional[str]) -> None:
-        name = _launched_name(node)
-        if name is not None:
-            self.launches.append((name, node, outer))
-        elif isinstance(node.func, ast.Name):
-            self.calls.setdefault(outer, set()).add(node.func.id)
-        elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+        func = node.func
+        kind = type(func)
+        got = None  # the set of names ``outer`` calls, once one is added
+        if kind is ast.Subscript and type(func.value) in (ast.Name, ast.Attribute):  # k[grid](...): _launched_name
+            value = func.value
+            self.launches.append((value.id if type(value) is ast.Name else value.attr, node, outer))  # type: ignore[attr-defined]
+        elif kind is ast.Name:
+            got = self._calls_of(outer)
+            got.add(func.id)
+        elif kind is ast.Attribute and type(func.value) is ast.Name:  # type: ignore[attr-defined]
             # Cls.apply(x) reaches a module-level class; on anything else it matches nothing
-            self.calls.setdefault(outer, set()).add(node.func.value.id)
+            got = self._calls_of(outer)
+            got.add(func.value.id)  # type: ignore[attr-defined]
         # names passed as arguments (e.g. run(wrapper)) also count as reaching them
-        for arg in list(node.args) + [k.value for k in node.keywords]:
-            if isinstance(arg, ast.Name):
-                self.calls.setdefault(outer, set()).add(arg.id)
+        for arg in node.args:
+            if type(arg) is ast.Name:
+                got = got if got is not None else self._calls_of(outer)
+                got.add(arg.id)
+        for kw in node.keywords:
+            if type(kw.value) is ast.Name:
+                got = got if got is not None else self._calls_of(outer)
+                got.add(kw.value.id)  # type: ignore[attr-defined]
+
+    def _calls_of(self, outer: Optional[str]) -> set[str]:
+        got = self.calls.get(outer)
+        if got is None:
+            got = self.calls[outer] = set()
+        return got
 
 
 BOM = "\ufeff"
@@ -510,7 +530,7 @@ _NOT_CODE_AT_COL0 = frozenset(("", " ", "\t", "#", "\r"))  # first characters of
 _CLOSERS = (")", "]", "}")
 
 
-def _skimmed_tree(source: str) -> Optional[ast.Module]:
+def _skimmed_tree(source: str, fork: bool = False) -> Optional[ast.Module]:
     """The module's tree with the bodies of column-0 kernels reduced to ``pass`` and their
     end positions set to the real ones, or None (parse the whole file) unless detection is
     provably the same: the masked module parses; each masked def is there, at top level,
@@ -519,7 +539,10 @@ def _skimmed_tree(source: str) -> Optional[ast.Module]:
     bodies _Walker.scan skips). Why that suffices: the tokenizer's state at each masked
     body's first line is the same in both texts (same text before it, induction over the
     earlier bodies), a body that parses alone leaves it clean at its last line, and the
-    next column-0 code line then starts a new top-level statement in both texts."""
+    next column-0 code line then starts a new top-level statement in both texts.
+
+    ``fork``: the bodies are checked in a child process while this one parses the rest
+    (``_checked_ends_forked``)."""
     if _syntax_check is None or sys.version_info[:2] not in ((3, 10), (3, 11)) or "def " not in source:
         return None  # 3.12+: ast.parse's recursion limit is not the one _nonblank_limit assumes
     if _UNSKIMMABLE.search(source):
@@ -528,26 +551,83 @@ def _skimmed_tree(source: str) -> Optional[ast.Module]:
     bodies = _kernel_bodies(lines)
     if not bodies:
         return None
-    ends = _checked_ends(lines, bodies)
-    if ends is None:
+    if fork:
+        ends_when_done = _checked_ends_forked(lines, bodies)
+        try:
+            masked = _masked_kernels(lines, bodies)
+        finally:
+            ends = ends_when_done()
+    else:
+        ends = _checked_ends(lines, bodies)
+        masked = _masked_kernels(lines, bodies) if ends is not None else None
+    if masked is None or ends is None:
         return None
+    tree, nodes, kept = masked
+    for node, i in zip(nodes, kept):
+        node.end_lineno, node.end_col_offset = ends[i]
+    return tree
+
+
+def _masked_kernels(lines: list[str], bodies: list[tuple[int, int, int]]
+                    ) -> Optional[tuple[ast.Module, list[ast.FunctionDef], list[int]]]:
+    """The masked module's tree, the FunctionDef of each masked body, and which of
+    ``bodies`` they are; None when one is not where it should be, or not a kernel twice
+    (some "jit" decorator is not Triton's, numba.jit: once more without those)."""
+    kept = list(range(len(bodies)))
     for attempt in range(2):
-        tree = _parse_masked(lines, bodies)
-        nodes = _masked_defs(tree, bodies) if tree is not None else None
-        if nodes is None:
+        masked = [bodies[i] for i in kept]
+        tree = _parse_masked(lines, masked)
+        nodes = _masked_defs(tree, masked) if tree is not None else None
+        if tree is None or nodes is None:
             return None
         header = TritonNames()  # as _Walker.scan decides what is a kernel
-        for node in _module_level_imports(tree.body):  # type: ignore[union-attr]
+        for node in _module_level_imports(tree.body):
             header.add(node)
-        keep = [i for i, node in enumerate(nodes) if any(header.is_jit(d) for d in node.decorator_list)]
-        if len(keep) == len(nodes):
-            for node, (end_line, end_col) in zip(nodes, ends):
-                node.end_lineno, node.end_col_offset = end_line, end_col
-            return tree
-        if attempt or not keep:  # some "jit" decorator is not Triton's (numba.jit): once more without them
+        jit = [any(header.is_jit(d) for d in node.decorator_list) for node in nodes]
+        if all(jit):
+            return tree, nodes, kept
+        if attempt or not any(jit):
             return None
-        bodies, ends = [bodies[i] for i in keep], [ends[i] for i in keep]
+        kept = [i for i, j in zip(kept, jit) if j]
     return None  # pragma: no cover
+
+
+def _checked_ends_forked(lines: list[str], bodies: list[tuple[int, int, int]]
+                         ) -> "Callable[[], Optional[list[tuple[int, int]]]]":
+    """Start ``_checked_ends`` in a forked child (the kernel bodies' syntax check, a third
+    of the parsing, on the other core); returns the wait for its answer. Computed here
+    instead where there is no fork or more than one thread (a fork copies no other thread),
+    or when the child fails to answer."""
+    threading = sys.modules.get("threading")
+    if not hasattr(os, "fork") or (threading is not None and threading.active_count() > 1):
+        ends = _checked_ends(lines, bodies)
+        return lambda: ends
+    try:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+    except OSError:
+        ends = _checked_ends(lines, bodies)
+        return lambda: ends
+    if pid == 0:  # the child: answer through the pipe, then leave without any clean-up
+        code = 1
+        try:
+            os.close(read_end)
+            with os.fdopen(write_end, "wb") as out:
+                out.write(marshal.dumps(_checked_ends(lines, bodies)))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+
+    def wait() -> Optional[list[tuple[int, int]]]:
+        with os.fdopen(read_end, "rb") as answer:
+            data = answer.read()
+        _, status = os.waitpid(pid, 0)
+        if status != 0 or not data:
+            return _checked_ends(lines, bodies)
+        return marshal.loads(data)  # a list of (int, int), or None
+
+    return wait
 
 
 def _kernel_bodies(lines: list[str]) -> list[tuple[int, int, int]]:
@@ -688,18 +768,19 @@ def _masked_defs(tree: ast.Module, bodies: list[tuple[int, int, int]]) -> Option
     return nodes
 
 
-def detect(source: str, filename: str = "<source>", *, skim: bool = True) -> DetectionResult:
+def detect(source: str, filename: str = "<source>", *, skim: bool = True, fork: bool = False) -> DetectionResult:
     """Find kernels, launch sites and module-level functions. Never raises on bad input.
 
     ``skim``: build no syntax tree for the bodies of column-0 ``@triton.jit`` kernels when
     that provably gives the same result (``_skimmed_tree``); False parses the whole file
-    (what the tests compare against)."""
+    (what the tests compare against). ``fork``: check those bodies in a child process
+    meanwhile (a single-threaded caller with a core to spare: ``kernelband list``)."""
     with gc_paused():
-        return _detect(source, filename, skim)
+        return _detect(source, filename, skim, fork)
 
 
-def _detect(source: str, filename: str, skim: bool = True) -> DetectionResult:
-    tree = _skimmed_tree(strip_bom(source)) if skim else None
+def _detect(source: str, filename: str, skim: bool = True, fork: bool = False) -> DetectionResult:
+    tree = _skimmed_tree(strip_bom(source), fork) if skim else None
     if tree is None:
         tree, error = parse_module(source, filename)
         if tree is None:

@@ -75,7 +75,7 @@ def _list_output(path: Path, skim: bool, monkeypatch) -> str:
     from kernelband.cli import main
 
     if not skim:
-        monkeypatch.setattr(detect_mod, "_skimmed_tree", lambda source: None)
+        monkeypatch.setattr(detect_mod, "_skimmed_tree", lambda source, fork=False: None)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(["list", str(path), "--json"]) == 0
@@ -291,3 +291,123 @@ def test_random_splices_are_detected_the_same():
                 del base[at : at + rng.randint(0, 3)]
         used += _same("".join(base))
     assert used > 40 or not SKIM_WORKS, used
+
+
+def test_checking_the_bodies_in_a_forked_child_gives_the_same(monkeypatch):
+    """`kernelband list` checks the kernel bodies in a child process while it parses the
+    rest: the same results, also when the child fails (then they are checked here), and no
+    fork at all while another thread runs."""
+    import os
+    import threading
+
+    sources = [_benchmark_module(60)] + [s for s, _ in ADVERSARIAL.values()]
+    for source in sources:
+        assert detect(source, "m.py", fork=True).to_dict() == _full(source).to_dict()
+
+    class Broken:
+        @staticmethod
+        def dumps(obj):
+            raise RuntimeError("the child cannot answer")
+
+    monkeypatch.setattr(detect_mod, "marshal", Broken)
+    for source in sources[:5]:
+        assert detect(source, "m.py", fork=True).to_dict() == _full(source).to_dict()
+    monkeypatch.undo()
+
+    def no_fork():
+        raise AssertionError("forked with another thread running")
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        monkeypatch.setattr(os, "fork", no_fork)
+        assert detect(sources[0], "m.py", fork=True).to_dict() == _full(sources[0]).to_dict()
+    finally:
+        stop.set()
+        other.join()
+
+
+EVERY_CONSTRUCT = '''
+from __future__ import annotations
+import os, sys as system
+from . import sibling
+from ..pkg.mod import a as b, c
+x: int = 1
+y = [1, *x, {**d, "k": v}, {1, 2}, (a := 3), f"{x!r:>{w}}", lambda p, /, q=1, *r, s=None, **t: p]
+del y[0:2:1], z.attr
+global G
+assert x, "message"
+async def coroutine(a: int = 1, *, b) -> None:
+    nonlocal_not_here = 1
+    async with ctx() as (m, n):
+        async for i in aiter():
+            await i
+    yield from g()
+def outer():
+    v = 1
+    def inner():
+        nonlocal v
+        global W
+        return (yield v)
+    return [i for i in range(3) if i for j in range(i)], {k: v for k, v in z}, (g for g in h), {s for s in t}
+class C(Base, metaclass=Meta):
+    attr: "C" = None
+    @property
+    def p(self): return -self.q ** 2 if not self.r else ~self.s
+try:
+    pass
+except* ValueError as e:
+    raise RuntimeError() from e
+try:
+    pass
+except (A, B):
+    pass
+else:
+    pass
+finally:
+    pass
+with open(f) as g, other():
+    while True:
+        break
+    else:
+        continue
+for i, (j, k) in enumerate(z):
+    i += 1
+    i @= j
+match command:
+    case Point(x=0, y=py) | [1, 2, *rest] if py > 0:
+        pass
+    case {"key": value, **others}:
+        pass
+    case str() as s:
+        pass
+    case Klass(a, b, kw=1, other=None):
+        pass
+    case _:
+        pass
+print(*args, sep="", **kwargs)
+k[grid](x, n=1)
+'''
+
+
+def test_walked_fields_hold_only_nodes_and_nones():
+    """The walk pushes what the fields it reads hold without an isinstance check: on a
+    module of every construct (of Python 3.11), each is a node, None or a list of those."""
+    import ast
+
+    tree = ast.parse(EVERY_CONSTRUCT)
+    seen = set()
+    for node in ast.walk(tree):
+        if type(node) in detect_mod._LEAVES or type(node) in detect_mod._IMPORTS:
+            continue  # never looked into
+        for name in type(node)._fields:
+            if name in detect_mod._LEAF_FIELDS:
+                continue
+            seen.add((type(node).__name__, name))
+            v = getattr(node, name)
+            items = v if isinstance(v, list) else [v]
+            assert all(x is None or isinstance(x, ast.AST) for x in items), (type(node).__name__, name, v)
+    assert len(seen) > 100
+    assert detect(EVERY_CONSTRUCT).error is None
+    _same(EVERY_CONSTRUCT)

@@ -37,8 +37,9 @@ def read_module(path: str, stdin_source: bool = False) -> tuple[str, str]:
         raise UsageError(f"{path}: cannot read ({e})") from None
 
 
-def detect_or_fail(path: str, source: str) -> DetectionResult:
-    result = detect(source, path)
+def detect_or_fail(path: str, source: str, fork: bool = False) -> DetectionResult:
+    """``fork``: see detect (only a single-threaded command with nothing else to do)."""
+    result = detect(source, path, fork=fork)
     if result.error:
         raise UsageError(f"{path}:{result.error.line}:{result.error.col + 1}: does not parse: {result.error.message}")
     return result
