@@ -8,7 +8,6 @@ times are milliseconds.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional
@@ -55,6 +54,8 @@ class Serializable:
 
 
 def sha256_text(text: str) -> str:
+    import hashlib  # here: 4 ms of OpenSSL set-up that `kernelband list` never needs
+
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

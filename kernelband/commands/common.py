@@ -9,7 +9,6 @@ from typing import Any, Optional
 
 from ..detect import DetectionResult, detect, read_source, strip_bom
 from ..model import KernelInfo
-from ..options import add_task_arguments as add_option_arguments
 from ..redact import clean, needs_scrub, scrub
 
 EXIT_OK = 0
@@ -89,6 +88,8 @@ def add_task_arguments(p: Any) -> None:
                                      "(default: discovered: every bench_*/benchmark_*/harness_*/test_* that reaches the "
                                      "kernel checks correctness; a bench_* one times)")
     p.add_argument("--timing-harness", help="which discovered harness is the timing workload (default: bench_* first)")
+    from ..options import add_task_arguments as add_option_arguments  # here: `list` needs none of options.py
+
     add_option_arguments(p)  # --device, --seeds, --timeout: kernelband/options.py
     p.add_argument("--stdin-source", action="store_true", help="read the module text from stdin (unsaved editor buffer)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
