@@ -9,7 +9,6 @@ import ast
 import gc
 import marshal
 import os
-import re
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -525,7 +524,14 @@ except ImportError:  # pragma: no cover - not CPython
 # where Python's lines or indentation differ from a split on "\n" plus a look at the first
 # character (form feed, vertical tab, a lone CR, the separators str.splitlines honours), a
 # null byte, and the one __future__ import that changes the grammar
-_UNSKIMMABLE = re.compile("[\x00\x0b\x0c\x1c-\x1e\x85\u2028\u2029]|\r(?!\n)|barry_as_FLUFL")
+_ODD_CHARACTERS = ("\x00", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def _unskimmable(source: str) -> bool:
+    """(substring tests: a regex of the same took 16 ms on a 1.3 MB file)"""
+    if any(c in source for c in _ODD_CHARACTERS) or "barry_as_FLUFL" in source:
+        return True
+    return "\r" in source and source.count("\r") != source.count("\r\n")
 _NOT_CODE_AT_COL0 = frozenset(("", " ", "\t", "#", "\r"))  # first characters of a line
 _CLOSERS = (")", "]", "}")
 
@@ -545,7 +551,7 @@ def _skimmed_tree(source: str, fork: bool = False) -> Optional[ast.Module]:
     (``_checked_ends_forked``)."""
     if _syntax_check is None or sys.version_info[:2] not in ((3, 10), (3, 11)) or "def " not in source:
         return None  # 3.12+: ast.parse's recursion limit is not the one _nonblank_limit assumes
-    if _UNSKIMMABLE.search(source):
+    if _unskimmable(source):
         return None
     lines = source.split("\n")
     bodies = _kernel_bodies(lines)
