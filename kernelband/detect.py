@@ -700,7 +700,7 @@ def _checked_ends(lines: list[str], bodies: list[tuple[int, int, int]]) -> Optio
     limit = _nonblank_limit()
     ends = []
     for d, k, e in bodies:
-        seg = "\n".join(lines[d : e + 1]) + "\n"
+        seg = "\n".join(lines[d : e + 1]) + ("\n" if e + 1 < len(lines) else "")  # the text as it is
         nonblank = len(seg) - seg.count(" ") - seg.count("\n") - seg.count("\t") - seg.count("\r")
         end = _textual_end(lines, k, e) if nonblank <= limit else None
         if end is not None:

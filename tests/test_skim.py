@@ -203,6 +203,8 @@ ADVERSARIAL = {
                                           'def w(x):\n    k[(1,)](x)\n', True),
     "';' and backslash at the end": (HEAD + "@triton.jit\ndef k(x):\n    a = 1;\n\n@triton.jit\ndef j(x):\n"
                                      "    a = 1 + \\\n        2\n\n@triton.jit\ndef h(x):\n    a = 1 \\\n\n", True),
+    "a backslash ending the file": (HEAD + "@triton.jit\ndef h(x):\n    a = 1 \\\n", False),
+    "a backslash before a column-0 line": (HEAD + "@triton.jit\ndef h(x):\n    a = 1 + \\\n2\n", False),
     "non-ASCII on the last line": (HEAD + '@triton.jit\ndef k(x):\n    s = "é€😀"\n@triton.jit\ndef j(x):\n    é = 1\n', True),
     "CRLF line endings": ((HEAD + "@triton.jit\ndef k(x):\n    tl.store(x, 1)  \n\ndef w(x):\n    k[(1,)](x)\n")
                           .replace("\n", "\r\n"), True),
