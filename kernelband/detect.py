@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import ast
 import gc
+import marshal
 import os
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from .model import FunctionInfo, KernelInfo, LaunchSite, Param, ParseError, SourceRange
 
@@ -322,8 +324,11 @@ def _launched_name(call: ast.Call) -> Optional[str]:
     return None
 
 
-# fields and node types that never hold a call, an import or a def: not walked
-_LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
+# fields and node types that never hold a call, an import or a def: not walked (the fields
+# of identifiers, numbers and flags among them: what is left holds nodes, Nones and lists
+# of those; tests/test_skim.py checks it on a module of every construct)
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "names", "module", "level", "conversion",
+                          "asname", "kind", "is_async", "simple", "type_comment", "tag", "rest", "kwd_attrs"})
 _LEAVES = frozenset({ast.Name, ast.Constant, ast.alias, ast.Pass, ast.Break, ast.Continue})
 # a node type's fields that may hold a call, an import or a def, last first (the walk
 # pushes them so that they come off its stack in source order)
@@ -383,7 +388,7 @@ class _Walker(ast.NodeVisitor):
         """Pre-order from ``root``, in source order, everything below it belonging to
         ``outer``; a def or class met while ``outer`` is None (module level, also inside
         ``if``/``try``) is walked as its own owner, a kernel not at all."""
-        AST, Call, leaves = ast.AST, ast.Call, _LEAVES
+        Call, leaves = ast.Call, _LEAVES
         stack: list[ast.AST] = [root]
         pop, push = stack.pop, stack.append
         fields_of = _FIELDS_REVERSED
@@ -400,15 +405,15 @@ class _Walker(ast.NodeVisitor):
                     self._walk(node, node.name, names, header)  # type: ignore[attr-defined]
                 continue
             fields = fields_of.get(cls)
-            if fields is None:
-                fields = fields_of[cls] = tuple(reversed([f for f in cls._fields if f not in _LEAF_FIELDS]))
-            for name in fields:
-                v = getattr(node, name, None)
+            if fields is None:  # (a class without _fields, should one ever come here, has none)
+                fields = fields_of[cls] = tuple(reversed([f for f in getattr(cls, "_fields", ()) if f not in _LEAF_FIELDS]))
+            for name in fields:  # each a node, None, or a list of nodes and Nones
+                v = getattr(node, name)
                 if type(v) is list:
                     for x in reversed(v):
-                        if type(x) not in leaves and isinstance(x, AST):
+                        if x is not None and type(x) not in leaves:
                             push(x)
-                elif v is not None and type(v) not in leaves and isinstance(v, AST):
+                elif v is not None and type(v) not in leaves:
                     push(v)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -416,18 +421,34 @@ class _Walker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _call(self, node: ast.Call, outer: Optional[str]) -> None:
-        name = _launched_name(node)
-        if name is not None:
-            self.launches.append((name, node, outer))
-        elif isinstance(node.func, ast.Name):
-            self.calls.setdefault(outer, set()).add(node.func.id)
-        elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+        func = node.func
+        kind = type(func)
+        got = None  # the set of names ``outer`` calls, once one is added
+        if kind is ast.Subscript and type(func.value) in (ast.Name, ast.Attribute):  # k[grid](...): _launched_name
+            value = func.value
+            self.launches.append((value.id if type(value) is ast.Name else value.attr, node, outer))  # type: ignore[attr-defined]
+        elif kind is ast.Name:
+            got = self._calls_of(outer)
+            got.add(func.id)
+        elif kind is ast.Attribute and type(func.value) is ast.Name:  # type: ignore[attr-defined]
             # Cls.apply(x) reaches a module-level class; on anything else it matches nothing
-            self.calls.setdefault(outer, set()).add(node.func.value.id)
+            got = self._calls_of(outer)
+            got.add(func.value.id)  # type: ignore[attr-defined]
         # names passed as arguments (e.g. run(wrapper)) also count as reaching them
-        for arg in list(node.args) + [k.value for k in node.keywords]:
-            if isinstance(arg, ast.Name):
-                self.calls.setdefault(outer, set()).add(arg.id)
+        for arg in node.args:
+            if type(arg) is ast.Name:
+                got = got if got is not None else self._calls_of(outer)
+                got.add(arg.id)
+        for kw in node.keywords:
+            if type(kw.value) is ast.Name:
+                got = got if got is not None else self._calls_of(outer)
+                got.add(kw.value.id)  # type: ignore[attr-defined]
+
+    def _calls_of(self, outer: Optional[str]) -> set[str]:
+        got = self.calls.get(outer)
+        if got is None:
+            got = self.calls[outer] = set()
+        return got
 
 
 BOM = "\ufeff"
@@ -485,16 +506,291 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def detect(source: str, filename: str = "<source>") -> DetectionResult:
-    """Find kernels, launch sites and module-level functions. Never raises on bad input."""
+# ---------------------------------------------------------------------------- skimming
+# Detection never looks inside a kernel's body (it launches nothing, and _Walker.scan does
+# not walk it), yet on a Triton file those bodies are most of the syntax tree: on the
+# 1,200-kernel benchmark, most of ast.parse's 0.56 s and of the 0.1 s of freeing the tree.
+# So the module is parsed with the body of each column-0 ``def`` under a "jit" decorator
+# replaced by ``pass`` (every other line and column unchanged), each real body is checked
+# to parse on its own (symtable: CPython's parser without tree objects), and the kernel's
+# end is read from its text. Whatever is not proven the same falls back to a parse of the
+# whole file: a wrong guess costs time, never a different result (tests/test_skim.py).
+
+try:
+    from _symtable import symtable as _syntax_check
+except ImportError:  # pragma: no cover - not CPython
+    _syntax_check = None
+
+# where Python's lines or indentation differ from a split on "\n" plus a look at the first
+# character (form feed, vertical tab, a lone CR, the separators str.splitlines honours), a
+# null byte, and the one __future__ import that changes the grammar
+_ODD_CHARACTERS = ("\x00", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def _unskimmable(source: str) -> bool:
+    """(substring tests: a regex of the same took 16 ms on a 1.3 MB file)"""
+    if any(c in source for c in _ODD_CHARACTERS) or "barry_as_FLUFL" in source:
+        return True
+    return "\r" in source and source.count("\r") != source.count("\r\n")
+_NOT_CODE_AT_COL0 = frozenset(("", " ", "\t", "#", "\r"))  # first characters of a line
+_CLOSERS = (")", "]", "}")
+
+
+def _skimmed_tree(source: str, fork: bool = False) -> Optional[ast.Module]:
+    """The module's tree with the bodies of column-0 kernels reduced to ``pass`` and their
+    end positions set to the real ones, or None (parse the whole file) unless detection is
+    provably the same: the masked module parses; each masked def is there, at top level,
+    with its header ending where guessed; each real body parses on its own and ends where
+    its text says; each masked def is a kernel by the module-level imports (the ones whose
+    bodies _Walker.scan skips). Why that suffices: the tokenizer's state at each masked
+    body's first line is the same in both texts (same text before it, induction over the
+    earlier bodies), a body that parses alone leaves it clean at its last line, and the
+    next column-0 code line then starts a new top-level statement in both texts.
+
+    ``fork``: the bodies are checked in a child process while this one parses the rest
+    (``_checked_ends_forked``)."""
+    if _syntax_check is None or sys.version_info[:2] not in ((3, 10), (3, 11)) or "def " not in source:
+        return None  # 3.12+: ast.parse's recursion limit is not the one _nonblank_limit assumes
+    if _unskimmable(source):
+        return None
+    lines = source.split("\n")
+    bodies = _kernel_bodies(lines)
+    if not bodies:
+        return None
+    if fork:
+        ends_when_done = _checked_ends_forked(lines, bodies)
+        try:
+            masked = _masked_kernels(lines, bodies)
+        finally:
+            ends = ends_when_done()
+    else:
+        ends = _checked_ends(lines, bodies)
+        masked = _masked_kernels(lines, bodies) if ends is not None else None
+    if masked is None or ends is None:
+        return None
+    tree, nodes, kept = masked
+    for node, i in zip(nodes, kept):
+        node.end_lineno, node.end_col_offset = ends[i]
+    return tree
+
+
+def _masked_kernels(lines: list[str], bodies: list[tuple[int, int, int]]
+                    ) -> Optional[tuple[ast.Module, list[ast.FunctionDef], list[int]]]:
+    """The masked module's tree, the FunctionDef of each masked body, and which of
+    ``bodies`` they are; None when one is not where it should be, or not a kernel twice
+    (some "jit" decorator is not Triton's, numba.jit: once more without those)."""
+    kept = list(range(len(bodies)))
+    for attempt in range(2):
+        masked = [bodies[i] for i in kept]
+        tree = _parse_masked(lines, masked)
+        nodes = _masked_defs(tree, masked) if tree is not None else None
+        if tree is None or nodes is None:
+            return None
+        header = TritonNames()  # as _Walker.scan decides what is a kernel
+        for node in _module_level_imports(tree.body):
+            header.add(node)
+        jit = [any(header.is_jit(d) for d in node.decorator_list) for node in nodes]
+        if all(jit):
+            return tree, nodes, kept
+        if attempt or not any(jit):
+            return None
+        kept = [i for i, j in zip(kept, jit) if j]
+    return None  # pragma: no cover
+
+
+def _checked_ends_forked(lines: list[str], bodies: list[tuple[int, int, int]]
+                         ) -> "Callable[[], Optional[list[tuple[int, int]]]]":
+    """Start ``_checked_ends`` in a forked child (the kernel bodies' syntax check, a third
+    of the parsing, on the other core); returns the wait for its answer. Computed here
+    instead where there is no fork or more than one thread (a fork copies no other thread),
+    or when the child fails to answer."""
+    threading = sys.modules.get("threading")
+    if not hasattr(os, "fork") or (threading is not None and threading.active_count() > 1):
+        ends = _checked_ends(lines, bodies)
+        return lambda: ends
+    try:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+    except OSError:
+        ends = _checked_ends(lines, bodies)
+        return lambda: ends
+    if pid == 0:  # the child: answer through the pipe, then leave without any clean-up
+        code = 1
+        try:
+            os.close(read_end)
+            with os.fdopen(write_end, "wb") as out:
+                out.write(marshal.dumps(_checked_ends(lines, bodies)))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+
+    def wait() -> Optional[list[tuple[int, int]]]:
+        with os.fdopen(read_end, "rb") as answer:
+            data = answer.read()
+        _, status = os.waitpid(pid, 0)
+        if status != 0 or not data:
+            return _checked_ends(lines, bodies)
+        return marshal.loads(data)  # a list of (int, int), or None
+
+    return wait
+
+
+def _kernel_bodies(lines: list[str]) -> list[tuple[int, int, int]]:
+    """Candidates, 0-based: (the ``def`` line, the last line of its header, the last line
+    of its body) for each column-0 ``def `` with "jit" in the lines just above it. The
+    header ends at the first line whose code ends with ":"; the body runs to the line
+    before the next column-0 code line. Guesses: _skimmed_tree verifies each."""
+    n = len(lines)
+    code0 = [i for i, line in enumerate(lines) if line[:1] not in _NOT_CODE_AT_COL0]
+    out: list[tuple[int, int, int]] = []
+    for j, d in enumerate(code0):
+        if not lines[d].startswith("def ") or not _jit_above(lines, d):
+            continue
+        k = -1
+        for i in range(d, min(d + 64, n)):
+            line = lines[i]
+            if i > d and line[:1] not in _NOT_CODE_AT_COL0 and not line.startswith(_CLOSERS):
+                break  # a new statement: the def is on one line (its body after the colon)
+            if "#" in line:
+                line = line[: line.index("#")]
+            if line.rstrip(" \t\r").endswith(":"):
+                k = i
+                break
+        if k < 0:
+            continue
+        nxt = j + 1
+        while nxt < len(code0) and code0[nxt] <= k:
+            nxt += 1
+        end = code0[nxt] - 1 if nxt < len(code0) else n - 1
+        if end > k:
+            out.append((d, k, end))
+    return out
+
+
+def _jit_above(lines: list[str], d: int) -> bool:
+    """Does "jit" appear in the lines just above line d, up to a blank line (decorators)?"""
+    for i in range(d - 1, max(d - 33, -1), -1):
+        line = lines[i]
+        if "jit" in line:
+            return True
+        if not line.strip():
+            return False
+    return False
+
+
+def _nonblank_limit() -> int:
+    """The most non-blank characters a body may have for its syntax check to stand for
+    ast.parse's. ast.parse also fails where converting a tree deeper than its recursion
+    budget (3 per unused Python frame on 3.10/3.11) would recurse too far, which the check
+    does not reproduce; a tree's depth is at most twice its tokens (a node without a token
+    of its own, like ``keyword``, always has a child with one) plus a few, and a token is
+    at least one non-blank character. Counted from this frame, as deep as ast.parse's in
+    the full parse, with 40 frames of margin for C-level calls."""
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return (3 * (sys.getrecursionlimit() - depth - 40) - 500) // 2
+
+
+def _checked_ends(lines: list[str], bodies: list[tuple[int, int, int]]) -> Optional[list[tuple[int, int]]]:
+    """Each candidate's (end line 1-based, end column in UTF-8 bytes) once its text, alone,
+    is known to parse; None when one does not (the full parse will say how)."""
+    limit = _nonblank_limit()
+    ends = []
+    for d, k, e in bodies:
+        seg = "\n".join(lines[d : e + 1]) + ("\n" if e + 1 < len(lines) else "")  # the text as it is
+        nonblank = len(seg) - seg.count(" ") - seg.count("\n") - seg.count("\t") - seg.count("\r")
+        end = _textual_end(lines, k, e) if nonblank <= limit else None
+        if end is not None:
+            try:
+                _syntax_check(seg, "<kernel>", "exec")  # type: ignore[misc]
+            except Exception:  # SyntaxError, RecursionError, MemoryError...
+                return None
+        else:
+            end = _parsed_end(seg, d)
+            if end is None:
+                return None
+        ends.append(end)
+    return ends
+
+
+def _textual_end(lines: list[str], k: int, e: int) -> Optional[tuple[int, int]]:
+    """Where the def's last token ends (ast's end of a FunctionDef), read from the text of
+    a body known to parse, or None when the text alone cannot say. From the bottom: blank
+    lines and comment lines without quotes are skipped (with no quote character below, no
+    string can be open there); the first other line must hold no '#' next to a quote (a
+    comment or a string?), and not end with a backslash or ';'."""
+    for i in range(e, k, -1):
+        s = lines[i].rstrip(" \t\r")
+        if not s:
+            continue
+        if "#" in s:
+            if '"' in s or "'" in s:
+                return None
+            s = s[: s.index("#")].rstrip(" \t")
+            if not s:
+                continue
+        if s.endswith(("\\", ";")):
+            return None
+        return i + 1, (len(s) if s.isascii() else len(s.encode()))
+    return None
+
+
+def _parsed_end(seg: str, d: int) -> Optional[tuple[int, int]]:
+    """The end of a body the text cannot place, from a parse of its def alone (two frames
+    deeper than the full parse's ast.parse: where this succeeds, that does)."""
+    tree, _ = parse_module(seg)
+    if tree is None or len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+        return None
+    node = tree.body[0]
+    return (node.end_lineno or node.lineno) + d, node.end_col_offset or 0
+
+
+def _parse_masked(lines: list[str], bodies: list[tuple[int, int, int]]) -> Optional[ast.Module]:
+    """The module with each body's first line ``" pass"`` and its other lines empty."""
+    out = list(lines)
+    for _, k, e in bodies:
+        out[k + 1] = " pass"
+        out[k + 2 : e + 1] = [""] * (e - k - 1)
+    tree, _ = parse_module("\n".join(out))
+    return tree
+
+
+def _masked_defs(tree: ast.Module, bodies: list[tuple[int, int, int]]) -> Optional[list[ast.FunctionDef]]:
+    """Each candidate's FunctionDef: at top level on its line, its body the one ``pass`` on
+    the line after the guessed header (so the header ends there in the real text too)."""
+    at = {node.lineno: node for node in tree.body if type(node) is ast.FunctionDef}
+    nodes = []
+    for d, k, _ in bodies:
+        node = at.get(d + 1)
+        if node is None or node.col_offset != 0 or len(node.body) != 1:
+            return None
+        stmt = node.body[0]
+        if type(stmt) is not ast.Pass or stmt.lineno != k + 2 or stmt.col_offset != 1:
+            return None
+        nodes.append(node)
+    return nodes
+
+
+def detect(source: str, filename: str = "<source>", *, skim: bool = True, fork: bool = False) -> DetectionResult:
+    """Find kernels, launch sites and module-level functions. Never raises on bad input.
+
+    ``skim``: build no syntax tree for the bodies of column-0 ``@triton.jit`` kernels when
+    that provably gives the same result (``_skimmed_tree``); False parses the whole file
+    (what the tests compare against). ``fork``: check those bodies in a child process
+    meanwhile (a single-threaded caller with a core to spare: ``kernelband list``)."""
     with gc_paused():
-        return _detect(source, filename)
+        return _detect(source, filename, skim, fork)
 
 
-def _detect(source: str, filename: str) -> DetectionResult:
-    tree, error = parse_module(source, filename)
+def _detect(source: str, filename: str, skim: bool = True, fork: bool = False) -> DetectionResult:
+    tree = _skimmed_tree(strip_bom(source), fork) if skim else None
     if tree is None:
-        return DetectionResult(error=error)
+        tree, error = parse_module(source, filename)
+        if tree is None:
+            return DetectionResult(error=error)
     source = strip_bom(source)
 
     names = TritonNames()

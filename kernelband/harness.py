@@ -31,11 +31,6 @@ from typing import Any, Optional
 from .detect import DetectionResult, detect, parse_module, read_source, wrappers_of
 from .model import FunctionInfo, KernelInfo, Task, sha256_text
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
 # in order of preference for the timing role: production-size workloads first
 HARNESS_PREFIXES = ("bench_", "benchmark_", "harness_", "test_")
 
@@ -214,6 +209,10 @@ def _file_key(path: Path) -> Optional[tuple[str, int, int]]:
 
 @functools.lru_cache(maxsize=16)
 def _parse_pyproject(key: tuple[str, int, int]) -> tuple[Optional[dict], str]:
+    try:  # imported here: most files `kernelband list` reads have no pyproject.toml above them
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
     pp = Path(key[0])
     try:
         return tomllib.loads(pp.read_text(encoding="utf-8-sig")), ""

@@ -8,7 +8,6 @@ times are milliseconds.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional
@@ -55,6 +54,8 @@ class Serializable:
 
 
 def sha256_text(text: str) -> str:
+    import hashlib  # here: 4 ms of OpenSSL set-up that `kernelband list` never needs
+
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -87,8 +88,6 @@ class Param(Serializable):
         return cls(**d)
 
 
-_FAST_TO_DICT[SourceRange] = lambda r: {"start_line": r.start_line, "start_col": r.start_col,
-                                        "end_line": r.end_line, "end_col": r.end_col}
 _FAST_TO_DICT[Param] = lambda p: {"name": p.name, "annotation": p.annotation, "default": p.default,
                                   "is_constexpr": p.is_constexpr}
 
@@ -143,6 +142,30 @@ class KernelInfo(Serializable):
         d = _to_dict(self)
         d["constexpr_params"] = self.constexpr_params
         return d
+
+
+def _range_dict(r: SourceRange) -> dict[str, Any]:
+    return {"start_line": r.start_line, "start_col": r.start_col, "end_line": r.end_line, "end_col": r.end_col}
+
+
+def _site_dict(s: LaunchSite) -> dict[str, Any]:
+    return {"kernel": s.kernel, "range": _range_dict(s.range), "grid": s.grid, "args": list(s.args),
+            "kwargs": dict(s.kwargs), "enclosing_function": s.enclosing_function}
+
+
+def _kernel_dict(k: KernelInfo) -> dict[str, Any]:
+    """Nested records inline (fields hold what they are declared to: str lists, Params...)."""
+    return {"name": k.name, "range": _range_dict(k.range), "def_range": _range_dict(k.def_range),
+            "name_range": _range_dict(k.name_range),
+            "params": [{"name": p.name, "annotation": p.annotation, "default": p.default, "is_constexpr": p.is_constexpr}
+                       for p in k.params],
+            "decorators": list(k.decorators), "is_autotuned": k.is_autotuned, "has_heuristics": k.has_heuristics,
+            "launch_sites": [_site_dict(s) for s in k.launch_sites]}
+
+
+_FAST_TO_DICT[SourceRange] = _range_dict
+_FAST_TO_DICT[LaunchSite] = _site_dict
+_FAST_TO_DICT[KernelInfo] = _kernel_dict
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,12 @@
 - ``scrub(obj)``: both, through dicts and lists (JSON-like data). Source-code fields keep
   their length (a variant's module is not a message) and are redacted only of known
   secret values; secret-named keys (``api_key``, ``authorization``...) lose their value.
+- ``needs_scrub(json_text)``: False when the JSON text of some data shows that ``scrub``
+  would not change it (the CLI then prints that text without walking the data).
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -150,3 +153,33 @@ def _scrub(obj: Any, values: Any, field: str) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_scrub(v, values, field) for v in obj]
     return obj
+
+
+# Lower-case words one of which a text holds, in any case, wherever _KEY_HINT or
+# _SECRET_FIELD can match in it (plain substring tests: a regex with IGNORECASE over a
+# megabyte of JSON took 90 ms).
+_HINT_WORDS = ("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "hf_", "xox", "akia", "aiza", "bearer ")
+_SECRET_FIELD_WORDS = ("apikey", "api_key", "api-key", "authorization", "passwd", "password", "secret", "token")
+# A string long enough for cap() to look at: more than MAX_MESSAGE_BYTES / 4 characters.
+_LONG_STRING = re.compile('"[^"]{%d}' % (MAX_MESSAGE_BYTES // 4 + 1))
+
+
+def needs_scrub(json_text: str, values: Any = None) -> bool:
+    """Could ``scrub`` change the data that ``json_text`` (``json.dumps`` with its default
+    ``ensure_ascii``) was made from? False only when the text rules out each change:
+    a known secret value (JSON escapes character by character, so a string holding the
+    value holds its escaped form), a key shape or a secret-named key (their words are
+    plain ASCII, never escaped), a string over MAX_MESSAGE_BYTES / 4 characters (escaped, a
+    string is no shorter). Any ``\\u`` escape (a non-ASCII or control character) says
+    True: case-insensitive matching and lengths are then not read off the text."""
+    if "\\u" in json_text:
+        return True
+    lower = json_text.lower()
+    if any(w in lower for w in _HINT_WORDS) or any(w in lower for w in _SECRET_FIELD_WORDS):
+        return True
+    if any(json.dumps(v)[1:-1] in json_text for v in (secret_values() if values is None else values)):
+        return True
+    # escaped backslashes and quotes become two letters: no quote is left inside a string,
+    # and every string keeps its length
+    flat = json_text.replace("\\\\", "xx").replace('\\"', "xx")
+    return _LONG_STRING.search(flat) is not None

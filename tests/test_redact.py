@@ -81,3 +81,75 @@ def test_store_and_event_stream_never_carry_the_key(tmp_path, monkeypatch):
     EventEmitter(jsonl_sink(out)).emit("candidate", index=1, status="runtime_error", message=evaluation["message"])
     line = out.getvalue()
     assert ENV_KEY not in line and len(line) < MAX_MESSAGE_BYTES + 300 and line.count("\n") == 1
+
+
+def _old_print_json(obj, one_line_each=None) -> str:
+    """print_json as it was: scrub, then serialise."""
+    obj = scrub(obj)
+    rows = obj.get(one_line_each) if one_line_each and isinstance(obj, dict) else None
+    if not isinstance(rows, list):
+        return json.dumps(obj, indent=2, default=str) + "\n"
+    head = json.dumps({k: v for k, v in obj.items() if k != one_line_each}, default=str)
+    items = ",\n".join(json.dumps(r, default=str) for r in rows)
+    return f"{head[:-1]}{', ' if len(head) > 2 else ''}{json.dumps(one_line_each)}: [\n{items}\n]}}\n"
+
+
+PLAIN_KEY = "zq8w7e6r5t4y3u2i"  # a secret value with no word of a key shape in it
+
+
+def _random_data(rng, depth=0):
+    pieces = ["x", "kernel_1", "tl.constexpr", '"', "\\", "\\u", "é", "\n", "\t", "\x01", " ", ":", "sk-", "SK-",
+              "sk-proj-abcDEF1234567890xyz", "ghp_" + "a" * 36, "AKIAABCDEFGHIJKLMNOP", "Bearer abc.def-123456",
+              "BEARER ", "hf_", ENV_KEY, PLAIN_KEY, PLAIN_KEY[:-1], "token", "Api-Key", "pass", "word", "y" * 1020,
+              "z" * 3000]
+    keys = ["name", "grid", "kwargs", "source", "diff", "api_key", "x-api-key", "my_token", "Password", "TOKEN",
+            "authorization", "apikey", "passwd", "k", "é", "tokens", "secret_sauce", 3]
+    kind = rng.random()
+    if depth > 3 or kind < 0.45:
+        return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 4)))
+    if kind < 0.55:
+        return rng.choice([None, True, 1, 2.5, -3])
+    if kind < 0.75:
+        seq = [_random_data(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+        return tuple(seq) if rng.random() < 0.2 else seq
+    return {rng.choice(keys): _random_data(rng, depth + 1) for _ in range(rng.randint(0, 5))}
+
+
+def test_needs_scrub_is_true_whenever_scrub_changes_something(monkeypatch):
+    """The CLI prints the unscrubbed text when needs_scrub says False: then scrub must be a
+    no-op. Random data made of every trigger (secret values, key shapes in any case,
+    secret-named keys, strings of 1,024 characters and more, escapes, non-ASCII)."""
+    import random
+
+    from kernelband.redact import needs_scrub
+
+    monkeypatch.setenv("KERNELBAND_API_KEY", ENV_KEY)
+    monkeypatch.setenv("OTHER_SERVICE_TOKEN", PLAIN_KEY)
+    rng = random.Random(7)
+    quiet = 0
+    for _ in range(5000):
+        obj = _random_data(rng)
+        text = json.dumps(obj, default=str)
+        if not needs_scrub(text):
+            quiet += 1
+            assert json.dumps(scrub(obj), default=str) == text, obj
+    assert quiet > 500
+
+
+def test_print_json_prints_what_scrubbing_first_printed(monkeypatch, capsys):
+    import random
+
+    from kernelband.commands.common import print_json
+
+    monkeypatch.setenv("KERNELBAND_API_KEY", ENV_KEY)
+    monkeypatch.setenv("OTHER_SERVICE_TOKEN", PLAIN_KEY)
+    rng = random.Random(11)
+    for i in range(500):
+        obj = {"file": "/tmp/m.py", "kernels": [_random_data(rng) for _ in range(rng.randint(0, 4))]}
+        if i % 3 == 0:
+            obj["kernels"] = tuple(obj["kernels"])
+        for one_line_each in ("kernels", None):
+            print_json(obj, one_line_each=one_line_each)
+            assert capsys.readouterr().out == _old_print_json(obj, one_line_each)
+    print_json([1, {"api_key": "sk-live-0123456789"}])
+    assert capsys.readouterr().out == _old_print_json([1, {"api_key": "sk-live-0123456789"}])

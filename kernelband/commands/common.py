@@ -9,8 +9,7 @@ from typing import Any, Optional
 
 from ..detect import DetectionResult, detect, read_source, strip_bom
 from ..model import KernelInfo
-from ..options import add_task_arguments as add_option_arguments
-from ..redact import clean, scrub
+from ..redact import clean, needs_scrub, scrub
 
 EXIT_OK = 0
 EXIT_VERDICT = 1
@@ -37,8 +36,9 @@ def read_module(path: str, stdin_source: bool = False) -> tuple[str, str]:
         raise UsageError(f"{path}: cannot read ({e})") from None
 
 
-def detect_or_fail(path: str, source: str) -> DetectionResult:
-    result = detect(source, path)
+def detect_or_fail(path: str, source: str, fork: bool = False) -> DetectionResult:
+    """``fork``: see detect (only a single-threaded command with nothing else to do)."""
+    result = detect(source, path, fork=fork)
     if result.error:
         raise UsageError(f"{path}:{result.error.line}:{result.error.col + 1}: does not parse: {result.error.message}")
     return result
@@ -62,15 +62,22 @@ def pick_kernel(result: DetectionResult, path: str, name: Optional[str]) -> Kern
 def print_json(obj: Any, one_line_each: Optional[str] = None) -> None:
     """JSON on stdout, secrets redacted and messages capped (kernelband/redact.py).
     Indented; or, with ``one_line_each`` naming a list of ``obj``, that list one item a
-    line (a 1,200-kernel ``list --json``: the indenting encoder is pure Python, 5x slower)."""
-    obj = scrub(obj)
+    line (a 1,200-kernel ``list --json``: the indenting encoder is pure Python, 5x slower).
+    The text of ``obj`` as it is, when it shows that ``scrub`` would change nothing
+    (``needs_scrub``: walking 50,000 strings was a tenth of that listing); else of ``scrub(obj)``."""
+    text = _json_text(obj, one_line_each)
+    if needs_scrub(text):
+        text = _json_text(scrub(obj), one_line_each)
+    sys.stdout.write(text)
+
+
+def _json_text(obj: Any, one_line_each: Optional[str]) -> str:
     rows = obj.get(one_line_each) if one_line_each and isinstance(obj, dict) else None
-    if not isinstance(rows, list):
-        print(json.dumps(obj, indent=2, default=str))
-        return
+    if not isinstance(rows, (list, tuple)):  # a tuple: a list once scrubbed
+        return json.dumps(obj, indent=2, default=str) + "\n"
     head = json.dumps({k: v for k, v in obj.items() if k != one_line_each}, default=str)
     items = ",\n".join(json.dumps(r, default=str) for r in rows)
-    sys.stdout.write(f"{head[:-1]}{', ' if len(head) > 2 else ''}{json.dumps(one_line_each)}: [\n{items}\n]}}\n")
+    return f"{head[:-1]}{', ' if len(head) > 2 else ''}{json.dumps(one_line_each)}: [\n{items}\n]}}\n"
 
 
 def add_task_arguments(p: Any) -> None:
@@ -81,6 +88,8 @@ def add_task_arguments(p: Any) -> None:
                                      "(default: discovered: every bench_*/benchmark_*/harness_*/test_* that reaches the "
                                      "kernel checks correctness; a bench_* one times)")
     p.add_argument("--timing-harness", help="which discovered harness is the timing workload (default: bench_* first)")
+    from ..options import add_task_arguments as add_option_arguments  # here: `list` needs none of options.py
+
     add_option_arguments(p)  # --device, --seeds, --timeout: kernelband/options.py
     p.add_argument("--stdin-source", action="store_true", help="read the module text from stdin (unsaved editor buffer)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path, source = read_module(args.file, args.stdin_source)
-    result = detect_or_fail(args.file, source)
+    result = detect_or_fail(args.file, source, fork=True)  # the kernels' syntax check on the other core
     rows = []
     pyproject = PyprojectHarnesses.of(path)  # one pyproject.toml for every kernel of the file
     for k in result.kernels:
