@@ -18,16 +18,23 @@
 | masking | False | True | v2's saturation mask |
 
 ``variant="kb"`` is the default ``kernelband`` policy (our departures from the paper,
-each backed by the replay ablations in benchmarks/README.md): arm means optionally
-shrunk toward a per-strategy prior (``prior_strength`` pseudo-pulls at
-``strategy_prior``, the shipped ``priors.json`` when None; 0 by default, so unpulled
-arms are warmed up as in the paper: the measured landscapes showed 8 pseudo-pulls
-starving a strategy the prior ranks low), exploration
-``kb_explore * sqrt(ln(t+1) / (n + prior_strength))``, reward ``"best"`` (relative to
-the fastest time seen so far, clipped at 0, failure 0), and a hardware term
-``hw_weight * (headroom - 0.5)`` where headroom = 1 - saturation of the strategy's
-resource on the target (tier-1/2 estimates; 0 when unknown). Clustering uses the v1
-feature vector (what the session computes for every non-v2 search).
+each backed by the landscape replays in benchmarks/README.md, "The default policy"):
+- one look per strategy, not per cluster (``kb_patience`` 0, ``kb_fresh`` "best-first"):
+  while a strategy has never been pulled this session and the fastest member offers it,
+  it is pulled there, the strategy the prior ranks highest first;
+- two-level shrinkage (``kb_pooled``): an arm's mean is shrunk, with ``prior_strength``
+  pseudo-pulls, toward its strategy's mean this session, itself shrunk toward the
+  cross-kernel ``strategy_prior`` (the shipped ``priors.json`` when None); so an arm of
+  a new cluster starts at what its strategy did here, and nothing scores +inf;
+- the gap term (``kb_gap``): arms learn the gain over their parent and score the new best
+  it would give from their target, max(0, 1 - T_target / T_best * (1 - gain)), so a
+  cluster far behind the best is tried only through exploration;
+- exploration ``kb_explore * sqrt(ln(t+1) / (n + prior_strength))`` and a hardware term
+  ``hw_weight * (headroom - 0.5)`` where headroom = 1 - saturation of the strategy's
+  resource on the target (tier-1/2 estimates; 0 when unknown).
+Setting ``kb_patience=-1, kb_pooled=False, kb_gap=False, kb_fresh="score",
+prior_strength=0`` gives the previous default (per-cluster warm-up, reward relative to
+the best, ``reward_mode`` "best"). Clustering uses the v1 feature vector.
 """
 from __future__ import annotations
 
@@ -58,11 +65,14 @@ class BanditConfig:
     feature_set: Optional[str] = None  # None: same as variant
     warmup: bool = True  # pull every offered (cluster, strategy) arm once before UCB (v1, v2)
     # the "kb" variant (the default kernelband policy)
-    prior_strength: float = 0.0  # pseudo-pulls at the strategy prior; 0: none, unpulled arms are warmed up (measured landscapes: 8 starved pipelining)
+    prior_strength: float = 4.0  # kb: pseudo-pulls at the strategy prior; 0: none, unpulled arms score +inf and are warmed up per cluster
     strategy_prior: Optional[dict[str, float]] = None  # None: the shipped priors.json
     kb_explore: float = 0.05
-    kb_patience: int = -1  # kb: after this many pulls without a new best, each strategy never pulled gets one look (-1: never; replay ablation: no gain)
+    kb_patience: int = 0  # kb: after this many pulls without a new best, each strategy never pulled gets one look (-1: never; 0: from the start)
     hw_weight: float = 0.05
+    kb_pooled: bool = True  # kb: an arm shrinks toward its strategy's mean this session (itself shrunk toward the prior), not the prior alone
+    kb_gap: bool = True  # kb: arms learn the gain over their parent and score the new best it would give from their target: max(0, 1 - T_target/T_best * (1 - gain))
+    kb_fresh: str = "best-first"  # kb: which fresh (never-pulled) strategy goes first: "score" (the arm scores) or "best-first" (highest prior, on the fastest member)
     # compatibility model (compat.py)
     compat_buffer: int = 500  # samples kept per strategy
     compat_warm_start: bool = True  # start from the documented prior weights (else zeros)
@@ -78,6 +88,8 @@ class BanditConfig:
             raise ValueError(f"reward_mode must be one of {REWARD_MODES} or None, not {self.reward_mode!r}")
         if self.feature_set is not None and self.feature_set not in ("v1", "v2"):
             raise ValueError(f"feature_set must be one of ('v1', 'v2') or None, not {self.feature_set!r}")
+        if self.kb_fresh not in ("score", "best-first"):
+            raise ValueError(f"kb_fresh must be 'score' or 'best-first', not {self.kb_fresh!r}")
         if self.n_clusters < 1:
             raise ValueError("n_clusters must be >= 1")
         if self.compat_buffer < 1:

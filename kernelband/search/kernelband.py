@@ -18,22 +18,27 @@ A step (``select``):
    value for that resource does not mask. If every offered arm is masked, masks are
    ignored for this step (``fallback`` in state).
 5. warm-up: v1/v2: the first offered, unmasked arm with n = 0, in order cluster 0, 1, ...
-   and within a cluster strategies in canonical order, is pulled. kb with
-   ``kb_patience`` >= 0 (off by default): once that many pulls brought no new best,
-   while an offered strategy has never been pulled this session (on any member), the
-   best-scoring arm among those strategies is pulled (one look each, never per cluster).
-   kb with ``prior_strength`` 0 (the default): an unpulled arm's score is +inf, so the
-   same warm-up happens through the scores.
+   and within a cluster strategies in canonical order, is pulled. kb: once ``kb_patience``
+   pulls brought no new best (0, the default: from the start), while a strategy has never
+   been pulled this session (on any member), it gets one look: with ``kb_fresh``
+   "best-first" (the default) on the fastest member, the strategy the prior ranks highest
+   first (a strategy the fastest member does not offer waits for the scores); with
+   "score" the best-scoring such arm. Never per cluster: that warm-up recurred with
+   every new cluster.
 6. else UCB, ties to the earlier arm in the same order:
    v1: mean + sqrt(2 ln t / n) + alpha * psi_s(phi(target(c,s)))
    v2: mean + c * sqrt(ln t / n)
    kb (the default ``kernelband``; with m > 0 every arm has a finite score):
-       (sum + m * prior_s) / (n + m) + kb_explore * sqrt(ln(t + 1) / (n + m))
-       + hw_weight * (headroom_s(target) - 0.5) [+ hw_weight * (psi - 0.5) with counters]
-   where m = prior_strength, prior_s the strategy's prior mean reward (learned across
+       g = (sum + m * mu_s) / (n + m), mu_s = the prior of s, or with ``kb_pooled`` (the
+           default) s's pooled mean this session shrunk toward it: (S_s + m p_s) / (N_s + m)
+       mean = g, or with ``kb_gap`` (the default) max(0, 1 - T_target / T_best * (1 - g))
+       score = mean + kb_explore * sqrt(ln(t + 1) / (n + m))
+               + hw_weight * (headroom_s(target) - 0.5) [+ hw_weight * (psi - 0.5) with counters]
+   where m = prior_strength, p_s the strategy's prior mean reward (learned across
    kernels: priors.json) and headroom_s = 1 - saturation of s's resource.
 Rewards (``update``): base.reward with the configured mode ("best" for kb: relative to
-the fastest time seen so far, clipped at 0). A compatibility model,
+the fastest time seen so far, clipped at 0; with ``kb_gap`` the gain over the parent,
+"v2", which the gap term turns into a gain over the best). A compatibility model,
 when attached, also learns (parent.phi, s, improved) where improved = correct and
 faster than the parent.
 """
@@ -133,7 +138,13 @@ class KernelBandPolicy:
         if cfg.variant == "kb":
             m = cfg.prior_strength
             prior = self.priors.get(strategy, 0.0)
+            if cfg.kb_pooled and m > 0:  # two levels: the strategy's session mean, shrunk toward the prior
+                pooled = self._strategy_stats(strategy)
+                prior = (pooled.total + m * prior) / (pooled.n + m)
             shrunk = (stats.total + m * prior) / (stats.n + m) if stats.n + m > 0 else prior
+            if cfg.kb_gap and math.isfinite(self.best_ms) and self.best_ms > 0:
+                # a gain over the target is worth only what it brings below the best so far
+                shrunk = max(0.0, 1.0 - target.time_ms / self.best_ms * (1.0 - shrunk))
             bonus = cfg.kb_explore * math.sqrt(math.log(t + 1) / (stats.n + m)) if stats.n + m > 0 else math.inf
             hw = cfg.hw_weight * (self.headroom(target, strategy) - 0.5)
             if self.compat is not None and target.phi is not None:  # counters: the learned psi too
@@ -181,7 +192,15 @@ class KernelBandPolicy:
             stalled = self.config.kb_patience >= 0 and self._since_best >= self.config.kb_patience
             fresh = [a for a in eligible if self._strategy_pulls(a["strategy"]) == 0] if stalled else []
             phase = "try-each" if fresh else "ucb"
-            chosen = max(fresh or eligible, key=lambda a: a["score"])  # max keeps the first of equals
+            if self.config.kb_fresh == "best-first":
+                # only on the fastest member: the fresh strategy the prior ranks highest
+                lead = fastest(c for c in pool if c.id in offers)
+                fresh = [a for a in fresh if lead is not None and a["target"].id == lead.id]
+                phase = "try-each" if fresh else "ucb"
+            if fresh and self.config.kb_fresh == "best-first":
+                chosen = max(fresh, key=lambda a: self.priors.get(a["strategy"], 0.0))
+            else:
+                chosen = max(fresh or eligible, key=lambda a: a["score"])  # max keeps the first of equals
         else:
             warm = [a for a in eligible if a["stats"].n == 0] if self.config.warmup else []
             phase = "warmup" if warm else "ucb"
@@ -205,6 +224,14 @@ class KernelBandPolicy:
         }
         return chosen["target"], chosen["strategy"]
 
+    def _strategy_stats(self, strategy: str) -> ArmStats:
+        """Every finished pull of ``strategy`` this session, on any member."""
+        agg = ArmStats()
+        for (_mid, s), st in self._stats.items():
+            if s == strategy:
+                agg.merge(st)
+        return agg
+
     def _strategy_pulls(self, strategy: str) -> int:
         """Pulls of ``strategy`` this session, on any member, running ones included."""
         done = sum(st.n for (_mid, s), st in self._stats.items() if s == strategy)
@@ -217,7 +244,8 @@ class KernelBandPolicy:
     def update(self, parent: Candidate, strategy: str, outcome: Outcome, child: Optional[Candidate]) -> None:
         self._pending.resolve(parent.id, strategy)
         self.best_ms = min(self.best_ms, parent.time_ms)
-        r = reward(outcome, self.config.reward_mode, self.best_ms)  # type: ignore[arg-type]
+        mode = "v2" if self.config.variant == "kb" and self.config.kb_gap else self.config.reward_mode
+        r = reward(outcome, mode, self.best_ms)  # type: ignore[arg-type]
         self._stats.setdefault((parent.id, strategy), ArmStats()).add(r)
         if outcome.success and outcome.child_ms is not None and outcome.child_ms < self.best_ms:
             self.best_ms, self._since_best = outcome.child_ms, 0
