@@ -31,7 +31,8 @@ A step (``select``):
    kb (the default ``kernelband``; with m > 0 every arm has a finite score):
        g = (sum + m * mu_s) / (n + m), mu_s = the prior of s, or with ``kb_pooled`` (the
            default) s's pooled mean this session shrunk toward it: (S_s + m p_s) / (N_s + m)
-       mean = g, or with ``kb_gap`` (the default) max(0, 1 - T_target / T_best * (1 - g))
+       mean = g, or with ``kb_gap`` (the default) max(0, 1 - T_target / T_best * (1 - g)),
+           T_best the pool's fastest time
        score = mean + kb_explore * sqrt(ln(t + 1) / (n + m))
                + hw_weight * (headroom_s(target) - 0.5) [+ hw_weight * (psi - 0.5) with counters]
    where m = prior_strength, p_s the strategy's prior mean reward (learned across
@@ -52,7 +53,7 @@ from typing import Any, Optional
 
 from ..strategies import STRATEGIES
 from .base import (
-    ArmStats, Candidate, Offered, Outcome, PendingPulls, collect_offers, fastest, improved, reward, strategy_order,
+    ArmStats, Candidate, Offered, Outcome, PendingPulls, collect_offers, fastest, improved, reward, strategy_order, time_key,
     ucb_bonus,
 )
 from .cluster import Clustering, cluster_pool
@@ -93,6 +94,7 @@ class KernelBandPolicy:
         self._cluster_key: Optional[tuple[str, ...]] = None
         self._last: dict[str, Any] = {}
         self._pending = PendingPulls()  # running pulls, seen by select as virtual losses (base.PendingPulls)
+        self._pool_best = math.inf  # the pool's fastest time, set by select (kb_gap)
 
     # ------------------------------------------------------------------ statistics
     def clustering(self, pool: list[Candidate]) -> Clustering:
@@ -116,7 +118,7 @@ class KernelBandPolicy:
         agg = self.arm_stats(members, strategy)
         k = sum(self._pending.count(m.id, strategy) for m in members)
         if k:
-            agg.merge(self._pending.as_stats(k, self.config.reward_mode))
+            agg.merge(self._pending.as_stats(k, self._reward_mode()))
         return agg
 
     def masked(self, representative: Candidate, strategy: str) -> bool:
@@ -140,11 +142,15 @@ class KernelBandPolicy:
             prior = self.priors.get(strategy, 0.0)
             if cfg.kb_pooled and m > 0:  # two levels: the strategy's session mean, shrunk toward the prior
                 pooled = self._strategy_stats(strategy)
+                k = self._pending.of_strategy(strategy)
+                if k:  # running pulls count as failed ones here too
+                    pooled.merge(self._pending.as_stats(k, self._reward_mode()))
                 prior = (pooled.total + m * prior) / (pooled.n + m)
             shrunk = (stats.total + m * prior) / (stats.n + m) if stats.n + m > 0 else prior
-            if cfg.kb_gap and math.isfinite(self.best_ms) and self.best_ms > 0:
-                # a gain over the target is worth only what it brings below the best so far
-                shrunk = max(0.0, 1.0 - target.time_ms / self.best_ms * (1.0 - shrunk))
+            best = self._pool_best
+            if cfg.kb_gap and math.isfinite(best) and best > 0:
+                # a gain over the target is worth only what it brings below the pool's fastest
+                shrunk = max(0.0, 1.0 - target.time_ms / best * (1.0 - shrunk))
             bonus = cfg.kb_explore * math.sqrt(math.log(t + 1) / (stats.n + m)) if stats.n + m > 0 else math.inf
             hw = cfg.hw_weight * (self.headroom(target, strategy) - 0.5)
             if self.compat is not None and target.phi is not None:  # counters: the learned psi too
@@ -169,6 +175,7 @@ class KernelBandPolicy:
             self._last = {"phase": "none", "t": self.t}
             return None
         cl = self.clustering(pool)
+        self._pool_best = min((time_key(c) for c in pool), default=math.inf)  # T_best of the gap term
         arms: list[dict[str, Any]] = []
         for ci, members in enumerate(cl.clusters):
             for s in strategy_order(x for m in members for x in offers.get(m.id, ())):
@@ -224,6 +231,11 @@ class KernelBandPolicy:
         }
         return chosen["target"], chosen["strategy"]
 
+    def _reward_mode(self) -> str:
+        """What a pull records: the gain over its parent ("v2") under kb_gap, else the configured mode."""
+        cfg = self.config
+        return "v2" if cfg.variant == "kb" and cfg.kb_gap else str(cfg.reward_mode)
+
     def _strategy_stats(self, strategy: str) -> ArmStats:
         """Every finished pull of ``strategy`` this session, on any member."""
         agg = ArmStats()
@@ -244,8 +256,7 @@ class KernelBandPolicy:
     def update(self, parent: Candidate, strategy: str, outcome: Outcome, child: Optional[Candidate]) -> None:
         self._pending.resolve(parent.id, strategy)
         self.best_ms = min(self.best_ms, parent.time_ms)
-        mode = "v2" if self.config.variant == "kb" and self.config.kb_gap else self.config.reward_mode
-        r = reward(outcome, mode, self.best_ms)  # type: ignore[arg-type]
+        r = reward(outcome, self._reward_mode(), self.best_ms)
         self._stats.setdefault((parent.id, strategy), ArmStats()).add(r)
         if outcome.success and outcome.child_ms is not None and outcome.child_ms < self.best_ms:
             self.best_ms, self._since_best = outcome.child_ms, 0
