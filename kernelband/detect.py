@@ -424,9 +424,9 @@ class _Walker(ast.NodeVisitor):
         func = node.func
         kind = type(func)
         got = None  # the set of names ``outer`` calls, once one is added
-        if kind is ast.Subscript and type(func.value) in (ast.Name, ast.Attribute):  # k[grid](...): _launched_name
-            value = func.value
-            self.launches.append((value.id if type(value) is ast.Name else value.attr, node, outer))  # type: ignore[attr-defined]
+        launched = _launched_name(node) if kind is ast.Subscript else None
+        if launched is not None:
+            self.launches.append((launched, node, outer))
         elif kind is ast.Name:
             got = self._calls_of(outer)
             got.add(func.id)
@@ -786,12 +786,12 @@ def detect(source: str, filename: str = "<source>", *, skim: bool = True, fork: 
 
 
 def _detect(source: str, filename: str, skim: bool = True, fork: bool = False) -> DetectionResult:
-    tree = _skimmed_tree(strip_bom(source), fork) if skim else None
+    source = strip_bom(source)
+    tree = _skimmed_tree(source, fork) if skim else None
     if tree is None:
         tree, error = parse_module(source, filename)
         if tree is None:
             return DetectionResult(error=error)
-    source = strip_bom(source)
 
     names = TritonNames()
     text = _Segments(source)
