@@ -142,9 +142,6 @@ class KernelBandPolicy:
             prior = self.priors.get(strategy, 0.0)
             if cfg.kb_pooled and m > 0:  # two levels: the strategy's session mean, shrunk toward the prior
                 pooled = self._strategy_stats(strategy)
-                k = self._pending.of_strategy(strategy)
-                if k:  # running pulls count as failed ones here too
-                    pooled.merge(self._pending.as_stats(k, self._reward_mode()))
                 prior = (pooled.total + m * prior) / (pooled.n + m)
             shrunk = (stats.total + m * prior) / (stats.n + m) if stats.n + m > 0 else prior
             best = self._pool_best
@@ -198,13 +195,12 @@ class KernelBandPolicy:
             # per cluster: that warm-up recurred with every new cluster); else the scores
             stalled = self.config.kb_patience >= 0 and self._since_best >= self.config.kb_patience
             fresh = [a for a in eligible if self._strategy_pulls(a["strategy"]) == 0] if stalled else []
-            phase = "try-each" if fresh else "ucb"
-            if self.config.kb_fresh == "best-first":
-                # only on the fastest member: the fresh strategy the prior ranks highest
+            best_first = self.config.kb_fresh == "best-first"
+            if fresh and best_first:  # only on the fastest member (offers is not empty: one exists)
                 lead = fastest(c for c in pool if c.id in offers)
-                fresh = [a for a in fresh if lead is not None and a["target"].id == lead.id]
-                phase = "try-each" if fresh else "ucb"
-            if fresh and self.config.kb_fresh == "best-first":
+                fresh = [a for a in fresh if a["target"].id == lead.id]  # type: ignore[union-attr]
+            phase = "try-each" if fresh else "ucb"
+            if fresh and best_first:  # the fresh strategy the prior ranks highest
                 chosen = max(fresh, key=lambda a: self.priors.get(a["strategy"], 0.0))
             else:
                 chosen = max(fresh or eligible, key=lambda a: a["score"])  # max keeps the first of equals
@@ -237,17 +233,20 @@ class KernelBandPolicy:
         return "v2" if cfg.variant == "kb" and cfg.kb_gap else str(cfg.reward_mode)
 
     def _strategy_stats(self, strategy: str) -> ArmStats:
-        """Every finished pull of ``strategy`` this session, on any member."""
+        """Every pull of ``strategy`` this session, on any member; running ones as virtual
+        losses (as ``_arm_stats_pending`` counts them for an arm)."""
         agg = ArmStats()
         for (_mid, s), st in self._stats.items():
             if s == strategy:
                 agg.merge(st)
+        k = self._pending.of_strategy(strategy)
+        if k:
+            agg.merge(self._pending.as_stats(k, self._reward_mode()))
         return agg
 
     def _strategy_pulls(self, strategy: str) -> int:
         """Pulls of ``strategy`` this session, on any member, running ones included."""
-        done = sum(st.n for (_mid, s), st in self._stats.items() if s == strategy)
-        return done + self._pending.of_strategy(strategy)
+        return self._strategy_stats(strategy).n
 
     def pending(self, parent: Candidate, strategy: str) -> None:
         """(parent, strategy) was handed to a worker: a virtual loss until ``update``."""
