@@ -153,3 +153,26 @@ def test_print_json_prints_what_scrubbing_first_printed(monkeypatch, capsys):
             assert capsys.readouterr().out == _old_print_json(obj, one_line_each)
     print_json([1, {"api_key": "sk-live-0123456789"}])
     assert capsys.readouterr().out == _old_print_json([1, {"api_key": "sk-live-0123456789"}])
+
+
+def test_needs_scrub_knows_every_shape_and_field_scrub_knows():
+    """needs_scrub's word lists are a faster twin of _KEY_HINT and _SECRET_FIELD: every
+    string the hint can match, expanded from the regex itself (so an alternative added
+    there and not here fails this test), and a key of each secret-field form, must say True."""
+    import itertools
+    import re
+
+    from kernelband.redact import _KEY_HINT, _SECRET_FIELD, needs_scrub
+
+    for alt in _KEY_HINT.pattern.split("|"):
+        alt = alt[len("(?i:"):-1] if alt.startswith("(?i:") else alt
+        parts = re.split(r"(\[[^\]]+\])", alt)
+        assert not any(c in "".join(p for p in parts if not p.startswith("[")) for c in "()?*+{\\"), alt
+        for combo in itertools.product(*[list(p[1:-1]) if p.startswith("[") else [p] for p in parts]):
+            hint = "".join(combo)
+            assert _KEY_HINT.search(hint), hint
+            assert needs_scrub(json.dumps({"message": f"x {hint}y"}), values=[]), hint
+    for key in ("api_key", "apikey", "APIKey", "authorization", "password", "passwd", "secret", "token",
+                "access_token", "x-api-key", "openai_api_key", "my_token", "db_secret", "user_password"):
+        assert _SECRET_FIELD.match(key), key
+        assert needs_scrub(json.dumps({key: "plain"}), values=[]), key
