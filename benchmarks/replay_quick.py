@@ -32,15 +32,13 @@ BUDGETS = (8, 16, 32)
 
 
 def _job(args: tuple[dict[str, Any], list[str], list[int]]) -> tuple[str, dict[str, list[list[float]]]]:
+    """replay_landscapes' own per-kernel job (the held-out cost model, refunds), reduced to
+    the best speedup at each budget."""
     d, policies, seeds = args
-    rl.force_block_pointers(bool(d["meta"].get("block_ptr")))
-    t = rl.Table(d)
-    model = rl.held_out_model(t.module, TABLES)
-    t.ac.model = model
-    src = t.source()
-    return t.module, {p: [[rl.at_evals(r["traj"], b) for b in BUDGETS]
-                          for r in (rl.run_one(t, p, s, max(BUDGETS), src, None, "refund", model) for s in seeds)]
-                      for p in policies}
+    out = rl._kernel_job((d, policies, seeds, max(BUDGETS), max(BUDGETS), bool(d["meta"].get("block_ptr")),
+                          "refund", TABLES))
+    return out["module"], {p: [[rl.at_evals(r["traj"], b) for b in BUDGETS] for r in runs]
+                           for p, runs in out["runs"].items()}
 
 
 def main() -> int:
