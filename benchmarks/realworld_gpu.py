@@ -178,24 +178,30 @@ class Poller:
         self.peak_rss = 0
         self.peak_by_role: dict[str, int] = {}  # GPU memory per process role (nvidia-smi compute apps)
         self.peak_rss_by_role: dict[str, int] = {}
+        # one sample a second: (s, device used, GPU per role, processes per role, tree RSS),
+        # to say which process holds what when (a peak alone does not)
+        self.samples: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        t0, next_sample = time.perf_counter(), 0.0
         while not self._stop.is_set():
-            self.peak_rss = max(self.peak_rss, tree_rss_bytes(self.pid))
+            rss_now = tree_rss_bytes(self.pid)
+            self.peak_rss = max(self.peak_rss, rss_now)
+            by_role, used = {}, None
             if self.gpu:
                 used = gpu_used_bytes()
                 if used is not None:
                     self.peak_gpu = used if self.peak_gpu is None else max(self.peak_gpu, used)
                 tree = set(descendants(self.pid))
-                by_role: dict[str, int] = {}
                 for pid, b in gpu_apps_bytes().items():
                     if pid in tree:
                         r = role_of(pid)
                         by_role[r] = by_role.get(r, 0) + b
                 for r, b in by_role.items():
                     self.peak_by_role[r] = max(self.peak_by_role.get(r, 0), b)
+            rss_roles: dict[str, int] = {}
             for pid in descendants(self.pid):
                 try:
                     with open(f"/proc/{pid}/statm") as f:
@@ -204,6 +210,15 @@ class Poller:
                     continue
                 r = role_of(pid)
                 self.peak_rss_by_role[r] = max(self.peak_rss_by_role.get(r, 0), b)
+                rss_roles[r] = rss_roles.get(r, 0) + b
+            now = time.perf_counter() - t0
+            if now >= next_sample:
+                next_sample = now + 1.0
+                procs: dict[str, int] = {}
+                for pid in descendants(self.pid):
+                    procs[role_of(pid)] = procs.get(role_of(pid), 0) + 1
+                self.samples.append({"t": round(now, 1), "gpu_used": used, "gpu_by_role": by_role,
+                                     "procs": procs, "tree_rss": rss_now, "rss_by_role": rss_roles})
             self._stop.wait(self.period)
 
     def __enter__(self) -> "Poller":
@@ -215,9 +230,10 @@ class Poller:
         self._thread.join()
 
 
-def run_polled(cmd: list[str], cwd: Path, timeout: float, gpu: bool, env: Optional[dict[str, str]] = None
-               ) -> tuple[int, str, str, Poller, float, bool]:
-    """Run cmd in its own process group under a wall cap, polling its tree's memory."""
+def run_polled(cmd: list[str], cwd: Path, timeout: float, gpu: bool, env: Optional[dict[str, str]] = None,
+               grace: float = 0.0) -> tuple[int, str, str, Poller, float, bool]:
+    """Run cmd in its own process group under a wall cap, polling its tree's memory. At the
+    cap: SIGTERM and ``grace`` seconds to finish (when > 0), then the whole tree is killed."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True, env=env)
@@ -227,6 +243,14 @@ def run_polled(cmd: list[str], cwd: Path, timeout: float, gpu: bool, env: Option
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
+            if grace > 0:  # a session stops gracefully on SIGTERM: it re-measures its best and reports
+                p.send_signal(signal.SIGTERM)
+                try:
+                    out, err = p.communicate(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    pass
+                else:
+                    return p.returncode, out, err, poll, time.perf_counter() - t0, timed_out
             kill_tree(p.pid)  # our own child: the worker and its variant processes go too
             out, err = p.communicate()
     return p.returncode, out, err, poll, time.perf_counter() - t0, timed_out
@@ -285,6 +309,7 @@ def parse_optimize(row: Row, rc: int, out: str, err: str, timed_out: bool) -> No
     verdict arrived, and the final result."""
     row.exit_code = rc
     res = None
+    timeline: list[dict[str, Any]] = []
     for line in out.splitlines():
         try:
             e = json.loads(line)
@@ -292,6 +317,7 @@ def parse_optimize(row: Row, rc: int, out: str, err: str, timed_out: bool) -> No
             continue
         if not isinstance(e, dict):
             continue
+        timeline.append(timeline_entry(e))
         if e.get("type") == "baseline" and "baseline_s" not in row.under:
             row.under["baseline_s"] = e.get("t")
             row.under["setup_s"] = e.get("setup_s")
@@ -300,7 +326,9 @@ def parse_optimize(row: Row, rc: int, out: str, err: str, timed_out: bool) -> No
             row.under["first_phases"] = e.get("phases")
         elif e.get("type") == "result":
             res = e.get("result") if isinstance(e.get("result"), dict) else {k: v for k, v in e.items() if k != "type"}
-    if timed_out:
+    row.under["timeline"] = timeline
+    row.under["stderr_tail"] = [ln[:300] for ln in err.strip().splitlines()[-25:]]
+    if timed_out and res is None:
         row.status, row.message = "capped", "killed at the per-kernel wall cap (no verdict)"
         return
     if res is None:
@@ -318,6 +346,21 @@ def parse_optimize(row: Row, rc: int, out: str, err: str, timed_out: bool) -> No
         row.message = str(res.get("message") or res.get("reason") or "")[:400]
     elif res.get("message"):
         row.message = str(res["message"])[:200]
+
+
+def timeline_entry(e: dict[str, Any]) -> dict[str, Any]:
+    """One event, reduced to what says where a session's time went."""
+    keep = {"type": e.get("type"), "t": e.get("t")}
+    if e.get("type") == "candidate":
+        phases = e.get("phases") or {}
+        keep.update(status=e.get("status"), strategy=e.get("strategy"), speedup=e.get("speedup"),
+                    variant_s=phases.get("variant_process_total"), judge_s=phases.get("judge"))
+    elif e.get("type") in ("log", "error"):
+        keep["message"] = str(e.get("message", ""))[:200]
+    elif e.get("type") == "result":
+        r = e.get("result") if isinstance(e.get("result"), dict) else e
+        keep["status"] = r.get("status")
+    return keep
 
 
 def gib(x: Optional[float]) -> str:
@@ -356,6 +399,25 @@ def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
                      f" | {'' if t_base is None else f'{t_base:.0f}'} | {'' if t_first is None else f'{t_first:.0f}'}"
                      f" | {'' if r.seconds is None else f'{r.seconds:.0f}'} | {msg} |")
     lines += ["", f"Total wall time: {meta['total_seconds']:.0f} s.", ""]
+    if meta.get("command"):
+        lines += [f"Command: `{meta['command']}`.", ""]
+    timed = [r for r in rows if r.under.get("timeline")]
+    if timed:
+        lines += ["## Where each session's time went", "",
+                  "Seconds since the session started: the baseline, each candidate's verdict, the result.", ""]
+        for r in timed:
+            marks = []
+            for e in r.under["timeline"]:
+                if e.get("t") is None:
+                    continue
+                if e["type"] == "baseline":
+                    marks.append(f"baseline {e['t']:.0f}")
+                elif e["type"] == "candidate":
+                    marks.append(f"{e.get('status')} {e['t']:.0f}")
+                elif e["type"] == "result":
+                    marks.append(f"result {e['t']:.0f}")
+            lines.append(f"- {r.module}: " + ", ".join(marks))
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -369,7 +431,46 @@ def device_name(device: str) -> str:
     return "cuda"
 
 
+def merge(parts: list[Path], out: Path) -> int:
+    """One table from several runs' JSON (a device call holds about five sessions): rows in
+    the order given, each run's command listed; every row keeps its own budget and cap."""
+    rows: list[Row] = []
+    metas = []
+    for part in parts:
+        d = json.loads(part.read_text(encoding="utf-8"))
+        metas.append(d["meta"])
+        for r in d["rows"]:
+            rows.append(Row(**r))
+    meta = dict(metas[0])
+    meta["total_seconds"] = sum(m["total_seconds"] for m in metas)
+    meta["budget"] = "/".join(sorted({str(m["budget"]) for m in metas}))
+    meta["cap_seconds"] = max(m["cap_seconds"] for m in metas)
+    meta["command"] = None
+    meta["parts"] = [{"command": m.get("command"), "budget": m["budget"], "cap_seconds": m["cap_seconds"],
+                      "reserve_seconds": m.get("reserve_seconds"), "grace_seconds": m.get("grace_seconds"),
+                      "started": m["started"], "modules": [r["module"] for r in json.loads(p.read_text())["rows"]]}
+                     for m, p in zip(metas, parts)]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "realworld_gpu.json").write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=2),
+                                            encoding="utf-8")
+    text = markdown(rows, meta)
+    runs = ["", "Made by these runs, one after the other on the same GPU (each row's budget and cap are its run's):", ""]
+    runs += [f"- `{x['command']}` ({x['started']})" for x in meta["parts"]]
+    (out / "realworld_gpu.md").write_text(text.replace("\nTotal wall time", "\n".join(runs) + "\n\nTotal wall time", 1),
+                                          encoding="utf-8")
+    print(f"wrote {out / 'realworld_gpu.json'} and {out / 'realworld_gpu.md'}")
+    return 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "--merge":  # python benchmarks/realworld_gpu.py --merge A.json B.json ... --out DIR
+        ap = argparse.ArgumentParser(prog="realworld_gpu.py --merge")
+        ap.add_argument("parts", nargs="+", type=Path)
+        ap.add_argument("--out", required=True, type=Path)
+        a = ap.parse_args(argv[1:])
+        return merge(a.parts, a.out)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--budget", type=int, default=8, help="evaluations per session (default 8)")
@@ -378,6 +479,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--total-seconds", type=float, default=430.0,
                     help="wall budget for the whole run; per-kernel caps are carved from it (default 430)")
     ap.add_argument("--cap", type=float, default=40.0, help="max wall seconds per optimize session (default 40)")
+    ap.add_argument("--reserve", type=float, default=10.0,
+                    help="seconds of each cap kept for the final re-measurement: the search's --seconds is cap - this")
+    ap.add_argument("--grace", type=float, default=0.0,
+                    help="at the cap, SIGTERM and this many seconds to report the best so far before the kill (default 0)")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -414,14 +519,16 @@ def main(argv: Optional[list[str]] = None) -> int:
             row.status, row.message = "skipped", "out of the run's wall budget"
             continue
         base = gpu_used_bytes() if args.device != "cpu" else None
-        # leave ~10 s of the cap for worker start-up and the final paired re-measurement
+        # the search stops at its own deadline; the rest of the cap is for the final paired
+        # re-measurement and memcheck of the winner
         cmd = [sys.executable, "-m", "kernelband", "optimize", f"{row.module}.py", "--kernel", row.kernel,
-               "--budget", str(args.budget), "--seconds", str(max(5, int(cap - 10))), "--device", args.device,
+               "--budget", str(args.budget), "--seconds", str(max(5, int(cap - args.reserve))), "--device", args.device,
                "--events", "jsonl"]
-        rc, out, err, poll, secs, timed_out = run_polled(cmd, work, cap, args.device != "cpu", env_for_cli())
+        rc, out, err, poll, secs, timed_out = run_polled(cmd, work, cap, args.device != "cpu", env_for_cli(),
+                                                         grace=args.grace)
         row.seconds = round(secs, 1)
         row.under = {"peak_tree_rss": poll.peak_rss, "gpu_by_role": poll.peak_by_role,
-                     "rss_by_role": poll.peak_rss_by_role}
+                     "rss_by_role": poll.peak_rss_by_role, "memory_timeline": poll.samples}
         if base is not None and poll.peak_gpu is not None:
             row.under["smi_peak_delta"] = poll.peak_gpu - base
             row.under["smi_peak"] = poll.peak_gpu
@@ -430,7 +537,9 @@ def main(argv: Optional[list[str]] = None) -> int:
               f"{row.seconds}s {row.message[:160]}", flush=True)
     shutil.rmtree(work, ignore_errors=True)
     meta = {"device": args.device, "device_name": device_name(args.device), "budget": args.budget,
-            "cap_seconds": args.cap, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "cap_seconds": args.cap, "reserve_seconds": args.reserve, "grace_seconds": args.grace,
+            "command": "python benchmarks/realworld_gpu.py " + " ".join(argv),
+            "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "total_seconds": time.perf_counter() - t_start,
             "ru_maxrss_children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}
     (args.out / "realworld_gpu.json").write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]},
