@@ -1,10 +1,13 @@
 """The variant-to-judge channel: data round-trips; anything malformed or forged is refused."""
 from __future__ import annotations
 
+import gc
 import io
 import json
 import struct
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import torch
@@ -105,3 +108,47 @@ def test_oversized_header_and_deep_nesting_are_refused():
         deep = {"t": "list", "items": [deep]}
     with pytest.raises(WireError, match="malformed"):
         read_frame(frame({"nonce": NONCE, "kind": "outputs", "meta": {}, "tree": deep}), NONCE)
+
+
+def _frame_sent_then_dropped(encoder: Any) -> bool:
+    """Send a frame holding a tensor, drop every reference of ours, and say whether the
+    tensor is still alive, with the cycle collector off (as between its runs)."""
+    t = torch.arange(1000, dtype=torch.float32)
+    alive = weakref.ref(t)
+    buf = io.BytesIO()
+    gc.disable()
+    try:
+        encoder(buf, {"returned": t, "written": {"k.Y": [t]}, "nested": [[t], (t,)]})
+        del t
+        return alive() is not None
+    finally:
+        gc.enable()
+
+
+def test_a_sent_frame_keeps_no_tensor_alive():
+    # a frame's tensors must go as soon as the sender drops them: the variant process runs
+    # the next harness call right after, and at production size one leaked output is
+    # 16 GiB more on the GPU (the recursive-closure encoder kept them until a gc pass)
+    assert not _frame_sent_then_dropped(lambda fh, tree: write_frame(fh, "n", "outputs", {}, tree))
+
+
+def test_the_leak_check_sees_a_cycle_that_holds_the_tensors():
+    # the attack on the check above: the old encoder's shape (a recursive inner function,
+    # so a cycle through its cell) keeps the tensors alive, and the check says so
+    def cyclic_encoder(fh: Any, tree: Any) -> None:
+        held: list[Any] = []
+
+        def walk(x: Any) -> None:
+            if isinstance(x, torch.Tensor):
+                held.append(x)
+            elif isinstance(x, dict):
+                for v in x.values():
+                    walk(v)
+            elif isinstance(x, (list, tuple)):
+                for v in x:
+                    walk(v)
+
+        walk(tree)
+        write_frame(fh, "n", "outputs", {}, tree)
+
+    assert _frame_sent_then_dropped(cyclic_encoder)

@@ -61,13 +61,25 @@ def _fields_of(obj: Any) -> Optional[dict[str, Any]]:
 
 def encode(tree: Any) -> tuple[Any, list[torch.Tensor]]:
     """A JSON-able description of ``tree`` and the tensors it references, in order."""
-    tensors: list[torch.Tensor] = []
-    seen: dict[tuple[Any, ...], int] = {}
-    count = [0]
+    enc = _Encoder()
+    return enc.enc(tree, 0), enc.tensors
 
-    def enc(x: Any, depth: int) -> Any:
-        count[0] += 1
-        if depth > MAX_DEPTH or count[0] > MAX_NODES:
+
+class _Encoder:
+    """One encode's state. A class, not a closure: a recursive inner function refers to
+    itself through its cell, a cycle that keeps every tensor of the frame alive until the
+    cycle collector runs (measured: the previous run's outputs stayed in memory during the
+    next run, 16 GiB more on the GPU at production size)."""
+
+    def __init__(self) -> None:
+        self.tensors: list[torch.Tensor] = []
+        self.seen: dict[tuple[Any, ...], int] = {}
+        self.count = 0
+
+    def enc(self, x: Any, depth: int) -> Any:
+        enc, tensors, seen = self.enc, self.tensors, self.seen
+        self.count += 1
+        if depth > MAX_DEPTH or self.count > MAX_NODES:
             raise WireError("the output is nested too deeply or has too many parts")
         if isinstance(x, torch.Tensor):
             if x.dtype not in _DTYPE_NAMES:
@@ -102,8 +114,6 @@ def encode(tree: Any) -> tuple[Any, list[torch.Tensor]]:
             keys = list(fields)
             return {"t": "object", "type": type(x).__name__, "keys": keys, "values": [enc(fields[k], depth + 1) for k in keys]}
         return {"t": "opaque", "type": type(x).__name__}
-
-    return enc(tree, 0), tensors
 
 
 _STAGING: dict[str, torch.Tensor] = {}
