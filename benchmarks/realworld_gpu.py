@@ -145,30 +145,6 @@ def kill_tree(root: int) -> None:
         pass
 
 
-def tree_rss_bytes(root: int) -> int:
-    """Sum of VmRSS over root and all its descendants (one /proc scan)."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-            children.setdefault(ppid, []).append(int(d))
-            with open(f"/proc/{d}/statm") as f:
-                rss[int(d)] = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError):
-            continue  # the process ended while we looked
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += rss.get(pid, 0)
-        todo += children.get(pid, [])
-    return total
-
-
 class Poller:
     """Polls device used memory (nvidia-smi) and the process tree's RSS every `period` s."""
 
@@ -187,36 +163,35 @@ class Poller:
     def _run(self) -> None:
         t0, next_sample = time.perf_counter(), 0.0
         while not self._stop.is_set():
-            rss_now = tree_rss_bytes(self.pid)
-            self.peak_rss = max(self.peak_rss, rss_now)
-            by_role, used = {}, None
-            if self.gpu:
-                used = gpu_used_bytes()
-                if used is not None:
-                    self.peak_gpu = used if self.peak_gpu is None else max(self.peak_gpu, used)
-                tree = set(descendants(self.pid))
-                for pid, b in gpu_apps_bytes().items():
-                    if pid in tree:
-                        r = role_of(pid)
-                        by_role[r] = by_role.get(r, 0) + b
-                for r, b in by_role.items():
-                    self.peak_by_role[r] = max(self.peak_by_role.get(r, 0), b)
+            tree = descendants(self.pid)  # one /proc scan per poll, shared by every measure below
+            roles = {pid: role_of(pid) for pid in tree}
             rss_roles: dict[str, int] = {}
-            for pid in descendants(self.pid):
+            procs: dict[str, int] = {}
+            for pid, r in roles.items():
                 try:
                     with open(f"/proc/{pid}/statm") as f:
                         b = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
                 except (OSError, ValueError):
-                    continue
-                r = role_of(pid)
+                    continue  # the process ended while we looked
                 self.peak_rss_by_role[r] = max(self.peak_rss_by_role.get(r, 0), b)
                 rss_roles[r] = rss_roles.get(r, 0) + b
+                procs[r] = procs.get(r, 0) + 1
+            rss_now = sum(rss_roles.values())
+            self.peak_rss = max(self.peak_rss, rss_now)
+            by_role: dict[str, int] = {}
+            used = None
+            if self.gpu:
+                used = gpu_used_bytes()
+                if used is not None:
+                    self.peak_gpu = used if self.peak_gpu is None else max(self.peak_gpu, used)
+                for pid, b in gpu_apps_bytes().items():
+                    if pid in roles:
+                        by_role[roles[pid]] = by_role.get(roles[pid], 0) + b
+                for r, b in by_role.items():
+                    self.peak_by_role[r] = max(self.peak_by_role.get(r, 0), b)
             now = time.perf_counter() - t0
             if now >= next_sample:
                 next_sample = now + 1.0
-                procs: dict[str, int] = {}
-                for pid in descendants(self.pid):
-                    procs[role_of(pid)] = procs.get(role_of(pid), 0) + 1
                 self.samples.append({"t": round(now, 1), "gpu_used": used, "gpu_by_role": by_role,
                                      "procs": procs, "tree_rss": rss_now, "rss_by_role": rss_roles})
             self._stop.wait(self.period)
@@ -398,6 +373,10 @@ def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
                      f" | {gpu_alone} | {gpu_under} | {host_alone} | {host_under}"
                      f" | {'' if t_base is None else f'{t_base:.0f}'} | {'' if t_first is None else f'{t_first:.0f}'}"
                      f" | {'' if r.seconds is None else f'{r.seconds:.0f}'} | {msg} |")
+    if meta.get("parts"):  # a merged table (--merge)
+        lines += ["", "Made by these runs, one after the other on the same GPU (each row's budget and cap are its run's):",
+                  ""]
+        lines += [f"- `{x['command']}` ({x['started']})" for x in meta["parts"]]
     lines += ["", f"Total wall time: {meta['total_seconds']:.0f} s.", ""]
     if meta.get("command"):
         lines += [f"Command: `{meta['command']}`.", ""]
@@ -434,13 +413,9 @@ def device_name(device: str) -> str:
 def merge(parts: list[Path], out: Path) -> int:
     """One table from several runs' JSON (a device call holds about five sessions): rows in
     the order given, each run's command listed; every row keeps its own budget and cap."""
-    rows: list[Row] = []
-    metas = []
-    for part in parts:
-        d = json.loads(part.read_text(encoding="utf-8"))
-        metas.append(d["meta"])
-        for r in d["rows"]:
-            rows.append(Row(**r))
+    loaded = [json.loads(part.read_text(encoding="utf-8")) for part in parts]
+    rows = [Row(**r) for d in loaded for r in d["rows"]]
+    metas = [d["meta"] for d in loaded]
     meta = dict(metas[0])
     meta["total_seconds"] = sum(m["total_seconds"] for m in metas)
     meta["budget"] = "/".join(sorted({str(m["budget"]) for m in metas}))
@@ -448,16 +423,12 @@ def merge(parts: list[Path], out: Path) -> int:
     meta["command"] = None
     meta["parts"] = [{"command": m.get("command"), "budget": m["budget"], "cap_seconds": m["cap_seconds"],
                       "reserve_seconds": m.get("reserve_seconds"), "grace_seconds": m.get("grace_seconds"),
-                      "started": m["started"], "modules": [r["module"] for r in json.loads(p.read_text())["rows"]]}
-                     for m, p in zip(metas, parts)]
+                      "started": m["started"], "modules": [r["module"] for r in d["rows"]]}
+                     for m, d in zip(metas, loaded)]
     out.mkdir(parents=True, exist_ok=True)
     (out / "realworld_gpu.json").write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=2),
                                             encoding="utf-8")
-    text = markdown(rows, meta)
-    runs = ["", "Made by these runs, one after the other on the same GPU (each row's budget and cap are its run's):", ""]
-    runs += [f"- `{x['command']}` ({x['started']})" for x in meta["parts"]]
-    (out / "realworld_gpu.md").write_text(text.replace("\nTotal wall time", "\n".join(runs) + "\n\nTotal wall time", 1),
-                                          encoding="utf-8")
+    (out / "realworld_gpu.md").write_text(markdown(rows, meta), encoding="utf-8")
     print(f"wrote {out / 'realworld_gpu.json'} and {out / 'realworld_gpu.md'}")
     return 0
 
