@@ -353,6 +353,8 @@ def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
         "in GiB: peak RSS summed over the process tree (polled every 0.2 s), with the harness's ru_maxrss in "
         "brackets.",
         "",
+        "The runner starts one session after the other: each had the GPU to itself (one session per GPU).",
+        "",
         "| kernel | module | verdict | speedup [95% CI] | evals | GPU alone | GPU KernelBand (judge / variant) "
         "| host alone | host KernelBand (judge / variant) | baseline s | first verdict s | s | message |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
