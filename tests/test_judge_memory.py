@@ -38,3 +38,113 @@ def test_no_release_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
     JudgeService(interpreted=True).handle("sandbox", {})
     assert calls == []
+
+
+# ---------------------------------------------------------------- within an op, per frame
+
+TWICE = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def twice_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
+
+
+def test_twice():
+    x = torch.randn(100)
+    y = torch.empty_like(x)
+    twice_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+    return y
+'''
+
+
+def test_a_job_hands_each_frame_back_before_the_next_is_decoded(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paired re-measurement runs the harness twice in one op: the first run's
+    outputs, decoded on the GPU and compared, must not stay cached while the second run
+    allocates. So the release comes between frames, not after the op. A real variant
+    process (interpreter) sends two outputs frames; the hook runs after each."""
+    from kernelband.model import Task
+    from kernelband.worker.jobs import VariantJob
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    task = Task(module_path=str(tmp_path / "twice.py"), source=TWICE, kernel="twice_kernel", harness="test_twice",
+                seeds=[0])
+    events: list[str] = []
+    job = VariantJob({"task": task.to_dict(), "modules": {"m": TWICE}, "interpreted": True, "writes": {},
+                      "steps": [{"op": "run", "module": "m", "harness": "test_twice", "seed": 0, "mode": "check",
+                                 "keep": "m"},
+                                {"op": "replay_check", "key": "m"}]},
+                     timeout_s=120, after_frame=lambda: events.append("released"))
+    try:
+        for frame in job.frames():
+            events.append(frame.kind)
+    finally:
+        job.close()
+    # an op-end release alone (228f753, OOM on the GPU) would read outputs, outputs, done
+    assert events == ["outputs", "released", "outputs", "released", "done"]
+
+
+def test_only_a_frame_rebuilt_on_the_gpu_is_released(releases: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate's large outputs frame goes to the GPU when it fits beside the
+    variant's memory (then its blocks are released once, after it is compared); one
+    decoded on the host leaves the device alone."""
+    judge = JudgeService(interpreted=False)
+    judge.ref_device, judge.refs_on_gpu = "cuda", False
+    free = [64 << 30]
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (free[0], 80 << 30))
+    big = 16 << 30
+    assert judge._frame_device("outputs", {"mode": "check"}, big) == "cuda"
+    judge._release_frame_memory()
+    judge._release_frame_memory()  # nothing new rebuilt: no second call
+    assert releases == ["empty_cache"]
+    free[0] = 12 << 30  # the variant holds two runs: the frame is rebuilt on the host
+    assert judge._frame_device("outputs", {"mode": "check"}, big) is None
+    judge._release_frame_memory()
+    assert releases == ["empty_cache"]
+
+
+STAMPED = TWICE + '''
+
+def test_stamped():
+    import time
+    test_twice()
+    return torch.tensor([time.time()], dtype=torch.float64)
+'''
+
+
+def test_the_variant_starts_its_next_run_only_after_the_judge_is_done_with_the_last_frame(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge releasing a frame is not enough if the variant process has already
+    begun its next full-size run (it did: its frame bytes were read, so it went on, and
+    the paired re-measurement ran out of GPU memory). The variant waits for the judge's
+    ack. Here the judge takes 1.5 s over the first frame; the second run, stamped with
+    its start time, must begin after that. Without await_judge it begins at once."""
+    import time
+
+    from kernelband.model import Task
+    from kernelband.worker.jobs import VariantJob
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    task = Task(module_path=str(tmp_path / "stamped.py"), source=STAMPED, kernel="twice_kernel",
+                harness="test_stamped", seeds=[0])
+    run = {"op": "run", "module": "m", "harness": "test_stamped", "mode": "check"}
+    job = VariantJob({"task": task.to_dict(), "modules": {"m": STAMPED}, "interpreted": True, "writes": {},
+                      "steps": [dict(run, seed=0), dict(run, seed=1)]}, timeout_s=120)
+    started: list[float] = []
+    done_with_first = 0.0
+    try:
+        for frame in job.frames():
+            if frame.kind == "outputs":
+                started.append(float(frame.tree["returned"][0]))
+                if len(started) == 1:
+                    time.sleep(1.5)  # the judge comparing a large frame
+                    done_with_first = time.time()
+    finally:
+        job.close()
+    assert len(started) == 2
+    assert started[1] >= done_with_first, (started, done_with_first)

@@ -158,6 +158,9 @@ class VariantJob:
     trusted_cache: Optional[Path] = None  # Triton cache of original-only jobs, copied in
     device: DeviceChoice = None  # where received tensors are rebuilt (wire.read_frame)
     on_log: Optional[Callable[[str], None]] = None
+    # called once a frame's tensors are dropped, before the next frame is decoded (the
+    # judge hands a GPU-decoded frame's cached blocks back here)
+    after_frame: Optional[Callable[[], None]] = None
     stderr: list[str] = field(default_factory=list)
     strays_killed: int = 0
     network: str = ""
@@ -192,8 +195,25 @@ class VariantJob:
         assert self.proc is not None and self.proc.stdin is not None
         try:
             self.proc.stdin.write((json.dumps(self.job) + "\n").encode())
-            self.proc.stdin.close()
-        except OSError:
+            self.proc.stdin.flush()
+            # stdin stays open for acks (``_ack``); never blocking: a variant that does not
+            # read them cannot stall the judge
+            os.set_blocking(self.proc.stdin.fileno(), False)
+        except (OSError, ValueError):
+            pass
+
+    def _ack(self) -> None:
+        """Tell the variant the judge is done with a frame (its tensors dropped, GPU
+        blocks released): a full-size run starts only after every frame sent before it
+        is acked, so the judge never holds a decoded frame while the variant allocates
+        its next run (variant.Steps.await_judge)."""
+        stdin = getattr(self.proc, "stdin", None)
+        if stdin is None:
+            return
+        try:
+            stdin.write(b"\n")
+            stdin.flush()
+        except (OSError, ValueError):  # full (a variant that reads no acks), closed, or dead
             pass
 
     def _fork(self, zygote: Zygote, env: dict[str, str]) -> None:
@@ -287,6 +307,9 @@ class VariantJob:
                     return
                 item.tree = None  # the caller's loop variable still points at this frame
                 del item
+                if self.after_frame is not None:
+                    self.after_frame()
+                self._ack()
                 ack.put(True)
         finally:
             stopped.set()
@@ -301,7 +324,10 @@ class VariantJob:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:  # pragma: no cover
                 pass
-            for stream in (self.proc.stdout, self.proc.stderr):
+        if self.proc is not None:
+            # stdin stayed open for acks; a zygote child's output pipes end with it
+            popen = not isinstance(self.proc, ZygoteChild)
+            for stream in (self.proc.stdin, *((self.proc.stdout, self.proc.stderr) if popen else ())):
                 try:
                     if stream:
                         stream.close()

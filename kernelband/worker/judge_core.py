@@ -63,6 +63,7 @@ class JudgeCore:
         self.ref_device: Optional[str] = "cuda" if gpu() else None
         set_compute_device(self.ref_device)
         self.refs_on_gpu = False
+        self._gpu_frame_held = False  # a frame was rebuilt on the GPU since the last release
         if gpu() and not os.environ.get("KERNELBAND_TIMING_LOCK"):
             from .timing import default_lock_path
 
@@ -103,6 +104,7 @@ class JudgeCore:
             # references arrive on the host and move to the GPU only if they fit comfortably
             # (prepare); a candidate's outputs are compared slice by slice on the references' device
             device=self._frame_device,
+            after_frame=self._release_frame_memory,
             on_log=self.on_log,
         )
         job.start(self.live_zygote())
@@ -119,7 +121,20 @@ class JudgeCore:
         if self._becomes_reference(meta):
             return None
         free, _ = torch.cuda.mem_get_info()
-        return "cuda" if nbytes + GPU_MARGIN_BYTES <= free else None
+        if nbytes + GPU_MARGIN_BYTES > free:
+            return None
+        self._gpu_frame_held = True
+        return "cuda"
+
+    def _release_frame_memory(self) -> None:
+        """A frame rebuilt on the GPU has been compared and dropped: hand its blocks back
+        to the device now, not at the end of the op. Within one op the variant process
+        may next run the harness again (the paired re-measurement keeps two runs), and the
+        allocator's cache would hold one output's worth of memory that run needs
+        (measured on the 32 GiB layernorm: 16 GiB, and an OOM)."""
+        if self._gpu_frame_held:
+            self._gpu_frame_held = False
+            torch.cuda.empty_cache()
 
     def _becomes_reference(self, meta: dict[str, Any]) -> bool:
         """An outputs frame of the original that is kept as a reference (prepare)."""

@@ -117,6 +117,7 @@ class Steps:
         self.previous: dict[str, list[tuple[str, Any, Any]]] = {}  # harness -> the last call's returned tensors
         self.output_bytes: dict[str, int] = {}  # harness -> bytes its last run returned or wrote
         self.integrity = Integrity()
+        self.sent = self.acked = 0  # frames sent / acked by the judge (await_judge)
         self.threads = threading.active_count()
         workdir = os.getcwd()
         self.modules = {}
@@ -129,6 +130,19 @@ class Steps:
         from .wire import write_frame
 
         write_frame(self.proto, self.nonce, kind, meta, tree)
+        self.sent += 1
+
+    def await_judge(self) -> None:
+        """Wait until the judge has acked every frame sent (jobs.VariantJob._ack: one line
+        on stdin each, once it dropped the frame and released its GPU blocks). A run
+        allocates a whole harness's memory; while the judge still holds the previous
+        run's outputs decoded on the GPU, both would not fit (the paired re-measurement
+        of a 32 GiB harness ran out of memory that way). EOF: the judge is gone, go on."""
+        while self.acked < self.sent:
+            if not sys.stdin.readline():
+                self.acked = self.sent
+                return
+            self.acked += 1
 
     # ------------------------------------------------------------------ runs
     def op_run(self, step: dict[str, Any]) -> None:
@@ -140,6 +154,7 @@ class Steps:
         from .capture import StatefulGrid, fingerprint, launch_record, tensor_key
         from .runner import HarnessError, run_harness
 
+        self.await_judge()
         version = self.modules[step["module"]]
         if version.harness_name != step["harness"]:
             version.harness_name = step["harness"]
