@@ -211,7 +211,9 @@ class Evaluator:
             raise SetupError(f"the worker cannot be restarted: {again}") from again
 
     def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming:
-        """Re-measure the original and the variant interleaved for a speedup with a CI."""
+        """Re-measure the original and the variant for a speedup with a CI: interleaved, or
+        one after the other where two runs of the harness do not fit on the GPU together
+        (``PairedTiming.order``)."""
         self._ensure_worker()
         try:
             raw = self.client.request("paired", self.paired_timeout_s(rounds), source=variant.source,

@@ -353,7 +353,8 @@ class Baseline(Serializable):
 
 @dataclass
 class PairedTiming(Serializable):
-    """Interleaved A/B re-measurement of the original (A) and a variant (B)."""
+    """A/B re-measurement of the original (A) and a variant (B), interleaved where both
+    runs fit in memory together."""
 
     baseline_ms: float
     variant_ms: float
@@ -362,6 +363,9 @@ class PairedTiming(Serializable):
     ci_high: float
     rounds: int
     clock: str
+    # "interleaved" (A B A B in one process) or "sequential" (A's block, then B's: two runs
+    # of the harness do not fit on the GPU together)
+    order: str = "interleaved"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PairedTiming":

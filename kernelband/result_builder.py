@@ -1,7 +1,8 @@
 """From a finished search to the session's Result (kernelband.model.Result).
 
-The fastest pool member and the original are re-measured interleaved for a speedup
-with a 95% confidence interval; kernelband/verdict.py says what that interval means.
+The fastest pool member and the original are re-measured interleaved (one block after
+the other where two runs of the harness do not fit on the GPU together, which the Result
+then says) for a speedup with a 95% confidence interval; kernelband/verdict.py says what that interval means.
 Under the interpreter (no CPU tuning) nothing is re-measured: the winner is
 ``verified_correct``, with no speed claim. On a GPU the finalist first runs under
 compute-sanitizer memcheck. A winner whose re-measurement fails is not a verified
@@ -21,6 +22,9 @@ from .evaluate import SetupError
 from .model import Result, Task
 from .verdict import IMPROVED, NO_GPU_NOTE, NO_IMPROVEMENT, VERIFIED_CORRECT, consistent_times, decide_verdict
 from .worker.client import WorkerError
+
+SEQUENTIAL_NOTE = ("the original and the best variant were re-measured one after the other, not interleaved: two runs "
+                   "of this harness do not fit on the GPU together (the CI pairs the two blocks' samples in order)")
 
 
 def unified_diff(original: str, new: str, path: str) -> str:
@@ -89,7 +93,7 @@ class ResultBuilder:
             return self._memcheck_beside_paired(result, best, out)
         if self._memcheck_refused(result, best):
             return result
-        self.log("re-measuring the best variant and the original, interleaved...")
+        self.log("re-measuring the best variant and the original...")
         try:
             paired = self.evaluator.paired_timing(best.variant, rounds=self.config.paired_rounds)
         except (WorkerError, SetupError) as e:  # SetupError: the worker could not be restarted for it
@@ -102,7 +106,7 @@ class ResultBuilder:
         order (a memcheck failure wins over any timing). A spare that cannot run it hands
         the memcheck back to the primary."""
         self.log("checking the best variant under compute-sanitizer memcheck on another worker while re-measuring "
-                 "it and the original, interleaved...")
+                 "it and the original...")
         box: dict[str, Any] = {}
 
         def memcheck() -> None:
@@ -174,6 +178,8 @@ class ResultBuilder:
         result.status, result.speed_claim, result.applicable = verdict.status, verdict.speed_claim, verdict.applicable
         if noise:
             self.warn(noise)
+        if paired.order == "sequential":
+            self.warn(SEQUENTIAL_NOTE)
         ci = f"{paired.speedup:.3f}x (95% CI {paired.ci_low:.3f}-{paired.ci_high:.3f})"
         cpu = " in CPU-interpreter time (--cpu-tuning; not a GPU speedup)" if self.evaluator.interpreted else ""
         if verdict.status == IMPROVED:

@@ -298,3 +298,19 @@ def test_token_and_dollar_budgets_stop_an_llm_session(tmp_path):
     # exactly at the budget: no overshoot to report
     r, requests = _llm_budget_session(tmp_path / "exact", Budget(evaluations=None, tokens=300))
     assert r.tokens == 300 and requests == 2 and not any("went past" in w for w in r.warnings)
+
+
+def test_a_re_measurement_in_sequence_is_said_in_the_result(tmp_path, monkeypatch):
+    """Where two runs of the harness do not fit on the GPU together the winner is
+    re-measured one block after the other (forced here; the worker reads it at start):
+    the verdict stands on it, and the result says it was not interleaved."""
+    from kernelband.result_builder import SEQUENTIAL_NOTE
+    from kernelband.session import Session
+
+    monkeypatch.setenv("KERNELBAND_TEST_PAIRED_ORDER", "sequential")
+    path = workspace(tmp_path)
+    cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=3), strategies=["tiling"], warm_start=False,
+                        cpu_tuning=True)
+    result = Session(task_of(path), cfg, collect()[0]).run()
+    assert result.status == "improved" and result.paired_rounds and result.speedup_ci[0] > 1.0, result.message
+    assert SEQUENTIAL_NOTE in result.warnings

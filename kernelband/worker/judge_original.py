@@ -125,7 +125,7 @@ def _baseline_notes(judge: JudgeCore, task: Task, base: Baseline) -> list[str]:
         notes.append("no float64 rerun of the original was possible: precision is checked by tolerance only")
     if ref.skipped:
         seeds = sorted({s for h, s in ref.skipped})
-        size = max((_tree_bytes(v) for v in ref.outputs.values()), default=0)
+        size = max((decoded_bytes(v) for v in ref.outputs.values()), default=0)
         notes.append(f"{task.harness} returns {size / 2**30:.1f} GiB per call: it is checked on seed {task.seeds[0]} "
                      f"only, not seeds {seeds} (the references of every seed would not fit "
                      f"{ref_host_bytes() / 2**30:.1f} GiB of host memory, {_REF_HOST_BYTES_ENV}); "
@@ -229,7 +229,7 @@ def move_references(judge: JudgeCore) -> None:
     if judge.ref_device != "cuda":
         return
     ref = judge.ref
-    total = sum(_tree_bytes(tree) for tree in ref.outputs.values()) + _tree_bytes(ref.high)
+    total = sum(decoded_bytes(tree) for tree in ref.outputs.values()) + decoded_bytes(ref.high)
     free, _ = torch.cuda.mem_get_info()
     if total <= _REF_GPU_FRACTION * free and total + ref.cuda_peak + GPU_MARGIN_BYTES <= free:
         judge.refs_on_gpu = True
@@ -238,7 +238,7 @@ def move_references(judge: JudgeCore) -> None:
         ref.high = to_device(ref.high, "cuda")
 
 
-def _tree_bytes(tree: Any) -> int:
+def decoded_bytes(tree: Any) -> int:
     return sum(t.numel() * t.element_size() for _, t in checks.leaves(tree) if isinstance(t, torch.Tensor))
 
 

@@ -7,14 +7,18 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional
 
+import torch
+
 from .compare import compare_outputs
 from .jobs import Frame, JobFailed, VariantJob
-from .judge_core import JudgeCore
+from .judge_core import GPU_MARGIN_BYTES, JudgeCore, gpu
+from .judge_original import decoded_bytes
 from .stats import paired_statistics
 
 # Tests only: make the paired re-measurement fail with this text (frozen replays leave a
 # correct variant no way to fail it, yet the CLI's handling of that failure is tested).
 _TEST_PAIRED_FAILURE_ENV = "KERNELBAND_TEST_PAIRED_FAILURE"
+_TEST_PAIRED_ORDER_ENV = "KERNELBAND_TEST_PAIRED_ORDER"
 
 
 def _follow(job: VariantJob, failed: str, on_frame: Callable[[Frame], Optional[Any]]) -> Optional[Any]:
@@ -56,17 +60,47 @@ def _kept_run(module: str, harness: str, seed: int) -> list[dict[str, Any]]:
             {"op": "replay_check", "key": module}]
 
 
+def paired_order(judge: JudgeCore) -> str:
+    """"interleaved" when two kept runs of the harness fit on the GPU with room for the
+    judge to decode one frame of outputs beside them (the original's measured peak twice,
+    its outputs once, a margin), else "sequential", one kept run at a time: GPU memory
+    stays at one run plus one copy of the outputs, and the outputs are compared on the
+    GPU, not on the host. The 32 GiB layernorm interleaved held 65 GiB on the GPU and
+    decoded the variant's 16 GiB frames on the host (34.7 GiB there, 43 s per compare).
+    Tests force either with KERNELBAND_TEST_PAIRED_ORDER."""
+    forced = os.environ.get(_TEST_PAIRED_ORDER_ENV)
+    if forced in ("interleaved", "sequential"):
+        return forced
+    if not gpu() or judge.ref.cuda_peak <= 0:
+        return "interleaved"
+    free, _ = torch.cuda.mem_get_info()
+    outputs = decoded_bytes(_reference_of(judge))
+    return "interleaved" if 2 * judge.ref.cuda_peak + outputs + GPU_MARGIN_BYTES <= free else "sequential"
+
+
+def _paired_steps(task: Any, rounds: int, order: str) -> list[dict[str, Any]]:
+    if order == "interleaved":
+        return [*_kept_run("o", task.harness, task.seeds[0]), *_kept_run("v", task.harness, task.seeds[0]),
+                {"op": "paired", "a": "o", "b": "v", "rounds": rounds}]
+    # one run kept at a time: the original's block of samples, then the variant's
+    return [*_kept_run("o", task.harness, task.seeds[0]), {"op": "samples", "key": "o", "rounds": rounds},
+            {"op": "release", "key": "o"},
+            *_kept_run("v", task.harness, task.seeds[0]), {"op": "samples", "key": "v", "rounds": rounds}]
+
+
 def paired(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
-    """Original and candidate in one fresh process, both replay-checked, timed A B A B."""
+    """Original and candidate in one fresh process, both replay-checked, timed A B A B
+    (or in sequence: ``paired_order``)."""
     task = judge.require_task()
     simulated = os.environ.get(_TEST_PAIRED_FAILURE_ENV)
     if simulated:  # tests only: the failure path of a re-measurement, which real variants no longer reach
         raise RuntimeError(simulated)
     rounds = int(req.get("rounds", 10))
-    steps = [*_kept_run("o", task.harness, task.seeds[0]), *_kept_run("v", task.harness, task.seeds[0]),
-             {"op": "paired", "a": "o", "b": "v", "rounds": rounds}]
+    order = paired_order(judge)
+    steps = _paired_steps(task, rounds, order)
     ref, vid = _reference_of(judge), req.get("variant_id")
     job = judge.job({"o": task.source, "v": req["source"]}, steps, 4 + rounds, trusted=False)
+    blocks: dict[str, list[float]] = {}
 
     def on_frame(frame: Frame) -> Optional[dict[str, Any]]:
         _error(frame, f"variant {vid} no longer passes")
@@ -74,6 +108,10 @@ def paired(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
             _must_match(ref, frame, f"variant {vid} no longer passes in the paired run")
         if frame.kind == "paired":
             return paired_statistics(frame.meta["a_ms"], frame.meta["b_ms"], frame.meta["clock"]).to_dict()
+        if frame.kind == "samples" and order == "sequential":
+            blocks[str(frame.meta.get("key"))] = [float(x) for x in frame.meta.get("ms") or []]
+            if "o" in blocks and "v" in blocks:
+                return paired_statistics(blocks["o"], blocks["v"], frame.meta["clock"], order).to_dict()
         return None
 
     out = _follow(job, "paired timing failed", on_frame)

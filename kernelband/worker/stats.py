@@ -21,8 +21,9 @@ def t95(df: int) -> float:
     return 1.96
 
 
-def paired_statistics(a_ms: list[float], b_ms: list[float], clock: str) -> PairedTiming:
-    """Speedup A/B as the geometric mean over rounds, with a 95% CI on the log scale."""
+def paired_statistics(a_ms: list[float], b_ms: list[float], clock: str, order: str = "interleaved") -> PairedTiming:
+    """Speedup A/B as the geometric mean over rounds (sample i of A with sample i of B),
+    with a 95% CI on the log scale."""
     logs = [math.log(a / b) for a, b in zip(a_ms, b_ms) if a > 0 and b > 0 and math.isfinite(a / b)]
     if not logs:
         raise ValueError("no usable paired timing rounds (zero or non-finite times)")
@@ -37,4 +38,5 @@ def paired_statistics(a_ms: list[float], b_ms: list[float], clock: str) -> Paire
         ci_high=math.exp(mean + half),
         rounds=n,
         clock=clock,
+        order=order,
     )

@@ -104,10 +104,10 @@ def time_launches(launches: list[CapturedLaunch], warmup_ms: int = 25, rep_ms: i
     return Timing(p50, p20, p80, CPU_CLOCK, len(launches))
 
 
-def _interleave(fa: Callable[[], None], fb: Callable[[], None], a_ms: list[float], b_ms: list[float], rounds: int,
-                gpu: bool) -> None:
+def _rounds(sides: list[tuple[Callable[[], None], list[float]]], rounds: int, gpu: bool) -> None:
+    """``rounds`` rounds; each round one sample of every side in turn (A B A B ... for two)."""
     for _ in range(max(rounds, 2)):
-        for fn, acc in ((fa, a_ms), (fb, b_ms)):
+        for fn, acc in sides:
             if gpu:
                 import triton.testing
 
@@ -142,5 +142,20 @@ def paired_samples(baseline: list[CapturedLaunch], variant: list[CapturedLaunch]
     else:
         _reset_l2_persisting()
     with exclusive_gpu_timing() if gpu else contextlib.nullcontext():
-        _interleave(fa, fb, a_ms, b_ms, rounds, gpu)
+        _rounds([(fa, a_ms), (fb, b_ms)], rounds, gpu)
     return a_ms, b_ms, GPU_CLOCK if gpu else CPU_CLOCK
+
+
+def block_samples(launches: list[CapturedLaunch], rounds: int = 10) -> tuple[list[float], str]:
+    """One side's samples, as paired_samples takes them, for a re-measurement in sequence
+    (the original's block, then the variant's: two runs of the harness do not fit)."""
+    fn = lambda: replay_all(launches)  # noqa: E731
+    samples: list[float] = []
+    gpu = on_gpu()
+    if not gpu:
+        fn()
+    else:
+        _reset_l2_persisting()
+    with exclusive_gpu_timing() if gpu else contextlib.nullcontext():
+        _rounds([(fn, samples)], rounds, gpu)
+    return samples, GPU_CLOCK if gpu else CPU_CLOCK

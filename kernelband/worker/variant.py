@@ -334,6 +334,16 @@ class Steps:
         self.integrity.check()
         self.send("paired", {"a_ms": a_ms, "b_ms": b_ms, "clock": clock})
 
+    def op_samples(self, step: dict[str, Any]) -> None:
+        """One kept run's samples (a block of the re-measurement in sequence)."""
+        from .timing import block_samples
+
+        _, rec = self.kept[step["key"]]
+        ms, clock = block_samples(rec.launches, rounds=int(step.get("rounds", 10)))
+        self.integrity.check()
+        self.previous.clear()  # timed replays rewrote the kept outputs
+        self.send("samples", {"key": step["key"], "ms": ms, "clock": clock})
+
     def op_profile(self, step: dict[str, Any]) -> None:
         from .profiling import collect_profile
 
