@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from helpers.kernels import AXPY
+
 from kernelband.worker import judge as judge_mod
 from kernelband.worker.judge import JudgeService
 
@@ -42,25 +44,6 @@ def test_no_release_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # ---------------------------------------------------------------- within an op, per frame
 
-TWICE = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def twice_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
-
-
-def test_twice():
-    x = torch.randn(100)
-    y = torch.empty_like(x)
-    twice_kernel[(1,)](x, y, x.numel(), BLOCK=128)
-    return y
-'''
 
 
 def test_a_job_hands_each_frame_back_before_the_next_is_decoded(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,11 +55,11 @@ def test_a_job_hands_each_frame_back_before_the_next_is_decoded(tmp_path, monkey
     from kernelband.worker.jobs import VariantJob
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    task = Task(module_path=str(tmp_path / "twice.py"), source=TWICE, kernel="twice_kernel", harness="test_twice",
+    task = Task(module_path=str(tmp_path / "axpy.py"), source=AXPY, kernel="axpy_kernel", harness="harness_axpy",
                 seeds=[0])
     events: list[str] = []
-    job = VariantJob({"task": task.to_dict(), "modules": {"m": TWICE}, "interpreted": True, "writes": {},
-                      "steps": [{"op": "run", "module": "m", "harness": "test_twice", "seed": 0, "mode": "check",
+    job = VariantJob({"task": task.to_dict(), "modules": {"m": AXPY}, "interpreted": True, "writes": {},
+                      "steps": [{"op": "run", "module": "m", "harness": "harness_axpy", "seed": 0, "mode": "check",
                                  "keep": "m"},
                                 {"op": "replay_check", "key": "m"}]},
                      timeout_s=120, after_frame=lambda: events.append("released"))
@@ -108,11 +91,11 @@ def test_only_a_frame_rebuilt_on_the_gpu_is_released(releases: list[str], monkey
     assert releases == ["empty_cache"]
 
 
-STAMPED = TWICE + '''
+STAMPED = AXPY + '''
 
-def test_stamped():
+def harness_stamped():
     import time
-    test_twice()
+    harness_axpy()
     return torch.tensor([time.time()], dtype=torch.float64)
 '''
 
@@ -130,9 +113,9 @@ def test_the_variant_starts_its_next_run_only_after_the_judge_is_done_with_the_l
     from kernelband.worker.jobs import VariantJob
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    task = Task(module_path=str(tmp_path / "stamped.py"), source=STAMPED, kernel="twice_kernel",
-                harness="test_stamped", seeds=[0])
-    run = {"op": "run", "module": "m", "harness": "test_stamped", "mode": "check"}
+    task = Task(module_path=str(tmp_path / "stamped.py"), source=STAMPED, kernel="axpy_kernel",
+                harness="harness_stamped", seeds=[0])
+    run = {"op": "run", "module": "m", "harness": "harness_stamped", "mode": "check"}
     job = VariantJob({"task": task.to_dict(), "modules": {"m": STAMPED}, "interpreted": True, "writes": {},
                       "steps": [dict(run, seed=0), dict(run, seed=1)]}, timeout_s=120)
     started: list[float] = []
