@@ -223,3 +223,69 @@ def test_best_first_tries_fresh_strategies_on_the_fastest_member_by_prior():
 def test_kb_fresh_must_be_a_known_rule():
     with pytest.raises(ValueError, match="kb_fresh"):
         BanditConfig(kb_fresh="first")
+
+
+# --------------------------------------------------------------------------- the signed gap and depletion (issue 12)
+
+def test_signed_gap_keeps_a_slow_target_below_a_depleted_arm_on_the_best():
+    """kb_gap_signed: the gap term is not clipped at 0. Clipped, a member far behind the
+    best scores 0, as much as a strategy that stopped paying on the best member, and the
+    exploration bonus, largest on the least-pulled arm, sends the pull to the slow member
+    (the layernorm replays: pulls on the original at 1.0x while the best was 1.7x).
+    Signed, the slow arm scores how far behind the best it would stay."""
+    prior = {"tiling": 0.0, "pipeline": 0.0}
+    table = offer({"slow": ["pipeline"], "fast": ["tiling"]})
+    slow, fast = cand("slow", 2.0, rv=[0.0]), cand("fast", 1.0, rv=[10.0])
+    picks, means = {}, {}
+    for signed in (False, True):
+        p = make_policy("kernelband", BanditConfig(strategy_prior=prior, prior_strength=1.0, hw_weight=0.0, n_clusters=2,
+                                                   kb_pooled=False, kb_patience=-1, kb_gap_signed=signed))
+        for _ in range(2):
+            p.update(fast, "tiling", Outcome(True, 1.0, 1.0), None)  # tiling stopped paying on the best
+        c, s = p.select([slow, fast], table, random.Random(0))
+        picks[signed] = c.id
+        means[signed] = {a["candidate"]: (a["mean"], a["bonus"]) for a in p.state()["last"]["arms"]}
+    # t = 2; fast/tiling: n 2, gain (0 + 1 * 0) / 3 = 0, gap 1 - 1/1 * (1 - 0) = 0, bonus 0.05 sqrt(ln 3 / 3)
+    # slow/pipeline: n 0, gain 0, gap 1 - 2/1 * (1 - 0) = -1 (clipped: 0), bonus 0.05 sqrt(ln 3 / 1)
+    b_fast, b_slow = 0.05 * math.sqrt(math.log(3) / 3), 0.05 * math.sqrt(math.log(3))
+    assert means[False]["fast"] == pytest.approx((0.0, b_fast), abs=1e-5)
+    assert means[False]["slow"] == pytest.approx((0.0, b_slow), abs=1e-5)
+    assert picks[False] == "slow"  # clipped: 0 + 0.052 beats 0 + 0.030
+    assert means[True]["slow"] == pytest.approx((-1.0, b_slow), abs=1e-5)
+    assert picks[True] == "fast"  # signed: -1 + 0.052 is far below 0 + 0.030
+
+
+def test_deplete_halves_a_strategy_per_pull_since_the_last_new_best_and_a_new_best_resets():
+    """kb_deplete=0.5: each pull of a strategy since the fastest time last improved halves
+    its gain estimate, so a strategy whose gains ran out (tiling's chain of block sizes)
+    gives way after a pull or two, not after the many zero rewards the clipped, prior-
+    shrunk mean needs to fall below the others; a new best reopens every strategy."""
+    prior = {"tiling": 0.08, "pipeline": 0.01}
+    table = offer({"a": ["tiling", "pipeline"], "b": ["tiling", "pipeline"]})
+    a = cand("a", 1.0)
+
+    def run(deplete: float) -> tuple[list[str], object]:
+        p = make_policy("kernelband", BanditConfig(strategy_prior=prior, n_clusters=1, kb_explore=0.0, hw_weight=0.0,
+                                                   kb_patience=-1, kb_deplete=deplete))
+        out = []
+        for _ in range(3):
+            c, s = p.select([a], table, random.Random(0))
+            out.append(s)
+            p.update(c, s, Outcome(True, 1.0, 1.0), None)  # no gain: a stall
+        return out, p
+
+    # k tiling pulls, all 0: pooled (0 + 4 * 0.08) / (k + 4), arm (0 + 4 * pooled) / (k + 4) = 1.28 / (k + 4)^2
+    # pipeline unpulled: 0.01. Undepleted tiling stays above until k = 8; halved per pull:
+    # k = 1: 1.28 / 25 * 0.5 = 0.0256, k = 2: 1.28 / 36 * 0.25 = 0.0089 < 0.01
+    assert run(1.0)[0] == ["tiling", "tiling", "tiling"]
+    picks, p = run(0.5)
+    assert picks == ["tiling", "tiling", "pipeline"]
+    b = cand("b", 0.8)  # pipeline finds a new best: the counts reset
+    p.select([a], table, random.Random(0))
+    assert next(x for x in p.state()["last"]["arms"] if x["strategy"] == "tiling")["mean"] == pytest.approx(
+        1.28 / 36 * 0.25, abs=1e-5)
+    p.update(a, "pipeline", Outcome(True, 1.0, 0.8), b)
+    p.select([a, b], table, random.Random(0))
+    tiling = next(x for x in p.state()["last"]["arms"] if x["strategy"] == "tiling")
+    # tiling undepleted again, on b (the best, gap factor 1): 1.28 / 36
+    assert tiling["candidate"] == "b" and tiling["mean"] == pytest.approx(1.28 / 36, abs=1e-5)

@@ -72,6 +72,8 @@ class BanditConfig:
     hw_weight: float = 0.05
     kb_pooled: bool = True  # kb: an arm shrinks toward its strategy's mean this session (itself shrunk toward the prior), not the prior alone
     kb_gap: bool = True  # kb: arms learn the gain over their parent and score the new best it would give from their target: max(0, 1 - T_target/T_best * (1 - gain))
+    kb_gap_signed: bool = False  # kb_gap not clipped at 0: a target slower than the best scores how far behind it would stay
+    kb_deplete: float = 1.0  # kb: an arm's gain estimate times kb_deplete ** (pulls of its strategy since the last new best); 1: off
     kb_fresh: str = "best-first"  # kb: which fresh (never-pulled) strategy goes first: "score" (the arm scores) or "best-first" (highest prior, on the fastest member)
     # compatibility model (compat.py)
     compat_buffer: int = 500  # samples kept per strategy

@@ -33,6 +33,10 @@ A step (``select``):
            default) s's pooled mean this session shrunk toward it: (S_s + m p_s) / (N_s + m)
        mean = g, or with ``kb_gap`` (the default) max(0, 1 - T_target / T_best * (1 - g)),
            T_best the pool's fastest time
+       (off by default, issue 12 ablations: ``kb_deplete`` d < 1 first multiplies g by
+       d ** (pulls of s since the fastest time last improved; a new best resets every
+       count); ``kb_gap_signed`` drops the max(0, .) so a slow target scores how far
+       behind the best it would stay)
        score = mean + kb_explore * sqrt(ln(t + 1) / (n + m))
                + hw_weight * (headroom_s(target) - 0.5) [+ hw_weight * (psi - 0.5) with counters]
    where m = prior_strength, p_s the strategy's prior mean reward (learned across
@@ -89,6 +93,7 @@ class KernelBandPolicy:
         self._since_best = 0  # pulls since the fastest time last improved (kb_patience)
         self.compat = compat
         self._stats: dict[tuple[str, str], ArmStats] = {}  # (member id, strategy)
+        self._stall: dict[str, int] = {}  # strategy: its pulls since the fastest time last improved (kb_deplete)
         self.t = 0
         self._clustering: Optional[Clustering] = None
         self._cluster_key: Optional[tuple[str, ...]] = None
@@ -144,10 +149,14 @@ class KernelBandPolicy:
                 pooled = self._strategy_stats(strategy)
                 prior = (pooled.total + m * prior) / (pooled.n + m)
             shrunk = (stats.total + m * prior) / (stats.n + m) if stats.n + m > 0 else prior
+            if cfg.kb_deplete != 1.0:  # gains deplete: each pull of s since the last new best
+                shrunk *= cfg.kb_deplete ** (self._stall.get(strategy, 0) + self._pending.of_strategy(strategy))
             best = self._pool_best
             if cfg.kb_gap and math.isfinite(best) and best > 0:
                 # a gain over the target is worth only what it brings below the pool's fastest
-                shrunk = max(0.0, 1.0 - target.time_ms / best * (1.0 - shrunk))
+                shrunk = 1.0 - target.time_ms / best * (1.0 - shrunk)
+                if not cfg.kb_gap_signed:
+                    shrunk = max(0.0, shrunk)
             bonus = cfg.kb_explore * math.sqrt(math.log(t + 1) / (stats.n + m)) if stats.n + m > 0 else math.inf
             hw = cfg.hw_weight * (self.headroom(target, strategy) - 0.5)
             if self.compat is not None and target.phi is not None:  # counters: the learned psi too
@@ -259,8 +268,10 @@ class KernelBandPolicy:
         self._stats.setdefault((parent.id, strategy), ArmStats()).add(r)
         if outcome.success and outcome.child_ms is not None and outcome.child_ms < self.best_ms:
             self.best_ms, self._since_best = outcome.child_ms, 0
+            self._stall.clear()  # a new best to work on: every strategy may pay again
         else:
             self._since_best += 1
+            self._stall[strategy] = self._stall.get(strategy, 0) + 1
         self.t += 1
         if self.compat is not None and parent.phi is not None:
             self.compat.observe(parent.phi, strategy, improved(outcome))
