@@ -89,7 +89,8 @@ def test_patience_gives_each_never_pulled_strategy_one_look_after_a_stall():
 
     def picks(patience: int) -> list[str]:
         p = make_policy("kernelband", BanditConfig(strategy_prior=prior, n_clusters=1, kb_patience=patience,
-                                                   prior_strength=8.0, kb_pooled=False, kb_gap=False, kb_fresh="score"))
+                                                   prior_strength=8.0, kb_pooled=False, kb_gap=False, kb_fresh="score",
+                                                   kb_deplete=1.0))
         out = []
         for _ in range(5):
             c, s = p.select(pool, table, random.Random(0))
@@ -109,6 +110,7 @@ def test_default_kb_looks_at_each_strategy_once_on_the_best_then_scores():
     cfg = BanditConfig()
     assert (cfg.prior_strength, cfg.kb_patience, cfg.kb_pooled, cfg.kb_gap, cfg.kb_fresh) == (4.0, 0, True, True,
                                                                                               "best-first")
+    assert (cfg.kb_gap_signed, cfg.kb_deplete) == (True, 0.5)
     prior = {"tiling": 0.2, "vectorization": 0.0, "pipeline": 0.01}
     p = make_policy("kernelband", BanditConfig(strategy_prior=prior, n_clusters=3))
     assert p.config.reward_mode == "best" and p.config.variant == "kb"
@@ -141,7 +143,7 @@ def test_gap_scores_a_slow_target_by_the_new_best_it_could_give():
     re-tuning a member that cannot beat the best any more (the attention landscape)."""
     prior = {"tiling": 0.1, "pipeline": 0.0}
     cfg = BanditConfig(strategy_prior=prior, prior_strength=1.0, kb_explore=0.0, hw_weight=0.0, n_clusters=2,
-                       kb_gap=True, kb_pooled=False, kb_patience=-1)
+                       kb_gap=True, kb_pooled=False, kb_patience=-1, kb_gap_signed=False, kb_deplete=1.0)
     p = make_policy("kernelband", cfg)
     slow, fast = cand("slow", 2.0, rv=[0.0]), cand("fast", 1.0, rv=[10.0])
     pool = [slow]

@@ -27,13 +27,18 @@ each backed by the landscape replays in benchmarks/README.md, "The default polic
   cross-kernel ``strategy_prior`` (the shipped ``priors.json`` when None); so an arm of
   a new cluster starts at what its strategy did here, and nothing scores +inf;
 - the gap term (``kb_gap``): arms learn the gain over their parent and score the new best
-  it would give from their target, max(0, 1 - T_target / T_best * (1 - gain)), so a
-  cluster far behind the best is tried only through exploration;
+  it would give from their target, 1 - T_target / T_best * (1 - gain), not clipped at 0
+  (``kb_gap_signed``), so a cluster far behind the best scores how far behind it would
+  stay and is tried only through exploration;
+- depletion (``kb_deplete`` 0.5): a strategy's gain estimate halves with each of its pulls
+  since the pool's fastest time last improved (a new best resets every count), so a
+  strategy that stopped paying on the best member gives way to the others;
 - exploration ``kb_explore * sqrt(ln(t+1) / (n + prior_strength))`` and a hardware term
   ``hw_weight * (headroom - 0.5)`` where headroom = 1 - saturation of the strategy's
   resource on the target (tier-1/2 estimates; 0 when unknown).
-Setting ``kb_patience=-1, kb_pooled=False, kb_gap=False, kb_fresh="score",
-prior_strength=0`` gives the previous default (per-cluster warm-up, reward relative to
+Setting ``kb_gap_signed=False, kb_deplete=1.0`` gives the default of commit 6d176c4;
+``kb_patience=-1, kb_pooled=False, kb_gap=False, kb_fresh="score", prior_strength=0``
+on top of that gives the one before (per-cluster warm-up, reward relative to
 the best, ``reward_mode`` "best"). Clustering uses the v1 feature vector.
 """
 from __future__ import annotations
@@ -71,9 +76,9 @@ class BanditConfig:
     kb_patience: int = 0  # kb: after this many pulls without a new best, each strategy never pulled gets one look (-1: never; 0: from the start)
     hw_weight: float = 0.05
     kb_pooled: bool = True  # kb: an arm shrinks toward its strategy's mean this session (itself shrunk toward the prior), not the prior alone
-    kb_gap: bool = True  # kb: arms learn the gain over their parent and score the new best it would give from their target: max(0, 1 - T_target/T_best * (1 - gain))
-    kb_gap_signed: bool = False  # kb_gap not clipped at 0: a target slower than the best scores how far behind it would stay
-    kb_deplete: float = 1.0  # kb: an arm's gain estimate times kb_deplete ** (pulls of its strategy since the last new best); 1: off
+    kb_gap: bool = True  # kb: arms learn the gain over their parent and score the new best it would give from their target: 1 - T_target/T_best * (1 - gain), clipped at 0 unless kb_gap_signed
+    kb_gap_signed: bool = True  # kb_gap not clipped at 0: a target slower than the best scores how far behind it would stay
+    kb_deplete: float = 0.5  # kb: an arm's gain estimate times kb_deplete ** (pulls of its strategy since the last new best); 1: off
     kb_fresh: str = "best-first"  # kb: which fresh (never-pulled) strategy goes first: "score" (the arm scores) or "best-first" (highest prior, on the fastest member)
     # compatibility model (compat.py)
     compat_buffer: int = 500  # samples kept per strategy

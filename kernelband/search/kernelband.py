@@ -31,12 +31,12 @@ A step (``select``):
    kb (the default ``kernelband``; with m > 0 every arm has a finite score):
        g = (sum + m * mu_s) / (n + m), mu_s = the prior of s, or with ``kb_pooled`` (the
            default) s's pooled mean this session shrunk toward it: (S_s + m p_s) / (N_s + m)
-       mean = g, or with ``kb_gap`` (the default) max(0, 1 - T_target / T_best * (1 - g)),
-           T_best the pool's fastest time
-       (off by default, issue 12 ablations: ``kb_deplete`` d < 1 first multiplies g by
-       d ** (pulls of s since the fastest time last improved; a new best resets every
-       count); ``kb_gap_signed`` drops the max(0, .) so a slow target scores how far
-       behind the best it would stay)
+       depleted: g * d ** k with d = ``kb_deplete`` (0.5 by default; 1 is off) and k the
+           pulls of s since the pool's fastest time last improved (a new best resets every
+           count): a strategy that stopped paying on the best member gives way
+       mean = g, or with ``kb_gap`` (the default) 1 - T_target / T_best * (1 - g),
+           T_best the pool's fastest time; with ``kb_gap_signed`` (the default) a slow
+           target scores how far behind the best it would stay, else max(0, .)
        score = mean + kb_explore * sqrt(ln(t + 1) / (n + m))
                + hw_weight * (headroom_s(target) - 0.5) [+ hw_weight * (psi - 0.5) with counters]
    where m = prior_strength, p_s the strategy's prior mean reward (learned across
