@@ -49,6 +49,8 @@ SPECS: list[tuple[str, str, dict[str, Any]]] = [
     ("kb: v2 reward (vs parent)", "kernelband", {"reward_mode": "v2"}),
     ("kb: no hardware term", "kernelband", {"hw_weight": 0.0}),
     ("kb: each strategy once after 3 stalled pulls", "kernelband", {"kb_patience": 3}),
+    ("kb: gap term clipped at 0", "kernelband", {"kb_gap_signed": False}),
+    ("kb: no depletion", "kernelband", {"kb_deplete": 1.0}),
     ("kernelband-v1", "kernelband-v1", {}),
     ("kernelband-v2", "kernelband-v2", {}),
     ("ucb1", "ucb1", {}),
