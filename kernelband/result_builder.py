@@ -2,7 +2,8 @@
 
 The fastest pool member and the original are re-measured interleaved (one block after
 the other where two runs of the harness do not fit on the GPU together, which the Result
-then says) for a speedup with a 95% confidence interval; kernelband/verdict.py says what that interval means.
+then says) for a speedup with a 95% confidence interval; kernelband/verdict.py says what
+that interval means.
 Under the interpreter (no CPU tuning) nothing is re-measured: the winner is
 ``verified_correct``, with no speed claim. On a GPU the finalist first runs under
 compute-sanitizer memcheck. A winner whose re-measurement fails is not a verified

@@ -104,20 +104,6 @@ def time_launches(launches: list[CapturedLaunch], warmup_ms: int = 25, rep_ms: i
     return Timing(p50, p20, p80, CPU_CLOCK, len(launches))
 
 
-def _rounds(sides: list[tuple[Callable[[], None], list[float]]], rounds: int, gpu: bool) -> None:
-    """``rounds`` rounds; each round one sample of every side in turn (A B A B ... for two)."""
-    for _ in range(max(rounds, 2)):
-        for fn, acc in sides:
-            if gpu:
-                import triton.testing
-
-                acc.append(float(triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median")))
-            else:  # the interpreter is slow: one warm run per side per round
-                t0 = time.perf_counter()
-                fn()
-                acc.append((time.perf_counter() - t0) * 1e3)
-
-
 def _reset_l2_persisting() -> None:
     """Drop any persisting-L2 window a kernel may have set (best effort: the driver call
     exists from CUDA 11; without it there is nothing to reset)."""
@@ -129,33 +115,41 @@ def _reset_l2_persisting() -> None:
         pass
 
 
-def paired_samples(baseline: list[CapturedLaunch], variant: list[CapturedLaunch],
-                   rounds: int = 10) -> tuple[list[float], list[float], str]:
-    """Interleave A B A B ...: per-round medians of each side (the judge computes the CI)."""
-    fa = lambda: replay_all(baseline)  # noqa: E731
-    fb = lambda: replay_all(variant)  # noqa: E731
-    a_ms: list[float] = []
-    b_ms: list[float] = []
+def _sample_rounds(launch_sets: list[list[CapturedLaunch]], rounds: int) -> tuple[list[list[float]], str]:
+    """``rounds`` rounds (at least 2); each round one sample of every set's replay in turn
+    (A B A B ... for two): per-round medians on a GPU (the L2 persisting window reset, the
+    timing lock held), one warm run per set per round under the interpreter (slow)."""
+    fns = [lambda ls=ls: replay_all(ls) for ls in launch_sets]
+    samples: list[list[float]] = [[] for _ in launch_sets]
     gpu = on_gpu()
     if not gpu:
-        fa(), fb()  # warm both before the first timed round
+        for fn in fns:  # warm every set before the first timed round
+            fn()
     else:
         _reset_l2_persisting()
     with exclusive_gpu_timing() if gpu else contextlib.nullcontext():
-        _rounds([(fa, a_ms), (fb, b_ms)], rounds, gpu)
-    return a_ms, b_ms, GPU_CLOCK if gpu else CPU_CLOCK
+        for _ in range(max(rounds, 2)):
+            for fn, acc in zip(fns, samples):
+                if gpu:
+                    import triton.testing
+
+                    acc.append(float(triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median")))
+                else:
+                    t0 = time.perf_counter()
+                    fn()
+                    acc.append((time.perf_counter() - t0) * 1e3)
+    return samples, GPU_CLOCK if gpu else CPU_CLOCK
+
+
+def paired_samples(baseline: list[CapturedLaunch], variant: list[CapturedLaunch],
+                   rounds: int = 10) -> tuple[list[float], list[float], str]:
+    """Interleave A B A B ...: per-round medians of each side (the judge computes the CI)."""
+    (a_ms, b_ms), clock = _sample_rounds([baseline, variant], rounds)
+    return a_ms, b_ms, clock
 
 
 def block_samples(launches: list[CapturedLaunch], rounds: int = 10) -> tuple[list[float], str]:
     """One side's samples, as paired_samples takes them, for a re-measurement in sequence
     (the original's block, then the variant's: two runs of the harness do not fit)."""
-    fn = lambda: replay_all(launches)  # noqa: E731
-    samples: list[float] = []
-    gpu = on_gpu()
-    if not gpu:
-        fn()
-    else:
-        _reset_l2_persisting()
-    with exclusive_gpu_timing() if gpu else contextlib.nullcontext():
-        _rounds([(fn, samples)], rounds, gpu)
-    return samples, GPU_CLOCK if gpu else CPU_CLOCK
+    (ms,), clock = _sample_rounds([launches], rounds)
+    return ms, clock
