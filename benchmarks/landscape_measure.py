@@ -31,7 +31,11 @@ equal-GPU-seconds comparison.
 
 ``--extra replay.json`` measures, for kernels already present, the proposals the replay
 made but found unmeasured (its ``missing`` recipes, most frequent first, up to
-``--extra-cap``) and appends them; replay again afterwards.
+``--extra-cap``) and appends them; replay again afterwards. A later session can run a few
+% off the table's (clocks, another machine): it first re-times three rows already there
+(the original, the fastest, the median) and multiplies the new rows' times by the median
+old / new ratio (each new row keeps ``ms_measured`` and ``scale``; the table keeps
+``extra_scales`` with the anchors).
 
 Resumable: DIR/<module>.json is written as soon as a kernel is done and skipped when
 present. ``--minutes`` stops cleanly before a kernel that would not finish (a kernel cut
@@ -60,6 +64,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from landscape_configs import KNOB_FAMILIES, Analyses, Built, build, families, original, ranked_children, step  # noqa: E402
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+ANCHORS = 3  # rows re-timed by --extra to put its new rows on the table's clock
 FATAL = ("illegal memory access", "CUDA error", "unspecified launch failure")
 
 
@@ -280,10 +285,38 @@ class KernelMeasure:
         if not todo:
             return d
         self._setup()
-        if not self._batch(todo):
+        scale = self._drift(d["configs"])
+        if scale is None or not self._batch(todo):
             return None
+        for b in todo:  # on the table's clock: a later GPU session may run a few % off
+            row = self.rows[b.key(self.ac)]
+            row["scale"] = scale["factor"]
+            if row["ms"] is not None:
+                row["ms_measured"], row["ms"] = row["ms"], row["ms"] * scale["factor"]
         return dict(d, configs=list(self.rows.values()), seconds=d["seconds"] + time.perf_counter() - t0,
-                    extra_rounds=d.get("extra_rounds", 0) + 1)
+                    extra_rounds=d.get("extra_rounds", 0) + 1, extra_scales=d.get("extra_scales", []) + [scale])
+
+    def _drift(self, old_rows: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        """Rows added in a later session must be on the table's clock (GPU clocks, driver,
+        another machine of the same model): re-time up to ``ANCHORS`` rows already in the
+        table (the original, the fastest, the median), without replacing them, and return
+        median(old ms / new ms) with the anchors' ratios; None when the deadline came."""
+        ok = sorted((r for r in old_rows if r["correct"] and r["ms"]), key=lambda r: r["ms"])
+        picks = [old_rows[0]] + ([ok[0], ok[len(ok) // 2]] if ok else [])
+        anchors: list[dict[str, Any]] = []
+        for r in picks[:ANCHORS]:
+            if any(a["recipe"] == r["recipe"] for a in anchors) or not r["correct"] or not r["ms"]:
+                continue
+            if time.monotonic() > self.deadline:
+                return None
+            b = build(self.ac, self.original, r["recipe"])
+            new = self._run(b, *self._module(b.source), None)
+            if new["correct"] and new["ms"]:
+                anchors.append({"recipe": r["recipe"], "old_ms": r["ms"], "new_ms": new["ms"]})
+        ratios = [a["old_ms"] / a["new_ms"] for a in anchors]
+        factor = statistics.median(ratios) if ratios else 1.0
+        self.log(f"  {self.e.module}: drift against the table {factor:.4f} (anchors {', '.join(f'{x:.4f}' for x in ratios)})")
+        return {"factor": factor, "anchors": anchors}
 
     def _next(self, expanded: set[str], combined: set[str]) -> list[Built]:
         """The next round: children of the fastest unexpanded config, and each code

@@ -3,7 +3,7 @@
 
     python benchmarks/replay_confirm.py --replay benchmarks/results/landscapes/replay.json --out DIR
         [--kernels add_small_blocks_fp16,softmax_short_fp32] [--seeds 0,1,2] [--budget 8]
-        [--baseline auto] [--minutes 8.5] [--profile-tier 0]
+        [--baseline auto] [--minutes 8.5] [--profile-tier 0] [--report-only]
 
 For each kernel, seed and policy (kernelband and the best baseline: ``auto`` takes the
 replay's best baseline at this budget, at equal evaluations), a real session runs, one
@@ -13,7 +13,9 @@ the same seed as the replay's run, so with identical timings the session would m
 same proposals in the same order. Each session's record goes to
 DIR/sessions/<kernel>__<policy>__<seed>.json as soon as it ends; present records are
 skipped (resumable); ``--minutes`` stops before a session that would not fit (sessions
-run in the order seed, kernel, policy, so a cut-short run stays paired).
+run in the order seed, kernel, policy, so a cut-short run stays paired). Without a GPU it
+refuses to run sessions (they would run on the CPU); ``--report-only`` only builds the
+tables from the records present, e.g. against a newer replay.json.
 
 Compared, per kernel and policy (geomean over seeds): the replay's best speedup after
 ``--budget`` evaluations, the session's best speedup during its search (same measure:
@@ -75,6 +77,14 @@ def run_one(entry: Any, policy: str, seed: int, budget: int, profile_tier: int, 
     }
 
 
+def _gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
 def compare(replay: dict[str, Any], records: list[dict[str, Any]], kernels: list[str], policies: list[str],
             budget: int) -> tuple[dict[str, Any], str]:
     b = str(budget)
@@ -120,6 +130,19 @@ def compare(replay: dict[str, Any], records: list[dict[str, Any]], kernels: list
         out["ratio"] = ratios
         L.append("| " + " | ".join([f"{ref}/{other}"] + [f"{ratios[x]:.3f}" if ratios[x] else "-"
                                                           for x in ("replay", "real_search", "real_final")]) + " |")
+        L += ["", f"Per seed (final paired speedup; replay's best after {budget} evaluations in brackets):", "",
+              f"| kernel | seed | {ref} | {other} | ratio |", "| --- | --- | --- | --- | --- |"]
+        by = {(r["module"], r["policy"], r["seed"]): r for r in records}
+        for k in kernels:
+            runs = ((replay.get("per_run") or {}).get(k) or {})
+            for seed in sorted({r["seed"] for r in records if r["module"] == k}):
+                x, y = by.get((k, ref, seed)), by.get((k, other, seed))
+                if x is None or y is None:
+                    continue
+                pr = lambda p: (runs.get(p) or {}).get(b) or []  # noqa: E731
+                cell = lambda r, p: f"{r['final_speedup'] or 1.0:.3f} [{pr(p)[seed]:.3f}]" if seed < len(pr(p)) else f"{r['final_speedup'] or 1.0:.3f}"  # noqa: E731
+                L.append(f"| {k} | {seed} | {cell(x, ref)} | {cell(y, other)} | "
+                         f"{(x['final_speedup'] or 1.0) / (y['final_speedup'] or 1.0):.3f} |")
     return out, "\n".join(L) + "\n"
 
 
@@ -133,6 +156,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--baseline", default="auto", help="ucb1, greedy, random, or auto (the replay's best at this budget)")
     ap.add_argument("--profile-tier", type=int, default=0)
     ap.add_argument("--minutes", type=float, default=0.0)
+    ap.add_argument("--report-only", action="store_true",
+                    help="run no session: the tables from the records already in DIR/sessions")
     a = ap.parse_args(argv)
     from benchmarks.suite import entry
 
@@ -154,6 +179,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     import os
 
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    if not a.report_only and not interpreted and not _gpu():
+        # a session here would run on the CPU and confirm nothing about the GPU replay
+        ap.error("no GPU here: sessions would not confirm the replay (--report-only builds the tables from "
+                 "the records present; TRITON_INTERPRET=1 runs interpreted sessions, for tests)")
     sess = a.out / "sessions"
     sess.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + a.minutes * 60 if a.minutes > 0 else math.inf
@@ -162,7 +191,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         for e in entries:
             for p in policies:
                 path = sess / f"{e.module}__{p}__{seed}.json"
-                if path.is_file():
+                if path.is_file() or a.report_only:
                     continue
                 need = max(walls) if walls else 0.0
                 if time.monotonic() + need > deadline:

@@ -14,6 +14,10 @@ evaluation and the policy is not told (the generator has marked it used, so it i
 the space lacked it); how often that happens is reported per policy (``miss rate``),
 and the most frequent missed recipes are listed in replay.json's ``missing`` (feed them
 to ``landscape_measure.py --extra replay.json`` and replay again to close the gap).
+Refunds are optimistic: a proposal a real session would pay for (often a repeat of a
+step on a near-identical member) is free. ``--unmeasured charge`` gives the pessimistic
+bound: each unmeasured proposal costs one evaluation (the table's median config cost)
+and is told to the policy as a pull that found nothing.
 
 Outputs (``--out``, default benchmarks/results/landscapes): ``replay.json``,
 ``replay.md`` and ``speedup_vs_budget.png``:
@@ -230,12 +234,20 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
             if row["correct"] and row["ms"]:
                 est_ms = parent.time_ms * float(row["ms"]) / t0
             estimated += 1
-        if row is None:  # not measured: skipped and refunded
+        if row is None:  # not measured: skipped and refunded, or (charge) a pull that found nothing
             misses += 1
             if evals < counted:
                 counted_misses += 1
                 if len(missed) < 64:
                     missed.append(recipe_of[parent.id] + [key])
+            if unmeasured == "charge":
+                evals += 1
+                spent += t.median_cost
+                policy.update(parent, strategy, Outcome(False, parent.time_ms, None), None)
+                traj.append((evals, spent, t0 / best))
+                pulls.append({"strategy": strategy, "family": family, "key": key, "ok": False,
+                              "description": g.variant.description, "estimated": False, "charged": True})
+                continue
             if misses > MISS_LIMIT:
                 break
             continue
@@ -513,8 +525,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--costmodel", choices=("loko", "shipped"), default="loko",
                     help="rank proposals with a cost model fitted without the replayed kernel (loko), or the shipped one")
-    ap.add_argument("--unmeasured", choices=("refund", "estimate"), default="refund",
-                    help="an unmeasured proposal is skipped and refunded, or estimated from its step's measured ratio")
+    ap.add_argument("--unmeasured", choices=("refund", "estimate", "charge"), default="refund",
+                    help="an unmeasured proposal is skipped and refunded (optimistic: a wasted proposal costs "
+                         "nothing), estimated from its step's measured ratio, or charged as an evaluation that "
+                         "found nothing (pessimistic: it might have been a gain)")
     a = ap.parse_args(argv)
     try:
         budgets = sorted({int(b) for b in a.budgets.split(",") if b})

@@ -151,6 +151,16 @@ def test_replay_refunds_unmeasured_and_fails_wrong_configs(tables):
     assert r4["estimated"] > 0 and r4["evals"] > full["evals"]
     est = [p for p in r4["pulls"] if p["estimated"]]
     assert est and all(p["family"] not in ("block_size", "num_warps", "num_stages", "group_m") for p in est)
+    # --unmeasured charge: a miss costs an evaluation and finds nothing (the pessimistic bound):
+    # the budget is spent in full, the measured configs it reaches still count, no charged pull gains
+    r5 = replay.run_one(t, "greedy", 0, 8, t.source(), unmeasured="charge")
+    charged = [p for p in r5["pulls"] if p.get("charged")]
+    assert r5["evals"] == 8 and len(r5["pulls"]) == 8 and charged and not any(p["ok"] for p in charged)
+    assert len(charged) + sum(1 for p in r5["pulls"] if not p.get("charged")) == 8
+    for i, p in enumerate(r5["pulls"]):
+        if p.get("charged"):  # the best so far does not move on a charged pull
+            assert r5["traj"][i][2] == (r5["traj"][i - 1][2] if i else 1.0)
+    assert r5["traj"][-1][2] <= full["traj"][-1][2] + 1e-12  # never better than the refunded run here
 
 
 def test_paired_ratio_known_case():
@@ -227,7 +237,12 @@ def test_extra_measures_the_replays_missed_proposals(tables, tmp_path):
     assert replay.main(["--tables", str(copy), "--seeds", "2", "--budgets", "2,4", "--out", str(out), "--no-plot"]) == 0
     missing = json.loads((out / "replay.json").read_text())["missing"]["scale_tuned_fp32"]
     assert missing and all(m["count"] >= 1 and m["recipe"] for m in missing)
+    # the table's session ran on a clock twice as slow as this one: the new row must be put on
+    # the table's clock (re-timed anchors), not appended raw beside rows it cannot be compared with
     before = json.loads((copy / "scale_tuned_fp32.json").read_text())
+    for r in before["configs"]:
+        r["ms"] = r["ms"] * 2 if r["ms"] else r["ms"]
+    (copy / "scale_tuned_fp32.json").write_text(json.dumps(before))
     env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="",
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "landscape_measure.py"), "--out", str(copy),
@@ -238,3 +253,7 @@ def test_extra_measures_the_replays_missed_proposals(tables, tmp_path):
     assert len(after["configs"]) == len(before["configs"]) + 1 and after["extra_rounds"] == 1
     assert after["configs"][-1]["recipe"] == missing[0]["recipe"] and after["configs"][-1]["correct"]
     assert after["configs"][:-1] == before["configs"]
+    new, scale = after["configs"][-1], after["extra_scales"][0]
+    assert len(scale["anchors"]) >= 2 and scale["anchors"][0]["recipe"] == []
+    assert 1.3 < scale["factor"] < 3.0, scale  # the doubled clock, found through the anchors
+    assert new["scale"] == scale["factor"] and new["ms"] == pytest.approx(new["ms_measured"] * scale["factor"])
