@@ -17,7 +17,8 @@ to ``landscape_measure.py --extra replay.json`` and replay again to close the ga
 Refunds are optimistic: a proposal a real session would pay for (often a repeat of a
 step on a near-identical member) is free. ``--unmeasured charge`` gives the pessimistic
 bound: each unmeasured proposal costs one evaluation (the table's median config cost)
-and is told to the policy as a pull that found nothing.
+and is told to the policy as a pull that found nothing (no child, reward 0 in every
+policy's reward mode).
 
 Outputs (``--out``, default benchmarks/results/landscapes): ``replay.json``,
 ``replay.md`` and ``speedup_vs_budget.png``:
@@ -243,7 +244,9 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
             if unmeasured == "charge":
                 evals += 1
                 spent += t.median_cost
-                policy.update(parent, strategy, Outcome(False, parent.time_ms, None), None)
+                # told as a success without a time: reward 0 in every mode (a failure would
+                # cost the v1-reward baselines -1 and kernelband 0: a bias, not a bound)
+                policy.update(parent, strategy, Outcome(True, parent.time_ms, None), None)
                 traj.append((evals, spent, t0 / best))
                 pulls.append({"strategy": strategy, "family": family, "key": key, "ok": False,
                               "description": g.variant.description, "estimated": False, "charged": True})
