@@ -85,9 +85,14 @@ def _gpu() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def _replayed(replay: dict[str, Any], kernel: str, policy: str, budget: int) -> list[float]:
+    """Each replayed run's best speedup after ``budget`` evaluations (replay.json's per_run)."""
+    runs = ((replay.get("per_run") or {}).get(kernel) or {}).get(policy) or {}
+    return runs.get(str(budget)) or runs.get(budget) or []  # type: ignore[call-overload]
+
+
 def compare(replay: dict[str, Any], records: list[dict[str, Any]], kernels: list[str], policies: list[str],
             budget: int) -> tuple[dict[str, Any], str]:
-    b = str(budget)
     out: dict[str, Any] = {"budget": budget, "policies": policies, "kernels": {}}
     L = [f"Real sessions vs the landscape replay at budget {budget} (geomean over the seeds run; "
          "search = best speedup found during the search, final = the verdict's paired re-measurement):", "",
@@ -99,8 +104,7 @@ def compare(replay: dict[str, Any], records: list[dict[str, Any]], kernels: list
             rs = sorted((r for r in records if r["module"] == k and r["policy"] == p), key=lambda r: r["seed"])
             if not rs:
                 continue
-            per_run = ((replay.get("per_run") or {}).get(k) or {}).get(p) or {}
-            pred_runs = per_run.get(b) or per_run.get(budget) or []
+            pred_runs = _replayed(replay, k, p, budget)
             pred = geomean([pred_runs[r["seed"]] for r in rs if r["seed"] < len(pred_runs)])
             firsts = first_pulls(replay, k, p)
             same = total = 0
@@ -134,13 +138,15 @@ def compare(replay: dict[str, Any], records: list[dict[str, Any]], kernels: list
               f"| kernel | seed | {ref} | {other} | ratio |", "| --- | --- | --- | --- | --- |"]
         by = {(r["module"], r["policy"], r["seed"]): r for r in records}
         for k in kernels:
-            runs = ((replay.get("per_run") or {}).get(k) or {})
             for seed in sorted({r["seed"] for r in records if r["module"] == k}):
                 x, y = by.get((k, ref, seed)), by.get((k, other, seed))
                 if x is None or y is None:
                     continue
-                pr = lambda p: (runs.get(p) or {}).get(b) or []  # noqa: E731
-                cell = lambda r, p: f"{r['final_speedup'] or 1.0:.3f} [{pr(p)[seed]:.3f}]" if seed < len(pr(p)) else f"{r['final_speedup'] or 1.0:.3f}"  # noqa: E731
+
+                def cell(r: dict[str, Any], p: str) -> str:
+                    pred = _replayed(replay, k, p, budget)
+                    final = f"{r['final_speedup'] or 1.0:.3f}"
+                    return f"{final} [{pred[seed]:.3f}]" if seed < len(pred) else final
                 L.append(f"| {k} | {seed} | {cell(x, ref)} | {cell(y, other)} | "
                          f"{(x['final_speedup'] or 1.0) / (y['final_speedup'] or 1.0):.3f} |")
     return out, "\n".join(L) + "\n"
