@@ -87,6 +87,13 @@ def fingerprint(t: torch.Tensor) -> tuple[int, int]:
     """A cheap content hash of a tensor (two weighted sums over its bytes viewed as
     integers), computed in slices so memory stays bounded. Equal content gives equal
     fingerprints; a change of any element changes them except with negligible chance."""
+    from . import timeline
+
+    with timeline.span("fingerprint"):
+        return _fingerprint(t)
+
+
+def _fingerprint(t: torch.Tensor) -> tuple[int, int]:
     flat = t.detach().reshape(-1)
     if flat.numel() == 0:
         return (0, 0)

@@ -166,6 +166,10 @@ class VariantJob:
     network: str = ""
     wrapper: list[str] = field(default_factory=list)  # a command the process runs under (compute-sanitizer)
     extra_env: dict[str, str] = field(default_factory=dict)
+    # seconds of the judge's side of the job: spawn, frames decoded, teardown; and the
+    # variant process's own timeline (the last one it sent)
+    spent: dict[str, float] = field(default_factory=dict)
+    variant_timeline: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.nonce = secrets.token_hex(16)
@@ -181,6 +185,13 @@ class VariantJob:
         return str(cache)
 
     def start(self, zygote: Optional[Zygote] = None) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._start(zygote)
+        finally:
+            self.spent["spawn"] = self.spent.get("spawn", 0.0) + time.perf_counter() - t0
+
+    def _start(self, zygote: Optional[Zygote] = None) -> None:
         env = sandbox.scrubbed_env(str(self.dir))
         env["TRITON_CACHE_DIR"] = self._cache_dir()
         # the package must import from where the judge imported it (not the private cwd)
@@ -267,7 +278,11 @@ class VariantJob:
         def reader() -> None:
             try:
                 while True:
+                    t_read = time.perf_counter()
                     frame = read_frame(stdout, self.nonce, self.device)
+                    self.spent["decode"] = self.spent.get("decode", 0.0) + time.perf_counter() - t_read
+                    if frame and isinstance(frame[1].get("timeline"), dict):
+                        self.variant_timeline = frame[1]["timeline"]
                     out.put(Frame(*frame) if frame else None)
                     if frame is None or frame[0] in ("done", "error"):
                         return
@@ -316,6 +331,22 @@ class VariantJob:
 
     def close(self) -> None:
         """Kill the process and everything it started; remove its directory."""
+        t0 = time.perf_counter()
+        try:
+            self._close()
+        finally:
+            self.spent["teardown"] = self.spent.get("teardown", 0.0) + time.perf_counter() - t0
+
+    def timeline_phases(self) -> dict[str, float]:
+        """The job's timeline as phases: the judge's side (spawn, decode, teardown) and the
+        variant process's own (``vp.*``: CUDA context, import, compile, fingerprints...)."""
+        out = {f"judge.{k}": round(v, 6) for k, v in self.spent.items()}
+        seconds = self.variant_timeline.get("seconds") if isinstance(self.variant_timeline, dict) else None
+        if isinstance(seconds, dict):
+            out.update({f"vp.{k}": round(float(v), 6) for k, v in seconds.items() if isinstance(v, (int, float))})
+        return out
+
+    def _close(self) -> None:
         if isinstance(self.proc, ZygoteChild):
             self.strays_killed += self.proc.kill_tree()
         elif self.proc is not None:

@@ -63,6 +63,7 @@ def evaluate(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
         ev.timing = None
     finally:
         job.close()
+        ev.phases.update(job.timeline_phases())
     ev.phases["variant_process_total"] = round(time.perf_counter() - t0, 6)
     if job.strays_killed:
         ev.message += f"; {job.strays_killed} leftover process(es) of the variant killed"

@@ -69,6 +69,7 @@ def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     notes: list[str] = []
     if not _run_original(judge, task, req, base, notes) or not base.deterministic:
         return base.to_dict()
+    base.phases["output_bytes"] = decoded_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))
     move_references(judge)
     notes += _baseline_notes(judge, task, base)
     base.ok = True
@@ -105,6 +106,7 @@ def _run_original(judge: JudgeCore, task: Task, req: dict[str, Any], base: Basel
         judge.preparing = False
         base.phases["variant_process_total"] = round(time.perf_counter() - t0, 6)
         job.close()
+        base.phases.update(job.timeline_phases())
         judge.network = job.network
     return True
 

@@ -120,16 +120,29 @@ class Steps:
         self.sent = self.acked = 0  # frames sent / acked by the judge (await_judge)
         self.threads = threading.active_count()
         workdir = os.getcwd()
+        from . import timeline
+
+        timeline.time_triton_compiles()
+        if not self.interpreted:
+            import torch
+
+            if torch.cuda.is_available():
+                with timeline.span("cuda_context"):
+                    torch.cuda.init()
+                    torch.empty(1, device="cuda")
         self.modules = {}
         for tag, source in job["modules"].items():
-            self.modules[tag] = load_module(self.task, source, tag, workdir)
+            with timeline.span("import"):
+                self.modules[tag] = load_module(self.task, source, tag, workdir)
             self.integrity.check()
 
     # ------------------------------------------------------------------ frames
     def send(self, kind: str, meta: dict[str, Any], tree: Any = None) -> None:
+        from . import timeline
         from .wire import write_frame
 
-        write_frame(self.proto, self.nonce, kind, meta, tree)
+        with timeline.span("send"):
+            write_frame(self.proto, self.nonce, kind, dict(meta, timeline=timeline.snapshot()), tree)
         self.sent += 1
 
     def await_judge(self) -> None:
@@ -138,6 +151,12 @@ class Steps:
         allocates a whole harness's memory; while the judge still holds the previous
         run's outputs decoded on the GPU, both would not fit (the paired re-measurement
         of a 32 GiB harness ran out of memory that way). EOF: the judge is gone, go on."""
+        from . import timeline
+
+        with timeline.span("await_judge"):
+            self._await_acks()
+
+    def _await_acks(self) -> None:
         while self.acked < self.sent:
             if not sys.stdin.readline():
                 self.acked = self.sent
@@ -478,9 +497,10 @@ def _upcast_hooks(kernel: str, sink: dict[int, dict[str, Any]]) -> tuple[Callabl
 
 
 def main() -> int:
-    from . import sandbox
+    from . import sandbox, timeline
 
-    network = sandbox.enter()  # before anything else is imported or run
+    with timeline.span("sandbox"):
+        network = sandbox.enter()  # before anything else is imported or run
     print(f"kernelband-sandbox: network {network}", file=sys.stderr, flush=True)
     proto = _protocol_stream()
     job = json.loads(sys.stdin.readline())
@@ -522,7 +542,7 @@ def main() -> int:
             except OSError:
                 pass
             return 1
-    write_frame(proto, nonce, "done", {})
+    write_frame(proto, nonce, "done", {"timeline": timeline.snapshot()})
     return 0
 
 

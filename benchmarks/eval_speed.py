@@ -1,0 +1,409 @@
+"""How fast a verified evaluation is: evaluations per minute, the first verdict, whole
+sessions, and where one evaluation's seconds go.
+
+    python benchmarks/eval_speed.py --out DIR [--budget 16] [--cap 120] [--only NAME ...]
+                                    [--skip-sessions] [--skip-timeline] [--skip-parallel]
+
+Parts (each one session at a time on the GPU, except ``parallel3`` on purpose):
+- sessions: ``kernelband optimize FILE --kernel K --budget N --events jsonl --no-store`` on
+  each kernel of benchmarks/suite and benchmarks/realworld (``--only`` picks some), under a
+  wall cap; from the event stream: evaluations, evaluations per minute of the search phase,
+  the first candidate verdict (seconds from the start), the session's seconds, and the
+  winner's search-phase speedup over its final paired speedup (``search_vs_final``);
+- add_scale_b16: the README's command, ``kernelband optimize examples/add_scale.py --budget
+  16`` from a fresh copy of examples/ (cold workspace), wall seconds;
+- timeline: one evaluation's phases (variant process: sandbox, CUDA context, import,
+  compile, fingerprints, frame sends, waits for the judge; judge: spawn, receive, compare,
+  teardown) for an elementwise kernel whose harness returns 64 MiB and 1.5 GiB;
+- parallel3: three sessions of one kernel on one GPU at once against one alone: the final
+  CI half-widths and the verdicts.
+
+Writes DIR/eval_speed.json (``{"commit", "gpu", "rows": [...], "add_scale_b16_wall_s",
+"ci_halfwidth": {"solo", "parallel3"}, ...}``), DIR/eval_speed.md and DIR/eval_speed.png.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.realworld import MODULES as REALWORLD  # noqa: E402
+from benchmarks.suite import SUITE  # noqa: E402
+
+PARALLEL_KERNEL = ("suite", "matmul_fp16")
+
+
+def _commit() -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "kernelband"], cwd=REPO, capture_output=True,
+                               text=True).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
+def kernels(only: list[str]) -> list[tuple[str, str, Path, str]]:
+    """(group, name, file, kernel) for the suite and the real-world modules."""
+    out = [("suite", e.module, e.path, e.kernel) for e in SUITE]
+    out += [("realworld", m[:-3], REPO / "benchmarks" / "realworld" / m, k) for m, k in REALWORLD.items()]
+    if only:
+        out = [k for k in out if k[1] in only]
+    return out
+
+
+# --------------------------------------------------------------------------- one session
+def run_session(path: Path, kernel: str, budget: int, cap: float, cwd: Optional[Path] = None,
+                extra: Optional[list[str]] = None) -> dict[str, Any]:
+    """One ``kernelband optimize`` with its events timestamped on arrival."""
+    cmd = [sys.executable, "-m", "kernelband", "optimize", str(path), "--kernel", kernel, "--budget", str(budget),
+           "--events", "jsonl", "--no-store", *(extra or [])]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=str(cwd or REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    events: list[dict[str, Any]] = []
+    stderr: list[str] = []
+
+    def read_err() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            stderr.append(line.rstrip())
+            del stderr[:-40]
+
+    threading.Thread(target=read_err, daemon=True).start()
+    killer = threading.Timer(cap, lambda: _kill(proc))
+    killer.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            ev["_t"] = round(time.monotonic() - t0, 3)
+            events.append(ev)
+        proc.wait()
+    finally:
+        killer.cancel()
+    wall = time.monotonic() - t0
+    return summarize(events, wall, proc.returncode, cap, stderr)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, 9)
+    except OSError:
+        pass
+
+
+def _data(ev: dict[str, Any]) -> dict[str, Any]:
+    return ev.get("data") if isinstance(ev.get("data"), dict) else ev
+
+
+def summarize(events: list[dict[str, Any]], wall: float, code: Optional[int], cap: float,
+              stderr: list[str]) -> dict[str, Any]:
+    baseline = next((e for e in events if e.get("type") == "baseline"), None)
+    cands = [e for e in events if e.get("type") == "candidate"]
+    result = next((_data(e).get("result") for e in events if e.get("type") == "result"), None)
+    error = next((_data(e).get("message") for e in events if e.get("type") == "error"), None)
+    row: dict[str, Any] = {"session_s": round(wall, 2), "exit_code": code, "capped": wall >= cap - 0.5 and result is None}
+    row["baseline_s"] = baseline["_t"] if baseline else None
+    row["evals"] = len(cands)
+    row["first_verdict_s"] = cands[0]["_t"] if cands else None
+    if baseline and cands:
+        span = cands[-1]["_t"] - baseline["_t"]
+        row["search_s"] = round(span, 2)
+        row["evals_per_min"] = round(60.0 * len(cands) / span, 2) if span > 0 else None
+    else:
+        row["search_s"] = row["evals_per_min"] = None
+    row["setup_s"] = _data(baseline).get("setup_s") if baseline else None
+    phases = [_data(c).get("phases") or {} for c in cands]
+    keys = sorted({k for p in phases for k in p})
+    row["median_phases_s"] = {k: round(statistics.median(p.get(k, 0.0) for p in phases), 4) for k in keys}
+    row["statuses"] = [_data(c).get("status") for c in cands]
+    if result:
+        row["status"] = result.get("status")
+        row["speedup"] = result.get("speedup")
+        row["speedup_ci"] = result.get("speedup_ci")
+        s_best, s_base = result.get("search_best_ms"), result.get("search_baseline_ms")
+        if s_best and s_base and result.get("speedup") and result.get("speed_claim"):
+            row["search_speedup"] = round(s_base / s_best, 4)
+            row["search_vs_final"] = round((s_base / s_best) / result["speedup"], 4)
+        else:
+            row["search_speedup"] = row["search_vs_final"] = None
+        row["message"] = (result.get("message") or "")[:300]
+        row["gpu"] = result.get("gpu")
+    else:
+        row["status"] = "capped" if row["capped"] else "error"
+        row["message"] = (error or " | ".join(stderr[-3:]))[:300]
+    return row
+
+
+def ci_halfwidth(row: dict[str, Any]) -> Optional[float]:
+    ci = row.get("speedup_ci")
+    if not ci or row.get("speedup") in (None, 0) or ci[0] is None:
+        return None
+    return round((ci[1] - ci[0]) / 2.0, 5)
+
+
+# --------------------------------------------------------------------------- parts
+def part_sessions(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for group, name, path, kernel in kernels(args.only):
+        cap = args.cap * (5.0 if name == "layernorm_large" else 1.0)
+        row = run_session(path, kernel, args.budget, cap)
+        row.update(kernel=name, group=group, kernel_fn=kernel, output_bytes=output_bytes(row))
+        rows.append(row)
+        print(f"{group:9s} {name:22s} {row['status']:16s} evals {row['evals']:3d} "
+              f"{row['evals_per_min'] or 0:6.1f}/min first {row['first_verdict_s'] or 0:6.1f}s "
+              f"session {row['session_s']:6.1f}s search/final {row.get('search_vs_final')}", flush=True)
+    return rows
+
+
+def output_bytes(row: dict[str, Any]) -> Optional[int]:
+    """Bytes the timing harness returns or writes, from the baseline's setup phases when the
+    engine reports them (``prepare.output_bytes``)."""
+    setup = row.get("setup_s") or {}
+    value = setup.get("prepare.output_bytes")
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+def part_add_scale(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="kb-eval-speed-") as d:
+        ws = Path(d) / "ws"
+        shutil.copytree(REPO / "examples", ws, ignore=shutil.ignore_patterns("__pycache__", ".kernelband"))
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "kernelband", "optimize", "add_scale.py", "--budget", "16",
+                               "--json"], cwd=ws, capture_output=True, text=True, timeout=900)
+        wall = time.monotonic() - t0
+        try:
+            res = json.loads(proc.stdout)
+        except ValueError:
+            res = {"status": "error", "message": proc.stderr[-500:]}
+        first = run_session(ws / "add_scale.py", "axpy_kernel", 4, 300.0, cwd=ws)
+    out = {"wall_s": round(wall, 2), "status": res.get("status"), "speedup": res.get("speedup"),
+           "speedup_ci": res.get("speedup_ci"), "evaluations": res.get("evaluations"), "seconds": res.get("seconds"),
+           "first_verdict_s_no_store": first.get("first_verdict_s")}
+    print(f"add_scale b16: {out}", flush=True)
+    return out
+
+
+TIMELINE_MODULE = '''
+import torch
+import triton
+import triton.language as tl
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+N = {n}
+
+
+@triton.jit
+def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, alpha * x + y, mask=mask)
+
+
+def axpy(alpha, x, y):
+    out = torch.empty_like(x)
+    n = out.numel()
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)
+    axpy_kernel[grid](x, y, out, alpha, n, BLOCK_SIZE=1024)
+    return out
+
+
+def bench_axpy():
+    x = torch.randn(N, device=DEVICE)
+    y = torch.randn(N, device=DEVICE)
+    return axpy(0.5, x, y)
+'''
+
+
+def part_timeline(args: argparse.Namespace) -> list[dict[str, Any]]:
+    import torch
+
+    from kernelband.evaluate import Evaluator
+    from kernelband.model import Task, Variant
+
+    gpu = torch.cuda.is_available()
+    sizes = [64 << 20, 3 << 29] if gpu else [1 << 16]
+    rows = []
+    for nbytes in sizes:
+        n = nbytes // 4
+        with tempfile.TemporaryDirectory(prefix="kb-timeline-") as d:
+            path = Path(d) / "axpy_big.py"
+            source = TIMELINE_MODULE.format(n=n)
+            path.write_text(source, encoding="utf-8")
+            task = Task(module_path=str(path), source=source, kernel="axpy_kernel", harness="bench_axpy",
+                        device="cuda" if gpu else "cpu", timeout_s=120.0)
+            t0 = time.perf_counter()
+            with Evaluator(task) as ev:
+                base = ev.prepare()
+                prepare_s = time.perf_counter() - t0
+                evals = []
+                for block in (512, 2048, 256):
+                    variant = Variant(source.replace("BLOCK_SIZE=1024", f"BLOCK_SIZE={block}", 1))
+                    t1 = time.perf_counter()
+                    res = ev.evaluate(variant)
+                    evals.append({"block": block, "status": res.status.value, "wall_s": round(time.perf_counter() - t1, 3),
+                                  "phases": res.phases})
+        row = {"output_bytes": nbytes, "prepare_s": round(prepare_s, 3), "baseline_ok": base.ok,
+               "prepare_phases": base.phases, "evals": evals}
+        rows.append(row)
+        print(f"timeline {nbytes / 2**20:.0f} MiB: prepare {prepare_s:.1f}s, evals "
+              + ", ".join(f"{e['wall_s']:.2f}s" for e in evals), flush=True)
+        for e in evals[1:2]:
+            print("   " + " ".join(f"{k}={v:.3f}" for k, v in sorted(e["phases"].items())), flush=True)
+    return rows
+
+
+def part_parallel(args: argparse.Namespace) -> dict[str, Any]:
+    group, name = PARALLEL_KERNEL
+    entry = next(k for k in kernels([name]) if k[0] == group)
+    _, _, path, kernel = entry
+    solo = [run_session(path, kernel, args.parallel_budget, args.cap * 2) for _ in range(2)]
+    box: list[dict[str, Any]] = []
+    threads = [threading.Thread(target=lambda: box.append(run_session(path, kernel, args.parallel_budget,
+                                                                      args.cap * 4)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+        time.sleep(2.0)
+    for t in threads:
+        t.join()
+    halves_solo = [h for h in (ci_halfwidth(r) for r in solo) if h is not None]
+    halves_par = [h for h in (ci_halfwidth(r) for r in box) if h is not None]
+    out = {"kernel": name, "solo": solo, "parallel3": box,
+           "ci_halfwidth": {"solo": statistics.median(halves_solo) if halves_solo else None,
+                            "parallel3": statistics.median(halves_par) if halves_par else None},
+           "verdicts": {"solo": [r.get("status") for r in solo], "parallel3": [r.get("status") for r in box]}}
+    print(f"parallel3 {name}: CI half-width solo {out['ci_halfwidth']['solo']} parallel {out['ci_halfwidth']['parallel3']}; "
+          f"verdicts {out['verdicts']}", flush=True)
+    return out
+
+
+# --------------------------------------------------------------------------- report
+def markdown(report: dict[str, Any]) -> str:
+    lines = [f"# Evaluation speed ({report['gpu']}, commit {report['commit'][:12]})", "",
+             f"Command: `{report['command']}`; budget {report['budget']}, cap {report['cap']} s per session "
+             f"(layernorm_large 5x); one session at a time on the GPU except parallel3.", ""]
+    rows = report.get("rows") or []
+    if rows:
+        lines += ["| kernel | group | status | evals | evals/min | first verdict s | session s | speedup [CI] | search/final |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            ci = r.get("speedup_ci")
+            sp = f"{r['speedup']:.3f}x [{ci[0]:.3f}, {ci[1]:.3f}]" if r.get("speedup") and ci and ci[0] else ""
+            lines.append(f"| {r['kernel']} | {r['group']} | {r['status']} | {r['evals']} | {r.get('evals_per_min') or ''} | "
+                         f"{r.get('first_verdict_s') or ''} | {r['session_s']} | {sp} | {r.get('search_vs_final') or ''} |")
+        rates = [r["evals_per_min"] for r in rows if r.get("evals_per_min")]
+        if rates:
+            lines += ["", f"Median evaluations per minute: **{statistics.median(rates):.1f}** over {len(rates)} sessions."]
+    if report.get("add_scale_b16"):
+        a = report["add_scale_b16"]
+        lines += ["", f"`kernelband optimize examples/add_scale.py --budget 16` (fresh workspace): **{a['wall_s']} s** wall, "
+                      f"{a.get('status')} {a.get('speedup')} {a.get('speedup_ci')}; first verdict with --no-store "
+                      f"{a.get('first_verdict_s_no_store')} s."]
+    for t in report.get("timeline") or []:
+        lines += ["", f"## One evaluation, harness output {t['output_bytes'] / 2**20:.0f} MiB "
+                      f"(prepare {t['prepare_s']} s)", "", "| phase | " + " | ".join(f"block {e['block']}" for e in t["evals"]) + " |",
+                  "|---|" + "---|" * len(t["evals"])]
+        keys = sorted({k for e in t["evals"] for k in e["phases"]})
+        for k in keys:
+            lines.append(f"| {k} | " + " | ".join(f"{e['phases'].get(k, 0):.3f}" for e in t["evals"]) + " |")
+        lines.append("| **wall** | " + " | ".join(f"**{e['wall_s']:.3f}**" for e in t["evals"]) + " |")
+    par = report.get("parallel")
+    if par:
+        lines += ["", f"## Three sessions of {par['kernel']} on one GPU", "",
+                  f"Median 95% CI half-width of the final speedup: solo {par['ci_halfwidth']['solo']}, "
+                  f"three at once {par['ci_halfwidth']['parallel3']}; verdicts {par['verdicts']}."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    rows = [r for r in report.get("rows") or [] if r.get("evals_per_min")]
+    if not rows:
+        return
+    fig, ax = plt.subplots(figsize=(10, 4))
+    ax.bar([r["kernel"] for r in rows], [r["evals_per_min"] for r in rows])
+    ax.axhline(60, color="red", linestyle="--", label="target 60/min")
+    ax.set_ylabel("evaluations per minute")
+    ax.set_title(f"Verified evaluations per minute ({report['gpu']}, {report['commit'][:10]})")
+    ax.tick_params(axis="x", rotation=70)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget", type=int, default=16)
+    ap.add_argument("--cap", type=float, default=120.0, help="wall cap per session, seconds")
+    ap.add_argument("--only", nargs="*", default=[])
+    ap.add_argument("--parallel-budget", type=int, default=8)
+    ap.add_argument("--skip-sessions", action="store_true")
+    ap.add_argument("--skip-timeline", action="store_true")
+    ap.add_argument("--skip-parallel", action="store_true")
+    ap.add_argument("--skip-add-scale", action="store_true")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        import torch
+
+        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (Triton interpreter)"
+    except ImportError:
+        gpu = "?"
+    report: dict[str, Any] = {"commit": _commit(), "gpu": gpu, "budget": args.budget, "cap": args.cap,
+                              "command": "python benchmarks/eval_speed.py " + " ".join(sys.argv[1:]),
+                              "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+    def save() -> None:
+        (out / "eval_speed.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+        (out / "eval_speed.md").write_text(markdown(report), encoding="utf-8")
+
+    if not args.skip_timeline:
+        report["timeline"] = part_timeline(args)
+        save()
+    if not args.skip_add_scale:
+        report["add_scale_b16"] = part_add_scale(args)
+        report["add_scale_b16_wall_s"] = report["add_scale_b16"]["wall_s"]
+        save()
+    if not args.skip_sessions:
+        report["rows"] = part_sessions(args)
+        save()
+    if not args.skip_parallel:
+        report["parallel"] = part_parallel(args)
+        report["ci_halfwidth"] = report["parallel"]["ci_halfwidth"]
+        save()
+    save()
+    plot(report, out / "eval_speed.png")
+    print(markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
