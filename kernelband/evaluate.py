@@ -7,35 +7,26 @@ saved references), and the next request goes on.
 """
 from __future__ import annotations
 
-import ast
 import shutil
 import tempfile
+import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .model import Baseline, Evaluation, PairedTiming, Status, Task, Timing, Variant
+from .screen import screen_variant
 from .worker.client import WorkerClient, WorkerError, WorkerInfo
+from .worker.deadlines import reply_deadline_s
 
 
 class SetupError(Exception):
     """The original kernel or its harness cannot be used (the job cannot start)."""
 
 
-def _basic_screen(original: str, variant: str, kernel: str, harness: Optional[str]) -> Optional[str]:
-    try:
-        ast.parse(variant)
-    except SyntaxError as e:
-        return f"does not parse: line {e.lineno}: {e.msg}"
-    return None
-
-
 def screen(original: str, variant: str, kernel: str, harness: Optional[str]) -> Optional[str]:
-    """Static checks before running (kernelband/screen.py), or a parse check without it."""
-    try:
-        from .screen import screen_variant
-    except ImportError:
-        return _basic_screen(original, variant, kernel, harness)
+    """Static checks before running (kernelband/screen.py): a reason to reject, or None."""
     return screen_variant(original, variant, kernel, harness)
 
 
@@ -52,12 +43,14 @@ class Evaluator:
         self.profile_tier = profile_tier
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="kernelband-"))
+        self._env, self._on_log = env, on_log
         self.client = WorkerClient(task.device, env=env, on_log=on_log)  # env: the executor's pinning
         self.baseline: Optional[Baseline] = None
         self.facts: dict[str, Any] = {}
         self.evaluations = 0
         self.worker_restarts = 0
         self._closed = False  # closed (the session ended): no new worker process after this
+        self._revive_lock = threading.Lock()  # several candidates in flight may find the worker dead at once
 
     def _runs(self) -> int:
         """Harness runs in one evaluation: every harness under every seed, the neutralised
@@ -65,9 +58,13 @@ class Evaluator:
         harnesses = 1 + len([h for h in self.task.check_harnesses if h != self.task.harness])
         return harnesses * (len(self.task.seeds) + 2) + 4
 
-    def _deadline(self, runs: int) -> float:
-        # the judge gives the variant process 30 s to start plus timeout_s per run; we wait a bit longer
-        return 60.0 + self.task.timeout_s * runs
+    def _deadline(self, runs: int, jobs: int = 1) -> float:
+        return reply_deadline_s(self.task.timeout_s, runs, jobs)
+
+    @property
+    def lanes(self) -> int:
+        """Candidates this worker evaluates at once (the judge's answer at prepare)."""
+        return max(1, self.baseline.lanes) if self.baseline is not None else 1
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -82,6 +79,13 @@ class Evaluator:
         if self._closed:  # a worker still preparing in the background when its session ended
             raise SetupError("the evaluation worker was closed")
         if not self.client.alive:
+            from .worker.client import adopt
+
+            prestarted = adopt(self.task.device, self._env, self._on_log)
+            if prestarted is not None:  # started by the command while it set itself up
+                self.client = prestarted
+                assert prestarted.info is not None
+                return prestarted.info
             try:
                 return self.client.start()
             except WorkerError as e:
@@ -104,13 +108,17 @@ class Evaluator:
         self.close()
 
     def _revive(self) -> None:
-        """Start a fresh worker and re-load the original from the saved references."""
-        if self._closed:
-            raise WorkerError("crashed", "the evaluation worker was closed")
-        self.client.restart()
-        self.worker_restarts += 1
-        self.client.request("prepare", self._deadline(self._runs() + 2), task=self.task.to_dict(),
-                            workdir=str(self.workdir), restore=True, time=False)
+        """Start a fresh worker and prepare the original again (once, whichever of the
+        candidates in flight notices first)."""
+        with self._revive_lock:
+            if self.client.alive:
+                return
+            if self._closed:
+                raise WorkerError("crashed", "the evaluation worker was closed")
+            self.client.restart()
+            self.worker_restarts += 1
+            self.client.request("prepare", self._deadline(self._runs() + 4), task=self.task.to_dict(),
+                                workdir=str(self.workdir), restore=True, time=False)
 
     # ------------------------------------------------------------------ the original
     def prepare(self, time_it: bool = True, profile_tier: Optional[int] = None) -> Baseline:
@@ -121,7 +129,7 @@ class Evaluator:
         tier = self.profile_tier if profile_tier is None else profile_tier
         try:
             raw = self.client.request(
-                "prepare", self._deadline(self._runs() + 2), task=self.task.to_dict(),
+                "prepare", self._deadline(self._runs() + 4), task=self.task.to_dict(),
                 workdir=str(self.workdir), time=time_it, profile_tier=tier, facts=self.facts,
             )
         except WorkerError as e:
@@ -179,14 +187,26 @@ class Evaluator:
             ev = Evaluation.from_dict(raw)
         except WorkerError as e:
             ev = self._failure(variant, e)
-        # after a timeout or crash, or a corrupted context reported in an ok reply (the
-        # worker then exits; the client waited for that): replace it now, not on the next request
+        # after a timeout or crash: replace it now, not on the next request
         self._ensure_worker()
+        self._on_baseline_clock(ev)
         ev.wall_s = time.perf_counter() - t0
         # what the worker did not account for: screening, pipes, JSON, restarts
         inner = ev.phases.get("variant_process_total", sum(ev.phases.values()))
         ev.phases["overhead"] = round(max(ev.wall_s - inner, 0.0), 6)
         return ev
+
+    def _on_baseline_clock(self, ev: Evaluation) -> None:
+        """A candidate timed against the reference lane gets its time on the baseline's
+        clock: the baseline time times the paired ratio of the same rounds, so a search's
+        ranking and its speedups are the paired measurement's, not two separate ones."""
+        base = self.baseline.timing if self.baseline is not None else None
+        if not ev.ok or ev.timing is None or not ev.reference_ms or base is None or ev.reference_ms <= 0:
+            return
+        scale = base.median_ms / ev.reference_ms
+        t = ev.timing
+        ev.phases["measured_ms"] = t.median_ms
+        ev.timing = replace(t, median_ms=t.median_ms * scale, p20_ms=t.p20_ms * scale, p80_ms=t.p80_ms * scale)
 
     def _failure(self, variant: Variant, e: WorkerError) -> Evaluation:
         if e.kind == "timeout":
@@ -236,10 +256,9 @@ class Evaluator:
             return {"ran": False, "ok": True, "reason": f"memcheck could not run: {e}"}
 
     def paired_timeout_s(self, rounds: int) -> float:
-        """One timeout per round (a round replays the original and the variant, kernel
-        launches only) on top of the old fixed allowance for warm-up and a possible
-        re-evaluation of the variant: the deadline grows with the rounds."""
-        return self._deadline(4 + max(rounds, 2))
+        """Two jobs at most (the original's block, then the variant's), each a kept run, its
+        replay check and ``rounds`` samples."""
+        return self._deadline(2 + max(rounds, 2), jobs=2)
 
     def profile(self, source: Optional[str], tier: int) -> dict[str, Any]:
         """Profile the original (source None) or a variant source at a tier."""

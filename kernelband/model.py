@@ -304,6 +304,10 @@ class Evaluation(Serializable):
     # wall seconds per phase in the worker: import, compile_and_first_run, correctness,
     # timing, profile (the session adds screen and process overhead)
     phases: dict[str, float] = field(default_factory=dict)
+    # timed against the reference lane: the original's median over the same interleaved
+    # rounds, and the paired speedup's 95% CI (None when the candidate was timed alone)
+    reference_ms: Optional[float] = None
+    speedup_ci: Optional[list[float]] = None
 
     @property
     def ok(self) -> bool:
@@ -341,6 +345,8 @@ class Baseline(Serializable):
     triton_version: str = ""
     profile: Optional[dict[str, Any]] = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds per check, as Evaluation.phases
+    lanes: int = 1  # candidates the judge can evaluate at once on its GPU
+    reference_lane: bool = False  # candidates are timed against the original's kept process (warm timing)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Baseline":

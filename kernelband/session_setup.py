@@ -47,10 +47,12 @@ class Preparation:
         assert base.timing is not None
         original = Variant(self.task.source, generator="original", description="the original kernel")
         t2 = time.perf_counter()
-        time_ms = self._warm_baseline_ms(base.timing.median_ms)
+        # timed warm already when the original's process stays as the reference lane
+        time_ms = base.timing.median_ms if base.reference_lane else self._warm_baseline_ms(base.timing.median_ms)
         self.setup_s["retime"] = round(time.perf_counter() - t2, 3)
         self._emit_baseline(base, time_ms)
         self.pool.add(self.pool.candidate(original, time_ms, base.profile, None))
+        self.workers.add_lanes(0)
         if self.workers.parallel:  # the others re-time the original on their GPU: their scale
             for note in self.workers.finish_others(original, time_ms, self.evaluator.facts):
                 self.warn(note)
@@ -58,14 +60,23 @@ class Preparation:
             self._store_profile(base.profile)
 
     def _device_facts(self) -> Optional[dict[str, Any]]:
-        """The device's peaks: from the store, else measured (once per device)."""
+        """The device's peaks: from the workspace store, else this machine's cache, else
+        measured (once per card, driver and Triton version)."""
+        from . import machine_cache
+        from .profile.device import valid_cached
+
         platform = self.pool.platform
         facts = self.store.get_device_facts(platform.gpu, platform.triton_version) if self.store else None
-        if facts is None:
-            self.emit("log", level="info", message="measuring device peaks (once per device)...")
+        key = machine_cache.device_key(self.evaluator.info)
+        if not valid_cached(facts):
+            facts = machine_cache.get_device_facts(key)
+        if not valid_cached(facts):
+            self.emit("log", level="info", message="measuring the GPU's peak bandwidth and matrix rates (once per GPU)...")
             facts = self.evaluator.device_facts()
-            if facts and self.store:
-                self.store.put_device_facts(platform.gpu, platform.triton_version, facts)
+            if valid_cached(facts):
+                machine_cache.put_device_facts(key, facts)
+        if facts and self.store and valid_cached(facts):
+            self.store.put_device_facts(platform.gpu, platform.triton_version, facts)
         return facts
 
     def _check_harness(self, base: Any) -> None:

@@ -34,7 +34,10 @@ def test_torch_copy_into_the_written_buffer_is_rejected(axpy):
     with the launches neutralised the outputs do not change, so Triton did not produce them."""
     cheat = edited(AXPY_LAUNCH, AXPY_LAUNCH.replace("out, alpha", "out, 0.0") + "\n    out.copy_(alpha * x + y)")
     ev = axpy.evaluate(cheat, time_it=False)
-    assert ev.status == Status.REJECTED and "do not depend on the variant's launches" in ev.message, ev.message
+    # caught by whichever Triton-production check runs first: the replay of the launches
+    # alone, or the launches neutralised
+    assert ev.status == Status.REJECTED and ("do not depend on the variant's launches" in ev.message
+                                             or "replay of the timed launches" in ev.message), ev.message
 
 
 def test_grid_closure_that_drops_to_zero_after_the_first_launch_fails(axpy):
@@ -54,7 +57,7 @@ def test_kernel_that_zeroes_an_input_is_rejected(axpy):
                    "    tl.store(out_ptr + offsets, alpha * x + y, mask=mask)\n"
                    "    tl.store(x_ptr + offsets, x * 0, mask=mask)")
     ev = axpy.evaluate(cheat, time_it=False)
-    assert ev.status == Status.REJECTED and "x_ptr" in ev.message and "only reads" in ev.message, ev.message
+    assert ev.status == Status.REJECTED and "tensor x was modified" in ev.message, ev.message
 
 
 def test_wrapper_that_modifies_an_input_with_torch_is_rejected(axpy):
@@ -116,8 +119,17 @@ def two_harnesses(tmp_path_factory):
     ev.close()
 
 
-def test_a_pytest_style_harness_failing_its_assert_is_a_mismatch(two_harnesses):
-    ev = two_harnesses.evaluate(Variant(ASSERTING.replace("alpha * x + y", "alpha * x - y")), time_it=False)
+def test_a_pytest_style_harness_failing_its_assert_is_a_mismatch(tmp_path):
+    # the asserting harness alone, so its run is the one that fails
+    from kernelband.model import Task
+
+    path = tmp_path / "axpy.py"
+    path.write_text(ASSERTING, encoding="utf-8")
+    task = Task(module_path=str(path), source=ASSERTING, kernel="axpy_kernel", harness="test_axpy", device="cpu",
+                seeds=[0], timeout_s=30.0)
+    with Evaluator(task) as asserting:
+        assert asserting.prepare(time_it=False).ok
+        ev = asserting.evaluate(Variant(ASSERTING.replace("alpha * x + y", "alpha * x - y")), time_it=False)
     assert ev.status == Status.MISMATCH and "own check failed" in ev.message, ev.message
 
 

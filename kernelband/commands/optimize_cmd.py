@@ -86,12 +86,28 @@ def _install_stop_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _prestart_judge(args: argparse.Namespace, device: str) -> None:
+    """Start the one judge of a local single-GPU (or interpreter) session now: its imports
+    overlap the rest of the set-up."""
+    if (getattr(args, "executor", "local") or "local") != "local" or (getattr(args, "workers", 0) or 0) > 1:
+        return
+    if device == "auto":
+        from ..executor.local import visible_gpus
+
+        if len(visible_gpus()) > 1:  # a judge per GPU, each pinned: started by the session
+            return
+    from ..worker.client import prestart
+
+    prestart(device)
+
+
 def run(args: argparse.Namespace) -> int:
     emitter = EventEmitter()
     if args.events == "jsonl":
         emitter.add_sink(jsonl_sink(sys.stdout))
     try:
         task, _ = build_task(args)
+        _prestart_judge(args, task.device)
         config = _config(args)
         executor = executor_from_args(args)
     except UsageError as e:

@@ -38,8 +38,9 @@ Emit = Callable[..., None]  # EventEmitter.emit
 
 class WorkerPool:
     def __init__(self, evaluators: list[Any], labels: Optional[list[str]] = None, emit: Optional[Emit] = None) -> None:
-        self.evaluators = evaluators
+        self.evaluators = list(evaluators)
         self.labels = labels or [f"worker {i}" for i in range(len(evaluators))]
+        self.workers = len(self.evaluators)  # slots 0..workers-1 are workers; later slots are lanes of one
         self.scale = [1.0] * len(evaluators)
         self.live = [0]  # workers taking candidates: the primary; the others once prepared (begin_others)
         self.lost: list[str] = []  # "label: why" of each dropped worker
@@ -62,6 +63,16 @@ class WorkerPool:
     def parallel(self) -> bool:
         return len(self.evaluators) > 1
 
+    def add_lanes(self, worker: int) -> None:
+        """More slots on one prepared worker: as many candidates in flight on its GPU as its
+        judge said it can hold (``Evaluator.lanes``); the search fills them all."""
+        ev = self.evaluators[worker]
+        for k in range(1, int(getattr(ev, "lanes", 1) or 1)):
+            self.evaluators.append(ev)
+            self.labels.append(f"{self.labels[worker]} lane {k + 1}")
+            self.scale.append(self.scale[worker])
+            self.live = sorted(self.live + [len(self.evaluators) - 1])
+
     @property
     def primary(self) -> Any:
         """The first live worker (slot 0 unless it was lost)."""
@@ -77,7 +88,7 @@ class WorkerPool:
     # ------------------------------------------------------------------ setup of the others
     def begin_others(self) -> None:
         """Start and prepare workers 1.. in the background, while the primary prepares."""
-        for i in range(1, len(self.evaluators)):
+        for i in range(1, self.workers):
             t = threading.Thread(target=self._prepare_other, args=(i,), daemon=True, name=f"kb-prepare-{i}")
             self._joining[i] = t
             t.start()
@@ -140,6 +151,7 @@ class WorkerPool:
         self.scale[i] = self._primary_ms / self._retimed[i]
         self.evaluators[i].facts = self._facts
         self.live = sorted(self.live + [i])
+        self.add_lanes(i)
         steps = {e["what"]: e["end"] - e["start"] for e in self.timeline if e["worker"] == self.labels[i]}
         self._log(f"{self.labels[i]} takes candidates from {self._now():.1f} s (start {steps.get('start', 0):.1f} s, "
                   f"prepare {steps.get('prepare', 0):.1f} s, re-time {steps.get('retime', 0):.1f} s)")
@@ -262,7 +274,9 @@ class WorkerPool:
         runs there while the primary re-measures), or None."""
         if not self.live:
             return None
-        return next((self.evaluators[i] for i in self.live[1:] if i not in self._busy), None)
+        primary = self.primary
+        return next((self.evaluators[i] for i in self.live[1:]
+                     if i not in self._busy and self.evaluators[i] is not primary), None)
 
     def usage(self) -> dict[str, dict[str, Any]]:
         """Per worker: evaluations, seconds busy evaluating, share of the search phase busy,
@@ -287,7 +301,11 @@ class WorkerPool:
 
     @property
     def worker_restarts(self) -> int:
-        return sum(int(getattr(e, "worker_restarts", 0) or 0) for e in self.evaluators)
+        return sum(int(getattr(e, "worker_restarts", 0) or 0) for e in self._distinct())
+
+    def _distinct(self) -> list[Any]:
+        """Each worker once (lanes share their worker's evaluator)."""
+        return list({id(e): e for e in self.evaluators}.values())
 
     def close(self) -> None:
         self._close_all()
@@ -299,7 +317,7 @@ class WorkerPool:
     def _close_all(self) -> None:
         """Close every worker at once (a graceful judge shutdown may take seconds each)."""
         threads = [threading.Thread(target=_close_quietly, args=(ev,), daemon=True, name="kb-close")
-                   for ev in self.evaluators]
+                   for ev in self._distinct()]
         for t in threads:
             t.start()
         for t in threads:

@@ -35,6 +35,8 @@ class WorkerInfo:
     interpreted: bool
     gpu_count: int
     pid: int
+    gpu_uuid: str = ""
+    driver: str = ""
 
 
 def _kill_tree(proc: subprocess.Popen) -> None:
@@ -49,14 +51,6 @@ def _kill_tree(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:  # pragma: no cover
         pass
-
-
-def _await_exit(proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
-    """Let a worker that announced its exit finish; kill it if it lingers."""
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_tree(proc)
 
 
 class WorkerClient:
@@ -74,9 +68,11 @@ class WorkerClient:
         self.restarts = 0
         self.info: Optional[WorkerInfo] = None
         self._proc: Optional[subprocess.Popen] = None
-        self._replies: "queue.Queue[Optional[str]]" = queue.Queue()
         self._stderr: collections.deque[str] = collections.deque(maxlen=200)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # writes to the worker's stdin, and the table of waiters
+        self._waiting: dict[int, "queue.Queue[Optional[dict[str, Any]]]"] = {}
+        self._next_id = 0
+        self._dead = False
 
     # ------------------------------------------------------------------ lifecycle
     def _env(self) -> dict[str, str]:
@@ -89,8 +85,9 @@ class WorkerClient:
         return env
 
     def start(self) -> WorkerInfo:
-        self._replies = queue.Queue()
         self._stderr.clear()
+        self._waiting = {}
+        self._dead = False
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "kernelband.worker"],
             stdin=subprocess.PIPE,
@@ -104,17 +101,35 @@ class WorkerClient:
             start_new_session=True,
         )
         proc = self._proc
-        threading.Thread(target=self._read_stdout, args=(proc, self._replies), daemon=True).start()
+        threading.Thread(target=self._read_stdout, args=(proc,), daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
         info = self._request_raw({"op": "hello"}, self.start_timeout_s)
-        self.info = WorkerInfo(**info)
+        known = set(WorkerInfo.__dataclass_fields__)
+        self.info = WorkerInfo(**{k: v for k, v in info.items() if k in known})
         return self.info
 
-    def _read_stdout(self, proc: subprocess.Popen, replies: "queue.Queue[Optional[str]]") -> None:
+    def _read_stdout(self, proc: subprocess.Popen) -> None:
+        """Hand each reply to the request waiting for its id; at EOF wake every waiter."""
         assert proc.stdout is not None
         for line in proc.stdout:
-            replies.put(line)
-        replies.put(None)  # EOF: the worker died
+            try:
+                reply = json.loads(line)
+            except json.JSONDecodeError:
+                # should not happen (fd 1 is redirected), but never let it wedge us
+                self._stderr.append(f"[non-protocol output] {line.rstrip()}")
+                continue
+            if not isinstance(reply, dict):
+                continue
+            with self._lock:
+                waiter = self._waiting.get(reply.get("id"))
+            if waiter is not None:
+                waiter.put(reply)
+        with self._lock:
+            if self._proc is proc:
+                self._dead = True
+            waiters = list(self._waiting.values())
+        for waiter in waiters:
+            waiter.put(None)  # EOF: the worker died
 
     def _read_stderr(self, proc: subprocess.Popen) -> None:
         assert proc.stderr is not None
@@ -143,8 +158,9 @@ class WorkerClient:
         if graceful and proc.poll() is None:
             try:
                 assert proc.stdin is not None
-                proc.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
-                proc.stdin.flush()
+                with self._lock:
+                    proc.stdin.write(json.dumps({"op": "shutdown", "id": -1}) + "\n")
+                    proc.stdin.flush()
                 proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired, ValueError):
                 pass
@@ -161,49 +177,45 @@ class WorkerClient:
         proc = self._proc
         if proc is None or proc.poll() is not None:
             raise WorkerError("crashed", "the worker is not running", self.stderr_tail())
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(json.dumps(payload) + "\n")
-            proc.stdin.flush()
-        except (BrokenPipeError, OSError) as e:
-            raise WorkerError("crashed", f"the worker closed its input ({e})", self.stderr_tail()) from None
-        deadline = time.monotonic() + timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                _kill_tree(proc)
-                raise WorkerError("timeout", f"no reply within {timeout_s:.0f} s", self.stderr_tail())
+        waiter: "queue.Queue[Optional[dict[str, Any]]]" = queue.Queue()
+        with self._lock:
+            self._next_id += 1
+            req_id = self._next_id
+            self._waiting[req_id] = waiter
+            dead = self._dead
             try:
-                line = self._replies.get(timeout=min(remaining, 1.0))
+                assert proc.stdin is not None
+                proc.stdin.write(json.dumps({**payload, "id": req_id}) + "\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError) as e:
+                self._waiting.pop(req_id, None)
+                raise WorkerError("crashed", f"the worker closed its input ({e})", self.stderr_tail()) from None
+        try:
+            if dead:
+                raise WorkerError("crashed", "the worker died", self.stderr_tail())
+            try:
+                reply = waiter.get(timeout=timeout_s)
             except queue.Empty:
-                continue
-            if line is None:
+                _kill_tree(proc)  # a judge that does not answer in time is broken: every request fails
+                raise WorkerError("timeout", f"no reply within {timeout_s:.0f} s", self.stderr_tail()) from None
+            if reply is None:
                 code = proc.wait()
                 how = f"signal {-code}" if code < 0 else f"exit code {code}"
                 raise WorkerError("crashed", f"the worker died ({how})", self.stderr_tail())
-            try:
-                reply = json.loads(line)
-            except json.JSONDecodeError:
-                # should not happen (fd 1 is redirected), but never let it wedge us
-                self._stderr.append(f"[non-protocol output] {line.rstrip()}")
-                continue
-            if reply.get("exiting") or reply.get("fatal"):
-                # the worker exits after this reply: wait for it, so that ``alive`` is
-                # False before the caller decides whether to restart
-                _await_exit(proc)
             if reply.get("ok"):
                 return reply.get("result")
-            if reply.get("fatal"):
-                raise WorkerError("crashed", reply.get("error", "fatal worker error"), self.stderr_tail())
             raise WorkerError("error", reply.get("error", "worker error"), reply.get("trace", ""))
+        finally:
+            with self._lock:
+                self._waiting.pop(req_id, None)
 
     def request(self, op: str, timeout_s: float, **payload: Any) -> Any:
-        """Send one request. Raises WorkerError; after crashed/timeout the worker is gone
+        """Send one request and wait for its reply (several may be in flight at once, from
+        different threads). Raises WorkerError; after crashed/timeout the worker is gone
         and ``restart()`` must be called (the Evaluator does that)."""
-        with self._lock:
-            if not self.alive:
-                raise WorkerError("crashed", "the worker is not running", self.stderr_tail())
-            return self._request_raw({"op": op, **payload}, timeout_s)
+        if not self.alive:
+            raise WorkerError("crashed", "the worker is not running", self.stderr_tail())
+        return self._request_raw({"op": op, **payload}, timeout_s)
 
     def __enter__(self) -> "WorkerClient":
         self.start()
@@ -211,3 +223,61 @@ class WorkerClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+# A judge started as soon as a command knows its device, while the command goes on with
+# its own set-up (arguments, the store, the session): its imports are most of a cold start.
+_PRESTARTED: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[threading.Thread, "WorkerClient"]] = {}
+_PRESTART_LOCK = threading.Lock()
+
+
+def _key(device: str, env: Optional[dict[str, str]]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return device, tuple(sorted((env or {}).items()))
+
+
+def prestart(device: str, env: Optional[dict[str, str]] = None) -> None:
+    """Start a judge for ``device`` in the background (at most one per device and env)."""
+    key = _key(device, env)
+    with _PRESTART_LOCK:
+        if key in _PRESTARTED:
+            return
+        client = WorkerClient(device, env=env)
+
+        def start() -> None:
+            try:
+                client.start()
+            except WorkerError:
+                pass  # the evaluator starts its own and reports why
+
+        thread = threading.Thread(target=start, daemon=True, name="kb-judge-prestart")
+        _PRESTARTED[key] = (thread, client)
+        thread.start()
+        if len(_PRESTARTED) == 1:
+            import atexit
+
+            atexit.register(_stop_unused)
+
+
+def _stop_unused() -> None:
+    """A prestarted judge nobody adopted (the session could not start) ends with the command."""
+    with _PRESTART_LOCK:
+        entries = list(_PRESTARTED.values())
+        _PRESTARTED.clear()
+    for thread, client in entries:
+        thread.join(timeout=5)
+        client.stop(graceful=False)
+
+
+def adopt(device: str, env: Optional[dict[str, str]], on_log: Optional[Callable[[str], None]]) -> Optional["WorkerClient"]:
+    """The prestarted judge for ``device`` and ``env`` once it is up, or None."""
+    with _PRESTART_LOCK:
+        entry = _PRESTARTED.pop(_key(device, env), None)
+    if entry is None:
+        return None
+    thread, client = entry
+    thread.join(timeout=client.start_timeout_s)
+    if not client.alive or client.info is None:
+        client.stop(graceful=False)
+        return None
+    client.on_log = on_log
+    return client

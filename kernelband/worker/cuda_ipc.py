@@ -26,6 +26,12 @@ _lib: Optional[ctypes.CDLL] = None
 _lib_lock = threading.Lock()
 
 
+class _Handle(ctypes.Structure):
+    """CUipcMemHandle: 64 opaque bytes, passed to cuIpcOpenMemHandle by value."""
+
+    _fields_ = [("reserved", ctypes.c_char * HANDLE_BYTES)]
+
+
 class IpcError(Exception):
     """A handle that cannot be exported, opened or read as described."""
 
@@ -38,9 +44,8 @@ def _driver() -> ctypes.CDLL:
                 lib = ctypes.CDLL("libcuda.so.1")
             except OSError as e:
                 raise IpcError(f"the CUDA driver library is not available: {e}") from None
-            lib.cuIpcGetMemHandle.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
-            lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_char * HANDLE_BYTES,
-                                                  ctypes.c_uint]
+            lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(_Handle), ctypes.c_uint64]
+            lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), _Handle, ctypes.c_uint]
             lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
             lib.cuMemGetAddressRange_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
                                                     ctypes.c_uint64]
@@ -112,9 +117,9 @@ def export(tensor: Any) -> Export:
     base, size = _address_range(ptr)
     known = _exported.get(base)
     if known is None or known[1] != size:
-        raw = (ctypes.c_char * HANDLE_BYTES)()
-        _check(_driver().cuIpcGetMemHandle(ctypes.addressof(raw), ctypes.c_uint64(base)), "cuIpcGetMemHandle")
-        known = (bytes(raw).hex(), size)
+        raw = _Handle()
+        _check(_driver().cuIpcGetMemHandle(ctypes.byref(raw), ctypes.c_uint64(base)), "cuIpcGetMemHandle")
+        known = (ctypes.string_at(ctypes.addressof(raw), HANDLE_BYTES).hex(), size)
         _exported[base] = known
     return Export(known[0], ptr - base)
 
@@ -133,7 +138,7 @@ class ImportedAllocation:
     def __init__(self, handle_hex: str, device_index: int) -> None:
         self.device_index = device_index
         _bind_context(device_index)
-        raw = (ctypes.c_char * HANDLE_BYTES).from_buffer_copy(bytes.fromhex(handle_hex))
+        raw = _Handle.from_buffer_copy(bytes.fromhex(handle_hex))
         ptr = ctypes.c_uint64()
         _check(_driver().cuIpcOpenMemHandle_v2(ctypes.byref(ptr), raw, _CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
                "opening the variant's IPC handle")

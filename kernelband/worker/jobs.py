@@ -19,64 +19,27 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from . import sandbox
-from .wire import DeviceChoice, WireError, read_frame
+from .wire import DeviceChoice, IpcMaps, WireError, read_frame
+from .zygote_handle import Zygote, use_zygote  # noqa: F401 - Zygote re-exported for the judge
+
+_use_zygote = use_zygote
+
+_SPAWNED: set[int] = set()  # variant processes this judge started itself (not through the fork server)
+_KEEP: set[int] = set()  # other children of the judge that a job's kill must spare (the fork server)
+
+
+def keep_alive(pid: int) -> None:
+    """Mark a child of the judge that killing a job's strays must spare."""
+    _KEEP.add(pid)
+
+
+def _keep_alive() -> set[int]:
+    from .zygote_handle import _KEEP_PIDS
+
+    return set(_KEEP) | set(_KEEP_PIDS)
 
 _STDERR_KEEP = 200  # lines of the variant's stderr kept for messages
 _ZYGOTE_START_S = 180.0
-
-
-class Zygote:
-    """The judge's handle on the fork server (``zygote.py``): one per judge, started on
-    first use with the scrubbed environment, replaced when it dies."""
-
-    def __init__(self, interpreted: bool) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="kernelband-zygote-"))
-        env = sandbox.scrubbed_env(str(self.dir))
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-        if interpreted:
-            env["TRITON_INTERPRET"] = "1"
-        self.sock, child = socket.socketpair()
-        env["KERNELBAND_ZYGOTE_FD"] = str(child.fileno())
-        self.proc = subprocess.Popen([sys.executable, "-m", "kernelband.worker.zygote"], cwd=str(self.dir), env=env,
-                                     stdin=subprocess.DEVNULL, pass_fds=(child.fileno(),), start_new_session=True)
-        child.close()
-        self.sock.settimeout(_ZYGOTE_START_S)
-        self._buf = b""
-        if not self._read().get("ready"):
-            raise OSError("the zygote did not start")
-        self.sock.settimeout(30.0)
-        self.lock = threading.Lock()
-
-    @property
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def _read(self) -> dict[str, Any]:
-        while b"\n" not in self._buf:
-            data = self.sock.recv(1 << 16)
-            if not data:
-                raise OSError("the zygote closed its socket")
-            self._buf += data
-        line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def request(self, msg: dict[str, Any], fds: tuple[int, ...] = ()) -> dict[str, Any]:
-        with self.lock:
-            data = (json.dumps(msg) + "\n").encode()
-            if fds:
-                socket.send_fds(self.sock, [data], list(fds))
-            else:
-                self.sock.sendall(data)
-            return self._read()
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        sandbox.kill_tree(self.proc.pid)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class ZygoteChild:
@@ -120,10 +83,6 @@ def _widen_pipe(fd: int) -> None:
         fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
     except (OSError, ImportError):
         pass  # not Linux, or over /proc/sys/fs/pipe-max-size: the default pipe still works
-
-
-def _use_zygote() -> bool:
-    return os.environ.get("KERNELBAND_ZYGOTE", "1") != "0" and hasattr(socket, "send_fds")
 
 
 @dataclass
@@ -170,10 +129,13 @@ class VariantJob:
     # variant process's own timeline (the last one it sent)
     spent: dict[str, float] = field(default_factory=dict)
     variant_timeline: dict[str, Any] = field(default_factory=dict)
+    ipc: Optional[IpcMaps] = None  # the judge's mappings of the variant's tensors (cuda_ipc transport)
 
     def __post_init__(self) -> None:
         self.nonce = secrets.token_hex(16)
         self.job = dict(self.job, nonce=self.nonce)
+        if self.job.get("transport") == "cuda_ipc" and self.ipc is None:
+            self.ipc = IpcMaps()
         self.dir = Path(tempfile.mkdtemp(prefix="kernelband-variant-"))
         self.proc: Any = None  # subprocess.Popen or ZygoteChild
 
@@ -246,6 +208,7 @@ class VariantJob:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=str(self.dir), env=env, start_new_session=True, close_fds=True,
         )
+        _SPAWNED.add(self.proc.pid)
         _widen_pipe(self.proc.stdout.fileno())
 
     def _read_stderr(self) -> None:
@@ -263,71 +226,126 @@ class VariantJob:
     def stderr_tail(self, n: int = 6) -> str:
         return "\n".join(self.stderr[-n:])
 
-    def frames(self) -> Iterator[Frame]:
-        """Frames as they arrive. Raises JobFailed on timeout, death or a bad frame."""
+    def _start_reader(self) -> None:
+        """Frames are decoded by a thread, one at a time: the next frame is read only once
+        the judge is done with the previous one (``_release``), so at most one frame's
+        tensors (one copy of the outputs, or one set of IPC views) is held at a time."""
         if self.proc is None:
             self.start()
         assert self.proc is not None and self.proc.stdout is not None
-        out: "queue.Queue[Any]" = queue.Queue(maxsize=1)
-        # Lockstep: the next frame is decoded only after the judge is done with this one,
-        # so at most one frame's tensors (one copy of the outputs) is held at a time.
-        ack: "queue.Queue[bool]" = queue.Queue()
-        stopped = threading.Event()
+        self._out: "queue.Queue[Any]" = queue.Queue(maxsize=1)
+        self._go: "queue.Queue[bool]" = queue.Queue()
+        self._stopped = threading.Event()
+        self._pending = False  # a frame was handed out and not yet released
         stdout = self.proc.stdout
 
         def reader() -> None:
             try:
                 while True:
                     t_read = time.perf_counter()
-                    frame = read_frame(stdout, self.nonce, self.device)
-                    self.spent["decode"] = self.spent.get("decode", 0.0) + time.perf_counter() - t_read
+                    frame = read_frame(stdout, self.nonce, self.device, self.ipc)
+                    self.spent["receive"] = self.spent.get("receive", 0.0) + time.perf_counter() - t_read
                     if frame and isinstance(frame[1].get("timeline"), dict):
                         self.variant_timeline = frame[1]["timeline"]
-                    out.put(Frame(*frame) if frame else None)
+                    self._out.put(Frame(*frame) if frame else None)
                     if frame is None or frame[0] in ("done", "error"):
                         return
                     del frame
                     while True:
                         try:
-                            ack.get(timeout=0.5)
+                            self._go.get(timeout=0.5)
                             break
                         except queue.Empty:
-                            if stopped.is_set():
+                            if self._stopped.is_set():
                                 return
             except (WireError, OSError, ValueError, RuntimeError) as e:
-                out.put(e)
+                self._out.put(e)
 
-        threading.Thread(target=reader, daemon=True).start()
-        deadline = time.monotonic() + self.timeout_s
+        threading.Thread(target=reader, daemon=True, name="kb-frames").start()
+
+    def _release(self) -> None:
+        """The judge is done with the frame it was handed (its tensors dropped, IPC views no
+        longer read): free its GPU blocks, ack it to the variant, let the reader go on."""
+        if not self._pending:
+            return
+        self._pending = False
+        if self.after_frame is not None:
+            self.after_frame()
+        if self.ipc is not None:  # unmap before the ack: the variant may then free that memory
+            self.ipc.close()
+        self._ack()
+        self._go.put(True)
+
+    def next_frame(self, timeout_s: Optional[float] = None) -> Frame:
+        """The next frame (the previous one is released first). Raises JobFailed when the
+        process dies, breaks the protocol, or sends nothing for ``timeout_s`` (default: the
+        time left of the job's deadline)."""
+        if not hasattr(self, "_out"):
+            self._start_reader()
+            self._deadline = time.monotonic() + self.timeout_s
+        self._release()
+        assert self.proc is not None
+        wait = timeout_s if timeout_s is not None else self._deadline - time.monotonic()
         try:
-            while True:
-                remaining = deadline - time.monotonic()
-                try:
-                    item = out.get(timeout=max(remaining, 0.01))
-                except queue.Empty:
-                    self.close()
-                    raise JobFailed(JobEnd("timeout", f"no result within {self.timeout_s:.0f} s (hang or far too slow)",
-                                           self.stderr_tail())) from None
-                if isinstance(item, Exception):
-                    self.close()
-                    raise JobFailed(JobEnd("protocol", f"the variant process broke the protocol: {item}",
-                                           self.stderr_tail()))
-                if item is None:
-                    code = self.proc.wait()
-                    how = f"signal {-code}" if code < 0 else f"exit code {code}"
-                    self.close()
-                    raise JobFailed(JobEnd("crashed", f"the variant process died ({how})", self.stderr_tail()))
-                yield item
-                if item.kind in ("done", "error"):
-                    return
-                item.tree = None  # the caller's loop variable still points at this frame
-                del item
-                if self.after_frame is not None:
-                    self.after_frame()
-                self._ack()
-                ack.put(True)
+            item = self._out.get(timeout=max(wait, 0.01))
+        except queue.Empty:
+            self.close()
+            raise JobFailed(JobEnd("timeout", f"no result within {self.timeout_s if timeout_s is None else timeout_s:.0f} s "
+                                              "(hang or far too slow)", self.stderr_tail())) from None
+        if isinstance(item, Exception):
+            self.close()
+            raise JobFailed(JobEnd("protocol", f"the variant process broke the protocol: {item}", self.stderr_tail()))
+        if item is None:
+            code = self.proc.wait()
+            how = f"signal {-code}" if code < 0 else f"exit code {code}"
+            self.close()
+            raise JobFailed(JobEnd("crashed", f"the variant process died ({how})", self.stderr_tail()))
+        self._pending = item.kind not in ("done", "error")
+        return item
+
+    def frames(self) -> Iterator[Frame]:
+        """Frames as they arrive, until "done" or "error" (each released when the caller asks
+        for the next). Raises JobFailed on timeout, death or a bad frame."""
+        while True:
+            frame = self.next_frame()
+            yield frame
+            if frame.kind in ("done", "error"):
+                return
+            frame.tree = None  # the caller's loop variable still points at this frame
+
+    def until_mark(self) -> Iterator[Frame]:
+        """The frames of the current batch of steps, up to its closing mark (not yielded);
+        an error frame ends the batch (yielded)."""
+        while True:
+            frame = self.next_frame()
+            if frame.kind == "mark":
+                return
+            yield frame
+            if frame.kind in ("done", "error"):
+                return
+
+    def command(self, steps: list[dict[str, Any]], timeout_s: float) -> None:
+        """More steps for an interactive job (the reference lane); their frames follow
+        (``next_frame``), each within ``timeout_s``."""
+        self._release()
+        self._deadline = time.monotonic() + timeout_s
+        self._write_line(json.dumps({"steps": steps}).encode() + b"\n")
+
+    def _write_line(self, data: bytes) -> None:
+        stdin = getattr(self.proc, "stdin", None)
+        if stdin is None:
+            raise JobFailed(JobEnd("crashed", "the variant process has no input", self.stderr_tail()))
+        try:
+            os.set_blocking(stdin.fileno(), True)
+            stdin.write(data)
+            stdin.flush()
+        except (OSError, ValueError) as e:
+            raise JobFailed(JobEnd("crashed", f"the variant process closed its input ({e})", self.stderr_tail())) from None
         finally:
-            stopped.set()
+            try:
+                os.set_blocking(stdin.fileno(), False)
+            except (OSError, ValueError):
+                pass
 
     def close(self) -> None:
         """Kill the process and everything it started; remove its directory."""
@@ -341,16 +359,23 @@ class VariantJob:
         """The job's timeline as phases: the judge's side (spawn, decode, teardown) and the
         variant process's own (``vp.*``: CUDA context, import, compile, fingerprints...)."""
         out = {f"judge.{k}": round(v, 6) for k, v in self.spent.items()}
+        out.pop("judge.decode", None)
         seconds = self.variant_timeline.get("seconds") if isinstance(self.variant_timeline, dict) else None
         if isinstance(seconds, dict):
             out.update({f"vp.{k}": round(float(v), 6) for k, v in seconds.items() if isinstance(v, (int, float))})
         return out
 
     def _close(self) -> None:
+        if hasattr(self, "_stopped"):
+            self._stopped.set()
+        if self.ipc is not None:
+            self.ipc.close()
         if isinstance(self.proc, ZygoteChild):
             self.strays_killed += self.proc.kill_tree()
         elif self.proc is not None:
-            self.strays_killed += sandbox.kill_tree(self.proc.pid)
+            _SPAWNED.discard(self.proc.pid)
+            # the judge's other children (the fork server, other jobs) are not this job's
+            self.strays_killed += sandbox.kill_tree(self.proc.pid, keep=frozenset(_SPAWNED | _keep_alive()))
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:  # pragma: no cover

@@ -45,9 +45,33 @@ def _hello(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
         "interpreted": judge.interpreted,
         "gpu_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
         "pid": os.getpid(),
+        "gpu_uuid": _gpu_uuid(),
+        "driver": _driver_version(),
     }
     judge.prestart_zygote()
     return out
+
+
+def _gpu_uuid() -> str:
+    if not gpu():
+        return ""
+    try:
+        return str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", "") or "")
+    except Exception:  # noqa: BLE001 - older torch: no uuid
+        return ""
+
+
+def _driver_version() -> str:
+    if not gpu():
+        return ""
+    try:
+        import ctypes
+
+        version = ctypes.c_int()
+        ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version))
+        return str(version.value)
+    except (OSError, AttributeError):
+        return ""
 
 
 def _device_facts(judge: JudgeCore, req: dict[str, Any]) -> Optional[dict[str, Any]]:
@@ -104,7 +128,3 @@ class JudgeService(JudgeCore):
             return handler(self, req)
         finally:
             release_cached_gpu_memory()
-
-    def context_broken(self, exc: BaseException) -> bool:
-        """The judge runs no module code: its CUDA context only breaks by its own bugs."""
-        return False

@@ -1,16 +1,31 @@
 """The judge's ``evaluate`` op: run a candidate in a variant process and judge each frame
 it sends against the Reference (the checks of DESIGN section 6, listed in judge.py); the
-first check that fails is the verdict."""
+first check that fails is the verdict.
+
+The candidate's steps come in two batches around its timing: first the kept run of the
+timing harness (seed 0, full size) and its replay check, then the timing (interleaved
+with the reference lane under one exclusive GPU turn, or alone), then every other run
+(other seeds and harnesses, neutralised launches, the re-check after timing). The judge
+reads every output itself (in place over CUDA IPC while the variant process waits, or
+from bytes): the facts of a verdict are the judge's own observations.
+"""
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Any
+from typing import Any, Iterator, Optional
 
 from ..model import Evaluation, LaunchRecord, Status, Timing
 from . import checks
 from .compare import compare_outputs, describe
-from .jobs import Frame, JobFailed
-from .judge_core import JudgeCore, add_phase, count_runs, timed_frames, timed_steps
+from .gpu_lock import gpu_lock
+from .jobs import Frame, JobFailed, VariantJob
+from .judge_core import JudgeCore, add_phase, count_runs, deadline_s, gpu, phase_of
+from .observe import CallHistory, condense_locals
+from .stats import median_timing, paired_statistics
+
+SEARCH_ROUNDS_GPU = 5  # interleaved rounds (candidate, original) per candidate during the search
+SEARCH_ROUNDS_CPU = 1
 
 
 class Verdict(Exception):
@@ -21,7 +36,13 @@ class Verdict(Exception):
         self.status = status
 
 
-def candidate_steps(judge: JudgeCore, time_it: bool, tier: int, facts: dict[str, Any], source: str) -> list[dict[str, Any]]:
+def first_steps(judge: JudgeCore) -> list[dict[str, Any]]:
+    task = judge.require_task()
+    return [{"op": "run", "module": "v", "harness": task.harness, "seed": task.seeds[0], "mode": "check", "keep": "v"},
+            {"op": "replay_check", "key": "v"}]
+
+
+def rest_steps(judge: JudgeCore) -> list[dict[str, Any]]:
     task, skipped = judge.require_task(), judge.ref.skipped
     s0, rest = task.seeds[0], task.seeds[1:]
     harnesses = judge.harnesses()
@@ -32,42 +53,134 @@ def candidate_steps(judge: JudgeCore, time_it: bool, tier: int, facts: dict[str,
     steps += [{"op": "run", "module": "v", "harness": task.harness, "seed": s, "mode": "check"} for s in rest
               if (task.harness, s) not in skipped]
     steps += [{"op": "run", "module": "v", "harness": h, "seed": s0, "mode": "neutral"} for h in harnesses]
-    steps.append({"op": "run", "module": "v", "harness": task.harness, "seed": s0, "mode": "check", "keep": "v"})
-    steps += timed_steps("v", time_it, tier, facts, source)
     steps.append({"op": "run", "module": "v", "harness": task.harness, "seed": s0, "mode": "check", "again": True})
     return steps
 
 
-def evaluate(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
-    ev = Evaluation(status=Status.OK, interpreted=judge.interpreted, variant_id=req.get("variant_id") or "variant")
-    steps = candidate_steps(judge, bool(req.get("time", True)), int(req.get("profile_tier", 0)), req.get("facts") or {},
-                            req["source"])
-    t0 = time.perf_counter()
-    job = judge.job({"v": req["source"]}, steps, count_runs(steps), trusted=False)
-    worst = None
-    try:
-        for frame in timed_frames(job, ev.phases, t0):
+def _timing_steps(judge: JudgeCore, lane: bool, tier: int, facts: dict[str, Any], source: str,
+                  time_ms: Optional[float]) -> list[dict[str, Any]]:
+    """After the kept run: its timing alone (no lane), its profile, its release."""
+    steps: list[dict[str, Any]] = []
+    if not lane:
+        steps.append({"op": "time", "key": "v"})
+    if tier > 0:
+        step: dict[str, Any] = {"op": "profile", "key": "v", "tier": tier, "facts": facts, "source": source}
+        if time_ms is not None:
+            step["time_ms"] = time_ms
+        steps.append(step)
+    return steps + [{"op": "release", "key": "v"}]
+
+
+class CandidateRun:
+    """One candidate's evaluation: its job, the judge's view of its calls, the verdict."""
+
+    def __init__(self, judge: JudgeCore, req: dict[str, Any]) -> None:
+        self.judge = judge
+        self.req = req
+        self.ev = Evaluation(status=Status.OK, interpreted=judge.interpreted,
+                             variant_id=req.get("variant_id") or "variant")
+        self.worst: Any = None
+        self.history = CallHistory()
+        self.t0 = time.perf_counter()
+
+    def run(self) -> dict[str, Any]:
+        judge, req, ev = self.judge, self.req, self.ev
+        task = judge.require_task()
+        tier, facts = int(req.get("profile_tier", 0)), req.get("facts") or {}
+        time_it = bool(req.get("time", True))
+        runs = count_runs(first_steps(judge) + rest_steps(judge)) + 2
+        job = judge.job({"v": req["source"]}, first_steps(judge) + [{"op": "mark"}], runs, trusted=False,
+                        interactive=True)
+        try:
+            self._judge_frames(job.until_mark())
+            lane = judge.lane if (time_it and judge.lane is not None and judge.lane.alive) else None
+            if lane is not None:
+                self._time_against_lane(job, lane)
+            steps = _timing_steps(judge, lane is not None, tier if time_it or tier else 0, facts, req["source"],
+                                  ev.timing.median_ms if ev.timing else None) if (time_it or tier) else \
+                [{"op": "release", "key": "v"}]
+            job.command(steps + rest_steps(judge) + [{"op": "mark"}], deadline_s(task.timeout_s, runs))
+            self._judge_frames(job.until_mark())
+            ev.errors = self.worst
+            ev.message = f"matches the original on {checked_runs(judge)} ({describe(self.worst)})"
+        except Verdict as v:
+            ev.status, ev.message = v.status, v.args[0]
+            ev.errors = self.worst if v.status != Status.MISMATCH else (ev.errors or self.worst)
+            ev.timing = None
+            ev.reference_ms = ev.speedup_ci = None
+        except JobFailed as e:
+            ev.status = Status.TIMEOUT if e.end.kind == "timeout" else Status.CRASHED
+            tail = [line for line in e.end.stderr_tail.splitlines() if line.strip()][-3:]
+            ev.message = str(e) + (f" (last output: {' | '.join(tail)})" if tail else "")
+            ev.timing = None
+            ev.reference_ms = ev.speedup_ci = None
+        finally:
+            job.close()
+            ev.phases.update(job.timeline_phases())
+        ev.phases["variant_process_total"] = round(time.perf_counter() - self.t0, 6)
+        if job.strays_killed:
+            ev.message += f"; {job.strays_killed} leftover process(es) of the variant killed"
+        return ev.to_dict()
+
+    def _judge_frames(self, frames: Iterator[Frame]) -> None:
+        for frame in frames:
+            seconds = float(frame.meta.get("seconds", 0.0))
+            if "process_start" not in self.ev.phases:
+                add_phase(self.ev.phases, "process_start", time.perf_counter() - self.t0 - seconds)
+            add_phase(self.ev.phases, phase_of(frame), seconds)
             t_judge = time.perf_counter()
-            worst = judge_frame(judge, frame, ev, worst)
-            add_phase(ev.phases, "judge", time.perf_counter() - t_judge)
-        ev.errors = worst
-        ev.message = f"matches the original on {checked_runs(judge)} ({describe(worst)})"
-    except Verdict as v:
-        ev.status, ev.message = v.status, v.args[0]
-        ev.errors = worst if v.status != Status.MISMATCH else (ev.errors or worst)
-        ev.timing = None
-    except JobFailed as e:
-        ev.status = Status.TIMEOUT if e.end.kind == "timeout" else Status.CRASHED
-        tail = [l for l in e.end.stderr_tail.splitlines() if l.strip()][-3:]
-        ev.message = str(e) + (f" (last output: {' | '.join(tail)})" if tail else "")
-        ev.timing = None
-    finally:
-        job.close()
-        ev.phases.update(job.timeline_phases())
-    ev.phases["variant_process_total"] = round(time.perf_counter() - t0, 6)
-    if job.strays_killed:
-        ev.message += f"; {job.strays_killed} leftover process(es) of the variant killed"
-    return ev.to_dict()
+            with _reading_gpu():
+                self.worst = judge_frame(self.judge, frame, self.ev, self.worst, self.history)
+            add_phase(self.ev.phases, "judge", time.perf_counter() - t_judge)
+
+    def _time_against_lane(self, job: VariantJob, lane: Any) -> None:
+        """Interleaved rounds under one exclusive GPU turn: the candidate, then the original
+        (alternating which goes first), each one sample in its own process."""
+        task = self.judge.require_task()
+        rounds = SEARCH_ROUNDS_GPU if gpu() else SEARCH_ROUNDS_CPU
+        rep = 25
+        cand: list[float] = []
+        orig: list[float] = []
+        clock = ""
+        t0 = time.perf_counter()
+        with lane.lock, (gpu_lock(exclusive=True) if gpu() else contextlib.nullcontext()):
+            for r in range(rounds):
+                order = ("v", "o") if r % 2 == 0 else ("o", "v")
+                for who in order:
+                    if who == "o":
+                        ms, clock = lane.sample(True, rep, deadline_s(task.timeout_s, 1))
+                        orig.append(ms)
+                    else:
+                        job.command([{"op": "sample", "key": "v", "held_by_judge": True, "rep_ms": rep}],
+                                    deadline_s(task.timeout_s, 1))
+                        frame = job.next_frame()
+                        if frame.kind == "error":
+                            raise Verdict(*_error_verdict(frame.meta))
+                        if frame.kind != "sample":
+                            raise Verdict(Status.REJECTED, f"trust: the variant process answered a timing request "
+                                                           f"with a {frame.kind} frame")
+                        cand.append(float(frame.meta["ms"]))
+        add_phase(self.ev.phases, "timing", time.perf_counter() - t0)
+        launches = len(self.ev.launches) or 1
+        self.ev.timing = median_timing(cand, clock, launches)
+        paired = paired_statistics(orig, cand, clock)
+        self.ev.reference_ms = paired.baseline_ms
+        self.ev.speedup_ci = [paired.ci_low, paired.ci_high]
+
+
+@contextlib.contextmanager
+def _reading_gpu() -> Iterator[None]:
+    """The judge's reads of a candidate's outputs are GPU work: they wait for a timed
+    region of another session or candidate to end, as harness runs do."""
+    if gpu():
+        with gpu_lock(exclusive=False):
+            yield
+    else:
+        yield
+
+
+def evaluate(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
+    return CandidateRun(judge, req).run()
 
 
 def checked_runs(judge: JudgeCore) -> str:
@@ -81,7 +194,8 @@ def checked_runs(judge: JudgeCore) -> str:
     return ", ".join(parts)
 
 
-def judge_frame(judge: JudgeCore, frame: Frame, ev: Evaluation, worst: Any) -> Any:
+def judge_frame(judge: JudgeCore, frame: Frame, ev: Evaluation, worst: Any,
+                history: Optional[CallHistory] = None) -> Any:
     """Judge one frame (raises Verdict on a failed check); returns the worst error
     statistics of the outputs compared so far."""
     task, ref, meta = judge.require_task(), judge.ref, frame.meta
@@ -96,64 +210,77 @@ def judge_frame(judge: JudgeCore, frame: Frame, ev: Evaluation, worst: Any) -> A
     if frame.kind != "outputs":
         return worst
     mode = meta.get("mode")
+    tree = condense_locals(frame.tree)
     if mode == "replay":
         if ref.replay_valid:
-            verdict = compare_outputs(ref.outputs[(task.harness, task.seeds[0])], frame.tree)
+            verdict = compare_outputs(ref.outputs[(task.harness, task.seeds[0])], tree)
             if not verdict.ok:
                 raise Verdict(Status.REJECTED, "trust: a replay of the timed launches does not reproduce the "
                                                f"outputs ({verdict.message}): the timing would not be of the checked work")
         return worst
     if mode == "neutral":
-        _check_neutral(judge, meta["harness"], meta, frame.tree)
+        _check_neutral(judge, meta["harness"], meta, tree)
         return worst
-    stats = _judge_outputs(judge, frame, ev)
+    stats = _judge_outputs(judge, frame, tree, ev, history or CallHistory())
     return stats if worst is None or stats.rel_l2 >= worst.rel_l2 else worst
 
 
-def _judge_outputs(judge: JudgeCore, frame: Frame, ev: Evaluation) -> Any:
+def _judge_outputs(judge: JudgeCore, frame: Frame, tree: Any, ev: Evaluation, history: CallHistory) -> Any:
     """A checked run of the candidate: it launches the kernel, has no side effect the
     original lacks, matches the reference and is as precise; its error statistics."""
     task, meta = judge.require_task(), frame.meta
     h, seed = meta["harness"], int(meta["seed"])
     where = f"{h}, seed {seed}"
     launches = [LaunchRecord.from_dict(x) for x in meta.get("launches", [])]
-    if task.kernel not in {l.kernel for l in launches}:
-        seen = ", ".join(sorted({l.kernel for l in launches})) or "no Triton kernel"
+    if task.kernel not in {launch.kernel for launch in launches}:
+        seen = ", ".join(sorted({launch.kernel for launch in launches})) or "no Triton kernel"
         raise Verdict(Status.REJECTED, f"the variant never launches {task.kernel} in {h} (it launched: {seen}); "
                                        "a torch fallback is not a kernel")
-    _check_side_effects(judge, meta, where)
-    verdict = compare_outputs(judge.ref.outputs[(h, seed)], frame.tree)
+    _check_streams(judge, meta, where)
+    _check_stale(judge, history, h, tree, where, bool(meta.get("kept")))
+    verdict = compare_outputs(judge.ref.outputs[(h, seed)], tree)
     if not verdict.ok:
         ev.errors = verdict.stats
         prefix = "after timing, " if meta.get("again") else ""
+        local = _local_name(verdict.message)
+        if local is not None:  # the outputs matched: what differs is a tensor of the caller's
+            raise Verdict(Status.REJECTED, f"trust: {prefix}{where}: the harness's tensor {local} was modified "
+                                           f"(the original leaves it as it is): {verdict.message}")
         raise Verdict(Status.MISMATCH, f"{prefix}{where}: {verdict.message}")
     if h == task.harness and seed == task.seeds[0] and not meta.get("again"):
         ev.launches = launches
-    _check_precision(judge, h, seed, frame.tree)
+    _check_precision(judge, h, seed, tree)
     return verdict.stats
 
 
-def _check_side_effects(judge: JudgeCore, meta: dict[str, Any], where: str) -> None:
-    ref = judge.ref
-    for kernel, names in (meta.get("written") or {}).items():
-        allowed = ref.writes.get(kernel)
-        if allowed is None:
-            continue
-        extra = [n for n in names if n not in allowed]
-        if extra:
-            raise Verdict(Status.REJECTED, f"trust: {where}: {kernel} writes its argument {extra[0]}, which the "
-                                           "original only reads (inputs must stay unchanged)")
-    changed = [c for c in meta.get("changed_inputs") or [] if c not in ref.changed_inputs]
-    if changed:
-        raise Verdict(Status.REJECTED, f"trust: {where}: the input {changed[0]} was modified outside the kernel's "
-                                       "outputs; the original leaves it unchanged")
-    if meta.get("stale") and not ref.stale:
-        raise Verdict(Status.REJECTED, f"trust: {where}: the result returned by the previous call "
-                                       f"({meta['stale'][0]}) changed when the wrapper was called again "
-                                       "(a shared output buffer)")
-    streams = set(meta.get("streams") or []) - ref.streams
+def _local_name(message: str) -> Optional[str]:
+    """The harness-local tensor a comparison failed on ("output['harness_locals']['x']...")."""
+    marker = "output['harness_locals']["
+    if not message.startswith(marker):
+        return None
+    rest = message[len(marker):]
+    return rest.split("]", 1)[0].strip("'\"")
+
+
+def _check_streams(judge: JudgeCore, meta: dict[str, Any], where: str) -> None:
+    streams = set(meta.get("streams") or []) - judge.ref.streams
     if streams:
         raise Verdict(Status.REJECTED, f"trust: {where}: launches on a CUDA stream the original does not use")
+
+
+def _check_stale(judge: JudgeCore, history: CallHistory, h: str, tree: Any, where: str, kept: bool) -> None:
+    """Every earlier result this harness returned must be as the judge first saw it (the
+    variant process shows them again with each call); the original's own may change."""
+    if not isinstance(tree, dict):
+        return
+    previous = tree.pop("previous", [])
+    if kept:  # a kept run's outputs are rewritten by its replays: not tracked
+        return
+    changed = history.changed(h, previous)
+    if changed and not judge.ref.stale:
+        raise Verdict(Status.REJECTED, f"trust: {where}: a result returned by an earlier call changed when the "
+                                       f"wrapper was called again ({changed}: a shared output buffer)")
+    history.record(h, tree.get("returned"))
 
 
 def _check_neutral(judge: JudgeCore, h: str, meta: dict[str, Any], tree: Any) -> None:
@@ -165,6 +292,8 @@ def _check_neutral(judge: JudgeCore, h: str, meta: dict[str, Any], tree: Any) ->
                                        "the harness's own checks, which fail for the original: Triton does not "
                                        "produce the result")
     task = judge.require_task()
+    if isinstance(tree, dict):
+        tree.pop("previous", None)
     reason = checks.unproduced(ref.outputs[(h, task.seeds[0])], ref.masks.get(h, {}), tree)
     if reason:
         raise Verdict(Status.REJECTED, f"trust: {h}: {reason}")

@@ -1,7 +1,14 @@
 """The judge's state and how it runs variant jobs: the task and its workdir, what it
-knows of the original (``Reference``), the fork server, and where a job's frames are
-rebuilt. The ops live beside it, one module per concern (``judge_original``,
-``judge_candidate``, ``judge_timing``, ``judge_memcheck``); ``judge.py`` dispatches."""
+knows of the original (``Reference``), the fork server, the reference lane (a long-lived
+process of the original that candidates are timed against), and where a job's frames
+are read. The ops live beside it, one module per concern (``judge_original``,
+``judge_candidate``, ``judge_timing``, ``judge_memcheck``); ``judge.py`` dispatches.
+
+Several candidates may be evaluated at once (one thread each): the Reference is written
+only by ``prepare`` and read by everyone else; GPU work is ordered by the cross-process
+GPU lock (shared for runs and the judge's reads, exclusive for timing); the lane is used
+by one thread at a time.
+"""
 from __future__ import annotations
 
 import os
@@ -16,6 +23,7 @@ import torch
 
 from ..model import LaunchRecord, Task
 from .compare import set_compute_device
+from .deadlines import deadline_s
 from .jobs import Frame, VariantJob
 
 if TYPE_CHECKING:
@@ -23,6 +31,7 @@ if TYPE_CHECKING:
 
 _SMALL_FRAME_BYTES = 64 << 20  # below this, where a frame is decoded does not matter
 GPU_MARGIN_BYTES = 1 << 30  # free GPU memory left beside a decoded frame or the references
+TRANSPORT_ENV = "KERNELBAND_TRANSPORT"  # "bytes" forces outputs through the pipe on a GPU
 
 
 def gpu() -> bool:
@@ -44,37 +53,74 @@ class Reference:
     skipped: set[tuple[str, int]] = field(default_factory=set)  # (harness, seed) not checked: outputs too large
     cuda_peak: int = 0  # the original's variant process: most GPU memory its allocator reserved
     replay_valid: bool = False
-    stale: bool = False  # the original itself returns buffers that the next call overwrites
+    stale: bool = False  # the original itself returns buffers that a later call overwrites
     launches: list[LaunchRecord] = field(default_factory=list)
+    kept_bytes: int = 0  # bytes of the references kept on the GPU
+
+
+class Lane:
+    """The reference lane: the original's own process, kept alive after ``prepare`` with a
+    checked kept run of the timing harness, so that each candidate is timed against the
+    original in alternating rounds (two processes, one GPU turn): the search ranks on the
+    same paired measurement as the final verdict."""
+
+    def __init__(self, job: VariantJob, key: str = "o") -> None:
+        self.job = job
+        self.key = key
+        self.lock = threading.Lock()
+
+    def sample(self, held_by_judge: bool, rep_ms: int, timeout_s: float) -> tuple[float, str]:
+        self.job.command([{"op": "sample", "key": self.key, "held_by_judge": held_by_judge, "rep_ms": rep_ms}],
+                         timeout_s)
+        frame = self.job.next_frame()
+        if frame.kind != "sample":
+            raise RuntimeError(f"the reference lane answered {frame.kind}: {frame.meta.get('message', '')}")
+        return float(frame.meta["ms"]), str(frame.meta["clock"])
+
+    @property
+    def alive(self) -> bool:
+        proc = self.job.proc
+        return proc is not None and proc.poll() is None
+
+    def close(self) -> None:
+        self.job.close()
 
 
 class JudgeCore:
     def __init__(self, interpreted: bool) -> None:
         self.interpreted = interpreted
-        self.fatal = False
         self.task: Optional[Task] = None
         self.workdir: Optional[Path] = None
         self.ref = Reference()
         self.on_log: Optional[Callable[[str], None]] = None
         self.network = ""
         self.zygote: Any = None
+        self.early_zygote: Any = None  # zygote_handle.EarlyZygote started by main() before torch was imported
         self._zygote_lock = threading.Lock()
         self.preparing = False
+        self.lane: Optional[Lane] = None
         self.ref_device: Optional[str] = "cuda" if gpu() else None
         set_compute_device(self.ref_device)
         self.refs_on_gpu = False
-        self._gpu_frame_held = False  # a frame was rebuilt on the GPU since the last release
+        self.transport = "cuda_ipc" if gpu() and os.environ.get(TRANSPORT_ENV, "") != "bytes" else "bytes"
+        self._gpu_frame_held = threading.local()  # a frame was rebuilt on the GPU since the last release
         if gpu() and not os.environ.get("KERNELBAND_TIMING_LOCK"):
-            from .timing import default_lock_path
+            from .gpu_lock import default_lock_path
 
             # timed regions are exclusive across sessions on this GPU (variant processes inherit it)
             os.environ["KERNELBAND_TIMING_LOCK"] = default_lock_path()
 
     def close(self) -> None:
-        """Stop the fork server (and with it any job still running)."""
+        """Stop the lane and the fork server (and with it any job still running)."""
+        self.close_lane()
         if self.zygote is not None:
             self.zygote.close()
             self.zygote = None
+
+    def close_lane(self) -> None:
+        if self.lane is not None:
+            self.lane.close()
+            self.lane = None
 
     def device_name(self) -> str:
         if gpu():
@@ -91,18 +137,20 @@ class JudgeCore:
         return [task.harness] + [h for h in task.check_harnesses if h != task.harness]
 
     # ------------------------------------------------------------------ variant jobs
-    def job(self, modules: dict[str, str], steps: list[dict[str, Any]], runs: int, trusted: bool) -> VariantJob:
+    def job(self, modules: dict[str, str], steps: list[dict[str, Any]], runs: int, trusted: bool,
+            interactive: bool = False) -> VariantJob:
         """A started variant job; its timeout allows for ``runs`` runs of the harness."""
         task = self.require_task()
         assert self.workdir is not None
         cache = self.workdir / "triton-cache-trusted"
         job = VariantJob(
             {"task": task.to_dict(), "modules": modules, "steps": steps, "interpreted": self.interpreted,
-             "writes": {} if trusted else self.ref.writes},
-            timeout_s=30.0 + task.timeout_s * max(runs, 1),
-            trusted_cache=None if trusted else cache,
-            # references arrive on the host and move to the GPU only if they fit comfortably
-            # (prepare); a candidate's outputs are compared slice by slice on the references' device
+             "writes": {} if trusted else self.ref.writes, "transport": self.transport, "interactive": interactive},
+            timeout_s=deadline_s(task.timeout_s, runs),
+            # the original's jobs start from this machine's compiled kernels of the same source
+            # (written only from original-only jobs); a candidate's from this session's
+            trusted_cache=persistent_cache(task) if trusted else cache,
+            # over the byte channel, large outputs that are only compared are rebuilt on the GPU
             device=self._frame_device,
             after_frame=self._release_frame_memory,
             on_log=self.on_log,
@@ -111,11 +159,8 @@ class JudgeCore:
         return job
 
     def _frame_device(self, kind: str, meta: dict[str, Any], nbytes: int) -> Optional[str]:
-        """Where a frame's tensors are rebuilt. References arrive on the host (prepare);
-        a large frame that is only compared (a candidate's outputs, a re-run, a neutralised
-        run) is rebuilt on the GPU when the references stay on the host and it fits beside
-        what the variant process holds, so each side keeps one copy of the outputs and the
-        comparison runs on the GPU."""
+        """Where a byte frame's tensors are rebuilt: on the GPU when it is large, only
+        compared, and fits beside what the variant process holds; else on the host."""
         if self.ref_device != "cuda" or self.refs_on_gpu or nbytes <= _SMALL_FRAME_BYTES or kind != "outputs":
             return None
         if self._becomes_reference(meta):
@@ -123,17 +168,14 @@ class JudgeCore:
         free, _ = torch.cuda.mem_get_info()
         if nbytes + GPU_MARGIN_BYTES > free:
             return None
-        self._gpu_frame_held = True
+        self._gpu_frame_held.value = True
         return "cuda"
 
     def _release_frame_memory(self) -> None:
-        """A frame rebuilt on the GPU has been compared and dropped: hand its blocks back
-        to the device now, not at the end of the op. Within one op the variant process
-        may next run the harness again (the paired re-measurement keeps two runs), and the
-        allocator's cache would hold one output's worth of memory that run needs
-        (measured on the 32 GiB layernorm: 16 GiB, and an OOM)."""
-        if self._gpu_frame_held:
-            self._gpu_frame_held = False
+        """A frame rebuilt on the GPU has been compared and dropped: hand its blocks back now
+        (the variant's next full-size run needs that room)."""
+        if getattr(self._gpu_frame_held, "value", False):
+            self._gpu_frame_held.value = False
             torch.cuda.empty_cache()
 
     def _becomes_reference(self, meta: dict[str, Any]) -> bool:
@@ -143,18 +185,25 @@ class JudgeCore:
 
     def keep_trusted_cache(self, job: VariantJob) -> None:
         """An original-only job's compiled kernels seed later jobs' private caches (which
-        untrusted code can write to, so nothing flows back from them)."""
+        untrusted code can write to, so nothing flows back from them), and the next
+        session's original on this machine."""
         assert self.workdir is not None
         src = job.dir / "triton-cache"
         if src.is_dir():
             import shutil
 
             shutil.copytree(src, self.workdir / "triton-cache-trusted", dirs_exist_ok=True)
+            target = persistent_cache(self.require_task())
+            if target is not None:
+                try:
+                    shutil.copytree(src, target, dirs_exist_ok=True)
+                except OSError:
+                    pass  # a cache that cannot be written only costs a compile next time
 
     # ------------------------------------------------------------------ the fork server
     def prestart_zygote(self) -> None:
-        """Start the fork server now, beside the session's own setup (device facts, the
-        store), so its imports are not paid inside the first job."""
+        """Start the fork server now, beside the session's own setup, so its imports are not
+        paid inside the first job."""
         def start_and_stay() -> None:
             self.live_zygote()
             # the fork server dies with the thread that started it (PR_SET_PDEATHSIG is per
@@ -171,7 +220,10 @@ class JudgeCore:
         if not _use_zygote():
             return None
         with self._zygote_lock:
-            if self.zygote is None or not self.zygote.alive:
+            if self.zygote is None and self.early_zygote is not None:
+                early, self.early_zygote = self.early_zygote, None
+                self.zygote = early.take(self.interpreted)
+            if self.zygote is None or not self.zygote.alive or self.zygote.interpreted != self.interpreted:
                 if self.zygote is not None:
                     self.zygote.close()
                 try:
@@ -181,6 +233,18 @@ class JudgeCore:
                         self.on_log(f"kernelband: fork server unavailable ({e}); starting variant processes one by one")
                     self.zygote = None
             return self.zygote
+
+
+def persistent_cache(task: Task) -> Optional[Path]:
+    """This machine's Triton cache for the original module's source (one folder per source
+    hash and Triton version, under the machine cache); None when disabled."""
+    if os.environ.get("KERNELBAND_PERSISTENT_CACHE", "1") == "0":
+        return None
+    import triton
+
+    from ..machine_cache import cache_dir
+
+    return cache_dir() / "triton" / triton.__version__ / task.source_hash[:24]
 
 
 def timed_steps(key: str, time_it: bool, tier: int, facts: dict[str, Any], source: str) -> list[dict[str, Any]]:
@@ -220,7 +284,7 @@ def add_phase(phases: dict[str, float], name: str, seconds: float) -> None:
 def phase_of(frame: Frame) -> str:
     """Which check a frame's seconds belong to (for the cost-of-defences report)."""
     mode = frame.meta.get("mode")
-    if frame.kind == "timing":
+    if frame.kind in ("timing", "sample"):
         return "timing"
     if frame.kind == "profile":
         return "profile"

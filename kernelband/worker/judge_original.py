@@ -7,15 +7,17 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
 from ..model import Baseline, LaunchRecord, Task, Timing
 from . import checks
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
-from .jobs import Frame, JobFailed
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Reference, count_runs, timed_frames, timed_steps
+from .jobs import Frame, JobFailed, VariantJob
+from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, count_runs, gpu, timed_frames, timed_steps
+from .observe import CallHistory, condense_locals, materialize, tree_bytes
+from .stats import median_timing
 
 _REF_GPU_FRACTION = 0.4  # references stay on the GPU while they take at most this share of free memory
 # Host memory the references of one harness may take across its seeds (DESIGN section 4:
@@ -35,6 +37,10 @@ def ref_host_bytes() -> int:
         return max(int(os.environ.get(_REF_HOST_BYTES_ENV, _REF_HOST_BYTES)), 0)
     except ValueError:
         return _REF_HOST_BYTES
+
+
+LANE_ENV = "KERNELBAND_LANE"  # "0": no reference lane (candidates are timed alone)
+LANE_ROUNDS = 5  # samples of the original that make the baseline time (on a GPU)
 
 
 def reference_steps(judge: JudgeCore, time_it: bool, tier: int, facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -57,8 +63,10 @@ def reference_steps(judge: JudgeCore, time_it: bool, tier: int, facts: dict[str,
 
 
 def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
-    """Run the original in a variant process and keep what the judge needs of it."""
+    """Run the original in a variant process and keep what the judge needs of it; keep
+    that process as the reference lane when two runs of the harness fit on the GPU."""
     task = Task.from_dict(req["task"])
+    judge.close_lane()
     judge.task = task
     judge.workdir = Path(req["workdir"])
     judge.workdir.mkdir(parents=True, exist_ok=True)
@@ -67,48 +75,138 @@ def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     base = Baseline(ok=False, interpreted=judge.interpreted, device_name=judge.device_name(),
                     triton_version=_triton_version())
     notes: list[str] = []
-    if not _run_original(judge, task, req, base, notes) or not base.deterministic:
+    job = _run_original(judge, task, req, base, notes)
+    if job is None or not base.deterministic:
         return base.to_dict()
     base.phases["output_bytes"] = decoded_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))
     move_references(judge)
+    lane_note = _open_lane(judge, job, base, bool(req.get("time", True)))
+    if lane_note:
+        notes.append(lane_note)
     notes += _baseline_notes(judge, task, base)
     base.ok = True
     base.launches = judge.ref.launches
+    base.lanes = candidate_lanes(judge)
     base.message = "; ".join(f"note: {n}" for n in notes)
     return base.to_dict()
 
 
-def _run_original(judge: JudgeCore, task: Task, req: dict[str, Any], base: Baseline, notes: list[str]) -> bool:
-    """The reference job, its frames absorbed into the judge's Reference; False (with
-    ``base.message`` saying why) when the original cannot serve as a reference."""
+def lane_fits(judge: JudgeCore) -> bool:
+    """Whether the original's kept run can stay on the GPU beside a candidate's run and
+    one set of its outputs read by the judge."""
+    if os.environ.get(LANE_ENV, "1") == "0":
+        return False
+    if not gpu() or judge.ref.cuda_peak <= 0:
+        return True
+    free, _ = torch.cuda.mem_get_info()
+    outputs = decoded_bytes(judge.ref.outputs.get((judge.require_task().harness, judge.require_task().seeds[0])))
+    return 2 * judge.ref.cuda_peak + outputs + GPU_MARGIN_BYTES <= free
+
+
+def candidate_lanes(judge: JudgeCore) -> int:
+    """How many candidates may be evaluated at once on this GPU: each holds one run of the
+    harness; the CPU work of the others (start-up, compilation) overlaps the GPU's."""
+    wanted = os.environ.get("KERNELBAND_LANES")
+    if wanted and wanted.isdigit() and int(wanted) > 0:
+        return int(wanted)
+    if not gpu():
+        return 1  # the interpreter is CPU-bound: concurrency buys nothing
+    cores = os.cpu_count() or 2
+    free, _ = torch.cuda.mem_get_info()
+    per = max(judge.ref.cuda_peak, 1) + GPU_MARGIN_BYTES // 4
+    by_memory = int(free * 0.8 // per)
+    return max(1, min(4, cores // 3, by_memory))
+
+
+def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool) -> str:
+    """Keep the original's process as the reference lane (a fresh kept run, checked, replay
+    checked) and take the baseline time from it; else close it. A note when there is none."""
+    task = judge.require_task()
+    if not lane_fits(judge):
+        job.close()
+        return ("two runs of the timing harness do not fit on the GPU together: candidates are timed alone, "
+                "against the original's time measured once")
+    steps = [{"op": "run", "module": "o", "harness": task.harness, "seed": task.seeds[0], "mode": "check",
+              "keep": "o", "again": True},
+             {"op": "replay_check", "key": "o"}]
+    try:
+        job.command(steps + [{"op": "mark"}], judge_deadline(task, 2))
+        ref = judge.ref.outputs[(task.harness, task.seeds[0])]
+        for frame in job.until_mark():
+            if frame.kind == "error":
+                raise RuntimeError(frame.meta.get("message", "error"))
+            if frame.kind == "outputs" and (frame.meta.get("mode") != "replay" or judge.ref.replay_valid):
+                verdict = compare_outputs(ref, condense_locals(frame.tree))
+                if not verdict.ok:
+                    raise RuntimeError(f"its kept run differs from its references: {verdict.message}")
+        lane = Lane(job)
+        if time_it:
+            samples = [lane.sample(False, 25, judge_deadline(task, 1))[0] for _ in range(LANE_ROUNDS if gpu() else 2)]
+            clock = "cuda-events" if gpu() else "cpu-interpreter"
+            base.timing = median_timing(samples, clock, len(judge.ref.launches))
+        judge.lane = lane
+        base.reference_lane = True
+        return ""
+    except (JobFailed, RuntimeError) as e:
+        job.close()
+        return f"the original could not be kept as the reference lane ({e}): candidates are timed alone"
+
+
+def judge_deadline(task: Task, runs: int) -> float:
+    from .deadlines import deadline_s
+
+    return deadline_s(task.timeout_s, runs)
+
+
+def _run_original(judge: JudgeCore, task: Task, req: dict[str, Any], base: Baseline,
+                  notes: list[str]) -> Optional[VariantJob]:
+    """The reference job, its frames absorbed into the judge's Reference: the job, still
+    running (it may become the reference lane), or None (with ``base.message`` saying
+    why) when the original cannot serve as a reference."""
     steps = reference_steps(judge, bool(req.get("time", True)), int(req.get("profile_tier", 0)), req.get("facts") or {})
     judge.preparing = True
     t0 = time.perf_counter()
-    job = judge.job({"o": task.source}, steps, count_runs(steps), trusted=True)
+    job = judge.job({"o": task.source}, steps + [{"op": "mark"}], count_runs(steps), trusted=True, interactive=True)
+    history = CallHistory()
+    ok = False
     try:
-        for frame in timed_frames(job, base.phases, t0):
+        for frame in job.until_mark():
+            add_frame_phase(base.phases, frame, t0)
             if frame.kind == "error":
                 base.message = _setup_message(task, frame.meta)
-                return False
-            _absorb_reference(judge, frame, base, notes)
+                return None
+            _absorb_reference(judge, frame, base, notes, history)
             if base.message and not base.ok and not base.deterministic:
-                return False
+                return None
         judge.keep_trusted_cache(job)
+        ok = True
     except JobFailed as e:
         base.message = f"the original kernel could not be run ({e.end.kind}): {e}"
         if e.end.stderr_tail:
             base.message += f" (last output: {' | '.join(e.end.stderr_tail.splitlines()[-3:])})"
-        return False
+        return None
     except _SetupProblem as e:
         base.message = str(e)
-        return False
+        return None
     finally:
         judge.preparing = False
         base.phases["variant_process_total"] = round(time.perf_counter() - t0, 6)
-        job.close()
         base.phases.update(job.timeline_phases())
         judge.network = job.network
-    return True
+        if not ok:
+            job.close()
+    return job
+
+
+def add_frame_phase(phases: dict[str, float], frame: Frame, t0: float) -> None:
+    """A frame's seconds into the phase it belongs to (the cost-of-defences report);
+    what came before the first frame (start-up, imports, compile) is ``process_start``."""
+    from .judge_core import add_phase, phase_of
+
+    seconds = float(frame.meta.get("seconds", 0.0))
+    if "process_start" not in phases:
+        add_phase(phases, "process_start", time.perf_counter() - t0 - seconds)
+    add_phase(phases, phase_of(frame), seconds)
 
 
 def _baseline_notes(judge: JudgeCore, task: Task, base: Baseline) -> list[str]:
@@ -138,7 +236,8 @@ def _baseline_notes(judge: JudgeCore, task: Task, base: Baseline) -> list[str]:
     return notes
 
 
-def _absorb_reference(judge: JudgeCore, frame: Frame, base: Baseline, notes: list[str]) -> None:
+def _absorb_reference(judge: JudgeCore, frame: Frame, base: Baseline, notes: list[str],
+                      history: CallHistory) -> None:
     task, ref, meta = judge.require_task(), judge.ref, frame.meta
     if frame.kind == "timing":
         base.timing = Timing.from_dict(meta["timing"])
@@ -153,25 +252,31 @@ def _absorb_reference(judge: JudgeCore, frame: Frame, base: Baseline, notes: lis
     if meta.get("skipped"):
         ref.skipped.add((meta["harness"], int(meta["seed"])))
         return
+    tree = condense_locals(frame.tree)
     if mode == "replay":
-        ref.replay_valid = compare_outputs(ref.outputs[(task.harness, task.seeds[0])], frame.tree).ok
+        ref.replay_valid = compare_outputs(ref.outputs[(task.harness, task.seeds[0])], tree).ok
         return
     h, seed = meta["harness"], int(meta["seed"])
     if mode == "neutral":
         if meta.get("error"):
             ref.neutral_raised[h] = True
         else:
-            ref.masks[h] = checks.change_masks(ref.outputs[(h, seed)], frame.tree)
+            ref.masks[h] = materialize(checks.change_masks(ref.outputs[(h, seed)], tree), None)
         return
     launches = [LaunchRecord.from_dict(x) for x in meta.get("launches", [])]
     if task.kernel not in {l.kernel for l in launches}:
         seen = ", ".join(sorted({l.kernel for l in launches})) or "no Triton kernel"
         raise _SetupProblem(f"the harness {h} never launches {task.kernel} (it launched: {seen})")
-    ref.stale = ref.stale or bool(meta.get("stale"))
+    if isinstance(tree, dict):
+        previous = tree.pop("previous", [])
+        if mode == "check" and not meta.get("kept"):
+            if history.changed(h, previous):
+                ref.stale = True
+            history.record(h, tree.get("returned"))
     if mode == "check" and meta.get("again"):
-        _absorb_rerun(ref.outputs[(h, seed)], frame.tree, base, notes)
+        _absorb_rerun(ref.outputs[(h, seed)], tree, base, notes)
         return
-    _absorb_outputs(judge, h, seed, frame, launches)
+    _absorb_outputs(judge, h, seed, frame, tree, launches)
 
 
 def _absorb_rerun(first: Any, tree: Any, base: Baseline, notes: list[str]) -> None:
@@ -188,12 +293,18 @@ def _absorb_rerun(first: Any, tree: Any, base: Baseline, notes: list[str]) -> No
         notes.append("the original is not bitwise reproducible (within tolerance)")
 
 
-def _absorb_outputs(judge: JudgeCore, h: str, seed: int, frame: Frame, launches: list[LaunchRecord]) -> None:
-    """A checked run of the original: its outputs become the reference of (h, seed)."""
-    task, ref, meta, tree = judge.require_task(), judge.ref, frame.meta, frame.tree
+def _absorb_outputs(judge: JudgeCore, h: str, seed: int, frame: Frame, tree: Any,
+                    launches: list[LaunchRecord]) -> None:
+    """A checked run of the original: its outputs become the reference of (h, seed), a
+    copy in the judge's own memory (on the GPU while the references stay small beside
+    what the harness needs there)."""
+    task, ref, meta = judge.require_task(), judge.ref, frame.meta
     high = tree.pop("upcast", None) if isinstance(tree, dict) else None
     if count_tensors(tree.get("returned")) + count_tensors(tree.get("written")) == 0:
         raise _SetupProblem(f"the harness {h} returns no tensors and its launches write none")
+    device = _reference_device(judge, tree_bytes(tree) + tree_bytes(high))
+    tree = materialize(tree, device)
+    high = materialize(high, device) if high else high
     ref.outputs[(h, seed)] = tree
     for kernel, names in (meta.get("written") or {}).items():
         have = ref.writes.setdefault(kernel, [])
@@ -221,6 +332,18 @@ def _absorb_high(ref: Reference, h: str, tree: Any, high: dict[str, list[Any]], 
                 kept[key].append(None)
     if any(v is not None for vs in kept.values() for v in vs):
         ref.high[h] = kept
+
+
+def _reference_device(judge: JudgeCore, nbytes: int) -> Optional[str]:
+    """Where the next reference is kept: the GPU while all references take at most
+    ``_REF_GPU_FRACTION`` of its free memory, else the host."""
+    if judge.ref_device != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info()
+    if judge.ref.kept_bytes + nbytes <= _REF_GPU_FRACTION * (free + judge.ref.kept_bytes):
+        judge.ref.kept_bytes += nbytes
+        return "cuda"
+    return None
 
 
 def move_references(judge: JudgeCore) -> None:

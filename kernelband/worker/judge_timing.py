@@ -4,16 +4,19 @@ candidate is (``retime``), and a profile of the original or of a variant (``prof
 Each runs one variant job and follows its frames (``_follow``)."""
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Callable, Optional
 
 import torch
 
 from .compare import compare_outputs
+from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, gpu
+from .judge_core import GPU_MARGIN_BYTES, JudgeCore, deadline_s, gpu
 from .judge_original import decoded_bytes
-from .stats import paired_statistics
+from .observe import condense_locals
+from .stats import median_timing, paired_statistics
 
 # Tests only: make the paired re-measurement fail with this text (frozen replays leave a
 # correct variant no way to fail it, yet the CLI's handling of that failure is tested).
@@ -42,9 +45,9 @@ def _error(frame: Frame, message: str) -> None:
         raise RuntimeError(f"{message}: {frame.meta.get('message')}")
 
 
-def _must_match(ref: Any, frame: Frame, message: str) -> None:
+def _must_match(ref: Any, frame: Frame, message: str, tree: Any = None) -> None:
     """An outputs frame that does not reproduce ``ref`` ends the op: "<message>: why"."""
-    verdict = compare_outputs(ref, frame.tree)
+    verdict = compare_outputs(ref, condense_locals(frame.tree) if tree is None else tree)
     if not verdict.ok:
         raise RuntimeError(f"{message}: {verdict.message}")
 
@@ -78,53 +81,108 @@ def paired_order(judge: JudgeCore) -> str:
     return "interleaved" if 2 * judge.ref.cuda_peak + outputs + GPU_MARGIN_BYTES <= free else "sequential"
 
 
-def _paired_steps(task: Any, rounds: int, order: str) -> list[dict[str, Any]]:
-    if order == "interleaved":
-        return [*_kept_run("o", task.harness, task.seeds[0]), *_kept_run("v", task.harness, task.seeds[0]),
-                {"op": "paired", "a": "o", "b": "v", "rounds": rounds}]
-    # one run kept at a time: the original's block of samples, then the variant's
-    return [*_kept_run("o", task.harness, task.seeds[0]), {"op": "samples", "key": "o", "rounds": rounds},
-            {"op": "release", "key": "o"},
-            *_kept_run("v", task.harness, task.seeds[0]), {"op": "samples", "key": "v", "rounds": rounds}]
+def _kept_and_checked(judge: JudgeCore, job: VariantJob, key: str, what: str) -> None:
+    """Read a job's kept run and its replay check (up to the mark): both must reproduce the
+    references."""
+    ref = _reference_of(judge)
+    for frame in job.until_mark():
+        _error(frame, f"{what} no longer passes")
+        if frame.kind == "outputs" and (frame.meta.get("mode") != "replay" or judge.ref.replay_valid):
+            tree = condense_locals(frame.tree)
+            if isinstance(tree, dict):
+                tree.pop("previous", None)
+            _must_match(ref, frame, f"{what} no longer passes in the paired run", tree)
 
 
 def paired(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
-    """Original and candidate in one fresh process, both replay-checked, timed A B A B
-    (or in sequence: ``paired_order``)."""
+    """The winner against the original, each in its own process: interleaved rounds with
+    the reference lane under one exclusive GPU turn (as every candidate was timed in the
+    search), or, where two runs do not fit on the GPU, the original's block of samples and
+    then the winner's, one process after the other."""
     task = judge.require_task()
     simulated = os.environ.get(_TEST_PAIRED_FAILURE_ENV)
     if simulated:  # tests only: the failure path of a re-measurement, which real variants no longer reach
         raise RuntimeError(simulated)
     rounds = int(req.get("rounds", 10))
-    order = paired_order(judge)
-    steps = _paired_steps(task, rounds, order)
-    ref, vid = _reference_of(judge), req.get("variant_id")
-    job = judge.job({"o": task.source, "v": req["source"]}, steps, 4 + rounds, trusted=False)
+    vid = req.get("variant_id")
+    forced = os.environ.get(_TEST_PAIRED_ORDER_ENV)
+    lane = judge.lane if (judge.lane is not None and judge.lane.alive and forced != "sequential") else None
+    try:
+        if lane is not None:
+            return _paired_with_lane(judge, lane, req["source"], rounds, f"variant {vid}")
+        return _paired_in_sequence(judge, req["source"], rounds, f"variant {vid}")
+    except JobFailed as e:
+        raise RuntimeError(f"paired timing failed ({e.end.kind}): {e}") from None
+
+
+def _paired_with_lane(judge: JudgeCore, lane: Any, source: str, rounds: int, what: str) -> dict[str, Any]:
+    task = judge.require_task()
+    steps = [*_kept_run("v", task.harness, task.seeds[0]), {"op": "mark"}]
+    job = judge.job({"v": source}, steps, 2 + rounds, trusted=False, interactive=True)
+    try:
+        _kept_and_checked(judge, job, "v", what)
+        a_ms: list[float] = []
+        b_ms: list[float] = []
+        clock = ""
+        with lane.lock, (gpu_lock(exclusive=True) if gpu() else contextlib.nullcontext()):
+            for r in range(max(rounds, 2)):
+                for who in (("v", "o") if r % 2 == 0 else ("o", "v")):
+                    if who == "o":
+                        ms, clock = lane.sample(True, 25, deadline_s(task.timeout_s, 1))
+                        a_ms.append(ms)
+                    else:
+                        job.command([{"op": "sample", "key": "v", "held_by_judge": True, "rep_ms": 25}],
+                                    deadline_s(task.timeout_s, 1))
+                        frame = job.next_frame()
+                        _error(frame, f"{what} failed while timed")
+                        if frame.kind != "sample":
+                            raise RuntimeError(f"{what} answered a timing request with a {frame.kind} frame")
+                        b_ms.append(float(frame.meta["ms"]))
+        return paired_statistics(a_ms, b_ms, clock, "interleaved").to_dict()
+    finally:
+        job.close()
+
+
+def _paired_in_sequence(judge: JudgeCore, source: str, rounds: int, what: str) -> dict[str, Any]:
+    task = judge.require_task()
     blocks: dict[str, list[float]] = {}
-
-    def on_frame(frame: Frame) -> Optional[dict[str, Any]]:
-        _error(frame, f"variant {vid} no longer passes")
-        if frame.kind == "outputs" and (frame.meta.get("mode") != "replay" or judge.ref.replay_valid):
-            _must_match(ref, frame, f"variant {vid} no longer passes in the paired run")
-        if frame.kind == "paired":
-            return paired_statistics(frame.meta["a_ms"], frame.meta["b_ms"], frame.meta["clock"]).to_dict()
-        if frame.kind == "samples" and order == "sequential":
-            blocks[str(frame.meta.get("key"))] = [float(x) for x in frame.meta.get("ms") or []]
-            if "o" in blocks and "v" in blocks:
-                return paired_statistics(blocks["o"], blocks["v"], frame.meta["clock"], order).to_dict()
-        return None
-
-    out = _follow(job, "paired timing failed", on_frame)
-    if out is None:
+    clock = ""
+    for key, module_source, trusted, label in (("o", task.source, True, "the original"), ("v", source, False, what)):
+        steps = [*_kept_run(key, task.harness, task.seeds[0]), {"op": "samples", "key": key, "rounds": rounds},
+                 {"op": "mark"}]
+        job = judge.job({key: module_source}, steps, 2 + rounds, trusted=trusted, interactive=True)
+        try:
+            ref = _reference_of(judge)
+            for frame in job.until_mark():
+                _error(frame, f"{label} no longer passes")
+                if frame.kind == "outputs" and (frame.meta.get("mode") != "replay" or judge.ref.replay_valid):
+                    tree = condense_locals(frame.tree)
+                    if isinstance(tree, dict):
+                        tree.pop("previous", None)
+                    _must_match(ref, frame, f"{label} no longer passes in the paired run", tree)
+                if frame.kind == "samples":
+                    blocks[key] = [float(x) for x in frame.meta.get("ms") or []]
+                    clock = str(frame.meta.get("clock"))
+        finally:
+            job.close()
+    if "o" not in blocks or "v" not in blocks:
         raise RuntimeError("paired timing ended without a result")
-    return out
+    return paired_statistics(blocks["o"], blocks["v"], clock, "sequential").to_dict()
 
 
 def retime(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
-    """Time the original exactly as a candidate's timing step runs (a fresh process, a
-    kept run, its replay check, then frozen replays), without re-running every check:
-    the baseline that per-candidate ratios divide by."""
+    """The original's time as candidates are timed: samples of the reference lane, or
+    (without one) a fresh process's kept run, replay check and frozen replays."""
     task = judge.require_task()
+    lane = judge.lane
+    if lane is not None and lane.alive:
+        samples = []
+        clock = ""
+        with lane.lock:
+            for _ in range(5 if gpu() else 2):
+                ms, clock = lane.sample(False, 25, deadline_s(task.timeout_s, 1))
+                samples.append(ms)
+        return {"timing": median_timing(samples, clock, len(judge.ref.launches)).to_dict()}
     steps = [*_kept_run("o", task.harness, task.seeds[0]), {"op": "time", "key": "o"}]
     ref = _reference_of(judge)
     job = judge.job({"o": task.source}, steps, 3, trusted=True)

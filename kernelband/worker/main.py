@@ -1,19 +1,19 @@
 """The evaluation worker: a long-lived process that owns the GPU (or the interpreter)
 and runs untrusted variants. ``python -m kernelband.worker``.
 
-Protocol: one JSON request per line on stdin, one JSON reply per line on the protocol
-stream (the original stdout; the process's fd 1 is pointed at stderr so nothing user
-code prints can corrupt the protocol). Each reply is ``{"ok": true, "result": ...}`` or
-``{"ok": false, "error": str, "fatal": bool}``; after a fatal reply (a corrupted CUDA
-context) the worker exits and the client starts a fresh one. A reply also carries
-``"exiting": true`` whenever the worker exits right after it, including an ok reply
-whose result reports the corruption (an Evaluation), so the client never races the exit.
+Protocol: one JSON request per line on stdin (``{"id", "op", ...}``), one JSON reply per
+line on the protocol stream (the original stdout; the process's fd 1 is pointed at
+stderr so nothing user code prints can corrupt the protocol): ``{"id", "ok": true,
+"result": ...}`` or ``{"id", "ok": false, "error": str}``. Requests are served
+concurrently (each in a thread), so replies may come in another order. The judge runs
+no module code: a variant can crash or hang its own process, never the judge.
 """
 from __future__ import annotations
 
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from typing import IO, Any
@@ -61,12 +61,16 @@ def _exit_with_parent() -> None:
 def main() -> int:
     _exit_with_parent()
     proto = _protocol_stream()
-    interpreted = _choose_backend()
     from . import sandbox
-    from .judge import JudgeService  # imports torch: after the backend choice
+    from .zygote_handle import EarlyZygote, guess_interpreted
 
     sandbox.become_subreaper()  # a variant's double-forked children come back to us to be killed
+    early = EarlyZygote(guess_interpreted())  # its imports run while this process imports torch
+    interpreted = _choose_backend()
+    from .judge import JudgeService  # imports torch: after the backend choice
+
     service = JudgeService(interpreted=interpreted)
+    service.early_zygote = early
     try:
         return _serve(service, proto)
     finally:
@@ -74,31 +78,39 @@ def main() -> int:
 
 
 def _serve(service: Any, proto: IO[str]) -> int:
+    """Each request runs in a thread of its own (several candidates are evaluated at once);
+    replies carry the request's id and are written whole, one line each."""
+    write_lock = threading.Lock()
+
+    def reply(req_id: Any, body: dict[str, Any]) -> None:
+        body["id"] = req_id
+        line = json.dumps(body, default=str) + "\n"
+        with write_lock:
+            proto.write(line)
+            proto.flush()
+
+    def handle(req: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
+        try:
+            body: dict[str, Any] = {"ok": True, "result": service.handle(req.get("op"), req)}
+        except Exception as e:  # noqa: BLE001 - every failure becomes a reply
+            body = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=8)}
+        body["wall_s"] = time.perf_counter() - t0
+        reply(req.get("id"), body)
+
     for line in sys.stdin:
         if not line.strip():
             continue
-        t0 = time.perf_counter()
-        fatal = False
         try:
             req = json.loads(line)
-            op = req.get("op")
-            if op == "shutdown":
-                proto.write(json.dumps({"ok": True, "result": None}) + "\n")
-                return 0
-            result = service.handle(op, req)
-            reply: dict[str, Any] = {"ok": True, "result": result}
-        except Exception as e:  # noqa: BLE001 - every failure becomes a reply
-            fatal = service.context_broken(e)
-            reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "fatal": fatal,
-                     "trace": traceback.format_exc(limit=8)}
-        reply["wall_s"] = time.perf_counter() - t0
-        exiting = fatal or service.fatal
-        if exiting:
-            reply["exiting"] = True
-        proto.write(json.dumps(reply, default=str) + "\n")
-        proto.flush()
-        if exiting:
-            return 3
+        except ValueError:
+            continue
+        if not isinstance(req, dict):
+            continue
+        if req.get("op") == "shutdown":
+            reply(req.get("id"), {"ok": True, "result": None})
+            return 0
+        threading.Thread(target=handle, args=(req,), daemon=True, name=f"kb-op-{req.get('op')}").start()
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from ..model import PairedTiming
+from ..model import PairedTiming, Timing
 
 # two-sided 95% Student t quantiles by degrees of freedom (no scipy dependency)
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
@@ -40,3 +40,17 @@ def paired_statistics(a_ms: list[float], b_ms: list[float], clock: str, order: s
         clock=clock,
         order=order,
     )
+
+
+def _quantile(sorted_ms: list[float], p: float) -> float:
+    if len(sorted_ms) == 1:
+        return sorted_ms[0]
+    x = p * (len(sorted_ms) - 1)
+    lo, hi = int(math.floor(x)), int(math.ceil(x))
+    return sorted_ms[lo] + (sorted_ms[hi] - sorted_ms[lo]) * (x - lo)
+
+
+def median_timing(samples_ms: list[float], clock: str, launches: int) -> Timing:
+    """A Timing from samples (each one a do_bench median): their median and 20/80% points."""
+    s = sorted(samples_ms)
+    return Timing(statistics.median(s), _quantile(s, 0.2), _quantile(s, 0.8), clock, launches)

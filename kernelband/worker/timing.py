@@ -17,50 +17,15 @@ import torch
 
 from ..model import Timing
 from .capture import CapturedLaunch, replay_all
+from .gpu_lock import default_lock_path, gpu_lock  # noqa: F401 - re-exported for the judge and runner
 
 GPU_CLOCK = "cuda-events"
 CPU_CLOCK = "cpu-interpreter"
 
-@contextlib.contextmanager
-def gpu_lock(exclusive: bool) -> Iterator[None]:
-    """A cross-process reader/writer lock on the GPU, when KERNELBAND_TIMING_LOCK names a file.
-
-    Several sessions may share one GPU (the benchmarks run them in parallel so that
-    compilation and correctness checks overlap). Harness runs take the lock shared;
-    timed regions take it exclusive, so nothing else runs on the GPU while a kernel is
-    being timed."""
-    path = os.environ.get("KERNELBAND_TIMING_LOCK")
-    if not path or path.lower() in ("off", "0", "none"):
-        yield
-        return
-    import fcntl
-
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def default_lock_path() -> str:
-    """One lock file per physical GPU (by UUID where torch reports it), shared by every
-    session on this machine, so sessions on one GPU never time while another runs."""
-    import tempfile
-
-    ident = str(torch.cuda.current_device())
-    try:
-        uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
-        if uuid is not None:
-            ident = str(uuid)
-    except Exception:  # noqa: BLE001 - no uuid on this torch: the visible index will do
-        pass
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in ident)
-    return os.path.join(tempfile.gettempdir(), f"kernelband-gpu-{safe}.lock")
-
-
-def exclusive_gpu_timing() -> "contextlib.AbstractContextManager[None]":
-    return gpu_lock(exclusive=True)
+def exclusive_gpu_timing(held_by_judge: bool = False) -> "contextlib.AbstractContextManager[None]":
+    """The timed region's exclusive turn on the GPU; the judge takes it itself when it
+    interleaves samples of two processes (then the variant process must not wait for it)."""
+    return contextlib.nullcontext() if held_by_judge else gpu_lock(exclusive=True)
 
 
 def on_gpu() -> bool:
@@ -146,6 +111,22 @@ def paired_samples(baseline: list[CapturedLaunch], variant: list[CapturedLaunch]
     """Interleave A B A B ...: per-round medians of each side (the judge computes the CI)."""
     (a_ms, b_ms), clock = _sample_rounds([baseline, variant], rounds)
     return a_ms, b_ms, clock
+
+
+def one_sample(launches: list[CapturedLaunch], rep_ms: int = 25, held_by_judge: bool = False) -> tuple[float, str]:
+    """One sample (a do_bench median over ``rep_ms``, L2 flushed; or one warm run under the
+    interpreter) of the launches' replay: a round of an interleaved measurement that the
+    judge drives across two processes."""
+    fn = lambda: replay_all(launches)  # noqa: E731
+    if not on_gpu():  # one warm run (the kept run compiled and ran it): CPU times are never a speed claim
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3, CPU_CLOCK
+    import triton.testing
+
+    _reset_l2_persisting()
+    with exclusive_gpu_timing(held_by_judge):
+        return float(triton.testing.do_bench(fn, warmup=5, rep=rep_ms, return_mode="median")), GPU_CLOCK
 
 
 def block_samples(launches: list[CapturedLaunch], rounds: int = 10) -> tuple[list[float], str]:

@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Optional
 
 _UPCAST_MAX_BYTES = 256 << 20  # a higher-precision reference only where copies are cheap
 
@@ -108,13 +108,16 @@ class Steps:
         self.task = Task.from_dict(job["task"])
         self.interpreted = bool(job.get("interpreted"))
         self.writes: dict[str, list[str]] = job.get("writes") or {}
+        # how tensors cross: "cuda_ipc" (the judge reads them in place) or "bytes"
+        self.transport: str = job.get("transport") or "bytes"
+        self.commands: list[dict[str, Any]] = []  # judge commands read while waiting for acks
         from .capture import install
 
         install()  # our launch recorder is in place before the identities are taken
         self.kept: dict[str, tuple[Any, Any]] = {}  # key -> (returned output, recorder)
         self.learned: dict[str, list[str]] = {}  # kernel -> argument names this job's launches wrote
         self.timed: dict[str, float] = {}  # kept run -> its median time (ms) from a time step
-        self.previous: dict[str, list[tuple[str, Any, Any]]] = {}  # harness -> the last call's returned tensors
+        self.previous: dict[str, list[Any]] = {}  # harness -> per earlier call, the tensors it returned (or None)
         self.output_bytes: dict[str, int] = {}  # harness -> bytes its last run returned or wrote
         self.integrity = Integrity()
         self.sent = self.acked = 0  # frames sent / acked by the judge (await_judge)
@@ -142,8 +145,11 @@ class Steps:
         from .wire import write_frame
 
         with timeline.span("send"):
-            write_frame(self.proto, self.nonce, kind, dict(meta, timeline=timeline.snapshot()), tree)
+            exported = write_frame(self.proto, self.nonce, kind, dict(meta, timeline=timeline.snapshot()), tree,
+                                   transport=self.transport)
         self.sent += 1
+        if exported:  # the judge reads those tensors in place: nothing may change them before its ack
+            self.await_judge()
 
     def await_judge(self) -> None:
         """Wait until the judge has acked every frame sent (jobs.VariantJob._ack: one line
@@ -158,10 +164,27 @@ class Steps:
 
     def _await_acks(self) -> None:
         while self.acked < self.sent:
-            if not sys.stdin.readline():
+            if not self.read_stdin():
                 self.acked = self.sent
                 return
+
+    def read_stdin(self) -> bool:
+        """One line from the judge: an ack (empty line) or a command (JSON). False at EOF."""
+        line = sys.stdin.readline()
+        if not line:
+            return False
+        if line.strip():
+            self.commands.append(json.loads(line))
+        else:
             self.acked += 1
+        return True
+
+    def next_command(self) -> dict[str, Any]:
+        """The judge's next command ({"steps": [...]} or {"exit": true}); exit at EOF."""
+        while not self.commands:
+            if not self.read_stdin():
+                return {"exit": True}
+        return self.commands.pop(0)
 
     # ------------------------------------------------------------------ runs
     def op_run(self, step: dict[str, Any]) -> None:
@@ -192,6 +215,10 @@ class Steps:
             options.update(before_launch=before, after_launch=after)
         if mode == "neutral" and not self.writes:
             options["writes"] = self.learned  # the original's own job: what its check runs wrote
+        # only the original's own job learns what its launches write (by fingerprints around
+        # each launch): a candidate's outputs are the arguments the original writes, and the
+        # judge compares everything else it is shown itself
+        options["track_writes"] = not self.writes
         t0 = time.perf_counter()
         try:
             out, rec = run_harness(version, int(step["seed"]), **options)
@@ -210,7 +237,8 @@ class Steps:
             raise RuntimeTampered("the module started threads (nothing may run beside the checked launches)")
         self.integrity.check()
         written, hp = self._collect_written(rec, mode, upcast)
-        # inputs changed outside any launch's outputs (by torch in the wrapper, say)
+        # inputs changed outside any launch's outputs (by torch in the wrapper, say): the
+        # original's own job reports them (a candidate's locals are compared by the judge)
         launch_outputs = {tensor_key(l.named_args()[n]) for l in rec.launches for n in l.written}
         changed = sorted({label for (t, fp, label) in rec.first_seen.values()
                           if tensor_key(t) not in launch_outputs and fingerprint(t) != fp})
@@ -222,17 +250,23 @@ class Steps:
             "streams": sorted({l.stream for l in rec.launches}),
             "upcast": {k: [x is not None for x in v] for k, v in hp.items()},
             "again": bool(step.get("again")),
-            "stale": self._stale_outputs(step["harness"]) if mode == "check" else [],
+            "kept": bool(step.get("keep")),
             "cuda_peak": _cuda_peak(),
         }
-        if mode == "check":
+        # earlier calls' results, shown again (a kept run's outputs are rewritten by its
+        # replays on purpose: neither side tracks them)
+        remember = mode == "check" and not step.get("keep")
+        previous = list(self.previous.get(step["harness"], [])) if remember else []
+        if remember:
             self._remember_outputs(step["harness"], out)
         if mode != "neutral":
             for kernel, names in meta["written"].items():
                 have = self.learned.setdefault(kernel, [])
                 have += [n for n in names if n not in have]
         tree: dict[str, Any] = {"returned": out, "written": written,
-                                "harness_locals": _locals_view(rec.harness_locals, written, out)}
+                                "harness_locals": _locals_view(rec.harness_locals, written, out, self.transport)}
+        if previous:  # what earlier calls returned, as it is now: the judge sees whether it changed
+            tree["previous"] = previous
         self.output_bytes[step["harness"]] = _output_bytes(out, written)
         if mode == "upcast":
             tree["upcast"] = {k: [x if x is not None else torch.empty(0) for x in v] for k, v in hp.items()}
@@ -241,23 +275,21 @@ class Steps:
             self.kept[step["keep"]] = (out, rec)
 
     def _remember_outputs(self, harness: str, out: Any) -> None:
-        """Fingerprints of what this call returned, to see whether the next call changes it
-        (a shared output buffer hands the caller a result that changes under it)."""
+        """Keep what this call returned, to show it again with every later call: a shared
+        output buffer hands the caller a result that changes under it (the judge compares
+        each call's tensors as it first saw them with what they are later). Over the bytes
+        channel only while that is cheap."""
         import torch
 
-        from .capture import fingerprint
         from .checks import leaves
 
-        tensors = [(p, t) for p, t in leaves(out) if isinstance(t, torch.Tensor)]
-        if sum(t.numel() * t.element_size() for _, t in tensors) > _UPCAST_MAX_BYTES:
-            self.previous.pop(harness, None)
-            return
-        self.previous[harness] = [(p, t, fingerprint(t)) for p, t in tensors]
-
-    def _stale_outputs(self, harness: str) -> list[str]:
-        from .capture import fingerprint
-
-        return [p for p, t, fp in self.previous.get(harness, []) if fingerprint(t) != fp]
+        tensors = [t for _, t in leaves(out) if isinstance(t, torch.Tensor)]
+        kept = self.previous.setdefault(harness, [])
+        held = sum(t.numel() * t.element_size() for call in kept if call for t in call)
+        size = sum(t.numel() * t.element_size() for t in tensors)
+        budget = _UPCAST_MAX_BYTES if self.transport == "bytes" else _previous_budget()
+        # over budget, a call is shown as None: the judge skips it (the calls stay aligned)
+        kept.append(tensors if held + size <= budget else None)
 
     def _names(self, launch: Any, mode: str) -> list[str]:
         """The arguments whose final content is an output: the ones the original's
@@ -305,19 +337,21 @@ class Steps:
         out, rec = self.kept[step["key"]]
         done: set[tuple[Any, ...]] = set()
         for launch in rec.launches:
-            for name in launch.written:
+            for name in self._names(launch, "check"):
                 t = launch.named_args()[name]
+                if not hasattr(t, "fill_"):
+                    continue
                 if tensor_key(t) not in done:
                     done.add(tensor_key(t))
                     poison(t)
         replay_all(rec.launches)
         synchronize()
         self.integrity.check()
-        self.previous.clear()  # we changed the kept outputs ourselves (an atomic kernel's replay accumulates)
         written, _ = self._collect_written(rec, "check", {})
         self.send("outputs", {"mode": "replay", "key": step["key"], "launches": len(rec.launches),
                               "seconds": round(time.perf_counter() - t0, 4)},
-                  {"returned": out, "written": written, "harness_locals": _locals_view(rec.harness_locals, written, out)})
+                  {"returned": out, "written": written,
+                   "harness_locals": _locals_view(rec.harness_locals, written, out, self.transport)})
 
     def op_release(self, step: dict[str, Any]) -> None:
         """Drop a kept run (its tensors) before the next full-size run: one harness in memory."""
@@ -341,7 +375,6 @@ class Steps:
         timing = time_launches(rec.launches)
         self.timed[step["key"]] = timing.median_ms
         self.integrity.check()
-        self.previous.clear()  # timed replays rewrote the kept outputs
         self.send("timing", {"key": step["key"], "timing": timing.to_dict(), "seconds": round(time.perf_counter() - t0, 4)})
 
     def op_paired(self, step: dict[str, Any]) -> None:
@@ -353,6 +386,21 @@ class Steps:
         self.integrity.check()
         self.send("paired", {"a_ms": a_ms, "b_ms": b_ms, "clock": clock})
 
+    def op_mark(self, step: dict[str, Any]) -> None:
+        """The end of a batch of steps (the judge reads frames up to it)."""
+        self.send("mark", {"id": step.get("id")})
+
+    def op_sample(self, step: dict[str, Any]) -> None:
+        """One sample of a kept run's replay, a round of an interleaved measurement driven
+        by the judge (which holds the GPU's timing turn while it asks)."""
+        from .timing import one_sample
+
+        _, rec = self.kept[step["key"]]
+        ms, clock = one_sample(rec.launches, rep_ms=int(step.get("rep_ms", 25)),
+                               held_by_judge=bool(step.get("held_by_judge")))
+        self.integrity.check()
+        self.send("sample", {"key": step["key"], "ms": ms, "clock": clock})
+
     def op_samples(self, step: dict[str, Any]) -> None:
         """One kept run's samples (a block of the re-measurement in sequence)."""
         from .timing import block_samples
@@ -360,7 +408,6 @@ class Steps:
         _, rec = self.kept[step["key"]]
         ms, clock = block_samples(rec.launches, rounds=int(step.get("rounds", 10)))
         self.integrity.check()
-        self.previous.clear()  # timed replays rewrote the kept outputs
         self.send("samples", {"key": step["key"], "ms": ms, "clock": clock})
 
     def op_profile(self, step: dict[str, Any]) -> None:
@@ -387,7 +434,8 @@ class InputFingerprint:
     fp: Any  # int64 tensor of the two sums
 
 
-def _locals_view(harness_locals: dict[str, Any], written: dict[str, list[Any]], returned: Any) -> dict[str, Any]:
+def _locals_view(harness_locals: dict[str, Any], written: dict[str, list[Any]], returned: Any,
+                 transport: str = "bytes") -> dict[str, Any]:
     import torch
 
     from .capture import fingerprint, tensor_key
@@ -398,7 +446,8 @@ def _locals_view(harness_locals: dict[str, Any], written: dict[str, list[Any]], 
 
     def view(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
-            if x.numel() * x.element_size() <= _LOCAL_DATA_MAX_BYTES or tensor_key(x) in outputs:
+            if x.numel() * x.element_size() <= _LOCAL_DATA_MAX_BYTES or tensor_key(x) in outputs or \
+                    (transport == "cuda_ipc" and x.is_cuda):  # read in place by the judge: no cost
                 return x
             s1, s2 = fingerprint(x)
             as_signed = [v - (1 << 64) if v >= 1 << 63 else v for v in (s1, s2)]
@@ -424,6 +473,15 @@ def _output_bytes(returned: Any, written: dict[str, list[Any]]) -> int:
         if isinstance(t, torch.Tensor):
             seen[tensor_key(t)] = t.numel() * t.element_size()
     return sum(seen.values())
+
+
+def _previous_budget() -> int:
+    """GPU memory that earlier calls' results may keep alive for the staleness check."""
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+        return _UPCAST_MAX_BYTES
+    return torch.cuda.mem_get_info()[1] // 8
 
 
 def _cuda_peak() -> int:
@@ -524,26 +582,50 @@ def main() -> int:
     except Exception as e:  # noqa: BLE001 - HarnessError from the import
         phase = getattr(e, "phase", "import")
         return fail(phase, f"{type(e).__name__}: {e}" if not hasattr(e, "phase") else str(e))
-    for step in job["steps"]:
-        try:
-            getattr(steps, f"op_{step['op']}")(step)
-        except RuntimeTampered as e:
-            return fail("tampered", str(e))
-        except Exception as e:  # noqa: BLE001 - every failure is a frame
-            phase = getattr(e, "phase", "run")
-            text = str(e) if hasattr(e, "phase") else f"{type(e).__name__}: {e}"
-            fatal = _context_broken(e)
-            trace = traceback.format_exc(limit=6)
-            print(trace, file=sys.stderr)
-            try:
-                write_frame(proto, nonce, "error", {"phase": phase, "message": cap(text), "step": step.get("op"),
-                                                    "seed": step.get("seed"), "harness": step.get("harness"),
-                                                    "mode": step.get("mode"), "fatal": fatal})
-            except OSError:
-                pass
-            return 1
+    batch: list[dict[str, Any]] = job["steps"]
+    while True:
+        for step in batch:
+            code = _run_step(steps, step, proto, nonce)
+            if code is not None:
+                return code
+        if not job.get("interactive"):
+            break
+        # a long-lived process (the reference lane): the judge sends more steps as it needs
+        command = steps.next_command()
+        if command.get("exit") or not isinstance(command.get("steps"), list):
+            break
+        batch = command["steps"]
     write_frame(proto, nonce, "done", {"timeline": timeline.snapshot()})
     return 0
+
+
+def _run_step(steps: "Steps", step: dict[str, Any], proto: IO[bytes], nonce: str) -> Optional[int]:
+    """Run one step; None to go on, or the exit code after a failure (sent as a frame)."""
+    from ..redact import cap
+    from .wire import write_frame
+
+    try:
+        getattr(steps, f"op_{step['op']}")(step)
+        return None
+    except RuntimeTampered as e:
+        try:
+            write_frame(proto, nonce, "error", {"phase": "tampered", "message": cap(str(e))})
+        except OSError:
+            pass
+        return 1
+    except Exception as e:  # noqa: BLE001 - every failure is a frame
+        phase = getattr(e, "phase", "run")
+        text = str(e) if hasattr(e, "phase") else f"{type(e).__name__}: {e}"
+        fatal = _context_broken(e)
+        trace = traceback.format_exc(limit=6)
+        print(trace, file=sys.stderr)
+        try:
+            write_frame(proto, nonce, "error", {"phase": phase, "message": cap(text), "step": step.get("op"),
+                                                "seed": step.get("seed"), "harness": step.get("harness"),
+                                                "mode": step.get("mode"), "fatal": fatal})
+        except OSError:
+            pass
+        return 1
 
 
 _FATAL_MARKERS = ("illegal memory access", "illegal address", "unspecified launch failure", "device-side assert",

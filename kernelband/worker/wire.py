@@ -10,6 +10,13 @@ Frame layout (all lengths little-endian uint64):
     len(header) | header JSON | for each tensor in header order: len(bytes) | bytes
 Every header carries the job's nonce, so stray writes (a leftover child of an earlier
 job) are refused.
+
+On a GPU a CUDA tensor need not cross as bytes: with the ``cuda_ipc`` transport its
+descriptor carries the IPC handle of the allocation that holds it, its byte offset there
+and its strides, and no bytes follow. The judge maps the allocation (``IpcMaps``), checks
+that the described extent lies inside what the driver mapped and is aligned, and reads
+the tensor in place while the variant process waits for its ack (``variant.Steps.send``);
+it copies what it keeps (references) into memory of its own.
 """
 from __future__ import annotations
 
@@ -59,9 +66,10 @@ def _fields_of(obj: Any) -> Optional[dict[str, Any]]:
     return None
 
 
-def encode(tree: Any) -> tuple[Any, list[torch.Tensor]]:
-    """A JSON-able description of ``tree`` and the tensors it references, in order."""
-    enc = _Encoder()
+def encode(tree: Any, transport: str = "bytes") -> tuple[Any, list[torch.Tensor]]:
+    """A JSON-able description of ``tree`` and the tensors whose bytes follow it, in order
+    (with ``cuda_ipc``, CUDA tensors are described by their IPC handle instead)."""
+    enc = _Encoder(transport)
     return enc.enc(tree, 0), enc.tensors
 
 
@@ -71,10 +79,13 @@ class _Encoder:
     cycle collector runs (measured: the previous run's outputs stayed in memory during the
     next run, 16 GiB more on the GPU at production size)."""
 
-    def __init__(self) -> None:
+    def __init__(self, transport: str = "bytes") -> None:
+        self.transport = transport
         self.tensors: list[torch.Tensor] = []
         self.seen: dict[tuple[Any, ...], int] = {}
         self.count = 0
+        self.exported = 0  # tensors described by an IPC handle (the sender waits for the judge's ack)
+        self.ordinal = 0  # tensors described so far (references count them too)
 
     def enc(self, x: Any, depth: int) -> Any:
         enc, tensors, seen = self.enc, self.tensors, self.seen
@@ -88,9 +99,21 @@ class _Encoder:
             key = (x.device.type, x.data_ptr(), tuple(x.shape), tuple(x.stride()), x.dtype)
             if key in seen:
                 return {"t": "ref", "i": seen[key]}
-            seen[key] = len(tensors)
+            seen[key] = self.ordinal
+            self.ordinal += 1
+            desc = {"t": "tensor", "dtype": _DTYPE_NAMES[x.dtype], "shape": list(x.shape), "device": x.device.type}
+            if self.transport == "cuda_ipc" and x.is_cuda and x.numel() > 0:
+                try:
+                    from .cuda_ipc import export
+
+                    ref = export(x)
+                except Exception:  # noqa: BLE001 - e.g. expandable segments: this tensor crosses as bytes
+                    ref = None
+                if ref is not None:
+                    self.exported += 1
+                    return dict(desc, strides=list(x.stride()), ipc=ref.to_dict())
             tensors.append(x)
-            return {"t": "tensor", "dtype": _DTYPE_NAMES[x.dtype], "shape": list(x.shape), "device": x.device.type}
+            return desc
         if x is None or isinstance(x, (bool, int, str)):
             if isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 1 << 63:
                 return {"t": "float", "v": repr(float(x))}
@@ -151,14 +174,20 @@ def _write_tensor(fh: IO[bytes], t: torch.Tensor) -> None:
         fh.write(memoryview(part.view(torch.uint8).numpy()))
 
 
-def write_frame(fh: IO[bytes], nonce: str, kind: str, meta: dict[str, Any], tree: Any = None) -> None:
-    desc, tensors = encode(tree)
+def write_frame(fh: IO[bytes], nonce: str, kind: str, meta: dict[str, Any], tree: Any = None,
+                transport: str = "bytes") -> int:
+    """Write one frame; returns how many tensors it described by IPC handle (the sender
+    must then keep them unchanged until the judge acks the frame)."""
+    enc = _Encoder(transport)
+    desc = enc.enc(tree, 0)
+    tensors = enc.tensors
     header = json.dumps({"nonce": nonce, "kind": kind, "meta": meta, "tree": desc}, default=str).encode()
     fh.write(struct.pack("<Q", len(header)))
     fh.write(header)
     for t in tensors:
         _write_tensor(fh, t)
     fh.flush()
+    return enc.exported
 
 
 # --------------------------------------------------------------------------- receiving
@@ -192,8 +221,51 @@ def _check_shape(shape: Any) -> list[int]:
     return shape
 
 
+class IpcMaps:
+    """The judge's mappings of one variant process's allocations (by handle), open for the
+    job's lifetime: a tensor described by IPC is a view into them, valid until the frame
+    is acked (the variant may change or free the memory after that)."""
+
+    def __init__(self, device_index: int = 0) -> None:
+        self.device_index = device_index
+        self.maps: dict[str, Any] = {}
+
+    def tensor(self, node: dict[str, Any], dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
+        from .cuda_ipc import Export, ImportedAllocation, IpcError, strided_extent
+
+        strides = node.get("strides")
+        if not isinstance(strides, list) or len(strides) != len(shape) or \
+                not all(isinstance(s, int) and 0 <= s < 1 << 48 for s in strides):
+            raise WireError("malformed strides of an IPC tensor")
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        try:
+            ref = Export.from_dict(node.get("ipc"))
+            if ref.offset % itemsize:
+                raise IpcError(f"a {dtype} tensor at byte offset {ref.offset} is misaligned")
+            alloc = self.maps.get(ref.handle)
+            if alloc is None:
+                alloc = self.maps[ref.handle] = ImportedAllocation(ref.handle, self.device_index)
+            nbytes = strided_extent(shape, strides, itemsize)
+            raw = alloc.view(ref.offset, nbytes)
+        except IpcError as e:
+            raise WireError(str(e)) from None
+        if nbytes == 0:
+            return torch.empty(shape, dtype=dtype, device=raw.device)
+        view = raw.view(dtype).as_strided(shape, strides)
+        view._kb_ipc = True  # the variant's memory: valid until the frame is acked
+        return view
+
+    def close(self) -> None:
+        for alloc in self.maps.values():
+            try:
+                alloc.close()
+            except Exception:  # noqa: BLE001 - the variant process may be gone already
+                pass
+        self.maps.clear()
+
+
 def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0,
-            decoded: Optional[list[torch.Tensor]] = None) -> Any:
+            decoded: Optional[list[torch.Tensor]] = None, ipc: Optional[IpcMaps] = None) -> Any:
     if depth > MAX_DEPTH or not isinstance(node, dict):
         raise WireError("malformed output tree")
     decoded = [] if decoded is None else decoded
@@ -208,6 +280,12 @@ def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0,
         if dtype is None:
             raise WireError(f"tensor dtype {str(node.get('dtype'))[:40]!r} is not allowed")
         shape = _check_shape(node.get("shape"))
+        if "ipc" in node:
+            if ipc is None:
+                raise WireError("an IPC tensor where the judge accepts none")
+            view = ipc.tensor(node, dtype, shape)
+            decoded.append(view)
+            return view
         numel = math.prod(shape)
         itemsize = torch.empty((), dtype=dtype).element_size()
         n = _read_len(fh)
@@ -241,13 +319,13 @@ def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0,
         except (TypeError, ValueError):
             raise WireError("malformed float") from None
     if t in ("list", "tuple"):
-        items = [_decode(x, fh, device, depth + 1, decoded) for x in node.get("items") or []]
+        items = [_decode(x, fh, device, depth + 1, decoded, ipc) for x in node.get("items") or []]
         return items if t == "list" else tuple(items)
     if t in ("dict", "object"):
         keys, values = node.get("keys") or [], node.get("values") or []
         if len(keys) != len(values) or not all(isinstance(k, (str, int)) for k in keys):
             raise WireError("malformed mapping")
-        fields = {k: _decode(v, fh, device, depth + 1, decoded) for k, v in zip(keys, values)}
+        fields = {k: _decode(v, fh, device, depth + 1, decoded, ipc) for k, v in zip(keys, values)}
         return fields if t == "dict" else WireObject(str(node.get("type", "?"))[:80], fields)
     if t == "opaque":
         return WireObject(f"opaque {str(node.get('type', '?'))[:80]}", {})
@@ -262,7 +340,7 @@ def tree_bytes(node: Any, depth: int = 0) -> int:
     if t == "tensor":
         dtype = _DTYPES.get(node.get("dtype", ""))
         shape = node.get("shape")
-        if dtype is None or not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
+        if dtype is None or not isinstance(shape, list) or not all(isinstance(d, int) for d in shape) or "ipc" in node:
             return 0
         return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     children = node.get("items") if t in ("list", "tuple") else node.get("values") if t in ("dict", "object") else None
@@ -272,7 +350,8 @@ def tree_bytes(node: Any, depth: int = 0) -> int:
 DeviceChoice = Union[None, str, Callable[[str, dict[str, Any], int], Optional[str]]]
 
 
-def read_frame(fh: IO[bytes], nonce: str, device: DeviceChoice = None) -> Optional[tuple[str, dict[str, Any], Any]]:
+def read_frame(fh: IO[bytes], nonce: str, device: DeviceChoice = None,
+               ipc: Optional[IpcMaps] = None) -> Optional[tuple[str, dict[str, Any], Any]]:
     """The next frame as (kind, meta, tree), or None at a clean end of stream. Tensors are
     rebuilt on ``device`` (slice by slice): a device name, or a function of the frame's
     kind, meta and tensor bytes that picks one. Raises WireError on anything malformed."""
@@ -292,7 +371,7 @@ def read_frame(fh: IO[bytes], nonce: str, device: DeviceChoice = None) -> Option
         raise WireError("malformed frame header")
     if callable(device):
         device = device(header["kind"], meta, tree_bytes(header.get("tree")))
-    return header["kind"], meta, _decode(header.get("tree"), fh, device)
+    return header["kind"], meta, _decode(header.get("tree"), fh, device, ipc=ipc)
 
 
 def iter_frames(fh: IO[bytes], nonce: str, device: DeviceChoice = None) -> Iterator[tuple[str, dict[str, Any], Any]]:

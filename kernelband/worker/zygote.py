@@ -105,11 +105,17 @@ def _status(pid: int) -> Optional[int]:
 _reaped: dict[int, int] = {}
 
 
+_jobs: set[int] = set()  # job processes forked and not yet killed: several run at once
+
+
 def _kill(pid: int) -> int:
+    """Kill one job: its process group, and the orphans that came back to us (a job's
+    double-forked children), but never another job that is still running."""
     from . import sandbox
 
     status = _status(pid)  # keep the job's own exit status before reaping everything
-    strays = sandbox.kill_tree(pid)
+    _jobs.discard(pid)
+    strays = sandbox.kill_tree(pid, keep=frozenset(_jobs))
     if status is None:
         _reaped.setdefault(pid, -signal.SIGKILL)
     return strays
@@ -157,6 +163,7 @@ def _serve(sock: socket.socket) -> int:
                 for fd in fds:
                     os.close(fd)
                 fds = []
+                _jobs.add(pid)
                 reply: dict[str, Any] = {"pid": pid}
             elif op == "reap":
                 reply = {"status": _status(int(msg["pid"]))}

@@ -1,0 +1,57 @@
+"""Facts cached per machine, outside any workspace (also with ``--no-store``): the measured
+peaks of each GPU, keyed by what changes them (the card itself, the driver, Triton).
+
+Where: ``$KERNELBAND_CACHE_DIR``, else ``$XDG_CACHE_HOME/kernelband``, else
+``~/.cache/kernelband``. A cache that cannot be read or written is ignored (the facts are
+measured again), never an error.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("KERNELBAND_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kernelband"
+
+
+def _facts_file() -> Path:
+    return cache_dir() / "device_facts.json"
+
+
+def device_key(info: Any) -> str:
+    """What the peaks depend on: the card (name and UUID), its driver and Triton's version."""
+    return "|".join(str(getattr(info, name, "") or "") for name in ("device_name", "gpu_uuid", "driver", "triton_version"))
+
+
+def _read() -> dict[str, Any]:
+    try:
+        data = json.loads(_facts_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def get_device_facts(key: str) -> Optional[dict[str, Any]]:
+    facts = _read().get(key)
+    return facts if isinstance(facts, dict) else None
+
+
+def put_device_facts(key: str, facts: dict[str, Any]) -> None:
+    data = _read()
+    data[key] = facts
+    path = _facts_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8") as fh:
+            json.dump(data, fh)
+        os.replace(fh.name, path)  # atomic: another session may read it meanwhile
+    except OSError:
+        pass

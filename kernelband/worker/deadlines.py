@@ -1,0 +1,22 @@
+"""The one deadline rule of an evaluation (no torch: the session imports it too).
+
+A variant job that may run the harness ``runs`` times gets start-up time (interpreter,
+imports, sandbox, CUDA context, compilation) plus one run timeout per run; the session
+waits for the judge's reply a little longer than the jobs of its request can take, so a
+hung variant is reported by the judge (a ``timeout`` verdict) before the session gives
+up on the judge itself.
+"""
+from __future__ import annotations
+
+JOB_START_S = 30.0
+REPLY_SLACK_S = 30.0
+
+
+def deadline_s(run_timeout_s: float, runs: int) -> float:
+    """Seconds a variant job may take when it runs the harness ``runs`` times."""
+    return JOB_START_S + run_timeout_s * max(runs, 1)
+
+
+def reply_deadline_s(run_timeout_s: float, runs: int, jobs: int = 1) -> float:
+    """Seconds the session waits for a reply whose request runs ``jobs`` such jobs."""
+    return jobs * deadline_s(run_timeout_s, runs) + REPLY_SLACK_S

@@ -1,0 +1,182 @@
+"""What the judge computes itself from the tensors a variant process shows it: content
+fingerprints, copies it keeps (references), condensed views of large inputs, and whether
+an earlier call's result changed later. Nothing here trusts a number the variant
+process computed: the inputs are tensors (read in place over CUDA IPC, or rebuilt from
+bytes), and every fact is derived from their contents.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+
+from .wire import WireObject
+
+LOCAL_DATA_MAX_BYTES = 64 << 20  # a larger harness-local input is kept and compared as a fingerprint
+_FP_CHUNK = 1 << 24
+_MASK64 = (1 << 64) - 1
+
+
+def _int_view(t: torch.Tensor) -> torch.Tensor:
+    flat = t.detach().reshape(-1)
+    if flat.element_size() not in (2, 4, 8):
+        return flat.contiguous().view(torch.uint8)
+    if flat.dtype.is_floating_point or flat.dtype in (torch.bool, torch.complex64, torch.complex128):
+        return flat.contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[flat.element_size()])
+    return flat
+
+
+def fingerprint(t: torch.Tensor) -> tuple[int, int]:
+    """A content hash of a tensor's bytes (a plain and a position-weighted sum), computed
+    where the tensor lives with one host synchronisation: equal content gives equal
+    fingerprints; changing any element changes them except with negligible chance."""
+    raw = _int_view(t)
+    n = raw.numel()
+    if n == 0:
+        return (0, 0)
+    s1 = torch.zeros((), dtype=torch.int64, device=raw.device)
+    s2 = torch.zeros((), dtype=torch.int64, device=raw.device)
+    for start in range(0, n, _FP_CHUNK):
+        part = raw[start:start + _FP_CHUNK].to(torch.int64)
+        w = torch.arange(start + 1, start + 1 + part.numel(), device=part.device, dtype=torch.int64)
+        s1 += part.sum()
+        s2 += (part * (w * 2654435761 % 1000003 + 1)).sum()
+    return (int(s1) & _MASK64, int(s2) & _MASK64)
+
+
+def tensor_fingerprint_object(t: torch.Tensor) -> WireObject:
+    """A large tensor as the judge keeps and compares it: dtype, shape and fingerprint."""
+    s1, s2 = fingerprint(t)
+    return WireObject("fingerprint", {"dtype": str(t.dtype), "shape": list(t.shape), "fp": [s1, s2]})
+
+
+def _identities(tree: Any, out: set[int]) -> None:
+    if isinstance(tree, torch.Tensor):
+        out.add(id(tree))
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            _identities(v, out)
+    elif isinstance(tree, (list, tuple)):
+        for v in tree:
+            _identities(v, out)
+
+
+def condense_locals(tree: Any) -> Any:
+    """In an outputs tree, replace each large harness-local tensor that is not an output
+    (an input) by its fingerprint: inputs must come back unchanged, and comparing their
+    fingerprints needs no copy of them."""
+    if not isinstance(tree, dict) or not isinstance(tree.get("harness_locals"), dict):
+        return tree
+    outputs: set[int] = set()
+    _identities(tree.get("returned"), outputs)
+    _identities(tree.get("written"), outputs)
+
+    def view(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            if id(x) in outputs or x.numel() * x.element_size() <= LOCAL_DATA_MAX_BYTES:
+                return x
+            return tensor_fingerprint_object(x)
+        if isinstance(x, WireObject):
+            return WireObject(x.type_name, {k: view(v) for k, v in x.items()})
+        if isinstance(x, dict):
+            return {k: view(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(view(v) for v in x)
+        return x
+
+    return dict(tree, harness_locals=view(tree["harness_locals"]))
+
+
+def materialize(tree: Any, device: Optional[str]) -> Any:
+    """A copy of every tensor of ``tree`` in the judge's own memory (``device``, else the
+    host): what the judge keeps must not be the variant's memory, which it may change or
+    free once the frame is acked. Tensors shown twice stay one copy."""
+    seen: dict[int, torch.Tensor] = {}
+
+    def copy(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            if id(x) not in seen:
+                target = torch.device(device) if device else torch.device("cpu")
+                if x.device.type == target.type and not getattr(x, "_kb_ipc", False):
+                    seen[id(x)] = x
+                else:
+                    seen[id(x)] = x.to(target, copy=True).contiguous()
+            return seen[id(x)]
+        if isinstance(x, WireObject):
+            return WireObject(x.type_name, {k: copy(v) for k, v in x.items()})
+        if isinstance(x, dict):
+            return {k: copy(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(copy(v) for v in x)
+        return x
+
+    return copy(tree)
+
+
+def tree_bytes(tree: Any) -> int:
+    total, seen = 0, set()
+
+    def walk(x: Any) -> None:
+        nonlocal total
+        if isinstance(x, torch.Tensor):
+            if id(x) not in seen:
+                seen.add(id(x))
+                total += x.numel() * x.element_size()
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(tree)
+    return total
+
+
+@dataclass
+class CallHistory:
+    """What each call of a harness returned, as the judge first saw it (fingerprints):
+    a later frame shows those tensors again, and any change means the caller's earlier
+    result changed under it (a shared output buffer)."""
+
+    first_seen: dict[str, list[list[tuple[int, int]]]] = field(default_factory=dict)
+
+    def record(self, harness: str, returned: Any) -> None:
+        tensors: list[torch.Tensor] = []
+        _tensors(returned, tensors)
+        self.first_seen.setdefault(harness, []).append([fingerprint(t) for t in tensors])
+
+    def calls(self, harness: str) -> int:
+        return len(self.first_seen.get(harness, []))
+
+    def changed(self, harness: str, previous: Any) -> Optional[str]:
+        """A description of the first earlier result that changed, or None. ``previous`` is
+        the frame's list (one entry per earlier call) of the tensors each call returned."""
+        seen = self.first_seen.get(harness, [])
+        if not isinstance(previous, (list, tuple)):
+            return None
+        if len(previous) != len(seen):
+            return f"{len(previous)} earlier results shown, {len(seen)} expected"
+        for call, (tensors, fps) in enumerate(zip(previous, seen)):
+            if tensors is None:  # not kept by the variant process (memory): not compared
+                continue
+            now: list[torch.Tensor] = []
+            _tensors(tensors, now)
+            if len(now) != len(fps):
+                return f"call {call + 1}: {len(now)} tensors shown, {len(fps)} returned"
+            for i, (t, fp) in enumerate(zip(now, fps)):
+                if fingerprint(t) != fp:
+                    return f"call {call + 1}, tensor {i}"
+        return None
+
+
+def _tensors(tree: Any, out: list[torch.Tensor]) -> None:
+    if isinstance(tree, torch.Tensor):
+        out.append(tree)
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            _tensors(v, out)
+    elif isinstance(tree, (list, tuple)):
+        for v in tree:
+            _tensors(v, out)

@@ -1,0 +1,121 @@
+"""The judge's handle on the fork server (``zygote.py``), importable without torch so the
+judge can start the fork server before it imports torch itself (both imports then run
+at once, which is most of a cold start)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from . import sandbox
+
+_ZYGOTE_START_S = 180.0
+_KEEP_PIDS: set[int] = set()  # fork servers: a job's kill of the judge's stray children spares them
+
+
+class Zygote:
+    """The judge's handle on the fork server (``zygote.py``): one per judge, started on
+    first use with the scrubbed environment, replaced when it dies."""
+
+    def __init__(self, interpreted: bool) -> None:
+        self.interpreted = interpreted
+        self.dir = Path(tempfile.mkdtemp(prefix="kernelband-zygote-"))
+        env = sandbox.scrubbed_env(str(self.dir))
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        if interpreted:
+            env["TRITON_INTERPRET"] = "1"
+        self.sock, child = socket.socketpair()
+        env["KERNELBAND_ZYGOTE_FD"] = str(child.fileno())
+        self.proc = subprocess.Popen([sys.executable, "-m", "kernelband.worker.zygote"], cwd=str(self.dir), env=env,
+                                     stdin=subprocess.DEVNULL, pass_fds=(child.fileno(),), start_new_session=True)
+        child.close()
+        _KEEP_PIDS.add(self.proc.pid)
+        self.sock.settimeout(_ZYGOTE_START_S)
+        self._buf = b""
+        if not self._read().get("ready"):
+            raise OSError("the zygote did not start")
+        self.sock.settimeout(30.0)
+        self.lock = threading.Lock()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _read(self) -> dict[str, Any]:
+        while b"\n" not in self._buf:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise OSError("the zygote closed its socket")
+            self._buf += data
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, msg: dict[str, Any], fds: tuple[int, ...] = ()) -> dict[str, Any]:
+        with self.lock:
+            data = (json.dumps(msg) + "\n").encode()
+            if fds:
+                socket.send_fds(self.sock, [data], list(fds))
+            else:
+                self.sock.sendall(data)
+            return self._read()
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        sandbox.kill_tree(self.proc.pid)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def use_zygote() -> bool:
+    return os.environ.get("KERNELBAND_ZYGOTE", "1") != "0" and hasattr(socket, "send_fds")
+
+
+class EarlyZygote:
+    """A fork server started first thing by the judge, before the judge imports torch, on
+    a guess of whether jobs will run under the interpreter; the judge adopts it when the
+    guess was right. The starting thread stays alive: the fork server dies with the thread
+    that started it (PR_SET_PDEATHSIG is per thread)."""
+
+    def __init__(self, interpreted: bool) -> None:
+        self.interpreted = interpreted
+        self.zygote: Any = None
+        self.ready = threading.Event()
+        if use_zygote():
+            threading.Thread(target=self._start_and_stay, daemon=True, name="kernelband-zygote-early").start()
+        else:
+            self.ready.set()
+
+    def _start_and_stay(self) -> None:
+        try:
+            self.zygote = Zygote(self.interpreted)
+        except OSError:
+            self.zygote = None
+        finally:
+            self.ready.set()
+        threading.Event().wait()
+
+    def take(self, interpreted: bool, timeout_s: float = _ZYGOTE_START_S) -> Any:
+        """The early fork server when it serves ``interpreted`` jobs and started, else None."""
+        if interpreted != self.interpreted:
+            return None
+        self.ready.wait(timeout_s)
+        return self.zygote
+
+
+def guess_interpreted() -> bool:
+    """Whether jobs will run under the interpreter, without importing torch: asked for,
+    or no NVIDIA device node on this machine."""
+    device = os.environ.get("KERNELBAND_DEVICE", "auto")
+    if os.environ.get("TRITON_INTERPRET") == "1" or device == "cpu":
+        return True
+    return not os.path.exists("/dev/nvidiactl")
