@@ -64,7 +64,11 @@ def _change_mask(ref: Any, out: Any) -> Mask:
         return True
     # count first: the usual all-changed mask is never materialised (a bool per element of
     # a production-size output); a partial one is rebuilt on the host in a second pass
-    changed = sum(int((~_same_chunk(r, o)).sum()) for r, o in chunk_pairs(ref, out))
+    total = None
+    for r, o in chunk_pairs(ref, out):
+        part = (~_same_chunk(r, o)).sum()
+        total = part if total is None else total + part
+    changed = int(total) if total is not None else 0  # one synchronisation per tensor
     if changed == ref.numel():
         return True
     if changed == 0:
@@ -91,7 +95,8 @@ def _unchanged_where_produced(ref: Any, mask: Mask, out: Any) -> tuple[int, int]
     if not _comparable(ref, out) or mask is False:
         return 0, (ref.numel() if mask is True else int(mask.sum()) if isinstance(mask, torch.Tensor) else 0)
     flat_mask = mask.reshape(-1) if isinstance(mask, torch.Tensor) else None
-    missing = produced = 0
+    missing_t = None
+    produced = 0
     start = 0
     for r, o in chunk_pairs(ref, out):
         same = _same_chunk(r, o)
@@ -101,9 +106,10 @@ def _unchanged_where_produced(ref: Any, mask: Mask, out: Any) -> tuple[int, int]
             produced += int(m.sum())
         else:
             produced += r.numel()
-        missing += int(same.sum())
+        part = same.sum()
+        missing_t = part if missing_t is None else missing_t + part
         start += r.numel()
-    return missing, produced
+    return (int(missing_t) if missing_t is not None else 0), produced
 
 
 def unproduced(ref: Any, masks: dict[str, Mask], neutral: Any) -> Optional[str]:

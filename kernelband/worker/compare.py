@@ -72,7 +72,7 @@ class _Mismatch(Exception):
     pass
 
 
-_CHUNK = 1 << 22  # elements compared at a time: no full float64 copy of a large output
+_CHUNK = 1 << 24  # elements compared at a time: no full float64 copy of a large output
 
 
 _COMPUTE_DEVICE: Optional[torch.device] = None
@@ -123,7 +123,11 @@ def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: Erro
     if n == 0:
         return
     if not (ref.is_floating_point() or ref.is_complex()):
-        bad = sum(int((o != r).sum()) for r, o in chunk_pairs(ref, out))
+        dev = work_device(ref, out)
+        bad_t = torch.zeros((), dtype=torch.int64, device=dev)
+        for r, o in chunk_pairs(ref, out):
+            bad_t += (o != r).sum()
+        bad = int(bad_t)  # one synchronisation per tensor
         if bad:
             stats.mismatched += bad
             stats.worst_output = path
@@ -132,27 +136,7 @@ def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: Erro
     if ref.is_complex():
         ref, out = torch.view_as_real(ref), torch.view_as_real(out)
     tol = TOLERANCES.get(ref.dtype, TOLERANCES[torch.float32])
-    nan_diff = unwritten = bad = 0
-    max_abs = max_rel = 0.0
-    err_sq = ref_sq = 0.0
-    inf_bad = False
-    for r, o in _chunks(ref, out):
-        r_nan, o_nan = torch.isnan(r), torch.isnan(o)
-        nan_diff += int((r_nan != o_nan).sum())
-        unwritten += int((o_nan & ~r_nan).sum())
-        r_inf, o_inf = torch.isinf(r), torch.isinf(o)
-        if not torch.equal(r_inf, o_inf) or not torch.equal(r[r_inf], o[o_inf]):
-            inf_bad = True
-        finite = torch.isfinite(r) & torch.isfinite(o)
-        if not bool(finite.any()):
-            continue
-        rf, of = r[finite], o[finite]
-        abs_err = (of - rf).abs()
-        bad += int((abs_err > tol_scale * (tol.atol + tol.rtol * rf.abs())).sum())
-        max_abs = max(max_abs, float(abs_err.max()))
-        max_rel = max(max_rel, float((abs_err / rf.abs().clamp_min(tol.atol)).max()))
-        err_sq += float((abs_err * abs_err).sum())
-        ref_sq += float((rf * rf).sum())
+    nan_diff, unwritten, inf_bad, bad, max_abs, max_rel, err_sq, ref_sq = _float_stats(ref, out, tol, tol_scale)
     if nan_diff:
         stats.mismatched += nan_diff
         stats.worst_output = path
@@ -176,6 +160,42 @@ def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: Erro
         )
     if rel_l2 > tol_scale * tol.rel_l2:
         raise _Mismatch(f"{path}: relative L2 error {rel_l2:.3g} > {tol_scale * tol.rel_l2:.3g} ({ref.dtype})")
+
+
+def _float_stats(ref: torch.Tensor, out: torch.Tensor, tol: "Tolerance", tol_scale: float
+                 ) -> tuple[int, int, int, int, float, float, float, float]:
+    """Every statistic of a float comparison in one pass over the data, accumulated where
+    the data is and read back with a single synchronisation: NaN positions that differ,
+    of them the ones NaN only in ``out`` (unwritten), Inf positions or signs that differ,
+    elements outside the tolerance, max abs and max relative error, and the sums of
+    squares of the error and of the reference (in float64). Elementwise work runs in the
+    data's own precision (float32 for half types), float64 only for float64 data."""
+    dev = work_device(ref, out)
+    compute = torch.float64 if ref.dtype == torch.float64 else torch.float32
+    counts = torch.zeros(4, dtype=torch.int64, device=dev)  # nan_diff, unwritten, inf_bad, bad
+    maxima = torch.zeros(2, dtype=compute, device=dev)  # max_abs, max_rel
+    sums = torch.zeros(2, dtype=torch.float64, device=dev)  # err_sq, ref_sq
+    scale_atol = tol_scale * tol.atol
+    for r, o in chunk_pairs(ref, out, compute):
+        r_nan, o_nan = torch.isnan(r), torch.isnan(o)
+        r_inf, o_inf = torch.isinf(r), torch.isinf(o)
+        finite = torch.isfinite(r) & torch.isfinite(o)
+        zero = torch.zeros((), dtype=compute, device=dev)
+        err = torch.where(finite, (o - r).abs(), zero)
+        mag = torch.where(finite, r.abs(), zero)
+        counts += torch.stack([
+            (r_nan != o_nan).sum(),
+            (o_nan & ~r_nan).sum(),
+            (r_inf != o_inf).sum() + (r_inf & o_inf & (r != o)).sum(),
+            (err > scale_atol + tol_scale * tol.rtol * mag).sum(),
+        ])
+        maxima = torch.maximum(maxima, torch.stack([err.max(), (err / mag.clamp_min(tol.atol)).max()]))
+        err64, mag64 = err.to(torch.float64), mag.to(torch.float64)
+        sums += torch.stack([(err64 * err64).sum(), (mag64 * mag64).sum()])
+    c = counts.tolist()
+    m = maxima.tolist()
+    q = sums.tolist()
+    return int(c[0]), int(c[1]), int(c[2]), int(c[3]), float(m[0]), float(m[1]), float(q[0]), float(q[1])
 
 
 def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float) -> None:

@@ -107,21 +107,16 @@ class Export:
         return Export(handle, offset)
 
 
-_exported: dict[int, tuple[str, int]] = {}  # allocation base -> (handle hex, size): one handle per allocation
-
-
 def export(tensor: Any) -> Export:
-    """The IPC reference of a CUDA tensor's memory (in the variant process)."""
+    """The IPC reference of a CUDA tensor's memory (in the variant process). Asked anew each
+    time (microseconds): an allocation freed and made again at the same address has a new
+    handle, and a remembered one would no longer open."""
     ptr = int(tensor.data_ptr())
     _bind_context(tensor.device.index or 0)
-    base, size = _address_range(ptr)
-    known = _exported.get(base)
-    if known is None or known[1] != size:
-        raw = _Handle()
-        _check(_driver().cuIpcGetMemHandle(ctypes.byref(raw), ctypes.c_uint64(base)), "cuIpcGetMemHandle")
-        known = (ctypes.string_at(ctypes.addressof(raw), HANDLE_BYTES).hex(), size)
-        _exported[base] = known
-    return Export(known[0], ptr - base)
+    base, _ = _address_range(ptr)
+    raw = _Handle()
+    _check(_driver().cuIpcGetMemHandle(ctypes.byref(raw), ctypes.c_uint64(base)), "cuIpcGetMemHandle")
+    return Export(ctypes.string_at(ctypes.addressof(raw), HANDLE_BYTES).hex(), ptr - base)
 
 
 class _CudaArray:
