@@ -717,12 +717,22 @@ TRITON = textwrap.dedent('''
         cached = [f for _r, _d, fs in os.walk(os.environ["TRITON_CACHE_DIR"]) for f in fs]
         result["cache entries"] = len(cached)
     result["home"] = os.path.expanduser("~")
+    # the judge's GPU timing lock, taken shared while harnesses run, in a read-only view
+    from kernelband.worker.timing import gpu_lock
+    with gpu_lock(exclusive=False):
+        result["timing lock"] = "held shared"
 ''')
 
 
 def test_the_job_dir_triton_cache_and_a_real_triton_kernel_work_inside():
-    run = run_payload(TRITON, sandboxed=True, timeout=300)
+    lock = f"/tmp/{unique('kb-gpu-lock')}"
+    try:
+        run = run_payload(TRITON, sandboxed=True, timeout=300, extra_env={"KERNELBAND_TIMING_LOCK": lock})
+    finally:
+        if os.path.exists(lock):
+            os.unlink(lock)
     assert run.returncode == 0, run.stderr[-4000:]
+    assert run.result["timing lock"] == "held shared", run.result
     assert run.result["kernel matches torch"] is True and run.result["interpreted"] == "1", run.result
     if "c module" in run.result:
         assert run.result["c module"] == 42 and run.result["cache entries"] >= 1, run.result
@@ -761,6 +771,57 @@ def test_enter_from_a_forked_child_of_a_process_with_threads_and_torch():
         assert run.result["sum"] == 4.0 and run.result["pid"] == 2 and run.result["uid"] != 0, run.result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- the escape corpus, unscreened
+ESCAPES = REPO / "tests" / "redteam" / "escapes"
+# cheap ones (no shell or network work) that create their marker when nothing stops them
+PROOF = ("e01_getattr_alias", "e12_module_alias_assign", "e25_collect_env_run", "e34_dunder_import",
+         "e41_tensor_tofile", "e46_format_globals_env", "e61_tensor_method_patch")
+CORPUS = textwrap.dedent("""
+    import importlib.util, json, torch
+    for name, path in json.loads(argv[0]).items():
+        try:
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            mod.axpy(0.5, torch.randn(8), torch.randn(8))
+            result[name] = "ran"
+        except BaseException as e:  # a payload may raise after (or instead of) its side effect
+            result[name] = type(e).__name__ + ": " + str(e)[:200]
+""")
+
+
+@pytest.mark.parametrize("skip", ["hide", ""], ids=["markers visible, read-only", "markers hidden"])
+def test_the_escape_corpus_unscreened_leaves_no_side_effect(skip):
+    """Every payload of tests/redteam/escapes, the screen skipped, run in the sandbox:
+    none creates its marker (nor any file beside it). A few create theirs unsandboxed."""
+    payloads = sorted(ESCAPES.glob("e*.py"))
+    assert len(payloads) >= 40
+    marker_dir = tempfile.mkdtemp(prefix="kb-markers-")
+    os.chmod(marker_dir, 0o777)  # so that only the sandbox, not permissions, stops a write
+    code_dir = tempfile.mkdtemp(prefix="kb-escapes-")
+    os.chmod(code_dir, 0o755)
+    try:
+        modules = {}
+        for path in payloads:
+            module = Path(code_dir, path.name)
+            module.write_text(path.read_text().replace("{MARKER}", os.path.join(marker_dir, path.stem)))
+            module.chmod(0o644)
+            modules[path.stem] = str(module)
+        proof = run_payload(CORPUS, sandboxed=False, args=[json.dumps({k: modules[k] for k in PROOF})])
+        made = sorted(os.listdir(marker_dir))
+        assert set(PROOF) <= {m.split(".")[0] for m in made}, (made, proof.result)
+        for name in made:
+            os.unlink(os.path.join(marker_dir, name))
+        run = run_payload(CORPUS, sandboxed=True, args=[json.dumps(modules)], skip=skip,
+                          extra_env={sandbox.READ_ENV: code_dir}, timeout=600)
+        require(run, "mount", "user", "network", "pid")
+        assert len(run.result) == len(payloads), run.stderr[-3000:]
+        assert os.listdir(marker_dir) == [], os.listdir(marker_dir)
+    finally:
+        shutil.rmtree(marker_dir, ignore_errors=True)
+        shutil.rmtree(code_dir, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- policy and settings

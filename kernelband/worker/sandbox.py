@@ -185,7 +185,8 @@ def isolate_network() -> str:
 @dataclass
 class _Needs:
     """What the job must reach, as real paths: ``hard`` ones decide whether uid 65534
-    can run it at all; ``soft`` ones (other sys.path entries) are kept visible."""
+    can run it at all; ``soft`` ones (other sys.path entries, CUDA's MPS pipes and
+    persistence socket) are kept visible."""
 
     writable: list[str]
     hard: list[str]
@@ -238,7 +239,11 @@ def _needs(writable: Sequence[str], readable: Sequence[str]) -> _Needs:
     hard += [d for d in (_package_dir(n) for n in ("torch", "triton", "numpy")) if d]
     hard += [*readable, *_env_paths(READ_ENV), *_timing_lock()]
     devices = [f"/dev/{n}" for n in sandbox_fs.dev_entries() if n.startswith("nvidia")]
-    return _Needs(sandbox_fs.real(writable), sandbox_fs.real(hard), sandbox_fs.real(p or os.getcwd() for p in sys.path),
+    # what CUDA may talk to below hidden directories: an MPS server's pipes, the
+    # persistence daemon's socket (kept visible where they exist)
+    cuda = [os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"), "/run/nvidia-persistenced"]
+    soft = [*(p or os.getcwd() for p in sys.path), *cuda]
+    return _Needs(sandbox_fs.real(writable), sandbox_fs.real(hard), sandbox_fs.real(soft),
                   [d for d in devices if not os.path.isdir(d)])
 
 
@@ -450,6 +455,9 @@ def enter(writable: Optional[Sequence[str]] = None, *, readable: Sequence[str] =
 
 
 def _finish(report: SandboxReport) -> SandboxReport:
+    for name in LAYERS:  # a layer no step reported on did not hold
+        if name not in {l.name for l in report.layers}:
+            report.set(name, "refused", "not set up: an earlier step failed")
     if report.policy == "strict" and report.failed:
         first = report.failed[0]
         message = f"{first.name} {first.state}: {first.detail}"
@@ -504,10 +512,21 @@ class _Setup:
         uid, gid = os.getuid(), os.getgid()
         try:
             sl.unshare(sl.CLONE_NEWUSER)
-            sl.write_id_maps(sl.NOBODY, uid, gid)
         except OSError as e:
             for name in self.wanted:
                 self.report.set(name, "refused", f"no user namespace ({e.strerror}), and not root")
+            return False
+        try:
+            sl.write_id_maps(sl.NOBODY, uid, gid)
+        except OSError as e:
+            for name in self.wanted:
+                self.report.set(name, "refused", f"user namespace without an id map ({e.strerror})")
+            try:  # the namespace's capabilities are useless without a map: gone anyway
+                sl.drop_bounding_and_ambient()
+                sl.clear_capabilities()
+                sl.prctl(sl.PR_SET_NO_NEW_PRIVS, 1)
+            except OSError:
+                pass
             return False
         return True
 
