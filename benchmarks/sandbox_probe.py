@@ -265,7 +265,8 @@ def check_layers() -> tuple[bool, str, dict[str, Any]]:
             "stderr": tail(child.stderr, 1500) if not child.report else ""}
     escaped = [p for p, v in child.result.get("writes outside", {}).items() if v == "WRITTEN"]
     ok = bool(child.report) and not escaped and child.result.get("job dir writable") is True
-    return ok, child.layers() + (f"; ESCAPED WRITES {escaped}" if escaped else ""), data
+    detail = f"{child.layers()}; enter {child.result.get('enter_s')} s"
+    return ok, detail + (f"; ESCAPED WRITES {escaped}" if escaped else ""), data
 
 
 CUDA_CODE = """
@@ -555,8 +556,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--json", help="write the full report here")
     ap.add_argument("--quick", action="store_true", help="no re-runs with layers left out")
     ap.add_argument("--no-judge", action="store_true", help="skip the end-to-end judge checks")
-    ap.add_argument("--budget-s", type=float, default=500.0,
-                    help="start no re-run of a failed check after this many seconds (default 500)")
+    ap.add_argument("--budget-s", type=float, default=420.0,
+                    help="start no re-run of a failed check after this many seconds (default 420)")
     args = ap.parse_args(argv)
     probe = Probe(args.quick, args.budget_s)
     print(f"sandbox probe: {sys.executable} in {REPO}", flush=True)

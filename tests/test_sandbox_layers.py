@@ -27,7 +27,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers.kernels import AXPY
 from helpers.paths import REPO
 from helpers.sandboxed import BOOT, job_dir, parse, run_payload, variant_env
 

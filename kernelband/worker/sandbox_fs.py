@@ -175,8 +175,9 @@ def apply(plan: FsPlan) -> FsResult:
                 _make_parents(top, path)
                 _bind_from_fd(fds[path], path)
             result.hidden.append(top)
-        for w in writable:  # its own mount, so that it stays writable below
+        for w in writable:  # its own mount, so that it stays writable below; no set-uid file or device there
             sl.mount(w, w, None, sl.MS_BIND | sl.MS_REC)
+            _remount(w, sl.MS_NOSUID | sl.MS_NODEV)
         allowed_rw = set(writable)
         if plan.minimal_dev:
             result.dev = _minimal_dev(dev_names, fds)
@@ -261,6 +262,13 @@ def _new_proc() -> str:
             except OSError as e:
                 return f"new /proc, but /proc/{name} stays writable: {e.strerror}"
     return "new"
+
+
+def _remount(path: str, flags: int) -> None:
+    """Remount the topmost mount at ``path`` with ``flags`` added to what it has."""
+    entry = [e for e in sl.mounts() if e.path == path][-1]
+    sl.mount(None, path, None, sl.MS_REMOUNT | sl.MS_BIND | entry.kept_flags() | flags
+             | (sl.MS_RDONLY if entry.read_only else 0))
 
 
 def _exempt(path: str, allowed_rw: set[str]) -> bool:
