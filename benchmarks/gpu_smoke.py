@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
-    probe = ("from kernelband.worker.sandbox import enter; print('sandbox:', enter()); import torch; "
+    probe = ("from kernelband.worker.sandbox import enter; print('sandbox:', enter().summary()); import torch; "
              "print('cuda in sandbox:', (torch.ones(4, device='cuda') * 2).sum().item(), torch.cuda.get_device_name())")
     print(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip())
     from kernelband.evaluate import Evaluator

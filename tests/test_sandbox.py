@@ -1,13 +1,19 @@
-"""The variant process's sandbox, proven with code that skips the static screen (sent
-straight to the judge): as if a variant had found a way past it. Each payload records
-what it could do in a marker file, so the tests show the side effect did not happen,
-not only that something was refused."""
+"""The variant process's sandbox through the real judge (zygote-forked and spawned
+variant processes), proven with code that skips the static screen (sent straight to
+the judge): as if a variant had found a way past it. A payload reports what it saw in
+the message of the error it raises (it can write nowhere outside its job), and the
+tests check on the real file system and process table that no side effect happened.
+Each layer alone, with the proof that every attack works unsandboxed:
+tests/test_sandbox_layers.py."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -25,21 +31,28 @@ def test_scrubbed_env_keeps_the_allow_list_and_drops_credentials():
         "PATH": "/usr/bin", "CUDA_VISIBLE_DEVICES": "1", "TRITON_CACHE_DIR": "/c", "LC_ALL": "C",
         "OPENAI_API_KEY": SECRET, "KERNELBAND_API_KEY": SECRET, "HF_TOKEN": "t", "AWS_SECRET_ACCESS_KEY": "s",
         "CUDA_AUTH_TOKEN": "x", "TRITON_API_KEY": "y", "SSH_AUTH_SOCK": "/s", "RANDOM_VAR": "r",
+        "KERNELBAND_TEST_FATAL_MARKER": "m", "KERNELBAND_SANDBOX": "strict",
     })
     assert env["PATH"] == "/usr/bin" and env["CUDA_VISIBLE_DEVICES"] == "1" and env["LC_ALL"] == "C"
-    assert env["HOME"] == env["TMPDIR"] == "/tmp/private"
+    assert env["HOME"] == env["TMPDIR"] == "/tmp/private" and env["KERNELBAND_SANDBOX"] == "strict"
     for dropped in ("OPENAI_API_KEY", "KERNELBAND_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "CUDA_AUTH_TOKEN",
-                    "TRITON_API_KEY", "SSH_AUTH_SOCK", "RANDOM_VAR"):
+                    "TRITON_API_KEY", "SSH_AUTH_SOCK", "RANDOM_VAR", "KERNELBAND_TEST_FATAL_MARKER"):
         assert dropped not in env
     assert SECRET not in "".join(env.values())
 
 
-@pytest.fixture(scope="module")
-def judge(tmp_path_factory):
+@pytest.fixture(scope="module", params=["zygote", "spawn"])
+def judge(request, tmp_path_factory):
+    """A real judge whose variant processes are forked by the zygote, or spawned. The
+    module's folder is readable by anyone, as a project's usually is, so the sandbox
+    can run the job as uid 65534 where this machine lets it."""
     mp = pytest.MonkeyPatch()
     mp.setenv("OPENAI_API_KEY", SECRET)
     mp.setenv("KERNELBAND_API_KEY", SECRET)
-    ev = Evaluator(axpy_task(tmp_path_factory.mktemp("sandbox"), timeout_s=20.0))
+    mp.setenv("KERNELBAND_ZYGOTE", "1" if request.param == "zygote" else "0")
+    folder = tmp_path_factory.mktemp("sandbox")
+    folder.chmod(0o755)
+    ev = Evaluator(axpy_task(folder, timeout_s=20.0))
     assert ev.prepare(time_it=False).ok
     yield ev
     ev.close()
@@ -53,27 +66,85 @@ def unscreened(ev: Evaluator, source: str) -> Evaluation:
 
 
 def payload(code: str) -> str:
-    return "import os, sys, socket, threading, time\n" + AXPY + "\n" + code + "\n"
+    return "import os, sys, socket, threading, time, json\n" + AXPY + "\n" + code + "\n"
 
 
-def test_no_secret_in_the_environment_and_a_private_cwd(judge, tmp_path):
-    marker = tmp_path / "env.txt"
-    code = (f"with open({str(marker)!r}, 'w') as fh:\n"
-            "    fh.write(repr(dict(os.environ)) + '\\n' + os.getcwd())\n"
-            "open('relative.txt', 'w').write('x')\n")
-    ev = unscreened(judge, payload(code))
-    assert ev.status == Status.OK, ev.message  # it ran, and passed: but learned nothing
-    text = marker.read_text()
-    assert SECRET not in text and "OPENAI_API_KEY" not in text and "KERNELBAND_API_KEY" not in text
-    cwd = text.splitlines()[-1]
-    assert "kernelband-variant-" in cwd and not Path(cwd).exists()  # private, and removed afterwards
+def reported(ev: Evaluation) -> dict:
+    """What a payload saw, raised at import as ``KB-SAW {json}`` (the sandbox lets it
+    write nowhere else): the import fails, and its message carries the report."""
+    assert ev.status != Status.OK, ev.message
+    m = re.search(r"KB-SAW (\{.*\})", ev.message)
+    assert m, ev.message
+    return json.loads(m.group(1))
+
+
+def report_code(body: str) -> str:
+    return "saw = {}\n" + body + "\nraise RuntimeError('KB-SAW ' + json.dumps(saw))\n"
+
+
+def test_no_secret_no_ancestor_a_private_cwd_and_nowhere_else_to_write(judge, tmp_path):
+    """The job sees no key (environment, ancestors' environ), runs as pid 2 of its own
+    namespace with an unprivileged uid where the OS allows, writes its private
+    directory, and nothing outside it: not the test's folder, nor the judge's trusted
+    Triton cache."""
+    marker = tmp_path / "marker.txt"
+    trusted = judge.workdir / "triton-cache-trusted"
+    trusted.mkdir(exist_ok=True)
+    code = report_code(f"""
+env_text = repr(dict(os.environ))
+saw["secret in env"] = {SECRET!r} in env_text or "OPENAI_API_KEY" in env_text
+saw["environs with the secret"] = []
+for p in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        if {SECRET!r}.encode() in open(f"/proc/{{p}}/environ", "rb").read():
+            saw["environs with the secret"].append(p)
+    except OSError:
+        pass
+saw["cwd"], saw["pid"], saw["uid"] = os.getcwd(), os.getpid(), os.getuid()
+open("relative.txt", "w").write("x")
+saw["relative write"] = open("relative.txt").read()
+for name, path in (("marker", {str(marker)!r}), ("trusted", {str(trusted / 'poison.cubin')!r})):
+    try:
+        open(path, "w").write("escaped")
+        saw[name] = "written"
+    except OSError as e:
+        saw[name] = "refused: " + str(e.strerror)
+""")
+    saw = reported(unscreened(judge, payload(code)))
+    assert saw["secret in env"] is False and saw["environs with the secret"] == [], saw
+    assert "kernelband-variant-" in saw["cwd"] and not Path(saw["cwd"]).exists()  # private, removed afterwards
+    assert saw["relative write"] == "x"
+    assert saw["marker"].startswith("refused") and saw["trusted"].startswith("refused"), saw
+    assert not marker.exists() and not (trusted / "poison.cubin").exists()
     assert not (Path(judge.task.module_path).parent / "relative.txt").exists()
-    assert not Path("relative.txt").exists()
+    layers = sandbox_layers(judge)
+    if layers.get("pid") == "held":
+        assert saw["pid"] == 2, saw
+    if layers.get("user") == "held":
+        assert saw["uid"] != 0, saw
 
 
-def test_network_is_unreachable(judge, tmp_path):
-    probe = sandbox.isolate_network  # what this machine allows, checked in a child
-    del probe
+def sandbox_layers(ev: Evaluator) -> dict[str, str]:
+    """The layers this machine granted, from a sandbox entered the same way here."""
+    import subprocess
+    import sys
+
+    code = ("import json; from kernelband.worker import sandbox; r = sandbox.enter(); "
+            "print(json.dumps({l.name: l.state for l in r.layers}))")
+    from helpers.sandboxed import job_dir, variant_env
+
+    workdir = job_dir()
+    try:
+        out = subprocess.run([sys.executable, "-c", code], cwd=workdir, env=variant_env(workdir), capture_output=True,
+                             text=True, timeout=60).stdout
+    finally:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_network_is_unreachable(judge):
     received: list[bytes] = []
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -91,35 +162,60 @@ def test_network_is_unreachable(judge, tmp_path):
 
     t = threading.Thread(target=serve, daemon=True)
     t.start()
-    marker = tmp_path / "net.txt"
-    code = (f"try:\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
-            f"    s.sendall(os.environ.get('OPENAI_API_KEY', 'no-key').encode())\n    r = 'connected'\n"
-            f"except OSError as e:\n    r = 'refused: ' + str(e)\n"
-            f"open({str(marker)!r}, 'w').write(r)\n")
-    unscreened(judge, payload(code))
+    code = report_code(f"""try:
+    s = socket.create_connection(('127.0.0.1', {port}), timeout=3)
+    s.sendall(os.environ.get('OPENAI_API_KEY', 'no-key').encode())
+    saw["net"] = 'connected'
+except OSError as e:
+    saw["net"] = 'refused: ' + str(e)
+""")
+    saw = reported(unscreened(judge, payload(code)))
     t.join(10)
     server.close()
-    result = marker.read_text()
-    if result == "connected":
+    if saw["net"] == "connected":
         assert received in ([], [b"no-key"])  # no isolation possible here: at least the key never left
         pytest.skip(f"no network namespace on this machine ({judge.client.request('sandbox', 10)['network']})")
-    assert result.startswith("refused") and received == []
+    assert saw["net"].startswith("refused") and received == []
 
 
-def test_forked_and_setsid_children_die_with_the_job(judge, tmp_path):
-    marker = tmp_path / "child.txt"
-    code = ("pid = os.fork()\n"
-            "if pid == 0:\n"
-            "    os.setsid()\n"
-            "    if os.fork() == 0:\n"
-            "        time.sleep(3)\n"
-            f"        open({str(marker)!r}, 'w').write('survived')\n"
-            "    os._exit(0)\n")
+def test_forked_and_setsid_children_die_with_the_job(judge):
+    token = f"86400.{uuid.uuid4().int % 10**9}"
+    code = f"""
+def _sleeper():
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.execvp("sleep", ["sleep", {token!r}])
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        _sleeper()
+    os._exit(0)
+if os.fork() == 0:
+    _sleeper()
+"""
     t0 = time.monotonic()
     unscreened(judge, payload(code))
     assert time.monotonic() - t0 < 60  # the job does not wait for its children
-    time.sleep(4)
-    assert not marker.exists()
+    deadline = time.monotonic() + 5
+    while sleepers(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = sleepers(token)
+    for pid in left:
+        os.kill(pid, 9)
+    assert left == []
+
+
+def sleepers(token: str) -> list[int]:
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            if open(f"/proc/{pid}/cmdline", "rb").read() == b"sleep\0" + token.encode() + b"\0":
+                if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
 
 
 def test_monkeypatching_the_runtime_is_rejected(judge):
@@ -162,13 +258,15 @@ def judge_variant():
     return edited(AXPY_LAUNCH, AXPY_LAUNCH.replace("128", "256"))
 
 
-def test_a_job_left_running_dies_with_its_judge(tmp_path):
+def test_a_job_left_running_dies_with_its_judge(tmp_path, monkeypatch):
     """A candidate that spins forever, and a judge that goes away mid-job: no process of
-    the job survives (the zygote kills its children; each child dies with the zygote)."""
+    the job survives (the zygote kills its children; each child dies with the zygote,
+    and the job's pid namespace with its relay)."""
     import subprocess
 
     from kernelband.worker import sandbox as sb
 
+    monkeypatch.setenv("KERNELBAND_ZYGOTE", "1")
     ev = Evaluator(axpy_task(tmp_path, timeout_s=600.0))
     assert ev.prepare(time_it=False).ok
     spin = AXPY.replace("    out = torch.empty_like(x)", "    out = torch.empty_like(x)\n    while True:\n        pass")
@@ -186,7 +284,7 @@ def test_a_job_left_running_dies_with_its_judge(tmp_path):
     while time.monotonic() < deadline and not spinning:
         time.sleep(0.5)
         zygotes = sb.children_of(judge_pid)
-        spinning = [c for z in zygotes for c in sb.children_of(z)]
+        spinning = [d for z in zygotes for d in descendants(z)]
     assert spinning, "the job never started"
     ev.client.stop(graceful=False)  # SIGKILL to the judge's group, mid-job
     time.sleep(3)
@@ -194,3 +292,14 @@ def test_a_job_left_running_dies_with_its_judge(tmp_path):
     assert alive == [], subprocess.run(["ps", "-o", "pid,ppid,stat,cmd", "-p", ",".join(map(str, alive))],
                                        capture_output=True, text=True).stdout
     ev.close()
+
+
+def descendants(pid: int) -> list[int]:
+    from kernelband.worker import sandbox as sb
+
+    out, todo = [], sb.children_of(pid)
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += sb.children_of(p)
+    return out

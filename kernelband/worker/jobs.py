@@ -123,6 +123,7 @@ class VariantJob:
     stderr: list[str] = field(default_factory=list)
     strays_killed: int = 0
     network: str = ""
+    sandbox: str = ""  # every layer of the sandbox, as the variant process reported it
     wrapper: list[str] = field(default_factory=list)  # a command the process runs under (compute-sanitizer)
     extra_env: dict[str, str] = field(default_factory=dict)
     # seconds of the judge's side of the job: spawn, frames decoded, teardown; and the
@@ -159,6 +160,7 @@ class VariantJob:
         # the package must import from where the judge imported it (not the private cwd)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        env[sandbox.READ_ENV] = os.pathsep.join(self._user_paths())
         env.update(self.extra_env)
         if zygote is not None and not self.wrapper:
             self._fork(zygote, env)
@@ -174,6 +176,13 @@ class VariantJob:
             os.set_blocking(self.proc.stdin.fileno(), False)
         except (OSError, ValueError):
             pass
+
+    def _user_paths(self) -> list[str]:
+        """What of the user's the job reads: the module's folder (sibling imports) and
+        the companion harness; the sandbox keeps them visible."""
+        task = self.job.get("task") or {}
+        paths = [os.path.dirname(os.path.abspath(task["module_path"]))] if task.get("module_path") else []
+        return paths + ([os.path.abspath(task["harness_path"])] if task.get("harness_path") else [])
 
     def _ack(self) -> None:
         """Tell the variant the judge is done with a frame (its tensors dropped, GPU
@@ -217,6 +226,9 @@ class VariantJob:
             line = raw.decode("utf-8", "replace").rstrip("\n")[:2000]
             if line.startswith("kernelband-sandbox: network "):
                 self.network = line.split("network ", 1)[1]
+                continue
+            if line.startswith("kernelband-sandbox: layers "):
+                self.sandbox = line.split("layers ", 1)[1]
                 continue
             self.stderr.append(line)
             del self.stderr[:-_STDERR_KEEP]

@@ -76,6 +76,14 @@ def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
                     triton_version=_triton_version())
     notes: list[str] = []
     job = _run_original(judge, task, req, base, notes)
+    if job is None and judge.transport == "cuda_ipc" and "IPC" in base.message:
+        # this machine does not let the judge map a variant process's memory (a sandbox
+        # layer, a driver setting): outputs cross as bytes instead, slower but the same checks
+        notes.append(f"outputs cross as bytes, not CUDA IPC ({base.message[:200]})")
+        judge.transport = "bytes"
+        judge.ref = Reference()
+        base.message, base.phases = "", {}
+        job = _run_original(judge, task, req, base, notes)
     if job is None or not base.deterministic:
         return base.to_dict()
     base.phases["output_bytes"] = decoded_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))

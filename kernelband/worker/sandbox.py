@@ -1,41 +1,76 @@
 """The variant process's sandbox (DESIGN section 6), and killing its whole process tree.
+The steps of ``enter`` live in ``sandbox_setup`` (the file-system view in ``sandbox_fs``,
+the processes in ``sandbox_relay``, the Linux calls in ``sandbox_linux``), the report in
+``sandbox_layers``.
 
-Set up by the judge when it spawns the process (environment, cwd, session) and by the
-variant process itself before it imports anything (network namespace, resource
-limits): nothing untrusted has run yet at that point.
+The judge sets up what it can from outside when it spawns the process (environment,
+cwd, session); the variant process calls ``enter()`` first thing, before torch, triton
+or any module of the job is imported, so nothing untrusted has run yet. Each layer holds
+on its own and says what the OS allowed (``SandboxReport``); ``KERNELBAND_SANDBOX=strict``
+turns a refused or partial layer into an error instead of a note.
 
 - Environment: an allow-list of names (paths, locale, CUDA/Triton/torch settings); any
   name that looks like a credential is dropped even if its prefix is allowed, so API
   keys and tokens never reach candidate code. HOME and TMPDIR point into the job's
   private directory, which is also the cwd.
-- Network: a new network namespace (only a loopback that is down) where the OS allows
-  it: as root directly, otherwise inside a new user namespace mapping our own uid.
-  Where neither is allowed the process runs on, and ``network_isolation()`` says why.
+- user: an unprivileged uid (65534) with no capabilities and no_new_privs. Started as
+  root, the process drops to it for real after the namespaces are set up (the job
+  directory is handed to it); otherwise a new user namespace maps 65534 onto our uid.
+  Where uid 65534 could not read what the job needs, root keeps uid 0 but no
+  capability, and the report names the path. A new session keyring replaces the
+  inherited one.
+- mount: its own mount namespace where every mount is read-only except the job's
+  directory (which holds its Triton cache).
+- hide: the parent's HOME, /root, /home, /tmp, /var/tmp and /run show only what the
+  job needs (the Python installation, the package, the user's module folder), so other
+  jobs, the judge's trusted Triton cache, keys and agent sockets are out of sight.
+- dev: /dev holds only null, zero, full, random, urandom and the NVIDIA nodes.
+- ipc: its own IPC namespace (System V IPC, POSIX message queues) and a private
+  /dev/shm (POSIX shared memory and semaphores): nothing shared with other processes.
+- pid: its own pid namespace with a new /proc: no ancestor (nor its environ) is
+  visible, and every process of the job dies with it. ``enter`` forks twice for this:
+  the parent stays outside as a relay, the child is the namespace's minimal init (pid
+  1), and the grandchild (pid 2) returns and runs the job. The relay exits exactly as
+  the job did; all three share the process group, so the judge's kill of the group
+  takes them all, and the namespace also dies with the relay (parent-death signal).
+- network: a new network namespace whose only interface, loopback, is down.
 - Limits: no core dumps, written files at most 1 GiB. No address-space limit: CUDA
   reserves far more virtual memory than it uses.
 - Process tree: the judge is a child subreaper, so a grandchild that double-forks or
   calls setsid is re-parented to the judge, which kills every child it did not start
   on purpose after each job.
+
+Settings (environment of the judge, passed on to the variant process):
+``KERNELBAND_SANDBOX`` = ``best-effort`` (default) | ``strict``;
+``KERNELBAND_SANDBOX_SKIP`` = comma-separated layers the judge leaves out on purpose
+(reported as skipped); ``KERNELBAND_SANDBOX_READ`` = paths (``os.pathsep``-separated) the
+job must read besides Python and the package: the user's module folder and harness.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import signal
+import sys
 import time
-from typing import Optional
+from typing import Iterable, Optional, Sequence
 
 from ..proc import all_pids, parent_of, state_of
+from . import sandbox_fs, sandbox_linux as sl
+from .sandbox_layers import LAYERS, POLICY_ENV, READ_ENV, SKIP_ENV, Layer, SandboxRefused, SandboxReport
+from .sandbox_relay import single_threaded
+from .sandbox_setup import Setup
+
+__all__ = ["LAYERS", "POLICY_ENV", "READ_ENV", "SKIP_ENV", "Layer", "SandboxRefused", "SandboxReport", "enter",
+           "scrubbed_env", "allowed_env_name", "kill_tree", "become_subreaper", "children_of", "exec_isolated"]
 
 _ALLOWED_NAMES = {"PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX",
                   "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "KERNELBAND_DEVICE",
-                  "KERNELBAND_TIMING_LOCK", "KERNELBAND_TEST_FATAL_MARKER", "KERNELBAND_LOCAL_DATA_MAX_BYTES", "CC", "CXX", "SYSTEMROOT"}
+                  "KERNELBAND_TIMING_LOCK", "KERNELBAND_LOCAL_DATA_MAX_BYTES", "KERNELBAND_SANDBOX",
+                  "KERNELBAND_SANDBOX_SKIP", "CC", "CXX", "SYSTEMROOT"}
 _ALLOWED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TRITON_", "OPENBLAS_", "PYTORCH_", "TORCH_")
 _CREDENTIAL = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 
-_CLONE_NEWNET = 0x40000000
-_CLONE_NEWUSER = 0x10000000
 _PR_SET_CHILD_SUBREAPER = 36
 FILE_SIZE_LIMIT = 1 << 30
 
@@ -54,40 +89,7 @@ def scrubbed_env(private_dir: str, base: Optional[dict[str, str]] = None) -> dic
     return env
 
 
-# --------------------------------------------------------------------------- inside the child
-def _libc() -> Optional[ctypes.CDLL]:
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:  # pragma: no cover - not Linux
-        return None
-
-
-def _write(path: str, text: str) -> None:
-    with open(path, "w", encoding="ascii") as fh:
-        fh.write(text)
-
-
-def isolate_network() -> str:
-    """Move this (still single-threaded) process into a new network namespace. Returns a
-    short description of what was possible."""
-    libc = _libc()
-    if libc is None or not hasattr(libc, "unshare"):
-        return "not isolated: unshare is not available on this OS"
-    if libc.unshare(_CLONE_NEWNET) == 0:
-        return "isolated: new network namespace"
-    first = os.strerror(ctypes.get_errno())
-    uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
-        try:
-            _write("/proc/self/setgroups", "deny")
-            _write("/proc/self/uid_map", f"{uid} {uid} 1")
-            _write("/proc/self/gid_map", f"{gid} {gid} 1")
-        except OSError as e:
-            return f"isolated: new user+network namespace (uid map not written: {e.strerror})"
-        return "isolated: new user+network namespace"
-    return f"not isolated: unshare refused ({first}; user namespace: {os.strerror(ctypes.get_errno())})"
-
-
+# --------------------------------------------------------------------------- entering the sandbox
 def apply_limits() -> None:
     try:
         import resource
@@ -102,21 +104,70 @@ def apply_limits() -> None:
             pass
 
 
-def enter() -> str:
-    """Called first thing in the variant process, before torch or any module is imported."""
+def _settings(policy: Optional[str], skip: Optional[Iterable[str]]) -> tuple[str, set[str]]:
+    policy = (policy or os.environ.get(POLICY_ENV) or "best-effort").strip().lower()
+    if policy not in ("strict", "best-effort"):
+        policy = "strict"  # an unknown word never weakens the sandbox
+    if skip is None:
+        skip = [s.strip() for s in os.environ.get(SKIP_ENV, "").split(",")]
+    return policy, {s for s in skip if s in LAYERS}
+
+
+def enter(writable: Optional[Sequence[str]] = None, *, readable: Sequence[str] = (), policy: Optional[str] = None,
+          skip: Optional[Iterable[str]] = None) -> SandboxReport:
+    """Put this process in the sandbox; call it first thing, before torch or any job
+    code is imported (single-threaded, or it forks once more to be). ``writable`` are
+    the directories it may write (default: the cwd, the job's private directory);
+    ``readable`` are paths it must read besides Python, the package and
+    ``KERNELBAND_SANDBOX_READ``. ``policy`` and ``skip`` default to the environment.
+    Returns in the sandboxed process only (the relay outside exits with its status).
+    Raises ``SandboxRefused`` under the strict policy when a layer did not hold."""
+    policy, skipped = _settings(policy, skip)
+    report = SandboxReport(policy)
     apply_limits()
     if os.environ.get("KERNELBAND_SANDBOX_NETWORK", "1") == "0":
-        outer = os.environ.get("KERNELBAND_SANDBOX_OUTER")
-        return f"{outer} (entered by the wrapper)" if outer else "not isolated: disabled by KERNELBAND_SANDBOX_NETWORK=0"
-    return isolate_network()
+        outer = os.environ.get("KERNELBAND_SANDBOX_OUTER", "")
+        skipped.add("network")
+        state = "held" if outer.startswith("isolated") else "refused"
+        report.set("network", state, f"{outer or 'disabled'} (entered by the wrapper)")
+    for name in skipped:
+        if name not in {l.name for l in report.layers}:
+            report.set(name, "skipped", "left out by the judge")
+    cwd = os.getcwd()
+    writable = list(writable) if writable is not None else [cwd]
+    cache = os.environ.get("TRITON_CACHE_DIR")
+    cache_note = ""
+    if cache and not any(sandbox_fs.is_under(os.path.realpath(cache), os.path.realpath(w)) for w in writable):
+        cache_note = f"; the Triton cache {cache} is outside the writable directories (read-only)"
+    wanted = [l for l in LAYERS if l not in skipped]
+    if not sl.available():
+        for name in wanted:
+            report.set(name, "refused", "namespaces are not available on this OS")
+        return _finish(report)
+    single_threaded()
+    Setup(report, wanted, writable, readable, cwd, cache_note).run()
+    return _finish(report)
+
+
+def _finish(report: SandboxReport) -> SandboxReport:
+    for name in LAYERS:  # a layer no step reported on did not hold
+        if name not in {l.name for l in report.layers}:
+            report.set(name, "refused", "not set up: an earlier step failed")
+    if report.policy == "strict" and report.failed:
+        first = report.failed[0]
+        message = f"{first.name} {first.state}: {first.detail}"
+        print(f"kernelband-sandbox: refused under {POLICY_ENV}=strict: {message}", file=sys.stderr, flush=True)
+        raise SandboxRefused(message)
+    return report
 
 
 # --------------------------------------------------------------------------- in the judge
 def become_subreaper() -> bool:
-    libc = _libc()
-    if libc is None or not hasattr(libc, "prctl"):
+    try:
+        sl.prctl(_PR_SET_CHILD_SUBREAPER, 1)
+        return True
+    except (OSError, AssertionError):
         return False
-    return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 def children_of(pid: int) -> list[int]:
@@ -176,6 +227,36 @@ def _reap() -> None:
 
 
 # --------------------------------------------------------------------------- a tool in a private network
+def _write(path: str, text: str) -> None:
+    with open(path, "w", encoding="ascii") as fh:
+        fh.write(text)
+
+
+def isolate_network() -> str:
+    """Move this (still single-threaded) process into a new network namespace (as root,
+    or inside a new user namespace mapping our own uid). Returns a short description of
+    what was possible. Used by the wrapper (``exec_isolated``), which must stay our uid."""
+    if not sl.available():
+        return "not isolated: unshare is not available on this OS"
+    try:
+        sl.unshare(sl.CLONE_NEWNET)
+        return "isolated: new network namespace"
+    except OSError as e:
+        first = e.strerror
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        sl.unshare(sl.CLONE_NEWUSER | sl.CLONE_NEWNET)
+    except OSError as e:
+        return f"not isolated: unshare refused ({first}; user namespace: {e.strerror})"
+    try:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    except OSError as e:
+        return f"isolated: new user+network namespace (uid map not written: {e.strerror})"
+    return "isolated: new user+network namespace"
+
+
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
@@ -210,6 +291,4 @@ def exec_isolated(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    import sys
-
     exec_isolated(sys.argv[1:])
