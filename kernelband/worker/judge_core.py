@@ -103,6 +103,7 @@ class JudgeCore:
         set_compute_device(self.ref_device)
         self.refs_on_gpu = False
         self.transport = "cuda_ipc" if gpu() and os.environ.get(TRANSPORT_ENV, "") != "bytes" else "bytes"
+        self.sandbox_skip = ""  # sandbox layers left out so that CUDA IPC works here (prepare finds out)
         self._gpu_frame_held = threading.local()  # a frame was rebuilt on the GPU since the last release
         if gpu() and not os.environ.get("KERNELBAND_TIMING_LOCK"):
             from .gpu_lock import default_lock_path
@@ -154,9 +155,16 @@ class JudgeCore:
             device=self._frame_device,
             after_frame=self._release_frame_memory,
             on_log=self.on_log,
+            extra_env=self._sandbox_env(),
         )
         job.start(self.live_zygote())
         return job
+
+    def _sandbox_env(self) -> dict[str, str]:
+        if not self.sandbox_skip:
+            return {}
+        asked = [x for x in os.environ.get("KERNELBAND_SANDBOX_SKIP", "").split(",") if x.strip()]
+        return {"KERNELBAND_SANDBOX_SKIP": ",".join(sorted(set(asked) | set(self.sandbox_skip.split(","))))}
 
     def _frame_device(self, kind: str, meta: dict[str, Any], nbytes: int) -> Optional[str]:
         """Where a byte frame's tensors are rebuilt: on the GPU when it is large, only

@@ -76,11 +76,15 @@ def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
                     triton_version=_triton_version())
     notes: list[str] = []
     job = _run_original(judge, task, req, base, notes)
-    if job is None and judge.transport == "cuda_ipc" and "IPC" in base.message:
-        # this machine does not let the judge map a variant process's memory (a sandbox
-        # layer, a driver setting): outputs cross as bytes instead, slower but the same checks
-        notes.append(f"outputs cross as bytes, not CUDA IPC ({base.message[:200]})")
-        judge.transport = "bytes"
+    # a machine where the judge cannot map a variant process's memory: first without the
+    # sandbox layers that CUDA IPC may not cross (the pid, then the IPC namespace), then
+    # outputs as bytes (slower, the same checks)
+    for skip, transport in (("pid", "cuda_ipc"), ("pid,ipc", "cuda_ipc"), ("", "bytes")):
+        if job is not None or judge.transport != "cuda_ipc" or "IPC" not in base.message:
+            break
+        notes.append(f"CUDA IPC failed with the sandbox's {judge.sandbox_skip or 'every'} layer(s) "
+                     f"({base.message[:160]}); trying {'without ' + skip if skip else 'outputs as bytes'}")
+        judge.transport, judge.sandbox_skip = transport, skip
         judge.ref = Reference()
         base.message, base.phases = "", {}
         job = _run_original(judge, task, req, base, notes)
