@@ -67,6 +67,9 @@ def _child(sock: socket.socket, fds: list[int], workdir: str, env: dict[str, str
         os.chdir(workdir)
         os.environ.clear()
         os.environ.update(env)
+        import tempfile
+
+        tempfile.tempdir = None  # the zygote's cached temp dir is not the job's (TMPDIR is)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         sys.stdin = os.fdopen(0, "r", encoding="utf-8", errors="replace")
         sys.stdout = os.fdopen(1, "w", encoding="utf-8", errors="replace", buffering=1)
