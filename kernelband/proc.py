@@ -33,6 +33,12 @@ def parent_of(pid: int) -> Optional[int]:
     return int(v) if v is not None and v.lstrip("-").isdigit() else None
 
 
+def group_of(pid: int) -> Optional[int]:
+    """The process group id, None when the process is gone."""
+    v = _field(pid, PPID + 1)
+    return int(v) if v is not None and v.lstrip("-").isdigit() else None
+
+
 def state_of(pid: int) -> Optional[str]:
     """One letter (R, S, D, Z, X, ...), None when the process is gone."""
     return _field(pid, STATE)

@@ -54,7 +54,9 @@ def rest_steps(judge: JudgeCore) -> list[dict[str, Any]]:
               if (task.harness, s) not in skipped]
     steps += [{"op": "run", "module": "v", "harness": h, "seed": s0, "mode": "neutral"} for h in harnesses]
     steps.append({"op": "run", "module": "v", "harness": task.harness, "seed": s0, "mode": "check", "again": True})
-    return steps
+    from .judge_derived import candidate_steps
+
+    return steps + candidate_steps(judge)
 
 
 def _timing_steps(judge: JudgeCore, lane: bool, tier: int, facts: dict[str, Any], source: str,
@@ -82,6 +84,7 @@ class CandidateRun:
         self.worst: Any = None
         self.history = CallHistory()
         self.t0 = time.perf_counter()
+        self.expected: list[str] = []  # what each coming frame is (a crash is reported as during the next one)
 
     def run(self) -> dict[str, Any]:
         judge, req, ev = self.judge, self.req, self.ev
@@ -91,6 +94,7 @@ class CandidateRun:
         runs = count_runs(first_steps(judge) + rest_steps(judge)) + 2
         job = judge.job({"v": req["source"]}, first_steps(judge) + [{"op": "mark"}], runs, trusted=False,
                         interactive=True)
+        self.expected = frame_labels(first_steps(judge))
         try:
             self._judge_frames(job.until_mark())
             lane = judge.lane if (time_it and judge.lane is not None and judge.lane.alive) else None
@@ -100,9 +104,11 @@ class CandidateRun:
                                   ev.timing.median_ms if ev.timing else None) if (time_it or tier) else \
                 [{"op": "release", "key": "v"}]
             job.command(steps + rest_steps(judge) + [{"op": "mark"}], deadline_s(task.timeout_s, runs))
+            self.expected = frame_labels(steps + rest_steps(judge))
             self._judge_frames(job.until_mark())
             ev.errors = self.worst
-            ev.message = f"matches the original on {checked_runs(judge)} ({describe(self.worst)})"
+            beyond = f" and {len(judge.ref.derived)} calls beyond the harness" if judge.ref.derived else ""
+            ev.message = f"matches the original on {checked_runs(judge)}{beyond} ({describe(self.worst)})"
         except Verdict as v:
             ev.status, ev.message = v.status, v.args[0]
             ev.errors = self.worst if v.status != Status.MISMATCH else (ev.errors or self.worst)
@@ -111,7 +117,8 @@ class CandidateRun:
         except JobFailed as e:
             ev.status = Status.TIMEOUT if e.end.kind == "timeout" else Status.CRASHED
             tail = [line for line in e.end.stderr_tail.splitlines() if line.strip()][-3:]
-            ev.message = str(e) + (f" (last output: {' | '.join(tail)})" if tail else "")
+            during = f" during {self.expected[0]}" if self.expected else ""
+            ev.message = str(e) + during + (f" (last output: {' | '.join(tail)})" if tail else "")
             ev.timing = None
             ev.reference_ms = ev.speedup_ci = None
         finally:
@@ -124,6 +131,8 @@ class CandidateRun:
 
     def _judge_frames(self, frames: Iterator[Frame]) -> None:
         for frame in frames:
+            if self.expected and frame.kind != "error":
+                self.expected.pop(0)
             seconds = float(frame.meta.get("seconds", 0.0))
             if "process_start" not in self.ev.phases:
                 add_phase(self.ev.phases, "process_start", time.perf_counter() - self.t0 - seconds)
@@ -168,6 +177,23 @@ class CandidateRun:
         self.ev.speedup_ci = [paired.ci_low, paired.ci_high]
 
 
+def frame_labels(steps: list[dict[str, Any]]) -> list[str]:
+    """What each frame a batch of steps sends is, in order (a release sends none)."""
+    from .derived import describe_call
+
+    labels: list[str] = []
+    for step in steps:
+        op = step["op"]
+        if op == "run":
+            labels.append(f"{step['harness']}, seed {step['seed']} ({step.get('mode', 'check')} run)")
+        elif op in ("replay_check", "time", "profile", "sample"):
+            labels.append({"replay_check": "the replay check", "time": "timing", "profile": "profiling",
+                           "sample": "timing"}[op])
+        elif op == "derived":
+            labels += [f"a call beyond the harness, {describe_call(c)}" for c in step["calls"]]
+    return labels
+
+
 @contextlib.contextmanager
 def _reading_gpu() -> Iterator[None]:
     """The judge's reads of a candidate's outputs are GPU work: they wait for a timed
@@ -210,6 +236,13 @@ def judge_frame(judge: JudgeCore, frame: Frame, ev: Evaluation, worst: Any,
     if frame.kind != "outputs":
         return worst
     mode = meta.get("mode")
+    if mode == "derived":
+        from .judge_derived import verdict_of
+
+        failed = verdict_of(judge, frame)
+        if failed is not None:
+            raise Verdict(*failed)
+        return worst
     tree = condense_locals(frame.tree)
     if mode == "replay":
         if ref.replay_valid:

@@ -56,6 +56,8 @@ class Reference:
     stale: bool = False  # the original itself returns buffers that a later call overwrites
     launches: list[LaunchRecord] = field(default_factory=list)
     kept_bytes: int = 0  # bytes of the references kept on the GPU
+    recorded_calls: list[dict[str, Any]] = field(default_factory=list)  # the harness's calls of the wrapper
+    derived: list[tuple[dict[str, Any], Any]] = field(default_factory=list)  # (derived call, the original's outputs)
 
 
 class Lane:
@@ -99,6 +101,9 @@ class JudgeCore:
         self._zygote_lock = threading.Lock()
         self.preparing = False
         self.lane: Optional[Lane] = None
+        from .judge_derived import new_session_seed
+
+        self.session_seed = new_session_seed()  # which inputs beyond the harness a candidate is shown
         self.ref_device: Optional[str] = "cuda" if gpu() else None
         set_compute_device(self.ref_device)
         self.refs_on_gpu = False
@@ -268,7 +273,8 @@ def timed_steps(key: str, time_it: bool, tier: int, facts: dict[str, Any], sourc
 
 def count_runs(steps: list[dict[str, Any]]) -> int:
     """The steps that run the harness (its timeout is per run)."""
-    return sum(1 for s in steps if s["op"] in ("run", "time", "profile"))
+    return sum(len(s.get("calls") or []) if s["op"] == "derived" else 1 for s in steps
+               if s["op"] in ("run", "time", "profile", "derived"))
 
 
 def timed_frames(job: VariantJob, phases: dict[str, float], t0: float) -> Iterator[Frame]:

@@ -51,7 +51,10 @@ def reference_steps(judge: JudgeCore, time_it: bool, tier: int, facts: dict[str,
     for h in harnesses[1:]:
         steps += [{"op": "run", "module": "o", "harness": h, "seed": s, "mode": "upcast" if s == s0 else "check"}
                   for s in task.seeds]
-    steps.append({"op": "run", "module": "o", "harness": task.harness, "seed": s0, "mode": "upcast", "keep": "o"})
+    from .judge_derived import wrapper_names
+
+    steps.append({"op": "run", "module": "o", "harness": task.harness, "seed": s0, "mode": "upcast", "keep": "o",
+                  "record": wrapper_names(task.source, task.kernel)})
     steps += timed_steps("o", time_it, tier, facts, task.source)
     # the timing harness's other seeds only while their references fit the host budget
     per_seed = ref_host_bytes() // max(len(task.seeds), 1)
@@ -92,6 +95,10 @@ def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
         return base.to_dict()
     base.phases["output_bytes"] = decoded_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))
     move_references(judge)
+    job, derived_notes = _derive_references(judge, job, base)
+    notes += derived_notes
+    if job is None:
+        return base.to_dict()
     lane_note = _open_lane(judge, job, base, bool(req.get("time", True)))
     if lane_note:
         notes.append(lane_note)
@@ -101,6 +108,45 @@ def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     base.lanes = candidate_lanes(judge)
     base.message = "; ".join(f"note: {n}" for n in notes)
     return base.to_dict()
+
+
+def _derived_note(dropped: list[str], kept: int) -> Optional[str]:
+    if not dropped:
+        return None
+    return (f"{len(dropped)} of {len(dropped) + kept} calls beyond the harness are not checked (the original does not "
+            f"handle them): {dropped[0]}")
+
+
+def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline) -> tuple[Optional[VariantJob], list[str]]:
+    """The original on calls of its wrapper that the harness never makes, twice (two
+    canaries): the ones it handles become references every candidate is checked on."""
+    from .judge_derived import absorb_original, calls_to_derive
+
+    task, t0 = judge.require_task(), time.perf_counter()
+    recorded = judge.ref.recorded_calls
+    if not recorded:
+        return job, ["the harness's calls of the kernel's wrapper could not be recorded: no inputs beyond the "
+                     "harness are checked"]
+    calls = calls_to_derive(recorded, judge.session_seed, judge.interpreted)
+    steps = [{"op": "derived", "module": "o", "calls": calls, "which": w} for w in ("a", "b")] + [{"op": "mark"}]
+    frames: dict[tuple[str, int], Frame] = {}
+    try:
+        job.command(steps, judge_deadline(task, 2 * len(calls)))
+        for frame in job.until_mark():
+            if frame.kind == "error":
+                job.close()
+                base.message = _setup_message(task, frame.meta)
+                return None, []
+            if frame.meta.get("mode") == "derived":
+                kept = Frame(frame.kind, frame.meta, materialize(frame.tree, None))
+                frames[(str(frame.meta.get("which")), int(frame.meta.get("index", -1)))] = kept
+    except JobFailed as e:
+        base.message = f"the original kernel could not be run on inputs beyond its harness ({e.end.kind}): {e}"
+        return None, []
+    dropped = absorb_original(judge, calls, frames)
+    base.phases["derived_calls"] = round(time.perf_counter() - t0, 6)
+    note = _derived_note(dropped, len(judge.ref.derived))
+    return job, [note] if note else []
 
 
 def lane_fits(judge: JudgeCore) -> bool:
@@ -325,6 +371,7 @@ def _absorb_outputs(judge: JudgeCore, h: str, seed: int, frame: Frame, tree: Any
     ref.streams |= set(meta.get("streams") or [])
     if h == task.harness and seed == task.seeds[0]:
         ref.launches = launches
+        ref.recorded_calls = list(meta.get("calls") or [])
     if high:
         _absorb_high(ref, h, tree, high, meta.get("upcast") or {})
 

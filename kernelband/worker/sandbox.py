@@ -55,7 +55,7 @@ import sys
 import time
 from typing import Iterable, Optional, Sequence
 
-from ..proc import all_pids, parent_of, state_of
+from ..proc import all_pids, group_of, parent_of, state_of
 from . import sandbox_fs, sandbox_linux as sl
 from .sandbox_layers import LAYERS, POLICY_ENV, READ_ENV, SKIP_ENV, Layer, SandboxRefused, SandboxReport
 from .sandbox_relay import single_threaded
@@ -180,7 +180,12 @@ def children_of(pid: int) -> list[int]:
 def kill_tree(pid: int, keep: frozenset[int] = frozenset()) -> int:
     """Kill process ``pid``'s group, then every child of this process except ``keep``
     (descendants re-parented to us as subreaper), until none is left. Returns how many
-    stray processes were killed besides ``pid``."""
+    stray processes were killed besides ``pid`` and its own group (the sandbox's relay and
+    init share the job's group: they are the job, not strays)."""
+    try:
+        own = {p for p in all_pids() if group_of(p) == pid}
+    except OSError:
+        own = set()
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -189,7 +194,7 @@ def kill_tree(pid: int, keep: frozenset[int] = frozenset()) -> int:
         os.kill(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    strays = 0
+    stray: set[int] = set()
     me = os.getpid()
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
@@ -199,8 +204,8 @@ def kill_tree(pid: int, keep: frozenset[int] = frozenset()) -> int:
         if not left:
             break
         for c in left:
-            if c != pid:
-                strays += 1
+            if c != pid and c not in own:
+                stray.add(c)
             for kill in (lambda p: os.killpg(p, signal.SIGKILL), lambda p: os.kill(p, signal.SIGKILL)):
                 try:
                     kill(c)
@@ -208,7 +213,7 @@ def kill_tree(pid: int, keep: frozenset[int] = frozenset()) -> int:
                     pass
         time.sleep(0.02)
     _reap()
-    return strays
+    return len(stray)
 
 
 def _zombie(pid: int) -> bool:

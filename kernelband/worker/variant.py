@@ -95,51 +95,18 @@ class Integrity:
                 raise RuntimeTampered(f"builtin {name} was replaced while the module ran")
 
 
-class Steps:
-    """The job's steps, each sending frames. Runs keep their launches under a key so that
-    later steps (replay check, timing, paired timing, profile) can use them."""
+class Channel:
+    """The variant process's side of the channel: frames out on the protocol stream; acks
+    and commands in on stdin. A frame whose tensors the judge reads in place (CUDA IPC)
+    is followed by a wait for its ack: nothing may change them before the judge is done."""
 
-    def __init__(self, job: dict[str, Any], proto: IO[bytes]) -> None:
-        from ..model import Task
-        from .runner import load_module
-
-        self.nonce: str = job["nonce"]
+    def __init__(self, proto: IO[bytes], nonce: str, transport: str) -> None:
         self.proto = proto
-        self.task = Task.from_dict(job["task"])
-        self.interpreted = bool(job.get("interpreted"))
-        self.writes: dict[str, list[str]] = job.get("writes") or {}
-        # how tensors cross: "cuda_ipc" (the judge reads them in place) or "bytes"
-        self.transport: str = job.get("transport") or "bytes"
-        self.commands: list[dict[str, Any]] = []  # judge commands read while waiting for acks
-        from .capture import install
-
-        install()  # our launch recorder is in place before the identities are taken
-        self.kept: dict[str, tuple[Any, Any]] = {}  # key -> (returned output, recorder)
-        self.learned: dict[str, list[str]] = {}  # kernel -> argument names this job's launches wrote
-        self.timed: dict[str, float] = {}  # kept run -> its median time (ms) from a time step
-        self.previous: dict[str, list[Any]] = {}  # harness -> per earlier call, the tensors it returned (or None)
-        self.output_bytes: dict[str, int] = {}  # harness -> bytes its last run returned or wrote
-        self.integrity = Integrity()
+        self.nonce = nonce
+        self.transport = transport  # "cuda_ipc" (the judge reads tensors in place) or "bytes"
         self.sent = self.acked = 0  # frames sent / acked by the judge (await_judge)
-        self.threads = threading.active_count()
-        workdir = os.getcwd()
-        from . import timeline
+        self.commands: list[dict[str, Any]] = []  # judge commands read while waiting for acks
 
-        timeline.time_triton_compiles()
-        if not self.interpreted:
-            import torch
-
-            if torch.cuda.is_available():
-                with timeline.span("cuda_context"):
-                    torch.cuda.init()
-                    torch.empty(1, device="cuda")
-        self.modules = {}
-        for tag, source in job["modules"].items():
-            with timeline.span("import"):
-                self.modules[tag] = load_module(self.task, source, tag, workdir)
-            self.integrity.check()
-
-    # ------------------------------------------------------------------ frames
     def send(self, kind: str, meta: dict[str, Any], tree: Any = None) -> None:
         from . import timeline
         from .wire import write_frame
@@ -186,6 +153,65 @@ class Steps:
                 return {"exit": True}
         return self.commands.pop(0)
 
+
+class Steps:
+    """The job's steps, each sending frames. Runs keep their launches under a key so that
+    later steps (replay check, timing, paired timing, profile) can use them."""
+
+    def __init__(self, job: dict[str, Any], proto: IO[bytes]) -> None:
+        from ..model import Task
+        from .runner import load_module
+
+        self.nonce: str = job["nonce"]
+        self.proto = proto
+        self.task = Task.from_dict(job["task"])
+        self.interpreted = bool(job.get("interpreted"))
+        self.writes: dict[str, list[str]] = job.get("writes") or {}
+        self.transport: str = job.get("transport") or "bytes"
+        self.channel = Channel(proto, self.nonce, self.transport)
+        from .capture import install
+
+        install()  # our launch recorder is in place before the identities are taken
+        self.kept: dict[str, tuple[Any, Any]] = {}  # key -> (returned output, recorder)
+        self.learned: dict[str, list[str]] = {}  # kernel -> argument names this job's launches wrote
+        self.timed: dict[str, float] = {}  # kept run -> its median time (ms) from a time step
+        self.previous: dict[str, list[Any]] = {}  # harness -> per earlier call, the tensors it returned (or None)
+        self.output_bytes: dict[str, int] = {}  # harness -> bytes its last run returned or wrote
+        self.integrity = Integrity()
+        self.threads = threading.active_count()
+        workdir = os.getcwd()
+        from . import timeline
+
+        timeline.time_triton_compiles()
+        if not self.interpreted:
+            import torch
+
+            if torch.cuda.is_available():
+                with timeline.span("cuda_context"):
+                    torch.cuda.init()
+                    torch.empty(1, device="cuda")
+        self.modules = {}
+        for tag, source in job["modules"].items():
+            with timeline.span("import"):
+                self.modules[tag] = load_module(self.task, source, tag, workdir)
+            self.integrity.check()
+
+    # ------------------------------------------------------------------ frames
+    def send(self, kind: str, meta: dict[str, Any], tree: Any = None) -> None:
+        self.channel.send(kind, meta, tree)
+
+    def check_runtime(self) -> None:
+        """Nothing the checks rely on was replaced, and no thread was started."""
+        if threading.active_count() > self.threads:
+            raise RuntimeTampered("the module started threads (nothing may run beside the checked launches)")
+        self.integrity.check()
+
+    def await_judge(self) -> None:
+        self.channel.await_judge()
+
+    def next_command(self) -> dict[str, Any]:
+        return self.channel.next_command()
+
     # ------------------------------------------------------------------ runs
     def op_run(self, step: dict[str, Any]) -> None:
         """Run a harness under a seed; send its returned output and every tensor its
@@ -220,8 +246,10 @@ class Steps:
         # judge compares everything else it is shown itself
         options["track_writes"] = not self.writes
         t0 = time.perf_counter()
+        calls: list[dict[str, Any]] = []
         try:
-            out, rec = run_harness(version, int(step["seed"]), **options)
+            with _recording_wrappers(version, step.get("record") or []) as calls:
+                out, rec = run_harness(version, int(step["seed"]), **options)
         except HarnessError as e:
             if isinstance(e.exc, StatefulGrid):
                 raise RuntimeTampered(str(e.exc)) from None
@@ -252,6 +280,7 @@ class Steps:
             "again": bool(step.get("again")),
             "kept": bool(step.get("keep")),
             "cuda_peak": _cuda_peak(),
+            "calls": calls,  # the wrapper's calls, described (the original's job records them)
         }
         # earlier calls' results, shown again (a kept run's outputs are rewritten by its
         # replays on purpose: neither side tracks them)
@@ -386,6 +415,12 @@ class Steps:
         self.integrity.check()
         self.send("paired", {"a_ms": a_ms, "b_ms": b_ms, "clock": clock})
 
+    def op_derived(self, step: dict[str, Any]) -> None:
+        """Calls of the wrapper that the harness never makes (``derived.run_calls``)."""
+        from .derived import run_calls
+
+        run_calls(self.modules[step.get("module", "v")], step, self)
+
     def op_mark(self, step: dict[str, Any]) -> None:
         """The end of a batch of steps (the judge reads frames up to it)."""
         self.send("mark", {"id": step.get("id")})
@@ -473,6 +508,30 @@ def _output_bytes(returned: Any, written: dict[str, list[Any]]) -> int:
         if isinstance(t, torch.Tensor):
             seen[tensor_key(t)] = t.numel() * t.element_size()
     return sum(seen.values())
+
+
+def _recording_wrappers(version: Any, names: list[str]) -> Any:
+    """Record the wrapper's calls during a run when asked (the original's job only): in
+    the module, and in a companion harness file that imported the wrapper by name."""
+    import contextlib
+
+    from .derived import record_calls
+
+    if not names:
+        return contextlib.nullcontext([])
+
+    @contextlib.contextmanager
+    def both() -> Any:
+        with record_calls(version.module, names) as calls:
+            if version.harness_module is version.module:
+                yield calls
+                return
+            shared = [n for n in names if getattr(version.harness_module, n, None) is not None]
+            with record_calls(version.harness_module, shared) as more:
+                yield calls
+                calls.extend(more)
+
+    return both()
 
 
 def _previous_budget() -> int:

@@ -1,0 +1,447 @@
+"""Inputs beyond the harness: the original is the oracle for calls of its wrapper that the
+harness never makes (DESIGN section 6, "Beyond the harness's own inputs").
+
+The harness's calls of the kernel's wrapper are recorded in the original's process
+(``record_calls``: each argument described, tensors by shape, dtype, device, layout and
+identity). From them the judge draws derived calls (``derive``, plain data, seeded per
+session): other sizes (every distinct dimension mapped to another, integer arguments
+that equal a dimension or a size mapped with it), non-contiguous views with the same
+values, special values (+-0, +-inf, large magnitudes, constant and all -inf rows), and
+other floating dtypes. Each call runs in the original's process and in the candidate's
+(``run_call``) on identical inputs, every tensor placed inside a canary-padded buffer: the
+whole buffer comes back to the judge, which checks that nothing outside the tensor changed
+(an out-of-bounds write) and that the outputs match the original's.
+
+A derived call counts only where the original handles it: the original runs it twice,
+with two different canaries; where it raises, or its results depend on the canary (it
+reads out of bounds at that size), or it writes outside its tensors, the call is
+dropped. So a candidate is held only to what the original itself does right.
+"""
+from __future__ import annotations
+
+import contextlib
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+MAX_CALLS_RECORDED = 2  # recorded calls per run (the first ones)
+PAD_ELEMENTS = 64  # canary elements before and after a tensor whose spec names none
+_FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+_SIZES = (1, 3, 7, 17, 31, 97, 129, 257, 1000, 1001)
+
+
+# --------------------------------------------------------------------------- recording
+def describe(value: Any, tensors: dict[int, int]) -> Optional[dict[str, Any]]:
+    """An argument as plain data, or None when it cannot be re-created (an object)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        ident = tensors.setdefault(id(value), len(tensors))
+        return {"t": "tensor", "shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", ""),
+                "device": value.device.type, "contiguous": bool(value.is_contiguous()), "id": ident,
+                "floating": bool(value.is_floating_point())}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return {"t": "value", "v": value}
+    return None
+
+
+@contextlib.contextmanager
+def record_calls(module: Any, names: list[str]) -> Iterator[list[dict[str, Any]]]:
+    """Record the first calls of the module's functions ``names`` (the kernel's wrappers)
+    made inside the block: ``[{"fn", "args", "kwargs"}]`` with every argument described."""
+    calls: list[dict[str, Any]] = []
+    originals: dict[str, Callable[..., Any]] = {}
+    for name in names:
+        fn = getattr(module, name, None)
+        if not callable(fn):
+            continue
+        originals[name] = fn
+
+        def recorder(*args: Any, __name: str = name, __fn: Callable[..., Any] = fn, **kwargs: Any) -> Any:
+            if len(calls) < MAX_CALLS_RECORDED:
+                ids: dict[int, int] = {}
+                described_args = [describe(a, ids) for a in args]
+                described_kwargs = {k: describe(v, ids) for k, v in kwargs.items()}
+                if all(d is not None for d in described_args) and all(d is not None for d in described_kwargs.values()):
+                    calls.append({"fn": __name, "args": described_args, "kwargs": described_kwargs})
+            return __fn(*args, **kwargs)
+
+        setattr(module, name, recorder)
+    try:
+        yield calls
+    finally:
+        for name, fn in originals.items():
+            setattr(module, name, fn)
+
+
+# --------------------------------------------------------------------------- deriving
+def _tensor_specs(call: dict[str, Any]) -> list[dict[str, Any]]:
+    return [a for a in [*call["args"], *call["kwargs"].values()] if a["t"] == "tensor"]
+
+
+_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+             "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16}
+MAX_CALL_BYTES = 256 << 20  # a derived call's tensors (twice that with canaries and strides)
+
+
+def _call_bytes(tensors: list[dict[str, Any]], mapping: dict[int, int]) -> int:
+    total = 0
+    for t in tensors:
+        n = 1
+        for d in t["shape"]:
+            n *= mapping.get(d, d)
+        total += n * _ITEMSIZE.get(t["dtype"], 8)
+    return total
+
+
+def derive(calls: list[dict[str, Any]], seed: int, per_call: int = 5, max_bytes: int = MAX_CALL_BYTES,
+           interpreted: bool = False) -> list[dict[str, Any]]:
+    """Derived calls of the recorded ones: each a recorded call with new sizes, a layout,
+    values and dtypes (plain data; the same seed gives the same calls). A call's tensors
+    stay under ``max_bytes``: sizes are drawn smaller until they do."""
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    flavours = ["sizes", "strided", "special", "dtype", "spread"]
+    for call in calls[:MAX_CALLS_RECORDED]:
+        tensors = _tensor_specs(call)
+        if not tensors:
+            continue
+        dims = sorted({d for t in tensors for d in t["shape"] if d > 1})
+        for k in range(per_call):
+            flavour = flavours[k % len(flavours)]
+            mapping = {d: _new_size(d, rng) for d in dims}
+            for _ in range(8):  # too large: redraw the largest dimensions smaller
+                if _call_bytes(tensors, mapping) <= max_bytes:
+                    break
+                big = max(mapping, key=lambda d: mapping[d])
+                mapping[big] = max(1, min(mapping[big] // 4, rng.choice(_SIZES)))
+            # the interpreter emulates bfloat16 (numpy has none): a result there is no oracle
+            dtypes = tuple(d for d in _FLOAT_DTYPES if not (interpreted and d == "bfloat16"))
+            derived = {"fn": call["fn"], "flavour": flavour, "seed": rng.randrange(1 << 30), "sizes": mapping,
+                       "args": [_map_arg(a, mapping, call, flavour, rng, dtypes) for a in call["args"]],
+                       "kwargs": {k2: _map_arg(v, mapping, call, flavour, rng, dtypes)
+                                  for k2, v in call["kwargs"].items()}}
+            if flavour == "dtype" and not any(t.get("floating") for t in tensors):
+                derived["flavour"] = "sizes"
+            out.append(derived)
+    return out
+
+
+def _new_size(d: int, rng: random.Random) -> int:
+    """Another size for a dimension of size ``d``: at most ``d`` (memory stays within the
+    harness's), odd or off a power of two where possible (masks and tails)."""
+    options = [s for s in (*_SIZES, d - 1, d // 2 + 1) if 1 <= s <= d and s != d] or [d]
+    return rng.choice(options)
+
+
+def _map_arg(arg: dict[str, Any], mapping: dict[int, int], call: dict[str, Any], flavour: str,
+             rng: random.Random, dtypes: tuple[str, ...] = _FLOAT_DTYPES) -> dict[str, Any]:
+    if arg["t"] == "tensor":
+        new = dict(arg, shape=[mapping.get(d, d) for d in arg["shape"]],
+                   pad=[rng.choice((0, rng.randrange(16, 257))), rng.randrange(16, 257)])
+        if flavour in ("strided", "spread"):
+            new["layout"] = flavour
+        if flavour == "special" and arg.get("floating"):
+            new["values"] = "special"
+        if flavour == "dtype" and arg.get("floating"):
+            others = [d for d in dtypes if d != arg["dtype"]]
+            if others:
+                new["dtype"] = rng.choice(others)
+        return new
+    value = arg.get("v")
+    if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+        if value in mapping:  # a dimension passed on its own
+            return {"t": "value", "v": mapping[value]}
+        for t in _tensor_specs(call):  # an element count passed on its own
+            numel = 1
+            for d in t["shape"]:
+                numel *= d
+            if value == numel and numel > 1:
+                mapped = 1
+                for d in t["shape"]:
+                    mapped *= mapping.get(d, d)
+                return {"t": "value", "v": mapped}
+    return arg
+
+
+# --------------------------------------------------------------------------- running
+@dataclass
+class Placed:
+    """A tensor argument inside its canary-padded buffer."""
+
+    view: Any
+    buffer: Any
+    offset: int  # first element of the view in the buffer
+
+
+def canary_value(dtype: Any, which: str) -> Any:
+    import torch
+
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan") if which == "a" else 7.25
+    if dtype == torch.bool:
+        return which == "a"
+    return -1 if which == "a" else 3
+
+
+def _generator(seed: int, device: str) -> Any:
+    import torch
+
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    return g
+
+
+def _values(spec: dict[str, Any], dtype: Any, device: str, seed: int) -> Any:
+    import torch
+
+    shape = spec["shape"]
+    g = _generator(seed, device)
+    if dtype.is_floating_point:
+        x = torch.randn(shape, generator=g, device=device, dtype=torch.float32)
+        if spec.get("values") == "special" and x.numel() > 0:
+            flat = x.view(-1)
+            n = flat.numel()
+            picks = torch.randint(0, n, (max(n // 16, 1),), generator=g, device=device)
+            specials = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), 3.0e4, -3.0e4], device=device)
+            flat[picks] = specials[torch.arange(picks.numel(), device=device) % specials.numel()]
+            if x.dim() >= 2 and x.shape[0] >= 2:
+                x[0] = float("-inf")  # a fully masked row
+                x[1] = 2.5  # a constant row
+        return x.to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g, device=device).to(torch.bool)
+    high = 100 if dtype in (torch.int8, torch.uint8) else 1000
+    return torch.randint(0, high, shape, generator=g, device=device, dtype=torch.int64).to(dtype)
+
+
+def pads(spec: dict[str, Any]) -> tuple[int, int]:
+    """Canary elements before and after the tensor (drawn per call: sometimes none before,
+    so a tensor at the start of its buffer is shown too)."""
+    before, after = spec.get("pad") or (PAD_ELEMENTS, PAD_ELEMENTS)
+    return int(before), int(after)
+
+
+def layout(spec: dict[str, Any]) -> tuple[list[int], list[int], int]:
+    """(shape, strides, buffer elements) of a derived tensor: the view starts after
+    ``pads(spec)[0]`` canaries and is followed by ``pads(spec)[1]``. The judge recomputes it
+    from the spec it made, so where the tensor lies in its buffer is never the variant's
+    word."""
+    shape = list(spec["shape"])
+    if spec.get("layout") == "spread" and shape:
+        strides, step = [], 2
+        for d in reversed(shape):  # every dimension spread out, the last one too
+            strides.insert(0, step)
+            step *= max(d, 1) * 2
+    elif spec.get("layout") == "strided" and len(shape) >= 2:
+        strides, step = [], 1
+        for d in reversed(shape):  # rows padded (a slice of a wider tensor): the last dimension stays dense
+            strides.insert(0, step)
+            step = step * max(d, 1) + 1 + max(d, 1) // 7
+    else:
+        strides, step = [], 1
+        for d in reversed(shape):
+            strides.insert(0, step)
+            step *= max(d, 1)
+    extent = (sum((d - 1) * s for d, s in zip(shape, strides)) + 1) if all(d > 0 for d in shape) else 0
+    before, after = pads(spec)
+    return shape, strides, before + extent + after
+
+
+def distinct_tensors(call: dict[str, Any]) -> list[dict[str, Any]]:
+    """The call's tensor arguments, each identity once, in the order ``build`` places them."""
+    seen: dict[int, dict[str, Any]] = {}
+    for arg in [*call["args"], *call["kwargs"].values()]:
+        if arg["t"] == "tensor" and arg["id"] not in seen:
+            seen[arg["id"]] = arg
+    return list(seen.values())
+
+
+def place(spec: dict[str, Any], seed: int, which: str) -> Placed:
+    """A tensor as the derived call describes it, inside a buffer of canaries."""
+    import torch
+
+    dtype = getattr(torch, spec["dtype"])
+    shape, strides, total = layout(spec)
+    buffer = torch.full((total,), canary_value(dtype, which), dtype=dtype, device=spec["device"])
+    view = buffer.as_strided(shape, strides, pads(spec)[0])
+    if view.numel():
+            view.copy_(_values(spec, dtype, spec["device"], seed))
+    return Placed(view, buffer, pads(spec)[0])
+
+
+def build(call: dict[str, Any], which: str) -> tuple[list[Any], dict[str, Any], list[Placed]]:
+    """The arguments of a derived call: tensors placed in canary buffers (the same tensor
+    where the recorded call passed one tensor twice), values as they are."""
+    placed: dict[int, Placed] = {}
+    order: list[Placed] = []
+
+    def make(i: int, arg: dict[str, Any]) -> Any:
+        if arg["t"] != "tensor":
+            return arg.get("v")
+        if arg["id"] not in placed:
+            placed[arg["id"]] = place(arg, call["seed"] + 7919 * arg["id"], which)
+            order.append(placed[arg["id"]])
+        return placed[arg["id"]].view
+
+    args = [make(i, a) for i, a in enumerate(call["args"])]
+    kwargs = {k: make(-1, v) for k, v in call["kwargs"].items()}
+    return args, kwargs, order
+
+
+def split_buffer(buffer: Any, spec: dict[str, Any]) -> tuple[Any, Any]:
+    """(the tensor, the canaries around and between its elements) of a returned buffer,
+    by the layout the judge computes from its own spec; None when the buffer is not the
+    size that layout needs."""
+    import torch
+
+    shape, strides, total = layout(spec)
+    if buffer.dim() != 1 or buffer.numel() != total:
+        return None, None
+    before = pads(spec)[0]
+    view = buffer.as_strided(shape, strides, before)
+    mask = torch.ones(total, dtype=torch.bool, device=buffer.device)
+    if view.numel():
+        mask.as_strided(shape, strides, before).fill_(False)
+    return view, buffer[mask]
+
+
+def allocation_canaries(buffer: Any, before: int, n: int) -> Any:
+    """The canaries around a tensor the call's own code allocated (``padded_allocations``)."""
+    import torch
+
+    if buffer.dim() != 1 or before < 0 or n < 0 or buffer.numel() < before + n:
+        return None
+    return torch.cat([buffer[:before], buffer[before + n:]])
+
+
+def canaries_intact(rest: Any, which: str) -> bool:
+    """Every canary still holds its value (nothing wrote outside the tensor)."""
+    import torch
+
+    if rest is None:
+        return False
+    if not rest.numel():
+        return True
+    value = canary_value(rest.dtype, which)
+    if isinstance(value, float) and value != value:
+        return bool(torch.isnan(rest).all())
+    return bool((rest == value).all())
+
+
+def describe_call(call: dict[str, Any]) -> str:
+    """A derived call in a line, e.g. "softmax(97x1000 float32 strided) [strided]"."""
+    def one(arg: dict[str, Any]) -> str:
+        if arg["t"] != "tensor":
+            return repr(arg.get("v"))
+        extra = {"strided": " rows padded", "spread": " every dimension strided"}.get(arg.get("layout") or "", "")
+        extra += " special values" if arg.get("values") == "special" else ""
+        return f"{'x'.join(map(str, arg['shape'])) or 'scalar'} {arg['dtype']}{extra}"
+
+    parts = [one(a) for a in call["args"]] + [f"{k}={one(v)}" for k, v in call["kwargs"].items()]
+    return f"{call['fn']}({', '.join(parts)})"
+
+
+_FACTORIES = ("empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like")
+_PLAIN_KWARGS = {"dtype", "device", "requires_grad"}
+
+
+@contextlib.contextmanager
+def padded_allocations(which: str, pad: int) -> Iterator[list[tuple[Any, int, int]]]:
+    """While a derived call runs, the tensors its code makes with torch's factories
+    (``torch.empty_like(x)`` for an output, say) lie inside canary-padded buffers too, so a
+    write past an output the wrapper allocated itself is seen. Yields the list of
+    (buffer, canaries before, elements) of each such tensor; torch is restored after."""
+    import torch
+
+    made: list[tuple[Any, int, int]] = []
+    originals = {name: getattr(torch, name) for name in _FACTORIES}
+    full = originals["full"]
+
+    def padded(name: str, template: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if set(kwargs) - _PLAIN_KWARGS:  # layout, memory format, out=...: as torch does it
+            return originals[name](*args, **kwargs)
+        like = name.endswith("_like")
+        if like:
+            shape, rest = list(template.shape), args[1:]
+        else:
+            sizes = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else args
+            if name == "full":
+                sizes, rest = args[0], args[1:]
+            else:
+                rest = ()
+            if not all(isinstance(d, int) for d in sizes):
+                return originals[name](*args, **kwargs)
+            shape = list(sizes)
+        dtype = kwargs.get("dtype") or (template.dtype if like else None)
+        device = kwargs.get("device") or (template.device if like else None)
+        if dtype is None:
+            value0 = rest[0] if name.startswith("full") and rest else 0.0
+            dtype = torch.get_default_dtype() if isinstance(value0, float) else torch.int64
+        n = 1
+        for d in shape:
+            n *= d
+        buffer = full((pad + n + pad,), canary_value(dtype, which), dtype=dtype, device=device)
+        view = buffer[pad:pad + n].view(shape)
+        if name.startswith("zeros"):
+            view.zero_()
+        elif name.startswith("ones"):
+            view.fill_(1)
+        elif name.startswith("full"):
+            view.fill_(rest[0])
+        else:  # empty: what a kernel must write, as fresh memory reads in the variant process
+            view.fill_(float("nan") if (dtype.is_floating_point or dtype.is_complex) else -1)
+        if kwargs.get("requires_grad"):
+            view.requires_grad_(True)
+        made.append((buffer, pad, n))
+        return view
+
+    def factory(name: str) -> Any:
+        def make(*args: Any, **kwargs: Any) -> Any:
+            template = args[0] if name.endswith("_like") and args else None
+            return padded(name, template, args, kwargs)
+
+        return make
+
+    for name in _FACTORIES:
+        setattr(torch, name, factory(name))
+    try:
+        yield made
+    finally:
+        for name, fn in originals.items():
+            setattr(torch, name, fn)
+
+
+def run_calls(version: Any, step: dict[str, Any], steps: Any) -> None:
+    """In the variant process: each derived call of ``step`` on inputs in canary-padded
+    buffers; one frame per call with what it returned and the whole buffers after it (or
+    the error it raised: the judge decides what that means)."""
+    import time
+
+    from .capture import install
+    from .gpu_lock import gpu_lock
+    from .runner import seed_everything, synchronize
+
+    install()
+    which = step.get("which", "a")
+    for i, call in enumerate(step["calls"]):
+        steps.await_judge()
+        t0 = time.perf_counter()
+        meta: dict[str, Any] = {"mode": "derived", "index": i, "which": which}
+        try:
+            fn = getattr(version.module, call["fn"])
+            args, kwargs, placed = build(call, which)
+            seed_everything(int(call["seed"]))
+            with gpu_lock(exclusive=False), padded_allocations(which, PAD_ELEMENTS) as made:
+                out = fn(*args, **kwargs)
+                synchronize()
+        except Exception as e:  # noqa: BLE001 - the judge decides what a failure means here
+            steps.check_runtime()
+            steps.send("outputs", dict(meta, error=f"{type(e).__name__}: {e}"[:2000],
+                                       seconds=round(time.perf_counter() - t0, 4)))
+            continue
+        steps.check_runtime()
+        meta["seconds"] = round(time.perf_counter() - t0, 4)
+        meta["allocs"] = [[before, n] for _, before, n in made]
+        steps.send("outputs", meta, {"returned": out, "buffers": [p.buffer for p in placed],
+                                     "allocs": [buffer for buffer, _, _ in made]})

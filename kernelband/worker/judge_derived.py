@@ -1,0 +1,122 @@
+"""The judge's side of inputs beyond the harness (``derived.py``): which calls to derive,
+which of them the original handles (its references), and the verdict on a candidate's.
+
+A derived call's frame carries what the wrapper returned and the canary-padded buffers of
+its tensor arguments after the call. The judge splits each buffer by the layout it
+computes from its own spec: the tensor (compared like any output, inputs included: they
+must be as the original leaves them) and its canaries (which must be untouched).
+"""
+from __future__ import annotations
+
+import secrets
+from typing import Any, Optional
+
+from ..detect import detect, wrappers_of
+from ..model import Status
+from . import derived
+from .compare import compare_outputs
+from .jobs import Frame
+from .observe import materialize
+
+DERIVED_PER_CALL = 5  # derived calls per recorded call of the wrapper: one of each flavour
+
+
+def wrapper_names(source: str, kernel: str) -> list[str]:
+    """The module functions that launch the kernel (the wrappers whose calls are derived)."""
+    try:
+        return [f.name for f in wrappers_of(detect(source), kernel)]
+    except Exception:  # noqa: BLE001 - a module detect cannot read has no derivable wrapper
+        return []
+
+
+def new_session_seed() -> int:
+    """Unpredictable per judge: a variant cannot know which calls it will be shown."""
+    return secrets.randbelow(1 << 30)
+
+
+def calls_to_derive(recorded: list[dict[str, Any]], seed: int, interpreted: bool) -> list[dict[str, Any]]:
+    return derived.derive(recorded, seed, DERIVED_PER_CALL, interpreted=interpreted)
+
+
+def observed(frame: Frame, call: dict[str, Any]) -> tuple[Optional[Any], list[Any], Optional[str]]:
+    """(outputs to compare, canary regions, a reason the frame is malformed) of a derived
+    call's frame: outputs are ``{"returned", "args"}`` with each tensor argument's view."""
+    tree = frame.tree if isinstance(frame.tree, dict) else {}
+    buffers = tree.get("buffers")
+    specs = derived.distinct_tensors(call)
+    if not isinstance(buffers, list) or len(buffers) != len(specs):
+        return None, [], f"{len(buffers) if isinstance(buffers, list) else 'no'} buffers for {len(specs)} tensors"
+    views, rests = [], []
+    for buffer, spec in zip(buffers, specs):
+        view, rest = derived.split_buffer(buffer, spec) if hasattr(buffer, "as_strided") else (None, None)
+        if view is None:
+            return None, [], "a buffer of the wrong size"
+        views.append(view)
+        rests.append(rest)
+    # tensors the call's own code allocated (its outputs, say), each in a padded buffer
+    allocs, layout = tree.get("allocs") or [], frame.meta.get("allocs") or []
+    if not isinstance(allocs, list) or not isinstance(layout, list) or len(allocs) != len(layout):
+        return None, [], "allocations without their layout"
+    for buffer, where in zip(allocs, layout):
+        ok = isinstance(where, list) and len(where) == 2 and all(isinstance(x, int) for x in where)
+        rest = derived.allocation_canaries(buffer, *where) if ok and hasattr(buffer, "dim") else None
+        if rest is None:
+            return None, [], "an allocation of the wrong size"
+        rests.append(rest)
+    return {"returned": tree.get("returned"), "args": views}, rests, None
+
+
+def absorb_original(judge: Any, calls: list[dict[str, Any]], frames: dict[tuple[str, int], Frame]) -> list[str]:
+    """Keep the derived calls the original handles: it ran them with both canaries, left
+    every canary alone, and gave the same outputs both times (so it read nothing beyond its
+    tensors). Returns notes on the calls dropped."""
+    kept: list[tuple[dict[str, Any], Any]] = []
+    dropped: list[str] = []
+    for i, call in enumerate(calls):
+        a, b = frames.get(("a", i)), frames.get(("b", i))
+        why = None
+        if a is None or b is None:
+            why = "no result"
+        elif a.meta.get("error") or b.meta.get("error"):
+            why = f"the original raises ({(a.meta.get('error') or b.meta.get('error') or '')[:120]})"
+        else:
+            out_a, rests_a, bad_a = observed(a, call)
+            out_b, rests_b, bad_b = observed(b, call)
+            if bad_a or bad_b:
+                why = bad_a or bad_b
+            elif not all(derived.canaries_intact(r, "a") for r in rests_a) or \
+                    not all(derived.canaries_intact(r, "b") for r in rests_b):
+                why = "the original writes outside its tensors at these sizes"
+            elif not compare_outputs(out_a, out_b).ok:
+                why = "the original's result depends on memory beyond its tensors at these sizes"
+            else:
+                kept.append((call, materialize(out_a, judge.ref_device if judge.refs_on_gpu else None)))
+        if why:
+            dropped.append(f"{derived.describe_call(call)}: {why}")
+    judge.ref.derived = kept
+    return dropped
+
+
+def candidate_steps(judge: Any) -> list[dict[str, Any]]:
+    calls = [call for call, _ in judge.ref.derived]
+    return [{"op": "derived", "module": "v", "calls": calls, "which": "a"}] if calls else []
+
+
+def verdict_of(judge: Any, frame: Frame) -> Optional[tuple[Status, str]]:
+    """None when a candidate's derived call agrees with the original's, else the verdict."""
+    index = frame.meta.get("index")
+    if not isinstance(index, int) or not 0 <= index < len(judge.ref.derived):
+        return Status.REJECTED, "trust: a result for a derived call that was not asked for"
+    call, reference = judge.ref.derived[index]
+    where = f"beyond the harness, {derived.describe_call(call)}"
+    if frame.meta.get("error"):
+        return Status.MISMATCH, f"{where}: raises where the original does not: {frame.meta['error'][:300]}"
+    out, rests, bad = observed(frame, call)
+    if bad:
+        return Status.REJECTED, f"trust: {where}: {bad}"
+    if not all(derived.canaries_intact(r, "a") for r in rests):
+        return Status.MISMATCH, f"{where}: writes outside its tensors (out of bounds), which the original does not"
+    verdict = compare_outputs(reference, out)
+    if not verdict.ok:
+        return Status.MISMATCH, f"{where}: {verdict.message}"
+    return None

@@ -1,0 +1,175 @@
+"""Inputs beyond the harness: derived calls of the wrapper, the original as the oracle,
+every tensor in a canary-padded buffer (kernelband/worker/derived.py, judge_derived.py).
+
+Honest bugs that the harness's own inputs cannot show (a mask dropped because the
+harness's size is a multiple of the block, a caller's row stride ignored, a store past
+the end) are wrong variants here; correct rewrites still pass; a derived call the
+original itself gets wrong is not held against anyone."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernelband.evaluate import Evaluator
+from kernelband.model import Status, Task, Variant
+from kernelband.worker import derived
+
+# the harness's size is a multiple of the block: a kernel without its mask passes it
+SCALE = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+    @triton.jit
+    def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, x * factor, mask=mask)
+
+
+    def scale(x, factor):
+        out = torch.empty_like(x)
+        n = x.numel()
+        scale_kernel[(triton.cdiv(n, 128),)](x, out, n, factor, BLOCK=128)
+        return out
+
+
+    def harness_scale():
+        x = torch.randn(4096, device=DEVICE)
+        return scale(x, 1.5)
+''')
+
+# row-wise: the caller's row stride is honoured by the original
+ROWS = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+    @triton.jit
+    def row_scale_kernel(x_ptr, out_ptr, x_row_stride, out_row_stride, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask)
+        tl.store(out_ptr + row * out_row_stride + cols, x * 2.0, mask=mask)
+
+
+    def row_scale(x):
+        out = torch.empty_like(x)
+        n_rows, n_cols = x.shape
+        row_scale_kernel[(n_rows,)](x, out, x.stride(0), out.stride(0), n_cols, BLOCK=triton.next_power_of_2(n_cols))
+        return out
+
+
+    def harness_rows():
+        x = torch.randn(16, 100, device=DEVICE)
+        return row_scale(x)
+''')
+
+
+def _evaluator(tmp: Path, name: str, source: str, kernel: str, harness: str) -> Evaluator:
+    path = tmp / f"{name}.py"
+    path.write_text(source, encoding="utf-8")
+    ev = Evaluator(Task(module_path=str(path), source=source, kernel=kernel, harness=harness, device="cpu",
+                        seeds=[0, 1], timeout_s=60.0))
+    base = ev.prepare(time_it=False)
+    assert base.ok, base.message
+    return ev
+
+
+@pytest.fixture(scope="module")
+def scale_ev(tmp_path_factory):
+    ev = _evaluator(tmp_path_factory.mktemp("derived"), "scale", SCALE, "scale_kernel", "harness_scale")
+    yield ev
+    ev.close()
+
+
+@pytest.fixture(scope="module")
+def rows_ev(tmp_path_factory):
+    ev = _evaluator(tmp_path_factory.mktemp("derived"), "rows", ROWS, "row_scale_kernel", "harness_rows")
+    yield ev
+    ev.close()
+
+
+def _variant(source: str, old: str, new: str) -> Variant:
+    assert source.count(old) == 1, old
+    return Variant(source.replace(old, new))
+
+
+def test_a_correct_rewrite_passes_every_derived_call(scale_ev):
+    ev = scale_ev.evaluate(Variant(SCALE.replace("cdiv(n, 128)", "cdiv(n, 256)").replace("BLOCK=128)", "BLOCK=256)")),
+                           time_it=False)
+    assert ev.ok, ev.message
+    assert "calls beyond the harness" in ev.message
+
+
+def test_a_dropped_mask_is_caught_at_sizes_the_harness_does_not_use(scale_ev):
+    """4096 is a multiple of 128: without its mask the kernel is right on the harness and
+    reads and writes past the end at every other size."""
+    v = _variant(SCALE, "    x = tl.load(x_ptr + offs, mask=mask)\n    tl.store(out_ptr + offs, x * factor, mask=mask)",
+                 "    x = tl.load(x_ptr + offs)\n    tl.store(out_ptr + offs, x * factor)")
+    ev = scale_ev.evaluate(v, time_it=False)
+    # under the interpreter the stray writes may corrupt the process's heap before any
+    # comparison: a crash during a call beyond the harness is a rejection too
+    assert ev.status in (Status.MISMATCH, Status.CRASHED) and "beyond the harness" in ev.message, ev.message
+
+
+def test_a_store_past_the_end_is_caught_by_the_canaries(scale_ev):
+    """Correct values everywhere it should write, and one element more: only a canary sees it."""
+    v = _variant(SCALE, "    tl.store(out_ptr + offs, x * factor, mask=mask)",
+                 "    tl.store(out_ptr + offs, x * factor, mask=mask)\n"
+                 "    tl.store(out_ptr + n + tl.arange(0, BLOCK), x * 0.0, mask=tl.arange(0, BLOCK) < 1)")
+    ev = scale_ev.evaluate(v, time_it=False)
+    assert ev.status == Status.MISMATCH and "outside its tensors" in ev.message, ev.message
+
+
+def test_a_caller_row_stride_ignored_is_caught(rows_ev):
+    """The harness's tensor is contiguous, so row stride and n_cols agree there; a slice of
+    a wider tensor (rows padded) shows the difference."""
+    v = _variant(ROWS, "x_ptr + row * x_row_stride + cols", "x_ptr + row * n_cols + cols")
+    ev = rows_ev.evaluate(v, time_it=False)
+    assert ev.status == Status.MISMATCH and "beyond the harness" in ev.message, ev.message
+
+
+def test_a_correct_rows_rewrite_passes(rows_ev):
+    ev = rows_ev.evaluate(Variant(ROWS.replace("x * 2.0, mask=mask)", "x + x, mask=mask)")), time_it=False)
+    assert ev.ok, ev.message
+
+
+# --------------------------------------------------------------------------- the pieces
+RECORDED = [{"fn": "scale", "args": [{"t": "tensor", "shape": [4096], "dtype": "float32", "device": "cpu",
+                                      "contiguous": True, "id": 0, "floating": True},
+                                     {"t": "value", "v": 1.5}, {"t": "value", "v": 4096}], "kwargs": {}}]
+
+
+def test_derived_calls_are_reproducible_and_never_larger():
+    a, b = derived.derive(RECORDED, 11), derived.derive(RECORDED, 11)
+    assert a == b and derived.derive(RECORDED, 12) != a
+    for call in a:
+        assert call["args"][0]["shape"][0] <= 4096
+        assert call["args"][2]["v"] == call["args"][0]["shape"][0]  # n follows the size it equals
+    assert {c["flavour"] for c in a} == {"sizes", "strided", "special", "dtype", "spread"}
+
+
+def test_the_judge_finds_the_tensor_in_its_buffer_by_its_own_layout():
+    import torch
+
+    spec = {"t": "tensor", "shape": [3, 5], "dtype": "float32", "device": "cpu", "id": 0, "layout": "strided",
+            "pad": [17, 9], "floating": True}
+    placed = derived.place(spec, 3, "a")
+    view, rest = derived.split_buffer(placed.buffer, spec)
+    assert torch.equal(view, placed.view) and not placed.view.is_contiguous()
+    assert derived.canaries_intact(rest, "a")
+    placed.buffer[-1] = 0.0  # a write past the end
+    assert not derived.canaries_intact(derived.split_buffer(placed.buffer, spec)[1], "a")
+    # a buffer of another size than the judge's layout needs is not accepted
+    assert derived.split_buffer(placed.buffer[:-1], spec) == (None, None)
