@@ -249,7 +249,7 @@ class Evaluator:
         {"ran", "ok", "findings", ...}; {"ran": False, "reason"} where it cannot run."""
         self._ensure_worker()
         try:
-            return self.client.request("sanitize", 360.0, source=variant.source, run_timeout_s=300.0)
+            return self.client.request("sanitize", 2 * 300.0 + 60.0, source=variant.source, run_timeout_s=300.0)
         except WorkerError as e:
             if e.kind != "error":
                 self._revive()

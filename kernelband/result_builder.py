@@ -141,20 +141,19 @@ class ResultBuilder:
         """On a GPU, the finalist runs once under compute-sanitizer memcheck: out-of-bounds
         accesses that no comparison can see. A failure keeps the result at no_improvement.
         ``report``: the memcheck already run (on a spare worker)."""
+        from .verification import sanitizer_refusal
+
         if self.evaluator.interpreted:
             return False
-        if report is None:
-            self.log("checking the best variant under compute-sanitizer memcheck...")
-            report = self.evaluator.sanitize(best.variant)
+        refusal, report = sanitizer_refusal(self.evaluator, best.variant, self.log, report)
         if not report.get("ran"):
-            self.warn(f"out-of-bounds accesses not checked: {report.get('reason')}")
+            self.warn(f"out-of-bounds accesses and races not checked: {report.get('reason')}")
             return False
-        if report.get("ok"):
+        if refusal is None:
             return False
-        finding = "; ".join(report.get("findings") or []) or f"exit code {report.get('exit_code')}"
-        self.warn(f"the best candidate fails compute-sanitizer memcheck: {finding}")
+        self.warn(f"the best candidate {refusal}")
         result.unverified_variant_id, result.memcheck = best.id, report
-        result.message = f"the best candidate accesses memory out of bounds ({finding}): not reported"
+        result.message = f"the best candidate {refusal}: not reported"
         return True
 
     def _correct_only(self, result: Result, best: Any, out: SearchOutcome) -> Result:

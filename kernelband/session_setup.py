@@ -60,24 +60,8 @@ class Preparation:
             self._store_profile(base.profile)
 
     def _device_facts(self) -> Optional[dict[str, Any]]:
-        """The device's peaks: from the workspace store, else this machine's cache, else
-        measured (once per card, driver and Triton version)."""
-        from . import machine_cache
-        from .profile.device import valid_cached
-
         platform = self.pool.platform
-        facts = self.store.get_device_facts(platform.gpu, platform.triton_version) if self.store else None
-        key = machine_cache.device_key(self.evaluator.info)
-        if not valid_cached(facts):
-            facts = machine_cache.get_device_facts(key)
-        if not valid_cached(facts):
-            self.emit("log", level="info", message="measuring the GPU's peak bandwidth and matrix rates (once per GPU)...")
-            facts = self.evaluator.device_facts()
-            if valid_cached(facts):
-                machine_cache.put_device_facts(key, facts)
-        if facts and self.store and valid_cached(facts):
-            self.store.put_device_facts(platform.gpu, platform.triton_version, facts)
-        return facts
+        return device_facts(self.evaluator, self.store, platform.gpu, platform.triton_version, self.emit)
 
     def _check_harness(self, base: Any) -> None:
         """The baseline's notes become warnings; a weak harness ends the session unless allowed."""
@@ -118,3 +102,25 @@ class Preparation:
             self.warn(f"the original could not be re-timed like a candidate ({e}); "
                       "search-time ratios use its first timing")
             return prepare_ms
+
+
+def device_facts(evaluator: Any, store: Any, gpu: str, triton_version: str,
+                 emit: Optional[Callable[..., None]] = None) -> Optional[dict[str, Any]]:
+    """The device's peaks: from the workspace store, else this machine's cache, else
+    measured (once per card, driver and Triton version), and cached in both."""
+    from . import machine_cache
+    from .profile.device import valid_cached
+
+    facts = store.get_device_facts(gpu, triton_version) if store else None
+    key = machine_cache.device_key(evaluator.info)
+    if not valid_cached(facts):
+        facts = machine_cache.get_device_facts(key)
+    if not valid_cached(facts):
+        if emit is not None:
+            emit("log", level="info", message="measuring the GPU's peak bandwidth and matrix rates (once per GPU)...")
+        facts = evaluator.device_facts()
+        if valid_cached(facts):
+            machine_cache.put_device_facts(key, facts)
+    if facts and store and valid_cached(facts):
+        store.put_device_facts(gpu, triton_version, facts)
+    return facts

@@ -49,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
     with job_workdir() as workdir, Evaluator(task, workdir=workdir) as evaluator:
         info = evaluator.start()
         log(f"device: {info.device_name}, triton {info.triton_version}")
+        if not info.interpreted:  # the judge's roofline check needs the GPU's measured peaks
+            from ..session_setup import device_facts
+
+            evaluator.facts = device_facts(evaluator, None, info.device_name, info.triton_version) or {}
         try:
             base = evaluator.prepare()
         except SetupError as e:
@@ -67,8 +71,15 @@ def run(args: argparse.Namespace) -> int:
             out.update(verdict=decide_verdict(None, interpreted=True).status,
                        message=f"{ev.message + '; ' if ev.message else ''}correct; {NO_GPU_NOTE}")
         elif ev.ok:
-            log("re-measuring original and variant interleaved...")
-            _paired(evaluator, Variant(variant_source, generator="user"), args, out)
+            from ..verification import sanitizer_refusal
+
+            refusal, report = sanitizer_refusal(evaluator, Variant(variant_source, generator="user"), log)
+            out["sanitizer"] = report
+            if refusal is not None:  # the same list as optimize's finalist: memory errors refuse it
+                out.update(status=Status.MISMATCH.value, message=f"the variant {refusal}")
+            else:
+                log("re-measuring original and variant interleaved...")
+                _paired(evaluator, Variant(variant_source, generator="user"), args, out)
     if args.json:
         print_json(out)
     else:

@@ -114,11 +114,28 @@ def build_task(args: Any) -> tuple["Task", KernelInfo]:
         harness=choice.name or "",
         harness_path=choice.path,
         device=args.device,
-        seeds=list(range(args.seeds)),
+        seeds=session_seeds(args.seeds),
         timeout_s=args.timeout,
         check_harnesses=list(choice.checks),
     )
     return task, kernel
+
+
+def session_seeds(count: int) -> list[int]:
+    """``count`` seeds for the correctness runs, drawn anew for each job: a variant cannot
+    know which inputs it will be checked on. ``KERNELBAND_SEEDS=fixed`` gives 0, 1, 2...
+    (to reproduce a run)."""
+    import os
+    import secrets
+
+    if os.environ.get("KERNELBAND_SEEDS") == "fixed":
+        return list(range(count))
+    seeds: list[int] = []
+    while len(seeds) < count:
+        s = secrets.randbelow(1 << 31)
+        if s not in seeds:
+            seeds.append(s)
+    return seeds
 
 
 class StderrLog:

@@ -228,6 +228,11 @@ class LaunchRecorder:
     # kernel name -> argument names the original's launches write (what to poison when neutralised)
     writes: dict[str, list[str]] = field(default_factory=dict)
     track_writes: bool = True  # fingerprint tensor arguments around each launch
+    # keep a copy of every tensor argument as it was before the first launch that used it
+    # (a kept run: its replay check restores that state, so in-place kernels are checked too)
+    snapshot_bytes: int = 0  # the most bytes those copies may take; 0: none
+    pre_state: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    pre_state_complete: bool = True
     # first fingerprint of every tensor argument seen (inputs must stay unchanged)
     first_seen: dict[tuple[Any, ...], tuple[torch.Tensor, tuple[int, int], str]] = field(default_factory=dict)
     # called with (launch, named tensor args) just before and just after each real launch
@@ -355,6 +360,8 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
             _neutralised(rec, launch, original, self, args, kwargs)
             return None
         named = _tensors(launch.named_args())
+        if rec.snapshot_bytes and rec.pre_state_complete:
+            _snapshot(rec, named)
         before = {}
         if rec.track_writes:
             for n, t in named.items():
@@ -383,6 +390,31 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
 
     run.__kernelband_wrapped__ = original  # type: ignore[attr-defined]
     return run
+
+
+def _snapshot(rec: LaunchRecorder, named: dict[str, torch.Tensor]) -> None:
+    held = sum(c.numel() * c.element_size() for _, c in rec.pre_state.values())
+    for t in named.values():
+        key = tensor_key(t)
+        if key in rec.pre_state:
+            continue
+        size = t.numel() * t.element_size()
+        if held + size > rec.snapshot_bytes:  # too large to copy: the replay check poisons instead
+            rec.pre_state_complete = False
+            rec.pre_state.clear()
+            return
+        rec.pre_state[key] = (t, same_layout_copy(t.detach()))
+        held += size
+
+
+def restore_pre_state(rec: LaunchRecorder) -> bool:
+    """Put every tensor the launches used back as it was before the first of them; False
+    when the run kept no complete copy."""
+    if not rec.pre_state or not rec.pre_state_complete:
+        return False
+    for t, copy in rec.pre_state.values():
+        t.copy_(copy)
+    return True
 
 
 def _record_inner(rec: LaunchRecorder, original: Callable[..., Any], self: Any, args: tuple[Any, ...],
@@ -428,13 +460,14 @@ def install() -> None:
 
 @contextlib.contextmanager
 def recording(neutralise: bool = False, writes: Optional[dict[str, list[str]]] = None,
-              track_writes: bool = True,
+              track_writes: bool = True, snapshot_bytes: int = 0,
               before_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None,
               after_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None,
               ) -> Iterator[LaunchRecorder]:
     """Record the launches made inside the block (this thread only)."""
     install()
     rec = LaunchRecorder(neutralise=neutralise, writes=dict(writes or {}), track_writes=track_writes,
+                         snapshot_bytes=snapshot_bytes,
                          before_launch=before_launch, after_launch=after_launch)
     prev = _active()
     _state.recorder = rec
@@ -445,6 +478,49 @@ def recording(neutralise: bool = False, writes: Optional[dict[str, list[str]]] =
         _state.recorder = prev
 
 
+class HookDuringReplay(Exception):
+    """Python code would run beside the replayed launches (a trace or profile function, a
+    Triton launch hook, a JIT pre-run hook): the timing would not be of the launches alone."""
+
+
+def _hook_set(value: Any) -> bool:
+    """A Triton hook slot holds something: a function (older Triton) or a chain with calls."""
+    if value is None:
+        return False
+    calls = getattr(value, "calls", None)
+    return bool(calls) if isinstance(calls, list) else True
+
+
+def hooks_installed(launches: list[CapturedLaunch]) -> Optional[str]:
+    """What Python code would run during a frozen replay besides Triton's launch path, or None."""
+    import sys
+
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        return "a trace or profile function is installed"
+    try:
+        from triton import knobs
+
+        runtime = knobs.runtime
+        for name in ("launch_enter_hook", "launch_exit_hook"):
+            if _hook_set(getattr(runtime, name, None)):
+                return f"a Triton {name.replace('_', ' ')} is installed"
+    except ImportError:  # older Triton: the hooks live on CompiledKernel
+        from triton.compiler import CompiledKernel
+
+        for name in ("launch_enter_hook", "launch_exit_hook"):
+            if _hook_set(getattr(CompiledKernel, name, None)):
+                return f"a Triton {name.replace('_', ' ')} is installed"
+    for launch in launches:
+        obj = launch.inner[0] if launch.inner is not None else launch.obj
+        if getattr(obj, "pre_run_hooks", None):
+            return f"{launch.name} has a pre-run hook"
+    return None
+
+
 def replay_all(launches: list[CapturedLaunch]) -> None:
+    """Replay the launches, frozen; refused when any Python code would run beside them."""
+    why = hooks_installed(launches)
+    if why:
+        raise HookDuringReplay(f"{why}: nothing may run beside the replayed launches")
     for launch in launches:
         launch.replay()

@@ -85,6 +85,7 @@ class CandidateRun:
         self.history = CallHistory()
         self.t0 = time.perf_counter()
         self.expected: list[str] = []  # what each coming frame is (a crash is reported as during the next one)
+        self.first_run: Optional[list[tuple[int, int]]] = None  # fingerprints of the kept run's outputs
 
     def run(self) -> dict[str, Any]:
         judge, req, ev = self.judge, self.req, self.ev
@@ -106,6 +107,7 @@ class CandidateRun:
             job.command(steps + rest_steps(judge) + [{"op": "mark"}], deadline_s(task.timeout_s, runs))
             self.expected = frame_labels(steps + rest_steps(judge))
             self._judge_frames(job.until_mark())
+            _check_roofline(ev, facts, _written_bytes(judge))
             ev.errors = self.worst
             beyond = f" and {len(judge.ref.derived)} calls beyond the harness" if judge.ref.derived else ""
             ev.message = f"matches the original on {checked_runs(judge)}{beyond} ({describe(self.worst)})"
@@ -140,7 +142,25 @@ class CandidateRun:
             t_judge = time.perf_counter()
             with _reading_gpu():
                 self.worst = judge_frame(self.judge, frame, self.ev, self.worst, self.history)
+                self._check_reproducible(frame)
             add_phase(self.ev.phases, "judge", time.perf_counter() - t_judge)
+
+    def _check_reproducible(self, frame: Frame) -> None:
+        """A candidate is as deterministic as the original: where the original's two runs of
+        seed 0 were bit-identical, the candidate's kept run and its re-check after timing
+        must be too (a race whose last writer varies, a non-deterministic atomic order)."""
+        task, meta = self.judge.require_task(), frame.meta
+        if frame.kind != "outputs" or meta.get("mode") != "check" or meta.get("harness") != task.harness or \
+                int(meta.get("seed", -1)) != task.seeds[0] or not self.judge.ref.bitwise_reproducible:
+            return
+        tree = frame.tree if isinstance(frame.tree, dict) else {}
+        fps = _output_fingerprints(tree)
+        if meta.get("kept"):
+            self.first_run = fps
+        elif meta.get("again") and self.first_run is not None and fps != self.first_run:
+            raise Verdict(Status.MISMATCH, f"{task.harness}, seed {task.seeds[0]}: two runs under the same seed give "
+                                           "different bits, where the original's do not (a race, or an atomic "
+                                           "whose order varies)")
 
     def _time_against_lane(self, job: VariantJob, lane: Any) -> None:
         """Interleaved rounds under one exclusive GPU turn: the candidate, then the original
@@ -175,6 +195,25 @@ class CandidateRun:
         paired = paired_statistics(orig, cand, clock)
         self.ev.reference_ms = paired.baseline_ms
         self.ev.speedup_ci = [paired.ci_low, paired.ci_high]
+
+
+def _written_bytes(judge: JudgeCore) -> int:
+    """Bytes of the distinct tensors the timing harness's kernel launches write (the
+    judge's own copy of the original's): the least any variant's timed launches move."""
+    from .observe import tree_bytes
+
+    task = judge.require_task()
+    ref = judge.ref.outputs.get((task.harness, task.seeds[0]))
+    return tree_bytes(ref.get("written")) if isinstance(ref, dict) else 0
+
+
+def _output_fingerprints(tree: dict[str, Any]) -> list[tuple[int, int]]:
+    from .observe import _tensors, fingerprint
+
+    tensors: list[Any] = []
+    _tensors(tree.get("returned"), tensors)
+    _tensors(tree.get("written"), tensors)
+    return [fingerprint(t) for t in tensors]
 
 
 def frame_labels(steps: list[dict[str, Any]]) -> list[str]:
@@ -270,6 +309,7 @@ def _judge_outputs(judge: JudgeCore, frame: Frame, tree: Any, ev: Evaluation, hi
         raise Verdict(Status.REJECTED, f"the variant never launches {task.kernel} in {h} (it launched: {seen}); "
                                        "a torch fallback is not a kernel")
     _check_streams(judge, meta, where)
+    _check_inputs_of_launches(judge, tree, meta, where)
     _check_stale(judge, history, h, tree, where, bool(meta.get("kept")))
     verdict = compare_outputs(judge.ref.outputs[(h, seed)], tree)
     if not verdict.ok:
@@ -286,6 +326,31 @@ def _judge_outputs(judge: JudgeCore, frame: Frame, tree: Any, ev: Evaluation, hi
     return verdict.stats
 
 
+ROOFLINE_SLACK = 1.15  # measured peaks are a copy's and a library matmul's: a kernel may exceed them a little
+
+
+def _check_roofline(ev: Evaluation, facts: dict[str, Any], output_floor_bytes: int) -> None:
+    """A time that implies more bytes per second than the GPU's measured copy bandwidth, or
+    more FLOP/s than its measured matrix rate, is not a real kernel's: the timed launches
+    are not all the work (it was done elsewhere, or cached)."""
+    if ev.timing is None or ev.interpreted:
+        return
+    tm = ((ev.profile.get("tiers") or {}).get("timing") or {}) if isinstance(ev.profile, dict) else {}
+    peak_bw = tm.get("copy_peak_gbs") or (facts or {}).get("copy_gbs")
+    # at least its outputs are written once: bytes the judge saw itself
+    floor_gbs = output_floor_bytes / (ev.timing.median_ms * 1e-3) / 1e9 if ev.timing.median_ms > 0 else 0.0
+    bw = max(float(tm.get("bandwidth_gbs") or 0.0), floor_gbs)
+    if bw and peak_bw and bw > ROOFLINE_SLACK * float(peak_bw):
+        raise Verdict(Status.REJECTED, f"trust: its time implies {bw:.0f} GB/s of memory traffic, above the GPU's "
+                                       f"measured copy bandwidth ({float(peak_bw):.0f} GB/s): the timed launches "
+                                       "cannot be all the work")
+    tflops, peak = tm.get("tflops"), tm.get("compute_peak_tflops")
+    if tflops and peak and tflops > ROOFLINE_SLACK * float(peak):
+        raise Verdict(Status.REJECTED, f"trust: its time implies {tflops:.0f} TFLOP/s, above the GPU's measured "
+                                       f"matrix rate ({float(peak):.0f} TFLOP/s): the timed launches cannot be all "
+                                       "the work")
+
+
 def _local_name(message: str) -> Optional[str]:
     """The harness-local tensor a comparison failed on ("output['harness_locals']['x']...")."""
     marker = "output['harness_locals']["
@@ -293,6 +358,28 @@ def _local_name(message: str) -> Optional[str]:
         return None
     rest = message[len(marker):]
     return rest.split("]", 1)[0].strip("'\"")
+
+
+def _check_inputs_of_launches(judge: JudgeCore, tree: Any, meta: dict[str, Any], where: str) -> None:
+    """Every tensor the kept run's launches found must be one the original's launches or its
+    harness also had (by content), fresh memory or a constant: a tensor computed outside
+    Triton in the wrapper (torch doing the work, a result cached from an earlier call) and
+    handed to the timed launches means they are not all the work."""
+    if not isinstance(tree, dict):
+        return
+    pre_state = tree.pop("pre_state", None)
+    if not pre_state or not judge.ref.known_inputs:
+        return
+    from .observe import content_key, is_constant
+
+    labels = meta.get("pre_state") or []
+    for i, t in enumerate(pre_state):
+        if not hasattr(t, "dtype") or is_constant(t) or content_key(t) in judge.ref.known_inputs:
+            continue
+        label = labels[i] if i < len(labels) and isinstance(labels[i], str) else "a launch argument"
+        raise Verdict(Status.REJECTED, f"trust: {where}: {label} reads a tensor that neither the original's launches "
+                                       "nor its harness had (computed outside Triton, or kept from an earlier call): "
+                                       "the timed launches are not all the work")
 
 
 def _check_streams(judge: JudgeCore, meta: dict[str, Any], where: str) -> None:

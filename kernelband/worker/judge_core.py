@@ -53,10 +53,14 @@ class Reference:
     skipped: set[tuple[str, int]] = field(default_factory=set)  # (harness, seed) not checked: outputs too large
     cuda_peak: int = 0  # the original's variant process: most GPU memory its allocator reserved
     replay_valid: bool = False
+    bitwise_reproducible: bool = True  # the original gives bit-identical outputs for the same seed
     stale: bool = False  # the original itself returns buffers that a later call overwrites
     launches: list[LaunchRecord] = field(default_factory=list)
     kept_bytes: int = 0  # bytes of the references kept on the GPU
     recorded_calls: list[dict[str, Any]] = field(default_factory=list)  # the harness's calls of the wrapper
+    # contents the original's launches found (and its harness's tensors): what a candidate's
+    # launches may read besides fresh memory, constants and what earlier launches wrote
+    known_inputs: set[tuple[str, int, tuple[int, int]]] = field(default_factory=set)
     derived: list[tuple[dict[str, Any], Any]] = field(default_factory=list)  # (derived call, the original's outputs)
 
 

@@ -11,20 +11,37 @@ from .jobs import JobFailed, VariantJob
 from .judge_core import JudgeCore, gpu
 
 
+TOOLS = ("memcheck", "racecheck")
+
+
 def sanitize(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
-    """Run a candidate's correctness harnesses once under compute-sanitizer memcheck
-    (each tensor its own allocation, so an access past any tensor is reported): the
-    out-of-bounds reads and writes that comparisons cannot see. GPU only."""
-    task = judge.require_task()
+    """Run a candidate's correctness harnesses under compute-sanitizer, once per tool:
+    memcheck (each tensor its own allocation, so an access past any tensor is reported:
+    the out-of-bounds reads and writes that comparisons cannot see), then racecheck
+    (shared-memory hazards between a program's threads). GPU only. The first tool that
+    fails decides; the report names it."""
     tool = find_compute_sanitizer()
     if not gpu():
-        return {"ran": False, "ok": True, "reason": "no GPU: the interpreter has no memcheck"}
+        return {"ran": False, "ok": True, "reason": "no GPU: the interpreter has no compute-sanitizer"}
     if tool is None:
         return {"ran": False, "ok": True, "reason": "compute-sanitizer not found (CUDA's bin folder or PATH)"}
+    reports = []
+    for name in TOOLS:
+        report = _run_tool(judge, req, tool, name)
+        reports.append(report)
+        if not report["ok"]:
+            break
+    last = reports[-1]
+    return dict(last, tools=[r["tool"] for r in reports],
+                findings=[f for r in reports for f in r.get("findings", [])][:8])
+
+
+def _run_tool(judge: JudgeCore, req: dict[str, Any], tool: str, name: str) -> dict[str, Any]:
+    task = judge.require_task()
     harnesses = [h for h in task.check_harnesses if h != task.harness] or [task.harness]
     steps = [{"op": "run", "module": "v", "harness": h, "seed": task.seeds[0], "mode": "check"} for h in harnesses]
     assert judge.workdir is not None
-    log = judge.workdir / f"memcheck-{os.getpid()}-{time.monotonic_ns()}.log"
+    log = judge.workdir / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
     job = VariantJob(
         {"task": task.to_dict(), "modules": {"v": req["source"]}, "steps": steps, "interpreted": False,
          "writes": judge.ref.writes},
@@ -32,7 +49,7 @@ def sanitize(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
         device=None, on_log=judge.on_log,
         # the sanitizer talks to its target over loopback: both run in one private network
         wrapper=[sys.executable, "-m", "kernelband.worker.sandbox",
-                 tool, "--tool", "memcheck", "--error-exitcode", "86", "--print-limit", "8", "--log-file", str(log)],
+                 tool, "--tool", name, "--error-exitcode", "86", "--print-limit", "8", "--log-file", str(log)],
         extra_env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
     )
     job.start(None)
@@ -48,10 +65,11 @@ def sanitize(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
         job.close()
     report = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     log.unlink(missing_ok=True)
-    findings = [l.strip("= ").strip() for l in report.splitlines()
-                if "Invalid" in l or "out of bounds" in l.lower() or "ERROR SUMMARY" in l][:6]
-    failed = code == 86 or any(l.startswith("Invalid") for l in findings)
-    return {"ran": True, "ok": not failed, "exit_code": code, "job": ended, "findings": findings,
+    findings = [line.strip("= ").strip() for line in report.splitlines()
+                if "Invalid" in line or "out of bounds" in line.lower() or "hazard" in line.lower()
+                or "ERROR SUMMARY" in line][:6]
+    failed = code == 86 or any(f.startswith("Invalid") or "hazard" in f.lower() for f in findings)
+    return {"ran": True, "ok": not failed, "tool": name, "exit_code": code, "job": ended, "findings": findings,
             "harnesses": harnesses}
 
 

@@ -16,7 +16,7 @@ from . import checks
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
 from .jobs import Frame, JobFailed, VariantJob
 from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, count_runs, gpu, timed_frames, timed_steps
-from .observe import CallHistory, condense_locals, materialize, tree_bytes
+from .observe import CallHistory, comparable, condense_locals, materialize, tree_bytes
 from .stats import median_timing
 
 _REF_GPU_FRACTION = 0.4  # references stay on the GPU while they take at most this share of free memory
@@ -194,7 +194,7 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool)
             if frame.kind == "error":
                 raise RuntimeError(frame.meta.get("message", "error"))
             if frame.kind == "outputs" and (frame.meta.get("mode") != "replay" or judge.ref.replay_valid):
-                verdict = compare_outputs(ref, condense_locals(frame.tree))
+                verdict = compare_outputs(ref, comparable(frame.tree))
                 if not verdict.ok:
                     raise RuntimeError(f"its kept run differs from its references: {verdict.message}")
         lane = Lane(job)
@@ -332,23 +332,26 @@ def _absorb_reference(judge: JudgeCore, frame: Frame, base: Baseline, notes: lis
                 ref.stale = True
             history.record(h, tree.get("returned"))
     if mode == "check" and meta.get("again"):
-        _absorb_rerun(ref.outputs[(h, seed)], tree, base, notes)
+        if not _absorb_rerun(ref.outputs[(h, seed)], tree, base, notes):
+            ref.bitwise_reproducible = False
         return
     _absorb_outputs(judge, h, seed, frame, tree, launches)
 
 
-def _absorb_rerun(first: Any, tree: Any, base: Baseline, notes: list[str]) -> None:
-    """A second run of the original under the same seed: it must reproduce the first."""
+def _absorb_rerun(first: Any, tree: Any, base: Baseline, notes: list[str]) -> bool:
+    """A second run of the original under the same seed: it must reproduce the first.
+    True when it did bit for bit (then so must a candidate's)."""
     if bitwise_equal(first, tree):
-        return
+        return True
     verdict = compare_outputs(first, tree)
     if not verdict.ok:
         base.deterministic = False
         base.message = ("the original is not deterministic under a fixed seed "
                         f"({verdict.message}); seed the harness's inputs and avoid racy atomics")
-        return
+        return False
     if "not bitwise reproducible" not in " ".join(notes):
         notes.append("the original is not bitwise reproducible (within tolerance)")
+    return False
 
 
 def _absorb_outputs(judge: JudgeCore, h: str, seed: int, frame: Frame, tree: Any,
@@ -358,6 +361,7 @@ def _absorb_outputs(judge: JudgeCore, h: str, seed: int, frame: Frame, tree: Any
     what the harness needs there)."""
     task, ref, meta = judge.require_task(), judge.ref, frame.meta
     high = tree.pop("upcast", None) if isinstance(tree, dict) else None
+    pre_state = tree.pop("pre_state", None) if isinstance(tree, dict) else None
     if count_tensors(tree.get("returned")) + count_tensors(tree.get("written")) == 0:
         raise _SetupProblem(f"the harness {h} returns no tensors and its launches write none")
     device = _reference_device(judge, tree_bytes(tree) + tree_bytes(high))
@@ -372,8 +376,20 @@ def _absorb_outputs(judge: JudgeCore, h: str, seed: int, frame: Frame, tree: Any
     if h == task.harness and seed == task.seeds[0]:
         ref.launches = launches
         ref.recorded_calls = list(meta.get("calls") or [])
+        _know_inputs(ref, pre_state, tree)
     if high:
         _absorb_high(ref, h, tree, high, meta.get("upcast") or {})
+
+
+def _know_inputs(ref: Reference, pre_state: Any, tree: Any) -> None:
+    """What the original's launches found, and the harness's own tensors: contents a
+    candidate's launches may read."""
+    from .observe import _tensors, content_key
+
+    tensors: list[Any] = []
+    _tensors(pre_state, tensors)
+    _tensors(tree.get("harness_locals") if isinstance(tree, dict) else None, tensors)
+    ref.known_inputs |= {content_key(t) for t in tensors}
 
 
 def _absorb_high(ref: Reference, h: str, tree: Any, high: dict[str, list[Any]], present: dict[str, list[bool]]) -> None:

@@ -15,7 +15,7 @@ from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
 from .judge_core import GPU_MARGIN_BYTES, JudgeCore, deadline_s, gpu
 from .judge_original import decoded_bytes
-from .observe import condense_locals
+from .observe import comparable
 from .stats import median_timing, paired_statistics
 
 # Tests only: make the paired re-measurement fail with this text (frozen replays leave a
@@ -47,7 +47,7 @@ def _error(frame: Frame, message: str) -> None:
 
 def _must_match(ref: Any, frame: Frame, message: str, tree: Any = None) -> None:
     """An outputs frame that does not reproduce ``ref`` ends the op: "<message>: why"."""
-    verdict = compare_outputs(ref, condense_locals(frame.tree) if tree is None else tree)
+    verdict = compare_outputs(ref, comparable(frame.tree) if tree is None else tree)
     if not verdict.ok:
         raise RuntimeError(f"{message}: {verdict.message}")
 
@@ -88,10 +88,7 @@ def _kept_and_checked(judge: JudgeCore, job: VariantJob, key: str, what: str) ->
     for frame in job.until_mark():
         _error(frame, f"{what} no longer passes")
         if frame.kind == "outputs" and (frame.meta.get("mode") != "replay" or judge.ref.replay_valid):
-            tree = condense_locals(frame.tree)
-            if isinstance(tree, dict):
-                tree.pop("previous", None)
-            _must_match(ref, frame, f"{what} no longer passes in the paired run", tree)
+            _must_match(ref, frame, f"{what} no longer passes in the paired run", comparable(frame.tree))
 
 
 def paired(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
@@ -156,10 +153,7 @@ def _paired_in_sequence(judge: JudgeCore, source: str, rounds: int, what: str) -
             for frame in job.until_mark():
                 _error(frame, f"{label} no longer passes")
                 if frame.kind == "outputs" and (frame.meta.get("mode") != "replay" or judge.ref.replay_valid):
-                    tree = condense_locals(frame.tree)
-                    if isinstance(tree, dict):
-                        tree.pop("previous", None)
-                    _must_match(ref, frame, f"{label} no longer passes in the paired run", tree)
+                    _must_match(ref, frame, f"{label} no longer passes in the paired run", comparable(frame.tree))
                 if frame.kind == "samples":
                     blocks[key] = [float(x) for x in frame.meta.get("ms") or []]
                     clock = str(frame.meta.get("clock"))

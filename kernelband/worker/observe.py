@@ -88,6 +88,19 @@ def condense_locals(tree: Any) -> Any:
     return dict(tree, harness_locals=view(tree["harness_locals"]))
 
 
+AUXILIARY = ("previous", "pre_state")  # parts of an outputs frame that are evidence, not outputs
+
+
+def comparable(tree: Any) -> Any:
+    """An outputs frame's tree as it is compared with a reference: large inputs condensed
+    to fingerprints, the evidence parts (earlier results, the launches' starting state)
+    left out."""
+    tree = condense_locals(tree)
+    if isinstance(tree, dict):
+        tree = {k: v for k, v in tree.items() if k not in AUXILIARY}
+    return tree
+
+
 def materialize(tree: Any, device: Optional[str]) -> Any:
     """A copy of every tensor of ``tree`` in the judge's own memory (``device``, else the
     host): what the judge keeps must not be the variant's memory, which it may change or
@@ -180,3 +193,18 @@ def _tensors(tree: Any, out: list[torch.Tensor]) -> None:
     elif isinstance(tree, (list, tuple)):
         for v in tree:
             _tensors(v, out)
+
+
+def content_key(t: torch.Tensor) -> tuple[str, int, tuple[int, int]]:
+    """A tensor's content as a set member: dtype, element count and fingerprint."""
+    return str(t.dtype), t.numel(), fingerprint(t)
+
+
+def is_constant(t: torch.Tensor) -> bool:
+    """Every element equal (a memset: zeros, ones, a fill) or every element NaN (fresh memory)."""
+    flat = t.detach().reshape(-1)
+    if flat.numel() <= 1:
+        return True
+    if flat.is_floating_point() and bool(torch.isnan(flat).all()):
+        return True
+    return bool((flat == flat[0]).all())

@@ -245,6 +245,8 @@ class Steps:
         # each launch): a candidate's outputs are the arguments the original writes, and the
         # judge compares everything else it is shown itself
         options["track_writes"] = not self.writes
+        if step.get("keep"):  # its replay check restores what the launches found (in-place kernels too)
+            options["snapshot_bytes"] = _snapshot_budget()
         t0 = time.perf_counter()
         calls: list[dict[str, Any]] = []
         try:
@@ -296,6 +298,11 @@ class Steps:
                                 "harness_locals": _locals_view(rec.harness_locals, written, out, self.transport)}
         if previous:  # what earlier calls returned, as it is now: the judge sees whether it changed
             tree["previous"] = previous
+        if step.get("keep") and rec.pre_state_complete and rec.pre_state:
+            # every tensor the launches found as they found it: the judge checks each is an input
+            # it knows, fresh memory, a constant, or written by an earlier launch
+            tree["pre_state"] = [copy for _, copy in rec.pre_state.values()]
+            meta["pre_state"] = _pre_state_labels(rec)
         self.output_bytes[step["harness"]] = _output_bytes(out, written)
         if mode == "upcast":
             tree["upcast"] = {k: [x if x is not None else torch.empty(0) for x in v] for k, v in hp.items()}
@@ -362,10 +369,13 @@ class Steps:
         from .capture import poison, replay_all, tensor_key
         from .runner import synchronize
 
+        from .capture import restore_pre_state
+
         t0 = time.perf_counter()
         out, rec = self.kept[step["key"]]
+        restored = restore_pre_state(rec)  # every argument as the first launch found it
         done: set[tuple[Any, ...]] = set()
-        for launch in rec.launches:
+        for launch in rec.launches if not restored else []:  # too large to copy: poison the outputs
             for name in self._names(launch, "check"):
                 t = launch.named_args()[name]
                 if not hasattr(t, "fill_"):
@@ -378,7 +388,7 @@ class Steps:
         self.integrity.check()
         written, _ = self._collect_written(rec, "check", {})
         self.send("outputs", {"mode": "replay", "key": step["key"], "launches": len(rec.launches),
-                              "seconds": round(time.perf_counter() - t0, 4)},
+                              "restored": restored, "seconds": round(time.perf_counter() - t0, 4)},
                   {"returned": out, "written": written,
                    "harness_locals": _locals_view(rec.harness_locals, written, out, self.transport)})
 
@@ -534,6 +544,28 @@ def _recording_wrappers(version: Any, names: list[str]) -> Any:
     return both()
 
 
+def _pre_state_labels(rec: Any) -> list[str]:
+    """"kernel.arg" of the first launch that used each tensor in ``rec.pre_state``."""
+    from .capture import tensor_key
+
+    labels: dict[tuple[Any, ...], str] = {}
+    for launch in rec.launches:
+        for name, t in launch.named_args().items():
+            if hasattr(t, "data_ptr"):
+                labels.setdefault(tensor_key(t), f"{launch.name}.{name}")
+    return [labels.get(k, "?") for k in rec.pre_state]
+
+
+def _snapshot_budget() -> int:
+    """Memory a kept run may spend on copies of its launches' arguments (the replay check's
+    starting state): a quarter of the GPU's free memory, 1 GiB under the interpreter."""
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+        return 1 << 30
+    return torch.cuda.mem_get_info()[0] // 4
+
+
 def _previous_budget() -> int:
     """GPU memory that earlier calls' results may keep alive for the staleness check."""
     import torch
@@ -664,10 +696,12 @@ def _run_step(steps: "Steps", step: dict[str, Any], proto: IO[bytes], nonce: str
     from ..redact import cap
     from .wire import write_frame
 
+    from .capture import HookDuringReplay
+
     try:
         getattr(steps, f"op_{step['op']}")(step)
         return None
-    except RuntimeTampered as e:
+    except (RuntimeTampered, HookDuringReplay) as e:  # a trust failure, not the kernel's error
         try:
             write_frame(proto, nonce, "error", {"phase": "tampered", "message": cap(str(e))})
         except OSError:

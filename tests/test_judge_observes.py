@@ -1,0 +1,132 @@
+"""Checks whose facts the judge takes itself, each with the variant that would abuse the
+gap it closes (DESIGN section 6; kernelband/worker/judge_candidate.py, capture.py).
+Real Triton under the interpreter, through the whole path (screen, judge, sandboxed
+variant process)."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from helpers.kernels import AXPY, AXPY_LAUNCH, axpy_task, edited
+
+from kernelband.evaluate import Evaluator
+from kernelband.model import Status, Variant
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def axpy(tmp_path_factory):
+    ev = Evaluator(axpy_task(tmp_path_factory.mktemp("observes"), timeout_s=30.0))
+    assert ev.prepare(time_it=False).ok
+    yield ev
+    ev.close()
+
+
+def test_torch_doing_the_work_behind_an_identity_launch_is_rejected(axpy):
+    """The wrapper computes the result with torch; the kernel only copies it into ``out``.
+    Every output check passes (neutralised launches change the output, the replay
+    reproduces it): what gives it away is a launch reading a tensor the original never had."""
+    cheat = edited(AXPY_LAUNCH, "ready = alpha * x + y\n"
+                                "    axpy_kernel[(triton.cdiv(n, 128),)](ready, y, out, 1.0, n, BLOCK_SIZE=128)")
+    cheat = Variant(cheat.source.replace("tl.store(out_ptr + offsets, alpha * x + y, mask=mask)",
+                                         "tl.store(out_ptr + offsets, alpha * x + y * 0.0, mask=mask)"))
+    ev = axpy.evaluate(cheat, time_it=False)
+    assert ev.status == Status.REJECTED and "the timed launches are not all the work" in ev.message, ev.message
+
+
+def test_a_rewrite_that_only_reshapes_its_inputs_is_accepted(axpy):
+    """A view of a harness input is the same content: not work moved outside the launch."""
+    ok = edited(AXPY_LAUNCH, "x = x.view(-1)\n    " + AXPY_LAUNCH)
+    ev = axpy.evaluate(ok, time_it=False)
+    assert ev.ok, ev.message
+
+
+def test_a_pre_run_hook_is_refused_in_the_replay(axpy):
+    """A JIT pre-run hook runs Python beside every launch, the timed replays included."""
+    cheat = edited("    return out\n", "    axpy_kernel.add_pre_run_hook(lambda *a, **k: None)\n    return out\n")
+    ev = axpy.evaluate(cheat, time_it=False)
+    assert ev.status == Status.REJECTED, ev.message
+    assert "pre-run hook" in ev.message or "not allowed" in ev.message or "screen" in ev.message, ev.message
+
+
+def test_bits_that_differ_between_two_runs_of_one_seed_are_refused(axpy):
+    """Within tolerance each time, but not reproducible where the original is: a race or an
+    unordered atomic looks like this."""
+    cheat = edited("def axpy(alpha, x, y):\n", "_calls = [0]\n\n\ndef axpy(alpha, x, y):\n    _calls[0] += 1\n")
+    cheat = Variant(cheat.source.replace(AXPY_LAUNCH,
+                                         "axpy_kernel[(triton.cdiv(n, 128),)](x, y, out, alpha * (1.0 + 1e-7 * _calls[0]),"
+                                         " n, BLOCK_SIZE=128)"))
+    ev = axpy.evaluate(cheat, time_it=False)
+    assert ev.status == Status.MISMATCH and "different bits" in ev.message, ev.message
+
+
+ROTATE = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def twice_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        tl.store(x_ptr + offs, x * 2.0 + 1.0, mask=mask)
+
+
+    def twice_(x):
+        n = x.numel()
+        twice_kernel[(triton.cdiv(n, 256),)](x, n, BLOCK=256)
+
+
+    def harness_twice():
+        x = torch.randn(5000)
+        twice_(x)
+        return x
+''')
+
+
+@pytest.fixture(scope="module")
+def in_place(tmp_path_factory):
+    path = tmp_path_factory.mktemp("inplace") / "twice.py"
+    path.write_text(ROTATE, encoding="utf-8")
+    from kernelband.model import Task
+
+    ev = Evaluator(Task(module_path=str(path), source=ROTATE, kernel="twice_kernel", harness="harness_twice",
+                        device="cpu", timeout_s=30.0))
+    base = ev.prepare(time_it=False)
+    assert base.ok, base.message
+    assert "replays of the original do not reproduce" not in base.message, base.message  # restored, then replayed
+    yield ev
+    ev.close()
+
+
+def test_an_in_place_kernel_gets_a_replay_check(in_place):
+    ok = Variant(ROTATE.replace("BLOCK=256)", "BLOCK=512)").replace("cdiv(n, 256)", "cdiv(n, 512)"))
+    assert in_place.evaluate(ok, time_it=False).ok
+
+
+def test_an_in_place_kernel_whose_work_torch_did_first_is_rejected(in_place):
+    """Torch updates the buffer in place; the kernel then runs over it with nothing to do
+    (every element masked off). The restored replay reproduces the result (the kernel
+    found it already there): the launch read a buffer no launch of the original found."""
+    cheat = Variant(ROTATE.replace("        twice_kernel[(triton.cdiv(n, 256),)](x, n, BLOCK=256)",
+                                   "        x.mul_(2.0).add_(1.0)\n        twice_kernel[(triton.cdiv(n, 256),)](x, 0, BLOCK=256)")
+                    .replace("    twice_kernel[(triton.cdiv(n, 256),)](x, n, BLOCK=256)",
+                             "    x.mul_(2.0).add_(1.0)\n    twice_kernel[(triton.cdiv(n, 256),)](x, 0, BLOCK=256)"))
+    assert cheat.source != ROTATE
+    ev = in_place.evaluate(cheat, time_it=False)
+    assert ev.status == Status.REJECTED, ev.message
+
+
+def test_the_roofline_refuses_a_time_no_kernel_can_have():
+    from kernelband.model import Evaluation, Timing
+    from kernelband.worker.judge_candidate import Verdict, _check_roofline
+
+    ev = Evaluation(Status.OK, timing=Timing(0.001, 0.001, 0.001, "cuda-events", 1), interpreted=False)
+    facts = {"copy_gbs": 3000.0}
+    _check_roofline(ev, facts, output_floor_bytes=1 << 20)  # 1 MiB in 1 us: 1 TB/s, possible
+    with pytest.raises(Verdict) as refused:
+        _check_roofline(ev, facts, output_floor_bytes=64 << 20)  # 64 MiB written in 1 us: 67 TB/s
+    assert "above the GPU's measured copy bandwidth" in str(refused.value)
