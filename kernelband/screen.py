@@ -320,6 +320,10 @@ def _module_statements(otree: ast.Module, vtree: ast.Module) -> Optional[str]:
     if missing:
         first = next(s for s in ostmts if ast.dump(s) in missing)
         return f"module-level statement at line {first.lineno} was changed or removed: {ast.unparse(first)[:80]}"
+    left = iter(ast.dump(s) for s in vstmts)
+    for s in ostmts:  # the original's statements, in the original's order (a name bound twice keeps its last value)
+        if not any(d == ast.dump(s) for d in left):
+            return f"module-level statement at line {s.lineno} was moved: the original's statements keep their order"
     bound = _bound_names(otree.body) | set(_top_defs(otree))
     extra = Counter(ast.dump(s) for s in vstmts) - Counter(ast.dump(s) for s in ostmts)
     for s in vstmts:

@@ -158,6 +158,8 @@ DENIED_QUALIFIED: tuple[str, ...] = (
     "triton.knobs", "triton.runtime", "triton.tools", "triton.backends", "triton.compiler", "triton.compile",
     "operator.attrgetter", "operator.methodcaller", "functools.reduce", "functools.wraps",
     "functools.update_wrapper", "triton.set_allocator",
+    # inline assembly is not Triton code: what it reads, writes or times is not Triton's semantics
+    "triton.language.inline_asm_elementwise",
     "typing.get_type_hints", "typing.ForwardRef",
     "dataclasses.make_dataclass", "warnings.formatwarning", "warnings.showwarning", "warnings.warn_explicit",
 )

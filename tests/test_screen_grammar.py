@@ -165,7 +165,9 @@ def test_kernel_code_is_triton_code():
                            ("    d = {'a': 1}\n", "a dict in a Triton kernel"),
                            ("    f = lambda v: v\n", "a lambda in a Triton kernel"),
                            ("    def inner():\n        return 1\n", "functiondef statement in a Triton kernel"),
-                           ("    with tl.static_range(1):\n        pass\n", "with statement in a Triton kernel")):
+                           ("    with tl.static_range(1):\n        pass\n", "with statement in a Triton kernel"),
+                           ("    t = tl.inline_asm_elementwise('mov.u32 $0, %globaltimer_lo;', '=r', [], dtype=tl.int32, "
+                            "is_pure=False, pack=1)\n", "triton.language.inline_asm_elementwise")):
         v = ORIG.replace("    pid = tl.program_id(axis=0)\n", "    pid = tl.program_id(axis=0)\n" + body)
         got = reasons(v)
         assert any(expected in r for r in got), (body, got)
@@ -262,3 +264,12 @@ def test_kernel_value_attributes_are_attributes_of_triton_values():
                  "value address_space block_shape name".split())
     assert KERNEL_VALUE_ATTRIBUTES - known == set()
     assert "handle" not in KERNEL_VALUE_ATTRIBUTES and KERNEL_VALUE_ATTRIBUTES & EXCLUDED_MEMBERS == set()
+
+
+def test_the_original_module_statements_keep_their_order():
+    orig = ORIG.replace('DEVICE = "cuda" if torch.cuda.is_available() else "cpu"\n',
+                        'DEVICE = "cpu"\nDEVICE = "cuda" if torch.cuda.is_available() else "cpu"\n')
+    swapped = orig.replace('DEVICE = "cpu"\nDEVICE = "cuda" if torch.cuda.is_available() else "cpu"\n',
+                           'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"\nDEVICE = "cpu"\n')
+    assert "was moved" in screen(swapped, orig)
+    assert screen(orig.replace("BLOCK_SIZE=128)", "BLOCK_SIZE=256)"), orig) is None
