@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 import string
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
@@ -46,6 +47,7 @@ _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _NOT_IN_KERNELS = {ast.Dict: "a dict", ast.Set: "a set", ast.Lambda: "a lambda", ast.JoinedStr: "an f-string",
                    ast.ListComp: "a comprehension", ast.SetComp: "a comprehension", ast.GeneratorExp: "a comprehension",
                    ast.DictComp: "a comprehension", ast.NamedExpr: "an assignment expression"}
+_DUNDER_TEXT = re.compile(r"__\w+__")
 _IMPORT_RULE = "a variant may import only what the original imports (plus math, itertools, typing and triton.language)"
 
 
@@ -551,9 +553,10 @@ def _import_what(key: str) -> str:
 def import_findings(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
     """(what, why) for each name a module-level import binds that the grammar refuses."""
     out = []
-    for key, module, name in import_keys(node):
+    for (key, module, name), alias in zip(import_keys(node), node.names):
         what = _import_what(key)
-        if (is_dunder(module.split(".")[-1]) and module != "__future__") or is_dunder(name):
+        bound = alias.asname or alias.name.split(".")[0]
+        if (is_dunder(module.split(".")[-1]) and module != "__future__") or is_dunder(name) or is_dunder(bound):
             out.append((what, "dunder access is not allowed"))
         elif not safe_import(module, name):
             out.append((what, _IMPORT_RULE))
@@ -561,9 +564,7 @@ def import_findings(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
 
 
 def _dunder_text(text: str) -> Optional[str]:
-    import re
-
-    m = re.search(r"__\w+__", text)
+    m = _DUNDER_TEXT.search(text)
     return m.group(0) if m else None
 
 

@@ -273,3 +273,9 @@ def test_the_original_module_statements_keep_their_order():
                            'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"\nDEVICE = "cpu"\n')
     assert "was moved" in screen(swapped, orig)
     assert screen(orig.replace("BLOCK_SIZE=128)", "BLOCK_SIZE=256)"), orig) is None
+
+
+def test_imports_never_bind_a_dunder_name():
+    for line in ("import math as __builtins__\n", "from math import sqrt as __loader__\n"):
+        got = reasons(ORIG.replace("import torch\n", line + "import torch\n"))
+        assert any("dunder access" in r for r in got), (line, got)
