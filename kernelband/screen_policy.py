@@ -1,33 +1,25 @@
-"""What a variant may use: the allow-lists and the AST scan behind ``kernelband/screen.py``.
+"""What changed code of a variant may use: the allow-lists behind the screen's grammar
+(``kernelband/screen_grammar.py``); this file holds lists and their lookups only.
 
-Deny by default. ``scan(tree)`` lists every *use* in a module that is not plainly
-allowed, as ``Use`` records. Two kinds:
-
-- *unlisted* uses (``counted=False``): a name, a ``torch.x.y`` chain or an import that is
-  not on the allow-lists below. The variant may have it when the original module (the
-  user's trusted code) uses the same thing anywhere.
-- *counted* uses (``counted=True``): what is dangerous even when the original has it:
-  dunders, dynamic attribute access (``getattr``...), code execution, file/process/network
-  helpers, modules used as values (aliases), attribute stores, shadowed imports or
-  builtins, class bases, ``global``. The variant may have at most as many as the original
-  has in the same top-level function (or class).
-
-The screen compares the two scans; this file holds no structural checks.
+- builtins: ``SAFE_BUILTINS`` may be used; ``DANGEROUS_BUILTINS`` say why the others that
+  read attributes by name, run code or touch files are refused;
+- chains from an import (``torch.empty``, ``tl.load``): ``ALLOWED`` modules, namespaces,
+  objects and members, looked up by ``chain_verdict``; ``BANNED_MODULES`` and
+  ``DENIED_QUALIFIED`` only give the refusals a clearer reason;
+- attributes of any other value: ``HOST_VALUE_ATTRIBUTES`` (what tensors, dtypes, devices,
+  shapes, numbers, strings, containers and Triton configs have, less ``EXCLUDED_MEMBERS``)
+  and ``KERNEL_VALUE_ATTRIBUTES`` (what Triton's values have inside a kernel). The tests
+  check both against the installed torch and triton;
+- ``TRITON_CALLS``: the configuration Triton's decorators may be given (no hooks);
+- imports a variant may add although the original lacks them (``safe_import``).
 """
 from __future__ import annotations
 
 import ast
-import builtins
-import re
-import string
 import sys
-from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from .detect import import_bindings as _import_bindings
-
 # ----------------------------------------------------------------------------- builtins
-_BUILTIN_NAMES: frozenset[str] = frozenset(dir(builtins))
 SAFE_BUILTINS: frozenset[str] = frozenset(
     """len range min max abs int float bool complex str tuple list dict set frozenset isinstance
     issubclass enumerate zip sum any all print round divmod sorted reversed map filter slice pow
@@ -36,10 +28,10 @@ SAFE_BUILTINS: frozenset[str] = frozenset(
     KeyError IndexError LookupError NotImplementedError ZeroDivisionError ArithmeticError
     OverflowError StopIteration AttributeError""".split()
 )
-_DYNAMIC = "dynamic attribute access is not allowed"
+_DYNAMIC = "dynamic attribute access is not allowed (it takes attribute names as strings)"
 _CODE = "code execution is not allowed"
 _IO = "file, process, network or native-code access is not allowed"
-# Builtins that are rejected wherever they appear (called, aliased or passed as a value).
+# Why the builtins that matter most are refused (every builtin not in SAFE_BUILTINS is).
 DANGEROUS_BUILTINS: dict[str, str] = {
     **{n: _DYNAMIC for n in ("getattr", "setattr", "delattr", "hasattr", "vars", "dir", "globals", "locals", "type")},
     **{n: _CODE for n in ("eval", "exec", "compile", "breakpoint")},
@@ -77,7 +69,8 @@ _CUDA_LEAVES = """is_available current_device get_device_name get_device_propert
 device_count synchronize device is_bf16_supported""".split()
 _TRITON_LEAVES = "jit autotune Config heuristics cdiv next_power_of_2".split()
 _TYPING_MEMBERS = "Optional Union Tuple List Dict Any Callable Sequence Iterable Mapping".split()
-_FUNCTOOLS_MEMBERS = "partial lru_cache cache wraps cached_property".split()
+# wraps / update_wrapper copy attributes named by strings, reduce(getattr, ...) reads them
+_FUNCTOOLS_MEMBERS = "partial lru_cache cache".split()
 # Device queries from Triton's tutorials (persistent kernels size their grid by SM count);
 # the rest of triton.runtime (binary loading, caches, hooks) stays denied.
 _TRITON_RUNTIME_MEMBERS = """triton.runtime.driver.active.get_active_torch_device
@@ -107,10 +100,9 @@ ALLOWED: dict[str, str] = {
     "triton.runtime.driver.active": MODULE,
     "triton.runtime.driver.active.utils": MODULE,
     **{n: MEMBER for n in _TRITON_RUNTIME_MEMBERS},
-    # TMA descriptors (Hopper matmuls) and the allocator they need; the rest of
-    # triton.tools (disassembler, AOT compiler) stays denied
+    # TMA descriptors (Hopper matmuls); the rest of triton.tools (disassembler, AOT compiler)
+    # stays denied, and so does triton.set_allocator (a Python function called at launches)
     "triton.tools.tensor_descriptor.TensorDescriptor": LEAF,
-    "triton.set_allocator": MEMBER,
     **{f"functools.{n}": MEMBER for n in _FUNCTOOLS_MEMBERS},
     **{f"torch.{n}": LEAF for n in _TORCH_LEAVES},
     **{f"torch.cuda.{n}": LEAF for n in _CUDA_LEAVES},
@@ -132,22 +124,22 @@ _MODULE_LIKE_NAMES: frozenset[str] = frozenset(getattr(sys, "stdlib_module_names
     "np", "numpy", "torch", "triton", "tl", "F", "os", "sys", "builtins", "importlib", "pkgutil", "core",
 }
 
-# Imports a variant may add although the original lacks them: nothing in them touches
-# files, processes or the network.
+# Imports a variant may add although the original lacks them: pure numeric, typing and
+# Triton language modules (what they expose is still looked up name by name).
 SAFE_IMPORT_MODULES: frozenset[str] = frozenset(
-    {"math", "itertools", "functools", "torch", "torch.nn", "torch.nn.functional", "triton", "triton.language"}
+    {"math", "itertools", "torch", "torch.nn", "torch.nn.functional", "triton", "triton.language"}
 )
 SAFE_IMPORT_FROM: frozenset[str] = frozenset(
-    {"math", "itertools", "functools", "torch", "triton", "triton.language", "triton.language.extra", "triton.language.extra.cuda",
+    {"math", "itertools", "torch", "triton", "triton.language", "triton.language.extra", "triton.language.extra.cuda",
      "triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice", "typing", "torch.nn",
      "torch.nn.functional", "triton.tools.tensor_descriptor"}
 )
 # What a prompt may tell an LLM it can import (the original's own imports come on top).
 ALLOWED_IMPORTS: frozenset[str] = frozenset({"__future__"}) | SAFE_IMPORT_MODULES | SAFE_IMPORT_FROM
 
-# Modules (and their submodules) that are never allowed, and qualified names inside
-# allowed packages that read/write files, run code, load native code or change global
-# hooks. Counted: the original may keep its own uses.
+# Modules (and their submodules) and qualified names inside allowed packages that read or
+# write files, run code, load native code or change global hooks: refused with that
+# reason (anything else off the allow-list is refused as unlisted).
 BANNED_MODULES: frozenset[str] = frozenset(
     """os sys subprocess socket shutil pathlib ctypes importlib builtins io pickle marshal shelve
     multiprocessing threading _thread signal tempfile glob urllib http requests ftplib smtplib asyncio
@@ -164,20 +156,111 @@ DENIED_QUALIFIED: tuple[str, ...] = (
     "numpy.genfromtxt", "numpy.fromfile", "numpy.fromregex", "numpy.memmap", "numpy.ctypeslib", "numpy.lib",
     "numpy.rec", "numpy.f2py", "numpy.distutils", "numpy.testing", "numpy.DataSource", "numpy.core",
     "triton.knobs", "triton.runtime", "triton.tools", "triton.backends", "triton.compiler", "triton.compile",
-    "operator.attrgetter", "operator.methodcaller", "functools.reduce",
+    "operator.attrgetter", "operator.methodcaller", "functools.reduce", "functools.wraps",
+    "functools.update_wrapper", "triton.set_allocator",
+    # inline assembly is not Triton code: what it reads, writes or times is not Triton's semantics
+    "triton.language.inline_asm_elementwise",
     "typing.get_type_hints", "typing.ForwardRef",
     "dataclasses.make_dataclass", "warnings.formatwarning", "warnings.showwarning", "warnings.warn_explicit",
 )
-# Attribute names refused on any object (a tensor, a local, a call result): they do file
-# I/O, reach a module, or expose frames and globals.
-DENIED_ATTRIBUTES: frozenset[str] = frozenset(
-    """tofile dump dumps load loads save savez fromfile from_file memmap load_library ctypes ctypeslib
-    system popen environ getenv putenv spawn fork forkpty execv execve open read_text write_text read_bytes
-    write_bytes unlink rmtree os sys subprocess socket shutil pathlib importlib builtins pickle
-    marshal gi_frame gi_code gi_yieldfrom cr_frame cr_code cr_await ag_frame ag_code f_globals f_locals
-    f_builtins f_back f_code tb_frame tb_next func_globals formatwarning showwarning knobs""".split()
+# ----------------------------------------------------------------------------- values
+# Attributes of the values a wrapper works with: public members of torch.Tensor, dtype,
+# device, Size, finfo / iinfo, Python's numbers, strings and containers, triton.Config,
+# TensorDescriptor and CUDA device properties (generated from torch 2.13 / triton 3.9;
+# tests/test_screen.py checks each name against the installed versions). Frames,
+# globals, code objects, modules, storages and numpy's file methods are not among them.
+HOST_VALUE_ATTRIBUTES: frozenset[str] = frozenset("""
+H L2_cache_size T abbr abs abs_ absolute absolute_ acos acos_ acosh acosh_ add add_ addbmm addbmm_ addcdiv
+addcdiv_ addcmul addcmul_ addmm addmm_ addmv addmv_ addr addr_ adjoint all all_kwargs allclose amax amin
+aminmax angle any append arccos arccos_ arccosh arccosh_ arcsin arcsin_ arcsinh arcsinh_ arctan arctan2
+arctan2_ arctan_ arctanh arctanh_ argmax argmin argsort argwhere as_integer_ratio as_strided as_strided_
+as_strided_scatter as_subclass asin asin_ asinh asinh_ atan atan2 atan2_ atan_ atanh atanh_ baddbmm baddbmm_
+base bernoulli bernoulli_ bfloat16 bincount bit_count bit_length bits bitwise_and bitwise_and_
+bitwise_left_shift bitwise_left_shift_ bitwise_not bitwise_not_ bitwise_or bitwise_or_ bitwise_right_shift
+bitwise_right_shift_ bitwise_xor bitwise_xor_ block_shape bmm bool broadcast_to byte capitalize casefold
+cauchy_ ccol_indices cdouble ceil ceil_ center cfloat chalf char cholesky cholesky_inverse cholesky_solve
+chunk clamp clamp_ clamp_max clamp_max_ clamp_min clamp_min_ clear clip clip_ clone coalesce col_indices conj
+conj_physical conj_physical_ conjugate const_data_ptr contiguous copy copy_ copysign copysign_ corrcoef cos
+cos_ cosh cosh_ count count_nonzero cov cpu cross crow_indices cuda cummax cummin cumprod cumprod_ cumsum
+cumsum_ data data_ptr deg2rad deg2rad_ denominator dense_dim dequantize det detach detach_ device diag
+diag_embed diagflat diagonal diagonal_scatter diff difference difference_update digamma digamma_ dim dim_order
+discard dist div div_ divide divide_ dot double dsplit dtype eig element_size encode endswith eps eq eq_ equal
+erf erf_ erfc erfc_ erfinv erfinv_ exp exp2 exp2_ exp_ expand expand_as expandtabs expm1 expm1_ exponential_
+extend fill_ fill_diagonal_ find fix fix_ flatten flip fliplr flipud float float_power float_power_ floor
+floor_ floor_divide floor_divide_ fmax fmin fmod fmod_ format format_map frac frac_ frexp from_bytes
+from_tensor fromhex fromkeys gather gcd gcd_ ge ge_ geometric_ geqrf ger get get_device grad grad_dtype
+greater greater_ greater_equal greater_equal_ gt gt_ half hardshrink hash_tensor heaviside heaviside_ hex
+histc histogram hsplit hypot hypot_ i0 i0_ igamma igamma_ igammac igammac_ imag index index_add index_add_
+index_copy index_copy_ index_fill index_fill_ index_put index_put_ index_reduce index_reduce_ index_select
+indices inner insert int int_repr intersection intersection_update inverse ipu is_coalesced is_complex is_conj
+is_contiguous is_cpu is_cuda is_distributed is_floating_point is_inference is_integer is_ipu is_leaf is_maia
+is_meta is_mkldnn is_mps is_mtia is_neg is_nested is_nonzero is_pinned is_quantized is_same_size is_set_to
+is_shared is_signed is_sparse is_sparse_csr is_vulkan is_xla is_xpu isalnum isalpha isascii isclose isdecimal
+isdigit isdisjoint isfinite isidentifier isinf islower isnan isneginf isnumeric isposinf isprintable isreal
+isspace issubset issuperset istft istitle isupper item items itemsize join keys kron kthvalue kwargs layout
+lcm lcm_ ldexp ldexp_ le le_ lerp lerp_ less less_ less_equal less_equal_ lgamma lgamma_ ljust log log10
+log10_ log1p log1p_ log2 log2_ log_ log_normal_ log_softmax logaddexp logaddexp2 logcumsumexp logdet
+logical_and logical_and_ logical_not logical_not_ logical_or logical_or_ logical_xor logical_xor_ logit logit_
+logsumexp long lower lstrip lstsq lt lt_ lu lu_solve mH mT major maketrans masked_fill masked_fill_
+masked_scatter masked_scatter_ masked_select matmul matrix_exp matrix_power max
+max_threads_per_multi_processor maximum maxnreg mean median min minimum minor mm mode moveaxis movedim msort
+mtia mul mul_ multi_processor_count multinomial multiply multiply_ mv mvlgamma mvlgamma_ name nan_to_num
+nan_to_num_ nanmean nanmedian nanquantile nansum narrow narrow_copy nbytes ndim ndimension ne ne_ neg neg_
+negative negative_ nelement new new_empty new_empty_strided new_full new_ones new_tensor new_zeros nextafter
+nextafter_ nonzero nonzero_static norm normal_ not_equal not_equal_ num_ctas num_stages num_warps numel
+numerator numpy orgqr ormqr outer output_nr padding partition permute pin_memory pinverse polygamma polygamma_
+pop popitem positive pow pow_ prelu prod put put_ q_per_channel_axis q_per_channel_scales
+q_per_channel_zero_points q_scale q_zero_point qr qscheme quantile rad2deg rad2deg_ random_ ravel real
+reciprocal reciprocal_ regs_per_multiprocessor reinforce relu relu_ remainder remainder_ remove removeprefix
+removesuffix renorm renorm_ repeat repeat_interleave replace requires_grad requires_grad_ reshape reshape_as
+resize resize_ resize_as resize_as_ resize_as_sparse_ resolution resolve_conj resolve_neg retain_grad
+retains_grad reverse rfind rindex rjust roll rot90 round round_ round_f32_to_tf32 row_indices rpartition
+rsplit rsqrt rsqrt_ rstrip scatter scatter_ scatter_add scatter_add_ scatter_reduce scatter_reduce_ select
+select_scatter set_ setdefault sgn sgn_ shape shared_memory_per_block shared_memory_per_block_optin
+shared_memory_per_multiprocessor short sigmoid sigmoid_ sign sign_ signbit sin sin_ sinc sinc_ sinh sinh_ size
+slice_inverse slice_scatter slogdet smallest_normal smm softmax solve sort sparse_dim sparse_mask
+sparse_resize_ sparse_resize_and_clear_ split split_with_sizes splitlines sqrt sqrt_ square square_ squeeze
+squeeze_ sspaddmm start startswith std step stft stop storage_offset stride strides strip sub sub_ subtract
+subtract_ sum sum_to_size svd swapaxes swapaxes_ swapcase swapdims swapdims_ symeig symmetric_difference
+symmetric_difference_update t t_ take take_along_dim tan tan_ tanh tanh_ tensor_split tile tiny title to
+to_bytes to_complex to_dense to_mkldnn to_padded_tensor to_real to_sparse to_sparse_bsc to_sparse_bsr
+to_sparse_coo to_sparse_csc to_sparse_csr tolist topk total_memory trace translate transpose transpose_
+triangular_solve tril tril_ triu triu_ true_divide true_divide_ trunc trunc_ type type_as unbind unflatten
+unfold uniform_ union unique unique_consecutive unsafe_chunk unsafe_split unsafe_split_with_sizes unsqueeze
+unsqueeze_ update upper uuid values var vdot view view_as volatile vsplit warp_size where xlogy xlogy_ xpu
+zero_ zfill
+""".split())
+# Tensor members left out: they reach storages and shared memory, register Python hooks
+# that run later (autograd, streams) or call Python on every element.
+EXCLUDED_MEMBERS: frozenset[str] = frozenset(
+    """storage untyped_storage storage_type share_memory_ register_hook register_post_accumulate_grad_hook
+    backward module_load grad_fn apply_ map_ map2_ record_stream handle to_ir codegen_name mangle
+    cache_key_part""".split()
 )
-_DUNDER_TEXT = re.compile(r"__\w+__")
+# Attributes of Triton's values inside a kernel (tl.tensor, dtype, pointer_type,
+# block_type, constexpr), less its IR internals (handle, to_ir...).
+KERNEL_VALUE_ATTRIBUTES: frozenset[str] = frozenset("""
+FP_TYPES KIND OTHER_TYPES SIGNEDNESS SINT_TYPES STANDARD_FP_TYPES T UINT_TYPES abs address_space advance
+argmax argmin associative_scan atomic_add atomic_and atomic_cas atomic_load atomic_max atomic_min atomic_or
+atomic_poll atomic_store atomic_xchg atomic_xor block_shape broadcast_to cast cdiv ceil cos cumprod cumsum
+dtype element_ty erf exp exp2 expand_dims exponent_bias flip floor fp_mantissa_width gather get_block_shapes
+get_int_max_value get_int_min_value histogram int_bitwidth is_bf16 is_block is_bool is_const is_dtype
+is_floating is_fp16 is_fp32 is_fp64 is_fp8 is_fp8e4b15 is_fp8e4b8 is_fp8e4nv is_fp8e5 is_fp8e5b16 is_int
+is_int1 is_int16 is_int32 is_int64 is_int8 is_int_signed is_int_unsigned is_ptr is_standard_floating is_uint16
+is_uint32 is_uint64 is_uint8 is_void item kind log log2 logical_and logical_or max min name nbytes numel
+permute primitive_bitwidth ravel reduce reduce_or reshape rsqrt scalar shape sigmoid sin softmax sort split
+sqrt sqrt_rn store sum to trans type value view with_element_ty xor_sum
+""".split())
+
+# Triton calls with their allowed configuration: (most positional arguments, keywords).
+# Left out: pre_hook / post_hook / do_bench / launch_metadata, Python run around launches.
+TRITON_CALLS: dict[str, tuple[int, frozenset[str]]] = {
+    "triton.jit": (1, frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"})),
+    "triton.autotune": (2, frozenset({"configs", "key", "prune_configs_by", "reset_to_zero", "restore_value",
+                                      "warmup", "rep", "cache_results"})),
+    "triton.heuristics": (1, frozenset({"values"})),
+    "triton.Config": (4, frozenset({"kwargs", "num_warps", "num_stages", "num_ctas", "maxnreg"})),
+}
 
 
 def is_dunder(name: str) -> bool:
@@ -188,32 +271,7 @@ def _private(name: str) -> bool:
     return name.startswith("_")
 
 
-# ----------------------------------------------------------------------------- records
-@dataclass(frozen=True)
-class Use:
-    """One thing a module uses that is not plainly allowed."""
-
-    scope: str  # top-level function or class, "<module>" outside them
-    key: str  # what is used: "getattr", "torch.load", "dunder attribute __class__"
-    line: int
-    why: str  # the rule, shown in the rejection
-    counted: bool  # see the module docstring
-
-    def reason(self) -> str:
-        where = "" if self.scope == "<module>" else f" in {self.scope}"
-        return f"variant {self._what()}{where} (line {self.line}): {self.why}"
-
-    def _what(self) -> str:
-        if self.key.startswith("import "):  # "imports os"
-            return "imports " + self.key[len("import "):]
-        if self.key.startswith("from "):  # "from M import N" -> "imports N from M"
-            module, _, name = self.key[len("from "):].partition(" import ")
-            return f"imports {name} from {module}"
-        if self.key.startswith(("an ", "a ", "class ", "dunder definition", "global ", "nonlocal ")):
-            return "has " + self.key
-        return "uses " + self.key
-
-
+# ----------------------------------------------------------------------------- imports
 def import_keys(node: ast.Import | ast.ImportFrom) -> Iterable[tuple[str, str, str]]:
     """(key, module, name) for each name an import binds; key is its canonical text."""
     if isinstance(node, ast.Import):
@@ -225,7 +283,8 @@ def import_keys(node: ast.Import | ast.ImportFrom) -> Iterable[tuple[str, str, s
             yield f"from {module} import {a.name}" + (f" as {a.asname}" if a.asname else ""), module, a.name
 
 
-def _safe_import(module: str, name: str) -> bool:
+def safe_import(module: str, name: str) -> bool:
+    """An import a variant may add although the original lacks it."""
     if not name:
         return module in SAFE_IMPORT_MODULES
     if module == "__future__":
@@ -234,6 +293,7 @@ def _safe_import(module: str, name: str) -> bool:
         return False
     status, _ = chain_verdict(f"{module}.{name}", frozenset())
     return status in ("ok", "module")
+
 
 
 # ----------------------------------------------------------------------------- chains
@@ -245,15 +305,16 @@ def _public_member(namespace: str, member: str) -> bool:
 
 def _listed_object(segs: list[str]) -> Optional[tuple[str, str]]:
     """The verdict for a chain that is a curated MEMBER, or a curated LEAF followed by
-    attribute reads (``TensorDescriptor.from_tensor``); None for anything else."""
+    attributes its values have (``torch.float16.itemsize``, ``TensorDescriptor.from_tensor``);
+    None for anything else."""
     for i in range(len(segs), 0, -1):
         prefix = ".".join(segs[:i])
         kind = ALLOWED.get(prefix)
         if kind == MEMBER and i == len(segs):
             return "ok", prefix
         if kind == LEAF:
-            bad = next((s for s in segs[i:] if s in DENIED_ATTRIBUTES or s in BANNED_MODULES), None)
-            return ("denied", f"{prefix}.{bad}") if bad else ("ok", ".".join(segs))
+            bad = next((s for s in segs[i:] if s not in HOST_VALUE_ATTRIBUTES or s in BANNED_MODULES), None)
+            return ("unlisted", f"{prefix}.{bad}") if bad else ("ok", ".".join(segs))
     return None
 
 
@@ -286,277 +347,3 @@ def chain_verdict(chain: str, plain_modules: frozenset[str] | set[str]) -> tuple
     return ("module", chain) if kind in (MODULE, NAMESPACE) else ("ok", chain)
 
 
-# ----------------------------------------------------------------------------- the scan
-class _Scanner(ast.NodeVisitor):
-    """Walks a module once and records every Use (see the module docstring)."""
-
-    def __init__(self, tree: ast.Module) -> None:
-        self.aliases, self.plain_modules, self.conflicts = _import_bindings(tree)
-        # names bound anywhere in the module (parameters, assignments, defs...): such a
-        # name is the module's own, not a builtin
-        self.bound = _bound_anywhere(tree)
-        self.uses: list[Use] = []
-        self.scope = "<module>"
-        self.class_name: Optional[str] = None  # the class whose body we are directly in
-        # directly inside a class's __init__: ``self`` is then a fresh instance (``__init__``
-        # cannot be called on another object without a dunder), so ``self.x = ...`` is safe
-        self.self_ok = False
-
-    # -- recording
-    def _add(self, node: ast.AST, key: str, why: str, counted: bool = True) -> None:
-        self.uses.append(Use(self.scope, key, getattr(node, "lineno", 1), why, counted))
-
-    # -- scopes
-    def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
-        if not isinstance(node, ast.Lambda):
-            self._rebinds_alias(node, node.name)
-            self._shadows_builtin(node, node.name)
-            for d in node.decorator_list:
-                self.visit(d)
-            if node.returns:
-                self.visit(node.returns)
-            if is_dunder(node.name) and node.name != "__init__":  # __eq__, __getattr__, __del__...
-                where = f" in class {self.class_name}" if self.class_name else ""
-                self._add(node, f"dunder definition {node.name}{where}", "dunder access is not allowed")
-        self.visit(node.args)
-        outer = (self.scope, self.class_name, self.self_ok)
-        if self.scope == "<module>" and not isinstance(node, ast.Lambda):
-            self.scope = node.name
-        if not isinstance(node, ast.Lambda):
-            self.self_ok = self.class_name is not None and _is_init(node)
-        self.class_name = None
-        body = node.body if isinstance(node.body, list) else [node.body]
-        for stmt in body:
-            self.visit(stmt)
-        self.scope, self.class_name, self.self_ok = outer
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _visit_function  # type: ignore[assignment]
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self._rebinds_alias(node, node.name)
-        self._shadows_builtin(node, node.name)
-        for d in node.decorator_list:
-            self.visit(d)
-        for b in node.bases:
-            self.visit(b)
-        for k in node.keywords:
-            self.visit(k.value)
-        plain = all(isinstance(b, ast.Name) and b.id == "object" for b in node.bases) and not node.keywords
-        if not plain:  # counted: the original's own classes keep their bases
-            spec = ", ".join([ast.unparse(b) for b in node.bases] + [ast.unparse(k) for k in node.keywords])
-            self._add(node, f"class {node.name}({_short(spec)})", "a new class may not have a base class or metaclass")
-        outer = (self.scope, self.class_name, self.self_ok)
-        if self.scope == "<module>":
-            self.scope = node.name
-        self.class_name, self.self_ok = node.name, False
-        for stmt in node.body:
-            self.visit(stmt)
-        self.scope, self.class_name, self.self_ok = outer
-
-    # -- imports, global
-    def visit_Import(self, node: ast.Import) -> None:
-        self._imports(node)
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        self._imports(node)
-
-    def _imports(self, node: ast.Import | ast.ImportFrom) -> None:
-        for key, module, name in import_keys(node):
-            if is_dunder(module.split(".")[-1]) and module != "__future__" or is_dunder(name):
-                self._add(node, key, "dunder access is not allowed")
-            elif not _safe_import(module, name):
-                self._add(node, key, "a variant may import only what the original imports "
-                          "(plus math, itertools, functools, typing and triton.language)", counted=False)
-
-    def visit_Global(self, node: ast.Global) -> None:
-        self._add(node, "global " + ", ".join(node.names), "global/nonlocal are not allowed")
-
-    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
-        self._add(node, "nonlocal " + ", ".join(node.names), "global/nonlocal are not allowed")
-
-    # -- names, chains, attributes
-    def _shadows_builtin(self, node: ast.AST, name: str) -> None:
-        """A module-level ``len = ...`` or ``def range`` would change what the unchanged
-        harness does (it runs in the same module)."""
-        if self.scope == "<module>" and name in _BUILTIN_NAMES:
-            self._add(node, f"a module-level rebinding of builtin {name}", "the harness shares these names")
-
-    def _rebinds_alias(self, node: ast.AST, name: str) -> None:
-        """An imported name (or module-level alias of one) is resolved by its import
-        everywhere; a local of the same name would be checked as the import, not as
-        what it holds, so no binding may shadow it."""
-        if name in self.aliases and not (self.scope == "<module>" and isinstance(node, ast.Name)):
-            self._add(node, f"a rebinding of imported name {name}", "imported names may not be shadowed")
-
-    def visit_arg(self, node: ast.arg) -> None:
-        self._rebinds_alias(node, node.arg)
-        self.generic_visit(node)
-
-    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
-        if node.name:
-            self._rebinds_alias(node, node.name)
-        self.generic_visit(node)
-
-    def visit_keyword(self, node: ast.keyword) -> None:
-        if node.arg and is_dunder(node.arg):  # f(__builtins__=...), dict(__class__=...)
-            self._add(node, f"dunder keyword {node.arg}", "dunder access is not allowed")
-        self.generic_visit(node)
-
-    def visit_Module(self, node: ast.Module) -> None:
-        for name in sorted(self.conflicts):
-            self._add(node, f"a rebinding of imported name {name}", "imported names may not be shadowed")
-        self.generic_visit(node)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        if not isinstance(node.ctx, ast.Load):
-            self._rebinds_alias(node, node.id)
-            self._shadows_builtin(node, node.id)
-        if node.id == "self" and self.self_ok and not isinstance(node.ctx, ast.Load):
-            self._add(node, "a rebinding of self in __init__", "self.<attr> stores are allowed because self is "
-                      "the new instance; it may not be rebound")
-        if self._special_name(node) or not isinstance(node.ctx, ast.Load):
-            return  # a binding: checked above (shadowed imports, builtins, self)
-        if node.id in self.aliases:
-            self._chain(self.aliases[node.id], node)
-        elif node.id not in SAFE_BUILTINS and node.id in _BUILTIN_NAMES and node.id not in self.bound:
-            self._add(node, f"builtin {node.id}", "not on the allow-list of builtins", counted=False)
-
-    def _special_name(self, node: ast.Name) -> bool:
-        """Dunder names and dangerous builtins, however they are used (called, aliased,
-        passed as a value, shadowed by a parameter)."""
-        if is_dunder(node.id):
-            self._add(node, f"dunder name {node.id}", "dunder access is not allowed")
-            return True
-        if node.id in DANGEROUS_BUILTINS:
-            self._add(node, node.id, DANGEROUS_BUILTINS[node.id])
-            return True
-        return False
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        if isinstance(node.ctx, (ast.Store, ast.Del)):
-            base = node.value
-            if not (self.self_ok and isinstance(base, ast.Name) and base.id == "self"):
-                self._add(node, f"an assignment to attribute {_text(node)}",
-                          "attributes may be assigned only on self, inside __init__")
-        parts: list[ast.Attribute] = []
-        base: ast.expr = node
-        while isinstance(base, ast.Attribute):
-            parts.append(base)
-            base = base.value
-        parts.reverse()  # innermost first: parts[0].value is the base
-        flagged = False
-        for a in parts:
-            if is_dunder(a.attr):
-                self._add(a, f"dunder attribute {a.attr}", "dunder access is not allowed")
-                flagged = True
-            elif _private(a.attr):
-                self._add(a, f"private attribute {a.attr}", "private attributes are not allowed")
-                flagged = True
-        if isinstance(base, ast.Name) and base.id in self.aliases and not is_dunder(base.id):
-            if not flagged:
-                self._chain(self.aliases[base.id] + "." + ".".join(a.attr for a in parts), node)
-            return
-        self.visit(base)  # a local, a call result, a literal...: attributes of an object
-        for a in parts:
-            if a.attr in DENIED_ATTRIBUTES:
-                self._add(a, f"attribute {a.attr}", _IO)
-            elif a.attr in ("format", "format_map"):
-                self._format_call(a)
-
-    def _chain(self, chain: str, node: ast.AST) -> None:
-        status, what = chain_verdict(chain, self.plain_modules)
-        if status == "denied":
-            self._add(node, what, _IO)
-        elif status == "module":
-            self._add(node, f"module {what} as a value", "aliases that hide a module are not allowed "
-                      "(use module.attr directly)")
-        elif status == "unlisted":
-            self._add(node, what, "not on the allow-list of torch/triton operations and not used by the original",
-                      counted=False)
-
-    def visit_Subscript(self, node: ast.Subscript) -> None:
-        if isinstance(node.ctx, (ast.Store, ast.Del)):
-            root = _root_name(node.value)
-            if root is not None and root in self.aliases:
-                self._add(node, f"an item assignment into {_text(node.value)}",
-                          "imported objects may not be modified")
-        self.generic_visit(node)
-
-    # -- strings
-    def visit_Constant(self, node: ast.Constant) -> None:
-        value = node.value
-        if isinstance(value, bytes):
-            value = value.decode("latin-1")
-        if isinstance(value, str):
-            m = _DUNDER_TEXT.search(value)
-            if m:
-                self._add(node, f"dunder text {m.group(0)!r} in a string", "dunder access is not allowed")
-
-    def _format_call(self, attr: ast.Attribute) -> None:
-        """``'...'.format(...)`` may read attributes through its fields: only literal
-        templates with plain fields ('{}', '{0}', '{name:>8}') are allowed."""
-        recv = attr.value
-        if not (isinstance(recv, ast.Constant) and isinstance(recv.value, str)):
-            self._add(attr, f".{attr.attr} on a computed string", "format fields could read attributes")
-            return
-        bad = _format_field_access(recv.value)
-        if bad is not None:
-            self._add(attr, f"format field {{{bad}}}", "format fields with attribute or item access are not allowed")
-
-
-def _format_field_access(template: str) -> Optional[str]:
-    """The first field of a format template that reads an attribute or item, or a
-    placeholder when the template does not parse."""
-    try:
-        for _, field_name, spec, _ in string.Formatter().parse(template):
-            if field_name and ("." in field_name or "[" in field_name):
-                return field_name
-            if spec and "{" in spec:
-                inner = _format_field_access(spec)
-                if inner is not None:
-                    return inner
-    except ValueError:
-        return "unparsable template"
-    return None
-
-
-def _is_init(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    args = node.args.posonlyargs + node.args.args
-    return node.name == "__init__" and bool(args) and args[0].arg == "self"
-
-
-def _root_name(node: ast.expr) -> Optional[str]:
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
-def _text(node: ast.AST) -> str:
-    return _short(ast.unparse(node))
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _bound_anywhere(tree: ast.Module) -> frozenset[str]:
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            names.add(node.name)
-    return frozenset(names)
-
-
-def scan(tree: ast.Module) -> list[Use]:
-    """Every Use in ``tree``, in source order."""
-    scanner = _Scanner(tree)
-    scanner.visit(tree)
-    return sorted(scanner.uses, key=lambda u: u.line)

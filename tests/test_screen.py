@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from kernelband.screen import screen_variant
+from kernelband.screen import policy_violations, screen_variant
 from helpers.paths import REPO, example_source
 from tests.redteam.correct_rewrites import REWRITES
 
@@ -197,25 +197,30 @@ def test_dangerous_uses_the_original_has_are_counted_per_function():
     assert "uses getattr in helper" in screen(moved, original=orig)
 
 
-def test_names_the_original_uses_are_allowed_anywhere():
+def test_the_original_licenses_exactly_its_own_calls_anywhere():
     orig = with_line("torch.manual_seed(0)\n")
-    v = orig.replace("def harness_axpy():\n", "def helper():\n    torch.manual_seed(1)\n\n\ndef harness_axpy():\n")
-    assert screen(v, original=orig) is None
-    assert "torch.manual_seed" in screen(v)  # not when the original lacks it
+    same = orig.replace("def harness_axpy():\n", "def helper():\n    torch.manual_seed(0)\n\n\ndef harness_axpy():\n")
+    assert screen(same, original=orig) is None
+    assert "torch.manual_seed" in screen(same)  # not when the original lacks it
+    other = same.replace("    torch.manual_seed(0)\n\n\ndef harness", "    torch.manual_seed(1)\n\n\ndef harness")
+    assert "torch.manual_seed" in screen(other, original=orig)  # another call of the same target is not licensed
 
 
-def test_classes_self_stores_only_in_init():
+def test_new_classes_are_refused_original_classes_change_only_their_methods():
     cls = "\n\nclass Cfg:\n    def __init__(self, block):\n        self.block = block\n\n\n@triton.jit"
-    v = ORIG.replace("\n\n@triton.jit", cls, 1)
-    assert screen(v) is None
-    later = v.replace("        self.block = block\n", "        self.block = block\n\n    def set(self, b):\n        self.block = b\n")
-    assert "assignment to attribute self.block in Cfg" in screen(later)
-    rebind = v.replace("        self.block = block\n", "        self = torch.Tensor\n        self.block = block\n")
-    assert "rebinding of self" in screen(rebind)
-    based = v.replace("class Cfg:", "class Cfg(torch.Tensor):")
-    assert "class Cfg(torch.Tensor)" in screen(based)
-    dunder = v.replace("        self.block = block\n", "        self.block = block\n\n    def __eq__(self, o):\n        return True\n")
-    assert "dunder definition __eq__ in class Cfg" in screen(dunder)
+    with_class = ORIG.replace("\n\n@triton.jit", cls, 1)
+    assert "new class Cfg" in screen(with_class)  # a class body is not part of the kernel language
+    # an original that has the class: its __init__ may change and store on self
+    changed = with_class.replace("        self.block = block\n", "        self.block = block\n        self.warps = 4\n")
+    assert screen(changed, original=with_class) is None
+    later = with_class.replace("        self.block = block\n", "        self.block = block\n\n    def set(self, b):\n        self.block = b\n")
+    assert "assignment to attribute self.block in Cfg" in screen(later, original=with_class)
+    rebind = with_class.replace("        self.block = block\n", "        self = torch.Tensor\n        self.block = block\n")
+    assert "rebinding of self" in screen(rebind, original=with_class)
+    based = with_class.replace("class Cfg:", "class Cfg(torch.Tensor):")
+    assert "changed class Cfg" in screen(based, original=with_class)
+    dunder = with_class.replace("        self.block = block\n", "        self.block = block\n\n    def __eq__(self, o):\n        return True\n")
+    assert "dunder definition __eq__ in class Cfg" in screen(dunder, original=with_class)
 
 
 def test_global_and_module_docstring():
@@ -230,7 +235,7 @@ def test_wildcard_namespaces_list_every_module_member():
     import importlib
     import types
 
-    from kernelband.screen_policy import ALLOWED, MODULE, NAMESPACE, chain_verdict
+    from kernelband.screen_policy import ALLOWED, DENIED_QUALIFIED, MODULE, NAMESPACE, chain_verdict
 
     for ns in (n for n, kind in ALLOWED.items() if kind == NAMESPACE):
         module = importlib.import_module(ns)
@@ -240,8 +245,8 @@ def test_wildcard_namespaces_list_every_module_member():
             if isinstance(value, types.ModuleType):
                 allowed_sub = ALLOWED.get(f"{ns}.{member}") in (NAMESPACE, MODULE)
                 assert allowed_sub or status in ("denied", "unlisted"), f"{ns}.{member} is a module"
-            else:
-                assert status == "ok", f"{ns}.{member}: {status}"
+            else:  # every other member, except the ones denied by name (inline assembly)
+                assert status == "ok" or f"{ns}.{member}" in DENIED_QUALIFIED, f"{ns}.{member}: {status}"
 
 
 # ----------------------------------------------------------------------------- no false rejections
@@ -293,7 +298,8 @@ def test_imported_names_may_not_be_shadowed(line):
     """A local named like an import would be checked as the import (tl.format looks like
     triton.language.format): every such binding is refused."""
     reason = screen(with_line(line))
-    assert reason and "rebinding of imported name" in reason, reason
+    reasons = [reason, *policy_violations(ORIG, with_line(line))]
+    assert reason and any("rebinding of imported name" in r for r in reasons), reasons
 
 
 def test_module_level_alias_in_the_original_is_resolved():
@@ -313,8 +319,8 @@ def test_triton_runtime_device_queries_only():
                        ("triton.runtime.cache.get_cache_manager\n", "triton.runtime"),
                        ("d = triton.runtime.driver.active\n", "triton.runtime"),
                        ("functools.reduce\n", "functools.reduce")):
-        src = with_line(line, ORIG.replace("import torch\n", "import functools\nimport torch\n"))
-        reason = screen(src)
+        orig = ORIG.replace("import torch\n", "import functools\nimport torch\n")
+        reason = screen(with_line(line, orig), original=orig)
         assert reason and what in reason, (line, reason)
 
 

@@ -100,6 +100,8 @@ def build_messages(
         "Return the complete new definition of every function you change (decorators included); you may add "
         "new helper functions. Functions you do not return stay as they are.",
         f"Do not import anything beyond: {allowed}. No file, process or network access.",
+        "Write plain Triton and Python (the screen refuses anything else): no classes, try/except, match, "
+        "global, decorators other than Triton's, getattr-style or dunder access, or hooks.",
         *( [f"Do not define or change `{harness}`: it is how the result is judged."] if harness else [] ),
         "Answer with exactly one fenced ```python code block and nothing else.",
     ]

@@ -129,11 +129,9 @@ REWRITES: tuple[Rewrite, ...] = (
     _r("axpy_contiguous_inputs", AXPY,
        ("    out = torch.empty_like(x)\n",
         "    x, y = x.contiguous(), y.contiguous()  # the kernel assumes unit stride\n    out = torch.empty_like(x)\n")),
-    _r("axpy_new_plain_class_and_helpers", AXPY,
-       ("\n\n@triton.jit", "\n\nclass LaunchConfig:\n    \"\"\"A block size and warp count.\"\"\"\n\n"
-        "    def __init__(self, block: int, warps: int) -> None:\n        self.block = block\n        self.warps = warps\n\n\n"
-        "CONFIG = LaunchConfig(256, 2)\n\n\n@triton.jit"),
-       (LAUNCH, "axpy_kernel[grid](x, y, out, alpha, n, BLOCK_SIZE=CONFIG.block, num_warps=CONFIG.warps)")),
+    _r("axpy_launch_config_constant", AXPY,
+       ("\n\n@triton.jit", "\n\n# the block size and warp count every launch uses\nCONFIG = {\"block\": 256, \"warps\": 2}\n\n\n@triton.jit"),
+       (LAUNCH, "axpy_kernel[grid](x, y, out, alpha, n, BLOCK_SIZE=CONFIG[\"block\"], num_warps=CONFIG[\"warps\"])")),
     _r("axpy_autotune_itertools_product", AXPY,
        ("import torch\n", "import itertools\n\nimport torch\n"),
        ("@triton.jit\ndef axpy_kernel",
@@ -193,10 +191,10 @@ REWRITES: tuple[Rewrite, ...] = (
        ("\n\ndef softmax(", "\n\ndef _num_warps(block: int) -> int:\n    \"\"\"More warps for wider rows.\"\"\"\n"
         "    if block >= 2048:\n        return 8\n    return 4 if block >= 512 else 2\n\n\ndef softmax("),
        ("BLOCK_SIZE=BLOCK_SIZE, num_warps=1)", "BLOCK_SIZE=BLOCK_SIZE, num_warps=_num_warps(BLOCK_SIZE))")),
-    _r("softmax_cached_warps_helper", SOFTMAX,
-       ("import torch\n", "import functools\n\nimport torch\n"),
-       ("\n\ndef softmax(", "\n\n@functools.lru_cache(maxsize=None)\ndef _num_warps(block: int) -> int:\n"
-        "    return max(1, min(16, block // 256))\n\n\ndef softmax("),
+    _r("softmax_math_warps_helper", SOFTMAX,
+       ("import torch\n", "import math\n\nimport torch\n"),
+       ("\n\ndef softmax(", "\n\ndef _num_warps(block: int) -> int:\n"
+        "    return max(1, min(16, 2 ** int(math.log2(max(block // 256, 1)))))\n\n\ndef softmax("),
        ("BLOCK_SIZE=BLOCK_SIZE, num_warps=1)", "BLOCK_SIZE=BLOCK_SIZE, num_warps=_num_warps(BLOCK_SIZE))")),
     _r("softmax_exp2", SOFTMAX,
        ("    num = tl.exp(x)\n", "    LOG2E: tl.constexpr = 1.4426950408889634\n    num = tl.exp2(x * LOG2E)\n")),

@@ -1,0 +1,281 @@
+"""The screen as a grammar (issue 26): the executed text is the screened text, changed
+code is a small language, and the original licenses exact call targets only. Each rule
+is shown with the attack it stops and the legitimate code it keeps."""
+from __future__ import annotations
+
+import codecs
+import importlib.util
+import textwrap
+
+import pytest
+
+from helpers.paths import REPO, example_source
+from kernelband.screen import SourceRefused, canonical_source, policy_violations, screen_variant
+from kernelband.screen_policy import EXCLUDED_MEMBERS, HOST_VALUE_ATTRIBUTES, KERNEL_VALUE_ATTRIBUTES
+
+ORIG = example_source("add_scale.py")
+K, H = "axpy_kernel", "harness_axpy"
+BODY = "    out = torch.empty_like(x)\n"
+ROUND3 = REPO / "tests" / "redteam" / "round3" / "originals"
+
+
+def screen(variant: str, original: str = ORIG) -> str | None:
+    return screen_variant(original, variant, K, H)
+
+
+def in_wrapper(code: str, source: str = ORIG) -> str:
+    assert BODY in source
+    return source.replace(BODY, textwrap.indent(textwrap.dedent(code), "    ") + BODY, 1)
+
+
+def reasons(variant: str, original: str = ORIG) -> list[str]:
+    first = screen(variant, original)
+    return [first or "", *policy_violations(original, variant)]
+
+
+# --------------------------------------------------------------------------- class 2: bytes
+COOKIES = ["utf-7", "U7", "utf_7", "unicode_escape", "raw_unicode_escape", "latin-1", "cp1252", "utf-16"]
+
+
+@pytest.mark.parametrize("cookie", COOKIES)
+@pytest.mark.parametrize("line", ["# -*- coding: {} -*-\n", "#!/usr/bin/env python\n# vim: set fileencoding={} :\n",
+                                  "# this file is written in coding={}\n"])
+def test_any_coding_cookie_but_utf8_is_refused(cookie: str, line: str):
+    text = line.format(cookie) + ORIG
+    got = canonical_source(text)
+    assert isinstance(got, SourceRefused) and "coding cookie" in got.reason
+    reason = screen(text)
+    assert reason and reason.startswith("variant refused: coding cookie"), reason
+
+
+@pytest.mark.parametrize("cookie", ["utf-8", "UTF8", "utf_8", "u8"])
+def test_utf8_cookies_pass_and_the_text_is_what_the_importer_reads(cookie: str, tmp_path):
+    text = f"# -*- coding: {cookie} -*-\r\n" + ORIG.replace("\n", "\r\n")
+    got = canonical_source(text)
+    assert isinstance(got, str) and "\r" not in got
+    path = tmp_path / "m.py"
+    path.write_text(got, encoding="utf-8")
+    assert importlib.util.decode_source(path.read_bytes()) == got
+    assert screen(text) is None
+
+
+def test_a_utf7_comment_that_would_run_is_refused_not_parsed_as_a_comment():
+    payload = "# -*- coding: utf-7 -*-\nx = 1\n# +AAo-y = 2\n"
+    assert codecs.decode(payload.encode(), "utf-7").count("\ny = 2") == 1  # what the importer would run
+    assert isinstance(canonical_source(payload), SourceRefused)
+
+
+def test_bom_bytes_nul_and_surrogates():
+    assert canonical_source("\ufeff" + ORIG) == ORIG  # the importer drops a BOM too
+    assert isinstance(canonical_source("\ufeff# coding: latin-1\nx = 1\n"), SourceRefused)
+    assert isinstance(canonical_source(b"x = '\xff'\n"), SourceRefused)  # not UTF-8
+    assert canonical_source(ORIG.encode("utf-8")) == ORIG
+    assert isinstance(canonical_source("x = 1\0\n"), SourceRefused)
+    assert isinstance(canonical_source("x = '\ud800'\n"), SourceRefused)
+    assert canonical_source("x = 1\n\n# coding: utf-7 (line 3: not a cookie)\n") is not None
+    assert isinstance(canonical_source("x = 1\n\n# coding: utf-7\n"), str)
+
+
+# --------------------------------------------------------------------------- class 1: attributes by name
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        ("match x:\n    case object(shape=s):\n        pass\n", "match statement"),  # no dunder, still no match
+        ("match axpy:\n    case object(__globals__={'torch': t}):\n        pass\n", "match statement"),
+        ("y = y.contiguous()\nnp.zeros(1)\n", "uses name np"),  # neither imported, bound nor a builtin
+        ("importlib.import_module('os')\n", "uses name importlib"),
+        ("t = getattr(x, 'shape')\n", "uses getattr"),
+        ("f = hasattr\n", "uses hasattr"),
+        ("d = vars(x)\n", "uses vars"),
+        ("c = type(x)\n", "uses type"),
+        ("s = format(x, '')\n", "uses builtin format"),
+        ("s = str.format('{0.shape}', x)\n", ".format on a computed string"),
+        ("s = '{a.shape}'.format_map({'a': x})\n", "format field {a.shape}"),
+        ("t = x.T.data.numpy().tofile('m')\n", "attribute tofile"),
+        ("t = x.untyped_storage()\n", "attribute untyped_storage"),
+        ("x.register_hook(print)\n", "attribute register_hook"),
+        ("f = axpy_kernel.fn\n", "attribute fn"),
+        ("axpy_kernel.add_pre_run_hook(print)\n", "attribute add_pre_run_hook"),
+        ("g = (lambda: 0).f_globals\n", "attribute f_globals"),
+        ("n = x.__class__\n", "dunder attribute __class__"),
+        ("n = __name__\n", "dunder name __name__"),
+        ("s = 'a' + '__globals__'\n", "dunder text '__globals__'"),
+        ("t = torch.Tensor.storage\n", "torch.Tensor.storage"),
+    ],
+)
+def test_attribute_access_by_name_and_unexplained_names_are_refused(code: str, expected: str):
+    got = reasons(in_wrapper(code))
+    assert any(expected in r for r in got), got
+
+
+def test_string_named_attribute_helpers_are_refused_even_when_the_original_imports_them():
+    orig = ORIG.replace("import torch\n", "import functools\n\nimport torch\n")
+    for code, expected in (("functools.wraps(axpy, assigned=('shape',))(print)\n", "functools.wraps"),
+                           ("functools.update_wrapper(print, axpy)\n", "functools.update_wrapper"),
+                           ("functools.reduce(max, [1, 2])\n", "functools.reduce")):
+        got = reasons(in_wrapper(code, orig), orig)
+        assert any(expected in r for r in got), (code, got)
+    assert screen(in_wrapper("f = functools.partial(max, 1)\n", orig), orig) is None
+    # a new import of functools is a new import
+    assert "imports functools" in screen(ORIG.replace("import torch\n", "import functools\nimport torch\n"))
+
+
+# --------------------------------------------------------------------------- the grammar's statements
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        ("class Box:\n    pass\n", "class Box"),
+        ("try:\n    n = 1\nexcept ValueError:\n    pass\n", "try statement"),
+        ("global DEVICE\n", "global DEVICE"),
+        ("def gen():\n    yield 1\n", "uses yield"),
+        ("import math\n", "imports math"),  # inside a function, even a safe module
+        ("@staticmethod\ndef f():\n    return 1\n", "decorator @staticmethod"),
+        ("del x.grad\n", "assignment to attribute x.grad"),
+        ("out = x; out.foo = 1\n", "assignment to attribute out.foo"),
+        ("torch.float16 = None\n", "assignment to attribute torch.float16"),
+        ("cfg = triton.Config({'BLOCK_SIZE': 128}, pre_hook=print)\n", "triton.Config(pre_hook"),
+        ("cfg = triton.Config({'BLOCK_SIZE': 128}, 4, 2, 1, None, print)\n", "6 positional"),
+        ("cfg = triton.Config(**{'kwargs': {}})\n", "triton.Config(**"),
+    ],
+)
+def test_statements_outside_the_grammar_are_refused(code: str, expected: str):
+    got = reasons(in_wrapper(code))
+    assert any(expected in r for r in got), got
+
+
+@pytest.mark.parametrize(
+    "decorator, expected",
+    [
+        ("@triton.autotune(configs=[triton.Config({'BLOCK_SIZE': 128})], key=['n_elements'], pre_hook=print)\n",
+         "triton.autotune(pre_hook"),
+        ("@triton.autotune(configs=[], key=[], do_bench=print)\n", "triton.autotune(do_bench"),
+        ("@torch.compile\n", "decorator @torch.compile"),
+    ],
+)
+def test_only_triton_decorators_with_their_documented_configuration(decorator: str, expected: str):
+    v = ORIG.replace("@triton.jit\ndef axpy_kernel", decorator + "@triton.jit\ndef axpy_kernel")
+    got = reasons(v)
+    assert any(expected in r for r in got), got
+    jit = ORIG.replace("@triton.jit\ndef axpy_kernel", "@triton.jit(launch_metadata=print)\ndef axpy_kernel")
+    assert any("triton.jit(launch_metadata" in r for r in reasons(jit))
+
+
+def test_kernel_code_is_triton_code():
+    for body, expected in (("    h = x_ptr.handle\n", "attribute handle"),
+                           ("    d = {'a': 1}\n", "a dict in a Triton kernel"),
+                           ("    f = lambda v: v\n", "a lambda in a Triton kernel"),
+                           ("    def inner():\n        return 1\n", "functiondef statement in a Triton kernel"),
+                           ("    with tl.static_range(1):\n        pass\n", "with statement in a Triton kernel"),
+                           ("    t = tl.inline_asm_elementwise('mov.u32 $0, %globaltimer_lo;', '=r', [], dtype=tl.int32, "
+                            "is_pure=False, pack=1)\n", "triton.language.inline_asm_elementwise")):
+        v = ORIG.replace("    pid = tl.program_id(axis=0)\n", "    pid = tl.program_id(axis=0)\n" + body)
+        got = reasons(v)
+        assert any(expected in r for r in got), (body, got)
+    fine = ORIG.replace("    mask = offsets < n_elements\n", "    mask = offsets < n_elements\n"
+                        "    LOG2E: tl.constexpr = 1.4426950408889634\n"
+                        "    scale = tl.exp2(alpha * LOG2E) if alpha > 0 else alpha.to(tl.float32)\n")
+    assert screen(fine) is None
+
+
+def test_host_code_that_kernels_and_wrappers_need_passes():
+    code = ("if x.numel() == 0:\n    return torch.empty_like(x)\n"
+            "sizes = {2: 4096, 4: 2048}\n"
+            "block = sizes.get(x.element_size(), 1024)\n"
+            "ok = all(t.is_contiguous() for t in (x, y)) and isinstance(alpha, float)\n"
+            "assert ok or True, f'x is {tuple(x.shape)} {x.dtype!r}'\n"
+            "with torch.no_grad():\n    scale = torch.finfo(x.dtype).eps * 0\n"
+            "for i, s in enumerate(x.stride()):\n    if s < 0:\n        raise ValueError(f'negative stride {s} at {i}')\n"
+            "grid_fn = lambda meta, n=x.numel(): (triton.cdiv(n, meta['BLOCK_SIZE']),)\n"
+            "props = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4\n"
+            "def local_helper(v: torch.Tensor) -> int:\n    return v.numel() // max(block, 1)\n"
+            "count = local_helper(x) + (w := 1)\n")
+    assert screen(in_wrapper(code)) is None
+
+
+# --------------------------------------------------------------------------- class 3: licences
+def _original(name: str) -> str:
+    return (ROUND3 / name).read_text(encoding="utf-8")
+
+
+def test_a_licence_is_the_exact_call_not_its_prefix():
+    orig = _original("axpy_env_wrapper.py")  # the wrapper calls os.environ.get("KB_DEBUG")
+    changed = orig.replace("BLOCK_SIZE=128)", "BLOCK_SIZE=512, num_warps=4)")
+    assert changed != orig and screen(changed, orig) is None  # the wrapper changed, the licensed call kept
+    for new, what in (('os.environ.get("OPENAI_API_KEY")', "os.environ.get"), ('os.environ["KB_DEBUG"]', "os.environ"),
+                      ('os.getenv("KB_DEBUG")', "os.getenv"), ('os.system("true")', "os.system")):
+        v = changed.replace('os.environ.get("KB_DEBUG")', new)
+        got = screen(v, orig)
+        assert got and what in got, (new, got)
+    # the same call moved to a new helper is still that call; reading a local is not
+    moved = changed.replace("\n\ndef axpy(", '\n\ndef _debug() -> bool:\n    return bool(os.environ.get("KB_DEBUG"))\n\n\ndef axpy(')
+    assert screen(moved, orig) is None
+    local = changed.replace('    if os.environ.get("KB_DEBUG"):\n',
+                            '    KB_DEBUG = "OPENAI_API_KEY"\n    if os.environ.get(KB_DEBUG):\n')
+    assert "os.environ.get" in screen(local, orig)
+
+
+def test_a_torch_backends_licence_is_that_statement():
+    orig = _original("axpy_backends.py")  # torch.backends.cudnn.allow_tf32 = False in the wrapper
+    changed = orig.replace("BLOCK_SIZE=128)", "BLOCK_SIZE=512)")
+    assert screen(changed, orig) is None
+    for line, what in (("torch.backends.cudnn.allow_tf32 = True", "torch.backends"),
+                       ("torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends"),
+                       ('torch.backends.cudnn.os.system("true")', "torch.backends.cudnn.os.system")):
+        v = changed.replace("torch.backends.cudnn.allow_tf32 = False", line)
+        got = screen(v, orig)
+        assert got and what in got, (line, got)
+
+
+def test_unchanged_definitions_of_the_original_are_trusted_as_they_are():
+    orig = in_wrapper("shape = getattr(x, 'shape')\n")  # the user's own dynamic access
+    assert screen(orig, orig) is None
+    tuned = orig.replace("BLOCK_SIZE=128)", "BLOCK_SIZE=256)")
+    assert "uses getattr" in screen(tuned, orig)  # a changed wrapper: the call reads a local (x)
+
+
+# --------------------------------------------------------------------------- the allow-lists vs the installed versions
+def _public(*types: object) -> set[str]:
+    return {n for t in types for n in dir(t) if not n.startswith("_")}
+
+
+def test_host_value_attributes_are_attributes_of_the_value_types():
+    import torch
+    import triton
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    props = set("multi_processor_count total_memory name major minor L2_cache_size warp_size "
+                "max_threads_per_multi_processor regs_per_multiprocessor shared_memory_per_block "
+                "shared_memory_per_block_optin shared_memory_per_multiprocessor uuid".split())
+    config = {"kwargs", "num_warps", "num_stages", "num_ctas", "maxnreg", "all_kwargs"}
+    known = _public(torch.Tensor, torch.dtype, torch.device, torch.Size, torch.finfo, torch.iinfo, str, int, float,
+                    bool, complex, list, tuple, dict, set, frozenset, slice, range, TensorDescriptor, triton.Config)
+    known |= props | config | {"base", "shape", "strides", "block_shape"}
+    assert HOST_VALUE_ATTRIBUTES - known == set()
+    assert HOST_VALUE_ATTRIBUTES & EXCLUDED_MEMBERS == set()
+    for hook in ("register_hook", "untyped_storage", "share_memory_", "apply_"):
+        assert hook in _public(torch.Tensor) and hook not in HOST_VALUE_ATTRIBUTES
+
+
+def test_kernel_value_attributes_are_attributes_of_triton_values():
+    import triton.language as tl
+
+    known = _public(tl.tensor, tl.dtype, tl.pointer_type, tl.block_type, tl.constexpr)
+    known |= set("dtype shape type numel element_ty primitive_bitwidth int_bitwidth fp_mantissa_width exponent_bias "
+                 "value address_space block_shape name".split())
+    assert KERNEL_VALUE_ATTRIBUTES - known == set()
+    assert "handle" not in KERNEL_VALUE_ATTRIBUTES and KERNEL_VALUE_ATTRIBUTES & EXCLUDED_MEMBERS == set()
+
+
+def test_the_original_module_statements_keep_their_order():
+    orig = ORIG.replace('DEVICE = "cuda" if torch.cuda.is_available() else "cpu"\n',
+                        'DEVICE = "cpu"\nDEVICE = "cuda" if torch.cuda.is_available() else "cpu"\n')
+    swapped = orig.replace('DEVICE = "cpu"\nDEVICE = "cuda" if torch.cuda.is_available() else "cpu"\n',
+                           'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"\nDEVICE = "cpu"\n')
+    assert "was moved" in screen(swapped, orig)
+    assert screen(orig.replace("BLOCK_SIZE=128)", "BLOCK_SIZE=256)"), orig) is None
+
+
+def test_imports_never_bind_a_dunder_name():
+    for line in ("import math as __builtins__\n", "from math import sqrt as __loader__\n"):
+        got = reasons(ORIG.replace("import torch\n", line + "import torch\n"))
+        assert any("dunder access" in r for r in got), (line, got)
