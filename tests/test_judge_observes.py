@@ -42,12 +42,16 @@ def test_a_rewrite_that_only_reshapes_its_inputs_is_accepted(axpy):
     assert ev.ok, ev.message
 
 
-def test_a_pre_run_hook_is_refused_in_the_replay(axpy):
-    """A JIT pre-run hook runs Python beside every launch, the timed replays included."""
+def test_a_pre_run_hook_is_refused_in_the_replay_also_past_the_screen(axpy):
+    """A JIT pre-run hook runs Python beside every launch, the timed replays included. The
+    screen refuses it; sent straight to the judge, the replay refuses it."""
+    from redteam.round3.running import evaluate_unscreened
+
     cheat = edited("    return out\n", "    axpy_kernel.add_pre_run_hook(lambda *a, **k: None)\n    return out\n")
-    ev = axpy.evaluate(cheat, time_it=False)
-    assert ev.status == Status.REJECTED, ev.message
-    assert "pre-run hook" in ev.message or "not allowed" in ev.message or "screen" in ev.message, ev.message
+    screened = axpy.evaluate(cheat, time_it=False)
+    assert screened.status == Status.REJECTED and "add_pre_run_hook" in screened.message, screened.message
+    ev = evaluate_unscreened(axpy, cheat.source, time_it=False)
+    assert ev.status == Status.REJECTED and "pre-run hook" in ev.message, ev.message
 
 
 def test_bits_that_differ_between_two_runs_of_one_seed_are_refused(axpy):

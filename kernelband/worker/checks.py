@@ -168,3 +168,37 @@ def precision_reason(name: str, dtype: torch.dtype, original: tuple[float, float
         return (f"{name}: max abs error against a float64 run of the original {v_abs:.3g} is over "
                 f"{PRECISION_FACTOR:g}x the original's own ({o_abs:.3g})")
     return None
+
+
+# --------------------------------------------------------------------------- consistency
+def deviations(ref: Any, out: Any) -> dict[str, tuple[torch.dtype, float]]:
+    """Relative L2 difference of each float output (returned and written) from the
+    original's, by path: how far a candidate is from the original, tensor by tensor."""
+    result: dict[str, tuple[torch.dtype, float]] = {}
+    if not isinstance(ref, dict) or not isinstance(out, dict):
+        return result
+    for part in ("returned", "written"):
+        found = dict(leaves(out.get(part), f"output[{part!r}]"))
+        for path, r in leaves(ref.get(part), f"output[{part!r}]"):
+            o = found.get(path)
+            if not isinstance(r, torch.Tensor) or not r.is_floating_point() or not _comparable(r, o) or r.numel() == 0:
+                continue
+            sums = None
+            for rr, oo in chunk_pairs(r, o, torch.float64):
+                ok = torch.isfinite(rr) & torch.isfinite(oo)
+                zero = torch.zeros((), dtype=torch.float64, device=rr.device)
+                d, m = torch.where(ok, oo - rr, zero), torch.where(ok, rr, zero)
+                part_sums = torch.stack([(d * d).sum(), (m * m).sum()])
+                sums = part_sums if sums is None else sums + part_sums
+            e, m = (sums.tolist() if sums is not None else (0.0, 0.0))
+            result[path] = (r.dtype, math.sqrt(e) / math.sqrt(m) if m > 0 else (0.0 if e == 0 else math.inf))
+    return result
+
+
+def consistency_bound(dtype: torch.dtype, at_seed0: float, original_error: float) -> float:
+    """How far from the original a candidate's output may be anywhere: as far as its
+    written outputs were at seed 0 (where precision is checked against a float64 rerun)
+    times PRECISION_FACTOR, or as far as the original's own error allows, or a few units
+    of the dtype's roundoff."""
+    u = _UNIT_ROUNDOFF.get(dtype, 2.0 ** -24)
+    return max(PRECISION_FACTOR * at_seed0, (PRECISION_FACTOR + 1) * original_error, _FLOOR_ULPS.get(dtype, 2.0) * u)

@@ -94,61 +94,106 @@ def _call_bytes(tensors: list[dict[str, Any]], mapping: dict[int, int]) -> int:
     return total
 
 
-def derive(calls: list[dict[str, Any]], seed: int, per_call: int = 5, max_bytes: int = MAX_CALL_BYTES,
+FLAVOURS = ("sizes", "strided", "special", "grow", "transposed", "rank", "repeat")
+_ALIGNED = (16, 48, 80, 112, 144, 240)  # multiples of 16 that are not of 32: block-aligned only at first sight
+
+
+def derive(calls: list[dict[str, Any]], seed: int, per_call: int = len(FLAVOURS), max_bytes: int = MAX_CALL_BYTES,
            interpreted: bool = False) -> list[dict[str, Any]]:
-    """Derived calls of the recorded ones: each a recorded call with new sizes, a layout,
-    values and dtypes (plain data; the same seed gives the same calls). A call's tensors
-    stay under ``max_bytes``: sizes are drawn smaller until they do."""
+    """Derived calls of the recorded ones, one per flavour (plain data; the same seed gives
+    the same calls):
+    - sizes: every dimension mapped to another size (odd, block-aligned or not), inputs
+      scaled by a power of ten, float arguments too, fresh memory zero-filled;
+    - strided: rows padded (a slice of a wider tensor), values with a large mean;
+    - special: +-0, +-inf, large magnitudes, an all -inf row and a constant row;
+    - grow: the largest dimension grown (longer rows, larger vocabularies), another float
+      dtype;
+    - transposed: tensors of two or more dimensions column-major (1-D: every other element);
+    - rank: the first dimension split in two (a 3-D input for a 2-D one);
+    - repeat: the call made many times in a row, its inputs partly changed each time; the
+      first result (as it is after all of them) and the last one are compared.
+    A call's tensors stay under ``max_bytes``."""
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []
-    flavours = ["sizes", "strided", "special", "dtype", "spread"]
+    # the interpreter emulates bfloat16 (numpy has none): a result there is no oracle
+    dtypes = tuple(d for d in _FLOAT_DTYPES if not (interpreted and d == "bfloat16"))
     for call in calls[:MAX_CALLS_RECORDED]:
         tensors = _tensor_specs(call)
         if not tensors:
             continue
-        dims = sorted({d for t in tensors for d in t["shape"] if d > 1})
         for k in range(per_call):
-            flavour = flavours[k % len(flavours)]
-            mapping = {d: _new_size(d, rng) for d in dims}
-            for _ in range(8):  # too large: redraw the largest dimensions smaller
-                if _call_bytes(tensors, mapping) <= max_bytes:
-                    break
-                big = max(mapping, key=lambda d: mapping[d])
-                mapping[big] = max(1, min(mapping[big] // 4, rng.choice(_SIZES)))
-            # the interpreter emulates bfloat16 (numpy has none): a result there is no oracle
-            dtypes = tuple(d for d in _FLOAT_DTYPES if not (interpreted and d == "bfloat16"))
-            derived = {"fn": call["fn"], "flavour": flavour, "seed": rng.randrange(1 << 30), "sizes": mapping,
-                       "args": [_map_arg(a, mapping, call, flavour, rng, dtypes) for a in call["args"]],
-                       "kwargs": {k2: _map_arg(v, mapping, call, flavour, rng, dtypes)
-                                  for k2, v in call["kwargs"].items()}}
-            if flavour == "dtype" and not any(t.get("floating") for t in tensors):
-                derived["flavour"] = "sizes"
-            out.append(derived)
+            flavour = FLAVOURS[k % len(FLAVOURS)]
+            if flavour == "rank" and not any(len(t["shape"]) >= 2 for t in tensors):
+                flavour = "sizes"
+            out.append(_derive_one(call, flavour, tensors, rng, max_bytes, dtypes))
     return out
 
 
-def _new_size(d: int, rng: random.Random) -> int:
+def _derive_one(call: dict[str, Any], flavour: str, tensors: list[dict[str, Any]], rng: random.Random,
+                max_bytes: int, dtypes: tuple[str, ...]) -> dict[str, Any]:
+    dims = sorted({d for t in tensors for d in t["shape"] if d > 1})
+    at_least = 1 if flavour == "sizes" else 2  # a single row cannot show a row stride ignored
+    mapping = {d: _new_size(d, rng, at_least) for d in dims}
+    if flavour == "grow" and dims:
+        big = dims[-1]
+        mapping = {d: min(d, rng.choice((3, 7, 17, 33))) for d in dims}
+        mapping[big] = big * rng.choice((4, 8)) + rng.choice((0, 1, 3))
+    for _ in range(12):  # too large: the largest dimensions drawn smaller
+        if _call_bytes(tensors, mapping) <= max_bytes:
+            break
+        biggest = max(mapping, key=lambda d: mapping[d])
+        mapping[biggest] = max(at_least, mapping[biggest] // 2)
+    derived: dict[str, Any] = {"fn": call["fn"], "flavour": flavour, "seed": rng.randrange(1 << 30),
+                               "sizes": {str(k): v for k, v in mapping.items()}}
+    if flavour == "sizes":
+        derived["scale"] = 10.0 ** rng.choice((-3, -1, 2))
+        derived["fresh_fill"] = "zero"
+    if flavour == "repeat":
+        derived["repeats"] = rng.randrange(14, 25)
+    if flavour == "rank":
+        derived["split"] = rng.choice((2, 3))
+    first_float = next((t["dtype"] for t in tensors if t.get("floating")), None)
+    others = [d for d in dtypes if d != first_float]
+    other_dtype = rng.choice(others) if flavour == "grow" and others else None
+    index_high = max([mapping.get(d, d) for t in tensors if t.get("floating") for d in t["shape"]] or [1000])
+    derived["args"] = [_map_arg(a, mapping, call, derived, rng, other_dtype, index_high) for a in call["args"]]
+    derived["kwargs"] = {k: _map_arg(v, mapping, call, derived, rng, other_dtype, index_high)
+                         for k, v in call["kwargs"].items()}
+    return derived
+
+
+def _new_size(d: int, rng: random.Random, at_least: int = 1) -> int:
     """Another size for a dimension of size ``d``: at most ``d`` (memory stays within the
-    harness's), odd or off a power of two where possible (masks and tails)."""
-    options = [s for s in (*_SIZES, d - 1, d // 2 + 1) if 1 <= s <= d and s != d] or [d]
+    harness's), odd, off a power of two, or a multiple of 16 that is not one of 32."""
+    options = [s for s in (*_SIZES, *_ALIGNED, d - 1, d // 2 + 1) if at_least <= s <= d and s != d] or [d]
     return rng.choice(options)
 
 
-def _map_arg(arg: dict[str, Any], mapping: dict[int, int], call: dict[str, Any], flavour: str,
-             rng: random.Random, dtypes: tuple[str, ...] = _FLOAT_DTYPES) -> dict[str, Any]:
+def _map_arg(arg: dict[str, Any], mapping: dict[int, int], call: dict[str, Any], derived: dict[str, Any],
+             rng: random.Random, other_dtype: Optional[str], index_high: int) -> dict[str, Any]:
+    flavour = derived["flavour"]
     if arg["t"] == "tensor":
-        new = dict(arg, shape=[mapping.get(d, d) for d in arg["shape"]],
-                   pad=[rng.choice((0, rng.randrange(16, 257))), rng.randrange(16, 257)])
-        if flavour in ("strided", "spread"):
-            new["layout"] = flavour
-        if flavour == "special" and arg.get("floating"):
-            new["values"] = "special"
-        if flavour == "dtype" and arg.get("floating"):
-            others = [d for d in dtypes if d != arg["dtype"]]
-            if others:
-                new["dtype"] = rng.choice(others)
+        shape = [mapping.get(d, d) for d in arg["shape"]]
+        if flavour == "rank" and len(shape) >= 2:
+            split = derived["split"]
+            shape = [split, max(1, shape[0] // split), *shape[1:]]
+        new = dict(arg, shape=shape, pad=[rng.choice((0, rng.randrange(16, 257))), rng.randrange(16, 257)])
+        if flavour == "strided" and len(shape) >= 2:
+            new["layout"] = "strided"
+        if flavour == "transposed":
+            new["layout"] = "transposed" if len(shape) >= 2 else "spread"
+        if arg.get("floating"):
+            values = {"special": "special", "strided": "offset", "sizes": "scaled"}.get(flavour)
+            if values:
+                new["values"] = values
+            if other_dtype and other_dtype != arg["dtype"]:
+                new["dtype"] = other_dtype
+        else:
+            new["index_high"] = index_high
         return new
     value = arg.get("v")
+    if isinstance(value, float) and flavour == "sizes":
+        return {"t": "value", "v": value * 10.0 ** rng.choice((-2, 2))}
     if isinstance(value, int) and not isinstance(value, bool) and value > 1:
         if value in mapping:  # a dimension passed on its own
             return {"t": "value", "v": mapping[value]}
@@ -192,13 +237,17 @@ def _generator(seed: int, device: str) -> Any:
     return g
 
 
-def _values(spec: dict[str, Any], dtype: Any, device: str, seed: int) -> Any:
+def _values(spec: dict[str, Any], dtype: Any, device: str, seed: int, scale: float = 1.0) -> Any:
     import torch
 
     shape = spec["shape"]
     g = _generator(seed, device)
     if dtype.is_floating_point:
         x = torch.randn(shape, generator=g, device=device, dtype=torch.float32)
+        if spec.get("values") == "scaled":
+            x = x * scale
+        if spec.get("values") == "offset":  # a large mean, a small spread (one-pass variance fails here)
+            x = x * 0.01 + 300.0
         if spec.get("values") == "special" and x.numel() > 0:
             flat = x.view(-1)
             n = flat.numel()
@@ -211,7 +260,10 @@ def _values(spec: dict[str, Any], dtype: Any, device: str, seed: int) -> Any:
         return x.to(dtype)
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=g, device=device).to(torch.bool)
-    high = 100 if dtype in (torch.int8, torch.uint8) else 1000
+    # integers are often indices into another argument: drawn below its largest size
+    high = 100 if dtype in (torch.int8, torch.uint8) else max(int(spec.get("index_high") or 1000), 2)
+    if dtype in (torch.int16,):
+        high = min(high, 1 << 15)
     return torch.randint(0, high, shape, generator=g, device=device, dtype=torch.int64).to(dtype)
 
 
@@ -233,6 +285,11 @@ def layout(spec: dict[str, Any]) -> tuple[list[int], list[int], int]:
         for d in reversed(shape):  # every dimension spread out, the last one too
             strides.insert(0, step)
             step *= max(d, 1) * 2
+    elif spec.get("layout") == "transposed" and len(shape) >= 2:
+        strides, step = [0] * len(shape), 1
+        for i in range(len(shape)):  # column-major: the first dimension varies fastest
+            strides[i] = step
+            step *= max(shape[i], 1)
     elif spec.get("layout") == "strided" and len(shape) >= 2:
         strides, step = [], 1
         for d in reversed(shape):  # rows padded (a slice of a wider tensor): the last dimension stays dense
@@ -257,7 +314,7 @@ def distinct_tensors(call: dict[str, Any]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def place(spec: dict[str, Any], seed: int, which: str) -> Placed:
+def place(spec: dict[str, Any], seed: int, which: str, scale: float = 1.0) -> Placed:
     """A tensor as the derived call describes it, inside a buffer of canaries."""
     import torch
 
@@ -266,13 +323,15 @@ def place(spec: dict[str, Any], seed: int, which: str) -> Placed:
     buffer = torch.full((total,), canary_value(dtype, which), dtype=dtype, device=spec["device"])
     view = buffer.as_strided(shape, strides, pads(spec)[0])
     if view.numel():
-            view.copy_(_values(spec, dtype, spec["device"], seed))
+        view.copy_(_values(spec, dtype, spec["device"], seed, scale))
     return Placed(view, buffer, pads(spec)[0])
 
 
-def build(call: dict[str, Any], which: str) -> tuple[list[Any], dict[str, Any], list[Placed]]:
+def build(call: dict[str, Any], which: str, repeat: int = 0) -> tuple[list[Any], dict[str, Any], list[Placed]]:
     """The arguments of a derived call: tensors placed in canary buffers (the same tensor
-    where the recorded call passed one tensor twice), values as they are."""
+    where the recorded call passed one tensor twice), values as they are. ``repeat`` > 0:
+    the inputs of that repetition (every other float element drawn again, the first kept:
+    a result remembered by part of its input must not be returned)."""
     placed: dict[int, Placed] = {}
     order: list[Placed] = []
 
@@ -280,8 +339,19 @@ def build(call: dict[str, Any], which: str) -> tuple[list[Any], dict[str, Any], 
         if arg["t"] != "tensor":
             return arg.get("v")
         if arg["id"] not in placed:
-            placed[arg["id"]] = place(arg, call["seed"] + 7919 * arg["id"], which)
-            order.append(placed[arg["id"]])
+            p = place(arg, call["seed"] + 7919 * arg["id"], which, float(call.get("scale", 1.0)))
+            if repeat and p.view.is_floating_point() and p.view.numel() > 1:
+                again = place(arg, call["seed"] + 7919 * arg["id"] + 104729 * repeat, which,
+                              float(call.get("scale", 1.0)))
+                flat, fresh = p.view.reshape(-1), again.view.reshape(-1)
+                if flat.data_ptr() == p.view.data_ptr() and p.view.is_contiguous():
+                    flat[1::2] = fresh[1::2]
+                else:
+                    mixed = p.view.clone().reshape(-1)
+                    mixed[1::2] = fresh[1::2]
+                    p.view.copy_(mixed.view(p.view.shape))
+            placed[arg["id"]] = p
+            order.append(p)
         return placed[arg["id"]].view
 
     args = [make(i, a) for i, a in enumerate(call["args"])]
@@ -334,12 +404,14 @@ def describe_call(call: dict[str, Any]) -> str:
     def one(arg: dict[str, Any]) -> str:
         if arg["t"] != "tensor":
             return repr(arg.get("v"))
-        extra = {"strided": " rows padded", "spread": " every dimension strided"}.get(arg.get("layout") or "", "")
-        extra += " special values" if arg.get("values") == "special" else ""
+        extra = {"strided": " rows padded", "spread": " every dimension strided",
+                 "transposed": " column-major"}.get(arg.get("layout") or "", "")
+        extra += {"special": " special values", "offset": " large mean", "scaled": " scaled"}.get(arg.get("values") or "", "")
         return f"{'x'.join(map(str, arg['shape'])) or 'scalar'} {arg['dtype']}{extra}"
 
     parts = [one(a) for a in call["args"]] + [f"{k}={one(v)}" for k, v in call["kwargs"].items()]
-    return f"{call['fn']}({', '.join(parts)})"
+    times = f", called {call['repeats']} times in a row" if call.get("repeats") else ""
+    return f"{call['fn']}({', '.join(parts)}){times}"
 
 
 _FACTORIES = ("empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like")
@@ -347,7 +419,7 @@ _PLAIN_KWARGS = {"dtype", "device", "requires_grad"}
 
 
 @contextlib.contextmanager
-def padded_allocations(which: str, pad: int) -> Iterator[list[tuple[Any, int, int]]]:
+def padded_allocations(which: str, pad: int, fresh_fill: Optional[str] = None) -> Iterator[list[tuple[Any, int, int]]]:
     """While a derived call runs, the tensors its code makes with torch's factories
     (``torch.empty_like(x)`` for an output, say) lie inside canary-padded buffers too, so a
     write past an output the wrapper allocated itself is seen. Yields the list of
@@ -389,6 +461,8 @@ def padded_allocations(which: str, pad: int) -> Iterator[list[tuple[Any, int, in
             view.fill_(1)
         elif name.startswith("full"):
             view.fill_(rest[0])
+        elif fresh_fill == "zero":  # empty: fresh memory is not always NaN outside the judge
+            view.zero_()
         else:  # empty: what a kernel must write, as fresh memory reads in the variant process
             view.fill_(float("nan") if (dtype.is_floating_point or dtype.is_complex) else -1)
         if kwargs.get("requires_grad"):
@@ -430,10 +504,15 @@ def run_calls(version: Any, step: dict[str, Any], steps: Any) -> None:
         meta: dict[str, Any] = {"mode": "derived", "index": i, "which": which}
         try:
             fn = getattr(version.module, call["fn"])
-            args, kwargs, placed = build(call, which)
             seed_everything(int(call["seed"]))
-            with gpu_lock(exclusive=False), padded_allocations(which, PAD_ELEMENTS) as made:
-                out = fn(*args, **kwargs)
+            first = None
+            # every repetition's inputs made first: inside, torch's factories make padded buffers
+            calls = [build(call, which, r) for r in range(int(call.get("repeats") or 1))]
+            with gpu_lock(exclusive=False), padded_allocations(which, PAD_ELEMENTS, call.get("fresh_fill")) as made:
+                for r, (args, kwargs, placed) in enumerate(calls):
+                    out = fn(*args, **kwargs)
+                    if r == 0:
+                        first = (out, placed)
                 synchronize()
         except Exception as e:  # noqa: BLE001 - the judge decides what a failure means here
             steps.check_runtime()
@@ -443,5 +522,8 @@ def run_calls(version: Any, step: dict[str, Any], steps: Any) -> None:
         steps.check_runtime()
         meta["seconds"] = round(time.perf_counter() - t0, 4)
         meta["allocs"] = [[before, n] for _, before, n in made]
-        steps.send("outputs", meta, {"returned": out, "buffers": [p.buffer for p in placed],
-                                     "allocs": [buffer for buffer, _, _ in made]})
+        tree: dict[str, Any] = {"returned": out, "buffers": [p.buffer for p in placed],
+                                "allocs": [buffer for buffer, _, _ in made]}
+        if call.get("repeats") and first is not None:  # the first call's result, as it is now
+            tree["first"] = {"returned": first[0], "buffers": [p.buffer for p in first[1]]}
+        steps.send("outputs", meta, tree)

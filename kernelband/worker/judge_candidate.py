@@ -21,7 +21,7 @@ from .compare import compare_outputs, describe
 from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
 from .judge_core import JudgeCore, add_phase, count_runs, deadline_s, gpu, phase_of
-from .observe import CallHistory, condense_locals
+from .observe import CallHistory, comparable, condense_locals
 from .stats import median_timing, paired_statistics
 
 SEARCH_ROUNDS_GPU = 5  # interleaved rounds (candidate, original) per candidate during the search
@@ -86,6 +86,7 @@ class CandidateRun:
         self.t0 = time.perf_counter()
         self.expected: list[str] = []  # what each coming frame is (a crash is reported as during the next one)
         self.first_run: Optional[list[tuple[int, int]]] = None  # fingerprints of the kept run's outputs
+        self.seed0_deviation: dict[str, float] = {}  # harness -> written outputs' distance from the original at seed 0
 
     def run(self) -> dict[str, Any]:
         judge, req, ev = self.judge, self.req, self.ev
@@ -143,7 +144,36 @@ class CandidateRun:
             with _reading_gpu():
                 self.worst = judge_frame(self.judge, frame, self.ev, self.worst, self.history)
                 self._check_reproducible(frame)
+                self._check_consistent(frame)
             add_phase(self.ev.phases, "judge", time.perf_counter() - t_judge)
+
+    def _check_consistent(self, frame: Frame) -> None:
+        """Precision is measured at seed 0 against a float64 rerun, on the tensors the kernel
+        wrote. Everywhere else (every seed, what the harness returns) a candidate must be no
+        farther from the original than that allows: a result rounded only in a returned copy,
+        or only for some inputs, is not as precise as the original."""
+        judge, meta = self.judge, frame.meta
+        task = judge.require_task()
+        if frame.kind != "outputs" or meta.get("mode") != "check" or meta.get("error"):
+            return
+        h, seed = meta["harness"], int(meta["seed"])
+        errors = [rel for (hh, _, _), (rel, _, _) in judge.ref.high_error.items() if hh == h]
+        if not errors:
+            return  # no float64 rerun of the original for this harness: tolerances only
+        original_error = max(errors)
+        ref = judge.ref.outputs.get((h, seed))
+        devs = checks.deviations(ref, comparable(frame.tree))
+        if seed == task.seeds[0] and not meta.get("again"):
+            written = [d for p, (_, d) in devs.items() if p.startswith("output['written']")]
+            self.seed0_deviation[h] = max(written, default=0.0)
+        at_seed0 = self.seed0_deviation.get(h, 0.0)
+        for path, (dtype, dev) in devs.items():
+            bound = checks.consistency_bound(dtype, at_seed0, original_error)
+            if dev > bound:
+                raise Verdict(Status.MISMATCH, f"precision: {h}, seed {seed}: {path} is {dev:.3g} from the original's "
+                                               f"(relative L2), more than its written outputs at seed {task.seeds[0]} "
+                                               f"({at_seed0:.3g}) and the original's own error ({original_error:.3g}) "
+                                               "allow")
 
     def _check_reproducible(self, frame: Frame) -> None:
         """A candidate is as deterministic as the original: where the original's two runs of

@@ -18,7 +18,6 @@ from .compare import compare_outputs
 from .jobs import Frame
 from .observe import materialize
 
-DERIVED_PER_CALL = 5  # derived calls per recorded call of the wrapper: one of each flavour
 
 
 def wrapper_names(source: str, kernel: str) -> list[str]:
@@ -34,14 +33,32 @@ def new_session_seed() -> int:
     return secrets.randbelow(1 << 30)
 
 
+INTERPRETED_CALL_BYTES = 2 << 20  # the interpreter's time grows with the grid: small calls there
+
+
 def calls_to_derive(recorded: list[dict[str, Any]], seed: int, interpreted: bool) -> list[dict[str, Any]]:
-    return derived.derive(recorded, seed, DERIVED_PER_CALL, interpreted=interpreted)
+    return derived.derive(recorded, seed, max_bytes=INTERPRETED_CALL_BYTES if interpreted else derived.MAX_CALL_BYTES,
+                          interpreted=interpreted)
 
 
 def observed(frame: Frame, call: dict[str, Any]) -> tuple[Optional[Any], list[Any], Optional[str]]:
     """(outputs to compare, canary regions, a reason the frame is malformed) of a derived
-    call's frame: outputs are ``{"returned", "args"}`` with each tensor argument's view."""
+    call's frame: outputs are ``{"returned", "args"}`` with each tensor argument's view
+    (and ``"first"``, the same for the first of repeated calls, as it is after them all)."""
     tree = frame.tree if isinstance(frame.tree, dict) else {}
+    out, rests, bad = _split(tree, call, frame.meta)
+    if bad or not call.get("repeats"):
+        return out, rests, bad
+    first = tree.get("first")
+    if not isinstance(first, dict):
+        return None, [], "no first result of the repeated calls"
+    first_out, first_rests, bad = _split(dict(first, allocs=[]), call, {"allocs": []})
+    if bad:
+        return None, [], bad
+    return {**out, "first": first_out}, rests + first_rests, None
+
+
+def _split(tree: dict[str, Any], call: dict[str, Any], meta: dict[str, Any]) -> tuple[Optional[Any], list[Any], Optional[str]]:
     buffers = tree.get("buffers")
     specs = derived.distinct_tensors(call)
     if not isinstance(buffers, list) or len(buffers) != len(specs):
@@ -54,7 +71,7 @@ def observed(frame: Frame, call: dict[str, Any]) -> tuple[Optional[Any], list[An
         views.append(view)
         rests.append(rest)
     # tensors the call's own code allocated (its outputs, say), each in a padded buffer
-    allocs, layout = tree.get("allocs") or [], frame.meta.get("allocs") or []
+    allocs, layout = tree.get("allocs") or [], meta.get("allocs") or []
     if not isinstance(allocs, list) or not isinstance(layout, list) or len(allocs) != len(layout):
         return None, [], "allocations without their layout"
     for buffer, where in zip(allocs, layout):

@@ -311,6 +311,9 @@ def _absorb_reference(judge: JudgeCore, frame: Frame, base: Baseline, notes: lis
         ref.skipped.add((meta["harness"], int(meta["seed"])))
         return
     tree = condense_locals(frame.tree)
+    pre_state = tree.pop("pre_state", None) if isinstance(tree, dict) else None
+    if mode in ("check", "upcast") and not meta.get("skipped"):
+        _know_inputs(ref, pre_state, tree)
     if mode == "replay":
         ref.replay_valid = compare_outputs(ref.outputs[(task.harness, task.seeds[0])], tree).ok
         return
@@ -361,7 +364,6 @@ def _absorb_outputs(judge: JudgeCore, h: str, seed: int, frame: Frame, tree: Any
     what the harness needs there)."""
     task, ref, meta = judge.require_task(), judge.ref, frame.meta
     high = tree.pop("upcast", None) if isinstance(tree, dict) else None
-    pre_state = tree.pop("pre_state", None) if isinstance(tree, dict) else None
     if count_tensors(tree.get("returned")) + count_tensors(tree.get("written")) == 0:
         raise _SetupProblem(f"the harness {h} returns no tensors and its launches write none")
     device = _reference_device(judge, tree_bytes(tree) + tree_bytes(high))
@@ -376,7 +378,6 @@ def _absorb_outputs(judge: JudgeCore, h: str, seed: int, frame: Frame, tree: Any
     if h == task.harness and seed == task.seeds[0]:
         ref.launches = launches
         ref.recorded_calls = list(meta.get("calls") or [])
-        _know_inputs(ref, pre_state, tree)
     if high:
         _absorb_high(ref, h, tree, high, meta.get("upcast") or {})
 
@@ -388,7 +389,16 @@ def _know_inputs(ref: Reference, pre_state: Any, tree: Any) -> None:
 
     tensors: list[Any] = []
     _tensors(pre_state, tensors)
-    _tensors(tree.get("harness_locals") if isinstance(tree, dict) else None, tensors)
+    outputs: list[Any] = []
+    if isinstance(tree, dict):
+        _tensors(tree.get("returned"), outputs)
+        _tensors(tree.get("written"), outputs)
+        # the harness's inputs, not what the call produced (an in-place output's final value
+        # is a result, which a candidate's launches may not find already computed)
+        produced = {id(t) for t in outputs}
+        locals_: list[Any] = []
+        _tensors(tree.get("harness_locals"), locals_)
+        tensors += [t for t in locals_ if id(t) not in produced]
     ref.known_inputs |= {content_key(t) for t in tensors}
 
 

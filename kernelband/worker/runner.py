@@ -81,12 +81,17 @@ def load_module(task: Task, source: str, tag: str, workdir: Optional[str] = None
     module's import name while the companion is executed, so ``from kernels import
     wrapper`` in the companion picks up this version.
     """
+    from ..screen_source import SourceRefused, canonical_source
+
+    text = canonical_source(source)  # the bytes written are the text that was screened
+    if isinstance(text, SourceRefused):
+        raise HarnessError("import", ValueError(f"the module's text is refused: {text.reason}"))
     base = Path(workdir or os.environ.get("KERNELBAND_WORKDIR") or "/tmp/kernelband-worker")
     stem = Path(task.module_path).stem
     folder = base / tag
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{stem}.py"
-    path.write_text(source, encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     user_dir = str(Path(task.module_path).parent)
     if user_dir not in sys.path:
         sys.path.insert(0, user_dir)  # sibling imports of the user's module keep working

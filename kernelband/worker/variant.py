@@ -245,7 +245,9 @@ class Steps:
         # each launch): a candidate's outputs are the arguments the original writes, and the
         # judge compares everything else it is shown itself
         options["track_writes"] = not self.writes
-        if step.get("keep"):  # its replay check restores what the launches found (in-place kernels too)
+        if mode in ("check", "upcast"):
+            # a kept run's replay check restores what its launches found (in-place kernels
+            # too), and every checked run shows the judge what its launches read
             options["snapshot_bytes"] = _snapshot_budget()
         t0 = time.perf_counter()
         calls: list[dict[str, Any]] = []
@@ -298,7 +300,7 @@ class Steps:
                                 "harness_locals": _locals_view(rec.harness_locals, written, out, self.transport)}
         if previous:  # what earlier calls returned, as it is now: the judge sees whether it changed
             tree["previous"] = previous
-        if step.get("keep") and rec.pre_state_complete and rec.pre_state:
+        if rec.pre_state_complete and rec.pre_state:
             # every tensor the launches found as they found it: the judge checks each is an input
             # it knows, fresh memory, a constant, or written by an earlier launch
             tree["pre_state"] = [copy for _, copy in rec.pre_state.values()]
@@ -411,19 +413,10 @@ class Steps:
 
         _, rec = self.kept[step["key"]]
         t0 = time.perf_counter()
-        timing = time_launches(rec.launches)
+        timing = time_launches(rec.launches, restore=_restorer(rec))
         self.timed[step["key"]] = timing.median_ms
         self.integrity.check()
         self.send("timing", {"key": step["key"], "timing": timing.to_dict(), "seconds": round(time.perf_counter() - t0, 4)})
-
-    def op_paired(self, step: dict[str, Any]) -> None:
-        from .timing import paired_samples
-
-        _, a = self.kept[step["a"]]
-        _, b = self.kept[step["b"]]
-        a_ms, b_ms, clock = paired_samples(a.launches, b.launches, rounds=int(step.get("rounds", 10)))
-        self.integrity.check()
-        self.send("paired", {"a_ms": a_ms, "b_ms": b_ms, "clock": clock})
 
     def op_derived(self, step: dict[str, Any]) -> None:
         """Calls of the wrapper that the harness never makes (``derived.run_calls``)."""
@@ -442,7 +435,7 @@ class Steps:
 
         _, rec = self.kept[step["key"]]
         ms, clock = one_sample(rec.launches, rep_ms=int(step.get("rep_ms", 25)),
-                               held_by_judge=bool(step.get("held_by_judge")))
+                               held_by_judge=bool(step.get("held_by_judge")), restore=_restorer(rec))
         self.integrity.check()
         self.send("sample", {"key": step["key"], "ms": ms, "clock": clock})
 
@@ -451,7 +444,7 @@ class Steps:
         from .timing import block_samples
 
         _, rec = self.kept[step["key"]]
-        ms, clock = block_samples(rec.launches, rounds=int(step.get("rounds", 10)))
+        ms, clock = block_samples(rec.launches, rounds=int(step.get("rounds", 10)), restore=_restorer(rec))
         self.integrity.check()
         self.send("samples", {"key": step["key"], "ms": ms, "clock": clock})
 
@@ -542,6 +535,16 @@ def _recording_wrappers(version: Any, names: list[str]) -> Any:
                 calls.extend(more)
 
     return both()
+
+
+def _restorer(rec: Any) -> Any:
+    """What puts a kept run's launches' starting state back before each timed replay, or
+    None where the run kept no complete copy (too large)."""
+    from .capture import restore_pre_state
+
+    if not rec.pre_state or not rec.pre_state_complete:
+        return None
+    return lambda: restore_pre_state(rec)
 
 
 def _pre_state_labels(rec: Any) -> list[str]:
