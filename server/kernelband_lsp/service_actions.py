@@ -11,6 +11,7 @@ from . import edits as E
 from . import lenses as L
 from . import lints as LN
 from . import summary as S
+from .display import INTERPRETED_NOTE
 from .documents import Analysis
 
 log = logging.getLogger("kernelband_lsp")
@@ -55,6 +56,13 @@ class ActionsMixin:
                                         diagnostics=match, edit=edit, is_preferred=True))
         return out
 
+    @staticmethod
+    def _review_action(kernel: str, args: list, what: str) -> types.CodeAction:
+        return types.CodeAction(
+            title=f"Review found variant of {kernel} ({what}): diff, then Apply or Discard (KernelBand)",
+            kind=types.CodeActionKind.QuickFix, data={"kernel": kernel, "uri": args[0]["uri"]},
+            command=types.Command(title="Review found variant", command=L.REVIEW_COMMAND, arguments=args))
+
     async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
         uri = params.text_document.uri
         a = await self.analysis(uri)
@@ -81,11 +89,13 @@ class ActionsMixin:
                     act.disabled = types.CodeActionDisabledType(reason=plan.message)
                 out.append(act)
                 if plan.ok and "visual studio code" not in self.client_name.lower():
-                    out.append(types.CodeAction(
-                        title=f"Review found variant of {k.name} (diff, then Apply or Discard) (KernelBand)",
-                        kind=types.CodeActionKind.QuickFix, data={"kernel": k.name, "uri": uri},
-                        command=types.Command(title="Review found variant", command="kernelband.reviewVariant",
-                                              arguments=args)))
+                    out.append(self._review_action(k.name, args, f"{S.speedup_phrase(fv.result)} faster"))
+            elif L.wants(only, types.CodeActionKind.QuickFix):
+                # an interpreter-verified variant: reviewed (and applied) from its diff, never
+                # offered as a speedup
+                rv = self.reviewable(a, k.name)
+                if rv is not None:
+                    out.append(self._review_action(k.name, args, INTERPRETED_NOTE))
             if not st.harness.found and L.wants(only, types.CodeActionKind.QuickFix):
                 offset, text = L.stub_insertion(a, k)
                 out.append(types.CodeAction(
