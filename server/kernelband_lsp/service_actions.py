@@ -36,21 +36,14 @@ class ActionsMixin:
         rng = params.range
         sent = [d for d in params.context.diagnostics or [] if d.source == LN.SOURCE]
         for f in LN.cached_lint(a):
-            if f.fix_title is None:
+            if f.fix_title is None or not f.fix_edits:
                 continue
             drange = a.index.ast_range(f.line, f.col, f.end_line, f.end_col)
             if not L.overlaps(drange, rng.start.line, rng.end.line):
                 continue
-            start = a.index.ast_to_offset(f.line, f.col)
-            end = a.index.ast_to_offset(f.end_line, f.end_col)
-            if f.fix_text is not None:
-                hunk = E.Hunk(start, end, f.fix_text)
-            else:  # insert before the call's closing parenthesis
-                close = a.text.rfind(")", start, end)
-                if close < 0:
-                    continue
-                hunk = E.Hunk(close, close, f.extra.get("insert_before_end", ""))
-            edit = E.workspace_edit(a.uri, a.version, a.text, [hunk], self.encoding, self.supports_document_changes)
+            hunks = [E.Hunk(a.index.ast_to_offset(l0, c0), a.index.ast_to_offset(l1, c1), new)
+                     for l0, c0, l1, c1, new in f.fix_edits]
+            edit = E.workspace_edit(a.uri, a.version, a.text, hunks, self.encoding, self.supports_document_changes)
             match = [d for d in sent if d.code == f.code and d.range == drange] or None
             out.append(types.CodeAction(title=f"{f.fix_title} (KernelBand {f.code})", kind=types.CodeActionKind.QuickFix,
                                         diagnostics=match, edit=edit, is_preferred=True))
