@@ -132,7 +132,9 @@ class JobDisplay:
 
     def __post_init__(self) -> None:
         if not self.phase:
-            self.phase = "starting the engine (Python, torch and Triton load)"
+            # a check job sends no events: its one phase says all it does
+            self.phase = ("checking the code as it stands against the original (every seed, the trust checks, "
+                          "the timing)" if self.kind == CHECK else "starting the engine (Python, torch and Triton load)")
 
     @property
     def claims_speed(self) -> bool:
