@@ -92,7 +92,9 @@ def test_phases_while_no_event_comes():
     assert disp.on_event("log", {"level": "info", "message": "marked 1 stale running session(s) as interrupted"}) is None
     assert disp.on_event("log", {"level": "warning", "message": "no GPU"}) == "warning: no GPU"
     disp.on_event("baseline", {"time_ms": 362.8, "clock": "cpu-interpreter", "interpreted": True, "speed_claim": False})
-    assert disp.status(disp.started + 80) == "0/4 evaluated · evaluating candidate 1 of 4… (1 min 20 s)"
+    assert disp.status(disp.started + 80) == "evaluating candidate 1 of 4… (1 min 20 s)"
+    disp.on_event("progress", {"done": 1, "total": 4, "speed_claim": False})
+    assert disp.status(disp.started + 90) == "1/4 evaluated · evaluating candidate 2 of 4… (1 min 30 s)"
 
 
 def test_gpu_events_keep_their_ratios():

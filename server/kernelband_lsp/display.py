@@ -234,7 +234,7 @@ class JobDisplay:
     def status(self, now: Optional[float] = None) -> str:
         """While no event comes: where the job is and for how long ('… · 12 s')."""
         elapsed = _elapsed((now if now is not None else time.monotonic()) - self.started)
-        parts = [self.counts()] if self.kind == OPTIMIZE and (self.done or self.phase.startswith("evaluating")) else []
+        parts = [self.counts()] if self.kind == OPTIMIZE and self.done else []
         parts.append(f"{self.phase}…")
         return " · ".join(parts) + f" ({elapsed})"
 

@@ -636,14 +636,11 @@ export class Controller implements vscode.Disposable {
     }
   }
 
-  /** The evidence beside the diff: rendered markdown when the editor has a preview, else the text. */
+  /**
+   * The evidence beside the diff (a markdown document), without taking the focus: the diff
+   * stays the active editor, so its title bar shows the review's Apply and Discard.
+   */
   private async showEvidence(uri: vscode.Uri): Promise<void> {
-    try {
-      await vscode.commands.executeCommand('markdown.showPreviewToSide', uri);
-      return;
-    } catch (err) {
-      this.log(`No markdown preview for the evidence (${errorText(err)}); showing its text.`);
-    }
     try {
       const doc = await vscode.workspace.openTextDocument(uri);
       await vscode.window.showTextDocument(doc, { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true, preview: true });

@@ -230,12 +230,13 @@ describe('controller (vscode stub)', () => {
     const provider = stub.contentProviders.get(PROPOSAL_SCHEME);
     assert.strictEqual(provider.provideTextDocumentContent(left), 'old text');
     assert.strictEqual(provider.provideTextDocumentContent(right), 'new text');
-    // the evidence beside the diff, rendered as markdown
-    const [evidence] = stub.executed.find((e) => e.command === 'markdown.showPreviewToSide')!.args as [Uri];
-    assert.strictEqual(evidence.scheme, PROPOSAL_SCHEME);
+    // the evidence beside the diff, a markdown document; the diff keeps the focus (its title bar decides)
+    const shown = stub.shownDocuments.find((d) => d.uri.startsWith(`${PROPOSAL_SCHEME}:`))!;
+    assert.deepStrictEqual(shown.options, { viewColumn: -2, preserveFocus: true, preview: true });
+    const evidence = Uri.parse(shown.uri);
     assert.strictEqual(provider.provideTextDocumentContent(evidence), '# evidence\n');
     stub.tabs.push({ input: { original: left, modified: right } }, { input: { uri: Uri.parse(DOC_URI) } },
-      { label: 'Preview KernelBand evidence axpy_kernel.md', input: {} }, { label: 'Preview README.md', input: {} });
+      { label: 'KernelBand evidence axpy_kernel.md', input: { uri: evidence } }, { label: 'README.md', input: {} });
     await deps.closeDiff(target);
     assert.strictEqual(stub.closedTabs.length, 2, 'the diff and the evidence tabs are closed, not the others');
     assert.match(provider.provideTextDocumentContent(right), /no longer available/);
@@ -368,8 +369,9 @@ describe('controller (vscode stub)', () => {
     const diff = stub.executed.find((e) => e.command === 'vscode.diff');
     assert.ok(diff, 'vscode.diff was opened');
     assert.strictEqual((diff!.args[3] as { preview?: boolean }).preview, false, 'a preview diff replaces the preview tab of the file');
-    assert.deepStrictEqual(stub.shownDocuments.map((d) => d.uri), [DOC_URI], 'the file is shown again after Discard');
-    assert.strictEqual(stub.shownDocuments[0].options.preview, false);
+    const files = stub.shownDocuments.filter((d) => !d.uri.startsWith(`${PROPOSAL_SCHEME}:`));
+    assert.deepStrictEqual(files.map((d) => d.uri), [DOC_URI], 'the file is shown again after Discard');
+    assert.strictEqual(files[0].options.preview, false);
   });
 
   it('issue 14 #6: the palette Apply of a stored variant shows its speedup and evidence', async () => {
@@ -385,7 +387,7 @@ describe('controller (vscode stub)', () => {
     await flush(10);
     const diff = stub.executed.find((e) => e.command === 'vscode.diff');
     assert.match(diff!.args[2] as string, /KernelBand \(4\.14×, 95% CI 3\.90×–4\.30×\)/);
-    const evidence = stub.executed.find((e) => e.command === 'markdown.showPreviewToSide')!.args[0] as Uri;
+    const evidence = Uri.parse(stub.shownDocuments.find((d) => d.uri.startsWith(`${PROPOSAL_SCHEME}:`))!.uri);
     const text = stub.contentProviders.get(PROPOSAL_SCHEME).provideTextDocumentContent(evidence) as string;
     assert.match(text, /\| GPU \| NVIDIA H100 \|/);
     assert.ok(!stub.messages.some((m) => m.options?.modal));

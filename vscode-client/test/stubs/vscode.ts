@@ -380,7 +380,14 @@ export const workspace = {
   },
   openTextDocument(uri: Uri): Promise<FakeTextDocument> {
     const doc = stub.textDocuments.find((d) => d.uri.toString() === uri.toString());
-    return doc ? Promise.resolve(doc) : Promise.reject(new Error(`cannot open ${uri.toString()}`));
+    if (doc) {
+      return Promise.resolve(doc);
+    }
+    const provider = stub.contentProviders.get(uri.scheme); // a virtual document
+    if (provider) {
+      return Promise.resolve(new FakeTextDocument(uri, provider.provideTextDocumentContent(uri), 'markdown'));
+    }
+    return Promise.reject(new Error(`cannot open ${uri.toString()}`));
   },
 };
 
