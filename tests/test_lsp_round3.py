@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,10 @@ from pathlib import Path
 from lsprotocol import types
 
 from helpers.lsp import REPO, copy_examples, job_data, start_session, wait_until, write_fake_engine
-from test_lsp_display import EVENTS, SPEED_CLAIM
+
+EVENTS = Path(__file__).resolve().parent / "data" / "events"
+# a ratio ("48.23x", "48.23×") or a before -> after pair of times
+SPEED_CLAIM = re.compile(r"\d(?:\.\d+)?\s*[x×](?![a-z])|(?:ms|µs|\d s)\s*(?:→|->)")
 
 
 def doc(uri: str) -> types.TextDocumentIdentifier:

@@ -100,6 +100,7 @@ cleanup() {
 trap cleanup EXIT
 for _ in $(seq 60); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 1; done
 rc=0
-CS_URL="http://127.0.0.1:$PORT" WS="$WS" SHOTS="$OUT_DIR" OUT="$OUT_DIR/pass.json" \
+CS_URL="http://127.0.0.1:$PORT" WS="$WS" UD="$BASE/ud" SHOTS="$OUT_DIR" OUT="$OUT_DIR/pass.json" \
   PLAYWRIGHT_CORE="$TOOLS/cs/node_modules/playwright-core" timeout 1500 node "$ROOT/scripts/editor_pass/code_server_pass.mjs" || rc=$?
+cp "$(find "$BASE/ud/logs" -name '*KernelBand.log' | head -1)" "$OUT_DIR/output-channel.log" 2>/dev/null || true
 exit $rc

@@ -273,9 +273,3 @@ class JobsMixin:
             return "done"
         return D.result_summary(res, job.spec.kernel)
 
-
-def _budget_text(b: Any) -> str:
-    if isinstance(b, dict):
-        parts = [f"{k} {v}" for k, v in b.items() if v]
-        return ", ".join(parts) or "none"
-    return str(b) if b is not None else "?"
