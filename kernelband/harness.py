@@ -392,15 +392,110 @@ _INT_HINTS = re.compile(r"^(n|m|k|size|numel|n_.*|.*_size|.*_elements|num_.*|row
 _FLOAT_HINTS = re.compile(r"^(alpha|beta|eps|scale|gamma|p|temperature|.*_scale)$", re.I)
 
 
-def _stub_value(name: str, annotation: Optional[str]) -> str:
+def _stub_value(name: str, annotation: Optional[str], role: Optional[str] = None) -> str:
+    """A value for a wrapper parameter: by its annotation, else by what the kernel does with
+    it (``role``: "pointer", "int" or "float", see _kernel_roles), else by its name."""
     ann = (annotation or "").lower()
     if "tensor" in ann:
         return "torch.randn(4096, device=DEVICE)"
-    if ann in ("int",) or _INT_HINTS.match(name):
+    if ann == "int":
         return "4096"
-    if ann in ("float",) or _FLOAT_HINTS.match(name):
-        return "1.0"
+    if ann == "float":
+        return "0.5"
+    if role == "pointer":
+        return "torch.randn(4096, device=DEVICE)"
+    if role == "stride":
+        return "1"
+    if role == "int" or (role is None and _INT_HINTS.match(name)):
+        return "4096"
+    if role == "float" or _FLOAT_HINTS.match(name):
+        return "0.5"
     return "torch.randn(4096, device=DEVICE)"
+
+
+def _kernel_roles(source: str, kernel: KernelInfo) -> dict[str, str]:
+    """What the kernel does with each parameter: "pointer" (the base of a load or store
+    address), "stride" (an int scaling or shifting an address), "int" (a constexpr, a
+    bound compared with offsets, a loop range), else "float" (a scalar it computes with)."""
+    from .access import analyze_kernel
+
+    acc = analyze_kernel(source, kernel.name)
+    tree, _ = parse_module(source)
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == kernel.name), None) if tree else None
+    compared: set[str] = set()
+    for node in ast.walk(fn) if fn is not None else []:
+        if isinstance(node, ast.Compare):
+            compared |= {n.id for part in (node.left, *node.comparators) for n in ast.walk(part) if isinstance(n, ast.Name)}
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in ("range", "static_range"):
+            compared |= {n.id for a in node.args for n in ast.walk(a) if isinstance(n, ast.Name)}
+    roles: dict[str, str] = {}
+    for p in kernel.params:
+        use = acc.use(p.name) if acc.found else None
+        if use is not None and (use.base_loads or use.base_stores):
+            roles[p.name] = "pointer"
+        elif p.is_constexpr or p.name in compared:
+            roles[p.name] = "int"
+        elif use is not None and (use.loads or use.stores):
+            roles[p.name] = "stride"
+        elif use is not None and use.unknown:
+            continue  # passed to a call the analysis cannot follow: the name decides
+        else:
+            roles[p.name] = "float"
+    return roles
+
+
+def _names_passed(text: str, role: str) -> dict[str, str]:
+    """The wrapper's names in a launch argument and their roles: `x` passed to a pointer is
+    a tensor; every name of an expression passed to a scalar is a scalar, a float or an int
+    as its own conversion says (`s * float(f)`)."""
+    try:
+        expr = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    if isinstance(expr, ast.Name):
+        return {expr.id: role}
+    if role == "pointer":
+        return {}
+    out: dict[str, str] = {}
+
+    def visit(node: ast.AST, as_: str) -> None:
+        if isinstance(node, ast.Call):
+            conv = node.func.id if isinstance(node.func, ast.Name) and node.func.id in ("float", "int") else None
+            for a in node.args:
+                visit(a, conv or as_)
+            return
+        if isinstance(node, ast.Attribute):
+            return  # x.shape[0] and the like: not a scalar name
+        if isinstance(node, ast.Name):
+            out.setdefault(node.id, as_)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, as_)
+
+    visit(expr, role)
+    return out
+
+
+def _wrapper_roles(source: str, kernel: KernelInfo, wrapper: FunctionInfo) -> dict[str, str]:
+    """Wrapper parameter -> the role of the kernel parameter its launch passes it to, as is;
+    a parameter the wrapper itself treats as a tensor (x.numel(), x.shape, empty_like(x)...) is one."""
+    roles = _kernel_roles(source, kernel)
+    out: dict[str, str] = {}
+    for site in kernel.launch_sites:
+        if site.enclosing_function != wrapper.name:
+            continue
+        passed = list(zip((p.name for p in kernel.params), site.args)) + list(site.kwargs.items())
+        for kparam, text in passed:
+            if kparam in roles:
+                for name, role in _names_passed(text, roles[kparam]).items():
+                    out.setdefault(name, role)
+    tree, _ = parse_module(source)
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == wrapper.name), None) if tree else None
+    for node in ast.walk(fn) if fn is not None else []:
+        # x.shape, x.numel(), x.device...: only a tensor has attributes a wrapper reads
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            out[node.value.id] = "pointer"
+    return out
 
 
 def harness_stub(source: str, kernel: KernelInfo, result: Optional[DetectionResult] = None) -> str:
@@ -422,23 +517,30 @@ def harness_stub(source: str, kernel: KernelInfo, result: Optional[DetectionResu
     ]
     if wrappers:
         w = wrappers[0]
+        roles = _wrapper_roles(source, kernel, w)
         args = []
         for p in w.params:
             if p.name.startswith("*") or p.default is not None:
                 continue
-            lines.append(f"    {p.name} = {_stub_value(p.name, p.annotation)}  # TODO: real shape/dtype")
+            value = _stub_value(p.name, p.annotation, roles.get(p.name))
+            todo = "real shape/dtype" if value.startswith("torch.") else "a real value"
+            lines.append(f"    {p.name} = {value}  # TODO: {todo}")
             args.append(p.name)
         lines.append(f"    return {w.name}({', '.join(args)})")
     else:
         runtime = [p for p in kernel.params if not p.is_constexpr and not p.name.startswith("*")]
-        pointers = [p.name for p in runtime if p.name.endswith(("_ptr", "ptr")) or p.name in ("x", "y", "out", "a", "b", "c")]
+        roles = _kernel_roles(source, kernel)
+        pointers = [p.name for p in runtime if roles.get(p.name) == "pointer" or (
+            p.name not in roles and (p.name.endswith(("_ptr", "ptr")) or p.name in ("x", "y", "out", "a", "b", "c")))]
         lines.append("    n = 4096  # TODO: real problem size")
         for p in runtime:
             if p.name in pointers:
                 lines.append(f"    {p.name} = torch.randn(n, device=DEVICE)  # TODO: real shape/dtype")
         call_args = []
         for p in runtime:
-            call_args.append(p.name if p.name in pointers else ("n" if _INT_HINTS.match(p.name) else "1.0"))
+            role = roles.get(p.name)
+            is_int = role == "int" or (role is None and _INT_HINTS.match(p.name))
+            call_args.append(p.name if p.name in pointers else ("n" if is_int else "0.5"))
         consts = [f"{p.name}={p.default or 1024}" for p in kernel.params if p.is_constexpr]
         lines.append("    grid = (triton.cdiv(n, 1024),)  # TODO: match your wrapper's grid")
         lines.append(f"    {kernel.name}[grid]({', '.join(call_args + consts)})")

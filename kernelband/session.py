@@ -236,7 +236,7 @@ class Session:
         if self.store:
             stale = self.store.mark_interrupted()
             if stale:
-                self.emit("log", level="info", message=f"marked {len(stale)} stale running session(s) as interrupted")
+                self.emit("log", level="info", message=f"{len(stale)} earlier session(s) stopped before finishing")
         sweep_stale_workdirs()
 
 

@@ -247,3 +247,77 @@ def test_kernel_launched_from_an_autograd_function(tmp_path):
     # Cls.apply(x) called directly also reaches the class
     direct = AUTOGRAD_MODULE.replace("return double(torch.randn(1000))", "return _Double.apply(torch.randn(1000))")
     assert find_harness(str(path), direct, "double_kernel").name == "test_double"
+
+
+# ---------------------------------------------------------------------------- scalars in stubs
+SCALED = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def scale_kernel(x_ptr, out_ptr, s, n, stride, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, s * tl.load(x_ptr + offs * stride, mask=m), mask=m)
+
+    def scale(x, s, step, factor):
+        out = torch.empty_like(x)
+        n = x.numel()
+        scale_kernel[(triton.cdiv(n, 256),)](x, out, s * float(factor), n, step, BLOCK=256)
+        return out
+''')
+
+
+def _run_stub(tmp_path: Path, text: str, harness: str) -> subprocess.CompletedProcess:
+    mod = write(tmp_path, "kern.py", text)
+    assert find_harness(str(mod), text, harness.replace("harness_", "")).name == harness
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import kern, torch; "
+            f"out = kern.{harness}(); assert isinstance(out, torch.Tensor) and out.numel() == 4096; print('ok')")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+
+
+def test_stub_infers_scalars_from_how_the_kernel_uses_them(tmp_path):
+    """`scale(x, s)` with `s` a multiplier: a float, not a tensor (a tensor there fails to
+    compile: IncompatibleTypeErrorImpl); `step` a stride in an address: 1; `factor` passed
+    through float(): a float."""
+    r = detect(SCALED)
+    stub = harness_stub(SCALED, r.kernel("scale_kernel"), r)
+    assert "    x = torch.randn(4096, device=DEVICE)" in stub
+    assert "    s = 0.5  # TODO: a real value" in stub
+    assert "    step = 1  # TODO: a real value" in stub
+    assert "    factor = 0.5  # TODO: a real value" in stub
+    res = _run_stub(tmp_path, SCALED + stub, "harness_scale_kernel")
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_stub_keeps_tensors_the_wrapper_reads_and_names_decide_the_rest():
+    text = textwrap.dedent('''
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def add_kernel(a_ptr, b_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            m = offs < n
+            tl.store(a_ptr + offs, tl.load(a_ptr + offs, mask=m) + tl.load(b_ptr + offs, mask=m), mask=m)
+
+        def add_(a, b, n_elements):
+            add_kernel[(triton.cdiv(a.numel(), 256),)](a, b, n_elements, BLOCK=256)
+            return a
+    ''')
+    r = detect(text)
+    stub = harness_stub(text, r.kernel("add_kernel"), r)
+    assert "    a = torch.randn(4096, device=DEVICE)" in stub  # a.numel(): a tensor
+    assert "    b = torch.randn(4096, device=DEVICE)" in stub  # a pointer base in the kernel
+    assert "    n_elements = 4096  # TODO: a real value" in stub  # compared with the offsets
+
+
+def test_stub_without_wrapper_uses_the_kernel_roles(tmp_path):
+    text = SCALED.split("def scale(")[0]
+    r = detect(text)
+    stub = harness_stub(text, r.kernel("scale_kernel"), r)
+    assert "scale_kernel[grid](x_ptr, out_ptr, 0.5, n, n, BLOCK=1024)" in stub or \
+        "scale_kernel[grid](x_ptr, out_ptr, 0.5, n," in stub, stub

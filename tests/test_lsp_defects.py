@@ -53,6 +53,15 @@ async def quick_fixes(client, uri, text: str, name: str) -> list[types.CodeActio
     return [a for a in acts or [] if isinstance(a, types.CodeAction) and a.kind == types.CodeActionKind.QuickFix]
 
 
+async def all_actions(client, uri, text: str, name: str) -> list:
+    line = text[: text.index(f"def {name}")].count("\n")
+    acts = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=doc(uri), range=types.Range(start=types.Position(line=line, character=0),
+                                                   end=types.Position(line=line, character=0)),
+        context=types.CodeActionContext(diagnostics=[])))
+    return list(acts or [])
+
+
 async def run_command(client, command, *args):
     res = await client.workspace_execute_command_async(types.ExecuteCommandParams(command=command, arguments=list(args)))
     return job_data(res)
@@ -122,9 +131,16 @@ async def test_an_interpreted_result_is_never_offered_as_a_speedup(tmp_path):
         assert res["status"] == "improved" and res["interpreted"] is True
         assert res["edit"] is None and res["editMessage"] == "correct; speed needs a GPU"
         titles = await lens_titles(client, uri)
-        assert "Variant found: correct; speed needs a GPU" in titles
+        assert "Variant found: correct; speed needs a GPU · Review" in titles
         assert not [t for t in titles if t.startswith("Apply")]
+        # no edit offered as a speedup, but reachable for review (a command action)
         assert not [f for f in await quick_fixes(client, uri, text, "axpy_kernel") if "variant" in f.title]
+        acts = await all_actions(client, uri, text, "axpy_kernel")
+        review = [a for a in acts if "variant" in a.title]
+        assert [a.title for a in review] == ["Review found variant of axpy_kernel (correct; speed needs a GPU): "
+                                             "diff, then Apply or Discard (KernelBand)"]
+        # (pygls's client structures a CodeAction carrying a command as a Command; the JSON is right)
+        assert "kernelband.reviewVariant" in str(review[0].command) and not getattr(review[0], "edit", None)
         card = await hover_text(client, uri, text, "axpy_kernel")
         assert "correct; speed needs a GPU" in card and "1.43x" not in card
         prop = await run_command(client, "kernelband.proposedEdit", {"uri": uri, "kernel": "axpy_kernel"})

@@ -165,7 +165,8 @@ async def test_optimize_progress_edit_and_refusal(tmp_path):
         task = asyncio.ensure_future(run_command(client, "kernelband.optimize", uri=uri2, kernel="softmax_kernel"))
         await wait_until(lambda: [e for e in rec.events(etype="started") if e["uri"] == uri2], 20, what="started")
         t = editor.text(uri2)
-        mine = t.replace("num = tl.exp(x)", "num = tl.exp(x)  # my change")
+        # a change of the kernel's code (a comment alone would be carried over: same code)
+        mine = t.replace("num = tl.exp(x)", "num = tl.exp(x - 0.0)")
         editor.set_text(uri2, mine)
         res2 = await asyncio.wait_for(task, 60)
         assert res2["status"] == "improved" and res2["edit"] is None and "edited after the job started" in res2["editMessage"]

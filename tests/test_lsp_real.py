@@ -69,7 +69,7 @@ async def test_real_optimize_reports_progress_and_its_edit_keeps_the_users_chang
         # timed under the CPU interpreter: correct, but never offered as a speedup (no edit in
         # the reply, no Apply lens); the explicit review-and-apply commands still work
         assert res["edit"] is None and res["editMessage"] == "correct; speed needs a GPU"
-        assert "Variant found: correct; speed needs a GPU" in [l.command.title for l in await lenses(client, uri)]
+        assert "Variant found: correct; speed needs a GPU · Review" in [l.command.title for l in await lenses(client, uri)]
         prop = await run_command(client, "kernelband.proposedEdit", uri=uri, kernel="axpy_kernel")
         assert prop["interpreted"] is True and prop["rebuilt"] is True and prop["version"] == editor.version(uri)
         out = await run_command(client, "kernelband.applyVariant", uri=uri, kernel="axpy_kernel")
@@ -169,10 +169,10 @@ async def test_real_profile_then_background_on_save_with_a_quick_fix(tmp_path):
         titles: list = []
         for _ in range(100):  # the job's state settles just after its result event
             titles = [l.command.title for l in await lenses(client, uri)]
-            if "Variant found: correct; speed needs a GPU" in titles:
+            if "Variant found: correct; speed needs a GPU · Review" in titles:
                 break
             await asyncio.sleep(0.1)
-        assert "Variant found: correct; speed needs a GPU" in titles and not [t for t in titles if t.startswith("Apply")]
+        assert "Variant found: correct; speed needs a GPU · Review" in titles and not [t for t in titles if t.startswith("Apply")]
         assert not [d for d in client.diagnostics.get(uri, []) if d.code == "variant-found"]
         actions = await client.text_document_code_action_async(types.CodeActionParams(
             text_document=doc(uri), range=types.Range(start=types.Position(line=line, character=0),

@@ -33,6 +33,17 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def code_hash(text: str) -> Optional[str]:
+    """A hash of the module's code without comments and layout (its AST): a trailing space
+    or a comment does not make a profile or a result belong to another version."""
+    import ast
+
+    try:
+        return hashlib.sha256(ast.dump(ast.parse(text)).encode("utf-8")).hexdigest()
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 @dataclass
 class Analysis:
     uri: str
@@ -84,6 +95,13 @@ class Analysis:
         if self._hash is None:
             self._hash = text_hash(self.text)
         return self._hash
+
+    @property
+    def code_hash(self) -> Optional[str]:
+        """code_hash(text), computed once (only asked when a profile is not of this exact text)."""
+        if "_code_hash" not in self.__dict__:
+            self.__dict__["_code_hash"] = code_hash(self.text) if self.parsed else None
+        return self.__dict__["_code_hash"]
 
     def kernel(self, name: str) -> Optional[KernelInfo]:
         return next((k for k in self.kernels if k.name == name), None)

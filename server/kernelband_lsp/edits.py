@@ -7,12 +7,14 @@ carrying the version it applies to, so the editor rejects it if the text moved o
 after we built it.
 
 If the document changed while the job ran, the edit is rebuilt on the current text:
-each hunk is carried over to where its lines now are, provided the kernel's own text
-is unchanged and none of the user's changes touch a hunk. Otherwise it is refused with
-a message: the user's unsaved work is never overwritten.
+each hunk is carried over to where its lines now are, provided the kernel's own code is
+unchanged (a comment or a blank line added inside it is not a change of code) and none
+of the user's changes touch a hunk. Otherwise it is refused with a message: the user's
+unsaved work is never overwritten.
 """
 from __future__ import annotations
 
+import ast
 import difflib
 import functools
 from dataclasses import dataclass, field
@@ -114,6 +116,18 @@ def _kernel_segment(text: str, kernel: str) -> Optional[str]:
     return idx.segment(r.start_line, 0, r.end_line, r.end_col)
 
 
+def _kernel_code(text: str, kernel: str) -> Optional[str]:
+    """The kernel's code without its comments and layout (its AST): a comment or a blank
+    line added inside the kernel leaves the verified code, and so the variant, valid."""
+    seg = _kernel_segment(text, kernel)
+    if seg is None:
+        return None
+    try:
+        return ast.dump(ast.parse(seg))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return seg
+
+
 def _map_point(p: int, equal_blocks: list[tuple[int, int, int, int]], as_start: bool) -> Optional[int]:
     """Map a line boundary p of the base text to the current text through equal blocks.
 
@@ -150,7 +164,8 @@ def plan_edit(base: str, variant: str, current: str, kernel: str) -> EditPlan:
     cur_kernel = _kernel_segment(current, kernel)
     if cur_kernel is None:
         return EditPlan(False, f"{kernel} is no longer in the file; the variant was not applied")
-    if base_kernel is None or cur_kernel != base_kernel:
+    if base_kernel is None or (cur_kernel != base_kernel
+                               and _kernel_code(current, kernel) != _kernel_code(base, kernel)):
         return EditPlan(False, f"{kernel} was edited after the job started, so its result no longer "
                                "applies; your changes were kept. Run Optimize again on the new code.")
 
@@ -191,7 +206,7 @@ def plan_edit(base: str, variant: str, current: str, kernel: str) -> EditPlan:
         new_text = apply_hunks(current, hunks)
     except ValueError:
         return EditPlan(False, "the variant's changes overlap after your edits; run Optimize again")
-    if _kernel_segment(new_text, kernel) != _kernel_segment(variant, kernel):
+    if _kernel_code(new_text, kernel) != _kernel_code(variant, kernel):
         return EditPlan(False, "the variant could not be carried over to the current text cleanly; run Optimize again")
     return EditPlan(True, "", hunks, new_text, rebuilt=True)
 

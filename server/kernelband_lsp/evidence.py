@@ -11,12 +11,8 @@ from typing import Any, Optional
 
 from kernelband.model import Result
 
+from . import display as D
 from . import summary as S
-
-
-def _ms(v: Any) -> Optional[str]:
-    f = S.num(v)
-    return S.fmt_ms(f) if f is not None else None
 
 
 def evidence(result: Optional[Result]) -> list[dict[str, str]]:
@@ -30,8 +26,10 @@ def evidence(result: Optional[Result]) -> list[dict[str, str]]:
         if value not in (None, "", [], {}):
             rows.append({"label": label, "value": str(value)})
 
-    if result.interpreted:
-        add("Verdict", "correct; speed needs a GPU (timed under the CPU interpreter: no speed claim)")
+    claim = D.result_claims_speed(result)
+    if not claim:
+        add("Verdict", f"{D.INTERPRETED_NOTE}: it ran under Triton's interpreter on the CPU, whose times say "
+                       "nothing about a GPU")
     ver = more.get("verification") if isinstance(more.get("verification"), dict) else {}
     add("Harness", ver.get("harness") or more.get("harness"))
     shapes = ver.get("shapes") or more.get("shapes")
@@ -52,23 +50,25 @@ def evidence(result: Optional[Result]) -> list[dict[str, str]]:
     elif isinstance(checks, dict):
         checks = ", ".join(f"{k}: {v}" for k, v in checks.items())
     add("Trust checks", checks)
-    base, best = _ms(result.baseline_ms), _ms(result.best_ms)
     rounds = result.paired_rounds
-    if base and best:
+    pair = D.time_pair(result.baseline_ms, result.best_ms, claim)
+    if pair:
         what = "paired re-measurement" if rounds else "measured"
-        add(f"Timing ({what})", f"{base} → {best}" + (f", {rounds} interleaved rounds" if rounds else ""))
+        add(f"Timing ({what})", pair + (f", {rounds} interleaved rounds" if rounds else ""))
     sp = S.num(result.speedup)
     ci = result.speedup_ci
-    if sp is not None and not result.interpreted:
+    if sp is not None and claim:
         ci_txt = ""
         if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(S.num(x) is not None for x in ci):
             ci_txt = f" (95% CI {S.num(ci[0]):.2f}–{S.num(ci[1]):.2f})"
         add("Speedup", f"{sp:.2f}x{ci_txt}")
-    sb, ss = _ms(result.search_baseline_ms), _ms(result.search_best_ms)
-    if sb and ss:
-        add("During the search", f"{sb} → {ss} (single measurements, not the claim)")
-    add("Clock", result.clock)
-    add("GPU", result.gpu)
+    search_pair = D.time_pair(result.search_baseline_ms, result.search_best_ms, claim)
+    if search_pair:
+        add("During the search", f"{search_pair} (single measurements, not the claim)")
+    if claim:
+        add("Clock", result.clock)
+    label, device = D.device_text(result)
+    add(label, device)
     add("Triton", result.triton_version)
     path = result.strategy_path
     add("Search", f"{result.evaluations} evaluations" + (f", via {' → '.join(map(str, path))}" if path else ""))

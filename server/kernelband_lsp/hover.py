@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 from kernelband.harness import HarnessChoice
 from kernelband.model import FOUND_STATUSES, KernelInfo, Profile, Result
 
+from . import display as D
 from . import summary as S
 
 log = logging.getLogger(__name__)
@@ -177,13 +178,13 @@ def result_line(result: Result) -> str:
     if status in FOUND_STATUSES:
         path = result.strategy_path
         via = f" via {' → '.join(map(str, path))}" if path else ""
+        if not D.result_claims_speed(result):
+            return f"**Last optimization:** a variant that is {D.INTERPRETED_NOTE} (CPU interpreter){via}{evals}"
         base, best = S.num(result.baseline_ms), S.num(result.best_ms)
         how = "paired re-measurement" if result.paired_rounds else "measured by the optimizer"
         times = (f" (original {S.fmt_ms(base)} → variant {S.fmt_ms(best)}, {how})"
                  if base is not None and best is not None else "")
-        if result.interpreted:
-            return f"**Last optimization:** a variant that is correct; speed needs a GPU (CPU interpreter){via}{evals}"
-        return f"**Last optimization:** {S.speedup_phrase(result) or 'faster'}{times}{via}{evals}"
+        return f"**Last optimization:** {D.speedup_phrase(result) or 'faster'}{times}{via}{evals}"
     if status == "no_improvement":
         return f"**Last optimization:** no faster variant found{evals}"
     if status == "cancelled":

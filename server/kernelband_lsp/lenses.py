@@ -5,6 +5,7 @@ jobs, found variant) assembled by the server, so they are unit-testable without 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -14,6 +15,7 @@ from kernelband.harness import HarnessChoice, harness_stub
 from kernelband.detect import wrappers_of
 from kernelband.model import KernelInfo, Profile, Result
 
+from . import display as D
 from . import summary as S
 from .documents import Analysis
 from .positions import clamp_range
@@ -21,6 +23,10 @@ from .positions import clamp_range
 SOURCE = "kernelband"
 CODE_NO_HARNESS = "no-harness"
 CODE_VARIANT = "variant-found"
+CODE_PARSE = "does-not-parse"
+# the command behind a found variant's lens: the review (diff and evidence, then Apply or
+# Discard); the VS Code client shows its own diff for it, other clients get the server's
+REVIEW_COMMAND = "kernelband.reviewVariant"
 
 
 @dataclass
@@ -61,15 +67,23 @@ def name_range(a: Analysis, k: KernelInfo) -> types.Range:
 
 
 def code_lenses(a: Analysis, status: StatusFn) -> list[types.CodeLens]:
+    """Per kernel, in this order: Optimize | Profile (or the running job, or Create
+    harness) | the found variant | the applied variant | the last profile. Each lens of a
+    line starts one character further right: clients that sort a line's lenses by their
+    position (Neovim) then keep this order, whatever their sort's stability."""
     out: list[types.CodeLens] = []
     for k in a.kernels:
         st = status(k)
         line = kernel_range(a, k).start.line
-        rng = types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=0))
+        width = len(a.index.line_text(line))
+        slot = 0
 
         def lens(title: str, command: str, **extra: Any) -> None:
-            out.append(types.CodeLens(range=rng, command=types.Command(title=title, command=command,
-                                                                        arguments=_args(a.uri, k.name, **extra))))
+            nonlocal slot
+            pos = types.Position(line=line, character=min(slot, width))
+            slot += 1
+            out.append(types.CodeLens(range=types.Range(start=pos, end=pos), command=types.Command(
+                title=title, command=command, arguments=_args(a.uri, k.name, **extra))))
 
         if st.job_id:
             lens(f"{st.job_text or 'running'} · Cancel", "kernelband.cancel", jobId=st.job_id)
@@ -78,10 +92,11 @@ def code_lenses(a: Analysis, status: StatusFn) -> list[types.CodeLens]:
             lens("Profile", "kernelband.profile")
         else:
             lens("No harness · Create harness", "kernelband.createHarness")
+        # a found variant is reviewed before it is applied: the diff, the evidence, then Apply or Discard
         if st.variant_speedup:
-            lens(f"Apply found variant ({st.variant_speedup})", "kernelband.applyVariant")
+            lens(f"Apply found variant ({st.variant_speedup})", REVIEW_COMMAND)
         elif st.variant_note:
-            lens(f"Variant found: {st.variant_note}", "")
+            lens(f"Variant found: {st.variant_note} · Review", REVIEW_COMMAND)
         if st.applied_text:
             lens(f"{st.applied_text} · Re-verify" if not st.job_id else st.applied_text,
                  "kernelband.reverify" if not st.job_id else "")
@@ -126,18 +141,36 @@ def harness_diagnostic(a: Analysis, k: KernelInfo, h: HarnessChoice) -> types.Di
 
 
 def variant_diagnostic(a: Analysis, k: KernelInfo, result: Result, job_id: str) -> types.Diagnostic:
-    sp = S.speedup_phrase(result) or "faster"
+    sp = D.speedup_phrase(result)
     path = result.strategy_path
     via = f" via {' → '.join(map(str, path))}" if path else ""
-    clock = " (interpreter timing)" if result.interpreted else ""
+    found = f"a faster variant of {k.name}: {sp}" if sp else f"a variant of {k.name} that is {D.INTERPRETED_NOTE}"
     return types.Diagnostic(
         range=name_range(a, k),
-        message=f"KernelBand found a faster variant of {k.name}: {sp}{via}{clock}. Use the quick fix to apply it.",
+        message=f"KernelBand found {found}{via}. Use the quick fix to review it.",
         severity=types.DiagnosticSeverity.Information,
         source=SOURCE,
         code=CODE_VARIANT,
         data={"kernel": k.name, "kind": "variant", "jobId": job_id},
     )
+
+
+_MENTIONS_TRITON = re.compile(r"^\s*(import\s+triton|from\s+triton\b)|@\s*(triton\.)?jit\b", re.M)
+
+
+def parse_diagnostic(a: Analysis) -> Optional[types.Diagnostic]:
+    """Why a Triton file shows no lens, hover or lint: it does not parse (and never did in
+    this session). None for a file that does not look like Triton (someone else's syntax error)."""
+    err = a.error
+    if err is None or not _MENTIONS_TRITON.search(a.text):
+        return None
+    line0 = max(err.line - 1, 0)
+    rng = types.Range(start=types.Position(line=line0, character=0),
+                      end=types.Position(line=line0, character=len(a.index.line_text(line0))))
+    return types.Diagnostic(
+        range=rng, severity=types.DiagnosticSeverity.Warning, source=SOURCE, code=CODE_PARSE,
+        message=f"KernelBand cannot analyse this file: it does not parse (line {err.line}: {err.message}). "
+                "Its kernels' lenses, lints, hovers and Optimize come back once it parses.")
 
 
 def stub_insertion(a: Analysis, k: KernelInfo) -> tuple[int, str]:

@@ -1,10 +1,12 @@
 """GPU-free Triton lints with quick fixes, from source text alone (no torch/triton import).
 
 Each kernel's text (and its launch sites') is parsed on its own, so a lint pass costs
-the kernels' size, not the file's. A finding carries the replacement that fixes it
-when one is certain (a literal rounded to a power of two, ``//`` to ``triton.cdiv``,
-``mask=mask`` added), else none. The installed Triton version comes from package
-metadata (``importlib.metadata``), never from importing it.
+the kernels' size, not the file's. A finding carries the edits that fix it only when
+they keep what the kernel computes (lint_fixes.py decides: an arange rounded up with its
+extra lanes masked, ``//`` to ``triton.cdiv`` when the new program touches only the
+dropped tail, ``mask=`` on a load whose extra lanes never reach memory, a power-of-two
+``num_warps``); otherwise the diagnostic says why there is no fix. The installed Triton
+version comes from package metadata (``importlib.metadata``), never from importing it.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Optional
 
 from kernelband.model import KernelInfo
 
+from . import lint_fixes as FX
 from .documents import Analysis
 
 SOURCE = "kernelband-lint"
@@ -23,11 +26,11 @@ SOURCE = "kernelband-lint"
 # code -> (title, what it checks); the README's table is generated from the same words
 LINTS: dict[str, tuple[str, str]] = {
     "KB101": ("non-power-of-2 tl.arange extent", "tl.arange(start, end) needs end - start to be a power of two; "
-              "fix: round the literal up"),
+              "fix: round the literal up and mask the extra lanes"),
     "KB102": ("tl.dot operands differ in dtype", "both operands of tl.dot cast to different dtypes (a.to(tl.float16) "
               "with b.to(tl.float32)); Triton requires the same dtype"),
     "KB103": ("tl.dot block below 16", "a constexpr used as a tl.dot block dimension is launched with a value "
-              "below 16 (tl.dot needs M, N, K >= 16)"),
+              "below 16 (tl.dot needs M, N, K >= 16); no fix: a block size is also a stride and a loop step"),
     "KB104": ("grid drops the tail", "the grid divides by a block-size constexpr with // (floor): the last partial "
               "block never runs; fix: triton.cdiv(n, BLOCK)"),
     "KB105": ("load/store without a mask", "the kernel builds a mask but this tl.load/tl.store does not use it: an "
@@ -51,7 +54,8 @@ class Finding:
     kernel: str
     severity: str = "warning"  # "error" | "warning" | "info"
     fix_title: Optional[str] = None
-    fix_text: Optional[str] = None  # replaces [line:col, end_line:end_col]
+    # the fix: replacements of [line:col, end_line:end_col) in the document (ast coordinates)
+    fix_edits: tuple[tuple[int, int, int, int, str], ...] = ()
     extra: dict = field(default_factory=dict)
 
 
@@ -105,7 +109,11 @@ class _KernelLints:
         self.out: list[Finding] = []
         self.offset = k.range.start_line - 1  # the kernel text starts on this document line (0-based)
 
-    def add(self, code: str, node: ast.AST, message: str, **kw) -> None:
+    def add(self, code: str, node: ast.AST, message: str, fix: Optional[FX.Fix] = None, **kw) -> None:
+        if fix is not None:
+            kw["fix_title"] = fix.title
+            kw["fix_edits"] = tuple((e.line + self.offset, e.col, e.end_line + self.offset, e.end_col, e.text)
+                                    for e in fix.edits)
         self.out.append(Finding(code, message, node.lineno + self.offset, node.col_offset,  # type: ignore[attr-defined]
                                 (node.end_lineno or node.lineno) + self.offset, node.end_col_offset or 0,  # type: ignore[attr-defined]
                                 self.k.name, **kw))
@@ -121,6 +129,7 @@ class _KernelLints:
         fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
         if fn is None:
             return []
+        self.text = text
         self._arange(fn)
         self._dot(fn)
         self._masks(fn)
@@ -134,9 +143,10 @@ class _KernelLints:
                 lo, hi = _int(node.args[0]), _int(node.args[1])  # type: ignore[attr-defined]
                 if lo is not None and hi is not None and hi > lo and not _is_pow2(hi - lo):
                     want = lo + _pow2_ceil(hi - lo)
+                    fix, why = FX.arange_fix(fn, node, lo, hi, want, self.text)  # type: ignore[arg-type]
                     self.add("KB101", node.args[1],  # type: ignore[attr-defined]
-                             f"tl.arange({lo}, {hi}): the extent {hi - lo} is not a power of two", severity="error",
-                             fix_title=f"Round the tl.arange end up to {want}", fix_text=str(want))
+                             f"tl.arange({lo}, {hi}): the extent {hi - lo} is not a power of two"
+                             + ("" if fix else f" (no quick fix: {why})"), severity="error", fix=fix)
 
     def _dot(self, fn: ast.AST) -> None:
         def cast(e: ast.AST) -> Optional[str]:
@@ -167,12 +177,14 @@ class _KernelLints:
                 continue
             if "boundary_check" in kw:
                 continue  # block pointers check bounds their own way
-            end_line, end_col = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+            kind = node.func.attr  # type: ignore[attr-defined]
+            ok, why = FX.load_mask_allowed(fn, node.lineno, node.col_offset, mask)  # type: ignore[attr-defined]
             # insert ", mask=mask" before the closing parenthesis
-            self.out.append(Finding(
-                "KB105", f"tl.{node.func.attr} without mask= although the kernel computes {mask!r}",  # type: ignore[attr-defined]
-                node.lineno + self.offset, node.col_offset, end_line + self.offset, end_col, self.k.name,  # type: ignore[attr-defined]
-                fix_title=f"Add mask={mask}", fix_text=None, extra={"insert_before_end": f", mask={mask}"}))
+            end_line, end_col = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+            fix = FX.Fix(f"Add mask={mask}", (FX.Edit(end_line, end_col - 1, end_line, end_col - 1, f", mask={mask}"),)) \
+                if ok else None
+            self.add("KB105", node, f"tl.{kind} without mask= although the kernel computes {mask!r}"
+                     + ("" if ok else f" (no quick fix: {why})"), fix=fix)
 
     def _versioned(self, fn: ast.AST) -> None:
         v = triton_version()
@@ -194,14 +206,38 @@ class _KernelLints:
                     n = _int(node.value)
                     if n is not None and not _is_pow2(n):
                         want = _nearest_pow2(max(n, 1))
+                        # a launch option, not a computation: the lanes and what they compute stay
                         self.add("KB107", node.value, f"num_warps={n} is not a power of two", severity="error",
-                                 fix_title=f"Use num_warps={want}", fix_text=str(want))
+                                 fix=FX.Fix(f"Use num_warps={want}", (FX.Edit(*FX._span(node.value), str(want)),)))
+
+
+def _kernel_fn(a: Analysis, k: KernelInfo) -> Optional[ast.FunctionDef]:
+    try:
+        tree = ast.parse(a.kernel_text(k.name) or "")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return next((n for n in tree.body if isinstance(n, ast.FunctionDef)), None)
+
+
+def _launch_args(k: KernelInfo, call: ast.Call, text: str) -> dict[str, str]:
+    """Kernel parameter -> the source text this launch passes for it."""
+    out = {p.name: ast.get_source_segment(text, arg) or "" for p, arg in zip(k.params, call.args)}
+    out.update({kw.arg: ast.get_source_segment(text, kw.value) or "" for kw in call.keywords if kw.arg})
+    return out
+
+
+def _one_block_grid(grid: Optional[ast.AST], floor: ast.AST) -> bool:
+    """The grid is `(X // B,)`, or `lambda meta: (X // meta["B"],)`, with floor that X // B."""
+    if isinstance(grid, ast.Lambda):
+        grid = grid.body
+    return isinstance(grid, ast.Tuple) and len(grid.elts) == 1 and grid.elts[0] is floor
 
 
 def _launch_lints(a: Analysis, k: KernelInfo, out: list[Finding]) -> None:
     """num_warps and block sizes at launch sites; grids that floor-divide by a block."""
     constexprs = set(k.constexpr_params)
     dot_dims = _dot_dims(a, k)
+    fn: Optional[ast.FunctionDef] = None
     for site in k.launch_sites:
         text = a.index.segment(site.range.start_line, site.range.start_col, site.range.end_line, site.range.end_col)
         try:
@@ -213,12 +249,14 @@ def _launch_lints(a: Analysis, k: KernelInfo, out: list[Finding]) -> None:
         lead = len(text) - len(text.lstrip())
         base_line, base_col = site.range.start_line, site.range.start_col + lead
 
-        def finding(code: str, node: ast.AST, message: str, **kw) -> Finding:
+        def finding(code: str, node: ast.AST, message: str, fix_title: Optional[str] = None,
+                    fix_text: Optional[str] = None, **kw) -> Finding:
             l0 = node.lineno - 1  # type: ignore[attr-defined]
             l1 = (node.end_lineno or node.lineno) - 1  # type: ignore[attr-defined]
-            return Finding(code, message, base_line + l0, (base_col if l0 == 0 else 0) + node.col_offset,  # type: ignore[attr-defined]
-                           base_line + l1, (base_col if l1 == 0 else 0) + (node.end_col_offset or 0),  # type: ignore[attr-defined]
-                           k.name, **kw)
+            rng = (base_line + l0, (base_col if l0 == 0 else 0) + node.col_offset,  # type: ignore[attr-defined]
+                   base_line + l1, (base_col if l1 == 0 else 0) + (node.end_col_offset or 0))  # type: ignore[attr-defined]
+            edits = ((*rng, fix_text),) if fix_text is not None else ()
+            return Finding(code, message, *rng, k.name, fix_title=fix_title, fix_edits=edits, **kw)
 
         for kw_node in call.keywords:
             n = _int(kw_node.value)
@@ -229,9 +267,10 @@ def _launch_lints(a: Analysis, k: KernelInfo, out: list[Finding]) -> None:
                 out.append(finding("KB107", kw_node.value, f"num_warps={n} is not a power of two", severity="error",
                                    fix_title=f"Use num_warps={want}", fix_text=str(want)))
             elif kw_node.arg in dot_dims and n < 16:
+                # no fix: the block size is also a stride and a loop step of the kernel
                 out.append(finding("KB103", kw_node.value, f"{kw_node.arg}={n} is a tl.dot block dimension: "
-                                   "tl.dot needs at least 16", severity="error",
-                                   fix_title=f"Use {kw_node.arg}=16", fix_text="16"))
+                                   "tl.dot needs at least 16 (no quick fix: changing a block size changes what the "
+                                   "kernel's strides and loops cover)", severity="error"))
         # grid: (n // BLOCK_SIZE,) with BLOCK_SIZE a constexpr given at this launch
         grid = call.func.slice if isinstance(call.func, ast.Subscript) else None
         for node in ast.walk(grid) if grid is not None else []:
@@ -243,9 +282,21 @@ def _launch_lints(a: Analysis, k: KernelInfo, out: list[Finding]) -> None:
                 if name in constexprs or (isinstance(name, str) and "BLOCK" in name.upper()):
                     left = ast.get_source_segment(text.strip(), node.left) or ""
                     rtext = ast.get_source_segment(text.strip(), node.right) or ""
-                    out.append(finding("KB104", node, f"the grid floor-divides by {name}: the last partial block "
-                                       "is never launched", fix_title=f"Use triton.cdiv({left}, {rtext})",
-                                       fix_text=f"triton.cdiv({left}, {rtext})"))
+                    fn = fn or _kernel_fn(a, k)
+                    passed = _launch_args(k, call, text.strip())
+                    # the kernel's block-size parameter: meta["BLOCK"], or the one the launch passes the divisor to
+                    block = str(name) if isinstance(right, ast.Subscript) else next(
+                        (p for p in k.constexpr_params if "".join(passed.get(p, "").split()) == "".join(rtext.split())), None)
+                    if not _one_block_grid(grid, node):
+                        ok, why = False, "the grid has more than one dimension"
+                    elif fn is None or block is None:
+                        ok, why = False, "the launch does not pass the grid's divisor as the kernel's block size"
+                    else:
+                        ok, why = FX.grid_fix_allowed(fn, block, passed, left)
+                    msg = f"the grid floor-divides by {name}: the last partial block is never launched"
+                    out.append(finding("KB104", node, msg + ("" if ok else f" (no quick fix: {why})"),
+                                       fix_title=f"Use triton.cdiv({left}, {rtext})" if ok else None,
+                                       fix_text=f"triton.cdiv({left}, {rtext})" if ok else None))
 
 
 def _dot_dims(a: Analysis, k: KernelInfo) -> set[str]:

@@ -65,7 +65,13 @@ class KernelBandProtocol(LanguageServerProtocol):
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         # pygls cancels the request's future (the client gets -32800 at once) but not the
         # task running the command; cancel that too once the reply can no longer be sent
-        fut = getattr(self, "_request_futures", {}).get(msg_id)  # pygls 2.x internals; absent = no tracking
+        futures = getattr(self, "_request_futures", None)  # pygls 2.x internals; absent = no tracking
+        fut = futures.get(msg_id) if isinstance(futures, dict) else None
+        if isinstance(futures, dict) and fut is None:
+            # the request was already answered (clients cancel lens and hover requests that
+            # raced their answer): nothing to cancel, and nothing the user needs to read
+            log.debug("$/cancelRequest for %r: already answered", msg_id)
+            return
         super()._handle_cancel_notification(msg_id)
         if fut is not None and fut.cancelled():
             self.requests.cancel(msg_id)

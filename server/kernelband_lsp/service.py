@@ -22,6 +22,7 @@ from kernelband.model import Profile
 
 from . import edits as E
 from .background import Background
+from .display import JobDisplay
 from .documents import Documents, shutdown_detector
 from .jobs import JobManager
 from .settings import Settings
@@ -64,13 +65,20 @@ class KernelBandService(SettingsMixin, DocumentsMixin, FeaturesMixin, ActionsMix
         # profiles from this session's profile jobs: (path, kernel) -> (module hash, profile);
         # shown when the store has none (e.g. a job run with --no-store)
         self.profiles: dict[tuple[str, str], tuple[str, Profile]] = {}
+        # module hash -> code hash (documents.code_hash) of the texts jobs ran on: a profile of
+        # a text that differs from the current one only in comments and layout is this version's
+        self.code_hashes: dict[str, Optional[str]] = {}
         self.harness_diags: dict[str, list[types.Diagnostic]] = {}
         self.lint_diags: dict[str, list[types.Diagnostic]] = {}
         self.variant_diags: dict[str, list[types.Diagnostic]] = {}
+        self.parse_diags: dict[str, list[types.Diagnostic]] = {}
         self._published: dict[str, list] = {}
         self._token_job: dict[Any, str] = {}
         self._job_token: dict[str, Any] = {}
         self._job_pct: dict[str, int] = {}
+        self._job_reported: dict[str, float] = {}  # when $/progress last said something of a job
+        self._tickers: dict[str, asyncio.Task] = {}
+        self._displays: dict[str, JobDisplay] = {}  # the words for each unfinished job (display.py)
         self.background = Background(self._submit_background, self._already_done, self._has_harness)
         self._lens_refresh_pending = False
         self.client_name = ""

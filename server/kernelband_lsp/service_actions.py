@@ -11,6 +11,7 @@ from . import edits as E
 from . import lenses as L
 from . import lints as LN
 from . import summary as S
+from .display import INTERPRETED_NOTE
 from .documents import Analysis
 
 log = logging.getLogger("kernelband_lsp")
@@ -35,25 +36,25 @@ class ActionsMixin:
         rng = params.range
         sent = [d for d in params.context.diagnostics or [] if d.source == LN.SOURCE]
         for f in LN.cached_lint(a):
-            if f.fix_title is None:
+            if f.fix_title is None or not f.fix_edits:
                 continue
             drange = a.index.ast_range(f.line, f.col, f.end_line, f.end_col)
             if not L.overlaps(drange, rng.start.line, rng.end.line):
                 continue
-            start = a.index.ast_to_offset(f.line, f.col)
-            end = a.index.ast_to_offset(f.end_line, f.end_col)
-            if f.fix_text is not None:
-                hunk = E.Hunk(start, end, f.fix_text)
-            else:  # insert before the call's closing parenthesis
-                close = a.text.rfind(")", start, end)
-                if close < 0:
-                    continue
-                hunk = E.Hunk(close, close, f.extra.get("insert_before_end", ""))
-            edit = E.workspace_edit(a.uri, a.version, a.text, [hunk], self.encoding, self.supports_document_changes)
+            hunks = [E.Hunk(a.index.ast_to_offset(l0, c0), a.index.ast_to_offset(l1, c1), new)
+                     for l0, c0, l1, c1, new in f.fix_edits]
+            edit = E.workspace_edit(a.uri, a.version, a.text, hunks, self.encoding, self.supports_document_changes)
             match = [d for d in sent if d.code == f.code and d.range == drange] or None
             out.append(types.CodeAction(title=f"{f.fix_title} (KernelBand {f.code})", kind=types.CodeActionKind.QuickFix,
                                         diagnostics=match, edit=edit, is_preferred=True))
         return out
+
+    @staticmethod
+    def _review_action(kernel: str, args: list, what: str) -> types.CodeAction:
+        return types.CodeAction(
+            title=f"Review found variant of {kernel} ({what}): diff, then Apply or Discard (KernelBand)",
+            kind=types.CodeActionKind.QuickFix, data={"kernel": kernel, "uri": args[0]["uri"]},
+            command=types.Command(title="Review found variant", command=L.REVIEW_COMMAND, arguments=args))
 
     async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
         uri = params.text_document.uri
@@ -81,11 +82,13 @@ class ActionsMixin:
                     act.disabled = types.CodeActionDisabledType(reason=plan.message)
                 out.append(act)
                 if plan.ok and "visual studio code" not in self.client_name.lower():
-                    out.append(types.CodeAction(
-                        title=f"Review found variant of {k.name} (diff, then Apply or Discard) (KernelBand)",
-                        kind=types.CodeActionKind.QuickFix, data={"kernel": k.name, "uri": uri},
-                        command=types.Command(title="Review found variant", command="kernelband.reviewVariant",
-                                              arguments=args)))
+                    out.append(self._review_action(k.name, args, f"{S.speedup_phrase(fv.result)} faster"))
+            elif L.wants(only, types.CodeActionKind.QuickFix):
+                # an interpreter-verified variant: reviewed (and applied) from its diff, never
+                # offered as a speedup
+                rv = self.reviewable(a, k.name)
+                if rv is not None:
+                    out.append(self._review_action(k.name, args, INTERPRETED_NOTE))
             if not st.harness.found and L.wants(only, types.CodeActionKind.QuickFix):
                 offset, text = L.stub_insertion(a, k)
                 out.append(types.CodeAction(

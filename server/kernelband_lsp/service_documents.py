@@ -54,7 +54,14 @@ class DocumentsMixin:
 
     def did_open(self, uri: str) -> None:
         doc = self.ls.workspace.get_text_document(uri)
-        self._spawn(self.docs.now(uri, doc.path, doc.source, doc.version))
+
+        async def go() -> None:
+            await self.docs.now(uri, doc.path, doc.source, doc.version)
+            # clients that asked for lenses before the analysis (or only refresh on cursor
+            # moves) get them now
+            self._schedule_lens_refresh()
+
+        self._spawn(go())
 
     def did_change(self, uri: str, changes: Optional[list] = None) -> None:
         if self.is_open(uri):
@@ -96,11 +103,18 @@ class DocumentsMixin:
         # diagnostics of a closed file stay only while a variant for it is pending
         self.harness_diags.pop(uri, None)
         self.lint_diags.pop(uri, None)
+        self.parse_diags.pop(uri, None)
         self._publish(uri)
 
     def _on_analysed(self, a: Analysis) -> None:
         if not a.parsed:
-            return  # keep what was published for the last good text
+            # keep what was published for the last good text; a Triton file that never
+            # parsed gets one diagnostic that says why nothing else is shown
+            diag = L.parse_diagnostic(a) if a.good is None else None
+            self.parse_diags[a.uri] = [diag] if diag is not None else []
+            self._publish(a.uri)
+            return
+        self.parse_diags.pop(a.uri, None)
         if len(a.detection.kernels) > 50:
             # harness look-ups and lints of a large file: on a thread, so requests keep
             # being answered; then publish from the event loop
@@ -143,8 +157,8 @@ class DocumentsMixin:
                 self._on_analysed(a)
 
     def _publish(self, uri: str) -> None:
-        diags = (list(self.harness_diags.get(uri, [])) + list(self.lint_diags.get(uri, []))
-                 + list(self.variant_diags.get(uri, [])))
+        diags = (list(self.parse_diags.get(uri, [])) + list(self.harness_diags.get(uri, []))
+                 + list(self.lint_diags.get(uri, [])) + list(self.variant_diags.get(uri, [])))
         key = [(d.range.start.line, d.range.start.character, d.message, d.code) for d in diags]
         if self._published.get(uri) == key:
             return
@@ -200,17 +214,24 @@ class DocumentsMixin:
         self._spawn(go())
 
     def _schedule_lens_refresh(self) -> None:
-        if not self.supports_lens_refresh or self._lens_refresh_pending:
+        """Ask the client to request lenses and inlay hints again (a job's progress, a new
+        profile or result, a document's first analysis): at most one request pair per 0.2 s."""
+        lens, inlay = self.supports_lens_refresh, self.supports_inlay_refresh
+        if not (lens or inlay) or self._lens_refresh_pending:
             return
         self._lens_refresh_pending = True
 
         async def go() -> None:
             await asyncio.sleep(0.2)
             self._lens_refresh_pending = False
-            try:
-                await asyncio.wait_for(self.ls.workspace_code_lens_refresh_async(None), timeout=10)
-            except Exception as e:
-                log.debug("codeLens/refresh: %s", e)
+            for wanted, send, what in ((lens, self.ls.workspace_code_lens_refresh_async, "codeLens"),
+                                       (inlay, self.ls.workspace_inlay_hint_refresh_async, "inlayHint")):
+                if not wanted:
+                    continue
+                try:
+                    await asyncio.wait_for(send(None), timeout=10)
+                except Exception as e:
+                    log.debug("%s/refresh: %s", what, e)
 
         asyncio.get_running_loop().create_task(go())
 

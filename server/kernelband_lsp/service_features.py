@@ -9,7 +9,7 @@ from typing import Optional
 from lsprotocol import types
 
 from kernelband.harness import HarnessChoice
-from kernelband.model import FOUND_STATUSES, KernelInfo
+from kernelband.model import KernelInfo
 
 from . import evidence as EV
 from . import hover as H
@@ -32,8 +32,12 @@ class FeaturesMixin:
              else a.harness(k.name, self.settings.harness.get(k.name)))
         profile, exact = self.store.profile(a.path, k.name, src.hash)
         mem = self.profiles.get((self.store.abspath(a.path), k.name))
+        measured_on = None if exact else self.store.profile_source_hash(a.path, k.name)
         if mem is not None and (profile is None or (not exact and mem[0] == src.hash)):
-            profile, exact = mem[1], mem[0] == src.hash
+            profile, exact, measured_on = mem[1], mem[0] == src.hash, mem[0]
+        if profile is not None and not exact and measured_on in self.code_hashes:
+            # the text moved on but not its code (a comment, a trailing space): still this version's profile
+            exact = self.code_hashes[measured_on] is not None and self.code_hashes[measured_on] == src.code_hash
         result = self.store.result(a.path, k.name)
         st = L.KernelStatus(kernel=k, harness=h, profile=profile, profile_exact=exact, result=result,
                             module_hash=src.hash)
@@ -50,8 +54,10 @@ class FeaturesMixin:
         elif (applied := self.applied_variant(a, k.name) if not a.partial else None) is not None:
             st.applied_text = self.applied_line(a, k.name, applied[0])
         else:
-            cv = self.variant_of(a, k.name)
-            if cv is not None and is_interpreted(cv.result) and cv.result.status in FOUND_STATUSES:
+            # an interpreter-verified variant: offered for review (never as a speedup), and
+            # only while its changes still apply to this text
+            cv = self.reviewable(a, k.name)
+            if cv is not None and is_interpreted(cv.result):
                 st.variant_note = INTERPRETED_NOTE
                 if st.result is None:
                     st.result = cv.result
@@ -123,9 +129,11 @@ class FeaturesMixin:
         variant_line = None
         if fv is not None:
             variant_line = (f"**Found:** a {S.speedup_phrase(fv.result)} faster variant is ready "
-                            f"(quick fix *Apply found variant*).")
+                            f"(lens or quick fix *Apply found variant*: the diff first, then Apply or Discard).")
         elif st.variant_note:
-            variant_line = f"**Found:** a variant that is {st.variant_note} (measured under the CPU interpreter)."
+            variant_line = (f"**Found:** a variant that is {st.variant_note} (checked under the CPU interpreter). "
+                            f"*Review found variant* (lens or code action) shows its diff.")
+            fv = self.reviewable(a, k.name)
         applied = self.applied_variant(a, k.name) if st.applied_text else None
         if applied is not None:
             variant_line = (f"**Applied:** {st.applied_text[0].lower() + st.applied_text[1:]}. *Re-verify* (lens or "

@@ -5,24 +5,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from typing import Any, Optional
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from kernelband.events import Event
-from kernelband.model import FOUND_STATUSES, Result
+from kernelband.model import Result
 from kernelband.reverify import verdict_line
 
-from . import summary as S
+from . import display as D
 from .documents import Analysis
 from .jobs import CANCELLED, CHECK, DONE, FAILED, OPTIMIZE, PROFILE, RUNNING, SUPERSEDED, Job, JobSpec
 from .settings import Settings
-from .service_variants import INTERPRETED_NOTE, JOB_EVENT
+from .service_variants import JOB_EVENT
 
 log = logging.getLogger("kernelband_lsp")
 
-VERBS = {OPTIMIZE: "optimizing", PROFILE: "profiling", CHECK: "re-verifying"}
+VERBS = D.VERBS
+# while a job runs and no event came for this long, $/progress says where it is and for how long
+TICK_S = 2.0
 
 
 class JobsMixin:
@@ -60,6 +63,9 @@ class JobsMixin:
         result = job.result or Result(status="failed", kernel=kernel, message=job.error or job.state)
         out = {"jobId": job.id, **result.to_dict()}
         out.update(self._edit_for_result(job))
+        # the words the client shows for it (display.py decides what may be read as a speedup)
+        out["summary"] = D.result_summary(result, kernel)
+        out["speedClaim"] = D.result_claims_speed(result)
         return out
 
     async def _run_to_end(self, job: Job, token: Any) -> Job:
@@ -73,6 +79,9 @@ class JobsMixin:
             raise
 
     def _spec(self, kind: str, a: Analysis, kernel: str, settings: Settings, background: bool) -> JobSpec:
+        if len(self.code_hashes) > 256:
+            self.code_hashes.clear()
+        self.code_hashes[a.hash] = a.code_hash  # the code the job measures (its profile's version)
         env = {}
         if self.secret:
             env["OPENAI_API_KEY"] = self.secret
@@ -101,18 +110,14 @@ class JobsMixin:
         return [j for j in self.jobs.jobs() if j.spec.kernel == kernel and (kind is None or j.spec.kind == kind)
                 and (j.spec.uri == uri or (path is not None and j.spec.path == path))]
 
+    def _display(self, job: Job) -> D.JobDisplay:
+        d = self._displays.get(job.id)
+        if d is None:
+            d = self._displays[job.id] = D.JobDisplay(job.spec.kind, background=job.spec.background)
+        return d
+
     def _job_line(self, j: Job) -> str:
-        verb = VERBS.get(j.spec.kind, j.spec.kind)
-        if j.spec.background:
-            verb = "background " + verb
-        if j.state != RUNNING:
-            pos = self.jobs.queue_position(j)
-            return f"{verb}: queued" + (f" ({pos} ahead)" if pos else "")
-        p = j.last_progress
-        if p and p.get("total"):
-            best = S.num(p.get("best_speedup"))
-            return f"{verb} {p.get('done', 0)}/{p.get('total')}" + (f" · best {best:.2f}x" if best else "")
-        return f"{verb}…"
+        return self._display(j).line(self.jobs.queue_position(j), running=j.state == RUNNING)
 
     # ================================================================== job plumbing
     async def _begin_progress(self, job: Job, token: Any) -> None:
@@ -135,6 +140,29 @@ class JobsMixin:
         self.ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True,
                                                                             message=msg, percentage=0))
         self._job_pct[job.id] = 0
+        self._job_reported[job.id] = time.monotonic()
+        if job.state == RUNNING:
+            self._start_ticker(job)
+
+    def _start_ticker(self, job: Job) -> None:
+        """While the job runs, say where it is when no event has said anything for a while
+        (the engine's start and the original's preparation take tens of seconds on a CPU)."""
+        if job.id in self._tickers or job.id not in self._job_token:
+            return
+
+        async def tick() -> None:
+            try:
+                while not job.finished and job.id in self._job_token:
+                    await asyncio.sleep(TICK_S / 4)
+                    if time.monotonic() - self._job_reported.get(job.id, 0.0) >= TICK_S and not job.finished:
+                        self._report(job, self._display(job).status())
+            finally:
+                self._tickers.pop(job.id, None)
+
+        try:
+            self._tickers[job.id] = asyncio.get_running_loop().create_task(tick())
+        except RuntimeError:  # not serving (unit use)
+            pass
 
     def progress_cancelled(self, token: Any) -> None:
         job_id = self._token_job.get(token)
@@ -149,13 +177,18 @@ class JobsMixin:
         if pct is not None:
             p = max(self._job_pct.get(job.id, 0), min(100, int(pct)))
             self._job_pct[job.id] = p
+        self._job_reported[job.id] = time.monotonic()
         self.ls.work_done_progress.report(token, types.WorkDoneProgressReport(message=message, percentage=p,
                                                                                cancellable=True))
 
-    def _notify_event(self, job: Job, ev: Event, synthetic: bool = False) -> None:
+    def _notify_event(self, job: Job, ev: Event, synthetic: bool = False, text: Optional[str] = None) -> None:
+        disp = self._display(job)
+        # text: this event's line as the server words it (None: no progress line); line: the
+        # job's lens line; speedClaim: whether this job's numbers may be read as a speedup
         payload = {"jobId": job.id, "uri": job.spec.uri, "kernel": job.spec.kernel, "kind": job.spec.kind,
                    "background": job.spec.background, "pid": job.pid,
-                   "event": {"type": ev.type, "t": ev.t, **ev.data}}
+                   "event": {"type": ev.type, "t": ev.t, **ev.data},
+                   "text": text, "line": self._job_line(job), "speedClaim": disp.claims_speed}
         if synthetic:
             payload["synthetic"] = True
         try:
@@ -164,38 +197,28 @@ class JobsMixin:
             log.debug("jobEvent notification failed: %s", e)
 
     def _on_job_event(self, job: Job, ev: Event) -> None:
-        self._notify_event(job, ev)
-        d = ev.data
-        if ev.type == "started":
-            if job.spec.kind == PROFILE or not d.get("generator"):
-                self._report(job, "started", 0)  # a profile job has no generator or budget
-            else:
-                self._report(job, f"started ({d.get('generator')} generator, budget {_budget_text(d.get('budget'))})", 0)
-        elif ev.type == "baseline":
-            ms = S.num(d.get("time_ms"))
-            self._report(job, f"baseline {S.fmt_ms(ms)} ({d.get('clock', '')})" if ms is not None else "baseline measured")
-        elif ev.type == "candidate":
-            sp = S.num(d.get("speedup"))
-            self._report(job, f"#{d.get('index', '?')} {d.get('strategy') or ''}: {d.get('status', '?')}"
-                              + (f" {sp:.2f}x" if sp is not None else ""))
-        elif ev.type == "progress":
-            self._schedule_lens_refresh()
-            done, total = S.num(d.get("done")), S.num(d.get("total"))
-            pct = 100.0 * done / total if done is not None and total else None
-            best = S.num(d.get("best_speedup"))
-            msg = d.get("message") or (f"{int(done or 0)}/{int(total or 0)} evaluated" + (f" · best {best:.2f}x" if best else ""))
-            self._report(job, msg, pct)
-        elif ev.type == "log":
+        disp = self._display(job)
+        text = disp.on_event(ev.type, ev.data)
+        if ev.type == "result" and job.spec.kind == OPTIMIZE:
+            text = f"finished: {disp.counts()}"
+        self._notify_event(job, ev, text=text)
+        if ev.type in ("started", "baseline", "progress") or (ev.type == "log" and text):
+            self._schedule_lens_refresh()  # the lens line shows the phase and the counts
+        if text:
+            self._report(job, text, disp.percent() if ev.type in ("progress", "result") else None)
+        if ev.type == "log":
             # the kernelband/jobEvent above carries it to the client's job log; a server log
-            # line too would show it twice (issue 14, defect 3): only warnings are repeated
-            lvl = str(d.get("level", "info")).lower()
-            (log.warning if lvl in ("warning", "error") else log.debug)("%s: %s", job.id, d.get("message", ""))
+            # line too would show it twice: only warnings are repeated
+            lvl = str(ev.data.get("level", "info")).lower()
+            (log.warning if lvl in ("warning", "error") else log.debug)("%s: %s", job.id, ev.data.get("message", ""))
 
     def _on_job_state(self, job: Job) -> None:
         self._schedule_lens_refresh()
         if not job.finished:
-            if job.state == RUNNING and job.pid:
-                self._report(job, "running")
+            if job.state == RUNNING:
+                self._start_ticker(job)
+                if job.pid:
+                    self._report(job, self._display(job).status())
             return
         if job.state in (CANCELLED, SUPERSEDED, FAILED):
             if job.spec.kind == OPTIMIZE and job.result is not None:
@@ -204,6 +227,10 @@ class JobsMixin:
                 self._notify_event(job, Event("error", {"message": job.error or job.state, "kind": job.state}),
                                    synthetic=True)
         token = self._job_token.pop(job.id, None)
+        self._job_reported.pop(job.id, None)
+        ticker = self._tickers.pop(job.id, None)
+        if ticker is not None:
+            ticker.cancel()
         if token is not None:
             self._token_job.pop(token, None)
             self._job_pct.pop(job.id, None)
@@ -219,9 +246,7 @@ class JobsMixin:
                 fv = self._found_from_job(job)
                 self.found[(job.spec.path, job.spec.kernel)] = fv
                 if job.spec.background:
-                    sp = S.num(res.speedup)
-                    if sp is not None and sp >= self.settings.min_speedup:
-                        log.info("background: %s %.2fx faster (%s)", job.spec.kernel, sp, job.id)
+                    log.info("background: %s (%s)", D.result_summary(res, job.spec.kernel), job.id)
                     self._refresh_variant_diags(fv.uri)
             self.store.invalidate()
         elif job.state == DONE:
@@ -230,6 +255,7 @@ class JobsMixin:
 
                 self.profiles[(job.spec.path, job.spec.kernel)] = (text_hash(job.spec.source), job.profile)
             self.store.invalidate()
+        self._displays.pop(job.id, None)
 
     def _end_message(self, job: Job) -> str:
         if job.state == CANCELLED:
@@ -245,17 +271,5 @@ class JobsMixin:
         res = job.result
         if res is None:
             return "done"
-        if res.status in FOUND_STATUSES and res.interpreted:
-            return f"found a variant: {INTERPRETED_NOTE}"
-        if res.status == "improved":
-            return f"{S.speedup_phrase(res)} faster variant found"
-        if res.status == "no_improvement":
-            return "no faster variant found"
-        return res.message or res.status
+        return D.result_summary(res, job.spec.kernel)
 
-
-def _budget_text(b: Any) -> str:
-    if isinstance(b, dict):
-        parts = [f"{k} {v}" for k, v in b.items() if v]
-        return ", ".join(parts) or "none"
-    return str(b) if b is not None else "?"

@@ -12,7 +12,7 @@ from pygls.uris import to_fs_path
 
 
 from .documents import warm_detector
-from .settings import SECTION, Settings, parse_settings, secret_from
+from .settings import SECTION, Settings, describe_changes, parse_settings, secret_from
 
 log = logging.getLogger("kernelband_lsp")
 
@@ -53,6 +53,10 @@ class SettingsMixin:
         return bool(self._cap("workspace", "code_lens", "refresh_support"))
 
     @property
+    def supports_inlay_refresh(self) -> bool:
+        return bool(self._cap("workspace", "inlay_hint", "refresh_support"))
+
+    @property
     def hierarchical_symbols(self) -> bool:
         return bool(self._cap("text_document", "document_symbol", "hierarchical_document_symbol_support"))
 
@@ -87,7 +91,7 @@ class SettingsMixin:
                     log.warning(p)
                 old = self.settings
                 if new != old:
-                    log.info("settings: %s", _redacted(new.to_dict()))
+                    log.info("settings changed: %s", describe_changes(old, new))
                 self.settings = new
                 if new.harness != old.harness or new.min_speedup != old.min_speedup:
                     self._republish_all()

@@ -13,22 +13,23 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from kernelband.model import Result
 
+from . import display as D
 from . import edits as E
 from . import evidence as EV
 from . import lenses as L
 from . import summary as S
+from .display import INTERPRETED_NOTE
 from .documents import Analysis
 from .jobs import Job
 
 log = logging.getLogger("kernelband_lsp")
 
 JOB_EVENT = "kernelband/jobEvent"
-# what an interpreted result may claim: it passed the checks; its timing says nothing about a GPU
-INTERPRETED_NOTE = "correct; speed needs a GPU"
 
 
 def is_interpreted(result: Optional[Result]) -> bool:
-    return result is not None and result.interpreted
+    """A Result whose times may not be read as a speedup (display.py's rule)."""
+    return result is not None and not D.result_claims_speed(result)
 
 
 @dataclass
@@ -85,6 +86,18 @@ class VariantsMixin:
             return None
         fv = self.variant_of(a, kernel)
         if fv is None or not self._reportable(fv):
+            return None
+        plan = self._cached_plan(fv, a)
+        return fv if plan.ok and plan.hunks else None
+
+    def reviewable(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
+        """Any found correct variant (a GPU speedup or an interpreter-verified one) whose
+        changes can still be applied to this text: what Review shows. None once the
+        kernel's code changed (a stale variant is not advertised) or once it is applied."""
+        if not a.parsed or a.partial:
+            return None
+        fv = self.variant_of(a, kernel)
+        if fv is None or not fv.result.found:
             return None
         plan = self._cached_plan(fv, a)
         return fv if plan.ok and plan.hunks else None
@@ -162,13 +175,23 @@ class VariantsMixin:
         plan, version, text = self._plan_for(fv)
         if not plan.ok:
             return {"error": plan.message, "original": text, "version": version}
+        claim = D.result_claims_speed(fv.result)
         out = {"original": text, "proposed": plan.new_text, "diff": E.unified_diff(text, plan.new_text, os.path.basename(fv.path)),
-               "version": version, "speedup": fv.result.speedup, "speedup_ci": fv.result.speedup_ci,
-               "jobId": fv.job_id, "rebuilt": plan.rebuilt, "interpreted": is_interpreted(fv.result),
+               "version": version, "speedup": fv.result.speedup if claim else None,
+               "speedup_ci": fv.result.speedup_ci if claim else None,
+               "jobId": fv.job_id, "rebuilt": plan.rebuilt, "interpreted": not claim, "speedClaim": claim,
+               # the words the clients show (display.py): what it claims, in one phrase and one line
+               "what": self._what(fv.result), "summary": D.result_summary(fv.result, kernel),
                "evidence": EV.evidence(fv.result)}
-        if is_interpreted(fv.result):
+        if not claim:
             out["note"] = INTERPRETED_NOTE
         return out
+
+    @staticmethod
+    def _what(result: Result) -> str:
+        """'1.43x (95% CI 1.30–1.50x) faster' or 'correct; speed needs a GPU'."""
+        phrase = D.speedup_phrase(result)
+        return f"{phrase} faster" if phrase else INTERPRETED_NOTE
 
     async def apply_variant(self, args: dict) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
@@ -181,8 +204,7 @@ class VariantsMixin:
         if not plan.ok:
             return {"applied": False, "message": plan.message}
         edit = E.workspace_edit(uri, version, text, plan.hunks, self.encoding, self.supports_document_changes)
-        what = "verified-correct (speed needs a GPU)" if is_interpreted(fv.result) else (S.speedup_phrase(fv.result) or "faster")
-        return await self._apply(edit, f"KernelBand: apply {what} variant of {kernel}")
+        return await self._apply(edit, f"KernelBand: apply the variant of {kernel} ({self._what(fv.result)})")
 
     async def review_variant(self, args: dict) -> dict:
         """kernelband.reviewVariant: show the found variant's diff and its evidence
@@ -195,8 +217,7 @@ class VariantsMixin:
         prop = await self.proposed_edit(args)
         if prop.get("error"):
             return {"applied": False, "message": prop["error"]}
-        what = INTERPRETED_NOTE if prop.get("interpreted") else (S.speedup_text(prop.get("speedup"), prop.get("speedup_ci"))
-                                                                 or "faster")
+        what = prop.get("what") or INTERPRETED_NOTE
         lines = [f"# KernelBand: found variant of {kernel} ({what})"]
         lines += [f"# {r['label']}: {r['value']}" for r in prop.get("evidence") or []]
         path = E.write_review_file(kernel, "\n".join(lines) + "\n" + str(prop.get("diff") or ""))

@@ -75,6 +75,38 @@ class Settings:
         }
 
 
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and k != "harness":
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def describe_changes(old: Settings, new: Settings) -> str:
+    """'budget.evaluations 16 → 4, minSpeedup 1.03 → 1.05': the settings that changed, as
+    the user names them (never a secret: the API key is not a setting)."""
+    a, b = _flat(old.to_dict()), _flat(new.to_dict())
+    from kernelband.redact import redact
+
+    changed = [f"{k} {_show(a.get(k))} → {_show(v)}" for k, v in b.items() if a.get(k) != v]
+    return redact(", ".join(changed)) or "no change"
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(map(str, v)) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {x}" for k, x in v.items()) + "}"
+    return str(v)
+
+
 # setting key (dotted, as in package.json) -> (field, type check/convert)
 def _int(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 0:

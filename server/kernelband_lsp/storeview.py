@@ -136,6 +136,20 @@ class StoreView:
                          lambda st: Profile.from_wire(st.latest_profile(kernel, file=apath)))
         return p, False
 
+    def profile_source_hash(self, path: str, kernel: str) -> Optional[str]:
+        """The module hash the latest profile of the kernel in this file was measured on."""
+        apath = self.abspath(path)
+
+        def read(st: Store) -> Optional[str]:
+            conn = getattr(st, "_conn", None)
+            if conn is None:
+                return None
+            row = conn.execute("SELECT source_hash FROM profiles WHERE kernel=? AND file=? ORDER BY created_at DESC "
+                               "LIMIT 1", (kernel, apath)).fetchone()
+            return row[0] if row else None
+
+        return self._cached(path, "profile-src", (kernel, apath), read)
+
     def result(self, path: str, kernel: str) -> Optional[Result]:
         """The latest stored Result of the kernel (an older engine's too: missing keys take
         their defaults)."""

@@ -199,8 +199,11 @@ async def start_session(workspace: Path, settings: Optional[dict] = None, env: O
     full_env.update(env or {})
     await client.start_io(sys.executable, "-m", "kernelband_lsp", env=full_env)
     try:
+        caps = client_capabilities("visual-studio-code")
+        # VS Code asks for inlay hints again on workspace/inlayHint/refresh (pytest-lsp's capture predates it)
+        caps.workspace.inlay_hint = types.InlayHintWorkspaceClientCapabilities(refresh_support=True)
         await client.initialize_session(types.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"),
+            capabilities=caps,
             root_uri=workspace.as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=workspace.as_uri(), name="ws")],
             initialization_options=init_options,
@@ -305,6 +308,17 @@ if a.cmd == "check":  # `check --json`: one JSON object; says which texts it was
 t0 = time.time()
 def emit(t, **d):
     sys.stdout.write(json.dumps({"type": t, "t": round(time.time() - t0, 3), **d}) + "\n"); sys.stdout.flush()
+time.sleep(float(os.environ.get("FAKE_START_DELAY_S", "0")))  # the engine's imports and worker start
+if os.environ.get("FAKE_REPLAY"):
+    # replay the events a real engine wrote (tests/data/events), on this text
+    for line in open(os.environ["FAKE_REPLAY"], encoding="utf-8"):
+        ev = json.loads(line)
+        if ev["type"] == "result":
+            ev["result"]["original_hash"] = hashlib.sha256(src.encode()).hexdigest()
+            ev["result"]["file"] = a.file
+        time.sleep(step)
+        emit(ev.pop("type"), **{k: v for k, v in ev.items() if k != "t"})
+    sys.exit(0)
 worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 emit("log", level="info", message=f"worker pid {worker.pid}", worker_pid=worker.pid)

@@ -31,6 +31,7 @@ export const ServerCommands = {
   createHarness: 'kernelband.createHarness',
   proposedEdit: 'kernelband.proposedEdit',
   applyVariant: 'kernelband.applyVariant',
+  reviewVariant: 'kernelband.reviewVariant',
   reverify: 'kernelband.reverify',
 } as const;
 
@@ -40,6 +41,9 @@ export const ClientCommands = {
   profile: 'kernelband.profileKernel',
   createHarness: 'kernelband.createHarnessStub',
   applyVariant: 'kernelband.applyFoundVariant',
+  /** The review's decision, from the diff editor's title bar. */
+  applyReviewed: 'kernelband.applyReviewedVariant',
+  discardReviewed: 'kernelband.discardReviewedVariant',
   reverify: 'kernelband.reverifyVariant',
   cancel: 'kernelband.cancelJob',
   setApiKey: 'kernelband.setApiKey',

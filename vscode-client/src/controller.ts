@@ -9,11 +9,14 @@ import * as vscode from 'vscode';
 
 import { API_KEY_ENV, ClientCommands, CONFIG_SECTION, PROPOSAL_SCHEME, SECRET_API_KEY, SERVER_MODULE, ServerCommands } from './constants';
 import {
+  APPLY,
   CancelToken,
+  DISCARD,
   Disposable,
   ExecuteOptions,
   FlowDeps,
   FlowName,
+  ReviewDecision,
   runCancel,
   runOptimize,
   runProfile,
@@ -26,7 +29,7 @@ import {
 import { errorText, formatCommandLine, Interpreter, launchProblem, ProbeOutcome, PythonExtensionApi, resolveInterpreter } from './interpreter';
 import { finishedStatusText, formatLogLine, JobEventParams, JobTracker, sameUri, statusBarText, statusBarTooltip } from './jobs';
 import { chooseKernel, CodeActionLike, Target, targetFromArgs, variantQuickFix } from './kernels';
-import { parseProposalQuery, ProposalStore } from './proposals';
+import { evidenceTitle, parseProposalQuery, ProposalStore } from './proposals';
 import { buildServerEnv, needsRestart, readSettings, redact, toInitializationOptions } from './settings';
 
 /** Everything needed to spawn the server. */
@@ -88,6 +91,8 @@ export class Controller implements vscode.Disposable {
   private statusTimer: ReturnType<typeof setTimeout> | undefined;
   private progressSeq = 0;
   private pythonApiSubscribed = false;
+  /** Reviews waiting for Apply or Discard, by target (one per kernel): the decision's callback. */
+  private readonly reviews = new Map<string, (d: ReviewDecision) => void>();
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -113,12 +118,17 @@ export class Controller implements vscode.Disposable {
       reg(ClientCommands.optimize, (...args) => this.command('optimize', args)),
       reg(ClientCommands.profile, (...args) => this.command('profile', args)),
       reg(ClientCommands.applyVariant, (...args) => this.command('review', args)),
+      reg(ClientCommands.applyReviewed, (...args) => this.decideReview('apply', args)),
+      reg(ClientCommands.discardReviewed, (...args) => this.decideReview('discard', args)),
       reg(ClientCommands.reverify, (...args) => this.command('reverify', args)),
       reg(ClientCommands.createHarness, (...args) => this.createHarness(args)),
       reg(ClientCommands.cancel, () => this.cancel()),
       reg(ClientCommands.setApiKey, () => this.setApiKey()),
       reg(ClientCommands.showOutput, () => this.output.show(true)),
       reg(ClientCommands.restartServer, () => this.restartServer()),
+      ...(vscode.window.tabGroups?.onDidChangeTabs
+        ? [vscode.window.tabGroups.onDidChangeTabs((e) => this.onTabsClosed(e.closed))]
+        : []),
       vscode.workspace.onDidChangeConfiguration((e) => {
         if (needsRestart((key) => e.affectsConfiguration(key))) {
           this.log('kernelband.pythonPath changed: restarting the server.');
@@ -527,19 +537,19 @@ export class Controller implements vscode.Disposable {
       info: (message, ...actions) => Promise.resolve(vscode.window.showInformationMessage(message, ...actions)),
       warn: (message, ...actions) => Promise.resolve(vscode.window.showWarningMessage(message, ...actions)),
       error: (message, ...actions) => Promise.resolve(vscode.window.showErrorMessage(message, ...actions)),
-      confirm: (message, detail, actions) => Promise.resolve(vscode.window.showInformationMessage(message, { modal: true, detail }, ...actions)),
+      decide: (target, message) => this.waitForDecision(target, message),
       pick: async (items, placeHolder) => {
         const indexed = items.map((it, index) => ({ ...it, index }));
         const picked = await vscode.window.showQuickPick(indexed, { placeHolder });
         return picked?.index;
       },
-      showDiff: async (target, proposal, title) => {
-        const refs = this.proposals.put(target, proposal.original, proposal.proposed);
-        const left = vscode.Uri.from({ scheme: PROPOSAL_SCHEME, path: refs.original.path, query: refs.original.query });
-        const right = vscode.Uri.from({ scheme: PROPOSAL_SCHEME, path: refs.proposed.path, query: refs.proposed.query });
+      showDiff: async (target, proposal, title, evidence) => {
+        const refs = this.proposals.put(target, proposal.original, proposal.proposed, evidence);
+        const uri = (ref: { path: string; query: string }) => vscode.Uri.from({ scheme: PROPOSAL_SCHEME, path: ref.path, query: ref.query });
         // not a preview: a preview diff replaces the user's preview tab, and closing it
-        // would leave the file closed (issue 14, defect 2)
-        await vscode.commands.executeCommand('vscode.diff', left, right, title, { preview: false });
+        // would leave the file closed
+        await vscode.commands.executeCommand('vscode.diff', uri(refs.original), uri(refs.proposed), title, { preview: false });
+        await this.showEvidence(uri(refs.evidence));
       },
       closeDiff: async (target) => {
         await this.closeProposalTabs(target);
@@ -553,6 +563,90 @@ export class Controller implements vscode.Disposable {
         this.renderStatus(jobId);
       },
     };
+  }
+
+  // ---- review decisions -------------------------------------------------------------
+
+  /**
+   * Resolves when the user decides a review: Apply or Discard in a (non-modal)
+   * notification or the diff editor's title bar, or the diff tab is closed ('closed').
+   * Dismissing the notification decides nothing: the title bar still can.
+   */
+  private waitForDecision(target: Target, message: string): Promise<ReviewDecision> {
+    return new Promise((resolve) => {
+      const key = reviewKey(target);
+      this.reviews.get(key)?.('closed'); // a newer review of the same kernel replaces an older one
+      let done = false;
+      const finish = (d: ReviewDecision): void => {
+        if (done) {
+          return;
+        }
+        done = true;
+        if (this.reviews.get(key) === finish) {
+          this.reviews.delete(key);
+        }
+        void vscode.commands.executeCommand('setContext', 'kernelband.reviewing', this.reviews.size > 0);
+        resolve(d);
+      };
+      this.reviews.set(key, finish);
+      void vscode.commands.executeCommand('setContext', 'kernelband.reviewing', true);
+      void Promise.resolve(vscode.window.showInformationMessage(message, APPLY, DISCARD)).then((choice) => {
+        if (choice === APPLY) {
+          finish('apply');
+        } else if (choice === DISCARD) {
+          finish('discard');
+        }
+      });
+    });
+  }
+
+  /** The diff editor's title-bar buttons: args[0] is the diff's resource (a proposal document). */
+  private async decideReview(decision: 'apply' | 'discard', args: unknown[]): Promise<void> {
+    const target = this.reviewTargetOf(args[0]) ?? this.reviewTargetOf(this.activeProposalUri());
+    const finish = target ? this.reviews.get(reviewKey(target)) : undefined;
+    if (!finish) {
+      void vscode.window.showInformationMessage('KernelBand: no variant is waiting for review here. "KernelBand: Apply found variant" opens one.');
+      return;
+    }
+    finish(decision);
+  }
+
+  private reviewTargetOf(v: unknown): Target | undefined {
+    const uri = v as { scheme?: string; query?: string } | undefined;
+    if (!uri || uri.scheme !== PROPOSAL_SCHEME || typeof uri.query !== 'string') {
+      return undefined;
+    }
+    return parseProposalQuery(uri.query)?.target;
+  }
+
+  private activeProposalUri(): vscode.Uri | undefined {
+    const tab = vscode.window.tabGroups?.activeTabGroup?.activeTab;
+    const input = tab?.input as { modified?: vscode.Uri; uri?: vscode.Uri } | undefined;
+    return input?.modified ?? input?.uri ?? vscode.window.activeTextEditor?.document.uri;
+  }
+
+  /** Closing a review's diff decides it: nothing is applied. */
+  private onTabsClosed(tabs: readonly vscode.Tab[]): void {
+    for (const tab of tabs) {
+      const input = tab.input as { modified?: vscode.Uri } | undefined;
+      const target = this.reviewTargetOf(input?.modified);
+      if (target) {
+        this.reviews.get(reviewKey(target))?.('closed');
+      }
+    }
+  }
+
+  /**
+   * The evidence beside the diff (a markdown document), without taking the focus: the diff
+   * stays the active editor, so its title bar shows the review's Apply and Discard.
+   */
+  private async showEvidence(uri: vscode.Uri): Promise<void> {
+    try {
+      const doc = await vscode.workspace.openTextDocument(uri);
+      await vscode.window.showTextDocument(doc, { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true, preview: true });
+    } catch (err) {
+      this.log(`Could not show the evidence: ${errorText(err)}`);
+    }
   }
 
   /** Brings the kernel's file back to the front once the diff is gone. */
@@ -571,16 +665,17 @@ export class Controller implements vscode.Disposable {
     if (!groups) {
       return;
     }
+    const evidenceLabel = evidenceTitle(target);
     const tabs: vscode.Tab[] = [];
     for (const group of groups.all) {
       for (const tab of group.tabs) {
-        const input = tab.input as { modified?: vscode.Uri } | undefined;
-        const modified = input?.modified;
-        if (modified && modified.scheme === PROPOSAL_SCHEME) {
-          const parsed = parseProposalQuery(modified.query);
-          if (parsed && parsed.target.kernel === target.kernel && parsed.target.uri === target.uri) {
-            tabs.push(tab);
-          }
+        const input = tab.input as { modified?: vscode.Uri; uri?: vscode.Uri } | undefined;
+        const doc = input?.modified ?? input?.uri;
+        const parsed = doc && doc.scheme === PROPOSAL_SCHEME ? parseProposalQuery(doc.query) : undefined;
+        const ours = parsed && parsed.target.kernel === target.kernel && parsed.target.uri === target.uri;
+        // the markdown preview of the evidence is a webview tab: known by its label
+        if (ours || (typeof tab.label === 'string' && tab.label.includes(evidenceLabel))) {
+          tabs.push(tab);
         }
       }
     }
@@ -588,4 +683,8 @@ export class Controller implements vscode.Disposable {
       await groups.close(tabs).then(undefined, () => undefined);
     }
   }
+}
+
+function reviewKey(target: Target): string {
+  return `${target.uri}\u0000${target.kernel}`;
 }

@@ -6,8 +6,9 @@
 import { ServerCommands } from './constants';
 import { errorText } from './interpreter';
 import {
-  describeEvent,
+  claimsSpeed,
   diffStats,
+  eventView,
   formatSpeedup,
   JobEventParams,
   JobState,
@@ -106,7 +107,13 @@ export interface Proposal {
   interpreted?: boolean;
   /** What was verified behind the edit (kernelband.proposedEdit's `evidence`). */
   evidence?: EvidenceRow[];
+  /** The server's words: "1.43x (95% CI …) faster" or "correct; speed needs a GPU", and a one-line summary. */
+  what?: string;
+  summary?: string;
 }
+
+/** How a review ended: Apply or Discard (the notification or the diff's title bar), or the diff was closed. */
+export type ReviewDecision = 'apply' | 'discard' | 'closed';
 
 /** What an interpreted result may claim (never a speedup). */
 export const INTERPRETED_NOTE = 'correct; speed needs a GPU';
@@ -123,11 +130,16 @@ export interface FlowDeps {
   info(message: string, ...actions: string[]): Promise<string | undefined>;
   warn(message: string, ...actions: string[]): Promise<string | undefined>;
   error(message: string, ...actions: string[]): Promise<string | undefined>;
-  /** Modal question; resolves to the chosen action or undefined (closed/cancelled). */
-  confirm(message: string, detail: string, actions: string[]): Promise<string | undefined>;
+  /**
+   * Waits for the user's decision on a review shown with showDiff, without a modal: Apply
+   * or Discard from a notification or from the diff editor's title bar; closing the diff
+   * is 'closed' (never an Apply). Dismissing the notification decides nothing.
+   */
+  decide(target: Target, message: string): Promise<ReviewDecision>;
   /** Quick pick; resolves to the index of the chosen item or undefined. */
   pick?(items: { label: string; description?: string }[], placeHolder: string): Promise<number | undefined>;
-  showDiff(target: Target, proposal: Proposal, title: string): Promise<void>;
+  /** Opens the diff (current ↔ proposed) and the evidence (markdown) beside it. */
+  showDiff(target: Target, proposal: Proposal, title: string, evidence: string): Promise<void>;
   closeDiff(target: Target): Promise<void>;
   showOutput(): void;
   /** Ids of the jobs already known (e.g. background jobs) when a command starts. */
@@ -139,6 +151,7 @@ export interface FlowDeps {
 export const SHOW_OUTPUT = 'Show Output';
 export const APPLY = 'Apply';
 export const DISCARD = 'Discard';
+export const REVIEW = 'Review variant';
 export const ALL_JOBS = 'All jobs';
 
 export interface JobRun {
@@ -190,7 +203,6 @@ export async function runJob(deps: FlowDeps, command: string, target: Target, ti
     const requestCancel = new CancelSource();
     const run: JobRun = { cancelled: false };
     let cancelSent = false;
-    let sawJobEvent = false;
     const preexisting = deps.knownJobIds?.() ?? new Set<string>();
 
     const report = (view: ProgressView): void => {
@@ -217,6 +229,10 @@ export async function runJob(deps: FlowDeps, command: string, target: Target, ti
       executeCancel({ uri: target.uri, kernel: target.kernel, kind: jobKind(command) });
     };
 
+    // The server words the progress (its $/progress on our workDoneToken: the same text
+    // every editor shows, with the phase and elapsed time while no event comes); job
+    // events claim the job id, and stand in only while no $/progress arrived.
+    let sawServerProgress = false;
     const subs: Disposable[] = [];
     subs.push(
       deps.onJobEvent((p) => {
@@ -232,15 +248,16 @@ export async function runJob(deps: FlowDeps, command: string, target: Target, ti
         } else if (p.jobId !== run.jobId) {
           return;
         }
-        sawJobEvent = true;
-        report(describeEvent(p.event));
+        if (!sawServerProgress) {
+          report(eventView(p));
+        }
       }),
     );
     if (deps.onWorkDoneProgress) {
       subs.push(
         deps.onWorkDoneProgress(workDoneToken, (v) => {
-          // Job events are richer; $/progress is the fallback when there are none.
-          if (!sawJobEvent && v.kind !== 'end') {
+          if (v.kind !== 'end' && (v.message !== undefined || v.percentage !== undefined)) {
+            sawServerProgress = true;
             report({ message: v.message, percent: v.percentage });
           }
         }),
@@ -301,15 +318,19 @@ export async function runOptimize(deps: FlowDeps, target: Target): Promise<Optim
   if (result.jobId !== undefined) {
     deps.jobFinished?.(String(result.jobId), result.status);
   }
-  const summary = resultSummary(result, target.kernel);
+  const summary = serverText(run.reply, 'summary') ?? resultSummary(result, target.kernel);
   deps.log(summary);
   for (const w of result.warnings ?? []) {
     deps.log(`  warning: ${w}`);
   }
-  if (result.status === 'verified_correct' || (result.status === 'improved' && result.interpreted === true)) {
-    // measured under the CPU interpreter (the engine's status verified_correct): correct, no
-    // speed claim, so no Apply offered as a speedup
-    void deps.info(`KernelBand: found a variant of ${target.kernel} that is ${INTERPRETED_NOTE} (CPU interpreter).`);
+  if (result.status === 'verified_correct' || (result.status === 'improved' && !claimsSpeed(result))) {
+    // measured under the CPU interpreter: correct, no speed claim, so not offered as a
+    // speedup; its diff is one click away (the notification's button, the lens, Ctrl+.)
+    void deps.info(`KernelBand: ${summary}.`, REVIEW).then((choice) => {
+      if (choice === REVIEW) {
+        void runReview(deps, target, result);
+      }
+    });
     return { result };
   }
   switch (result.status) {
@@ -326,6 +347,12 @@ export async function runOptimize(deps: FlowDeps, target: Target): Promise<Optim
       break;
   }
   return { result };
+}
+
+/** A string the server worded in its reply (`summary`, `what`...). */
+function serverText(reply: unknown, key: string): string | undefined {
+  const v = typeof reply === 'object' && reply !== null ? (reply as Record<string, unknown>)[key] : undefined;
+  return typeof v === 'string' && v.trim() !== '' ? v : undefined;
 }
 
 export type ReviewOutcome = 'applied' | 'discarded' | 'refused' | 'none' | 'failed';
@@ -369,13 +396,21 @@ function asProposal(raw: unknown): Proposal | undefined {
   if (evidence && evidence.length) {
     p.evidence = evidence;
   }
+  if (o.speedClaim === false) {
+    p.interpreted = true;
+  }
+  for (const key of ['what', 'summary'] as const) {
+    if (typeof o[key] === 'string' && o[key] !== '') {
+      p[key] = o[key] as string;
+    }
+  }
   return p;
 }
 
 /** " (1.50×)" from the optimize result, else from the proposal (a stored variant);
  * never a speedup for an interpreted result. */
 function speedText(result: OptimizeResult | undefined, proposal: Proposal): string {
-  if (proposal.interpreted || result?.interpreted === true) {
+  if (proposal.interpreted || (result !== undefined && !claimsSpeed(result))) {
     return ` (${INTERPRETED_NOTE})`;
   }
   if (result?.status === 'improved' && typeof result.speedup === 'number') {
@@ -389,8 +424,38 @@ function speedText(result: OptimizeResult | undefined, proposal: Proposal): stri
 }
 
 /**
- * Shows the found variant as a diff (kernelband.proposedEdit), asks Apply/Discard in a
- * modal, and applies it through the server (kernelband.applyVariant: a versioned edit).
+ * The evidence shown beside the diff (a markdown document): what the variant claims, the
+ * server's evidence rows, the size of the change, and how to decide.
+ */
+export function evidenceMarkdown(target: Target, proposal: Proposal, result?: OptimizeResult): string {
+  const what = proposal.what ?? speedText(result, proposal).replace(/^ \((.*)\)$/, '$1');
+  const stats = diffStats(proposal.diff);
+  const lines = [`# KernelBand: variant of \`${target.kernel}\``, '', `**${what || 'found variant'}**`, ''];
+  if (proposal.summary) {
+    lines.push(proposal.summary, '');
+  }
+  if (proposal.interpreted) {
+    lines.push(`Verified correct under Triton's interpreter on the CPU; measuring its speed needs a GPU.`, '');
+  }
+  const rows = proposal.evidence ?? [];
+  if (rows.length) {
+    lines.push('| Evidence | |', '| --- | --- |', ...rows.map((r) => `| ${r.label} | ${r.value.replace(/\|/g, '/')} |`), '');
+  }
+  if (proposal.diff !== undefined) {
+    lines.push(`Changes: +${stats.added} −${stats.removed} lines (the diff on the left).`, '');
+  }
+  lines.push(
+    '**Apply** or **Discard**: the ✓ and ✕ buttons in the diff editor\'s title bar, or the notification.',
+    'Apply edits the open document (undo restores it); nothing is saved. Closing the diff applies nothing.',
+  );
+  return lines.join('\n') + '\n';
+}
+
+/**
+ * Review first, decide after: shows the found variant as a diff (kernelband.proposedEdit)
+ * with its evidence beside it, then waits, without a modal, for Apply or Discard (a
+ * notification and the diff's title bar); Apply goes through the server
+ * (kernelband.applyVariant: a versioned edit). Closing the diff never applies.
  */
 export async function runReview(deps: FlowDeps, target: Target, result?: OptimizeResult): Promise<ReviewOutcome> {
   let raw: unknown;
@@ -419,26 +484,22 @@ export async function runReview(deps: FlowDeps, target: Target, result?: Optimiz
   const speed = speedText(result, proposal);
   const title = `${basename(target.uri)} · ${target.kernel}: current ↔ KernelBand${speed}`;
   try {
-    await deps.showDiff(target, proposal, title);
+    await deps.showDiff(target, proposal, title, evidenceMarkdown(target, proposal, result));
   } catch (err) {
     deps.log(`Could not open the diff: ${errorText(err)}`);
   }
-  const stats = diffStats(proposal.diff);
-  const evidence = (proposal.evidence ?? []).map((r) => `${r.label}: ${r.value}`);
-  const detail = [
-    result && !proposal.interpreted ? resultSummary(result, target.kernel) : undefined,
-    proposal.interpreted ? `Verified correct under the CPU interpreter: ${INTERPRETED_NOTE} to measure its speed.` : undefined,
-    ...(evidence.length ? ['Evidence:', ...evidence.map((e) => `  ${e}`)] : []),
-    proposal.diff !== undefined ? `Changes: +${stats.added} −${stats.removed} lines.` : undefined,
-    'Apply edits the open document (undo restores it); nothing is saved.',
-  ]
-    .filter((x): x is string => x !== undefined)
-    .join('\n');
-  const choice = await deps.confirm(`Apply the KernelBand variant of ${target.kernel}?`, detail, [APPLY, DISCARD]);
-  if (choice !== APPLY) {
+  const decision = await deps.decide(
+    target,
+    `KernelBand: review the variant of ${target.kernel}${speed}, then Apply or Discard (here or in the diff's title bar).`,
+  );
+  if (decision !== 'apply') {
     await deps.closeDiff(target);
-    deps.log(`Discarded the variant of ${target.kernel}.`);
-    void deps.info(`KernelBand: variant discarded. "KernelBand: Apply found variant" shows it again.`);
+    if (decision === 'closed') {
+      deps.log(`The diff of ${target.kernel} was closed: nothing applied.`);
+    } else {
+      deps.log(`Discarded the variant of ${target.kernel}.`);
+      void deps.info(`KernelBand: variant discarded. "KernelBand: Apply found variant" shows it again.`);
+    }
     return 'discarded';
   }
   let reply: { applied?: unknown; message?: unknown } | undefined;
@@ -580,6 +641,7 @@ export function serverCommandFlow(command: string): FlowName | undefined {
     case ServerCommands.profile:
       return 'profile';
     case ServerCommands.applyVariant:
+    case ServerCommands.reviewVariant:
       return 'review';
     case ServerCommands.reverify:
       return 'reverify';

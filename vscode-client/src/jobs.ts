@@ -22,6 +22,16 @@ export interface JobEventParams {
   kind?: string;
   /** A background (on save) job. */
   background?: boolean;
+  /**
+   * The server's words (server/kernelband_lsp/display.py): this event's progress line
+   * (null: the event is no progress line), the job's lens line, whether the job's numbers
+   * may be read as a speedup (false under the Triton interpreter), and for a result event
+   * its one-line summary. Absent from an older server: the client words them itself.
+   */
+  text?: string | null;
+  line?: string;
+  speedClaim?: boolean;
+  summary?: string;
 }
 
 /**
@@ -116,7 +126,40 @@ export function parseJobEventParams(raw: unknown): JobEventParams | undefined {
   if (typeof raw.background === 'boolean') {
     params.background = raw.background;
   }
+  if (typeof raw.text === 'string' || raw.text === null) {
+    params.text = raw.text;
+  }
+  if (typeof raw.line === 'string') {
+    params.line = raw.line;
+  }
+  if (typeof raw.speedClaim === 'boolean') {
+    params.speedClaim = raw.speedClaim;
+  }
+  if (typeof raw.summary === 'string') {
+    params.summary = raw.summary;
+  }
   return params;
+}
+
+/**
+ * May a Result's numbers be read as a speedup? Not for the Triton interpreter's CPU times
+ * (the server decides the same way; this reads a Result the server did not word).
+ */
+export function claimsSpeed(r: { interpreted?: unknown; status?: unknown; clock?: unknown; speed_claim?: unknown }): boolean {
+  const clock = typeof r.clock === 'string' ? r.clock.toLowerCase() : '';
+  return r.interpreted !== true && r.status !== 'verified_correct' && !clock.includes('interpret') && clock !== 'cpu';
+}
+
+/** An event's own say on its times: false for interpreter times, undefined when it does not say. */
+function eventClaimsSpeed(event: JobEvent): boolean | undefined {
+  if (event.speed_claim === false || event.interpreted === true) {
+    return false;
+  }
+  const clock = typeof event.clock === 'string' ? event.clock.toLowerCase() : '';
+  if (clock.includes('interpret') || clock === 'cpu') {
+    return false;
+  }
+  return event.speed_claim === true ? true : undefined;
 }
 
 /** Normalises the optimize command's reply ({jobId, ...Result}; {jobId, result} also accepted). */
@@ -178,7 +221,8 @@ export interface ProgressView {
   percent?: number;
 }
 
-export function describeEvent(event: JobEvent): ProgressView {
+export function describeEvent(event: JobEvent, claim = true): ProgressView {
+  const speed = claim && eventClaimsSpeed(event) !== false;
   switch (event.type) {
     case 'started': {
       const budget = isObject(event.budget) ? event.budget : {};
@@ -193,7 +237,9 @@ export function describeEvent(event: JobEvent): ProgressView {
     }
     case 'baseline': {
       const clock = s(event.clock);
-      let msg = `baseline ${formatMs(event.time_ms)}${clock && clock !== 'gpu' ? ` (${clock})` : ''}`;
+      let msg = speed
+        ? `baseline ${formatMs(event.time_ms)}${clock && clock !== 'gpu' ? ` (${clock})` : ''}`
+        : `original checked (${formatMs(event.time_ms)} of CPU-interpreter time, not a GPU time)`;
       if (event.weak_harness === true) {
         msg += ' — warning: the harness may not detect a broken kernel';
       }
@@ -203,7 +249,10 @@ export function describeEvent(event: JobEvent): ProgressView {
       const idx = n(event.index);
       const strategy = s(event.strategy) ?? 'variant';
       const status = s(event.status) ?? '?';
-      const timing = status === 'ok' && n(event.time_ms) !== undefined ? ` ${formatMs(event.time_ms)} (${formatSpeedup(event.speedup)})` : '';
+      if (idx === 0 || event.generator === 'stored') {
+        return { message: `re-checked the variant an earlier session found: ${status}` };
+      }
+      const timing = speed && status === 'ok' && n(event.time_ms) !== undefined ? ` ${formatMs(event.time_ms)} (${formatSpeedup(event.speedup)})` : '';
       return { message: `${idx !== undefined ? `#${idx} ` : ''}${strategy}: ${status}${timing}` };
     }
     case 'progress': {
@@ -213,7 +262,7 @@ export function describeEvent(event: JobEvent): ProgressView {
       if (done !== undefined) {
         parts.push(total !== undefined && total > 0 ? `${done}/${total} evaluated` : `${done} evaluated`);
       }
-      if (n(event.best_speedup) !== undefined) {
+      if (speed && n(event.best_speedup) !== undefined) {
         parts.push(`best ${formatSpeedup(event.best_speedup)}${n(event.best_ms) !== undefined ? ` (${formatMs(event.best_ms)})` : ''}`);
       }
       if (s(event.message)) {
@@ -242,18 +291,28 @@ export function describeEvent(event: JobEvent): ProgressView {
 /** One output-channel line per event. */
 export function formatLogLine(p: JobEventParams, now: Date = new Date()): string {
   const clock = now.toTimeString().slice(0, 8);
-  const view = describeEvent(p.event);
-  let text = view.message ?? p.event.type;
+  let text = eventView(p).message ?? describeEvent(p.event, p.speedClaim !== false).message ?? p.event.type;
   if (p.event.type === 'log' && s(p.event.level)) {
-    text = `${p.event.level}: ${text}`;
+    text = `${p.event.level}: ${describeEvent(p.event).message ?? ''}`;
   }
   if (p.event.type === 'result') {
     const result = isObject(p.event.result) ? (p.event.result as OptimizeResult) : undefined;
-    if (result) {
+    if (p.summary) {
+      text = p.summary;
+    } else if (result) {
       text = resultSummary(result, p.kernel);
     }
   }
   return `[${clock}] ${p.kernel || '?'} (job ${p.jobId}) ${text}`;
+}
+
+/** What an event shows in the progress notification: the server's words when it sent them. */
+export function eventView(p: JobEventParams): ProgressView {
+  const own = describeEvent(p.event, p.speedClaim !== false);
+  if (p.text === undefined) {
+    return own;
+  }
+  return { message: p.text ?? undefined, percent: own.percent };
 }
 
 /**
@@ -296,6 +355,10 @@ export interface JobState {
   bestMs?: number;
   baselineMs?: number;
   interpreted?: boolean;
+  /** False once the job is known to run under the Triton interpreter: no ratio is shown. */
+  speedClaim?: boolean;
+  /** The server's lens line of the job ("optimizing 3/4 evaluated"). */
+  line?: string;
   lastMessage?: string;
   status?: string;
   speedup?: number;
@@ -318,7 +381,15 @@ export class JobTracker {
       job.background = p.background;
     }
     const e = p.event;
-    const view = describeEvent(e);
+    if (p.speedClaim === false || eventClaimsSpeed(e) === false) {
+      job.speedClaim = false; // once known, for the rest of the job
+    } else if (job.speedClaim === undefined && p.speedClaim === true) {
+      job.speedClaim = true;
+    }
+    if (p.line !== undefined) {
+      job.line = p.line;
+    }
+    const view = eventView(p);
     if (view.message) {
       job.lastMessage = view.message;
     }
@@ -342,6 +413,9 @@ export class JobTracker {
         const result = isObject(e.result) ? e.result : {};
         job.status = s(result.status) ?? 'finished';
         job.speedup = n(result.speedup);
+        if (!claimsSpeed(result)) {
+          job.speedClaim = false;
+        }
         job.phase = job.status === 'cancelled' ? 'cancelled' : job.status === 'failed' ? 'failed' : 'finished';
         break;
       }
@@ -388,7 +462,7 @@ function jobProgressText(job: JobState): string {
   if (job.done !== undefined && job.total) {
     parts.push(`${job.done}/${job.total}`);
   }
-  if (job.bestSpeedup !== undefined) {
+  if (job.bestSpeedup !== undefined && job.bestSpeedup > 1 && job.speedClaim !== false) {
     parts.push(formatSpeedup(job.bestSpeedup));
   }
   return parts.join(' · ');
@@ -424,7 +498,7 @@ export function statusBarTooltip(running: readonly JobState[]): string {
 export function finishedStatusText(job: JobState): string {
   switch (job.phase) {
     case 'finished':
-      return job.status === 'improved' && job.speedup !== undefined
+      return job.status === 'improved' && job.speedup !== undefined && job.speedClaim !== false
         ? `$(check) KernelBand: ${job.kernel} ${formatSpeedup(job.speedup)}`
         : `$(check) KernelBand: ${job.kernel} ${job.status === 'no_improvement' ? 'no speedup' : job.status === 'verified_correct' ? 'correct variant' : 'done'}`;
     case 'cancelled':
@@ -441,22 +515,21 @@ export function resultSummary(r: OptimizeResult, kernel?: string): string {
   const k = r.kernel || kernel || 'the kernel';
   const evals = n(r.evaluations);
   const evalText = evals !== undefined ? `, ${evals} evaluation${evals === 1 ? '' : 's'}` : '';
-  const cpu = r.interpreted === true || r.clock === 'cpu' ? ' (Triton interpreter: CPU times)' : '';
+  const cpu = !claimsSpeed(r) ? ' (Triton interpreter: CPU times)' : '';
+  const path = Array.isArray(r.strategy_path) && r.strategy_path.length ? ` via ${r.strategy_path.join(' → ')}` : '';
+  if (!claimsSpeed(r) && (r.status === 'improved' || r.status === 'verified_correct')) {
+    // the interpreter ran it: correct, and no speed claim (flows.ts INTERPRETED_NOTE)
+    return `${k}: found a variant that is correct; speed needs a GPU${path}${evalText}`;
+  }
   switch (r.status) {
     case 'improved': {
       const ci = Array.isArray(r.speedup_ci) && r.speedup_ci.length === 2 && n(r.speedup_ci[0]) !== undefined && n(r.speedup_ci[1]) !== undefined
         ? ` (95% CI ${formatSpeedup(r.speedup_ci[0])}–${formatSpeedup(r.speedup_ci[1])})`
         : '';
-      const path = Array.isArray(r.strategy_path) && r.strategy_path.length ? ` via ${r.strategy_path.join(' → ')}` : '';
-      return `${k}: ${formatSpeedup(r.speedup)} faster${ci}, ${formatMs(r.baseline_ms)} → ${formatMs(r.best_ms)}${path}${evalText}${cpu}`;
-    }
-    case 'verified_correct': {
-      // the interpreter ran it: correct, and no speed claim (flows.ts INTERPRETED_NOTE)
-      const path = Array.isArray(r.strategy_path) && r.strategy_path.length ? ` via ${r.strategy_path.join(' → ')}` : '';
-      return `${k}: a correct variant (correct; speed needs a GPU)${path}${evalText}${cpu}`;
+      return `${k}: ${formatSpeedup(r.speedup)} faster${ci}, ${formatMs(r.baseline_ms)} → ${formatMs(r.best_ms)}${path}${evalText}`;
     }
     case 'no_improvement': {
-      const best = n(r.speedup) !== undefined ? ` (best ${formatSpeedup(r.speedup)})` : '';
+      const best = n(r.speedup) !== undefined && !cpu ? ` (best ${formatSpeedup(r.speedup)})` : '';
       return `${k}: no faster variant found${best}${evalText}${cpu}`;
     }
     case 'cancelled':

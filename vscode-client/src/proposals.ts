@@ -6,7 +6,7 @@
  */
 import { Target } from './kernels';
 
-export type Side = 'original' | 'proposed';
+export type Side = 'original' | 'proposed' | 'evidence';
 
 export interface ProposalDocRef {
   /** Uri path: `/<file name>`. */
@@ -25,9 +25,15 @@ function fileName(uri: string): string {
   }
 }
 
+/** The evidence document's name (its tab, and its markdown preview's "Preview <name>"). */
+export function evidenceTitle(target: Target): string {
+  return `KernelBand evidence ${target.kernel}`;
+}
+
 export function proposalRef(side: Side, target: Target): ProposalDocRef {
   const q = new URLSearchParams({ side, kernel: target.kernel, src: target.uri });
-  return { path: `/${fileName(target.uri)}`, query: q.toString() };
+  const path = side === 'evidence' ? `/${evidenceTitle(target)}.md` : `/${fileName(target.uri)}`;
+  return { path, query: q.toString() };
 }
 
 export function parseProposalQuery(query: string): { side: Side; target: Target } | undefined {
@@ -35,7 +41,7 @@ export function parseProposalQuery(query: string): { side: Side; target: Target 
   const side = q.get('side');
   const kernel = q.get('kernel');
   const src = q.get('src');
-  if ((side !== 'original' && side !== 'proposed') || !kernel || !src) {
+  if ((side !== 'original' && side !== 'proposed' && side !== 'evidence') || !kernel || !src) {
     return undefined;
   }
   return { side, target: { uri: src, kernel } };
@@ -51,12 +57,13 @@ export class ProposalStore {
   /** @param changed called with the query of each document whose text changed (to fire onDidChange). */
   constructor(private readonly changed?: (ref: ProposalDocRef) => void) {}
 
-  /** Stores both sides for the target; returns their references. */
-  put(target: Target, original: string, proposed: string): { original: ProposalDocRef; proposed: ProposalDocRef } {
-    const refs = { original: proposalRef('original', target), proposed: proposalRef('proposed', target) };
+  /** Stores both sides (and the evidence) for the target; returns their references. */
+  put(target: Target, original: string, proposed: string, evidence = ''): Record<Side, ProposalDocRef> {
+    const refs = { original: proposalRef('original', target), proposed: proposalRef('proposed', target), evidence: proposalRef('evidence', target) };
     for (const [side, text] of [
       ['original', original],
       ['proposed', proposed],
+      ['evidence', evidence],
     ] as const) {
       const k = key(side, target);
       const before = this.texts.get(k);
@@ -75,8 +82,9 @@ export class ProposalStore {
   }
 
   delete(target: Target): void {
-    this.texts.delete(key('original', target));
-    this.texts.delete(key('proposed', target));
+    for (const side of ['original', 'proposed', 'evidence'] as const) {
+      this.texts.delete(key(side, target));
+    }
   }
 
   get size(): number {

@@ -12,6 +12,11 @@ import { flush } from './fakes';
 import { FakeOutputChannel, makeContext, stub, Uri, workspace } from './stubs/vscode';
 
 const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8'));
+
+/** The uri of a review's proposal document (what the diff editor's title-bar commands receive). */
+function proposalUri(side: 'original' | 'proposed', kernel: string, src = DOC_URI): Uri {
+  return Uri.from({ scheme: PROPOSAL_SCHEME, path: '/add_scale.py', query: new URLSearchParams({ side, kernel, src }).toString() });
+}
 const DOC_URI = 'file:///ws/add_scale.py';
 const DOC = `import triton
 
@@ -191,7 +196,7 @@ describe('controller (vscode stub)', () => {
     server.replies[ServerCommands.optimize] = { jobId: 'j1', status: 'improved', speedup: 1.5, baseline_ms: 1, best_ms: 0.66 };
     server.replies[ServerCommands.proposedEdit] = { original: 'a\n', proposed: 'b\n', diff: '-a\n+b\n', version: 1 };
     server.replies[ServerCommands.applyVariant] = { applied: true, message: '' };
-    stub.messageResponder = (call) => (call.options?.modal ? 'Apply' : undefined);
+    stub.messageResponder = (call) => (call.message.startsWith('KernelBand: review the variant') ? 'Apply' : undefined);
     stub.openEditor(DOC_URI, DOC, 9); // inside other_kernel
 
     await stub.commands.get(ClientCommands.optimize)!();
@@ -210,22 +215,30 @@ describe('controller (vscode stub)', () => {
     assert.strictEqual(left.scheme, PROPOSAL_SCHEME);
     assert.strictEqual(right.path, '/add_scale.py');
     assert.strictEqual(title, 'add_scale.py · other_kernel: current ↔ KernelBand (1.50×)');
-    const modal = stub.messages.find((m) => m.options?.modal);
-    assert.deepStrictEqual(modal?.items, ['Apply', 'Discard']);
+    // no modal over the diff: a notification asks, and the diff stays readable
+    assert.ok(!stub.messages.some((m) => m.options?.modal), JSON.stringify(stub.messages));
+    const ask = stub.messages.find((m) => m.message.startsWith('KernelBand: review the variant'));
+    assert.deepStrictEqual(ask?.items, ['Apply', 'Discard']);
   });
 
   it('the proposal documents serve the texts while the diff is open', async () => {
     const { controller } = await activate();
     const deps = controller.flowDeps();
     const target = { uri: DOC_URI, kernel: 'axpy_kernel' };
-    await deps.showDiff(target, { original: 'old text', proposed: 'new text' }, 't');
+    await deps.showDiff(target, { original: 'old text', proposed: 'new text' }, 't', '# evidence\n');
     const [left, right] = stub.executed.find((e) => e.command === 'vscode.diff')!.args as [Uri, Uri];
     const provider = stub.contentProviders.get(PROPOSAL_SCHEME);
     assert.strictEqual(provider.provideTextDocumentContent(left), 'old text');
     assert.strictEqual(provider.provideTextDocumentContent(right), 'new text');
-    stub.tabs.push({ input: { original: left, modified: right } }, { input: { uri: Uri.parse(DOC_URI) } });
+    // the evidence beside the diff, a markdown document; the diff keeps the focus (its title bar decides)
+    const shown = stub.shownDocuments.find((d) => d.uri.startsWith(`${PROPOSAL_SCHEME}:`))!;
+    assert.deepStrictEqual(shown.options, { viewColumn: -2, preserveFocus: true, preview: true });
+    const evidence = Uri.parse(shown.uri);
+    assert.strictEqual(provider.provideTextDocumentContent(evidence), '# evidence\n');
+    stub.tabs.push({ input: { original: left, modified: right } }, { input: { uri: Uri.parse(DOC_URI) } },
+      { label: 'KernelBand evidence axpy_kernel.md', input: { uri: evidence } }, { label: 'README.md', input: {} });
     await deps.closeDiff(target);
-    assert.strictEqual(stub.closedTabs.length, 1, 'only the proposal diff tab is closed');
+    assert.strictEqual(stub.closedTabs.length, 2, 'the diff and the evidence tabs are closed, not the others');
     assert.match(provider.provideTextDocumentContent(right), /no longer available/);
   });
 
@@ -259,11 +272,15 @@ describe('controller (vscode stub)', () => {
     assert.strictEqual(out[2].command, 'kernelband.optimize');
 
     servers[0].replies[ServerCommands.proposedEdit] = { original: 'a', proposed: 'b' };
-    stub.messageResponder = () => undefined; // the modal is dismissed
+    stub.messageResponder = () => undefined; // the notification is dismissed: nothing is decided
     const cmd = out[0].command as { command: string; arguments: unknown[] };
-    await stub.commands.get(cmd.command)!(...cmd.arguments);
+    const review = stub.commands.get(cmd.command)!(...cmd.arguments);
+    await flush(10);
     assert.deepStrictEqual(servers[0].calls.map((c) => c.command), [ServerCommands.proposedEdit]);
     assert.ok(stub.executed.some((e) => e.command === 'vscode.diff'));
+    await stub.commands.get(ClientCommands.discardReviewed)!(proposalUri('proposed', 'axpy_kernel'));
+    assert.strictEqual(await review, 'discarded');
+    assert.deepStrictEqual(servers[0].calls.map((c) => c.command), [ServerCommands.proposedEdit]);
   });
 
   it('Set API key stores the secret and restarts the server with it', async () => {
@@ -346,14 +363,15 @@ describe('controller (vscode stub)', () => {
     const { servers } = await activate();
     const server = servers[0];
     server.replies[ServerCommands.proposedEdit] = { original: 'a\n', proposed: 'b\n', diff: '-a\n+b\n', version: 1, speedup: 1.5 };
-    stub.messageResponder = (call) => (call.options?.modal ? 'Discard' : undefined);
+    stub.messageResponder = (call) => (call.message.startsWith('KernelBand: review the variant') ? 'Discard' : undefined);
     stub.openEditor(DOC_URI, DOC, 3);
     await stub.commands.get(ClientCommands.applyVariant)!();
     const diff = stub.executed.find((e) => e.command === 'vscode.diff');
     assert.ok(diff, 'vscode.diff was opened');
     assert.strictEqual((diff!.args[3] as { preview?: boolean }).preview, false, 'a preview diff replaces the preview tab of the file');
-    assert.deepStrictEqual(stub.shownDocuments.map((d) => d.uri), [DOC_URI], 'the file is shown again after Discard');
-    assert.strictEqual(stub.shownDocuments[0].options.preview, false);
+    const files = stub.shownDocuments.filter((d) => !d.uri.startsWith(`${PROPOSAL_SCHEME}:`));
+    assert.deepStrictEqual(files.map((d) => d.uri), [DOC_URI], 'the file is shown again after Discard');
+    assert.strictEqual(files[0].options.preview, false);
   });
 
   it('issue 14 #6: the palette Apply of a stored variant shows its speedup and evidence', async () => {
@@ -365,11 +383,16 @@ describe('controller (vscode stub)', () => {
     };
     stub.messageResponder = () => undefined;
     stub.openEditor(DOC_URI, DOC, 3);
-    await stub.commands.get(ClientCommands.applyVariant)!();
+    const review = stub.commands.get(ClientCommands.applyVariant)!();
+    await flush(10);
     const diff = stub.executed.find((e) => e.command === 'vscode.diff');
     assert.match(diff!.args[2] as string, /KernelBand \(4\.14×, 95% CI 3\.90×–4\.30×\)/);
-    const modal = stub.messages.find((m) => m.options?.modal);
-    assert.match(modal!.options!.detail as string, /GPU: NVIDIA H100/);
+    const evidence = Uri.parse(stub.shownDocuments.find((d) => d.uri.startsWith(`${PROPOSAL_SCHEME}:`))!.uri);
+    const text = stub.contentProviders.get(PROPOSAL_SCHEME).provideTextDocumentContent(evidence) as string;
+    assert.match(text, /\| GPU \| NVIDIA H100 \|/);
+    assert.ok(!stub.messages.some((m) => m.options?.modal));
+    await stub.commands.get(ClientCommands.discardReviewed)!(proposalUri('proposed', 'axpy_kernel'));
+    assert.strictEqual(await review, 'discarded');
   });
 
   it('an interpreted result is never offered as a speedup: no review, "correct; speed needs a GPU"', async () => {
@@ -388,6 +411,7 @@ describe('controller (vscode stub)', () => {
   it('a stored interpreted variant opened from the palette says "speed needs a GPU", not a speedup', async () => {
     const { servers } = await activate();
     servers[0].replies[ServerCommands.proposedEdit] = { original: 'a\n', proposed: 'b\n', version: 1, speedup: 1.43, interpreted: true };
+    stub.messageResponder = (call) => (call.message.startsWith('KernelBand: review the variant') ? 'Discard' : undefined);
     stub.openEditor(DOC_URI, DOC, 3);
     await stub.commands.get(ClientCommands.applyVariant)!();
     const title = stub.executed.find((e) => e.command === 'vscode.diff')!.args[2] as string;

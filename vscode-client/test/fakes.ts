@@ -1,5 +1,5 @@
 /** Fakes of the flows' dependencies (no VS Code). */
-import { CancelSource, CancelToken, Disposable, ExecuteOptions, FlowDeps, Proposal, ProgressReporter, WorkDoneValue } from '../src/flows';
+import { CancelSource, CancelToken, Disposable, ExecuteOptions, FlowDeps, Proposal, ProgressReporter, ReviewDecision, WorkDoneValue } from '../src/flows';
 import { JobEventParams } from '../src/jobs';
 import { Target } from '../src/kernels';
 
@@ -47,11 +47,12 @@ export class FakeDeps implements FlowDeps {
   logs: string[] = [];
   messages: { level: string; message: string; actions: string[] }[] = [];
   messageAnswers: Record<string, string | undefined> = {};
-  confirms: { message: string; detail: string; actions: string[] }[] = [];
-  confirmAnswer: string | undefined = undefined;
+  /** Reviews waiting for a decision (the message shown); the answer: a decision, or a promise of one. */
+  decisions: { target: Target; message: string }[] = [];
+  decision: ReviewDecision | Promise<ReviewDecision> = 'discard';
   pickAnswer: number | undefined = undefined;
   picks: { label: string; description?: string }[][] = [];
-  diffs: { target: Target; proposal: Proposal; title: string }[] = [];
+  diffs: { target: Target; proposal: Proposal; title: string; evidence: string }[] = [];
   closedDiffs: Target[] = [];
   outputShown = 0;
   finished: [string, string][] = [];
@@ -120,16 +121,16 @@ export class FakeDeps implements FlowDeps {
   info = (m: string, ...a: string[]) => this.say('info', m, a);
   warn = (m: string, ...a: string[]) => this.say('warn', m, a);
   error = (m: string, ...a: string[]) => this.say('error', m, a);
-  confirm = async (message: string, detail: string, actions: string[]) => {
-    this.confirms.push({ message, detail, actions });
-    return this.confirmAnswer;
+  decide = async (target: Target, message: string): Promise<ReviewDecision> => {
+    this.decisions.push({ target, message });
+    return this.decision;
   };
   pick = async (items: { label: string; description?: string }[]) => {
     this.picks.push(items);
     return this.pickAnswer;
   };
-  showDiff = async (target: Target, proposal: Proposal, title: string) => {
-    this.diffs.push({ target, proposal, title });
+  showDiff = async (target: Target, proposal: Proposal, title: string, evidence: string) => {
+    this.diffs.push({ target, proposal, title, evidence });
   };
   closeDiff = async (target: Target) => {
     this.closedDiffs.push(target);
@@ -142,9 +143,9 @@ export class FakeDeps implements FlowDeps {
     this.finished.push([jobId, status]);
   };
 
-  /** Sends a kernelband/jobEvent notification. */
-  emit(jobId: string, event: Record<string, unknown>, target: Target): void {
-    const p: JobEventParams = { jobId, uri: target.uri, kernel: target.kernel, event: { type: String(event.type), ...event } };
+  /** Sends a kernelband/jobEvent notification (`words`: what the server adds: text, line, speedClaim). */
+  emit(jobId: string, event: Record<string, unknown>, target: Target, words: Partial<JobEventParams> = {}): void {
+    const p: JobEventParams = { jobId, uri: target.uri, kernel: target.kernel, event: { type: String(event.type), ...event }, ...words };
     for (const l of [...this.jobListeners]) {
       l(p);
     }

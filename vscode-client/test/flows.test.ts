@@ -1,6 +1,6 @@
 import * as assert from 'assert';
 
-import { APPLY, DISCARD, runCancel, runOptimize, runProfile, runReverify, runReview, serverCommandFlow, SHOW_OUTPUT } from '../src/flows';
+import { REVIEW, runCancel, runOptimize, runProfile, runReverify, runReview, serverCommandFlow, SHOW_OUTPUT } from '../src/flows';
 import { JobState } from '../src/jobs';
 import { deferred, FakeDeps, flush } from './fakes';
 
@@ -34,7 +34,7 @@ describe('optimize flow', () => {
     deps.replies['kernelband.optimize'] = () => reply.promise;
     deps.replies['kernelband.proposedEdit'] = PROPOSAL;
     deps.replies['kernelband.applyVariant'] = { applied: true, message: 'applied' };
-    deps.confirmAnswer = APPLY;
+    deps.decision = 'apply';
     deps.known.add('bg');
 
     const outcome = runOptimize(deps, target);
@@ -65,22 +65,25 @@ describe('optimize flow', () => {
     assert.strictEqual(deps.diffs.length, 1);
     assert.deepStrictEqual(deps.diffs[0].proposal, PROPOSAL);
     assert.strictEqual(deps.diffs[0].title, 'add_scale.py · axpy_kernel: current ↔ KernelBand (1.50×)');
-    assert.strictEqual(deps.confirms.length, 1);
-    assert.deepStrictEqual(deps.confirms[0].actions, [APPLY, DISCARD]);
-    assert.match(deps.confirms[0].detail, /1\.50× faster \(95% CI 1\.45×–1\.55×\)/);
-    assert.match(deps.confirms[0].detail, /\+1 −1 lines/);
+    // review first, decide after: the diff and its evidence are shown, then the decision is awaited
+    assert.deepStrictEqual(deps.decisions.map((d) => d.message), [
+      "KernelBand: review the variant of axpy_kernel (1.50×), then Apply or Discard (here or in the diff's title bar).",
+    ]);
+    assert.match(deps.diffs[0].evidence, /\*\*1\.50×\*\*/);
+    assert.match(deps.diffs[0].evidence, /\+1 −1 lines/);
+    assert.match(deps.diffs[0].evidence, /Closing the diff applies nothing/);
     assert.deepStrictEqual(deps.closedDiffs, [target]);
     assert.deepStrictEqual(deps.finished, [['j1', 'improved']]);
     assert.strictEqual(deps.jobListenerCount, 0, 'listeners are disposed');
     assert.ok(deps.messages.some((m) => m.level === 'info' && m.message === 'KernelBand: applied the variant of axpy_kernel (1.50×).'));
   });
 
-  it('Discard (or closing the dialog) applies nothing', async () => {
-    for (const answer of [DISCARD, undefined]) {
+  it('Discard, or closing the diff, applies nothing', async () => {
+    for (const answer of ['discard', 'closed'] as const) {
       const deps = new FakeDeps();
       deps.replies['kernelband.optimize'] = IMPROVED;
       deps.replies['kernelband.proposedEdit'] = PROPOSAL;
-      deps.confirmAnswer = answer;
+      deps.decision = answer;
       const outcome = await runOptimize(deps, target);
       assert.strictEqual(outcome.review, 'discarded');
       assert.ok(!deps.commandsSent().includes('kernelband.applyVariant'));
@@ -187,7 +190,7 @@ describe('optimize flow', () => {
     assert.strictEqual(none.messages[0].message, 'KernelBand: axpy_kernel: no faster variant found (best 1.01×), 16 evaluations.');
   });
 
-  it("the engine's interpreted status verified_correct is information, never a failure or a speedup", async () => {
+  it("the engine's interpreted status verified_correct is information with a way to the diff, never a speedup", async () => {
     const deps = new FakeDeps();
     deps.replies['kernelband.optimize'] = {
       jobId: 'j', status: 'verified_correct', kernel: 'axpy_kernel', interpreted: true, speedup: null, evaluations: 3,
@@ -198,27 +201,35 @@ describe('optimize flow', () => {
     assert.strictEqual(result.status, 'verified_correct');
     assert.strictEqual(review, undefined);
     assert.deepStrictEqual(deps.commandsSent(), ['kernelband.optimize']);
-    assert.deepStrictEqual(deps.messages.map((m) => [m.level, m.message]), [
-      ['info', 'KernelBand: found a variant of axpy_kernel that is correct; speed needs a GPU (CPU interpreter).'],
+    assert.deepStrictEqual(deps.messages.map((m) => [m.level, m.message, m.actions]), [
+      ['info', 'KernelBand: axpy_kernel: found a variant that is correct; speed needs a GPU via tiling, 3 evaluations.', [REVIEW]],
     ]);
-    assert.ok(deps.logs.includes('axpy_kernel: a correct variant (correct; speed needs a GPU) via tiling, 3 evaluations (Triton interpreter: CPU times)'), deps.logs.join('\n'));
+    assert.ok(deps.logs.includes('axpy_kernel: found a variant that is correct; speed needs a GPU via tiling, 3 evaluations'), deps.logs.join('\n'));
   });
 
-  it('uses $/progress on its workDoneToken until job events arrive', async () => {
+  it("the server's words win over the client's: the reply's summary", async () => {
+    const deps = new FakeDeps();
+    deps.replies['kernelband.optimize'] = { jobId: 'j', status: 'no_improvement', speedup: 1.01, evaluations: 16, summary: 'axpy_kernel: no faster variant found, 16 evaluations' };
+    await runOptimize(deps, target);
+    assert.deepStrictEqual(deps.messages.map((m) => m.message), ['KernelBand: axpy_kernel: no faster variant found, 16 evaluations.']);
+  });
+
+  it("the server's $/progress words the notification; job events stand in only until it comes", async () => {
     const deps = new FakeDeps();
     const reply = deferred<unknown>();
     deps.replies['kernelband.optimize'] = () => reply.promise;
     const outcome = runOptimize(deps, target);
     await flush();
-    deps.progress('tok-1', { kind: 'begin', title: 'Optimizing', message: 'queued behind another job', percentage: 0 });
-    deps.progress('tok-1', { kind: 'report', message: 'evaluating', percentage: 10 });
-    deps.emit('j1', { type: 'started' }, target);
-    deps.progress('tok-1', { kind: 'report', message: 'ignored now', percentage: 90 });
+    deps.emit('j1', { type: 'started' }, target, { text: 'started (rules generator, 4 evaluations)' });
+    deps.progress('tok-1', { kind: 'begin', title: 'Optimizing', message: 'optimizing: preparing…', percentage: 0 });
+    deps.progress('tok-1', { kind: 'report', message: 'starting the engine… (4 s)' });
+    deps.emit('j1', { type: 'progress', done: 1, total: 4 }, target, { text: '1/4 evaluated' });
+    deps.progress('tok-1', { kind: 'report', message: '1/4 evaluated', percentage: 25 });
     assert.deepStrictEqual(
       deps.reports.map((r) => r.message),
-      ['queued behind another job', 'evaluating', 'starting'],
+      ['started (rules generator, 4 evaluations)', 'optimizing: preparing…', 'starting the engine… (4 s)', '1/4 evaluated'],
     );
-    assert.strictEqual(deps.reports[1].increment, 10);
+    assert.strictEqual(deps.reports[3].increment, 25);
     reply.resolve({ jobId: 'j1', status: 'cancelled' });
     await outcome;
   });
@@ -230,7 +241,7 @@ describe('review flow', () => {
     deps.replies['kernelband.proposedEdit'] = null;
     assert.strictEqual(await runReview(deps, target), 'none');
     assert.strictEqual(deps.diffs.length, 0);
-    assert.strictEqual(deps.confirms.length, 0);
+    assert.strictEqual(deps.decisions.length, 0);
     assert.match(deps.messages[0].message, /no found variant of axpy_kernel/);
 
     const same = new FakeDeps();
@@ -242,7 +253,7 @@ describe('review flow', () => {
     const deps = new FakeDeps();
     deps.replies['kernelband.proposedEdit'] = PROPOSAL;
     deps.replies['kernelband.applyVariant'] = { applied: false, message: 'the kernel changed since the search started' };
-    deps.confirmAnswer = APPLY;
+    deps.decision = 'apply';
     assert.strictEqual(await runReview(deps, target), 'refused');
     const warn = deps.messages.find((m) => m.level === 'warn');
     assert.match(warn?.message ?? '', /not applied: the kernel changed since the search started/);
@@ -260,7 +271,7 @@ describe('review flow', () => {
     assert.strictEqual(await runReview(stale, target), 'refused');
     assert.strictEqual(stale.messages[0].level, 'warn');
     assert.match(stale.messages[0].message, /cannot be applied: axpy_kernel changed since the search/);
-    assert.strictEqual(stale.confirms.length, 0);
+    assert.strictEqual(stale.decisions.length, 0);
   });
 
   it('errors from the server are reported', async () => {
@@ -367,10 +378,11 @@ describe('profile and cancel flows', () => {
     assert.strictEqual(none.messages[0].message, 'KernelBand: no job is running.');
   });
 
-  it('routes only optimize, profile, applyVariant and reverify of the server to client flows', () => {
+  it('routes only optimize, profile, applyVariant, reviewVariant and reverify of the server to client flows', () => {
     assert.strictEqual(serverCommandFlow('kernelband.optimize'), 'optimize');
     assert.strictEqual(serverCommandFlow('kernelband.profile'), 'profile');
     assert.strictEqual(serverCommandFlow('kernelband.applyVariant'), 'review');
+    assert.strictEqual(serverCommandFlow('kernelband.reviewVariant'), 'review');
     assert.strictEqual(serverCommandFlow('kernelband.reverify'), 'reverify');
     for (const c of ['kernelband.cancel', 'kernelband.createHarness', 'kernelband.proposedEdit', 'other']) {
       assert.strictEqual(serverCommandFlow(c), undefined, c);

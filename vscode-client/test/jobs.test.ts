@@ -48,7 +48,8 @@ describe('job events', () => {
       { message: 'starting (rules, kernelband, 16 evaluations, Triton interpreter: CPU times)', percent: 0 },
     );
     assert.strictEqual(describeEvent({ type: 'baseline', time_ms: 0.4213, clock: 'gpu' }).message, 'baseline 0.421 ms');
-    assert.match(describeEvent({ type: 'baseline', time_ms: 12.5, clock: 'cpu', weak_harness: true }).message ?? '', /^baseline 12.5 ms \(cpu\) — warning: the harness/);
+    // CPU-interpreter times: labelled, never a GPU time
+    assert.match(describeEvent({ type: 'baseline', time_ms: 12.5, clock: 'cpu', weak_harness: true }).message ?? '', /^original checked \(12\.5 ms of CPU-interpreter time, not a GPU time\) — warning: the harness/);
     assert.strictEqual(
       describeEvent({ type: 'candidate', index: 3, strategy: 'tiling', status: 'ok', time_ms: 0.3, speedup: 1.4 }).message,
       '#3 tiling: ok 0.300 ms (1.40×)',
@@ -123,8 +124,13 @@ describe('job events', () => {
 
   it('summarises results and profiles', () => {
     assert.strictEqual(
+      resultSummary({ status: 'improved', speedup: 1.34, speedup_ci: [1.3, 1.38], baseline_ms: 0.42, best_ms: 0.313, strategy_path: ['tiling', 'pipeline'], interpreted: false }, 'k'),
+      'k: 1.34× faster (95% CI 1.30×–1.38×), 0.420 ms → 0.313 ms via tiling → pipeline',
+    );
+    // --cpu-tuning: "improved" on CPU-interpreter times is no speed claim
+    assert.strictEqual(
       resultSummary({ status: 'improved', speedup: 1.34, speedup_ci: [1.3, 1.38], baseline_ms: 0.42, best_ms: 0.313, strategy_path: ['tiling', 'pipeline'], interpreted: true }, 'k'),
-      'k: 1.34× faster (95% CI 1.30×–1.38×), 0.420 ms → 0.313 ms via tiling → pipeline (Triton interpreter: CPU times)',
+      'k: found a variant that is correct; speed needs a GPU via tiling → pipeline',
     );
     assert.strictEqual(resultSummary({ status: 'no_improvement', speedup: 1.01, evaluations: 1 }, 'k'), 'k: no faster variant found (best 1.01×), 1 evaluation');
     assert.strictEqual(resultSummary({ status: 'failed', message: 'no harness' }, 'k'), 'k: failed: no harness');

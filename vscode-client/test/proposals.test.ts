@@ -27,6 +27,10 @@ describe('proposal documents', () => {
     store.delete(target);
     assert.strictEqual(store.text(refs.proposed.query), undefined);
     assert.strictEqual(store.text(other.proposed.query), 'b');
-    assert.strictEqual(store.size, 2);
+    assert.strictEqual(store.size, 3, 'the other kernel: its two sides and its evidence');
+    store.put(target, 'o', 'p', '# evidence');
+    const evidence = proposalRef('evidence', target);
+    assert.strictEqual(evidence.path, '/KernelBand evidence axpy_kernel.md');
+    assert.strictEqual(store.text(evidence.query), '# evidence');
   });
 });

@@ -28,7 +28,7 @@ import {
 } from 'vscode-languageclient/node';
 
 import { JOB_EVENT_NOTIFICATION } from '../../src/constants';
-import { APPLY, runOptimize, runProfile, runReverify, runReview } from '../../src/flows';
+import { runOptimize, runProfile, runReverify, runReview } from '../../src/flows';
 import { Interpreter } from '../../src/interpreter';
 import { JobEventParams, parseJobEventParams } from '../../src/jobs';
 import { probeInterpreter } from '../../src/server';
@@ -133,7 +133,7 @@ describe('against the real kernelband_lsp server', function () {
 
   it('optimize: job events become progress, the Result is understood, an improvement is applied through the server', async () => {
     const d = deps();
-    d.confirmAnswer = APPLY;
+    d.decision = 'apply';
     events.length = 0;
     const { result, review } = await runOptimize(d, { uri, kernel: KERNEL });
     assert.ok(['improved', 'verified_correct', 'no_improvement'].includes(result.status), `status ${result.status}: ${result.message ?? ''}`);
@@ -188,7 +188,7 @@ describe('against the real kernelband_lsp server', function () {
 
   it('re-verify: after Apply, kernelband.reverify checks the applied text against the original', async function () {
     const d = deps();
-    d.confirmAnswer = APPLY;
+    d.decision = 'apply';
     const review = await runReview(d, { uri, kernel: KERNEL });
     if (review !== 'applied' || d.diffs.length !== 1) {
       this.skip(); // the optimize test found no variant to apply

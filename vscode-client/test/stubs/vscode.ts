@@ -106,6 +106,13 @@ export enum StatusBarAlignment {
   Right = 2,
 }
 
+export enum ViewColumn {
+  Beside = -2,
+  Active = -1,
+  One = 1,
+  Two = 2,
+}
+
 export enum ProgressLocation {
   SourceControl = 1,
   Window = 10,
@@ -223,6 +230,10 @@ class StubState {
   textDocuments: FakeTextDocument[] = [];
   closedTabs: any[] = [];
   tabs: any[] = [];
+  activeTab: any = undefined;
+  tabChange = new EventEmitter<{ opened: any[]; closed: any[]; changed: any[] }>();
+  /** setContext calls: key -> last value. */
+  contextKeys: Record<string, unknown> = {};
   /** showTextDocument calls: the document (or uri) as a string, and the options. */
   shownDocuments: { uri: string; options: any }[] = [];
 
@@ -230,6 +241,13 @@ class StubState {
     Object.assign(this, new StubState());
     window.activeTextEditor = undefined;
     workspace.workspaceFolders = undefined;
+  }
+
+  /** The user closes tabs (as the tab's close button does). */
+  tabGroupsClose(tabs: any[]): Promise<void> {
+    this.tabs = this.tabs.filter((t) => !tabs.includes(t));
+    this.tabChange.fire({ opened: [], closed: tabs, changed: [] });
+    return Promise.resolve();
   }
 
   /** Fires onDidChangeConfiguration for the given changed keys. */
@@ -301,8 +319,12 @@ export const window = {
   get tabGroups(): any {
     return {
       all: [{ tabs: stub.tabs }],
+      activeTabGroup: { activeTab: stub.activeTab },
+      onDidChangeTabs: (listener: Listener<{ opened: any[]; closed: any[]; changed: any[] }>) => stub.tabChange.event(listener),
       close: (tabs: any[]) => {
         stub.closedTabs.push(...tabs);
+        stub.tabs = stub.tabs.filter((t) => !tabs.includes(t));
+        stub.tabChange.fire({ opened: [], closed: tabs, changed: [] });
         return Promise.resolve(true);
       },
     };
@@ -319,6 +341,9 @@ export const commands = {
   },
   executeCommand(command: string, ...args: any[]): Promise<any> {
     stub.executed.push({ command, args });
+    if (command === 'setContext') {
+      stub.contextKeys[args[0]] = args[1];
+    }
     const fn = stub.commands.get(command);
     return Promise.resolve(fn ? fn(...args) : undefined);
   },
@@ -355,7 +380,14 @@ export const workspace = {
   },
   openTextDocument(uri: Uri): Promise<FakeTextDocument> {
     const doc = stub.textDocuments.find((d) => d.uri.toString() === uri.toString());
-    return doc ? Promise.resolve(doc) : Promise.reject(new Error(`cannot open ${uri.toString()}`));
+    if (doc) {
+      return Promise.resolve(doc);
+    }
+    const provider = stub.contentProviders.get(uri.scheme); // a virtual document
+    if (provider) {
+      return Promise.resolve(new FakeTextDocument(uri, provider.provideTextDocumentContent(uri), 'markdown'));
+    }
+    return Promise.reject(new Error(`cannot open ${uri.toString()}`));
   },
 };
 
