@@ -58,13 +58,18 @@ def record_calls(module: Any, names: list[str]) -> Iterator[list[dict[str, Any]]
         originals[name] = fn
 
         def recorder(*args: Any, __name: str = name, __fn: Callable[..., Any] = fn, **kwargs: Any) -> Any:
+            entry = None
             if len(calls) < MAX_CALLS_RECORDED:
                 ids: dict[int, int] = {}
                 described_args = [describe(a, ids) for a in args]
                 described_kwargs = {k: describe(v, ids) for k, v in kwargs.items()}
                 if all(d is not None for d in described_args) and all(d is not None for d in described_kwargs.values()):
-                    calls.append({"fn": __name, "args": described_args, "kwargs": described_kwargs})
-            return __fn(*args, **kwargs)
+                    entry = {"fn": __name, "args": described_args, "kwargs": described_kwargs}
+                    calls.append(entry)
+            result = __fn(*args, **kwargs)
+            if entry is not None:  # what it returned: the shape an out= buffer of a derived call takes
+                entry["returns"] = describe(result, {})
+            return result
 
         setattr(module, name, recorder)
     try:
@@ -95,11 +100,13 @@ def _call_bytes(tensors: list[dict[str, Any]], mapping: dict[int, int]) -> int:
 
 
 FLAVOURS = ("sizes", "strided", "special", "grow", "transposed", "rank", "repeat")
+OUT_NAMES = ("out", "output", "dst", "result", "y_out", "o")  # an optional output buffer, by convention
 _ALIGNED = (16, 48, 80, 112, 144, 240)  # multiples of 16 that are not of 32: block-aligned only at first sight
 
 
 def derive(calls: list[dict[str, Any]], seed: int, per_call: int = len(FLAVOURS), max_bytes: int = MAX_CALL_BYTES,
-           interpreted: bool = False) -> list[dict[str, Any]]:
+           interpreted: bool = False, optional: Optional[dict[str, list[tuple[str, str]]]] = None
+           ) -> list[dict[str, Any]]:
     """Derived calls of the recorded ones, one per flavour (plain data; the same seed gives
     the same calls):
     - sizes: every dimension mapped to another size (odd, block-aligned or not), inputs
@@ -111,7 +118,11 @@ def derive(calls: list[dict[str, Any]], seed: int, per_call: int = len(FLAVOURS)
     - transposed: tensors of two or more dimensions column-major (1-D: every other element);
     - rank: the first dimension split in two (a 3-D input for a 2-D one);
     - repeat: the call made many times in a row, its inputs partly changed each time; the
-      first result (as it is after all of them) and the last one are compared.
+      first result (as it is after all of them) and the last one are compared;
+    and where the wrapper has optional parameters the harness never passes (``optional``:
+    function -> [(name, default's source)]): float ones changed (an ``eps``), an output
+    buffer passed strided, and that buffer being an input (aliasing), the last beside its
+    twin without aliasing (the original must give the same: else it is not checked).
     A call's tensors stay under ``max_bytes``."""
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []
@@ -126,7 +137,55 @@ def derive(calls: list[dict[str, Any]], seed: int, per_call: int = len(FLAVOURS)
             if flavour == "rank" and not any(len(t["shape"]) >= 2 for t in tensors):
                 flavour = "sizes"
             out.append(_derive_one(call, flavour, tensors, rng, max_bytes, dtypes))
+        out += _optional_calls(call, (optional or {}).get(call["fn"], []), tensors, rng, max_bytes, dtypes)
+    for i, c in enumerate(out):
+        if c["flavour"] == "alias":
+            c["twin"] = i - 1
     return out
+
+
+def _optional_calls(call: dict[str, Any], params: list[tuple[str, str]], tensors: list[dict[str, Any]],
+                    rng: random.Random, max_bytes: int, dtypes: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Calls passing the wrapper's optional parameters that the recorded call left out."""
+    given = set(call["kwargs"]) | {str(i) for i in range(len(call["args"]))}
+    missing = [(n, d) for n, d in params if n not in given]
+    out: list[dict[str, Any]] = []
+    floats = [(n, d) for n, d in missing if _float_literal(d) is not None]
+    if floats:
+        c = _derive_one(call, "sizes", tensors, rng, max_bytes, dtypes)
+        c["flavour"] = "defaults"
+        for name, default in floats:
+            c["kwargs"][name] = {"t": "value", "v": _float_literal(default) * 10.0 ** rng.choice((-2, 2, 3))}
+        out.append(c)
+    ret = call.get("returns")
+    outs = [n for n, d in missing if n in OUT_NAMES and d.strip() == "None"]
+    if outs and isinstance(ret, dict) and ret.get("t") == "tensor":
+        name, ident = outs[0], max((t["id"] for t in tensors), default=-1) + 1
+        strided = _derive_one(call, "sizes", tensors, rng, max_bytes, dtypes)
+        strided.update(flavour="out_strided")
+        strided["kwargs"][name] = dict(ret, id=ident, layout="spread", pad=[rng.randrange(16, 257)] * 2,
+                                       shape=[int(strided["sizes"].get(str(d), d)) for d in ret["shape"]])
+        out.append(strided)
+        same = [t for t in tensors if t["shape"] == ret["shape"] and t["dtype"] == ret["dtype"]]
+        if same:  # the wrapper may be told to write over its input: only where the original can
+            twin = _derive_one(call, "sizes", tensors, rng, max_bytes, dtypes)
+            twin["flavour"] = "alias_twin"
+            alias = dict(twin, flavour="alias")  # its twin: the call just before it (``derive`` numbers it)
+            alias["kwargs"] = dict(twin["kwargs"], **{name: dict(_find_arg(twin, same[0]["id"]))})
+            out += [twin, alias]
+    return out
+
+
+def _find_arg(call: dict[str, Any], ident: int) -> dict[str, Any]:
+    return next(a for a in [*call["args"], *call["kwargs"].values()] if a["t"] == "tensor" and a["id"] == ident)
+
+
+def _float_literal(source: str) -> Optional[float]:
+    try:
+        value = float(source)
+    except (TypeError, ValueError):
+        return None
+    return value if value != 0.0 else None
 
 
 def _derive_one(call: dict[str, Any], flavour: str, tensors: list[dict[str, Any]], rng: random.Random,
@@ -134,14 +193,17 @@ def _derive_one(call: dict[str, Any], flavour: str, tensors: list[dict[str, Any]
     dims = sorted({d for t in tensors for d in t["shape"] if d > 1})
     at_least = 1 if flavour == "sizes" else 2  # a single row cannot show a row stride ignored
     mapping = {d: _new_size(d, rng, at_least) for d in dims}
+    grown = None
     if flavour == "grow" and dims:
-        big = dims[-1]
+        grown = dims[-1]
         mapping = {d: min(d, rng.choice((3, 7, 17, 33))) for d in dims}
-        mapping[big] = big * rng.choice((4, 8)) + rng.choice((0, 1, 3))
-    for _ in range(12):  # too large: the largest dimensions drawn smaller
+        # longer than 2**16 where it fits: index arithmetic in 16 bits breaks there
+        mapping[grown] = max(grown * rng.choice((4, 8)), (1 << 16) + 3) + rng.choice((0, 1, 3))
+    for _ in range(24):  # too large: the largest other dimensions drawn smaller first
         if _call_bytes(tensors, mapping) <= max_bytes:
             break
-        biggest = max(mapping, key=lambda d: mapping[d])
+        others = [d for d in mapping if d != grown and mapping[d] > at_least]
+        biggest = max(others or list(mapping), key=lambda d: mapping[d])
         mapping[biggest] = max(at_least, mapping[biggest] // 2)
     derived: dict[str, Any] = {"fn": call["fn"], "flavour": flavour, "seed": rng.randrange(1 << 30),
                                "sizes": {str(k): v for k, v in mapping.items()}}
@@ -180,8 +242,8 @@ def _map_arg(arg: dict[str, Any], mapping: dict[int, int], call: dict[str, Any],
         new = dict(arg, shape=shape, pad=[rng.choice((0, rng.randrange(16, 257))), rng.randrange(16, 257)])
         if flavour == "strided" and len(shape) >= 2:
             new["layout"] = "strided"
-        if flavour == "transposed":
-            new["layout"] = "transposed" if len(shape) >= 2 else "spread"
+        if flavour == "transposed" and len(shape) >= 2:
+            new["layout"] = "transposed"
         if arg.get("floating"):
             values = {"special": "special", "strided": "offset", "sizes": "scaled"}.get(flavour)
             if values:

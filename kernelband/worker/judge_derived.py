@@ -20,6 +20,15 @@ from .observe import materialize
 
 
 
+def optional_parameters(source: str, kernel: str) -> dict[str, list[tuple[str, str]]]:
+    """Each wrapper's parameters that have a default: (name, the default's source)."""
+    try:
+        return {f.name: [(p.name, p.default) for p in f.params if p.default is not None]
+                for f in wrappers_of(detect(source), kernel)}
+    except Exception:  # noqa: BLE001
+        return {}
+
+
 def wrapper_names(source: str, kernel: str) -> list[str]:
     """The module functions that launch the kernel (the wrappers whose calls are derived)."""
     try:
@@ -36,9 +45,10 @@ def new_session_seed() -> int:
 INTERPRETED_CALL_BYTES = 2 << 20  # the interpreter's time grows with the grid: small calls there
 
 
-def calls_to_derive(recorded: list[dict[str, Any]], seed: int, interpreted: bool) -> list[dict[str, Any]]:
+def calls_to_derive(recorded: list[dict[str, Any]], seed: int, interpreted: bool,
+                    optional: Optional[dict[str, list[tuple[str, str]]]] = None) -> list[dict[str, Any]]:
     return derived.derive(recorded, seed, max_bytes=INTERPRETED_CALL_BYTES if interpreted else derived.MAX_CALL_BYTES,
-                          interpreted=interpreted)
+                          interpreted=interpreted, optional=optional)
 
 
 def observed(frame: Frame, call: dict[str, Any]) -> tuple[Optional[Any], list[Any], Optional[str]]:
@@ -106,12 +116,27 @@ def absorb_original(judge: Any, calls: list[dict[str, Any]], frames: dict[tuple[
                 why = "the original writes outside its tensors at these sizes"
             elif not compare_outputs(out_a, out_b).ok:
                 why = "the original's result depends on memory beyond its tensors at these sizes"
+            elif call.get("flavour") == "alias" and not _alias_safe(out_a, frames.get(("a", int(call["twin"])))
+                                                                    if isinstance(call.get("twin"), int) else None, calls):
+                why = "the original gives another result when told to write over its input"
             else:
                 kept.append((call, materialize(out_a, judge.ref_device if judge.refs_on_gpu else None)))
         if why:
             dropped.append(f"{derived.describe_call(call)}: {why}")
     judge.ref.derived = kept
     return dropped
+
+
+def _alias_safe(aliased: Any, twin: Optional[Frame], calls: list[dict[str, Any]]) -> bool:
+    """The original's result with its output written over its input equals its result
+    without (the twin call: same inputs, a fresh output)."""
+    if twin is None or twin.meta.get("error"):
+        return False
+    index = int(twin.meta.get("index", -1))
+    twin_out, _, bad = observed(twin, calls[index]) if 0 <= index < len(calls) else (None, [], "no twin")
+    if bad or not isinstance(twin_out, dict) or not isinstance(aliased, dict):
+        return False
+    return compare_outputs(twin_out.get("returned"), aliased.get("returned")).ok
 
 
 def candidate_steps(judge: Any) -> list[dict[str, Any]]:

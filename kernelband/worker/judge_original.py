@@ -120,14 +120,15 @@ def _derived_note(dropped: list[str], kept: int) -> Optional[str]:
 def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline) -> tuple[Optional[VariantJob], list[str]]:
     """The original on calls of its wrapper that the harness never makes, twice (two
     canaries): the ones it handles become references every candidate is checked on."""
-    from .judge_derived import absorb_original, calls_to_derive
+    from .judge_derived import absorb_original, calls_to_derive, optional_parameters
 
     task, t0 = judge.require_task(), time.perf_counter()
     recorded = judge.ref.recorded_calls
     if not recorded:
         return job, ["the harness's calls of the kernel's wrapper could not be recorded: no inputs beyond the "
                      "harness are checked"]
-    calls = calls_to_derive(recorded, judge.session_seed, judge.interpreted)
+    calls = calls_to_derive(recorded, judge.session_seed, judge.interpreted,
+                            optional_parameters(task.source, task.kernel))
     steps = [{"op": "derived", "module": "o", "calls": calls, "which": w} for w in ("a", "b")] + [{"op": "mark"}]
     frames: dict[tuple[str, int], Frame] = {}
     try:
