@@ -103,11 +103,13 @@ def _facts(source: str) -> _Facts:
 
 
 def _licensable(node: ast.AST, parent: Optional[ast.AST]) -> bool:
-    """A unit a licence names: a statement, a call, or a whole attribute chain that is read
-    (not its prefix ``os.environ`` inside ``os.environ.get``, not a callee without its
-    arguments, not an assignment target without its value)."""
+    """A unit a licence names: a statement, a call, a call's keyword, or a whole attribute
+    chain that is read (not its prefix ``os.environ`` inside ``os.environ.get``, not a
+    callee without its arguments, not an assignment target without its value)."""
     if isinstance(node, (ast.stmt, ast.Call)):
         return True
+    if isinstance(node, ast.keyword):
+        return isinstance(parent, ast.Call)
     if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
         return False
     if isinstance(parent, ast.Attribute) and parent.value is node:

@@ -147,9 +147,9 @@ class ModuleContext:
         return any(self.triton.is_jit(d) for d in fn.decorator_list)
 
 
-class Walker:
-    """Checks one top-level definition or statement of changed code against the grammar,
-    appending a Finding for every use outside it."""
+class GrammarChecks:
+    """The grammar's expressions, binding targets and signatures: a Finding for every use
+    outside it (Walker adds the statements and definitions)."""
 
     def __init__(self, ctx: ModuleContext, scope: str, findings: list[Finding]) -> None:
         self.ctx = ctx
@@ -167,38 +167,7 @@ class Walker:
     def local(self, name: str) -> bool:
         return any(name in s for s in self.scopes)
 
-    # ------------------------------------------------------------------ definitions
-    def function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, kept_decorators: frozenset[str] = frozenset(),
-                 method_of: Optional[str] = None) -> None:
-        """A changed (or new) function: its decorators, signature and body."""
-        if isinstance(fn, ast.AsyncFunctionDef):
-            self.add(fn, f"has async function {fn.name}", "async code is not part of the kernel language")
-            return
-        if is_dunder(fn.name) and not (method_of and fn.name == "__init__"):
-            where = f" in class {method_of}" if method_of else ""
-            self.add(fn, f"has dunder definition {fn.name}{where}", "dunder access is not allowed")
-        for dec in fn.decorator_list:
-            if ast.dump(dec) in kept_decorators:
-                continue  # the same decorator the original's function has
-            if self.ctx.is_triton_decorator(dec):
-                self.expr(dec)
-            else:
-                self.add(dec, f"has decorator @{_text(dec)}", "only Triton's decorators (jit, autotune, heuristics) "
-                         "may be added to changed code")
-        kernel = self.ctx.is_kernel(fn)
-        self.signature(fn.args)
-        outer = (self.kernel, self.self_name)
-        self.kernel = kernel
-        self.self_name = None
-        if method_of and fn.name == "__init__" and (fn.args.posonlyargs + fn.args.args):
-            # the new instance (__init__ cannot be called on another object without a dunder)
-            self.self_name = (fn.args.posonlyargs + fn.args.args)[0].arg
-        self.scopes.append({a.arg for a in _all_args(fn.args)} | _bound_directly(fn.body))
-        for stmt in fn.body:
-            self.stmt(stmt)
-        self.scopes.pop()
-        self.kernel, self.self_name = outer
-
+    # ------------------------------------------------------------------ signatures
     def signature(self, args: ast.arguments) -> None:
         for a in _all_args(args):
             if is_dunder(a.arg):
@@ -219,98 +188,6 @@ class Walker:
         outer, self.kernel = self.kernel, False
         self.expr(node)
         self.kernel = outer
-
-    # ------------------------------------------------------------------ statements
-    def stmts(self, body: list[ast.stmt]) -> None:
-        for s in body:
-            self.stmt(s)
-
-    def stmt(self, s: ast.stmt) -> None:  # noqa: C901 - one branch per statement of the grammar
-        if isinstance(s, ast.Assign):
-            for t in s.targets:
-                self.target(t)
-            self.expr(s.value)
-        elif isinstance(s, ast.AugAssign):
-            self.target(s.target)
-            self.expr(s.value)
-        elif isinstance(s, ast.AnnAssign):
-            self.target(s.target)
-            self.annotation(s.annotation)
-            if s.value is not None:
-                self.expr(s.value)
-        elif isinstance(s, ast.Expr):
-            self.expr(s.value)
-        elif isinstance(s, (ast.If, ast.While)):
-            self.expr(s.test)
-            self.stmts(s.body)
-            self.stmts(s.orelse)
-        elif isinstance(s, ast.For):
-            self.target(s.target)
-            self.expr(s.iter)
-            self.stmts(s.body)
-            self.stmts(s.orelse)
-        elif isinstance(s, ast.Return):
-            if s.value is not None:
-                self.expr(s.value)
-        elif isinstance(s, (ast.Pass, ast.Break, ast.Continue)):
-            pass
-        elif isinstance(s, ast.Assert):
-            self.expr(s.test)
-            if s.msg is not None:
-                self.expr(s.msg)
-        elif isinstance(s, ast.Match):
-            self.add(s, "has a match statement", "match patterns read attributes by name (class patterns) and are "
-                     "not part of the kernel language")
-        elif isinstance(s, ast.ClassDef):
-            bases = ", ".join(_text(b) for b in s.bases + [k.value for k in s.keywords])
-            self.add(s, f"has class {s.name}" + (f"({bases})" if bases else ""), "class bodies are not allowed in "
-                     "changed code")
-        elif isinstance(s, (ast.Global, ast.Nonlocal)):
-            kind = "global" if isinstance(s, ast.Global) else "nonlocal"
-            self.add(s, f"has {kind} {', '.join(s.names)}", "global/nonlocal are not allowed")
-        elif isinstance(s, (ast.Import, ast.ImportFrom)):
-            for key, _, _ in import_keys(s):
-                self.add(s, _import_what(key), "imports belong at module level, as the original has them")
-        elif isinstance(s, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            self.add(s, "has a try statement", "exception handling is not part of the kernel language")
-            for h in s.handlers:
-                if h.name:
-                    self.rebinds_import(h, h.name)
-            for part in (s.body, *[h.body for h in s.handlers], s.orelse, s.finalbody):
-                self.stmts(part)  # so that every finding inside is reported too
-        elif isinstance(s, (ast.AsyncFor, ast.AsyncWith, ast.AsyncFunctionDef)):
-            self.add(s, "has async code", "async code is not part of the kernel language")
-        elif self.kernel:
-            self.add(s, f"has a {type(s).__name__.lower()} statement in a Triton kernel",
-                     "not part of the Triton kernel language")
-        elif isinstance(s, ast.FunctionDef):
-            for dec in s.decorator_list:
-                self.add(dec, f"has decorator @{_text(dec)}", "local functions take no decorators")
-            if is_dunder(s.name):
-                self.add(s, f"has dunder definition {s.name}", "dunder access is not allowed")
-            self.signature(s.args)
-            self.scopes.append({a.arg for a in _all_args(s.args)} | _bound_directly(s.body))
-            self.stmts(s.body)
-            self.scopes.pop()
-        elif isinstance(s, ast.Raise):
-            for part in (s.exc, s.cause):
-                if part is not None:
-                    self.expr(part)
-        elif isinstance(s, ast.With):
-            for item in s.items:
-                self.expr(item.context_expr)
-                if item.optional_vars is not None:
-                    self.target(item.optional_vars)
-            self.stmts(s.body)
-        elif isinstance(s, ast.Delete):
-            for t in s.targets:
-                if isinstance(t, ast.Attribute):
-                    self.add(t, f"has an assignment to attribute {_text(t)}", "attributes may not be assigned or "
-                             "deleted in changed code")
-                else:
-                    self.target(t)
-        else:
-            self.add(s, f"has a {type(s).__name__.lower()} statement", "not part of the kernel language")
 
     # ------------------------------------------------------------------ targets
     def rebinds_import(self, node: ast.AST, name: str) -> None:
@@ -524,11 +401,15 @@ class Walker:
         if rule is None:
             return
         positional, keywords = rule
-        extra = [k.arg or "**" for k in e.keywords if k.arg not in keywords]
-        if len(e.args) > positional or any(isinstance(a, ast.Starred) for a in e.args) or extra:
-            bad = extra[0] if extra else f"{len(e.args)} positional arguments"
-            self.add(e, f"uses {target}({bad}...)", "only the documented configuration of a Triton decorator is "
-                     "allowed: hooks and custom benchmark functions run Python code around the launches")
+        why = ("only the documented configuration of a Triton decorator is allowed: hooks and custom benchmark "
+               "functions run Python code around the launches")
+        # An extra keyword is reported at the keyword itself: the original's exact
+        # ``pre_hook=_zero_out`` licenses that keyword in a retuned config.
+        for k in e.keywords:
+            if k.arg not in keywords:
+                self.add(k, f"uses {target}({k.arg or '**'}...)", why)
+        if len(e.args) > positional or any(isinstance(a, ast.Starred) for a in e.args):
+            self.add(e, f"uses {target}({len(e.args)} positional arguments...)", why)
 
     def format_call(self, attr: ast.Attribute) -> None:
         """``'...'.format(...)`` reads attributes through its fields: only a literal
@@ -540,6 +421,135 @@ class Walker:
         bad = _format_field_access(recv.value)
         if bad is not None:
             self.add(attr, f"uses format field {{{bad}}}", "format fields with attribute or item access are not allowed")
+
+
+class Walker(GrammarChecks):
+    """Checks one top-level definition or statement of changed code against the grammar,
+    appending a Finding for every use outside it."""
+
+    # ------------------------------------------------------------------ definitions
+    def function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, kept_decorators: frozenset[str] = frozenset(),
+                 method_of: Optional[str] = None) -> None:
+        """A changed (or new) function: its decorators, signature and body."""
+        if isinstance(fn, ast.AsyncFunctionDef):
+            self.add(fn, f"has async function {fn.name}", "async code is not part of the kernel language")
+            return
+        if is_dunder(fn.name) and not (method_of and fn.name == "__init__"):
+            where = f" in class {method_of}" if method_of else ""
+            self.add(fn, f"has dunder definition {fn.name}{where}", "dunder access is not allowed")
+        for dec in fn.decorator_list:
+            if ast.dump(dec) in kept_decorators:
+                continue  # the same decorator the original's function has
+            if self.ctx.is_triton_decorator(dec):
+                self.expr(dec)
+            else:
+                self.add(dec, f"has decorator @{_text(dec)}", "only Triton's decorators (jit, autotune, heuristics) "
+                         "may be added to changed code")
+        kernel = self.ctx.is_kernel(fn)
+        self.signature(fn.args)
+        outer = (self.kernel, self.self_name)
+        self.kernel = kernel
+        self.self_name = None
+        if method_of and fn.name == "__init__" and (fn.args.posonlyargs + fn.args.args):
+            # the new instance (__init__ cannot be called on another object without a dunder)
+            self.self_name = (fn.args.posonlyargs + fn.args.args)[0].arg
+        self.scopes.append({a.arg for a in _all_args(fn.args)} | _bound_directly(fn.body))
+        for stmt in fn.body:
+            self.stmt(stmt)
+        self.scopes.pop()
+        self.kernel, self.self_name = outer
+
+    # ------------------------------------------------------------------ statements
+    def stmts(self, body: list[ast.stmt]) -> None:
+        for s in body:
+            self.stmt(s)
+
+    def stmt(self, s: ast.stmt) -> None:  # noqa: C901 - one branch per statement of the grammar
+        if isinstance(s, ast.Assign):
+            for t in s.targets:
+                self.target(t)
+            self.expr(s.value)
+        elif isinstance(s, ast.AugAssign):
+            self.target(s.target)
+            self.expr(s.value)
+        elif isinstance(s, ast.AnnAssign):
+            self.target(s.target)
+            self.annotation(s.annotation)
+            if s.value is not None:
+                self.expr(s.value)
+        elif isinstance(s, ast.Expr):
+            self.expr(s.value)
+        elif isinstance(s, (ast.If, ast.While)):
+            self.expr(s.test)
+            self.stmts(s.body)
+            self.stmts(s.orelse)
+        elif isinstance(s, ast.For):
+            self.target(s.target)
+            self.expr(s.iter)
+            self.stmts(s.body)
+            self.stmts(s.orelse)
+        elif isinstance(s, ast.Return):
+            if s.value is not None:
+                self.expr(s.value)
+        elif isinstance(s, (ast.Pass, ast.Break, ast.Continue)):
+            pass
+        elif isinstance(s, ast.Assert):
+            self.expr(s.test)
+            if s.msg is not None:
+                self.expr(s.msg)
+        elif isinstance(s, ast.Match):
+            self.add(s, "has a match statement", "match patterns read attributes by name (class patterns) and are "
+                     "not part of the kernel language")
+        elif isinstance(s, ast.ClassDef):
+            bases = ", ".join(_text(b) for b in s.bases + [k.value for k in s.keywords])
+            self.add(s, f"has class {s.name}" + (f"({bases})" if bases else ""), "class bodies are not allowed in "
+                     "changed code")
+        elif isinstance(s, (ast.Global, ast.Nonlocal)):
+            kind = "global" if isinstance(s, ast.Global) else "nonlocal"
+            self.add(s, f"has {kind} {', '.join(s.names)}", "global/nonlocal are not allowed")
+        elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            for key, _, _ in import_keys(s):
+                self.add(s, _import_what(key), "imports belong at module level, as the original has them")
+        elif isinstance(s, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            self.add(s, "has a try statement", "exception handling is not part of the kernel language")
+            for h in s.handlers:
+                if h.name:
+                    self.rebinds_import(h, h.name)
+            for part in (s.body, *[h.body for h in s.handlers], s.orelse, s.finalbody):
+                self.stmts(part)  # so that every finding inside is reported too
+        elif isinstance(s, (ast.AsyncFor, ast.AsyncWith, ast.AsyncFunctionDef)):
+            self.add(s, "has async code", "async code is not part of the kernel language")
+        elif self.kernel:
+            self.add(s, f"has a {type(s).__name__.lower()} statement in a Triton kernel",
+                     "not part of the Triton kernel language")
+        elif isinstance(s, ast.FunctionDef):
+            for dec in s.decorator_list:
+                self.add(dec, f"has decorator @{_text(dec)}", "local functions take no decorators")
+            if is_dunder(s.name):
+                self.add(s, f"has dunder definition {s.name}", "dunder access is not allowed")
+            self.signature(s.args)
+            self.scopes.append({a.arg for a in _all_args(s.args)} | _bound_directly(s.body))
+            self.stmts(s.body)
+            self.scopes.pop()
+        elif isinstance(s, ast.Raise):
+            for part in (s.exc, s.cause):
+                if part is not None:
+                    self.expr(part)
+        elif isinstance(s, ast.With):
+            for item in s.items:
+                self.expr(item.context_expr)
+                if item.optional_vars is not None:
+                    self.target(item.optional_vars)
+            self.stmts(s.body)
+        elif isinstance(s, ast.Delete):
+            for t in s.targets:
+                if isinstance(t, ast.Attribute):
+                    self.add(t, f"has an assignment to attribute {_text(t)}", "attributes may not be assigned or "
+                             "deleted in changed code")
+                else:
+                    self.target(t)
+        else:
+            self.add(s, f"has a {type(s).__name__.lower()} statement", "not part of the kernel language")
 
 
 def _import_what(key: str) -> str:

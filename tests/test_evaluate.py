@@ -74,10 +74,12 @@ def test_torch_fallback_is_rejected(evaluator):
 
 
 def test_raise_import_error_and_syntax(evaluator):
-    ev = evaluator.evaluate(variant("out = torch.empty_like(x)", "raise RuntimeError('boom')"))
+    ev = evaluator.evaluate(variant("out = torch.empty_like(x)", "out = torch.empty_like(x)\n    raise RuntimeError('boom')"))
     assert ev.status == Status.RUNTIME_ERROR and "boom" in ev.message
-    ev = evaluator.evaluate(Variant(AXPY + "\nSCALE = undefined_name\n"))
+    ev = evaluator.evaluate(Variant(AXPY + "\nSCALE = 1 // 0\n"))
     assert ev.status == Status.COMPILE_ERROR and "does not import" in ev.message
+    ev = evaluator.evaluate(Variant(AXPY + "\nSCALE = undefined_name\n"))
+    assert ev.status == Status.REJECTED and "not defined in the module" in ev.message
     ev = evaluator.evaluate(Variant(AXPY + "\ndef broken(:\n"))
     assert ev.status == Status.REJECTED and "parse" in ev.message
 
@@ -137,8 +139,8 @@ def test_corrupted_context_ends_only_the_variant_process(tmp_path):
     with Evaluator(task_for(tmp_path, AXPY, timeout_s=20.0)) as ev:
         ev.prepare(time_it=False)
         pid_before = ev.client.info.pid
-        bad = variant("out = torch.empty_like(x)",
-                      "raise RuntimeError('an illegal memory access was encountered KB_SIMULATED_FATAL')")
+        bad = variant("out = torch.empty_like(x)", "out = torch.empty_like(x)\n"
+                      "    raise RuntimeError('an illegal memory access was encountered KB_SIMULATED_FATAL')")
         res = ev.evaluate(bad, time_it=False)
         assert res.status == Status.RUNTIME_ERROR and "context corrupted" in res.message, res.message
         assert ev.worker_restarts == 0 and ev.client.alive and ev.client.info.pid == pid_before

@@ -206,6 +206,44 @@ def test_the_original_licenses_exactly_its_own_calls_anywhere():
     assert "torch.manual_seed" in screen(other, original=orig)  # another call of the same target is not licensed
 
 
+HOOKED = """import torch
+import triton
+import triton.language as tl
+
+
+def _zero_out(nargs):
+    nargs["out_ptr"].zero_()
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2, pre_hook=_zero_out)], key=["n"])
+@triton.jit
+def axpy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+"""
+
+
+def test_the_originals_hook_keyword_licenses_only_itself_in_a_retuned_config():
+    """A retuned config keeps the original's exact ``pre_hook=_zero_out``; another hook, a
+    hook on a config whose original has none, or a changed hook body are refused."""
+    retuned = HOOKED.replace('{"BLOCK": 64}, num_warps=2,', '{"BLOCK": 128}, num_warps=4,')
+    assert screen(retuned, original=HOOKED, harness=None) is None
+    added = HOOKED.replace('num_warps=2, pre_hook=_zero_out)', 'num_warps=2, pre_hook=_zero_out), '
+                           'triton.Config({"BLOCK": 256}, num_warps=4, pre_hook=_zero_out)')
+    assert screen(added, original=HOOKED, harness=None) is None
+    other = retuned.replace("pre_hook=_zero_out", "pre_hook=print")
+    assert "triton.Config(pre_hook" in screen(other, original=HOOKED, harness=None)
+    post = retuned.replace("pre_hook=_zero_out", "post_hook=_zero_out")
+    assert "triton.Config(post_hook" in screen(post, original=HOOKED, harness=None)
+    unhooked = HOOKED.replace(", pre_hook=_zero_out", "")
+    assert "triton.Config(pre_hook" in screen(HOOKED, original=unhooked, harness=None)
+    body = retuned.replace('nargs["out_ptr"].zero_()', 'import os\n    os.system("id")')
+    assert screen(body, original=HOOKED, harness=None) is not None
+    dunder = retuned.replace("pre_hook=_zero_out", "pre_hook=_zero_out.__globals__")
+    assert screen(dunder, original=HOOKED, harness=None) is not None
+
+
 def test_new_classes_are_refused_original_classes_change_only_their_methods():
     cls = "\n\nclass Cfg:\n    def __init__(self, block):\n        self.block = block\n\n\n@triton.jit"
     with_class = ORIG.replace("\n\n@triton.jit", cls, 1)

@@ -268,7 +268,7 @@ class Steps:
         if threading.active_count() > self.threads:
             raise RuntimeTampered("the module started threads (nothing may run beside the checked launches)")
         self.integrity.check()
-        written, hp = self._collect_written(rec, mode, upcast)
+        written, hp = collect_written(rec, mode, upcast, self._names)
         # inputs changed outside any launch's outputs (by torch in the wrapper, say): the
         # original's own job reports them (a candidate's locals are compared by the judge)
         launch_outputs = {tensor_key(l.named_args()[n]) for l in rec.launches for n in l.written}
@@ -338,32 +338,6 @@ class Steps:
             return [n for n in writes.get(launch.name, []) if n in launch.named_args()]
         return list(launch.written)
 
-    def _collect_written(self, rec: Any, mode: str, upcast: dict[int, dict[str, Any]]
-                         ) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
-        """Distinct written tensors per "kernel.arg", in order of first launch, and (upcast
-        mode) the higher-precision result of the last launch that wrote each."""
-        from .capture import tensor_key
-
-        written: dict[str, list[Any]] = {}
-        hp: dict[str, list[Any]] = {}
-        slots: dict[str, dict[tuple[Any, ...], int]] = {}
-        for i, launch in enumerate(rec.launches):
-            named = launch.named_args()
-            for name in self._names(launch, mode):
-                key, t = f"{launch.name}.{name}", named[name]
-                if not hasattr(t, "data_ptr"):
-                    continue
-                where = slots.setdefault(key, {})
-                k = tensor_key(t)
-                if k not in where:
-                    where[k] = len(written.setdefault(key, []))
-                    written[key].append(t)
-                    if mode == "upcast":
-                        hp.setdefault(key, []).append(None)
-                if mode == "upcast" and name in upcast.get(i, {}):
-                    hp[key][where[k]] = upcast[i][name]
-        return written, hp
-
     def op_replay_check(self, step: dict[str, Any]) -> None:
         """Poison what the kept run's launches wrote, replay them once (frozen), and send
         the outputs again: the judge compares them with the references, so a replay
@@ -388,7 +362,7 @@ class Steps:
         replay_all(rec.launches)
         synchronize()
         self.integrity.check()
-        written, _ = self._collect_written(rec, "check", {})
+        written, _ = collect_written(rec, "check", {}, self._names)
         self.send("outputs", {"mode": "replay", "key": step["key"], "launches": len(rec.launches),
                               "restored": restored, "seconds": round(time.perf_counter() - t0, 4)},
                   {"returned": out, "written": written,
@@ -460,6 +434,34 @@ class Steps:
 
 # larger local tensors that are no output cross as fingerprints (override: tests)
 _LOCAL_DATA_MAX_BYTES = int(os.environ.get("KERNELBAND_LOCAL_DATA_MAX_BYTES", 64 << 20))
+
+
+def collect_written(rec: Any, mode: str, upcast: dict[int, dict[str, Any]],
+                    names: Callable[[Any, str], list[str]]) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    """Distinct written tensors per "kernel.arg", in order of first launch, and (upcast
+    mode) the higher-precision result of the last launch that wrote each; ``names`` gives a
+    launch's output arguments."""
+    from .capture import tensor_key
+
+    written: dict[str, list[Any]] = {}
+    hp: dict[str, list[Any]] = {}
+    slots: dict[str, dict[tuple[Any, ...], int]] = {}
+    for i, launch in enumerate(rec.launches):
+        named = launch.named_args()
+        for name in names(launch, mode):
+            key, t = f"{launch.name}.{name}", named[name]
+            if not hasattr(t, "data_ptr"):
+                continue
+            where = slots.setdefault(key, {})
+            k = tensor_key(t)
+            if k not in where:
+                where[k] = len(written.setdefault(key, []))
+                written[key].append(t)
+                if mode == "upcast":
+                    hp.setdefault(key, []).append(None)
+            if mode == "upcast" and name in upcast.get(i, {}):
+                hp[key][where[k]] = upcast[i][name]
+    return written, hp
 
 
 @dataclass
