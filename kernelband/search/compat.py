@@ -19,6 +19,15 @@ When a kernel has no profile (phi None), psi is ``phi_none_psi`` = 0.5: neutral,
 term then shifts every strategy's score equally. We do not guess counters from
 runtime estimates.
 
+Why numpy and not scikit-learn's LogisticRegression (which the clustering uses): its
+L2 penalty is centred on zero, with no prior mean and no offset term, so it cannot
+pull the weights towards ``PRIOR_WEIGHTS``, and the warm start is what the model knows
+before a session has samples; it refuses a buffer that holds one class only, the usual
+case early in a session. A refit after each sample starts from the current weights
+(a few Newton steps, well under a millisecond). With the warm start off, sklearn's fit
+(``C = 1 / compat_prior_strength``, no intercept, the bias column in X) is the same
+objective: benchmarks/results/sklearn_compare.md finds the same weights (within 6e-4).
+
 Persistence through kernelband/store.py: ``CompatibilityModels.load(store)`` reads
 each strategy's stored weights and last samples; ``save(store)`` appends the samples
 observed since load/last save and writes the current weights. Weights of another
