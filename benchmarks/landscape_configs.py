@@ -43,7 +43,7 @@ def force_block_pointers(enabled: bool) -> None:
     """Make this process's generator offer block pointers or not, as the measuring
     machine's Triton did (3.6 has them, 3.9 removed them), so replay and measurement
     propose the same rewrites."""
-    triton_features.block_pointers_supported = (lambda: True) if enabled else (lambda: False)
+    triton_features.assume_block_pointers(enabled)
 
 
 class Analyses:

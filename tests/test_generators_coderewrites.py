@@ -10,6 +10,7 @@ import pytest
 from kernelband.evaluate import Evaluator
 from kernelband.generators import triton_features
 from kernelband.generators.code import persistent as persistent_rewrite
+from kernelband.generators.code import pipeline
 from kernelband.generators.rules import FAMILIES, _Analyzer
 from kernelband.model import Task, Variant
 from kernelband.screen import screen_variant
@@ -54,7 +55,7 @@ def test_patterns_not_present_are_not_offered(monkeypatch):
     elementwise = (CORPUS / "grid_literal.py").read_text(encoding="utf-8")  # no loop
     assert rewrites(elementwise, "scale_kernel", "pipeline_loop") == {}
     # a Triton whose tl.range takes no num_stages: nothing
-    monkeypatch.setattr(triton_features, "tl_range_params", lambda: set())
+    monkeypatch.setattr(pipeline, "tl_range_params", lambda: set())
     assert rewrites(grouped, "matmul_kernel", "pipeline_loop") == {}
 
 
@@ -131,8 +132,15 @@ def test_rows_per_program_variants_are_correct_under_the_interpreter(tmp_path: P
 
 def test_block_pointers_follow_the_installed_triton(monkeypatch):
     src = (CORPUS / "dtype_dict_matmul.py").read_text(encoding="utf-8")
-    monkeypatch.setattr(triton_features, "block_pointers_supported", lambda: False)
-    assert rewrites(src, "mm_kernel", "block_ptr") == {}
+    detected = triton_features.block_pointers_supported()
+    try:
+        triton_features.assume_block_pointers(False)
+        assert rewrites(src, "mm_kernel", "block_ptr") == {}
+        triton_features.assume_block_pointers(True)
+        assert triton_features.block_pointers_supported()
+    finally:
+        triton_features.assume_block_pointers(None)
+    assert triton_features.block_pointers_supported() == detected
 
 
 @pytest.mark.skipif(not triton_features.block_pointers_supported(),
