@@ -58,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from common import geomean, paired_ratio  # noqa: E402,F401  (paired_ratio: the replays' statistic, used by callers)
 from landscape_configs import KNOB_FAMILIES, Analyses, families, force_block_pointers  # noqa: E402
 
 from kernelband.generators.base import GenContext  # noqa: E402
@@ -313,35 +314,6 @@ def _kernel_job(args: tuple[dict[str, Any], list[str], list[int], int, int, bool
     for p in policies:
         out["runs"][p] = [run_one(t, p, s, max_evals, src, counted, unmeasured, model) for s in seeds]
     return out
-
-
-# --------------------------------------------------------------------------- statistics
-
-
-def t975(n: int) -> float:
-    """Two-sided 95% Student t quantile with n - 1 degrees of freedom."""
-    try:
-        from scipy.stats import t as student
-
-        return float(student.ppf(0.975, n - 1))
-    except ImportError:  # a few values; the normal quantile beyond
-        table = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 10: 2.262, 20: 2.093, 30: 2.045, 40: 2.023}
-        return table.get(n, 1.96 if n > 40 else 2.1)
-
-
-def paired_ratio(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
-    """Paired comparison of two policies over seeds (a[i], b[i] share seed i): the geomean
-    ratio a/b and its 95% t-interval (the t-interval of the mean log ratio, exponentiated)."""
-    d = np.log(np.asarray(a, float)) - np.log(np.asarray(b, float))
-    n = len(d)
-    half = t975(n) * d.std(ddof=1) / math.sqrt(n) if n > 1 else float("inf")
-    m = float(d.mean())
-    return {"ratio": math.exp(m), "lo": math.exp(m - half), "hi": math.exp(m + half), "n": n,
-            "wins": int((d > 1e-12).sum()), "losses": int((d < -1e-12).sum())}
-
-
-def geomean(xs: Any) -> float:
-    return float(np.exp(np.mean(np.log(np.asarray(xs, float)))))
 
 
 # --------------------------------------------------------------------------- tables of rewrites
