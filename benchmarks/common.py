@@ -1,5 +1,6 @@
 """What several benchmark scripts share: the repository root on ``sys.path``, loading a
-kernel module from a file, geometric means and paired t-intervals.
+kernel module from a file, geometric means and paired t-intervals, and generated
+sources kept as diffs against the file they were generated from.
 
 A script run as ``python benchmarks/x.py`` has ``benchmarks/`` on its path, so
 ``import common`` works there and in the tests (which put ``benchmarks/`` on the path);
@@ -8,8 +9,11 @@ importing it puts the repository root on the path for ``kernelband`` and
 """
 from __future__ import annotations
 
+import difflib
+import hashlib
 import importlib.util
 import math
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +22,13 @@ from typing import Iterable, Optional, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def write_markdown(path: Path, lines: list[str]) -> None:
+    """Write a report's lines to ``path`` and print them."""
+    text = "\n".join(lines)
+    path.write_text(text + "\n", encoding="utf-8")
+    print(text)
 
 
 def load_module(path: Path, name: str) -> ModuleType:
@@ -45,10 +56,11 @@ def geomean(xs: Iterable[float]) -> float:
     return math.exp(math.fsum(logs) / len(logs))
 
 
-def geomean_known(xs: Iterable[Optional[float]]) -> Optional[float]:
-    """Geometric mean of the values that are known (not None, positive and finite), or
+def geomean_known(xs: Iterable[object]) -> Optional[float]:
+    """Geometric mean of the values that are known (numbers, positive and finite), or
     None when none is: result tables have cells a run could not fill."""
-    known = [float(x) for x in xs if x is not None and x > 0 and math.isfinite(x)]
+    known = [float(x) for x in xs
+             if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0]
     return geomean(known) if known else None
 
 
@@ -106,3 +118,52 @@ def paired_ratio(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
         half = math.inf
     return {"ratio": math.exp(m), "lo": math.exp(m - half), "hi": math.exp(m + half), "n": n,
             "wins": sum(x > 1e-12 for x in d), "losses": sum(x < -1e-12 for x in d)}
+
+
+# --------------------------------------------------------------------------- generated sources as data
+
+
+def sha256_of(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def source_diff(original: str, variant: str, name: str) -> list[str]:
+    """A unified diff (3 lines of context) from ``original`` to ``variant``, one list
+    entry per line: a JSON list keeps a last line without a newline intact."""
+    return list(difflib.unified_diff(original.splitlines(keepends=True), variant.splitlines(keepends=True),
+                                     f"a/{name}", f"b/{name}"))
+
+
+_HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
+
+
+def apply_source_diff(original: str, diff: list[str]) -> str:
+    """``original`` with ``diff`` (from ``source_diff``) applied; ValueError when a
+    context or removed line does not match (the original changed since)."""
+    src = original.splitlines(keepends=True)
+    out: list[str] = []
+    pos, k = 0, 0
+    while k < len(diff) and not diff[k].startswith("@@"):
+        k += 1  # the ---/+++ header
+    while k < len(diff):
+        m = _HUNK.match(diff[k])
+        if m is None:
+            raise ValueError(f"not a hunk header: {diff[k]!r}")
+        start = int(m[1]) - (0 if m[2] == "0" else 1)  # a hunk that only adds names the line before it
+        if start < pos:
+            raise ValueError("hunks overlap or are out of order")
+        out.extend(src[pos:start])
+        pos, k = start, k + 1
+        while k < len(diff) and not diff[k].startswith("@@"):
+            tag, text = diff[k][:1], diff[k][1:]
+            if tag in (" ", "-"):
+                if pos >= len(src) or src[pos] != text:
+                    raise ValueError(f"line {pos + 1} of the original is not {text!r}: it changed since the diff")
+                pos += 1
+            if tag in (" ", "+"):
+                out.append(text)
+            elif tag != "-":
+                raise ValueError(f"not a diff line: {diff[k]!r}")
+            k += 1
+    out.extend(src[pos:])
+    return "".join(out)

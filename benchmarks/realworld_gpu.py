@@ -31,8 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from common import ROOT as REPO
 from benchmarks.realworld import MODULES  # noqa: E402
 
 RW = REPO / "benchmarks" / "realworld"

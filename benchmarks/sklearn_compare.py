@@ -29,7 +29,7 @@ runs on the CPU from committed data (the measured landscape tables); no GPU.
    "the child is correct and > 2% faster than the parent". A replay has no hardware
    profile (phi), so the 9 inputs are proxies from the parent's config (documented in
    ``proxy_features``), each mapped to [-0.5, 0.5] like ``normalise_phi``, plus a bias 1.
-   Ours: ``CompatibilityModels._fit`` (MAP logistic, Gaussian prior of precision
+   Ours: ``compat.map_logistic_fit`` (MAP logistic, Gaussian prior of precision
    ``compat_prior_strength`` = 4 centred on the warm-start weights, up to 8 Newton
    steps); the warm start is off here (its weights name Nsight counters, not these
    proxies), so the prior is centred on 0. sklearn: ``LogisticRegression(C=1/4,
@@ -57,15 +57,13 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import ROOT
 
 import replay_landscapes as rl  # noqa: E402
 
 from kernelband.search import cluster as cluster_mod  # noqa: E402
 from kernelband.search.cluster import runtime_vector, standardise  # noqa: E402
-from kernelband.search.compat import PHI_DIM, CompatibilityModels, normalise_phi  # noqa: E402
+from kernelband.search.compat import PHI_DIM, CompatibilityModels, map_logistic_fit, normalise_phi  # noqa: E402
 from kernelband.search.config import BanditConfig  # noqa: E402
 from kernelband.strategies import STRATEGIES  # noqa: E402
 
@@ -262,7 +260,7 @@ def replay(tables: list[dict[str, Any]], tables_dir: Path, seeds: list[int]) -> 
             seen: set[bytes] = set()
             t = rl.Table(d)
             model = rl.held_out_model(module, tables_dir)
-            t.ac.model = model
+            t.ac.use_model(model)
             src = t.source()
             for arm, fn in (("ours", recording), ("sklearn", sklearn_pp)):
                 cluster_mod.kmeans = timed(arm, fn)
@@ -399,12 +397,11 @@ def compat_samples(tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def fit_ours(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The product's refit (CompatibilityModels._fit) on a buffer of model inputs."""
-    m = CompatibilityModels(BanditConfig(compat_warm_start=False), strategies=("s",))
-    for row, ok in zip(x, y):
-        m._buffers["s"].append(([0.0] * PHI_DIM, bool(ok), row))
-    m._fit("s")
-    return m._weights["s"]
+    """The product's refit (what CompatibilityModels does after each sample) on a buffer
+    of model inputs, from the prior (warm start off: centred on 0)."""
+    zero = np.zeros(PHI_DIM + 1)
+    return map_logistic_fit(x, np.asarray(y, dtype=float), zero, zero, CFG.compat_prior_strength, CFG.compat_lr,
+                            CFG.compat_steps)
 
 
 def fit_sklearn(x: np.ndarray, y: np.ndarray, solver: str = "lbfgs") -> LogisticRegression:
@@ -462,7 +459,7 @@ def compare_compat(samples: list[dict[str, Any]], calls: int) -> dict[str, Any]:
                               "sklearn lbfgs": ms_stats(call_times(lambda: fit_sklearn(x, y), calls)),
                               "sklearn newton-cholesky": ms_stats(call_times(lambda: fit_sklearn(x, y, "newton-cholesky"), calls))}
     m = CompatibilityModels(BanditConfig(compat_warm_start=False), strategies=("s",))
-    m._weights["s"] = fit_ours(allx, ally)
+    m.set_weights("s", list(fit_ours(allx, ally)))
     clf = fit_sklearn(allx, ally)
     phi = [80.0, 40.0, 30.0, 95.0, 60.0, 64.0, 0.5, 8.0, 10.0]
     cost["predict (one phi)"] = {"ours": ms_stats(call_times(lambda: m.probability(phi, "s"), calls * 20)),
@@ -508,7 +505,7 @@ def markdown(out: dict[str, Any]) -> str:
     L += ["", "## 2. Compatibility models", "",
           f"{cp['samples']} pulls from the tables (parent config -> child, strategy of the last step's family, label: "
           f"correct and > 2% faster). Inputs: 9 proxies of the parent config (no phi in a replay; see `proxy_features`). "
-          f"Ours: `CompatibilityModels._fit`, prior precision {LAMBDA} centred on 0 (warm start off). sklearn: "
+          f"Ours: `compat.map_logistic_fit` (what `CompatibilityModels` refits with), prior precision {LAMBDA} centred on 0 (warm start off). sklearn: "
           f"`LogisticRegression(C=1/{LAMBDA:g}, fit_intercept=False)` with the bias column in X: the same objective. "
           f"Leave one kernel out, per strategy ({cp['test_samples']} test predictions; "
           f"{cp['sklearn_one_class_folds']} folds had one class only, where sklearn cannot fit and ours was used). "

@@ -3,11 +3,16 @@ interpreter by itself when there is no GPU."""
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from helpers.paths import EXAMPLES
+from helpers.paths import EXAMPLES, REPO
+
+# benchmark scripts import their siblings (common, landscape_configs, run) by name, as a
+# script run from benchmarks/ can: the tests that load them need the same path
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 
 @pytest.fixture

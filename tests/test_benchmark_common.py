@@ -8,12 +8,9 @@ import sys
 
 import pytest
 
+import common
 from helpers.blocked import env_without
 from helpers.paths import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import common  # noqa: E402
 
 # t(0.975, df) from published tables (to the digits they print)
 TABLE = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 5: 2.5706, 9: 2.2622, 10: 2.2281, 19: 2.0930,
@@ -75,3 +72,54 @@ def test_the_replay_statistics_need_no_scipy(tmp_path):
     assert without.returncode == 0, without.stderr
     ref = common.paired_ratio(a, b)
     assert without.stdout.split() == [str(round(ref["lo"], 9)), str(round(ref["hi"], 9))]
+
+
+# --------------------------------------------------------------------------- generated sources as data
+
+
+def test_a_diff_rebuilds_the_variant_exactly():
+    import random
+
+    rng = random.Random(0)
+    for _ in range(500):
+        a = [f"line {rng.randrange(8)}\n" for _ in range(rng.randrange(0, 30))]
+        b = list(a)
+        for _ in range(rng.randrange(0, 6)):
+            op = rng.randrange(3)
+            if op == 0 and b:
+                del b[rng.randrange(len(b))]
+            elif op == 1:
+                b.insert(rng.randrange(len(b) + 1), f"new {rng.randrange(5)}\n")
+            elif b:
+                b[rng.randrange(len(b))] = "changed\n"
+        old, new = "".join(a), "".join(b)
+        if rng.random() < 0.3:
+            new = new.rstrip("\n")  # a last line without a newline survives the JSON list
+        assert common.apply_source_diff(old, common.source_diff(old, new, "k.py")) == new
+
+
+def test_a_diff_refuses_an_original_that_changed():
+    old = "".join(f"x{i} = {i}\n" for i in range(20))
+    diff = common.source_diff(old, old.replace("x10 = 10", "x10 = 11"), "k.py")
+    with pytest.raises(ValueError, match="changed since"):
+        common.apply_source_diff(old.replace("x9 = 9", "x9 = 90"), diff)
+    with pytest.raises(ValueError):
+        common.apply_source_diff(old, diff[:2] + ["@@ garbage @@\n"])
+
+
+def test_the_committed_code_rewrite_variants_rebuild_and_pass_the_screen():
+    """results/code_rewrites/variants.json is what the benchmark README reports (65
+    variants of 12 kernels): each rebuilds from the suite original it names, to the
+    sha256 it lists, and is a variant the generator may hand on (the static screen)."""
+    import landscape_coderewrites as lc
+
+    from benchmarks.suite import entry
+    from kernelband.screen import screen_variant
+
+    rebuilt = lc.variant_sources(lc.COMMITTED)
+    assert len(rebuilt) == 65 and len({v["module"] for v, _ in rebuilt}) == 12
+    assert {v["family"] for v, _ in rebuilt} == set(lc.CODE_FAMILIES) - {"pid_swizzle"}  # its matmuls were grouped
+    for v, source in rebuilt:
+        e = entry(v["module"])
+        assert source != e.path.read_text(encoding="utf-8")
+        assert screen_variant(e.path.read_text(encoding="utf-8"), source, e.kernel, e.harness) is None, v["key"]

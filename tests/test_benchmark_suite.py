@@ -81,6 +81,7 @@ _CHILD = textwrap.dedent(
         spec.loader.exec_module(mod)
         return mod
 
+    sys.path.insert(0, os.path.dirname(sys.argv[2]))  # run.py imports its sibling common.py
     suite = load(sys.argv[1], "kernelband_benchmark_suite")
     run = load(sys.argv[2], "kernelband_benchmark_run")
     results = {}

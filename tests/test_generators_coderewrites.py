@@ -11,7 +11,7 @@ from kernelband.evaluate import Evaluator
 from kernelband.generators import triton_features
 from kernelband.generators.code import persistent as persistent_rewrite
 from kernelband.generators.code import pipeline
-from kernelband.generators.rules import FAMILIES, _Analyzer
+from kernelband.generators.analysis import KernelAnalyzer
 from kernelband.model import Task, Variant
 from kernelband.screen import screen_variant
 from helpers.paths import example_source
@@ -20,7 +20,7 @@ CORPUS = Path(__file__).parent / "data" / "realstyle"
 
 
 def rewrites(source: str, kernel: str, family: str) -> dict[str, str]:
-    an = _Analyzer(source, kernel).analyse(set(FAMILIES))
+    an = KernelAnalyzer(source, kernel).analyse()
     return {r.key: an.source_of(r) for r in an.rewrites if r.family == family}
 
 
@@ -78,7 +78,7 @@ def test_layernorm_loops_pipelined_are_correct_under_the_interpreter(tmp_path: P
 
 def persistent(name: str, kernel: str, programs: int) -> str:
     src = (CORPUS / name).read_text(encoding="utf-8")
-    an = _Analyzer(src, kernel)
+    an = KernelAnalyzer(src, kernel)
     ((_key, _desc, edits),) = persistent_rewrite.rewrites(an, programs=(programs,))
     out = an.render(edits)
     assert screen_variant(src, out, kernel, None) is None

@@ -342,10 +342,8 @@ async def test_lenses_refresh_live_while_a_job_runs(tmp_path):
 # ---------------------------------------------------------------------------- defect 7 (hover)
 async def test_hover_on_a_huge_file_does_not_wait_for_the_whole_analysis(tmp_path):
     import asyncio
-    import sys as _sys
     import time as _time
 
-    _sys.path.insert(0, str(REPO / "benchmarks"))
     import lsp_latency as B
 
     ws = tmp_path / "ws"
