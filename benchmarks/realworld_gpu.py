@@ -1,4 +1,4 @@
-"""Real-world kernels under KernelBand (issue 11): verdict, speedup and CI, and peak
+"""Real-world kernels under KernelBand: verdict, speedup and CI, and peak
 host/GPU memory of each bench harness alone vs under a KernelBand optimize session.
 
     python benchmarks/realworld_gpu.py --out DIR [--budget 8] [--only rope_inplace ...]

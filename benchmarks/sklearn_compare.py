@@ -476,7 +476,7 @@ def compare_compat(samples: list[dict[str, Any]], calls: int) -> dict[str, Any]:
 def markdown(out: dict[str, Any]) -> str:
     f = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
     cl, cp = out["clustering"], out["compat"]
-    L = ["# scikit-learn vs numpy (issue 13)", "",
+    L = ["# scikit-learn vs numpy", "",
          f"`{out['command']}`; scikit-learn {out['sklearn']}, numpy {out['numpy']}. "
          f"Import of sklearn.cluster + linear_model + metrics: {out['sklearn_import_s'] * 1e3:.0f} ms (once per process). "
          f"Times are wall-clock per call on this machine ({out['machine']}), which may be shared: compare ratios, not absolutes. "

@@ -1,4 +1,4 @@
-"""Timing isolation (issue 11 point 6): CI widths of `kernelband check` solo vs several
+"""Timing isolation: CI widths of `kernelband check` solo vs several
 sessions in parallel on the same GPU, with and without the cross-process timing lock.
 
     python benchmarks/timing_isolation.py --out DIR [--device cuda|cpu] [--parallel 4]

@@ -59,7 +59,7 @@ _CHILD = textwrap.dedent(
     from triton.runtime import interpreter as _interp
 
     # Triton's interpreter keeps bfloat16 as uint16 and its tl.dot multiplies the bit
-    # patterns (triton-lang/triton#11584, "not supported yet"); bmm_bf16 is right on a
+    # patterns (bf16 dot is "not supported yet" there); bmm_bf16 is right on a
     # GPU. Convert bf16 dot operands to fp32 here, in this test process only.
     _orig_dot = getattr(getattr(_interp, "InterpreterBuilder", None), "create_dot", None)
 

@@ -1,4 +1,4 @@
-"""Executors for real on the CPU (issue 15): two local interpreter slots against one,
+"""Executors for real on the CPU: two local interpreter slots against one,
 `optimize-all` over the examples, and a local Ray instance (started by the tests) that
 runs sessions and `optimize-all` through Ray actors, one of which is killed mid-search.
 Real worker processes, real Ray, real SQLite; all slow (marked)."""

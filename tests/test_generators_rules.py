@@ -498,8 +498,8 @@ def _kwargs_of_loads(source: str) -> list[set[str]]:
 
 
 def test_access_layout_applied_twice_never_gives_a_load_two_modifiers():
-    """Regression (issue 12): evict_first on a load, then load_cg on the child, gave a
-    tl.load with both eviction_policy and cache_modifier, which fails on the GPU."""
+    """evict_first on a load, then load_cg on the child, must not give a tl.load with both
+    eviction_policy and cache_modifier: that fails on the GPU."""
     gen = RulesGenerator(seed=0)
     ctx = GenContext("axpy_kernel", "harness_axpy", "add_scale.py")
     frontier = [Variant(example_source("add_scale.py"))]

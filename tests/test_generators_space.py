@@ -157,8 +157,8 @@ def _evaluate(tmp_path: Path, name: str, kernel: str, harness: str, sources: lis
 
 
 def test_grid_following_block_runs_correct_with_the_right_grid(tmp_path: Path):
-    """Issue 11: BLOCK 256 -> 1024 with the grid left at cdiv(n, 256) launched 4x the
-    programs and was judged ok. Now the grid follows: 3000 elements -> 3 programs."""
+    """BLOCK 256 -> 1024 with the grid left at cdiv(n, 256) would launch 4x the programs
+    (and pass the checks): the grid follows the block, 3000 elements -> 3 programs."""
     src = corpus("grid_literal.py")
     big = variant(src, "scale_kernel", "BLOCK_SIZE", 1024)
     small = variant(src, "scale_kernel", "BLOCK_SIZE", 128)

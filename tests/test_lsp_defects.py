@@ -1,4 +1,4 @@
-"""Issue 14's server defects, each over real LSP on stdio (pytest-lsp; raw bytes for framing).
+"""Server defects found in review, each over real LSP on stdio (pytest-lsp; raw bytes for framing).
 
 1. a found variant stays reachable after Apply -> Undo and on a fresh server (store);
    an interpreted result is never offered as a speedup.
