@@ -250,12 +250,13 @@ HELPER = "import torch\n\n\ndef make_inputs(n):\n    return torch.randn(n), torc
 
 def _with_helper(tmp_path: Path) -> Path:
     """The session workspace, its harness drawing inputs from a sibling module of the kernel."""
-    from helpers.session import AXPY_SESSION
+    from helpers.session import AXPY_SESSION, SESSION_N
 
     source = AXPY_SESSION.replace("import triton.language as tl\n",
                                   "import triton.language as tl\n\nfrom axpy_helpers import make_inputs\n", 1)
-    source = source.replace("    x = torch.randn(4001)\n    y = torch.randn(4001)\n", "    x, y = make_inputs(4001)\n", 1)
-    assert "make_inputs(4001)" in source
+    source = source.replace(f"    x = torch.randn({SESSION_N})\n    y = torch.randn({SESSION_N})\n",
+                            f"    x, y = make_inputs({SESSION_N})\n", 1)
+    assert f"make_inputs({SESSION_N})" in source
     path = workspace(tmp_path, source)
     (tmp_path / "axpy_helpers.py").write_text(HELPER)
     return path

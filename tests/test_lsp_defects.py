@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -181,8 +182,10 @@ class RawServer:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "server"), env.get("PYTHONPATH", "")])
         self.stderr_path = ws / "server.stderr"
         with open(self.stderr_path, "wb") as err:
+            # its own process group: killing the server must not leave its children (the
+            # analysis pool's spawned worker) running after the test
             self.p = subprocess.Popen([sys.executable, "-m", "kernelband_lsp"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=err, env=env)
+                                      stdout=subprocess.PIPE, stderr=err, env=env, start_new_session=True)
         self.buf = b""
         self.notes: list[dict] = []
         self.send(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -221,7 +224,10 @@ class RawServer:
         return self.reply(msg_id, 10)
 
     def close(self) -> None:
-        self.p.kill()
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.p.wait()
 
 

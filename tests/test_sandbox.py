@@ -107,18 +107,23 @@ def test_network_is_unreachable(judge, tmp_path):
 
 
 def test_forked_and_setsid_children_die_with_the_job(judge, tmp_path):
-    marker = tmp_path / "child.txt"
+    """The grandchild writes its marker only once the job is over (the test says when),
+    so a slow machine cannot make it write while its job still runs."""
+    marker, over = tmp_path / "child.txt", tmp_path / "job-over"
     code = ("pid = os.fork()\n"
             "if pid == 0:\n"
             "    os.setsid()\n"
             "    if os.fork() == 0:\n"
-            "        time.sleep(3)\n"
+            "        deadline = time.monotonic() + 120\n"
+            f"        while not os.path.exists({str(over)!r}) and time.monotonic() < deadline:\n"
+            "            time.sleep(0.05)\n"
             f"        open({str(marker)!r}, 'w').write('survived')\n"
             "    os._exit(0)\n")
     t0 = time.monotonic()
     unscreened(judge, payload(code))
     assert time.monotonic() - t0 < 60  # the job does not wait for its children
-    time.sleep(4)
+    over.touch()
+    time.sleep(2)  # a survivor writes within 0.05 s of seeing the file
     assert not marker.exists()
 
 
