@@ -62,7 +62,7 @@ from common import ROOT
 import replay_landscapes as rl  # noqa: E402
 
 from kernelband.search import cluster as cluster_mod  # noqa: E402
-from kernelband.search.cluster import runtime_vector, standardise  # noqa: E402
+from kernelband.search.cluster import distinct_k, runtime_vector, standardise  # noqa: E402
 from kernelband.search.compat import PHI_DIM, CompatibilityModels, map_logistic_fit, normalise_phi  # noqa: E402
 from kernelband.search.config import BanditConfig  # noqa: E402
 from kernelband.strategies import STRATEGIES  # noqa: E402
@@ -135,11 +135,9 @@ def kmeans_pp(
 
     ``k`` is reduced to the number of distinct rows. Deterministic given ``seed``."""
     x = np.asarray(x, dtype=float)
-    n = x.shape[0]
-    distinct = len({tuple(r) for r in np.round(x, 12)})
-    k = max(1, min(k, distinct))
-    if k == 1:
-        return np.zeros(n, dtype=int), x.mean(axis=0, keepdims=True)
+    k = distinct_k(x, k)
+    if k == 1:  # one cluster: nothing to seed
+        return cluster_mod.kmeans(x, 1)
     rng = np.random.default_rng(seed)
     best: Optional[tuple[np.ndarray, np.ndarray, float]] = None
     for _ in range(max(1, restarts)):
@@ -148,11 +146,6 @@ def kmeans_pp(
             best = run
     assert best is not None
     return best[0], best[1]
-
-
-def distinct_k(x: np.ndarray, k: int) -> int:
-    """k reduced to the number of distinct rows (what kmeans_pp does internally)."""
-    return max(1, min(k, len({tuple(r) for r in np.round(x, 12)})))
 
 
 def sk_kmeans(x: np.ndarray, k: int, seed: int = 0, n_init: int = RESTARTS,

@@ -94,6 +94,11 @@ def standardise(x: np.ndarray) -> np.ndarray:
     return z
 
 
+def distinct_k(x: np.ndarray, k: int) -> int:
+    """``k`` reduced to the number of distinct rows of ``x`` (at least 1)."""
+    return max(1, min(k, len({tuple(r) for r in np.round(x, 12)})))
+
+
 def kmeans(
     x: np.ndarray, k: int, seed: int = 0, restarts: int = 4, max_iter: int = 100
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -107,11 +112,9 @@ def kmeans(
     scikit-learn is imported here, on the first pool larger than k: importing it costs
     1-2 s, which a session that never clusters should not pay."""
     x = np.asarray(x, dtype=float)
-    n = x.shape[0]
-    distinct = len({tuple(r) for r in np.round(x, 12)})
-    k = max(1, min(k, distinct))
+    k = distinct_k(x, k)
     if k == 1:
-        return np.zeros(n, dtype=int), x.mean(axis=0, keepdims=True)
+        return np.zeros(x.shape[0], dtype=int), x.mean(axis=0, keepdims=True)
     sk_cluster = require("sklearn.cluster", "KernelBand's clustering", "pip install scikit-learn")
     model = sk_cluster.KMeans(
         n_clusters=k, init="k-means++", n_init=max(1, restarts), max_iter=max_iter, random_state=seed
