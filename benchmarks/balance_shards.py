@@ -15,7 +15,6 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as bench  # noqa: E402  (benchmarks/run.py)
 
 SHARD_ROOT = Path(__file__).resolve().parent / "results" / "gpu"

@@ -10,14 +10,14 @@ harness's size, and compare the speedups. GPU only (run it on the device).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from common import ROOT as REPO
+from common import load_module, write_markdown
 EXAMPLE = REPO / "examples" / "add_scale.py"
 LAUNCH = "axpy_kernel[grid](x, y, out, alpha, n, BLOCK_SIZE=128)"
 VARIANTS = {
@@ -26,21 +26,13 @@ VARIANTS = {
 }
 
 
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, str(path))
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def by_hand(path: Path, name: str) -> float:
     """do_bench of the kernel launch alone, inputs built outside the timed region."""
     import torch
     import triton
     import triton.testing
 
-    mod = _load(path, name)
+    mod = load_module(path, name)
     n = (1 << 24) + 3
     torch.manual_seed(0)
     x = torch.randn(n, device="cuda")
@@ -97,8 +89,7 @@ def main() -> int:
         ci = r["check_ci"] or [float("nan")] * 2
         lines.append(f"| {r['variant']} | {r['check_speedup']:.3f} ({ci[0]:.3f}-{ci[1]:.3f}) | {r['hand_speedup']:.3f} "
                      f"| {100 * r['relative_difference']:+.1f}% |")
-    (out_dir / "check_vs_do_bench.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_markdown(out_dir / "check_vs_do_bench.md", lines)
     return 0
 
 

@@ -17,8 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from common import ROOT as REPO
 
 from kernelband.evaluate import Evaluator  # noqa: E402
 from kernelband.model import Status, Task, Variant  # noqa: E402

@@ -6,9 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from common import ROOT as REPO
 
 
 def main() -> int:

@@ -1,79 +1,94 @@
 #!/usr/bin/env python3
 """The rules generator's code rewrites on the suite kernels, checked and timed on a GPU.
 
-    python benchmarks/landscape_coderewrites.py --emit DIR        # here (needs libcst)
-    python benchmarks/landscape_coderewrites.py --measure DIR     # on the GPU (torch, triton)
+    python benchmarks/landscape_coderewrites.py --emit FILE.json     # here (needs libcst)
+    python benchmarks/landscape_coderewrites.py --measure FILE.json  # on the GPU (torch, triton)
 
-``--emit`` writes every code-rewrite variant (pipeline_loop, pid_swizzle, persistent,
-rows_per_program, block_ptr) of each suite kernel's original as DIR/<module>__<key>.py,
-plus DIR/index.json. Block pointers are emitted whatever the local Triton says (the
-GPU machine's Triton decides: the variant then fails there if it lacks them).
+``--emit`` lists every code-rewrite variant (pipeline_loop, pid_swizzle, persistent,
+rows_per_program, block_ptr) of each suite kernel's original in FILE.json: per variant
+its rewrite, and its source as a unified diff against the suite original with both
+texts' sha256 (generated sources are data, not code to keep). Block pointers are
+emitted whatever the local Triton says (the GPU machine's Triton decides: the variant
+then fails there if it lacks them). The committed list is
+``benchmarks/results/code_rewrites/variants.json``.
 
-``--measure`` runs, per variant: the original and the variant harness on the same
+``--measure`` rebuilds each variant from its diff (refusing one whose original changed
+since), then runs, per variant: the original and the variant harness on the same
 inputs (make_inputs called once and cached), the suite's ``compare`` of variant against
 original, and ``triton.testing.do_bench`` (median ms) of each, interleaved
 original/variant for ``--rounds`` rounds. It prints a markdown table and writes
-DIR/measured.json (or ``--json``).
+``measured.json`` beside FILE.json (or ``--json``).
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
-import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import ROOT, apply_source_diff, load_module, sha256_of, source_diff
 
 CODE_FAMILIES = ("pipeline_loop", "pid_swizzle", "persistent", "rows_per_program", "block_ptr")
+COMMITTED = ROOT / "benchmarks" / "results" / "code_rewrites" / "variants.json"
 
 
 def emit(out: Path) -> None:
     from benchmarks.suite import SUITE, SUITE_DIR
     from kernelband.generators import triton_features
-    from kernelband.generators.rules import FAMILIES, _Analyzer
+    from kernelband.generators.analysis import KernelAnalyzer
 
-    triton_features.block_pointers_supported = lambda: True  # the target Triton (3.6) has them
-    out.mkdir(parents=True, exist_ok=True)
-    index = []
+    triton_features.assume_block_pointers(True)  # the target Triton (3.6) has them
+    variants = []
     for e in SUITE:
         src = (SUITE_DIR / f"{e.module}.py").read_text(encoding="utf-8")
-        an = _Analyzer(src, e.kernel).analyse(set(FAMILIES))
+        an = KernelAnalyzer(src, e.kernel).analyse()
         for rw in an.rewrites:
-            if rw.family not in CODE_FAMILIES:
-                continue
-            name = f"{e.module}__{rw.key.replace(':', '_')}.py"
-            (out / name).write_text(an.source_of(rw), encoding="utf-8")
-            index.append({"module": e.module, "harness": e.harness, "family": rw.family, "key": rw.key,
-                          "file": name, "description": rw.description})
-    (out / "index.json").write_text(json.dumps(index, indent=1) + "\n")
-    print(f"{len(index)} variants of {len({r['module'] for r in index})} kernels in {out}")
+            if rw.family in CODE_FAMILIES:
+                variant = an.source_of(rw)
+                variants.append({"module": e.module, "harness": e.harness, "family": rw.family, "key": rw.key,
+                                 "description": rw.description, "original_sha256": sha256_of(src),
+                                 "sha256": sha256_of(variant), "diff": source_diff(src, variant, f"{e.module}.py")})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"variants": variants}, indent=1) + "\n", encoding="utf-8")
+    print(f"{len(variants)} variants of {len({v['module'] for v in variants})} kernels in {out}")
 
 
-def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
+def variant_sources(listing: Path) -> list[tuple[dict[str, Any], str]]:
+    """Each listed variant with its source, rebuilt from the diff against the suite's
+    original; ValueError when an original or a rebuilt source is not the one listed."""
+    from benchmarks.suite import SUITE_DIR
+
+    out = []
+    for v in json.loads(listing.read_text(encoding="utf-8"))["variants"]:
+        original = (SUITE_DIR / f"{v['module']}.py").read_text(encoding="utf-8")
+        if sha256_of(original) != v["original_sha256"]:
+            raise ValueError(f"{v['module']}.py changed since {listing.name} was written: emit it again")
+        source = apply_source_diff(original, v["diff"])
+        if sha256_of(source) != v["sha256"]:
+            raise ValueError(f"{v['module']} {v['key']}: the rebuilt source is not the one listed")
+        out.append((v, source))
+    return out
 
 
-def measure(folder: Path, rounds: int, out_json: Optional[Path]) -> None:
+def measure(listing: Path, rounds: int, out_json: Optional[Path]) -> None:
     import torch
     import triton
     from triton.testing import do_bench
 
     from benchmarks.suite import SUITE_DIR, compare
 
-    index = json.loads((folder / "index.json").read_text())
+    folder = Path(tempfile.mkdtemp(prefix="kb-coderewrites-"))  # the variants as importable files
     rows = []
     originals: dict[str, Any] = {}
-    for r in index:
+    for v, source in variant_sources(listing):
+        r = {k: v[k] for k in ("module", "harness", "family", "key", "description")}
+        r["file"] = f"{v['module']}__{v['key'].replace(':', '_')}.py"
+        (folder / r["file"]).write_text(source, encoding="utf-8")
         m = r["module"]
         if m not in originals:
-            orig = _load(SUITE_DIR / f"{m}.py", f"orig_{m}")
+            orig = load_module(SUITE_DIR / f"{m}.py", f"orig_{m}")
             torch.manual_seed(0)
             inputs = orig.make_inputs()
             orig.make_inputs = lambda inputs=inputs: inputs
@@ -81,7 +96,7 @@ def measure(folder: Path, rounds: int, out_json: Optional[Path]) -> None:
         orig, inputs, ref = originals[m]
         row = dict(r)
         try:
-            var = _load(folder / r["file"], f"var_{r['file'][:-3]}")
+            var = load_module(folder / r["file"], f"var_{r['file'][:-3]}")
             var.make_inputs = lambda inputs=inputs: inputs
             got = getattr(var, r["harness"])()
             torch.cuda.synchronize()
@@ -102,7 +117,7 @@ def measure(folder: Path, rounds: int, out_json: Optional[Path]) -> None:
         print(json.dumps({k: row.get(k) for k in ("file", "correct", "speedup", "problems")}), flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
             "rounds": rounds}
-    (out_json or folder / "measured.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    (out_json or listing.parent / "measured.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     print(f"\n{meta}\n\n| kernel | rewrite | correct | original ms | variant ms | speedup |\n| --- | --- | --- | --- | --- | --- |")
     for r in rows:
         sp = f"{r['speedup']:.3f}" if r.get("speedup") else "-"
@@ -115,7 +130,8 @@ def measure(folder: Path, rounds: int, out_json: Optional[Path]) -> None:
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit", type=Path)
-    ap.add_argument("--measure", type=Path)
+    ap.add_argument("--measure", type=Path, nargs="?", const=COMMITTED,
+                    help=f"a list written by --emit (default {COMMITTED.relative_to(ROOT)})")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)

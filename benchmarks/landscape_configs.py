@@ -17,18 +17,15 @@ Shared by ``landscape_measure.py`` (which measures configs) and ``replay_landsca
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable, Optional
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import common  # noqa: F401  (puts the repository root on sys.path)
 
 from kernelband import strategies as _strategies  # noqa: E402
 from kernelband.generators import triton_features  # noqa: E402
-from kernelband.generators.rules import FAMILIES, _Analysis, _Analyzer, _Rewrite, cost_model  # noqa: E402
+from kernelband.generators.analysis import FAMILIES, Analysis, AnalysisCache, ProposedRewrite, cost_model  # noqa: E402
+from kernelband.generators.costmodel import CostModel  # noqa: E402
 from kernelband.generators.space import config_key  # noqa: E402
 from kernelband.model import sha256_text  # noqa: E402
 
@@ -43,7 +40,7 @@ def force_block_pointers(enabled: bool) -> None:
     """Make this process's generator offer block pointers or not, as the measuring
     machine's Triton did (3.6 has them, 3.9 removed them), so replay and measurement
     propose the same rewrites."""
-    triton_features.block_pointers_supported = (lambda: True) if enabled else (lambda: False)
+    triton_features.assume_block_pointers(enabled)
 
 
 class Analyses:
@@ -52,20 +49,18 @@ class Analyses:
 
     def __init__(self, kernel: str, fams: set[str]) -> None:
         self.kernel, self.fams = kernel, fams
-        self.model = cost_model()
-        self.by_hash: dict[tuple[str, str], Optional[_Analysis]] = {}  # RulesGenerator._analyses layout
+        self.use_model(cost_model())
         self._knobs: dict[str, dict[str, int]] = {}
         self._ast: dict[str, str] = {}
         self.defaults: dict[str, int] = {}  # knob ident -> Triton's default (num_warps, num_stages)
 
-    def analysis(self, source: str) -> Optional[_Analysis]:
-        key = (sha256_text(source), self.kernel)
-        if key not in self.by_hash:
-            try:
-                self.by_hash[key] = _Analyzer(source, self.kernel).analyse(self.fams, self.model)
-            except Exception:  # the generator treats an unanalysable source as offering nothing
-                self.by_hash[key] = None
-        return self.by_hash[key]
+    def use_model(self, model: Optional[CostModel]) -> None:
+        """Rank with ``model`` (a held-out fit) from now on; analyses made with another are dropped."""
+        self.model = model
+        self.cache = AnalysisCache(self.fams, model)  # shared with the replay's RulesGenerator
+
+    def analysis(self, source: str) -> Optional[Analysis]:
+        return self.cache.get(source, self.kernel)
 
     def knobs_of(self, source: str) -> dict[str, int]:
         """Knob values found by analysing a source (slow; cached)."""
@@ -78,7 +73,7 @@ class Analyses:
                     self.defaults[k.ident] = k.default
         return dict(self._knobs[h])
 
-    def child_knobs(self, parent_source: str, parent_knobs: dict[str, int], rw: _Rewrite) -> dict[str, int]:
+    def child_knobs(self, parent_source: str, parent_knobs: dict[str, int], rw: ProposedRewrite) -> dict[str, int]:
         """The child's knob values without analysing it: a knob move changes its knob; other
         rewrites keep them, except the autotune wrap, which moves them into its decorator."""
         if rw.family == "autotune":
@@ -118,7 +113,7 @@ def original(an_cache: "Analyses", source: str) -> Built:
     return Built([], [], source, [], "", an_cache.knobs_of(source))
 
 
-def step(an_cache: Analyses, parent: Built, rw: _Rewrite) -> Built:
+def step(an_cache: Analyses, parent: Built, rw: ProposedRewrite) -> Built:
     an = an_cache.analysis(parent.source)
     assert an is not None
     code = parent.code + ([rw.key] if rw.family not in KNOB_FAMILIES else [])
@@ -132,14 +127,14 @@ def build(an_cache: Analyses, source: str, recipe: list[str]) -> Built:
     cur = original(an_cache, source)
     for key in recipe:
         an = an_cache.analysis(cur.source)
-        rw = next((r for r in (an.rewrites if an else []) if r.key == key), None)
+        rw = an.rewrite(key) if an else None
         if rw is None:
             raise KeyError(f"step {key!r} is not offered after {cur.recipe}")
         cur = step(an_cache, cur, rw)
     return cur
 
 
-def ranked_children(an_cache: Analyses, parent: Built, per_strategy: Optional[int] = None) -> list[_Rewrite]:
+def ranked_children(an_cache: Analyses, parent: Built, per_strategy: Optional[int] = None) -> list[ProposedRewrite]:
     """The rewrites the generator offers on ``parent``, in its order within each strategy
     (highest predicted gain first; ties by key), strategies interleaved round-robin, at
     most ``per_strategy`` of each (None: all)."""

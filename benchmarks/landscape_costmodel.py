@@ -26,15 +26,12 @@ import glob
 import json
 import math
 import random
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from common import ROOT
 
 from kernelband.generators.costmodel import DEFAULT_PATH, FEATURES, CostModel, KernelTraits, features  # noqa: E402
 from kernelband.generators.space import BLOCK_RE, GROUP_RE  # noqa: E402
@@ -64,16 +61,16 @@ def _parse(desc: str) -> dict[str, int]:
 
 def load_landscapes() -> list[dict[str, Any]]:
     from kernelband.detect import detect
-    from kernelband.generators.rules import _Analyzer
+    from kernelband.generators.analysis import KernelAnalyzer
 
     out = []
     for f in sorted(glob.glob(str(ROOT / "benchmarks/results/gpu/*/oracle_partial/*.json"))):
         name = Path(f).name.split("__")[0]
         src = (ROOT / "benchmarks" / "suite" / f"{name}.py").read_text(encoding="utf-8")
         kernel = detect(src).kernels[0].name
-        an = _Analyzer(src, kernel)
+        an = KernelAnalyzer(src, kernel)
         original = {k.name: k.current for k in an.knobs()}
-        traits = KernelTraits(has_dot="tl.dot(" in an.code(an.kdef), has_loop=an.has_loop)
+        traits = an.traits()
         points = [(original, 1.0)]
         for v in json.loads(Path(f).read_text())["done"].values():
             cfg = {**original, **_parse(v["description"])}

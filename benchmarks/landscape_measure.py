@@ -45,35 +45,23 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import importlib.util
 import json
 import multiprocessing
 import os
 import statistics
-import sys
 import tempfile
 import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import load_module
 
 from landscape_configs import KNOB_FAMILIES, Analyses, Built, build, families, original, ranked_children, step  # noqa: E402
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 ANCHORS = 3  # rows re-timed by --extra to put its new rows on the table's clock
 FATAL = ("illegal memory access", "CUDA error", "unspecified launch failure")
-
-
-def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
 
 
 def _sync() -> None:
@@ -90,7 +78,7 @@ def _compile_one(path: str, name: str, harness: str) -> tuple[float, Optional[st
         import torch
 
         torch.manual_seed(0)
-        mod = _load(Path(path), name)
+        mod = load_module(Path(path), name)
         getattr(mod, harness)()
         _sync()
         return time.perf_counter() - t0, None
@@ -168,7 +156,7 @@ class KernelMeasure:
                                "compile_s": compile_s, "check_s": None, "time_s": None, "problems": [], "error": None}
         try:
             t0 = time.perf_counter()
-            mod = _load(path, name)
+            mod = load_module(path, name)
             mod.make_inputs = lambda: self.inputs
             fn = getattr(mod, self.e.harness)
             out = fn()
@@ -257,7 +245,7 @@ class KernelMeasure:
 
         from benchmarks.suite import compare
 
-        base = _load(self.e.path, f"kb_landscape_orig_{self.e.module}")
+        base = load_module(self.e.path, f"kb_landscape_orig_{self.e.module}")
         torch.manual_seed(0)
         self.inputs = base.make_inputs()
         base.make_inputs = lambda: self.inputs

@@ -43,7 +43,7 @@ from typing import Any, Awaitable, Callable, Optional
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-REPO = Path(__file__).resolve().parents[1]
+from common import ROOT as REPO
 N_KERNELS = 60
 LINES_PER_BLOCK = 34
 
@@ -102,7 +102,6 @@ def module_lines(n: int) -> int:
 
 
 def seed_store(ws: Path, path: Path, text: str, n: int = N_KERNELS) -> None:
-    sys.path.insert(0, str(REPO))
     from kernelband.store import ProfileKey, Store
 
     h = hashlib.sha256(text.encode()).hexdigest()

@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from common import ROOT as REPO
+from common import write_markdown
 EXAMPLES = ["add_scale.py", "softmax.py", "matmul.py"]
 
 
@@ -57,8 +58,7 @@ def main() -> int:
         lines.append(f"| {r['example']} | {r['status']} | {r['baseline_ms']:.4g} | {r['best_ms']:.4g} | "
                      f"{r['speedup']:.2f}x ({lo:.2f}-{hi:.2f}) | {r['evaluations']} | {r['seconds']:.0f} | "
                      f"{' -> '.join(r['strategy_path'])} |")
-    (out_dir / "optimize_examples.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_markdown(out_dir / "optimize_examples.md", lines)
     return 0
 
 

@@ -27,8 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from common import ROOT as REPO
 
 from kernelband.evaluate import Evaluator  # noqa: E402
 from kernelband.harness import find_harness  # noqa: E402

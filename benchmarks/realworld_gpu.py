@@ -1,4 +1,4 @@
-"""Real-world kernels under KernelBand (issue 11): verdict, speedup and CI, and peak
+"""Real-world kernels under KernelBand: verdict, speedup and CI, and peak
 host/GPU memory of each bench harness alone vs under a KernelBand optimize session.
 
     python benchmarks/realworld_gpu.py --out DIR [--budget 8] [--only rope_inplace ...]
@@ -31,8 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from common import ROOT as REPO
 from benchmarks.realworld import MODULES  # noqa: E402
 
 RW = REPO / "benchmarks" / "realworld"

@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-REPO = Path(__file__).resolve().parent.parent
+from common import ROOT as REPO
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from kernelband.evaluate import Evaluator, SetupError  # noqa: E402
+from kernelband.evaluate import Evaluator  # noqa: E402
 from kernelband.model import Variant  # noqa: E402
 from redteam.corpus import CORRECT, KERNELS, KNOWN_GAPS, WRONG, Case, as_expected, load_cases, make_task  # noqa: E402
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 import time
@@ -29,9 +28,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import ROOT, paired_ratio
 
 import simulate  # noqa: E402
 
@@ -40,7 +37,6 @@ from kernelband.search.kernelband import PRIORS_PATH  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "results" / "results.json"
 BUDGETS = (8, 16, 32)
-T975 = {30: 2.042, 40: 2.021, 50: 2.009, 60: 2.000}
 
 # (label, policy name, BanditConfig overrides); the first is the reference
 SPECS: list[tuple[str, str, dict[str, Any]]] = [
@@ -93,15 +89,6 @@ def run(name: str, overrides: dict[str, Any], seed: int, steps: int, data: dict[
     return out
 
 
-def paired(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
-    d = np.log(a) - np.log(b)
-    n = len(d)
-    t = T975.get(n, 1.96 if n > 60 else 2.05)
-    half = t * d.std(ddof=1) / math.sqrt(n) if n > 1 else 0.0
-    return {"ratio": float(np.exp(d.mean())), "lo": float(np.exp(d.mean() - half)), "hi": float(np.exp(d.mean() + half)),
-            "wins": int((d > 1e-12).sum()), "losses": int((d < -1e-12).sum())}
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=40)
@@ -139,7 +126,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         cells = []
         result["paired"][label] = {}
         for b in budgets:
-            p = paired(curves[ref][:, b - 1], curves[label][:, b - 1])
+            p = paired_ratio(curves[ref][:, b - 1], curves[label][:, b - 1])
             result["paired"][label][b] = p
             cells.append(f"{p['ratio']:.3f} [{p['lo']:.3f}, {p['hi']:.3f}] {p['wins']}/{p['losses']}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")

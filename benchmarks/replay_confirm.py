@@ -35,25 +35,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import geomean_known as geomean
 
 from replay_landscapes import first_pulls  # noqa: E402
 
 DEFAULT_KERNELS = "add_small_blocks_fp16,softmax_short_fp32"
 BASELINES = ("ucb1", "greedy", "random")
-
-
-def geomean(xs: list[float]) -> Optional[float]:
-    xs = [x for x in xs if x is not None and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
 def run_one(entry: Any, policy: str, seed: int, budget: int, profile_tier: int, stop: threading.Event,

@@ -54,16 +54,14 @@ from typing import Any, Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import ROOT, geomean, paired_ratio, t975
+from landscape_configs import KNOB_FAMILIES, Analyses, families, force_block_pointers
 
-from landscape_configs import KNOB_FAMILIES, Analyses, families, force_block_pointers  # noqa: E402
-
-from kernelband.generators.base import GenContext  # noqa: E402
-from kernelband.generators.rules import RulesGenerator  # noqa: E402
-from kernelband.model import Variant  # noqa: E402
-from kernelband.search import BanditConfig, Candidate, Outcome, make_policy  # noqa: E402
+from kernelband.generators.base import GenContext
+from kernelband.generators.rules import RulesGenerator
+from kernelband.model import Variant
+from kernelband.screen import screen_variant
+from kernelband.search import BanditConfig, Candidate, Outcome, make_policy
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "landscapes"
 POLICIES = ("kernelband", "kernelband-v1", "kernelband-v2", "ucb1", "greedy", "random")
@@ -159,24 +157,16 @@ def load_tables(folder: Path, kernels: Optional[list[str]] = None) -> list[dict[
 # --------------------------------------------------------------------------- one run
 
 
-def _memoize_screen() -> None:
+_SCREENED: dict[tuple[int, int, str, Optional[str]], Optional[str]] = {}
+
+
+def memoized_screen(original: str, variant: str, kernel: str, harness: Optional[str] = None) -> Optional[str]:
     """The generator screens every proposal (a pure function of its inputs); replays make
     the same proposals again and again, so this process remembers the answers."""
-    from kernelband.generators import rules
-
-    if getattr(rules.screen_variant, "_kb_memo", False):
-        return
-    inner = rules.screen_variant
-    memo: dict[tuple, Optional[str]] = {}
-
-    def screen(original: str, variant: str, kernel: str, harness: Optional[str] = None) -> Optional[str]:
-        key = (hash(original), hash(variant), kernel, harness)
-        if key not in memo:
-            memo[key] = inner(original, variant, kernel, harness)
-        return memo[key]
-
-    screen._kb_memo = True  # type: ignore[attr-defined]
-    rules.screen_variant = screen  # type: ignore[assignment]
+    key = (hash(original), hash(variant), kernel, harness)
+    if key not in _SCREENED:
+        _SCREENED[key] = screen_variant(original, variant, kernel, harness)
+    return _SCREENED[key]
 
 
 def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
@@ -188,11 +178,11 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
     modifier) whose rewrite key was measured as a single step from the original takes that step's measured ratio (and correctness and
     cost) applied to its parent's time: a factorised estimate, counted as ``estimated``."""
     counted = max_evals if counted is None else counted
-    _memoize_screen()
-    gen = RulesGenerator(seed=seed, autotune=bool(t.meta.get("autotune")))
-    if model is not None:  # the held-out cost model (--costmodel loko); t.ac ranks with the same one
-        gen.model, gen.ranking = model, "model"
-    gen._analyses = t.ac.by_hash  # shared cache: an analysis is a pure function of the source and model
+    if model is not None and model is not t.ac.model:  # the held-out cost model (--costmodel loko)
+        t.ac.use_model(model)
+    # one cache of analyses for the generator and the table's lookups: the same families and model
+    gen = RulesGenerator(seed=seed, autotune=bool(t.meta.get("autotune")), ranking_model=t.ac.model,
+                         analyses=t.ac.cache, screen=memoized_screen)
     policy = make_policy(*policy_spec(policy_name))
     rng = random.Random(seed)
     orig = Variant(source)
@@ -224,7 +214,8 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
         family, key = gen.last_rewrite
         code = code_of[parent.id] + ([key] if family not in KNOB_FAMILIES else [])
         an = t.ac.analysis(parent.variant.source)
-        rw = next(r for r in an.rewrites if r.key == key)  # type: ignore[union-attr]
+        rw = an.rewrite(key) if an is not None else None
+        assert rw is not None, f"the generator proposed {key!r}, which its analysis does not list"
         knobs = t.ac.child_knobs(parent.variant.source, knobs_of[parent.id], rw)
         row = t.lookup(g.variant.source, knobs, code)
         est_ms = None
@@ -275,22 +266,23 @@ def run_one(t: Table, policy_name: str, seed: int, max_evals: int, source: str,
             "counted_misses": counted_misses, "counted_evals": min(evals, counted), "estimated": estimated}
 
 
-def at_evals(traj: list[tuple[int, float, float]], n: int) -> float:
+def _best_within(traj: list[tuple[int, float, float]], column: int, limit: float) -> float:
+    """The best speedup of a trajectory (evaluations, GPU-seconds, best speedup) while
+    its ``column`` (0: evaluations, 1: GPU-seconds) is within ``limit``; 1.0 before any."""
     out = 1.0
-    for e, _s, sp in traj:
-        if e > n:
+    for point in traj:
+        if point[column] > limit:
             break
-        out = sp
+        out = point[2]
     return out
+
+
+def at_evals(traj: list[tuple[int, float, float]], n: int) -> float:
+    return _best_within(traj, 0, n)
 
 
 def at_seconds(traj: list[tuple[int, float, float]], seconds: float) -> float:
-    out = 1.0
-    for _e, s, sp in traj:
-        if s > seconds:
-            break
-        out = sp
-    return out
+    return _best_within(traj, 1, seconds)
 
 
 def held_out_model(module: str, tables: Path) -> Any:
@@ -301,47 +293,18 @@ def held_out_model(module: str, tables: Path) -> Any:
     return lc.fit([x for x in lc.load_landscapes() + lc.load_tables(tables) if x["kernel"] != module])
 
 
-def _kernel_job(args: tuple[dict[str, Any], list[str], list[int], int, int, bool, str, Optional[Path]]) -> dict[str, Any]:
+def kernel_job(args: tuple[dict[str, Any], list[str], list[int], int, int, bool, str, Optional[Path]]) -> dict[str, Any]:
     d, policies, seeds, max_evals, counted, block_ptr, unmeasured, loko_tables = args
     force_block_pointers(block_ptr)
     t = Table(d)
     model = held_out_model(t.module, loko_tables) if loko_tables is not None else None
     if model is not None:
-        t.ac.model = model
+        t.ac.use_model(model)
     src = t.source()
     out: dict[str, Any] = {"module": t.module, "best_known": t.best_known, "median_cost": t.median_cost, "runs": {}}
     for p in policies:
         out["runs"][p] = [run_one(t, p, s, max_evals, src, counted, unmeasured, model) for s in seeds]
     return out
-
-
-# --------------------------------------------------------------------------- statistics
-
-
-def t975(n: int) -> float:
-    """Two-sided 95% Student t quantile with n - 1 degrees of freedom."""
-    try:
-        from scipy.stats import t as student
-
-        return float(student.ppf(0.975, n - 1))
-    except ImportError:  # a few values; the normal quantile beyond
-        table = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 10: 2.262, 20: 2.093, 30: 2.045, 40: 2.023}
-        return table.get(n, 1.96 if n > 40 else 2.1)
-
-
-def paired_ratio(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
-    """Paired comparison of two policies over seeds (a[i], b[i] share seed i): the geomean
-    ratio a/b and its 95% t-interval (the t-interval of the mean log ratio, exponentiated)."""
-    d = np.log(np.asarray(a, float)) - np.log(np.asarray(b, float))
-    n = len(d)
-    half = t975(n) * d.std(ddof=1) / math.sqrt(n) if n > 1 else float("inf")
-    m = float(d.mean())
-    return {"ratio": math.exp(m), "lo": math.exp(m - half), "hi": math.exp(m + half), "n": n,
-            "wins": int((d > 1e-12).sum()), "losses": int((d < -1e-12).sum())}
-
-
-def geomean(xs: Any) -> float:
-    return float(np.exp(np.mean(np.log(np.asarray(xs, float)))))
 
 
 # --------------------------------------------------------------------------- tables of rewrites
@@ -393,7 +356,7 @@ def report(results: list[dict[str, Any]], tables: list[dict[str, Any]], policies
                            "policies": policies, "geomean": {}, "paired": {}, "best_known_fraction": {},
                            "miss_rate": {}, "measured_on": tables[0]["meta"] if tables else {}}
     for p in policies:
-        out["geomean"][p] = {mode: {b: geomean(speed[p][mode][b]) for b in budgets} for mode in ("evals", "seconds")}
+        out["geomean"][p] = {mode: {b: geomean(speed[p][mode][b].ravel()) for b in budgets} for mode in ("evals", "seconds")}
         out["best_known_fraction"][p] = float(np.mean(speed[p]["evals"][top] / best_known[None, :]))
         ev = sum(run["counted_evals"] for r in results for run in r["runs"][p])
         miss = sum(run["counted_misses"] for r in results for run in r["runs"][p])
@@ -558,9 +521,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     t0 = time.perf_counter()
     if a.jobs > 1:
         with ProcessPoolExecutor(a.jobs) as ex:
-            results = list(ex.map(_kernel_job, jobs))
+            results = list(ex.map(kernel_job, jobs))
     else:
-        results = [_kernel_job(j) for j in jobs]
+        results = [kernel_job(j) for j in jobs]
     out, md = report(results, tables, policies, seeds, budgets)
     out["replay_seconds"] = time.perf_counter() - t0
     out["unmeasured"] = a.unmeasured

@@ -16,14 +16,11 @@ import math
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import ROOT
 
 import replay_landscapes as rl  # noqa: E402
 
@@ -35,7 +32,7 @@ def _job(args: tuple[dict[str, Any], list[str], list[int]]) -> tuple[str, dict[s
     """replay_landscapes' own per-kernel job (the held-out cost model, refunds), reduced to
     the best speedup at each budget."""
     d, policies, seeds = args
-    out = rl._kernel_job((d, policies, seeds, max(BUDGETS), max(BUDGETS), bool(d["meta"].get("block_ptr")),
+    out = rl.kernel_job((d, policies, seeds, max(BUDGETS), max(BUDGETS), bool(d["meta"].get("block_ptr")),
                           "refund", TABLES))
     return out["module"], {p: [[rl.at_evals(r["traj"], b) for b in BUDGETS] for r in runs]
                            for p, runs in out["runs"].items()}

@@ -26,7 +26,6 @@ rest works on the Result dict it returns.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -39,10 +38,11 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from common import ROOT as REPO
+from common import geomean_known as geomean
+from common import load_module
+
+HERE = REPO / "benchmarks"
 
 METHODS = ("kernelband", "kernelband-v2", "random", "ucb1", "greedy")
 ORACLE = "exhaustive"
@@ -66,12 +66,7 @@ def load_suite() -> Any:
     name = "kernelband_benchmark_suite"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(path, name)
 
 
 def _csv(text: Optional[str]) -> list[str]:
@@ -140,12 +135,9 @@ def run_session_adapter(
     from kernelband import session as ks
     from kernelband.model import Task
 
-    budget_cls = getattr(ks, "Budget", None)
-    if budget_cls is None:  # pragma: no cover - depends on where the lead puts Budget
-        from kernelband.model import Budget as budget_cls  # type: ignore[no-redef]
     evaluations = exhaustive_cap if method == ORACLE else int(budget or 0)
     options = {"warm_start": False, **session_options}
-    config = ks.SessionConfig(search=method, generator="rules", budget=budget_cls(evaluations=evaluations), seed=seed,
+    config = ks.SessionConfig(search=method, generator="rules", budget=ks.Budget(evaluations=evaluations), seed=seed,
                               **options)
     emitter = None
     if verbose:
@@ -166,23 +158,11 @@ def run_session_adapter(
     try:
         return ks.run_session(Task(**task_fields), config, emitter=emitter, store=store, stop=stop).to_dict()
     finally:
-        close = getattr(store, "close", None)
-        if callable(close):
-            close()
+        if store is not None:
+            store.close()
 
 
 # --------------------------------------------------------------------------- the oracle, resumable in chunks
-
-
-def _rules_generator(seed: int = 0) -> Any:
-    try:
-        from kernelband.generators import make_generator
-
-        return make_generator("rules", seed=seed)
-    except ImportError:  # pragma: no cover - older tree
-        from kernelband.generators.rules import RulesGenerator
-
-        return RulesGenerator(seed=seed)
 
 
 def run_oracle_chunked(
@@ -204,11 +184,12 @@ def run_oracle_chunked(
     the same chunk, so a chunk on another machine of the same GPU kind does not skew
     the choice; the final speedup and CI come from one paired re-measurement."""
     from kernelband.evaluate import Evaluator
+    from kernelband.generators import make_generator
     from kernelband.model import Task, Variant
 
     task = Task(**task_fields)
     original = Variant(task.source, generator="original", description="the original kernel")
-    space = _rules_generator(0).enumerate_space(original, task.kernel)[: max(int(exhaustive_cap), 0)]
+    space = make_generator("rules", seed=0).enumerate_space(original, task.kernel)[: max(int(exhaustive_cap), 0)]
     by_id = {v.id: v for v in space}
     state: dict[str, Any] = {}
     if checkpoint.is_file():
@@ -443,17 +424,11 @@ def verify_against_reference(entry: Any, source: str, seed: int = 0) -> Optional
         path = Path(d) / f"{entry.module}_best.py"
         path.write_text(source, encoding="utf-8")
         name = f"kb_verify_{entry.module}_{abs(hash(source)) % 10**8}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        mod = load_module(path, name)
         torch.manual_seed(seed)
         out = getattr(mod, entry.harness)()
         # the reference (and its inputs) always come from the original module, never the variant
-        orig_spec = importlib.util.spec_from_file_location(name + "_orig", entry.path)
-        assert orig_spec and orig_spec.loader
-        orig = importlib.util.module_from_spec(orig_spec)
-        orig_spec.loader.exec_module(orig)
+        orig = load_module(entry.path, name + "_orig")
         torch.manual_seed(seed)
         expected = getattr(orig, entry.reference)()
         if torch.cuda.is_available():
@@ -729,11 +704,6 @@ class Runner:
 
 
 # --------------------------------------------------------------------------- statistics
-
-
-def geomean(xs: list[float]) -> Optional[float]:
-    xs = [x for x in xs if _num(x) and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
 def bootstrap_ci(xs: list[float], stat: Callable[[list[float]], Optional[float]] = geomean,
@@ -1154,11 +1124,7 @@ def check_suite(out_dir: Path, entries: list[Any], env: dict[str, Any]) -> list[
         t0 = time.monotonic()
         row: dict[str, Any] = {"kernel": e.module, "gpu": env["gpu"], "category": e.category, "dtype": e.dtype}
         try:
-            spec = importlib.util.spec_from_file_location(f"kb_check_{e.module}", e.path)
-            assert spec and spec.loader
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = mod
-            spec.loader.exec_module(mod)
+            mod = load_module(e.path, f"kb_check_{e.module}")
             torch.manual_seed(0)
             with recording() as rec:
                 out = getattr(mod, e.harness)()
@@ -1287,10 +1253,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(out / "throughput.md")
         return 0
 
-    if importlib.util.find_spec("kernelband.session") is None:
-        print("run.py: kernelband/session.py is not there yet (run_session); nothing to run. "
-              "--report-only still works.", file=sys.stderr)
-        return 2
     runner = Runner(out, env, deadline=deadline, verify=not args.no_verify, retry_errors=args.retry_errors,
                     store=args.store, verbose=args.verbose, exhaustive_cap=args.exhaustive_cap,
                     oracle_mode=args.oracle_mode,

@@ -56,9 +56,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from common import ROOT
 
 from kernelband.model import Variant  # noqa: E402
 from kernelband.search import POLICY_NAMES, BanditConfig, Candidate, Outcome, make_policy, runtime_vector  # noqa: E402

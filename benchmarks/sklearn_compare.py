@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 13: scikit-learn vs our numpy k-means++ and logistic compatibility models.
+"""scikit-learn vs a numpy k-means++ and our logistic compatibility models.
 
     PYTHONPATH=.:server python benchmarks/sklearn_compare.py [--seeds 10] [--calls 50] [--no-replay]
         [--tables benchmarks/results/landscapes/tables] [--out benchmarks/results]
@@ -16,7 +16,8 @@ runs on the CPU from committed data (the measured landscape tables); no GPU.
      the union of all kernels) with ``runtime_vector(values, "v1")`` built from what a
      table knows (time, BLOCK_* product) and ``"v2"`` (time, num_warps*32 threads); the
      other entries are unknown (NaN, imputed, hence constant columns: 2 effective dims).
-   Ours: ``kmeans_pp(z, k, seed, restarts=4, max_iter=100)``. sklearn:
+   Ours: ``kmeans_pp(z, k, seed, restarts=4, max_iter=100)`` below, the numpy k-means++
+   the policy used before it adopted sklearn's KMeans (``cluster.kmeans``). sklearn:
    ``KMeans(n_clusters=k, init="k-means++", n_init=4, max_iter=100, random_state=seed)``
    with the same k (reduced to the number of distinct rows, as ours does), and a cheap
    variant ``n_init=1, algorithm="lloyd"``. Reported: inertia ratio ours/sklearn,
@@ -28,7 +29,7 @@ runs on the CPU from committed data (the measured landscape tables); no GPU.
    "the child is correct and > 2% faster than the parent". A replay has no hardware
    profile (phi), so the 9 inputs are proxies from the parent's config (documented in
    ``proxy_features``), each mapped to [-0.5, 0.5] like ``normalise_phi``, plus a bias 1.
-   Ours: ``CompatibilityModels._fit`` (MAP logistic, Gaussian prior of precision
+   Ours: ``compat.map_logistic_fit`` (MAP logistic, Gaussian prior of precision
    ``compat_prior_strength`` = 4 centred on the warm-start weights, up to 8 Newton
    steps); the warm start is off here (its weights name Nsight counters, not these
    proxies), so the prior is centred on 0. sklearn: ``LogisticRegression(C=1/4,
@@ -39,8 +40,9 @@ runs on the CPU from committed data (the measured landscape tables); no GPU.
    ``predict_proba``).
 3. Search effect (unless ``--no-replay``): the KernelBand policy replayed on every table
    (``--seeds`` seeds, cost model fitted without the replayed kernel, like
-   replay_landscapes.py's default) with ``cluster.kmeans_pp`` as shipped and replaced by
-   sklearn's KMeans; geomean best speedup at 8/16/32 evaluations, paired per seed.
+   replay_landscapes.py's default) with ``cluster.kmeans`` replaced by the numpy
+   ``kmeans_pp`` ("ours") and by plain sklearn KMeans ("sklearn"); geomean best speedup
+   at 8/16/32 evaluations, paired per seed.
 """
 from __future__ import annotations
 
@@ -55,15 +57,13 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import ROOT
 
 import replay_landscapes as rl  # noqa: E402
 
 from kernelband.search import cluster as cluster_mod  # noqa: E402
-from kernelband.search.cluster import kmeans_pp, runtime_vector, standardise  # noqa: E402
-from kernelband.search.compat import PHI_DIM, CompatibilityModels, normalise_phi  # noqa: E402
+from kernelband.search.cluster import distinct_k, runtime_vector, standardise  # noqa: E402
+from kernelband.search.compat import PHI_DIM, CompatibilityModels, map_logistic_fit, normalise_phi  # noqa: E402
 from kernelband.search.config import BanditConfig  # noqa: E402
 from kernelband.strategies import STRATEGIES  # noqa: E402
 
@@ -87,9 +87,65 @@ SIZES = (4, 8, 16, 32, 40, 64)
 # --------------------------------------------------------------------------- k-means variants
 
 
-def distinct_k(x: np.ndarray, k: int) -> int:
-    """k reduced to the number of distinct rows (what kmeans_pp does internally)."""
-    return max(1, min(k, len({tuple(r) for r in np.round(x, 12)})))
+def _sqdist(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    return ((x[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+
+
+def _seed_centres(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k-means++ seeding: first centre uniform, then each with probability ~ D(x)^2."""
+    n = x.shape[0]
+    idx = [int(rng.integers(n))]
+    d2 = _sqdist(x, x[idx]).min(axis=1)
+    while len(idx) < k:
+        total = d2.sum()
+        if total <= 0:  # fewer distinct points than k (callers prevent this)
+            break
+        nxt = int(rng.choice(n, p=d2 / total))
+        idx.append(nxt)
+        d2 = np.minimum(d2, _sqdist(x, x[[nxt]])[:, 0])
+    return x[idx].copy()
+
+
+def _lloyd(x: np.ndarray, centres: np.ndarray, max_iter: int) -> tuple[np.ndarray, np.ndarray, float]:
+    labels = np.full(x.shape[0], -1)
+    k = centres.shape[0]
+    for _ in range(max_iter):
+        d2 = _sqdist(x, centres)
+        new = d2.argmin(axis=1)
+        if np.array_equal(new, labels):
+            break
+        labels = new
+        for j in range(k):
+            members = labels == j
+            if members.any():
+                centres[j] = x[members].mean(axis=0)
+            else:  # empty cluster: restart it at the point worst served by its centre
+                far = int(d2[np.arange(x.shape[0]), labels].argmax())
+                centres[j] = x[far]
+    d2 = _sqdist(x, centres)
+    labels = d2.argmin(axis=1)
+    inertia = float(d2[np.arange(x.shape[0]), labels].sum())
+    return labels, centres, inertia
+
+
+def kmeans_pp(
+    x: np.ndarray, k: int, seed: int = 0, restarts: int = 4, max_iter: int = 100
+) -> tuple[np.ndarray, np.ndarray]:
+    """k-means with k-means++ seeding; best of ``restarts`` runs. Returns (labels, centres).
+
+    ``k`` is reduced to the number of distinct rows. Deterministic given ``seed``."""
+    x = np.asarray(x, dtype=float)
+    k = distinct_k(x, k)
+    if k == 1:  # one cluster: nothing to seed
+        return cluster_mod.kmeans(x, 1)
+    rng = np.random.default_rng(seed)
+    best: Optional[tuple[np.ndarray, np.ndarray, float]] = None
+    for _ in range(max(1, restarts)):
+        run = _lloyd(x, _seed_centres(x, k, rng), max_iter)
+        if best is None or run[2] < best[2] - 1e-12:
+            best = run
+    assert best is not None
+    return best[0], best[1]
 
 
 def sk_kmeans(x: np.ndarray, k: int, seed: int = 0, n_init: int = RESTARTS,
@@ -158,18 +214,18 @@ def table_pools(tables: list[dict[str, Any]], draws: int) -> list[dict[str, Any]
 
 
 def replay(tables: list[dict[str, Any]], tables_dir: Path, seeds: list[int]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Replay KernelBand on every table with the shipped kmeans_pp (recording its inputs)
+    """Replay KernelBand on every table with the numpy kmeans_pp (recording its inputs)
     and with sklearn's KMeans. Returns (recorded pools, speedups[arm][module] = per-seed
     best speedup at each budget, plus wall seconds)."""
     recorded: list[dict[str, Any]] = []
-    shipped = cluster_mod.kmeans_pp
+    shipped = cluster_mod.kmeans
 
     def recording(x: np.ndarray, k: int, seed: int = 0, restarts: int = 4, max_iter: int = 100):
         key = np.asarray(x).tobytes()
         if key not in seen:
             seen.add(key)
             recorded.append({"kind": "replay [log t]", "module": module, "n": len(x), "seed": seed, "z": np.array(x)})
-        return shipped(x, k, seed=seed, restarts=restarts, max_iter=max_iter)
+        return kmeans_pp(x, k, seed=seed, restarts=restarts, max_iter=max_iter)
 
     def sklearn_pp(x: np.ndarray, k: int, seed: int = 0, restarts: int = 4, max_iter: int = 100):
         labels, centres, _ = sk_kmeans(np.asarray(x, float), k, seed, n_init=restarts, max_iter=max_iter)
@@ -197,17 +253,17 @@ def replay(tables: list[dict[str, Any]], tables_dir: Path, seeds: list[int]) -> 
             seen: set[bytes] = set()
             t = rl.Table(d)
             model = rl.held_out_model(module, tables_dir)
-            t.ac.model = model
+            t.ac.use_model(model)
             src = t.source()
             for arm, fn in (("ours", recording), ("sklearn", sklearn_pp)):
-                cluster_mod.kmeans_pp = timed(arm, fn)
+                cluster_mod.kmeans = timed(arm, fn)
                 t0 = time.perf_counter()
                 runs = [rl.run_one(t, "kernelband", s, max_evals, src, max(BUDGETS), "refund", model) for s in seeds]
                 res["seconds"][arm] += time.perf_counter() - t0
                 res[arm][module] = {b: [rl.at_evals(r["traj"], b) for r in runs] for b in BUDGETS}
             print(f"replayed {module}: {len(seen)} distinct pools clustered", file=sys.stderr)
     finally:
-        cluster_mod.kmeans_pp = shipped
+        cluster_mod.kmeans = shipped
     return recorded, res
 
 
@@ -334,12 +390,11 @@ def compat_samples(tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def fit_ours(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The product's refit (CompatibilityModels._fit) on a buffer of model inputs."""
-    m = CompatibilityModels(BanditConfig(compat_warm_start=False), strategies=("s",))
-    for row, ok in zip(x, y):
-        m._buffers["s"].append(([0.0] * PHI_DIM, bool(ok), row))
-    m._fit("s")
-    return m._weights["s"]
+    """The product's refit (what CompatibilityModels does after each sample) on a buffer
+    of model inputs, from the prior (warm start off: centred on 0)."""
+    zero = np.zeros(PHI_DIM + 1)
+    return map_logistic_fit(x, np.asarray(y, dtype=float), zero, zero, CFG.compat_prior_strength, CFG.compat_lr,
+                            CFG.compat_steps)
 
 
 def fit_sklearn(x: np.ndarray, y: np.ndarray, solver: str = "lbfgs") -> LogisticRegression:
@@ -397,7 +452,7 @@ def compare_compat(samples: list[dict[str, Any]], calls: int) -> dict[str, Any]:
                               "sklearn lbfgs": ms_stats(call_times(lambda: fit_sklearn(x, y), calls)),
                               "sklearn newton-cholesky": ms_stats(call_times(lambda: fit_sklearn(x, y, "newton-cholesky"), calls))}
     m = CompatibilityModels(BanditConfig(compat_warm_start=False), strategies=("s",))
-    m._weights["s"] = fit_ours(allx, ally)
+    m.set_weights("s", list(fit_ours(allx, ally)))
     clf = fit_sklearn(allx, ally)
     phi = [80.0, 40.0, 30.0, 95.0, 60.0, 64.0, 0.5, 8.0, 10.0]
     cost["predict (one phi)"] = {"ours": ms_stats(call_times(lambda: m.probability(phi, "s"), calls * 20)),
@@ -414,7 +469,7 @@ def compare_compat(samples: list[dict[str, Any]], calls: int) -> dict[str, Any]:
 def markdown(out: dict[str, Any]) -> str:
     f = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
     cl, cp = out["clustering"], out["compat"]
-    L = ["# scikit-learn vs numpy (issue 13)", "",
+    L = ["# scikit-learn vs numpy", "",
          f"`{out['command']}`; scikit-learn {out['sklearn']}, numpy {out['numpy']}. "
          f"Import of sklearn.cluster + linear_model + metrics: {out['sklearn_import_s'] * 1e3:.0f} ms (once per process). "
          f"Times are wall-clock per call on this machine ({out['machine']}), which may be shared: compare ratios, not absolutes. "
@@ -443,7 +498,7 @@ def markdown(out: dict[str, Any]) -> str:
     L += ["", "## 2. Compatibility models", "",
           f"{cp['samples']} pulls from the tables (parent config -> child, strategy of the last step's family, label: "
           f"correct and > 2% faster). Inputs: 9 proxies of the parent config (no phi in a replay; see `proxy_features`). "
-          f"Ours: `CompatibilityModels._fit`, prior precision {LAMBDA} centred on 0 (warm start off). sklearn: "
+          f"Ours: `compat.map_logistic_fit` (what `CompatibilityModels` refits with), prior precision {LAMBDA} centred on 0 (warm start off). sklearn: "
           f"`LogisticRegression(C=1/{LAMBDA:g}, fit_intercept=False)` with the bias column in X: the same objective. "
           f"Leave one kernel out, per strategy ({cp['test_samples']} test predictions; "
           f"{cp['sklearn_one_class_folds']} folds had one class only, where sklearn cannot fit and ours was used). "

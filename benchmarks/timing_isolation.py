@@ -1,4 +1,4 @@
-"""Timing isolation (issue 11 point 6): CI widths of `kernelband check` solo vs several
+"""Timing isolation: CI widths of `kernelband check` solo vs several
 sessions in parallel on the same GPU, with and without the cross-process timing lock.
 
     python benchmarks/timing_isolation.py --out DIR [--device cuda|cpu] [--parallel 4]
@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,10 +32,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-REPO = Path(__file__).resolve().parent.parent
+from common import ROOT as REPO
+from realworld_gpu import kill_tree
+
 RW = REPO / "benchmarks" / "realworld"
-sys.path.insert(0, str(REPO))
-from benchmarks.realworld_gpu import kill_tree  # noqa: E402
 
 # module stem -> (launch-site text, the same with a bigger block): a correct variant. Only
 # kernels whose bigger block keeps results bit-identical (copies, elementwise): a bigger

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from common import ROOT as REPO
 
 # (example file, kernel, harness, the launch literal to vary, its alternatives)
 CASES = [

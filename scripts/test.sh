@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # The project's test command: Python tests (Triton interpreter, no GPU needed), then
 # the VS Code client's type check and unit tests.
+#
+# The Python tests run on KERNELBAND_TEST_WORKERS pytest-xdist workers (default 4; 0 runs
+# them in this process). Most of a test's time is spent waiting on the worker processes
+# it starts, so more workers than cores keeps two cores busy. --dist loadgroup keeps the
+# tests that share a module-scoped fixture (a prepared worker, a Ray instance) on one
+# worker (tests/helpers/grouping.py); every other test goes to whichever worker is free.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-"$PY" -m pytest -q -p no:cacheprovider "$@"
+"$PY" -m pytest -q -p no:cacheprovider -n "${KERNELBAND_TEST_WORKERS:-4}" --dist loadgroup "$@"
 if [ -f package.json ] && command -v npm >/dev/null 2>&1; then
   npm test --silent
 fi

@@ -52,9 +52,10 @@ def test_profile_is_pure_analysis(graph):
 
 def _package(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
     root = tmp_path / "pkg"
-    root.mkdir()
+    root.mkdir(parents=True)
     (root / "__init__.py").write_text("")
     for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     return {"pkg": root}
 
@@ -62,9 +63,25 @@ def _package(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
 def test_a_planted_cycle_is_found(tmp_path):
     g = scan(_package(tmp_path, {"a.py": "from . import b\n", "b.py": "def f():\n    from .a import x\n",
                                  "c.py": "import pkg.a\n"}))
-    assert g["pkg.a"].top == {"pkg.b"} and g["pkg.b"].deferred == {"pkg.a"} and g["pkg.c"].top == {"pkg.a"}
+    assert g["pkg.a"].top == {"pkg", "pkg.b"} and g["pkg.b"].deferred == {"pkg.a"} and g["pkg.c"].top == {"pkg.a"}
     assert find_cycle({n: m.top for n, m in g.items()}) is None
     assert find_cycle({n: m.top | m.deferred for n, m in g.items()}) == ["pkg.a", "pkg.b", "pkg.a"]
+
+
+def test_an_import_from_a_package_counts_as_an_import_of_the_package(tmp_path):
+    """`from .. import sibling` runs the package's __init__: when that __init__ imports
+    (even in a function) a module that leads back here, it is a circle. `from ..sibling
+    import name` does not go through the package."""
+    g = scan(_package(tmp_path, {"__init__.py": "def make():\n    from .top import T\n",
+                                 "top.py": "from .sub import leaf\n", "feature.py": "X = 1\n",
+                                 "sub/__init__.py": "", "sub/leaf.py": "from .. import feature\n"}))
+    assert g["pkg.sub.leaf"].top == {"pkg", "pkg.feature"}
+    assert find_cycle({n: m.top | m.deferred for n, m in g.items()}) == ["pkg", "pkg.top", "pkg.sub.leaf", "pkg"]
+    fixed = scan(_package(tmp_path / "fixed", {"__init__.py": "def make():\n    from .top import T\n",
+                                               "top.py": "from .sub import leaf\n", "feature.py": "X = 1\n",
+                                               "sub/__init__.py": "", "sub/leaf.py": "from ..feature import X\n"}))
+    assert fixed["pkg.sub.leaf"].top == {"pkg.feature"}
+    assert find_cycle({n: m.top | m.deferred for n, m in fixed.items()}) is None
 
 
 def test_a_type_checking_import_counts_as_module_level(tmp_path):

@@ -1,4 +1,4 @@
-"""Executors and batched decisions (issue 15), the fast part: which workers a job gets,
+"""Executors and batched decisions, the fast part: which workers a job gets,
 pending pulls as virtual losses in every policy, and the CLI's one-line errors. The
 real runs (2 local CPU slots, a local Ray instance) are in test_executor_runs.py."""
 from __future__ import annotations

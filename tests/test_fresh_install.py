@@ -1,4 +1,4 @@
-"""Issue 13's done-means: ``pip install kernelband`` in a fresh venv (torch installed
+"""``pip install kernelband`` in a fresh venv (torch installed
 first) gives a working ``kernelband-lsp``. scripts/check_fresh_install.sh builds a wheel
 of this tree, installs it in a new plain venv, answers ``kernelband --version`` and an
 LSP ``initialize`` over stdio. It installs the dependencies through pip as set up on the

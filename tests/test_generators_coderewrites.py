@@ -10,7 +10,8 @@ import pytest
 from kernelband.evaluate import Evaluator
 from kernelband.generators import triton_features
 from kernelband.generators.code import persistent as persistent_rewrite
-from kernelband.generators.rules import FAMILIES, _Analyzer
+from kernelband.generators.code import pipeline
+from kernelband.generators.analysis import KernelAnalyzer
 from kernelband.model import Task, Variant
 from kernelband.screen import screen_variant
 from helpers.paths import example_source
@@ -19,7 +20,7 @@ CORPUS = Path(__file__).parent / "data" / "realstyle"
 
 
 def rewrites(source: str, kernel: str, family: str) -> dict[str, str]:
-    an = _Analyzer(source, kernel).analyse(set(FAMILIES))
+    an = KernelAnalyzer(source, kernel).analyse()
     return {r.key: an.source_of(r) for r in an.rewrites if r.family == family}
 
 
@@ -54,7 +55,7 @@ def test_patterns_not_present_are_not_offered(monkeypatch):
     elementwise = (CORPUS / "grid_literal.py").read_text(encoding="utf-8")  # no loop
     assert rewrites(elementwise, "scale_kernel", "pipeline_loop") == {}
     # a Triton whose tl.range takes no num_stages: nothing
-    monkeypatch.setattr(triton_features, "tl_range_params", lambda: set())
+    monkeypatch.setattr(pipeline, "tl_range_params", lambda: set())
     assert rewrites(grouped, "matmul_kernel", "pipeline_loop") == {}
 
 
@@ -77,7 +78,7 @@ def test_layernorm_loops_pipelined_are_correct_under_the_interpreter(tmp_path: P
 
 def persistent(name: str, kernel: str, programs: int) -> str:
     src = (CORPUS / name).read_text(encoding="utf-8")
-    an = _Analyzer(src, kernel)
+    an = KernelAnalyzer(src, kernel)
     ((_key, _desc, edits),) = persistent_rewrite.rewrites(an, programs=(programs,))
     out = an.render(edits)
     assert screen_variant(src, out, kernel, None) is None
@@ -131,8 +132,15 @@ def test_rows_per_program_variants_are_correct_under_the_interpreter(tmp_path: P
 
 def test_block_pointers_follow_the_installed_triton(monkeypatch):
     src = (CORPUS / "dtype_dict_matmul.py").read_text(encoding="utf-8")
-    monkeypatch.setattr(triton_features, "block_pointers_supported", lambda: False)
-    assert rewrites(src, "mm_kernel", "block_ptr") == {}
+    detected = triton_features.block_pointers_supported()
+    try:
+        triton_features.assume_block_pointers(False)
+        assert rewrites(src, "mm_kernel", "block_ptr") == {}
+        triton_features.assume_block_pointers(True)
+        assert triton_features.block_pointers_supported()
+    finally:
+        triton_features.assume_block_pointers(None)
+    assert triton_features.block_pointers_supported() == detected
 
 
 @pytest.mark.skipif(not triton_features.block_pointers_supported(),

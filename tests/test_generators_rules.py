@@ -418,14 +418,62 @@ def test_unknown_kernel_or_broken_source_offers_nothing():
     assert gen.enumerate_space(Variant(textwrap.dedent("x = 1\n")), "k") == []
 
 
+def test_analyse_is_the_generators_view_and_none_when_unanalysable():
+    from kernelband.generators.analysis import FAMILIES, analyse
+
+    src = example_source("add_scale.py")
+    an = analyse(src, "axpy_kernel")
+    assert an is not None and {rw.family for rw in an.rewrites} <= set(FAMILIES)
+    key = an.rewrites[0].key
+    assert an.rewrite(key) is an.rewrites[0] and an.rewrite("no such key") is None
+    assert analyse(src, "nope") is None and analyse("def (:\n", "axpy_kernel") is None
+    knobs_only = analyse(src, "axpy_kernel", families={"num_warps"})
+    assert knobs_only is not None and {rw.family for rw in knobs_only.rewrites} == {"num_warps"}
+
+
+def test_a_shared_analysis_cache_is_used_and_must_match_the_generator():
+    """A replay shares its analyses with the generator; a cache made for other families
+    or another cost model would hand the generator proposals it would not make."""
+    from kernelband.generators.analysis import FAMILIES, AnalysisCache, cost_model
+
+    src = example_source("add_scale.py")
+    cache = AnalysisCache(FAMILIES, cost_model())
+    gen = RulesGenerator(analyses=cache)
+    assert gen.offered(Variant(src), "axpy_kernel")
+    assert cache.get(src, "axpy_kernel") is gen._analysis(Variant(src), "axpy_kernel")  # one analysis, shared
+    with pytest.raises(ValueError):
+        RulesGenerator(autotune=False, analyses=cache)  # other families
+    with pytest.raises(ValueError):
+        RulesGenerator(ranking="nearest", analyses=cache)  # no model
+
+
+def test_ranking_model_and_screen_can_be_given():
+    from kernelband.generators.costmodel import CostModel
+
+    model = CostModel.load()
+    assert model is not None and model is not RulesGenerator().model
+    assert RulesGenerator(ranking_model=model).model is model
+    assert RulesGenerator(ranking="nearest", ranking_model=model).model is None  # nearest ranks without one
+    asked: list[str] = []
+
+    def refuse(original, variant, kernel, harness=None):
+        asked.append(kernel)
+        return "refused by the test"
+
+    gen = RulesGenerator(screen=refuse)
+    g = gen.generate(Variant(example_source("add_scale.py")), "tiling", GenContext("axpy_kernel", "", "x.py"))
+    assert g.variant is None and asked and set(asked) == {"axpy_kernel"}  # every proposal screened, none handed on
+
+
 @pytest.mark.parametrize("name, source, kernel", [(c[0], c[1], c[2]) for c in CASES], ids=[c[0] for c in CASES])
 def test_text_splicing_matches_a_full_libcst_render(name, source, kernel):
     """The fast renderer (text splices at launch sites) must equal libcst's own output."""
     import random
 
-    from kernelband.generators.rules import _Analyzer, _Apply, _merge
+    from kernelband.generators.analysis import KernelAnalyzer
+    from kernelband.generators.edits import Apply, merge
 
-    an = _Analyzer(source, kernel)
+    an = KernelAnalyzer(source, kernel)
     knobs = an.knobs()
     rng = random.Random(0)
     for _ in range(30):
@@ -433,12 +481,12 @@ def test_text_splicing_matches_a_full_libcst_render(name, source, kernel):
         for k in knobs:
             v = rng.choice(k.values)
             if v != k.current:
-                edits = _merge(edits, k.edits(v))
-        assert an.render(edits) == an.module.visit(_Apply(edits)).code
+                edits = merge(edits, k.edits(v))
+        assert an.render(edits) == an.module.visit(Apply(edits)).code
     from kernelband.generators.code import cache
 
     for c in cache.rewrites(an):
-        assert an.render(c[2]) == an.module.visit(_Apply(c[2])).code
+        assert an.render(c[2]) == an.module.visit(Apply(c[2])).code
 
 
 def _kwargs_of_loads(source: str) -> list[set[str]]:
@@ -450,8 +498,8 @@ def _kwargs_of_loads(source: str) -> list[set[str]]:
 
 
 def test_access_layout_applied_twice_never_gives_a_load_two_modifiers():
-    """Regression (issue 12): evict_first on a load, then load_cg on the child, gave a
-    tl.load with both eviction_policy and cache_modifier, which fails on the GPU."""
+    """evict_first on a load, then load_cg on the child, must not give a tl.load with both
+    eviction_policy and cache_modifier: that fails on the GPU."""
     gen = RulesGenerator(seed=0)
     ctx = GenContext("axpy_kernel", "harness_axpy", "add_scale.py")
     frontier = [Variant(example_source("add_scale.py"))]

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kernelband.evaluate import Evaluator
-from kernelband.generators.rules import FAMILIES, RulesGenerator, _Analyzer
+from kernelband.generators.analysis import KernelAnalyzer
+from kernelband.generators.rules import RulesGenerator
 from kernelband.generators.space import DEFAULT_WARPS, Config
 from kernelband.model import Task, Variant
 
@@ -21,12 +22,12 @@ def corpus(name: str) -> str:
 
 
 def knobs_of(source: str, kernel: str) -> dict[str, tuple[str, int, tuple[int, ...]]]:
-    return {k.name: (k.origin, k.current, k.domain) for k in _Analyzer(source, kernel).knobs()}
+    return {k.name: (k.origin, k.current, k.domain) for k in KernelAnalyzer(source, kernel).knobs()}
 
 
 def variant(source: str, kernel: str, name: str, value: int) -> str:
     """The source of the rewrite that sets knob ``name`` to ``value``."""
-    an = _Analyzer(source, kernel).analyse(set(FAMILIES))
+    an = KernelAnalyzer(source, kernel).analyse()
     rw = next(r for r in an.rewrites if r.key.split(":")[1] == name and r.key.split(":")[-1] == str(value))
     return an.source_of(rw)
 
@@ -69,7 +70,7 @@ def test_no_more_than_one_in_ten_corpus_kernels_has_an_empty_space():
     for p in files:
         src = p.read_text(encoding="utf-8")
         kernel = detect(src).kernels[0].name
-        if math.prod(len(k.domain) for k in _Analyzer(src, kernel).knobs()) <= 1:
+        if math.prod(len(k.domain) for k in KernelAnalyzer(src, kernel).knobs()) <= 1:
             empty.append(p.name)
     assert len(files) >= 15 and len(empty) <= len(files) // 10, empty
 
@@ -90,7 +91,7 @@ def test_dtype_indexed_dict_moves_every_dtype_entry():
 
 def test_grid_literal_moves_with_the_block():
     src = corpus("grid_literal.py")
-    knob = next(k for k in _Analyzer(src, "scale_kernel").knobs() if k.name == "BLOCK_SIZE")
+    knob = next(k for k in KernelAnalyzer(src, "scale_kernel").knobs() if k.name == "BLOCK_SIZE")
     assert knob.ties and 16 in knob.domain and 1024 in knob.domain  # free in both directions now
     out = variant(src, "scale_kernel", "BLOCK_SIZE", 1024)
     assert "grid = (triton.cdiv(n, 1024),)" in out and "BLOCK_SIZE=1024)" in out
@@ -119,7 +120,7 @@ def fill(x):
 
 
 def test_a_grid_literal_two_blocks_could_own_is_refused():
-    names = {k.name for k in _Analyzer(AMBIGUOUS, "k2d").knobs()}
+    names = {k.name for k in KernelAnalyzer(AMBIGUOUS, "k2d").knobs()}
     assert "BLOCK_M" not in names and "BLOCK_N" not in names and "num_warps" in names
     distinct = AMBIGUOUS.replace("BLOCK_N=64", "BLOCK_N=32").replace("cdiv(N, 64)", "cdiv(N, 32)")
     out = variant(distinct, "k2d", "BLOCK_N", 64)
@@ -127,7 +128,7 @@ def test_a_grid_literal_two_blocks_could_own_is_refused():
 
 
 def test_config_equality_knows_defaults():
-    an = _Analyzer(corpus("grid_literal.py"), "scale_kernel")
+    an = KernelAnalyzer(corpus("grid_literal.py"), "scale_kernel")
     knobs = an.knobs()
     warps = next(k for k in knobs if k.name == "num_warps")
     assert warps.default == DEFAULT_WARPS and not warps.sites
@@ -156,8 +157,8 @@ def _evaluate(tmp_path: Path, name: str, kernel: str, harness: str, sources: lis
 
 
 def test_grid_following_block_runs_correct_with_the_right_grid(tmp_path: Path):
-    """Issue 11: BLOCK 256 -> 1024 with the grid left at cdiv(n, 256) launched 4x the
-    programs and was judged ok. Now the grid follows: 3000 elements -> 3 programs."""
+    """BLOCK 256 -> 1024 with the grid left at cdiv(n, 256) would launch 4x the programs
+    (and pass the checks): the grid follows the block, 3000 elements -> 3 programs."""
     src = corpus("grid_literal.py")
     big = variant(src, "scale_kernel", "BLOCK_SIZE", 1024)
     small = variant(src, "scale_kernel", "BLOCK_SIZE", 128)
@@ -171,7 +172,7 @@ def test_data_flow_variants_run_correct(tmp_path: Path):
     """Knobs reached through a dtype-indexed dict: the float32 entry (the one the harness
     uses) moves by the knob's ratio, and the variants are correct under the interpreter."""
     src = corpus("dtype_dict_matmul.py")
-    an = _Analyzer(src, "mm_kernel")
+    an = KernelAnalyzer(src, "mm_kernel")
     knobs = {k.name: k for k in an.knobs()}
     picks = [an.render(knobs["BLOCK_SIZE_M"].edits(32)), an.render(knobs["BLOCK_SIZE_N"].edits(128))]
     assert 'torch.float32: {"BLOCK_SIZE_M": 16,' in picks[0]
@@ -191,7 +192,7 @@ def test_every_corpus_rewrite_passes_the_screen(path: Path):
 
     src = path.read_text(encoding="utf-8")
     kernel = detect(src).kernels[0].name
-    an = _Analyzer(src, kernel).analyse(set(FAMILIES))
+    an = KernelAnalyzer(src, kernel).analyse()
     for rw in an.rewrites:
         out = an.source_of(rw)
         assert out != src and screen_variant(src, out, kernel, None) is None, rw.description

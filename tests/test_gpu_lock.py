@@ -1,40 +1,78 @@
 """The cross-process GPU lock that keeps parallel sessions out of each other's timings."""
 from __future__ import annotations
 
+import os
+import queue
 import subprocess
 import sys
-import time
+import threading
+from pathlib import Path
+from typing import Optional
 
 HOLD = """
-import sys, time
+import os, sys, time
 from kernelband.worker.timing import gpu_lock
+print("waiting", time.time(), flush=True)
 with gpu_lock(exclusive=sys.argv[1] == "ex"):
     print("in", time.time(), flush=True)
-    time.sleep(float(sys.argv[2]))
+    while not os.path.exists(sys.argv[2]):  # held until the test says so, however slow the machine
+        time.sleep(0.01)
     print("out", time.time(), flush=True)
 """
 
 
-def _spawn(mode: str, hold: float, lock: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", HOLD, mode, str(hold)], stdout=subprocess.PIPE, text=True,
-                            env={**__import__("os").environ, "KERNELBAND_TIMING_LOCK": lock})
+class Holder:
+    """A process that takes the lock; its lines ("waiting", "in", "out" with a time) are
+    read by a thread, so a wait for the next one can time out."""
 
+    def __init__(self, mode: str, release: Path, lock: str) -> None:
+        self.p = subprocess.Popen([sys.executable, "-c", HOLD, mode, str(release)], stdout=subprocess.PIPE,
+                                  text=True, env={**os.environ, "KERNELBAND_TIMING_LOCK": lock})
+        self.lines: queue.Queue[tuple[str, float]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
 
-def _times(p: subprocess.Popen) -> tuple[float, float]:
-    out, _ = p.communicate(timeout=60)
-    t = dict(line.split() for line in out.splitlines())
-    return float(t["in"]), float(t["out"])
+    def _read(self) -> None:
+        assert self.p.stdout is not None
+        for line in self.p.stdout:
+            word, t = line.split()
+            self.lines.put((word, float(t)))
+
+    def next(self, word: str, timeout: float) -> Optional[float]:
+        """The time of the next line, which must be ``word``; None if none came within ``timeout``."""
+        try:
+            got, t = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        assert got == word, (got, word)
+        return t
+
+    def close(self) -> None:
+        self.p.kill()
+        self.p.wait()
 
 
 def test_exclusive_waits_for_shared_holders_and_shared_ones_overlap(tmp_path):
-    lock = str(tmp_path / "gpu.lock")
-    a = _spawn("sh", 1.0, lock)
-    b = _spawn("sh", 1.0, lock)
-    time.sleep(0.5)  # both shared holders are in
-    c = _spawn("ex", 0.1, lock)
-    (a_in, a_out), (b_in, b_out), (c_in, _) = _times(a), _times(b), _times(c)
-    assert a_in < b_out and b_in < a_out  # two harness runs may overlap
-    assert c_in >= max(a_out, b_out) - 0.05  # a timed region never overlaps them
+    lock, shared_go, exclusive_go = str(tmp_path / "gpu.lock"), tmp_path / "shared-go", tmp_path / "ex-go"
+    exclusive_go.touch()  # the exclusive holder leaves as soon as it is in
+    a, b = Holder("sh", shared_go, lock), Holder("sh", shared_go, lock)
+    c: Optional[Holder] = None
+    try:
+        assert a.next("waiting", 60) and b.next("waiting", 60)
+        # both shared holders get in while neither has left: two harness runs may overlap
+        assert a.next("in", 60) and b.next("in", 60), "a second shared holder waited for the first"
+        c = Holder("ex", exclusive_go, lock)
+        assert c.next("waiting", 60)
+        assert c.next("in", 1.0) is None  # a timed region never starts while a harness runs
+        shared_go.touch()
+        a_out, b_out = a.next("out", 60), b.next("out", 60)
+        c_in = c.next("in", 60)
+        assert a_out and b_out and c_in and c_in >= max(a_out, b_out)
+        assert c.next("out", 60)
+    finally:
+        shared_go.touch()
+        for h in (a, b, c):
+            if h is not None:
+                h.close()
 
 
 def test_no_lock_file_means_no_locking(monkeypatch):

@@ -68,7 +68,7 @@ def test_a_job_hands_each_frame_back_before_the_next_is_decoded(tmp_path, monkey
             events.append(frame.kind)
     finally:
         job.close()
-    # an op-end release alone (228f753, OOM on the GPU) would read outputs, outputs, done
+    # an op-end release alone (two outputs frames held at once: OOM on the GPU) would read outputs, outputs, done
     assert events == ["outputs", "released", "outputs", "released", "done"]
 
 

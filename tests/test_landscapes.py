@@ -17,10 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
+import replay_landscapes as replay
 
-import replay_landscapes as replay  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 KERNELS = ("gelu_fp32", "scale_tuned_fp32")
 
@@ -89,7 +88,6 @@ def test_measure_catches_a_wrong_config(tables):
 
 @pytest.mark.slow
 def test_measure_is_resumable(tables, capsys):
-    sys.path.insert(0, str(REPO / "benchmarks"))
     import landscape_measure as lm
 
     before = {k: (tables / f"{k}.json").read_text() for k in KERNELS}

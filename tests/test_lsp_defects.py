@@ -1,4 +1,4 @@
-"""Issue 14's server defects, each over real LSP on stdio (pytest-lsp; raw bytes for framing).
+"""Server defects found in review, each over real LSP on stdio (pytest-lsp; raw bytes for framing).
 
 1. a found variant stays reachable after Apply -> Undo and on a fresh server (store);
    an interpreted result is never offered as a speedup.
@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -197,8 +198,10 @@ class RawServer:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "server"), env.get("PYTHONPATH", "")])
         self.stderr_path = ws / "server.stderr"
         with open(self.stderr_path, "wb") as err:
+            # its own process group: killing the server must not leave its children (the
+            # analysis pool's spawned worker) running after the test
             self.p = subprocess.Popen([sys.executable, "-m", "kernelband_lsp"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=err, env=env)
+                                      stdout=subprocess.PIPE, stderr=err, env=env, start_new_session=True)
         self.buf = b""
         self.notes: list[dict] = []
         self.send(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -237,7 +240,10 @@ class RawServer:
         return self.reply(msg_id, 10)
 
     def close(self) -> None:
-        self.p.kill()
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.p.wait()
 
 
@@ -358,10 +364,8 @@ async def test_lenses_refresh_live_while_a_job_runs(tmp_path):
 # ---------------------------------------------------------------------------- defect 7 (hover)
 async def test_hover_on_a_huge_file_does_not_wait_for_the_whole_analysis(tmp_path):
     import asyncio
-    import sys as _sys
     import time as _time
 
-    _sys.path.insert(0, str(REPO / "benchmarks"))
     import lsp_latency as B
 
     ws = tmp_path / "ws"

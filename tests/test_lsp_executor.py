@@ -1,4 +1,4 @@
-"""The language server sends optimize jobs to a Ray cluster when asked (issue 15): the
+"""The language server sends optimize jobs to a Ray cluster when asked: the
 settings `kernelband.executor` / `rayAddress` / `workers` become the engine's flags,
 checked against the real engine's `optimize --help`."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The provisional analysis after a keystroke (incremental.py) is either refused or
-exactly what detecting the new text finds (issue 14, latency under edits)."""
+exactly what detecting the new text finds (the latency under edits depends on it)."""
 from __future__ import annotations
 
 import random

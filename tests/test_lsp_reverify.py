@@ -1,4 +1,4 @@
-"""Issue 14: "a user can rerun the verification of an applied variant from the lens".
+"""A user can rerun the verification of an applied variant from the lens.
 
 Over real LSP on stdio (pytest-lsp). After Apply the file holds the variant, so the
 re-verification must check it against the original it replaced, not against itself:

@@ -1,4 +1,4 @@
-"""Memory at production size (issue 11): the judge keeps one copy of a large harness's
+"""Memory at production size: the judge keeps one copy of a large harness's
 outputs. A timing harness whose outputs are over its share of the host budget
 (KERNELBAND_REF_HOST_BYTES) is checked on the first seed only, the small correctness
 harness still under every seed, and the verdict says which ran where. Under the

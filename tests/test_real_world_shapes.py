@@ -1,4 +1,4 @@
-"""Kernels as real projects write them (issue 11): an autotuned kernel with a META grid
+"""Kernels as real projects write them: an autotuned kernel with a META grid
 and hooks, an ``out=`` buffer API whose harness returns nothing, and a wrapper that
 returns an object wrapping a tensor. Each is prepared, a correct rewrite passes and a
 wrong one is caught, under the interpreter through the whole judge."""

@@ -1,4 +1,4 @@
-"""benchmarks/realworld/ under the interpreter (issue 11).
+"""benchmarks/realworld/ under the interpreter.
 
 Fast: `kernelband list` finds each module's kernel and names a bench_* harness as the
 timing workload and the test_* harness as a correctness check.

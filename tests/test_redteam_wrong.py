@@ -1,4 +1,4 @@
-"""The wrong-variant half of the red-team suite (issue 10): every WRONG variant in
+"""The wrong-variant half of the red-team suite: every WRONG variant in
 tests/redteam/wrong/ must not evaluate as ok, every CORRECT one in
 tests/redteam/correct_eval/ must (no false rejections). Real worker, Triton interpreter.
 
@@ -86,7 +86,8 @@ def test_correct_variant_passes(evaluators: Evaluators, case: Case) -> None:
 
 
 def test_corpus_is_complete() -> None:
-    """Issue 10's floor: >= 40 wrong variants over >= 4 kernels, >= 20 correct ones."""
+    """The suite's floor, so that it cannot shrink unnoticed: >= 40 wrong variants over >= 4
+    kernels, >= 20 correct ones."""
     wrong = [c for c in CASES if c.expected == WRONG]
     assert len(wrong) >= 40 and len({c.kernel for c in wrong}) >= 4
     assert len([c for c in CASES if c.expected == CORRECT]) >= 20

@@ -1,6 +1,6 @@
 """The original behind an applied variant, rebuilt from a stored Result (its variant and
-diff, checked by hash), and the one-line verdict of `kernelband check --json` (issue 14:
-re-verify an applied variant from the lens)."""
+diff, checked by hash), and the one-line verdict of `kernelband check --json` (what
+re-verifying an applied variant from the lens runs)."""
 from __future__ import annotations
 
 import pytest

@@ -1,13 +1,17 @@
-"""Standardisation, k-means++ and pool clustering (kernelband/search/cluster.py)."""
+"""Standardisation, k-means (scikit-learn) and pool clustering (kernelband/search/cluster.py)."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from helpers.blocked import env_without
+from helpers.paths import REPO
 from kernelband.model import Variant
-from kernelband.search import Candidate, cluster_pool, kmeans_pp, runtime_vector, standardise
+from kernelband.search import Candidate, cluster_pool, kmeans, runtime_vector, standardise
 
 
 def cand(name, t, rv):
@@ -29,19 +33,19 @@ def test_standardise_imputes_non_finite_with_the_column_mean():
     assert np.isfinite(standardise(np.array([[np.nan], [np.nan]]))).all()
 
 
-def test_kmeans_pp_finds_obvious_clusters_deterministically():
+def test_kmeans_finds_obvious_clusters_deterministically():
     blobs = [(0, 0), (0.1, 0), (0, 0.1), (10, 10), (10.1, 10), (10, 10.1), (0, 10), (0.1, 10), (0, 10.1)]
     x = np.array(blobs, dtype=float)
-    labels, centres = kmeans_pp(x, 3, seed=0)
+    labels, centres = kmeans(x, 3, seed=0)
     groups = {frozenset(np.flatnonzero(labels == k)) for k in range(3)}
     assert groups == {frozenset({0, 1, 2}), frozenset({3, 4, 5}), frozenset({6, 7, 8})}
     assert sorted(map(tuple, np.round(centres, 3))) == [(0.033, 0.033), (0.033, 10.033), (10.033, 10.033)]
-    again, _ = kmeans_pp(x, 3, seed=0)
+    again, _ = kmeans(x, 3, seed=0)
     assert (again == labels).all()
 
 
-def test_kmeans_pp_reduces_k_to_distinct_points():
-    labels, centres = kmeans_pp(np.array([[1.0], [1.0], [1.0], [5.0]]), 3)
+def test_kmeans_reduces_k_to_distinct_points():
+    labels, centres = kmeans(np.array([[1.0], [1.0], [1.0], [5.0]]), 3)
     assert len(set(labels.tolist())) == 2 and centres.shape == (2, 1)
 
 
@@ -79,3 +83,69 @@ def test_runtime_vector_feature_sets():
     assert v2[:3] == pytest.approx([0.0, 64, 16]) and math.isnan(v2[3]) and math.isnan(v2[4])
     with pytest.raises(ValueError):
         runtime_vector({}, "v9")
+
+
+def test_kmeans_is_scikit_learns_kmeans():
+    """The labels and centres are sklearn's for the same k, seeding, restarts and seed."""
+    from sklearn.cluster import KMeans
+
+    x = np.random.default_rng(3).normal(size=(30, 4))
+    labels, centres = kmeans(x, 3, seed=7, restarts=4, max_iter=100)
+    ref = KMeans(n_clusters=3, init="k-means++", n_init=4, max_iter=100, random_state=7).fit(x)
+    assert (labels == ref.labels_).all()
+    assert centres == pytest.approx(ref.cluster_centers_)
+    again, _ = kmeans(x, 3, seed=7, restarts=4, max_iter=100)
+    assert (again == labels).all()
+
+
+def test_kmeans_fits_on_one_openmp_thread(monkeypatch):
+    """On busy cores sklearn's OpenMP threads wait on each other (tens of ms a call):
+    the fit runs with OpenMP limited to one thread, and the limit ends with the fit."""
+    from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_info
+
+    def openmp_threads() -> list[int]:
+        return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "openmp"]
+
+    seen: list[list[int]] = []
+    real_fit = KMeans.fit
+
+    def spying_fit(self, *args, **kwargs):
+        seen.append(openmp_threads())
+        return real_fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(KMeans, "fit", spying_fit)
+    kmeans(np.random.default_rng(0).normal(size=(12, 2)), 3)
+    assert seen and seen[0] and set(seen[0]) == {1}, seen
+    # the machine may have one core: the limit is only visible when OpenMP had more
+    if max(openmp_threads(), default=1) > 1:
+        assert openmp_threads() != seen[0]
+
+
+def test_importing_the_search_does_not_import_scikit_learn():
+    """sklearn's import takes 1-2 s: a session pays it when it first clusters a pool
+    larger than K, not when the policies are imported or a small pool is clustered."""
+    code = (
+        "import sys\n"
+        "from kernelband.search import cluster_pool, make_policy, BanditConfig, Candidate\n"
+        "from kernelband.model import Variant\n"
+        "make_policy('kernelband', BanditConfig(), None)\n"
+        "pool = [Candidate(id=n, variant=Variant(source=n, id=n), time_ms=t, runtime_vector=[t]) for n, t in (('a', 1.0), ('b', 2.0))]\n"
+        "cluster_pool(pool, k=3)\n"
+        "print('sklearn' in sys.modules)\n"
+        "cluster_pool(pool + [Candidate(id=n, variant=Variant(source=n, id=n), time_ms=t, runtime_vector=[t]) for n, t in (('c', 3.0), ('d', 9.0))], k=3)\n"
+        "print('sklearn' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]
+
+
+def test_clustering_without_scikit_learn_is_one_line(tmp_path):
+    code = ("from kernelband.search import kmeans\nimport numpy as np\n"
+            "kmeans(np.arange(8.0).reshape(4, 2), 2)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=env_without(tmp_path, "sklearn"))
+    assert out.returncode == 1
+    assert "MissingDependency: KernelBand's clustering needs the sklearn.cluster package" in out.stderr
+    assert "pip install scikit-learn" in out.stderr

@@ -113,3 +113,17 @@ def test_v1_policy_feeds_its_compatibility_model():
     p.update(c, "vectorization", Outcome(True, 1.0, 0.8), None)
     assert [ok for _, ok in compat.samples("vectorization")] == [False, True]
     assert p.state()["t"] == 2
+
+
+def test_set_weights_is_what_probability_uses_and_checks_the_length():
+    import math
+
+    from kernelband.search.compat import PHI_DIM, CompatibilityModels
+
+    m = CompatibilityModels(strategies=("tiling",))
+    w = [0.0] * PHI_DIM + [2.0]  # bias only
+    m.set_weights("tiling", w)
+    assert m.weights("tiling") == w
+    assert m.probability([50.0] * PHI_DIM, "tiling") == pytest.approx(1 / (1 + math.exp(-2.0)))
+    with pytest.raises(ValueError):
+        m.set_weights("tiling", [1.0, 2.0])

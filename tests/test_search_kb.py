@@ -227,7 +227,7 @@ def test_kb_fresh_must_be_a_known_rule():
         BanditConfig(kb_fresh="first")
 
 
-# --------------------------------------------------------------------------- the signed gap and depletion (issue 12)
+# --------------------------------------------------------------------------- the signed gap and depletion
 
 def test_signed_gap_keeps_a_slow_target_below_a_depleted_arm_on_the_best():
     """kb_gap_signed: the gap term is not clipped at 0. Clipped, a member far behind the

@@ -1,4 +1,4 @@
-"""Real-world-style Triton kernels (issue 11): one module per kernel, each with a small
+"""Real-world-style Triton kernels: one module per kernel, each with a small
 `test_*` correctness harness and a production-size `bench_*` timing harness.
 
 MODULES maps module file -> kernel name; the GPU scripts and tests iterate over it."""

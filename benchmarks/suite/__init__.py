@@ -83,7 +83,7 @@ SUITE: tuple[SuiteEntry, ...] = (
     # gather / scatter
     _e("embedding_bf16", "embedding_kernel", "embedding", "gather-scatter", "bf16"),
     _e("scatter_add_fp32", "scatter_add_kernel", "scatter_add", "gather-scatter", "fp32"),
-    # issue 12: kernels where more than one strategy pays off
+    # kernels where more than one strategy pays off
     _e("scale_tuned_fp32", "scale_kernel", "scale", "elementwise", "fp32"),  # already tuned
     _e("add_small_blocks_fp16", "add_small_kernel", "add_small", "elementwise", "fp16"),  # persistent candidate
     _e("matmul_rowmajor_fp16", "matmul_rm_kernel", "matmul_rm", "matmul", "fp16"),  # pipelining + swizzle

@@ -30,7 +30,6 @@ from typing import Callable
 from .code import block_ptr, cache, hints, persistent, pipeline, rows, swizzle
 from .edits import Edits
 from .rewrites import Rewrites
-from .triton_features import block_pointers_supported, tl_range_params  # noqa: F401 - re-exported
 
 CodeRewrite = Callable[[Rewrites], list[tuple[str, str, Edits]]]  # (key, description, edits) per variant
 

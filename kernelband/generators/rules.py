@@ -2,7 +2,9 @@
 
 The generator over the typed space (``space.py``: knobs found by data flow from the
 launch site, configs that know Triton's defaults), the rewrites that are not one knob's
-value (``coderewrites.py``: a module each under ``code/``) and the source edits they are made of (``edits.py``).
+value (``coderewrites.py``: a module each under ``code/``) and the source edits they are
+made of (``edits.py``). ``analysis.py`` lists what can be proposed for a source; this
+module chooses among it.
 
 Rewrite families (``Strategy.offline_rewrites`` maps strategies onto them):
 
@@ -43,7 +45,7 @@ parent within a strategy are ranked (``ranking="model"``, the default) by the co
 model shipped in ``costmodel.json`` (fitted on measured landscapes by
 ``benchmarks/landscape_costmodel.py``): highest predicted gain first; the autotune wrap
 scores above every launch-tuning move of the same parent, so it comes first where it is
-legal (91% of its recorded pulls gained, issue 12). With
+legal (91% of its recorded pulls gained). With
 ``ranking="nearest"`` (or without the model file) they go by distance from the current
 value (neighbours first). Ties are broken by a ``random.Random`` seeded from (seed,
 parent id, strategy, rewrites already used), so the sequence is a pure function of the
@@ -56,136 +58,32 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
-import libcst as cst
-
 from .. import strategies as _strategies
-from ..model import KernelInfo, Variant, sha256_text
+from ..model import Variant, sha256_text
 from ..screen import screen_variant
+from .analysis import (  # noqa: F401  (FAMILIES and cost_model are re-exported: callers know them from here)
+    FAMILIES,
+    Analysis,
+    AnalysisCache,
+    ANALYSIS_ERRORS,
+    KernelAnalyzer,
+    ProposedRewrite,
+    cost_model,
+)
 from .base import GenContext, Generation
-from .costmodel import CostModel, KernelTraits
-from .edits import Apply as _Apply
-from .edits import Edit, Edits, walk
+from .costmodel import CostModel
+from .edits import Edits
 from .edits import merge as _merge
-from .code import autotune
-from .code.autotune import AUTOTUNE_MAX_CONFIGS  # noqa: F401
-from .coderewrites import CODE_REWRITES, HINT_REWRITES
-from .rewrites import Rewrites
 from .space import (  # noqa: F401  (re-exported: the constants callers know from here)
-    BLOCK_MAX_1D,
-    BLOCK_MAX_ND,
-    BLOCK_MIN,
     DEFAULT_STAGES,
     DEFAULT_WARPS,
-    GROUPS,
-    STAGES,
-    WARPS,
-    Config,
-    Knob,
     config_key,
 )
 
-FAMILIES: tuple[str, ...] = (
-    "block_size", "num_warps", "num_stages", "group_m", "hints", "cache_modifiers", "autotune",
-    "pipeline_loop", "pid_swizzle", "persistent", "rows_per_program", "block_ptr",
-)
 RANKINGS: tuple[str, ...] = ("model", "nearest")
 ENUMERATE_LIMIT = 256  # most variants enumerate_space returns (deterministic subsample beyond)
-
-
-@dataclass
-class _Rewrite:
-    family: str
-    key: str
-    description: str
-    distance: float
-    edits: Edits
-    delta: dict[str, tuple[int, int]] = field(default_factory=dict)  # knob ident -> (from, to)
-    score: float = 0.0  # the cost model's predicted log speedup (the ranking within a strategy)
-    _source: Optional[str] = None
-    _key: Optional[str] = None
-
-
-@dataclass
-class _Analysis:
-    info: KernelInfo
-    render: Callable[[Edits], str]
-    knobs: list[Knob] = field(default_factory=list)
-    rewrites: list[_Rewrite] = field(default_factory=list)
-
-    def source_of(self, rw: _Rewrite) -> str:
-        if rw._source is None:
-            rw._source = self.render(rw.edits)
-        return rw._source
-
-    def key_of(self, rw: _Rewrite, kernel: str) -> str:
-        if rw._key is None:
-            rw._key = config_key(self.source_of(rw), kernel)
-        return rw._key
-
-
-_MODEL: Optional[CostModel] = None
-_MODEL_LOADED = False
-
-
-def cost_model() -> Optional[CostModel]:
-    """The shipped cost model (costmodel.json), loaded once; None when absent."""
-    global _MODEL, _MODEL_LOADED
-    if not _MODEL_LOADED:
-        _MODEL, _MODEL_LOADED = CostModel.load(), True
-    return _MODEL
-
-
-AUTOTUNE_MARGIN = 0.05  # the autotuner keeps the best of configs that include the current one
-EXTEND_SCORE = 0.02  # more configs for an autotuner: never slower in steady state
-PIN_SCORE = -0.02  # one config of the list: at best what the autotuner picked
-CODE_DISTANCE = 2.0  # nearest-first order: after the neighbouring launch values
-CODE_SCORE = 0.01  # code rewrites: no measurements yet to rank them, tried before launch-knob no-ops
-
-
-class _Analyzer(Rewrites):
-    """Everything the generator can propose for one (source, kernel)."""
-
-    def analyse(self, families: set[str], model: Optional[CostModel] = None) -> _Analysis:
-        an = _Analysis(self.info, self.render, self.knobs())
-        traits = KernelTraits(has_dot=any(self.is_lang_call(n, "dot") for n in walk(self.kdef.body)),
-                              has_loop=self.has_loop)
-        base = [(k.kind, k.current) for k in an.knobs]
-
-        def predict(child: list[tuple[str, int]]) -> float:
-            return model.predict(base, child, traits) if model is not None else 0.0
-
-        for i, k in enumerate(an.knobs):
-            if k.family not in families:
-                continue
-            for v in k.domain:
-                if v == k.current:
-                    continue
-                desc = f"{k.label()} -> {v} at {k.where} line {k.line}"
-                child = base[:i] + [(k.kind, v)] + base[i + 1:]
-                an.rewrites.append(_Rewrite(k.family, f"{k.kind}:{k.name}:{k.line}:{v}", desc, k.distance(v),
-                                            k.edits(v), {k.ident: (k.current, v)}, score=predict(child)))
-        for table, distance, score in ((HINT_REWRITES, 1.0, 0.0), (CODE_REWRITES, CODE_DISTANCE, CODE_SCORE)):
-            for family, find in table.items():
-                if family in families:
-                    for key, desc, edits in find(self):
-                        an.rewrites.append(_Rewrite(family, key, desc, distance, edits, score=score))
-        if "autotune" in families:
-            at = autotune.wrap(self, an.knobs)
-            if at is not None:
-                kinds = {k for k, _ in base}
-                # the autotuner measures its configs and keeps the best: at least the best of them
-                best = max(predict([kv for kv in base if kv[0] not in {c[0] for c in cfg}] + cfg) for cfg in at[2])
-                # offered first where legal: it gained in 91% of its recorded pulls (issue 12)
-                others = [rw.score for rw in an.rewrites if rw.family in ("block_size", "num_warps")]
-                top = max([best, 0.0, *others]) if kinds else 0.0
-                an.rewrites.append(_Rewrite("autotune", "autotune", at[0], 1.0, at[1], score=top + AUTOTUNE_MARGIN))
-            for key, desc, edits in autotune.list_rewrites(self):
-                score = EXTEND_SCORE if key == "autotune_extend" else PIN_SCORE
-                an.rewrites.append(_Rewrite("autotune", key, desc, 1.0, edits, score=score))
-        return an
 
 
 # --------------------------------------------------------------------------- generator
@@ -203,17 +101,29 @@ class RulesGenerator:
         enumerate_limit: int = ENUMERATE_LIMIT,
         autotune: bool = True,
         ranking: str = "model",
+        ranking_model: Optional[CostModel] = None,
+        analyses: Optional[AnalysisCache] = None,
+        screen: Callable[[str, str, str, Optional[str]], Optional[str]] = screen_variant,
         **_ignored: object,
     ) -> None:
+        """``ranking_model`` ranks with another cost model than the shipped one (a replay
+        holds the replayed kernel out of it); ``analyses`` shares a cache of analyses made
+        with the same families and model (ValueError otherwise); ``screen`` is the static
+        screen every proposal passes (a replay memoizes it)."""
         if ranking not in RANKINGS:
             raise ValueError(f"unknown ranking {ranking!r}; known: {', '.join(RANKINGS)}")
-        self.model = cost_model() if ranking == "model" else None
+        self.model = (ranking_model or cost_model()) if ranking == "model" else None
         self.ranking = ranking if self.model is not None else "nearest"
         self.seed = int(seed)
         self.strategies = tuple(s for s in (strategies or _strategies.STRATEGY_NAMES) if s in _strategies.STRATEGIES)
         self.enumerate_limit = int(enumerate_limit)
-        self.families = set(FAMILIES) - (set() if autotune else {"autotune"})
-        self._analyses: dict[tuple[str, str], Optional[_Analysis]] = {}
+        self.families = frozenset(FAMILIES) - (frozenset() if autotune else {"autotune"})
+        if analyses is None:
+            analyses = AnalysisCache(self.families, self.model)
+        elif analyses.families != self.families or analyses.model is not self.model:
+            raise ValueError("a shared AnalysisCache must use the generator's families and cost model")
+        self._analyses = analyses
+        self._screen = screen
         self._used: dict[str, set[str]] = {}  # parent id -> rewrite keys used
         self._seen: set[str] = set()  # config keys of every source produced or seen as a parent
         self._parents: set[tuple[str, str]] = set()  # (source hash, kernel) of parents already in _seen
@@ -222,19 +132,15 @@ class RulesGenerator:
         self.last_rewrite: Optional[tuple[str, str]] = None
 
     # ---- internals
-    def _analysis(self, parent: Variant, kernel: str) -> Optional[_Analysis]:
+    def _analysis(self, parent: Variant, kernel: str) -> Optional[Analysis]:
+        an = self._analyses.get(parent.source, kernel)
         key = (sha256_text(parent.source), kernel)
-        if key not in self._analyses:
-            try:
-                self._analyses[key] = _Analyzer(parent.source, kernel).analyse(self.families, self.model)
-            except (LookupError, SyntaxError, ValueError, cst.ParserSyntaxError, RecursionError):
-                self._analyses[key] = None
         if key not in self._parents:  # config_key parses the source: once per parent, not per offered() call
             self._parents.add(key)
             self._seen.add(config_key(parent.source, kernel))
-        return self._analyses[key]
+        return an
 
-    def _available(self, parent: Variant, kernel: str, strategy: str) -> list[_Rewrite]:
+    def _available(self, parent: Variant, kernel: str, strategy: str) -> list[ProposedRewrite]:
         an = self._analysis(parent, kernel)
         if an is None or strategy not in self.strategies:
             return []
@@ -273,7 +179,7 @@ class RulesGenerator:
             used.add(rw.key)
             source = an.source_of(rw)
             self._seen.add(an.key_of(rw, ctx.kernel))
-            reason = screen_variant(parent.source, source, ctx.kernel, ctx.harness or None)
+            reason = self._screen(parent.source, source, ctx.kernel, ctx.harness or None)
             if reason is None:
                 break
             # a rewrite that fails the screen is a bug here; never hand it on
@@ -286,8 +192,8 @@ class RulesGenerator:
         group size), without the original's own point. Beyond ``enumerate_limit`` points,
         a deterministic (seeded) subsample of that many. Variants have strategy None."""
         try:
-            analyzer = _Analyzer(original.source, kernel)
-        except (LookupError, SyntaxError, ValueError, cst.ParserSyntaxError, RecursionError):
+            analyzer = KernelAnalyzer(original.source, kernel)
+        except ANALYSIS_ERRORS:
             return []
         knobs = analyzer.knobs()
         if not knobs:

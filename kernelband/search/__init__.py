@@ -9,7 +9,7 @@ from .base import (
     reward,
 )
 from .baselines import GreedyPolicy, RandomPolicy, UCB1Policy
-from .cluster import FEATURE_SETS, cluster_pool, kmeans_pp, runtime_vector, standardise
+from .cluster import FEATURE_SETS, cluster_pool, kmeans, runtime_vector, standardise
 from .compat import PHI_DIM, PHI_FEATURES, PRIOR_WEIGHTS, CompatibilityModels, normalise_phi
 from .config import BanditConfig
 from .kernelband import KernelBandPolicy
@@ -18,7 +18,7 @@ from .registry import make_policy
 __all__ = [
     "POLICY_NAMES", "Candidate", "Offered", "Outcome", "SearchPolicy", "improved", "make_policy", "reward",
     "GreedyPolicy", "RandomPolicy", "UCB1Policy",
-    "FEATURE_SETS", "cluster_pool", "kmeans_pp", "runtime_vector", "standardise",
+    "FEATURE_SETS", "cluster_pool", "kmeans", "runtime_vector", "standardise",
     "PHI_DIM", "PHI_FEATURES", "PRIOR_WEIGHTS", "CompatibilityModels", "normalise_phi",
     "BanditConfig", "KernelBandPolicy",
 ]

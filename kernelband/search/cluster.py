@@ -1,4 +1,4 @@
-"""Clustering of pool members by their runtime vector (DESIGN section 2). numpy only.
+"""Clustering of pool members by their runtime vector (DESIGN section 2).
 
 Features. ``Candidate.runtime_vector`` is built by the profiler with
 ``runtime_vector(values, feature_set)`` (names in ``FEATURE_SETS``). When pool
@@ -10,9 +10,9 @@ over the pool; a constant column becomes 0; a non-finite entry is replaced by th
 mean of the column's finite entries first (0 when there are none).
 
 Clusters: with no more members than K, each member is its own cluster. Otherwise
-k-means++ with k = min(K, number of distinct standardised vectors), best of
-``kmeans_restarts`` runs by inertia, seeded by ``cluster_seed``: the clustering is a
-pure function of the pool. Clusters are numbered by their fastest member (cluster 0
+scikit-learn's KMeans (k-means++ seeding) with k = min(K, number of distinct
+standardised vectors), best of ``kmeans_restarts`` runs by inertia, seeded by
+``cluster_seed``: the clustering is a pure function of the pool. Clusters are numbered by their fastest member (cluster 0
 holds the fastest kernel), so numbers are stable when the partition is.
 
 Representative of a cluster (used by v2's mask): the member nearest its centroid in
@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from ..deps import require
 from .base import Candidate, time_key
 
 # Names of the runtime-vector features, in order. Raw values are given to
@@ -93,67 +94,46 @@ def standardise(x: np.ndarray) -> np.ndarray:
     return z
 
 
-def _sqdist(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    return ((x[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+def distinct_k(x: np.ndarray, k: int) -> int:
+    """``k`` reduced to the number of distinct rows of ``x`` (at least 1)."""
+    return max(1, min(k, len({tuple(r) for r in np.round(x, 12)})))
 
 
-def _seed_centres(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """k-means++ seeding: first centre uniform, then each with probability ~ D(x)^2."""
-    n = x.shape[0]
-    idx = [int(rng.integers(n))]
-    d2 = _sqdist(x, x[idx]).min(axis=1)
-    while len(idx) < k:
-        total = d2.sum()
-        if total <= 0:  # fewer distinct points than k (callers prevent this)
-            break
-        nxt = int(rng.choice(n, p=d2 / total))
-        idx.append(nxt)
-        d2 = np.minimum(d2, _sqdist(x, x[[nxt]])[:, 0])
-    return x[idx].copy()
-
-
-def _lloyd(x: np.ndarray, centres: np.ndarray, max_iter: int) -> tuple[np.ndarray, np.ndarray, float]:
-    labels = np.full(x.shape[0], -1)
-    k = centres.shape[0]
-    for _ in range(max_iter):
-        d2 = _sqdist(x, centres)
-        new = d2.argmin(axis=1)
-        if np.array_equal(new, labels):
-            break
-        labels = new
-        for j in range(k):
-            members = labels == j
-            if members.any():
-                centres[j] = x[members].mean(axis=0)
-            else:  # empty cluster: restart it at the point worst served by its centre
-                far = int(d2[np.arange(x.shape[0]), labels].argmax())
-                centres[j] = x[far]
-    d2 = _sqdist(x, centres)
-    labels = d2.argmin(axis=1)
-    inertia = float(d2[np.arange(x.shape[0]), labels].sum())
-    return labels, centres, inertia
-
-
-def kmeans_pp(
+def kmeans(
     x: np.ndarray, k: int, seed: int = 0, restarts: int = 4, max_iter: int = 100
 ) -> tuple[np.ndarray, np.ndarray]:
-    """k-means with k-means++ seeding; best of ``restarts`` runs. Returns (labels, centres).
+    """scikit-learn's k-means (k-means++ seeding, best of ``restarts`` Lloyd runs by
+    inertia). Returns (labels, centres); deterministic given ``seed``.
 
-    ``k`` is reduced to the number of distinct rows. Deterministic given ``seed``."""
+    ``k`` is reduced to the number of distinct rows (more clusters than distinct points
+    would leave duplicate centres). One OpenMP thread: a session shares the CPU with
+    Triton's compile workers, and on busy cores sklearn's threads wait on each other
+    (tens of ms per call instead of a few; benchmarks/results/sklearn_compare.md).
+    scikit-learn is imported here, on the first pool larger than k: importing it costs
+    1-2 s, which a session that never clusters should not pay."""
     x = np.asarray(x, dtype=float)
-    n = x.shape[0]
-    distinct = len({tuple(r) for r in np.round(x, 12)})
-    k = max(1, min(k, distinct))
+    k = distinct_k(x, k)
     if k == 1:
-        return np.zeros(n, dtype=int), x.mean(axis=0, keepdims=True)
-    rng = np.random.default_rng(seed)
-    best: Optional[tuple[np.ndarray, np.ndarray, float]] = None
-    for _ in range(max(1, restarts)):
-        run = _lloyd(x, _seed_centres(x, k, rng), max_iter)
-        if best is None or run[2] < best[2] - 1e-12:
-            best = run
-    assert best is not None
-    return best[0], best[1]
+        return np.zeros(x.shape[0], dtype=int), x.mean(axis=0, keepdims=True)
+    sk_cluster = require("sklearn.cluster", "KernelBand's clustering", "pip install scikit-learn")
+    model = sk_cluster.KMeans(
+        n_clusters=k, init="k-means++", n_init=max(1, restarts), max_iter=max_iter, random_state=seed
+    )
+    with _one_openmp_thread():
+        model.fit(x)
+    return np.asarray(model.labels_, dtype=int), np.asarray(model.cluster_centers_, dtype=float)
+
+
+_controller: Optional[Any] = None
+
+
+def _one_openmp_thread() -> Any:
+    """A context that limits OpenMP to one thread; the controller scans the loaded
+    libraries once (a fresh ``threadpool_limits`` per call costs more than the fit)."""
+    global _controller
+    if _controller is None:
+        _controller = require("threadpoolctl", "KernelBand's clustering", "pip install scikit-learn").ThreadpoolController()
+    return _controller.limit(limits=1, user_api="openmp")
 
 
 @dataclass
@@ -187,7 +167,7 @@ def cluster_pool(
         labels = np.arange(n)
         centres = z.copy()
     else:
-        labels, centres = kmeans_pp(z, k, seed=seed, restarts=restarts, max_iter=max_iter)
+        labels, centres = kmeans(z, k, seed=seed, restarts=restarts, max_iter=max_iter)
     groups: dict[int, list[int]] = {}
     for i, lab in enumerate(labels):
         groups.setdefault(int(lab), []).append(i)

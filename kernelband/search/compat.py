@@ -19,6 +19,15 @@ When a kernel has no profile (phi None), psi is ``phi_none_psi`` = 0.5: neutral,
 term then shifts every strategy's score equally. We do not guess counters from
 runtime estimates.
 
+Why numpy and not scikit-learn's LogisticRegression (which the clustering uses): its
+L2 penalty is centred on zero, with no prior mean and no offset term, so it cannot
+pull the weights towards ``PRIOR_WEIGHTS``, and the warm start is what the model knows
+before a session has samples; it refuses a buffer that holds one class only, the usual
+case early in a session. A refit after each sample starts from the current weights
+(a few Newton steps, well under a millisecond). With the warm start off, sklearn's fit
+(``C = 1 / compat_prior_strength``, no intercept, the bias column in X) is the same
+objective: benchmarks/results/sklearn_compare.md finds the same weights (within 6e-4).
+
 Persistence through kernelband/store.py: ``CompatibilityModels.load(store)`` reads
 each strategy's stored weights and last samples; ``save(store)`` appends the samples
 observed since load/last save and writes the current weights. Weights of another
@@ -102,6 +111,25 @@ PRIOR_WEIGHTS: dict[str, tuple[float, ...]] = {
 }
 
 
+def map_logistic_fit(x: np.ndarray, y: np.ndarray, start: np.ndarray, prior_mean: np.ndarray,
+                     prior_strength: float, lr: float = 1.0, steps: int = 8) -> np.ndarray:
+    """MAP weights of ``sigmoid(x @ w)`` for labels ``y`` (0/1) under a Gaussian prior
+    centred on ``prior_mean`` with precision ``prior_strength``: up to ``steps`` Newton
+    steps of size ``lr`` from ``start``, stopping when a step is below 1e-9."""
+    w = np.array(start, dtype=float, copy=True)
+    lam = max(prior_strength, 1e-6)
+    eye = np.eye(w.size)
+    for _ in range(max(1, steps)):
+        p = 1.0 / (1.0 + np.exp(-np.clip(x @ w, -50, 50)))
+        grad = x.T @ (p - y) + lam * (w - prior_mean)
+        hess = (x * (p * (1 - p))[:, None]).T @ x + lam * eye
+        step = np.linalg.solve(hess, grad)
+        w -= lr * step
+        if float(np.abs(step).max()) < 1e-9:
+            break
+    return w
+
+
 def _sigmoid(z: float) -> float:
     if z >= 0:
         return 1.0 / (1.0 + math.exp(-z))
@@ -139,6 +167,13 @@ class CompatibilityModels:
     def weights(self, strategy: str) -> list[float]:
         return [float(v) for v in self._model(strategy)]
 
+    def set_weights(self, strategy: str, weights: Sequence[float]) -> None:
+        """Use these weights for ``strategy`` (as ``load`` does with stored ones)."""
+        if len(weights) != PHI_DIM + 1:
+            raise ValueError(f"a compatibility model has {PHI_DIM + 1} weights, got {len(weights)}")
+        self._model(strategy)
+        self._weights[strategy] = np.array(weights, dtype=float)
+
     def samples(self, strategy: str) -> list[tuple[list[float], bool]]:
         self._model(strategy)
         return [(phi, ok) for phi, ok, _ in self._buffers[strategy]]
@@ -163,19 +198,9 @@ class CompatibilityModels:
             return
         x = np.stack([row for _, _, row in buf])
         y = np.array([1.0 if ok else 0.0 for _, ok, _ in buf])
-        w = self._weights[strategy].copy()
-        w0 = self.prior(strategy)
-        lam = max(self.config.compat_prior_strength, 1e-6)
-        eye = np.eye(w.size)
-        for _ in range(max(1, self.config.compat_steps)):
-            p = 1.0 / (1.0 + np.exp(-np.clip(x @ w, -50, 50)))
-            grad = x.T @ (p - y) + lam * (w - w0)
-            hess = (x * (p * (1 - p))[:, None]).T @ x + lam * eye
-            step = np.linalg.solve(hess, grad)
-            w -= self.config.compat_lr * step
-            if float(np.abs(step).max()) < 1e-9:
-                break
-        self._weights[strategy] = w
+        cfg = self.config
+        self._weights[strategy] = map_logistic_fit(x, y, self._weights[strategy], self.prior(strategy),
+                                                   cfg.compat_prior_strength, cfg.compat_lr, cfg.compat_steps)
 
     # ------------------------------------------------------------------ persistence
     @classmethod

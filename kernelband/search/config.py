@@ -36,10 +36,11 @@ each backed by the landscape replays in benchmarks/README.md, "The default polic
 - exploration ``kb_explore * sqrt(ln(t+1) / (n + prior_strength))`` and a hardware term
   ``hw_weight * (headroom - 0.5)`` where headroom = 1 - saturation of the strategy's
   resource on the target (tier-1/2 estimates; 0 when unknown).
-Setting ``kb_gap_signed=False, kb_deplete=1.0`` gives the default of commit 6d176c4;
-``kb_patience=-1, kb_pooled=False, kb_gap=False, kb_fresh="score", prior_strength=0``
-on top of that gives the one before (per-cluster warm-up, reward relative to
-the best, ``reward_mode`` "best"). Clustering uses the v1 feature vector.
+Setting ``kb_gap_signed=False, kb_deplete=1.0`` turns the last two parts off (the gap
+clipped at 0, no depletion); ``kb_patience=-1, kb_pooled=False, kb_gap=False,
+kb_fresh="score", prior_strength=0`` on top of that gives plain per-cluster warm-up
+with the reward relative to the best (``reward_mode`` "best"). Clustering uses the v1
+feature vector.
 """
 from __future__ import annotations
 

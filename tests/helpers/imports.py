@@ -39,8 +39,12 @@ def _targets(module: str, is_pkg: bool, node: ast.AST, known: dict[str, Path]) -
             prefix = ".".join(base + ([node.module] if node.module else []))
         else:
             prefix = node.module or ""
-        # `from pkg import sub` imports the submodule when there is one
+        # `from pkg import sub` imports the submodule when there is one, and runs the
+        # package's __init__ first: a package that (even in a function) imports the
+        # module back closes a circle
         names = [f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in known else prefix for a in node.names]
+        if prefix in known and known[prefix].name == "__init__.py":
+            names.append(prefix)
     for name in names:
         while name and name not in known:  # `import a.b.c` of a module we know as `a.b`
             name = name.rpartition(".")[0]

@@ -16,8 +16,10 @@ from helpers.kernels import AXPY
 
 
 # A tiny first block: each doubling halves the interpreter's per-program work, an effect
-# far above CPU timing noise.
-AXPY_SESSION = AXPY.replace("torch.randn(3001)", "torch.randn(4001)").replace(
+# far above CPU timing noise. SESSION_N is no multiple of any block size (every launch has
+# a masked tail) and small: a session's cost is mostly the interpreter's programs.
+SESSION_N = 1001
+AXPY_SESSION = AXPY.replace("torch.randn(3001)", f"torch.randn({SESSION_N})").replace(
     "axpy_kernel[(triton.cdiv(n, 128),)](x, y, out, alpha, n, BLOCK_SIZE=128)",
     'grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)\n    axpy_kernel[grid](x, y, out, alpha, n, BLOCK_SIZE=16)')
 assert "BLOCK_SIZE=16" in AXPY_SESSION

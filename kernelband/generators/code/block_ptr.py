@@ -10,9 +10,9 @@ from typing import Optional
 
 import libcst as cst
 
-from .. import triton_features
 from ..edits import Edits, names_in, walk
 from ..rewrites import Rewrites
+from ..triton_features import block_pointers_supported
 
 Offsets = dict[str, tuple[str, str]]  # offs name -> (start expression, BLOCK)
 
@@ -23,7 +23,7 @@ def _advance_style() -> Optional[bool]:
     try:
         import triton.language as tl
 
-        if not triton_features.block_pointers_supported():
+        if not block_pointers_supported():
             return None
         functional = hasattr(tl, "advance")
         if not functional and not hasattr(getattr(tl, "tensor", object), "advance"):

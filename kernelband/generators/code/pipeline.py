@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .. import triton_features
 from ..edits import Edits, walk
 from ..rewrites import Rewrites
+from ..triton_features import tl_range_params
 
 PIPELINE_STAGES: tuple[int, ...] = (2, 3, 4)
 LOOP_UNROLL: tuple[int, ...] = (2, 4)
@@ -43,7 +43,7 @@ def _with_keyword(func: cst.BaseExpression, keyword: str, value: int):  # type: 
 
 
 def rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
-    params = triton_features.tl_range_params()
+    params = tl_range_params()
     if "num_stages" not in params:
         return []
     loops = pipeline_loops(an)

@@ -1,4 +1,4 @@
-"""The grid repeats the block as a literal (issue 11): a block change must follow it."""
+"""The grid repeats the block as a literal: a block change must follow it."""
 import torch
 import triton
 import triton.language as tl
