@@ -49,9 +49,10 @@ class CheckOptions:
 
 
 def checked_block(task: Task) -> dict[str, Any]:
-    """What a pass of this task means: seeds, harnesses, the checks (memcheck added later)."""
+    """What a pass of this task means: seeds, harnesses (``harness`` times), the checks;
+    ``memcheck`` says whether it ran (filled in when it does, or why it did not)."""
     checks = [h for h in task.check_harnesses if h != task.harness]
-    return {"seeds": list(task.seeds), "harnesses": [task.harness, *checks], "timing_harness": task.harness,
+    return {"seeds": list(task.seeds), "harness": task.harness, "harnesses": [task.harness, *checks],
             "checks": list(TRUST_CHECKS), "memcheck": {"ran": False, "reason": "the variant did not pass correctness"}}
 
 
@@ -98,7 +99,7 @@ def _memcheck_refuses(evaluator: Evaluator, variant: Variant, out: dict[str, Any
     no comparison can see. A finding makes the verdict a runtime error."""
     log("checking the variant under compute-sanitizer memcheck...")
     report = evaluator.sanitize(variant)
-    out["checked"]["memcheck"] = _memcheck_summary(report)
+    out["checked"]["memcheck"] = memcheck_summary(report)
     if not report.get("ran") or report.get("ok"):
         if not report.get("ran"):
             log(f"warning: out-of-bounds accesses not checked: {report.get('reason')}")
@@ -110,7 +111,8 @@ def _memcheck_refuses(evaluator: Evaluator, variant: Variant, out: dict[str, Any
     return True
 
 
-def _memcheck_summary(report: dict[str, Any]) -> dict[str, Any]:
+def memcheck_summary(report: dict[str, Any]) -> dict[str, Any]:
+    """A sanitize report in a few words: ran and ok with its first findings, or why not."""
     if not report.get("ran"):
         return {"ran": False, "reason": str(report.get("reason") or "memcheck could not run")}
     return {"ran": True, "ok": bool(report.get("ok")), "findings": list(report.get("findings") or [])[:5]}
