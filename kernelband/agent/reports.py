@@ -114,7 +114,7 @@ class CheckReport:
     speed_claim: bool  # GPU times that may be read as a speedup
     interpreted: Optional[bool]  # the Triton interpreter ran it (None: rejected before anything ran)
     reason: Optional[str]  # for a wrong variant: the precise reason, to fix the kernel
-    message: str
+    message: str  # for a correct one: what it matched (which harnesses, seeds, the error)
     checked: Checked
     errors: Optional[ErrorSummary] = None
     speedup: Optional[float] = None  # only with speed_claim
@@ -247,7 +247,7 @@ def check_report(out: dict[str, Any], file: str) -> CheckReport:
     report = CheckReport(
         file=file, kernel=str(out.get("kernel") or ""), correct=ok, status=status,
         verdict=out.get("verdict") if ok else None, speed_claim=speed_claim, interpreted=out.get("interpreted"),
-        reason=None if ok else str(out.get("message") or status), message=str(out.get("message") or ""),
+        reason=None if ok else str(out.get("message") or status), message=str(out.get("message") or "") if ok else "",
         checked=checked(out.get("checked"), out.get("deterministic"), out.get("weak_harness")),
         errors=ErrorSummary(max_abs=_num(errors.get("max_abs")), max_rel=_num(errors.get("max_rel")),
                             mismatched=_int(errors.get("mismatched")), total=_int(errors.get("total")),
