@@ -35,15 +35,17 @@ export interface AgentToolSpec {
   mcpTool: string;
   /** Runs the workspace's code (a job): asks the user first. */
   job: boolean;
-  /** What the tool is doing, for the chat ("Checking a variant of axpy_kernel"). */
+  /** What the tool is doing, for the chat ("Checking a variant of `axpy_kernel`..."). */
   doing: string;
+  /** The confirmation's question ("Check a variant of axpy_kernel?"). */
+  ask: string;
 }
 
 export const AGENT_TOOLS: readonly AgentToolSpec[] = [
-  { name: 'kernelband_list_kernels', mcpTool: 'list_kernels', job: false, doing: 'Listing Triton kernels' },
-  { name: 'kernelband_check_variant', mcpTool: 'check_variant', job: true, doing: 'Checking a variant' },
-  { name: 'kernelband_profile_kernel', mcpTool: 'profile_kernel', job: true, doing: 'Profiling' },
-  { name: 'kernelband_optimize_kernel', mcpTool: 'optimize_kernel', job: true, doing: 'Optimizing' },
+  { name: 'kernelband_list_kernels', mcpTool: 'list_kernels', job: false, doing: 'Listing the Triton kernels of', ask: 'List' },
+  { name: 'kernelband_check_variant', mcpTool: 'check_variant', job: true, doing: 'Checking a variant of', ask: 'Check a variant of' },
+  { name: 'kernelband_profile_kernel', mcpTool: 'profile_kernel', job: true, doing: 'Profiling', ask: 'Profile' },
+  { name: 'kernelband_optimize_kernel', mcpTool: 'optimize_kernel', job: true, doing: 'Optimizing', ask: 'Optimize' },
 ];
 
 /** Optimize outcomes that carry a verified variant the evidence view can show. */
@@ -131,7 +133,7 @@ export function prepare(spec: AgentToolSpec, input: Input): vscode.PreparedToolI
   if (spec.job) {
     const budget = spec.mcpTool === 'optimize_kernel' ? ` with a budget of ${input.budget ?? 16} evaluations` : '';
     prepared.confirmationMessages = {
-      title: `KernelBand: ${spec.doing.toLowerCase()} ${kernel ?? file}?`,
+      title: `KernelBand: ${spec.ask} ${kernel ?? file}?`,
       message: new vscode.MarkdownString(
         `${spec.doing} ${what}${budget} runs the kernel and its harnesses from this workspace ` +
           '(on the GPU when there is one; one KernelBand job at a time). Nothing is written to your files.',

@@ -45,6 +45,17 @@ async function run() {
     } catch (err) {
       out.outside = String(err && err.message ? err.message : err);
     }
+    // a job tool: VS Code shows prepareInvocation's confirmation first (the test presses
+    // it through the browser); without an answer the outcome is recorded, not awaited forever
+    const source = fs.readFileSync(`${vscode.workspace.workspaceFolders[0].uri.fsPath}/add_scale.py`, 'utf8');
+    const check = vscode.lm.invokeTool('kernelband_check_variant', {
+      input: { file: 'add_scale.py', variant_source: source.replace('    return out\n', '    import os\n    return out\n') },
+      toolInvocationToken: undefined,
+    });
+    out.check = await Promise.race([
+      check.then((r) => JSON.parse(text(r)), (err) => `error: ${err && err.message ? err.message : err}`),
+      new Promise((r) => setTimeout(() => r('no answer in 180 s'), 180000)),
+    ]);
     out.ok = true;
   } catch (err) {
     out.ok = false;
