@@ -177,3 +177,21 @@ def test_the_server_module_imports_no_torch():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert p.returncode == 0, p.stderr
 
+
+
+def test_the_reference_is_flagged_when_it_is_the_variant_or_an_uncommitted_edit(tmp_path: Path):
+    import subprocess
+
+    from kernelband.agent.tools import reference_warnings
+
+    k = tmp_path / "k.py"
+    k.write_text("x = 1\n")
+    assert reference_warnings(k, "x = 1\n", "x = 2\n") == []  # not a repository: nothing to say
+    assert reference_warnings(k, "x = 1\n", "x = 1\n") == ["the variant is the original itself: this checks nothing"]
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "k.py"], ["commit", "-qm", "k"]):
+        subprocess.run(git + args, cwd=tmp_path, check=True, capture_output=True)
+    assert reference_warnings(k, "x = 1\n", "x = 2\n") == []
+    k.write_text("x = 3\n")  # an agent edited the original in place
+    (warning,) = reference_warnings(k, "x = 3\n", "x = 2\n")
+    assert "differs from its last commit" in warning

@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -117,7 +118,10 @@ class AgentTools:
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
         check = self._output(job, job.check)
-        return R.check_report(check, self.workspace.relative(path))
+        report = R.check_report(check, self.workspace.relative(path))
+        variant_text = variant_source if variant_source is not None else self._read(variant)
+        report.warnings = reference_warnings(path, source, variant_text) + report.warnings
+        return report
 
     # ------------------------------------------------------------ profile_kernel
     async def profile_kernel(self, file: str, kernel: Optional[str], tier: int = 2, harness: Optional[str] = None,
@@ -235,6 +239,31 @@ def describe_event(ev: Event) -> Optional[tuple[Optional[float], Optional[float]
     if ev.type == "log" and d.get("message"):
         return None, None, _line(str(d["message"]))[:200]
     return None
+
+
+def reference_warnings(path: Path, original: str, variant: str) -> list[str]:
+    """What the agent should know about the reference: the original is the file as it is
+    on disk, which an agent may have edited itself."""
+    out = []
+    if variant == original:
+        out.append("the variant is the original itself: this checks nothing")
+    if _differs_from_git_head(path):
+        out.append(f"{path.name} differs from its last commit: the reference is the file as it is now; "
+                   "if it holds your own edit, the check compares your variant with that edit")
+    return out
+
+
+def _differs_from_git_head(path: Path) -> bool:
+    """The file is tracked by git and has changes since HEAD (False when unknown)."""
+    def git(*args: str) -> int:
+        return subprocess.run(["git", *args], cwd=path.parent, capture_output=True, timeout=10,
+                              stdin=subprocess.DEVNULL).returncode
+
+    try:  # outside a repository `git diff` compares files instead: ask whether it is tracked first
+        return git("ls-files", "--error-unmatch", "--", path.name) == 0 and \
+            git("diff", "--quiet", "HEAD", "--", path.name) == 1
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _python_files(folder: Path) -> tuple[list[Path], bool]:
