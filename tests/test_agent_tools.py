@@ -195,3 +195,80 @@ def test_the_reference_is_flagged_when_it_is_the_variant_or_an_uncommitted_edit(
     k.write_text("x = 3\n")  # an agent edited the original in place
     (warning,) = reference_warnings(k, "x = 3\n", "x = 2\n")
     assert "differs from its last commit" in warning
+
+
+# A job that does not go quietly: it ignores SIGINT and SIGTERM, and its child lives in
+# its own session (as the evaluation worker does) and ignores them too.
+STUBBORN = """
+import os, signal, subprocess, sys, time
+for s in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(s, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import signal, time\\n"
+                          "signal.signal(signal.SIGINT, signal.SIG_IGN)\\n"
+                          "signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n"
+                          "time.sleep(600)"], start_new_session=True)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _stubborn_jobs():
+    import sys
+
+    from kernelband.agent.jobs import AgentJobs
+
+    return AgentJobs(command_prefix=[sys.executable, "-c", STUBBORN], kill_grace_s=0.5, heartbeat_s=0.2)
+
+
+async def _started(jobs, task_group):
+    """Runs a stubborn job in ``task_group``; returns the job once its child is up."""
+    import asyncio
+
+    from kernelband_lsp.jobs import PROFILE, JobSpec
+    from kernelband_lsp.proctree import process_tree
+
+    heartbeats: list[Progress] = []
+
+    async def sink(p: Progress) -> None:
+        heartbeats.append(p)
+
+    task_group.start_soon(lambda: jobs.run(JobSpec(kind=PROFILE, path=__file__, kernel="k", source=""), sink))
+    for _ in range(200):
+        job = jobs.manager.running
+        if job is not None and job.pid and len(process_tree(job.pid)) >= 1 and heartbeats:
+            return job, heartbeats
+        await asyncio.sleep(0.05)
+    raise AssertionError("the stubborn job did not start")
+
+
+async def test_cancelling_a_tool_call_kills_a_job_tree_that_ignores_signals():
+    import anyio
+
+    from helpers.mcp_client import snapshot, still_alive
+    from kernelband_lsp.proctree import process_tree
+
+    jobs = _stubborn_jobs()
+    async with anyio.create_task_group() as tg:
+        job, heartbeats = await _started(jobs, tg)
+        tree = snapshot([job.pid, *process_tree(job.pid)])
+        assert len(tree) >= 2 and heartbeats[0].message.startswith("profile: running for")
+        tg.cancel_scope.cancel()  # what the SDK does on notifications/cancelled
+    # the call returned only once the whole tree was gone
+    assert still_alive(tree) == [] and job.state == "cancelled"
+
+
+async def test_shutdown_kills_a_running_job_tree_that_ignores_signals():
+    import anyio
+
+    from helpers.mcp_client import snapshot, still_alive
+    from kernelband_lsp.proctree import process_tree
+
+    jobs = _stubborn_jobs()
+    async with anyio.create_task_group() as tg:
+        job, _ = await _started(jobs, tg)
+        tree = snapshot([job.pid, *process_tree(job.pid)])
+        assert len(tree) >= 2
+        await jobs.shutdown()  # the client went away
+        with anyio.fail_after(10):
+            while still_alive(tree):
+                await anyio.sleep(0.05)

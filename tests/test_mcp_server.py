@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -189,6 +190,42 @@ async def test_optimize_sends_progress_and_cancel_kills_the_job_tree(ws: Path):
         # the server lives on and answers
         assert text(await s.call_tool("list_kernels", {"path": "axpy.py"}))["files"]
     assert (ws / "axpy.py").read_text(encoding="utf-8") == AXPY.source
+
+
+def test_a_client_that_goes_away_leaves_no_job_behind(ws: Path):
+    """The agent quits mid-optimize without cancelling (its end of stdin closes): the
+    server ends the job's tree, then itself. Raw JSON-RPC lines, so no cancel is sent."""
+    server = subprocess.Popen([sys.executable, "-m", "kernelband", "mcp", "--root", str(ws)], cwd=ws,
+                              env=server_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        def send(obj: dict) -> None:
+            server.stdin.write(json.dumps(obj) + "\n")
+            server.stdin.flush()
+
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+        assert json.loads(server.stdout.readline())["id"] == 1
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "optimize_kernel", "arguments": {"file": "axpy.py", "budget": 16}, "_meta": {"progressToken": 7}}})
+        for line in server.stdout:  # until the engine itself reports (not a heartbeat)
+            msg = json.loads(line)
+            text_ = (msg.get("params") or {}).get("message") or ""
+            if msg.get("method") == "notifications/progress" and "running for" not in text_:
+                break
+        time.sleep(3)  # the judge and a variant process are up by now
+        seen = snapshot([server.pid, *process_tree(server.pid)])
+        assert any("kernelband optimize" in cmdline(p) for p in seen)
+        server.stdin.close()
+        deadline = time.monotonic() + 30
+        while still_alive(seen) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not still_alive(seen), still_alive(seen)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()
 
 
 @pytest.mark.slow
