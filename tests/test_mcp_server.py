@@ -129,13 +129,15 @@ async def test_check_variant_rejects_a_wrong_variant_with_its_reason_and_passes_
         bad = text(result)
         assert bad["correct"] is False and bad["status"] == "mismatch" and bad["speed_claim"] is False
         assert "seed" in bad["reason"] and "output" in bad["reason"], bad["reason"]
-        assert bad["checked"]["seeds"] == [0, 1, 2] and bad["checked"]["harnesses"] == ["bench_axpy", "test_axpy"]
+        seeds = bad["checked"]["seeds"]  # 3 by default (fixed or drawn per job)
+        assert len(seeds) == 3 and bad["checked"]["harnesses"] == ["bench_axpy", "test_axpy"]
         assert got, "a long check sends heartbeats"
         good = text(await s.call_tool("check_variant", {"file": "axpy.py", "variant_source": right.source}))
         assert good["correct"] is True and good["status"] == "ok" and good["verdict"] == "verified_correct"
         assert good["speed_claim"] is False and good["interpreted"] is True and "reason" not in good
         assert not {"speedup", "speedup_ci", "baseline_ms", "variant_ms"} & set(good)  # no speed claim, no numbers
-        assert "seeds [0, 1, 2]" in good["message"] and "cannot be measured without a GPU" in good["message"]
+        assert f"seeds {good['checked']['seeds']}" in good["message"]
+        assert "cannot be measured without a GPU" in good["message"]
         memcheck = good["checked"]["memcheck"]
         assert memcheck["ran"] is False and "GPU only" in memcheck["reason"]
         assert len(good["checked"]["checks"]) >= 6
@@ -238,7 +240,7 @@ async def test_optimize_returns_the_diff_and_never_writes_the_file(ws: Path):
         assert "speedup" not in out and "nothing was written" in out["note"]
         if out["status"] == "verified_correct":
             assert out["diff"].startswith("--- a/axpy.py")
-        assert out["checked"]["seeds"] == [0, 1, 2]
+        assert len(out["checked"]["seeds"]) == 3
         stored = await s.read_resource(out["results_uri"])
         last = json.loads(stored.contents[0].text)
         assert last["optimize"]["status"] == out["status"] and last["optimize"]["diff"] == out.get("diff", "")
