@@ -30,6 +30,18 @@ def screen(original: str, variant: str, kernel: str, harness: Optional[str]) -> 
     return screen_variant(original, variant, kernel, harness)
 
 
+def screen_task(task: Task, variant_source: str) -> Optional[str]:
+    """The screen of a variant of ``task`` against each harness that lives in the module
+    (a companion harness file is out of the variant's reach): a reason, or None."""
+    if task.harness_path:
+        return screen(task.source, variant_source, task.kernel, None)
+    for harness in [task.harness, *task.check_harnesses]:
+        reason = screen(task.source, variant_source, task.kernel, harness)
+        if reason:
+            return reason
+    return None
+
+
 class Evaluator:
     def __init__(
         self,
@@ -169,11 +181,7 @@ class Evaluator:
             raise RuntimeError("prepare() first")
         self.evaluations += 1
         t0 = time.perf_counter()
-        reason = None
-        if self.task.harness_path:  # the harnesses live in a companion file the variant cannot touch
-            reason = screen(self.task.source, variant.source, self.task.kernel, None)
-        for harness in ([] if self.task.harness_path else [self.task.harness, *self.task.check_harnesses]):
-            reason = reason or screen(self.task.source, variant.source, self.task.kernel, harness)
+        reason = screen_task(self.task, variant.source)
         if reason:
             return Evaluation(Status.REJECTED, reason, interpreted=self.interpreted, variant_id=variant.id,
                               wall_s=time.perf_counter() - t0)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from .checking import MEMCHECK_ON_INTERPRETER, checked_block, memcheck_summary
 from .evaluate import SetupError
 from .model import Result, Task
 from .verdict import IMPROVED, NO_GPU_NOTE, NO_IMPROVEMENT, VERIFIED_CORRECT, consistent_times, decide_verdict
@@ -83,9 +84,12 @@ class ResultBuilder:
             warnings=out.warnings, history=out.history, phase_seconds=phase_totals(out.history),
             worker_restarts=self.evaluator.worker_restarts, baseline_bottleneck=out.baseline_bottleneck,
         )
+        # what a pass meant (seeds, harnesses, checks, memcheck): `checked` as `kernelband check` reports it
+        result.extra["checked"] = checked_block(self.task)
         if out.overshoot:
             self.warn(out.overshoot)
         if best is original:
+            result.extra["checked"]["memcheck"] = {"ran": False, "reason": "no variant passed correctness"}
             result.message = f"no faster correct variant found in {out.evaluations} evaluations ({out.stop_reason})"
             return result
         if interpreted and not self.config.cpu_tuning:
@@ -144,8 +148,10 @@ class ResultBuilder:
         from .verification import sanitizer_refusal
 
         if self.evaluator.interpreted:
+            result.extra["checked"]["memcheck"] = {"ran": False, "reason": MEMCHECK_ON_INTERPRETER}
             return False
         refusal, report = sanitizer_refusal(self.evaluator, best.variant, self.log, report)
+        result.extra["checked"]["memcheck"] = memcheck_summary(report)
         if not report.get("ran"):
             self.warn(f"out-of-bounds accesses and races not checked: {report.get('reason')}")
             return False
@@ -160,6 +166,7 @@ class ResultBuilder:
         """Interpreter, no CPU tuning asked: the variant is verified correct and nothing is
         said about its speed (no re-measurement: CPU times would only invite a claim)."""
         self._found(result, best, out)
+        result.extra["checked"]["memcheck"] = {"ran": False, "reason": MEMCHECK_ON_INTERPRETER}
         result.status, result.best_ms, result.speedup, result.speedup_ci = VERIFIED_CORRECT, best.time_ms, None, None
         via = " -> ".join(result.strategy_path) or "a stored variant"
         result.message = (f"a correct variant (via {via}) passed every check; {NO_GPU_NOTE}: no speed claim. "

@@ -12,7 +12,7 @@ from typing import Optional
 
 # subcommand -> its module, in the order ``--help`` lists them
 MODULES = {"list": "list_cmd", "check": "check_cmd", "optimize": "optimize_cmd", "profile": "profile_cmd",
-           "optimize-all": "optimize_all_cmd"}
+           "optimize-all": "optimize_all_cmd", "mcp": "mcp_cmd"}
 
 
 def load(command: Optional[str] = None) -> list[ModuleType]:

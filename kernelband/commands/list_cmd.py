@@ -7,6 +7,7 @@ does not parse (one line on stderr).
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ..harness import PyprojectHarnesses, find_harness
 from .common import EXIT_OK, detect_or_fail, print_json, read_module
@@ -21,15 +22,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    path, source = read_module(args.file, args.stdin_source)
-    result = detect_or_fail(args.file, source, fork=True)  # the kernels' syntax check on the other core
+def list_kernels(path: str, source: str, label: str, fork: bool = False) -> list[dict[str, Any]]:
+    """Each kernel of the module at ``path`` (text ``source``) with the harness found for it:
+    ``[{"kernel": KernelInfo dict, "harness": HarnessChoice dict}]``. Raises UsageError
+    (naming ``label``) when the text does not parse. ``fork``: see detect."""
+    result = detect_or_fail(label, source, fork=fork)
     rows = []
     pyproject = PyprojectHarnesses.of(path)  # one pyproject.toml for every kernel of the file
     for k in result.kernels:
         # scoped: each look-up sees only that kernel's callers (linear in the file, not quadratic)
         h = find_harness(path, source, k.name, result=result.scoped_to(k.name), pyproject=pyproject)
         rows.append({"kernel": k.to_dict(), "harness": h.to_dict()})
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    path, source = read_module(args.file, args.stdin_source)
+    rows = list_kernels(path, source, args.file, fork=True)  # the kernels' syntax check on the other core
     if args.json:
         print_json({"file": path, "kernels": rows}, one_line_each="kernels")
         return EXIT_OK

@@ -46,4 +46,4 @@ class EngineCommand:
             argv += ["--events", "jsonl"] + (["--json"] if spec.kind == OPTIMIZE else [])
         if spec.harness:
             argv.extend(["--harness", spec.harness])
-        return argv + engine_args(spec.kind, spec.settings)
+        return argv + engine_args(spec.kind, spec.settings) + list(spec.extra_args)

@@ -42,6 +42,7 @@ class JobSpec:
     cwd: Optional[str] = None
     env: dict[str, str] = field(default_factory=dict)  # extra environment (never logged)
     variant_path: Optional[str] = None  # CHECK: a file holding the variant (`source` is the original)
+    extra_args: tuple[str, ...] = ()  # more engine flags (the agent tools' `--tier`), after the settings'
 
     @property
     def key(self) -> tuple[str, str, str]:

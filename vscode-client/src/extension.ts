@@ -5,6 +5,7 @@
  */
 import * as vscode from 'vscode';
 
+import { mcpLaunch, registerAgentTools } from './agentTools';
 import { Controller } from './controller';
 import { LanguageServer, probeInterpreter } from './server';
 
@@ -16,6 +17,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     probe: probeInterpreter,
   });
   await controller.activate();
+  const c = controller;
+  context.subscriptions.push(
+    registerAgentTools({ launch: async () => mcpLaunch(await c.resolveLaunch()), log: (l) => c.log(l), version: context.extension.packageJSON.version }),
+  );
 }
 
 export function deactivate(): Promise<void> | undefined {

@@ -432,3 +432,24 @@ export class SymbolInformation {}
 export class TypeHierarchyItem {}
 export class CodeAction {}
 export class Diagnostic {}
+
+// Language-model tools (the agent tools): registrations are kept for the tests to invoke.
+export class MarkdownString {
+  constructor(readonly value = '') {}
+}
+export class LanguageModelTextPart {
+  constructor(readonly value: string) {}
+}
+export class LanguageModelToolResult {
+  constructor(readonly content: unknown[]) {}
+}
+export const lmTools = new Map<string, any>();
+export const lm = {
+  registerTool(name: string, tool: any): Disposable {
+    if (lmTools.has(name)) {
+      throw new Error(`tool '${name}' already registered`);
+    }
+    lmTools.set(name, tool);
+    return new Disposable(() => lmTools.delete(name));
+  },
+};

@@ -1,0 +1,315 @@
+"""The agent tools' answers: small typed records (the MCP SDK turns them into output
+schemas), built from what the engine printed, never from a number made up here.
+
+An agent's context is small: each answer keeps what decides its next step (the verdict,
+the precise reason of a rejection, what was checked, the diff) and drops the rest
+(histories, full sources, per-tensor tables). Under the interpreter nothing reads as a
+speedup: ``speed_claim`` is false and no ratio is reported, exactly as the CLI does.
+Every string is scrubbed of secrets on the way out (kernelband/redact.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional, TypeVar
+
+from kernelband_lsp import summary as S
+
+from ..model import Profile, Result
+from ..redact import scrub
+
+MAX_WARNINGS = 5
+MAX_LAUNCH_SITES = 8
+INTERPRETER_TIME_NOTE = "CPU time under the Triton interpreter: not a GPU time, never a speedup"
+NOTHING_WRITTEN = "nothing was written: the diff is for review; apply it only with the user's consent"
+
+
+# ---------------------------------------------------------------- list_kernels
+@dataclass
+class HarnessInfo:
+    """How the kernel is exercised: the timing harness and the correctness-only ones."""
+
+    found: bool
+    timing: Optional[str] = None  # the harness whose launches are timed (also checked)
+    checks: list[str] = field(default_factory=list)  # correctness-only harnesses
+    how: str = ""  # explicit | pyproject | convention
+    path: Optional[str] = None  # companion file holding it, relative to the root
+    reason: str = ""  # why none was found
+
+
+@dataclass
+class LaunchSite:
+    line: int
+    function: Optional[str]  # enclosing function (None: module level)
+    grid: str
+    kwargs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class KernelEntry:
+    name: str
+    line: int
+    autotuned: bool
+    heuristics: bool
+    constexpr: list[str]
+    launch_sites: list[LaunchSite]
+    harness: HarnessInfo
+
+
+@dataclass
+class KernelFile:
+    file: str  # relative to the workspace root
+    kernels: list[KernelEntry]
+
+
+@dataclass
+class KernelList:
+    """The Triton kernels found (a file, or every Python file under a folder)."""
+
+    files: list[KernelFile]
+    skipped: list[str] = field(default_factory=list)  # files that could not be read or parsed, with why
+    truncated: bool = False  # a folder with more files than are scanned
+
+
+# ---------------------------------------------------------------- check_variant
+@dataclass
+class Memcheck:
+    ran: bool
+    ok: Optional[bool] = None
+    findings: list[str] = field(default_factory=list)
+    reason: str = ""  # why it did not run
+
+
+@dataclass
+class Checked:
+    """What a pass means: every harness under every seed, and each check listed."""
+
+    seeds: list[int]
+    harnesses: list[str]  # the first one is timed
+    checks: list[str]
+    memcheck: Memcheck
+    deterministic: Optional[bool] = None  # the original gave the same outputs twice
+    weak_harness: Optional[str] = None  # the harness cannot tell a broken kernel apart: why
+
+
+@dataclass
+class ErrorSummary:
+    max_abs: Optional[float] = None
+    max_rel: Optional[float] = None
+    mismatched: Optional[int] = None
+    total: Optional[int] = None
+    worst_output: Optional[str] = None
+
+
+@dataclass
+class CheckReport:
+    """The verdict on a variant. ``correct`` is false for every rejection, with ``reason``."""
+
+    file: str
+    kernel: str
+    correct: bool
+    status: str  # ok | mismatch | rejected | compile_error | runtime_error | timeout | crashed
+    verdict: Optional[str]  # verified_correct (interpreter) | improved | no_improvement; None when wrong
+    speed_claim: bool  # GPU times that may be read as a speedup
+    interpreted: Optional[bool]  # the Triton interpreter ran it (None: rejected before anything ran)
+    reason: Optional[str]  # for a wrong variant: the precise reason, to fix the kernel
+    message: str  # for a correct one: what it matched (which harnesses, seeds, the error)
+    checked: Checked
+    errors: Optional[ErrorSummary] = None
+    speedup: Optional[float] = None  # only with speed_claim
+    speedup_ci: Optional[list[float]] = None
+    baseline_ms: Optional[float] = None
+    variant_ms: Optional[float] = None
+    warnings: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- profile_kernel
+@dataclass
+class ProfileReport:
+    file: str
+    kernel: str
+    tier: int
+    interpreted: bool
+    bottleneck: Optional[str]  # memory-bound | compute-bound | latency-bound | launch-bound; None: unknown
+    evidence: str
+    suggested_strategies: list[str]
+    time_per_launch_ms: Optional[float]
+    time_note: str = ""  # what the time is (CPU time under the interpreter)
+    gpu: Optional[str] = None
+    bytes_moved: Optional[float] = None
+    flops: Optional[float] = None
+    bandwidth_gbs: Optional[float] = None
+    fraction_of_peak: dict[str, Optional[float]] = field(default_factory=dict)  # DRAM, SM, L2: 0..1
+    static: dict[str, Optional[float]] = field(default_factory=dict)  # registers, spills, shared_bytes, occupancy
+    launch: dict[str, Any] = field(default_factory=dict)  # grid, constexprs, num_warps, num_stages
+    unavailable: dict[str, str] = field(default_factory=dict)  # tier -> why it was not measured
+
+
+# ---------------------------------------------------------------- optimize_kernel
+@dataclass
+class OptimizeReport:
+    """A session's outcome. ``diff`` is the proposed edit; nothing was written."""
+
+    file: str
+    kernel: str
+    status: str  # improved | no_improvement | verified_correct | cancelled | failed
+    speed_claim: bool
+    written: bool  # always false: the agent tools never write the user's files
+    message: str
+    evaluations: int
+    seconds: float
+    diff: str = ""
+    strategy_path: list[str] = field(default_factory=list)
+    speedup: Optional[float] = None  # only with speed_claim: the paired re-measurement
+    speedup_ci: Optional[list[float]] = None
+    baseline_ms: Optional[float] = None
+    best_ms: Optional[float] = None
+    checked: Optional[Checked] = None
+    stop_reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    results_uri: str = ""  # the MCP resource with this kernel's stored results
+    note: str = NOTHING_WRITTEN
+
+
+# ---------------------------------------------------------------- the results resource
+@dataclass
+class StoredResults:
+    file: str
+    kernel: str
+    optimize: Optional[OptimizeReport]  # the last finished session
+    profile: Optional[ProfileReport]  # the last profile of this file's kernel
+    note: str = ""
+
+
+# ---------------------------------------------------------------- builders
+T = TypeVar("T")
+
+
+def scrubbed(record: T) -> T:
+    """The record with every string redacted of secrets (a message may quote anything)."""
+    changes = {}
+    for f in dataclasses.fields(record):  # type: ignore[arg-type]
+        v = getattr(record, f.name)
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            changes[f.name] = scrubbed(v)
+        elif isinstance(v, list) and v and dataclasses.is_dataclass(v[0]):
+            changes[f.name] = [scrubbed(x) for x in v]
+        elif isinstance(v, (str, list, dict)):
+            changes[f.name] = scrub(v)
+    return dataclasses.replace(record, **changes)  # type: ignore[type-var]
+
+
+def _num(v: Any) -> Optional[float]:
+    return S.num(v)
+
+
+def _int(v: Any) -> Optional[int]:
+    f = S.num(v)
+    return int(f) if f is not None else None
+
+
+def kernel_entry(row: dict[str, Any], relative: Any) -> KernelEntry:
+    """One row of ``list --json`` (kernelband.commands.list_cmd.list_kernels)."""
+    k, h = row["kernel"], row["harness"]
+    sites = [LaunchSite(line=s["range"]["start_line"], function=s.get("enclosing_function"), grid=str(s.get("grid")),
+                        kwargs={str(a): str(b) for a, b in (s.get("kwargs") or {}).items()})
+             for s in k.get("launch_sites", [])[:MAX_LAUNCH_SITES]]
+    timing = h.get("timing") or h.get("name")
+    harness = HarnessInfo(found=bool(h.get("name")), timing=timing,
+                          checks=[c for c in h.get("checks") or [] if c != timing], how=h.get("how") or "",
+                          path=relative(h["path"]) if h.get("path") else None, reason=h.get("reason") or "")
+    return KernelEntry(name=k["name"], line=k["range"]["start_line"], autotuned=bool(k.get("is_autotuned")),
+                       heuristics=bool(k.get("has_heuristics")), constexpr=list(k.get("constexpr_params") or []),
+                       launch_sites=sites, harness=harness)
+
+
+def memcheck(raw: Any) -> Memcheck:
+    if not isinstance(raw, dict):
+        return Memcheck(ran=False, reason="not reported by the engine")
+    return Memcheck(ran=bool(raw.get("ran")), ok=raw.get("ok") if raw.get("ran") else None,
+                    findings=[str(x) for x in raw.get("findings") or []], reason=str(raw.get("reason") or ""))
+
+
+def checked(raw: Any, deterministic: Optional[bool] = None, weak: Optional[str] = None) -> Checked:
+    raw = raw if isinstance(raw, dict) else {}
+    return Checked(seeds=[int(s) for s in raw.get("seeds") or []], harnesses=[str(h) for h in raw.get("harnesses") or []],
+                   checks=[str(c) for c in raw.get("checks") or []], memcheck=memcheck(raw.get("memcheck")),
+                   deterministic=deterministic, weak_harness=weak)
+
+
+def check_report(out: dict[str, Any], file: str) -> CheckReport:
+    """From ``kernelband check --json``'s object."""
+    status = str(out.get("status") or "failed")
+    ok = status == "ok"
+    speed_claim = bool(out.get("speed_claim")) and bool(out.get("paired"))
+    errors = out.get("errors")
+    report = CheckReport(
+        file=file, kernel=str(out.get("kernel") or ""), correct=ok, status=status,
+        verdict=out.get("verdict") if ok else None, speed_claim=speed_claim, interpreted=out.get("interpreted"),
+        reason=None if ok else str(out.get("message") or status), message=str(out.get("message") or "") if ok else "",
+        checked=checked(out.get("checked"), out.get("deterministic"), out.get("weak_harness")),
+        errors=ErrorSummary(max_abs=_num(errors.get("max_abs")), max_rel=_num(errors.get("max_rel")),
+                            mismatched=_int(errors.get("mismatched")), total=_int(errors.get("total")),
+                            worst_output=errors.get("worst_output")) if isinstance(errors, dict) else None,
+        warnings=[str(w) for w in out.get("warnings") or []][:MAX_WARNINGS],
+    )
+    if speed_claim:  # a GPU re-measurement: the numbers may be read as a speedup
+        report.speedup, report.speedup_ci = _num(out.get("speedup")), out.get("speedup_ci")
+        report.baseline_ms, report.variant_ms = _num(out.get("baseline_ms")), _num(out.get("variant_ms"))
+    return scrubbed(report)
+
+
+def profile_report(profile: Profile, file: str, tier: int) -> ProfileReport:
+    timing, launch = profile.tier("timing"), profile.extra.get("launch") or {}
+    diagnosis = profile.diagnosis or {}
+    interpreted = bool(profile.interpreted)
+    report = ProfileReport(
+        file=file, kernel=profile.kernel, tier=tier, interpreted=interpreted, bottleneck=S.bottleneck(profile),
+        evidence=str(diagnosis.get("evidence") or ""),
+        suggested_strategies=[str(s) for s in diagnosis.get("strategies") or []],
+        time_per_launch_ms=S.time_ms(profile), time_note=INTERPRETER_TIME_NOTE if interpreted else "GPU time",
+        gpu=profile.extra.get("gpu"), bytes_moved=_num(timing.get("bytes_total")), flops=_num(timing.get("flops")),
+        bandwidth_gbs=None if interpreted else _num(timing.get("bandwidth_gbs")),
+        fraction_of_peak={} if interpreted else {r: S.saturation(profile, r) for r in ("DRAM", "SM", "L2")},
+        static={k: v for k, v in (("registers", S.static_num(profile, S.REGS)),
+                                  ("spills", S.static_num(profile, S.SPILLS)),
+                                  ("shared_bytes", S.static_num(profile, S.SHARED_BYTES)),
+                                  ("occupancy", S.occupancy(profile))) if v is not None},
+        launch={k: launch[k] for k in ("grid", "constexprs", "num_warps", "num_stages") if isinstance(launch, dict)
+                and launch.get(k) is not None},
+        unavailable={str(k): str(v) for k, v in (profile.unavailable or {}).items()},
+    )
+    return scrubbed(report)
+
+
+def optimize_report(result: Result, file: str, results_uri: str) -> OptimizeReport:
+    speed_claim = bool(result.speed_claim) and not result.interpreted
+    raw_checked = result.extra.get("checked")
+    report = OptimizeReport(
+        file=file, kernel=result.kernel, status=result.status, speed_claim=speed_claim, written=False,
+        message=result.message, evaluations=int(result.evaluations or 0), seconds=float(result.seconds or 0.0),
+        diff=result.diff or "", strategy_path=list(result.strategy_path),
+        checked=checked(raw_checked) if isinstance(raw_checked, dict) else None, stop_reason=result.stop_reason,
+        warnings=[str(w) for w in result.warnings][:MAX_WARNINGS], results_uri=results_uri,
+    )
+    if speed_claim and result.paired_rounds:  # the paired re-measurement's numbers, GPU time only
+        report.speedup, report.speedup_ci = _num(result.speedup), result.speedup_ci
+        report.baseline_ms, report.best_ms = _num(result.baseline_ms), _num(result.best_ms)
+    if result.memcheck and report.checked is not None:
+        report.checked.memcheck = memcheck(result.memcheck)
+    return scrubbed(report)
+
+
+def compact_json(data: Any) -> str:
+    """One line of JSON without the empty fields (None, "", [], {}): what a model reads."""
+    return json.dumps(_pruned(data), separators=(",", ":"), ensure_ascii=False)
+
+
+def _pruned(v: Any) -> Any:
+    if isinstance(v, dict):
+        out = {k: _pruned(x) for k, x in v.items()}
+        return {k: x for k, x in out.items() if x not in (None, "", [], {})}
+    if isinstance(v, list):
+        return [_pruned(x) for x in v]
+    return v

@@ -1,0 +1,155 @@
+"""Checking one hand-written variant against the original: the object ``kernelband check
+--json`` prints. The editor's re-verification and the agent tools' ``check_variant`` run
+that command, so this is the one code path behind every check verdict.
+
+In order: the static screen (no worker is started for a variant it rejects), the
+original's preparation, every check of the trust layer (the judge, DESIGN section 6), on
+a GPU compute-sanitizer memcheck and racecheck of a correct variant (as the optimize
+finalist gets),
+then the interleaved re-measurement. Under the Triton interpreter (no GPU) a correct
+variant is ``verified_correct``: nothing is re-measured and no speed is claimed, unless
+``cpu_tuning`` asks for the CPU-time ratio as the verdict.
+
+The answer says what was checked (``checked``: seeds, harnesses, the checks a pass
+requires, whether memcheck ran and why not) so a reader, an agent above all, can tell a
+verdict from a weak one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from .evaluate import Evaluator, SetupError, screen_task
+from .model import Status, Task, Variant
+from .session_setup import device_facts
+from .verdict import NO_GPU_NOTE, consistent_times, decide_verdict
+from .verification import sanitizer_refusal
+from .worker.client import WorkerError
+from .workdirs import job_workdir
+
+# What a variant must pass, in the judge's order (kernelband/worker/judge.py). Each holds
+# on every harness under every seed; the first that fails is the verdict.
+TRUST_CHECKS: tuple[str, ...] = (
+    "static screen: no new imports, dunder or dynamic attribute access, or patched modules",
+    "outputs match: returned values, every tensor the launches wrote, the harness's locals",
+    "inputs the original only reads stay unchanged",
+    "no new stream, no thread left running, no replaced torch/triton function, no stale results",
+    "precision: error vs a float64 rerun of the original at most 4x the original's",
+    "precision consistency: every output at every seed within what the original's own error allows",
+    "inputs beyond the harness: calls the judge derives (other sizes, strides, dtypes, special values), "
+    "every buffer canary-padded",
+    "Triton does the work: with the variant's launches neutralised its outputs change",
+    "launches read only what the original's launches or harness had, fresh memory or constants",
+    "two runs of one seed give the same bits where the original's do",
+    "frozen replay of the timed launches reproduces the references; no Python hook beside a replay",
+    "the harness still gives the references after timing",
+    "the time is not above the measured roofline of the launches' traffic",
+    "on a GPU: compute-sanitizer memcheck and racecheck",
+)
+MEMCHECK_ON_INTERPRETER = "GPU only: the Triton interpreter has no device memory for compute-sanitizer to check"
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    rounds: int  # interleaved rounds of the re-measurement
+    min_speedup: float
+    cpu_tuning: bool = False
+
+
+def checked_block(task: Task) -> dict[str, Any]:
+    """What a pass of this task means: seeds, harnesses (``harness`` times), the checks;
+    ``memcheck`` says whether it ran (filled in when it does, or why it did not)."""
+    checks = [h for h in task.check_harnesses if h != task.harness]
+    return {"seeds": list(task.seeds), "harness": task.harness, "harnesses": [task.harness, *checks],
+            "checks": list(TRUST_CHECKS), "memcheck": {"ran": False, "reason": "the variant did not pass correctness"}}
+
+
+def check_variant(task: Task, variant_source: str, variant_label: str, options: CheckOptions,
+                  log: Optional[Log] = None) -> dict[str, Any]:
+    """The check's JSON object. Raises SetupError when the original, its harness or the
+    worker cannot be used (the CLI's exit 2)."""
+    log = log or (lambda _msg: None)
+    out: dict[str, Any] = {"file": task.module_path, "kernel": task.kernel, "harness": task.harness,
+                           "variant": variant_label, "checked": checked_block(task)}
+    variant = Variant(variant_source, generator="user")
+    reason = screen_task(task, variant.source)
+    if reason:  # rejected before anything runs: the same screen the worker path applies
+        out.update(status=Status.REJECTED.value, message=reason, errors=None, speed_claim=False, paired=False)
+        return out
+    with job_workdir() as workdir, Evaluator(task, workdir=workdir) as evaluator:
+        info = evaluator.start()
+        log(f"device: {info.device_name}, triton {info.triton_version}")
+        if not info.interpreted:  # the judge's roofline check needs the GPU's measured peaks
+            evaluator.facts = device_facts(evaluator, None, info.device_name, info.triton_version) or {}
+        base = evaluator.prepare()
+        out.update(interpreted=base.interpreted, clock=base.timing.clock if base.timing else None,
+                   speed_claim=not base.interpreted, paired=False, deterministic=base.deterministic)
+        if base.weak_harness:
+            log(f"warning: weak harness: {base.weak_reason}")
+            out["weak_harness"] = base.weak_reason
+        ev = evaluator.evaluate(variant)
+        out.update(status=ev.status.value, message=ev.message, errors=ev.errors.to_dict() if ev.errors else None)
+        if not ev.ok:
+            return out
+        if base.interpreted:
+            out["checked"]["memcheck"] = {"ran": False, "reason": MEMCHECK_ON_INTERPRETER}
+        elif _sanitizer_refuses(evaluator, variant, out, log):
+            return out
+        if base.interpreted and not options.cpu_tuning:
+            out.update(verdict=decide_verdict(None, interpreted=True).status,
+                       message=f"{ev.message + '; ' if ev.message else ''}correct; {NO_GPU_NOTE}")
+            return out
+        log("re-measuring original and variant interleaved...")
+        _paired(evaluator, variant, options, out, log)
+    return out
+
+
+def _sanitizer_refuses(evaluator: Evaluator, variant: Variant, out: dict[str, Any], log: Log) -> bool:
+    """compute-sanitizer memcheck then racecheck of a correct variant on the GPU (the list
+    optimize's finalist gets): out-of-bounds accesses and shared-memory races no
+    comparison can see. A finding makes the verdict a runtime error."""
+    refusal, report = sanitizer_refusal(evaluator, variant, log)
+    out["checked"]["memcheck"] = memcheck_summary(report)
+    out["sanitizer"] = report
+    if refusal is None:
+        if not report.get("ran"):
+            log(f"warning: out-of-bounds accesses and races not checked: {report.get('reason')}")
+        return False
+    out.update(status=Status.RUNTIME_ERROR.value, message=f"passed every comparison, but {refusal}")
+    return True
+
+
+def memcheck_summary(report: dict[str, Any]) -> dict[str, Any]:
+    """A sanitize report in a few words: ran and ok with its first findings, or why not."""
+    if not report.get("ran"):
+        return {"ran": False, "reason": str(report.get("reason") or "memcheck could not run")}
+    return {"ran": True, "ok": bool(report.get("ok")), "findings": list(report.get("findings") or [])[:5]}
+
+
+_PAIRED_FAILURE = {"timeout": Status.TIMEOUT, "crashed": Status.CRASHED, "error": Status.RUNTIME_ERROR}
+
+
+def _paired(evaluator: Evaluator, variant: Variant, options: CheckOptions, out: dict[str, Any], log: Log) -> None:
+    """The speedup with its CI and verdict, or a failed verdict saying why it could not be
+    measured (the original ran cleanly in prepare, so the failure is the variant's)."""
+    try:
+        paired = evaluator.paired_timing(variant, rounds=options.rounds)
+    except (WorkerError, SetupError) as e:
+        kind = e.kind if isinstance(e, WorkerError) else "crashed"
+        first = (str(e).strip().splitlines() or [kind])[0]
+        out.update(status=_PAIRED_FAILURE.get(kind, Status.RUNTIME_ERROR).value,
+                   message=f"passed correctness, but the interleaved re-measurement failed ({kind}): {first}")
+        log(f"error: {out['message']}")
+        return
+    ci = (paired.ci_low, paired.ci_high)
+    baseline_ms, variant_ms, noise = consistent_times(paired.baseline_ms, paired.variant_ms, paired.speedup, ci)
+    verdict = decide_verdict(paired.ci_low, interpreted=bool(out.get("interpreted")), cpu_tuning=options.cpu_tuning,
+                             min_speedup=options.min_speedup)
+    # one pair of times, both from the interleaved rounds, consistent with the speedup beside them
+    out.update(paired=True, baseline_ms=baseline_ms, variant_ms=variant_ms, speedup=paired.speedup,
+               speedup_ci=list(ci), paired_medians_ms=[paired.baseline_ms, paired.variant_ms], rounds=paired.rounds,
+               verdict=verdict.status, speed_claim=verdict.speed_claim, min_speedup=options.min_speedup)
+    if noise:
+        out.setdefault("warnings", []).append(noise)
