@@ -21,7 +21,8 @@ wrapper and its launch need, and nothing else.
   of those. Nothing is assigned to an attribute (except ``self.x`` in a changed method of
   a class the original defines). Nothing dunder, nothing private.
 - Decorators: only Triton's (jit, autotune, heuristics), with their documented keywords
-  and no hooks; a changed function may keep the decorators its original had.
+  and no hooks (a hook keyword passes only as the original's exact one, ``pre_hook=f``);
+  a changed function may keep the decorators its original had.
 - Strings: no dunder text; ``str.format`` only on a literal template with plain fields.
 
 A use outside the grammar is still allowed when the original contains exactly the same
