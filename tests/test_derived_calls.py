@@ -176,3 +176,59 @@ def test_the_judge_finds_the_tensor_in_its_buffer_by_its_own_layout():
     assert not derived.canaries_intact(derived.split_buffer(placed.buffer, spec)[1], "a")
     # a buffer of another size than the judge's layout needs is not accepted
     assert derived.split_buffer(placed.buffer[:-1], spec) == (None, None)
+
+
+def test_an_original_whose_process_dies_on_a_derived_call_drops_that_call(tmp_path):
+    """The original reads far out of bounds (a segfault under the interpreter) at sizes
+    larger than its harness's: the calls it dies on are dropped with a note, the original
+    is run again, and the other derived calls still check candidates."""
+    dies = SCALE.replace("    x = tl.load(x_ptr + offs, mask=mask)\n",
+                         "    far = tl.where(n > 4096, 100000000000, 0)\n"
+                         "    x = tl.load(x_ptr + offs + far, mask=mask)\n")
+    ev = _evaluator(tmp_path, "dies", dies, "scale_kernel", "harness_scale")
+    try:
+        assert "process dies" in ev.baseline.message, ev.baseline.message
+        ok = ev.evaluate(Variant(dies.replace("x * factor", "factor * x")), time_it=False)
+        assert ok.ok and "calls beyond the harness" in ok.message, ok.message
+        wrong = ev.evaluate(Variant(dies.replace("x * factor", "x * factor + (x > 100.0)")), time_it=False)
+        assert wrong.status == Status.MISMATCH and "beyond the harness" in wrong.message, wrong.message
+    finally:
+        ev.close()
+
+
+AUTOTUNED = SCALE.replace("@triton.jit\n", """@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128}),
+                          triton.Config({"BLOCK": 256})], key=["n"])
+@triton.jit
+""").replace("scale_kernel[(triton.cdiv(n, 128),)](x, out, n, factor, BLOCK=128)",
+             'scale_kernel[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, out, n, factor)')
+
+
+def test_derived_calls_benchmark_each_autotune_config_once(tmp_path):
+    """New sizes are new autotune keys: the autotuner benchmarks its configs once each there
+    (Triton's own do_bench would run each some twenty times), and gets its own back after.
+    In a process of its own: the interpreter must be chosen before Triton starts."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "tuned.py").write_text(AUTOTUNED, encoding="utf-8")
+    script = textwrap.dedent("""
+        import torch
+        import tuned
+        from kernelband.worker import derived
+
+        runs = []
+        tuner = tuned.scale_kernel
+        before = dict(vars(tuner))
+        with derived.one_run_autotuning(tuned, lambda: runs.append(1)):
+            out = tuned.scale(torch.ones(1000), 2.0)
+        assert torch.equal(out, torch.full((1000,), 2.0))
+        after = {k: v for k, v in vars(tuner).items() if k not in ("cache", "nargs", "bench_time", "configs_timings", "best_config")}
+        changed = sorted(k for k in after if after[k] is not before.get(k))
+        print(len(runs), changed or "none", len(tuner.cache))
+    """)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["3", "none", "1"]  # one timed run a config, Triton's own bench back, one key
+    assert "@triton.autotune" in AUTOTUNED and "BLOCK=128)" not in AUTOTUNED

@@ -7,14 +7,16 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import torch
 
 from ..model import Baseline, LaunchRecord, Task, Timing
 from . import checks
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
+from .derived import describe_call
 from .jobs import Frame, JobFailed, VariantJob
+from .judge_derived import absorb_original, calls_to_derive, optional_parameters
 from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, count_runs, gpu, timed_frames, timed_steps
 from .observe import CallHistory, comparable, condense_locals, materialize, tree_bytes
 from .stats import median_timing
@@ -95,7 +97,7 @@ def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
         return base.to_dict()
     base.phases["output_bytes"] = decoded_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))
     move_references(judge)
-    job, derived_notes = _derive_references(judge, job, base)
+    job, derived_notes = _derive_references(judge, job, base, req)
     notes += derived_notes
     if job is None:
         return base.to_dict()
@@ -117,11 +119,15 @@ def _derived_note(dropped: list[str], kept: int) -> Optional[str]:
             f"handle them): {dropped[0]}")
 
 
-def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline) -> tuple[Optional[VariantJob], list[str]]:
-    """The original on calls of its wrapper that the harness never makes, twice (two
-    canaries): the ones it handles become references every candidate is checked on."""
-    from .judge_derived import absorb_original, calls_to_derive, optional_parameters
+DERIVED_ATTEMPTS = 3  # a crash on a derived call drops it; the original is started again
 
+
+def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: dict[str, Any]
+                       ) -> tuple[Optional[VariantJob], list[str]]:
+    """The original on calls of its wrapper that the harness never makes, twice (two
+    canaries): the ones it handles become references every candidate is checked on. A
+    call that takes the original's process down (an out-of-bounds read under the
+    interpreter) is dropped, and the original is run again for the rest."""
     task, t0 = judge.require_task(), time.perf_counter()
     recorded = judge.ref.recorded_calls
     if not recorded:
@@ -129,6 +135,33 @@ def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline) -> tup
                      "harness are checked"]
     calls = calls_to_derive(recorded, judge.session_seed, judge.interpreted,
                             optional_parameters(task.source, task.kernel))
+    crashed: list[str] = []
+    for attempt in range(DERIVED_ATTEMPTS):
+        outcome = _run_derived(judge, job, base, calls)
+        if isinstance(outcome, dict):
+            note = _derived_note(crashed + absorb_original(judge, calls, outcome), len(judge.ref.derived))
+            base.phases["derived_calls"] = round(time.perf_counter() - t0, 6)
+            return job, [note] if note else []
+        if outcome is None:
+            return None, []
+        index, why = outcome
+        crashed.append(f"{describe_call(calls[index]) if 0 <= index < len(calls) else 'a call'}: "
+                       f"the original's process dies ({why})")
+        calls = [c for i, c in enumerate(calls) if i != index]
+        job = _restart_original(judge, task, req, base)
+        if job is None:
+            return None, []
+    judge.ref.derived = []
+    base.phases["derived_calls"] = round(time.perf_counter() - t0, 6)
+    return job, [f"the original's process dies on {len(crashed)} calls beyond the harness: none are checked "
+                 f"({crashed[0]})"]
+
+
+def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[dict[str, Any]]
+                 ) -> Union[dict[tuple[str, int], Frame], tuple[int, str], None]:
+    """The frames of the original's derived calls (both canaries); (the index of the call
+    its process died on, how) when it died; None with ``base.message`` on an error."""
+    task = judge.require_task()
     steps = [{"op": "derived", "module": "o", "calls": calls, "which": w} for w in ("a", "b")] + [{"op": "mark"}]
     frames: dict[tuple[str, int], Frame] = {}
     try:
@@ -137,17 +170,30 @@ def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline) -> tup
             if frame.kind == "error":
                 job.close()
                 base.message = _setup_message(task, frame.meta)
-                return None, []
+                return None
             if frame.meta.get("mode") == "derived":
                 kept = Frame(frame.kind, frame.meta, materialize(frame.tree, None))
                 frames[(str(frame.meta.get("which")), int(frame.meta.get("index", -1)))] = kept
     except JobFailed as e:
-        base.message = f"the original kernel could not be run on inputs beyond its harness ({e.end.kind}): {e}"
-        return None, []
-    dropped = absorb_original(judge, calls, frames)
-    base.phases["derived_calls"] = round(time.perf_counter() - t0, 6)
-    note = _derived_note(dropped, len(judge.ref.derived))
-    return job, [note] if note else []
+        if e.end.kind != "crashed":  # a hang or a broken channel: not one call's fault
+            base.message = f"the original kernel could not be run on inputs beyond its harness ({e.end.kind}): {e}"
+            return None
+        for which in ("a", "b"):
+            missing = [i for i in range(len(calls)) if (which, i) not in frames]
+            if missing:
+                return missing[0], str(e).splitlines()[0][:160] if str(e) else e.end.kind
+        return len(calls), e.end.kind
+    return frames
+
+
+def _restart_original(judge: JudgeCore, task: Task, req: dict[str, Any], base: Baseline) -> Optional[VariantJob]:
+    """The original's reference job again, from scratch (its process died)."""
+    judge.ref = Reference()
+    judge.refs_on_gpu = False
+    job = _run_original(judge, task, req, base, [])
+    if job is not None:
+        move_references(judge)
+    return job
 
 
 def lane_fits(judge: JudgeCore) -> bool:
