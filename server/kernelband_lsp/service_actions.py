@@ -13,12 +13,13 @@ from . import lints as LN
 from . import summary as S
 from .display import INTERPRETED_NOTE
 from .documents import Analysis
+from .service_state import ServiceState
 
 log = logging.getLogger("kernelband_lsp")
 
 
-class ActionsMixin:
-    """A part of KernelBandService (service.py holds the state it uses)."""
+class ActionsMixin(ServiceState):
+    """A part of KernelBandService (service_state.py declares the state it uses)."""
 
     # ================================================================== lints
     _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,

@@ -18,12 +18,13 @@ from . import lenses as L
 from . import summary as S
 from .documents import BIG_TEXT_LINES, Analysis, partial_analysis
 from .service_variants import INTERPRETED_NOTE, is_interpreted
+from .service_state import ServiceState
 
 log = logging.getLogger("kernelband_lsp")
 
 
-class FeaturesMixin:
-    """A part of KernelBandService (service.py holds the state it uses)."""
+class FeaturesMixin(ServiceState):
+    """A part of KernelBandService (service_state.py declares the state it uses)."""
 
     # ================================================================== per-kernel status
     def kernel_status(self, a: Analysis, k: KernelInfo) -> L.KernelStatus:

@@ -21,6 +21,7 @@ from . import summary as S
 from .display import INTERPRETED_NOTE
 from .documents import Analysis
 from .jobs import Job
+from .service_state import ServiceState
 
 log = logging.getLogger("kernelband_lsp")
 
@@ -51,8 +52,8 @@ class FoundVariant:
         return self.result.best_source
 
 
-class VariantsMixin:
-    """A part of KernelBandService (service.py holds the state it uses)."""
+class VariantsMixin(ServiceState):
+    """A part of KernelBandService (service_state.py declares the state it uses)."""
 
     def _reportable(self, fv: FoundVariant) -> bool:
         """A speedup worth offering: measured on a GPU (never an interpreter's timing)."""

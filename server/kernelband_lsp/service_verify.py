@@ -27,6 +27,7 @@ from . import summary as S
 from .documents import Analysis
 from .jobs import CANCELLED, CHECK
 from .service_variants import INTERPRETED_NOTE, FoundVariant, is_interpreted
+from .service_state import ServiceState
 
 log = logging.getLogger("kernelband_lsp")
 
@@ -41,8 +42,8 @@ class Reverified:
     job_id: str
 
 
-class VerifyMixin:
-    """A part of KernelBandService (service.py holds the state it uses)."""
+class VerifyMixin(ServiceState):
+    """A part of KernelBandService (service_state.py declares the state it uses)."""
 
     def applied_variant(self, a: Analysis, kernel: str) -> Optional[tuple[FoundVariant, str]]:
         """(the found variant whose changes are in this text, the text to check it
