@@ -220,7 +220,7 @@ class ResultBuilder:
         base = self.evaluator.baseline
         if not bw or base is None or self.evaluator.interpreted or best_ms <= 0:
             return None
-        nbytes = sum(l.tensor_bytes for l in base.launches)
+        nbytes = sum(launch.tensor_bytes for launch in base.launches)
         achieved = nbytes / (best_ms * 1e-3) / 1e9
         if achieved > 1.1 * float(bw):
             return (f"suspicious: the winner would move {achieved:.0f} GB/s, above the measured copy bandwidth "

@@ -143,10 +143,10 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
     a row of units under the header) and the details page (one row per metric with
     "Metric Name" / "Metric Value" columns); ignores lines around the table."""
     lines = text.splitlines()
-    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
     if start is None:
         return []
-    rows = list(csv.reader(io.StringIO("\n".join(l for l in lines[start:] if l.startswith('"')))))
+    rows = list(csv.reader(io.StringIO("\n".join(ln for ln in lines[start:] if ln.startswith('"')))))
     header = rows[0]
     col = {h: i for i, h in enumerate(header)}
     out: dict[str, dict[str, Any]] = {}
@@ -239,7 +239,7 @@ def explain_failure(rc: int, text: str) -> str:
         return f"ncu cannot start its profiler here ({m.group(0).strip()})"
     if "No kernels were profiled" in text:
         return "ncu profiled no launch of the kernel (name filter or profiling range matched nothing)"
-    errs = [l.strip() for l in text.splitlines() if "==ERROR==" in l or "Error" in l]
+    errs = [ln.strip() for ln in text.splitlines() if "==ERROR==" in ln or "Error" in ln]
     tail = errs[-1] if errs else (text.strip().splitlines()[-1] if text.strip() else "")
     return f"ncu failed (exit {rc}): {tail[:200]}"
 

@@ -15,7 +15,7 @@ from ..model import Baseline, LaunchRecord, Task, Timing
 from . import checks
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
 from .jobs import Frame, JobFailed, VariantJob
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, count_runs, gpu, timed_frames, timed_steps
+from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, count_runs, gpu, timed_steps
 from .observe import CallHistory, comparable, condense_locals, materialize, tree_bytes
 from .stats import median_timing
 
@@ -326,8 +326,8 @@ def _absorb_reference(judge: JudgeCore, frame: Frame, base: Baseline, notes: lis
             ref.masks[h] = materialize(checks.change_masks(ref.outputs[(h, seed)], tree), None)
         return
     launches = [LaunchRecord.from_dict(x) for x in meta.get("launches", [])]
-    if task.kernel not in {l.kernel for l in launches}:
-        seen = ", ".join(sorted({l.kernel for l in launches})) or "no Triton kernel"
+    if task.kernel not in {launch.kernel for launch in launches}:
+        seen = ", ".join(sorted({launch.kernel for launch in launches})) or "no Triton kernel"
         raise _SetupProblem(f"the harness {h} never launches {task.kernel} (it launched: {seen})")
     if isinstance(tree, dict):
         previous = tree.pop("previous", [])
