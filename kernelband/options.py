@@ -15,6 +15,7 @@ Pure: no torch, no triton (the language server imports it).
 from __future__ import annotations
 
 import argparse
+import builtins
 import math
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -144,7 +145,7 @@ class Option:
                 kw["choices"] = self.choices
         parser.add_argument(self.flag, **kw)
 
-    def _arg_type(self, base: type) -> Any:
+    def _arg_type(self, base: builtins.type) -> Any:  # builtins: ``type`` here is the field
         def parse(text: str) -> Any:
             try:
                 value = base(text)

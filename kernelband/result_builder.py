@@ -61,7 +61,7 @@ class ResultBuilder:
     """Turns a SearchOutcome into a Result; re-measures through the session's evaluator."""
 
     def __init__(self, task: Task, config: Any, evaluator: Any, warn: Callable[[str], None],
-                 log: Callable[[str], None], spare: Any = None) -> None:
+                 log: Callable[[str], object], spare: Any = None) -> None:
         self.task = task
         self.config = config  # session.SessionConfig
         self.evaluator = evaluator

@@ -33,7 +33,7 @@ from typing import Any, Callable, Optional
 from ..model import Evaluation, Variant
 
 Job = Callable[[Any], Evaluation]  # (evaluator) -> Evaluation; may raise (WorkerLost)
-Emit = Callable[..., None]  # EventEmitter.emit
+Emit = Callable[..., object]  # EventEmitter.emit (its Event is not used)
 
 
 class WorkerPool:
