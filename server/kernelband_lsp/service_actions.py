@@ -80,7 +80,7 @@ class ActionsMixin(ServiceState):
                     act.edit = E.workspace_edit(uri, a.version, a.text, plan.hunks, self.encoding,
                                                 self.supports_document_changes)
                 else:
-                    act.disabled = types.CodeActionDisabledType(reason=plan.message)
+                    act.disabled = types.CodeActionDisabled(reason=plan.message)
                 out.append(act)
                 if plan.ok and "visual studio code" not in self.client_name.lower():
                     out.append(self._review_action(k.name, args, f"{S.speedup_phrase(fv.result)} faster"))

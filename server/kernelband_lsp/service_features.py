@@ -136,7 +136,7 @@ class FeaturesMixin(ServiceState):
                             f"*Review found variant* (lens or code action) shows its diff.")
             fv = self.reviewable(a, k.name)
         applied = self.applied_variant(a, k.name) if st.applied_text else None
-        if applied is not None:
+        if applied is not None and st.applied_text:  # applied is looked up only when there is a text
             variant_line = (f"**Applied:** {st.applied_text[0].lower() + st.applied_text[1:]}. *Re-verify* (lens or "
                             "code action) checks the code as it stands against the original it replaced.")
         shown = fv or (applied[0] if applied is not None else None)

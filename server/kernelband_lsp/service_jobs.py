@@ -57,7 +57,8 @@ class JobsMixin(ServiceState):
         job = self.jobs.submit(self._spec(kind, a, kernel, settings, background=False))
         await self._run_to_end(job, token)
         if kind == PROFILE:
-            out = {"jobId": job.id, "profile": job.profile.to_dict() if job.profile else None, "kernel": kernel}
+            out: dict[str, Any] = {"jobId": job.id, "profile": job.profile.to_dict() if job.profile else None,
+                                   "kernel": kernel}
             if job.profile is None:
                 out["message"] = job.error or job.state
             return out

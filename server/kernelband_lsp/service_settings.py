@@ -125,7 +125,7 @@ class SettingsMixin(ServiceState):
             self.background.unwatch()
 
     def workspace_folders(self) -> list[str]:
-        out = []
+        out: list[str] = []
         try:
             ws = self.ls.workspace
         except RuntimeError:
