@@ -18,10 +18,12 @@ import argparse
 import builtins
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from .strategies import STRATEGY_NAMES
 from .verdict import DEFAULT_MIN_SPEEDUP
+
+_Number = TypeVar("_Number", int, float)
 
 # the names the engine knows; kernelband.generators / kernelband.search check against these
 GENERATOR_NAMES: tuple[str, ...] = ("rules", "openai")
@@ -266,7 +268,7 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
         BY_NAME[name].add_to(parser)
 
 
-def limit(value: Optional[float]) -> Optional[float]:
+def limit(value: Optional[_Number]) -> Optional[_Number]:
     """A budget value as the session takes it: 0 (or None) = no limit = None."""
     return value if value else None
 

@@ -185,7 +185,8 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool)
         job.close()
         return ("two runs of the timing harness do not fit on the GPU together: candidates are timed alone, "
                 "against the original's time measured once")
-    steps = [{"op": "run", "module": "o", "harness": task.harness, "seed": task.seeds[0], "mode": "check",
+    steps: list[dict[str, Any]] = [
+             {"op": "run", "module": "o", "harness": task.harness, "seed": task.seeds[0], "mode": "check",
               "keep": "o", "again": True},
              {"op": "replay_check", "key": "o"}]
     try:

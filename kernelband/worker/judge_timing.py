@@ -198,7 +198,8 @@ def profile(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     task = judge.require_task()
     source = req.get("source") or task.source
     variant = req.get("source") is not None
-    steps = [{"op": "run", "module": "m", "harness": task.harness, "seed": task.seeds[0], "mode": "check", "keep": "m"},
+    steps: list[dict[str, Any]] = [
+             {"op": "run", "module": "m", "harness": task.harness, "seed": task.seeds[0], "mode": "check", "keep": "m"},
              {"op": "time", "key": "m"},
              {"op": "profile", "key": "m", "tier": int(req.get("tier", 2)), "facts": req.get("facts") or {},
               "source": source}]

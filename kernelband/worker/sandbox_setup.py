@@ -187,7 +187,7 @@ class Setup:
             return False
         return True
 
-    def _refuse_namespace(self, name: str, why: str) -> None:
+    def _refuse_namespace(self, name: str, why: Optional[str]) -> None:
         if name == "mount":
             for layer in ("mount", "hide", "dev", "ipc"):
                 if self.want(layer):
