@@ -186,9 +186,9 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool)
         return ("two runs of the timing harness do not fit on the GPU together: candidates are timed alone, "
                 "against the original's time measured once")
     steps: list[dict[str, Any]] = [
-             {"op": "run", "module": "o", "harness": task.harness, "seed": task.seeds[0], "mode": "check",
-              "keep": "o", "again": True},
-             {"op": "replay_check", "key": "o"}]
+        {"op": "run", "module": "o", "harness": task.harness, "seed": task.seeds[0], "mode": "check",
+         "keep": "o", "again": True},
+        {"op": "replay_check", "key": "o"}]
     try:
         job.command(steps + [{"op": "mark"}], judge_deadline(task, 2))
         ref = judge.ref.outputs[(task.harness, task.seeds[0])]

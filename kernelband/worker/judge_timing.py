@@ -199,10 +199,10 @@ def profile(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     source = req.get("source") or task.source
     variant = req.get("source") is not None
     steps: list[dict[str, Any]] = [
-             {"op": "run", "module": "m", "harness": task.harness, "seed": task.seeds[0], "mode": "check", "keep": "m"},
-             {"op": "time", "key": "m"},
-             {"op": "profile", "key": "m", "tier": int(req.get("tier", 2)), "facts": req.get("facts") or {},
-              "source": source}]
+        {"op": "run", "module": "m", "harness": task.harness, "seed": task.seeds[0], "mode": "check", "keep": "m"},
+        {"op": "time", "key": "m"},
+        {"op": "profile", "key": "m", "tier": int(req.get("tier", 2)), "facts": req.get("facts") or {},
+         "source": source}]
     job = judge.job({"m": source}, steps, 3, trusted=not variant)
     out: dict[str, Any] = {}
 
