@@ -1,16 +1,20 @@
 """What every part of KernelBandService may use from the others, declared once.
 
 The service is one object split into mixins (service.py lists them). A mixin uses state
-that service.py's constructor sets and methods that another mixin defines; this base
-class names both so the type checker checks each mixin on its own. Nothing here runs:
-the attributes are annotations only and the methods exist only for the type checker
-(each is defined for real in the module named beside it, which the checker holds to
-the signature written here).
+that service.py's constructor sets and methods that another mixin defines; the base
+class ServiceState names both so the type checker checks each mixin on its own. Its
+attributes are annotations only and its methods exist only for the type checker (each is
+defined for real in the module named beside it, which the checker holds to the signature
+written here). The two records that state holds, FoundVariant and Reverified, live here
+too: the mixins import this module, so it imports none of them.
 """
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
+
+from kernelband.model import Result
 
 if TYPE_CHECKING:
     from lsprotocol import types
@@ -25,10 +29,37 @@ if TYPE_CHECKING:
     from .display import JobDisplay
     from .documents import Analysis, Documents
     from .jobs import Job, JobManager, JobSpec
-    from .service_variants import FoundVariant
-    from .service_verify import Reverified
     from .settings import Settings
     from .storeview import StoreView
+
+
+@dataclass
+class FoundVariant:
+    """A verified faster module found by a job, tied to the text the job started from."""
+
+    uri: str
+    path: str
+    kernel: str
+    job_id: str
+    base_text: str
+    base_version: Optional[int]
+    base_kernel_text: Optional[str]
+    result: Result
+    background: bool
+
+    @property
+    def source(self) -> str:
+        return self.result.best_source
+
+
+@dataclass(frozen=True)
+class Reverified:
+    """The verdict of the last re-verification of a kernel, for the text it ran on."""
+
+    text_hash: str
+    passed: bool
+    line: str
+    job_id: str
 
 
 class ServiceState:

@@ -17,7 +17,6 @@ import dataclasses
 import logging
 import os
 import tempfile
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from kernelband.model import Result
@@ -27,19 +26,9 @@ from . import summary as S
 from .documents import Analysis
 from .jobs import CANCELLED, CHECK
 from .service_variants import INTERPRETED_NOTE, FoundVariant, is_interpreted
-from .service_state import ServiceState
+from .service_state import Reverified, ServiceState
 
 log = logging.getLogger("kernelband_lsp")
-
-
-@dataclass(frozen=True)
-class Reverified:
-    """The verdict of the last re-verification of a kernel, for the text it ran on."""
-
-    text_hash: str
-    passed: bool
-    line: str
-    job_id: str
 
 
 class VerifyMixin(ServiceState):
