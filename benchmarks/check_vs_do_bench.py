@@ -39,7 +39,7 @@ def by_hand(path: Path, name: str) -> float:
     y = torch.randn(n, device="cuda")
     out = torch.empty_like(x)
     src = path.read_text()
-    line = next(l.strip() for l in src.splitlines() if l.strip().startswith("axpy_kernel[grid]"))
+    line = next(ln.strip() for ln in src.splitlines() if ln.strip().startswith("axpy_kernel[grid]"))
     kwargs = dict(kv.split("=") for kv in line.split("n, ", 1)[1].rstrip(")").split(", "))
     kwargs = {k: int(v) for k, v in kwargs.items()}
     grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731

@@ -182,7 +182,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print("\nweights (all kernels):", ", ".join(f"{n}={w:+.3f}" for n, w in zip(FEATURES, full.weights)))
     if a.write:
         DEFAULT_PATH.write_text(full.to_json(
-            trained_on=[l["kernel"] for l in lands], ridge=RIDGE,
+            trained_on=[land["kernel"] for land in lands], ridge=RIDGE,
             source="benchmarks/results/gpu/shard*/oracle_partial (H200, Triton 3.6) + "
                    "benchmarks/results/landscapes/tables knob-only configs (H100, Triton 3.6)",
             loko_mean={c: round(v, 4) for c, v in means.items()},

@@ -385,7 +385,7 @@ async def _finish(client: LanguageClient, drainer: Any, stderr_log: Path, events
     await asyncio.sleep(0.2)
     await client.stop()
     drainer.cancel()
-    errors = [l for l in stderr_log.read_text(errors="replace").splitlines() if " ERROR " in l or "Traceback" in l]
+    errors = [ln for ln in stderr_log.read_text(errors="replace").splitlines() if " ERROR " in ln or "Traceback" in ln]
     out["server_errors"] = errors[:20]
     return out
 
@@ -475,7 +475,7 @@ def environment() -> dict[str, Any]:
             return "?"
 
     try:
-        cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+        cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), platform.processor())
     except OSError:
         cpu = platform.processor()
     return {"python": platform.python_version(), "platform": platform.platform(), "cpu": cpu,

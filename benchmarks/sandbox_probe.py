@@ -99,7 +99,7 @@ class Child:
     def layers(self) -> str:
         if not self.report:
             return "no report"
-        return "; ".join(f"{l['name']}={l['state']}" for l in self.report["layers"])
+        return "; ".join(f"{layer['name']}={layer['state']}" for layer in self.report["layers"])
 
 
 def job_env(workdir: str, skip: str, extra: Optional[dict[str, str]] = None) -> dict[str, str]:

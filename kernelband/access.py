@@ -239,10 +239,10 @@ class _Flow:
         if isinstance(e, ast.IfExp):
             return self.base_deps(e.body) | self.base_deps(e.orelse)
         if isinstance(e, ast.Call) and e.args or isinstance(e, ast.Call) and e.keywords:
-            cname = _call_name(e.func)  # type: ignore[union-attr]
+            cname = _call_name(e.func)
             if cname in _ADDRESS_PASSING:
-                base = next((kw.value for kw in e.keywords if kw.arg in ("base", "pointer", "ptr", "input")),  # type: ignore[union-attr]
-                            e.args[0] if e.args else None)  # type: ignore[union-attr]
+                base = next((kw.value for kw in e.keywords if kw.arg in ("base", "pointer", "ptr", "input")),
+                            e.args[0] if e.args else None)
                 return self.base_deps(base)
         return set()
 

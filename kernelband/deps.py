@@ -24,6 +24,7 @@ def require(module: str, purpose: str, install: str = "") -> ModuleType:
         return importlib.import_module(module)
     except ImportError as e:
         # only the package itself (or one of its own imports) missing counts; other errors propagate
-        if getattr(e, "name", None) is None or e.name.split(".")[0] != module.split(".")[0]:
+        missing = getattr(e, "name", None)
+        if missing is None or missing.split(".")[0] != module.split(".")[0]:
             raise
         raise MissingDependency(module, purpose, install or f"pip install {module}") from None

@@ -13,6 +13,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Callable, Iterator, Optional
 
 from .model import FunctionInfo, KernelInfo, LaunchSite, Param, ParseError, SourceRange
@@ -429,7 +430,7 @@ class _Walker(ast.NodeVisitor):
             self.launches.append((launched, node, outer))
         elif kind is ast.Name:
             got = self._calls_of(outer)
-            got.add(func.id)
+            got.add(func.id)  # type: ignore[attr-defined]  # kind is type(func): mypy cannot narrow through it
         elif kind is ast.Attribute and type(func.value) is ast.Name:  # type: ignore[attr-defined]
             # Cls.apply(x) reaches a module-level class; on anything else it matches nothing
             got = self._calls_of(outer)
@@ -442,7 +443,7 @@ class _Walker(ast.NodeVisitor):
         for kw in node.keywords:
             if type(kw.value) is ast.Name:
                 got = got if got is not None else self._calls_of(outer)
-                got.add(kw.value.id)  # type: ignore[attr-defined]
+                got.add(kw.value.id)
 
     def _calls_of(self, outer: Optional[str]) -> set[str]:
         got = self.calls.get(outer)
@@ -517,7 +518,7 @@ def gc_paused() -> Iterator[None]:
 # whole file: a wrong guess costs time, never a different result (tests/test_skim.py).
 
 try:
-    from _symtable import symtable as _syntax_check
+    from _symtable import symtable as _syntax_check  # type: ignore[import-not-found]  # CPython's, no stub
 except ImportError:  # pragma: no cover - not CPython
     _syntax_check = None
 
@@ -687,7 +688,8 @@ def _nonblank_limit() -> int:
     of its own, like ``keyword``, always has a child with one) plus a few, and a token is
     at least one non-blank character. Counted from this frame, as deep as ast.parse's in
     the full parse, with 40 frames of margin for C-level calls."""
-    frame, depth = sys._getframe(), 0
+    frame: Optional[FrameType] = sys._getframe()
+    depth = 0
     while frame is not None:
         depth += 1
         frame = frame.f_back
@@ -705,7 +707,7 @@ def _checked_ends(lines: list[str], bodies: list[tuple[int, int, int]]) -> Optio
         end = _textual_end(lines, k, e) if nonblank <= limit else None
         if end is not None:
             try:
-                _syntax_check(seg, "<kernel>", "exec")  # type: ignore[misc]
+                _syntax_check(seg, "<kernel>", "exec")
             except Exception:  # SyntaxError, RecursionError, MemoryError...
                 return None
         else:
@@ -851,9 +853,9 @@ def _detect(source: str, filename: str, skim: bool = True, fork: bool = False) -
                     launches=sorted(launched_by.get(node.name, set())),
                 )
             )
-    for name, (node, target) in aliases.items():
+    for name, (assign, target) in aliases.items():
         if target in module_defs:
-            result.functions.append(FunctionInfo(name=name, range=_range(node), params=[], calls=[target],
+            result.functions.append(FunctionInfo(name=name, range=_range(assign), params=[], calls=[target],
                                                  launches=[], kind="alias"))
     return result
 

@@ -24,6 +24,7 @@ import ast
 import functools
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -209,10 +210,11 @@ def _file_key(path: Path) -> Optional[tuple[str, int, int]]:
 
 @functools.lru_cache(maxsize=16)
 def _parse_pyproject(key: tuple[str, int, int]) -> tuple[Optional[dict], str]:
-    try:  # imported here: most files `kernelband list` reads have no pyproject.toml above them
+    # imported here: most files `kernelband list` reads have no pyproject.toml above them
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # pragma: no cover - 3.10
+        import tomli as tomllib
     pp = Path(key[0])
     try:
         return tomllib.loads(pp.read_text(encoding="utf-8-sig")), ""
@@ -309,13 +311,14 @@ def _chosen(module_path: str, result: DetectionResult, spec: str, how: str) -> H
     """Validate a harness named by the user ("function" or "path/to/file.py:function")."""
     path: Optional[str] = None
     name = spec
-    target: Optional[DetectionResult] = result
+    target = result
     if ":" in spec:
         path, name = spec.rsplit(":", 1)
         path = str(Path(path).resolve())
-        target, why = _harness_file(path)
-        if target is None:
+        found, why = _harness_file(path)
+        if found is None:
             return HarnessChoice(None, reason=why)
+        target = found
     fn = target.function(name)
     if fn is None:
         return HarnessChoice(None, reason=f"harness {name!r} is not a module-level function of {path or module_path}")

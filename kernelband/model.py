@@ -433,7 +433,7 @@ def _from_json_dict(cls: Any, d: Any) -> Any:
         if f.name == "extra" or f.name not in d:
             continue
         default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
         kwargs[f.name] = _coerce(str(f.type), d[f.name], default)
     kwargs["extra"] = {k: v for k, v in d.items() if k not in names}
     return cls(**kwargs)

@@ -15,12 +15,15 @@ Pure: no torch, no triton (the language server imports it).
 from __future__ import annotations
 
 import argparse
+import builtins
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from .strategies import STRATEGY_NAMES
 from .verdict import DEFAULT_MIN_SPEEDUP
+
+_Number = TypeVar("_Number", int, float)
 
 # the names the engine knows; kernelband.generators / kernelband.search check against these
 GENERATOR_NAMES: tuple[str, ...] = ("rules", "openai")
@@ -144,7 +147,7 @@ class Option:
                 kw["choices"] = self.choices
         parser.add_argument(self.flag, **kw)
 
-    def _arg_type(self, base: type) -> Any:
+    def _arg_type(self, base: builtins.type) -> Any:  # builtins: ``type`` here is the field
         def parse(text: str) -> Any:
             try:
                 value = base(text)
@@ -265,7 +268,7 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
         BY_NAME[name].add_to(parser)
 
 
-def limit(value: Optional[float]) -> Optional[float]:
+def limit(value: Optional[_Number]) -> Optional[_Number]:
     """A budget value as the session takes it: 0 (or None) = no limit = None."""
     return value if value else None
 

@@ -61,7 +61,7 @@ class ResultBuilder:
     """Turns a SearchOutcome into a Result; re-measures through the session's evaluator."""
 
     def __init__(self, task: Task, config: Any, evaluator: Any, warn: Callable[[str], None],
-                 log: Callable[[str], None], spare: Any = None) -> None:
+                 log: Callable[[str], object], spare: Any = None) -> None:
         self.task = task
         self.config = config  # session.SessionConfig
         self.evaluator = evaluator
@@ -220,7 +220,7 @@ class ResultBuilder:
         base = self.evaluator.baseline
         if not bw or base is None or self.evaluator.interpreted or best_ms <= 0:
             return None
-        nbytes = sum(l.tensor_bytes for l in base.launches)
+        nbytes = sum(launch.tensor_bytes for launch in base.launches)
         achieved = nbytes / (best_ms * 1e-3) / 1e9
         if achieved > 1.1 * float(bw):
             return (f"suspicious: the winner would move {achieved:.0f} GB/s, above the measured copy bandwidth "

@@ -224,7 +224,7 @@ def _changed(otree: ast.Module, vtree: ast.Module) -> list[ast.stmt]:
             odefs.setdefault(s.name, set()).add(ast.dump(s))
         else:
             others[ast.dump(s)] += 1
-    out = []
+    out: list[ast.stmt] = []
     for s in vtree.body:
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if ast.dump(s) not in odefs.get(s.name, set()):

@@ -44,6 +44,8 @@ from .screen_policy import (DANGEROUS_BUILTINS, HOST_VALUE_ATTRIBUTES, KERNEL_VA
                             TRITON_CALLS, chain_verdict, import_keys, is_dunder, safe_import)
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
+# a try statement: ast.TryStar (3.11+, except*) has the fields of ast.Try
+_TRY_STATEMENTS: tuple[type[ast.Try], ...] = (ast.Try, getattr(ast, "TryStar", ast.Try))
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _NOT_IN_KERNELS = {ast.Dict: "a dict", ast.Set: "a set", ast.Lambda: "a lambda", ast.JoinedStr: "an f-string",
                    ast.ListComp: "a comprehension", ast.SetComp: "a comprehension", ast.GeneratorExp: "a comprehension",
@@ -511,13 +513,13 @@ class Walker(GrammarChecks):
         elif isinstance(s, (ast.Import, ast.ImportFrom)):
             for key, _, _ in import_keys(s):
                 self.add(s, _import_what(key), "imports belong at module level, as the original has them")
-        elif isinstance(s, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        elif isinstance(s, _TRY_STATEMENTS):
             self.add(s, "has a try statement", "exception handling is not part of the kernel language")
             for h in s.handlers:
                 if h.name:
                     self.rebinds_import(h, h.name)
-            for part in (s.body, *[h.body for h in s.handlers], s.orelse, s.finalbody):
-                self.stmts(part)  # so that every finding inside is reported too
+            for body in (s.body, *[h.body for h in s.handlers], s.orelse, s.finalbody):
+                self.stmts(body)  # so that every finding inside is reported too
         elif isinstance(s, (ast.AsyncFor, ast.AsyncWith, ast.AsyncFunctionDef)):
             self.add(s, "has async code", "async code is not part of the kernel language")
         elif self.kernel:

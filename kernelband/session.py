@@ -64,7 +64,8 @@ class Session:
         self.stop = stop or threading.Event()
         register_secret(config.generator_options.get("api_key"))  # never logged, stored or emitted
         self._workdir: Optional[str] = None
-        evaluators, labels = [evaluator], None
+        evaluators: list[Any] = [evaluator]  # Evaluators, or an executor's (executor/base.py)
+        labels: Optional[list[str]] = None
         if evaluator is None:
             self._workdir = session_workdir()
             evaluators, labels = self._evaluators(executor, self._workdir)

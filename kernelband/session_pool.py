@@ -79,7 +79,9 @@ class CandidatePool:
         from .search.config import BanditConfig
 
         variant = "v2" if self.config.search == "kernelband-v2" else "v1"
-        return (self.config.bandit or BanditConfig()).with_variant(variant).resolved().feature_set
+        feature_set = (self.config.bandit or BanditConfig()).with_variant(variant).resolved().feature_set
+        assert feature_set is not None  # resolved() always names one
+        return feature_set
 
     def _with_counters(self, variant: Variant, profile: dict[str, Any]) -> dict[str, Any]:
         """Tier 3 runs Nsight Compute around a fresh process, outside the worker; it

@@ -16,7 +16,7 @@ _EVENT_KEYS = ("index", "variant_id", "parent", "strategy", "generator", "status
 
 class SessionRecords:
     def __init__(self, session_id: str, task: Task, config: SessionConfig, store: Any, pool: CandidatePool,
-                 usage: Usage, emit: Callable[..., None], interpreted: Callable[[], bool]) -> None:
+                 usage: Usage, emit: Callable[..., object], interpreted: Callable[[], bool]) -> None:
         self.session_id = session_id
         self.task = task
         self.config = config

@@ -17,7 +17,7 @@ from .session_pool import CandidatePool
 
 class Preparation:
     def __init__(self, task: Task, config: SessionConfig, evaluator: Any, workers: Any, store: Any,
-                 pool: CandidatePool, emit: Callable[..., None], warn: Callable[[str], None],
+                 pool: CandidatePool, emit: Callable[..., object], warn: Callable[[str], None],
                  warnings: list[str]) -> None:
         self.task = task
         self.config = config
@@ -105,7 +105,7 @@ class Preparation:
 
 
 def device_facts(evaluator: Any, store: Any, gpu: str, triton_version: str,
-                 emit: Optional[Callable[..., None]] = None) -> Optional[dict[str, Any]]:
+                 emit: Optional[Callable[..., object]] = None) -> Optional[dict[str, Any]]:
     """The device's peaks: from the workspace store, else this machine's cache, else
     measured (once per card, driver and Triton version), and cached in both."""
     from . import machine_cache

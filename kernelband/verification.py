@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 
-def sanitizer_refusal(evaluator: Any, variant: Any, log: Optional[Callable[[str], None]] = None,
+def sanitizer_refusal(evaluator: Any, variant: Any, log: Optional[Callable[[str], object]] = None,
                       report: Optional[dict[str, Any]] = None) -> tuple[Optional[str], dict[str, Any]]:
     """(why the variant is refused, the report) after its sanitizer run; (None, report)
     when it passed or could not run here (the report then says why). ``report``: a run

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# The project's test command: Python tests (Triton interpreter, no GPU needed), then
-# the VS Code client's type check and unit tests.
+# The project's test command: the static checks (ruff, mypy), the Python tests (Triton
+# interpreter, no GPU needed), then the VS Code client's type check and unit tests.
+#
+# The static checks come first because they take seconds (mypy about a minute on a cold
+# cache) and fail the script before the long suite starts; KERNELBAND_SKIP_STATIC=1 skips
+# them (e.g. to rerun one test file).
 #
 # The Python tests run on KERNELBAND_TEST_WORKERS pytest-xdist workers (default 4; 0 runs
 # them in this process). Most of a test's time is spent waiting on the worker processes
@@ -10,6 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
+if [ "${KERNELBAND_SKIP_STATIC:-0}" != 1 ]; then
+  "$PY" -m ruff check --quiet .
+  "$PY" -m mypy  # files and settings: [tool.mypy] in pyproject.toml
+fi
 "$PY" -m pytest -q -p no:cacheprovider -n "${KERNELBAND_TEST_WORKERS:-4}" --dist loadgroup "$@"
 if [ -f package.json ] && command -v npm >/dev/null 2>&1; then
   npm test --silent

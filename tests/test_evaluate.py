@@ -27,7 +27,7 @@ def evaluator(tmp_path_factory):
     base = ev.prepare()
     assert base.ok and base.interpreted and base.deterministic and not base.weak_harness
     assert base.timing is not None and base.timing.clock == "cpu-interpreter" and base.timing.launches == 1
-    assert [l.kernel for l in base.launches] == ["axpy_kernel"] and base.launches[0].grid == [24]
+    assert [launch.kernel for launch in base.launches] == ["axpy_kernel"] and base.launches[0].grid == [24]
     yield ev
     ev.close()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from helpers.kernels import AXPY, AXPY_LAUNCH, axpy_task, edited
+from helpers.kernels import AXPY_LAUNCH, axpy_task, edited
 
 from kernelband.evaluate import Evaluator
 from kernelband.model import Status, Variant

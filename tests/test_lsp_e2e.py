@@ -43,10 +43,10 @@ async def test_lenses_symbols_and_hover_for_each_kernel(tmp_path):
             assert names and (kernels is None or names == kernels)
             for s in syms:
                 assert s.kind == types.SymbolKind.Function and s.detail.startswith("@triton.jit")
-                at = [l for l in got if l.range.start.line == s.range.start.line]
-                titles = [l.command.title for l in at]
+                at = [lens for lens in got if lens.range.start.line == s.range.start.line]
+                titles = [lens.command.title for lens in at]
                 assert titles[:2] == ["Optimize", "Profile"], titles
-                assert all(l.command.arguments[0] == {"uri": uri, "kernel": s.name} for l in at[:2])
+                assert all(lens.command.arguments[0] == {"uri": uri, "kernel": s.name} for lens in at[:2])
                 h = await hover(client, uri, s.selection_range.start.line, s.selection_range.start.character + 1)
                 assert h is not None and h.contents.kind == types.MarkupKind.Markdown
                 assert f"**{s.name}**" in h.contents.value
@@ -81,7 +81,7 @@ async def test_a_file_that_does_not_parse(tmp_path):
         text = editor.text(uri)
         at = text.index("def axpy(")
         editor.replace(uri, at, at, "def half_typed(:\n")
-        assert [l.command.title for l in await lenses(client, uri)] == [l.command.title for l in before]
+        assert [lens.command.title for lens in await lenses(client, uri)] == [lens.command.title for lens in before]
         line, col = name_pos(editor.text(uri), "axpy_kernel")
         assert "parse" in (await hover(client, uri, line, col)).contents.value
         actions = await client.text_document_code_action_async(types.CodeActionParams(
@@ -103,7 +103,7 @@ async def test_no_harness_warning_and_create_harness(tmp_path):
         (d,) = diags
         assert d.severity == types.DiagnosticSeverity.Warning and d.code == "no-harness"
         assert "no harness for axpy_kernel" in d.message and "harness_" in d.message
-        assert [l.command.title for l in await lenses(client, uri)][0] == "No harness · Create harness"
+        assert [lens.command.title for lens in await lenses(client, uri)][0] == "No harness · Create harness"
         actions = await client.text_document_code_action_async(types.CodeActionParams(
             text_document=doc(uri), range=d.range, context=types.CodeActionContext(diagnostics=[d])))
         fix = next(a for a in actions if a.title.startswith("Create harness"))
@@ -113,7 +113,7 @@ async def test_no_harness_warning_and_create_harness(tmp_path):
         assert "def harness_axpy_kernel():" in editor.text(uri)
         await wait_until(lambda: client.diagnostics.get(uri) == [] or client.diagnostics.get(uri) == (), 10,
                          what="the diagnostic to clear")
-        titles = [l.command.title for l in await lenses(client, uri)]
+        titles = [lens.command.title for lens in await lenses(client, uri)]
         assert titles[:2] == ["Optimize", "Profile"]
         # the command form inserts through workspace/applyEdit (nothing to do for a kernel with a harness, but it works)
         uri2 = editor.open(ws / "softmax.py")

@@ -8,7 +8,7 @@ import time
 import pytest
 from lsprotocol import types
 
-from helpers.lsp import copy_examples, descendants, edit_from_json, process_alive, start_session, wait_until
+from helpers.lsp import copy_examples, descendants, process_alive, start_session, wait_until
 from helpers.lsp import doc, hover, lenses, name_pos, run_command
 
 pytestmark = pytest.mark.slow
@@ -69,7 +69,7 @@ async def test_real_optimize_reports_progress_and_its_edit_keeps_the_users_chang
         # timed under the CPU interpreter: correct, but never offered as a speedup (no edit in
         # the reply, no Apply lens); the explicit review-and-apply commands still work
         assert res["edit"] is None and res["editMessage"] == "correct; speed needs a GPU"
-        assert "Variant found: correct; speed needs a GPU · Review" in [l.command.title for l in await lenses(client, uri)]
+        assert "Variant found: correct; speed needs a GPU · Review" in [lens.command.title for lens in await lenses(client, uri)]
         prop = await run_command(client, "kernelband.proposedEdit", uri=uri, kernel="axpy_kernel")
         assert prop["interpreted"] is True and prop["rebuilt"] is True and prop["version"] == editor.version(uri)
         out = await run_command(client, "kernelband.applyVariant", uri=uri, kernel="axpy_kernel")
@@ -88,7 +88,7 @@ async def test_real_optimize_reports_progress_and_its_edit_keeps_the_users_chang
         assert status["torchLoaded"] is False and status["tritonLoaded"] is False
         # the lens re-runs the check of the applied variant (the user's notes on both sides)
         assert "Applied variant (correct; speed needs a GPU) · Re-verify" in [
-            l.command.title for l in await lenses(client, uri)]
+            lens.command.title for lens in await lenses(client, uri)]
         rv = await asyncio.wait_for(run_command(client, "kernelband.reverify", uri=uri, kernel="axpy_kernel"), 300)
         assert rv["verified"] is True and rv["summary"] == "re-verified: correct; speed needs a GPU", rv
         assert rv["check"]["status"] == "ok" and rv["check"]["verdict"] == "verified_correct"
@@ -115,11 +115,11 @@ async def test_real_reverify_catches_a_wrong_applied_variant(tmp_path):
     path.write_text(wrong)  # `optimize --apply` wrote it
     async with start_session(ws) as (client, editor, rec):
         uri = editor.open(path)
-        assert "Applied variant (1.50x) · Re-verify" in [l.command.title for l in await lenses(client, uri)]
+        assert "Applied variant (1.50x) · Re-verify" in [lens.command.title for lens in await lenses(client, uri)]
         rv = await asyncio.wait_for(run_command(client, "kernelband.reverify", uri=uri, kernel="axpy_kernel"), 300)
         assert rv["verified"] is False and rv["check"]["status"] == "mismatch", rv
         assert rv["summary"].startswith("re-verification failed (mismatch)")
-        titles = [l.command.title for l in await lenses(client, uri)]
+        titles = [lens.command.title for lens in await lenses(client, uri)]
         assert [t for t in titles if t.startswith("Re-verification failed (mismatch)") and t.endswith("· Re-verify")]
 
 
@@ -168,7 +168,7 @@ async def test_real_profile_then_background_on_save_with_a_quick_fix(tmp_path):
         # an interpreter-timed result: no "faster variant" diagnostic or quick fix, a label instead
         titles: list = []
         for _ in range(100):  # the job's state settles just after its result event
-            titles = [l.command.title for l in await lenses(client, uri)]
+            titles = [lens.command.title for lens in await lenses(client, uri)]
             if "Variant found: correct; speed needs a GPU · Review" in titles:
                 break
             await asyncio.sleep(0.1)

@@ -34,13 +34,13 @@ def fake_env(tmp_path, **extra: str) -> dict[str, str]:
 async def titles(client, uri) -> list[str]:
     res = await client.text_document_code_lens_async(types.CodeLensParams(
         text_document=types.TextDocumentIdentifier(uri=uri)))
-    return [l.command.title for l in res or []]
+    return [lens.command.title for lens in res or []]
 
 
 async def lens_commands(client, uri) -> dict[str, str]:
     res = await client.text_document_code_lens_async(types.CodeLensParams(
         text_document=types.TextDocumentIdentifier(uri=uri)))
-    return {l.command.title: l.command.command for l in res or []}
+    return {lens.command.title: lens.command.command for lens in res or []}
 
 
 async def command(client, name: str, **args):

@@ -45,7 +45,7 @@ async def lens_list(client, uri) -> list[types.CodeLens]:
 
 
 async def lens_titles(client, uri) -> list[str]:
-    return [l.command.title for l in await lens_list(client, uri)]
+    return [lens.command.title for lens in await lens_list(client, uri)]
 
 
 async def actions_at(client, uri, text: str, name: str) -> list:
@@ -124,7 +124,7 @@ async def test_a_variant_found_on_cpu_is_reachable_from_its_lens_and_a_code_acti
         uri = editor.open(ws / "add_scale.py")
         text = editor.text(uri)
         await command(client, "kernelband.optimize", uri=uri, kernel="axpy_kernel")
-        lens = next(l for l in await lens_list(client, uri) if l.command.title.startswith("Variant found"))
+        lens = next(candidate for candidate in await lens_list(client, uri) if candidate.command.title.startswith("Variant found"))
         assert lens.command.title == "Variant found: correct; speed needs a GPU · Review"
         assert lens.command.command == "kernelband.reviewVariant"
         acts = [a for a in await actions_at(client, uri, text, "axpy_kernel") if "variant" in a.title]

@@ -153,9 +153,9 @@ def test_code_lenses_per_kernel(tmp_path: Path):
     (k,) = a.kernels
     lenses = code_lenses(a, lambda k: KernelStatus(kernel=k, harness=a.harness(k.name), profile=PROFILE,
                                                    profile_exact=True))
-    titles = [l.command.title for l in lenses]
+    titles = [lens.command.title for lens in lenses]
     assert titles == ["Optimize", "Profile", "last: 0.42 ms, 71% of HBM peak, memory-bound"]
-    assert all(l.range.start.line == k.range.start_line - 1 for l in lenses)
+    assert all(lens.range.start.line == k.range.start_line - 1 for lens in lenses)
     assert lenses[0].command.arguments == [{"uri": p.as_uri(), "kernel": "axpy_kernel"}]
 
 

@@ -42,9 +42,9 @@ def _launch(n=1 << 20, name="axpy_kernel", compiled=True):
     out = 0.5 * x + y
     ck = SimpleNamespace(metadata=Md(name, 0, 4, 3, 1, 32), n_regs=16, n_spills=0, hash="abc") if compiled else None
     grid = lambda meta: ((n + meta["BLOCK_SIZE"] - 1) // meta["BLOCK_SIZE"],)  # noqa: E731
-    l = CapturedLaunch(FakeKernel(), (x, y, out, 0.5, n), {"grid": grid, "warmup": False, "BLOCK_SIZE": 1024}, name)
-    l.result = ck
-    return l
+    launch = CapturedLaunch(FakeKernel(), (x, y, out, 0.5, n), {"grid": grid, "warmup": False, "BLOCK_SIZE": 1024}, name)
+    launch.result = ck
+    return launch
 
 
 def _strict_json(obj):

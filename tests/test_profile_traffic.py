@@ -280,8 +280,8 @@ def test_real_interpreted_launch(tmp_path, monkeypatch):
     spec.loader.exec_module(mod)
     with recording() as rec:
         mod.harness_inc()
-    (l,) = rec.launches
-    tr = launch_traffic(l, analyze_kernel(mod_src, "inc_k"))
+    (launch,) = rec.launches
+    tr = launch_traffic(launch, analyze_kernel(mod_src, "inc_k"))
     rows = _by_name(tr["tensors"])
     assert rows["x_ptr"]["read"] and rows["x_ptr"]["written"]
     assert rows["y_ptr"]["read"] and not rows["y_ptr"]["written"]

@@ -40,9 +40,9 @@ SECRET = "sk-kernelband-layer-secret-" + uuid.uuid4().hex
 def require(run, *layers: str) -> None:
     """Skip (with what the OS said) when this machine refused a layer the test is about."""
     assert run.report is not None, run.stderr[-3000:]
-    missing = [l for l in run.report["layers"] if l["name"] in layers and l["state"] != "held"]
+    missing = [layer for layer in run.report["layers"] if layer["name"] in layers and layer["state"] != "held"]
     if missing:
-        pytest.skip("; ".join(f"{l['name']} {l['state']}: {l['detail']}" for l in missing))
+        pytest.skip("; ".join(f"{layer['name']} {layer['state']}: {layer['detail']}" for layer in missing))
 
 
 @pytest.fixture(params=["started as root", "unprivileged (user namespace)"])
@@ -842,12 +842,12 @@ def test_a_refused_layer_is_a_note_by_default_and_an_error_when_strict():
     run = run_payload(code, sandboxed=True, wrapper=wrapper)
     assert run.returncode == 0 and run.result == {"ran": True}, run.stderr[-2000:]
     assert run.layers and set(run.layers.values()) == {"refused"}, run.report
-    details = {l["detail"] for l in run.report["layers"]}
+    details = {layer["detail"] for layer in run.report["layers"]}
     assert all(d and "\n" not in d for d in details) and any("user namespace" in d for d in details), details
 
     strict = run_payload(code, sandboxed=True, wrapper=wrapper, policy="strict")
     assert strict.returncode == 3 and strict.result == {} and strict.report is None, strict.stderr[-2000:]
-    lines = [l for l in strict.stderr.splitlines() if l.startswith("kernelband-sandbox:")]
+    lines = [ln for ln in strict.stderr.splitlines() if ln.startswith("kernelband-sandbox:")]
     assert len(lines) == 1 and "refused under KERNELBAND_SANDBOX=strict" in lines[0], strict.stderr[-2000:]
 
     # a layer the judge leaves out on purpose is reported as such, and strict accepts it

@@ -115,7 +115,7 @@ def _optimize_events(path: Path, *extra: str) -> tuple[subprocess.Popen, list[Ev
     p = _cli("optimize", str(path), "--budget", "2", "--strategies", "tiling", "--events", "jsonl", "--device", "cpu",
              "--rounds", "3", "--apply", *extra)
     out, err = p.communicate(timeout=600)
-    events = [Event.from_json(l) for l in out.splitlines() if l.strip()]  # every stdout line is an event
+    events = [Event.from_json(ln) for ln in out.splitlines() if ln.strip()]  # every stdout line is an event
     assert events[0].type == "started" and events[-1].type == "result", err
     return p, events, err
 
@@ -196,7 +196,7 @@ def test_sigint_stops_cleanly_with_best_so_far(tmp_path):
             p.send_signal(signal.SIGINT)
             break
     rest, _ = p.communicate(timeout=300)
-    seen += [Event.from_json(l) for l in rest.splitlines() if l.strip()]
+    seen += [Event.from_json(ln) for ln in rest.splitlines() if ln.strip()]
     assert seen[-1].type == "result"
     result = seen[-1].data["result"]
     assert result["stop_reason"] == "stopped by request" and result["evaluations"] < 50

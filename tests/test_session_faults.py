@@ -4,7 +4,6 @@ request, and secrets / huge messages from a variant (real worker subprocesses, r
 SQLite, a real socket on 127.0.0.1)."""
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import sqlite3
@@ -15,7 +14,6 @@ import threading
 import time
 from pathlib import Path
 
-from kernelband.evaluate import Evaluator
 from kernelband.events import Event
 from kernelband.redact import MAX_MESSAGE_BYTES
 from kernelband.session import Budget, Session, SessionConfig, WORKDIR_PREFIX, run_session, sweep_stale_workdirs
@@ -115,7 +113,7 @@ def _llm_cli(path: Path, url: str, *extra: str) -> subprocess.Popen:
 
 
 def _events(text: str) -> list[Event]:
-    return [Event.from_json(l) for l in text.splitlines() if l.strip()]
+    return [Event.from_json(ln) for ln in text.splitlines() if ln.strip()]
 
 
 def test_a_hanging_endpoint_costs_two_timeouts_not_the_budget(tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 from helpers.paths import REPO
 from helpers.xdist_groups import defines_wide_fixture

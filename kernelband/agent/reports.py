@@ -188,7 +188,7 @@ T = TypeVar("T")
 
 def scrubbed(record: T) -> T:
     """The record with every string redacted of secrets (a message may quote anything)."""
-    changes = {}
+    changes: dict[str, Any] = {}
     for f in dataclasses.fields(record):  # type: ignore[arg-type]
         v = getattr(record, f.name)
         if dataclasses.is_dataclass(v) and not isinstance(v, type):

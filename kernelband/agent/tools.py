@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, TypeVar
 from urllib.parse import quote
 
 from kernelband_lsp.jobs import CHECK, DONE, OPTIMIZE, PROFILE, Job, JobSpec
@@ -39,6 +39,7 @@ from .workspace import MAX_VARIANT_BYTES, PathRefused, Workspace
 MAX_FILES_LISTED = 200  # a folder's Python files scanned by list_kernels
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "env", "node_modules", "__pycache__", DB_DIR, "build", "dist", ".tox"}
 RESULTS_URI = "kernelband://results/{kernel}{?file}"
+T = TypeVar("T")
 
 
 class ToolRefusal(ValueError):
@@ -138,12 +139,12 @@ class AgentTools:
     async def optimize_kernel(self, file: str, kernel: Optional[str], budget: Optional[int] = None,
                               seconds: Optional[float] = None, harness: Optional[str] = None,
                               progress: Optional[ProgressSink] = None) -> R.OptimizeReport:
-        budget = self._option("budget", budget)
-        seconds = self._option("seconds", seconds)
-        if budget == 0 and seconds == 0:
+        evaluations: int = self._option("budget", budget)
+        limit_seconds: float = self._option("seconds", seconds)
+        if evaluations == 0 and limit_seconds == 0:
             raise ToolRefusal("budget and seconds are both 0 (no limit): give a session one limit")
         path, source, kernel = self._target(file, kernel)
-        settings = dataclasses.replace(self.settings, budget_evaluations=budget, budget_seconds=seconds)
+        settings = dataclasses.replace(self.settings, budget_evaluations=evaluations, budget_seconds=limit_seconds)
         job = await self.jobs.run(self._spec(OPTIMIZE, path, source, kernel, harness, settings=settings),
                                   progress, describe=describe_event)
         result = self._output(job, job.result)
@@ -193,8 +194,9 @@ class AgentTools:
                        harness=harness or None, cwd=str(path.parent), **more)  # type: ignore[arg-type]
 
     @staticmethod
-    def _option(name: str, value: object) -> object:
-        """A tool argument checked as the CLI checks the option (kernelband/options.py)."""
+    def _option(name: str, value: object) -> Any:
+        """A tool argument checked as the CLI checks the option (kernelband/options.py): a
+        value of the option's type."""
         if value is None:
             return O.default(name)
         try:
@@ -203,7 +205,7 @@ class AgentTools:
             raise ToolRefusal(str(e)) from None
 
     @staticmethod
-    def _output(job: Job, output: object) -> object:
+    def _output(job: Job, output: Optional[T]) -> T:
         """What the job ended with, or a refusal saying why there is none (the engine's line)."""
         if job.state == DONE and output is not None:
             return output

@@ -4,11 +4,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any, Optional
 
 from ..detect import DetectionResult, detect, read_source, strip_bom
-from ..model import KernelInfo
+from ..model import KernelInfo, Task
 from ..redact import clean, needs_scrub, scrub
 
 EXIT_OK = 0
@@ -95,10 +94,9 @@ def add_task_arguments(p: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def build_task(args: Any) -> tuple["Task", KernelInfo]:
+def build_task(args: Any) -> tuple[Task, KernelInfo]:
     """Resolve file, kernel and harness into a Task, or raise UsageError saying why not."""
     from ..harness import find_harness
-    from ..model import Task
 
     path, source = read_module(args.file, getattr(args, "stdin_source", False))
     result = detect_or_fail(args.file, source)

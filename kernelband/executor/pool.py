@@ -33,7 +33,7 @@ from typing import Any, Callable, Optional
 from ..model import Evaluation, Variant
 
 Job = Callable[[Any], Evaluation]  # (evaluator) -> Evaluation; may raise (WorkerLost)
-Emit = Callable[..., None]  # EventEmitter.emit
+Emit = Callable[..., object]  # EventEmitter.emit (its Event is not used)
 
 
 class WorkerPool:
@@ -229,7 +229,8 @@ class WorkerPool:
         item = self._events.get()
         if item[0] == "ready":
             self._join(item[1])
-            return self._after_change()
+            self._after_change()
+            return None
         _, slot, tag, job, ev, err = item
         self._busy.discard(slot)
         if err is None:
@@ -243,7 +244,8 @@ class WorkerPool:
             self.lost.append(f"{self.labels[slot]}: {err}")
         self._last_lost = err
         self._queued.append((job, tag))  # the candidate goes to another worker
-        return self._after_change()
+        self._after_change()
+        return None
 
     def _after_change(self) -> None:
         self._drain_queue()

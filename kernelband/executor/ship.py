@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import os
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable
 
 from .base import ExecutorUnavailable
 

@@ -161,11 +161,12 @@ class DataFlow(LaunchSites):
     @staticmethod
     def dict_items(d: cst.BaseExpression) -> Optional[list[tuple[str, cst.BaseExpression]]]:
         if isinstance(d, cst.Dict):
-            out = []
+            out: list[tuple[str, cst.BaseExpression]] = []
             for e in d.elements:
-                if not isinstance(e, cst.DictElement) or str_value(e.key) is None:
+                key = str_value(e.key) if isinstance(e, cst.DictElement) else None
+                if not isinstance(e, cst.DictElement) or key is None:
                     return None
-                out.append((str_value(e.key), e.value))  # type: ignore[arg-type]
+                out.append((key, e.value))
             return out
         if isinstance(d, cst.Call):  # dict(BLOCK=128, ...)
             return [(a.keyword.value, a.value) for a in d.args if a.keyword is not None]

@@ -15,7 +15,10 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ..detect import TritonNames, detect
 from ..model import KernelInfo
 
-Edit = Callable[[cst.CSTNode], Union[cst.CSTNode, cst.FlattenSentinel]]
+# An edit takes the node it is keyed on (by id) and returns its replacement. That node's
+# type is the one of the node the edit was made for (a Call, a FunctionDef...), which
+# the key cannot carry: the argument is untyped, and edits bind their data as defaults.
+Edit = Callable[..., Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]]
 Edits = dict[int, list[Edit]]
 
 
@@ -26,7 +29,7 @@ class Apply(cst.CSTTransformer):
         super().__init__()
         self.edits = edits
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+    def on_leave(self, original_node, updated_node):
         out = updated_node
         for fn in self.edits.get(id(original_node), ()):
             out = fn(out)

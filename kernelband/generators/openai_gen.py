@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from typing import Any, Callable, Iterable, Optional
 
 from .. import strategies as _strategies

@@ -13,9 +13,9 @@ from .edits import Edits, merge, walk
 
 
 class ModuleShadows(DataFlow):
-    def _module_statements(self) -> dict[int, tuple[cst.SimpleStatementLine, str]]:
+    def _module_statements(self) -> dict[int, tuple[cst.SimpleStatementLine | cst.BaseCompoundStatement, str]]:
         if getattr(self, "_mod_stmts", None) is None:
-            out: dict[int, tuple[cst.SimpleStatementLine, str]] = {}
+            out: dict[int, tuple[cst.SimpleStatementLine | cst.BaseCompoundStatement, str]] = {}
             for stmt in self.module.body:
                 if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
                     a = stmt.body[0]
@@ -27,7 +27,7 @@ class ModuleShadows(DataFlow):
                 elif not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                     for n in walk(stmt):
                         out[id(n)] = (stmt, "")  # compound statement: cannot be copied
-            self._mod_stmts: Optional[dict[int, tuple[cst.SimpleStatementLine, str]]] = out
+            self._mod_stmts: Optional[dict[int, tuple[cst.SimpleStatementLine | cst.BaseCompoundStatement, str]]] = out
             self._shadow_cache: dict[str, Edits] = {}
         return self._mod_stmts  # type: ignore[return-value]
 
@@ -63,6 +63,7 @@ class ModuleShadows(DataFlow):
             stmt, name = hit
             if not name:
                 return None
+            assert isinstance(stmt, cst.SimpleStatementLine)  # only a simple assignment carries a name
             if name not in self._shadow_cache:
                 self._shadow_cache[name] = self._make_shadow(stmt, name)
             out = merge(out, self._shadow_cache[name])
@@ -77,7 +78,7 @@ class ModuleShadows(DataFlow):
                 a = a.with_changes(targets=[a.targets[0].with_changes(target=cst.Name(new))])
             else:
                 a = a.with_changes(target=cst.Name(new))
-            return cst.FlattenSentinel([stmt, n.with_changes(body=[a], leading_lines=[])])  # type: ignore[attr-defined]
+            return cst.FlattenSentinel([stmt, n.with_changes(body=[a], leading_lines=[])])
 
         def rename(_n: cst.CSTNode) -> cst.CSTNode:
             return cst.Name(new)

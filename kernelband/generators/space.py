@@ -58,7 +58,7 @@ def _launch_defaults() -> tuple[int, int]:
     try:
         import dataclasses
 
-        from triton.backends.nvidia.compiler import CUDAOptions  # type: ignore[import-not-found]
+        from triton.backends.nvidia.compiler import CUDAOptions
 
         fields = {f.name: f.default for f in dataclasses.fields(CUDAOptions)}
         w, s = fields.get("num_warps"), fields.get("num_stages")
@@ -168,7 +168,7 @@ class Knob:
         if not self.sites:
             assert self.call is not None
             lit = cst.Integer(str(value))
-            return {id(self.call): [lambda n, lit=lit: set_kwarg(n, self.name, lit)]}  # type: ignore[arg-type]
+            return {id(self.call): [lambda n, lit=lit: set_kwarg(n, self.name, lit)]}
         for s in (*self.sites, *self.ties):
             lit = cst.Integer(str(self.site_value(s, value)))
             out = merge(out, {id(s.node): [lambda _n, lit=lit: lit]})

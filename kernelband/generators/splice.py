@@ -106,9 +106,9 @@ def _top_names(stmts: Iterable[cst.CSTNode]) -> set[str]:
                 for t in getattr(small, "targets", []) or []:
                     if isinstance(t.target, cst.Name):
                         names.add(t.target.value)
-                target = getattr(small, "target", None)
-                if isinstance(target, cst.Name):
-                    names.add(target.value)
+                assigned = getattr(small, "target", None)
+                if isinstance(assigned, cst.Name):
+                    names.add(assigned.value)
     return names
 
 
@@ -162,8 +162,8 @@ def splice_functions(parent_source: str, code: str, kernel: str, protected: Iter
     index = {s.name.value: i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef)}
     existing_imports = {module.code_for_node(s).strip() for s in body if _is_import(s)}
     new_imports: list[cst.CSTNode] = []
-    before_kernel: list[cst.CSTNode] = []
-    helpers: list[cst.CSTNode] = []
+    before_kernel: list[cst.SimpleStatementLine | cst.BaseCompoundStatement] = []
+    helpers: list[cst.SimpleStatementLine | cst.BaseCompoundStatement] = []
 
     for stmt in reply.body:
         if isinstance(stmt, cst.FunctionDef):

@@ -50,7 +50,7 @@ def cached_or_measure(store: Any, gpu: str, triton_version: str, measure: Callab
     if not refresh and store is not None:
         cached = store.get_device_facts(gpu, triton_version)
         if valid_cached(cached):
-            return cached  # type: ignore[return-value]
+            return cached
     facts = measure() or {}
     if store is not None and valid_cached(facts):
         store.put_device_facts(gpu, triton_version, facts)

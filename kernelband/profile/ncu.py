@@ -143,10 +143,10 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
     a row of units under the header) and the details page (one row per metric with
     "Metric Name" / "Metric Value" columns); ignores lines around the table."""
     lines = text.splitlines()
-    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
     if start is None:
         return []
-    rows = list(csv.reader(io.StringIO("\n".join(l for l in lines[start:] if l.startswith('"')))))
+    rows = list(csv.reader(io.StringIO("\n".join(ln for ln in lines[start:] if ln.startswith('"')))))
     header = rows[0]
     col = {h: i for i, h in enumerate(header)}
     out: dict[str, dict[str, Any]] = {}
@@ -163,7 +163,7 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
             entry["metrics"][r[col["Metric Name"]]] = value
         return sorted(out.values(), key=lambda e: e["id"])
     units: dict[int, str] = {}
-    result = []
+    result: list[dict[str, Any]] = []
     for r in rows[1:]:
         if len(r) < len(header):
             continue
@@ -195,6 +195,7 @@ def derive(metrics: dict[str, Optional[float]], used: dict[str, str]) -> dict[st
     sh_inst = (g.get("shared_ld_inst") or 0.0) + (g.get("shared_st_inst") or 0.0)
     conflicts = g.get("shared_conflicts")
     req = g.get("ld_requests")
+    ld_sectors = g.get("ld_sectors")
     return {
         "l2_hit_rate": g.get("l2_hit_rate"),
         "dram_throughput": g.get("dram_throughput"),
@@ -203,7 +204,7 @@ def derive(metrics: dict[str, Optional[float]], used: dict[str, str]) -> dict[st
         "achieved_occupancy": g.get("achieved_occupancy"),
         "registers_per_thread": g.get("registers_per_thread"),
         "shared_bank_conflicts": (conflicts / sh_inst if sh_inst else 0.0) if conflicts is not None else None,
-        "sectors_per_request": g["ld_sectors"] / req if req and g.get("ld_sectors") is not None else None,
+        "sectors_per_request": ld_sectors / req if req and ld_sectors is not None else None,
         "tensor_core_utilisation": g.get("tensor_core_utilisation"),
         "l2_throughput": g.get("l2_throughput"),
         # 0 means no LDG ran (Triton loads through cp.async / TMA instead), not 0% used
@@ -220,7 +221,7 @@ def aggregate(per_launch: list[dict[str, Optional[float]]]) -> dict[str, Optiona
     out: dict[str, Optional[float]] = {}
     weights = [v.get("duration_ns") or 1.0 for v in per_launch]
     for key in per_launch[0]:
-        vals = [(v.get(key), w) for v, w in zip(per_launch, weights) if v.get(key) is not None]
+        vals = [(x, w) for v, w in zip(per_launch, weights) if (x := v.get(key)) is not None]
         if not vals:
             out[key] = None
         elif key in ("duration_ns", "dram_bytes"):
@@ -239,7 +240,7 @@ def explain_failure(rc: int, text: str) -> str:
         return f"ncu cannot start its profiler here ({m.group(0).strip()})"
     if "No kernels were profiled" in text:
         return "ncu profiled no launch of the kernel (name filter or profiling range matched nothing)"
-    errs = [l.strip() for l in text.splitlines() if "==ERROR==" in l or "Error" in l]
+    errs = [ln.strip() for ln in text.splitlines() if "==ERROR==" in ln or "Error" in ln]
     tail = errs[-1] if errs else (text.strip().splitlines()[-1] if text.strip() else "")
     return f"ncu failed (exit {rc}): {tail[:200]}"
 

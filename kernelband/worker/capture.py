@@ -36,7 +36,7 @@ from ..model import LaunchRecord
 try:
     from triton.runtime import interpreter as _interpreter
 except Exception:  # pragma: no cover - very old triton
-    _interpreter = None  # type: ignore[assignment]
+    _interpreter = None
 
 
 def _kernel_classes() -> list[type]:
@@ -193,7 +193,8 @@ def _run_unwrapped(obj: Any, *args: Any, **kwargs: Any) -> Any:
 
 def launch_record(launch: CapturedLaunch) -> LaunchRecord:
     """What the session and the profile read of a launch: grid, constexprs, warps, stages."""
-    consts = {k: v for k, v in launch.kwargs.items() if k not in ("grid", "warmup") and isinstance(v, (int, float, bool, str))}
+    consts: dict[str, Any] = {k: v for k, v in launch.kwargs.items()
+                              if k not in ("grid", "warmup") and isinstance(v, (int, float, bool, str))}
     if launch.inner is not None:
         consts.update({k: v for k, v in launch.inner[2].items()
                        if k not in ("grid", "warmup") and isinstance(v, (int, float, bool, str))})
@@ -275,7 +276,7 @@ def _cpu_bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) 
 
     kernel_call()
     samples = []
-    for _ in range(3):
+    for _attempt in range(3):
         t0 = time.perf_counter()
         kernel_call()
         samples.append((time.perf_counter() - t0) * 1e3)
@@ -438,7 +439,7 @@ def _record_inner(rec: LaunchRecorder, original: Callable[..., Any], self: Any, 
         result = original(self, *args, **call_kwargs)
     finally:
         _state.depth -= 1
-    if resolved and metas:
+    if resolved and metas and callable(grid):  # metas come only from a callable grid
         again = _normalize_grid(grid(metas[-1]))
         if again != resolved[-1]:
             raise StatefulGrid(f"the grid of {kernel_name(self)} gave {resolved[-1]} at launch and {again} when asked "
@@ -455,7 +456,7 @@ def install() -> None:
         current = cls.__dict__.get("run")
         if current is None or hasattr(current, "__kernelband_wrapped__"):
             continue
-        cls.run = _wrap(current)  # type: ignore[method-assign]
+        setattr(cls, "run", _wrap(current))
 
 
 @contextlib.contextmanager

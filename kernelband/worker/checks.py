@@ -183,12 +183,13 @@ def deviations(ref: Any, out: Any) -> dict[str, tuple[torch.dtype, float]]:
             o = found.get(path)
             if not isinstance(r, torch.Tensor) or not r.is_floating_point() or not _comparable(r, o) or r.numel() == 0:
                 continue
+            assert isinstance(o, torch.Tensor)  # _comparable said so
             sums = None
             for rr, oo in chunk_pairs(r, o, torch.float64):
                 ok = torch.isfinite(rr) & torch.isfinite(oo)
                 zero = torch.zeros((), dtype=torch.float64, device=rr.device)
-                d, m = torch.where(ok, oo - rr, zero), torch.where(ok, rr, zero)
-                part_sums = torch.stack([(d * d).sum(), (m * m).sum()])
+                d, kept = torch.where(ok, oo - rr, zero), torch.where(ok, rr, zero)
+                part_sums = torch.stack([(d * d).sum(), (kept * kept).sum()])
                 sums = part_sums if sums is None else sums + part_sums
             e, m = (sums.tolist() if sums is not None else (0.0, 0.0))
             result[path] = (r.dtype, math.sqrt(e) / math.sqrt(m) if m > 0 else (0.0 if e == 0 else math.inf))

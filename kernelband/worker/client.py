@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -121,7 +120,8 @@ class WorkerClient:
             if not isinstance(reply, dict):
                 continue
             with self._lock:
-                waiter = self._waiting.get(reply.get("id"))
+                # any JSON id: one that is not a request of ours matches nothing
+                waiter = self._waiting.get(reply.get("id"))  # type: ignore[arg-type]
             if waiter is not None:
                 waiter.put(reply)
         with self._lock:

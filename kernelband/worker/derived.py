@@ -58,7 +58,7 @@ def record_calls(module: Any, names: list[str]) -> Iterator[list[dict[str, Any]]
         originals[name] = fn
 
         def recorder(*args: Any, __name: str = name, __fn: Callable[..., Any] = fn, **kwargs: Any) -> Any:
-            entry = None
+            entry: Optional[dict[str, Any]] = None
             if len(calls) < MAX_CALLS_RECORDED:
                 ids: dict[int, int] = {}
                 described_args = [describe(a, ids) for a in args]
@@ -150,12 +150,12 @@ def _optional_calls(call: dict[str, Any], params: list[tuple[str, str]], tensors
     given = set(call["kwargs"]) | {str(i) for i in range(len(call["args"]))}
     missing = [(n, d) for n, d in params if n not in given]
     out: list[dict[str, Any]] = []
-    floats = [(n, d) for n, d in missing if _float_literal(d) is not None]
+    floats = [(n, value) for n, d in missing if (value := _float_literal(d)) is not None]
     if floats:
         c = _derive_one(call, "sizes", tensors, rng, max_bytes, dtypes)
         c["flavour"] = "defaults"
-        for name, default in floats:
-            c["kwargs"][name] = {"t": "value", "v": _float_literal(default) * 10.0 ** rng.choice((-2, 2, 3))}
+        for name, value in floats:
+            c["kwargs"][name] = {"t": "value", "v": value * 10.0 ** rng.choice((-2, 2, 3))}
         out.append(c)
     ret = call.get("returns")
     outs = [n for n, d in missing if n in OUT_NAMES and d.strip() == "None"]
@@ -343,7 +343,8 @@ def layout(spec: dict[str, Any]) -> tuple[list[int], list[int], int]:
     word."""
     shape = list(spec["shape"])
     if spec.get("layout") == "spread" and shape:
-        strides, step = [], 2
+        strides: list[int] = []
+        step = 2
         for d in reversed(shape):  # every dimension spread out, the last one too
             strides.insert(0, step)
             step *= max(d, 1) * 2

@@ -65,6 +65,7 @@ def observed(frame: Frame, call: dict[str, Any]) -> tuple[Optional[Any], list[An
     first_out, first_rests, bad = _split(dict(first, allocs=[]), call, {"allocs": []})
     if bad:
         return None, [], bad
+    assert out is not None  # _split gives outputs whenever it gives no reason
     return {**out, "first": first_out}, rests + first_rests, None
 
 

@@ -17,7 +17,7 @@ from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
 from .derived import describe_call
 from .jobs import Frame, JobFailed, VariantJob
 from .judge_derived import absorb_original, calls_to_derive, optional_parameters
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, count_runs, gpu, timed_frames, timed_steps
+from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, count_runs, gpu, timed_steps
 from .observe import CallHistory, comparable, condense_locals, materialize, tree_bytes
 from .stats import median_timing
 
@@ -148,9 +148,10 @@ def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: d
         crashed.append(f"{describe_call(calls[index]) if 0 <= index < len(calls) else 'a call'}: "
                        f"the original's process dies ({why})")
         calls = [c for i, c in enumerate(calls) if i != index]
-        job = _restart_original(judge, task, req, base)
-        if job is None:
+        restarted = _restart_original(judge, task, req, base)
+        if restarted is None:
             return None, []
+        job = restarted
     judge.ref.derived = []
     base.phases["derived_calls"] = round(time.perf_counter() - t0, 6)
     return job, [f"the original's process dies on {len(crashed)} calls beyond the harness: none are checked "
@@ -231,9 +232,10 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool)
         job.close()
         return ("two runs of the timing harness do not fit on the GPU together: candidates are timed alone, "
                 "against the original's time measured once")
-    steps = [{"op": "run", "module": "o", "harness": task.harness, "seed": task.seeds[0], "mode": "check",
-              "keep": "o", "again": True},
-             {"op": "replay_check", "key": "o"}]
+    steps: list[dict[str, Any]] = [
+        {"op": "run", "module": "o", "harness": task.harness, "seed": task.seeds[0], "mode": "check",
+         "keep": "o", "again": True},
+        {"op": "replay_check", "key": "o"}]
     try:
         job.command(steps + [{"op": "mark"}], judge_deadline(task, 2))
         ref = judge.ref.outputs[(task.harness, task.seeds[0])]
@@ -372,8 +374,8 @@ def _absorb_reference(judge: JudgeCore, frame: Frame, base: Baseline, notes: lis
             ref.masks[h] = materialize(checks.change_masks(ref.outputs[(h, seed)], tree), None)
         return
     launches = [LaunchRecord.from_dict(x) for x in meta.get("launches", [])]
-    if task.kernel not in {l.kernel for l in launches}:
-        seen = ", ".join(sorted({l.kernel for l in launches})) or "no Triton kernel"
+    if task.kernel not in {launch.kernel for launch in launches}:
+        seen = ", ".join(sorted({launch.kernel for launch in launches})) or "no Triton kernel"
         raise _SetupProblem(f"the harness {h} never launches {task.kernel} (it launched: {seen})")
     if isinstance(tree, dict):
         previous = tree.pop("previous", [])

@@ -96,7 +96,7 @@ def paired(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     the reference lane under one exclusive GPU turn (as every candidate was timed in the
     search), or, where two runs do not fit on the GPU, the original's block of samples and
     then the winner's, one process after the other."""
-    task = judge.require_task()
+    judge.require_task()  # raises when no task was prepared
     simulated = os.environ.get(_TEST_PAIRED_FAILURE_ENV)
     if simulated:  # tests only: the failure path of a re-measurement, which real variants no longer reach
         raise RuntimeError(simulated)
@@ -198,10 +198,11 @@ def profile(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     task = judge.require_task()
     source = req.get("source") or task.source
     variant = req.get("source") is not None
-    steps = [{"op": "run", "module": "m", "harness": task.harness, "seed": task.seeds[0], "mode": "check", "keep": "m"},
-             {"op": "time", "key": "m"},
-             {"op": "profile", "key": "m", "tier": int(req.get("tier", 2)), "facts": req.get("facts") or {},
-              "source": source}]
+    steps: list[dict[str, Any]] = [
+        {"op": "run", "module": "m", "harness": task.harness, "seed": task.seeds[0], "mode": "check", "keep": "m"},
+        {"op": "time", "key": "m"},
+        {"op": "profile", "key": "m", "tier": int(req.get("tier", 2)), "facts": req.get("facts") or {},
+         "source": source}]
     job = judge.job({"m": source}, steps, 3, trusted=not variant)
     out: dict[str, Any] = {}
 

@@ -41,9 +41,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     version = load_module(task, task.source, "ncu", workdir)
     _, rec = run_harness(version, int(spec.get("seed", 0)))
     launches = rec.launches
-    mine = [l for l in launches if l.name == task.kernel][: max(1, int(spec.get("launches", 1)))]
+    mine = [launch for launch in launches if launch.name == task.kernel][: max(1, int(spec.get("launches", 1)))]
     if not mine:
-        seen = ", ".join(sorted({l.name for l in launches})) or "no Triton kernel"
+        seen = ", ".join(sorted({launch.name for launch in launches})) or "no Triton kernel"
         print(f"ncu_target: the harness never launched {task.kernel} (it launched: {seen})", file=sys.stderr)
         return 3
     synchronize()

@@ -175,9 +175,9 @@ def collect_profile(
         "launch": None,
         "has_dot": False,
     }
-    mine = [l for l in launches if getattr(l, "name", None) == kernel]
+    mine = [launch for launch in launches if getattr(launch, "name", None) == kernel]
     if not mine:
-        seen = ", ".join(sorted({getattr(l, "name", "?") for l in launches})) or "nothing"
+        seen = ", ".join(sorted({getattr(launch, "name", "?") for launch in launches})) or "nothing"
         why = f"the harness launched no {kernel} (it launched: {seen})"
         profile["unavailable"] = {"static": why, "timing": why, "counters": why}
         return finalize(profile)
@@ -240,8 +240,8 @@ def _static_tier(profile: dict[str, Any], mine: list[Any], facts: dict[str, Any]
             profile["unavailable"]["static"] = why
             return
         hashes = set()
-        for l in mine[1:]:
-            other = static_profile(l, {}, None)[0]
+        for launch in mine[1:]:
+            other = static_profile(launch, {}, None)[0]
             if other and other.get("hash"):
                 hashes.add(other["hash"])
         hashes.discard(st.get("hash"))

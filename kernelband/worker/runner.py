@@ -141,9 +141,9 @@ def _tensor_tree(value: Any, depth: int = 0) -> Any:
         items = [_tensor_tree(v, depth + 1) for v in value]
         return items if any(i is not None for i in items) else None
     if depth < 4 and isinstance(value, dict):
-        items = {k: _tensor_tree(v, depth + 1) for k, v in value.items() if isinstance(k, (str, int))}
-        items = {k: v for k, v in items.items() if v is not None}
-        return items or None
+        trees = {k: _tensor_tree(v, depth + 1) for k, v in value.items() if isinstance(k, (str, int))}
+        trees = {k: v for k, v in trees.items() if v is not None}
+        return trees or None
     return None
 
 

@@ -131,7 +131,7 @@ def enter(writable: Optional[Sequence[str]] = None, *, readable: Sequence[str] =
         state = "held" if outer.startswith("isolated") else "refused"
         report.set("network", state, f"{outer or 'disabled'} (entered by the wrapper)")
     for name in skipped:
-        if name not in {l.name for l in report.layers}:
+        if name not in {layer.name for layer in report.layers}:
             report.set(name, "skipped", "left out by the judge")
     cwd = os.getcwd()
     writable = list(writable) if writable is not None else [cwd]
@@ -139,7 +139,7 @@ def enter(writable: Optional[Sequence[str]] = None, *, readable: Sequence[str] =
     cache_note = ""
     if cache and not any(sandbox_fs.is_under(os.path.realpath(cache), os.path.realpath(w)) for w in writable):
         cache_note = f"; the Triton cache {cache} is outside the writable directories (read-only)"
-    wanted = [l for l in LAYERS if l not in skipped]
+    wanted = [layer for layer in LAYERS if layer not in skipped]
     if not sl.available():
         for name in wanted:
             report.set(name, "refused", "namespaces are not available on this OS")
@@ -151,7 +151,7 @@ def enter(writable: Optional[Sequence[str]] = None, *, readable: Sequence[str] =
 
 def _finish(report: SandboxReport) -> SandboxReport:
     for name in LAYERS:  # a layer no step reported on did not hold
-        if name not in {l.name for l in report.layers}:
+        if name not in {layer.name for layer in report.layers}:
             report.set(name, "refused", "not set up: an earlier step failed")
     if report.policy == "strict" and report.failed:
         first = report.failed[0]

@@ -25,15 +25,15 @@ class SandboxReport:
     layers: list[Layer] = field(default_factory=list)
 
     def layer(self, name: str) -> Layer:
-        return next(l for l in self.layers if l.name == name)
+        return next(layer for layer in self.layers if layer.name == name)
 
     def set(self, name: str, state: str, detail: str) -> None:
-        self.layers = [l for l in self.layers if l.name != name] + [Layer(name, state, detail)]
-        self.layers.sort(key=lambda l: LAYERS.index(l.name))
+        self.layers = [layer for layer in self.layers if layer.name != name] + [Layer(name, state, detail)]
+        self.layers.sort(key=lambda layer: LAYERS.index(layer.name))
 
     @property
     def failed(self) -> list[Layer]:
-        return [l for l in self.layers if l.state in ("refused", "partial")]
+        return [layer for layer in self.layers if layer.state in ("refused", "partial")]
 
     @property
     def network(self) -> str:
@@ -42,7 +42,7 @@ class SandboxReport:
         return f"isolated: {net.detail}" if net.state == "held" else f"not isolated: {net.detail}"
 
     def summary(self) -> str:
-        return "; ".join(f"{l.name} {l.state}: {l.detail}" for l in self.layers)
+        return "; ".join(f"{layer.name} {layer.state}: {layer.detail}" for layer in self.layers)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

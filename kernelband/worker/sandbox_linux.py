@@ -204,7 +204,7 @@ def thread_count() -> int:
 
 def kernel_at_least(major: int, minor: int) -> bool:
     m = re.match(r"(\d+)\.(\d+)", os.uname().release)
-    return bool(m) and (int(m.group(1)), int(m.group(2))) >= (major, minor)
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= (major, minor)
 
 
 class MountEntry:

@@ -149,7 +149,7 @@ class Setup:
     def run(self) -> None:
         if not self.root and not self._user_namespace():
             return
-        need_mounts = any(self.want(l) for l in ("mount", "hide", "dev", "ipc", "pid")) or bool(self.reach)
+        need_mounts = any(self.want(layer) for layer in ("mount", "hide", "dev", "ipc", "pid")) or bool(self.reach)
         for flag, name, needed in ((sl.CLONE_NEWNS, "mount", need_mounts), (sl.CLONE_NEWIPC, "ipc", self.want("ipc")),
                                    (sl.CLONE_NEWPID, "pid", self.want("pid")),
                                    (sl.CLONE_NEWNET, "network", self.want("network"))):
@@ -187,7 +187,7 @@ class Setup:
             return False
         return True
 
-    def _refuse_namespace(self, name: str, why: str) -> None:
+    def _refuse_namespace(self, name: str, why: Optional[str]) -> None:
         if name == "mount":
             for layer in ("mount", "hide", "dev", "ipc"):
                 if self.want(layer):
@@ -256,7 +256,7 @@ class Setup:
 
     # ---- what holds, observed from inside
     def _verify(self, fs: Optional[sandbox_fs.FsResult]) -> None:
-        if self.want("user") and not any(l.name == "user" for l in self.report.layers):
+        if self.want("user") and not any(layer.name == "user" for layer in self.report.layers):
             self._verify_user()
         if fs is not None:
             self._verify_mounts(fs)
@@ -289,24 +289,24 @@ class Setup:
     def _verify_mounts(self, fs: sandbox_fs.FsResult) -> None:
         private_shm = fs.shm.startswith("/")
         allowed = [*self.needs.writable, *fs.rw]
-        if self.want("mount") and not any(l.name == "mount" for l in self.report.layers):
+        if self.want("mount") and not any(layer.name == "mount" for layer in self.report.layers):
             holes = sandbox_fs.writable_holes(allowed)
             if holes:
                 self.report.set("mount", "partial", f"still writable: {', '.join(holes[:4])}")
             else:
                 self.report.set("mount", "held", f"read-only except {', '.join(self.needs.writable)}" + self.cache_note)
-        if self.want("ipc") and not any(l.name == "ipc" for l in self.report.layers):
+        if self.want("ipc") and not any(layer.name == "ipc" for layer in self.report.layers):
             if "ipc" in self.namespaces and private_shm:
                 self.report.set("ipc", "held", "own IPC namespace and a private /dev/shm")
             else:
                 self.report.set("ipc", "partial", f"IPC namespace: {'ipc' in self.namespaces}; /dev/shm: "
                                 f"{fs.shm if not private_shm else 'private'}")
-        if self.want("hide") and not any(l.name == "hide" for l in self.report.layers):
+        if self.want("hide") and not any(layer.name == "hide" for layer in self.report.layers):
             if fs.not_hidden:
                 self.report.set("hide", "partial", f"hidden: {' '.join(fs.hidden)}; not: {', '.join(fs.not_hidden)}")
             else:
                 self.report.set("hide", "held", f"only what the job needs is visible in {' '.join(fs.hidden)}")
-        if self.want("dev") and not any(l.name == "dev" for l in self.report.layers):
+        if self.want("dev") and not any(layer.name == "dev" for layer in self.report.layers):
             self.report.set("dev", "held", f"/dev holds {fs.dev}")
 
     def _verify_pid(self, fs: Optional[sandbox_fs.FsResult]) -> None:

@@ -271,15 +271,15 @@ class Steps:
         written, hp = collect_written(rec, mode, upcast, self._names)
         # inputs changed outside any launch's outputs (by torch in the wrapper, say): the
         # original's own job reports them (a candidate's locals are compared by the judge)
-        launch_outputs = {tensor_key(l.named_args()[n]) for l in rec.launches for n in l.written}
+        launch_outputs = {tensor_key(launch.named_args()[n]) for launch in rec.launches for n in launch.written}
         changed = sorted({label for (t, fp, label) in rec.first_seen.values()
                           if tensor_key(t) not in launch_outputs and fingerprint(t) != fp})
         meta = {
             "harness": step["harness"], "seed": step["seed"], "mode": mode, "seconds": round(seconds, 4),
-            "launches": [launch_record(l).to_dict() for l in rec.launches],
+            "launches": [launch_record(launch).to_dict() for launch in rec.launches],
             "written": {k: [n for n in v] for k, v in _written_names(rec).items()},
             "changed_inputs": changed,
-            "streams": sorted({l.stream for l in rec.launches}),
+            "streams": sorted({launch.stream for launch in rec.launches}),
             "upcast": {k: [x is not None for x in v] for k, v in hp.items()},
             "again": bool(step.get("again")),
             "kept": bool(step.get("keep")),

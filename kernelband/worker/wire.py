@@ -129,7 +129,7 @@ class _Encoder:
             if not all(isinstance(k, (str, int)) for k in keys):
                 return {"t": "opaque", "type": "dict with non-string keys"}
             return {"t": "dict", "keys": keys, "values": [enc(x[k], depth + 1) for k in keys]}
-        if isinstance(x, tuple):  # a namedtuple: a typed object with named fields
+        if isinstance(x, tuple) and hasattr(x, "_fields"):  # a namedtuple: a typed object with named fields
             return {"t": "object", "type": type(x).__name__, "keys": list(x._fields),
                     "values": [enc(v, depth + 1) for v in x]}
         fields = _fields_of(x)
@@ -168,10 +168,10 @@ def _write_tensor(fh: IO[bytes], t: torch.Tensor) -> None:
         if staging is not None and part.numel() * part.element_size() <= staging.numel():
             n = part.numel() * part.element_size()
             staging[:n].copy_(part.contiguous().view(torch.uint8))
-            fh.write(memoryview(staging[:n].numpy()))
+            fh.write(staging[:n].numpy().data)
             continue
         part = part.to("cpu").contiguous()
-        fh.write(memoryview(part.view(torch.uint8).numpy()))
+        fh.write(part.view(torch.uint8).numpy().data)
 
 
 def write_frame(fh: IO[bytes], nonce: str, kind: str, meta: dict[str, Any], tree: Any = None,
@@ -298,9 +298,9 @@ def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0,
         for start in range(0, numel, per):
             k = min(per, numel - start)
             if not out.is_cuda:  # straight into the tensor's memory: no intermediate copy
-                _read_into(fh, memoryview(flat[start:start + k].view(torch.uint8).numpy()))
+                _read_into(fh, flat[start:start + k].view(torch.uint8).numpy().data)
             elif staging is not None:
-                _read_into(fh, memoryview(staging[:k * itemsize].numpy()))
+                _read_into(fh, staging[:k * itemsize].numpy().data)
                 flat[start:start + k].copy_(staging[:k * itemsize].view(dtype))
             else:
                 raw = _read_exact(fh, k * itemsize)
@@ -315,7 +315,7 @@ def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0,
         return v
     if t == "float":
         try:
-            return float(node.get("v"))
+            return float(node.get("v"))  # type: ignore[arg-type]  # a missing or odd v: TypeError, below
         except (TypeError, ValueError):
             raise WireError("malformed float") from None
     if t in ("list", "tuple"):

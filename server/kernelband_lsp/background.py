@@ -15,9 +15,12 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from .documents import Analysis
+
+if TYPE_CHECKING:
+    from watchdog.observers.api import BaseObserver
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ class Background:
         self._has_harness = has_harness
         self.debounce_s = debounce_s
         self._last: dict[tuple[str, str], str] = {}  # (path, kernel) -> hash of the kernel text queued
-        self._observer = None
+        self._observer: Optional[BaseObserver] = None
         self._watched: list[str] = []
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._loop: Optional[asyncio.AbstractEventLoop] = None

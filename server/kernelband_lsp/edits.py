@@ -65,7 +65,7 @@ def _trim(old: str, new: str) -> tuple[int, int, str]:
 
 
 def _line_opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    return list(difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes())
 
 
 def minimal_hunks(old: str, new: str) -> list[Hunk]:
@@ -197,7 +197,7 @@ def plan_edit(base: str, variant: str, current: str, kernel: str) -> EditPlan:
             return EditPlan(False, "could not place the variant's changes in the current text; run Optimize again")
         line_hunks.append((s, e, variant[bo[j1] : bo[j2]]))
 
-    hunks: list[Hunk] = []
+    hunks = []
     for s, e, new in line_hunks:
         seg = current[co[s] : co[e]]
         p, q, rep = _trim(seg, new)

@@ -30,7 +30,9 @@ def evidence(result: Optional[Result]) -> list[dict[str, str]]:
     if not claim:
         add("Verdict", f"{D.INTERPRETED_NOTE}: it ran under Triton's interpreter on the CPU, whose times say "
                        "nothing about a GPU")
-    ver = more.get("verification") if isinstance(more.get("verification"), dict) else {}
+    ver = more.get("verification")
+    if not isinstance(ver, dict):
+        ver = {}
     add("Harness", ver.get("harness") or more.get("harness"))
     shapes = ver.get("shapes") or more.get("shapes")
     if isinstance(shapes, list):

@@ -29,7 +29,7 @@ def engine_renderer() -> Optional[Callable[..., str]]:
     if not _renderer_checked:
         _renderer_checked = True
         try:
-            from kernelband.profile.render import profile_card_markdown  # type: ignore
+            from kernelband.profile.render import profile_card_markdown
 
             _renderer = profile_card_markdown
         except Exception as e:  # absent, or needs torch (blocked in the server)
@@ -125,8 +125,10 @@ def _static_rows(p: Optional[Profile]) -> list[str]:
         rows.append(_row("registers / spills", f"{'?' if regs is None else int(regs)} / {'?' if spills is None else int(spills)}"))
     sh = S.static_num(p, S.SHARED_BYTES)
     shkb = S.num(st.get("shared_kb"))
-    if sh is not None or shkb is not None:
-        rows.append(_row("shared memory", f"{(shkb if shkb is not None else sh / 1024):.1f} KB"))
+    if shkb is None and sh is not None:
+        shkb = sh / 1024
+    if shkb is not None:
+        rows.append(_row("shared memory", f"{shkb:.1f} KB"))
     occ = S.occupancy(p)
     if occ is not None:
         rows.append(_row("occupancy", f"{occ * 100:.0f}%" if occ <= 1.0 else f"{occ:.0f}%"))
@@ -200,7 +202,7 @@ def card(inp: CardInputs) -> str:
         parts.append("_The file does not parse right now; showing the last good version._")
     body = None
     r = engine_renderer() if inp.profile is not None else None
-    if r is not None:
+    if r is not None and inp.profile is not None:
         try:
             # the engine's card without the result: the server's result line says which
             # times are the profile's and which the optimizer's paired re-measurement

@@ -62,10 +62,10 @@ def _safe_lines(k_ranges: list[tuple[int, int]], a_lines: int, index: LineIndex,
                 return False  # commenting code in or out can move where the body ends
             # inside a kernel body: an edited line must stay indented (or blank/comment),
             # or it would end the kernel
-            return all(l == "" or l[0] in " \t" or _BLANK_OR_COMMENT.match(l) for l in new_lines)
+            return all(ln == "" or ln[0] in " \t" or _BLANK_OR_COMMENT.match(ln) for ln in new_lines)
     # module level: only comment or blank lines, before and after
     old = [index.line_text(ln) for ln in range(c.start_line, min(c.end_line, a_lines - 1) + 1)]
-    return all(_BLANK_OR_COMMENT.match(l) for l in old) and all(_BLANK_OR_COMMENT.match(l) for l in new_lines)
+    return all(_BLANK_OR_COMMENT.match(ln) for ln in old) and all(_BLANK_OR_COMMENT.match(ln) for ln in new_lines)
 
 
 def _move(r: SourceRange, start_line0: int, end_line0: int, delta: int) -> SourceRange:

@@ -23,7 +23,7 @@ import logging
 import os
 import signal
 import time
-from typing import Any, Optional
+from typing import Optional
 
 from kernelband.events import Event
 from kernelband.model import Profile, Result
@@ -266,7 +266,7 @@ class JobManager:
             return
         reason = job.error
         if not reason:
-            tail = [l for l in job.stderr_tail if l.strip()]
+            tail = [ln for ln in job.stderr_tail if ln.strip()]
             reason = tail[-1] if tail else f"the job exited with code {job.returncode} and no result"
             if job.returncode not in (0, None):
                 reason = f"exit code {job.returncode}: {reason}"

@@ -89,7 +89,7 @@ class KernelShape:
     """What the fixes need to know of one kernel: whether it is elementwise (and why not),
     its aranges, its block ("lane") names, its memory accesses and its assignments."""
 
-    def __init__(self, fn: ast.FunctionDef) -> None:
+    def __init__(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.fn = fn
         self.params = [a.arg for a in fn.args.args]
         self.why_not: Optional[str] = None
@@ -180,7 +180,7 @@ class KernelShape:
             for name, sites in self.assigns.items():
                 if name in lanes:
                     continue
-                if any(self.is_lane(st.value, lanes) for st, _ in sites if getattr(st, "value", None) is not None):
+                if any(self.is_lane(getattr(st, "value", None), lanes) for st, _ in sites):
                     lanes.add(name)
                     changed = True
         return lanes
@@ -210,7 +210,7 @@ class KernelShape:
     def single_top_assign(self, name: str) -> Optional[ast.Assign]:
         sites = self.assigns.get(name, [])
         if len(sites) == 1 and sites[0][1] and isinstance(sites[0][0], ast.Assign):
-            return sites[0][0]  # type: ignore[return-value]
+            return sites[0][0]
         return None
 
     def mask_name(self, acc: _Access) -> Optional[str]:
@@ -236,7 +236,7 @@ class KernelShape:
 
 
 # ---------------------------------------------------------------------------- KB101
-def arange_fix(fn: ast.FunctionDef, call: ast.Call, lo: int, hi: int, want_end: int, source: str) -> tuple[Optional[Fix], str]:
+def arange_fix(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, lo: int, hi: int, want_end: int, source: str) -> tuple[Optional[Fix], str]:
     """Round ``tl.arange(lo, hi)`` up to ``tl.arange(lo, want_end)`` and mask the extra lanes.
     (fix, "") or (None, why it is refused)."""
     shape = KernelShape(fn)
@@ -270,9 +270,9 @@ def _is_pid(shape: KernelShape, node: ast.AST) -> bool:
         return False
     st = shape.single_top_assign(node.id)
     v = st.value if st is not None else None
-    if _call_attr(v) != "program_id":
+    if not isinstance(v, ast.Call) or _call_attr(v) != "program_id":
         return False
-    axis = v.args[0] if v.args else next((k.value for k in v.keywords if k.arg == "axis"), None)  # type: ignore[union-attr]
+    axis = v.args[0] if v.args else next((k.value for k in v.keywords if k.arg == "axis"), None)
     return _int(axis) == 0
 
 
@@ -294,7 +294,7 @@ def _covers_block(shape: KernelShape, offs: str, block: str) -> bool:
     return False
 
 
-def grid_fix_allowed(fn: ast.FunctionDef, block: str, size_arg_of: dict[str, str], numerator: str) -> tuple[bool, str]:
+def grid_fix_allowed(fn: ast.FunctionDef | ast.AsyncFunctionDef, block: str, size_arg_of: dict[str, str], numerator: str) -> tuple[bool, str]:
     """May ``numerator // block`` become ``triton.cdiv(numerator, block)``? ``size_arg_of``:
     kernel parameter -> the source text the launch passes for it."""
     shape = KernelShape(fn)
@@ -329,7 +329,7 @@ def _norm(text: str) -> str:
 
 
 # ---------------------------------------------------------------------------- KB105
-def load_mask_allowed(fn: ast.FunctionDef, call_line: int, call_col: int, mask: str) -> tuple[bool, str]:
+def load_mask_allowed(fn: ast.FunctionDef | ast.AsyncFunctionDef, call_line: int, call_col: int, mask: str) -> tuple[bool, str]:
     """May the tl.load at (line, col) of the kernel's text get ``mask=mask``?"""
     shape = KernelShape(fn)
     if shape.why_not:

@@ -14,7 +14,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Optional
+from typing import Optional, TypeGuard
 
 from kernelband.model import KernelInfo
 
@@ -84,7 +84,7 @@ def _int(node: Optional[ast.AST]) -> Optional[int]:
     return None
 
 
-def _attr_call(node: ast.AST, *names: str) -> bool:
+def _attr_call(node: ast.AST, *names: str) -> TypeGuard[ast.Call]:
     """tl.<name>(...) (any module alias)."""
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
             and isinstance(node.func.value, ast.Name))
@@ -139,12 +139,12 @@ class _KernelLints:
 
     def _arange(self, fn: ast.AST) -> None:
         for node in ast.walk(fn):
-            if _attr_call(node, "arange") and len(node.args) == 2:  # type: ignore[attr-defined]
-                lo, hi = _int(node.args[0]), _int(node.args[1])  # type: ignore[attr-defined]
+            if _attr_call(node, "arange") and len(node.args) == 2:
+                lo, hi = _int(node.args[0]), _int(node.args[1])
                 if lo is not None and hi is not None and hi > lo and not _is_pow2(hi - lo):
                     want = lo + _pow2_ceil(hi - lo)
                     fix, why = FX.arange_fix(fn, node, lo, hi, want, self.text)  # type: ignore[arg-type]
-                    self.add("KB101", node.args[1],  # type: ignore[attr-defined]
+                    self.add("KB101", node.args[1],
                              f"tl.arange({lo}, {hi}): the extent {hi - lo} is not a power of two"
                              + ("" if fix else f" (no quick fix: {why})"), severity="error", fix=fix)
 
@@ -156,13 +156,13 @@ class _KernelLints:
             return None
 
         for node in ast.walk(fn):
-            if _attr_call(node, "dot") and len(node.args) >= 2:  # type: ignore[attr-defined]
-                da, db = cast(node.args[0]), cast(node.args[1])  # type: ignore[attr-defined]
+            if _attr_call(node, "dot") and len(node.args) >= 2:
+                da, db = cast(node.args[0]), cast(node.args[1])
                 if da and db and da != db:
                     self.add("KB102", node, f"tl.dot operands are cast to different dtypes ({da} and {db})",
                              severity="error")
 
-    def _masks(self, fn: ast.FunctionDef) -> None:  # type: ignore[override]
+    def _masks(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         masks = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets
                  if isinstance(t, ast.Name) and "mask" in t.id.lower()}
         if len(masks) != 1:
@@ -171,16 +171,17 @@ class _KernelLints:
         for node in ast.walk(fn):
             if not _attr_call(node, "load", "store"):
                 continue
-            kw = {k.arg for k in node.keywords}  # type: ignore[attr-defined]
+            kw = {k.arg for k in node.keywords}
             if "mask" in kw or (node.func.attr == "load" and len(node.args) >= 2) or (  # type: ignore[attr-defined]
                     node.func.attr == "store" and len(node.args) >= 3):  # type: ignore[attr-defined]
                 continue
             if "boundary_check" in kw:
                 continue  # block pointers check bounds their own way
             kind = node.func.attr  # type: ignore[attr-defined]
-            ok, why = FX.load_mask_allowed(fn, node.lineno, node.col_offset, mask)  # type: ignore[attr-defined]
+            ok, why = FX.load_mask_allowed(fn, node.lineno, node.col_offset, mask)
             # insert ", mask=mask" before the closing parenthesis
-            end_line, end_col = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+            end_line, end_col = node.end_lineno, node.end_col_offset
+            assert end_line is not None and end_col is not None  # a parsed node carries its end
             fix = FX.Fix(f"Add mask={mask}", (FX.Edit(end_line, end_col - 1, end_line, end_col - 1, f", mask={mask}"),)) \
                 if ok else None
             self.add("KB105", node, f"tl.{kind} without mask= although the kernel computes {mask!r}"
@@ -195,11 +196,11 @@ class _KernelLints:
                              + (f" (installed: {v[0]}.{v[1]})" if v else "")
                              + "; use triton.language.extra.libdevice", severity="error")
             if _attr_call(node, "make_block_ptr") and v is not None and v >= (3, 3):
-                self.add("KB106", node.func,  # type: ignore[attr-defined]
+                self.add("KB106", node.func,
                          f"block pointers (tl.make_block_ptr) are superseded by tensor descriptors "
                          f"(tl.make_tensor_descriptor) in the installed Triton {v[0]}.{v[1]}", severity="info")
 
-    def _autotune_configs(self, fn: ast.FunctionDef) -> None:  # type: ignore[override]
+    def _autotune_configs(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         for dec in fn.decorator_list:
             for node in ast.walk(dec):
                 if isinstance(node, ast.keyword) and node.arg == "num_warps":

@@ -22,8 +22,8 @@ def process_tree(pid: int) -> list[int]:
     except OSError:
         children = {}
         try:
-            out = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True, timeout=5).stdout
-            for line in out.splitlines():
+            ps = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True, timeout=5).stdout
+            for line in ps.splitlines():
                 parts = line.split()
                 if len(parts) == 2:
                     children.setdefault(int(parts[1]), []).append(int(parts[0]))

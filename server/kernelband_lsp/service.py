@@ -10,19 +10,13 @@ and notifications (service_jobs).
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-from typing import Any, Optional
 
-from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from kernelband.model import Profile
 
-from . import edits as E
 from .background import Background
-from .display import JobDisplay
 from .documents import Documents, shutdown_detector
 from .jobs import JobManager
 from .settings import Settings
@@ -34,7 +28,7 @@ from .service_features import FeaturesMixin
 from .service_jobs import JobsMixin
 from .service_settings import SettingsMixin, _redacted
 from .service_variants import INTERPRETED_NOTE, JOB_EVENT, FoundVariant, VariantsMixin, is_interpreted  # noqa: F401
-from .service_verify import Reverified, VerifyMixin
+from .service_verify import VerifyMixin
 
 log = logging.getLogger("kernelband_lsp")
 
@@ -47,38 +41,38 @@ class KernelBandService(SettingsMixin, DocumentsMixin, FeaturesMixin, ActionsMix
         self.ls = ls
         self.init_settings = Settings()
         self.settings = Settings()
-        self.secret: Optional[str] = None
+        self.secret = None
         self.encoding = "utf-16"
         # harness look-ups run in the lens computation (a thread), not in every analysis:
         # a hover must not wait for all of a file's harnesses
         self.docs = Documents(on_analysed=self._on_analysed)
         self.docs.on_provisional_mismatch = lambda uri: self._schedule_lens_refresh()
-        self._tasks: set[asyncio.Task] = set()
-        self._plans: dict[tuple, E.EditPlan] = {}
+        self._tasks = set()
+        self._plans = {}
         self.store = StoreView()
         self.jobs = JobManager(on_event=self._on_job_event, on_state=self._on_job_state)
-        self.found: dict[tuple[str, str], FoundVariant] = {}
+        self.found = {}
         # the last re-verification of an applied variant, per (path, kernel); originals rebuilt
         # from stored Results (service_verify.py)
-        self.reverified: dict[tuple[str, str], Reverified] = {}
-        self._originals: dict[tuple, Optional[str]] = {}
+        self.reverified = {}
+        self._originals = {}
         # profiles from this session's profile jobs: (path, kernel) -> (module hash, profile);
         # shown when the store has none (e.g. a job run with --no-store)
-        self.profiles: dict[tuple[str, str], tuple[str, Profile]] = {}
+        self.profiles = {}
         # module hash -> code hash (documents.code_hash) of the texts jobs ran on: a profile of
         # a text that differs from the current one only in comments and layout is this version's
-        self.code_hashes: dict[str, Optional[str]] = {}
-        self.harness_diags: dict[str, list[types.Diagnostic]] = {}
-        self.lint_diags: dict[str, list[types.Diagnostic]] = {}
-        self.variant_diags: dict[str, list[types.Diagnostic]] = {}
-        self.parse_diags: dict[str, list[types.Diagnostic]] = {}
-        self._published: dict[str, list] = {}
-        self._token_job: dict[Any, str] = {}
-        self._job_token: dict[str, Any] = {}
-        self._job_pct: dict[str, int] = {}
-        self._job_reported: dict[str, float] = {}  # when $/progress last said something of a job
-        self._tickers: dict[str, asyncio.Task] = {}
-        self._displays: dict[str, JobDisplay] = {}  # the words for each unfinished job (display.py)
+        self.code_hashes = {}
+        self.harness_diags = {}
+        self.lint_diags = {}
+        self.variant_diags = {}
+        self.parse_diags = {}
+        self._published = {}
+        self._token_job = {}
+        self._job_token = {}
+        self._job_pct = {}
+        self._job_reported = {}  # when $/progress last said something of a job
+        self._tickers = {}
+        self._displays = {}  # the words for each unfinished job (display.py)
         self.background = Background(self._submit_background, self._already_done, self._has_harness)
         self._lens_refresh_pending = False
         self.client_name = ""

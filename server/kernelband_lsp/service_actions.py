@@ -13,12 +13,13 @@ from . import lints as LN
 from . import summary as S
 from .display import INTERPRETED_NOTE
 from .documents import Analysis
+from .service_state import ServiceState
 
 log = logging.getLogger("kernelband_lsp")
 
 
-class ActionsMixin:
-    """A part of KernelBandService (service.py holds the state it uses)."""
+class ActionsMixin(ServiceState):
+    """A part of KernelBandService (service_state.py declares the state it uses)."""
 
     # ================================================================== lints
     _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
@@ -79,7 +80,7 @@ class ActionsMixin:
                     act.edit = E.workspace_edit(uri, a.version, a.text, plan.hunks, self.encoding,
                                                 self.supports_document_changes)
                 else:
-                    act.disabled = types.CodeActionDisabledType(reason=plan.message)
+                    act.disabled = types.CodeActionDisabled(reason=plan.message)
                 out.append(act)
                 if plan.ok and "visual studio code" not in self.client_name.lower():
                     out.append(self._review_action(k.name, args, f"{S.speedup_phrase(fv.result)} faster"))

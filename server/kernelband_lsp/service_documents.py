@@ -16,12 +16,13 @@ from . import lints as LN
 from .documents import Analysis
 from .incremental import Change
 from .jobs import OPTIMIZE
+from .service_state import ServiceState
 
 log = logging.getLogger("kernelband_lsp")
 
 
-class DocumentsMixin:
-    """A part of KernelBandService (service.py holds the state it uses)."""
+class DocumentsMixin(ServiceState):
+    """A part of KernelBandService (service_state.py declares the state it uses)."""
 
     # ================================================================== documents
     async def analysis(self, uri: str, provisional_ok: bool = False) -> Optional[Analysis]:

@@ -18,12 +18,13 @@ from . import lenses as L
 from . import summary as S
 from .documents import BIG_TEXT_LINES, Analysis, partial_analysis
 from .service_variants import INTERPRETED_NOTE, is_interpreted
+from .service_state import ServiceState
 
 log = logging.getLogger("kernelband_lsp")
 
 
-class FeaturesMixin:
-    """A part of KernelBandService (service.py holds the state it uses)."""
+class FeaturesMixin(ServiceState):
+    """A part of KernelBandService (service_state.py declares the state it uses)."""
 
     # ================================================================== per-kernel status
     def kernel_status(self, a: Analysis, k: KernelInfo) -> L.KernelStatus:
@@ -135,7 +136,7 @@ class FeaturesMixin:
                             f"*Review found variant* (lens or code action) shows its diff.")
             fv = self.reviewable(a, k.name)
         applied = self.applied_variant(a, k.name) if st.applied_text else None
-        if applied is not None:
+        if applied is not None and st.applied_text:  # applied is looked up only when there is a text
             variant_line = (f"**Applied:** {st.applied_text[0].lower() + st.applied_text[1:]}. *Re-verify* (lens or "
                             "code action) checks the code as it stands against the original it replaced.")
         shown = fv or (applied[0] if applied is not None else None)

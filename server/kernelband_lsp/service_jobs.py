@@ -20,6 +20,7 @@ from .documents import Analysis
 from .jobs import CANCELLED, CHECK, DONE, FAILED, OPTIMIZE, PROFILE, RUNNING, SUPERSEDED, Job, JobSpec
 from .settings import Settings
 from .service_variants import JOB_EVENT
+from .service_state import ServiceState
 
 log = logging.getLogger("kernelband_lsp")
 
@@ -28,8 +29,8 @@ VERBS = D.VERBS
 TICK_S = 2.0
 
 
-class JobsMixin:
-    """A part of KernelBandService (service.py holds the state it uses)."""
+class JobsMixin(ServiceState):
+    """A part of KernelBandService (service_state.py declares the state it uses)."""
 
     # ================================================================== commands
     async def run_job(self, kind: str, args: dict, token: Any = None) -> dict:
@@ -56,7 +57,8 @@ class JobsMixin:
         job = self.jobs.submit(self._spec(kind, a, kernel, settings, background=False))
         await self._run_to_end(job, token)
         if kind == PROFILE:
-            out = {"jobId": job.id, "profile": job.profile.to_dict() if job.profile else None, "kernel": kernel}
+            out: dict[str, Any] = {"jobId": job.id, "profile": job.profile.to_dict() if job.profile else None,
+                                   "kernel": kernel}
             if job.profile is None:
                 out["message"] = job.error or job.state
             return out

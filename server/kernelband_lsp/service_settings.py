@@ -13,12 +13,13 @@ from pygls.uris import to_fs_path
 
 from .documents import warm_detector
 from .settings import SECTION, Settings, describe_changes, parse_settings, secret_from
+from .service_state import ServiceState
 
 log = logging.getLogger("kernelband_lsp")
 
 
-class SettingsMixin:
-    """A part of KernelBandService (service.py holds the state it uses)."""
+class SettingsMixin(ServiceState):
+    """A part of KernelBandService (service_state.py declares the state it uses)."""
 
     # ================================================================== capabilities
     @property
@@ -124,7 +125,7 @@ class SettingsMixin:
             self.background.unwatch()
 
     def workspace_folders(self) -> list[str]:
-        out = []
+        out: list[str] = []
         try:
             ws = self.ls.workspace
         except RuntimeError:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import dataclass
 from typing import Optional
 
 from lsprotocol import types
@@ -21,6 +20,7 @@ from . import summary as S
 from .display import INTERPRETED_NOTE
 from .documents import Analysis
 from .jobs import Job
+from .service_state import FoundVariant, ServiceState
 
 log = logging.getLogger("kernelband_lsp")
 
@@ -32,27 +32,8 @@ def is_interpreted(result: Optional[Result]) -> bool:
     return result is not None and not D.result_claims_speed(result)
 
 
-@dataclass
-class FoundVariant:
-    """A verified faster module found by a job, tied to the text the job started from."""
-
-    uri: str
-    path: str
-    kernel: str
-    job_id: str
-    base_text: str
-    base_version: Optional[int]
-    base_kernel_text: Optional[str]
-    result: Result
-    background: bool
-
-    @property
-    def source(self) -> str:
-        return self.result.best_source
-
-
-class VariantsMixin:
-    """A part of KernelBandService (service.py holds the state it uses)."""
+class VariantsMixin(ServiceState):
+    """A part of KernelBandService (service_state.py declares the state it uses)."""
 
     def _reportable(self, fv: FoundVariant) -> bool:
         """A speedup worth offering: measured on a GPU (never an interpreter's timing)."""

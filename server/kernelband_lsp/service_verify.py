@@ -17,7 +17,6 @@ import dataclasses
 import logging
 import os
 import tempfile
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from kernelband.model import Result
@@ -27,22 +26,13 @@ from . import summary as S
 from .documents import Analysis
 from .jobs import CANCELLED, CHECK
 from .service_variants import INTERPRETED_NOTE, FoundVariant, is_interpreted
+from .service_state import Reverified, ServiceState
 
 log = logging.getLogger("kernelband_lsp")
 
 
-@dataclass(frozen=True)
-class Reverified:
-    """The verdict of the last re-verification of a kernel, for the text it ran on."""
-
-    text_hash: str
-    passed: bool
-    line: str
-    job_id: str
-
-
-class VerifyMixin:
-    """A part of KernelBandService (service.py holds the state it uses)."""
+class VerifyMixin(ServiceState):
+    """A part of KernelBandService (service_state.py declares the state it uses)."""
 
     def applied_variant(self, a: Analysis, kernel: str) -> Optional[tuple[FoundVariant, str]]:
         """(the found variant whose changes are in this text, the text to check it

@@ -35,7 +35,7 @@ def _offset(text: str, pos: types.Position) -> int:
     lines = _LINE.findall(text)
     if pos.line >= len(lines):
         return len(text)
-    start = sum(len(l) for l in lines[: pos.line])
+    start = sum(len(ln) for ln in lines[: pos.line])
     line = lines[pos.line].rstrip("\r\n")
     units = 0
     for i, ch in enumerate(line):

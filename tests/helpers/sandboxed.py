@@ -106,5 +106,5 @@ def parse(returncode: int, stdout: str, stderr: str) -> Run:
     for line in stderr.splitlines():
         if line.startswith("KB-REPORT "):
             report = json.loads(line[len("KB-REPORT "):])
-    layers = {l["name"]: l["state"] for l in report["layers"]} if report else {}
+    layers = {layer["name"]: layer["state"] for layer in report["layers"]} if report else {}
     return Run(returncode, result, report, stdout, stderr, layers)

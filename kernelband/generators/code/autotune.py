@@ -68,10 +68,10 @@ def wrap(an: Rewrites, knobs: list[Knob]) -> Optional[tuple[str, Edits, list[lis
     keys = ", ".join(f'"{k}"' for k in key)
     lines += ["    ],", f"    key=[{keys}],", ")"]
     deco = cst.parse_module("\n".join(lines) + "\ndef _f():\n    pass\n").body[0].decorators[0]  # type: ignore[attr-defined]
-    edits: Edits = {id(an.kdef): [lambda n: n.with_changes(decorators=[deco, *n.decorators])]}  # type: ignore[attr-defined]
+    edits: Edits = {id(an.kdef): [lambda n: n.with_changes(decorators=[deco, *n.decorators])]}
     drop = set(tuned) | {k.name for k in extra.values() if k.sites}
     for call, _fn in launches:
-        edits.setdefault(id(call), []).append(lambda n, drop=drop: remove_kwargs(n, drop))  # type: ignore[misc]
+        edits.setdefault(id(call), []).append(lambda n, drop=drop: remove_kwargs(n, drop))
     desc = f"@autotune over {len(configs)} configs of {', '.join(sorted(tuned))}, num_warps" + (
         ", num_stages" if "num_stages" in extra else ""
     ) + f" keyed on {', '.join(key)} for {an.kernel}"
@@ -151,7 +151,7 @@ def list_rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
                 els[-1] = els[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
             sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
             new = [cst.Element(c, comma=sep) for c in extra[:-1]] + [cst.Element(extra[-1])]
-            return n.with_changes(elements=els + new)  # type: ignore[attr-defined]
+            return n.with_changes(elements=els + new)
 
         out.append(("autotune_extend", f"@autotune extended by {len(extra)} configs (blocks x2, warps x2, "
                     f"stages +1 around the first) for {an.kernel}", merge({id(lst): [extend]}, shadow)))
@@ -182,7 +182,7 @@ def _extended(an: Rewrites, calls: list[cst.Call]) -> list[cst.Call]:
             els.append(e)
         return c.with_changes(args=[c.args[0].with_changes(value=d.with_changes(elements=els)), *c.args[1:]]) if changed else None
 
-    def bump_kw(c: cst.Call, name: str, f) -> Optional[cst.Call]:  # type: ignore[no-untyped-def]
+    def bump_kw(c: cst.Call, name: str, f) -> Optional[cst.Call]:
         for i, a in enumerate(c.args):
             if a.keyword is not None and a.keyword.value == name and int_value(a.value) is not None:
                 args = list(c.args)

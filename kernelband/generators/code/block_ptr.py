@@ -75,8 +75,8 @@ def _block_edits(an: Rewrites, stmt: cst.CSTNode, target: str, value: cst.BaseEx
             return None
         call = f"{lang}.advance({target}, ({d[0]}, {d[1]}))" if functional else f"{target}.advance(({d[0]}, {d[1]}))"
         new = cst.parse_statement(f"{target} = {call}\n")
-        edits[id(st)] = [lambda n, new=new: new.with_changes(leading_lines=n.leading_lines,  # type: ignore[attr-defined]
-                                                             trailing_whitespace=n.trailing_whitespace)]  # type: ignore[attr-defined]
+        edits[id(st)] = [lambda n, new=new: new.with_changes(leading_lines=n.leading_lines,
+                                                             trailing_whitespace=n.trailing_whitespace)]
     make = cst.parse_expression(
         f"{lang}.make_block_ptr(base={base}, shape=({r_bound}, {c_bound}), strides=({r_stride}, {c_stride}), "
         f"offsets=({offsets[r_offs][0]}, {offsets[c_offs][0]}), "
@@ -90,7 +90,7 @@ def _block_edits(an: Rewrites, stmt: cst.CSTNode, target: str, value: cst.BaseEx
 def _bounded_load(n: cst.CSTNode) -> cst.CSTNode:
     """``tl.load(p, ...)`` -> ``tl.load(p, boundary_check=(0, 1), padding_option="zero")``."""
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    return n.with_changes(args=[  # type: ignore[attr-defined]
+    return n.with_changes(args=[
         n.args[0].with_changes(comma=comma),  # type: ignore[attr-defined]
         cst.Arg(cst.parse_expression("(0, 1)"), keyword=cst.Name("boundary_check"), equal=_eq(), comma=comma),
         cst.Arg(cst.SimpleString('"zero"'), keyword=cst.Name("padding_option"), equal=_eq())])
@@ -180,7 +180,7 @@ def _ptr_uses(an: Rewrites, name: str, definition: cst.CSTNode) -> Optional[tupl
             if any(a.keyword is not None and a.keyword.value not in ("mask", "other") for a in n.args) \
                     or sum(1 for a in n.args if a.keyword is None) > 1:  # type: ignore[attr-defined]
                 return None
-            loads.append(n)  # type: ignore[arg-type]
+            loads.append(n)
             seen.add(id(n.args[0].value))  # type: ignore[attr-defined]
         elif isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1 and isinstance(n.body[0], cst.AugAssign) \
                 and isinstance(n.body[0].target, cst.Name) and n.body[0].target.value == name:

@@ -28,7 +28,7 @@ def rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
         if not todo:
             continue
         v = cst.SimpleString(value)
-        edits = {id(c): [lambda n, v=v, kw=kw: add_kwarg(n, kw, v)] for c in todo}  # type: ignore[misc]
+        edits: Edits = {id(c): [lambda n, v=v, kw=kw: add_kwarg(n, kw, v)] for c in todo}
         lines = ", ".join(str(an.line(c)) for c in todo)
         out.append((key, f"{kw}={value} on {len(todo)} {what} of {an.kernel} (lines {lines})", edits))
     return out

@@ -32,7 +32,7 @@ def rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
                 continue
             lang = an.arange_lang(value)  # type: ignore[arg-type]
             new = cst.parse_statement(f"{target} = {lang}.max_contiguous({lang}.multiple_of({target}, {b}), {b})\n")
-            edits[id(stmt)] = [lambda n, new=new: cst.FlattenSentinel([n, new])]  # type: ignore[misc]
+            edits[id(stmt)] = [lambda n, new=new: cst.FlattenSentinel([n, new])]
             done.append(f"{target} (line {an.line(stmt)})")
     if not edits:
         return []

@@ -22,7 +22,7 @@ class _ReplaceNode(cst.CSTTransformer):
         super().__init__()
         self.target, self.new = target, new
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+    def on_leave(self, original_node, updated_node):
         return self.new if original_node is self.target else updated_node
 
 
@@ -62,7 +62,7 @@ def rewrites(an: Rewrites, programs: tuple[int, ...] = PERSISTENT_PROGRAMS) -> l
         keep_comment=own)
     out = []
     for p in programs:
-        edits: Edits = {id(an.kdef.body): [lambda n, new_body=new_body: n.with_changes(body=new_body)]}  # type: ignore[attr-defined]
+        edits: Edits = {id(an.kdef.body): [lambda n, new_body=new_body: n.with_changes(body=new_body)]}
         for e in grids:
             edits[id(e)] = [lambda n, p=p: cst.Call(cst.Name("min"), [
                 cst.Arg(n, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), cst.Arg(cst.Integer(str(p)))])]

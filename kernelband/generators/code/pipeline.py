@@ -29,7 +29,7 @@ def pipeline_loops(an: Rewrites) -> list[cst.For]:
     return out
 
 
-def _with_keyword(func: cst.BaseExpression, keyword: str, value: int):  # type: ignore[no-untyped-def]
+def _with_keyword(func: cst.BaseExpression, keyword: str, value: int):
     """An edit of a ``for`` over range(...) into ``func(..., keyword=value)``."""
     def edit(n: cst.CSTNode) -> cst.CSTNode:
         it = n.iter  # type: ignore[attr-defined]
@@ -37,7 +37,7 @@ def _with_keyword(func: cst.BaseExpression, keyword: str, value: int):  # type: 
                      equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
         args = list(it.args)
         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        return n.with_changes(iter=it.with_changes(func=func, args=[*args, kw]))  # type: ignore[attr-defined]
+        return n.with_changes(iter=it.with_changes(func=func, args=[*args, kw]))
 
     return edit
 

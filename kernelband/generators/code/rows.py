@@ -59,13 +59,13 @@ def rewrites(an: Rewrites, rows: tuple[int, ...] = ROWS_PER_PROGRAM) -> list[tup
     out = []
     for r in rows:
         edits: Edits = {
-            id(an.kdef.body): [lambda n, b=new_body: n.with_changes(body=b)],  # type: ignore[attr-defined]
-            id(an.kdef.params): [lambda n, ps=new_params: n.with_changes(params=ps)],  # type: ignore[attr-defined]
+            id(an.kdef.body): [lambda n, b=new_body: n.with_changes(body=b)],
+            id(an.kdef.params): [lambda n, ps=new_params: n.with_changes(params=ps)],
         }
         for (call, _fn), e in zip(launches, grids):
             code = an.code(e)
             edits[id(e)] = [lambda _n, code=code, r=r: cst.parse_expression(f"({code} + {r - 1}) // {r}")]
             edits.setdefault(id(call), []).append(
-                lambda n, code=code: add_kwarg(n, new, cst.parse_expression(code)))  # type: ignore[arg-type]
+                lambda n, code=code: add_kwarg(n, new, cst.parse_expression(code)))
         out.append((f"rows:{r}", f"{r} rows per program in {an.kernel} (loop over {row}, grid / {r})", edits))
     return out
