@@ -128,6 +128,7 @@ def derive(calls: list[dict[str, Any]], seed: int, per_call: int = len(FLAVOURS)
     out: list[dict[str, Any]] = []
     # the interpreter emulates bfloat16 (numpy has none): a result there is no oracle
     dtypes = tuple(d for d in _FLOAT_DTYPES if not (interpreted and d == "bfloat16"))
+    grown = rng.randrange(len(dtypes) or 1)  # grown calls take the other dtypes in turn
     for call in calls[:MAX_CALLS_RECORDED]:
         tensors = _tensor_specs(call)
         if not tensors:
@@ -136,7 +137,8 @@ def derive(calls: list[dict[str, Any]], seed: int, per_call: int = len(FLAVOURS)
             flavour = FLAVOURS[k % len(FLAVOURS)]
             if flavour == "rank" and not any(len(t["shape"]) >= 2 for t in tensors):
                 flavour = "sizes"
-            out.append(_derive_one(call, flavour, tensors, rng, max_bytes, dtypes))
+            out.append(_derive_one(call, flavour, tensors, rng, max_bytes, dtypes, turn=grown))
+            grown += flavour == "grow"
         out += _optional_calls(call, (optional or {}).get(call["fn"], []), tensors, rng, max_bytes, dtypes)
     for i, c in enumerate(out):
         if c["flavour"] == "alias":
@@ -153,9 +155,11 @@ def _optional_calls(call: dict[str, Any], params: list[tuple[str, str]], tensors
     floats = [(n, value) for n, d in missing if (value := _float_literal(d)) is not None]
     if floats:
         c = _derive_one(call, "sizes", tensors, rng, max_bytes, dtypes)
-        c["flavour"] = "defaults"
+        # small inputs and a larger parameter: an ``eps`` then dominates what it is added
+        # to, so a kernel that ignores the caller's shows it; a factor still scales
+        c.update(flavour="defaults", scale=1e-3)
         for name, value in floats:
-            c["kwargs"][name] = {"t": "value", "v": value * 10.0 ** rng.choice((-2, 2, 3))}
+            c["kwargs"][name] = {"t": "value", "v": (value or 1e-6) * 10.0 ** rng.choice((2, 3))}
         out.append(c)
     ret = call.get("returns")
     outs = [n for n, d in missing if n in OUT_NAMES and d.strip() == "None"]
@@ -189,7 +193,7 @@ def _float_literal(source: str) -> Optional[float]:
 
 
 def _derive_one(call: dict[str, Any], flavour: str, tensors: list[dict[str, Any]], rng: random.Random,
-                max_bytes: int, dtypes: tuple[str, ...]) -> dict[str, Any]:
+                max_bytes: int, dtypes: tuple[str, ...], turn: int = 0) -> dict[str, Any]:
     dims = sorted({d for t in tensors for d in t["shape"] if d > 1})
     at_least = 1 if flavour == "sizes" else 2  # a single row cannot show a row stride ignored
     mapping = {d: _new_size(d, rng, at_least) for d in dims}
@@ -216,7 +220,7 @@ def _derive_one(call: dict[str, Any], flavour: str, tensors: list[dict[str, Any]
         derived["split"] = rng.choice((2, 3))
     first_float = next((t["dtype"] for t in tensors if t.get("floating")), None)
     others = [d for d in dtypes if d != first_float]
-    other_dtype = rng.choice(others) if flavour == "grow" and others else None
+    other_dtype = others[turn % len(others)] if flavour == "grow" and others else None
     index_high = max([mapping.get(d, d) for t in tensors if t.get("floating") for d in t["shape"]] or [1000])
     derived["args"] = [_map_arg(a, mapping, call, derived, rng, other_dtype, index_high) for a in call["args"]]
     derived["kwargs"] = {k: _map_arg(v, mapping, call, derived, rng, other_dtype, index_high)

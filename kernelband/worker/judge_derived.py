@@ -42,7 +42,7 @@ def new_session_seed() -> int:
     return secrets.randbelow(1 << 30)
 
 
-INTERPRETED_CALL_BYTES = 512 << 10  # the interpreter takes ~ms a program: its derived calls stay small
+INTERPRETED_CALL_BYTES = 1 << 20  # the interpreter takes ~ms a program: its derived calls stay small
 
 
 def calls_to_derive(recorded: list[dict[str, Any]], seed: int, interpreted: bool,
