@@ -119,7 +119,7 @@ def _derived_note(dropped: list[str], kept: int) -> Optional[str]:
             f"handle them): {dropped[0]}")
 
 
-DERIVED_ATTEMPTS = 3  # a crash on a derived call drops it; the original is started again
+DERIVED_ATTEMPTS = 3  # a derived call that takes the original down is dropped; the original is run again
 
 
 def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: dict[str, Any]
@@ -146,7 +146,7 @@ def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: d
             return None, []
         index, why = outcome
         crashed.append(f"{describe_call(calls[index]) if 0 <= index < len(calls) else 'a call'}: "
-                       f"the original's process dies ({why})")
+                       f"the original's process fails on it ({why})")
         calls = [c for i, c in enumerate(calls) if i != index]
         restarted = _restart_original(judge, task, req, base)
         if restarted is None:
@@ -154,14 +154,15 @@ def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: d
         job = restarted
     judge.ref.derived = []
     base.phases["derived_calls"] = round(time.perf_counter() - t0, 6)
-    return job, [f"the original's process dies on {len(crashed)} calls beyond the harness: none are checked "
+    return job, [f"the original's process fails on {len(crashed)} calls beyond the harness: none are checked "
                  f"({crashed[0]})"]
 
 
 def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[dict[str, Any]]
                  ) -> Union[dict[tuple[str, int], Frame], tuple[int, str], None]:
     """The frames of the original's derived calls (both canaries); (the index of the call
-    its process died on, how) when it died; None with ``base.message`` on an error."""
+    its process died on or whose frame broke the protocol, how); None with ``base.message``
+    on an error."""
     task = judge.require_task()
     steps = [{"op": "derived", "module": "o", "calls": calls, "which": w} for w in ("a", "b")] + [{"op": "mark"}]
     frames: dict[tuple[str, int], Frame] = {}
@@ -176,7 +177,9 @@ def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[
                 kept = Frame(frame.kind, frame.meta, materialize(frame.tree, None))
                 frames[(str(frame.meta.get("which")), int(frame.meta.get("index", -1)))] = kept
     except JobFailed as e:
-        if e.end.kind != "crashed":  # a hang or a broken channel: not one call's fault
+        # the process died, or its frames broke off mid-call: that call is dropped; a hang
+        # is not one call's fault
+        if e.end.kind not in ("crashed", "protocol"):
             base.message = f"the original kernel could not be run on inputs beyond its harness ({e.end.kind}): {e}"
             return None
         for which in ("a", "b"):
