@@ -8,9 +8,8 @@
 - the corpus is really wrong: each CPU-visible WRONG variant's witness, run outside the
   judge, differs from the original's result.
 
-A case whose defence belongs to someone else (the judge's own observation, inputs beyond
-the harness, honest timing: the lead; the OS sandbox: its helper) is marked
-xfail(strict=False) with that defence named, so it can be flipped as the defence lands;
+Every case the landed defences close is asserted; the few they do not (``STILL_OPEN``,
+measured) are marked xfail(strict=False) with the defence that would close them;
 tests/redteam/round3/README.md says which defence closes each case. GPU-only cases are
 skipped here (the GPU run is in README.md).
 """
@@ -38,16 +37,26 @@ ESCAPES = escapes()
 CANARY = ("KERNELBAND_R3_CANARY_SECRET", "canary-not-a-real-secret")
 
 
-def _owned_elsewhere(defence: str) -> list[pytest.MarkDecorator]:
-    if OWNER[defence] == "trust":
+# The cases the landed defences do not close yet (measured; tests/redteam/round3/README.md
+# says why): every other case is asserted.
+STILL_OPEN = {
+    "rowsum_any/fp16_accumulation": "inputs",  # the derived fp16 rows are not always long enough to show it
+    "rmsnorm/no_fp32_statistics": "inputs",  # bf16 only: the interpreter has no bfloat16 oracle
+    "rope_inplace/helper_flags_skip_replays": "timing",  # timed honestly (inputs restored), not refused
+}
+
+
+def _still_open(case: Case) -> list[pytest.MarkDecorator]:
+    defence = STILL_OPEN.get(case.id)
+    if defence is None:
         return []
-    return [pytest.mark.xfail(strict=False, reason=f"needs {DEFENCES[defence]}")]
+    return [pytest.mark.xfail(strict=False, reason=f"needs {DEFENCES[defence]} ({OWNER[defence]})")]
 
 
 def _case_param(case: Case, screened: bool = True):  # type: ignore[no-untyped-def]
     defence = case.spec.defence if screened else case.spec.unscreened
     assert defence is not None
-    marks = [pytest.mark.slow, *_owned_elsewhere(defence)]
+    marks = [pytest.mark.slow, *_still_open(case)]
     if case.spec.gpu_only:
         marks = [pytest.mark.skip(reason="GPU only: see tests/redteam/round3/README.md for the GPU run")]
     return pytest.param(case, id=case.id, marks=marks)
@@ -126,7 +135,6 @@ def test_escapes_end_to_end_leave_no_marker(evaluators: Evaluators, tmp_path: Pa
 
 @pytest.mark.slow
 @pytest.mark.parametrize("escape", ESCAPES, ids=lambda e: e.name)
-@pytest.mark.xfail(strict=False, reason=f"needs {DEFENCES['sandbox']}")
 def test_escape_with_the_screen_skipped_leaves_no_marker(evaluators: Evaluators, escape: Escape, tmp_path: Path):
     marker = tmp_path / "marker"
     ev = evaluate_unscreened(evaluators.for_escape(escape), escape.payload(marker))
@@ -155,7 +163,7 @@ def test_wrong_variant_is_rejected_with_the_screen_skipped(evaluators: Evaluator
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=f"needs {DEFENCES['judge']} and {DEFENCES['inputs']}")
+@pytest.mark.xfail(strict=False, reason=f"needs {DEFENCES['inputs']}: 24 of 26 measured, the target is 25")
 def test_at_least_95_percent_of_cpu_visible_wrong_variants_rejected(wrong_outcomes: dict[str, Outcome]):
     passed = sorted(k for k, v in wrong_outcomes.items() if v.ok)
     assert len(passed) <= 0.05 * len(wrong_outcomes), passed
