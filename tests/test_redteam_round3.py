@@ -40,9 +40,10 @@ CANARY = ("KERNELBAND_R3_CANARY_SECRET", "canary-not-a-real-secret")
 # The cases the landed defences do not close yet (measured; tests/redteam/round3/README.md
 # says why): every other case is asserted.
 STILL_OPEN = {
-    "rowsum_any/fp16_accumulation": "inputs",  # the derived fp16 rows are not always long enough to show it
-    "rmsnorm/no_fp32_statistics": "inputs",  # bf16 only: the interpreter has no bfloat16 oracle
-    "rope_inplace/helper_flags_skip_replays": "timing",  # timed honestly (inputs restored), not refused
+    "wrong/rowsum_any/fp16_accumulation": "inputs",  # the derived fp16 rows are not always long enough to show it
+    "wrong/masked_softmax/split_rows_unsafe_in_place": "inputs",  # caught when the session derives an aliased call
+    "wrong/rmsnorm/no_fp32_statistics": "inputs",  # bf16 only: the interpreter has no bfloat16 oracle
+    "timing/rope_inplace/helper_flags_skip_replays": "timing",  # timed honestly (inputs restored), not refused
 }
 
 
@@ -163,7 +164,7 @@ def test_wrong_variant_is_rejected_with_the_screen_skipped(evaluators: Evaluator
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=f"needs {DEFENCES['inputs']}: 24 of 26 measured, the target is 25")
+@pytest.mark.xfail(strict=False, reason=f"needs {DEFENCES['inputs']}: 23-24 of 26 measured, the target is 25")
 def test_at_least_95_percent_of_cpu_visible_wrong_variants_rejected(wrong_outcomes: dict[str, Outcome]):
     passed = sorted(k for k, v in wrong_outcomes.items() if v.ok)
     assert len(passed) <= 0.05 * len(wrong_outcomes), passed
