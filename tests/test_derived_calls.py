@@ -232,3 +232,15 @@ def test_derived_calls_benchmark_each_autotune_config_once(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == ["3", "none", "1"]  # one timed run a config, Triton's own bench back, one key
     assert "@triton.autotune" in AUTOTUNED and "BLOCK=128)" not in AUTOTUNED
+
+
+def test_dropping_a_call_renumbers_the_aliased_calls_twins():
+    """An aliased call is judged against its twin by index: dropping an earlier call must
+    not leave it pointing at another call, and dropping its twin drops it too."""
+    from kernelband.worker.judge_original import calls_without
+
+    calls = [{"flavour": "sizes"}, {"flavour": "alias_twin"}, {"flavour": "alias", "twin": 1}, {"flavour": "grow"}]
+    after = calls_without(calls, 0)
+    assert [c["flavour"] for c in after] == ["alias_twin", "alias", "grow"] and after[1]["twin"] == 0
+    assert [c["flavour"] for c in calls_without(calls, 1)] == ["sizes", "grow"]
+    assert calls_without(calls, 3) == calls[:3] and calls[2]["twin"] == 1

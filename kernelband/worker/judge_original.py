@@ -136,7 +136,7 @@ def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: d
     calls = calls_to_derive(recorded, judge.session_seed, judge.interpreted,
                             optional_parameters(task.source, task.kernel))
     crashed: list[str] = []
-    for attempt in range(DERIVED_ATTEMPTS):
+    for _ in range(DERIVED_ATTEMPTS):
         outcome = _run_derived(judge, job, base, calls)
         if isinstance(outcome, dict):
             note = _derived_note(crashed + absorb_original(judge, calls, outcome), len(judge.ref.derived))
@@ -147,7 +147,7 @@ def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: d
         index, why = outcome
         crashed.append(f"{describe_call(calls[index]) if 0 <= index < len(calls) else 'a call'}: "
                        f"the original's process fails on it ({why})")
-        calls = [c for i, c in enumerate(calls) if i != index]
+        calls = calls_without(calls, index)
         restarted = _restart_original(judge, task, req, base)
         if restarted is None:
             return None, []
@@ -156,6 +156,15 @@ def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: d
     base.phases["derived_calls"] = round(time.perf_counter() - t0, 6)
     return job, [f"the original's process fails on {len(crashed)} calls beyond the harness: none are checked "
                  f"({crashed[0]})"]
+
+
+def calls_without(calls: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
+    """``calls`` less the one at ``index`` (and an aliased call whose twin it was), each
+    aliased call's ``twin`` renumbered to where its twin now stands."""
+    keep = [i for i, c in enumerate(calls) if i != index and c.get("twin") != index]
+    position = {old: new for new, old in enumerate(keep)}
+    return [dict(calls[i], twin=position[calls[i]["twin"]]) if isinstance(calls[i].get("twin"), int) else calls[i]
+            for i in keep]
 
 
 def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[dict[str, Any]]
