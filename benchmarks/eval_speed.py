@@ -72,9 +72,10 @@ def run_session(path: Path, kernel: str, budget: int, cap: float, cwd: Optional[
     """One ``kernelband optimize`` with its events timestamped on arrival."""
     cmd = [sys.executable, "-m", "kernelband", "optimize", str(path), "--kernel", kernel, "--budget", str(budget),
            "--events", "jsonl", "--no-store", *(extra or [])]
-    t0 = time.monotonic()
+    trace = Path(tempfile.mkstemp(prefix="kb-trace-", suffix=".jsonl")[1])
+    t0, t0_wall = time.monotonic(), time.time()
     proc = subprocess.Popen(cmd, cwd=str(cwd or REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, env=dict(os.environ, KERNELBAND_TRACE=str(trace)))
     events: list[dict[str, Any]] = []
     stderr: list[str] = []
 
@@ -100,7 +101,36 @@ def run_session(path: Path, kernel: str, budget: int, cap: float, cwd: Optional[
     finally:
         killer.cancel()
     wall = time.monotonic() - t0
-    return summarize(events, wall, proc.returncode, cap, stderr)
+    row = summarize(events, wall, proc.returncode, cap, stderr)
+    row["startup"] = startup_timeline(trace, t0_wall)
+    trace.unlink(missing_ok=True)
+    return row
+
+
+# the trace marks (kernelband/trace.py) that tell where the seconds before the first verdict go
+_STARTUP_MARKS = ("zygote.spawn", "zygote.ready", "setup.start", "setup.prepare", "job.request", "job.start",
+                  "job.frame", "setup.prepared", "setup.retimed", "session.evaluate", "session.verdict")
+
+
+def startup_timeline(trace: Path, t0_wall: float) -> dict[str, float]:
+    """Seconds from the command's start to the first of each startup mark, and to the
+    first job's first frame and the first candidate's verdict."""
+    out: dict[str, float] = {}
+    try:
+        lines = trace.read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        what = m.get("what")
+        if what in _STARTUP_MARKS and what not in out:
+            out[what] = round(float(m["t"]) - t0_wall, 3)
+        if what == "job.request" and m.get("trusted") is False and "first_candidate_job" not in out:
+            out["first_candidate_job"] = round(float(m["t"]) - t0_wall, 3)
+    return out
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -195,7 +225,7 @@ def part_add_scale(args: argparse.Namespace) -> dict[str, Any]:
     out = {"wall_s": res["session_s"], "status": res.get("status"), "speedup": res.get("speedup"),
            "speedup_ci": res.get("speedup_ci"), "evaluations": res.get("evals"), "evals_per_min": res.get("evals_per_min"),
            "first_verdict_s_no_store": res.get("first_verdict_s"), "baseline_s": res.get("baseline_s"),
-           "search_vs_final": res.get("search_vs_final"), "command": "kernelband optimize add_scale.py --budget 16 "
+           "search_vs_final": res.get("search_vs_final"), "startup": res.get("startup"), "command": "kernelband optimize add_scale.py --budget 16 "
                                                                      "--no-store (fresh workspace)"}
     print(f"add_scale b16: {out}", flush=True)
     return out
@@ -299,6 +329,21 @@ def part_parallel(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- report
+def startup_markdown(report: dict[str, Any]) -> list[str]:
+    """Seconds from the command's start to each startup mark, one column per session."""
+    cols = [(r["kernel"], r.get("startup") or {}) for r in report.get("rows") or []]
+    if report.get("add_scale_b16"):
+        cols.append(("add_scale b16", report["add_scale_b16"].get("startup") or {}))
+    cols = [c for c in cols if c[1]]
+    if not cols:
+        return []
+    lines = ["", "## Before the first verdict (seconds from the command's start, KERNELBAND_TRACE)", "",
+             "| mark | " + " | ".join(name for name, _ in cols) + " |", "|---|" + "---|" * len(cols)]
+    for mark in (*_STARTUP_MARKS, "first_candidate_job"):
+        lines.append(f"| {mark} | " + " | ".join(str(marks.get(mark, "")) for _, marks in cols) + " |")
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# Evaluation speed ({report['gpu']}, commit {report['commit'][:12]})", "",
              f"Command: `{report['command']}`; budget {report['budget']}, cap {report['cap']} s per session "
@@ -320,6 +365,7 @@ def markdown(report: dict[str, Any]) -> str:
         lines += ["", f"`kernelband optimize examples/add_scale.py --budget 16` (fresh workspace): **{a['wall_s']} s** wall, "
                       f"{a.get('status')} {a.get('speedup')} {a.get('speedup_ci')}; first verdict with --no-store "
                       f"{a.get('first_verdict_s_no_store')} s."]
+    lines += startup_markdown(report)
     for t in report.get("timeline") or []:
         lines += ["", f"## One evaluation, harness output {t['output_bytes'] / 2**20:.0f} MiB "
                       f"(prepare {t['prepare_s']} s)", "", "| phase | " + " | ".join(f"block {e['block']}" for e in t["evals"]) + " |",

@@ -22,6 +22,19 @@ def cache_dir() -> Path:
     return Path(base) / "kernelband"
 
 
+def bytecode_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a trusted process (the judge, its fork server) where the environment
+    writes no compiled bytecode (PYTHONDONTWRITEBYTECODE, as on images whose packages were
+    installed without .pyc files): Python keeps it here instead, under ``pycache/``, never
+    beside anyone's sources. Without it each of those processes compiles torch from source
+    at every start (3-4.5 s each on the GPU machine, against about 1 s). Variant processes
+    never write it (the fork server's children turn bytecode writing off)."""
+    if env.get("PYTHONDONTWRITEBYTECODE") and not env.get("PYTHONPYCACHEPREFIX"):
+        env.pop("PYTHONDONTWRITEBYTECODE")
+        env["PYTHONPYCACHEPREFIX"] = str(cache_dir() / "pycache")
+    return env
+
+
 def _facts_file() -> Path:
     return cache_dir() / "device_facts.json"
 

@@ -34,7 +34,9 @@ from .session_pool import CandidatePool, Platform
 from .session_records import SessionRecords
 from .session_search import WAIT, ExhaustiveSteps, PolicySteps
 from .session_setup import Preparation
+from .session_warm import GeneratorWarmup, warm_imports
 from .store import Store
+from .trace import mark
 from .verdict import IMPROVED, VERIFIED_CORRECT
 from .workdirs import WORKDIR_PREFIX, job_workdir, session_workdir, sweep_stale_workdirs  # noqa: F401 - re-exported
 
@@ -100,8 +102,11 @@ class Session:
     def _evaluate(self, variant: Variant, profile_tier: Optional[int] = None, evaluator: Any = None) -> Evaluation:
         """Evaluator.evaluate, with "the worker cannot be restarted" turned into WorkerLost
         (the search stops; the session still ends with a Result)."""
+        mark("session.evaluate", variant=variant.id)
         try:
-            return (evaluator or self.evaluator).evaluate(variant, profile_tier=profile_tier)
+            ev = (evaluator or self.evaluator).evaluate(variant, profile_tier=profile_tier)
+            mark("session.verdict", variant=variant.id, status=str(ev.status))
+            return ev
         except SetupError as e:
             raise WorkerLost(str(e)) from e
 
@@ -188,10 +193,15 @@ class Session:
                   budget=asdict(self.config.budget), generator=self.config.generator, search=self.config.search,
                   session_id=self.id)
         self._clean_leftovers()
+        warm_imports()
+        warmup: list[GeneratorWarmup] = []  # built once the worker says whether it interprets
+        original = Variant(self.task.source, generator="original")
         try:
             Preparation(self.task, self.config, self.evaluator, self.workers, self.store, self.pool, self.emit,
-                        self._warn_once, self.warnings).run()
-            generator = self._make_generator()
+                        self._warn_once, self.warnings,
+                        on_started=lambda: warmup.append(GeneratorWarmup(self._make_generator, original,
+                                                                         self.task.kernel))).run()
+            generator = warmup[0].result() if warmup else self._make_generator()
             if self.store:
                 self.store.start_session(self.id, self.task.module_path, self.task.kernel, self.task.source_hash,
                                          self.platform.gpu, self.platform.triton_version, self.config.to_dict())

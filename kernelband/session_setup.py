@@ -13,12 +13,13 @@ from .harness import harness_hash
 from .model import Task, Variant
 from .session_config import SessionConfig
 from .session_pool import CandidatePool
+from .trace import mark
 
 
 class Preparation:
     def __init__(self, task: Task, config: SessionConfig, evaluator: Any, workers: Any, store: Any,
                  pool: CandidatePool, emit: Callable[..., object], warn: Callable[[str], None],
-                 warnings: list[str]) -> None:
+                 warnings: list[str], on_started: Optional[Callable[[], None]] = None) -> None:
         self.task = task
         self.config = config
         self.evaluator = evaluator  # the primary worker
@@ -29,18 +30,24 @@ class Preparation:
         self.warn = warn  # a Result warning and a log event, once per note
         self.warnings = warnings  # the session's Result warnings (notes added without a log event)
         self.setup_s: dict[str, float] = {}  # seconds of each step, in the baseline event
+        self.on_started = on_started  # called once the primary worker is up (the session's warm-up)
 
     def run(self) -> None:
+        mark("setup.start")
         self.workers.begin_others()  # the other workers prepare in the background
         t0 = time.perf_counter()
         info = self.evaluator.start()
         self.setup_s["worker_start"] = round(time.perf_counter() - t0, 3)
+        if self.on_started is not None:
+            self.on_started()
         self.pool.platform.gpu, self.pool.platform.triton_version = info.device_name, info.triton_version
         if not info.interpreted:
             self.evaluator.facts = self._device_facts() or {}
         t1 = time.perf_counter()
         self.setup_s["device_facts"] = round(t1 - t0 - self.setup_s["worker_start"], 3)
+        mark("setup.prepare")
         base = self.evaluator.prepare()
+        mark("setup.prepared")
         self.setup_s["prepare"] = round(time.perf_counter() - t1, 3)
         self.setup_s.update({f"prepare.{k}": round(v, 3) for k, v in base.phases.items()})
         self._check_harness(base)
@@ -50,6 +57,7 @@ class Preparation:
         # timed warm already when the original's process stays as the reference lane
         time_ms = base.timing.median_ms if base.reference_lane else self._warm_baseline_ms(base.timing.median_ms)
         self.setup_s["retime"] = round(time.perf_counter() - t2, 3)
+        mark("setup.retimed")
         self._emit_baseline(base, time_ms)
         self.pool.add(self.pool.candidate(original, time_ms, base.profile, None))
         self.workers.add_lanes(0)

@@ -131,6 +131,10 @@ class RulesGenerator:
         # replays and pull records use it to name the rewrite, not only the strategy
         self.last_rewrite: Optional[tuple[str, str]] = None
 
+    def warm(self, parent: Variant, kernel: str) -> None:
+        """Analyse ``parent`` now (the session calls this while the original is prepared)."""
+        self._analysis(parent, kernel)
+
     # ---- internals
     def _analysis(self, parent: Variant, kernel: str) -> Optional[Analysis]:
         an = self._analyses.get(parent.source, kernel)

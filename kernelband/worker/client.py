@@ -16,6 +16,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from ..machine_cache import bytecode_env
+
 
 class WorkerError(Exception):
     """The request did not produce a reply. ``kind``: crashed | timeout | error."""
@@ -79,6 +81,7 @@ class WorkerClient:
         env.update(self.extra_env)
         env["PYTHONUNBUFFERED"] = "1"
         env["KERNELBAND_DEVICE"] = self.device
+        bytecode_env(env)
         if self.device.startswith("cuda:"):
             env["CUDA_VISIBLE_DEVICES"] = self.device.split(":", 1)[1]
         return env

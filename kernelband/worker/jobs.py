@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
+from ..trace import mark
 from . import sandbox
 from .wire import DeviceChoice, IpcMaps, WireError, read_frame
 from .zygote_handle import Zygote, use_zygote  # noqa: F401 - Zygote re-exported for the judge
@@ -152,6 +153,7 @@ class VariantJob:
             self._start(zygote)
         finally:
             self.spent["spawn"] = self.spent.get("spawn", 0.0) + time.perf_counter() - t0
+            mark("job.start", job=self.nonce[:8], pid=getattr(self.proc, "pid", None), zygote=zygote is not None)
 
     def _start(self, zygote: Optional[Zygote] = None) -> None:
         env = sandbox.scrubbed_env(str(self.dir))
@@ -312,6 +314,8 @@ class VariantJob:
             self.close()
             raise JobFailed(JobEnd("crashed", f"the variant process died ({how})", self.stderr_tail()))
         self._pending = item.kind not in ("done", "error")
+        mark("job.frame", job=self.nonce[:8], kind=item.kind, label=item.meta.get("label"),
+             seconds=item.meta.get("seconds"))
         return item
 
     def frames(self) -> Iterator[Frame]:
@@ -365,6 +369,7 @@ class VariantJob:
             self._close()
         finally:
             self.spent["teardown"] = self.spent.get("teardown", 0.0) + time.perf_counter() - t0
+            mark("job.closed", job=self.nonce[:8])
 
     def timeline_phases(self) -> dict[str, float]:
         """The job's timeline as phases: the judge's side (spawn, decode, teardown) and the

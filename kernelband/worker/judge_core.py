@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 import torch
 
 from ..model import LaunchRecord, Task
+from ..trace import mark
 from .compare import set_compute_device
 from .deadlines import deadline_s
 from .jobs import Frame, VariantJob
@@ -166,6 +167,7 @@ class JudgeCore:
             on_log=self.on_log,
             extra_env=self._sandbox_env(),
         )
+        mark("job.request", job=job.nonce[:8], trusted=trusted, steps=[s.get("op") for s in steps][:12])
         job.start(self.live_zygote())
         return job
 

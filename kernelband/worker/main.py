@@ -18,6 +18,8 @@ import time
 import traceback
 from typing import IO, Any
 
+from ..trace import mark
+
 
 def _protocol_stream() -> IO[str]:
     fd = os.dup(1)
@@ -91,11 +93,13 @@ def _serve(service: Any, proto: IO[str]) -> int:
 
     def handle(req: dict[str, Any]) -> None:
         t0 = time.perf_counter()
+        mark("judge.op", op=req.get("op"), id=req.get("id"))
         try:
             body: dict[str, Any] = {"ok": True, "result": service.handle(req.get("op"), req)}
         except Exception as e:  # noqa: BLE001 - every failure becomes a reply
             body = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=8)}
         body["wall_s"] = time.perf_counter() - t0
+        mark("judge.op_done", op=req.get("op"), id=req.get("id"), ok=body["ok"])
         reply(req.get("id"), body)
 
     for line in sys.stdin:

@@ -43,10 +43,17 @@ def _poison_uninitialized_memory() -> None:
     caching allocator last held, so an output left unwritten never passes by luck."""
     import torch
 
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    det = getattr(torch.utils, "deterministic", None)
-    if det is not None and hasattr(det, "fill_uninitialized_memory"):
-        det.fill_uninitialized_memory = True
+    # the C switches themselves: torch.use_deterministic_algorithms also imports
+    # torch._inductor (about a second of every fork server's start) to set a flag of a
+    # compiler no variant process uses
+    set_algorithms = getattr(torch._C, "_set_deterministic_algorithms", None)
+    set_fill = getattr(torch._C, "_set_deterministic_fill_uninitialized_memory", None)
+    if set_algorithms is None or set_fill is None:  # pragma: no cover - another torch
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+        return
+    set_algorithms(True, warn_only=True)
+    set_fill(True)
 
 
 class RuntimeTampered(Exception):

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..trace import mark
 from . import sandbox
 
 _ZYGOTE_START_S = 180.0
@@ -26,12 +27,16 @@ class Zygote:
 
     def __init__(self, interpreted: bool) -> None:
         self.interpreted = interpreted
+        mark("zygote.spawn")
         self.dir = Path(tempfile.mkdtemp(prefix="kernelband-zygote-"))
         env = sandbox.scrubbed_env(str(self.dir))
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         if interpreted:
             env["TRITON_INTERPRET"] = "1"
+        if sys.pycache_prefix:  # the judge keeps its bytecode in the machine cache: so does the fork server
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix
         self.sock, child = socket.socketpair()
         env["KERNELBAND_ZYGOTE_FD"] = str(child.fileno())
         self.proc = subprocess.Popen([sys.executable, "-m", "kernelband.worker.zygote"], cwd=str(self.dir), env=env,
@@ -42,6 +47,7 @@ class Zygote:
         self._buf = b""
         if not self._read().get("ready"):
             raise OSError("the zygote did not start")
+        mark("zygote.ready", zygote=self.proc.pid)
         self.sock.settimeout(30.0)
         self.lock = threading.Lock()
 
