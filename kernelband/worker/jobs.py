@@ -107,6 +107,14 @@ class JobFailed(Exception):
         self.end = end
 
 
+def _user_paths(job: dict[str, Any]) -> list[str]:
+    """What of the user's a job reads: the module's folder (sibling imports) and the
+    companion harness; the sandbox keeps them visible."""
+    task = job.get("task") or {}
+    paths = [os.path.dirname(os.path.abspath(task["module_path"]))] if task.get("module_path") else []
+    return paths + ([os.path.abspath(task["harness_path"])] if task.get("harness_path") else [])
+
+
 @dataclass
 class VariantJob:
     """One variant process. Iterate ``frames()``; a JobFailed ends the iteration when the
@@ -161,7 +169,7 @@ class VariantJob:
         # the package must import from where the judge imported it (not the private cwd)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-        env[sandbox.READ_ENV] = os.pathsep.join(self._user_paths())
+        env[sandbox.READ_ENV] = os.pathsep.join(_user_paths(self.job))
         env.update(self.extra_env)
         if zygote is not None and not self.wrapper:
             self._fork(zygote, env)
@@ -177,13 +185,6 @@ class VariantJob:
             os.set_blocking(self.proc.stdin.fileno(), False)
         except (OSError, ValueError):
             pass
-
-    def _user_paths(self) -> list[str]:
-        """What of the user's the job reads: the module's folder (sibling imports) and
-        the companion harness; the sandbox keeps them visible."""
-        task = self.job.get("task") or {}
-        paths = [os.path.dirname(os.path.abspath(task["module_path"]))] if task.get("module_path") else []
-        return paths + ([os.path.abspath(task["harness_path"])] if task.get("harness_path") else [])
 
     def _ack(self) -> None:
         """Tell the variant the judge is done with a frame (its tensors dropped, GPU
