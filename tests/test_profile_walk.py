@@ -12,6 +12,8 @@ import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from kernelband.model import Evaluation, Status, Task, Timing, Variant
 from kernelband.profile.render import profile_card_markdown
 from kernelband.profile.schema import Profile
@@ -19,7 +21,7 @@ from kernelband.session_config import SessionConfig
 from kernelband.session_pool import CandidatePool, Platform
 from kernelband.store import DB_DIR, DB_NAME, ProfileKey, Store
 from kernelband.worker.jobs import Frame
-from kernelband.worker.judge_candidate import judge_frame
+from kernelband.worker.judge_candidate import Verdict, judge_frame
 from kernelband.worker.profiling import collect_profile
 from kernelband_lsp import hover as H
 from kernelband_lsp import inlay as I
@@ -90,6 +92,14 @@ def test_a_profile_walks_from_the_worker_to_the_hover(tmp_path: Path):
         assert piece in card, piece
     assert I.profile_label(stored, exact) == f"16 regs · 0 spills · 0 KB smem · occ 100% · {S.fmt_ms(TIME_MS)} · 90% of HBM peak"
     assert S.lens_summary(stored, None) == f"last: {S.fmt_ms(TIME_MS)}, 90% of HBM peak, memory-bound"
+
+
+def test_a_malformed_profile_frame_rejects_the_candidate():
+    """The worker's own code builds the profile: a frame of the wrong shape was tampered with."""
+    frame = Frame("profile", {"profile": {"kernel": "k", "tiers": {"static": {"n_regs": "many"}}}})
+    with pytest.raises(Verdict, match=r"malformed profile \(profile\.tiers\.static\.n_regs: expected int") as e:
+        judge_frame(SimpleNamespace(require_task=lambda: None, ref=None), frame, Evaluation(status=Status.OK), None)
+    assert e.value.status == Status.REJECTED
 
 
 def test_rows_of_older_engines_still_decode(tmp_path: Path):
