@@ -102,6 +102,7 @@ def module_lines(n: int) -> int:
 
 
 def seed_store(ws: Path, path: Path, text: str, n: int = N_KERNELS) -> None:
+    from kernelband.profile.schema import Profile
     from kernelband.store import ProfileKey, Store
 
     h = hashlib.sha256(text.encode()).hexdigest()
@@ -122,7 +123,7 @@ def seed_store(ws: Path, path: Path, text: str, n: int = N_KERNELS) -> None:
                 "diagnosis": {"bottleneck": "memory-bound", "evidence": f"memory-bound: {60 + i // 2}% of DRAM peak",
                               "strategies": ["tiling", "vectorization"]},
             }
-            st.put_profile(ProfileKey(h, "h", "gpu", "3", f"kernel_{i}"), prof, file=str(path))
+            st.put_profile(ProfileKey(h, "h", "gpu", "3", f"kernel_{i}"), Profile.from_dict(prof), file=str(path))
 
 
 # ---------------------------------------------------------------------------- client

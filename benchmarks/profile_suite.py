@@ -70,15 +70,16 @@ def profile_kernel(label: str, rel: str, kernel: str, expected: str, device: str
         for tier in tiers:
             for repeat in ((0, 1) if tier == 3 else (0,)):
                 t0 = time.perf_counter()
-                raw = ev.profile(None, min(tier, 3))
+                typed = ev.profile(None, min(tier, 3))
                 request_ms = (time.perf_counter() - t0) * 1e3
-                prof = raw["profile"]
-                collect_ms = (prof.get("collect_s") or 0.0) * 1e3
+                assert typed is not None, f"{label}: the worker returned no profile"
+                collect_ms = (typed.collect_s or 0.0) * 1e3
                 if tier == 3:
                     t1 = time.perf_counter()
-                    prof = add_counters(prof, task, store=store, gpu=info.device_name, triton_version=info.triton_version,
-                                        keep_dir=keep_dir)
+                    typed = add_counters(typed, task, store=store, gpu=info.device_name,
+                                         triton_version=info.triton_version, keep_dir=keep_dir)
                     collect_ms += (time.perf_counter() - t1) * 1e3
+                prof = typed.to_dict()
                 counters = (prof["tiers"].get("counters") or {})
                 diag = prof["diagnosis"]
                 tm = prof["tiers"].get("timing") or {}

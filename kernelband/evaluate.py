@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .model import Baseline, Evaluation, PairedTiming, Status, Task, Timing, Variant
+from .profile.schema import Profile
 from .screen import screen_variant
 from .worker.client import WorkerClient, WorkerError, WorkerInfo
 from .worker.deadlines import reply_deadline_s
@@ -268,11 +269,13 @@ class Evaluator:
         replay check and ``rounds`` samples."""
         return self._deadline(2 + max(rounds, 2), jobs=2)
 
-    def profile(self, source: Optional[str], tier: int) -> dict[str, Any]:
-        """Profile the original (source None) or a variant source at a tier."""
+    def profile(self, source: Optional[str], tier: int) -> Optional[Profile]:
+        """Profile the original (source None) or a variant source at a tier (None: the
+        worker measured none)."""
         self._ensure_worker()
         try:
-            return self.client.request("profile", self._deadline(4), source=source, tier=tier, facts=self.facts)
+            raw = self.client.request("profile", self._deadline(4), source=source, tier=tier, facts=self.facts)
+            return Profile.from_wire(raw.get("profile") if isinstance(raw, dict) else None)
         except WorkerError as e:
             if e.kind != "error":
                 self._revive()

@@ -10,7 +10,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from .profile.schema import Profile
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -38,6 +41,8 @@ def _to_dict(obj: Any) -> Any:
     if fast is not None:
         return fast(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if not isinstance(obj, Serializable) and hasattr(obj, "to_dict"):
+            return obj.to_dict()  # its own wire form (the Profile)
         return {name: _to_dict(getattr(obj, name)) for name in _field_names(type(obj))}
     if isinstance(obj, Enum):
         return obj.value
@@ -298,7 +303,7 @@ class Evaluation(Serializable):
     timing: Optional[Timing] = None
     launches: list[LaunchRecord] = field(default_factory=list)
     interpreted: bool = False
-    profile: Optional[dict[str, Any]] = None
+    profile: Optional[Profile] = None
     wall_s: float = 0.0
     variant_id: str = ""
     # wall seconds per phase in the worker: import, compile_and_first_run, correctness,
@@ -326,7 +331,14 @@ class Evaluation(Serializable):
         if d.get("timing") is not None:
             d["timing"] = Timing.from_dict(d["timing"])
         d["launches"] = [LaunchRecord.from_dict(x) for x in d.get("launches", [])]
+        d["profile"] = _profile(d.get("profile"))
         return cls(**d)
+
+
+def _profile(raw: Any) -> Optional[Profile]:
+    from .profile.schema import Profile  # here: the list command never reads a profile
+
+    return Profile.from_wire(raw)
 
 
 @dataclass
@@ -343,7 +355,7 @@ class Baseline(Serializable):
     interpreted: bool = False
     device_name: str = ""
     triton_version: str = ""
-    profile: Optional[dict[str, Any]] = None
+    profile: Optional[Profile] = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds per check, as Evaluation.phases
     lanes: int = 1  # candidates the judge can evaluate at once on its GPU
     reference_lane: bool = False  # candidates are timed against the original's kept process (warm timing)
@@ -354,6 +366,7 @@ class Baseline(Serializable):
         if d.get("timing") is not None:
             d["timing"] = Timing.from_dict(d["timing"])
         d["launches"] = [LaunchRecord.from_dict(x) for x in d.get("launches", [])]
+        d["profile"] = _profile(d.get("profile"))
         return cls(**d)
 
 
@@ -531,49 +544,3 @@ class Result:
         if partial is None and evaluations is not None:
             r.evaluations = int(evaluations)
         return r
-
-
-@dataclass
-class Profile:
-    """A kernel's profile (kernelband/profile): the tiers, what limits it, and the features
-    the search uses. The keys inside a tier are the profiler's (read them loosely)."""
-
-    kernel: str = ""
-    time_ms: Optional[float] = None
-    interpreted: bool = False
-    tiers: dict[str, Any] = field(default_factory=dict)  # static, timing, counters (None = not collected)
-    saturation: dict[str, Any] = field(default_factory=dict)  # {"L2", "DRAM", "SM"}: fraction of peak
-    diagnosis: dict[str, Any] = field(default_factory=dict)  # bottleneck, evidence, strategies
-    phi: Optional[list[Any]] = None  # 9-dim hardware profile (DESIGN section 2)
-    runtime_vector: Optional[list[float]] = None
-    runtime_vectors: Optional[dict[str, Any]] = None
-    unavailable: Optional[dict[str, Any]] = None  # tier -> why it was not measured
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    SOMETIMES = ("phi", "runtime_vector", "runtime_vectors", "unavailable")
-
-    @property
-    def bottleneck(self) -> Optional[str]:
-        b = self.diagnosis.get("bottleneck")
-        return b if isinstance(b, str) and b and b != "unknown" else None
-
-    def tier(self, name: str) -> dict[str, Any]:
-        t = self.tiers.get(name)
-        return t if isinstance(t, dict) else {}
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {f.name: _to_dict(getattr(self, f.name)) for f in dataclasses.fields(self)
-               if f.name != "extra" and not (f.name in self.SOMETIMES and getattr(self, f.name) is None)}
-        for k, v in self.extra.items():
-            out.setdefault(k, v)
-        return out
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Profile":
-        return _from_json_dict(cls, d)
-
-    @classmethod
-    def from_wire(cls, raw: Any) -> Optional["Profile"]:
-        """A profile as a job event or a store row carries it; anything but a non-empty
-        dict is no profile (the language server shows "not profiled yet")."""
-        return cls.from_dict(raw) if isinstance(raw, dict) and raw else None

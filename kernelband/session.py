@@ -172,7 +172,7 @@ class Session:
             seconds=self.usage.seconds, tokens=self.usage.tokens, dollars=self.usage.dollars,
             history=self.records.history, warnings=self.warnings, gpu=self.platform.gpu,
             triton_version=self.platform.triton_version,
-            baseline_bottleneck=((self.pool.profiles.get(original.id) or {}).get("diagnosis") or {}).get("bottleneck"),
+            baseline_bottleneck=(p.diagnosis.bottleneck or None) if (p := self.pool.profiles.get(original.id)) else None,
             overshoot=self.usage.overshoot(self.config.budget))
         log = lambda message: self.emit("log", level="info", message=message)  # noqa: E731
         return ResultBuilder(self.task, self.config, self.evaluator, self._warn_once, log,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .model import Task, Variant
+from .profile.schema import Profile
 from .session_config import SessionConfig
 
 
@@ -30,7 +31,7 @@ class CandidatePool:
         self.warn = warn  # a Result warning and a log event, once per note
         self.members: list[Any] = []  # search.base.Candidate; members[0] is the original
         self.by_id: dict[str, Any] = {}
-        self.profiles: dict[str, dict[str, Any]] = {}  # candidate id -> its profile
+        self.profiles: dict[str, Profile] = {}  # candidate id -> its profile
         self._counters_off: Optional[str] = None  # why tier 3 was given up for this session
 
     @property
@@ -51,24 +52,22 @@ class CandidatePool:
             cand = self.by_id.get(cand.parent_id)
         return list(reversed(path))
 
-    def candidate(self, variant: Variant, time_ms: float, profile: Optional[dict[str, Any]], parent: Any) -> Any:
+    def candidate(self, variant: Variant, time_ms: float, profile: Optional[Profile], parent: Any) -> Any:
         """A pool member for a correct variant (not added): its features from its profile."""
         from .search.base import Candidate
 
-        if profile and self.config.profile_tier >= 3:
+        if profile is not None and self.config.profile_tier >= 3:
             profile = self._with_counters(variant, profile)
-        prof = profile or {}
-        if profile:
+        prof = profile or Profile()
+        if profile is not None:
             self.profiles[variant.id] = profile  # the generator's prompt shows the parent's profile
-        rv = (prof.get("runtime_vectors") or {}).get(self.feature_set()) or prof.get("runtime_vector") \
-            or [math.log(max(time_ms, 1e-9))]
         return Candidate(
             id=variant.id,
             variant=variant,
             time_ms=time_ms,
-            phi=prof.get("phi"),
-            runtime_vector=[float(x) for x in rv],
-            saturation={k: float(v) for k, v in (prof.get("saturation") or {}).items() if v is not None},
+            phi=prof.phi,
+            runtime_vector=prof.runtime_vectors.get(self.feature_set()) or [math.log(max(time_ms, 1e-9))],
+            saturation={k: v for k, v in prof.saturation.items() if v is not None},
             parent_id=parent.id if parent is not None else None,
             depth=(parent.depth + 1) if parent is not None else 0,
         )
@@ -83,7 +82,7 @@ class CandidatePool:
         assert feature_set is not None  # resolved() always names one
         return feature_set
 
-    def _with_counters(self, variant: Variant, profile: dict[str, Any]) -> dict[str, Any]:
+    def _with_counters(self, variant: Variant, profile: Profile) -> Profile:
         """Tier 3 runs Nsight Compute around a fresh process, outside the worker; it
         degrades to tiers 1-2 with a note when ncu or counter access is missing."""
         from dataclasses import replace

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from .profile.schema import Profile
 from .redact import scrub
 
 INTERRUPTED = "interrupted"
@@ -144,20 +145,23 @@ class Store:
         return json.loads(row[0]) if row else None
 
     # ---------------------------------------------------------------- profiles
-    def put_profile(self, key: ProfileKey, profile: dict[str, Any], file: Optional[str] = None) -> None:
+    # stored as Profile.to_dict(); read back typed (rows of older engines too: missing keys
+    # take defaults); a row of the wrong shape raises ProfileError
+    def put_profile(self, key: ProfileKey, profile: Profile, file: Optional[str] = None) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key.source_hash, key.harness_hash, key.gpu, key.triton_version, key.kernel, file, _dump(profile), time.time()),
+            (key.source_hash, key.harness_hash, key.gpu, key.triton_version, key.kernel, file,
+             _dump(profile.to_dict()), time.time()),
         )
 
-    def get_profile(self, key: ProfileKey) -> Optional[dict[str, Any]]:
+    def get_profile(self, key: ProfileKey) -> Optional[Profile]:
         row = self._one(
             "SELECT profile FROM profiles WHERE source_hash=? AND harness_hash=? AND gpu=? AND triton_version=? AND kernel=?",
             (key.source_hash, key.harness_hash, key.gpu, key.triton_version, key.kernel),
         )
-        return json.loads(row[0]) if row else None
+        return Profile.from_wire(json.loads(row[0])) if row else None
 
-    def latest_profile(self, kernel: str, source_hash: Optional[str] = None, file: Optional[str] = None) -> Optional[dict[str, Any]]:
+    def latest_profile(self, kernel: str, source_hash: Optional[str] = None, file: Optional[str] = None) -> Optional[Profile]:
         """Most recent profile of a kernel, by source hash when given, else by file."""
         if source_hash is not None:
             row = self._one(
@@ -168,7 +172,7 @@ class Store:
             row = self._one(
                 "SELECT profile FROM profiles WHERE kernel=? AND file=? ORDER BY created_at DESC LIMIT 1", (kernel, file)
             )
-        return json.loads(row[0]) if row else None
+        return Profile.from_wire(json.loads(row[0])) if row else None
 
     # ---------------------------------------------------------------- evaluations
     def add_evaluation(

@@ -11,6 +11,7 @@ import openai  # noqa: F401  (a dependency of the wheel: missing is a failure, n
 import pytest
 
 from kernelband.generators import GenContext, make_generator
+from kernelband.profile.schema import Profile
 from kernelband.generators.openai_gen import DEFAULT_PRICE, OpenAIGenerator, estimate_cost
 from kernelband.generators.splice import SpliceError, extract_code, splice_functions
 from kernelband.model import Variant
@@ -85,11 +86,11 @@ def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n_elements, BLOCK_SIZE: tl.constex
     pid = tl.program_id(axis=0)
 '''
 
-PROFILE = {
+PROFILE = Profile.from_dict({
     "kernel": KERNEL,
     "tiers": {"timing": {"time_ms": 0.42, "dram_pct": 71.0}, "static": None, "counters": None},
     "diagnosis": {"bottleneck": "memory-bound", "evidence": "71% of DRAM peak", "strategies": ["vectorization"]},
-}
+})
 DEVICE = {"name": "NVIDIA H100 80GB HBM3", "sm_count": 132, "dram_gbps": 3350}
 
 

@@ -20,6 +20,7 @@ from typing import Optional
 
 from lsprotocol import types
 
+from kernelband.profile.schema import Profile
 from kernelband.store import ProfileKey, Store
 
 from helpers.lsp import copy_examples, job_data, start_session, wait_until, write_fake_engine
@@ -175,8 +176,8 @@ async def test_hover_says_which_time_is_the_profile_and_which_the_re_measurement
     profile = {"kernel": "axpy_kernel", "tiers": {"static": None, "timing": {"time_per_launch_ms": 1240.0}, "counters": None},
                "diagnosis": {"bottleneck": "memory-bound", "evidence": "x", "strategies": []}, "interpreted": False}
     with Store.for_workspace(ws) as st:
-        st.put_profile(ProfileKey(res["original_hash"], "h", "FAKE GPU", "3.0", "axpy_kernel"), profile,
-                       file=str(path))
+        st.put_profile(ProfileKey(res["original_hash"], "h", "FAKE GPU", "3.0", "axpy_kernel"),
+                       Profile.from_dict(profile), file=str(path))
     async with start_session(ws) as (client, editor, rec):
         uri = editor.open(path)
         card = await hover_text(client, uri, text, "axpy_kernel")
@@ -318,7 +319,8 @@ async def test_inlay_hints_show_the_profile_and_the_best_launch_config(tmp_path)
                "saturation": {"DRAM": 0.71, "SM": 0.05, "L2": 0.2},
                "diagnosis": {"bottleneck": "memory-bound", "evidence": "x", "strategies": []}}
     with Store.for_workspace(ws) as st:
-        st.put_profile(ProfileKey(res["original_hash"], "h", "FAKE GPU", "3.0", "axpy_kernel"), profile, file=str(path))
+        st.put_profile(ProfileKey(res["original_hash"], "h", "FAKE GPU", "3.0", "axpy_kernel"), Profile.from_dict(profile),
+                       file=str(path))
     async with start_session(ws) as (client, editor, rec):
         uri = editor.open(path)
         hints = await inlay(client, uri, text)

@@ -16,6 +16,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
 
+from kernelband.profile.schema import Profile
 from kernelband.store import ProfileKey, Store
 
 from helpers.lsp import (
@@ -32,7 +33,7 @@ async def test_lenses_symbols_and_hover_for_each_kernel(tmp_path):
     text = (ws / "add_scale.py").read_text()
     with Store.for_workspace(ws) as st:  # a profile measured earlier, on exactly this text
         st.put_profile(ProfileKey(hashlib.sha256(text.encode()).hexdigest(), "h", "gpu", "3", "axpy_kernel"),
-                       PROFILE, file=str(ws / "add_scale.py"))
+                       Profile.from_dict(PROFILE), file=str(ws / "add_scale.py"))
     async with start_session(ws) as (client, editor, rec):
         expected = {"add_scale.py": ["axpy_kernel"], "softmax.py": ["softmax_kernel"], "matmul.py": None}
         for fname, kernels in expected.items():

@@ -9,8 +9,9 @@ import pytest
 from kernelband_lsp import edits as E
 from kernelband_lsp import summary as S
 from kernelband_lsp.documents import Documents
-from kernelband.model import Profile, Result
-from kernelband_lsp.hover import CardInputs, card, fallback_card
+from kernelband.model import Result
+from kernelband.profile.schema import Profile
+from kernelband_lsp.hover import CardInputs, card
 from kernelband_lsp.lenses import KernelStatus, code_lenses, stub_insertion
 from kernelband_lsp.positions import LineIndex, split_lines
 from kernelband_lsp.settings import Settings, parse_settings, secret_from
@@ -159,14 +160,15 @@ def test_code_lenses_per_kernel(tmp_path: Path):
     assert lenses[0].command.arguments == [{"uri": p.as_uri(), "kernel": "axpy_kernel"}]
 
 
-def test_fallback_card_and_card():
-    md = fallback_card(PROFILE, Result(status="improved", speedup=1.31, speedup_ci=[1.25, 1.38], strategy_path=["tiling"],
-                                       evaluations=16, baseline_ms=0.42, best_ms=0.32))
-    assert "| time (profile) | 0.42 ms" in md and "71% of peak" in md and "registers / spills | 32 / 0" in md
-    assert "memory-bound: 71% of DRAM peak" in md and "1.31x (95% CI 1.25–1.38x)" in md and "ncu not found" in md
-    assert "occupancy | 100%" in md
+def test_card():
     a = Documents().get("file:///x.py", "/nonexistent/x.py", ADD, 1)
     (k,) = a.kernels
+    md = card(CardInputs(kernel=k, profile=PROFILE, profile_exact=True, harness=a.harness(k.name),
+                         result=Result(status="improved", speedup=1.31, speedup_ci=[1.25, 1.38], strategy_path=["tiling"],
+                                       evaluations=16, baseline_ms=0.42, best_ms=0.32)))
+    assert "| time | 0.420 ms per launch" in md and "71% of measured copy peak" in md and "32/thread, 0 spilled" in md
+    assert "memory-bound: 71% of DRAM peak" in md and "1.31x (95% CI 1.25–1.38x)" in md and "ncu not found" in md
+    assert "| occupancy | 100% theoretical" in md
     text = card(CardInputs(kernel=k, profile=None, profile_exact=False, result=None, harness=a.harness(k.name)))
     assert "not profiled yet" in text.lower() and "harness_axpy" in text
 

@@ -2,6 +2,7 @@
 import pytest
 
 from kernelband.profile.diagnose import Numbers, diagnose, diagnose_profile
+from kernelband.profile.schema import Profile
 from kernelband.strategies import STRATEGIES
 
 
@@ -115,5 +116,5 @@ def test_from_a_profile_dict():
                              "bandwidth_frac": 0.96},
                   "counters": {"values": {"dram_throughput": 85.0, "sm_throughput": 6.0}}},
     }
-    d = diagnose_profile(prof)
+    d = diagnose_profile(Profile.from_dict(prof))
     assert d.bottleneck == "memory-bound" and d.evidence == "memory-bound: 85% of DRAM peak."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from kernelband.model import Task
 from kernelband.profile import ncu
 from kernelband.profile.assemble import PHI_NAMES, attach_counters
+from kernelband.profile.schema import Profile
 from kernelband.worker import counters
 from kernelband.worker.counters import COUNTERS_IN_SESSION, add_counters
 from kernelband.store import Store
@@ -202,7 +204,7 @@ def test_announce_once():
 
 
 def _base_profile():
-    return {
+    return Profile.from_dict({
         "kernel": "matmul_kernel", "tier": 3, "interpreted": False, "time_ms": 1.1, "has_dot": True,
         "device": {"name": "H200", "sm_count": 132},
         "launch": {"count": 2, "programs": 16384, "block_elems": 32768, "num_warps": 4, "footprint_bytes": 100_663_296},
@@ -212,12 +214,12 @@ def _base_profile():
                              "arithmetic_intensity": 1365.3, "bandwidth_frac": 0.02, "compute_frac": 0.16},
                   "counters": None},
         "unavailable": {"counters": COUNTERS_IN_SESSION},
-    }
+    })
 
 
 def test_attach_counters_builds_phi_and_saturation():
     vals = ncu.aggregate([ncu.derive(r["metrics"], ncu.metric_list()) for r in ncu.parse_csv(RAW)])
-    prof = attach_counters(_base_profile(), {"ok": True, "values": vals, "cached": False})
+    prof = attach_counters(_base_profile(), {"ok": True, "values": vals, "cached": False}).to_dict()
     assert "counters" not in prof["unavailable"]
     assert prof["phi"] == [vals[n] for n in PHI_NAMES] and len(prof["phi"]) == 9
     assert prof["saturation"] == {"L2": round(vals["l2_throughput"] / 100, 4), "DRAM": round(vals["dram_throughput"] / 100, 4),
@@ -225,7 +227,7 @@ def test_attach_counters_builds_phi_and_saturation():
     assert prof["saturation_basis"]["DRAM"] == "ncu"
     assert prof["runtime_values"]["occupancy"] == pytest.approx(vals["achieved_occupancy"] / 100)
     assert prof["diagnosis"]["bottleneck"] in ("latency-bound", "compute-bound")
-    failed = attach_counters(_base_profile(), {"ok": False, "reason": ncu.NO_PERMISSION})
+    failed = attach_counters(_base_profile(), {"ok": False, "reason": ncu.NO_PERMISSION}).to_dict()
     assert failed["unavailable"]["counters"] == ncu.NO_PERMISSION and failed["phi"] is None
     assert failed["saturation"]["DRAM"] == 0.02 and failed["saturation"]["L2"] is None
 
@@ -233,13 +235,12 @@ def test_attach_counters_builds_phi_and_saturation():
 def test_add_counters_from_the_session(tmp_path):
     task = _task(tmp_path)
     prof = add_counters(_base_profile(), task, ncu="/fake/ncu", run=FakeNcu())
-    assert prof["tiers"]["counters"]["values"]["registers_per_thread"] == 128
+    assert prof.counter("registers_per_thread") == 128
     fake = FakeNcu()
     again = add_counters(prof, task, ncu="/fake/ncu", run=fake)
     assert again is prof and fake.calls == []  # already has counters
-    interp = dict(_base_profile(), interpreted=True)
-    interp["unavailable"] = {"counters": ncu.INTERPRETER}
-    assert add_counters(interp, task, ncu="/fake/ncu", run=fake)["tiers"]["counters"] is None and fake.calls == []
+    interp = replace(_base_profile(), interpreted=True, unavailable={"counters": ncu.INTERPRETER})
+    assert add_counters(interp, task, ncu="/fake/ncu", run=fake).tiers.counters is None and fake.calls == []
 
 
 def test_target_usage_and_spec(tmp_path):
@@ -283,7 +284,7 @@ def test_session_gives_up_counters_once_after_a_lasting_failure(tmp_path, monkey
     cands = [s.pool.candidate(Variant(f"# v{i}\n"), 1.0, _base_profile(), None) for i in range(3)]
     assert len(calls) == 1 and len(perm.calls) == (1 if failure == "permission" else 0)  # ncu tried once only
     reason = ncu.NO_PERMISSION if failure == "permission" else "ncu (Nsight Compute) not found"
-    assert all(s.pool.profiles[c.id]["unavailable"]["counters"].startswith(reason) for c in cands)
+    assert all(s.pool.profiles[c.id].unavailable["counters"].startswith(reason) for c in cands)
     said = [w for w in s.warnings if "counters unavailable" in w]
     assert len(said) == 1 and reason in said[0]
     logs = [e for e in events if e.type == "log" and "counters unavailable" in e.data["message"]]
@@ -307,4 +308,4 @@ def test_session_keeps_trying_counters_after_a_passing_failure(tmp_path, monkeyp
     assert s.pool._counters_off is None and not s.warnings  # a timeout may be this candidate's: try the next one
     monkeypatch.setattr(counters, "collect_counters", lambda *a, **kw: real(*a, ncu="/fake/ncu", run=ok, **kw))
     c = s.pool.candidate(Variant("# v2\n"), 1.0, _base_profile(), None)
-    assert len(ok.calls) == 1 and s.pool.profiles[c.id]["tiers"]["counters"]["values"]["registers_per_thread"] == 128
+    assert len(ok.calls) == 1 and s.pool.profiles[c.id].counter("registers_per_thread") == 128

@@ -3,8 +3,9 @@ import subprocess
 import sys
 
 from kernelband.profile.render import profile_card_markdown, render_table
+from kernelband.profile.schema import Profile
 
-GPU_PROFILE = {
+GPU_PROFILE = Profile.from_dict({
     "kernel": "axpy_kernel", "tier": 3, "interpreted": False, "time_ms": 0.0841,
     "device": {"name": "NVIDIA H200", "sm_count": 132},
     "launch": {"count": 1, "grid": [131073], "programs": 131073, "constexprs": {"BLOCK_SIZE": 128}},
@@ -22,9 +23,9 @@ GPU_PROFILE = {
     "unavailable": {},
     "diagnosis": {"bottleneck": "latency-bound", "evidence": "latency-bound: 48% of DRAM peak and SM throughput 25%.",
                   "strategies": ["tiling", "vectorization"]},
-}
+})
 
-INTERP_PROFILE = {
+INTERP_PROFILE = Profile.from_dict({
     "kernel": "axpy_kernel", "tier": 2, "interpreted": True, "time_ms": 812.0,
     "device": {"name": "CPU (x86_64, Triton interpreter)", "placeholder": True},
     "launch": {"count": 1, "grid": [391], "programs": 391, "constexprs": {"BLOCK_SIZE": 128}},
@@ -33,7 +34,7 @@ INTERP_PROFILE = {
                          "bytes_written": 200_012, "flops": None, "flops_note": "FLOPs unknown: no tl.dot in the kernel"}},
     "unavailable": {"static": "interpreter: no compiled binary", "counters": "not requested (tier < 3)"},
     "diagnosis": {"bottleneck": "unknown", "evidence": "unknown: no GPU peaks under the interpreter.", "strategies": []},
-}
+})
 
 
 def test_terminal_table():
@@ -64,7 +65,7 @@ def test_card():
 
 
 def test_pipes_are_escaped_in_the_card():
-    prof = dict(INTERP_PROFILE, diagnosis={"bottleneck": "unknown", "evidence": "a | b", "strategies": []})
+    prof = Profile.from_dict({**INTERP_PROFILE.to_dict(), "diagnosis": {"bottleneck": "unknown", "evidence": "a | b"}})
     assert "a \\| b" in profile_card_markdown(prof, None)
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelband.model import Profile, Result
+from kernelband.model import Result
+from kernelband.profile.schema import Profile
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBS_TS = ROOT / "vscode-client" / "src" / "jobs.ts"
@@ -146,6 +147,10 @@ def test_profile_round_trip():
            "saturation": {"DRAM": 0.7}, "diagnosis": {"bottleneck": "memory-bound"}, "interpreted": False,
            "unavailable": {"counters": "ncu not found"}}
     p = Profile.from_dict(raw)
-    assert p.bottleneck == "memory-bound" and p.tier("timing")["time_per_launch_ms"] == 0.42 and p.tier("counters") == {}
-    assert p.to_dict() == raw
+    assert p.bottleneck == "memory-bound" and p.time_per_launch_ms == 0.42 and p.tiers.counters is None
+    out = p.to_dict()  # every field, the given values unchanged
+    assert {k: v for k, v in out.items() if k in raw and k not in ("tiers", "diagnosis")} == \
+        {k: v for k, v in raw.items() if k not in ("tiers", "diagnosis")}
+    assert out["tiers"]["timing"]["time_per_launch_ms"] == 0.42 and out["diagnosis"]["bottleneck"] == "memory-bound"
+    assert Profile.from_dict(out) == p
     assert Profile.from_dict({"diagnosis": {"bottleneck": "unknown"}}).bottleneck is None

@@ -80,9 +80,22 @@ def test_runtime_vector_feature_sets():
                          "block_elems": 1024, "occupancy": 0.5}, "v1")
     assert v1 == pytest.approx([1.0, 0.0, 0.25, 10.0, 0.5])
     v2 = runtime_vector({"time_ms": 1.0, "registers": 64, "shared_kb": 16, "threads": 0}, "v2")
-    assert v2[:3] == pytest.approx([0.0, 64, 16]) and math.isnan(v2[3]) and math.isnan(v2[4])
+    assert v2[:3] == pytest.approx([0.0, 64, 16]) and v2[3:] == [None, None]  # unknown: None, never NaN
     with pytest.raises(ValueError):
         runtime_vector({}, "v9")
+
+
+def test_one_feature_table_and_one_rule_for_unknown_features():
+    """The profile names the features once; an unknown one (None in the profile, null on
+    the wire) takes its column's mean when the pool is clustered, not a made-up 0."""
+    from kernelband.profile import assemble
+    from kernelband.search import FEATURE_SETS, cluster
+
+    assert FEATURE_SETS is assemble.FEATURE_SETS and runtime_vector is assemble.runtime_vector
+    pool = [cand("a", 1.0, [0.0, 1.0]), cand("b", 2.0, [None, 3.0]), cand("c", 3.0, [4.0, 5.0])]
+    x = cluster.features(pool)
+    assert math.isnan(x[1, 0])
+    assert standardise(x)[1, 0] == pytest.approx(0.0)  # imputed with the mean of 0 and 4
 
 
 def test_kmeans_is_scikit_learns_kmeans():

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernelband.events import Event
+from kernelband.profile.schema import Profile
 from kernelband.session import Budget, SessionConfig, run_session
 from kernelband.store import Store
 from helpers.llm_server import LLMServer, Reply, fenced
@@ -237,7 +238,7 @@ def test_clustering_feature_set_follows_the_bandit_config(tmp_path):
 
     def vector(search, bandit):
         s = Session(task_of(path), SessionConfig(search=search, bandit=bandit), evaluator=SimpleNamespace())
-        return s.pool.candidate(Variant("x"), 1.0, dict(profile), None).runtime_vector
+        return s.pool.candidate(Variant("x"), 1.0, Profile.from_dict(profile), None).runtime_vector
 
     assert vector("kernelband", None) == [1.0] and vector("kernelband-v2", None) == [2.0, 3.0]  # default: the variant's
     assert vector("kernelband", BanditConfig(feature_set="v2")) == [2.0, 3.0]

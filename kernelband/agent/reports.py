@@ -16,7 +16,8 @@ from typing import Any, Optional, TypeVar
 
 from kernelband_lsp import summary as S
 
-from ..model import Profile, Result
+from ..model import Result
+from ..profile.schema import Profile, StaticTier, TimingTier
 from ..redact import scrub
 
 MAX_WARNINGS = 5
@@ -261,24 +262,20 @@ def check_report(out: dict[str, Any], file: str) -> CheckReport:
 
 
 def profile_report(profile: Profile, file: str, tier: int) -> ProfileReport:
-    timing, launch = profile.tier("timing"), profile.extra.get("launch") or {}
-    diagnosis = profile.diagnosis or {}
-    interpreted = bool(profile.interpreted)
+    timing, st, launch = profile.tiers.timing or TimingTier(), profile.tiers.static or StaticTier(), profile.launch
+    interpreted = profile.interpreted
     report = ProfileReport(
-        file=file, kernel=profile.kernel, tier=tier, interpreted=interpreted, bottleneck=S.bottleneck(profile),
-        evidence=str(diagnosis.get("evidence") or ""),
-        suggested_strategies=[str(s) for s in diagnosis.get("strategies") or []],
-        time_per_launch_ms=S.time_ms(profile), time_note=INTERPRETER_TIME_NOTE if interpreted else "GPU time",
-        gpu=profile.extra.get("gpu"), bytes_moved=_num(timing.get("bytes_total")), flops=_num(timing.get("flops")),
-        bandwidth_gbs=None if interpreted else _num(timing.get("bandwidth_gbs")),
-        fraction_of_peak={} if interpreted else {r: S.saturation(profile, r) for r in ("DRAM", "SM", "L2")},
-        static={k: v for k, v in (("registers", S.static_num(profile, S.REGS)),
-                                  ("spills", S.static_num(profile, S.SPILLS)),
-                                  ("shared_bytes", S.static_num(profile, S.SHARED_BYTES)),
-                                  ("occupancy", S.occupancy(profile))) if v is not None},
-        launch={k: launch[k] for k in ("grid", "constexprs", "num_warps", "num_stages") if isinstance(launch, dict)
-                and launch.get(k) is not None},
-        unavailable={str(k): str(v) for k, v in (profile.unavailable or {}).items()},
+        file=file, kernel=profile.kernel, tier=tier, interpreted=interpreted, bottleneck=profile.bottleneck,
+        evidence=profile.diagnosis.evidence, suggested_strategies=list(profile.diagnosis.strategies),
+        time_per_launch_ms=profile.time_per_launch_ms, time_note=INTERPRETER_TIME_NOTE if interpreted else "GPU time",
+        gpu=profile.gpu, bytes_moved=_num(timing.bytes_total), flops=_num(timing.flops),
+        bandwidth_gbs=None if interpreted else timing.bandwidth_gbs,
+        fraction_of_peak={} if interpreted else {r: profile.saturation.get(r) for r in ("DRAM", "SM", "L2")},
+        static={k: v for k, v in (("registers", st.n_regs), ("spills", st.n_spills), ("shared_bytes", st.shared_bytes),
+                                  ("occupancy", profile.occupancy)) if v is not None},
+        launch={} if launch is None else {k: v for k, v in (("grid", launch.grid or None), ("constexprs", launch.constexprs or None),
+                                          ("num_warps", launch.num_warps), ("num_stages", launch.num_stages)) if v is not None},
+        unavailable=dict(profile.unavailable),
     )
     return scrubbed(report)
 

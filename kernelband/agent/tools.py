@@ -30,7 +30,7 @@ from ..commands.common import UsageError, detect_or_fail, pick_kernel
 from ..commands.list_cmd import list_kernels as list_rows
 from ..detect import read_source
 from ..events import Event
-from ..model import Profile, Result
+from ..model import Result
 from ..store import DB_DIR, DB_NAME, Store, find_workspace
 from . import reports as R
 from .jobs import AgentJobs, ProgressSink
@@ -160,13 +160,12 @@ class AgentTools:
             return R.StoredResults(rel, kernel, None, None, note="no stored results: nothing was run on this workspace")
         with Store(db) as store:
             raw_result = store.latest_result(str(path), kernel)
-            raw_profile = store.latest_profile(kernel, file=str(path))
+            profile = store.latest_profile(kernel, file=str(path))
         result = Result.from_dict(raw_result) if isinstance(raw_result, dict) else None
-        profile = Profile.from_wire(raw_profile)
         out = R.StoredResults(
             file=rel, kernel=kernel,
             optimize=R.optimize_report(result, rel, results_uri(kernel, rel)) if result else None,
-            profile=R.profile_report(profile, rel, int(profile.extra.get("tier") or 2)) if profile else None,
+            profile=R.profile_report(profile, rel, profile.tier or 2) if profile else None,
             note="" if result or profile else f"no stored optimize result or profile of {kernel} in {rel}")
         return R.scrubbed(out)
 

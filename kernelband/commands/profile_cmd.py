@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 from ..evaluate import Evaluator, SetupError
 from ..session import job_workdir
 from ..events import EventEmitter, jsonl_sink
 from ..harness import harness_hash
+from ..profile.schema import Profile
 from ..redact import clean
 from ..store import ProfileKey, Store
 from .common import EXIT_OK, EXIT_USAGE, StderrLog, UsageError, add_task_arguments, build_task, print_json
@@ -35,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def profile_task(task: Any, tier: int, store: Any = None, log: Any = None, refresh: bool = False) -> dict[str, Any]:
+def profile_task(task: Any, tier: int, store: Any = None, log: Any = None, refresh: bool = False) -> Profile:
     """Profile the task's original kernel at a tier (device facts cached in the store)."""
     from ..worker.counters import add_counters
     from ..profile.device import cached_or_measure
@@ -52,18 +54,15 @@ def profile_task(task: Any, tier: int, store: Any = None, log: Any = None, refre
 
             evaluator.facts = cached_or_measure(store, info.device_name, info.triton_version, measure, refresh=refresh)
         evaluator.prepare(time_it=False)
-        raw = evaluator.profile(None, tier)
-    profile = raw.get("profile") if isinstance(raw, dict) and "profile" in raw else raw
-    if not profile:
+        profile = evaluator.profile(None, tier)
+    if profile is None:
         raise SetupError("the worker returned no profile (kernelband.profile could not be imported there)")
     if tier >= 3 and not info.interpreted:
         log("collecting Nsight Compute counters...")
         profile = add_counters(profile, task, store=store, gpu=info.device_name, triton_version=info.triton_version,
                                refresh=refresh)
-    profile["file"] = task.module_path
-    profile["harness"] = task.harness
-    profile["gpu"] = info.device_name
-    profile["triton_version"] = info.triton_version
+    profile = replace(profile, file=task.module_path, harness=task.harness, gpu=info.device_name,
+                      triton_version=info.triton_version)
     if store is not None:
         store.put_profile(ProfileKey(task.source_hash, harness_hash(task), info.device_name, info.triton_version,
                                      task.kernel), profile, file=task.module_path)
@@ -100,16 +99,16 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
-    reason = (profile.get("unavailable") or {}).get("counters")
-    if args.tier >= 3 and reason and not profile.get("interpreted"):
+    reason = profile.unavailable.get("counters")
+    if args.tier >= 3 and reason and not profile.interpreted:
         if events:
             emitter.emit("log", level="warning", message=f"counters unavailable: {reason}")
         else:
             announce_once(reason, lambda m: print(f"kernelband: {m}", file=sys.stderr))
     if events:
-        emitter.emit("profile", profile=profile)
+        emitter.emit("profile", profile=profile.to_dict())
     elif args.json:
-        print_json(profile)
+        print_json(profile.to_dict())
     else:
         print(render_table(profile))
     return EXIT_OK

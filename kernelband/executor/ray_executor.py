@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..model import Baseline, Evaluation, PairedTiming, Task, Variant
+from ..profile.schema import Profile
 from .base import ExecutorOptions, ExecutorUnavailable, Slot
 
 RAY_MISSING = "the ray executor needs Ray: pip install 'kernelband[ray]'"
@@ -184,7 +185,7 @@ class RayEvaluator:
     def sanitize(self, variant: Variant) -> dict[str, Any]:
         return self._call("sanitize", 400.0, variant)
 
-    def profile(self, source: Optional[str], tier: int) -> dict[str, Any]:
+    def profile(self, source: Optional[str], tier: int) -> Optional[Profile]:
         return self._call("profile", self._deadline(4), source, tier)
 
     def _deadline(self, extra_runs: int = 2) -> float:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol, runtime_checkable
 
 from ..model import Variant
+from ..profile.schema import Profile
 
 # Seconds one LLM request may take (the CLI's --llm-timeout; the openai generator's default). A kernel
 # rewrite of up to 4096 tokens from a hosted model takes 10-60 s; slow local or reasoning
@@ -33,7 +34,7 @@ class GenContext:
     kernel: str
     harness: str
     module_path: str
-    profile: Optional[dict[str, Any]] = None  # the parent's profile (diagnosis, tiers)
+    profile: Optional[Profile] = None  # the parent's profile (diagnosis, tiers)
     device: Optional[dict[str, Any]] = None  # device facts
     rng: random.Random = field(default_factory=lambda: random.Random(0))
 

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from .. import strategies as _strategies
 from ..detect import detect, wrappers_of
+from ..profile.schema import Profile
 from ..screen import ALLOWED_IMPORTS
 
 SYSTEM = (
@@ -52,23 +53,22 @@ def code_context(source: str, kernel: str) -> tuple[str, list[str]]:
     return "\n\n\n".join(parts), wrappers
 
 
-def _profile_text(profile: Optional[dict[str, Any]]) -> str:
-    if not profile:
+def _profile_text(profile: Optional[Profile]) -> str:
+    if profile is None:
         return "No profile is available for this kernel yet."
     out = []
-    diag = profile.get("diagnosis") or {}
-    if diag:
-        out.append(f"Bottleneck: {diag.get('bottleneck', 'unknown')}. {diag.get('evidence', '')}".strip())
-        if diag.get("strategies"):
-            out.append("Strategies the profile suggests: " + ", ".join(diag["strategies"]))
-    tiers = profile.get("tiers") or {}
-    compact = {k: v for k, v in tiers.items() if v}
+    diag = profile.diagnosis
+    if diag.bottleneck or diag.evidence:
+        out.append(f"Bottleneck: {diag.bottleneck or 'unknown'}. {diag.evidence}".strip())
+        if diag.strategies:
+            out.append("Strategies the profile suggests: " + ", ".join(diag.strategies))
+    compact = {k: v for k, v in profile.to_dict()["tiers"].items() if v}
     if compact:
         text = json.dumps(compact, default=str, sort_keys=True)
         if len(text) > MAX_PROFILE_CHARS:
             text = text[:MAX_PROFILE_CHARS] + " ...(truncated)"
         out.append("Profile: " + text)
-    if profile.get("interpreted"):
+    if profile.interpreted:
         out.append("(Measured under Triton's CPU interpreter: times are CPU times.)")
     return "\n".join(out) or "No profile is available for this kernel yet."
 
@@ -85,7 +85,7 @@ def build_messages(
     kernel: str,
     strategy: str,
     harness: Optional[str] = None,
-    profile: Optional[dict[str, Any]] = None,
+    profile: Optional[Profile] = None,
     device: Optional[dict[str, Any]] = None,
 ) -> list[dict[str, str]]:
     strat = _strategies.get(strategy)

@@ -1,14 +1,20 @@
 """Turn a profile's tiers into what the search and the editor use: the 9-dim hardware
-vector phi, the clustering vectors, the saturation dict and the diagnosis. Pure (no
-torch): runs in the worker after tiers 1-2 and again in the session when tier 3's
-counters arrive (``attach_counters``).
+vector phi, the clustering vectors, the saturation and the diagnosis. Pure (no torch):
+runs in the worker after tiers 1-2 and again in the session when tier 3's counters
+arrive (``attach_counters``). Each returns a new Profile; none changes the one it is given.
+
+The clustering features are named here, once (``FEATURE_SETS``; search/cluster.py
+clusters on them). Their one rule for what is not known: None in the profile (null on
+the wire), NaN in the clustering matrix, where it takes its column's mean.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from .diagnose import diagnose_profile
+from .schema import CounterTier, Launch, Profile, StaticTier, TimingTier, decode
 
 # DESIGN section 2, in order; units as Nsight Compute reports them (kernelband/search/compat.py).
 PHI_NAMES: tuple[str, ...] = (
@@ -23,9 +29,13 @@ PHI_NAMES: tuple[str, ...] = (
     "tensor_core_utilisation",  # % of peak tensor-pipe cycles
 )
 
-# Clustering features (kernelband/search/cluster.py FEATURE_SETS): raw values by name.
-RUNTIME_FEATURES: dict[str, tuple[str, ...]] = {
+# Clustering features, in order. A raw value is looked up under the name after
+# "log_"/"log2_" (time_ms, footprint_bytes, ...: ``runtime_values``).
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    # log time, log memory footprint, arithmetic intensity (FLOP/byte), block dims
+    # (log2 of elements per program = product of BLOCK_* sizes), occupancy (0..1)
     "v1": ("log_time_ms", "log_footprint_bytes", "arithmetic_intensity", "log2_block_elems", "occupancy"),
+    # log time, registers/thread, shared memory KB, log threads per program (num_warps*32), occupancy
     "v2": ("log_time_ms", "registers", "shared_kb", "log_threads", "occupancy"),
 }
 
@@ -36,99 +46,81 @@ def _clamp01(x: Optional[float]) -> Optional[float]:
     return round(min(max(float(x), 0.0), 1.0), 4)
 
 
-def runtime_values(profile: dict[str, Any]) -> dict[str, Optional[float]]:
-    tiers = profile.get("tiers") or {}
-    st = tiers.get("static") or {}
-    tm = tiers.get("timing") or {}
-    ct = (tiers.get("counters") or {}).get("values") or {}
-    launch = profile.get("launch") or {}
-    occ: Optional[float] = None
-    if ct.get("achieved_occupancy") is not None:
-        occ = ct["achieved_occupancy"] / 100.0
-    elif (st.get("occupancy") or {}).get("theoretical") is not None:
-        occ = st["occupancy"]["theoretical"]
-    threads = st.get("threads_per_program")
-    if threads is None and launch.get("num_warps"):
-        threads = launch["num_warps"] * 32
-    shared = st.get("shared_bytes")
+def runtime_values(p: Profile) -> dict[str, Optional[float]]:
+    st, tm, launch = p.tiers.static or StaticTier(), p.tiers.timing or TimingTier(), p.launch or Launch()
+    threads = st.threads_per_program
+    if threads is None and launch.num_warps:
+        threads = launch.num_warps * 32
     return {
-        "time_ms": profile.get("time_ms"),
-        "footprint_bytes": launch.get("footprint_bytes"),
-        "arithmetic_intensity": tm.get("arithmetic_intensity"),
-        "block_elems": launch.get("block_elems"),
-        "occupancy": occ,
-        "registers": st.get("n_regs"),
-        "shared_kb": shared / 1024.0 if shared is not None else None,
+        "time_ms": p.time_ms,
+        "footprint_bytes": launch.footprint_bytes,
+        "arithmetic_intensity": tm.arithmetic_intensity,
+        "block_elems": launch.block_elems,
+        "occupancy": p.occupancy,
+        "registers": st.n_regs,
+        "shared_kb": st.shared_bytes / 1024.0 if st.shared_bytes is not None else None,
         "threads": threads,
     }
 
 
-def runtime_vector(values: dict[str, Optional[float]], feature_set: str) -> list[float]:
-    """Like search.cluster.runtime_vector, but JSON-safe: an unknown feature is 0.0
-    (within one pool the same features are unknown for every member, so a constant
-    column that standardises to 0), never NaN."""
-    out: list[float] = []
-    for name in RUNTIME_FEATURES[feature_set]:
-        fn = None
-        key = name
+def runtime_vector(values: Mapping[str, Optional[float]], feature_set: str) -> list[Optional[float]]:
+    """The clustering vector of ``feature_set`` from raw values: None for a value not
+    known, or not positive under a log."""
+    try:
+        names = FEATURE_SETS[feature_set]
+    except KeyError:
+        raise ValueError(f"feature_set must be one of {sorted(FEATURE_SETS)}, not {feature_set!r}") from None
+    out: list[Optional[float]] = []
+    for name in names:
+        fn, key = None, name
         for prefix, f in (("log2_", math.log2), ("log_", math.log)):
             if name.startswith(prefix):
-                key, fn = name[len(prefix):], f
+                fn, key = f, name[len(prefix):]
                 break
         raw = values.get(key)
-        if raw is None or (fn is not None and raw <= 0) or not math.isfinite(float(raw)):
-            out.append(0.0)
+        if raw is None or not math.isfinite(float(raw)) or (fn is not None and raw <= 0):
+            out.append(None)
         else:
             out.append(round(float(fn(raw) if fn else raw), 6))
     return out
 
 
-def saturation(profile: dict[str, Any]) -> tuple[dict[str, Optional[float]], dict[str, str]]:
+def saturation(p: Profile) -> tuple[dict[str, Optional[float]], dict[str, str]]:
     """{"L2","DRAM","SM"} as fractions of peak (None = unknown) and where each came from."""
-    tiers = profile.get("tiers") or {}
-    tm = tiers.get("timing") or {}
-    ct = (tiers.get("counters") or {}).get("values") or {}
+    tm = p.tiers.timing or TimingTier()
     sat: dict[str, Optional[float]] = {"L2": None, "DRAM": None, "SM": None}
     basis = {"L2": "unknown", "DRAM": "unknown", "SM": "unknown"}
     for key, metric in (("L2", "l2_throughput"), ("DRAM", "dram_throughput"), ("SM", "sm_throughput")):
-        if ct.get(metric) is not None:
-            sat[key], basis[key] = _clamp01(ct[metric] / 100.0), "ncu"
-    if sat["DRAM"] is None and tm.get("bandwidth_frac") is not None:
-        sat["DRAM"], basis["DRAM"] = _clamp01(tm["bandwidth_frac"]), "timing (bytes / measured copy bandwidth)"
-    if sat["SM"] is None and tm.get("compute_frac") is not None:
-        sat["SM"], basis["SM"] = _clamp01(tm["compute_frac"]), "timing (FLOPs / measured matrix rate)"
+        pct = p.counter(metric)
+        if pct is not None:
+            sat[key], basis[key] = _clamp01(pct / 100.0), "ncu"
+    if sat["DRAM"] is None and tm.bandwidth_frac is not None:
+        sat["DRAM"], basis["DRAM"] = _clamp01(tm.bandwidth_frac), "timing (bytes / measured copy bandwidth)"
+    if sat["SM"] is None and tm.compute_frac is not None:
+        sat["SM"], basis["SM"] = _clamp01(tm.compute_frac), "timing (FLOPs / measured matrix rate)"
     return sat, basis
 
 
-def phi(profile: dict[str, Any]) -> Optional[list[Optional[float]]]:
-    ct = (profile.get("tiers") or {}).get("counters") or {}
-    values = ct.get("values")
-    if not values:
-        return None
-    return [values.get(n) for n in PHI_NAMES]
+def phi(p: Profile) -> Optional[list[Optional[float]]]:
+    values = p.tiers.counters.values if p.tiers.counters else None
+    return [values.get(n) for n in PHI_NAMES] if values else None
 
 
-def finalize(profile: dict[str, Any]) -> dict[str, Any]:
-    """(Re)compute every derived field of a profile from its tiers, in place."""
-    values = runtime_values(profile)
-    profile["runtime_values"] = values
-    profile["runtime_vectors"] = {fs: runtime_vector(values, fs) for fs in RUNTIME_FEATURES}
-    profile["runtime_vector"] = profile["runtime_vectors"]["v1"]
-    profile["phi"] = phi(profile)
-    profile["phi_names"] = list(PHI_NAMES)
-    profile["saturation"], profile["saturation_basis"] = saturation(profile)
-    profile["diagnosis"] = diagnose_profile(profile).to_dict()
-    return profile
+def derive(p: Profile) -> Profile:
+    """The profile with every derived field computed from its tiers."""
+    values = runtime_values(p)
+    sat, basis = saturation(p)
+    return dataclasses.replace(p, runtime_values=values, phi=phi(p), saturation=sat, saturation_basis=basis,
+                               runtime_vectors={fs: runtime_vector(values, fs) for fs in FEATURE_SETS},
+                               diagnosis=diagnose_profile(p))
 
 
-def attach_counters(profile: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-    """Merge a tier-3 result from ncu.collect_counters into a profile and re-derive."""
-    tiers = profile.setdefault("tiers", {"static": None, "timing": None, "counters": None})
-    unavailable = profile.setdefault("unavailable", {})
+def attach_counters(p: Profile, result: dict[str, Any]) -> Profile:
+    """The profile with a tier-3 result of worker.counters.collect_counters, re-derived."""
+    unavailable = {k: v for k, v in p.unavailable.items() if k != "counters"}
+    counters = None
     if result.get("ok"):
-        tiers["counters"] = {k: v for k, v in result.items() if k not in ("ok", "reason")}
-        unavailable.pop("counters", None)
+        counters = decode(CounterTier, {k: v for k, v in result.items() if k not in ("ok", "reason")}, "counters")
     else:
-        tiers["counters"] = None
-        unavailable["counters"] = result.get("reason") or "counters unavailable"
-    return finalize(profile)
+        unavailable["counters"] = str(result.get("reason") or "counters unavailable")
+    return derive(dataclasses.replace(p, tiers=dataclasses.replace(p.tiers, counters=counters), unavailable=unavailable))

@@ -14,10 +14,11 @@ Classes (the thresholds are module constants):
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Optional
 
 from ..strategies import STRATEGIES
+from .schema import Diagnosis, Launch, Profile, StaticTier, TimingTier
 
 BOUND_FRACTION = 0.6  # ncu's "speed of light" convention for a saturated unit
 LAUNCH_BOUND_MS = 0.010  # 10 us per launch: a few launch overheads
@@ -28,16 +29,6 @@ LOW_TENSOR_PCT = 50.0
 LOW_OCCUPANCY = 0.25
 BANK_CONFLICTS_PER_REQUEST = 1.0
 L2_OVER_DRAM = 1.5  # L2 throughput this many times DRAM's: re-reads, not just streaming through L2
-
-
-@dataclass
-class Diagnosis:
-    bottleneck: str  # memory-bound | compute-bound | latency-bound | launch-bound | unknown
-    evidence: str
-    strategies: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -259,47 +250,41 @@ def _latency_causes(n: Numbers, c: float, comp: Optional[float]) -> tuple[list[s
     return extras, strategies
 
 
-def numbers_from_profile(profile: dict[str, Any]) -> Numbers:
-    tiers = profile.get("tiers") or {}
-    st = tiers.get("static") or {}
-    tm = tiers.get("timing") or {}
-    ct = (tiers.get("counters") or {}).get("values") or {}
-    occ = st.get("occupancy") or {}
-    facts = profile.get("device") or {}
-    launch = profile.get("launch") or {}
+def numbers_from_profile(p: Profile) -> Numbers:
+    st, tm, launch = p.tiers.static or StaticTier(), p.tiers.timing or TimingTier(), p.launch or Launch()
+    occ, ct = st.occupancy, p.counter
     return Numbers(
-        interpreted=bool(profile.get("interpreted")),
-        time_per_launch_ms=tm.get("time_per_launch_ms") if tm else (
-            profile["time_ms"] / (launch.get("count") or 1) if profile.get("time_ms") is not None else None),
-        launches=tm.get("launches") or 1,
-        bytes_total=tm.get("bytes_total"),
-        flops=tm.get("flops"),
-        dram_frac=tm.get("bandwidth_frac"),
-        compute_frac=tm.get("compute_frac"),
-        compute_peak=tm.get("compute_peak"),
-        arithmetic_intensity=tm.get("arithmetic_intensity"),
-        ridge=(tm.get("roofline") or {}).get("ridge"),
-        has_dot=bool(profile.get("has_dot")),
-        n_regs=st.get("n_regs"),
-        n_spills=st.get("n_spills"),
-        occupancy=occ.get("theoretical"),
-        occupancy_limiter=occ.get("limiter"),
-        programs=launch.get("programs"),
-        sm_count=facts.get("sm_count"),
-        block_elems=launch.get("block_elems"),
-        threads=st.get("threads_per_program") or ((launch.get("num_warps") or 4) * 32 if launch else None),
-        dram_pct=ct.get("dram_throughput"),
-        sm_pct=ct.get("sm_throughput"),
-        l2_pct=ct.get("l2_throughput"),
-        l2_hit_pct=ct.get("l2_hit_rate"),
-        achieved_occupancy_pct=ct.get("achieved_occupancy"),
-        warp_efficiency_pct=ct.get("warp_efficiency"),
-        load_efficiency_pct=ct.get("load_efficiency"),
-        sectors_per_request=ct.get("sectors_per_request"),
-        bank_conflicts_per_request=ct.get("shared_bank_conflicts"),
-        tensor_pct=ct.get("tensor_core_utilisation"),
+        interpreted=p.interpreted,
+        time_per_launch_ms=p.time_per_launch_ms,
+        launches=tm.launches or 1,
+        bytes_total=tm.bytes_total,
+        flops=tm.flops,
+        dram_frac=tm.bandwidth_frac,
+        compute_frac=tm.compute_frac,
+        compute_peak=tm.compute_peak,
+        arithmetic_intensity=tm.arithmetic_intensity,
+        ridge=tm.roofline.ridge if tm.roofline else None,
+        has_dot=p.has_dot,
+        n_regs=st.n_regs,
+        n_spills=st.n_spills,
+        occupancy=occ.theoretical if occ else None,
+        occupancy_limiter=occ.limiter if occ else None,
+        programs=launch.programs,
+        sm_count=p.device.get("sm_count"),
+        block_elems=launch.block_elems,
+        threads=st.threads_per_program or ((launch.num_warps or 4) * 32 if p.launch else None),
+        dram_pct=ct("dram_throughput"),
+        sm_pct=ct("sm_throughput"),
+        l2_pct=ct("l2_throughput"),
+        l2_hit_pct=ct("l2_hit_rate"),
+        achieved_occupancy_pct=ct("achieved_occupancy"),
+        warp_efficiency_pct=ct("warp_efficiency"),
+        load_efficiency_pct=ct("load_efficiency"),
+        sectors_per_request=ct("sectors_per_request"),
+        bank_conflicts_per_request=ct("shared_bank_conflicts"),
+        tensor_pct=ct("tensor_core_utilisation"),
     )
 
 
-def diagnose_profile(profile: dict[str, Any]) -> Diagnosis:
-    return diagnose(numbers_from_profile(profile))
+def diagnose_profile(p: Profile) -> Diagnosis:
+    return diagnose(numbers_from_profile(p))

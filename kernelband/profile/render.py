@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from .schema import Profile, StaticTier, TimingTier
+
 
 def _bytes(b: Optional[float]) -> str:
     if b is None:
@@ -47,98 +49,92 @@ def _num(x: Optional[float], fmt: str = "{:.0f}") -> str:
     return "?" if x is None else fmt.format(x)
 
 
-def rows(profile: dict[str, Any]) -> list[tuple[str, str]]:
+def rows(p: Profile) -> list[tuple[str, str]]:
     """(label, text) pairs shared by the terminal table and the card."""
-    tiers = profile.get("tiers") or {}
-    st = tiers.get("static") or {}
-    tm = tiers.get("timing") or {}
-    ct = (tiers.get("counters") or {}).get("values") or {}
-    launch = profile.get("launch") or {}
+    tm, st, launch = p.tiers.timing, p.tiers.static, p.launch
     out: list[tuple[str, str]] = []
-    interpreted = bool(profile.get("interpreted"))
-    if tm or profile.get("time_ms") is not None:
-        n = tm.get("launches") or launch.get("count") or 1
-        per = tm.get("time_per_launch_ms")
-        if per is None and profile.get("time_ms") is not None:
-            per = profile["time_ms"] / n
-        clock = " (CPU time, interpreter)" if interpreted else ""
-        out.append(("time", f"{_ms(per)} per launch, {n} launch{'es' if n != 1 else ''}{clock}"))
-    if launch.get("grid"):
-        consts = ", ".join(f"{k}={v}" for k, v in (launch.get("constexprs") or {}).items())
-        out.append(("grid", f"{launch['grid']} = {launch.get('programs')} programs" + (f"; {consts}" if consts else "")))
+    if tm or p.time_ms is not None:
+        n = p.launches
+        clock = " (CPU time, interpreter)" if p.interpreted else ""
+        out.append(("time", f"{_ms(p.time_per_launch_ms)} per launch, {n} launch{'es' if n != 1 else ''}{clock}"))
+    if launch and launch.grid:
+        consts = ", ".join(f"{k}={v}" for k, v in launch.constexprs.items())
+        out.append(("grid", f"{launch.grid} = {launch.programs} programs" + (f"; {consts}" if consts else "")))
     out += (_traffic_rows(tm) if tm else []) + (_static_rows(st) if st else [])
-    if ct:
+    ct = p.counter
+    if p.tiers.counters and p.tiers.counters.values:
         out.append(("counters", ", ".join([
-            f"DRAM {_num(ct.get('dram_throughput'))}%", f"SM {_num(ct.get('sm_throughput'))}%",
-            f"L2 hit {_num(ct.get('l2_hit_rate'))}%", f"occupancy {_num(ct.get('achieved_occupancy'))}%",
-            f"warp eff {_num(ct.get('warp_efficiency'))}%", f"{_num(ct.get('sectors_per_request'), '{:.1f}')} sectors/req",
-            f"bank conflicts {_num(ct.get('shared_bank_conflicts'), '{:.2f}')}/req",
-            f"tensor {_num(ct.get('tensor_core_utilisation'))}%",
+            f"DRAM {_num(ct('dram_throughput'))}%", f"SM {_num(ct('sm_throughput'))}%",
+            f"L2 hit {_num(ct('l2_hit_rate'))}%", f"occupancy {_num(ct('achieved_occupancy'))}%",
+            f"warp eff {_num(ct('warp_efficiency'))}%", f"{_num(ct('sectors_per_request'), '{:.1f}')} sectors/req",
+            f"bank conflicts {_num(ct('shared_bank_conflicts'), '{:.2f}')}/req",
+            f"tensor {_num(ct('tensor_core_utilisation'))}%",
         ])))
-    diag = profile.get("diagnosis") or {}
-    if diag:
-        out.append(("bottleneck", diag.get("evidence") or diag.get("bottleneck", "unknown")))
-        if diag.get("strategies"):
-            out.append(("suggests", ", ".join(diag["strategies"])))
+    diag = p.diagnosis
+    if diag.bottleneck or diag.evidence:
+        out.append(("bottleneck", diag.evidence or diag.bottleneck or "unknown"))
+        if diag.strategies:
+            out.append(("suggests", ", ".join(diag.strategies)))
     return out
 
 
-def _traffic_rows(tm: dict[str, Any]) -> list[tuple[str, str]]:
+def _traffic_rows(tm: TimingTier) -> list[tuple[str, str]]:
     """Tier 2: bytes, bandwidth, FLOPs and the roofline."""
-    out = [("bytes moved", f"{_bytes(tm.get('bytes_total'))} ({_bytes(tm.get('bytes_read'))} read, "
-                           f"{_bytes(tm.get('bytes_written'))} written)")]
-    if tm.get("bandwidth_gbs") is not None:
-        frac = (f" = {_pct(tm['bandwidth_frac'])} of measured copy peak {_gbs(tm.get('copy_peak_gbs'))}"
-                if tm.get("bandwidth_frac") is not None else "")
-        out.append(("bandwidth", f"{_gbs(tm['bandwidth_gbs'])}{frac}"))
-    if tm.get("flops") is not None:
-        txt = _flops(tm["flops"])
-        if tm.get("tflops") is not None:
-            txt += f", {tm['tflops']:.1f} TFLOP/s"
-        if tm.get("compute_frac") is not None:
-            txt += f" = {_pct(tm['compute_frac'])} of measured {tm.get('compute_peak')} peak {tm.get('compute_peak_tflops')} TFLOP/s"
+    out = [("bytes moved", f"{_bytes(tm.bytes_total)} ({_bytes(tm.bytes_read)} read, {_bytes(tm.bytes_written)} written)")]
+    if tm.bandwidth_gbs is not None:
+        frac = (f" = {_pct(tm.bandwidth_frac)} of measured copy peak {_gbs(tm.copy_peak_gbs)}"
+                if tm.bandwidth_frac is not None else "")
+        out.append(("bandwidth", f"{_gbs(tm.bandwidth_gbs)}{frac}"))
+    if tm.flops is not None:
+        txt = _flops(tm.flops)
+        if tm.tflops is not None:
+            txt += f", {tm.tflops:.1f} TFLOP/s"
+        if tm.compute_frac is not None:
+            txt += f" = {_pct(tm.compute_frac)} of measured {tm.compute_peak} peak {tm.compute_peak_tflops} TFLOP/s"
         out.append(("FLOPs", txt))
     else:
-        out.append(("FLOPs", tm.get("flops_note") or "unknown"))
-    roof = tm.get("roofline") or {}
-    if roof.get("bound"):
-        txt = f"{roof['bound']} side"
-        if tm.get("arithmetic_intensity") is not None and roof.get("ridge") is not None:
-            txt += f" (intensity {tm['arithmetic_intensity']:.1f} FLOP/B, ridge {roof['ridge']:.0f})"
-        if roof.get("fraction_of_attainable") is not None:
-            txt += f", at {_pct(roof['fraction_of_attainable'])} of the roof"
+        out.append(("FLOPs", tm.flops_note or "unknown"))
+    roof = tm.roofline
+    if roof and roof.bound:
+        txt = f"{roof.bound} side"
+        if tm.arithmetic_intensity is not None and roof.ridge is not None:
+            txt += f" (intensity {tm.arithmetic_intensity:.1f} FLOP/B, ridge {roof.ridge:.0f})"
+        if roof.fraction_of_attainable is not None:
+            txt += f", at {_pct(roof.fraction_of_attainable)} of the roof"
         out.append(("roofline", txt))
     return out
 
 
-def _static_rows(st: dict[str, Any]) -> list[tuple[str, str]]:
+def _static_rows(st: StaticTier) -> list[tuple[str, str]]:
     """Tier 1: registers, shared memory, warps, stages and occupancy."""
-    out = [("registers", f"{_num(st.get('n_regs'))}/thread, {_num(st.get('n_spills'))} spilled; shared "
-                         f"{_bytes(st.get('shared_bytes'))}; {st.get('num_warps')} warps, {st.get('num_stages')} stages")]
-    occ = st.get("occupancy") or {}
+    out = [("registers", f"{_num(st.n_regs)}/thread, {_num(st.n_spills)} spilled; shared "
+                         f"{_bytes(st.shared_bytes)}; {st.num_warps} warps, {st.num_stages} stages")]
+    occ = st.occupancy
     if occ:
-        txt = f"{_pct(occ.get('theoretical'))} theoretical (limited by {str(occ.get('limiter')).replace('_', ' ')})"
-        if occ.get("waves") is not None:
-            txt += f", {occ['waves']:.2f} waves"
+        txt = f"{_pct(occ.theoretical)} theoretical (limited by {str(occ.limiter).replace('_', ' ')})"
+        if occ.waves is not None:
+            txt += f", {occ.waves:.2f} waves"
         out.append(("occupancy", txt))
     return out
 
 
-def header(profile: dict[str, Any]) -> str:
-    dev = profile.get("device") or {}
-    name = dev.get("name") or ("CPU (Triton interpreter)" if profile.get("interpreted") else "unknown device")
-    return f"{profile.get('kernel', '?')}  ·  {name}  ·  tier {profile.get('tier', '?')}"
+def header(p: Profile) -> str:
+    name = p.device.get("name") or ("CPU (Triton interpreter)" if p.interpreted else "unknown device")
+    return f"{p.kernel or '?'}  ·  {name}  ·  tier {p.tier or '?'}"
 
 
-def render_table(profile: dict[str, Any]) -> str:
+def _missing(p: Profile) -> dict[str, str]:
+    """Tiers not measured, less those not asked for."""
+    return {k: v for k, v in p.unavailable.items() if not v.startswith("not requested")}
+
+
+def render_table(p: Profile) -> str:
     """Plain-text table for a terminal."""
-    lines = [header(profile)]
-    body = rows(profile)
+    lines = [header(p)]
+    body = rows(p)
     width = max((len(k) for k, _ in body), default=8) + 2
     lines += [f"  {k.ljust(width)}{v}" for k, v in body]
-    for tier, why in (profile.get("unavailable") or {}).items():
-        if not str(why).startswith("not requested"):
-            lines.append(f"  {'(' + tier + ')':<{width}}unavailable: {why}")
+    lines += [f"  {'(' + tier + ')':<{width}}unavailable: {why}" for tier, why in _missing(p).items()]
     return "\n".join(lines)
 
 
@@ -173,30 +169,29 @@ def result_line(last_result: Optional[dict[str, Any]]) -> Optional[str]:
     return txt
 
 
-def profile_card_markdown(profile: Optional[dict[str, Any]], last_result: Optional[dict[str, Any]] = None) -> str:
+def profile_card_markdown(p: Optional[Profile], last_result: Optional[dict[str, Any]] = None) -> str:
     """Hover card: a title, a two-column table, the bottleneck and the last result."""
-    if not profile:
+    if p is None:
         parts = ["**KernelBand**: not profiled yet. Run *Profile* from the code lens."]
         line = result_line(last_result)
         if line:
             parts.append(f"**Last optimization:** {_md_escape(line)}")
         return "\n\n".join(parts)
-    diag = profile.get("diagnosis") or {}
-    title = f"**{profile.get('kernel') or '?'}**"  # Profile.to_dict() gives "" for a missing name
-    dev = (profile.get("device") or {}).get("name")
-    if dev:
-        title += f" · {dev}"
-    if diag.get("bottleneck"):
-        title += f" · {diag['bottleneck']}"
-    body = [(k, v) for k, v in rows(profile) if k not in ("bottleneck", "suggests")]
+    diag = p.diagnosis
+    title = f"**{p.kernel or '?'}**"
+    if p.device.get("name"):
+        title += f" · {p.device['name']}"
+    if diag.bottleneck:
+        title += f" · {diag.bottleneck}"
+    body = [(k, v) for k, v in rows(p) if k not in ("bottleneck", "suggests")]
     parts = [title]
     if body:
         table = ["| | |", "| --- | --- |"] + [f"| {k} | {_md_escape(v)} |" for k, v in body]
         parts.append("\n".join(table))
-    if diag.get("evidence"):
-        sug = f" Suggested: {', '.join(diag['strategies'])}." if diag.get("strategies") else ""
-        parts.append(f"**Bottleneck:** {_md_escape(diag['evidence'])}{sug}")
-    missing = {k: v for k, v in (profile.get("unavailable") or {}).items() if not str(v).startswith("not requested")}
+    if diag.evidence:
+        sug = f" Suggested: {', '.join(diag.strategies)}." if diag.strategies else ""
+        parts.append(f"**Bottleneck:** {_md_escape(diag.evidence)}{sug}")
+    missing = _missing(p)
     if missing:
         parts.append("_" + "; ".join(f"{k}: {_md_escape(v)}" for k, v in missing.items()) + "_")
     line = result_line(last_result)

@@ -30,8 +30,9 @@ class Candidate:
     id: str  # Variant.id
     variant: Variant
     time_ms: float
-    phi: Optional[list[float]] = None  # 9-dim hardware profile (compat.PHI_FEATURES), None if unknown
-    runtime_vector: list[float] = field(default_factory=list)  # clustering features (cluster.FEATURE_SETS)
+    phi: Optional[list[Optional[float]]] = None  # 9-dim hardware profile (compat.PHI_FEATURES), None if unknown
+    # clustering features (profile.assemble.FEATURE_SETS); None: not known (imputed when clustering)
+    runtime_vector: list[Optional[float]] = field(default_factory=list)
     saturation: dict[str, float] = field(default_factory=dict)  # {"L2","DRAM","SM"}: fraction of peak 0..1
     parent_id: Optional[str] = None
     depth: int = 0

@@ -1,9 +1,9 @@
 """Clustering of pool members by their runtime vector (DESIGN section 2).
 
-Features. ``Candidate.runtime_vector`` is built by the profiler with
-``runtime_vector(values, feature_set)`` (names in ``FEATURE_SETS``). When pool
-members' vectors are missing or of different lengths, every member is clustered by
-``[log time_ms]`` alone.
+Features. ``Candidate.runtime_vector`` is the profile's vector of the configured
+feature set (``kernelband.profile.assemble``: ``FEATURE_SETS``, ``runtime_vector``; an
+unknown feature is None there and NaN here). When pool members' vectors are missing or
+of different lengths, every member is clustered by ``[log time_ms]`` alone.
 
 Standardisation: each column to zero mean and unit (population) standard deviation
 over the pool; a constant column becomes 0; a non-finite entry is replaced by the
@@ -22,54 +22,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 import numpy as np
 
 from ..deps import require
+from ..profile.assemble import FEATURE_SETS, runtime_vector  # noqa: F401 (the one feature table, re-exported)
 from .base import Candidate, time_key
-
-# Names of the runtime-vector features, in order. Raw values are given to
-# runtime_vector() under the key after "log_"/"log2_" (time_ms, footprint_bytes, ...).
-FEATURE_SETS: dict[str, tuple[str, ...]] = {
-    # log time, log memory footprint, arithmetic intensity (FLOP/byte), block dims
-    # (log2 of elements per program = product of BLOCK_* sizes), achieved occupancy (0..1)
-    "v1": ("log_time_ms", "log_footprint_bytes", "arithmetic_intensity", "log2_block_elems", "occupancy"),
-    # log time, registers/thread, shared memory KB, log threads per program (num_warps*32), occupancy
-    "v2": ("log_time_ms", "registers", "shared_kb", "log_threads", "occupancy"),
-}
-
-
-def runtime_vector(values: Mapping[str, Optional[float]], feature_set: str) -> list[float]:
-    """Clustering vector from raw values, e.g. ``{"time_ms": 0.4, "footprint_bytes": 8e6, ...}``.
-
-    A missing or non-positive value under a log becomes NaN (imputed at clustering)."""
-    try:
-        names = FEATURE_SETS[feature_set]
-    except KeyError:
-        raise ValueError(f"feature_set must be one of {sorted(FEATURE_SETS)}, not {feature_set!r}") from None
-    out: list[float] = []
-    for name in names:
-        fn, key = None, name
-        for prefix, f in (("log2_", math.log2), ("log_", math.log)):
-            if name.startswith(prefix):
-                fn, key = f, name[len(prefix):]
-                break
-        raw = values.get(key)
-        if raw is None:
-            out.append(math.nan)
-        elif fn is None:
-            out.append(float(raw))
-        else:
-            out.append(fn(raw) if raw > 0 else math.nan)
-    return out
-
 
 def features(pool: list[Candidate]) -> np.ndarray:
     """Raw feature matrix (one row per member): runtime vectors, or [log time] when they do not line up."""
     lengths = {len(c.runtime_vector or ()) for c in pool}
     if len(lengths) == 1 and 0 not in lengths:
-        return np.array([list(c.runtime_vector) for c in pool], dtype=float)
+        return np.array([[math.nan if x is None else x for x in c.runtime_vector] for c in pool], dtype=float)
     return np.array([[math.log(t) if 0 < (t := time_key(c)) < math.inf else math.nan] for c in pool], dtype=float)
 
 

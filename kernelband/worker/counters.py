@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 from ..profile import ncu as _ncu
 from ..profile.assemble import attach_counters
+from ..profile.schema import Profile
 from .sandbox import scrubbed_env
 
 COUNTERS_IN_SESSION = "collected by the session (kernelband.worker.counters.add_counters), not inside the worker"
@@ -124,19 +125,18 @@ def _fall_back(used: dict[str, str], missing: list[str]) -> None:
             used.pop(name)
 
 
-def add_counters(profile: dict[str, Any], task: Any, *, store: Any = None, gpu: str = "", triton_version: str = "",
-                 **kwargs: Any) -> dict[str, Any]:
+def add_counters(profile: Profile, task: Any, *, store: Any = None, gpu: str = "", triton_version: str = "",
+                 **kwargs: Any) -> Profile:
     """Session side of tier 3: run ncu for the task and merge its counters into a
-    profile from the worker (a no-op when the profile already has counters or
+    profile from the worker (the same profile when it already has counters or
     cannot have them)."""
-    if (profile.get("tiers") or {}).get("counters"):
+    if profile.tiers.counters is not None:
         return profile
-    reason = (profile.get("unavailable") or {}).get("counters")
-    if reason not in (None, COUNTERS_IN_SESSION):
+    if profile.unavailable.get("counters") not in (None, COUNTERS_IN_SESSION):
         return profile
-    count = min(((profile.get("launch") or {}).get("count") or 1), 3)
+    count = min((profile.launch.count if profile.launch else 0) or 1, 3)
     result = collect_counters(task, store=store, gpu=gpu, triton_version=triton_version,
-                              interpreted=bool(profile.get("interpreted")), launches=count, **kwargs)
+                              interpreted=profile.interpreted, launches=count, **kwargs)
     return attach_counters(profile, result)
 
 
@@ -147,10 +147,10 @@ _LASTING_COUNTER_FAILURES = (_ncu.NO_PERMISSION, "ncu (Nsight Compute) not found
                              "ncu cannot start its profiler")
 
 
-def lasting_counter_failure(profile: dict[str, Any]) -> Optional[str]:
+def lasting_counter_failure(profile: Profile) -> Optional[str]:
     """The reason tier 3 failed for this profile when retrying it for other candidates
     of the same session is pointless; None when it worked or may work next time."""
-    reason = (profile.get("unavailable") or {}).get("counters")
-    if isinstance(reason, str) and reason.startswith(_LASTING_COUNTER_FAILURES):
+    reason = profile.unavailable.get("counters")
+    if reason is not None and reason.startswith(_LASTING_COUNTER_FAILURES):
         return reason
     return None

@@ -16,6 +16,7 @@ import time
 from typing import Any, Iterator, Optional
 
 from ..model import Evaluation, LaunchRecord, Status, Timing
+from ..profile.schema import Profile, ProfileError, TimingTier
 from . import checks
 from .compare import compare_outputs, describe
 from .gpu_lock import gpu_lock
@@ -300,7 +301,10 @@ def judge_frame(judge: JudgeCore, frame: Frame, ev: Evaluation, worst: Any,
         ev.timing = Timing.from_dict(meta["timing"])
         return worst
     if frame.kind == "profile":
-        ev.profile = meta.get("profile")
+        try:
+            ev.profile = Profile.from_wire(meta.get("profile"))
+        except ProfileError as e:  # the worker's own code built it: a malformed one was tampered with
+            raise Verdict(Status.REJECTED, f"trust: the variant process sent a malformed profile ({e})") from None
         return worst
     if frame.kind != "outputs":
         return worst
@@ -365,16 +369,16 @@ def _check_roofline(ev: Evaluation, facts: dict[str, Any], output_floor_bytes: i
     are not all the work (it was done elsewhere, or cached)."""
     if ev.timing is None or ev.interpreted:
         return
-    tm = ((ev.profile.get("tiers") or {}).get("timing") or {}) if isinstance(ev.profile, dict) else {}
-    peak_bw = tm.get("copy_peak_gbs") or (facts or {}).get("copy_gbs")
+    tm = (ev.profile.tiers.timing if ev.profile else None) or TimingTier()
+    peak_bw = tm.copy_peak_gbs or (facts or {}).get("copy_gbs")
     # at least its outputs are written once: bytes the judge saw itself
     floor_gbs = output_floor_bytes / (ev.timing.median_ms * 1e-3) / 1e9 if ev.timing.median_ms > 0 else 0.0
-    bw = max(float(tm.get("bandwidth_gbs") or 0.0), floor_gbs)
+    bw = max(tm.bandwidth_gbs or 0.0, floor_gbs)
     if bw and peak_bw and bw > ROOFLINE_SLACK * float(peak_bw):
         raise Verdict(Status.REJECTED, f"trust: its time implies {bw:.0f} GB/s of memory traffic, above the GPU's "
                                        f"measured copy bandwidth ({float(peak_bw):.0f} GB/s): the timed launches "
                                        "cannot be all the work")
-    tflops, peak = tm.get("tflops"), tm.get("compute_peak_tflops")
+    tflops, peak = tm.tflops, tm.compute_peak_tflops
     if tflops and peak and tflops > ROOFLINE_SLACK * float(peak):
         raise Verdict(Status.REJECTED, f"trust: its time implies {tflops:.0f} TFLOP/s, above the GPU's measured "
                                        f"matrix rate ({float(peak):.0f} TFLOP/s): the timed launches cannot be all "

@@ -12,6 +12,7 @@ from typing import Any, Optional, Union
 import torch
 
 from ..model import Baseline, LaunchRecord, Task, Timing
+from ..profile.schema import Profile
 from . import checks
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
 from .derived import describe_call
@@ -368,7 +369,7 @@ def _absorb_reference(judge: JudgeCore, frame: Frame, base: Baseline, notes: lis
         base.timing = Timing.from_dict(meta["timing"])
         return
     if frame.kind == "profile":
-        base.profile = meta.get("profile")
+        base.profile = Profile.from_wire(meta.get("profile"))
         return
     if frame.kind != "outputs":
         return

@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ..profile.schema import Profile
 from .compare import compare_outputs
 from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
@@ -212,8 +213,9 @@ def profile(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
             _must_match(_reference_of(judge), frame, "cannot profile a failing variant")
         if frame.kind == "timing":
             out["timing"] = frame.meta["timing"]
-        if frame.kind == "profile":
-            out["profile"] = frame.meta.get("profile")
+        if frame.kind == "profile":  # checked here, where it leaves the variant process
+            prof = Profile.from_wire(frame.meta.get("profile"))
+            out["profile"] = prof.to_dict() if prof else None
 
     _follow(job, "profiling failed", on_frame)
     return out

@@ -1,5 +1,5 @@
-"""In-worker entry point (the variant process): ``collect_profile`` builds the profile dict of
-docs/ARCHITECTURE.md ("Profiles") from the launches the harness made.
+"""In-worker entry point (the variant process): ``collect_profile`` builds the typed Profile
+(``kernelband.profile.schema``) from the launches the harness made.
 
 Tier 1 (static) needs compiled binaries; tier 2 (timing) works everywhere, though
 under the interpreter its times are CPU times and there are no peaks to compare
@@ -14,8 +14,9 @@ import math
 import time
 from typing import Any, Optional
 
-from ..profile.assemble import attach_counters, finalize
+from ..profile.assemble import attach_counters, derive
 from ..profile.ncu import INTERPRETER
+from ..profile.schema import Launch, Profile, StaticTier, TimingTier, decode
 from ..profile.static import INTERPRETER_REASON, grid_programs, static_profile
 from .counters import COUNTERS_IN_SESSION
 _MAX_REPLAYED_SIGNATURES = 8  # distinct launch signatures whose writes are measured by replay
@@ -154,7 +155,7 @@ def collect_profile(
     *,
     task: Any = None,
     store: Any = None,
-) -> dict[str, Any]:
+) -> Profile:
     """The profile of ``kernel`` from the harness's captured launches at ``tier`` (1-3).
 
     ``time_ms`` is the worker's median for replaying all of ``launches``; when they
@@ -164,54 +165,45 @@ def collect_profile(
     t0 = time.perf_counter()
     if interpreted or not facts:
         facts = interpreter_facts() if interpreted else {}
-    profile: dict[str, Any] = {
-        "kernel": kernel,
-        "tier": tier,
-        "tiers": {"static": None, "timing": None, "counters": None},
-        "unavailable": {},
-        "device": facts,
-        "interpreted": interpreted,
-        "time_ms": time_ms,
-        "launch": None,
-        "has_dot": False,
-    }
+    profile = Profile(kernel=kernel, tier=tier, device=facts, interpreted=interpreted, time_ms=time_ms)
     mine = [launch for launch in launches if getattr(launch, "name", None) == kernel]
     if not mine:
         seen = ", ".join(sorted({getattr(launch, "name", "?") for launch in launches})) or "nothing"
         why = f"the harness launched no {kernel} (it launched: {seen})"
-        profile["unavailable"] = {"static": why, "timing": why, "counters": why}
-        return finalize(profile)
+        profile.unavailable = {"static": why, "timing": why, "counters": why}
+        return derive(profile)
     time_ms, clock = _time_alone(profile, mine, len(launches), time_ms, interpreted)
     try:
-        profile["launch"] = launch_info(mine)
+        profile.launch = decode(Launch, launch_info(mine), "launch")
     except Exception as e:  # noqa: BLE001
-        profile["launch"] = {"count": len(mine), "error": f"{type(e).__name__}: {e}"}
+        profile.launch = Launch(count=len(mine), error=f"{type(e).__name__}: {e}")
     from ..profile.traffic import analyze_kernel
 
     access = analyze_kernel(kernel_source, kernel)
-    profile["has_dot"] = access.dots > 0
+    profile.has_dot = access.dots > 0
     _static_tier(profile, mine, facts, interpreted)  # tier 1
     if tier >= 2:
         try:
-            profile["tiers"]["timing"] = timing_tier(mine, time_ms, facts, access, interpreted, clock)
+            profile.tiers.timing = decode(TimingTier, timing_tier(mine, time_ms, facts, access, interpreted, clock),
+                                          "timing")
         except Exception as e:  # noqa: BLE001
-            profile["unavailable"]["timing"] = f"error: {type(e).__name__}: {e}"
+            profile.unavailable["timing"] = f"error: {type(e).__name__}: {e}"
     else:
-        profile["unavailable"]["timing"] = "not requested (tier 1)"
+        profile.unavailable["timing"] = "not requested (tier 1)"
     if tier >= 3 and not interpreted and task is not None:
         from .counters import collect_counters
 
         result = collect_counters(task, store=store, gpu=str(facts.get("name") or ""),
                                   triton_version=str(facts.get("triton") or ""), launches=min(len(mine), 3))
-        profile["collect_s"] = round(time.perf_counter() - t0, 3)
+        profile.collect_s = round(time.perf_counter() - t0, 3)
         return attach_counters(profile, result)
-    profile["unavailable"]["counters"] = ("not requested (tier < 3)" if tier < 3 else INTERPRETER if interpreted
-                                          else COUNTERS_IN_SESSION)
-    profile["collect_s"] = round(time.perf_counter() - t0, 3)
-    return finalize(profile)
+    profile.unavailable["counters"] = ("not requested (tier < 3)" if tier < 3 else INTERPRETER if interpreted
+                                       else COUNTERS_IN_SESSION)
+    profile.collect_s = round(time.perf_counter() - t0, 3)
+    return derive(profile)
 
 
-def _time_alone(profile: dict[str, Any], mine: list[Any], n_launches: int, time_ms: Optional[float],
+def _time_alone(profile: Profile, mine: list[Any], n_launches: int, time_ms: Optional[float],
                 interpreted: bool) -> tuple[Optional[float], str]:
     """(time, clock) of this kernel's launches: re-timed alone when the harness launches
     other kernels too (the worker's time covers every launch)."""
@@ -221,23 +213,23 @@ def _time_alone(profile: dict[str, Any], mine: list[Any], n_launches: int, time_
             from .timing import time_launches
 
             t = time_launches(mine)
-            profile["time_ms"], time_ms, clock = t.median_ms, t.median_ms, t.clock
-            profile["retimed"] = "the harness launches other kernels too: this kernel's launches were timed alone"
+            profile.time_ms, time_ms, clock = t.median_ms, t.median_ms, t.clock
+            profile.retimed = "the harness launches other kernels too: this kernel's launches were timed alone"
         except Exception as e:  # noqa: BLE001
-            profile["retimed"] = f"could not time this kernel alone ({type(e).__name__}); the time covers every launch"
+            profile.retimed = f"could not time this kernel alone ({type(e).__name__}); the time covers every launch"
     return time_ms, clock
 
 
-def _static_tier(profile: dict[str, Any], mine: list[Any], facts: dict[str, Any], interpreted: bool) -> None:
+def _static_tier(profile: Profile, mine: list[Any], facts: dict[str, Any], interpreted: bool) -> None:
     """Tier 1: the compiled kernel's metadata (none under the interpreter), and how many
     other specializations of it the harness launched."""
     if interpreted:
-        profile["unavailable"]["static"] = INTERPRETER_REASON
+        profile.unavailable["static"] = INTERPRETER_REASON
         return
     try:
-        st, why = static_profile(mine[0], facts, (profile["launch"] or {}).get("programs"))
+        st, why = static_profile(mine[0], facts, profile.launch.programs if profile.launch else None)
         if st is None:
-            profile["unavailable"]["static"] = why
+            profile.unavailable["static"] = why
             return
         hashes = set()
         for launch in mine[1:]:
@@ -246,6 +238,6 @@ def _static_tier(profile: dict[str, Any], mine: list[Any], facts: dict[str, Any]
                 hashes.add(other["hash"])
         hashes.discard(st.get("hash"))
         st["other_specializations"] = len(hashes)
-        profile["tiers"]["static"] = st
+        profile.tiers.static = decode(StaticTier, st, "static")
     except Exception as e:  # noqa: BLE001
-        profile["unavailable"]["static"] = f"error reading compile metadata: {type(e).__name__}: {e}"
+        profile.unavailable["static"] = f"error reading compile metadata: {type(e).__name__}: {e}"

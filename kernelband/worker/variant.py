@@ -436,7 +436,7 @@ class Steps:
         time_ms = step.get("time_ms", self.timed.get(step["key"]))  # this job's own timing of the kept run
         prof = collect_profile(rec.launches, time_ms, int(step.get("tier", 1)), step.get("facts") or {},
                                step["source"], self.task.kernel, self.interpreted)
-        self.send("profile", {"profile": json.loads(json.dumps(prof, default=str))})
+        self.send("profile", {"profile": json.loads(json.dumps(prof.to_dict(), default=str))})
 
 
 # larger local tensors that are no output cross as fingerprints (override: tests)

@@ -7,7 +7,8 @@ from typing import Optional
 from lsprotocol import types
 
 from kernelband.detect import detect
-from kernelband.model import KernelInfo, Profile, Result
+from kernelband.model import KernelInfo, Result
+from kernelband.profile.schema import Profile, StaticTier
 
 from . import summary as S
 from .documents import Analysis
@@ -18,19 +19,14 @@ def profile_label(profile: Optional[Profile], exact: bool) -> Optional[str]:
     """'32 regs · 0 spills · 0 KB smem · occ 100% · 0.42 ms · 71% of HBM peak'."""
     if profile is None:
         return None
-    parts: list[str] = []
-    regs = S.static_num(profile, S.REGS)
-    if regs is not None:
-        parts.append(f"{int(regs)} regs")
-    spills = S.static_num(profile, S.SPILLS)
-    if spills is not None:
-        parts.append(f"{int(spills)} spills")
-    sh = S.static_num(profile, S.SHARED_BYTES)
-    if sh is not None:
-        parts.append(f"{sh / 1024:.0f} KB smem")
-    o = S.occupancy(profile)
-    if o is not None:
-        parts.append(f"occ {o * 100:.0f}%" if o <= 1.0 else f"occ {o:.0f}%")
+    st, occupancy = profile.tiers.static or StaticTier(), profile.occupancy
+    parts = [f"{st.n_regs} regs"] if st.n_regs is not None else []
+    if st.n_spills is not None:
+        parts.append(f"{st.n_spills} spills")
+    if st.shared_bytes is not None:
+        parts.append(f"{st.shared_bytes / 1024:.0f} KB smem")
+    if occupancy is not None:
+        parts.append(f"occ {occupancy * 100:.0f}%")
     t = S.time_ms(profile)
     if t is not None:
         parts.append(S.fmt_ms(t) + (" (interpreter)" if S.interpreted(profile) else ""))

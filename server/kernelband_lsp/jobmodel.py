@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from kernelband.events import Event
-from kernelband.model import Profile, Result
+from kernelband.model import Result
+from kernelband.profile.schema import Profile
 
 from .settings import Settings
 

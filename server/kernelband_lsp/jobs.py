@@ -26,7 +26,8 @@ import time
 from typing import Optional
 
 from kernelband.events import Event
-from kernelband.model import Profile, Result
+from kernelband.model import Result
+from kernelband.profile.schema import Profile, ProfileError
 
 from . import jobio
 from .engine_command import EngineCommand, default_command_prefix  # noqa: F401 (re-exported)
@@ -244,9 +245,10 @@ class JobManager:
             if isinstance(res, dict):
                 job.result = Result.from_dict(res)
         elif ev.type == "profile":
-            prof = Profile.from_wire(ev.data.get("profile", ev.data))  # typed at the boundary, like the Result
-            if prof is not None:
-                job.profile = prof
+            try:  # typed at the boundary, like the Result
+                job.profile = Profile.from_wire(ev.data.get("profile", ev.data)) or job.profile
+            except ProfileError as e:
+                job.error = f"the engine sent a malformed profile: {e}"
         elif ev.type == "error":
             job.error = str(ev.data.get("message") or "the job reported an error")
         elif ev.type == "progress":

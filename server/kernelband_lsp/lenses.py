@@ -13,7 +13,8 @@ from lsprotocol import types
 
 from kernelband.harness import HarnessChoice, harness_stub
 from kernelband.detect import wrappers_of
-from kernelband.model import KernelInfo, Profile, Result
+from kernelband.model import KernelInfo, Result
+from kernelband.profile.schema import Profile
 
 from . import display as D
 from . import summary as S

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from lsprotocol import types
     from pygls.lsp.server import LanguageServer
 
-    from kernelband.model import KernelInfo, Profile
+    from kernelband.model import KernelInfo
+    from kernelband.profile.schema import Profile
 
     from . import edits as E
     from . import lenses as L

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from kernelband.model import Profile, Result
+from kernelband.model import Result
+from kernelband.profile.schema import Profile
 from kernelband.store import DB_DIR, DB_NAME, Store, find_workspace
 
 log = logging.getLogger(__name__)
@@ -122,18 +123,18 @@ class StoreView:
         return value
 
     def profile(self, path: str, kernel: str, module_hash: Optional[str]) -> tuple[Optional[Profile], bool]:
-        """(profile, exact): exact when it was measured on exactly this module text. Typed
-        here, once per stored row (memoised), so the hovers and lenses never read the dict."""
+        """(profile, exact): exact when it was measured on exactly this module text. Decoded
+        by the store once per row (memoised); a malformed row is logged and reads as none."""
         apath = self.abspath(path)
         # after a keystroke the text's hash is new: one query says no kernel has a
         # profile for it, instead of one miss per kernel
         if module_hash and self._cached(path, "hash-known", (module_hash,), lambda st: _hash_known(st, module_hash)):
             p = self._cached(path, "profile-h", (kernel, module_hash),
-                             lambda st: Profile.from_wire(st.latest_profile(kernel, source_hash=module_hash)))
+                             lambda st: st.latest_profile(kernel, source_hash=module_hash))
             if p is not None:
                 return p, True
         p = self._cached(path, "profile-f", (kernel, apath),
-                         lambda st: Profile.from_wire(st.latest_profile(kernel, file=apath)))
+                         lambda st: st.latest_profile(kernel, file=apath))
         return p, False
 
     def profile_source_hash(self, path: str, kernel: str) -> Optional[str]:

@@ -1,22 +1,14 @@
-"""Phrases and numbers for lenses, hovers and progress: from a typed Result and a typed
-Profile (kernelband.model), the one reader of both in the server.
-
-The profile's top level is typed (``tiers``, ``saturation``, ``diagnosis``,
-``interpreted``, ``time_ms``, ``unavailable``); the keys inside a tier are the
-profiler's, so look-ups here try the usual spellings and give None rather than fail.
+"""Phrases and numbers for lenses, hovers and progress: from a typed Result
+(kernelband.model) and a typed Profile (kernelband.profile.schema), the one reader of
+both in the server.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
-from kernelband.model import FOUND_STATUSES, Profile, Result
-
-# the spellings of a static-tier number (profilers and their versions differ)
-REGS = ("n_regs", "registers", "regs", "num_regs")
-SPILLS = ("n_spills", "spills", "spill")
-SHARED_BYTES = ("shared_bytes", "shared", "shared_mem", "smem_bytes")
-OCCUPANCY = ("occupancy", "achieved_occupancy", "occupancy_est")
+from kernelband.model import FOUND_STATUSES, Result
+from kernelband.profile.schema import Profile
 
 
 def num(v: Any) -> Optional[float]:
@@ -32,32 +24,6 @@ def num(v: Any) -> Optional[float]:
         except ValueError:
             return None
     return None
-
-
-def first(d: Any, keys: Iterable[str]) -> Any:
-    """The first of ``keys`` set in the tier dict ``d`` (None when none is, or not a dict)."""
-    if not isinstance(d, dict):
-        return None
-    for k in keys:
-        if k in d and d[k] is not None:
-            return d[k]
-    return None
-
-
-def tier(profile: Optional[Profile], name: str) -> dict[str, Any]:
-    return profile.tier(name) if profile is not None else {}
-
-
-def static_num(profile: Optional[Profile], keys: Iterable[str]) -> Optional[float]:
-    return num(first(tier(profile, "static"), keys))
-
-
-def occupancy(profile: Optional[Profile]) -> Optional[float]:
-    """A fraction (or a percentage above 1); the occupancy tier may be a dict of kinds."""
-    occ = first(tier(profile, "static"), OCCUPANCY)
-    if isinstance(occ, dict):
-        occ = first(occ, ("achieved", "theoretical"))
-    return num(occ)
 
 
 def has_variant(result: Optional[Result]) -> bool:
@@ -79,13 +45,10 @@ def result_time_ms(result: Optional[Result], module_hash: Optional[str] = None) 
 
 
 def time_ms(profile: Optional[Profile], result: Optional[Result] = None, module_hash: Optional[str] = None) -> Optional[float]:
-    t = tier(profile, "timing")
-    v = num(first(t, ("time_per_launch_ms", "time_ms", "median_ms", "ms", "kernel_ms", "mean_ms")))
-    if v is None and profile is not None:
-        v = num(profile.time_ms)
-    if v is None and profile is None:
-        v = result_time_ms(result, module_hash)
-    return v
+    """A launch's time: the profile's, else (no profile) the last optimization's."""
+    if profile is not None:
+        return profile.time_per_launch_ms
+    return result_time_ms(result, module_hash)
 
 
 def bottleneck(profile: Optional[Profile]) -> Optional[str]:
@@ -99,13 +62,8 @@ def interpreted(profile: Optional[Profile], result: Optional[Result] = None) -> 
 
 
 def saturation(profile: Optional[Profile], resource: str) -> Optional[float]:
-    v = num(profile.saturation.get(resource)) if profile is not None else None
-    if v is None:  # the timing tier's own fractions of the measured peaks
-        key = {"DRAM": "bandwidth_frac", "SM": "compute_frac"}.get(resource)
-        v = num(tier(profile, "timing").get(key)) if key else None
-    if v is None:
-        return None
-    return v / 100.0 if v > 1.5 else v  # tolerate percentages
+    """Fraction of the resource's peak (L2, DRAM, SM), None when not known."""
+    return profile.saturation.get(resource) if profile is not None else None
 
 
 def fmt_ms(ms: float) -> str:

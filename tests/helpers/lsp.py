@@ -282,7 +282,8 @@ def descendants(pid: int) -> set[int]:
 # real engine), emits events with a pause between them, and proposes BLOCK_SIZE=1024.
 FAKE_ENGINE = r'''
 import argparse, json, os, subprocess, sys, time
-from kernelband.model import Profile, Result
+from kernelband.model import Result
+from kernelband.profile.schema import Profile
 from kernelband.options import OPTIONS
 p = argparse.ArgumentParser()
 p.add_argument("cmd"); p.add_argument("file")
@@ -329,10 +330,10 @@ if os.environ.get("FAKE_FAIL"):
 if a.cmd == "profile":
     emit("started", kernel=a.kernel, file=a.file)
     time.sleep(step)
-    emit("profile", profile=Profile(kernel=a.kernel, time_ms=0.42, tiers={"static": {"n_regs": 32, "n_spills": 0, "num_warps": 4, "num_stages": 1},
+    emit("profile", profile=Profile.from_dict(dict(kernel=a.kernel, time_ms=0.42, tiers={"static": {"n_regs": 32, "n_spills": 0, "num_warps": 4, "num_stages": 1},
          "timing": {"time_per_launch_ms": 0.42, "launches": 1, "bandwidth_gbs": 2380.0, "bandwidth_frac": 0.71}, "counters": None}, saturation={"L2": 0.3, "DRAM": 0.71, "SM": 0.1},
          diagnosis={"bottleneck": "memory-bound", "evidence": "71% of DRAM peak", "strategies": ["tiling"]},
-         interpreted=False).to_dict())
+         interpreted=False)).to_dict())
     worker.kill(); sys.exit(0)
 emit("started", kernel=a.kernel, file=a.file, budget={"evaluations": a.budget}, generator="rules", search="kernelband")
 time.sleep(step)
