@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 from .evaluate import SetupError
 from .harness import harness_hash
 from .model import Task, Variant
+from .profile.schema import Profile
 from .session_config import SessionConfig
 from .session_pool import CandidatePool
 from .trace import mark
@@ -82,7 +83,7 @@ class Preparation:
         if base.weak_harness:
             self.warnings.append(f"weak harness: {base.weak_reason}")
 
-    def _store_profile(self, profile: dict[str, Any]) -> None:
+    def _store_profile(self, profile: Profile) -> None:
         from .store import ProfileKey
 
         platform = self.pool.platform
