@@ -168,3 +168,43 @@ def test_large_inputs_cross_as_fingerprints_and_a_changed_one_is_caught(tmp_path
         # also see a write by the kernel, so the change happens in the wrapper's torch code
         bad = ev.evaluate(edited("    return out\n", "    x.mul_(1.0000001)\n    return out\n"), time_it=False)
         assert not bad.ok and ("x" in bad.message), bad.message
+
+
+# compute-sanitizer's logs as it writes them (memcheck and racecheck, CUDA 12-13)
+_CLEAN_RACECHECK = """========= COMPUTE-SANITIZER
+========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)
+"""
+_CLEAN_MEMCHECK = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+_RACE = """========= COMPUTE-SANITIZER
+========= Error: Race reported between Write access at out_kernel+0x1a0
+=========     and Read access at out_kernel+0x1c0 [128 hazards]
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+"""
+_OOB = """========= Invalid __global__ read of size 8 bytes
+=========     at bias_relu_kernel+0x2d0
+=========     Access to 0x7f80ea806458 is out of bounds
+========= ERROR SUMMARY: 3 errors
+"""
+
+
+def test_a_clean_sanitizer_report_refuses_nothing() -> None:
+    """The false rejection this replaces: "0 hazards displayed" was read as a hazard, so
+    racecheck refused every candidate on every path that runs it (seen on an H200)."""
+    from kernelband.worker.judge_memcheck import read_report
+
+    assert read_report(_CLEAN_RACECHECK) == (False, [])
+    assert read_report(_CLEAN_MEMCHECK) == (False, [])
+    assert read_report("") == (False, [])
+
+
+def test_a_race_or_an_out_of_bounds_access_is_a_finding() -> None:
+    from kernelband.worker.judge_memcheck import read_report
+
+    failed, findings = read_report(_RACE)
+    assert failed and any("Race reported" in f for f in findings)
+    assert any(f.startswith("RACECHECK SUMMARY: 1 hazard") for f in findings)
+    failed, findings = read_report(_OOB)
+    assert failed and findings[0].startswith("Invalid __global__ read")
+    assert "ERROR SUMMARY: 3 errors" in findings
+    # a summary alone (the detail lines cut by --print-limit) still counts
+    assert read_report("========= ERROR SUMMARY: 12 errors\n")[0]

@@ -3,6 +3,7 @@ compute-sanitizer memcheck, for the out-of-bounds accesses comparisons cannot se
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from typing import Any, Optional
@@ -65,12 +66,35 @@ def _run_tool(judge: JudgeCore, req: dict[str, Any], tool: str, name: str) -> di
         job.close()
     report = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     log.unlink(missing_ok=True)
-    findings = [line.strip("= ").strip() for line in report.splitlines()
-                if "Invalid" in line or "out of bounds" in line.lower() or "hazard" in line.lower()
-                or "ERROR SUMMARY" in line][:6]
-    failed = code == 86 or any(f.startswith("Invalid") or "hazard" in f.lower() for f in findings)
+    failed, findings = read_report(report)
+    failed = failed or code == 86
     return {"ran": True, "ok": not failed, "tool": name, "exit_code": code, "job": ended, "findings": findings,
             "harnesses": harnesses}
+
+
+_SUMMARY = re.compile(r"(ERROR|RACECHECK) SUMMARY: (\d+) (errors?|hazards?)")
+
+
+def read_report(text: str) -> tuple[bool, list[str]]:
+    """(whether compute-sanitizer found anything, the lines that say what) from its log: an
+    invalid access, a reported race, or a summary with a count above zero. A summary of
+    zero ("RACECHECK SUMMARY: 0 hazards displayed") is no finding: it was once read as one,
+    and racecheck refused every candidate."""
+    findings: list[str] = []
+    failed = False
+    for raw in text.splitlines():
+        line = raw.strip("= ").strip()
+        summary = _SUMMARY.search(line)
+        if summary:
+            if int(summary.group(2)) > 0:
+                failed = True
+                findings.append(line)
+            continue
+        lower = line.lower()
+        if line.startswith("Invalid") or "out of bounds" in lower or "race reported" in lower or "hazard" in lower:
+            failed = True
+            findings.append(line)
+    return failed, findings[:6]
 
 
 def find_compute_sanitizer() -> Optional[str]:
