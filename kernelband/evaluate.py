@@ -19,7 +19,7 @@ from .model import Baseline, Evaluation, PairedTiming, Status, Task, Timing, Var
 from .profile.schema import Profile
 from .screen import screen_variant
 from .worker.client import WorkerClient, WorkerError, WorkerInfo
-from .worker.deadlines import reply_deadline_s
+from .worker.deadlines import evaluation_runs, reply_deadline_s
 
 
 class SetupError(Exception):
@@ -66,10 +66,7 @@ class Evaluator:
         self._revive_lock = threading.Lock()  # several candidates in flight may find the worker dead at once
 
     def _runs(self) -> int:
-        """Harness runs in one evaluation: every harness under every seed, the neutralised
-        runs, the replay check, the timing and the re-check after it."""
-        harnesses = 1 + len([h for h in self.task.check_harnesses if h != self.task.harness])
-        return harnesses * (len(self.task.seeds) + 2) + 4
+        return evaluation_runs(self.task.harness, self.task.check_harnesses, len(self.task.seeds))
 
     def _deadline(self, runs: int, jobs: int = 1) -> float:
         return reply_deadline_s(self.task.timeout_s, runs, jobs)

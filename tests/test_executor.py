@@ -428,3 +428,22 @@ def test_the_scaling_benchmark_reports_both_rates_phases_and_resumes(tmp_path):
     (tmp_path / "executor_scaling.json").write_text(json.dumps({"schema": es.SCHEMA, **settings, "kernels": [row]}))
     assert set(es._previous(tmp_path / "executor_scaling.json", settings)) == {"gelu_fp32"}
     assert es._previous(tmp_path / "executor_scaling.json", {**settings, "budget": 12}) == {}
+
+
+def test_the_local_and_ray_executors_share_one_deadline_rule() -> None:
+    """One formula (worker/deadlines.py): the Ray evaluator's deadline for a request is the
+    local evaluator's for the same runs, never a second formula that drifts."""
+    from kernelband.evaluate import Evaluator
+    from kernelband.executor.ray_executor import RayEvaluator
+    from kernelband.model import Task
+    from kernelband.worker.deadlines import request_deadline_s
+
+    task = Task(module_path="/tmp/k.py", source="", kernel="k", harness="bench_k", check_harnesses=["test_k", "bench_k"],
+                seeds=[0, 1, 2], timeout_s=7.0)
+    local = Evaluator.__new__(Evaluator)
+    local.task = task
+    ray = RayEvaluator.__new__(RayEvaluator)
+    ray.task = task
+    for extra in (0, 3, 14):
+        assert ray._deadline(extra) == local._deadline(local._runs() + extra) == request_deadline_s(task, extra)
+    assert local._runs() == 2 * (3 + 2) + 4  # bench_k listed twice counts once

@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 from ..model import Baseline, Evaluation, PairedTiming, Task, Variant
 from ..profile.schema import Profile
+from ..worker.deadlines import request_deadline_s
 from .base import ExecutorOptions, ExecutorUnavailable, Slot
 
 RAY_MISSING = "the ray executor needs Ray: pip install 'kernelband[ray]'"
@@ -189,8 +190,8 @@ class RayEvaluator:
         return self._call("profile", self._deadline(4), source, tier)
 
     def _deadline(self, extra_runs: int = 2) -> float:
-        harnesses = 1 + len(self.task.check_harnesses)
-        return 60.0 + self.task.timeout_s * (harnesses * (len(self.task.seeds) + 2) + 4 + extra_runs)
+        """The local executor's deadline (worker/deadlines.py); ``_call`` adds Ray's slack."""
+        return request_deadline_s(self.task, extra_runs)
 
     def close(self) -> None:
         self._closed = True

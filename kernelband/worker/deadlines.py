@@ -8,6 +8,8 @@ up on the judge itself.
 """
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 JOB_START_S = 30.0
 REPLY_SLACK_S = 30.0
 
@@ -20,3 +22,17 @@ def deadline_s(run_timeout_s: float, runs: int) -> float:
 def reply_deadline_s(run_timeout_s: float, runs: int, jobs: int = 1) -> float:
     """Seconds the session waits for a reply whose request runs ``jobs`` such jobs."""
     return jobs * deadline_s(run_timeout_s, runs) + REPLY_SLACK_S
+
+
+def evaluation_runs(harness: str, check_harnesses: Iterable[str], seeds: int) -> int:
+    """Harness runs in one evaluation: every harness under every seed, the neutralised
+    runs, the replay check, the timing and the re-check after it."""
+    harnesses = 1 + len([h for h in check_harnesses if h != harness])
+    return harnesses * (seeds + 2) + 4
+
+
+def request_deadline_s(task: Any, extra_runs: int = 0, jobs: int = 1) -> float:
+    """Seconds the session (local or through Ray) waits for a request about ``task`` (a
+    model.Task) that runs one evaluation's harness runs plus ``extra_runs``."""
+    runs = evaluation_runs(task.harness, task.check_harnesses, len(task.seeds)) + extra_runs
+    return reply_deadline_s(task.timeout_s, runs, jobs)
