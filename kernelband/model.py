@@ -202,6 +202,8 @@ class ParseError(Serializable):
 
 
 class Status(str, Enum):
+    """How one evaluation of a candidate ended (an Evaluation's status)."""
+
     OK = "ok"
     COMPILE_ERROR = "compile_error"
     RUNTIME_ERROR = "runtime_error"
@@ -209,6 +211,9 @@ class Status(str, Enum):
     TIMEOUT = "timeout"
     CRASHED = "crashed"
     REJECTED = "rejected"
+
+    def __str__(self) -> str:  # the wire's word, in messages and logs too
+        return self.value
 
 
 @dataclass
@@ -397,8 +402,21 @@ class PairedTiming(Serializable):
 # The VS Code client declares the same Result in vscode-client/src/jobs.ts (OptimizeResult);
 # tests/test_result_contract.py keeps the two in step.
 
-RESULT_STATUSES = ("improved", "no_improvement", "verified_correct", "cancelled", "failed")
-FOUND_STATUSES = ("improved", "verified_correct")  # a Result that carries a correct variant
+class ResultStatus(str, Enum):
+    """How a session (or a check) ended: a Result's status. Compares equal to its word."""
+
+    IMPROVED = "improved"
+    NO_IMPROVEMENT = "no_improvement"
+    VERIFIED_CORRECT = "verified_correct"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+RESULT_STATUSES = tuple(s.value for s in ResultStatus)
+FOUND_STATUSES = (ResultStatus.IMPROVED.value, ResultStatus.VERIFIED_CORRECT.value)  # a Result with a correct variant
 
 
 def _num(v: Any) -> Optional[float]:
@@ -529,6 +547,8 @@ class Result:
     def from_dict(cls, d: dict[str, Any]) -> "Result":
         if isinstance(d, dict) and not (isinstance(d.get("status"), str) and d["status"]):
             d = {**d, "status": "failed"}  # a Result without a status says nothing it can be trusted for
+        if isinstance(d, dict) and "applicable" not in d:  # written before the field: the verdict then
+            d = {**d, "applicable": d.get("status") == ResultStatus.IMPROVED and d.get("speed_claim") is not False}
         return _from_json_dict(cls, d)
 
     @classmethod

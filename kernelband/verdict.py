@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .model import ResultStatus
+
 # The noise floor. Measured on the committed H200 results (benchmarks/results/results.json,
 # 324 GPU sessions run as 6-8 shards sharing one GPU, i.e. noisier than a solo session):
 # the paired 95% CI is narrow (half-width below the speedup: median 0.25%, 95th percentile
@@ -27,9 +29,10 @@ from typing import Optional
 # half-width: a verdict above it reproduces in another session.
 DEFAULT_MIN_SPEEDUP = 1.03
 
-IMPROVED = "improved"
-NO_IMPROVEMENT = "no_improvement"
-VERIFIED_CORRECT = "verified_correct"
+# the verdict's statuses are the Result's (model.ResultStatus); plain words on the wire
+IMPROVED = ResultStatus.IMPROVED.value
+NO_IMPROVEMENT = ResultStatus.NO_IMPROVEMENT.value
+VERIFIED_CORRECT = ResultStatus.VERIFIED_CORRECT.value
 
 NO_GPU_NOTE = "its speed cannot be measured without a GPU (the Triton interpreter's CPU times are not GPU times)"
 

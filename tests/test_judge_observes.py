@@ -126,11 +126,11 @@ def test_an_in_place_kernel_whose_work_torch_did_first_is_rejected(in_place):
 
 def test_the_roofline_refuses_a_time_no_kernel_can_have():
     from kernelband.model import Evaluation, Timing
-    from kernelband.worker.judge_candidate import Verdict, _check_roofline
+    from kernelband.worker.judge_candidate import Refusal, _check_roofline
 
     ev = Evaluation(Status.OK, timing=Timing(0.001, 0.001, 0.001, "cuda-events", 1), interpreted=False)
     facts = {"copy_gbs": 3000.0}
     _check_roofline(ev, facts, output_floor_bytes=1 << 20)  # 1 MiB in 1 us: 1 TB/s, possible
-    with pytest.raises(Verdict) as refused:
+    with pytest.raises(Refusal) as refused:
         _check_roofline(ev, facts, output_floor_bytes=64 << 20)  # 64 MiB written in 1 us: 67 TB/s
     assert "above the GPU's measured copy bandwidth" in str(refused.value)

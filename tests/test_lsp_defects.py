@@ -124,6 +124,24 @@ async def test_a_stored_variant_is_offered_by_a_fresh_server(tmp_path):
         assert any(r["label"] == "GPU" and r["value"] == "NVIDIA H100" for r in prop["evidence"])
 
 
+async def test_the_editor_offers_only_what_the_engine_found_applicable(tmp_path):
+    """The offer rule is the engine's (Result.applicable, verdict.is_improvement): a stored
+    "improved" Result the engine did not mark applicable, or whose CI's lower bound is under
+    the editor's floor (1.03 by default) while its point speedup is above it, gets no Apply."""
+    for i, change in enumerate(({"applicable": False},
+                                {"applicable": True, "speedup": 1.06, "speedup_ci": [1.01, 1.11]})):
+        (tmp_path / str(i)).mkdir()
+        ws = copy_examples(tmp_path / str(i))
+        path = ws / "add_scale.py"
+        text = path.read_text()
+        result = {**improved_result(text), **change}
+        store_result(ws, path, "axpy_kernel", result)
+        async with start_session(ws) as (client, editor, rec):
+            uri = editor.open(path)
+            titles = await lens_titles(client, uri)
+            assert not [t for t in titles if t.startswith("Apply")], (result["speedup_ci"], titles)
+
+
 async def test_an_interpreted_result_is_never_offered_as_a_speedup(tmp_path):
     ws = copy_examples(tmp_path)
     async with start_session(ws, env=fake_env(tmp_path, interpreted=True)) as (client, editor, rec):

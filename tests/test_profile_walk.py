@@ -21,7 +21,7 @@ from kernelband.session_config import SessionConfig
 from kernelband.session_pool import CandidatePool, Platform
 from kernelband.store import DB_DIR, DB_NAME, ProfileKey, Store
 from kernelband.worker.jobs import Frame
-from kernelband.worker.judge_candidate import Verdict, judge_frame
+from kernelband.worker.judge_candidate import Refusal, judge_frame
 from kernelband.worker.profiling import collect_profile
 from kernelband_lsp import hover as H
 from kernelband_lsp import inlay as I
@@ -97,7 +97,7 @@ def test_a_profile_walks_from_the_worker_to_the_hover(tmp_path: Path):
 def test_a_malformed_profile_frame_rejects_the_candidate():
     """The worker's own code builds the profile: a frame of the wrong shape was tampered with."""
     frame = Frame("profile", {"profile": {"kernel": "k", "tiers": {"static": {"n_regs": "many"}}}})
-    with pytest.raises(Verdict, match=r"malformed profile \(profile\.tiers\.static\.n_regs: expected int") as e:
+    with pytest.raises(Refusal, match=r"malformed profile \(profile\.tiers\.static\.n_regs: expected int") as e:
         judge_frame(SimpleNamespace(require_task=lambda: None, ref=None), frame, Evaluation(status=Status.OK), None)
     assert e.value.status == Status.REJECTED
 

@@ -36,7 +36,7 @@ for _name in ("float8_e4m3fn", "float8_e5m2"):
 
 
 @dataclass
-class Verdict:
+class Comparison:
     ok: bool
     message: str
     stats: ErrorStats
@@ -228,13 +228,13 @@ def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float) ->
             raise _Mismatch(f"{path}: {out!r} != {ref!r}")
 
 
-def compare_outputs(ref: Any, out: Any, tol_scale: float = 1.0) -> Verdict:
+def compare_outputs(ref: Any, out: Any, tol_scale: float = 1.0) -> Comparison:
     stats = ErrorStats()
     try:
         _walk("output", ref, out, stats, tol_scale)
     except _Mismatch as e:
-        return Verdict(False, str(e), stats)
-    return Verdict(True, "", stats)
+        return Comparison(False, str(e), stats)
+    return Comparison(True, "", stats)
 
 
 def bitwise_equal(a: Any, b: Any) -> bool:

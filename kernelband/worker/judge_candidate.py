@@ -29,7 +29,7 @@ SEARCH_ROUNDS_GPU = 5  # interleaved rounds (candidate, original) per candidate 
 SEARCH_ROUNDS_CPU = 1
 
 
-class Verdict(Exception):
+class Refusal(Exception):
     """A check failed: the evaluation ends with this status and message."""
 
     def __init__(self, status: Status, message: str) -> None:
@@ -113,7 +113,7 @@ class CandidateRun:
             ev.errors = self.worst
             beyond = f" and {len(judge.ref.derived)} calls beyond the harness" if judge.ref.derived else ""
             ev.message = f"matches the original on {checked_runs(judge)}{beyond} ({describe(self.worst)})"
-        except Verdict as v:
+        except Refusal as v:
             ev.status, ev.message = v.status, v.args[0]
             ev.errors = self.worst if v.status != Status.MISMATCH else (ev.errors or self.worst)
             ev.timing = None
@@ -171,7 +171,7 @@ class CandidateRun:
         for path, (dtype, dev) in devs.items():
             bound = checks.consistency_bound(dtype, at_seed0, original_error)
             if dev > bound:
-                raise Verdict(Status.MISMATCH, f"precision: {h}, seed {seed}: {path} is {dev:.3g} from the original's "
+                raise Refusal(Status.MISMATCH, f"precision: {h}, seed {seed}: {path} is {dev:.3g} from the original's "
                                                f"(relative L2), more than its written outputs at seed {task.seeds[0]} "
                                                f"({at_seed0:.3g}) and the original's own error ({original_error:.3g}) "
                                                "allow")
@@ -189,7 +189,7 @@ class CandidateRun:
         if meta.get("kept"):
             self.first_run = fps
         elif meta.get("again") and self.first_run is not None and fps != self.first_run:
-            raise Verdict(Status.MISMATCH, f"{task.harness}, seed {task.seeds[0]}: two runs under the same seed give "
+            raise Refusal(Status.MISMATCH, f"{task.harness}, seed {task.seeds[0]}: two runs under the same seed give "
                                            "different bits, where the original's do not (a race, or an atomic "
                                            "whose order varies)")
 
@@ -215,9 +215,9 @@ class CandidateRun:
                                     deadline_s(task.timeout_s, 1))
                         frame = job.next_frame()
                         if frame.kind == "error":
-                            raise Verdict(*_error_verdict(frame.meta))
+                            raise Refusal(*_error_verdict(frame.meta))
                         if frame.kind != "sample":
-                            raise Verdict(Status.REJECTED, f"trust: the variant process answered a timing request "
+                            raise Refusal(Status.REJECTED, f"trust: the variant process answered a timing request "
                                                            f"with a {frame.kind} frame")
                         cand.append(float(frame.meta["ms"]))
         add_phase(self.ev.phases, "timing", time.perf_counter() - t0)
@@ -292,11 +292,11 @@ def checked_runs(judge: JudgeCore) -> str:
 
 def judge_frame(judge: JudgeCore, frame: Frame, ev: Evaluation, worst: Any,
                 history: Optional[CallHistory] = None) -> Any:
-    """Judge one frame (raises Verdict on a failed check); returns the worst error
+    """Judge one frame (raises Refusal on a failed check); returns the worst error
     statistics of the outputs compared so far."""
     task, ref, meta = judge.require_task(), judge.ref, frame.meta
     if frame.kind == "error":
-        raise Verdict(*_error_verdict(meta))
+        raise Refusal(*_error_verdict(meta))
     if frame.kind == "timing":
         ev.timing = Timing.from_dict(meta["timing"])
         return worst
@@ -304,7 +304,7 @@ def judge_frame(judge: JudgeCore, frame: Frame, ev: Evaluation, worst: Any,
         try:
             ev.profile = Profile.from_wire(meta.get("profile"))
         except ProfileError as e:  # the worker's own code built it: a malformed one was tampered with
-            raise Verdict(Status.REJECTED, f"trust: the variant process sent a malformed profile ({e})") from None
+            raise Refusal(Status.REJECTED, f"trust: the variant process sent a malformed profile ({e})") from None
         return worst
     if frame.kind != "outputs":
         return worst
@@ -314,14 +314,14 @@ def judge_frame(judge: JudgeCore, frame: Frame, ev: Evaluation, worst: Any,
 
         failed = verdict_of(judge, frame)
         if failed is not None:
-            raise Verdict(*failed)
+            raise Refusal(*failed)
         return worst
     tree = condense_locals(frame.tree)
     if mode == "replay":
         if ref.replay_valid:
             verdict = compare_outputs(ref.outputs[(task.harness, task.seeds[0])], tree)
             if not verdict.ok:
-                raise Verdict(Status.REJECTED, "trust: a replay of the timed launches does not reproduce the "
+                raise Refusal(Status.REJECTED, "trust: a replay of the timed launches does not reproduce the "
                                                f"outputs ({verdict.message}): the timing would not be of the checked work")
         return worst
     if mode == "neutral":
@@ -340,7 +340,7 @@ def _judge_outputs(judge: JudgeCore, frame: Frame, tree: Any, ev: Evaluation, hi
     launches = [LaunchRecord.from_dict(x) for x in meta.get("launches", [])]
     if task.kernel not in {launch.kernel for launch in launches}:
         seen = ", ".join(sorted({launch.kernel for launch in launches})) or "no Triton kernel"
-        raise Verdict(Status.REJECTED, f"the variant never launches {task.kernel} in {h} (it launched: {seen}); "
+        raise Refusal(Status.REJECTED, f"the variant never launches {task.kernel} in {h} (it launched: {seen}); "
                                        "a torch fallback is not a kernel")
     _check_streams(judge, meta, where)
     _check_inputs_of_launches(judge, tree, meta, where)
@@ -351,9 +351,9 @@ def _judge_outputs(judge: JudgeCore, frame: Frame, tree: Any, ev: Evaluation, hi
         prefix = "after timing, " if meta.get("again") else ""
         local = _local_name(verdict.message)
         if local is not None:  # the outputs matched: what differs is a tensor of the caller's
-            raise Verdict(Status.REJECTED, f"trust: {prefix}{where}: the harness's tensor {local} was modified "
+            raise Refusal(Status.REJECTED, f"trust: {prefix}{where}: the harness's tensor {local} was modified "
                                            f"(the original leaves it as it is): {verdict.message}")
-        raise Verdict(Status.MISMATCH, f"{prefix}{where}: {verdict.message}")
+        raise Refusal(Status.MISMATCH, f"{prefix}{where}: {verdict.message}")
     if h == task.harness and seed == task.seeds[0] and not meta.get("again"):
         ev.launches = launches
     _check_precision(judge, h, seed, tree)
@@ -375,12 +375,12 @@ def _check_roofline(ev: Evaluation, facts: dict[str, Any], output_floor_bytes: i
     floor_gbs = output_floor_bytes / (ev.timing.median_ms * 1e-3) / 1e9 if ev.timing.median_ms > 0 else 0.0
     bw = max(tm.bandwidth_gbs or 0.0, floor_gbs)
     if bw and peak_bw and bw > ROOFLINE_SLACK * float(peak_bw):
-        raise Verdict(Status.REJECTED, f"trust: its time implies {bw:.0f} GB/s of memory traffic, above the GPU's "
+        raise Refusal(Status.REJECTED, f"trust: its time implies {bw:.0f} GB/s of memory traffic, above the GPU's "
                                        f"measured copy bandwidth ({float(peak_bw):.0f} GB/s): the timed launches "
                                        "cannot be all the work")
     tflops, peak = tm.tflops, tm.compute_peak_tflops
     if tflops and peak and tflops > ROOFLINE_SLACK * float(peak):
-        raise Verdict(Status.REJECTED, f"trust: its time implies {tflops:.0f} TFLOP/s, above the GPU's measured "
+        raise Refusal(Status.REJECTED, f"trust: its time implies {tflops:.0f} TFLOP/s, above the GPU's measured "
                                        f"matrix rate ({float(peak):.0f} TFLOP/s): the timed launches cannot be all "
                                        "the work")
 
@@ -411,7 +411,7 @@ def _check_inputs_of_launches(judge: JudgeCore, tree: Any, meta: dict[str, Any],
         if not hasattr(t, "dtype") or is_constant(t) or content_key(t) in judge.ref.known_inputs:
             continue
         label = labels[i] if i < len(labels) and isinstance(labels[i], str) else "a launch argument"
-        raise Verdict(Status.REJECTED, f"trust: {where}: {label} reads a tensor that neither the original's launches "
+        raise Refusal(Status.REJECTED, f"trust: {where}: {label} reads a tensor that neither the original's launches "
                                        "nor its harness had (computed outside Triton, or kept from an earlier call): "
                                        "the timed launches are not all the work")
 
@@ -419,7 +419,7 @@ def _check_inputs_of_launches(judge: JudgeCore, tree: Any, meta: dict[str, Any],
 def _check_streams(judge: JudgeCore, meta: dict[str, Any], where: str) -> None:
     streams = set(meta.get("streams") or []) - judge.ref.streams
     if streams:
-        raise Verdict(Status.REJECTED, f"trust: {where}: launches on a CUDA stream the original does not use")
+        raise Refusal(Status.REJECTED, f"trust: {where}: launches on a CUDA stream the original does not use")
 
 
 def _check_stale(judge: JudgeCore, history: CallHistory, h: str, tree: Any, where: str, kept: bool) -> None:
@@ -432,7 +432,7 @@ def _check_stale(judge: JudgeCore, history: CallHistory, h: str, tree: Any, wher
         return
     changed = history.changed(h, previous)
     if changed and not judge.ref.stale:
-        raise Verdict(Status.REJECTED, f"trust: {where}: a result returned by an earlier call changed when the "
+        raise Refusal(Status.REJECTED, f"trust: {where}: a result returned by an earlier call changed when the "
                                        f"wrapper was called again ({changed}: a shared output buffer)")
     history.record(h, tree.get("returned"))
 
@@ -442,7 +442,7 @@ def _check_neutral(judge: JudgeCore, h: str, meta: dict[str, Any], tree: Any) ->
         return  # the harness notices that nothing was computed: the launches matter
     ref = judge.ref
     if ref.neutral_raised.get(h):
-        raise Verdict(Status.REJECTED, f"trust: {h}: with its Triton launches neutralised the variant still passes "
+        raise Refusal(Status.REJECTED, f"trust: {h}: with its Triton launches neutralised the variant still passes "
                                        "the harness's own checks, which fail for the original: Triton does not "
                                        "produce the result")
     task = judge.require_task()
@@ -450,7 +450,7 @@ def _check_neutral(judge: JudgeCore, h: str, meta: dict[str, Any], tree: Any) ->
         tree.pop("previous", None)
     reason = checks.unproduced(ref.outputs[(h, task.seeds[0])], ref.masks.get(h, {}), tree)
     if reason:
-        raise Verdict(Status.REJECTED, f"trust: {h}: {reason}")
+        raise Refusal(Status.REJECTED, f"trust: {h}: {reason}")
 
 
 def _check_precision(judge: JudgeCore, h: str, seed: int, tree: Any) -> None:
@@ -466,7 +466,7 @@ def _check_precision(judge: JudgeCore, h: str, seed: int, tree: Any) -> None:
             reason = checks.precision_reason(f"{key}[{j}]", outs[j].dtype, ref.high_error[(h, key, j)],
                                              checks.error_against(value, outs[j]))
             if reason:
-                raise Verdict(Status.MISMATCH, f"precision: {h}, seed {seed}: {reason}")
+                raise Refusal(Status.MISMATCH, f"precision: {h}, seed {seed}: {reason}")
 
 
 def _error_verdict(meta: dict[str, Any]) -> tuple[Status, str]:

@@ -11,6 +11,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
 from kernelband.model import Result
+from kernelband.verdict import is_improvement
 
 from . import display as D
 from . import edits as E
@@ -36,10 +37,13 @@ class VariantsMixin(ServiceState):
     """A part of KernelBandService (service_state.py declares the state it uses)."""
 
     def _reportable(self, fv: FoundVariant) -> bool:
-        """A speedup worth offering: measured on a GPU (never an interpreter's timing)."""
-        sp = S.num(fv.result.speedup)
-        return (fv.result.status == "improved" and bool(fv.source) and sp is not None
-                and sp >= self.settings.min_speedup and not is_interpreted(fv.result))
+        """A speedup worth offering: the engine's own rule (``Result.applicable``: GPU
+        times, the CI's lower bound above the session's floor), held to this editor's
+        floor too when it is set higher (verdict.is_improvement, the same rule)."""
+        ci = fv.result.speedup_ci
+        low = ci[0] if ci else fv.result.speedup  # a Result written without its CI: the point
+        return (fv.result.applicable and bool(fv.source) and not is_interpreted(fv.result)
+                and is_improvement(S.num(low), self.settings.min_speedup))
 
     def variant_of(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
         """The found variant of a kernel: this session's, else a stored Result that started

@@ -349,7 +349,8 @@ emit("result", result=Result(
      original_hash=hashlib.sha256(src.encode()).hexdigest(), baseline_ms=2.0, best_ms=1.4, speedup=1.43,
      speedup_ci=[1.3, 1.5], evaluations=a.budget, interpreted=INTERP, clock="cpu-interpreter" if INTERP else "cuda-events",
      gpu=None if INTERP else "FAKE GPU", paired_rounds=5, strategy_path=["tiling"], diff="", best_source=best,
-     best_variant_id="v4", seconds=1.0, tokens=0, cost_usd=0.0, message="1.43x", warnings=[]).to_dict())
+     best_variant_id="v4", seconds=1.0, tokens=0, cost_usd=0.0, message="1.43x", warnings=[],
+     applicable=best != src and not INTERP).to_dict())
 worker.kill()
 '''
 
