@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.realworld import MODULES as REALWORLD  # noqa: E402
 from benchmarks.suite import SUITE  # noqa: E402
 
-PARALLEL_KERNEL = ("suite", "matmul_fp16")
+PARALLEL_KERNEL = "matmul_fp16"  # the default of --parallel-kernel
 
 
 def _commit() -> str:
@@ -304,8 +304,8 @@ def part_timeline(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def part_parallel(args: argparse.Namespace) -> dict[str, Any]:
-    group, name = PARALLEL_KERNEL
-    entry = next(k for k in kernels([name]) if k[0] == group)
+    name = args.parallel_kernel
+    entry = next(k for k in kernels([name]))
     _, _, path, kernel = entry
     solo = [run_session(path, kernel, args.parallel_budget, args.cap * 2) for _ in range(2)]
     box: list[dict[str, Any]] = []
@@ -411,6 +411,7 @@ def main() -> int:
     ap.add_argument("--cap", type=float, default=120.0, help="wall cap per session, seconds")
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--parallel-budget", type=int, default=8)
+    ap.add_argument("--parallel-kernel", default=PARALLEL_KERNEL, help="the kernel of the three-sessions part")
     ap.add_argument("--skip-sessions", action="store_true")
     ap.add_argument("--skip-timeline", action="store_true")
     ap.add_argument("--skip-parallel", action="store_true")
