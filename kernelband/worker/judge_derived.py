@@ -117,7 +117,7 @@ def absorb_original(judge: Any, calls: list[dict[str, Any]], frames: dict[tuple[
                 why = "the original writes outside its tensors at these sizes"
             elif not compare_outputs(out_a, out_b).ok:
                 why = "the original's result depends on memory beyond its tensors at these sizes"
-            elif call.get("flavour") == "alias" and not _alias_safe(out_a, frames.get(("a", int(call["twin"])))
+            elif call.get("flavour") == "alias" and not _alias_safe(call, out_a, frames.get(("a", int(call["twin"])))
                                                                     if isinstance(call.get("twin"), int) else None, calls):
                 why = "the original gives another result when told to write over its input"
             else:
@@ -128,16 +128,33 @@ def absorb_original(judge: Any, calls: list[dict[str, Any]], frames: dict[tuple[
     return dropped
 
 
-def _alias_safe(aliased: Any, twin: Optional[Frame], calls: list[dict[str, Any]]) -> bool:
+def _alias_safe(call: dict[str, Any], aliased: Any, twin: Optional[Frame], calls: list[dict[str, Any]]) -> bool:
     """The original's result with its output written over its input equals its result
-    without (the twin call: same inputs, a fresh output)."""
+    without (the twin call: same inputs, a fresh output): what it returns, or where it
+    returns nothing, the output buffer (the twin's) and the input written over."""
     if twin is None or twin.meta.get("error"):
         return False
     index = int(twin.meta.get("index", -1))
-    twin_out, _, bad = observed(twin, calls[index]) if 0 <= index < len(calls) else (None, [], "no twin")
-    if bad or not isinstance(twin_out, dict) or not isinstance(aliased, dict):
+    twin_call = calls[index] if 0 <= index < len(calls) else None
+    twin_out, _, bad = observed(twin, twin_call) if twin_call is not None else (None, [], "no twin")
+    if bad or twin_call is None or not isinstance(twin_out, dict) or not isinstance(aliased, dict):
         return False
+    name = call.get("alias_arg")
+    if twin_out.get("returned") is None and aliased.get("returned") is None and name in twin_call["kwargs"]:
+        written = _arg_view(twin_call, twin_out, twin_call["kwargs"][name])
+        over = _arg_view(call, aliased, call["kwargs"].get(name))
+        return written is not None and over is not None and compare_outputs(written, over).ok
     return compare_outputs(twin_out.get("returned"), aliased.get("returned")).ok
+
+
+def _arg_view(call: dict[str, Any], outputs: dict[str, Any], spec: Any) -> Any:
+    """The view of the tensor argument ``spec`` among a derived call's outputs (None: none)."""
+    ids = [t["id"] for t in derived.distinct_tensors(call)]
+    views = outputs.get("args") or []
+    if not isinstance(spec, dict) or spec.get("t") != "tensor" or spec.get("id") not in ids:
+        return None
+    where = ids.index(spec["id"])
+    return views[where] if where < len(views) else None
 
 
 def candidate_steps(judge: Any) -> list[dict[str, Any]]:
