@@ -106,7 +106,10 @@ _RAGGED = (1, 3, 7, 17, 31, 97, 129, 257, 1000, 1001)  # no multiple of a tile o
 # multiples of 16 not of 32, of 32 not of 64, of 64 not of 128: block-aligned at first sight only
 _ALIGNED = (16, 48, 80, 112, 144, 240, 96, 160, 224, 320, 448)
 REDUCED_DTYPES = ("float16", "bfloat16")  # where accumulating in the input's dtype loses the result
-LONG_ROW = (1 << 16) + 3  # a long row, past 2**16 where it fits: 16-bit indices and fp16 sums break
+GROWN = (1 << 16) + 3  # a grown dimension, past 2**16 where it fits: 16-bit indices break
+# a long row: its values sum to about 0, so an accumulation in 16 bits shows long before
+# 2**16 elements, and several rows make the precision of a result a statistic
+LONG_ROW = (1 << 14) + 3
 WIDE_INDEX = 1 << 15  # integer arguments of grown calls include values past int16's range
 
 
@@ -122,10 +125,13 @@ def derive(calls: list[dict[str, Any]], seed: int, per_call: int = len(FLAVOURS)
     - strided: rows padded (a slice of a wider tensor), values with a large mean;
     - special: +-0, +-inf, large magnitudes, an all -inf row and a constant row;
     - grow: the largest dimension grown past 2**16 (larger vocabularies: integer arguments
-      then include values past 2**15 and 2**16), another float dtype;
-    - long: the last dimension of the floating inputs grown as long as fits (past 2**16),
-      in a reduced-precision dtype, rows of large values centred on zero: a sum
-      accumulated in 16 bits loses it (and a sum of squares overflows fp16's range);
+      then include values past 2**15 and 2**16), another float dtype, small integral
+      values (a sum of them is exact in any order: this call is about sizes and indices,
+      the long one about rounding);
+    - long: the last dimension of the floating inputs grown (past 2**14 where it fits), a
+      few rows, in a reduced-precision dtype, of large values centred on zero: a sum
+      accumulated in 16 bits loses it (and a sum of squares overflows fp16's range); and
+      its float32 twin (``high``: the same values), the precision reference;
     - transposed: tensors of two or more dimensions column-major (1-D: every other element);
     - rank: the first dimension split in two (a 3-D input for a 2-D one);
     - repeat: the call made many times in a row, its inputs partly changed each time; the
@@ -150,13 +156,35 @@ def derive(calls: list[dict[str, Any]], seed: int, per_call: int = len(FLAVOURS)
             flavour = _flavour_for(FLAVOURS[k % len(FLAVOURS)], tensors)
             if flavour is None:
                 continue
-            out.append(_derive_one(call, flavour, tensors, rng, max_bytes, dtypes, turn=grown, interpreted=interpreted))
+            # a long call's float32 twin (twice its bytes) stays within the budget too
+            budget = max_bytes // 2 if flavour == "long" else max_bytes
+            out.append(_derive_one(call, flavour, tensors, rng, budget, dtypes, turn=grown, interpreted=interpreted))
             grown += flavour in ("grow", "long")
+            if flavour == "long" and any(_reduced(a) for a in _tensor_specs(out[-1])):
+                out.append(_precise_twin(out[-1]))
         out += _optional_calls(call, (optional or {}).get(call["fn"], []), tensors, rng, max_bytes, dtypes)
     for i, c in enumerate(out):
-        if c["flavour"] == "alias":
+        if c["flavour"] in ("alias", "high"):
             c["twin"] = i - 1
     return out
+
+
+def _reduced(arg: dict[str, Any]) -> bool:
+    return arg["t"] == "tensor" and bool(arg.get("floating")) and arg["dtype"] in REDUCED_DTYPES
+
+
+def _precise_twin(call: dict[str, Any]) -> dict[str, Any]:
+    """A long call again, its reduced-precision tensors in float32 holding the same values
+    (rounded to the reduced dtype): the original's result there is the long call's
+    higher-precision reference. An original that
+    itself accumulates in 16 bits is not an oracle to the last bit on long rows: a
+    candidate there only has to be as precise as it (``judge_derived``), as on the
+    harness's own inputs."""
+    def precise(arg: dict[str, Any]) -> dict[str, Any]:
+        return dict(arg, dtype="float32", round_to=arg["dtype"]) if _reduced(arg) else arg
+
+    return dict(call, flavour="high", args=[precise(a) for a in call["args"]],
+                kwargs={k: precise(v) for k, v in call["kwargs"].items()})
 
 
 def _flavour_for(flavour: str, tensors: list[dict[str, Any]]) -> Optional[str]:
@@ -275,9 +303,9 @@ def _mapping(flavour: str, tensors: list[dict[str, Any]], dims: list[int], rng: 
     if flavour == "long":  # the rows of the floating inputs (their last dimension)
         grown = next((t["shape"][-1] for t in tensors if t.get("floating") and t["shape"] and t["shape"][-1] > 1),
                      grown)
-    small = (3, 7, 17, 33) if flavour == "grow" else (1, 2, 3)
+    small, least = ((3, 7, 17, 33), GROWN) if flavour == "grow" else ((4, 8), LONG_ROW)
     mapping = {d: min(d, rng.choice(small)) for d in dims}
-    mapping[grown] = max(grown * rng.choice((4, 8)), LONG_ROW) + rng.choice((0, 1, 3))
+    mapping[grown] = max(grown * rng.choice((4, 8)), least) + rng.choice((0, 1, 3))
     if flavour == "long" and interpreted and any(grown in t["shape"][:-1] for t in tensors):
         mapping[grown] = 2 * grown + rng.choice((0, 1, 3))
     return mapping, grown
@@ -365,7 +393,8 @@ def _map_tensor(arg: dict[str, Any], mapping: dict[int, int], derived: dict[str,
     if flavour == "transposed" and len(shape) >= 2:
         new["layout"] = "transposed"
     if arg.get("floating"):
-        values = {"special": "special", "strided": "offset", "sizes": "scaled", "long": "centred"}.get(flavour)
+        values = {"special": "special", "strided": "offset", "sizes": "scaled", "long": "centred",
+                  "grow": "integral"}.get(flavour)
         if values:
             new["values"] = values
         if other_dtype and other_dtype != arg["dtype"]:
@@ -419,6 +448,8 @@ def _values(spec: dict[str, Any], dtype: Any, device: str, seed: int, scale: flo
             # result small, so an accumulation in 16 bits shows, and squares overflow fp16
             x = x * scale
             x = x - x.mean(dim=-1, keepdim=True)
+        if spec.get("values") == "integral":  # -6..6: sums exact in any order, up to 2**11 in fp16
+            x = torch.round(x * 2.0)
         if spec.get("values") == "offset":  # a large mean, a small spread (one-pass variance fails here)
             x = x * 0.01 + 300.0
         if spec.get("values") == "special" and x.numel() > 0:
@@ -430,6 +461,8 @@ def _values(spec: dict[str, Any], dtype: Any, device: str, seed: int, scale: flo
             if x.dim() >= 2 and x.shape[0] >= 2:
                 x[0] = float("-inf")  # a fully masked row
                 x[1] = 2.5  # a constant row
+        if spec.get("round_to"):  # the values a reduced-precision twin holds, in a wider dtype
+            x = x.to(getattr(torch, spec["round_to"]))
         return x.to(dtype)
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=g, device=device).to(torch.bool)
