@@ -227,8 +227,8 @@ def _output_calls(call: dict[str, Any], missing: list[tuple[str, str]], tensors:
     if absent and isinstance(ret, dict) and ret.get("t") == "tensor":
         name, target = absent[0], ret
         ident = max((t["id"] for t in tensors), default=-1) + 1
-        strided = _derive_one(call, "sizes", tensors, rng, max_bytes, dtypes)
-        strided.update(flavour="out_strided")
+        # sizes of 2 or more: a single row cannot show its output's stride ignored
+        strided = _derive_one(call, "out_strided", tensors, rng, max_bytes, dtypes)
         strided["kwargs"][name] = dict(ret, id=ident, layout="spread", pad=[rng.randrange(16, 257)] * 2,
                                        shape=[int(strided["sizes"].get(str(d), d)) for d in ret["shape"]])
         out.append(strided)
