@@ -316,6 +316,14 @@ def test_every_draw_holds_indices_past_int16():
         assert int(values.max()) < table["shape"][0]
 
 
+def test_every_draw_splits_the_rows_into_two_dimensions_of_two_or_more():
+    """A 3-D input for a 2-D one: x.shape[0] is then not the number of rows."""
+    for draw in _draws(ROWS_OUT):
+        (rank,) = _of(draw, "rank")
+        x = rank["args"][0]["shape"]
+        assert len(x) == 3 and min(x[:2]) >= 2 and rank["kwargs"]["out"]["shape"][:2] == x[:2]
+
+
 def test_every_draw_writes_the_output_over_an_input():
     """An out= buffer the harness passes (or an optional one it never passes): one call
     writes it over an input of its shape, judged against its twin (a fresh buffer)."""

@@ -386,7 +386,7 @@ def _map_tensor(arg: dict[str, Any], mapping: dict[int, int], derived: dict[str,
     shape = [mapping.get(d, d) for d in arg["shape"]]
     if flavour == "rank" and len(shape) >= 2:
         split = derived["split"]
-        shape = [split, max(1, shape[0] // split), *shape[1:]]
+        shape = [split, max(2, shape[0] // split), *shape[1:]]  # 2 or more: x.shape[0] is not the row count
     new = dict(arg, shape=shape, pad=[rng.choice((0, rng.randrange(16, 257))), rng.randrange(16, 257)])
     if flavour == "strided" and len(shape) >= 2:
         new["layout"] = "strided"
