@@ -155,10 +155,11 @@ def test_derived_calls_are_reproducible_and_within_their_budget():
     a, b = derived.derive(RECORDED, 11), derived.derive(RECORDED, 11)
     assert a == b and derived.derive(RECORDED, 12) != a
     for call in a:
-        if call["flavour"] != "grow":  # only "grow" goes past the harness's sizes
+        if call["flavour"] not in ("grow", "long", "high"):  # only these go past the harness's sizes
             assert call["args"][0]["shape"][0] <= 4096
         assert call["args"][2]["v"] == call["args"][0]["shape"][0]  # n follows the size it equals
-    assert {c["flavour"] for c in a} == set(derived.FLAVOURS) - {"rank"} | {"sizes"}  # 1-D: no rank to split
+    # 1-D: no rank to split; a long fp16 call has a float32 twin
+    assert {c["flavour"] for c in a} == set(derived.FLAVOURS) - {"rank"} | {"sizes", "high"}
     small = derived.derive(RECORDED, 11, max_bytes=4 << 10)
     assert all(c["args"][0]["shape"][0] * 4 <= 4 << 10 for c in small)
 
@@ -244,3 +245,191 @@ def test_dropping_a_call_renumbers_the_aliased_calls_twins():
     assert [c["flavour"] for c in after] == ["alias_twin", "alias", "grow"] and after[1]["twin"] == 0
     assert [c["flavour"] for c in calls_without(calls, 1)] == ["sizes", "grow"]
     assert calls_without(calls, 3) == calls[:3] and calls[2]["twin"] == 1
+
+
+# --------------------------------------------------------------------------- every class, every draw
+def _tensor(shape: list[int], dtype: str, ident: int) -> dict:
+    return {"t": "tensor", "shape": shape, "dtype": dtype, "device": "cpu", "contiguous": True, "id": ident,
+            "floating": dtype.startswith("float")}
+
+
+ROWS_OUT = {"fn": "rmsnorm", "args": [_tensor([32, 256], "float32", 0), _tensor([256], "float32", 1)],
+            "kwargs": {"out": _tensor([32, 256], "float32", 2)}}  # an out= buffer the harness passes
+MATMUL = {"fn": "matmul", "args": [_tensor([64, 96], "float16", 0), _tensor([96, 80], "float16", 1)], "kwargs": {}}
+LOOKUP = {"fn": "embedding", "args": [_tensor([256], "int64", 0), _tensor([4000, 128], "float32", 1)],
+          "kwargs": {}}
+SEEDS = range(40)
+
+
+def _draws(call: dict, interpreted: bool = True) -> list[list[dict]]:
+    from kernelband.worker.judge_derived import calls_to_derive
+
+    return [calls_to_derive([call], seed, interpreted) for seed in SEEDS]
+
+
+def _of(calls: list[dict], flavour: str) -> list[dict]:
+    return [c for c in calls if c["flavour"] == flavour]
+
+
+def _sizes(call: dict) -> list[int]:
+    return [d for a in derived.distinct_tensors(call) for d in a["shape"]]
+
+
+def test_every_draw_holds_a_ragged_and_an_aligned_call():
+    """Block-size bugs: a size no tile of 16 or more divides, and every size a multiple of
+    16 but not of 32 (a K mask skipped when K % 16 == 0 with BLOCK_K = 32)."""
+    for draw in _draws(MATMUL):
+        (ragged,), (aligned,) = _of(draw, "sizes"), _of(draw, "aligned")
+        assert all(d % 16 for d in _sizes(ragged)), derived.describe_call(ragged)
+        assert all(d % 16 == 0 and d % 32 for d in _sizes(aligned)), derived.describe_call(aligned)
+        assert ragged["args"][0]["shape"][1] == ragged["args"][1]["shape"][0]  # K maps to one size
+
+
+def test_every_draw_holds_a_long_reduced_precision_row():
+    """Accumulating in 16 bits: rows past 2**14 of large values summing to about 0 (the
+    error is the partial sums', the tolerance the result's), in fp16 (bf16 has no oracle
+    under the interpreter) or the harness's own reduced dtype; within the interpreter's budget."""
+    from kernelband.worker.judge_derived import INTERPRETED_CALL_BYTES
+
+    for call, dtype in ((ROWS_OUT, "float16"), (MATMUL, "float16")):
+        for draw in _draws(call):
+            (long,) = _of(draw, "long")
+            floats = [a for a in derived.distinct_tensors(long) if a["floating"]]
+            assert all(a["dtype"] == dtype and a["values"] == "centred" for a in floats)
+            assert derived._call_bytes(derived.distinct_tensors(long), {}) <= INTERPRETED_CALL_BYTES
+            if call is ROWS_OUT:
+                assert long["args"][0]["shape"][-1] > 1 << 14, derived.describe_call(long)
+    on_gpu = {_of(d, "long")[0]["args"][0]["dtype"] for d in _draws(ROWS_OUT, interpreted=False)}
+    assert on_gpu == {"float16", "bfloat16"}
+    x = derived.place(_of(_draws(ROWS_OUT)[0], "long")[0]["args"][0], 5, "a", 8.0).view.double()
+    assert x.abs().sum(-1).min() > 1000 * x.sum(-1).abs().max()
+
+
+def test_every_draw_holds_indices_past_int16():
+    """A vocabulary grown past 2**16, its indices past 2**15 and 2**16 in every draw."""
+    for draw in _draws(LOOKUP):
+        (grow,) = _of(draw, "grow")
+        ids, table = grow["args"]
+        assert table["shape"][0] > 1 << 16 and ids.get("wide")
+        values = derived.place(ids, grow["seed"], "a").view
+        assert int(values.max()) >= 1 << 16 and int(((values >= 1 << 15) & (values < table["shape"][0])).sum()) >= 1
+        assert int(values.max()) < table["shape"][0]
+
+
+def test_every_draw_splits_the_rows_into_two_dimensions_of_two_or_more():
+    """A 3-D input for a 2-D one: x.shape[0] is then not the number of rows."""
+    for draw in _draws(ROWS_OUT):
+        (rank,) = _of(draw, "rank")
+        x = rank["args"][0]["shape"]
+        assert len(x) == 3 and min(x[:2]) >= 2 and rank["kwargs"]["out"]["shape"][:2] == x[:2]
+
+
+def test_every_draw_writes_the_output_over_an_input():
+    """An out= buffer the harness passes (or an optional one it never passes): one call
+    writes it over an input of its shape, judged against its twin (a fresh buffer)."""
+    for draw in _draws(ROWS_OUT):
+        (alias,) = _of(draw, "alias")
+        twin = draw[alias["twin"]]
+        assert twin["flavour"] == "alias_twin" and alias["kwargs"]["out"]["id"] == alias["args"][0]["id"]
+        assert twin["kwargs"]["out"]["id"] != twin["args"][0]["id"] and twin["sizes"] == alias["sizes"]
+        assert min(_sizes(twin)) >= 2  # a single column hides an in-place hazard
+
+
+# A row sum in tiles of 32 columns: the harness's 64 columns are two whole tiles
+ROWSUM = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+    @triton.jit
+    def rowsum_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        acc = tl.zeros((BLOCK,), dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
+            acc += x.to(tl.float32)
+        tl.store(out_ptr + row, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty))
+
+
+    def rowsum(x):
+        out = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
+        rowsum_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=32)
+        return out
+
+
+    def harness_rowsum():
+        return rowsum(torch.randn(8, 64, device=DEVICE))
+''')
+
+
+@pytest.fixture(scope="module")
+def rowsum_ev(tmp_path_factory):
+    ev = _evaluator(tmp_path_factory.mktemp("derived"), "rowsum", ROWSUM, "rowsum_kernel", "harness_rowsum")
+    yield ev
+    ev.close()
+
+
+def test_a_variant_right_only_on_the_harness_sizes_fails_in_every_session(rowsum_ev):
+    """Abuse: the harness's column count written into the wrapper. Every draw has sizes
+    other than 64 (ragged and aligned ones), so no session lets it through."""
+    ev = rowsum_ev.evaluate(_variant(ROWSUM, "x.shape[1], x.stride(0)", "64, x.stride(0)"), time_it=False)
+    assert ev.status in (Status.MISMATCH, Status.CRASHED) and "beyond the harness" in ev.message, ev.message
+
+
+def test_a_mask_skipped_when_the_size_looks_whole_fails_in_every_session(rowsum_ev):
+    """n_cols % 16 == 0 taken for a whole number of tiles of 32: right at 64, wrong at 48."""
+    load = "        x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)\n"
+    v = _variant(ROWSUM, load, "        if n_cols % 16 == 0:  # a whole number of tiles\n"
+                               "            x = tl.load(x_ptr + row * stride + cols)\n"
+                               "        else:\n    " + load)
+    ev = rowsum_ev.evaluate(v, time_it=False)
+    assert ev.status in (Status.MISMATCH, Status.CRASHED) and "beyond the harness" in ev.message, ev.message
+
+
+def test_accumulating_in_fp16_fails_in_every_session(rowsum_ev):
+    """Right for the harness's fp32; a long fp16 row of large values summing to about 0
+    shows the partial sums rounded to 11 bits."""
+    v = _variant(ROWSUM, "acc += x.to(tl.float32)", "acc += x.to(x_ptr.dtype.element_ty)")
+    v = Variant(v.source.replace("acc = tl.zeros((BLOCK,), dtype=tl.float32)",
+                                 "acc = tl.zeros((BLOCK,), dtype=x_ptr.dtype.element_ty)"))
+    ev = rowsum_ev.evaluate(v, time_it=False)
+    assert ev.status == Status.MISMATCH and "beyond the harness" in ev.message, ev.message
+
+
+def test_a_correct_rowsum_rewrite_passes(rowsum_ev):
+    ev = rowsum_ev.evaluate(Variant(ROWSUM.replace("BLOCK=32)", "BLOCK=64)")), time_it=False)
+    assert ev.ok, ev.message
+
+
+def test_every_long_call_has_a_float32_twin_of_the_same_values():
+    for draw in _draws(ROWS_OUT):
+        (long,), highs = _of(draw, "long"), _of(draw, "high")
+        (high,) = [h for h in highs if draw[h["twin"]] is long]
+        assert draw[high["twin"]] is long and high["sizes"] == long["sizes"] and high["seed"] == long["seed"]
+        a = derived.place(long["args"][0], 1, "a", 4.0).view
+        b = derived.place(high["args"][0], 1, "a", 4.0).view
+        assert a.dtype != b.dtype and bool((a.float() == b).all())
+
+
+@pytest.fixture(scope="module")
+def rowsum16_ev(tmp_path_factory):
+    """An original that itself accumulates in its input's dtype: on a long fp16 row it is
+    no oracle to the last bit."""
+    source = ROWSUM.replace("acc = tl.zeros((BLOCK,), dtype=tl.float32)",
+                            "acc = tl.zeros((BLOCK,), dtype=x_ptr.dtype.element_ty)")
+    source = source.replace("acc += x.to(tl.float32)", "acc += x")
+    ev = _evaluator(tmp_path_factory.mktemp("derived"), "rowsum16", source, "rowsum_kernel", "harness_rowsum")
+    yield ev, source
+    ev.close()
+
+
+def test_reordering_an_original_that_accumulates_in_fp16_passes(rowsum16_ev):
+    """Another tile width sums in another order: on the long fp16 row both results are off
+    the float32 twin's by about as much, so the candidate is as precise as the original."""
+    ev, source = rowsum16_ev
+    got = ev.evaluate(Variant(source.replace("BLOCK=32)", "BLOCK=64)")), time_it=False)
+    assert got.ok, got.message

@@ -43,9 +43,10 @@ CANARY = ("KERNELBAND_R3_CANARY_SECRET", "canary-not-a-real-secret")
 # The cases the landed defences do not close yet (measured; tests/redteam/round3/README.md
 # says why): every other case is asserted.
 STILL_OPEN = {
-    "wrong/rowsum_any/fp16_accumulation": "inputs",  # the derived fp16 rows are not always long enough to show it
-    "wrong/rmsnorm/no_fp32_statistics": "inputs",  # bf16 only: the interpreter has no bfloat16 oracle
-    "timing/rope_inplace/helper_flags_skip_replays": "timing",  # timed honestly (inputs restored), not refused
+    # timed honestly: each timed replay starts from the restored state (its flags cleared), so
+    # its time is the real work's; refusing it needs a rule against a launch that reads what a
+    # later launch of the same call writes
+    "timing/rope_inplace/helper_flags_skip_replays": "timing",
 }
 
 
@@ -167,9 +168,11 @@ def test_wrong_variant_is_rejected_with_the_screen_skipped(evaluators: Evaluator
     assert not got.ok, f"{case.spec.why} -- judged correct with the screen skipped: {got.message}"
 
 
-# Measured over sessions: 22 to 24 of the 26 caught (tests/redteam/round3/README.md); the
-# floor leaves one for a session whose draw of derived calls is unluckier still.
-CAUGHT_FLOOR = 21
+# Every session's draw holds a call of each class these cases need (kernelband/worker/derived.py,
+# FLAVOURS): measured 26, 26 and 26 of the 26 caught in three sessions on the final code
+# (tests/redteam/round3/README.md). The floor is the 95% target: it leaves one for a case
+# that a class catches only with some of the values drawn within it.
+CAUGHT_FLOOR = 25
 
 
 @pytest.mark.slow
@@ -179,7 +182,6 @@ def test_cpu_visible_wrong_variants_caught_at_least_the_measured_floor(wrong_out
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=f"needs {DEFENCES['inputs']}: 22-24 of 26 measured, the target is 25")
 def test_at_least_95_percent_of_cpu_visible_wrong_variants_rejected(wrong_outcomes: dict[str, Outcome]):
     passed = sorted(k for k, v in wrong_outcomes.items() if v.ok)
     assert len(passed) <= 0.05 * len(wrong_outcomes), passed

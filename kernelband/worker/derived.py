@@ -27,7 +27,6 @@ from typing import Any, Callable, Iterator, Optional
 MAX_CALLS_RECORDED = 2  # recorded calls per run (the first ones)
 PAD_ELEMENTS = 64  # canary elements before and after a tensor whose spec names none
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
-_SIZES = (1, 3, 7, 17, 31, 97, 129, 257, 1000, 1001)
 
 
 # --------------------------------------------------------------------------- recording
@@ -99,9 +98,19 @@ def _call_bytes(tensors: list[dict[str, Any]], mapping: dict[int, int]) -> int:
     return total
 
 
-FLAVOURS = ("sizes", "strided", "special", "grow", "transposed", "rank", "repeat")
-OUT_NAMES = ("out", "output", "dst", "result", "y_out", "o")  # an optional output buffer, by convention
-_ALIGNED = (16, 48, 80, 112, 144, 240)  # multiples of 16 that are not of 32: block-aligned only at first sight
+# Every session's draw holds one call of each flavour for each recorded call (where the
+# call has what the flavour needs); the seed draws only the sizes and values within it.
+FLAVOURS = ("sizes", "aligned", "strided", "special", "grow", "long", "transposed", "rank", "repeat")
+OUT_NAMES = ("out", "output", "dst", "result", "y_out", "o")  # an output buffer, by convention
+_RAGGED = (1, 3, 7, 17, 31, 97, 129, 257, 1000, 1001)  # no multiple of a tile of 16 or more
+# multiples of 16 not of 32, of 32 not of 64, of 64 not of 128: block-aligned at first sight only
+_ALIGNED = (16, 48, 80, 112, 144, 240, 96, 160, 224, 320, 448)
+REDUCED_DTYPES = ("float16", "bfloat16")  # where accumulating in the input's dtype loses the result
+GROWN = (1 << 16) + 3  # a grown dimension, past 2**16 where it fits: 16-bit indices break
+# a long row: its values sum to about 0, so an accumulation in 16 bits shows long before
+# 2**16 elements, and several rows make the precision of a result a statistic
+LONG_ROW = (1 << 14) + 3
+WIDE_INDEX = 1 << 15  # integer arguments of grown calls include values past int16's range
 
 
 def derive(calls: list[dict[str, Any]], seed: int, per_call: int = len(FLAVOURS), max_bytes: int = MAX_CALL_BYTES,
@@ -109,46 +118,89 @@ def derive(calls: list[dict[str, Any]], seed: int, per_call: int = len(FLAVOURS)
            ) -> list[dict[str, Any]]:
     """Derived calls of the recorded ones, one per flavour (plain data; the same seed gives
     the same calls):
-    - sizes: every dimension mapped to another size (odd, block-aligned or not), inputs
+    - sizes: every dimension mapped to a ragged size (odd, no multiple of 16), inputs
       scaled by a power of ten, float arguments too, fresh memory zero-filled;
+    - aligned: every dimension mapped to a multiple of 16 that is not one of 32 (a kernel
+      that drops a mask when a size "looks" whole: K % 16 == 0 with BLOCK_K = 32);
     - strided: rows padded (a slice of a wider tensor), values with a large mean;
     - special: +-0, +-inf, large magnitudes, an all -inf row and a constant row;
-    - grow: the largest dimension grown (longer rows, larger vocabularies), another float
-      dtype;
+    - grow: the largest dimension grown past 2**16 (larger vocabularies: integer arguments
+      then include values past 2**15 and 2**16), another float dtype, small integral
+      values (a sum of them is exact in any order: this call is about sizes and indices,
+      the long one about rounding);
+    - long: the last dimension of the floating inputs grown (past 2**14 where it fits), a
+      few rows, in a reduced-precision dtype, of large values centred on zero: a sum
+      accumulated in 16 bits loses it (and a sum of squares overflows fp16's range); and
+      its float32 twin (``high``: the same values), the precision reference;
     - transposed: tensors of two or more dimensions column-major (1-D: every other element);
     - rank: the first dimension split in two (a 3-D input for a 2-D one);
     - repeat: the call made many times in a row, its inputs partly changed each time; the
       first result (as it is after all of them) and the last one are compared;
-    and where the wrapper has optional parameters the harness never passes (``optional``:
-    function -> [(name, default's source)]): float ones changed (an ``eps``), an output
-    buffer passed strided, and that buffer being an input (aliasing), the last beside its
-    twin without aliasing (the original must give the same: else it is not checked).
-    A call's tensors stay under ``max_bytes``."""
+    and where the wrapper has an output parameter (``optional``: function -> [(name,
+    default's source)]): float ones the harness never passes changed (an ``eps``), an
+    output buffer passed strided, and the output buffer being an input (aliasing, whether
+    the harness passes one or not), the last beside its twin without aliasing (the
+    original must give the same: else it is not checked). A call's tensors stay under
+    ``max_bytes``."""
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []
-    # the interpreter emulates bfloat16 (numpy has none): a result there is no oracle
+    # the interpreter stores bfloat16 as raw 16-bit integers (numpy has none): arithmetic
+    # on it there is not what a GPU computes, so a result there is no oracle
     dtypes = tuple(d for d in _FLOAT_DTYPES if not (interpreted and d == "bfloat16"))
-    grown = rng.randrange(len(dtypes) or 1)  # grown calls take the other dtypes in turn
+    grown = rng.randrange(len(dtypes) or 1)  # grown and long calls take the other dtypes in turn
     for call in calls[:MAX_CALLS_RECORDED]:
         tensors = _tensor_specs(call)
         if not tensors:
             continue
         for k in range(per_call):
-            flavour = FLAVOURS[k % len(FLAVOURS)]
-            if flavour == "rank" and not any(len(t["shape"]) >= 2 for t in tensors):
-                flavour = "sizes"
-            out.append(_derive_one(call, flavour, tensors, rng, max_bytes, dtypes, turn=grown))
-            grown += flavour == "grow"
+            flavour = _flavour_for(FLAVOURS[k % len(FLAVOURS)], tensors)
+            if flavour is None:
+                continue
+            # a long call's float32 twin (twice its bytes) stays within the budget too
+            budget = max_bytes // 2 if flavour == "long" else max_bytes
+            out.append(_derive_one(call, flavour, tensors, rng, budget, dtypes, turn=grown, interpreted=interpreted))
+            grown += flavour in ("grow", "long")
+            if flavour == "long" and any(_reduced(a) for a in _tensor_specs(out[-1])):
+                out.append(_precise_twin(out[-1]))
         out += _optional_calls(call, (optional or {}).get(call["fn"], []), tensors, rng, max_bytes, dtypes)
     for i, c in enumerate(out):
-        if c["flavour"] == "alias":
+        if c["flavour"] in ("alias", "high"):
             c["twin"] = i - 1
     return out
 
 
+def _reduced(arg: dict[str, Any]) -> bool:
+    return arg["t"] == "tensor" and bool(arg.get("floating")) and arg["dtype"] in REDUCED_DTYPES
+
+
+def _precise_twin(call: dict[str, Any]) -> dict[str, Any]:
+    """A long call again, its reduced-precision tensors in float32 holding the same values
+    (rounded to the reduced dtype): the original's result there is the long call's
+    higher-precision reference. An original that
+    itself accumulates in 16 bits is not an oracle to the last bit on long rows: a
+    candidate there only has to be as precise as it (``judge_derived``), as on the
+    harness's own inputs."""
+    def precise(arg: dict[str, Any]) -> dict[str, Any]:
+        return dict(arg, dtype="float32", round_to=arg["dtype"]) if _reduced(arg) else arg
+
+    return dict(call, flavour="high", args=[precise(a) for a in call["args"]],
+                kwargs={k: precise(v) for k, v in call["kwargs"].items()})
+
+
+def _flavour_for(flavour: str, tensors: list[dict[str, Any]]) -> Optional[str]:
+    """The flavour a call takes (None: none): a rank to split needs two dimensions, a long
+    row a floating tensor."""
+    if flavour == "rank" and not any(len(t["shape"]) >= 2 for t in tensors):
+        return "sizes"
+    if flavour == "long" and not any(t.get("floating") and t["shape"] for t in tensors):
+        return None
+    return flavour
+
+
 def _optional_calls(call: dict[str, Any], params: list[tuple[str, str]], tensors: list[dict[str, Any]],
                     rng: random.Random, max_bytes: int, dtypes: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Calls passing the wrapper's optional parameters that the recorded call left out."""
+    """Calls passing the wrapper's optional parameters that the recorded call left out, and
+    its output buffer written over an input."""
     given = set(call["kwargs"]) | {str(i) for i in range(len(call["args"]))}
     missing = [(n, d) for n, d in params if n not in given]
     out: list[dict[str, Any]] = []
@@ -161,22 +213,37 @@ def _optional_calls(call: dict[str, Any], params: list[tuple[str, str]], tensors
         for name, value in floats:
             c["kwargs"][name] = {"t": "value", "v": (value or 1e-6) * 10.0 ** rng.choice((2, 3))}
         out.append(c)
+    return out + _output_calls(call, missing, tensors, rng, max_bytes, dtypes)
+
+
+def _output_calls(call: dict[str, Any], missing: list[tuple[str, str]], tensors: list[dict[str, Any]],
+                  rng: random.Random, max_bytes: int, dtypes: tuple[str, ...]) -> list[dict[str, Any]]:
+    """An output buffer the harness never passes passed strided; the output buffer (passed
+    by the harness or not) being an input of the same shape and dtype, beside its twin."""
     ret = call.get("returns")
-    outs = [n for n, d in missing if n in OUT_NAMES and d.strip() == "None"]
-    if outs and isinstance(ret, dict) and ret.get("t") == "tensor":
-        name, ident = outs[0], max((t["id"] for t in tensors), default=-1) + 1
-        strided = _derive_one(call, "sizes", tensors, rng, max_bytes, dtypes)
-        strided.update(flavour="out_strided")
+    absent = [n for n, d in missing if n in OUT_NAMES and d.strip() == "None"]
+    present = [n for n, v in call["kwargs"].items() if n in OUT_NAMES and v["t"] == "tensor"]
+    out: list[dict[str, Any]] = []
+    if absent and isinstance(ret, dict) and ret.get("t") == "tensor":
+        name, target = absent[0], ret
+        ident = max((t["id"] for t in tensors), default=-1) + 1
+        # sizes of 2 or more: a single row cannot show its output's stride ignored
+        strided = _derive_one(call, "out_strided", tensors, rng, max_bytes, dtypes)
         strided["kwargs"][name] = dict(ret, id=ident, layout="spread", pad=[rng.randrange(16, 257)] * 2,
                                        shape=[int(strided["sizes"].get(str(d), d)) for d in ret["shape"]])
         out.append(strided)
-        same = [t for t in tensors if t["shape"] == ret["shape"] and t["dtype"] == ret["dtype"]]
-        if same:  # the wrapper may be told to write over its input: only where the original can
-            twin = _derive_one(call, "sizes", tensors, rng, max_bytes, dtypes)
-            twin["flavour"] = "alias_twin"
-            alias = dict(twin, flavour="alias")  # its twin: the call just before it (``derive`` numbers it)
-            alias["kwargs"] = dict(twin["kwargs"], **{name: dict(_find_arg(twin, same[0]["id"]))})
-            out += [twin, alias]
+    elif present:
+        name, target = present[0], call["kwargs"][present[0]]
+    else:
+        return out
+    same = [t for t in tensors if t is not target and t["shape"] == target["shape"] and t["dtype"] == target["dtype"]]
+    if same:  # the wrapper may be told to write over its input: only where the original can
+        # plain values of every size but 1: a call whose output differs little from its
+        # input, or a single column, hides an in-place hazard
+        twin = _derive_one(call, "alias_twin", tensors, rng, max_bytes, dtypes)
+        alias = dict(twin, flavour="alias", alias_arg=name)  # its twin: the call just before it (``derive``)
+        alias["kwargs"] = dict(twin["kwargs"], **{name: dict(_find_arg(twin, same[0]["id"]))})
+        out += [twin, alias]
     return out
 
 
@@ -193,72 +260,110 @@ def _float_literal(source: str) -> Optional[float]:
 
 
 def _derive_one(call: dict[str, Any], flavour: str, tensors: list[dict[str, Any]], rng: random.Random,
-                max_bytes: int, dtypes: tuple[str, ...], turn: int = 0) -> dict[str, Any]:
+                max_bytes: int, dtypes: tuple[str, ...], turn: int = 0, interpreted: bool = False) -> dict[str, Any]:
     dims = sorted({d for t in tensors for d in t["shape"] if d > 1})
-    at_least = 1 if flavour == "sizes" else 2  # a single row cannot show a row stride ignored
-    mapping = {d: _new_size(d, rng, at_least) for d in dims}
-    grown = None
-    if flavour == "grow" and dims:
-        grown = dims[-1]
-        mapping = {d: min(d, rng.choice((3, 7, 17, 33))) for d in dims}
-        # longer than 2**16 where it fits: index arithmetic in 16 bits breaks there
-        mapping[grown] = max(grown * rng.choice((4, 8)), (1 << 16) + 3) + rng.choice((0, 1, 3))
-    for _ in range(24):  # too large: the largest other dimensions drawn smaller first
-        if _call_bytes(tensors, mapping) <= max_bytes:
-            break
-        others = [d for d in mapping if d != grown and mapping[d] > at_least]
-        biggest = max(others or list(mapping), key=lambda d: mapping[d])
-        mapping[biggest] = max(at_least, mapping[biggest] // 2)
+    # a single row cannot show a row stride ignored; a long row needs no second one
+    at_least = 1 if flavour in ("sizes", "aligned", "long") else 2
+    mapping, grown = _mapping(flavour, tensors, dims, rng, interpreted)
+    _fit(tensors, mapping, grown, at_least, max_bytes, flavour)
     derived: dict[str, Any] = {"fn": call["fn"], "flavour": flavour, "seed": rng.randrange(1 << 30),
                                "sizes": {str(k): v for k, v in mapping.items()}}
     if flavour == "sizes":
         derived["scale"] = 10.0 ** rng.choice((-3, -1, 2))
         derived["fresh_fill"] = "zero"
+    if flavour == "long":
+        derived["scale"] = rng.choice((4.0, 8.0))  # large values: fp16 sums of squares overflow
     if flavour == "repeat":
         derived["repeats"] = rng.randrange(14, 25)
     if flavour == "rank":
         derived["split"] = rng.choice((2, 3))
-    first_float = next((t["dtype"] for t in tensors if t.get("floating")), None)
-    others = [d for d in dtypes if d != first_float]
-    other_dtype = others[turn % len(others)] if flavour == "grow" and others else None
-    index_high = max([mapping.get(d, d) for t in tensors if t.get("floating") for d in t["shape"]] or [1000])
+    other_dtype = _other_dtype(flavour, tensors, dtypes, turn)
+    # integers are often indices into a floating argument: below its largest size (a long
+    # row is no vocabulary: it is not indexed)
+    index_high = max([mapping.get(d, d) for t in tensors if t.get("floating") for d in t["shape"]
+                      if flavour != "long" or d != grown] or [1000])
     derived["args"] = [_map_arg(a, mapping, call, derived, rng, other_dtype, index_high) for a in call["args"]]
     derived["kwargs"] = {k: _map_arg(v, mapping, call, derived, rng, other_dtype, index_high)
                          for k, v in call["kwargs"].items()}
     return derived
 
 
+def _mapping(flavour: str, tensors: list[dict[str, Any]], dims: list[int], rng: random.Random,
+             interpreted: bool) -> tuple[dict[int, int], Optional[int]]:
+    """(each dimension's new size, the dimension grown or None) of a flavour's call. Under
+    the interpreter a long row that is also a column (a square matrix, a matmul's M = N
+    = K) grows only to twice its size: the work grows with its cube there."""
+    if flavour == "sizes":
+        return {d: _ragged(d, rng) for d in dims}, None
+    if flavour == "aligned":
+        return {d: _aligned(d, rng) for d in dims}, None
+    if flavour not in ("grow", "long") or not dims:
+        return {d: _new_size(d, rng, 2) for d in dims}, None
+    grown = dims[-1]
+    if flavour == "long":  # the rows of the floating inputs (their last dimension)
+        grown = next((t["shape"][-1] for t in tensors if t.get("floating") and t["shape"] and t["shape"][-1] > 1),
+                     grown)
+    small, least = ((3, 7, 17, 33), GROWN) if flavour == "grow" else ((4, 8), LONG_ROW)
+    mapping = {d: min(d, rng.choice(small)) for d in dims}
+    mapping[grown] = max(grown * rng.choice((4, 8)), least) + rng.choice((0, 1, 3))
+    if flavour == "long" and interpreted and any(grown in t["shape"][:-1] for t in tensors):
+        mapping[grown] = 2 * grown + rng.choice((0, 1, 3))
+    return mapping, grown
+
+
+def _fit(tensors: list[dict[str, Any]], mapping: dict[int, int], grown: Optional[int], at_least: int,
+         max_bytes: int, flavour: str) -> None:
+    """Too large: the largest other dimensions drawn smaller first (an aligned one to a
+    smaller aligned size), the grown one last."""
+    for _ in range(40):
+        if _call_bytes(tensors, mapping) <= max_bytes:
+            return
+        others = [d for d in mapping if d != grown and mapping[d] > at_least]
+        biggest = max(others or list(mapping), key=lambda d: mapping[d])
+        half = max(at_least if biggest != grown else 1, mapping[biggest] // 2)
+        if flavour == "aligned":
+            half = max([s for s in range(16, half + 1, 32)] or [half])
+        mapping[biggest] = half
+
+
+def _ragged(d: int, rng: random.Random) -> int:
+    """A size at most ``d`` that no tile of 16 or more divides (``d`` where none is smaller)."""
+    options = [s for s in (*_RAGGED, d - 1, d // 2 + 1) if 1 <= s < d and s % 16]
+    return rng.choice(options) if options else d
+
+
+def _aligned(d: int, rng: random.Random) -> int:
+    """A multiple of 16 that is not one of 32, at most ``d`` where one is (else ``d``)."""
+    options = list(range(16, min(d, 16 * 63) + 1, 32))
+    return rng.choice(options) if options else d
+
+
 def _new_size(d: int, rng: random.Random, at_least: int = 1) -> int:
     """Another size for a dimension of size ``d``: at most ``d`` (memory stays within the
-    harness's), odd, off a power of two, or a multiple of 16 that is not one of 32."""
-    options = [s for s in (*_SIZES, *_ALIGNED, d - 1, d // 2 + 1) if at_least <= s <= d and s != d] or [d]
+    harness's), odd, off a power of two, or block-aligned at first sight only."""
+    options = [s for s in (*_RAGGED, *_ALIGNED, d - 1, d // 2 + 1) if at_least <= s <= d and s != d] or [d]
     return rng.choice(options)
+
+
+def _other_dtype(flavour: str, tensors: list[dict[str, Any]], dtypes: tuple[str, ...], turn: int) -> Optional[str]:
+    """The float dtype a grown call (another one than the harness's) or a long one (a
+    reduced-precision one, the harness's if it is one) takes; None: the harness's."""
+    first_float = next((t["dtype"] for t in tensors if t.get("floating")), None)
+    if flavour == "long":
+        reduced = [d for d in dtypes if d in REDUCED_DTYPES]
+        if first_float in REDUCED_DTYPES or not reduced:
+            return None
+        return reduced[turn % len(reduced)]
+    others = [d for d in dtypes if d != first_float]
+    return others[turn % len(others)] if flavour == "grow" and others else None
 
 
 def _map_arg(arg: dict[str, Any], mapping: dict[int, int], call: dict[str, Any], derived: dict[str, Any],
              rng: random.Random, other_dtype: Optional[str], index_high: int) -> dict[str, Any]:
-    flavour = derived["flavour"]
     if arg["t"] == "tensor":
-        shape = [mapping.get(d, d) for d in arg["shape"]]
-        if flavour == "rank" and len(shape) >= 2:
-            split = derived["split"]
-            shape = [split, max(1, shape[0] // split), *shape[1:]]
-        new = dict(arg, shape=shape, pad=[rng.choice((0, rng.randrange(16, 257))), rng.randrange(16, 257)])
-        if flavour == "strided" and len(shape) >= 2:
-            new["layout"] = "strided"
-        if flavour == "transposed" and len(shape) >= 2:
-            new["layout"] = "transposed"
-        if arg.get("floating"):
-            values = {"special": "special", "strided": "offset", "sizes": "scaled"}.get(flavour)
-            if values:
-                new["values"] = values
-            if other_dtype and other_dtype != arg["dtype"]:
-                new["dtype"] = other_dtype
-        else:
-            new["index_high"] = index_high
-        return new
+        return _map_tensor(arg, mapping, derived, rng, other_dtype, index_high)
     value = arg.get("v")
-    if isinstance(value, float) and flavour == "sizes":
+    if isinstance(value, float) and derived["flavour"] == "sizes":
         return {"t": "value", "v": value * 10.0 ** rng.choice((-2, 2))}
     if isinstance(value, int) and not isinstance(value, bool) and value > 1:
         if value in mapping:  # a dimension passed on its own
@@ -273,6 +378,32 @@ def _map_arg(arg: dict[str, Any], mapping: dict[int, int], call: dict[str, Any],
                     mapped *= mapping.get(d, d)
                 return {"t": "value", "v": mapped}
     return arg
+
+
+def _map_tensor(arg: dict[str, Any], mapping: dict[int, int], derived: dict[str, Any], rng: random.Random,
+                other_dtype: Optional[str], index_high: int) -> dict[str, Any]:
+    flavour = derived["flavour"]
+    shape = [mapping.get(d, d) for d in arg["shape"]]
+    if flavour == "rank" and len(shape) >= 2:
+        split = derived["split"]
+        shape = [split, max(2, shape[0] // split), *shape[1:]]  # 2 or more: x.shape[0] is not the row count
+    new = dict(arg, shape=shape, pad=[rng.choice((0, rng.randrange(16, 257))), rng.randrange(16, 257)])
+    if flavour == "strided" and len(shape) >= 2:
+        new["layout"] = "strided"
+    if flavour == "transposed" and len(shape) >= 2:
+        new["layout"] = "transposed"
+    if arg.get("floating"):
+        values = {"special": "special", "strided": "offset", "sizes": "scaled", "long": "centred",
+                  "grow": "integral"}.get(flavour)
+        if values:
+            new["values"] = values
+        if other_dtype and other_dtype != arg["dtype"]:
+            new["dtype"] = other_dtype
+    else:
+        new["index_high"] = index_high
+        if flavour == "grow":
+            new["wide"] = True
+    return new
 
 
 # --------------------------------------------------------------------------- running
@@ -312,6 +443,13 @@ def _values(spec: dict[str, Any], dtype: Any, device: str, seed: int, scale: flo
         x = torch.randn(shape, generator=g, device=device, dtype=torch.float32)
         if spec.get("values") == "scaled":
             x = x * scale
+        if spec.get("values") == "centred" and x.dim() >= 1 and x.numel() > 0:
+            # large values whose rows sum to about zero: the partial sums are large, the
+            # result small, so an accumulation in 16 bits shows, and squares overflow fp16
+            x = x * scale
+            x = x - x.mean(dim=-1, keepdim=True)
+        if spec.get("values") == "integral":  # -6..6: sums exact in any order, up to 2**11 in fp16
+            x = torch.round(x * 2.0)
         if spec.get("values") == "offset":  # a large mean, a small spread (one-pass variance fails here)
             x = x * 0.01 + 300.0
         if spec.get("values") == "special" and x.numel() > 0:
@@ -323,6 +461,8 @@ def _values(spec: dict[str, Any], dtype: Any, device: str, seed: int, scale: flo
             if x.dim() >= 2 and x.shape[0] >= 2:
                 x[0] = float("-inf")  # a fully masked row
                 x[1] = 2.5  # a constant row
+        if spec.get("round_to"):  # the values a reduced-precision twin holds, in a wider dtype
+            x = x.to(getattr(torch, spec["round_to"]))
         return x.to(dtype)
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=g, device=device).to(torch.bool)
@@ -330,7 +470,15 @@ def _values(spec: dict[str, Any], dtype: Any, device: str, seed: int, scale: flo
     high = 100 if dtype in (torch.int8, torch.uint8) else max(int(spec.get("index_high") or 1000), 2)
     if dtype in (torch.int16,):
         high = min(high, 1 << 15)
-    return torch.randint(0, high, shape, generator=g, device=device, dtype=torch.int64).to(dtype)
+    ids = torch.randint(0, high, shape, generator=g, device=device, dtype=torch.int64)
+    if spec.get("wide") and high > WIDE_INDEX + 1 and ids.numel():
+        # past int16's range every few elements, and the largest index (past 2**16 where it is)
+        flat = ids.view(-1)
+        picks = flat[::max(flat.numel() // 4, 1)]
+        flat[::max(flat.numel() // 4, 1)] = torch.randint(WIDE_INDEX, high, (picks.numel(),), generator=g,
+                                                          device=device, dtype=torch.int64)
+        flat[0] = high - 1
+    return ids.to(dtype)
 
 
 def pads(spec: dict[str, Any]) -> tuple[int, int]:
@@ -473,7 +621,8 @@ def describe_call(call: dict[str, Any]) -> str:
             return repr(arg.get("v"))
         extra = {"strided": " rows padded", "spread": " every dimension strided",
                  "transposed": " column-major"}.get(arg.get("layout") or "", "")
-        extra += {"special": " special values", "offset": " large mean", "scaled": " scaled"}.get(arg.get("values") or "", "")
+        extra += {"special": " special values", "offset": " large mean", "scaled": " scaled",
+                  "centred": " large rows summing to about 0"}.get(arg.get("values") or "", "")
         return f"{'x'.join(map(str, arg['shape'])) or 'scalar'} {arg['dtype']}{extra}"
 
     parts = [one(a) for a in call["args"]] + [f"{k}={one(v)}" for k, v in call["kwargs"].items()]
