@@ -433,3 +433,42 @@ def test_reordering_an_original_that_accumulates_in_fp16_passes(rowsum16_ev):
     ev, source = rowsum16_ev
     got = ev.evaluate(Variant(source.replace("BLOCK=32)", "BLOCK=64)")), time_it=False)
     assert got.ok, got.message
+
+
+def test_a_cuda_error_that_breaks_the_originals_context_is_a_crash_not_a_dropped_call():
+    """On a GPU, a derived call that makes the original access memory illegally raises in
+    Python, and every later call of that process fails the same way (the context is gone):
+    dropping each would leave no call checked and the broken process as the reference lane
+    (seen on an H200 with kv_cache_scatter: every candidate then refused). The first such
+    error, in the order the calls ran, names the call to drop before the original is run
+    again."""
+    from kernelband.worker.jobs import Frame
+    from kernelband.worker.judge_original import first_context_error
+
+    sticky = ("AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+              "Search for `cudaErrorIllegalAddress'")
+
+    def frame(error=None):
+        return Frame("outputs", {"mode": "derived", "error": error}, None)
+
+    frames = {("a", 0): frame(), ("a", 1): frame("ValueError: too many values to unpack"),
+              ("a", 2): frame(sticky), ("a", 3): frame(sticky), ("b", 0): frame(sticky)}
+    index, why = first_context_error(frames, 4)
+    assert index == 2 and "illegal memory access" in why
+    # an ordinary exception of the original (it does not handle that call) is no crash
+    assert first_context_error({("a", 0): frame("ValueError: bad shape"), ("b", 0): frame()}, 1) is None
+
+
+def test_a_long_row_passes_the_threshold_without_growing_a_long_harness_row_further():
+    """A long call's row is past LONG_ROW, and a row already past it is not multiplied
+    (a kernel whose block is its row compiles once per row size)."""
+    import random
+
+    from kernelband.worker.derived import LONG_ROW, _mapping
+
+    rng = random.Random(3)
+    tensors = [{"shape": [64, 1000], "floating": True}]
+    for row in (1000, LONG_ROW + 100, 40000):
+        tensors = [{"shape": [64, row], "floating": True}]
+        mapping, grown = _mapping("long", tensors, [64, row], rng, interpreted=False)
+        assert grown == row and LONG_ROW <= mapping[row] <= max(row, LONG_ROW) + 3

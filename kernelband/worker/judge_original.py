@@ -186,6 +186,10 @@ def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[
             if frame.meta.get("mode") == "derived":
                 kept = Frame(frame.kind, frame.meta, materialize(frame.tree, None))
                 frames[(str(frame.meta.get("which")), int(frame.meta.get("index", -1)))] = kept
+        broken = first_context_error(frames, len(calls))
+        if broken is not None:  # every later call in that process fails too: drop this one, run again
+            job.close()
+            return broken
     except JobFailed as e:
         # the process died, or its frames broke off mid-call: that call is dropped; a hang
         # is not one call's fault
@@ -198,6 +202,23 @@ def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[
                 return missing[0], str(e).splitlines()[0][:160] if str(e) else e.end.kind
         return len(calls), e.end.kind
     return frames
+
+
+# errors after which a process's CUDA context is unusable: every later call fails the same way
+CONTEXT_ERRORS = ("illegal memory access", "misaligned address", "device-side assert", "unspecified launch failure",
+                  "illegal instruction", "AcceleratorError", "CUDA error: an illegal")
+
+
+def first_context_error(frames: dict[tuple[str, int], Frame], n: int) -> Optional[tuple[int, str]]:
+    """(the call, how) of the first derived call, in the order they ran (canary "a" for
+    every call, then "b"), that raised an error that breaks the process's CUDA context."""
+    for which in ("a", "b"):
+        for i in range(n):
+            frame = frames.get((which, i))
+            error = str(frame.meta.get("error") or "") if frame is not None else ""
+            if any(marker in error for marker in CONTEXT_ERRORS):
+                return i, f"a CUDA error that breaks its context: {error.splitlines()[0][:140]}"
+    return None
 
 
 def _restart_original(judge: JudgeCore, task: Task, req: dict[str, Any], base: Baseline) -> Optional[VariantJob]:
