@@ -102,6 +102,9 @@ def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     notes += derived_notes
     if job is None:
         return base.to_dict()
+    # the kernels the original compiled for the calls beyond the harness too: a candidate
+    # whose kernel and launch settings are the original's loads them instead of compiling
+    judge.keep_trusted_cache(job)
     lane_note = _open_lane(judge, job, base, bool(req.get("time", True)))
     if lane_note:
         notes.append(lane_note)
