@@ -66,7 +66,8 @@ class Evaluator:
         self._revive_lock = threading.Lock()  # several candidates in flight may find the worker dead at once
 
     def _runs(self) -> int:
-        return evaluation_runs(self.task.harness, self.task.check_harnesses, len(self.task.seeds))
+        derived = self.baseline.derived_calls if self.baseline is not None else 0
+        return evaluation_runs(self.task.harness, self.task.check_harnesses, len(self.task.seeds), derived)
 
     def _deadline(self, runs: int, jobs: int = 1) -> float:
         return reply_deadline_s(self.task.timeout_s, runs, jobs)

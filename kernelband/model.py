@@ -363,6 +363,7 @@ class Baseline(Serializable):
     profile: Optional[Profile] = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds per check, as Evaluation.phases
     lanes: int = 1  # candidates the judge can evaluate at once on its GPU
+    derived_calls: int = 0  # calls beyond the harness every candidate runs (each a harness run's deadline)
     reference_lane: bool = False  # candidates are timed against the original's kept process (warm timing)
 
     @classmethod

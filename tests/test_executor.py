@@ -440,10 +440,17 @@ def test_the_local_and_ray_executors_share_one_deadline_rule() -> None:
 
     task = Task(module_path="/tmp/k.py", source="", kernel="k", harness="bench_k", check_harnesses=["test_k", "bench_k"],
                 seeds=[0, 1, 2], timeout_s=7.0)
+    from kernelband.model import Baseline
+
     local = Evaluator.__new__(Evaluator)
-    local.task = task
     ray = RayEvaluator.__new__(RayEvaluator)
-    ray.task = task
+    local.task = ray.task = task
+    local.baseline = ray.baseline = None
     for extra in (0, 3, 14):
         assert ray._deadline(extra) == local._deadline(local._runs() + extra) == request_deadline_s(task, extra)
     assert local._runs() == 2 * (3 + 2) + 4  # bench_k listed twice counts once
+    # after prepare, each call beyond the harness is a run of the judge's job deadline: the
+    # session's wait counts them too, or it gives up on a hang before the judge reports it
+    local.baseline = ray.baseline = Baseline(ok=True, derived_calls=13)
+    assert local._runs() == 2 * (3 + 2) + 4 + 13
+    assert ray._deadline(2) == local._deadline(local._runs() + 2) == request_deadline_s(task, 2, derived_calls=13)

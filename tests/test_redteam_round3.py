@@ -189,9 +189,14 @@ def test_at_least_95_percent_of_cpu_visible_wrong_variants_rejected(wrong_outcom
 
 # --------------------------------------------------------------------------- timing cheats
 def _refused(got: Outcome) -> bool:
-    """Not judged correct; for a paired re-measurement, no speedup claimed beyond noise."""
+    """Not judged correct; for a paired re-measurement, no speedup claimed: the verdict
+    rule's (the CI's lower bound above the floor) or a point estimate beyond noise. Under a
+    loaded CI machine the CPU times' point can reach 1.37x with a CI of [0.79, 2.37]: no
+    claim is made of that."""
     if got.message.startswith("paired:") and got.ok:
-        return got.speedup is not None and got.speedup < 1.15
+        from kernelband.verdict import is_improvement
+
+        return got.speedup is not None and (got.speedup < 1.15 or not is_improvement(got.ci_low))
     return not got.ok
 
 

@@ -191,7 +191,8 @@ class RayEvaluator:
 
     def _deadline(self, extra_runs: int = 2) -> float:
         """The local executor's deadline (worker/deadlines.py); ``_call`` adds Ray's slack."""
-        return request_deadline_s(self.task, extra_runs)
+        derived = self.baseline.derived_calls if self.baseline is not None else 0
+        return request_deadline_s(self.task, extra_runs, derived_calls=derived)
 
     def close(self) -> None:
         self._closed = True

@@ -112,6 +112,7 @@ def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     base.ok = True
     base.launches = judge.ref.launches
     base.lanes = candidate_lanes(judge)
+    base.derived_calls = len(judge.ref.derived)
     base.message = "; ".join(f"note: {n}" for n in notes)
     return base.to_dict()
 

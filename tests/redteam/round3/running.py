@@ -95,6 +95,7 @@ class Outcome:
     ok: bool
     message: str
     speedup: Optional[float] = None  # original's median / variant's (evaluate) or paired speedup
+    ci_low: Optional[float] = None  # the paired speedup's 95% CI lower bound
 
     def row(self) -> str:
         sp = f" {self.speedup:.2f}x" if self.speedup is not None else ""
@@ -124,7 +125,7 @@ def run_case(evs: Evaluators, case: Case, screened: bool = True) -> Outcome:
     if isinstance(paired, str):
         return Outcome("paired_failed", False, paired[:300])
     return Outcome(Status.OK.value, True, f"paired: {paired.speedup:.2f}x [{paired.ci_low:.2f}, {paired.ci_high:.2f}]",
-                   paired.speedup)
+                   paired.speedup, paired.ci_low)
 
 
 # --------------------------------------------------------------------------- witnesses
