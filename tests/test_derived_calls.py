@@ -472,3 +472,15 @@ def test_a_long_row_passes_the_threshold_without_growing_a_long_harness_row_furt
         tensors = [{"shape": [64, row], "floating": True}]
         mapping, grown = _mapping("long", tensors, [64, row], rng, interpreted=False)
         assert grown == row and LONG_ROW <= mapping[row] <= max(row, LONG_ROW) + 3
+
+
+def test_a_variant_wrong_only_on_long_float32_rows_fails(rowsum_ev):
+    """Abuse of the float32 twin's wider tolerance: a wrapper that adds 1 to its result only
+    for float32 rows past 2**14 (the twin is the only such call: the long call itself is
+    16-bit, the grown one another dtype). The twin is judged at 100 times the plain
+    tolerance, not on shapes alone, so it fails in every session."""
+    wrong = ROWSUM.replace(
+        "    return out\n",
+        "    if x.dtype == torch.float32 and x.shape[1] > 16384:\n        out = out + 1.0\n    return out\n")
+    ev = rowsum_ev.evaluate(Variant(wrong), time_it=False)
+    assert ev.status == Status.MISMATCH and "float32 large rows" in ev.message, ev.message
