@@ -102,8 +102,8 @@ def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     notes += derived_notes
     if job is None:
         return base.to_dict()
-    # the kernels the original compiled for the calls beyond the harness too: a candidate
-    # whose kernel and launch settings are the original's loads them instead of compiling
+    # what the original compiled, for its harness and for the calls beyond it, kept once: a
+    # candidate whose kernel and launch settings are the original's loads it, not compiles it
     judge.keep_trusted_cache(job)
     lane_note = _open_lane(judge, job, base, bool(req.get("time", True)))
     if lane_note:
@@ -329,7 +329,6 @@ def _run_original(judge: JudgeCore, task: Task, req: dict[str, Any], base: Basel
             _absorb_reference(judge, frame, base, notes, history)
             if base.message and not base.ok and not base.deterministic:
                 return None
-        judge.keep_trusted_cache(job)
         ok = True
     except JobFailed as e:
         base.message = f"the original kernel could not be run ({e.end.kind}): {e}"
