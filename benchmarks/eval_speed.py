@@ -350,12 +350,14 @@ def markdown(report: dict[str, Any]) -> str:
              f"(layernorm_large 5x); one session at a time on the GPU except parallel3.", ""]
     rows = report.get("rows") or []
     if rows:
-        lines += ["| kernel | group | status | evals | evals/min | first verdict s | session s | speedup [CI] | search/final |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| kernel | group | status | evals | slower (screened) | evals/min | first verdict s | session s | "
+                  "speedup [CI] | search/final |", "|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             ci = r.get("speedup_ci")
             sp = f"{r['speedup']:.3f}x [{ci[0]:.3f}, {ci[1]:.3f}]" if r.get("speedup") and ci and ci[0] else ""
-            lines.append(f"| {r['kernel']} | {r['group']} | {r['status']} | {r['evals']} | {r.get('evals_per_min') or ''} | "
+            slower = sum(1 for st in r.get("statuses") or [] if st == "slower")
+            lines.append(f"| {r['kernel']} | {r['group']} | {r['status']} | {r['evals']} | {slower} | "
+                         f"{r.get('evals_per_min') or ''} | "
                          f"{r.get('first_verdict_s') or ''} | {r['session_s']} | {sp} | {r.get('search_vs_final') or ''} |")
         rates = [r["evals_per_min"] for r in rows if r.get("evals_per_min")]
         if rates:

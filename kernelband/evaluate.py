@@ -174,8 +174,12 @@ class Evaluator:
         return self.facts
 
     # ------------------------------------------------------------------ variants
-    def evaluate(self, variant: Variant, time_it: bool = True, profile_tier: Optional[int] = None) -> Evaluation:
-        """Screen and run a variant. Never raises for anything the variant does."""
+    def evaluate(self, variant: Variant, time_it: bool = True, profile_tier: Optional[int] = None,
+                 search: bool = False, rounds: Optional[int] = None) -> Evaluation:
+        """Screen and run a variant. Never raises for anything the variant does. ``search``:
+        a search's candidate, which ends as ``Status.SLOWER`` after its timing when it is
+        confidently slower than the original (the rest of its checks would decide nothing);
+        ``rounds``: paired timing rounds under the interpreter (the GPU's are fixed)."""
         if self.baseline is None:
             raise RuntimeError("prepare() first")
         self.evaluations += 1
@@ -189,7 +193,7 @@ class Evaluator:
         try:
             raw = self.client.request(
                 "evaluate", self._deadline(self._runs()), source=variant.source, variant_id=variant.id,
-                time=time_it, profile_tier=tier, facts=self.facts,
+                time=time_it, profile_tier=tier, facts=self.facts, screen=search, rounds=rounds,
             )
             ev = Evaluation.from_dict(raw)
         except WorkerError as e:
@@ -208,7 +212,8 @@ class Evaluator:
         clock: the baseline time times the paired ratio of the same rounds, so a search's
         ranking and its speedups are the paired measurement's, not two separate ones."""
         base = self.baseline.timing if self.baseline is not None else None
-        if not ev.ok or ev.timing is None or not ev.reference_ms or base is None or ev.reference_ms <= 0:
+        if ev.status not in (Status.OK, Status.SLOWER) or ev.timing is None or not ev.reference_ms or base is None \
+                or ev.reference_ms <= 0:
             return
         scale = base.median_ms / ev.reference_ms
         t = ev.timing

@@ -211,6 +211,10 @@ class Status(str, Enum):
     TIMEOUT = "timeout"
     CRASHED = "crashed"
     REJECTED = "rejected"
+    # a search's candidate confidently slower than the original in its paired timing
+    # rounds: correct on the timing harness's kept run (seed 0) and its replay, not checked
+    # on every input (only a candidate that could be faster is): never pooled or offered
+    SLOWER = "slower"
 
     def __str__(self) -> str:  # the wire's word, in messages and logs too
         return self.value

@@ -99,12 +99,13 @@ class Session:
             self.warnings.append(note)
             self.emit("log", level="warning", message=note)
 
-    def _evaluate(self, variant: Variant, profile_tier: Optional[int] = None, evaluator: Any = None) -> Evaluation:
+    def _evaluate(self, variant: Variant, profile_tier: Optional[int] = None, evaluator: Any = None,
+                  search: bool = False) -> Evaluation:
         """Evaluator.evaluate, with "the worker cannot be restarted" turned into WorkerLost
         (the search stops; the session still ends with a Result)."""
         mark("session.evaluate", variant=variant.id)
         try:
-            ev = (evaluator or self.evaluator).evaluate(variant, profile_tier=profile_tier)
+            ev = (evaluator or self.evaluator).evaluate(variant, profile_tier=profile_tier, search=search)
             mark("session.verdict", variant=variant.id, status=str(ev.status))
             return ev
         except SetupError as e:
@@ -112,7 +113,7 @@ class Session:
 
     def submit(self, variant: Variant, tag: Any) -> None:
         """Evaluate ``variant`` on a free worker; its result comes back with ``tag``."""
-        self.workers.submit(lambda evaluator: self._evaluate(variant, evaluator=evaluator), tag)
+        self.workers.submit(lambda evaluator: self._evaluate(variant, evaluator=evaluator, search=True), tag)
 
     # ------------------------------------------------------------------ the search
     def _warm_start(self) -> None:

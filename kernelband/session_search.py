@@ -103,7 +103,10 @@ class PolicySteps:
         if ev.ok and ev.time_ms is not None and gen.variant is not None and not gen.rejected:
             child = s.pool.candidate(gen.variant, ev.time_ms, ev.profile, parent)
             s.pool.add(child)
-        self.policy.update(parent, strategy, Outcome(ev.ok, parent.time_ms, ev.time_ms if ev.ok else None), child)
+        # a slower candidate's time still teaches the policy (it is no failure), but it is
+        # never pooled: it cannot be a parent or the best
+        timed = ev.ok or ev.status == Status.SLOWER
+        self.policy.update(parent, strategy, Outcome(timed, parent.time_ms, ev.time_ms if timed else None), child)
         s.records.record(parent, strategy, gen.variant, ev,
                          gen.message if (gen.variant is None or gen.rejected) else "", worker=worker)
 

@@ -166,3 +166,36 @@ def test_paired_timing_deadline_grows_with_rounds(tmp_path):
         assert ev.paired_timeout_s(40) > ev.paired_timeout_s(10) >= 3.0 * 10
     finally:
         ev.close()
+
+
+# a search's candidate confidently slower than the original ends after its timing
+SLOW_LAUNCH = LAUNCH.replace("128", "16")  # eight times the interpreted programs
+WRONG_ELSEWHERE = ("    n = out.numel()\n", "    n = out.numel()\n    if n != 3001:\n        alpha = alpha * 1.01\n")
+
+
+def test_slower_search_candidate_ends_after_timing_and_is_never_ok(evaluator):
+    """Wrong only beyond the harness (other sizes) and slower: the search's screen ends it
+    as SLOWER (never OK, never a parent, no speedup); the full check of the same variant
+    finds it wrong. Being slow buys a variant nothing: it is discarded either way."""
+    slow_wrong = variant(*WRONG_ELSEWHERE, base=AXPY.replace(LAUNCH, SLOW_LAUNCH))
+    screened = evaluator.evaluate(slow_wrong, search=True, rounds=3)
+    assert screened.status == Status.SLOWER and not screened.ok, screened.message
+    assert screened.speedup_ci is not None and screened.speedup_ci[1] < 1.0
+    assert screened.timing is not None and "not checked on other inputs" in screened.message
+    full = evaluator.evaluate(slow_wrong, rounds=3)
+    assert full.status == Status.MISMATCH and "beyond the harness" in full.message, full.message
+
+
+def test_slow_variant_wrong_on_the_timing_run_is_still_a_mismatch(evaluator):
+    """The kept run (seed 0 of the timing harness) is judged before the timing: a slow
+    variant cannot skip it."""
+    ev = evaluator.evaluate(variant("alpha * x + y", "alpha * x * 1.01 + y", AXPY.replace(LAUNCH, SLOW_LAUNCH)),
+                            search=True, rounds=3)
+    assert ev.status == Status.MISMATCH and ev.timing is None, ev.message
+
+
+def test_search_candidate_that_could_be_faster_gets_every_check(evaluator):
+    """Not slower at 95% confidence: every check runs, including the calls beyond the harness."""
+    wrong_fast = variant(*WRONG_ELSEWHERE, base=AXPY.replace(LAUNCH, LAUNCH.replace("128", "1024")))
+    ev = evaluator.evaluate(wrong_fast, search=True, rounds=3)
+    assert ev.status == Status.MISMATCH and "beyond the harness" in ev.message, ev.message

@@ -110,7 +110,7 @@ class CheckReport:
     file: str
     kernel: str
     correct: bool
-    status: str  # ok | mismatch | rejected | compile_error | runtime_error | timeout | crashed
+    status: str  # ok | slower | mismatch | rejected | compile_error | runtime_error | timeout | crashed
     verdict: Optional[str]  # verified_correct (interpreter) | improved | no_improvement; None when wrong
     speed_claim: bool  # GPU times that may be read as a speedup
     interpreted: Optional[bool]  # the Triton interpreter ran it (None: rejected before anything ran)

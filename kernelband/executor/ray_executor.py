@@ -173,8 +173,10 @@ class RayEvaluator:
         self._prepared = time_it
         return self.baseline
 
-    def evaluate(self, variant: Variant, time_it: bool = True, profile_tier: Optional[int] = None) -> Evaluation:
-        return self._call("evaluate", self._deadline(), variant, time_it=time_it, profile_tier=profile_tier)
+    def evaluate(self, variant: Variant, time_it: bool = True, profile_tier: Optional[int] = None,
+                 search: bool = False, rounds: Optional[int] = None) -> Evaluation:
+        return self._call("evaluate", self._deadline(), variant, time_it=time_it, profile_tier=profile_tier,
+                          search=search, rounds=rounds)
 
     def retime_original(self) -> Any:
         """The original timed as a candidate's timing step runs (Evaluator.retime_original)."""

@@ -91,7 +91,6 @@ class CandidateRun:
 
     def run(self) -> dict[str, Any]:
         judge, req, ev = self.judge, self.req, self.ev
-        task = judge.require_task()
         tier, facts = int(req.get("profile_tier", 0)), req.get("facts") or {}
         time_it = bool(req.get("time", True))
         runs = count_runs(first_steps(judge) + rest_steps(judge)) + 2
@@ -103,16 +102,8 @@ class CandidateRun:
             lane = judge.lane if (time_it and judge.lane is not None and judge.lane.alive) else None
             if lane is not None:
                 self._time_against_lane(job, lane)
-            steps = _timing_steps(judge, lane is not None, tier if time_it or tier else 0, facts, req["source"],
-                                  ev.timing.median_ms if ev.timing else None) if (time_it or tier) else \
-                [{"op": "release", "key": "v"}]
-            job.command(steps + rest_steps(judge) + [{"op": "mark"}], deadline_s(task.timeout_s, runs))
-            self.expected = frame_labels(steps + rest_steps(judge))
-            self._judge_frames(job.until_mark())
-            _check_roofline(ev, facts, _written_bytes(judge))
-            ev.errors = self.worst
-            beyond = f" and {len(judge.ref.derived)} calls beyond the harness" if judge.ref.derived else ""
-            ev.message = f"matches the original on {checked_runs(judge)}{beyond} ({describe(self.worst)})"
+            if not (req.get("screen") and self._screened_out()):
+                self._check_the_rest(job, lane is not None, tier if time_it or tier else 0, facts, runs)
         except Refusal as v:
             ev.status, ev.message = v.status, v.args[0]
             ev.errors = self.worst if v.status != Status.MISMATCH else (ev.errors or self.worst)
@@ -132,6 +123,39 @@ class CandidateRun:
         if job.strays_killed:
             ev.message += f"; {job.strays_killed} leftover process(es) of the variant killed"
         return ev.to_dict()
+
+    def _check_the_rest(self, job: VariantJob, laned: bool, tier: int, facts: dict[str, Any], runs: int) -> None:
+        """After the timing: its profile, every other harness and seed, the neutralised
+        launches, the re-check after timing and the calls beyond the harness."""
+        judge, ev, req = self.judge, self.ev, self.req
+        task = judge.require_task()
+        steps = _timing_steps(judge, laned, tier, facts, req["source"], ev.timing.median_ms if ev.timing else None) \
+            if (req.get("time", True) or tier) else [{"op": "release", "key": "v"}]
+        job.command(steps + rest_steps(judge) + [{"op": "mark"}], deadline_s(task.timeout_s, runs))
+        self.expected = frame_labels(steps + rest_steps(judge))
+        self._judge_frames(job.until_mark())
+        _check_roofline(ev, facts, _written_bytes(judge))
+        ev.errors = self.worst
+        beyond = f" and {len(judge.ref.derived)} calls beyond the harness" if judge.ref.derived else ""
+        ev.message = f"matches the original on {checked_runs(judge)}{beyond} ({describe(self.worst)})"
+
+    def _screened_out(self) -> bool:
+        """A search's candidate whose paired rounds put it slower than the original at 95%
+        confidence ends here (``Status.SLOWER``): it can be neither labelled faster nor a
+        parent, so the checks on every other input, which cost most of an evaluation (new
+        sizes mean new compiles), go only to candidates that could be faster. Its kept run
+        and the replay of its timed launches were checked."""
+        ev, ci = self.ev, self.ev.speedup_ci
+        if ev.timing is None or not ci or not ci[1] < 1.0:
+            return False
+        task = self.judge.require_task()
+        speedup = ev.reference_ms / ev.timing.median_ms if ev.reference_ms and ev.timing.median_ms > 0 else ci[1]
+        ev.status = Status.SLOWER
+        ev.errors = self.worst
+        ev.message = (f"slower than the original: {speedup:.3f}x [{ci[0]:.3f}, {ci[1]:.3f}] over the search's paired "
+                      f"rounds; matches it on {task.harness}, seed {task.seeds[0]}, not checked on other inputs "
+                      "(only a candidate that could be faster is)")
+        return True
 
     def _judge_frames(self, frames: Iterator[Frame]) -> None:
         for frame in frames:
@@ -197,7 +221,8 @@ class CandidateRun:
         """Interleaved rounds under one exclusive GPU turn: the candidate, then the original
         (alternating which goes first), each one sample in its own process."""
         task = self.judge.require_task()
-        rounds = SEARCH_ROUNDS_GPU if gpu() else SEARCH_ROUNDS_CPU
+        # the interpreter's times are no speed claim: one round, unless the request asks for more
+        rounds = SEARCH_ROUNDS_GPU if gpu() else max(1, int(self.req.get("rounds") or SEARCH_ROUNDS_CPU))
         rep = 25
         cand: list[float] = []
         orig: list[float] = []
