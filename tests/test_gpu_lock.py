@@ -21,13 +21,40 @@ with gpu_lock(exclusive=sys.argv[1] == "ex"):
 """
 
 
+# a shared holder that compiles (a probe in place of Triton's compiler, behind the worker's
+# wrapper): it prints "compiling" inside the compile, which lasts until argv[2] exists,
+# then "back" once it holds the lock again, and leaves when argv[3] exists
+COMPILER = """
+import os, sys, time
+import triton.compiler
+from kernelband.worker.gpu_lock import compile_outside_lock, gpu_lock
+
+def probe(*args, **kwargs):
+    print("compiling", time.time(), flush=True)
+    while not os.path.exists(sys.argv[2]):
+        time.sleep(0.01)
+    return "compiled"
+
+triton.compiler.compile = probe
+compile_outside_lock()
+print("waiting", time.time(), flush=True)
+with gpu_lock(exclusive=sys.argv[1] == "ex"):
+    print("in", time.time(), flush=True)
+    assert triton.compiler.compile() == "compiled"
+    print("back", time.time(), flush=True)
+    while not os.path.exists(sys.argv[3]):
+        time.sleep(0.01)
+    print("out", time.time(), flush=True)
+"""
+
+
 class Holder:
     """A process that takes the lock; its lines ("waiting", "in", "out" with a time) are
     read by a thread, so a wait for the next one can time out."""
 
-    def __init__(self, mode: str, release: Path, lock: str) -> None:
-        self.p = subprocess.Popen([sys.executable, "-c", HOLD, mode, str(release)], stdout=subprocess.PIPE,
-                                  text=True, env={**os.environ, "KERNELBAND_TIMING_LOCK": lock})
+    def __init__(self, mode: str, release: Path, lock: str, script: str = HOLD, *more: Path) -> None:
+        self.p = subprocess.Popen([sys.executable, "-c", script, mode, str(release), *map(str, more)],
+                                  stdout=subprocess.PIPE, text=True, env={**os.environ, "KERNELBAND_TIMING_LOCK": lock})
         self.lines: queue.Queue[tuple[str, float]] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -81,3 +108,54 @@ def test_no_lock_file_means_no_locking(monkeypatch):
     monkeypatch.delenv("KERNELBAND_TIMING_LOCK", raising=False)
     with gpu_lock(exclusive=True), gpu_lock(exclusive=True):  # would deadlock if it locked
         pass
+
+
+def test_a_compile_steps_out_of_a_shared_hold_and_waits_to_take_it_back(tmp_path):
+    """Compiling is CPU work: a timer gets the GPU meanwhile; the compiling process takes
+    its hold back only once the timed region has ended."""
+    lock, compiled, leave, timer_go = (str(tmp_path / "gpu.lock"), tmp_path / "compiled", tmp_path / "leave",
+                                       tmp_path / "timer-go")
+    a = Holder("sh", compiled, lock, COMPILER, leave)
+    timer: Optional[Holder] = None
+    try:
+        assert a.next("waiting", 120) and a.next("in", 60) and a.next("compiling", 60)
+        timer = Holder("ex", timer_go, lock)
+        assert timer.next("waiting", 60) and timer.next("in", 60), "a timer waited for a compile"
+        compiled.touch()
+        assert a.next("back", 1.0) is None  # the hold is not taken back inside the timed region
+        timer_go.touch()
+        timer_out, a_back = timer.next("out", 60), a.next("back", 60)
+        assert timer_out and a_back and a_back >= timer_out
+        # held again: a new timer waits for it
+        timer.close()
+        timer = Holder("ex", tmp_path / "second-go", lock)
+        (tmp_path / "second-go").touch()
+        assert timer.next("waiting", 60) and timer.next("in", 1.0) is None
+        leave.touch()
+        assert a.next("out", 60) and timer.next("in", 60)
+    finally:
+        for path in (compiled, leave, timer_go, tmp_path / "second-go"):
+            path.touch()
+        for h in (a, timer):
+            if h is not None:
+                h.close()
+
+
+def test_a_timed_region_is_never_left_for_a_compile(tmp_path):
+    lock, compiled, leave = str(tmp_path / "gpu.lock"), tmp_path / "compiled", tmp_path / "leave"
+    a = Holder("ex", compiled, lock, COMPILER, leave)
+    other: Optional[Holder] = None
+    try:
+        assert a.next("waiting", 120) and a.next("in", 60) and a.next("compiling", 60)
+        other = Holder("sh", tmp_path / "other-go", lock)
+        (tmp_path / "other-go").touch()
+        assert other.next("waiting", 60) and other.next("in", 1.0) is None
+        compiled.touch()
+        leave.touch()
+        assert a.next("back", 60) and a.next("out", 60) and other.next("in", 60)
+    finally:
+        for path in (compiled, leave, tmp_path / "other-go"):
+            path.touch()
+        for h in (a, other):
+            if h is not None:
+                h.close()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 LOCK_ENV = "KERNELBAND_TIMING_LOCK"
 
@@ -58,6 +58,17 @@ def _release(fd: int) -> None:
         os.close(fd)
 
 
+def _acquire(path: str, exclusive: bool) -> int:
+    """The main lock's descriptor, taken through the turnstile."""
+    turnstile = _flock(path + ".turnstile", exclusive=True)
+    try:
+        if exclusive:
+            return _flock(path, exclusive=True)  # new readers wait at the turnstile meanwhile
+        return _flock(path, exclusive=False)
+    finally:
+        _release(turnstile)
+
+
 @contextlib.contextmanager
 def gpu_lock(exclusive: bool) -> Iterator[None]:
     """Shared for GPU work, exclusive for a timed region (with priority over new readers)."""
@@ -70,26 +81,63 @@ def gpu_lock(exclusive: bool) -> Iterator[None]:
         finally:
             _held.depth -= 1
         return
-    turnstile = _flock(path + ".turnstile", exclusive=True)
-    try:
-        if exclusive:
-            main = _flock(path, exclusive=True)  # new readers wait at the turnstile meanwhile
-        else:
-            main = _flock(path, exclusive=False)
-            _release(turnstile)
-            turnstile = -1
-    except BaseException:
-        if turnstile >= 0:
-            _release(turnstile)
-        raise
-    if turnstile >= 0:
-        _release(turnstile)
+    _held.main, _held.shared = _acquire(path, exclusive), not exclusive
     _held.depth = 1
     try:
         yield
     finally:
         _held.depth = 0
-        _release(main)
+        main, _held.main = _held.main, -1
+        if main >= 0:
+            _release(main)
+
+
+@contextlib.contextmanager
+def stepped_out(sync: Callable[[], None]) -> Iterator[None]:
+    """Leave this thread's shared hold for CPU-only work (a Triton compile: seconds, up to
+    tens for a large block), then take it again. Compiling inside the hold kept every timer
+    on the GPU waiting, and the readers queued behind the timer with it. ``sync`` first
+    waits for this thread's queued GPU work, so none of it runs inside another's timed
+    region. An exclusive hold (a timed region) is never left."""
+    path = lock_path()
+    if path is None or getattr(_held, "depth", 0) != 1 or not getattr(_held, "shared", False) \
+            or getattr(_held, "main", -1) < 0:
+        yield
+        return
+    sync()
+    main, _held.main = _held.main, -1
+    _release(main)
+    try:
+        yield
+    finally:
+        _held.main = _acquire(path, exclusive=False)
+
+
+def compile_outside_lock() -> None:
+    """Every Triton compile in this process happens outside its shared hold (``stepped_out``):
+    a JITFunction looks ``compile`` up in ``triton.compiler`` when it first needs it."""
+    try:
+        import triton.compiler as compiler
+    except ImportError:  # pragma: no cover
+        return
+    original: Callable[..., Any] = compiler.compile
+    if getattr(original, "__kernelband_unlocked__", False):
+        return
+
+    def compile(*args: Any, **kwargs: Any) -> Any:
+        with stepped_out(_synchronize):
+            return original(*args, **kwargs)
+
+    compile.__kernelband_unlocked__ = True  # type: ignore[attr-defined]
+    compile.__kernelband_timed__ = getattr(original, "__kernelband_timed__", False)  # type: ignore[attr-defined]
+    compiler.compile = compile
+
+
+def _synchronize() -> None:
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def default_lock_path() -> str:

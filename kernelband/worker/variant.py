@@ -190,6 +190,9 @@ class Steps:
         from . import timeline
 
         timeline.time_triton_compiles()
+        from .gpu_lock import compile_outside_lock
+
+        compile_outside_lock()
         if not self.interpreted:
             import torch
 
