@@ -103,6 +103,7 @@ def run_session(path: Path, kernel: str, budget: int, cap: float, cwd: Optional[
     wall = time.monotonic() - t0
     row = summarize(events, wall, proc.returncode, cap, stderr)
     row["startup"] = startup_timeline(trace, t0_wall)
+    row["in_flight"] = in_flight(trace)
     trace.unlink(missing_ok=True)
     return row
 
@@ -131,6 +132,29 @@ def startup_timeline(trace: Path, t0_wall: float) -> dict[str, float]:
         if what == "job.request" and m.get("trusted") is False and "first_candidate_job" not in out:
             out["first_candidate_job"] = round(float(m["t"]) - t0_wall, 3)
     return out
+
+
+def in_flight(trace: Path) -> Optional[float]:
+    """Candidates in flight on average over the search (the sum of each one's seconds from
+    ``session.evaluate`` to ``session.verdict`` over the span from the first to the last
+    mark): how much of the lanes the session keeps busy."""
+    spans: dict[str, list[float]] = {}
+    try:
+        lines = trace.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        if m.get("what") in ("session.evaluate", "session.verdict") and m.get("variant"):
+            spans.setdefault(str(m["variant"]), []).append(float(m["t"]))
+    whole = [(min(t), max(t)) for t in spans.values() if len(t) >= 2]
+    if not whole:
+        return None
+    span = max(b for _, b in whole) - min(a for a, _ in whole)
+    return round(sum(b - a for a, b in whole) / span, 2) if span > 0 else None
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -165,6 +189,11 @@ def summarize(events: list[dict[str, Any]], wall: float, code: Optional[int], ca
     keys = sorted({k for p in phases for k in p})
     row["median_phases_s"] = {k: round(statistics.median(p.get(k, 0.0) for p in phases), 4) for k in keys}
     row["statuses"] = [_data(c).get("status") for c in cands]
+    # why candidates failed, once per distinct start of a message: a rule rewrite refused
+    # is either a wrong rewrite or a false rejection, and the table alone cannot say which
+    failed = [f"{_data(c).get('status')}: {_data(c).get('message') or ''}" for c in cands
+              if _data(c).get("status") not in ("ok", "slower")]
+    row["failure_messages"] = list(dict.fromkeys(m[:400] for m in failed))[:6]
     if result:
         row["status"] = result.get("status")
         row["speedup"] = result.get("speedup")
@@ -350,13 +379,14 @@ def markdown(report: dict[str, Any]) -> str:
              f"(layernorm_large 5x); one session at a time on the GPU except parallel3.", ""]
     rows = report.get("rows") or []
     if rows:
-        lines += ["| kernel | group | status | evals | slower (screened) | evals/min | first verdict s | session s | "
-                  "speedup [CI] | search/final |", "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| kernel | group | status | evals | slower (screened) | in flight | evals/min | first verdict s | "
+                  "session s | speedup [CI] | search/final |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             ci = r.get("speedup_ci")
             sp = f"{r['speedup']:.3f}x [{ci[0]:.3f}, {ci[1]:.3f}]" if r.get("speedup") and ci and ci[0] else ""
             slower = sum(1 for st in r.get("statuses") or [] if st == "slower")
             lines.append(f"| {r['kernel']} | {r['group']} | {r['status']} | {r['evals']} | {slower} | "
+                         f"{r.get('in_flight') or ''} | "
                          f"{r.get('evals_per_min') or ''} | "
                          f"{r.get('first_verdict_s') or ''} | {r['session_s']} | {sp} | {r.get('search_vs_final') or ''} |")
         rates = [r["evals_per_min"] for r in rows if r.get("evals_per_min")]

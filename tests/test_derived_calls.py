@@ -7,6 +7,8 @@ the end) are wrong variants here; correct rewrites still pass; a derived call th
 original itself gets wrong is not held against anyone."""
 from __future__ import annotations
 
+import math
+
 import textwrap
 from pathlib import Path
 
@@ -484,3 +486,59 @@ def test_a_variant_wrong_only_on_long_float32_rows_fails(rowsum_ev):
         "    if x.dtype == torch.float32 and x.shape[1] > 16384:\n        out = out + 1.0\n    return out\n")
     ev = rowsum_ev.evaluate(Variant(wrong), time_it=False)
     assert ev.status == Status.MISMATCH and "float32 large rows" in ev.message, ev.message
+
+
+# --------------------------------------------------------------------------- integer inputs keep their invariants
+SLOTS = {"fn": "reshape_and_cache",
+         "args": [_tensor([64, 4, 32], "float16", 0), dict(_tensor([64], "int64", 1), max=511, distinct=True, sorted=False),
+                  _tensor([512, 4, 32], "float16", 2)], "kwargs": {}}
+ROPE = {"fn": "rotary", "args": [dict(_tensor([64], "int64", 0), max=96, distinct=False, sorted=False),
+                                 _tensor([64, 4, 32], "float32", 1), _tensor([97, 32], "float32", 2)], "kwargs": {}}
+OFFSETS = {"fn": "varlen", "args": [_tensor([300, 64], "float32", 0),
+                                    dict(_tensor([9], "int32", 1), max=300, distinct=True, sorted=True)], "kwargs": {}}
+
+
+def test_the_recording_keeps_what_a_kernel_may_rely_on_in_integer_inputs():
+    import torch
+
+    assert derived.describe(torch.tensor([5, 1, 9]), {}).items() >= {"max": 9, "distinct": True, "sorted": False}.items()
+    assert derived.describe(torch.tensor([0, 3, 3, 7]), {}).items() >= {"max": 7, "distinct": False,
+                                                                       "sorted": True}.items()
+    assert "max" not in derived.describe(torch.zeros(3), {})
+
+
+def test_scatter_slots_stay_distinct_and_within_the_cache_in_every_call():
+    """Duplicate slots make two programs write one place in an order no oracle fixes (a
+    correct candidate with another block size was refused on the GPU for it); slots past
+    the cache are reads and writes outside every tensor of the call."""
+    for interpreted in (True, False):
+        for draw in _draws(SLOTS, interpreted):
+            for call in draw:
+                slots, cache = call["args"][1], call["args"][2]
+                values = derived.place(slots, call["seed"], "a").view.reshape(-1)
+                assert values.unique().numel() == values.numel(), derived.describe_call(call)
+                assert int(values.max()) < cache["shape"][0], derived.describe_call(call)
+
+
+def test_positions_stay_below_the_rows_of_the_table_they_index():
+    for draw in _draws(ROPE, interpreted=False):
+        for call in draw:
+            positions, table = call["args"][0], call["args"][2]
+            values = derived.place(positions, call["seed"], "a").view
+            assert int(values.max()) < table["shape"][0], derived.describe_call(call)
+
+
+def test_a_rank_split_leaves_a_table_of_another_shape_alone():
+    for draw in _draws(ROPE):
+        (rank,) = _of(draw, "rank")
+        assert len(rank["args"][1]["shape"]) == 4 and len(rank["args"][2]["shape"]) == 2, derived.describe_call(rank)
+
+
+def test_sorted_offsets_stay_sorted():
+    for draw in _draws(OFFSETS):
+        for call in draw:
+            values = derived.place(call["args"][1], call["seed"], "a").view
+            assert bool((values[1:] >= values[:-1]).all()), derived.describe_call(call)
+            # an offset may be the end of the rows (inclusive), never past it
+            rows = math.prod(call["args"][0]["shape"][:-1])  # a rank call splits them in two
+            assert int(values.max()) <= rows, derived.describe_call(call)

@@ -36,12 +36,28 @@ def describe(value: Any, tensors: dict[int, int]) -> Optional[dict[str, Any]]:
 
     if isinstance(value, torch.Tensor):
         ident = tensors.setdefault(id(value), len(tensors))
-        return {"t": "tensor", "shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", ""),
+        spec = {"t": "tensor", "shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", ""),
                 "device": value.device.type, "contiguous": bool(value.is_contiguous()), "id": ident,
                 "floating": bool(value.is_floating_point())}
+        return dict(spec, **index_facts(value)) if not spec["floating"] else spec
     if value is None or isinstance(value, (bool, int, float, str)):
         return {"t": "value", "v": value}
     return None
+
+
+def index_facts(value: Any) -> dict[str, Any]:
+    """What a kernel may rely on in an integer tensor the harness passes (indices, slots,
+    offsets): its largest value (so a derived call's stay below the size of what it
+    indexes), whether its values are distinct (scatter slots: duplicates would make two
+    programs write one place, in an order no oracle fixes) and sorted (offsets)."""
+    import torch
+
+    if value.dtype == torch.bool or value.is_complex() or value.numel() == 0 or value.numel() > 1 << 26:
+        return {}
+    flat = value.reshape(-1)
+    return {"max": int(flat.max()), "distinct": bool(torch.unique(flat).numel() == flat.numel()),
+            "sorted": bool(flat.numel() < 2 or bool((flat[1:] >= flat[:-1]).all()))}
+
 
 
 @contextlib.contextmanager
@@ -266,6 +282,10 @@ def _derive_one(call: dict[str, Any], flavour: str, tensors: list[dict[str, Any]
     at_least = 1 if flavour in ("sizes", "aligned", "long") else 2
     mapping, grown = _mapping(flavour, tensors, dims, rng, interpreted)
     _fit(tensors, mapping, grown, at_least, max_bytes, flavour)
+    _room_for_distinct(tensors, mapping, grown)
+    split = rng.choice((2, 3)) if flavour == "rank" else 0
+    if split:
+        _whole_split(tensors, mapping, split)
     derived: dict[str, Any] = {"fn": call["fn"], "flavour": flavour, "seed": rng.randrange(1 << 30),
                                "sizes": {str(k): v for k, v in mapping.items()}}
     if flavour == "sizes":
@@ -276,16 +296,67 @@ def _derive_one(call: dict[str, Any], flavour: str, tensors: list[dict[str, Any]
     if flavour == "repeat":
         derived["repeats"] = rng.randrange(14, 25)
     if flavour == "rank":
-        derived["split"] = rng.choice((2, 3))
+        derived["split"] = split
     other_dtype = _other_dtype(flavour, tensors, dtypes, turn)
     # integers are often indices into a floating argument: below its largest size (a long
     # row is no vocabulary: it is not indexed)
-    index_high = max([mapping.get(d, d) for t in tensors if t.get("floating") for d in t["shape"]
-                      if flavour != "long" or d != grown] or [1000])
-    derived["args"] = [_map_arg(a, mapping, call, derived, rng, other_dtype, index_high) for a in call["args"]]
-    derived["kwargs"] = {k: _map_arg(v, mapping, call, derived, rng, other_dtype, index_high)
+    indexable = sorted({d for t in tensors if t.get("floating") for d in t["shape"] if flavour != "long" or d != grown})
+    index_high = max([mapping.get(d, d) for d in indexable] or [1000])
+    # an integer tensor whose values stayed below a size in the harness's call (the rows
+    # of the table it indexes, say) stays below that size's new value: else its reads land
+    # outside every tensor of the call, where no canary shows them
+    highs = {t["id"]: _index_high(t, indexable, mapping, index_high) for t in tensors if not t.get("floating")}
+    # a rank split applies to the first floating input of two or more dimensions and those
+    # shaped like it: a lookup table split in two is no input any wrapper takes
+    primary = next((t["shape"] for t in tensors if t.get("floating") and len(t["shape"]) >= 2), None)
+    derived["split_shape"] = primary if flavour == "rank" else None
+    derived["args"] = [_map_arg(a, mapping, call, derived, rng, other_dtype, highs) for a in call["args"]]
+    derived["kwargs"] = {k: _map_arg(v, mapping, call, derived, rng, other_dtype, highs)
                          for k, v in call["kwargs"].items()}
     return derived
+
+
+def _whole_split(tensors: list[dict[str, Any]], mapping: dict[int, int], split: int) -> None:
+    """The split dimension's new size a multiple of the split: a tensor that shares it (the
+    positions of the rows, their offsets) then still counts the rows the split one holds."""
+    primary = next((t["shape"] for t in tensors if t.get("floating") and len(t["shape"]) >= 2), None)
+    if primary and primary[0] > 1:  # a size 1 is no dimension of the mapping (broadcasts)
+        first = primary[0]
+        mapping[first] = split * max(2, mapping.get(first, first) // split)
+
+
+def _index_high(spec: dict[str, Any], sizes: list[int], mapping: dict[int, int], default: int) -> int:
+    """The bound an integer tensor's derived values stay below: the new value of the
+    smallest size its values stayed below in the harness's call (``default`` where none
+    was recorded or none bounds them)."""
+    bound = _bounding_size(spec, sizes)
+    if bound is None:
+        return default
+    # an offset may equal the size it bounds (the end of the last sequence), an index not
+    return mapping.get(bound, bound) + (1 if bound == spec["max"] else 0)
+
+
+def _bounding_size(spec: dict[str, Any], sizes: list[int]) -> Optional[int]:
+    top = spec.get("max")
+    if not isinstance(top, int) or isinstance(top, bool) or top < 0:
+        return None
+    return next((d for d in sorted(sizes) if d >= top), None)
+
+
+def _room_for_distinct(tensors: list[dict[str, Any]], mapping: dict[int, int], grown: Optional[int]) -> None:
+    """Distinct values need as many of them below their bound as there are elements: a
+    size that bounds distinct slots stays at least their number (more tokens than cache
+    slots is no input the harness's wrapper takes)."""
+    sizes = sorted({d for t in tensors if t.get("floating") for d in t["shape"]})
+    for t in tensors:
+        bound = _bounding_size(t, sizes) if t.get("distinct") and not t.get("floating") else None
+        if bound is None or bound == grown:
+            continue
+        n = 1
+        for d in t["shape"]:
+            n *= mapping.get(d, d)
+        if mapping.get(bound, bound) < n:
+            mapping[bound] = n
 
 
 def _mapping(flavour: str, tensors: list[dict[str, Any]], dims: list[int], rng: random.Random,
@@ -362,9 +433,9 @@ def _other_dtype(flavour: str, tensors: list[dict[str, Any]], dtypes: tuple[str,
 
 
 def _map_arg(arg: dict[str, Any], mapping: dict[int, int], call: dict[str, Any], derived: dict[str, Any],
-             rng: random.Random, other_dtype: Optional[str], index_high: int) -> dict[str, Any]:
+             rng: random.Random, other_dtype: Optional[str], highs: dict[int, int]) -> dict[str, Any]:
     if arg["t"] == "tensor":
-        return _map_tensor(arg, mapping, derived, rng, other_dtype, index_high)
+        return _map_tensor(arg, mapping, derived, rng, other_dtype, highs.get(arg["id"], 1000))
     value = arg.get("v")
     if isinstance(value, float) and derived["flavour"] == "sizes":
         return {"t": "value", "v": value * 10.0 ** rng.choice((-2, 2))}
@@ -387,9 +458,9 @@ def _map_tensor(arg: dict[str, Any], mapping: dict[int, int], derived: dict[str,
                 other_dtype: Optional[str], index_high: int) -> dict[str, Any]:
     flavour = derived["flavour"]
     shape = [mapping.get(d, d) for d in arg["shape"]]
-    if flavour == "rank" and len(shape) >= 2:
+    if flavour == "rank" and len(shape) >= 2 and arg["shape"] == derived.get("split_shape"):
         split = derived["split"]
-        shape = [split, max(2, shape[0] // split), *shape[1:]]  # 2 or more: x.shape[0] is not the row count
+        shape = [split, max(2, shape[0] // split), *shape[1:]]  # x.shape[0] is then not the row count
     new = dict(arg, shape=shape, pad=[rng.choice((0, rng.randrange(16, 257))), rng.randrange(16, 257)])
     if flavour == "strided" and len(shape) >= 2:
         new["layout"] = "strided"
@@ -406,6 +477,10 @@ def _map_tensor(arg: dict[str, Any], mapping: dict[int, int], derived: dict[str,
         new["index_high"] = index_high
         if flavour == "grow":
             new["wide"] = True
+    for fact in ("max", "distinct", "sorted"):
+        new.pop(fact, None)
+    if not arg.get("floating"):  # what the values keep of the harness's (``_values``)
+        new.update({fact: True for fact in ("distinct", "sorted") if arg.get(fact)})
     return new
 
 
@@ -470,17 +545,27 @@ def _values(spec: dict[str, Any], dtype: Any, device: str, seed: int, scale: flo
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=g, device=device).to(torch.bool)
     # integers are often indices into another argument: drawn below its largest size
-    high = 100 if dtype in (torch.int8, torch.uint8) else max(int(spec.get("index_high") or 1000), 2)
+    high = 100 if dtype in (torch.int8, torch.uint8) else max(int(spec.get("index_high") or 1000), 1)
     if dtype in (torch.int16,):
         high = min(high, 1 << 15)
-    ids = torch.randint(0, high, shape, generator=g, device=device, dtype=torch.int64)
+    n = 1
+    for d in shape:
+        n *= d
+    if spec.get("distinct") and n <= high:  # scatter slots stay distinct: no two programs write one place
+        ids = torch.randperm(high, generator=g, device=device)[:n].reshape(shape)
+    else:
+        ids = torch.randint(0, high, shape, generator=g, device=device, dtype=torch.int64)
     if spec.get("wide") and high > WIDE_INDEX + 1 and ids.numel():
         # past int16's range every few elements, and the largest index (past 2**16 where it is)
         flat = ids.view(-1)
-        picks = flat[::max(flat.numel() // 4, 1)]
-        flat[::max(flat.numel() // 4, 1)] = torch.randint(WIDE_INDEX, high, (picks.numel(),), generator=g,
-                                                          device=device, dtype=torch.int64)
-        flat[0] = high - 1
+        if not spec.get("distinct"):
+            picks = flat[::max(flat.numel() // 4, 1)]
+            flat[::max(flat.numel() // 4, 1)] = torch.randint(WIDE_INDEX, high, (picks.numel(),), generator=g,
+                                                              device=device, dtype=torch.int64)
+        if not bool((flat == high - 1).any()):
+            flat[0] = high - 1
+    if spec.get("sorted"):
+        ids = ids.view(-1).sort().values.reshape(shape)
     return ids.to(dtype)
 
 
