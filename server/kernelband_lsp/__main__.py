@@ -72,11 +72,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         server.start_io()
     finally:
-        server.service.jobs.kill_now()
-        server.service.background.unwatch()
-        from .documents import shutdown_detector
-
-        shutdown_detector()
+        server.service.kill_now()
     return 0
 
 

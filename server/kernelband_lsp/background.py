@@ -82,11 +82,6 @@ class Background:
             log.info("background: queued %s from %s", ", ".join(queued), os.path.basename(a.path))
         return queued
 
-    def forget(self, path: str, kernel: Optional[str] = None) -> None:
-        for key in list(self._last):
-            if key[0] == path and (kernel is None or key[1] == kernel):
-                del self._last[key]
-
     # ------------------------------------------------------------------ watchdog
     @property
     def watching(self) -> bool:

@@ -15,7 +15,6 @@ import hashlib
 import logging
 import re
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -54,7 +53,6 @@ class Analysis:
     detection: DetectionResult
     # when the text does not parse: the last analysis that did (its kernels, its index)
     good: Optional["Analysis"] = None
-    elapsed_ms: float = 0.0
     # shifted from the previous analysis by an edit that cannot change what is detected
     # (incremental.py); the analysis of the text itself follows after the debounce
     provisional: bool = False
@@ -240,12 +238,10 @@ def detect_text(text: str, path: str) -> DetectionResult:
 
 def analyse(uri: str, path: str, text: str, version: Optional[int], encoding: str = UTF16,
             previous: Optional[Analysis] = None) -> Analysis:
-    t0 = time.perf_counter()
     detection = detect_text(text, path)
     a = Analysis(uri, path, version, text, LineIndex(text, encoding), detection)
     if not a.parsed and previous is not None:
         a.good = previous if previous.parsed else previous.good
-    a.elapsed_ms = (time.perf_counter() - t0) * 1000
     return a
 
 

@@ -38,7 +38,6 @@ class KernelStatus:
     profile_exact: bool = False
     result: Optional[Result] = None
     job_id: Optional[str] = None  # an unfinished job for this kernel
-    job_kind: Optional[str] = None
     job_text: Optional[str] = None  # "optimizing 5/16 · best 1.21x"
     variant_speedup: Optional[str] = None  # "1.31x" when an applicable variant is known
     variant_note: Optional[str] = None  # "correct; speed needs a GPU": an interpreted result, never offered as a speedup

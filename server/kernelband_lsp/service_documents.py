@@ -1,30 +1,59 @@
-"""The language service's documents: analyses on open/change/save/close, published
-diagnostics (harness, lints, found variants), background jobs on save and on disk changes."""
+"""Open documents: analyses on open/change/save/close, and the diagnostics published for
+each (parse errors, missing harnesses, lints, and what parts above add as sources)."""
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Optional
+from typing import Any, Callable, Coroutine, Optional
 
 from lsprotocol import types
-from pygls.uris import from_fs_path
 
-from kernelband.model import FOUND_STATUSES
+from kernelband.harness import HarnessChoice
 
 from . import lenses as L
 from . import lints as LN
-from .documents import Analysis
+from .documents import Analysis, Documents
 from .incremental import Change
-from .jobs import OPTIMIZE
-from .service_state import ServiceState
+from .service_client import Client
+from .settings import Settings
 
 log = logging.getLogger("kernelband_lsp")
 
+_SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
+             "info": types.DiagnosticSeverity.Information}
+# kinds of this module's own diagnostics, published first and dropped when the file closes
+PARSE, HARNESS, LINT = "parse", "harness", "lint"
 
-class DocumentsMixin(ServiceState):
-    """A part of KernelBandService (service_state.py declares the state it uses)."""
+DiagnosticSource = Callable[[Analysis], list[types.Diagnostic]]
 
-    # ================================================================== documents
+
+class OpenDocuments:
+    """Parts above add ``diagnostic_sources`` and hear of saves through ``on_saved``."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.ls = client.ls
+        self.docs = Documents(on_analysed=self.publish_analysed)
+        self.docs.on_provisional_mismatch = lambda uri: client.refresh_lenses()
+        # kind -> the diagnostics of that kind for an analysed text; a source's diagnostics
+        # outlive the file's closing (a found variant stays pending)
+        self.diagnostic_sources: dict[str, DiagnosticSource] = {}
+        self.on_saved: list[Callable[[Analysis], None]] = []
+        self._diags: dict[str, dict[str, list[types.Diagnostic]]] = {}  # uri -> kind -> diagnostics
+        self._published: dict[str, list] = {}
+        self._tasks: set[asyncio.Task] = set()
+        client.on_settings.append(self._settings_applied)
+
+    def _settings_applied(self, old: Settings, new: Settings) -> None:
+        self.docs.encoding = self.client.encoding
+        self.docs.debounce_s = max(new.debounce_ms, 0) / 1000.0
+        if new.harness != old.harness or new.min_speedup != old.min_speedup:
+            for uri in list(self.ls.workspace.text_documents):  # what diagnostics say may change
+                a = self.docs.cached(uri)
+                if a is not None and a.parsed:
+                    self.publish_analysed(a)
+
+    # ================================================================== analyses
     async def analysis(self, uri: str, provisional_ok: bool = False) -> Optional[Analysis]:
         """The analysis of the document's current text (computed off the event loop).
         ``provisional_ok``: lenses, symbols and hovers may use the last analysis moved by
@@ -44,15 +73,42 @@ class DocumentsMixin(ServiceState):
                     return p
         return await self.docs.aget(uri, doc.path, text, doc.version)
 
-    def _prepare(self, a: Analysis) -> None:
+    def harness(self, a: Analysis, kernel: str) -> HarnessChoice:
+        """The kernel's harness: the one the settings name, else found by convention."""
+        return a.harness(kernel, self.client.settings.harness.get(kernel))
+
+    def prepare(self, a: Analysis) -> None:
         """On the analysis thread: harness look-ups (file reads) for every kernel."""
-        harness = self.settings.harness
         for k in a.detection.kernels:
-            a.harness(k.name, harness.get(k.name))
+            self.harness(a, k.name)
 
     def is_open(self, uri: str) -> bool:
         return uri in self.ls.workspace.text_documents
 
+    def text_of(self, uri: str, path: str) -> tuple[Optional[str], Optional[int]]:
+        """(text, version) as the editor holds it, else as on disk (version None)."""
+        if self.is_open(uri):
+            doc = self.ls.workspace.get_text_document(uri)
+            return doc.source, doc.version
+        try:
+            with open(path, encoding="utf-8", newline="") as f:
+                return f.read(), None
+        except OSError:
+            return None, None
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("background task failed: %r", t.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    # ================================================================== notifications
     def did_open(self, uri: str) -> None:
         doc = self.ls.workspace.get_text_document(uri)
 
@@ -60,16 +116,16 @@ class DocumentsMixin(ServiceState):
             await self.docs.now(uri, doc.path, doc.source, doc.version)
             # clients that asked for lenses before the analysis (or only refresh on cursor
             # moves) get them now
-            self._schedule_lens_refresh()
+            self.client.refresh_lenses()
 
-        self._spawn(go())
+        self.spawn(go())
 
     def did_change(self, uri: str, changes: Optional[list] = None) -> None:
         if self.is_open(uri):
             doc = self.ls.workspace.get_text_document(uri)
             self.docs.note_change(uri, doc.path, _changes(changes), doc.source, doc.version)
 
-        def fetch():
+        def fetch() -> Optional[tuple[str, str, Optional[int]]]:
             if not self.is_open(uri):
                 return None
             doc = self.ls.workspace.get_text_document(uri)
@@ -82,159 +138,77 @@ class DocumentsMixin(ServiceState):
 
         async def go() -> None:
             a = await self.docs.now(uri, doc.path, doc.source, doc.version)
-            if self.settings.background_on_save:
-                self.background.on_save(a)
+            for listener in self.on_saved:
+                listener(a)
 
-        self._spawn(go())
-
-    def _spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-
-        def done(t: asyncio.Task) -> None:
-            self._tasks.discard(t)
-            if not t.cancelled() and t.exception() is not None:
-                log.error("background task failed: %r", t.exception())
-
-        task.add_done_callback(done)
-        return task
+        self.spawn(go())
 
     def did_close(self, uri: str) -> None:
         self.docs.close(uri)
         # diagnostics of a closed file stay only while a variant for it is pending
-        self.harness_diags.pop(uri, None)
-        self.lint_diags.pop(uri, None)
-        self.parse_diags.pop(uri, None)
+        for kind in (PARSE, HARNESS, LINT):
+            self._diags.get(uri, {}).pop(kind, None)
         self._publish(uri)
 
-    def _on_analysed(self, a: Analysis) -> None:
+    # ================================================================== diagnostics
+    def publish_analysed(self, a: Analysis) -> None:
+        mine = self._diags.setdefault(a.uri, {})
         if not a.parsed:
             # keep what was published for the last good text; a Triton file that never
             # parsed gets one diagnostic that says why nothing else is shown
             diag = L.parse_diagnostic(a) if a.good is None else None
-            self.parse_diags[a.uri] = [diag] if diag is not None else []
+            mine[PARSE] = [diag] if diag is not None else []
             self._publish(a.uri)
             return
-        self.parse_diags.pop(a.uri, None)
+        mine.pop(PARSE, None)
         if len(a.detection.kernels) > 50:
             # harness look-ups and lints of a large file: on a thread, so requests keep
             # being answered; then publish from the event loop
             async def go() -> None:
                 await asyncio.get_running_loop().run_in_executor(None, self._diag_prep, a)
                 if self.docs.cached(a.uri) is a:
-                    self._publish_analysed(a)
+                    self._publish_parsed(a)
 
-            self._spawn(go())
+            self.spawn(go())
             return
-        self._publish_analysed(a)
+        self._publish_parsed(a)
 
     def _diag_prep(self, a: Analysis) -> None:
-        self._prepare(a)
+        self.prepare(a)
         LN.cached_lint(a)
 
-    def _publish_analysed(self, a: Analysis) -> None:
-        diags = []
-        for k in a.detection.kernels:
-            h = a.harness(k.name, self.settings.harness.get(k.name))
-            if not h.found:
-                diags.append(L.harness_diagnostic(a, k, h))
-        self.harness_diags[a.uri] = diags
-        self.lint_diags[a.uri] = [self._lint_diagnostic(a, f) for f in LN.cached_lint(a)]
-        # Found variants are kept even when applied or no longer applicable: an undo (or
-        # reverting the kernel) brings the text back and the offer must come back with it.
-        vd = []
-        for k in a.detection.kernels:
-            fv = self.offer(a, k.name)
-            if fv is not None and fv.background:
-                vd.append(L.variant_diagnostic(a, k, fv.result, fv.job_id))
-        self.variant_diags[a.uri] = vd
+    def _publish_parsed(self, a: Analysis) -> None:
+        mine = self._diags.setdefault(a.uri, {})
+        mine[HARNESS] = [L.harness_diagnostic(a, k, h) for k in a.detection.kernels
+                         if not (h := self.harness(a, k.name)).found]
+        mine[LINT] = [lint_diagnostic(a, f) for f in LN.cached_lint(a)]
+        for kind, source in self.diagnostic_sources.items():
+            mine[kind] = source(a)
         self._publish(a.uri)
 
-    def _republish_all(self) -> None:
-        """Settings that change diagnostics (explicit harnesses, minimum speedup) changed."""
-        for uri in list(self.ls.workspace.text_documents):
-            a = self.docs.cached(uri)
+    def refresh(self, uri: str) -> None:
+        """Publish the document's diagnostics again (a source has news for it)."""
+        async def go() -> None:
+            a = await self.analysis(uri)
             if a is not None and a.parsed:
-                self._on_analysed(a)
+                self.publish_analysed(a)
+
+        self.spawn(go())
 
     def _publish(self, uri: str) -> None:
-        diags = (list(self.parse_diags.get(uri, [])) + list(self.harness_diags.get(uri, []))
-                 + list(self.lint_diags.get(uri, [])) + list(self.variant_diags.get(uri, [])))
+        mine = self._diags.get(uri, {})
+        diags = [d for kind in (PARSE, HARNESS, LINT, *self.diagnostic_sources) for d in mine.get(kind, [])]
         key = [(d.range.start.line, d.range.start.character, d.message, d.code) for d in diags]
         if self._published.get(uri) == key:
             return
         self._published[uri] = key
         self.ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diags))
 
-    # ================================================================== background
-    def _has_harness(self, a: Analysis, kernel: str) -> bool:
-        return a.harness(kernel, self.settings.harness.get(kernel)).found
 
-    def _already_done(self, a: Analysis, kernel: str) -> bool:
-        res = self.store.result(a.path, kernel)
-        return res is not None and res.original_hash == a.hash and res.status in (*FOUND_STATUSES, "no_improvement")
-
-    def _submit_background(self, a: Analysis, kernel: str) -> bool:
-        if not a.path:
-            return False
-        job = self.jobs.submit(self._spec(OPTIMIZE, a, kernel, self.settings, background=True))
-        asyncio.get_running_loop().create_task(self._begin_progress(job, None))
-        return True
-
-    def _on_disk_change(self, path: str) -> None:
-        self._spawn(self._disk_changed(path))
-
-    async def _disk_changed(self, path: str) -> None:
-        uri = from_fs_path(path)
-        if not uri or not self.settings.background_on_save:
-            return
-        try:
-            with open(path, encoding="utf-8", newline="") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError):
-            return
-        if self.is_open(uri):
-            doc = self.ls.workspace.get_text_document(uri)
-            if doc.source != text:
-                return  # the editor holds other (unsaved) text: its save will tell us
-            a = await self.docs.aget(uri, doc.path, doc.source, doc.version)
-        else:
-            a = await self.docs.aget(uri, path, text, None)
-            if a.parsed and a.kernels:
-                self._on_analysed(a)
-        if a.parsed and a.kernels:
-            log.info("%s changed on disk", path)
-            self.background.on_save(a)
-
-    def _refresh_variant_diags(self, uri: str) -> None:
-        async def go() -> None:
-            a = await self.analysis(uri)
-            if a is not None and a.parsed:
-                self._on_analysed(a)
-
-        self._spawn(go())
-
-    def _schedule_lens_refresh(self) -> None:
-        """Ask the client to request lenses and inlay hints again (a job's progress, a new
-        profile or result, a document's first analysis): at most one request pair per 0.2 s."""
-        lens, inlay = self.supports_lens_refresh, self.supports_inlay_refresh
-        if not (lens or inlay) or self._lens_refresh_pending:
-            return
-        self._lens_refresh_pending = True
-
-        async def go() -> None:
-            await asyncio.sleep(0.2)
-            self._lens_refresh_pending = False
-            for wanted, send, what in ((lens, self.ls.workspace_code_lens_refresh_async, "codeLens"),
-                                       (inlay, self.ls.workspace_inlay_hint_refresh_async, "inlayHint")):
-                if not wanted:
-                    continue
-                try:
-                    await asyncio.wait_for(send(None), timeout=10)
-                except Exception as e:
-                    log.debug("%s/refresh: %s", what, e)
-
-        asyncio.get_running_loop().create_task(go())
+def lint_diagnostic(a: Analysis, f: LN.Finding) -> types.Diagnostic:
+    return types.Diagnostic(range=a.index.ast_range(f.line, f.col, f.end_line, f.end_col), message=f.message,
+                            severity=_SEVERITY.get(f.severity, types.DiagnosticSeverity.Warning),
+                            source=LN.SOURCE, code=f.code, data={"kernel": f.kernel, "kind": "lint"})
 
 
 def _changes(raw: Optional[list]) -> Optional[list[Change]]:

@@ -3,7 +3,6 @@ hints, symbols and hovers."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Optional
 
 from lsprotocol import types
@@ -16,48 +15,59 @@ from . import hover as H
 from . import inlay as IH
 from . import lenses as L
 from . import summary as S
+from .display import INTERPRETED_NOTE
 from .documents import BIG_TEXT_LINES, Analysis, partial_analysis
-from .service_variants import INTERPRETED_NOTE, is_interpreted
-from .service_state import ServiceState
+from .service_client import Client
+from .service_documents import OpenDocuments
+from .service_jobs import JobRunner
+from .service_variants import FoundVariants, is_interpreted
+from .service_verify import Reverifier
+from .storeview import StoreView
 
-log = logging.getLogger("kernelband_lsp")
 
+class Features:
+    """Lenses, inlay hints, symbols and hovers: each kernel's status, read from the parts below."""
 
-class FeaturesMixin(ServiceState):
-    """A part of KernelBandService (service_state.py declares the state it uses)."""
+    def __init__(self, client: Client, documents: OpenDocuments, variants: FoundVariants, jobs: JobRunner,
+                 verifier: Reverifier, store: StoreView) -> None:
+        self.client = client
+        self.documents = documents
+        self.variants = variants
+        self.jobs = jobs
+        self.verifier = verifier
+        self.store = store
 
     # ================================================================== per-kernel status
     def kernel_status(self, a: Analysis, k: KernelInfo) -> L.KernelStatus:
         src = a.source or a
-        h = (HarnessChoice(None, reason=H.ANALYSING) if a.partial
-             else a.harness(k.name, self.settings.harness.get(k.name)))
+        h = HarnessChoice(None, reason=H.ANALYSING) if a.partial else self.documents.harness(a, k.name)
         profile, exact = self.store.profile(a.path, k.name, src.hash)
-        mem = self.profiles.get((self.store.abspath(a.path), k.name))
+        mem = self.jobs.profiles.get((self.store.abspath(a.path), k.name))
         measured_on = None if exact else self.store.profile_source_hash(a.path, k.name)
         if mem is not None and (profile is None or (not exact and mem[0] == src.hash)):
             profile, exact, measured_on = mem[1], mem[0] == src.hash, mem[0]
-        if profile is not None and not exact and measured_on in self.code_hashes:
+        if profile is not None and not exact and measured_on in self.jobs.code_hashes:
             # the text moved on but not its code (a comment, a trailing space): still this version's profile
-            exact = self.code_hashes[measured_on] is not None and self.code_hashes[measured_on] == src.code_hash
+            exact = self.jobs.code_hashes[measured_on] is not None and self.jobs.code_hashes[measured_on] == src.code_hash
         result = self.store.result(a.path, k.name)
         st = L.KernelStatus(kernel=k, harness=h, profile=profile, profile_exact=exact, result=result,
                             module_hash=src.hash)
-        active = self.jobs.active_for(a.path, k.name)
+        active = self.jobs.manager.active_for(a.path, k.name)
         if active:
             j = active[0]
-            st.job_id, st.job_kind = j.id, j.spec.kind
-            st.job_text = self._job_line(j)
-        fv = self.offer(a, k.name) if not a.partial else None
+            st.job_id = j.id
+            st.job_text = self.jobs.job_line(j)
+        fv = self.variants.offer(a, k.name) if not a.partial else None
         if fv is not None:
             st.variant_speedup = f"{fv.result.speedup:.2f}x"
             if st.result is None:
                 st.result = fv.result
-        elif (applied := self.applied_variant(a, k.name) if not a.partial else None) is not None:
-            st.applied_text = self.applied_line(a, k.name, applied[0])
+        elif (applied := self.verifier.applied_variant(a, k.name) if not a.partial else None) is not None:
+            st.applied_text = self.verifier.applied_line(a, k.name, applied[0])
         else:
             # an interpreter-verified variant: offered for review (never as a speedup), and
             # only while its changes still apply to this text
-            cv = self.reviewable(a, k.name)
+            cv = self.variants.reviewable(a, k.name)
             if cv is not None and is_interpreted(cv.result):
                 st.variant_note = INTERPRETED_NOTE
                 if st.result is None:
@@ -66,12 +76,12 @@ class FeaturesMixin(ServiceState):
 
     # ================================================================== LSP features
     async def code_lens(self, uri: str) -> list[types.CodeLens]:
-        a = await self.analysis(uri, provisional_ok=True)
+        a = await self.documents.analysis(uri, provisional_ok=True)
         if a is None:
             return []
-        if any((k.name, self.settings.harness.get(k.name) or None) not in (a.source or a)._harness for k in a.kernels):
+        if any((k.name, self.client.settings.harness.get(k.name) or None) not in (a.source or a)._harness for k in a.kernels):
             # harness look-ups read files: off the event loop, so hovers are answered meanwhile
-            await asyncio.get_running_loop().run_in_executor(None, self._prepare, a.source or a)
+            await asyncio.get_running_loop().run_in_executor(None, self.documents.prepare, a.source or a)
         statuses: dict[str, L.KernelStatus] = {}
         for i, k in enumerate(a.kernels):
             statuses[k.name] = self.kernel_status(a, k)
@@ -80,31 +90,31 @@ class FeaturesMixin(ServiceState):
         return L.code_lenses(a, lambda k: statuses.get(k.name) or self.kernel_status(a, k))
 
     async def inlay_hints(self, uri: str, rng: types.Range) -> list[types.InlayHint]:
-        a = await self.analysis(uri, provisional_ok=True)
+        a = await self.documents.analysis(uri, provisional_ok=True)
         if a is None or not a.kernels:
             return []
-        return IH.hints(a, rng, lambda k: self.kernel_status(a, k), lambda name: self.offer(a, name))
+        return IH.hints(a, rng, lambda k: self.kernel_status(a, k), lambda name: self.variants.offer(a, name))
 
     async def document_symbols(self, uri: str):
-        a = await self.analysis(uri, provisional_ok=True)
+        a = await self.documents.analysis(uri, provisional_ok=True)
         if a is None:
             return []
-        return L.document_symbols(a) if self.hierarchical_symbols else L.symbol_information(a)
+        return L.document_symbols(a) if self.client.hierarchical_symbols else L.symbol_information(a)
 
     async def hover(self, uri: str, pos: types.Position) -> Optional[types.Hover]:
         # while a large file is still being analysed (just opened), a hover on a kernel's
         # name is answered from the definition under the cursor alone
-        if self.is_open(uri):
-            doc = self.ls.workspace.get_text_document(uri)
+        if self.documents.is_open(uri):
+            doc = self.client.ls.workspace.get_text_document(uri)
             text = doc.source
-            if (text.count("\n") >= BIG_TEXT_LINES and self.docs.analysing(uri, text, doc.version)
-                    and self.docs.provisional(uri, text, doc.version) is None):
+            if (text.count("\n") >= BIG_TEXT_LINES and self.documents.docs.analysing(uri, text, doc.version)
+                    and self.documents.docs.provisional(uri, text, doc.version) is None):
                 part = await asyncio.get_running_loop().run_in_executor(
-                    None, partial_analysis, uri, doc.path, text, doc.version, pos.line, self.encoding)
+                    None, partial_analysis, uri, doc.path, text, doc.version, pos.line, self.client.encoding)
                 got = self._hover_from(part, pos) if part is not None else None
                 if got is not None:
                     return got
-        a = await self.analysis(uri, provisional_ok=True)
+        a = await self.documents.analysis(uri, provisional_ok=True)
         return self._hover_from(a, pos)
 
     def _hover_from(self, a: Optional[Analysis], pos: types.Position) -> Optional[types.Hover]:
@@ -126,7 +136,7 @@ class FeaturesMixin(ServiceState):
         if not (on_def or on_launch):
             return None
         st = self.kernel_status(a, k)
-        fv = self.offer(a, k.name) if not a.partial else None
+        fv = self.variants.offer(a, k.name) if not a.partial else None
         variant_line = None
         if fv is not None:
             variant_line = (f"**Found:** a {S.speedup_phrase(fv.result)} faster variant is ready "
@@ -134,8 +144,8 @@ class FeaturesMixin(ServiceState):
         elif st.variant_note:
             variant_line = (f"**Found:** a variant that is {st.variant_note} (checked under the CPU interpreter). "
                             f"*Review found variant* (lens or code action) shows its diff.")
-            fv = self.reviewable(a, k.name)
-        applied = self.applied_variant(a, k.name) if st.applied_text else None
+            fv = self.variants.reviewable(a, k.name)
+        applied = self.verifier.applied_variant(a, k.name) if st.applied_text else None
         if applied is not None and st.applied_text:  # applied is looked up only when there is a text
             variant_line = (f"**Applied:** {st.applied_text[0].lower() + st.applied_text[1:]}. *Re-verify* (lens or "
                             "code action) checks the code as it stands against the original it replaced.")

@@ -1,5 +1,5 @@
-"""The progress bridge: jobs started from commands or saves, their events turned into
-$/progress, kernelband/jobEvent notifications and results; cancel."""
+"""Jobs started from commands and saves: their specs, their events turned into
+$/progress, kernelband/jobEvent notifications and results, and cancel."""
 from __future__ import annotations
 
 import asyncio
@@ -13,24 +13,48 @@ from pygls.uris import to_fs_path
 
 from kernelband.events import Event
 from kernelband.model import Result
+from kernelband.profile.schema import Profile
 from kernelband.reverify import verdict_line
 
 from . import display as D
-from .documents import Analysis
-from .jobs import CANCELLED, CHECK, DONE, FAILED, OPTIMIZE, PROFILE, RUNNING, SUPERSEDED, Job, JobSpec
+from .documents import Analysis, text_hash
+from .jobs import CANCELLED, CHECK, DONE, FAILED, OPTIMIZE, PROFILE, RUNNING, SUPERSEDED, Job, JobManager, JobSpec
+from .service_client import Client
+from .service_documents import OpenDocuments
+from .service_variants import FoundVariants
 from .settings import Settings
-from .service_variants import JOB_EVENT
-from .service_state import ServiceState
+from .storeview import StoreView
 
 log = logging.getLogger("kernelband_lsp")
 
+JOB_EVENT = "kernelband/jobEvent"
 VERBS = D.VERBS
 # while a job runs and no event came for this long, $/progress says where it is and for how long
 TICK_S = 2.0
 
 
-class JobsMixin(ServiceState):
-    """A part of KernelBandService (service_state.py declares the state it uses)."""
+class JobRunner:
+    """Runs optimize, profile and check jobs; what they find goes to the found variants."""
+
+    def __init__(self, client: Client, documents: OpenDocuments, variants: FoundVariants, store: StoreView) -> None:
+        self.client = client
+        self.ls = client.ls
+        self.documents = documents
+        self.variants = variants
+        self.store = store
+        self.manager = JobManager(on_event=self._on_job_event, on_state=self._on_job_state)
+        # profiles from this session's profile jobs: (path, kernel) -> (module hash, profile);
+        # shown when the store has none (e.g. a job run with --no-store)
+        self.profiles: dict[tuple[str, str], tuple[str, Profile]] = {}
+        # module hash -> code hash (documents.code_hash) of the texts jobs ran on: a profile of
+        # a text that differs from the current one only in comments and layout is this version's
+        self.code_hashes: dict[str, Optional[str]] = {}
+        self._token_job: dict[Any, str] = {}
+        self._job_token: dict[str, Any] = {}
+        self._job_pct: dict[str, int] = {}
+        self._job_reported: dict[str, float] = {}  # when $/progress last said something of a job
+        self._tickers: dict[str, asyncio.Task] = {}
+        self._displays: dict[str, D.JobDisplay] = {}  # the words for each unfinished job (display.py)
 
     # ================================================================== commands
     async def run_job(self, kind: str, args: dict, token: Any = None) -> dict:
@@ -39,7 +63,7 @@ class JobsMixin(ServiceState):
             else (lambda msg: {"jobId": None, "profile": None, "kernel": kernel, "message": msg})
         if not isinstance(uri, str) or not isinstance(kernel, str):
             return fail("expected arguments {uri, kernel}")
-        a = await self.analysis(uri)
+        a = await self.documents.analysis(uri)
         if a is None:
             return fail(f"cannot read {uri}")
         if not a.parsed:
@@ -49,13 +73,12 @@ class JobsMixin(ServiceState):
             return fail(f"no Triton kernel named {kernel!r} in this file")
         if not uri.startswith("file:") or not a.path:
             return fail("save the file first: KernelBand runs kernels from a file on disk")
-        settings = await self.refresh_settings()
-        explicit = settings.harness.get(kernel)
-        h = a.harness(kernel, explicit)
+        settings = await self.client.refresh_settings()
+        h = a.harness(kernel, settings.harness.get(kernel))
         if not h.found:
             return fail(f"no harness for {kernel}: {h.reason}")
-        job = self.jobs.submit(self._spec(kind, a, kernel, settings, background=False))
-        await self._run_to_end(job, token)
+        job = self.manager.submit(self.spec(kind, a, kernel, settings, background=False))
+        await self.run_to_end(job, token)
         if kind == PROFILE:
             out: dict[str, Any] = {"jobId": job.id, "profile": job.profile.to_dict() if job.profile else None,
                                    "kernel": kernel}
@@ -64,32 +87,38 @@ class JobsMixin(ServiceState):
             return out
         result = job.result or Result(status="failed", kernel=kernel, message=job.error or job.state)
         out = {"jobId": job.id, **result.to_dict()}
-        out.update(self._edit_for_result(job))
+        out.update(self.variants.edit_for_result(job))
         # the words the client shows for it (display.py decides what may be read as a speedup)
         out["summary"] = D.result_summary(result, kernel)
         out["speedClaim"] = D.result_claims_speed(result)
         return out
 
-    async def _run_to_end(self, job: Job, token: Any) -> Job:
+    async def run_to_end(self, job: Job, token: Any) -> Job:
         """Progress for a submitted job, until it ends; a cancelled request cancels it."""
         try:
             await self._begin_progress(job, token)
-            return await self.jobs.wait(job)
+            return await self.manager.wait(job)
         except asyncio.CancelledError:
             # $/cancelRequest (cancellation.py): the job must not outlive its request
-            self.jobs.cancel(job.id, reason="the request was cancelled")
+            self.manager.cancel(job.id, reason="the request was cancelled")
             raise
 
-    def _spec(self, kind: str, a: Analysis, kernel: str, settings: Settings, background: bool) -> JobSpec:
+    def spec(self, kind: str, a: Analysis, kernel: str, settings: Settings, background: bool) -> JobSpec:
         if len(self.code_hashes) > 256:
             self.code_hashes.clear()
         self.code_hashes[a.hash] = a.code_hash  # the code the job measures (its profile's version)
         env = {}
-        if self.secret:
-            env["OPENAI_API_KEY"] = self.secret
+        if self.client.secret:
+            env["OPENAI_API_KEY"] = self.client.secret
         return JobSpec(kind=kind, path=os.path.abspath(a.path), kernel=kernel, source=a.text, uri=a.uri,
                        version=a.version, background=background, settings=settings,
                        harness=settings.harness.get(kernel), cwd=str(self.store.workspace_of(a.path)), env=env)
+
+    def start(self, spec: JobSpec) -> Job:
+        """Submit a job that no request waits for (a save's): progress on a token of its own."""
+        job = self.manager.submit(spec)
+        asyncio.get_running_loop().create_task(self._begin_progress(job, None))
+        return job
 
     def cancel(self, args: Any) -> dict:
         """kernelband.cancel: {jobId}; {uri, kernel[, kind]} (that kernel's running and queued
@@ -99,17 +128,17 @@ class JobsMixin(ServiceState):
             kind = args.get("kind") if args.get("kind") in tuple(VERBS) else None
             out: list[str] = []
             for job in self.jobs_for(args["uri"], args["kernel"], kind):
-                out.extend(self.jobs.cancel(job.id))
+                out.extend(self.manager.cancel(job.id))
             return {"cancelled": out}
         if job_id is not None and (not isinstance(job_id, str) or not job_id):
             return {"cancelled": [], "error": f"jobId must be a string, not {type(job_id).__name__}"}
-        return {"cancelled": self.jobs.cancel(job_id)}
+        return {"cancelled": self.manager.cancel(job_id)}
 
     def jobs_for(self, uri: str, kernel: str, kind: Optional[str] = None) -> list[Job]:
         """Unfinished jobs on (uri, kernel), matched by uri or by file path."""
         path = to_fs_path(uri)
         path = os.path.abspath(path) if path else None
-        return [j for j in self.jobs.jobs() if j.spec.kernel == kernel and (kind is None or j.spec.kind == kind)
+        return [j for j in self.manager.jobs() if j.spec.kernel == kernel and (kind is None or j.spec.kind == kind)
                 and (j.spec.uri == uri or (path is not None and j.spec.path == path))]
 
     def _display(self, job: Job) -> D.JobDisplay:
@@ -118,27 +147,25 @@ class JobsMixin(ServiceState):
             d = self._displays[job.id] = D.JobDisplay(job.spec.kind, background=job.spec.background)
         return d
 
-    def _job_line(self, j: Job) -> str:
-        return self._display(j).line(self.jobs.queue_position(j), running=j.state == RUNNING)
+    def job_line(self, j: Job) -> str:
+        return self._display(j).line(self.manager.queue_position(j), running=j.state == RUNNING)
 
     # ================================================================== job plumbing
     async def _begin_progress(self, job: Job, token: Any) -> None:
-        if token is None and self.supports_progress:
+        if token is None and self.client.supports_progress:
             token = f"kernelband-{job.id}-{os.getpid()}"
             try:
                 await asyncio.wait_for(self.ls.work_done_progress.create_async(token), timeout=10)
             except Exception as e:
                 log.info("could not create a progress token: %s", e)
                 token = None
-        if token is None:
-            return
-        if job.finished:
+        if token is None or job.finished:
             return
         self._token_job[token] = job.id
         self._job_token[job.id] = token
         verb = VERBS.get(job.spec.kind, job.spec.kind).capitalize()
         title = f"KernelBand: {verb} {job.spec.kernel}" + (" (background)" if job.spec.background else "")
-        msg = self._job_line(job)
+        msg = self.job_line(job)
         self.ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True,
                                                                             message=msg, percentage=0))
         self._job_pct[job.id] = 0
@@ -169,7 +196,7 @@ class JobsMixin(ServiceState):
     def progress_cancelled(self, token: Any) -> None:
         job_id = self._token_job.get(token)
         if job_id is not None:
-            self.jobs.cancel(job_id)
+            self.manager.cancel(job_id)
 
     def _report(self, job: Job, message: str, pct: Optional[float] = None) -> None:
         token = self._job_token.get(job.id)
@@ -190,7 +217,7 @@ class JobsMixin(ServiceState):
         payload = {"jobId": job.id, "uri": job.spec.uri, "kernel": job.spec.kernel, "kind": job.spec.kind,
                    "background": job.spec.background, "pid": job.pid,
                    "event": {"type": ev.type, "t": ev.t, **ev.data},
-                   "text": text, "line": self._job_line(job), "speedClaim": disp.claims_speed}
+                   "text": text, "line": self.job_line(job), "speedClaim": disp.claims_speed}
         if synthetic:
             payload["synthetic"] = True
         try:
@@ -205,7 +232,7 @@ class JobsMixin(ServiceState):
             text = f"finished: {disp.counts()}"
         self._notify_event(job, ev, text=text)
         if ev.type in ("started", "baseline", "progress") or (ev.type == "log" and text):
-            self._schedule_lens_refresh()  # the lens line shows the phase and the counts
+            self.client.refresh_lenses()  # the lens line shows the phase and the counts
         if text:
             self._report(job, text, disp.percent() if ev.type in ("progress", "result") else None)
         if ev.type == "log":
@@ -215,7 +242,7 @@ class JobsMixin(ServiceState):
             (log.warning if lvl in ("warning", "error") else log.debug)("%s: %s", job.id, ev.data.get("message", ""))
 
     def _on_job_state(self, job: Job) -> None:
-        self._schedule_lens_refresh()
+        self.client.refresh_lenses()
         if not job.finished:
             if job.state == RUNNING:
                 self._start_ticker(job)
@@ -245,16 +272,13 @@ class JobsMixin(ServiceState):
         if job.state == DONE and job.spec.kind == OPTIMIZE:
             res = job.result
             if res is not None and res.found:
-                fv = self._found_from_job(job)
-                self.found[(job.spec.path, job.spec.kernel)] = fv
+                fv = self.variants.remember(job)
                 if job.spec.background:
                     log.info("background: %s (%s)", D.result_summary(res, job.spec.kernel), job.id)
-                    self._refresh_variant_diags(fv.uri)
+                    self.documents.refresh(fv.uri)
             self.store.invalidate()
         elif job.state == DONE:
             if job.spec.kind == PROFILE and job.profile is not None:
-                from .documents import text_hash
-
                 self.profiles[(job.spec.path, job.spec.kernel)] = (text_hash(job.spec.source), job.profile)
             self.store.invalidate()
         self._displays.pop(job.id, None)

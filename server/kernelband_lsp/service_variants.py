@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from dataclasses import dataclass
 from typing import Optional
 
 from lsprotocol import types
@@ -20,12 +21,29 @@ from . import lenses as L
 from . import summary as S
 from .display import INTERPRETED_NOTE
 from .documents import Analysis
-from .jobs import Job
-from .service_state import FoundVariant, ServiceState
+from .jobmodel import Job
+from .service_client import Client
+from .service_documents import OpenDocuments
+from .storeview import StoreView
 
 log = logging.getLogger("kernelband_lsp")
 
-JOB_EVENT = "kernelband/jobEvent"
+
+@dataclass
+class FoundVariant:
+    """A verified faster module found by a job, tied to the text the job started from."""
+
+    uri: str
+    path: str
+    kernel: str
+    job_id: str
+    base_text: str
+    result: Result
+    background: bool
+
+    @property
+    def source(self) -> str:
+        return self.result.best_source
 
 
 def is_interpreted(result: Optional[Result]) -> bool:
@@ -33,17 +51,33 @@ def is_interpreted(result: Optional[Result]) -> bool:
     return result is not None and not D.result_claims_speed(result)
 
 
-class VariantsMixin(ServiceState):
-    """A part of KernelBandService (service_state.py declares the state it uses)."""
+def offerable(result: Result, min_speedup: float) -> bool:
+    """The offer rule is the engine's: ``Result.applicable`` (GPU times, the CI's lower
+    bound above the session's floor), held to this editor's floor too when it is set
+    higher (``verdict.is_improvement``, the rule behind ``applicable``), and never for
+    interpreter times (display.py: a --cpu-tuning Result is applicable, not a speedup)."""
+    ci = result.speedup_ci
+    low = ci[0] if ci else result.speedup  # a Result written without its CI: the point
+    return (result.applicable and bool(result.best_source) and not is_interpreted(result)
+            and is_improvement(S.num(low), min_speedup))
 
-    def _reportable(self, fv: FoundVariant) -> bool:
-        """A speedup worth offering: the engine's own rule (``Result.applicable``: GPU
-        times, the CI's lower bound above the session's floor), held to this editor's
-        floor too when it is set higher (verdict.is_improvement, the same rule)."""
-        ci = fv.result.speedup_ci
-        low = ci[0] if ci else fv.result.speedup  # a Result written without its CI: the point
-        return (fv.result.applicable and bool(fv.source) and not is_interpreted(fv.result)
-                and is_improvement(S.num(low), self.settings.min_speedup))
+
+class FoundVariants:
+    """Adds the "found variant" diagnostics of background jobs to the documents' sources."""
+
+    def __init__(self, client: Client, documents: OpenDocuments, store: StoreView) -> None:
+        self.client = client
+        self.documents = documents
+        self.store = store
+        self.found: dict[tuple[str, str], FoundVariant] = {}  # (path, kernel) -> the last found
+        self._plans: dict[tuple, E.EditPlan] = {}
+        documents.diagnostic_sources["variant"] = self._diagnostics
+
+    def _diagnostics(self, a: Analysis) -> list[types.Diagnostic]:
+        # found variants are kept even when applied or no longer applicable: an undo (or
+        # reverting the kernel) brings the text back and the offer must come back with it
+        return [L.variant_diagnostic(a, k, fv.result, fv.job_id) for k in a.detection.kernels
+                if (fv := self.offer(a, k.name)) is not None and fv.background]
 
     def variant_of(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
         """The found variant of a kernel: this session's, else a stored Result that started
@@ -58,21 +92,20 @@ class VariantsMixin(ServiceState):
         res = self.store.result(a.path, kernel)
         if res is not None and res.found and res.original_hash == a.hash:
             fv = FoundVariant(uri=a.uri, path=key[0], kernel=kernel, job_id=res.session_id or "store",
-                              base_text=a.text, base_version=a.version, base_kernel_text=a.kernel_text(kernel),
-                              result=res, background=False)
+                              base_text=a.text, result=res, background=False)
             self.found[key] = fv
             return fv
         return None
 
     def offer(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
-        """The variant to offer on this text: reportable and still applicable with a change
+        """The variant to offer on this text: offerable and still applicable with a change
         (None once applied: the text already is the variant)."""
         if not a.parsed:
             return None
         fv = self.variant_of(a, kernel)
-        if fv is None or not self._reportable(fv):
+        if fv is None or not offerable(fv.result, self.client.settings.min_speedup):
             return None
-        plan = self._cached_plan(fv, a)
+        plan = self.cached_plan(fv, a)
         return fv if plan.ok and plan.hunks else None
 
     def reviewable(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
@@ -84,25 +117,10 @@ class VariantsMixin(ServiceState):
         fv = self.variant_of(a, kernel)
         if fv is None or not fv.result.found:
             return None
-        plan = self._cached_plan(fv, a)
+        plan = self.cached_plan(fv, a)
         return fv if plan.ok and plan.hunks else None
 
-    def _edit_for_result(self, job: Job) -> dict:
-        res = job.result
-        if res is None or not res.found:
-            return {"edit": None}
-        if is_interpreted(res):
-            return {"edit": None, "editMessage": INTERPRETED_NOTE}
-        fv = self.found.get((job.spec.path, job.spec.kernel))
-        if fv is None or fv.job_id != job.id:
-            fv = self._found_from_job(job)
-        plan, version, text = self._plan_for(fv)
-        if not plan.ok:
-            return {"edit": None, "editMessage": plan.message}
-        edit = E.workspace_edit(fv.uri, version, text, plan.hunks, self.encoding, self.supports_document_changes)
-        return {"edit": edit, "editVersion": version, "editRebuilt": plan.rebuilt}
-
-    def _cached_plan(self, fv: FoundVariant, a: Analysis, undo: bool = False) -> E.EditPlan:
+    def cached_plan(self, fv: FoundVariant, a: Analysis, undo: bool = False) -> E.EditPlan:
         """Code actions are asked for on every cursor move: plan once per (variant, text).
         ``undo``: the plan that takes the variant's changes out of the text again (it is
         ok, with hunks, exactly when the variant is applied there)."""
@@ -116,35 +134,43 @@ class VariantsMixin(ServiceState):
             self._plans[key] = hit
         return hit
 
-    def _current(self, fv: FoundVariant) -> tuple[Optional[str], Optional[int]]:
-        if self.is_open(fv.uri):
-            doc = self.ls.workspace.get_text_document(fv.uri)
-            return doc.source, doc.version
-        try:
-            with open(fv.path, encoding="utf-8", newline="") as f:
-                return f.read(), None
-        except OSError:
-            return None, None
-
     def _plan_for(self, fv: FoundVariant) -> tuple[E.EditPlan, Optional[int], str]:
-        text, version = self._current(fv)
+        text, version = self.documents.text_of(fv.uri, fv.path)
         if text is None:
             return E.EditPlan(False, f"cannot read {fv.path}"), None, ""
         return E.plan_edit(fv.base_text, fv.source, text, fv.kernel), version, text
 
-    def _found_from_job(self, job: Job) -> FoundVariant:
+    # ================================================================== from jobs
+    def found_by(self, job: Job) -> FoundVariant:
+        """The variant an optimize job found, tied to the text it started from."""
         spec = job.spec
-        from .documents import analyse
-
-        base = analyse(spec.uri, spec.path, spec.source, spec.version, self.encoding)
-        base_kernel = base.kernel_text(spec.kernel)
         return FoundVariant(uri=spec.uri or from_fs_path(spec.path) or spec.path, path=spec.path, kernel=spec.kernel,
-                            job_id=job.id, base_text=spec.source, base_version=spec.version,
-                            base_kernel_text=base_kernel, result=job.result or Result(status="failed"),
+                            job_id=job.id, base_text=spec.source, result=job.result or Result(status="failed"),
                             background=spec.background)
 
-    async def lookup_variant(self, uri: str, kernel: str) -> Optional[FoundVariant]:
-        a = await self.analysis(uri)
+    def remember(self, job: Job) -> FoundVariant:
+        fv = self.found[(job.spec.path, job.spec.kernel)] = self.found_by(job)
+        return fv
+
+    def edit_for_result(self, job: Job) -> dict:
+        """The optimize reply's edit: the found variant on the text as it is now."""
+        res = job.result
+        if res is None or not res.found:
+            return {"edit": None}
+        if is_interpreted(res):
+            return {"edit": None, "editMessage": INTERPRETED_NOTE}
+        fv = self.found.get((job.spec.path, job.spec.kernel))
+        if fv is None or fv.job_id != job.id:
+            fv = self.found_by(job)
+        plan, version, text = self._plan_for(fv)
+        if not plan.ok:
+            return {"edit": None, "editMessage": plan.message}
+        edit = self.client.workspace_edit(fv.uri, version, text, plan.hunks)
+        return {"edit": edit, "editVersion": version, "editRebuilt": plan.rebuilt}
+
+    # ================================================================== commands
+    async def lookup(self, uri: str, kernel: str) -> Optional[FoundVariant]:
+        a = await self.documents.analysis(uri)
         if a is not None:
             return self.variant_of(a, kernel)
         path = to_fs_path(uri)
@@ -154,7 +180,7 @@ class VariantsMixin(ServiceState):
         uri, kernel = args.get("uri"), args.get("kernel")
         if not isinstance(uri, str) or not isinstance(kernel, str):
             return {"error": "expected arguments {uri, kernel}"}
-        fv = await self.lookup_variant(uri, kernel)
+        fv = await self.lookup(uri, kernel)
         if fv is None:
             return {"error": f"no found variant for {kernel}: run Optimize first"}
         plan, version, text = self._plan_for(fv)
@@ -166,30 +192,24 @@ class VariantsMixin(ServiceState):
                "speedup_ci": fv.result.speedup_ci if claim else None,
                "jobId": fv.job_id, "rebuilt": plan.rebuilt, "interpreted": not claim, "speedClaim": claim,
                # the words the clients show (display.py): what it claims, in one phrase and one line
-               "what": self._what(fv.result), "summary": D.result_summary(fv.result, kernel),
+               "what": _what(fv.result), "summary": D.result_summary(fv.result, kernel),
                "evidence": EV.evidence(fv.result)}
         if not claim:
             out["note"] = INTERPRETED_NOTE
         return out
 
-    @staticmethod
-    def _what(result: Result) -> str:
-        """'1.43x (95% CI 1.30–1.50x) faster' or 'correct; speed needs a GPU'."""
-        phrase = D.speedup_phrase(result)
-        return f"{phrase} faster" if phrase else INTERPRETED_NOTE
-
     async def apply_variant(self, args: dict) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
         if not isinstance(uri, str) or not isinstance(kernel, str):
             return {"applied": False, "message": "expected arguments {uri, kernel}"}
-        fv = await self.lookup_variant(uri, kernel)
+        fv = await self.lookup(uri, kernel)
         if fv is None:
             return {"applied": False, "message": f"no found variant for {kernel}: run Optimize first"}
         plan, version, text = self._plan_for(fv)
         if not plan.ok:
             return {"applied": False, "message": plan.message}
-        edit = E.workspace_edit(uri, version, text, plan.hunks, self.encoding, self.supports_document_changes)
-        return await self._apply(edit, f"KernelBand: apply the variant of {kernel} ({self._what(fv.result)})")
+        edit = self.client.workspace_edit(uri, version, text, plan.hunks)
+        return await self.client.apply_edit(edit, f"KernelBand: apply the variant of {kernel} ({_what(fv.result)})")
 
     async def review_variant(self, args: dict) -> dict:
         """kernelband.reviewVariant: show the found variant's diff and its evidence
@@ -206,14 +226,15 @@ class VariantsMixin(ServiceState):
         lines = [f"# KernelBand: found variant of {kernel} ({what})"]
         lines += [f"# {r['label']}: {r['value']}" for r in prop.get("evidence") or []]
         path = E.write_review_file(kernel, "\n".join(lines) + "\n" + str(prop.get("diff") or ""))
-        if self._cap("window", "show_document", "support"):
+        ls = self.client.ls
+        if self.client.cap("window", "show_document", "support"):
             try:
-                await asyncio.wait_for(self.ls.window_show_document_async(types.ShowDocumentParams(
+                await asyncio.wait_for(ls.window_show_document_async(types.ShowDocumentParams(
                     uri=from_fs_path(path) or path, take_focus=True)), timeout=10)
             except Exception as e:
                 log.info("window/showDocument: %s", e)
         try:
-            choice = await asyncio.wait_for(self.ls.window_show_message_request_async(types.ShowMessageRequestParams(
+            choice = await asyncio.wait_for(ls.window_show_message_request_async(types.ShowMessageRequestParams(
                 type=types.MessageType.Info, message=f"Apply the KernelBand variant of {kernel} ({what})? Diff: {path}",
                 actions=[types.MessageActionItem(title="Apply"), types.MessageActionItem(title="Discard")])),
                 timeout=600)
@@ -225,29 +246,8 @@ class VariantsMixin(ServiceState):
         out["diffFile"] = path
         return out
 
-    async def create_harness(self, args: dict) -> dict:
-        uri, kernel = args.get("uri"), args.get("kernel")
-        if not isinstance(uri, str) or not isinstance(kernel, str):
-            return {"applied": False, "message": "expected arguments {uri, kernel}"}
-        a = await self.analysis(uri)
-        if a is None or not a.parsed:
-            return {"applied": False, "message": "the file does not parse"}
-        k = a.detection.kernel(kernel)
-        if k is None:
-            return {"applied": False, "message": f"no Triton kernel named {kernel!r}"}
-        offset, text = L.stub_insertion(a, k)
-        edit = E.workspace_edit(uri, a.version, a.text, [E.Hunk(offset, offset, text)], self.encoding,
-                                self.supports_document_changes)
-        return await self._apply(edit, f"KernelBand: harness for {kernel}")
 
-    async def _apply(self, edit: types.WorkspaceEdit, label: str) -> dict:
-        try:
-            res = await asyncio.wait_for(
-                self.ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label)), timeout=30)
-        except asyncio.TimeoutError:
-            return {"applied": False, "message": "the editor did not answer workspace/applyEdit"}
-        except Exception as e:
-            return {"applied": False, "message": f"workspace/applyEdit failed: {e}"}
-        applied = bool(getattr(res, "applied", False))
-        reason = getattr(res, "failure_reason", None)
-        return {"applied": applied, "message": "applied" if applied else (reason or "the editor refused the edit")}
+def _what(result: Result) -> str:
+    """'1.43x (95% CI 1.30–1.50x) faster' or 'correct; speed needs a GPU'."""
+    phrase = D.speedup_phrase(result)
+    return f"{phrase} faster" if phrase else INTERPRETED_NOTE

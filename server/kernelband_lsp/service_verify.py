@@ -17,22 +17,49 @@ import dataclasses
 import logging
 import os
 import tempfile
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
 
 from kernelband.model import Result
 from kernelband.reverify import original_of, verdict_line
 
 from . import summary as S
+from .display import INTERPRETED_NOTE
 from .documents import Analysis
 from .jobs import CANCELLED, CHECK
-from .service_variants import INTERPRETED_NOTE, FoundVariant, is_interpreted
-from .service_state import Reverified, ServiceState
+from .service_client import Client
+from .service_documents import OpenDocuments
+from .service_jobs import JobRunner
+from .service_variants import FoundVariant, FoundVariants, is_interpreted
+from .storeview import StoreView
 
 log = logging.getLogger("kernelband_lsp")
 
 
-class VerifyMixin(ServiceState):
-    """A part of KernelBandService (service_state.py declares the state it uses)."""
+@dataclass(frozen=True)
+class Reverified:
+    """The verdict of the last re-verification of a kernel, for the text it ran on."""
+
+    text_hash: str
+    passed: bool
+    line: str
+    job_id: str
+
+
+class Reverifier:
+    """Which found variant is applied in a text, and its re-verification as a check job."""
+
+    def __init__(self, client: Client, documents: OpenDocuments, variants: FoundVariants, jobs: JobRunner,
+                 store: StoreView) -> None:
+        self.client = client
+        self.documents = documents
+        self.variants = variants
+        self.jobs = jobs
+        self.store = store
+        # the last re-verification of an applied variant, per (path, kernel); originals rebuilt
+        # from stored Results, per Result
+        self.reverified: dict[tuple[str, str], Reverified] = {}
+        self._originals: dict[tuple, Optional[str]] = {}
 
     def applied_variant(self, a: Analysis, kernel: str) -> Optional[tuple[FoundVariant, str]]:
         """(the found variant whose changes are in this text, the text to check it
@@ -41,16 +68,17 @@ class VerifyMixin(ServiceState):
         if not a.parsed or not a.path or a.partial:
             return None
         key = (self.store.abspath(a.path), kernel)
+        found = self.variants.found
         for fv in self._applied_candidates(a, key, kernel):
-            plan = self._cached_plan(fv, a, undo=True)
+            plan = self.variants.cached_plan(fv, a, undo=True)
             if plan.ok and plan.hunks:
-                if self.found.get(key) is not fv:
-                    self.found[key] = fv  # Undo then finds it: the Apply lens comes back
+                if found.get(key) is not fv:
+                    found[key] = fv  # Undo then finds it: the Apply lens comes back
                 return fv, plan.new_text
         return None
 
-    def _applied_candidates(self, a: Analysis, key: tuple[str, str], kernel: str):
-        fv = self.found.get(key)
+    def _applied_candidates(self, a: Analysis, key: tuple[str, str], kernel: str) -> Iterator[FoundVariant]:
+        fv = self.variants.found.get(key)
         if fv is not None:
             yield fv
         res = self.store.result(a.path, kernel)
@@ -61,8 +89,7 @@ class VerifyMixin(ServiceState):
         original = self._original_of(res)
         if original is not None:
             yield FoundVariant(uri=a.uri, path=key[0], kernel=kernel, job_id=res.session_id or "store",
-                               base_text=original, base_version=None, base_kernel_text=None, result=res,
-                               background=False)
+                               base_text=original, result=res, background=False)
 
     def _original_of(self, res: Result) -> Optional[str]:
         key = (res.session_id, res.original_hash, len(res.diff), len(res.best_source))
@@ -90,7 +117,7 @@ class VerifyMixin(ServiceState):
 
         if not isinstance(uri, str) or not isinstance(kernel, str):
             return fail("expected arguments {uri, kernel}")
-        a = await self.analysis(uri)
+        a = await self.documents.analysis(uri)
         if a is None or not a.parsed:
             return fail(f"cannot read {uri}" if a is None else "the file does not parse")
         if not uri.startswith("file:") or not a.path:
@@ -100,13 +127,13 @@ class VerifyMixin(ServiceState):
             return fail(f"no applied KernelBand variant of {kernel} in this text: Re-verify checks a found "
                         "variant after Apply (against the original it replaced)")
         fv, original = found
-        settings = await self.refresh_settings()
+        settings = await self.client.refresh_settings()
         variant_path = _write_variant(kernel, a.text)
-        spec = dataclasses.replace(self._spec(CHECK, a, kernel, settings, background=False), source=original,
+        spec = dataclasses.replace(self.jobs.spec(CHECK, a, kernel, settings, background=False), source=original,
                                    variant_path=variant_path)
-        job = self.jobs.submit(spec)
+        job = self.jobs.manager.submit(spec)
         try:
-            await self._run_to_end(job, token)
+            await self.jobs.run_to_end(job, token)
         finally:
             if job.finished:
                 _remove(variant_path)
@@ -117,7 +144,7 @@ class VerifyMixin(ServiceState):
         passed, line = verdict_line(job.check) if job.check is not None else \
             (False, f"re-verification failed: {job.error or job.state}")
         self.reverified[(fv.path, kernel)] = Reverified(a.hash, passed, line, job.id)
-        self._schedule_lens_refresh()
+        self.client.refresh_lenses()
         log.info("%s: %s: %s", job.id, kernel, line)
         return {"jobId": job.id, "kernel": kernel, "verified": passed, "summary": line, "check": job.check,
                 "message": line, "foundBy": fv.job_id}

@@ -26,11 +26,6 @@ def num(v: Any) -> Optional[float]:
     return None
 
 
-def has_variant(result: Optional[Result]) -> bool:
-    """The Result carries a correct variant (improved, or verified_correct under the interpreter)."""
-    return result is not None and result.found
-
-
 def result_time_ms(result: Optional[Result], module_hash: Optional[str] = None) -> Optional[float]:
     """The time of the code as it is now, from an optimization Result: the original's
     time (baseline) unless the text is the winner's (the variant was applied)."""

@@ -1,0 +1,92 @@
+"""Background optimization: jobs queued on save and for files changed on disk while the
+setting is on (background.py decides which kernels of a text to queue)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from pygls.uris import from_fs_path
+
+from kernelband.model import FOUND_STATUSES
+
+from .background import Background
+from .documents import Analysis
+from .jobs import OPTIMIZE
+from .service_client import Client
+from .service_documents import OpenDocuments
+from .service_jobs import JobRunner
+from .settings import Settings
+from .storeview import StoreView
+
+log = logging.getLogger("kernelband_lsp")
+
+
+class BackgroundOptimizer:
+    """Hears of saves from the documents and of the setting from the client."""
+
+    def __init__(self, client: Client, documents: OpenDocuments, jobs: JobRunner, store: StoreView) -> None:
+        self.client = client
+        self.documents = documents
+        self.jobs = jobs
+        self.store = store
+        self.background = Background(self._submit, self._already_done,
+                                     lambda a, kernel: documents.harness(a, kernel).found)
+        documents.on_saved.append(self._on_save)
+        client.on_settings.append(self._settings_applied)
+
+    @property
+    def watching(self) -> bool:
+        return self.background.watching
+
+    def unwatch(self) -> None:
+        self.background.unwatch()
+
+    def _already_done(self, a: Analysis, kernel: str) -> bool:
+        res = self.store.result(a.path, kernel)
+        return res is not None and res.original_hash == a.hash and res.status in (*FOUND_STATUSES, "no_improvement")
+
+    def _submit(self, a: Analysis, kernel: str) -> bool:
+        if not a.path:
+            return False
+        self.jobs.start(self.jobs.spec(OPTIMIZE, a, kernel, self.client.settings, background=True))
+        return True
+
+    def _on_save(self, a: Analysis) -> None:
+        if self.client.settings.background_on_save:
+            self.background.on_save(a)
+
+    def _settings_applied(self, old: Settings, new: Settings) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not serving yet (unit use): no watcher
+        if new.background_on_save:
+            self.background.watch(self.client.workspace_folders(), self._on_disk_change)
+        elif self.background.watching:
+            self.background.unwatch()
+
+    def _on_disk_change(self, path: str) -> None:
+        self.documents.spawn(self._disk_changed(path))
+
+    async def _disk_changed(self, path: str) -> None:
+        uri = from_fs_path(path)
+        if not uri or not self.client.settings.background_on_save:
+            return
+        try:
+            with open(path, encoding="utf-8", newline="") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError):
+            return
+        docs = self.documents.docs
+        if self.documents.is_open(uri):
+            doc = self.client.ls.workspace.get_text_document(uri)
+            if doc.source != text:
+                return  # the editor holds other (unsaved) text: its save will tell us
+            a = await docs.aget(uri, doc.path, doc.source, doc.version)
+        else:
+            a = await docs.aget(uri, path, text, None)
+            if a.parsed and a.kernels:
+                self.documents.publish_analysed(a)
+        if a.parsed and a.kernels:
+            log.info("%s changed on disk", path)
+            self.background.on_save(a)
