@@ -11,7 +11,8 @@ Parts (each one session at a time on the GPU, except ``parallel3`` on purpose):
   the first candidate verdict (seconds from the start), the session's seconds, and the
   winner's search-phase speedup over its final paired speedup (``search_vs_final``);
 - add_scale_b16: the README's command, ``kernelband optimize examples/add_scale.py --budget
-  16`` from a fresh copy of examples/ (cold workspace), wall seconds;
+  16`` from a fresh copy of examples/ (cold workspace, after the sessions: the machine's
+  caches as a user's second kernel finds them), wall seconds;
 - timeline: one evaluation's phases (variant process: sandbox, CUDA context, import,
   compile, fingerprints, frame sends, waits for the judge; judge: spawn, receive, compare,
   teardown) for an elementwise kernel whose harness returns 64 MiB and 1.5 GiB;
@@ -471,13 +472,15 @@ def main() -> int:
     if not args.skip_timeline:
         report["timeline"] = part_timeline(args)
         save()
-    if not args.skip_add_scale:
-        report["add_scale_b16"] = part_add_scale(args)
-        report["add_scale_b16_wall_s"] = report["add_scale_b16"]["wall_s"]
-        save()
     if not args.skip_sessions:
         report["rows"] = []
         part_sessions(args, report["rows"], save)
+        save()
+    # after the sessions: a fresh workspace on a machine that has run KernelBand before
+    # (its bytecode and device peaks cached), as a user's second kernel finds it
+    if not args.skip_add_scale:
+        report["add_scale_b16"] = part_add_scale(args)
+        report["add_scale_b16_wall_s"] = report["add_scale_b16"]["wall_s"]
         save()
     if not args.skip_parallel:
         report["parallel"] = part_parallel(args)
