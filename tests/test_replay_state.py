@@ -92,6 +92,10 @@ def touch(p_ptr):
 _HELD = {}
 
 
+def _keep(t, _kept=[]):
+    _kept.append(t)
+
+
 def run(x, how):
     flags = torch.zeros(PROGRAMS, dtype=torch.int32)
     work[(PROGRAMS,)](x, flags, N, BLOCK=BLOCK)
@@ -103,6 +107,9 @@ def run(x, how):
         mark_atomic[(1,)](flags, PROGRAMS, BLOCK=8)
     elif how == "held":  # the module keeps the buffer: a later call sees it
         _HELD[0] = flags
+        mark[(1,)](flags, PROGRAMS, VALUE=1, BLOCK=8)
+    elif how == "held_default":  # kept by a function's default argument
+        _keep(flags)
         mark[(1,)](flags, PROGRAMS, VALUE=1, BLOCK=8)
     elif how == "torch_reads":  # torch reads what the launch wrote
         mark[(1,)](flags, PROGRAMS, VALUE=1, BLOCK=8)
@@ -128,6 +135,10 @@ def harness_atomic():
 
 def harness_held():
     return run(torch.randn(N), "held")
+
+
+def harness_held_default():
+    return run(torch.randn(N), "held_default")
 
 
 def harness_torch_reads():
@@ -238,8 +249,8 @@ def test_a_launch_that_only_leaves_state_for_a_later_run_is_refused(module: Any)
     assert why.startswith("mark.flags_ptr writes only a buffer the call drops") and "work.flags_ptr reads" in why
 
 
-@pytest.mark.parametrize("harness", ["harness_reset", "harness_atomic", "harness_held", "harness_torch_reads",
-                                     "harness_output_too"])
+@pytest.mark.parametrize("harness", ["harness_reset", "harness_atomic", "harness_held", "harness_held_default",
+                                     "harness_torch_reads", "harness_output_too"])
 def test_state_the_call_itself_uses_is_not_refused(module: Any, harness: str):
     """A reset to the state the call found, a read-modify-write, a buffer the module keeps,
     one torch reads afterwards, a launch that also writes an output: work for the call."""

@@ -32,7 +32,7 @@ from triton.runtime import autotuner as _autotuner
 from triton.runtime import jit as _jit
 
 from ..model import LaunchRecord
-from .prestate import PreState
+from .prestate import PreState, launch_tensors
 
 try:
     from triton.runtime import interpreter as _interpreter
@@ -376,7 +376,7 @@ def _recorded_launch(rec: LaunchRecorder, original: Callable[..., Any], self: An
         return None
     named = _tensors(launch.named_args())
     if rec.prestate.active:
-        rec.prestate.take(launch.name, named)
+        rec.prestate.take(launch.name, launch_tensors(launch.named_args()))
     before = {}
     if rec.track_writes:
         for n, t in named.items():

@@ -113,23 +113,32 @@ def _key(t: torch.Tensor) -> Optional[StorageKey]:
 
 
 # --------------------------------------------------------------------------- reachable
-def reachable(version: Any, returned: Any, harness_locals: Any, written: Any) -> set[StorageKey]:
-    """Storages the call's results live in: what the harness got back or holds, every
-    output the judge compares, and tensors the module keeps (its globals, one container
-    deep): a write into any of them is seen after the call."""
-    found: set[StorageKey] = set()
+def reachable(version: Any, returned: Any, harness_locals: Any, written: Any) -> dict[StorageKey, int]:
+    """Storages the call's results live in, with their sizes: what the harness got back or
+    holds, every output the judge compares, and tensors the module keeps (its globals one
+    container deep, its functions' defaults and closures): a write into any of them is seen
+    after the call."""
+    found: dict[StorageKey, int] = {}
 
     def walk(x: Any, depth: int) -> None:
         if isinstance(x, torch.Tensor):
             key = _key(x)
             if key is not None:
-                found.add(key)
+                found[key] = x.untyped_storage().nbytes()
         elif depth > 0 and isinstance(x, dict):
             for v in list(x.values()):
                 walk(v, depth - 1)
         elif depth > 0 and isinstance(x, (list, tuple, set, frozenset)):
             for v in list(x):
                 walk(v, depth - 1)
+        elif depth > 0 and callable(x) and hasattr(x, "__code__"):  # a function: what it keeps between calls
+            walk(list(getattr(x, "__defaults__", None) or ()), depth - 1)
+            walk(dict(getattr(x, "__kwdefaults__", None) or {}), depth - 1)
+            for cell in getattr(x, "__closure__", None) or ():
+                try:
+                    walk(cell.cell_contents, depth - 1)
+                except ValueError:  # an empty cell
+                    pass
 
     walk(returned, 4)
     walk(harness_locals, 5)
@@ -198,7 +207,7 @@ def _uses(launches: list[Any], source: str) -> tuple[list[dict[StorageKey, _Use]
     return uses, known
 
 
-def carried_state(rec: Any, watch: TorchAccess, source: str, keep: set[StorageKey]) -> Optional[str]:
+def carried_state(rec: Any, watch: TorchAccess, source: str, keep: dict[StorageKey, int]) -> Optional[str]:
     """The first launch whose only effect is state for a later run of the launches, or None."""
     launches = rec.launches
     uses, known = _uses(launches, source)
@@ -220,7 +229,7 @@ def carried_state(rec: Any, watch: TorchAccess, source: str, keep: set[StorageKe
 
 
 def _consumed(key: StorageKey, j: int, uses: list[dict[StorageKey, _Use]], watch: TorchAccess,
-              keep: set[StorageKey]) -> bool:
+              keep: dict[StorageKey, int]) -> bool:
     """Whether launch j's write to the storage can matter to the call: the caller sees
     it, launch j may read it back, or a later launch or torch op reads it."""
     if key in keep or uses[j][key].may_load:
@@ -230,10 +239,10 @@ def _consumed(key: StorageKey, j: int, uses: list[dict[StorageKey, _Use]], watch
     return watch.read_after(key, j)
 
 
-def address_argument(rec: Any, watch: TorchAccess, keep: set[StorageKey]) -> Optional[str]:
+def address_argument(rec: Any, watch: TorchAccess, keep: dict[StorageKey, int]) -> Optional[str]:
     """A launch given the address of a tensor's memory as an integer, or None."""
     ranges: dict[int, int] = {}
-    for (_, base), size in watch.sizes.items():
+    for (_, base), size in list(watch.sizes.items()) + list(keep.items()):
         ranges[base] = max(ranges.get(base, 0), size)
     for (_, base), kept in rec.prestate.storages.items():
         ranges[base] = max(ranges.get(base, 0), kept.nbytes)
@@ -251,7 +260,7 @@ def address_argument(rec: Any, watch: TorchAccess, keep: set[StorageKey]) -> Opt
     return None
 
 
-def replay_refusal(rec: Any, watch: TorchAccess, source: str, keep: set[StorageKey]) -> Optional[str]:
+def replay_refusal(rec: Any, watch: TorchAccess, source: str, keep: dict[StorageKey, int]) -> Optional[str]:
     """Why no replay of the kept run's launches can be the call, or None (see the module
     docstring). ``keep``: the storages the call's results live in (``reachable``)."""
     state = rec.prestate

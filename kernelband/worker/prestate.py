@@ -40,6 +40,18 @@ def storage_bytes(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=t.device).set_(s, 0, (s.nbytes(),), (1,))
 
 
+def launch_tensors(named: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """A launch's tensor arguments, and the tensor under an argument that wraps one (a
+    TensorDescriptor's ``base``): memory the launch reaches through either is its state."""
+    out: dict[str, torch.Tensor] = {}
+    for name, value in named.items():
+        if isinstance(value, torch.Tensor):
+            out[name] = value
+        elif isinstance(getattr(value, "base", None), torch.Tensor):
+            out[f"{name}.base"] = value.base
+    return out
+
+
 def view_of(copy: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """``t``'s view (dtype, offset, shape, strides) over a copy of its storage."""
     return torch.empty(0, dtype=t.dtype, device=copy.device).set_(copy.untyped_storage(), t.storage_offset(),
