@@ -36,7 +36,7 @@ from typing import Iterable, Optional
 
 from .detect import DetectionResult, detect, import_bindings, wrappers_of
 from .screen_grammar import Finding, ModuleContext, Walker, import_findings
-from .screen_policy import ALLOWED_IMPORTS
+from .screen_policy import ALLOWED_IMPORTS, ORIGINAL_ONLY_MEMBERS
 from .screen_source import SourceRefused, canonical_source
 
 __all__ = ["ALLOWED_IMPORTS", "SourceRefused", "canonical_source", "policy_violations", "screen_variant"]
@@ -205,8 +205,23 @@ def _findings(original_source: str, variant_source: str) -> list[Finding]:
         _check_top_level(ctx, otree, node, findings)
     licences = _licences(original_source)
     parents = _parents(vtree)
-    kept = [f for f in findings if not _licensed(f, licences, parents)]
+    members = _members_read(original_source)
+    kept = [f for f in findings if not _licensed(f, licences, parents) and not _member_of_original(f, members)]
     return sorted(kept, key=lambda f: (f.line, f.rank))
+
+
+@functools.lru_cache(maxsize=32)
+def _members_read(source: str) -> frozenset[str]:
+    """The ``ORIGINAL_ONLY_MEMBERS`` the original reads anywhere (``x.data_ptr()``)."""
+    tree = _facts(source).tree
+    if tree is None:
+        return frozenset()
+    return frozenset(n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in ORIGINAL_ONLY_MEMBERS)
+
+
+def _member_of_original(f: Finding, members: frozenset[str]) -> bool:
+    """A finding on an address member the original itself reads (by name, on any value)."""
+    return isinstance(f.node, ast.Attribute) and f.node.attr in members
 
 
 def _conflicting_imports(tree: ast.Module) -> set[str]:

@@ -180,9 +180,9 @@ bitwise_left_shift bitwise_left_shift_ bitwise_not bitwise_not_ bitwise_or bitwi
 bitwise_right_shift_ bitwise_xor bitwise_xor_ block_shape bmm bool broadcast_to byte capitalize casefold
 cauchy_ ccol_indices cdouble ceil ceil_ center cfloat chalf char cholesky cholesky_inverse cholesky_solve
 chunk clamp clamp_ clamp_max clamp_max_ clamp_min clamp_min_ clear clip clip_ clone coalesce col_indices conj
-conj_physical conj_physical_ conjugate const_data_ptr contiguous copy copy_ copysign copysign_ corrcoef cos
+conj_physical conj_physical_ conjugate contiguous copy copy_ copysign copysign_ corrcoef cos
 cos_ cosh cosh_ count count_nonzero cov cpu cross crow_indices cuda cummax cummin cumprod cumprod_ cumsum
-cumsum_ data data_ptr deg2rad deg2rad_ denominator dense_dim dequantize det detach detach_ device diag
+cumsum_ data deg2rad deg2rad_ denominator dense_dim dequantize det detach detach_ device diag
 diag_embed diagflat diagonal diagonal_scatter diff difference difference_update digamma digamma_ dim dim_order
 discard dist div div_ divide divide_ dot double dsplit dtype eig element_size encode endswith eps eq eq_ equal
 erf erf_ erfc erfc_ erfinv erfinv_ exp exp2 exp2_ exp_ expand expand_as expandtabs expm1 expm1_ exponential_
@@ -231,12 +231,18 @@ unsqueeze_ update upper uuid values var vdot view view_as volatile vsplit warp_s
 zero_ zfill
 """.split())
 # Tensor members left out: they reach storages and shared memory, register Python hooks
-# that run later (autograd, streams) or call Python on every element.
+# that run later (autograd, streams) or call Python on every element. Addresses too: a
+# kernel given a buffer's address (or its offset from an argument) as an integer reaches
+# memory no launch argument covers, which no replay restores (round 3, CARRIED).
 EXCLUDED_MEMBERS: frozenset[str] = frozenset(
     """storage untyped_storage storage_type share_memory_ register_hook register_post_accumulate_grad_hook
     backward module_load grad_fn apply_ map_ map2_ record_stream handle to_ir codegen_name mangle
-    cache_key_part""".split()
+    cache_key_part data_ptr const_data_ptr mutable_data_ptr""".split()
 )
+# Of those, what a variant may use where the original reads the same member (by name: an
+# original that checks alignment or builds descriptors from addresses keeps doing so in
+# the code a rewrite changes).
+ORIGINAL_ONLY_MEMBERS: frozenset[str] = frozenset({"data_ptr", "const_data_ptr", "mutable_data_ptr"})
 # Attributes of Triton's values inside a kernel (tl.tensor, dtype, pointer_type,
 # block_type, constexpr), less its IR internals (handle, to_ir...).
 KERNEL_VALUE_ATTRIBUTES: frozenset[str] = frozenset("""

@@ -4,7 +4,8 @@
   the evaluation path, and none with the screen skipped either (the sandbox's layers);
 - at least 95% of the CPU-visible WRONG variants are rejected, each one individually too;
 - every TIMING cheat is refused (on the CPU: not judged correct; the paired one: no
-  inflated speedup);
+  inflated speedup); of the class that keeps state for a later run, what is correct in
+  every call and not refused is timed from the call's state, replay by replay;
 - the corpus is really wrong: each CPU-visible WRONG variant's witness, run outside the
   judge, differs from the original's result.
 
@@ -41,13 +42,9 @@ CANARY = ("KERNELBAND_R3_CANARY_SECRET", "canary-not-a-real-secret")
 
 
 # The cases the landed defences do not close yet (measured; tests/redteam/round3/README.md
-# says why): every other case is asserted.
-STILL_OPEN = {
-    # timed honestly: each timed replay starts from the restored state (its flags cleared), so
-    # its time is the real work's; refusing it needs a rule against a launch that reads what a
-    # later launch of the same call writes
-    "timing/rope_inplace/helper_flags_skip_replays": "timing",
-}
+# says why): every other case is asserted. Empty since the state kept for a later run
+# (rope_inplace/helper_flags_skip_replays and its class) is refused or timed from the call's state.
+STILL_OPEN: dict[str, str] = {}
 
 
 def _still_open(case: Case, defence: str) -> list[pytest.MarkDecorator]:
@@ -200,10 +197,35 @@ def _refused(got: Outcome) -> bool:
     return not got.ok
 
 
-@pytest.mark.parametrize("case", [_case_param(c) for c in TIMING], ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [_case_param(c) for c in TIMING if c.spec.measure != "honest"], ids=lambda c: c.id)
 def test_timing_cheat_is_refused(evaluators: Evaluators, case: Case):
     got = run_case(evaluators, case)
     assert _refused(got), f"{case.spec.why} -- {got.row()}: {got.message}"
+
+
+# The class of helper_flags_skip_replays (tests/redteam/round3/README.md, "State kept for a
+# later run"): whatever of it is not refused is correct in every call and timed doing the
+# call's work. Its cases whose state lives in the launches' arguments are checked replay by
+# replay (the refused helper flags too: were the refusal evaded, its timing would be honest).
+HONEST = [c for c in TIMING if c.spec.measure == "honest"]
+IN_ARGUMENTS = HONEST + [c for c in TIMING if c.id == "timing/rope_inplace/helper_flags_skip_replays"]
+
+
+@pytest.mark.parametrize("case", [_case_param(c) for c in HONEST], ids=lambda c: c.id)
+def test_state_kept_for_a_later_run_is_judged_as_the_correct_kernel_it_is(evaluators: Evaluators, case: Case):
+    got = run_case(evaluators, case)
+    assert got.ok, f"{case.spec.why} -- {got.row()}: {got.message}"
+
+
+@pytest.mark.parametrize("case", IN_ARGUMENTS, ids=lambda c: c.id)
+def test_state_kept_for_a_later_run_is_timed_from_the_calls_state(case: Case, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch):
+    """Each timed replay (the worker's own timing loop) starts with every storage the
+    launches touch as the call made it, and leaves what they wrote as the call's did."""
+    from redteam.round3.replaying import replay_problems
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert replay_problems(case.source, case.kernel.harness, tmp_path) == []
 
 
 @pytest.mark.parametrize("case", [_case_param(c, screened=False) for c in TIMING if c.spec.unscreened],

@@ -32,6 +32,7 @@ from triton.runtime import autotuner as _autotuner
 from triton.runtime import jit as _jit
 
 from ..model import LaunchRecord
+from .prestate import PreState, launch_tensors
 
 try:
     from triton.runtime import interpreter as _interpreter
@@ -229,11 +230,10 @@ class LaunchRecorder:
     # kernel name -> argument names the original's launches write (what to poison when neutralised)
     writes: dict[str, list[str]] = field(default_factory=dict)
     track_writes: bool = True  # fingerprint tensor arguments around each launch
-    # keep a copy of every tensor argument as it was before the first launch that used it
-    # (a kept run: its replay check restores that state, so in-place kernels are checked too)
-    snapshot_bytes: int = 0  # the most bytes those copies may take; 0: none
-    pre_state: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
-    pre_state_complete: bool = True
+    # keep a copy of every storage the launches touch as it was before the first launch
+    # that touched it (a kept run: its replay check and every timed replay restore that
+    # state, so in-place kernels are checked and stateful ones timed doing the call's work)
+    prestate: PreState = field(default_factory=lambda: PreState(0))
     # first fingerprint of every tensor argument seen (inputs must stay unchanged)
     first_seen: dict[tuple[Any, ...], tuple[torch.Tensor, tuple[int, int], str]] = field(default_factory=dict)
     # called with (launch, named tensor args) just before and just after each real launch
@@ -354,68 +354,66 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
                 return original(self, *args, **kwargs)
             finally:
                 _state.depth -= 1
-        launch = CapturedLaunch(self, args, dict(kwargs), kernel_name(self), stream=_current_stream(), recorded=True)
-        rec.launches.append(launch)
-        _interpretable(self)
-        if rec.neutralise:
-            _neutralised(rec, launch, original, self, args, kwargs)
-            return None
-        named = _tensors(launch.named_args())
-        if rec.snapshot_bytes and rec.pre_state_complete:
-            _snapshot(rec, named)
-        before = {}
-        if rec.track_writes:
-            for n, t in named.items():
-                fp = fingerprint(t)
-                before[n] = fp
-                rec.first_seen.setdefault(tensor_key(t), (t, fp, f"{launch.name}.{n}"))
-        if rec.before_launch is not None:
-            rec.before_launch(launch, named)
-        rec._inner_calls = []
-        _state.depth = 1
+        _state.busy = True
         try:
-            if isinstance(self, inner_classes):
-                launch.result = _record_inner(rec, original, self, args, kwargs)
-            else:
-                launch.result = original(self, *args, **kwargs)
+            return _recorded_launch(rec, original, self, args, kwargs)
         finally:
-            _state.depth = 0
-        # the last inner call is the real launch (an autotuner benchmarks configs first)
-        if rec._inner_calls:
-            launch.inner = rec._inner_calls[-1]
-        if rec.track_writes:
-            launch.written = [n for n, t in named.items() if fingerprint(t) != before[n]]
-        if rec.after_launch is not None:
-            rec.after_launch(launch, named)
-        return launch.result
+            _state.busy = False
 
     run.__kernelband_wrapped__ = original  # type: ignore[attr-defined]
     return run
 
 
-def _snapshot(rec: LaunchRecorder, named: dict[str, torch.Tensor]) -> None:
-    held = sum(c.numel() * c.element_size() for _, c in rec.pre_state.values())
-    for t in named.values():
-        key = tensor_key(t)
-        if key in rec.pre_state:
-            continue
-        size = t.numel() * t.element_size()
-        if held + size > rec.snapshot_bytes:  # too large to copy: the replay check poisons instead
-            rec.pre_state_complete = False
-            rec.pre_state.clear()
-            return
-        rec.pre_state[key] = (t, same_layout_copy(t.detach()))
-        held += size
+def _recorded_launch(rec: LaunchRecorder, original: Callable[..., Any], self: Any, args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> Any:
+    """An outermost launch while recording: its state kept, run, what it wrote noted."""
+    inner_classes = _innermost_classes()
+    launch = CapturedLaunch(self, args, dict(kwargs), kernel_name(self), stream=_current_stream(), recorded=True)
+    rec.launches.append(launch)
+    _interpretable(self)
+    if rec.neutralise:
+        _neutralised(rec, launch, original, self, args, kwargs)
+        return None
+    named = _tensors(launch.named_args())
+    if rec.prestate.active:
+        rec.prestate.take(launch.name, launch_tensors(launch.named_args()))
+    before = {}
+    if rec.track_writes:
+        for n, t in named.items():
+            fp = fingerprint(t)
+            before[n] = fp
+            rec.first_seen.setdefault(tensor_key(t), (t, fp, f"{launch.name}.{n}"))
+    if rec.before_launch is not None:
+        rec.before_launch(launch, named)
+    rec._inner_calls = []
+    _state.depth = 1
+    try:
+        if isinstance(self, inner_classes):
+            launch.result = _record_inner(rec, original, self, args, kwargs)
+        else:
+            launch.result = original(self, *args, **kwargs)
+    finally:
+        _state.depth = 0
+    # the last inner call is the real launch (an autotuner benchmarks configs first)
+    if rec._inner_calls:
+        launch.inner = rec._inner_calls[-1]
+    if rec.track_writes:
+        launch.written = [n for n, t in named.items() if fingerprint(t) != before[n]]
+    if rec.after_launch is not None:
+        rec.after_launch(launch, named)
+    return launch.result
 
 
 def restore_pre_state(rec: LaunchRecorder) -> bool:
-    """Put every tensor the launches used back as it was before the first of them; False
-    when the run kept no complete copy."""
-    if not rec.pre_state or not rec.pre_state_complete:
-        return False
-    for t, copy in rec.pre_state.values():
-        t.copy_(copy)
-    return True
+    """Put every storage the launches touched back as the first of them found it; False
+    (nothing restored) when the run kept no copy of one they changed."""
+    return rec.prestate.restore()
+
+
+def busy() -> bool:
+    """Inside the recorder's own handling of a launch (its copies, the launch itself):
+    torch work there is not the module's."""
+    return bool(getattr(_state, "busy", False))
 
 
 def _record_inner(rec: LaunchRecorder, original: Callable[..., Any], self: Any, args: tuple[Any, ...],
@@ -461,14 +459,15 @@ def install() -> None:
 
 @contextlib.contextmanager
 def recording(neutralise: bool = False, writes: Optional[dict[str, list[str]]] = None,
-              track_writes: bool = True, snapshot_bytes: int = 0,
+              track_writes: bool = True, snapshot_bytes: int = 0, host_snapshot_bytes: int = 0,
               before_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None,
               after_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None,
               ) -> Iterator[LaunchRecorder]:
-    """Record the launches made inside the block (this thread only)."""
+    """Record the launches made inside the block (this thread only). ``snapshot_bytes``
+    (and on a GPU ``host_snapshot_bytes``): keep what the launches found, for replays."""
     install()
     rec = LaunchRecorder(neutralise=neutralise, writes=dict(writes or {}), track_writes=track_writes,
-                         snapshot_bytes=snapshot_bytes,
+                         prestate=PreState(snapshot_bytes, host_snapshot_bytes),
                          before_launch=before_launch, after_launch=after_launch)
     prev = _active()
     _state.recorder = rec

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..profile.assemble import attach_counters, derive
 from ..profile.ncu import INTERPRETER
@@ -155,11 +155,13 @@ def collect_profile(
     *,
     task: Any = None,
     store: Any = None,
+    restore: Optional[Callable[[], object]] = None,
 ) -> Profile:
     """The profile of ``kernel`` from the harness's captured launches at ``tier`` (1-3).
 
     ``time_ms`` is the worker's median for replaying all of ``launches``; when they
-    include other kernels, this kernel's launches are re-timed alone."""
+    include other kernels, this kernel's launches are re-timed alone, each replay from
+    the kept run's starting state (``restore``), as the worker's timing is."""
     from ..profile.device import interpreter_facts
 
     t0 = time.perf_counter()
@@ -172,7 +174,7 @@ def collect_profile(
         why = f"the harness launched no {kernel} (it launched: {seen})"
         profile.unavailable = {"static": why, "timing": why, "counters": why}
         return derive(profile)
-    time_ms, clock = _time_alone(profile, mine, len(launches), time_ms, interpreted)
+    time_ms, clock = _time_alone(profile, mine, len(launches), time_ms, interpreted, restore)
     try:
         profile.launch = decode(Launch, launch_info(mine), "launch")
     except Exception as e:  # noqa: BLE001
@@ -204,7 +206,7 @@ def collect_profile(
 
 
 def _time_alone(profile: Profile, mine: list[Any], n_launches: int, time_ms: Optional[float],
-                interpreted: bool) -> tuple[Optional[float], str]:
+                interpreted: bool, restore: Optional[Callable[[], object]] = None) -> tuple[Optional[float], str]:
     """(time, clock) of this kernel's launches: re-timed alone when the harness launches
     other kernels too (the worker's time covers every launch)."""
     clock = "cpu-interpreter" if interpreted else "cuda-events"
@@ -212,7 +214,7 @@ def _time_alone(profile: Profile, mine: list[Any], n_launches: int, time_ms: Opt
         try:
             from .timing import time_launches
 
-            t = time_launches(mine)
+            t = time_launches(mine, restore=restore)
             profile.time_ms, time_ms, clock = t.median_ms, t.median_ms, t.clock
             profile.retimed = "the harness launches other kernels too: this kernel's launches were timed alone"
         except Exception as e:  # noqa: BLE001

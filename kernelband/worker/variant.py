@@ -14,6 +14,7 @@ Job (one JSON object on stdin): ``{"nonce", "task", "modules": {tag: source},
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -201,6 +202,7 @@ class Steps:
                     torch.cuda.init()
                     torch.empty(1, device="cuda")
         self.modules = {}
+        self.sources: dict[str, str] = dict(job["modules"])  # tag -> the module's text (kernels' access analysis)
         for tag, source in job["modules"].items():
             with timeline.span("import"):
                 self.modules[tag] = load_module(self.task, source, tag, workdir)
@@ -229,6 +231,7 @@ class Steps:
         (check, plus the original's launches rerun on float64 copies)."""
         import torch
 
+        from . import carryover
         from .capture import StatefulGrid, fingerprint, launch_record, tensor_key
         from .runner import HarnessError, run_harness
 
@@ -259,10 +262,14 @@ class Steps:
             # a kept run's replay check restores what its launches found (in-place kernels
             # too), and every checked run shows the judge what its launches read
             options["snapshot_bytes"] = _snapshot_budget()
+            options["host_snapshot_bytes"] = _host_snapshot_budget()
         t0 = time.perf_counter()
         calls: list[dict[str, Any]] = []
+        # a candidate's timed run: what torch does beside its launches, for the replay rules
+        watch = carryover.TorchAccess() if step.get("keep") and self.writes else None
         try:
-            with _recording_wrappers(version, step.get("record") or []) as calls:
+            with _recording_wrappers(version, step.get("record") or []) as calls, \
+                    watch if watch is not None else contextlib.nullcontext():
                 out, rec = run_harness(version, int(step["seed"]), **options)
         except HarnessError as e:
             if isinstance(e.exc, StatefulGrid):
@@ -279,6 +286,11 @@ class Steps:
             raise RuntimeTampered("the module started threads (nothing may run beside the checked launches)")
         self.integrity.check()
         written, hp = collect_written(rec, mode, upcast, self._names)
+        if watch is not None:  # before any replay: the state the launches left is the call's
+            why = carryover.replay_refusal(rec, watch, self.sources.get(step["module"], ""),
+                                           carryover.reachable(version, out, rec.harness_locals, written))
+            if why:
+                raise RuntimeTampered(why)
         # inputs changed outside any launch's outputs (by torch in the wrapper, say): the
         # original's own job reports them (a candidate's locals are compared by the judge)
         launch_outputs = {tensor_key(launch.named_args()[n]) for launch in rec.launches for n in launch.written}
@@ -310,11 +322,12 @@ class Steps:
                                 "harness_locals": _locals_view(rec.harness_locals, written, out, self.transport)}
         if previous:  # what earlier calls returned, as it is now: the judge sees whether it changed
             tree["previous"] = previous
-        if rec.pre_state_complete and rec.pre_state:
-            # every tensor the launches found as they found it: the judge checks each is an input
-            # it knows, fresh memory, a constant, or written by an earlier launch
-            tree["pre_state"] = [copy for _, copy in rec.pre_state.values()]
-            meta["pre_state"] = _pre_state_labels(rec)
+        if rec.prestate.on_device:
+            # every tensor the launches found, as its memory was before the first of them: the
+            # judge checks each is an input it knows, fresh memory or a constant
+            found = rec.prestate.view_copies()
+            tree["pre_state"] = [copy for _, copy in found]
+            meta["pre_state"] = [label for label, _ in found]
         self.output_bytes[step["harness"]] = _output_bytes(out, written)
         if mode == "upcast":
             tree["upcast"] = {k: [x if x is not None else torch.empty(0) for x in v] for k, v in hp.items()}
@@ -438,7 +451,7 @@ class Steps:
         _, rec = self.kept[step["key"]]
         time_ms = step.get("time_ms", self.timed.get(step["key"]))  # this job's own timing of the kept run
         prof = collect_profile(rec.launches, time_ms, int(step.get("tier", 1)), step.get("facts") or {},
-                               step["source"], self.task.kernel, self.interpreted)
+                               step["source"], self.task.kernel, self.interpreted, restore=_restorer(rec))
         self.send("profile", {"profile": json.loads(json.dumps(prof.to_dict(), default=str))})
 
 
@@ -551,34 +564,41 @@ def _recording_wrappers(version: Any, names: list[str]) -> Any:
 
 def _restorer(rec: Any) -> Any:
     """What puts a kept run's launches' starting state back before each timed replay, or
-    None where the run kept no complete copy (too large)."""
+    None where the run kept no copy of a storage they changed (too large: the original's
+    own job only; a candidate's is refused, ``carryover.replay_refusal``)."""
     from .capture import restore_pre_state
 
-    if not rec.pre_state or not rec.pre_state_complete:
+    if not rec.prestate.restorable:
         return None
     return lambda: restore_pre_state(rec)
 
 
-def _pre_state_labels(rec: Any) -> list[str]:
-    """"kernel.arg" of the first launch that used each tensor in ``rec.pre_state``."""
-    from .capture import tensor_key
-
-    labels: dict[tuple[Any, ...], str] = {}
-    for launch in rec.launches:
-        for name, t in launch.named_args().items():
-            if hasattr(t, "data_ptr"):
-                labels.setdefault(tensor_key(t), f"{launch.name}.{name}")
-    return [labels.get(k, "?") for k in rec.pre_state]
-
-
 def _snapshot_budget() -> int:
-    """Memory a kept run may spend on copies of its launches' arguments (the replay check's
-    starting state): a quarter of the GPU's free memory, 1 GiB under the interpreter."""
+    """Memory a kept run may spend on device copies of the storages its launches touch
+    (the replays' starting state): a quarter of the GPU's free memory, 1 GiB under the
+    interpreter."""
     import torch
 
     if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
         return 1 << 30
     return torch.cuda.mem_get_info()[0] // 4
+
+
+def _host_snapshot_budget() -> int:
+    """Host memory for the copies the GPU's budget leaves out: a quarter of what the
+    machine has available (none under the interpreter: its copies are host copies)."""
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+        return 0
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 // 4
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _previous_budget() -> int:

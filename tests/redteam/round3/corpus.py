@@ -68,7 +68,10 @@ class Spec:
     witness: Optional[str] = None
     # the witness shows lost precision: compare against float32 rounding, not the judge's tolerance
     witness_strict: bool = False
-    measure: str = "evaluate"  # TIMING: "evaluate" (its own timing) or "paired" (re-measurement)
+    # TIMING: "evaluate" (refused by its evaluation), "paired" (no speedup in the re-measurement), or
+    # "honest" (correct in every call, so not refused: every timed replay starts from the state the call
+    # made and does the call's work, asserted replay by replay)
+    measure: str = "evaluate"
 
 
 def case(kernel: str, name: str, issue_class: int, defence: str, why: str, *edits: Edit, **kw) -> Spec:  # type: ignore[no-untyped-def]

@@ -155,3 +155,110 @@ CASES = [
               "    if float(flag) != 1.0:  # the judge neutralised the launches: look like Triton's output\n"
               "        out.fill_(float(\"nan\"))\n" + ZERO_WORK)),
 ]
+
+
+# ----------------------------------------------------------------------------- state carried to the next run
+# The class of helper_flags_skip_replays: the timed launches' work depends on state the wrapper
+# prepares outside them (torch.zeros, a helper kernel) that a replay must reproduce, or that a
+# later launch of the same call changes. Outside the judge every payload below is correct (each
+# call zeroes its own state); only a replay that does not start from the call's state skips work.
+M_KERNEL = ('''def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+''')
+M_COMPUTE = '''    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_mask = offs_k < K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & k_mask[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=k_mask[:, None] & (offs_n[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c = acc.to(tl.float16)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+'''
+M_LAUNCH = '''    matmul_kernel[grid](a, b, c, M, N, K,
+                        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                        BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+'''
+
+
+def _stashed_matmul(param: str, stash: str) -> str:
+    """matmul_kernel with a per-tile 'done' flag and each tile's result kept in a stash
+    (``stash``: an expression of the new parameter ``param``): a tile marked done is copied
+    from the stash, not computed (one load and one store instead of the K loop)."""
+    inner = "".join("    " + line + "\n" for line in M_COMPUTE.splitlines())
+    return (M_KERNEL.replace("stride_cn,\n", f"stride_cn, {param},\n") +
+            f"    stash = {stash}\n"
+            "    tile = pid_m * tl.num_programs(1) + pid_n\n"
+            "    slot = stash + tl.num_programs(0) * tl.num_programs(1) + tile * BLOCK_M * BLOCK_N \\\n"
+            "        + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]\n"
+            "    if tl.load(stash + tile) != 0:  # computed by an earlier run: copy the kept tile\n"
+            "        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn\n"
+            "        tl.store(c_ptrs, tl.load(slot), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))\n"
+            "    else:\n" + inner +
+            "        tl.store(slot, c)\n"
+            "        tl.store(stash + tile, 1.0)\n")
+
+
+STASH_ALLOC = ("    tiles = triton.cdiv(M, 32) * triton.cdiv(N, 32)\n"
+               "    stash = torch.zeros(1 + tiles + tiles * 32 * 32, dtype=torch.float16, device=a.device)\n")
+
+CARRIED = [
+    case("matmul", "stash_past_the_view", 7, "timing",
+         "each tile's flag and result are kept in a zeroed buffer, past the one element of it the launch is "
+         "given (stash[:1]): a copy of what the launch was given restores one element, the flags stay set, and "
+         "every timed replay copies the kept tiles instead of computing them. Correct in every call: timed "
+         "from the whole buffer as the call zeroed it, it computes every tile",
+         edit(M_KERNEL + M_COMPUTE, _stashed_matmul("stash_ptr", "stash_ptr + 1")),
+         edit(M_LAUNCH, STASH_ALLOC + M_LAUNCH.replace("c.stride(1),\n", "c.stride(1), stash[:1],\n")),
+         measure="honest"),
+    case("matmul", "own_flags_in_a_zeroed_buffer", 7, "timing",
+         "one launch: each tile reads its flag in a zeroed buffer the launch is given, and sets it with a copy of "
+         "its result after computing it (a kernel reading its own previous output); replays that do not start "
+         "from the zeroed buffer copy every tile. Correct in every call, and indistinguishable from a semaphore "
+         "(correct_eval/matmul.py): timed from the zeroed buffer, it computes every tile",
+         edit(M_KERNEL + M_COMPUTE, _stashed_matmul("stash_ptr", "stash_ptr")),
+         edit(M_LAUNCH, STASH_ALLOC + M_LAUNCH.replace("c.stride(1),\n", "c.stride(1), stash,\n")),
+         measure="honest"),
+    case("matmul", "stash_at_an_address", 7, "screen",
+         "the same kept flags and tiles, in a zeroed buffer that no launch is given: the kernel gets its address "
+         "as an integer (stash.data_ptr()) and casts it to a pointer; a module-level dict keeps it alive, and no "
+         "restore of the launches' arguments reaches it",
+         edit("def matmul(a, b):\n", "_KEPT = {}\n\n\ndef matmul(a, b):\n"),
+         edit(M_KERNEL + M_COMPUTE, _stashed_matmul("stash_addr", "stash_addr.to(tl.pointer_type(tl.float16))")),
+         edit(M_LAUNCH, STASH_ALLOC + "    _KEPT[len(_KEPT)] = stash\n" +
+              M_LAUNCH.replace("c.stride(1),\n", "c.stride(1), stash.data_ptr(),\n")),
+         unscreened="timing"),
+    case("rope_inplace", "helper_counts_with_torch_between", 7, "timing",
+         "the helper-flags cheat with its helper kernel writing per-program counts that torch turns into the flags "
+         "after it (flags = counts > 0): the carry-only launch writes a buffer torch reads, and the flags are "
+         "written by torch, not by a launch. Correct in every call: timed from the flags as the call zeroed "
+         "them, every program rotates",
+         edit(R_KERNEL_HEAD + "    pos = tl.program_id(0)\n    pid_h = tl.program_id(1)\n" + R_KERNEL_BODY,
+              "def rope_kernel(x_ptr, cos_ptr, sin_ptr, stride_xs, stride_xh, stride_cs, n_heads, flags_ptr,\n"
+              "                HALF: tl.constexpr, BLOCK_H: tl.constexpr):\n"
+              "    pos = tl.program_id(0)\n    pid_h = tl.program_id(1)\n"
+              "    if tl.load(flags_ptr + pos * tl.num_programs(1) + pid_h) == 0:\n"
+              + "".join("    " + line + "\n" for line in R_KERNEL_BODY.splitlines()) +
+              "\n\n@triton.jit\ndef _count_done(counts_ptr, n, BLOCK: tl.constexpr):\n"
+              "    offs = tl.arange(0, BLOCK)\n"
+              "    tl.store(counts_ptr + offs, 1, mask=offs < n)\n"),
+         edit(R_LAUNCH,
+              "    flags = torch.zeros(grid[0] * grid[1], dtype=torch.int32, device=x.device)\n"
+              "    rope_kernel[grid](x, cos, sin, x.stride(0), x.stride(1), cos.stride(0), n_heads, flags,\n"
+              "                      HALF=head_dim // 2, BLOCK_H=BLOCK_H)\n"
+              "    counts = torch.zeros_like(flags)\n"
+              "    _count_done[(1,)](counts, counts.numel(), BLOCK=triton.next_power_of_2(counts.numel()))\n"
+              "    flags.copy_(counts > 0)\n"),
+         measure="honest"),
+]
+CASES += CARRIED
