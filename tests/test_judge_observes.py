@@ -134,6 +134,12 @@ def test_the_roofline_refuses_a_time_no_kernel_can_have():
     with pytest.raises(Refusal) as refused:
         _check_roofline(ev, facts, output_floor_bytes=64 << 20)  # 64 MiB written in 1 us: 67 TB/s
     assert "above the GPU's measured copy bandwidth" in str(refused.value)
+    # outputs that fit in the L2 cache can be written faster than memory takes them: the
+    # floor is what exceeds it (an embedding's 32 MiB in 6 us on an H200 is real)
+    l2 = {**facts, "l2_bytes": 60 << 20}
+    _check_roofline(ev, l2, output_floor_bytes=32 << 20)
+    with pytest.raises(Refusal):
+        _check_roofline(ev, l2, output_floor_bytes=256 << 20)  # 196 MiB past the L2 in 1 us
 
 
 def test_the_roofline_floor_counts_the_elements_the_launches_produce():
