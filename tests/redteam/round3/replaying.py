@@ -13,12 +13,37 @@ from its marks, or end elsewhere).
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
+
+_TESTS = Path(__file__).resolve().parents[2]
+_CHILD = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from redteam.round3.replaying import replay_problems
+item = json.load(sys.stdin)
+print(json.dumps(replay_problems(item["source"], item["harness"], Path(item["folder"]))))
+"""
+
+
+def replay_problems_apart(source: str, harness: str, folder: Path, timeout_s: float = 600.0) -> list[str]:
+    """``replay_problems`` in a throwaway process started under the interpreter (Triton
+    decides at import whether its own helpers, ``tl.cdiv`` say, are interpreted: a process
+    that imported it without TRITON_INTERPRET cannot run such kernels)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(_TESTS)], capture_output=True, text=True, env=env,
+                          input=json.dumps({"source": source, "harness": harness, "folder": str(folder)}),
+                          timeout=timeout_s)
+    if proc.returncode != 0:
+        return [f"the replays could not be run: {proc.stderr[-2000:]}"]
+    return list(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
 def _storage(t: torch.Tensor) -> torch.Tensor:
