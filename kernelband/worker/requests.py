@@ -37,7 +37,7 @@ class Request:
 
     OP: ClassVar[str] = ""
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         """The body as sent: every field, a Task as its dict (the shape the judge reads)."""
         return {f.name: _wire(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
@@ -172,7 +172,7 @@ def _decode_dataclass(cls: type[D], body: object, prefix: str, path: str = "") -
         raise MalformedRequest(f"{prefix}: unknown field(s) {', '.join(map(repr, unknown))}"
                                f"{' in ' + path if path else ''} (known: {', '.join(fields) or 'none'})")
     hints = typing.get_type_hints(cls)
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for name, f in fields.items():
         where = f"{path}.{name}" if path else name
         if name not in body:
