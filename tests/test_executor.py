@@ -195,6 +195,7 @@ class _FakeWorker:
     interpreted = False
     worker_restarts = 0
     baseline = None
+    lanes = 1
 
     def __init__(self, retime_ms: float, gate: "threading.Event | None" = None, fail: str = "") -> None:
         self.retime_ms, self.gate, self.fail = retime_ms, gate, fail
