@@ -19,7 +19,8 @@ from .model import Baseline, Evaluation, PairedTiming, Status, Task, Timing, Var
 from .profile.schema import Profile
 from .screen import screen_variant
 from .worker.client import WorkerClient, WorkerError, WorkerInfo
-from .worker.deadlines import evaluation_runs, reply_deadline_s
+from .worker.deadlines import request_deadline_s
+from .worker.requests import DeviceFacts, Evaluate, Paired, Prepare, ProfileRun, Retime, Sanitize
 
 
 class SetupError(Exception):
@@ -65,12 +66,10 @@ class Evaluator:
         self._closed = False  # closed (the session ended): no new worker process after this
         self._revive_lock = threading.Lock()  # several candidates in flight may find the worker dead at once
 
-    def _runs(self) -> int:
+    def _deadline(self, op: str, rounds: int = 10) -> float:
+        """Seconds to wait for the judge's reply to ``op`` (worker/deadlines.py)."""
         derived = self.baseline.derived_calls if self.baseline is not None else 0
-        return evaluation_runs(self.task.harness, self.task.check_harnesses, len(self.task.seeds), derived)
-
-    def _deadline(self, runs: int, jobs: int = 1) -> float:
-        return reply_deadline_s(self.task.timeout_s, runs, jobs)
+        return request_deadline_s(op, self.task, derived, rounds)
 
     @property
     def lanes(self) -> int:
@@ -128,8 +127,8 @@ class Evaluator:
                 raise WorkerError("crashed", "the evaluation worker was closed")
             self.client.restart()
             self.worker_restarts += 1
-            self.client.request("prepare", self._deadline(self._runs() + 4), task=self.task.to_dict(),
-                                workdir=str(self.workdir), restore=True, time=False)
+            # the references only: no timing, no profile
+            self.client.send(Prepare(task=self.task, workdir=str(self.workdir), time=False), self._deadline("prepare"))
 
     # ------------------------------------------------------------------ the original
     def prepare(self, time_it: bool = True, profile_tier: Optional[int] = None) -> Baseline:
@@ -139,10 +138,8 @@ class Evaluator:
         self.start()
         tier = self.profile_tier if profile_tier is None else profile_tier
         try:
-            raw = self.client.request(
-                "prepare", self._deadline(self._runs() + 4), task=self.task.to_dict(),
-                workdir=str(self.workdir), time=time_it, profile_tier=tier, facts=self.facts,
-            )
+            request = Prepare(task=self.task, workdir=str(self.workdir), time=time_it, profile_tier=tier, facts=self.facts)
+            raw = self.client.send(request, self._deadline("prepare"))
         except WorkerError as e:
             if e.kind != "error" and not self._closed:
                 self.client.restart()
@@ -157,7 +154,7 @@ class Evaluator:
         replay check, frozen replays). Raises WorkerError/RuntimeError when it cannot."""
         self._ensure_worker()
         try:
-            raw = self.client.request("retime", self._deadline(3))
+            raw = self.client.send(Retime(), self._deadline("retime"))
         except WorkerError as e:
             if e.kind != "error":
                 self._revive()
@@ -167,7 +164,7 @@ class Evaluator:
     def device_facts(self) -> dict[str, Any]:
         self.start()
         try:
-            facts = self.client.request("device_facts", 600)
+            facts = self.client.send(DeviceFacts(), self._deadline("device_facts"))
         except WorkerError:
             facts = None
         self.facts = facts or {}
@@ -191,10 +188,9 @@ class Evaluator:
         tier = self.profile_tier if profile_tier is None else profile_tier
         self._ensure_worker()
         try:
-            raw = self.client.request(
-                "evaluate", self._deadline(self._runs()), source=variant.source, variant_id=variant.id,
-                time=time_it, profile_tier=tier, facts=self.facts, screen=search, rounds=rounds,
-            )
+            request = Evaluate(source=variant.source, variant_id=variant.id, time=time_it, profile_tier=tier,
+                               facts=self.facts, screen=search, rounds=rounds)
+            raw = self.client.send(request, self._deadline("evaluate"))
             ev = Evaluation.from_dict(raw)
         except WorkerError as e:
             ev = self._failure(variant, e)
@@ -223,7 +219,7 @@ class Evaluator:
     def _failure(self, variant: Variant, e: WorkerError) -> Evaluation:
         if e.kind == "timeout":
             status = Status.TIMEOUT
-            msg = f"timed out after {self._deadline(self._runs()):.0f} s (hang or far too slow); worker restarted"
+            msg = f"timed out after {self._deadline('evaluate'):.0f} s (hang or far too slow); worker restarted"
         elif e.kind == "crashed":
             status = Status.CRASHED
             tail = e.stderr_tail.strip().splitlines()[-3:]
@@ -248,8 +244,8 @@ class Evaluator:
         (``PairedTiming.order``)."""
         self._ensure_worker()
         try:
-            raw = self.client.request("paired", self.paired_timeout_s(rounds), source=variant.source,
-                                      variant_id=variant.id, rounds=rounds)
+            raw = self.client.send(Paired(source=variant.source, variant_id=variant.id, rounds=rounds),
+                                   self.paired_timeout_s(rounds))
         except WorkerError as e:
             if e.kind != "error":
                 self._revive()
@@ -261,7 +257,7 @@ class Evaluator:
         {"ran", "ok", "findings", ...}; {"ran": False, "reason"} where it cannot run."""
         self._ensure_worker()
         try:
-            return self.client.request("sanitize", 2 * 300.0 + 60.0, source=variant.source, run_timeout_s=300.0)
+            return self.client.send(Sanitize(source=variant.source), self._deadline("sanitize"))
         except WorkerError as e:
             if e.kind != "error":
                 self._revive()
@@ -270,14 +266,14 @@ class Evaluator:
     def paired_timeout_s(self, rounds: int) -> float:
         """Two jobs at most (the original's block, then the variant's), each a kept run, its
         replay check and ``rounds`` samples."""
-        return self._deadline(2 + max(rounds, 2), jobs=2)
+        return self._deadline("paired", rounds)
 
     def profile(self, source: Optional[str], tier: int) -> Optional[Profile]:
         """Profile the original (source None) or a variant source at a tier (None: the
         worker measured none)."""
         self._ensure_worker()
         try:
-            raw = self.client.request("profile", self._deadline(4), source=source, tier=tier, facts=self.facts)
+            raw = self.client.send(ProfileRun(source=source, tier=tier, facts=self.facts), self._deadline("profile"))
             return Profile.from_wire(raw.get("profile") if isinstance(raw, dict) else None)
         except WorkerError as e:
             if e.kind != "error":

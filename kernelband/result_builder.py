@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 
 from .checking import MEMCHECK_ON_INTERPRETER, checked_block, memcheck_summary
 from .evaluate import SetupError
+from .executor.base import Evaluator
 from .model import Result, Task
 from .verdict import IMPROVED, NO_GPU_NOTE, NO_IMPROVEMENT, VERIFIED_CORRECT, consistent_times, decide_verdict
 from .worker.client import WorkerError
@@ -60,8 +61,8 @@ class SearchOutcome:
 class ResultBuilder:
     """Turns a SearchOutcome into a Result; re-measures through the session's evaluator."""
 
-    def __init__(self, task: Task, config: Any, evaluator: Any, warn: Callable[[str], None],
-                 log: Callable[[str], object], spare: Any = None) -> None:
+    def __init__(self, task: Task, config: Any, evaluator: Evaluator, warn: Callable[[str], None],
+                 log: Callable[[str], object], spare: Optional[Evaluator] = None) -> None:
         self.task = task
         self.config = config  # session.SessionConfig
         self.evaluator = evaluator
@@ -95,7 +96,7 @@ class ResultBuilder:
         if interpreted and not self.config.cpu_tuning:
             return self._correct_only(result, best, out)
         if self.spare is not None and not interpreted:
-            return self._memcheck_beside_paired(result, best, out)
+            return self._memcheck_beside_paired(result, best, out, self.spare)
         if self._memcheck_refused(result, best):
             return result
         self.log("re-measuring the best variant and the original...")
@@ -105,7 +106,7 @@ class ResultBuilder:
             return self._unverified(result, best, e)
         return self._paired_verdict(result, best, out, paired)
 
-    def _memcheck_beside_paired(self, result: Result, best: Any, out: SearchOutcome) -> Result:
+    def _memcheck_beside_paired(self, result: Result, best: Any, out: SearchOutcome, spare: Evaluator) -> Result:
         """The finalist's memcheck on the spare worker (its GPU) while the primary re-measures
         it on its own: each GPU runs one thing; the verdict is decided as in the serial
         order (a memcheck failure wins over any timing). A spare that cannot run it hands
@@ -116,7 +117,7 @@ class ResultBuilder:
 
         def memcheck() -> None:
             try:
-                box["report"] = self.spare.sanitize(best.variant)
+                box["report"] = spare.sanitize(best.variant)
             except Exception as e:  # noqa: BLE001 - e.g. a Ray actor lost twice: the primary runs it
                 box["error"] = e
 

@@ -22,8 +22,9 @@ import uuid
 from dataclasses import asdict
 from typing import Any, Callable, Optional
 
-from .evaluate import Evaluator, SetupError, WorkerLost  # noqa: F401 - WorkerLost: re-exported
+from .evaluate import SetupError, WorkerLost  # noqa: F401 - WorkerLost: re-exported
 from .events import EventEmitter
+from .executor.base import Evaluator
 from .executor.pool import WorkerPool
 from .model import Evaluation, Result, Task, Variant
 from .options import DEFAULT_LLM_TIMEOUT_S, EXHAUSTIVE, SEARCH_NAMES  # noqa: F401 - re-exported
@@ -66,11 +67,12 @@ class Session:
         self.stop = stop or threading.Event()
         register_secret(config.generator_options.get("api_key"))  # never logged, stored or emitted
         self._workdir: Optional[str] = None
-        evaluators: list[Any] = [evaluator]  # Evaluators, or an executor's (executor/base.py)
         labels: Optional[list[str]] = None
         if evaluator is None:
             self._workdir = session_workdir()
             evaluators, labels = self._evaluators(executor, self._workdir)
+        else:
+            evaluators = [evaluator]
         self.evaluator = evaluators[0]  # the primary worker: baseline, final re-measurement
         self.workers = WorkerPool(evaluators, labels, emit=self.emit)
         self.id = uuid.uuid4().hex[:12]
@@ -82,7 +84,7 @@ class Session:
         self.records = SessionRecords(self.id, task, config, store, self.pool, self.usage, self.emit,
                                       lambda: self.evaluator.interpreted)
 
-    def _evaluators(self, executor: Any, workdir: str) -> tuple[list[Any], list[str]]:
+    def _evaluators(self, executor: Any, workdir: str) -> tuple[list[Evaluator], list[str]]:
         """One evaluator per slot of the executor (the local one by default); each
         worker but the primary gets a subdirectory of the session's workdir."""
         from .executor import make_executor
@@ -99,7 +101,7 @@ class Session:
             self.warnings.append(note)
             self.emit("log", level="warning", message=note)
 
-    def _evaluate(self, variant: Variant, profile_tier: Optional[int] = None, evaluator: Any = None,
+    def _evaluate(self, variant: Variant, profile_tier: Optional[int] = None, evaluator: Optional[Evaluator] = None,
                   search: bool = False) -> Evaluation:
         """Evaluator.evaluate, with "the worker cannot be restarted" turned into WorkerLost
         (the search stops; the session still ends with a Result)."""

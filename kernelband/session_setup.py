@@ -9,6 +9,7 @@ import time
 from typing import Any, Callable, Optional
 
 from .evaluate import SetupError
+from .executor.base import Evaluator
 from .harness import harness_hash
 from .model import Task, Variant
 from .profile.schema import Profile
@@ -18,7 +19,7 @@ from .trace import mark
 
 
 class Preparation:
-    def __init__(self, task: Task, config: SessionConfig, evaluator: Any, workers: Any, store: Any,
+    def __init__(self, task: Task, config: SessionConfig, evaluator: Evaluator, workers: Any, store: Any,
                  pool: CandidatePool, emit: Callable[..., object], warn: Callable[[str], None],
                  warnings: list[str], on_started: Optional[Callable[[], None]] = None) -> None:
         self.task = task
@@ -113,7 +114,7 @@ class Preparation:
             return prepare_ms
 
 
-def device_facts(evaluator: Any, store: Any, gpu: str, triton_version: str,
+def device_facts(evaluator: Evaluator, store: Any, gpu: str, triton_version: str,
                  emit: Optional[Callable[..., object]] = None) -> Optional[dict[str, Any]]:
     """The device's peaks: from the workspace store, else this machine's cache, else
     measured (once per card, driver and Triton version), and cached in both."""

@@ -4,10 +4,14 @@ a variant to the same list: on a GPU, compute-sanitizer's memcheck (out-of-bound
 accesses) and racecheck (shared-memory hazards) over its correctness harnesses."""
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+if TYPE_CHECKING:  # kept light: no evaluator import at run time
+    from .executor.base import Evaluator
+    from .model import Variant
 
 
-def sanitizer_refusal(evaluator: Any, variant: Any, log: Optional[Callable[[str], object]] = None,
+def sanitizer_refusal(evaluator: Evaluator, variant: Variant, log: Optional[Callable[[str], object]] = None,
                       report: Optional[dict[str, Any]] = None) -> tuple[Optional[str], dict[str, Any]]:
     """(why the variant is refused, the report) after its sanitizer run; (None, report)
     when it passed or could not run here (the report then says why). ``report``: a run

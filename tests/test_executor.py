@@ -195,6 +195,7 @@ class _FakeWorker:
     interpreted = False
     worker_restarts = 0
     baseline = None
+    lanes = 1
 
     def __init__(self, retime_ms: float, gate: "threading.Event | None" = None, fail: str = "") -> None:
         self.retime_ms, self.gate, self.fail = retime_ms, gate, fail
@@ -431,12 +432,15 @@ def test_the_scaling_benchmark_reports_both_rates_phases_and_resumes(tmp_path):
 
 
 def test_the_local_and_ray_executors_share_one_deadline_rule() -> None:
-    """One formula (worker/deadlines.py): the Ray evaluator's deadline for a request is the
-    local evaluator's for the same runs, never a second formula that drifts."""
+    """One rule (worker/deadlines.py): the local evaluator waits request_deadline_s for the
+    judge's reply; the Ray driver waits for the actor's Evaluator as long as that evaluator
+    may take for the same op (a judge started, the request, a re-prepare after a lost judge),
+    never a second formula that drifts below it."""
     from kernelband.evaluate import Evaluator
     from kernelband.executor.ray_executor import RayEvaluator
     from kernelband.model import Task
-    from kernelband.worker.deadlines import request_deadline_s
+    from kernelband.worker.deadlines import (JUDGE_START_S, call_deadline_s, evaluation_runs, reply_deadline_s,
+                                             request_deadline_s)
 
     task = Task(module_path="/tmp/k.py", source="", kernel="k", harness="bench_k", check_harnesses=["test_k", "bench_k"],
                 seeds=[0, 1, 2], timeout_s=7.0)
@@ -446,11 +450,19 @@ def test_the_local_and_ray_executors_share_one_deadline_rule() -> None:
     ray = RayEvaluator.__new__(RayEvaluator)
     local.task = ray.task = task
     local.baseline = ray.baseline = None
-    for extra in (0, 3, 14):
-        assert ray._deadline(extra) == local._deadline(local._runs() + extra) == request_deadline_s(task, extra)
-    assert local._runs() == 2 * (3 + 2) + 4  # bench_k listed twice counts once
+    ops = ("prepare", "evaluate", "retime", "paired", "profile", "sanitize", "device_facts")
+    for op in ops:
+        assert local._deadline(op) == request_deadline_s(op, task)
+        assert ray._deadline(op) == call_deadline_s(op, task) >= local._deadline(op) + JUDGE_START_S
+    assert local._deadline("paired", 40) > local._deadline("paired", 10)
+    assert ray._deadline("paired", 40) == call_deadline_s("paired", task, rounds=40)
+    runs = evaluation_runs(task.harness, task.check_harnesses, len(task.seeds))
+    assert runs == 2 * (3 + 2) + 4  # bench_k listed twice counts once
+    assert local._deadline("evaluate") == reply_deadline_s(7.0, runs)
+    # after a lost judge the evaluator prepares a fresh one before it returns: Ray waits for that too
+    assert ray._deadline("evaluate") >= local._deadline("evaluate") + local._deadline("prepare")
     # after prepare, each call beyond the harness is a run of the judge's job deadline: the
     # session's wait counts them too, or it gives up on a hang before the judge reports it
     local.baseline = ray.baseline = Baseline(ok=True, derived_calls=13)
-    assert local._runs() == 2 * (3 + 2) + 4 + 13
-    assert ray._deadline(2) == local._deadline(local._runs() + 2) == request_deadline_s(task, 2, derived_calls=13)
+    assert local._deadline("evaluate") == reply_deadline_s(7.0, runs + 13) == request_deadline_s("evaluate", task, 13)
+    assert ray._deadline("evaluate") == call_deadline_s("evaluate", task, 13)

@@ -1,21 +1,22 @@
 """The executor interface: where a session's evaluation workers (judges) run.
 
 An executor hands out *slots*, one per worker (one per GPU, or a number of CPU slots
-under the interpreter), and builds an evaluator for a slot. An evaluator has the
-``kernelband.evaluate.Evaluator`` API (start, device_facts, prepare, evaluate,
-paired_timing, sanitize, profile, close; ``interpreted``, ``info``, ``facts``,
-``baseline``, ``worker_restarts``): the local executor returns real Evaluators whose
+under the interpreter), and builds an evaluator for a slot, an ``Evaluator`` (the
+Protocol below): the local executor returns ``kernelband.evaluate.Evaluator`` objects whose
 judge process is pinned to its GPU, the Ray executor returns proxies to a Ray actor
-that runs the same Evaluator next to its GPU. The trust layer is unchanged either way:
+that runs the same Evaluator next to its GPU (a test checks both have every member,
+with the same parameters). The trust layer is unchanged either way:
 each worker owns one GPU and times on it alone (per-GPU ``KERNELBAND_TIMING_LOCK``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol
+from typing import Any, Optional, Protocol, runtime_checkable
 
 from ..evaluate import SetupError
-from ..model import Task
+from ..model import Baseline, Evaluation, PairedTiming, Task, Timing, Variant
+from ..profile.schema import Profile
+from ..worker.client import WorkerInfo
 
 
 class ExecutorUnavailable(SetupError):
@@ -47,6 +48,46 @@ class ExecutorOptions:
             raise ValueError(f"--workers must be at least 1, got {self.workers}")
 
 
+@runtime_checkable
+class Evaluator(Protocol):
+    """What a session, its worker pool and its result builder use of an evaluation worker
+    (``kernelband.evaluate.Evaluator`` documents each member)."""
+
+    baseline: Optional[Baseline]  # the original's, once prepared
+    facts: dict[str, Any]  # the device's facts, sent with each request that profiles
+    worker_restarts: int
+
+    @property
+    def info(self) -> Optional[WorkerInfo]: ...
+
+    @property
+    def interpreted(self) -> bool: ...
+
+    @property
+    def lanes(self) -> int:
+        """Candidates it evaluates at once."""
+        ...
+
+    def start(self) -> WorkerInfo: ...
+
+    def device_facts(self) -> dict[str, Any]: ...
+
+    def prepare(self, time_it: bool = True, profile_tier: Optional[int] = None) -> Baseline: ...
+
+    def evaluate(self, variant: Variant, time_it: bool = True, profile_tier: Optional[int] = None,
+                 search: bool = False, rounds: Optional[int] = None) -> Evaluation: ...
+
+    def retime_original(self) -> Timing: ...
+
+    def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming: ...
+
+    def sanitize(self, variant: Variant) -> dict[str, Any]: ...
+
+    def profile(self, source: Optional[str], tier: int) -> Optional[Profile]: ...
+
+    def close(self) -> None: ...
+
+
 class Executor(Protocol):
     name: str
 
@@ -54,7 +95,7 @@ class Executor(Protocol):
         """The workers a job on ``device`` (auto | cuda | cuda:N | cpu) gets, primary first."""
         ...
 
-    def evaluator(self, slot: Slot, task: Task, workdir: Optional[str], profile_tier: int) -> Any:
+    def evaluator(self, slot: Slot, task: Task, workdir: Optional[str], profile_tier: int) -> Evaluator:
         """An evaluator (Evaluator API, not started) for ``task`` on ``slot``."""
         ...
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import Any, Optional
+from typing import Optional
 
 from ..model import Task
-from .base import ExecutorOptions, Slot
+from .base import Evaluator, ExecutorOptions, Slot
 
 
 def visible_gpus() -> list[str]:
@@ -74,14 +74,14 @@ class LocalExecutor:
         # the interpreter: CPU slots (each its own judge process)
         return [Slot(f"cpu {i}", device) for i in range(wanted or 1)]
 
-    def evaluator(self, slot: Slot, task: Task, workdir: Optional[str], profile_tier: int) -> Any:
+    def evaluator(self, slot: Slot, task: Task, workdir: Optional[str], profile_tier: int) -> Evaluator:
         from dataclasses import replace
 
-        from ..evaluate import Evaluator
+        from ..evaluate import Evaluator as LocalEvaluator
 
         if slot.device != task.device:
             task = replace(task, device=slot.device)
-        return Evaluator(task, workdir=workdir, profile_tier=profile_tier, env=dict(slot.env))
+        return LocalEvaluator(task, workdir=workdir, profile_tier=profile_tier, env=dict(slot.env))
 
     def close(self) -> None:
         pass

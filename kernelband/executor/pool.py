@@ -31,13 +31,14 @@ from dataclasses import replace
 from typing import Any, Callable, Optional
 
 from ..model import Evaluation, Variant
+from .base import Evaluator
 
-Job = Callable[[Any], Evaluation]  # (evaluator) -> Evaluation; may raise (WorkerLost)
+Job = Callable[[Evaluator], Evaluation]  # (evaluator) -> Evaluation; may raise (WorkerLost)
 Emit = Callable[..., object]  # EventEmitter.emit (its Event is not used)
 
 
 class WorkerPool:
-    def __init__(self, evaluators: list[Any], labels: Optional[list[str]] = None, emit: Optional[Emit] = None) -> None:
+    def __init__(self, evaluators: list[Evaluator], labels: Optional[list[str]] = None, emit: Optional[Emit] = None) -> None:
         self.evaluators = list(evaluators)
         self.labels = labels or [f"worker {i}" for i in range(len(evaluators))]
         self.workers = len(self.evaluators)  # slots 0..workers-1 are workers; later slots are lanes of one
@@ -67,14 +68,14 @@ class WorkerPool:
         """More slots on one prepared worker: as many candidates in flight on its GPU as its
         judge said it can hold (``Evaluator.lanes``); the search fills them all."""
         ev = self.evaluators[worker]
-        for k in range(1, int(getattr(ev, "lanes", 1) or 1)):
+        for k in range(1, ev.lanes):
             self.evaluators.append(ev)
             self.labels.append(f"{self.labels[worker]} lane {k + 1}")
             self.scale.append(self.scale[worker])
             self.live = sorted(self.live + [len(self.evaluators) - 1])
 
     @property
-    def primary(self) -> Any:
+    def primary(self) -> Evaluator:
         """The first live worker (slot 0 unless it was lost)."""
         return self.evaluators[self.live[0] if self.live else 0]
 
@@ -271,7 +272,7 @@ class WorkerPool:
         return ev
 
     # ------------------------------------------------------------------ after the search
-    def spare(self) -> Any:
+    def spare(self) -> Optional[Evaluator]:
         """A prepared worker besides the primary with nothing to do (the finalist's memcheck
         runs there while the primary re-measures), or None."""
         if not self.live:
@@ -303,9 +304,9 @@ class WorkerPool:
 
     @property
     def worker_restarts(self) -> int:
-        return sum(int(getattr(e, "worker_restarts", 0) or 0) for e in self._distinct())
+        return sum(e.worker_restarts for e in self._distinct())
 
-    def _distinct(self) -> list[Any]:
+    def _distinct(self) -> list[Evaluator]:
         """Each worker once (lanes share their worker's evaluator)."""
         return list({id(e): e for e in self.evaluators}.values())
 
@@ -326,7 +327,7 @@ class WorkerPool:
             t.join(timeout=60)
 
 
-def _close_quietly(ev: Any) -> None:
+def _close_quietly(ev: Evaluator) -> None:
     try:
         ev.close()
     except Exception:  # noqa: BLE001 - closing is best effort; each worker dies with its group

@@ -23,14 +23,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
-from ..model import Baseline, Evaluation, PairedTiming, Task, Variant
+from ..model import Baseline, Evaluation, PairedTiming, Task, Timing, Variant
 from ..profile.schema import Profile
-from ..worker.deadlines import request_deadline_s
+from ..worker.client import WorkerInfo
+from ..worker.deadlines import call_deadline_s
 from .base import ExecutorOptions, ExecutorUnavailable, Slot
 
 RAY_MISSING = "the ray executor needs Ray: pip install 'kernelband[ray]'"
 # seconds added to the evaluator's own deadlines before the driver gives up on an actor
 _SLACK_S = 120.0
+# a new actor: scheduled on a node, its texts written, its judge started
+_ACTOR_START_S = 600.0
 
 
 def import_ray() -> Any:
@@ -95,7 +98,7 @@ class RayEvaluator:
         self._local_modules = collect(task.module_path, texts)  # the modules of the kernel's folder it imports
         self.facts: dict[str, Any] = {}
         self.baseline: Optional[Baseline] = None
-        self.info: Any = None
+        self.info: Optional[WorkerInfo] = None
         self.worker_restarts = 0
         self._prepared: Optional[bool] = None  # time_it of the last prepare (replayed on a new actor)
         self._actor: Any = None
@@ -114,8 +117,9 @@ class RayEvaluator:
         return self.executor.ray.get(ref, timeout=timeout_s)
 
     def _call(self, method: str, timeout_s: float, *args: Any, **kwargs: Any) -> Any:
-        """One request; an actor that died (or stopped answering) is replaced and the
-        request retried once on the new one."""
+        """One request (``timeout_s``: the evaluator's own deadline for it, before Ray's
+        slack); an actor that died (or stopped answering) is replaced and the request
+        retried once on the new one."""
         from ..evaluate import SetupError
 
         for attempt in (0, 1):
@@ -136,11 +140,12 @@ class RayEvaluator:
             raise SetupError(f"the Ray worker ({self.slot.label}) was closed")
         self._actor = self.executor.track(self._new_actor())
         try:
-            self.info = self._get(self._actor.call.remote("start", None), 600.0)
+            self.info = self._get(self._actor.call.remote("start", None), _ACTOR_START_S)
             if replacing:
                 self.worker_restarts += 1
                 if self._prepared is not None:  # the new actor needs the original's references again
-                    self._get(self._actor.call.remote("prepare", self.facts, time_it=False, profile_tier=0), 3600.0)
+                    self._get(self._actor.call.remote("prepare", self.facts, time_it=False, profile_tier=0),
+                              self._deadline("prepare") + _SLACK_S)
         except self.executor.lost_errors as e:
             self._drop_actor()
             raise SetupError(f"the Ray worker ({self.slot.label}) could not be started: {type(e).__name__}: {e}") from e
@@ -159,42 +164,49 @@ class RayEvaluator:
     def interpreted(self) -> bool:
         return bool(self.info and self.info.interpreted)
 
-    def start(self) -> Any:
+    @property
+    def lanes(self) -> int:
+        """One: an actor serves one call at a time."""
+        return 1
+
+    def start(self) -> WorkerInfo:
         if self._actor is None:
             self._start_actor(replacing=False)
+        assert self.info is not None
         return self.info
 
     def device_facts(self) -> dict[str, Any]:
-        self.facts = self._call("device_facts", 600.0) or {}
+        self.facts = self._call("device_facts", self._deadline("device_facts")) or {}
         return self.facts
 
     def prepare(self, time_it: bool = True, profile_tier: Optional[int] = None) -> Baseline:
-        self.baseline = self._call("prepare", self._deadline(), time_it=time_it, profile_tier=profile_tier)
+        self.baseline = self._call("prepare", self._deadline("prepare"), time_it=time_it, profile_tier=profile_tier)
         self._prepared = time_it
         return self.baseline
 
     def evaluate(self, variant: Variant, time_it: bool = True, profile_tier: Optional[int] = None,
                  search: bool = False, rounds: Optional[int] = None) -> Evaluation:
-        return self._call("evaluate", self._deadline(), variant, time_it=time_it, profile_tier=profile_tier,
+        return self._call("evaluate", self._deadline("evaluate"), variant, time_it=time_it, profile_tier=profile_tier,
                           search=search, rounds=rounds)
 
-    def retime_original(self) -> Any:
+    def retime_original(self) -> Timing:
         """The original timed as a candidate's timing step runs (Evaluator.retime_original)."""
-        return self._call("retime_original", self._deadline(3))
+        return self._call("retime_original", self._deadline("retime"))
 
     def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming:
-        return self._call("paired_timing", self._deadline(rounds + 4), variant, rounds=rounds)
+        return self._call("paired_timing", self._deadline("paired", rounds), variant, rounds=rounds)
 
     def sanitize(self, variant: Variant) -> dict[str, Any]:
-        return self._call("sanitize", 400.0, variant)
+        return self._call("sanitize", self._deadline("sanitize"), variant)
 
     def profile(self, source: Optional[str], tier: int) -> Optional[Profile]:
-        return self._call("profile", self._deadline(4), source, tier)
+        return self._call("profile", self._deadline("profile"), source, tier)
 
-    def _deadline(self, extra_runs: int = 2) -> float:
-        """The local executor's deadline (worker/deadlines.py); ``_call`` adds Ray's slack."""
+    def _deadline(self, op: str, rounds: int = 10) -> float:
+        """What the actor's Evaluator may take for ``op`` (worker/deadlines.py, the local
+        evaluator's rule); ``_call`` adds Ray's slack."""
         derived = self.baseline.derived_calls if self.baseline is not None else 0
-        return request_deadline_s(self.task, extra_runs, derived_calls=derived)
+        return call_deadline_s(op, self.task, derived, rounds)
 
     def close(self) -> None:
         self._closed = True

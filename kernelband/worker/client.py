@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..machine_cache import bytecode_env
+from .requests import Hello, Request
 
 
 class WorkerError(Exception):
@@ -105,7 +106,7 @@ class WorkerClient:
         proc = self._proc
         threading.Thread(target=self._read_stdout, args=(proc,), daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
-        info = self._request_raw({"op": "hello"}, self.start_timeout_s)
+        info = self._request_raw({"op": Hello.OP, **Hello().to_wire()}, self.start_timeout_s)
         known = set(WorkerInfo.__dataclass_fields__)
         self.info = WorkerInfo(**{k: v for k, v in info.items() if k in known})
         return self.info
@@ -219,6 +220,10 @@ class WorkerClient:
         if not self.alive:
             raise WorkerError("crashed", "the worker is not running", self.stderr_tail())
         return self._request_raw({"op": op, **payload}, timeout_s)
+
+    def send(self, request: Request, timeout_s: float) -> Any:
+        """``request`` (worker/requests.py) as its op's line; the judge's reply (``request``)."""
+        return self.request(request.OP, timeout_s, **request.to_wire())
 
     def __enter__(self) -> "WorkerClient":
         self.start()

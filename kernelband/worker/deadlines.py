@@ -32,8 +32,43 @@ def evaluation_runs(harness: str, check_harnesses: Iterable[str], seeds: int, de
     return harnesses * (seeds + 2) + 4 + derived_calls
 
 
-def request_deadline_s(task: Any, extra_runs: int = 0, jobs: int = 1, derived_calls: int = 0) -> float:
-    """Seconds the session (local or through Ray) waits for a request about ``task`` (a
-    model.Task) that runs one evaluation's harness runs plus ``extra_runs``."""
-    runs = evaluation_runs(task.harness, task.check_harnesses, len(task.seeds), derived_calls) + extra_runs
-    return reply_deadline_s(task.timeout_s, runs, jobs)
+JUDGE_START_S = 120.0  # a fresh judge's start-up, until it answers ``hello`` (client.WorkerClient)
+DEVICE_FACTS_S = 600.0  # measuring the device's facts (bandwidth, peak rates) once
+SANITIZE_RUN_S = 300.0  # each compute-sanitizer tool's job (judge_memcheck)
+SANITIZE_EXIT_S = 60.0  # and the wait for that tool's process to exit after its last frame
+SANITIZE_TOOLS = 2  # memcheck, then racecheck (judge_memcheck.TOOLS)
+
+
+def request_deadline_s(op: str, task: Any, derived_calls: int = 0, rounds: int = 10) -> float:
+    """Seconds the session waits for the judge's reply to ``op`` (a judge op, worker/requests.py)
+    about ``task`` (a model.Task); ``derived_calls``: the baseline's calls beyond the harness,
+    ``rounds``: a paired re-measurement's rounds. The one rule for the local and Ray evaluators."""
+    timeout = task.timeout_s
+    if op == "prepare":  # one evaluation's runs, the original's timing and its lane's samples
+        runs = evaluation_runs(task.harness, task.check_harnesses, len(task.seeds), derived_calls)
+        return reply_deadline_s(timeout, runs + 4)
+    if op == "evaluate":
+        return reply_deadline_s(timeout, evaluation_runs(task.harness, task.check_harnesses, len(task.seeds),
+                                                         derived_calls))
+    if op == "retime":  # a kept run, its replay check and the timing
+        return reply_deadline_s(timeout, 3)
+    if op == "paired":  # two jobs at most (the original's block, then the variant's)
+        return reply_deadline_s(timeout, 2 + max(rounds, 2), jobs=2)
+    if op == "profile":  # a run, its timing and the profile's runs
+        return reply_deadline_s(timeout, 4)
+    if op == "sanitize":
+        return SANITIZE_TOOLS * (SANITIZE_RUN_S + SANITIZE_EXIT_S) + REPLY_SLACK_S
+    if op == "device_facts":
+        return DEVICE_FACTS_S
+    raise ValueError(f"no deadline rule for the judge op {op!r}")
+
+
+def call_deadline_s(op: str, task: Any, derived_calls: int = 0, rounds: int = 10) -> float:
+    """Seconds one Evaluator method (serving ``op``) may take in all: a judge started, the
+    request, and where the judge is lost on the way (a crash, a hang), a fresh one started
+    and prepared again before the method returns. What a driver waits for a remote
+    evaluator (Ray) before its own transport's slack."""
+    own = JUDGE_START_S + request_deadline_s(op, task, derived_calls, rounds)
+    if op in ("prepare", "device_facts"):  # no re-prepare after these
+        return own
+    return own + JUDGE_START_S + request_deadline_s("prepare", task, derived_calls)

@@ -27,15 +27,17 @@ re-timing and profiles (``judge_timing``), memcheck (``judge_memcheck``).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 
 from . import judge_candidate, judge_memcheck, judge_original, judge_timing
 from .judge_core import JudgeCore, gpu
+from .requests import (DeviceFacts, Evaluate, Hello, Paired, Prepare, ProfileRun, Request, Retime, SandboxInfo,
+                       Sanitize, Sync, decode)
 
 
-def _hello(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
+def _hello(judge: JudgeCore, req: Hello) -> dict[str, Any]:
     import triton
 
     out = {
@@ -74,7 +76,7 @@ def _driver_version() -> str:
         return ""
 
 
-def _device_facts(judge: JudgeCore, req: dict[str, Any]) -> Optional[dict[str, Any]]:
+def _device_facts(judge: JudgeCore, req: DeviceFacts) -> Optional[dict[str, Any]]:
     try:
         from .device_facts import measure_device_facts
     except ImportError:
@@ -82,27 +84,28 @@ def _device_facts(judge: JudgeCore, req: dict[str, Any]) -> Optional[dict[str, A
     return measure_device_facts()
 
 
-def _sync(judge: JudgeCore, req: dict[str, Any]) -> None:
+def _sync(judge: JudgeCore, req: Sync) -> None:
     if gpu():
         torch.cuda.synchronize()
 
 
-def _sandbox(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
+def _sandbox(judge: JudgeCore, req: SandboxInfo) -> dict[str, Any]:
     """What the sandbox could do on this machine (network isolation), for reports."""
     return {"network": judge.network}
 
 
-OPS: dict[str, Callable[[JudgeCore, dict[str, Any]], Any]] = {
-    "hello": _hello,
-    "prepare": judge_original.prepare,
-    "evaluate": judge_candidate.evaluate,
-    "paired": judge_timing.paired,
-    "retime": judge_timing.retime,
-    "profile": judge_timing.profile,
-    "device_facts": _device_facts,
-    "sync": _sync,
-    "sanitize": judge_memcheck.sanitize,
-    "sandbox": _sandbox,
+# each op's handler, by its request's type (every type of requests.REQUESTS has one: a test checks)
+OPS: dict[type[Request], Callable[[JudgeCore, Any], Any]] = {
+    Hello: _hello,
+    Prepare: judge_original.prepare,
+    Evaluate: judge_candidate.evaluate,
+    Paired: judge_timing.paired,
+    Retime: judge_timing.retime,
+    ProfileRun: judge_timing.profile,
+    DeviceFacts: _device_facts,
+    Sync: _sync,
+    Sanitize: judge_memcheck.sanitize,
+    SandboxInfo: _sandbox,
 }
 
 
@@ -120,11 +123,13 @@ def release_cached_gpu_memory() -> None:
 class JudgeService(JudgeCore):
     """The worker's service: one request (an op of ``OPS``) at a time."""
 
-    def handle(self, op: Optional[str], req: dict[str, Any]) -> Any:
-        handler = OPS.get(op or "")
-        if handler is None:
-            raise ValueError(f"unknown worker op {op!r}")
+    def handle(self, op: Optional[str], body: Mapping[str, Any]) -> Any:
+        """Serve one request line: ``op`` and its body (the envelope's keys removed), decoded
+        and checked here (requests.decode: a malformed request is refused, nothing runs)."""
+        return self.serve(decode(op, body))
+
+    def serve(self, request: Request) -> Any:
         try:
-            return handler(self, req)
+            return OPS[type(request)](self, request)
         finally:
             release_cached_gpu_memory()

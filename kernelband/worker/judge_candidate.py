@@ -25,6 +25,7 @@ from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
 from .judge_core import JudgeCore, add_phase, count_runs, deadline_s, gpu, phase_of
 from .observe import CallHistory, comparable, condense_locals
+from .requests import Evaluate
 from .stats import median_timing, paired_statistics
 
 SEARCH_ROUNDS_GPU = 5  # interleaved rounds (candidate, original) per candidate during the search
@@ -79,11 +80,10 @@ def _timing_steps(judge: JudgeCore, lane: bool, tier: int, facts: dict[str, Any]
 class CandidateRun:
     """One candidate's evaluation: its job, the judge's view of its calls, the verdict."""
 
-    def __init__(self, judge: JudgeCore, req: dict[str, Any]) -> None:
+    def __init__(self, judge: JudgeCore, req: Evaluate) -> None:
         self.judge = judge
         self.req = req
-        self.ev = Evaluation(status=Status.OK, interpreted=judge.interpreted,
-                             variant_id=req.get("variant_id") or "variant")
+        self.ev = Evaluation(status=Status.OK, interpreted=judge.interpreted, variant_id=req.variant_id or "variant")
         self.worst: Any = None
         self.history = CallHistory()
         self.t0 = time.perf_counter()
@@ -93,10 +93,9 @@ class CandidateRun:
 
     def run(self) -> dict[str, Any]:
         judge, req, ev = self.judge, self.req, self.ev
-        tier, facts = int(req.get("profile_tier", 0)), req.get("facts") or {}
-        time_it = bool(req.get("time", True))
+        tier, facts, time_it = req.profile_tier, req.facts, req.time
         runs = count_runs(first_steps(judge) + rest_steps(judge)) + 2
-        job = judge.job({"v": req["source"]}, first_steps(judge) + [{"op": "mark"}], runs, trusted=False,
+        job = judge.job({"v": req.source}, first_steps(judge) + [{"op": "mark"}], runs, trusted=False,
                         interactive=True)
         self.expected = frame_labels(first_steps(judge))
         try:
@@ -104,7 +103,7 @@ class CandidateRun:
             lane = judge.lane if (time_it and judge.lane is not None and judge.lane.alive) else None
             if lane is not None:
                 self._time_against_lane(job, lane)
-            if not (req.get("screen") and self._screened_out()):
+            if not (req.screen and self._screened_out()):
                 self._check_the_rest(job, lane is not None, tier if time_it or tier else 0, facts, runs)
         except Refusal as v:
             ev.status, ev.message = v.status, v.args[0]
@@ -131,8 +130,8 @@ class CandidateRun:
         launches, the re-check after timing and the calls beyond the harness."""
         judge, ev, req = self.judge, self.ev, self.req
         task = judge.require_task()
-        steps = _timing_steps(judge, laned, tier, facts, req["source"], ev.timing.median_ms if ev.timing else None) \
-            if (req.get("time", True) or tier) else [{"op": "release", "key": "v"}]
+        steps = _timing_steps(judge, laned, tier, facts, req.source, ev.timing.median_ms if ev.timing else None) \
+            if (req.time or tier) else [{"op": "release", "key": "v"}]
         job.command(steps + rest_steps(judge) + [{"op": "mark"}], deadline_s(task.timeout_s, runs))
         self.expected = frame_labels(steps + rest_steps(judge))
         self._judge_frames(job.until_mark())
@@ -224,7 +223,7 @@ class CandidateRun:
         (alternating which goes first), each one sample in its own process."""
         task = self.judge.require_task()
         # the interpreter's times are no speed claim: one round, unless the request asks for more
-        rounds = SEARCH_ROUNDS_GPU if gpu() else max(1, int(self.req.get("rounds") or SEARCH_ROUNDS_CPU))
+        rounds = SEARCH_ROUNDS_GPU if gpu() else max(1, self.req.rounds or SEARCH_ROUNDS_CPU)
         rep = 25
         cand: list[float] = []
         orig: list[float] = []
@@ -315,7 +314,7 @@ def _reading_gpu() -> Iterator[None]:
         yield
 
 
-def evaluate(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
+def evaluate(judge: JudgeCore, req: Evaluate) -> dict[str, Any]:
     return CandidateRun(judge, req).run()
 
 

@@ -8,14 +8,16 @@ import sys
 import time
 from typing import Any, Optional
 
+from .deadlines import SANITIZE_EXIT_S
 from .jobs import JobFailed, VariantJob
 from .judge_core import JudgeCore, gpu
+from .requests import Sanitize
 
 
 TOOLS = ("memcheck", "racecheck")
 
 
-def sanitize(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
+def sanitize(judge: JudgeCore, req: Sanitize) -> dict[str, Any]:
     """Run a candidate's correctness harnesses under compute-sanitizer, once per tool:
     memcheck (each tensor its own allocation, so an access past any tensor is reported:
     the out-of-bounds reads and writes that comparisons cannot see), then racecheck
@@ -37,16 +39,16 @@ def sanitize(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
                 findings=[f for r in reports for f in r.get("findings", [])][:8])
 
 
-def _run_tool(judge: JudgeCore, req: dict[str, Any], tool: str, name: str) -> dict[str, Any]:
+def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> dict[str, Any]:
     task = judge.require_task()
     harnesses = [h for h in task.check_harnesses if h != task.harness] or [task.harness]
     steps = [{"op": "run", "module": "v", "harness": h, "seed": task.seeds[0], "mode": "check"} for h in harnesses]
     assert judge.workdir is not None
     log = judge.workdir / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
     job = VariantJob(
-        {"task": task.to_dict(), "modules": {"v": req["source"]}, "steps": steps, "interpreted": False,
+        {"task": task.to_dict(), "modules": {"v": req.source}, "steps": steps, "interpreted": False,
          "writes": judge.ref.writes},
-        timeout_s=float(req.get("run_timeout_s", 300.0)), trusted_cache=judge.workdir / "triton-cache-trusted",
+        timeout_s=req.run_timeout_s, trusted_cache=judge.workdir / "triton-cache-trusted",
         device=None, on_log=judge.on_log,
         # the sanitizer talks to its target over loopback: both run in one private network
         wrapper=[sys.executable, "-m", "kernelband.worker.sandbox",
@@ -59,7 +61,7 @@ def _run_tool(judge: JudgeCore, req: dict[str, Any], tool: str, name: str) -> di
         for frame in job.frames():
             if frame.kind == "error":
                 ended = f"error: {frame.meta.get('message', '')[:300]}"
-        code = job.proc.wait(timeout=60)
+        code = job.proc.wait(timeout=SANITIZE_EXIT_S)
     except JobFailed as e:
         ended, code = f"{e.end.kind}: {e}", None
     finally:

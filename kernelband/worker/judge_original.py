@@ -18,8 +18,9 @@ from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
 from .derived import describe_call
 from .jobs import Frame, JobFailed, VariantJob
 from .judge_derived import absorb_original, calls_to_derive, optional_parameters
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, count_runs, gpu, timed_steps
+from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, count_runs, deadline_s, gpu, timed_steps
 from .observe import CallHistory, comparable, condense_locals, materialize, tree_bytes
+from .requests import Prepare
 from .stats import median_timing
 
 _REF_GPU_FRACTION = 0.4  # references stay on the GPU while they take at most this share of free memory
@@ -68,13 +69,13 @@ def reference_steps(judge: JudgeCore, time_it: bool, tier: int, facts: dict[str,
     return steps
 
 
-def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
+def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     """Run the original in a variant process and keep what the judge needs of it; keep
     that process as the reference lane when two runs of the harness fit on the GPU."""
-    task = Task.from_dict(req["task"])
+    task = req.task
     judge.close_lane()
     judge.task = task
-    judge.workdir = Path(req["workdir"])
+    judge.workdir = Path(req.workdir)
     judge.workdir.mkdir(parents=True, exist_ok=True)
     judge.ref = Reference()
     judge.refs_on_gpu = False
@@ -105,7 +106,7 @@ def prepare(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     # what the original compiled, for its harness and for the calls beyond it, kept once: a
     # candidate whose kernel and launch settings are the original's loads it, not compiles it
     judge.keep_trusted_cache(job)
-    lane_note = _open_lane(judge, job, base, bool(req.get("time", True)))
+    lane_note = _open_lane(judge, job, base, req.time)
     if lane_note:
         notes.append(lane_note)
     notes += _baseline_notes(judge, task, base)
@@ -127,7 +128,7 @@ def _derived_note(dropped: list[str], kept: int) -> Optional[str]:
 DERIVED_ATTEMPTS = 3  # a derived call that takes the original down is dropped; the original is run again
 
 
-def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: dict[str, Any]
+def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: Prepare
                        ) -> tuple[Optional[VariantJob], list[str]]:
     """The original on calls of its wrapper that the harness never makes, twice (two
     canaries): the ones it handles become references every candidate is checked on. A
@@ -181,7 +182,7 @@ def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[
     steps = [{"op": "derived", "module": "o", "calls": calls, "which": w} for w in ("a", "b")] + [{"op": "mark"}]
     frames: dict[tuple[str, int], Frame] = {}
     try:
-        job.command(steps, judge_deadline(task, 2 * len(calls)))
+        job.command(steps, deadline_s(task.timeout_s, 2 * len(calls)))
         for frame in job.until_mark():
             if frame.kind == "error":
                 job.close()
@@ -225,7 +226,7 @@ def first_context_error(frames: dict[tuple[str, int], Frame], n: int) -> Optiona
     return None
 
 
-def _restart_original(judge: JudgeCore, task: Task, req: dict[str, Any], base: Baseline) -> Optional[VariantJob]:
+def _restart_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline) -> Optional[VariantJob]:
     """The original's reference job again, from scratch (its process died)."""
     judge.ref = Reference()
     judge.refs_on_gpu = False
@@ -281,7 +282,7 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool)
          "keep": "o", "again": True},
         {"op": "replay_check", "key": "o"}]
     try:
-        job.command(steps + [{"op": "mark"}], judge_deadline(task, 2))
+        job.command(steps + [{"op": "mark"}], deadline_s(task.timeout_s, 2))
         ref = judge.ref.outputs[(task.harness, task.seeds[0])]
         for frame in job.until_mark():
             if frame.kind == "error":
@@ -292,7 +293,7 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool)
                     raise RuntimeError(f"its kept run differs from its references: {verdict.message}")
         lane = Lane(job)
         if time_it:
-            samples = [lane.sample(False, 25, judge_deadline(task, 1))[0] for _ in range(LANE_ROUNDS if gpu() else 2)]
+            samples = [lane.sample(False, 25, deadline_s(task.timeout_s, 1))[0] for _ in range(LANE_ROUNDS if gpu() else 2)]
             clock = "cuda-events" if gpu() else "cpu-interpreter"
             base.timing = median_timing(samples, clock, len(judge.ref.launches))
         judge.lane = lane
@@ -303,18 +304,12 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool)
         return f"the original could not be kept as the reference lane ({e}): candidates are timed alone"
 
 
-def judge_deadline(task: Task, runs: int) -> float:
-    from .deadlines import deadline_s
-
-    return deadline_s(task.timeout_s, runs)
-
-
-def _run_original(judge: JudgeCore, task: Task, req: dict[str, Any], base: Baseline,
+def _run_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline,
                   notes: list[str]) -> Optional[VariantJob]:
     """The reference job, its frames absorbed into the judge's Reference: the job, still
     running (it may become the reference lane), or None (with ``base.message`` saying
     why) when the original cannot serve as a reference."""
-    steps = reference_steps(judge, bool(req.get("time", True)), int(req.get("profile_tier", 0)), req.get("facts") or {})
+    steps = reference_steps(judge, req.time, req.profile_tier, req.facts)
     judge.preparing = True
     t0 = time.perf_counter()
     job = judge.job({"o": task.source}, steps + [{"op": "mark"}], count_runs(steps), trusted=True, interactive=True)

@@ -17,6 +17,7 @@ from .jobs import Frame, JobFailed, VariantJob
 from .judge_core import GPU_MARGIN_BYTES, JudgeCore, deadline_s, gpu
 from .judge_original import decoded_bytes
 from .observe import comparable
+from .requests import Paired, ProfileRun, Retime
 from .stats import median_timing, paired_statistics
 
 # Tests only: make the paired re-measurement fail with this text (frozen replays leave a
@@ -92,7 +93,7 @@ def _kept_and_checked(judge: JudgeCore, job: VariantJob, key: str, what: str) ->
             _must_match(ref, frame, f"{what} no longer passes in the paired run", comparable(frame.tree))
 
 
-def paired(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
+def paired(judge: JudgeCore, req: Paired) -> dict[str, Any]:
     """The winner against the original, each in its own process: interleaved rounds with
     the reference lane under one exclusive GPU turn (as every candidate was timed in the
     search), or, where two runs do not fit on the GPU, the original's block of samples and
@@ -101,14 +102,13 @@ def paired(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     simulated = os.environ.get(_TEST_PAIRED_FAILURE_ENV)
     if simulated:  # tests only: the failure path of a re-measurement, which real variants no longer reach
         raise RuntimeError(simulated)
-    rounds = int(req.get("rounds", 10))
-    vid = req.get("variant_id")
+    rounds, vid = req.rounds, req.variant_id
     forced = os.environ.get(_TEST_PAIRED_ORDER_ENV)
     lane = judge.lane if (judge.lane is not None and judge.lane.alive and forced != "sequential") else None
     try:
         if lane is not None:
-            return _paired_with_lane(judge, lane, req["source"], rounds, f"variant {vid}")
-        return _paired_in_sequence(judge, req["source"], rounds, f"variant {vid}")
+            return _paired_with_lane(judge, lane, req.source, rounds, f"variant {vid}")
+        return _paired_in_sequence(judge, req.source, rounds, f"variant {vid}")
     except JobFailed as e:
         raise RuntimeError(f"paired timing failed ({e.end.kind}): {e}") from None
 
@@ -165,7 +165,7 @@ def _paired_in_sequence(judge: JudgeCore, source: str, rounds: int, what: str) -
     return paired_statistics(blocks["o"], blocks["v"], clock, "sequential").to_dict()
 
 
-def retime(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
+def retime(judge: JudgeCore, req: Retime) -> dict[str, Any]:
     """The original's time as candidates are timed: samples of the reference lane, or
     (without one) a fresh process's kept run, replay check and frozen replays."""
     task = judge.require_task()
@@ -194,15 +194,15 @@ def retime(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def profile(judge: JudgeCore, req: dict[str, Any]) -> dict[str, Any]:
+def profile(judge: JudgeCore, req: ProfileRun) -> dict[str, Any]:
     """Profile the original (source None) or a variant at a tier."""
     task = judge.require_task()
-    source = req.get("source") or task.source
-    variant = req.get("source") is not None
+    source = req.source or task.source
+    variant = req.source is not None
     steps: list[dict[str, Any]] = [
         {"op": "run", "module": "m", "harness": task.harness, "seed": task.seeds[0], "mode": "check", "keep": "m"},
         {"op": "time", "key": "m"},
-        {"op": "profile", "key": "m", "tier": int(req.get("tier", 2)), "facts": req.get("facts") or {},
+        {"op": "profile", "key": "m", "tier": req.tier, "facts": req.facts,
          "source": source}]
     job = judge.job({"m": source}, steps, 3, trusted=not variant)
     out: dict[str, Any] = {}

@@ -1,10 +1,11 @@
 """The evaluation worker: a long-lived process that owns the GPU (or the interpreter)
 and runs untrusted variants. ``python -m kernelband.worker``.
 
-Protocol: one JSON request per line on stdin (``{"id", "op", ...}``), one JSON reply per
-line on the protocol stream (the original stdout; the process's fd 1 is pointed at
-stderr so nothing user code prints can corrupt the protocol): ``{"id", "ok": true,
-"result": ...}`` or ``{"id", "ok": false, "error": str}``. Requests are served
+Protocol: one JSON request per line on stdin (``{"id", "op", ...}``: the rest is the body
+of ``op``'s request, ``requests.py``), one JSON reply per line on the protocol stream (the
+original stdout; the process's fd 1 is pointed at stderr so nothing user code prints can
+corrupt the protocol): ``{"id", "ok": true, "result": ...}`` or ``{"id", "ok": false,
+"error": str}``. Requests are served
 concurrently (each in a thread), so replies may come in another order. The judge runs
 no module code: a variant can crash or hang its own process, never the judge.
 """
@@ -19,6 +20,7 @@ import traceback
 from typing import IO, Any
 
 from ..trace import mark
+from .requests import ENVELOPE
 
 
 def _protocol_stream() -> IO[str]:
@@ -95,7 +97,8 @@ def _serve(service: Any, proto: IO[str]) -> int:
         t0 = time.perf_counter()
         mark("judge.op", op=req.get("op"), id=req.get("id"))
         try:
-            body: dict[str, Any] = {"ok": True, "result": service.handle(req.get("op"), req)}
+            request = {k: v for k, v in req.items() if k not in ENVELOPE}
+            body: dict[str, Any] = {"ok": True, "result": service.handle(req.get("op"), request)}
         except Exception as e:  # noqa: BLE001 - every failure becomes a reply
             body = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=8)}
         body["wall_s"] = time.perf_counter() - t0

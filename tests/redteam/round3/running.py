@@ -15,6 +15,7 @@ from typing import Optional, Union
 from kernelband.evaluate import Evaluator, SetupError
 from kernelband.model import Evaluation, PairedTiming, Status, Task, Variant
 from kernelband.worker.client import WorkerError
+from kernelband.worker.requests import Evaluate
 from redteam.corpus import make_task
 from redteam.round3.corpus import KERNELS, Case, Escape
 
@@ -71,8 +72,8 @@ def evaluate_unscreened(ev: Evaluator, source: str, time_it: bool = True) -> Eva
     to the worker): what must hold when the screen is fooled."""
     try:
         ev._ensure_worker()
-        raw = ev.client.request("evaluate", ev._deadline(ev._runs()), source=source, variant_id="unscreened",
-                                time=time_it, profile_tier=0, facts=ev.facts)
+        request = Evaluate(source=source, variant_id="unscreened", time=time_it, profile_tier=0, facts=ev.facts)
+        raw = ev.client.send(request, ev._deadline("evaluate"))
         return Evaluation.from_dict(raw)
     except WorkerError as e:
         return ev._failure(Variant(source=source), e)
