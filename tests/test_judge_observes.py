@@ -140,29 +140,3 @@ def test_the_roofline_refuses_a_time_no_kernel_can_have():
     _check_roofline(ev, l2, output_floor_bytes=32 << 20)
     with pytest.raises(Refusal):
         _check_roofline(ev, l2, output_floor_bytes=256 << 20)  # 196 MiB past the L2 in 1 us
-
-
-def test_the_roofline_floor_counts_the_elements_the_launches_produce():
-    """A kernel that scatters two rows into a large cache writes two rows: the floor of its
-    bytes is theirs (every rules rewrite of a KV-cache scatter was refused on the GPU when it
-    was the whole cache's), and an output produced everywhere still counts whole, once
-    under two names."""
-    import types
-
-    import torch
-
-    from kernelband.worker import checks
-    from kernelband.worker.judge_candidate import _written_bytes
-
-    cache, out = torch.zeros(1000, 8), torch.randn(64)
-    scattered = cache.clone()
-    scattered[[3, 7]] = 1.0
-    ref = {"returned": None, "written": {"cache": [scattered], "out": [out], "alias": [out]}}
-    neutral = {"returned": None, "written": {"cache": [cache], "out": [torch.full((64,), float("nan"))],
-                                             "alias": [torch.full((64,), float("nan"))]}}
-    task = types.SimpleNamespace(harness="h", seeds=[0])
-    ref_state = types.SimpleNamespace(outputs={("h", 0): ref}, masks={"h": checks.change_masks(ref, neutral)})
-    judge = types.SimpleNamespace(require_task=lambda: task, ref=ref_state)
-    assert _written_bytes(judge) == 2 * 8 * 4 + 64 * 4
-    ref_state.masks = {}  # no neutralised run: every written byte counts
-    assert _written_bytes(judge) == 1000 * 8 * 4 + 64 * 4

@@ -15,8 +15,6 @@ import contextlib
 import time
 from typing import Any, Iterator, Optional
 
-import torch
-
 from ..model import Evaluation, LaunchRecord, Status, Timing
 from ..profile.schema import Profile, ProfileError, TimingTier
 from . import checks
@@ -255,26 +253,13 @@ class CandidateRun:
 
 
 def _written_bytes(judge: JudgeCore) -> int:
-    """Bytes the timing harness's kernel launches produce in the tensors they write (the
-    judge's own copy of the original's): the least any variant's timed launches write.
-    Where the neutralised run showed which elements the launches produce, only those count:
-    a kernel that scatters a few rows into a large cache writes those rows, not the cache."""
+    """Bytes of the distinct tensors the timing harness's kernel launches write (the
+    judge's own copy of the original's): the least any variant's timed launches move."""
     from .observe import tree_bytes
 
     task = judge.require_task()
     ref = judge.ref.outputs.get((task.harness, task.seeds[0]))
-    if not isinstance(ref, dict):
-        return 0
-    masks = judge.ref.masks.get(task.harness)
-    if not masks:
-        return tree_bytes(ref.get("written"))
-    produced: dict[int, int] = {}  # a tensor written under two names counts once
-    for path, leaf in checks.leaves({"written": ref.get("written")}):
-        mask = masks.get(path)
-        if isinstance(leaf, torch.Tensor) and mask is not None:
-            n = leaf.numel() if mask is True else int(mask.sum()) if isinstance(mask, torch.Tensor) else 0
-            produced[id(leaf)] = max(produced.get(id(leaf), 0), n * leaf.element_size())
-    return sum(produced.values())
+    return tree_bytes(ref.get("written")) if isinstance(ref, dict) else 0
 
 
 def _output_fingerprints(tree: dict[str, Any]) -> list[tuple[int, int]]:
