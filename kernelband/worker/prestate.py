@@ -74,7 +74,7 @@ class Kept:
 
     def changed(self) -> Optional[bool]:
         """Whether its content now differs from the first touch's; None when unknown."""
-        from .capture import fingerprint
+        from .fingerprints import fingerprint
 
         if self.copy is not None and self.copy.device == self.live.device:
             return not torch.equal(self.live, self.copy)
@@ -105,7 +105,7 @@ class PreState:
 
     def take(self, launch_name: str, named: dict[str, torch.Tensor]) -> None:
         """Before a launch: keep every storage it touches that no earlier launch did."""
-        from .capture import fingerprint, tensor_key
+        from .fingerprints import fingerprint, tensor_key
 
         for name, t in named.items():
             key = storage_key(t)
