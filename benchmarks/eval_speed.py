@@ -105,6 +105,8 @@ def run_session(path: Path, kernel: str, budget: int, cap: float, cwd: Optional[
     row = summarize(events, wall, proc.returncode, cap, stderr)
     row["startup"] = startup_timeline(trace, t0_wall)
     row["in_flight"] = in_flight(trace)
+    if row["capped"] or row["evals"] < budget:
+        row["unfinished_jobs"] = unfinished_jobs(trace, t0_wall + wall)
     trace.unlink(missing_ok=True)
     return row
 
@@ -156,6 +158,36 @@ def in_flight(trace: Path) -> Optional[float]:
         return None
     span = max(b for _, b in whole) - min(a for a, _ in whole)
     return round(sum(b - a for a, b in whole) / span, 2) if span > 0 else None
+
+
+def unfinished_jobs(trace: Path, t_end: float) -> list[dict[str, Any]]:
+    """The jobs still open when the session ended (a cap kills it): their steps, the last
+    frame each sent and how long before the end, so a stall says where it is."""
+    jobs: dict[str, dict[str, Any]] = {}
+    try:
+        lines = trace.read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        job = m.get("job")
+        if not job:
+            continue
+        if m.get("what") == "job.request":
+            jobs[job] = {"job": job, "trusted": m.get("trusted"), "steps": m.get("steps"), "t": m["t"], "frames": 0}
+        elif m.get("what") == "job.frame" and job in jobs:
+            jobs[job].update(last_frame=m.get("kind"), last_label=m.get("label"), t=m["t"],
+                             frames=jobs[job]["frames"] + 1)
+        elif m.get("what") == "job.closed":
+            jobs.pop(job, None)
+    out = []
+    for j in jobs.values():
+        j["idle_s"] = round(t_end - float(j.pop("t")), 2)
+        out.append(j)
+    return out
 
 
 def _kill(proc: subprocess.Popen) -> None:

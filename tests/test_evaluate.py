@@ -186,6 +186,18 @@ def test_slower_search_candidate_ends_after_timing_and_is_never_ok(evaluator):
     assert full.status == Status.MISMATCH and "beyond the harness" in full.message, full.message
 
 
+def test_far_slower_search_candidate_stops_timing_after_two_rounds(evaluator):
+    """Many times slower in each of its first two rounds: the timing stops there (a very
+    slow candidate would otherwise hold a lane for every round) and the candidate ends as
+    SLOWER, never OK; the same variant's full check still finds it wrong elsewhere."""
+    far = AXPY.replace(LAUNCH, LAUNCH.replace("128", "4"))  # 32 times the interpreted programs
+    slow_wrong = variant(*WRONG_ELSEWHERE, base=far)
+    ev = evaluator.evaluate(slow_wrong, search=True, rounds=4)
+    assert ev.status == Status.SLOWER and not ev.ok, ev.message
+    assert "timed no further" in ev.message and ev.speedup_ci is not None, ev.message
+    assert evaluator.evaluate(slow_wrong, rounds=4).status == Status.MISMATCH
+
+
 def test_slow_variant_wrong_on_the_timing_run_is_still_a_mismatch(evaluator):
     """The kept run (seed 0 of the timing harness) is judged before the timing: a slow
     variant cannot skip it."""

@@ -28,6 +28,7 @@ from .stats import median_timing, paired_statistics
 
 SEARCH_ROUNDS_GPU = 5  # interleaved rounds (candidate, original) per candidate during the search
 SEARCH_ROUNDS_CPU = 1
+FAR_SLOWER = 10.0  # a search's candidate this much slower in each of its first two rounds or more stops timing
 
 
 class Refusal(Exception):
@@ -87,6 +88,7 @@ class CandidateRun:
         self.t0 = time.perf_counter()
         self.expected: list[str] = []  # what each coming frame is (a crash is reported as during the next one)
         self.first_run: Optional[list[tuple[int, int]]] = None  # fingerprints of the kept run's outputs
+        self.far_slower = False  # the timing stopped early: FAR_SLOWER times slower in every round
         self.seed0_deviation: dict[str, float] = {}  # harness -> written outputs' distance from the original at seed 0
 
     def run(self) -> dict[str, Any]:
@@ -145,15 +147,16 @@ class CandidateRun:
         sizes mean new compiles), go only to candidates that could be faster. Its kept run
         and the replay of its timed launches were checked."""
         ev, ci = self.ev, self.ev.speedup_ci
-        if ev.timing is None or not ci or not ci[1] < 1.0:
+        if ev.timing is None or not ci or not (ci[1] < 1.0 or self.far_slower):
             return False
         task = self.judge.require_task()
         speedup = ev.reference_ms / ev.timing.median_ms if ev.reference_ms and ev.timing.median_ms > 0 else ci[1]
+        how = (f"more than {FAR_SLOWER:g}x slower in each of its first rounds, so timed no further" if self.far_slower
+               else f"[{ci[0]:.3f}, {ci[1]:.3f}] over the search's paired rounds")
         ev.status = Status.SLOWER
         ev.errors = self.worst
-        ev.message = (f"slower than the original: {speedup:.3f}x [{ci[0]:.3f}, {ci[1]:.3f}] over the search's paired "
-                      f"rounds; matches it on {task.harness}, seed {task.seeds[0]}, not checked on other inputs "
-                      "(only a candidate that could be faster is)")
+        ev.message = (f"slower than the original: {speedup:.3f}x {how}; matches it on {task.harness}, seed "
+                      f"{task.seeds[0]}, not checked on other inputs (only a candidate that could be faster is)")
         return True
 
     def _judge_frames(self, frames: Iterator[Frame]) -> None:
@@ -244,6 +247,10 @@ class CandidateRun:
                             raise Refusal(Status.REJECTED, f"trust: the variant process answered a timing request "
                                                            f"with a {frame.kind} frame")
                         cand.append(float(frame.meta["ms"]))
+                if self.req.screen and (gpu() or self.req.rounds) and 1 <= r < rounds - 1 and \
+                        min(cand) > FAR_SLOWER * max(orig):
+                    self.far_slower = True  # more rounds cannot make it faster than the original
+                    break
         add_phase(self.ev.phases, "timing", time.perf_counter() - t0)
         launches = len(self.ev.launches) or 1
         self.ev.timing = median_timing(cand, clock, launches)
