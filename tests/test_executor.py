@@ -466,3 +466,17 @@ def test_the_local_and_ray_executors_share_one_deadline_rule() -> None:
     local.baseline = ray.baseline = Baseline(ok=True, derived_calls=13)
     assert local._deadline("evaluate") == reply_deadline_s(7.0, runs + 13) == request_deadline_s("evaluate", task, 13)
     assert ray._deadline("evaluate") == call_deadline_s("evaluate", task, 13)
+
+
+def test_a_search_candidate_gets_a_multiple_of_the_originals_slowest_run() -> None:
+    """A hung or hopelessly slow search candidate frees its lane in about a minute: ten
+    times the original's slowest run (compile included), at least 20 s, never more than
+    the task's run timeout (which `check` and the final verification keep)."""
+    from kernelband.worker.deadlines import SEARCH_RUN_FLOOR_S, deadline_s, search_run_timeout_s
+
+    assert search_run_timeout_s(120.0, 0.3) == SEARCH_RUN_FLOOR_S == 20.0
+    assert search_run_timeout_s(120.0, 4.0) == 40.0
+    assert search_run_timeout_s(120.0, 30.0) == 120.0  # capped by the run timeout
+    assert search_run_timeout_s(4.0, 0.3) == 4.0
+    # the kept run and its replay: the whole first batch of a hung candidate within 70 s
+    assert deadline_s(search_run_timeout_s(120.0, 0.3), 2) == 70.0

@@ -19,6 +19,18 @@ def deadline_s(run_timeout_s: float, runs: int) -> float:
     return JOB_START_S + run_timeout_s * max(runs, 1)
 
 
+SEARCH_RUN_FLOOR_S = 20.0
+SEARCH_RUN_FACTOR = 10.0
+
+
+def search_run_timeout_s(run_timeout_s: float, slowest_original_run_s: float) -> float:
+    """Seconds one run of a search's candidate may take: ten times the original's slowest
+    run (its compile included), at least 20 s, at most the run timeout. A candidate that
+    slow cannot be the faster one, and a hung one frees its lane in a minute, not in an
+    hour of the whole evaluation's deadline."""
+    return min(run_timeout_s, max(SEARCH_RUN_FLOOR_S, SEARCH_RUN_FACTOR * slowest_original_run_s))
+
+
 def reply_deadline_s(run_timeout_s: float, runs: int, jobs: int = 1) -> float:
     """Seconds the session waits for a reply whose request runs ``jobs`` such jobs."""
     return jobs * deadline_s(run_timeout_s, runs) + REPLY_SLACK_S

@@ -21,6 +21,7 @@ from . import checks
 from .compare import compare_outputs, describe
 from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
+from .deadlines import search_run_timeout_s
 from .judge_core import JudgeCore, add_phase, count_runs, deadline_s, gpu, phase_of
 from .observe import CallHistory, comparable, condense_locals
 from .requests import Evaluate
@@ -88,15 +89,23 @@ class CandidateRun:
         self.t0 = time.perf_counter()
         self.expected: list[str] = []  # what each coming frame is (a crash is reported as during the next one)
         self.first_run: Optional[list[tuple[int, int]]] = None  # fingerprints of the kept run's outputs
+        task = judge.require_task()
+        # a search's candidate many times slower than the original's slowest run is no contender
+        self.run_timeout_s = search_run_timeout_s(task.timeout_s, judge.ref.slowest_run_s) if req.screen \
+            else task.timeout_s
         self.far_slower = False  # the timing stopped early: FAR_SLOWER times slower in every round
         self.seed0_deviation: dict[str, float] = {}  # harness -> written outputs' distance from the original at seed 0
 
     def run(self) -> dict[str, Any]:
         judge, req, ev = self.judge, self.req, self.ev
         tier, facts, time_it = req.profile_tier, req.facts, req.time
+        task = judge.require_task()
         runs = count_runs(first_steps(judge) + rest_steps(judge)) + 2
-        job = judge.job({"v": req.source}, first_steps(judge) + [{"op": "mark"}], runs, trusted=False,
-                        interactive=True)
+        # the first batch (the kept run and its replay) has its own deadline; the rest gets
+        # one when it is sent (``_check_the_rest``)
+        first_runs = count_runs(first_steps(judge)) + 1 if req.screen else runs
+        job = judge.job({"v": req.source}, first_steps(judge) + [{"op": "mark"}], first_runs, trusted=False,
+                        interactive=True, run_timeout_s=self.run_timeout_s)
         self.expected = frame_labels(first_steps(judge))
         try:
             self._judge_frames(job.until_mark())
@@ -115,6 +124,9 @@ class CandidateRun:
             tail = [line for line in e.end.stderr_tail.splitlines() if line.strip()][-3:]
             during = f" during {self.expected[0]}" if self.expected else ""
             ev.message = str(e) + during + (f" (last output: {' | '.join(tail)})" if tail else "")
+            if e.end.kind == "timeout" and req.screen and self.run_timeout_s < task.timeout_s:
+                ev.message += (f"; a search's candidate may take {self.run_timeout_s:.0f} s a run, ten times the "
+                               "original's slowest")
             ev.timing = None
             ev.reference_ms = ev.speedup_ci = None
         finally:
@@ -129,10 +141,9 @@ class CandidateRun:
         """After the timing: its profile, every other harness and seed, the neutralised
         launches, the re-check after timing and the calls beyond the harness."""
         judge, ev, req = self.judge, self.ev, self.req
-        task = judge.require_task()
         steps = _timing_steps(judge, laned, tier, facts, req.source, ev.timing.median_ms if ev.timing else None) \
             if (req.time or tier) else [{"op": "release", "key": "v"}]
-        job.command(steps + rest_steps(judge) + [{"op": "mark"}], deadline_s(task.timeout_s, runs))
+        job.command(steps + rest_steps(judge) + [{"op": "mark"}], deadline_s(self.run_timeout_s, runs))
         self.expected = frame_labels(steps + rest_steps(judge))
         self._judge_frames(job.until_mark())
         _check_roofline(ev, facts, _written_bytes(judge))
@@ -222,7 +233,6 @@ class CandidateRun:
     def _time_against_lane(self, job: VariantJob, lane: Any) -> None:
         """Interleaved rounds under one exclusive GPU turn: the candidate, then the original
         (alternating which goes first), each one sample in its own process."""
-        task = self.judge.require_task()
         # the interpreter's times are no speed claim: one round, unless the request asks for more
         rounds = SEARCH_ROUNDS_GPU if gpu() else max(1, self.req.rounds or SEARCH_ROUNDS_CPU)
         rep = 25
@@ -235,11 +245,11 @@ class CandidateRun:
                 order = ("v", "o") if r % 2 == 0 else ("o", "v")
                 for who in order:
                     if who == "o":
-                        ms, clock = lane.sample(True, rep, deadline_s(task.timeout_s, 1))
+                        ms, clock = lane.sample(True, rep, deadline_s(self.run_timeout_s, 1))
                         orig.append(ms)
                     else:
                         job.command([{"op": "sample", "key": "v", "held_by_judge": True, "rep_ms": rep}],
-                                    deadline_s(task.timeout_s, 1))
+                                    deadline_s(self.run_timeout_s, 1))
                         frame = job.next_frame()
                         if frame.kind == "error":
                             raise Refusal(*_error_verdict(frame.meta))

@@ -53,6 +53,7 @@ class Reference:
     streams: set[int] = field(default_factory=set)
     skipped: set[tuple[str, int]] = field(default_factory=set)  # (harness, seed) not checked: outputs too large
     cuda_peak: int = 0  # the original's variant process: most GPU memory its allocator reserved
+    slowest_run_s: float = 0.0  # the original's slowest run of a harness or derived call (compile included)
     replay_valid: bool = False
     bitwise_reproducible: bool = True  # the original gives bit-identical outputs for the same seed
     stale: bool = False  # the original itself returns buffers that a later call overwrites
@@ -149,15 +150,16 @@ class JudgeCore:
 
     # ------------------------------------------------------------------ variant jobs
     def job(self, modules: dict[str, str], steps: list[dict[str, Any]], runs: int, trusted: bool,
-            interactive: bool = False) -> VariantJob:
-        """A started variant job; its timeout allows for ``runs`` runs of the harness."""
+            interactive: bool = False, run_timeout_s: Optional[float] = None) -> VariantJob:
+        """A started variant job; its timeout allows for ``runs`` runs of the harness, each
+        ``run_timeout_s`` (default: the task's)."""
         task = self.require_task()
         assert self.workdir is not None
         cache = self.workdir / "triton-cache-trusted"
         job = VariantJob(
             {"task": task.to_dict(), "modules": modules, "steps": steps, "interpreted": self.interpreted,
              "writes": {} if trusted else self.ref.writes, "transport": self.transport, "interactive": interactive},
-            timeout_s=deadline_s(task.timeout_s, runs),
+            timeout_s=deadline_s(run_timeout_s or task.timeout_s, runs),
             # the original's jobs start from this machine's compiled kernels of the same source
             # (written only from original-only jobs); a candidate's from this session's
             trusted_cache=persistent_cache(task) if trusted else cache,

@@ -188,6 +188,7 @@ def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[
                 job.close()
                 base.message = _setup_message(task, frame.meta)
                 return None
+            _note_run_seconds(judge, frame)
             if frame.meta.get("mode") == "derived":
                 kept = Frame(frame.kind, frame.meta, materialize(frame.tree, None))
                 frames[(str(frame.meta.get("which")), int(frame.meta.get("index", -1)))] = kept
@@ -248,7 +249,7 @@ def lane_fits(judge: JudgeCore) -> bool:
     return 2 * judge.ref.cuda_peak + outputs + GPU_MARGIN_BYTES <= free
 
 
-MAX_LANES = 6
+MAX_LANES = 8
 
 
 def candidate_lanes(judge: JudgeCore) -> int:
@@ -265,7 +266,7 @@ def candidate_lanes(judge: JudgeCore) -> int:
     by_memory = int(free * 0.8 // per)
     # a candidate spends most of its wall time on its own core (start-up, compile) or
     # waiting for a GPU turn: on 16 cores 6 lanes gave 17-19% more evaluations a minute
-    # than 4 (benchmarks/results/eval_speed/)
+    # than 4, and 8 a median 19% more than 6 (benchmarks/results/eval_speed/h200_5d2745f_lanes)
     return max(1, min(MAX_LANES, cores // 2, by_memory))
 
 
@@ -318,6 +319,7 @@ def _run_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline,
     try:
         for frame in job.until_mark():
             add_frame_phase(base.phases, frame, t0)
+            _note_run_seconds(judge, frame)
             if frame.kind == "error":
                 base.message = _setup_message(task, frame.meta)
                 return None
@@ -341,6 +343,12 @@ def _run_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline,
         if not ok:
             job.close()
     return job
+
+
+def _note_run_seconds(judge: JudgeCore, frame: Frame) -> None:
+    """The original's slowest run (a search's candidate gets a multiple of it per run)."""
+    if frame.kind == "outputs":
+        judge.ref.slowest_run_s = max(judge.ref.slowest_run_s, float(frame.meta.get("seconds", 0.0)))
 
 
 def add_frame_phase(phases: dict[str, float], frame: Frame, t0: float) -> None:
