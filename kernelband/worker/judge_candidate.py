@@ -270,10 +270,13 @@ class CandidateRun:
 
 
 def _written_bytes(judge: JudgeCore) -> int:
-    """Bytes of the distinct tensors the timing harness's kernel launches write (the
-    judge's own copy of the original's): the least any variant's timed launches move."""
+    """Bytes the timing harness's kernel launches change (the judge's own copy of the
+    original's, less the elements whose bits they left as found): the least any variant's
+    timed launches move."""
     from .observe import tree_bytes
 
+    if judge.ref.changed_bytes is not None:
+        return judge.ref.changed_bytes
     task = judge.require_task()
     ref = judge.ref.outputs.get((task.harness, task.seeds[0]))
     return tree_bytes(ref.get("written")) if isinstance(ref, dict) else 0

@@ -53,6 +53,7 @@ class Reference:
     streams: set[int] = field(default_factory=set)
     skipped: set[tuple[str, int]] = field(default_factory=set)  # (harness, seed) not checked: outputs too large
     cuda_peak: int = 0  # the original's variant process: most GPU memory its allocator reserved
+    changed_bytes: Optional[int] = None  # bytes the original's timed launches changed (judge_original.changed_bytes)
     slowest_run_s: float = 0.0  # the original's slowest run of a harness or derived call (compile included)
     replay_valid: bool = False
     bitwise_reproducible: bool = True  # the original gives bit-identical outputs for the same seed

@@ -409,6 +409,8 @@ def _absorb_reference(judge: JudgeCore, frame: Frame, base: Baseline, notes: lis
     pre_state = tree.pop("pre_state", None) if isinstance(tree, dict) else None
     if mode in ("check", "upcast") and not meta.get("skipped"):
         _know_inputs(ref, pre_state, tree)
+    if mode == "check" and meta.get("kept") and meta.get("harness") == task.harness and isinstance(tree, dict):
+        ref.changed_bytes = changed_bytes(tree.get("written"), meta.get("pre_state") or [], pre_state or [])
     if mode == "replay":
         ref.replay_valid = compare_outputs(ref.outputs[(task.harness, task.seeds[0])], tree).ok
         return
@@ -434,6 +436,29 @@ def _absorb_reference(judge: JudgeCore, frame: Frame, base: Baseline, notes: lis
             ref.bitwise_reproducible = False
         return
     _absorb_outputs(judge, h, seed, frame, tree, launches)
+
+
+def changed_bytes(written: Any, labels: list[str], pre_state: list[Any]) -> int:
+    """Bytes of the elements the launches changed (their bits differ from what the first
+    launch found): the least a faster candidate's launches must still write. A scatter
+    into a large cache writes a few rows of it, not the whole cache. A written tensor
+    with no matching copy of what the launches found counts whole."""
+    from .observe import bitwise_changed
+
+    before: dict[str, list[Any]] = {}
+    for label, copy in zip(labels, pre_state):
+        before.setdefault(label, []).append(copy)
+    total, seen = 0, set()
+    for key, tensors in (written or {}).items():
+        copies = before.get(key, [])
+        for i, post in enumerate(tensors):
+            if not isinstance(post, torch.Tensor) or id(post) in seen:
+                continue
+            seen.add(id(post))
+            pre = copies[i] if len(copies) == len(tensors) else None
+            changed = bitwise_changed(pre, post) if isinstance(pre, torch.Tensor) else None
+            total += (post.numel() if changed is None else changed) * post.element_size()
+    return total
 
 
 def _absorb_rerun(first: Any, tree: Any, base: Baseline, notes: list[str]) -> bool:

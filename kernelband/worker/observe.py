@@ -127,6 +127,25 @@ def materialize(tree: Any, device: Optional[str]) -> Any:
     return copy(tree)
 
 
+_SAME_SIZE_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def bitwise_changed(before: torch.Tensor, after: torch.Tensor) -> Optional[int]:
+    """How many elements of ``after`` differ bit for bit from ``before`` (NaNs included);
+    None where the two cannot be compared element by element."""
+    if before.shape != after.shape or before.dtype != after.dtype or after.is_complex():
+        return None
+    as_int = _SAME_SIZE_INT.get(after.element_size())
+    try:
+        if as_int is None or after.dtype == torch.bool:
+            return int((before.to(after.device) != after).sum().item())
+        a = after.contiguous().view(as_int)
+        b = before.to(after.device).contiguous().view(as_int)
+        return int((a != b).sum().item())
+    except RuntimeError:  # out of memory for the comparison: the caller counts the whole tensor
+        return None
+
+
 def tree_bytes(tree: Any) -> int:
     total, seen = 0, set()
 
