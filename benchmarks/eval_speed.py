@@ -1,7 +1,7 @@
 """How fast a verified evaluation is: evaluations per minute, the first verdict, whole
 sessions, and where one evaluation's seconds go.
 
-    python benchmarks/eval_speed.py --out DIR [--budget 16] [--cap 120] [--only NAME ...]
+    python benchmarks/eval_speed.py --out DIR [--budget 16] [--cap 120] [--only NAME ...] [--gpus 0,1]
                                     [--skip-sessions] [--skip-timeline] [--skip-parallel]
 
 Parts (each one session at a time on the GPU, except ``parallel3`` on purpose):
@@ -69,14 +69,14 @@ def kernels(only: list[str]) -> list[tuple[str, str, Path, str]]:
 
 # --------------------------------------------------------------------------- one session
 def run_session(path: Path, kernel: str, budget: int, cap: float, cwd: Optional[Path] = None,
-                extra: Optional[list[str]] = None) -> dict[str, Any]:
+                extra: Optional[list[str]] = None, gpu: Optional[str] = None) -> dict[str, Any]:
     """One ``kernelband optimize`` with its events timestamped on arrival."""
     cmd = [sys.executable, "-m", "kernelband", "optimize", str(path), "--kernel", kernel, "--budget", str(budget),
            "--events", "jsonl", "--no-store", *(extra or [])]
     trace = Path(tempfile.mkstemp(prefix="kb-trace-", suffix=".jsonl")[1])
     t0, t0_wall = time.monotonic(), time.time()
     proc = subprocess.Popen(cmd, cwd=str(cwd or REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=dict(os.environ, KERNELBAND_TRACE=str(trace)))
+                            start_new_session=True, env=_session_env(trace, gpu))
     events: list[dict[str, Any]] = []
     stderr: list[str] = []
 
@@ -114,6 +114,13 @@ def run_session(path: Path, kernel: str, budget: int, cap: float, cwd: Optional[
 # the trace marks (kernelband/trace.py) that tell where the seconds before the first verdict go
 _STARTUP_MARKS = ("zygote.spawn", "zygote.ready", "setup.start", "setup.prepare", "job.request", "job.start",
                   "job.frame", "setup.prepared", "setup.retimed", "session.evaluate", "session.verdict")
+
+
+def _session_env(trace: Path, gpu: Optional[str]) -> dict[str, str]:
+    env = dict(os.environ, KERNELBAND_TRACE=str(trace))
+    if gpu is not None:  # --gpus: this session's own GPU
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    return env
 
 
 def startup_timeline(trace: Path, t0_wall: float) -> dict[str, float]:
@@ -254,18 +261,39 @@ def ci_halfwidth(row: dict[str, Any]) -> Optional[float]:
 
 # --------------------------------------------------------------------------- parts
 def part_sessions(args: argparse.Namespace, rows: list[dict[str, Any]], save: Any) -> list[dict[str, Any]]:
-    for group, name, path, kernel in kernels(args.only):
-        cap = args.cap * (5.0 if name == "layernorm_large" else 1.0)
-        if args.deadline and time.monotonic() + cap > args.deadline:
-            print(f"{group:9s} {name:22s} not run: the run's time (--total-seconds) would be exceeded", flush=True)
-            continue
-        row = run_session(path, kernel, args.budget, cap)
-        row.update(kernel=name, group=group, kernel_fn=kernel, output_bytes=output_bytes(row))
-        rows.append(row)
-        save()
-        print(f"{group:9s} {name:22s} {row['status']:16s} evals {row['evals']:3d} "
-              f"{row['evals_per_min'] or 0:6.1f}/min first {row['first_verdict_s'] or 0:6.1f}s "
-              f"session {row['session_s']:6.1f}s search/final {row.get('search_vs_final')}", flush=True)
+    """Every kernel's session, one session at a time on each GPU: with ``--gpus 0,1`` two
+    queues of sessions run side by side, each pinned to its own GPU (CUDA_VISIBLE_DEVICES)."""
+    todo = list(enumerate(kernels(args.only)))
+    lock = threading.Lock()
+
+    def one_gpu(gpu: Optional[str]) -> None:
+        while True:
+            with lock:
+                if not todo:
+                    return
+                order, (group, name, path, kernel) = todo.pop(0)
+            cap = args.cap * (5.0 if name == "layernorm_large" else 1.0)
+            if args.deadline and time.monotonic() + cap > args.deadline:
+                print(f"{group:9s} {name:22s} not run: the run's time (--total-seconds) would be exceeded", flush=True)
+                continue
+            row = run_session(path, kernel, args.budget, cap, gpu=gpu)
+            row.update(kernel=name, group=group, kernel_fn=kernel, output_bytes=output_bytes(row), order=order)
+            if gpu is not None:
+                row["gpu_index"] = gpu
+            with lock:
+                rows.append(row)
+                rows.sort(key=lambda r: r.get("order", 0))
+                save()
+            print(f"{group:9s} {name:22s} {row['status']:16s} evals {row['evals']:3d} "
+                  f"{row['evals_per_min'] or 0:6.1f}/min first {row['first_verdict_s'] or 0:6.1f}s "
+                  f"session {row['session_s']:6.1f}s search/final {row.get('search_vs_final')}", flush=True)
+
+    gpus: list[Optional[str]] = list(args.gpus) if args.gpus else [None]
+    threads = [threading.Thread(target=one_gpu, args=(g,)) for g in gpus]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     return rows
 
 
@@ -283,7 +311,8 @@ def part_add_scale(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kb-eval-speed-") as d:
         ws = Path(d) / "ws"
         shutil.copytree(REPO / "examples", ws, ignore=shutil.ignore_patterns("__pycache__", ".kernelband"))
-        res = run_session(ws / "add_scale.py", "axpy_kernel", 16, 300.0, cwd=ws)
+        res = run_session(ws / "add_scale.py", "axpy_kernel", 16, 300.0, cwd=ws,
+                          gpu=args.gpus[0] if args.gpus else None)  # a one-GPU user's command
     out = {"wall_s": res["session_s"], "status": res.get("status"), "speedup": res.get("speedup"),
            "speedup_ci": res.get("speedup_ci"), "evaluations": res.get("evals"), "evals_per_min": res.get("evals_per_min"),
            "first_verdict_s_no_store": res.get("first_verdict_s"), "baseline_s": res.get("baseline_s"),
@@ -409,7 +438,9 @@ def startup_markdown(report: dict[str, Any]) -> list[str]:
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# Evaluation speed ({report['gpu']}, commit {report['commit'][:12]})", "",
              f"Command: `{report['command']}`; budget {report['budget']}, cap {report['cap']} s per session "
-             f"(layernorm_large 5x); one session at a time on the GPU except parallel3.", ""]
+             f"(layernorm_large 5x); one session at a time on "
+             + (f"each of GPUs {', '.join(report['gpus'])} (two queues side by side)" if report.get("gpus") else "the GPU")
+             + " except parallel3.", ""]
     rows = report.get("rows") or []
     if rows:
         lines += ["| kernel | group | status | evals | slower (screened) | in flight | evals/min | first verdict s | "
@@ -481,6 +512,9 @@ def main() -> int:
     ap.add_argument("--skip-timeline", action="store_true")
     ap.add_argument("--skip-parallel", action="store_true")
     ap.add_argument("--skip-add-scale", action="store_true")
+    ap.add_argument("--gpus", type=lambda v: [x for x in v.split(",") if x], default=[],
+                    help="comma-separated GPU indices: one queue of sessions per GPU, side by side (default: "
+                         "one queue, the visible GPUs)")
     ap.add_argument("--total-seconds", type=float, default=0.0,
                     help="start no session that could end after this many seconds of the run (0: no limit)")
     args = ap.parse_args()
@@ -494,7 +528,7 @@ def main() -> int:
     except ImportError:
         gpu = "?"
     report: dict[str, Any] = {"commit": _commit(), "gpu": gpu, "budget": args.budget, "cap": args.cap,
-                              "command": "python benchmarks/eval_speed.py " + " ".join(sys.argv[1:]),
+                              "command": "python benchmarks/eval_speed.py " + " ".join(sys.argv[1:]), "gpus": args.gpus or None,
                               "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
     def save() -> None:
