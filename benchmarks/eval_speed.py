@@ -398,10 +398,11 @@ def part_parallel(args: argparse.Namespace) -> dict[str, Any]:
     name = args.parallel_kernel
     entry = next(k for k in kernels([name]))
     _, _, path, kernel = entry
-    solo = [run_session(path, kernel, args.parallel_budget, args.cap * 2) for _ in range(2)]
+    gpu = args.gpus[0] if args.gpus else None  # all three on one GPU
+    solo = [run_session(path, kernel, args.parallel_budget, args.cap * 2, gpu=gpu) for _ in range(2)]
     box: list[dict[str, Any]] = []
     threads = [threading.Thread(target=lambda: box.append(run_session(path, kernel, args.parallel_budget,
-                                                                      args.cap * 4)))
+                                                                      args.cap * 4, gpu=gpu)))
                for _ in range(3)]
     for t in threads:
         t.start()
@@ -500,6 +501,35 @@ def plot(report: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=90)
 
 
+def merge_parts(parts: list[Path], out: Path) -> int:
+    """One report from parts measured in several device calls on one kind of GPU: rows by
+    (group, kernel), the later part's winning; the example and parallel3 from the last part
+    that has them; every part's commit and command kept."""
+    reports = [json.loads((p / "eval_speed.json").read_text(encoding="utf-8")) for p in parts]
+    gpus = {r["gpu"] for r in reports}
+    if len(gpus) != 1:
+        print(f"eval_speed: the parts ran on different GPUs ({', '.join(sorted(gpus))}): not merged", file=sys.stderr)
+        return 2
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in reports:
+        for row in r.get("rows") or []:
+            rows[(row.get("group", ""), row["kernel"])] = row
+    merged: dict[str, Any] = {**reports[0], "rows": sorted(rows.values(), key=lambda x: (x.get("group") != "suite",
+                                                                                          x.get("order", 0)))}
+    for r in reports:
+        for key in ("add_scale_b16", "add_scale_b16_wall_s", "parallel", "ci_halfwidth"):
+            if r.get(key) is not None:
+                merged[key] = r[key]
+    merged["commit"] = " + ".join(dict.fromkeys(r["commit"] for r in reports))
+    merged["command"] = " ; ".join(f"{r['command']} (commit {r['commit'][:10]})" for r in reports)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "eval_speed.json").write_text(json.dumps(merged, indent=1, default=str), encoding="utf-8")
+    (out / "eval_speed.md").write_text(markdown(merged), encoding="utf-8")
+    plot(merged, out / "eval_speed.png")
+    print(markdown(merged))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -517,7 +547,12 @@ def main() -> int:
                          "one queue, the visible GPUs)")
     ap.add_argument("--total-seconds", type=float, default=0.0,
                     help="start no session that could end after this many seconds of the run (0: no limit)")
+    ap.add_argument("--merge", nargs="*", default=[],
+                    help="combine the eval_speed.json of these part directories into --out (a later part's row of "
+                         "a kernel replaces an earlier one's); runs nothing")
     args = ap.parse_args()
+    if args.merge:
+        return merge_parts([Path(p) for p in args.merge], Path(args.out))
     args.deadline = time.monotonic() + args.total_seconds if args.total_seconds else 0.0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
