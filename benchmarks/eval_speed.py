@@ -514,8 +514,9 @@ def merge_parts(parts: list[Path], out: Path) -> int:
     for r in reports:
         for row in r.get("rows") or []:
             rows[(row.get("group", ""), row["kernel"])] = row
-    merged: dict[str, Any] = {**reports[0], "rows": sorted(rows.values(), key=lambda x: (x.get("group") != "suite",
-                                                                                          x.get("order", 0)))}
+    canonical = {(g, n): i for i, (g, n, _, _) in enumerate(kernels([]))}
+    merged: dict[str, Any] = {**reports[0], "rows": sorted(rows.values(), key=lambda x: canonical.get(
+        (x.get("group", ""), x["kernel"]), len(canonical)))}
     for r in reports:
         for key in ("add_scale_b16", "add_scale_b16_wall_s", "parallel", "ci_halfwidth"):
             if r.get(key) is not None:
