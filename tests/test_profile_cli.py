@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kernelband.events import read_events
 from kernelband.store import Store
 
@@ -33,6 +35,7 @@ def test_profile_json_tier3_degrades_under_the_interpreter(examples_dir: Path):
         assert stored is not None and stored.to_dict() == prof  # the printed profile, typed
 
 
+@pytest.mark.slow  # preparing the matmul example runs a matmul grown past 2**16 rows: about a minute
 def test_profile_events_and_table(examples_dir: Path):
     p = _run(["matmul.py", "--kernel", "matmul_kernel", "--tier", "1", "--events", "jsonl", "--no-store"], examples_dir)
     assert p.returncode == 0, p.stderr
