@@ -1,6 +1,7 @@
-""".ci/run: the README's two commands, in a virtual environment it creates empty, so a
-dependency missing from pyproject.toml fails CI. Run for real on a copy of the script
-whose setup and test commands report where they ran (the real ones take minutes)."""
+""".ci/run: the README's two commands, then the slow tier of the tests, in a virtual
+environment it creates empty, so a dependency missing from pyproject.toml fails CI. Run for
+real on a copy of the script whose setup and test commands report where they ran (the real
+ones take minutes)."""
 from __future__ import annotations
 
 import os
@@ -33,7 +34,9 @@ def test_the_readme_commands_are_the_ones_ci_runs():
     assert _quick_start_commands() == ["bash scripts/setup.sh", "bash scripts/test.sh"]
     lines = [ln.strip() for ln in (REPO / ".ci" / "run").read_text().splitlines()
              if ln.strip() and not ln.strip().startswith("#")]
-    assert [ln for ln in lines if ln.startswith("bash ")] == ["bash scripts/setup.sh", "bash scripts/test.sh"]
+    # the README's test command runs the default tier; CI then runs the slow one: every test
+    assert [ln for ln in lines if ln.startswith("bash ")] == ["bash scripts/setup.sh", "bash scripts/test.sh",
+                                                              "bash scripts/test.sh --slow"]
     assert not any("system-site-packages" in ln for ln in lines)
 
 
@@ -52,10 +55,10 @@ def test_ci_sets_up_and_tests_inside_a_fresh_environment(tmp_path):
     r = subprocess.run(["bash", str(tree / ".ci" / "run")], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     runs = [ln.split(" ") for ln in log.read_text().splitlines()]
-    assert [run[0] for run in runs] == ["setup.sh", "test.sh"]
-    assert all(run[1] == "[]" for run in runs)
-    (_, _, prefix, base, has_pytest, which_python, python_var), second = runs
-    assert second[2] == prefix  # both in the same environment
+    assert [run[0] for run in runs] == ["setup.sh", "test.sh", "test.sh"]
+    assert [run[1] for run in runs] == ["[]", "[]", "['--slow']"]
+    (_, _, prefix, base, has_pytest, which_python, python_var), *later = runs
+    assert all(run[2] == prefix for run in later)  # all in the same environment
     assert prefix != base and Path(prefix) != Path(sys.prefix)  # a venv, not the caller's
     assert Path(prefix).is_relative_to(tmp)  # made by .ci/run, outside the checkout
     assert has_pytest == "False"  # empty: nothing from the caller's site-packages

@@ -1,7 +1,7 @@
 """Executors for real on the CPU: two local interpreter slots against one,
 `optimize-all` over the examples, and a local Ray instance (started by the tests) that
 runs sessions and `optimize-all` through Ray actors, one of which is killed mid-search.
-Real worker processes, real Ray, real SQLite; all slow (marked)."""
+Real worker processes, real Ray, real SQLite; all but one slow (marked)."""
 from __future__ import annotations
 
 import json
@@ -24,13 +24,15 @@ from helpers.session import task_of, workspace
 
 REPO = Path(__file__).resolve().parent.parent
 VERDICTS = (IMPROVED, NO_IMPROVEMENT, VERIFIED_CORRECT)
-pytestmark = pytest.mark.slow
+# The tests marked slow run in the slow tier (scripts/test.sh --slow); the others keep
+# this file in the default tier.
 
 
 def _statuses(result: dict) -> dict[str, str]:
     return {h["variant_id"]: h["status"] for h in result["history"]}
 
 
+@pytest.mark.slow
 def test_two_local_slots_give_the_verdicts_of_one(tmp_path):
     path = workspace(tmp_path)
     task = task_of(path)
@@ -75,6 +77,7 @@ def _optimize_all(root: Path, out: Path, *extra: str) -> subprocess.CompletedPro
                           capture_output=True, text=True, cwd=root, timeout=900)
 
 
+@pytest.mark.slow
 def test_optimize_all_over_the_examples_with_two_local_slots_resumes_and_writes_patches(tmp_path):
     root = _copy_examples(tmp_path)
     before = _hashes(root)
@@ -132,6 +135,7 @@ def _ray_executor(workers: int):
     return RayExecutor(ExecutorOptions(name="ray", workers=workers))
 
 
+@pytest.mark.slow
 def test_a_session_runs_through_ray_actors(local_ray, tmp_path):
     path = workspace(tmp_path)
     executor = _ray_executor(2)
@@ -147,6 +151,7 @@ def test_a_session_runs_through_ray_actors(local_ray, tmp_path):
     assert not executor._actors  # every actor is gone after the session
 
 
+@pytest.mark.slow
 def test_a_killed_ray_actor_is_replaced_and_the_session_finishes(local_ray, tmp_path):
     from kernelband.executor.ray_executor import RayEvaluator
 
@@ -179,6 +184,7 @@ def test_a_killed_ray_actor_is_replaced_and_the_session_finishes(local_ray, tmp_
     assert "worker lost" not in result["stop_reason"]
 
 
+@pytest.mark.slow
 def test_optimize_all_over_the_examples_through_ray(local_ray, tmp_path):
     root = _copy_examples(tmp_path)
     before = _hashes(root)
@@ -220,6 +226,7 @@ class _LocalNoRun:
         pass
 
 
+@pytest.mark.slow
 def test_a_lost_worker_hands_its_candidate_to_the_other(tmp_path):
     """Two local slots; the second worker is killed for real before its first candidate and
     cannot be restarted (told to use a GPU this machine lacks): it is dropped, its
@@ -330,6 +337,7 @@ def _optimize_on(head: dict, path: Path, env: dict[str, str]) -> subprocess.Comp
                           capture_output=True, text=True, cwd=path.parent, env=env, timeout=900)
 
 
+@pytest.mark.slow
 def test_a_session_runs_on_a_ray_head_given_by_address_with_its_sibling_modules(ray_head, tmp_path):
     """What a user pointing at a cluster does: `--executor ray --ray-address HOST:PORT`
     with the cluster's token. The kernel's harness imports a sibling module: the actors
@@ -345,6 +353,7 @@ def test_a_session_runs_on_a_ray_head_given_by_address_with_its_sibling_modules(
     assert {h["worker"] for h in result["history"]} <= {"ray cpu 0", "ray cpu 1"}
 
 
+@pytest.mark.slow
 def test_a_driver_without_the_clusters_token_gets_one_line(ray_head, tmp_path):
     path = _with_helper(tmp_path)
     r = _optimize_on(ray_head, path, _clean_env())  # no RAY_AUTH_MODE: an explicit address never turns it on
@@ -356,6 +365,7 @@ def test_a_driver_without_the_clusters_token_gets_one_line(ray_head, tmp_path):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_without_its_sibling_modules_a_ray_actor_cannot_run_the_kernel(local_ray, tmp_path, monkeypatch):
     """The counterpart of the session above: the same kernel through Ray actors with
     nothing of its folder sent fails to import its helper, so sending them is what works."""

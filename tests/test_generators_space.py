@@ -168,6 +168,7 @@ def test_grid_following_block_runs_correct_with_the_right_grid(tmp_path: Path):
     assert e_small.ok and e_small.launches[0].grid == [24], e_small.message
 
 
+@pytest.mark.slow  # a matmul run under the interpreter with its calls beyond the harness: minutes
 def test_data_flow_variants_run_correct(tmp_path: Path):
     """Knobs reached through a dtype-indexed dict: the float32 entry (the one the harness
     uses) moves by the knob's ratio, and the variants are correct under the interpreter."""

@@ -12,7 +12,8 @@ from helpers.kernels import AXPY_LAUNCH, axpy_task, edited
 from kernelband.evaluate import Evaluator
 from kernelband.model import Status, Variant
 
-pytestmark = pytest.mark.slow
+# The tests marked slow run in the slow tier (scripts/test.sh --slow); the others keep
+# this file in the default tier.
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +24,7 @@ def axpy(tmp_path_factory):
     ev.close()
 
 
+@pytest.mark.slow
 def test_torch_doing_the_work_behind_an_identity_launch_is_rejected(axpy):
     """The wrapper computes the result with torch; the kernel only copies it into ``out``.
     Every output check passes (neutralised launches change the output, the replay
@@ -35,6 +37,7 @@ def test_torch_doing_the_work_behind_an_identity_launch_is_rejected(axpy):
     assert ev.status == Status.REJECTED and "the timed launches are not all the work" in ev.message, ev.message
 
 
+@pytest.mark.slow
 def test_a_rewrite_that_only_reshapes_its_inputs_is_accepted(axpy):
     """A view of a harness input is the same content: not work moved outside the launch."""
     ok = edited(AXPY_LAUNCH, "x = x.view(-1)\n    " + AXPY_LAUNCH)
@@ -54,6 +57,7 @@ def test_a_pre_run_hook_is_refused_in_the_replay_also_past_the_screen(axpy):
     assert ev.status == Status.REJECTED and "pre-run hook" in ev.message, ev.message
 
 
+@pytest.mark.slow
 def test_bits_that_differ_between_two_runs_of_one_seed_are_refused(axpy):
     """Within tolerance each time, but not reproducible where the original is: a race or an
     unordered atomic looks like this."""
@@ -106,11 +110,13 @@ def in_place(tmp_path_factory):
     ev.close()
 
 
+@pytest.mark.slow
 def test_an_in_place_kernel_gets_a_replay_check(in_place):
     ok = Variant(ROTATE.replace("BLOCK=256)", "BLOCK=512)").replace("cdiv(n, 256)", "cdiv(n, 512)"))
     assert in_place.evaluate(ok, time_it=False).ok
 
 
+@pytest.mark.slow
 def test_an_in_place_kernel_whose_work_torch_did_first_is_rejected(in_place):
     """Torch updates the buffer in place; the kernel then runs over it with nothing to do
     (every element masked off). The restored replay reproduces the result (the kernel

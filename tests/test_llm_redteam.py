@@ -11,13 +11,10 @@ import sys
 import threading
 from pathlib import Path
 
-import pytest
 from helpers.kernels import AXPY
 
 from kernelband.events import Event
 from helpers.llm_server import LLMServer, Reply, fenced
-
-pytestmark = pytest.mark.slow
 
 SECRET = "sk-kernelband-redteam-0123456789abcdef"
 

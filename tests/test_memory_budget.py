@@ -12,7 +12,8 @@ import pytest
 from kernelband.evaluate import Evaluator
 from kernelband.model import Status, Task, Variant
 
-pytestmark = pytest.mark.slow
+# The tests marked slow run in the slow tier (scripts/test.sh --slow); the others keep
+# this file in the default tier.
 
 SOURCE = '''
 import torch
@@ -58,6 +59,7 @@ def evaluator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     ev.close()
 
 
+@pytest.mark.slow
 def test_large_timing_harness_is_checked_on_one_seed_and_says_so(evaluator):
     ok = evaluator.evaluate(Variant(SOURCE.replace("* 2.0, mask", "* 2.0 + 0.0, mask")), time_it=False)
     assert ok.status == Status.OK, ok.message
@@ -71,6 +73,7 @@ def test_a_wrong_variant_is_still_caught_at_production_size(evaluator):
     assert res.status == Status.MISMATCH and "bench_twice, seed 0" in res.message, res.message
 
 
+@pytest.mark.slow
 def test_a_variant_wrong_only_on_other_seeds_is_caught_by_the_small_harness(evaluator):
     # depends on the input's values: seed-specific behaviour shows on test_twice's seeds
     wrong = SOURCE.replace("def twice(x):\n", "def twice(x):\n    x = x if float(x.reshape(-1)[0]) > -0.5 else x * 1.01\n")

@@ -60,7 +60,14 @@ def _screened(original: str, variant: str, kernel: str, harnesses: list[str]) ->
 MODULES = _kernel_modules()
 
 
-@pytest.mark.parametrize("path, kernel", MODULES, ids=[p.relative_to(REPO).as_posix() for p, _ in MODULES])
+def _module_param(path: Path, kernel: str) -> object:
+    """examples/ in the default tier; the benchmark modules (a whole-corpus sweep, about a
+    minute of CPU) in the slow tier."""
+    marks = [] if path.parent.name == "examples" else [pytest.mark.slow]
+    return pytest.param(path, kernel, id=path.relative_to(REPO).as_posix(), marks=marks)
+
+
+@pytest.mark.parametrize("path, kernel", [_module_param(p, k) for p, k in MODULES])
 def test_every_rules_rewrite_of_every_kernel_module_passes(path: Path, kernel: str):
     """The generator's whole rewrite space (not the subset its own screen call lets out),
     and its enumerated launch configurations."""

@@ -17,12 +17,13 @@ from helpers.paths import REPO
 # stands in for the interpreter: logs each `python -m TOOL` and fails the tool named in FAIL
 FAKE_PYTHON = """#!/usr/bin/env bash
 echo "$2" >> "$STATIC_LOG"
+[ -n "${ARGS_LOG:-}" ] && echo "$*" >> "$ARGS_LOG"
 [ "$2" = "${FAIL:-}" ] && exit 1
 exit 0
 """
 
 
-def _run_test_sh(tmp_path: Path, fail: str = "", **env: str) -> tuple[int, list[str]]:
+def _run_test_sh(tmp_path: Path, fail: str = "", *args: str, **env: str) -> tuple[int, list[str]]:
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "test.sh", tree / "scripts" / "test.sh")
@@ -30,7 +31,7 @@ def _run_test_sh(tmp_path: Path, fail: str = "", **env: str) -> tuple[int, list[
     fake.write_text(FAKE_PYTHON)
     fake.chmod(0o755)
     log = tmp_path / "static.log"
-    r = subprocess.run(["bash", str(tree / "scripts" / "test.sh")], capture_output=True, text=True, timeout=60,
+    r = subprocess.run(["bash", str(tree / "scripts" / "test.sh"), *args], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "PYTHON": str(fake), "STATIC_LOG": str(log), "FAIL": fail, **env})
     return r.returncode, log.read_text().split() if log.exists() else []
 
@@ -49,6 +50,19 @@ def test_a_failing_static_check_stops_the_script_before_the_suite(tmp_path, tool
 def test_the_static_checks_can_be_skipped_to_rerun_tests(tmp_path):
     rc, ran = _run_test_sh(tmp_path, KERNELBAND_SKIP_STATIC="1")
     assert rc == 0 and ran == ["pytest"]
+
+
+def test_the_default_tier_leaves_out_the_slow_tests_and_slow_runs_only_them(tmp_path):
+    """The README's command runs the tests not marked slow; `--slow` (CI's second step)
+    runs only those, without the static checks again; other arguments go to pytest."""
+    for args, ran, mark in [((), ["ruff", "mypy", "pytest"], "-m not slow tests/x.py"),
+                            (("--slow",), ["pytest"], "-m slow tests/x.py")]:
+        work = tmp_path / (args[0].strip("-") if args else "default")
+        work.mkdir()
+        rc, got = _run_test_sh(work, "", *args, "tests/x.py", ARGS_LOG=str(work / "args.log"))
+        pytest_args = (work / "args.log").read_text().splitlines()[-1]
+        assert rc == 0 and got == ran and pytest_args.endswith(mark), pytest_args
+        assert "-n 4 --dist loadgroup" in pytest_args
 
 
 def _check(tool: list[str], tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:

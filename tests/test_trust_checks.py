@@ -9,7 +9,8 @@ from helpers.kernels import AXPY, AXPY_LAUNCH, axpy_task, edited
 from kernelband.evaluate import Evaluator
 from kernelband.model import Status, Variant
 
-pytestmark = pytest.mark.slow
+# The tests marked slow run in the slow tier (scripts/test.sh --slow); the others keep
+# this file in the default tier.
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +21,7 @@ def axpy(tmp_path_factory):
     ev.close()
 
 
+@pytest.mark.slow
 def test_torch_result_with_a_token_launch_is_rejected(axpy):
     """The result comes from torch; the kernel runs on one element to look launched."""
     cheat = edited(AXPY_LAUNCH, "scratch = torch.empty(1)\n"
@@ -29,6 +31,7 @@ def test_torch_result_with_a_token_launch_is_rejected(axpy):
     assert ev.status in (Status.REJECTED, Status.MISMATCH) and not ev.ok, ev.message
 
 
+@pytest.mark.slow
 def test_torch_copy_into_the_written_buffer_is_rejected(axpy):
     """The kernel writes the real output buffer, then torch overwrites it with its own result:
     with the launches neutralised the outputs do not change, so Triton did not produce them."""
@@ -40,6 +43,7 @@ def test_torch_copy_into_the_written_buffer_is_rejected(axpy):
                                              or "replay of the timed launches" in ev.message), ev.message
 
 
+@pytest.mark.slow
 def test_grid_closure_that_drops_to_zero_after_the_first_launch_fails(axpy):
     """Replays (timing) would launch nothing; the second seed's run launches nothing too."""
     cheat = edited("def axpy(alpha, x, y):",
@@ -60,12 +64,14 @@ def test_kernel_that_zeroes_an_input_is_rejected(axpy):
     assert ev.status == Status.REJECTED and "tensor x was modified" in ev.message, ev.message
 
 
+@pytest.mark.slow
 def test_wrapper_that_modifies_an_input_with_torch_is_rejected(axpy):
     cheat = edited("    return out\n", "    y.zero_()\n    return out\n")
     ev = axpy.evaluate(cheat, time_it=False)
     assert ev.status == Status.REJECTED and "modified" in ev.message, ev.message
 
 
+@pytest.mark.slow
 def test_result_cached_across_calls_fails_on_the_next_seed(axpy):
     cheat = edited("def axpy(alpha, x, y):\n", "_memo = {}\n\n\ndef axpy(alpha, x, y):\n"
                    "    if 'out' in _memo:\n        return _memo['out']\n")
@@ -74,6 +80,7 @@ def test_result_cached_across_calls_fails_on_the_next_seed(axpy):
     assert ev.status != Status.OK and "seed 1" in ev.message or "never launches" in ev.message, ev.message
 
 
+@pytest.mark.slow
 def test_rounding_fp32_outputs_through_fp16_fails_the_precision_check(axpy):
     """fp16 keeps 11 bits: rounding an fp32 output through it (relative error ~2.4e-4)
     passes the fp32 tolerance (rtol 1e-3), yet its error against a float64 rerun of the
@@ -83,6 +90,7 @@ def test_rounding_fp32_outputs_through_fp16_fails_the_precision_check(axpy):
     assert ev.status == Status.MISMATCH and "precision" in ev.message, ev.message
 
 
+@pytest.mark.slow
 def test_a_correct_rewrite_passes_every_check(axpy):
     ev = axpy.evaluate(edited(AXPY_LAUNCH, AXPY_LAUNCH.replace("128", "512")))
     assert ev.status == Status.OK, ev.message
@@ -119,6 +127,7 @@ def two_harnesses(tmp_path_factory):
     ev.close()
 
 
+@pytest.mark.slow
 def test_a_pytest_style_harness_failing_its_assert_is_a_mismatch(tmp_path):
     # the asserting harness alone, so its run is the one that fails
     from kernelband.model import Task
@@ -133,6 +142,7 @@ def test_a_pytest_style_harness_failing_its_assert_is_a_mismatch(tmp_path):
     assert ev.status == Status.MISMATCH and "own check failed" in ev.message, ev.message
 
 
+@pytest.mark.slow
 def test_wrong_only_at_sizes_the_timing_harness_does_not_use_is_caught(two_harnesses):
     """bench_axpy uses 4096 = 32 blocks exactly; test_axpy uses 3001: dropping the mask
     breaks only the latter, which is a correctness harness too."""
@@ -142,6 +152,7 @@ def test_wrong_only_at_sizes_the_timing_harness_does_not_use_is_caught(two_harne
     assert not ev.ok and "test_axpy" in ev.message, ev.message
 
 
+@pytest.mark.slow
 def test_torch_result_passing_the_harness_asserts_is_rejected(two_harnesses):
     """With its launches neutralised the original fails test_axpy's assert; a variant whose
     result comes from torch still passes it: Triton does not produce its result."""
@@ -156,6 +167,7 @@ def test_memcheck_is_said_to_be_unavailable_under_the_interpreter(axpy):
     assert report["ran"] is False and report["ok"] is True and "interpreter" in report["reason"]
 
 
+@pytest.mark.slow
 def test_large_inputs_cross_as_fingerprints_and_a_changed_one_is_caught(tmp_path, monkeypatch):
     """Harness-local tensors that are no output travel as content hashes above a size
     (64 MiB by default; 1 KiB here): memory stays bounded, an input changed still shows."""
