@@ -148,6 +148,20 @@ def test_the_roofline_refuses_a_time_no_kernel_can_have():
         _check_roofline(ev, l2, output_floor_bytes=256 << 20)  # 196 MiB past the L2 in 1 us
 
 
+def test_the_roofline_refuses_on_the_judges_floor_not_on_the_profiles_convention():
+    """The profile counts every argument whole (the roofline convention): a scatter that
+    writes two rows of a 1 GiB cache 'moves' 1 GiB by it. Only the judge's floor (the bytes
+    the original's launches changed) refuses."""
+    from kernelband.model import Evaluation, Timing
+    from kernelband.profile.schema import Profile, TimingTier
+    from kernelband.worker.judge_candidate import _check_roofline
+
+    ev = Evaluation(Status.OK, timing=Timing(0.01, 0.01, 0.01, "cuda-events", 1), interpreted=False)
+    ev.profile = Profile()
+    ev.profile.tiers.timing = TimingTier(bandwidth_gbs=107374.0, copy_peak_gbs=4000.0)  # 1 GiB in 10 us
+    _check_roofline(ev, {"copy_gbs": 4000.0}, output_floor_bytes=2 * 64 * 4)
+
+
 def test_the_roofline_floor_counts_the_elements_the_originals_launches_changed():
     """A scatter into a large cache writes a few of its rows: the floor is those rows'
     bytes, not the cache's (a kv-cache scatter's faster rewrites were refused at an implied
