@@ -446,12 +446,13 @@ def test_a_cuda_error_that_breaks_the_originals_context_is_a_crash_not_a_dropped
     again."""
     from kernelband.worker.jobs import Frame
     from kernelband.worker.judge_original import first_context_error
+    from kernelband.worker.messages import DerivedOutputs
 
     sticky = ("AcceleratorError: CUDA error: an illegal memory access was encountered\n"
               "Search for `cudaErrorIllegalAddress'")
 
     def frame(error=None):
-        return Frame("outputs", {"mode": "derived", "error": error}, None)
+        return Frame(DerivedOutputs(0, "a", error=error))
 
     frames = {("a", 0): frame(), ("a", 1): frame("ValueError: too many values to unpack"),
               ("a", 2): frame(sticky), ("a", 3): frame(sticky), ("b", 0): frame(sticky)}

@@ -9,6 +9,7 @@ from helpers.kernels import AXPY
 
 from kernelband.worker import judge as judge_mod
 from kernelband.worker.judge import JudgeService
+from kernelband.worker.messages import RunOutputs
 
 
 @pytest.fixture
@@ -53,15 +54,13 @@ def test_a_job_hands_each_frame_back_before_the_next_is_decoded(tmp_path, monkey
     process (interpreter) sends two outputs frames; the hook runs after each."""
     from kernelband.model import Task
     from kernelband.worker.jobs import VariantJob
+    from kernelband.worker.messages import Job, ReplayCheck, Run
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     task = Task(module_path=str(tmp_path / "axpy.py"), source=AXPY, kernel="axpy_kernel", harness="harness_axpy",
                 seeds=[0])
     events: list[str] = []
-    job = VariantJob({"task": task.to_dict(), "modules": {"m": AXPY}, "interpreted": True, "writes": {},
-                      "steps": [{"op": "run", "module": "m", "harness": "harness_axpy", "seed": 0, "mode": "check",
-                                 "keep": "m"},
-                                {"op": "replay_check", "key": "m"}]},
+    job = VariantJob(Job(task, {"m": AXPY}, [Run("m", "harness_axpy", 0, keep="m"), ReplayCheck("m")], interpreted=True),
                      timeout_s=120, after_frame=lambda: events.append("released"))
     try:
         for frame in job.frames():
@@ -81,12 +80,12 @@ def test_only_a_frame_rebuilt_on_the_gpu_is_released(releases: list[str], monkey
     free = [64 << 30]
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (free[0], 80 << 30))
     big = 16 << 30
-    assert judge._frame_device("outputs", {"mode": "check"}, big) == "cuda"
+    assert judge._frame_device("outputs", RunOutputs("h", 0, "check"), big) == "cuda"
     judge._release_frame_memory()
     judge._release_frame_memory()  # nothing new rebuilt: no second call
     assert releases == ["empty_cache"]
     free[0] = 12 << 30  # the variant holds two runs: the frame is rebuilt on the host
-    assert judge._frame_device("outputs", {"mode": "check"}, big) is None
+    assert judge._frame_device("outputs", RunOutputs("h", 0, "check"), big) is None
     judge._release_frame_memory()
     assert releases == ["empty_cache"]
 
@@ -111,13 +110,13 @@ def test_the_variant_starts_its_next_run_only_after_the_judge_is_done_with_the_l
 
     from kernelband.model import Task
     from kernelband.worker.jobs import VariantJob
+    from kernelband.worker.messages import Job, Run
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     task = Task(module_path=str(tmp_path / "stamped.py"), source=STAMPED, kernel="axpy_kernel",
                 harness="harness_stamped", seeds=[0])
-    run = {"op": "run", "module": "m", "harness": "harness_stamped", "mode": "check"}
-    job = VariantJob({"task": task.to_dict(), "modules": {"m": STAMPED}, "interpreted": True, "writes": {},
-                      "steps": [dict(run, seed=0), dict(run, seed=1)]}, timeout_s=120)
+    steps = [Run("m", "harness_stamped", seed) for seed in (0, 1)]
+    job = VariantJob(Job(task, {"m": STAMPED}, steps, interpreted=True), timeout_s=120)
     started: list[float] = []
     done_with_first = 0.0
     try:

@@ -22,6 +22,7 @@ from kernelband.session_pool import CandidatePool, Platform
 from kernelband.store import DB_DIR, DB_NAME, ProfileKey, Store
 from kernelband.worker.jobs import Frame
 from kernelband.worker.judge_candidate import Refusal, judge_frame
+from kernelband.worker.messages import decode_frame
 from kernelband.worker.profiling import collect_profile
 from kernelband_lsp import hover as H
 from kernelband_lsp import inlay as I
@@ -45,7 +46,7 @@ def _judged(wire: dict, task: Task) -> Evaluation:
     """What the judge makes of the variant's profile frame, as the session receives it."""
     ev = Evaluation(status=Status.OK, timing=Timing(TIME_MS, TIME_MS, TIME_MS, "cuda-events", 1))
     judge = SimpleNamespace(require_task=lambda: task, ref=None)
-    judge_frame(judge, Frame("profile", {"profile": wire}), ev, None)
+    judge_frame(judge, Frame(decode_frame("profile", {"profile": wire})), ev, None)
     assert isinstance(ev.profile, Profile)
     return Evaluation.from_dict(_over_a_pipe(ev.to_dict()))
 
@@ -96,7 +97,7 @@ def test_a_profile_walks_from_the_worker_to_the_hover(tmp_path: Path):
 
 def test_a_malformed_profile_frame_rejects_the_candidate():
     """The worker's own code builds the profile: a frame of the wrong shape was tampered with."""
-    frame = Frame("profile", {"profile": {"kernel": "k", "tiers": {"static": {"n_regs": "many"}}}})
+    frame = Frame(decode_frame("profile", {"profile": {"kernel": "k", "tiers": {"static": {"n_regs": "many"}}}}))
     with pytest.raises(Refusal, match=r"malformed profile \(profile\.tiers\.static\.n_regs: expected int") as e:
         judge_frame(SimpleNamespace(require_task=lambda: None, ref=None), frame, Evaluation(status=Status.OK), None)
     assert e.value.status == Status.REJECTED

@@ -24,6 +24,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
+from .messages import Derived, DerivedOutputs
+
 MAX_CALLS_RECORDED = 2  # recorded calls per run (the first ones)
 PAD_ELEMENTS = 64  # canary elements before and after a tensor whose spec names none
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
@@ -840,7 +842,7 @@ def one_run_autotuning(module: Any, synchronize: Callable[[], None]) -> Iterator
 _ABSENT = object()
 
 
-def run_calls(version: Any, step: dict[str, Any], steps: Any) -> None:
+def run_calls(version: Any, step: Derived, steps: Any) -> None:
     """In the variant process: each derived call of ``step`` on inputs in canary-padded
     buffers; one frame per call with what it returned and the whole buffers after it (or
     the error it raised: the judge decides what that means)."""
@@ -852,17 +854,16 @@ def run_calls(version: Any, step: dict[str, Any], steps: Any) -> None:
         _run_calls(version, step, steps)
 
 
-def _run_calls(version: Any, step: dict[str, Any], steps: Any) -> None:
+def _run_calls(version: Any, step: Derived, steps: Any) -> None:
     import time
 
     from .gpu_lock import gpu_lock
     from .runner import seed_everything, synchronize
 
-    which = step.get("which", "a")
-    for i, call in enumerate(step["calls"]):
+    which = step.which
+    for i, call in enumerate(step.calls):
         steps.await_judge()
         t0 = time.perf_counter()
-        meta: dict[str, Any] = {"mode": "derived", "index": i, "which": which}
         try:
             fn = getattr(version.module, call["fn"])
             seed_everything(int(call["seed"]))
@@ -877,14 +878,14 @@ def _run_calls(version: Any, step: dict[str, Any], steps: Any) -> None:
                 synchronize()
         except Exception as e:  # noqa: BLE001 - the judge decides what a failure means here
             steps.check_runtime()
-            steps.send("outputs", dict(meta, error=f"{type(e).__name__}: {e}"[:2000],
-                                       seconds=round(time.perf_counter() - t0, 4)))
+            steps.send(DerivedOutputs(i, which, error=f"{type(e).__name__}: {e}"[:2000],
+                                      seconds=round(time.perf_counter() - t0, 4)))
             continue
         steps.check_runtime()
-        meta["seconds"] = round(time.perf_counter() - t0, 4)
-        meta["allocs"] = [[before, n] for _, before, n in made]
+        meta = DerivedOutputs(i, which, allocs=[[before, n] for _, before, n in made],
+                              seconds=round(time.perf_counter() - t0, 4))
         tree: dict[str, Any] = {"returned": out, "buffers": [p.buffer for p in placed],
                                 "allocs": [buffer for buffer, _, _ in made]}
         if call.get("repeats") and first is not None:  # the first call's result, as it is now
             tree["first"] = {"returned": first[0], "buffers": [p.buffer for p in first[1]]}
-        steps.send("outputs", meta, tree)
+        steps.send(meta, tree)

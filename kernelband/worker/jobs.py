@@ -2,6 +2,7 @@
 read its frames under a deadline, and kill its whole process tree at the end."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -15,10 +16,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
 
 from ..trace import mark
 from . import sandbox
+from .messages import Command, FrameMeta, Job, MalformedMessage, Step, decode_frame
 from .wire import DeviceChoice, IpcMaps, WireError, read_frame
 from .zygote_handle import Zygote, use_zygote  # noqa: F401 - Zygote re-exported for the judge
 
@@ -53,7 +55,7 @@ class ZygoteChild:
     def poll(self) -> Optional[int]:
         if self.returncode is None:
             try:
-                self.returncode = self.zygote.request({"op": "reap", "pid": self.pid}).get("status")
+                self.returncode = self.zygote.reap(self.pid)
             except (OSError, ValueError):
                 self.returncode = -signal.SIGKILL  # the zygote died with it
         return self.returncode
@@ -69,7 +71,7 @@ class ZygoteChild:
 
     def kill_tree(self) -> int:
         try:
-            return int(self.zygote.request({"op": "kill", "pid": self.pid}).get("strays", 0))
+            return self.zygote.kill(self.pid)
         except (OSError, ValueError):
             return 0
 
@@ -85,18 +87,26 @@ def _widen_pipe(fd: int) -> None:
         pass  # not Linux, or over /proc/sys/fs/pipe-max-size: the default pipe still works
 
 
+M = TypeVar("M", bound=FrameMeta)
+
+
 @dataclass
-class Frame:
-    kind: str  # outputs | timing | paired | profile | error | done
-    meta: dict[str, Any]
+class Frame(Generic[M]):
+    """A frame from a variant process: its meta, decoded once (``messages.decode_frame``), and its tree."""
+
+    meta: M
     tree: Any = None
+
+    @property
+    def kind(self) -> str:
+        return self.meta.KIND
 
 
 @dataclass
 class JobEnd:
     """How the process ended when no "done" frame came."""
 
-    kind: str  # "timeout" | "crashed" | "protocol"
+    kind: str  # "timeout" | "crashed" | "protocol" | "malformed" (a frame's meta did not decode)
     message: str
     stderr_tail: str = ""
 
@@ -107,12 +117,12 @@ class JobFailed(Exception):
         self.end = end
 
 
-def _user_paths(job: dict[str, Any]) -> list[str]:
+def _user_paths(job: Job) -> list[str]:
     """What of the user's a job reads: the module's folder (sibling imports) and the
     companion harness; the sandbox keeps them visible."""
-    task = job.get("task") or {}
-    paths = [os.path.dirname(os.path.abspath(task["module_path"]))] if task.get("module_path") else []
-    return paths + ([os.path.abspath(task["harness_path"])] if task.get("harness_path") else [])
+    task = job.task
+    paths = [os.path.dirname(os.path.abspath(task.module_path))] if task.module_path else []
+    return paths + ([os.path.abspath(task.harness_path)] if task.harness_path else [])
 
 
 @dataclass
@@ -120,7 +130,7 @@ class VariantJob:
     """One variant process. Iterate ``frames()``; a JobFailed ends the iteration when the
     process dies, hangs past the deadline, or breaks the protocol."""
 
-    job: dict[str, Any]
+    job: Job
     timeout_s: float
     trusted_cache: Optional[Path] = None  # Triton cache of original-only jobs, copied in
     device: DeviceChoice = None  # where received tensors are rebuilt (wire.read_frame)
@@ -142,8 +152,8 @@ class VariantJob:
 
     def __post_init__(self) -> None:
         self.nonce = secrets.token_hex(16)
-        self.job = dict(self.job, nonce=self.nonce)
-        if self.job.get("transport") == "cuda_ipc" and self.ipc is None:
+        self.job = dataclasses.replace(self.job, nonce=self.nonce)
+        if self.job.transport == "cuda_ipc" and self.ipc is None:
             self.ipc = IpcMaps()
         self.dir = Path(tempfile.mkdtemp(prefix="kernelband-variant-"))
         self.proc: Any = None  # subprocess.Popen or ZygoteChild
@@ -178,7 +188,7 @@ class VariantJob:
         threading.Thread(target=self._read_stderr, daemon=True).start()
         assert self.proc is not None and self.proc.stdin is not None
         try:
-            self.proc.stdin.write((json.dumps(self.job) + "\n").encode())
+            self.proc.stdin.write((json.dumps(self.job.to_wire()) + "\n").encode())
             self.proc.stdin.flush()
             # stdin stays open for acks (``_ack``); never blocking: a variant that does not
             # read them cannot stall the judge
@@ -207,7 +217,7 @@ class VariantJob:
         _widen_pipe(out_r)
         err_r, err_w = os.pipe()
         try:
-            pid = int(zygote.request({"op": "spawn", "dir": str(self.dir), "env": env}, (in_r, out_w, err_w))["pid"])
+            pid = zygote.spawn(str(self.dir), env, (in_r, out_w, err_w))
         finally:
             for fd in (in_r, out_w, err_w):
                 os.close(fd)
@@ -257,11 +267,11 @@ class VariantJob:
             try:
                 while True:
                     t_read = time.perf_counter()
-                    frame = read_frame(stdout, self.nonce, self.device, self.ipc)
+                    frame = read_frame(stdout, self.nonce, self.device, self.ipc, decode_frame)
                     self.spent["receive"] = self.spent.get("receive", 0.0) + time.perf_counter() - t_read
-                    if frame and isinstance(frame[1].get("timeline"), dict):
-                        self.variant_timeline = frame[1]["timeline"]
-                    self._out.put(Frame(*frame) if frame else None)
+                    if frame and frame[1].timeline:
+                        self.variant_timeline = frame[1].timeline
+                    self._out.put(Frame(frame[1], frame[2]) if frame else None)
                     if frame is None or frame[0] in ("done", "error"):
                         return
                     del frame
@@ -290,7 +300,7 @@ class VariantJob:
         self._ack()
         self._go.put(True)
 
-    def next_frame(self, timeout_s: Optional[float] = None) -> Frame:
+    def next_frame(self, timeout_s: Optional[float] = None) -> Frame[FrameMeta]:
         """The next frame (the previous one is released first). Raises JobFailed when the
         process dies, breaks the protocol, or sends nothing for ``timeout_s`` (default: the
         time left of the job's deadline)."""
@@ -306,6 +316,9 @@ class VariantJob:
             self.close()
             raise JobFailed(JobEnd("timeout", f"no result within {self.timeout_s if timeout_s is None else timeout_s:.0f} s "
                                               "(hang or far too slow)", self.stderr_tail())) from None
+        if isinstance(item, MalformedMessage):  # read as sent, and wrong: the variant process's doing
+            self.close()
+            raise JobFailed(JobEnd("malformed", f"the variant process sent a malformed frame ({item})", self.stderr_tail()))
         if isinstance(item, Exception):
             self.close()
             raise JobFailed(JobEnd("protocol", f"the variant process broke the protocol: {item}", self.stderr_tail()))
@@ -315,11 +328,10 @@ class VariantJob:
             self.close()
             raise JobFailed(JobEnd("crashed", f"the variant process died ({how})", self.stderr_tail()))
         self._pending = item.kind not in ("done", "error")
-        mark("job.frame", job=self.nonce[:8], kind=item.kind, label=item.meta.get("label"),
-             seconds=item.meta.get("seconds"))
+        mark("job.frame", job=self.nonce[:8], kind=item.kind, seconds=item.meta.seconds)
         return item
 
-    def frames(self) -> Iterator[Frame]:
+    def frames(self) -> Iterator[Frame[FrameMeta]]:
         """Frames as they arrive, until "done" or "error" (each released when the caller asks
         for the next). Raises JobFailed on timeout, death or a bad frame."""
         while True:
@@ -329,7 +341,7 @@ class VariantJob:
                 return
             frame.tree = None  # the caller's loop variable still points at this frame
 
-    def until_mark(self) -> Iterator[Frame]:
+    def until_mark(self) -> Iterator[Frame[FrameMeta]]:
         """The frames of the current batch of steps, up to its closing mark (not yielded);
         an error frame ends the batch (yielded)."""
         while True:
@@ -340,12 +352,12 @@ class VariantJob:
             if frame.kind in ("done", "error"):
                 return
 
-    def command(self, steps: list[dict[str, Any]], timeout_s: float) -> None:
+    def command(self, steps: list[Step], timeout_s: float) -> None:
         """More steps for an interactive job (the reference lane); their frames follow
         (``next_frame``), each within ``timeout_s``."""
         self._release()
         self._deadline = time.monotonic() + timeout_s
-        self._write_line(json.dumps({"steps": steps}).encode() + b"\n")
+        self._write_line(json.dumps(Command(steps).to_wire()).encode() + b"\n")
 
     def _write_line(self, data: bytes) -> None:
         stdin = getattr(self.proc, "stdin", None)

@@ -15,14 +15,16 @@ import contextlib
 import time
 from typing import Any, Iterator, Optional
 
-from ..model import Evaluation, LaunchRecord, Status, Timing
+from ..model import Evaluation, Status
 from ..profile.schema import Profile, ProfileError, TimingTier
 from . import checks
 from .compare import compare_outputs, describe
 from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
 from .deadlines import search_run_timeout_s
-from .judge_core import JudgeCore, add_phase, count_runs, deadline_s, gpu, phase_of
+from .judge_core import JudgeCore, add_frame_phase, add_phase, count_runs, deadline_s, gpu
+from .messages import (Derived, DerivedOutputs, ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, Release,
+                       ReplayCheck, ReplayOutputs, Run, RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 from .observe import CallHistory, comparable, condense_locals
 from .requests import Evaluate
 from .stats import median_timing, paired_statistics
@@ -40,41 +42,33 @@ class Refusal(Exception):
         self.status = status
 
 
-def first_steps(judge: JudgeCore) -> list[dict[str, Any]]:
+def first_steps(judge: JudgeCore) -> list[Step]:
     task = judge.require_task()
-    return [{"op": "run", "module": "v", "harness": task.harness, "seed": task.seeds[0], "mode": "check", "keep": "v"},
-            {"op": "replay_check", "key": "v"}]
+    return [Run("v", task.harness, task.seeds[0], "check", keep="v"), ReplayCheck("v")]
 
 
-def rest_steps(judge: JudgeCore) -> list[dict[str, Any]]:
+def rest_steps(judge: JudgeCore) -> list[Step]:
     task, skipped = judge.require_task(), judge.ref.skipped
     s0, rest = task.seeds[0], task.seeds[1:]
     harnesses = judge.harnesses()
-    steps: list[dict[str, Any]] = []
+    steps: list[Step] = []
     for h in harnesses[1:]:
-        steps += [{"op": "run", "module": "v", "harness": h, "seed": s, "mode": "check"} for s in task.seeds
-                  if (h, s) not in skipped]
-    steps += [{"op": "run", "module": "v", "harness": task.harness, "seed": s, "mode": "check"} for s in rest
-              if (task.harness, s) not in skipped]
-    steps += [{"op": "run", "module": "v", "harness": h, "seed": s0, "mode": "neutral"} for h in harnesses]
-    steps.append({"op": "run", "module": "v", "harness": task.harness, "seed": s0, "mode": "check", "again": True})
+        steps += [Run("v", h, s, "check") for s in task.seeds if (h, s) not in skipped]
+    steps += [Run("v", task.harness, s, "check") for s in rest if (task.harness, s) not in skipped]
+    steps += [Run("v", h, s0, "neutral") for h in harnesses]
+    steps.append(Run("v", task.harness, s0, "check", again=True))
     from .judge_derived import candidate_steps
 
     return steps + candidate_steps(judge)
 
 
 def _timing_steps(judge: JudgeCore, lane: bool, tier: int, facts: dict[str, Any], source: str,
-                  time_ms: Optional[float]) -> list[dict[str, Any]]:
+                  time_ms: Optional[float]) -> list[Step]:
     """After the kept run: its timing alone (no lane), its profile, its release."""
-    steps: list[dict[str, Any]] = []
-    if not lane:
-        steps.append({"op": "time", "key": "v"})
+    steps: list[Step] = [] if lane else [Time("v")]
     if tier > 0:
-        step: dict[str, Any] = {"op": "profile", "key": "v", "tier": tier, "facts": facts, "source": source}
-        if time_ms is not None:
-            step["time_ms"] = time_ms
-        steps.append(step)
-    return steps + [{"op": "release", "key": "v"}]
+        steps.append(ProfileStep("v", source, tier, facts, time_ms))
+    return steps + [Release("v")]
 
 
 class CandidateRun:
@@ -104,7 +98,7 @@ class CandidateRun:
         # the first batch (the kept run and its replay) has its own deadline; the rest gets
         # one when it is sent (``_check_the_rest``)
         first_runs = count_runs(first_steps(judge)) + 1 if req.screen else runs
-        job = judge.job({"v": req.source}, first_steps(judge) + [{"op": "mark"}], first_runs, trusted=False,
+        job = judge.job({"v": req.source}, first_steps(judge) + [Mark()], first_runs, trusted=False,
                         interactive=True, run_timeout_s=self.run_timeout_s)
         self.expected = frame_labels(first_steps(judge))
         try:
@@ -127,6 +121,8 @@ class CandidateRun:
             if e.end.kind == "timeout" and req.screen and self.run_timeout_s < task.timeout_s:
                 ev.message += (f"; a search's candidate may take {self.run_timeout_s:.0f} s a run, ten times the "
                                "original's slowest")
+            if e.end.kind == "malformed":  # a frame the judge cannot read as its kind: the variant's word, refused
+                ev.status, ev.message = Status.REJECTED, f"trust: {e}{during}"
             ev.timing = None
             ev.reference_ms = ev.speedup_ci = None
         finally:
@@ -142,8 +138,8 @@ class CandidateRun:
         launches, the re-check after timing and the calls beyond the harness."""
         judge, ev, req = self.judge, self.ev, self.req
         steps = _timing_steps(judge, laned, tier, facts, req.source, ev.timing.median_ms if ev.timing else None) \
-            if (req.time or tier) else [{"op": "release", "key": "v"}]
-        job.command(steps + rest_steps(judge) + [{"op": "mark"}], deadline_s(self.run_timeout_s, runs))
+            if (req.time or tier) else [Release("v")]
+        job.command(steps + rest_steps(judge) + [Mark()], deadline_s(self.run_timeout_s, runs))
         self.expected = frame_labels(steps + rest_steps(judge))
         self._judge_frames(job.until_mark())
         _check_roofline(ev, facts, _written_bytes(judge))
@@ -170,14 +166,11 @@ class CandidateRun:
                       f"{task.seeds[0]}, not checked on other inputs (only a candidate that could be faster is)")
         return True
 
-    def _judge_frames(self, frames: Iterator[Frame]) -> None:
+    def _judge_frames(self, frames: Iterator[Frame[FrameMeta]]) -> None:
         for frame in frames:
             if self.expected and frame.kind != "error":
                 self.expected.pop(0)
-            seconds = float(frame.meta.get("seconds", 0.0))
-            if "process_start" not in self.ev.phases:
-                add_phase(self.ev.phases, "process_start", time.perf_counter() - self.t0 - seconds)
-            add_phase(self.ev.phases, phase_of(frame), seconds)
+            add_frame_phase(self.ev.phases, frame, self.t0)
             t_judge = time.perf_counter()
             with _reading_gpu():
                 self.worst = judge_frame(self.judge, frame, self.ev, self.worst, self.history)
@@ -185,23 +178,23 @@ class CandidateRun:
                 self._check_consistent(frame)
             add_phase(self.ev.phases, "judge", time.perf_counter() - t_judge)
 
-    def _check_consistent(self, frame: Frame) -> None:
+    def _check_consistent(self, frame: Frame[FrameMeta]) -> None:
         """Precision is measured at seed 0 against a float64 rerun, on the tensors the kernel
         wrote. Everywhere else (every seed, what the harness returns) a candidate must be no
         farther from the original than that allows: a result rounded only in a returned copy,
         or only for some inputs, is not as precise as the original."""
         judge, meta = self.judge, frame.meta
         task = judge.require_task()
-        if frame.kind != "outputs" or meta.get("mode") != "check" or meta.get("error"):
+        if not isinstance(meta, RunOutputs) or meta.mode != "check" or meta.error:
             return
-        h, seed = meta["harness"], int(meta["seed"])
+        h, seed = meta.harness, meta.seed
         errors = [rel for (hh, _, _), (rel, _, _) in judge.ref.high_error.items() if hh == h]
         if not errors:
             return  # no float64 rerun of the original for this harness: tolerances only
         original_error = max(errors)
         ref = judge.ref.outputs.get((h, seed))
         devs = checks.deviations(ref, comparable(frame.tree))
-        if seed == task.seeds[0] and not meta.get("again"):
+        if seed == task.seeds[0] and not meta.again:
             written = [d for p, (_, d) in devs.items() if p.startswith("output['written']")]
             self.seed0_deviation[h] = max(written, default=0.0)
         at_seed0 = self.seed0_deviation.get(h, 0.0)
@@ -213,19 +206,19 @@ class CandidateRun:
                                                f"({at_seed0:.3g}) and the original's own error ({original_error:.3g}) "
                                                "allow")
 
-    def _check_reproducible(self, frame: Frame) -> None:
+    def _check_reproducible(self, frame: Frame[FrameMeta]) -> None:
         """A candidate is as deterministic as the original: where the original's two runs of
         seed 0 were bit-identical, the candidate's kept run and its re-check after timing
         must be too (a race whose last writer varies, a non-deterministic atomic order)."""
         task, meta = self.judge.require_task(), frame.meta
-        if frame.kind != "outputs" or meta.get("mode") != "check" or meta.get("harness") != task.harness or \
-                int(meta.get("seed", -1)) != task.seeds[0] or not self.judge.ref.bitwise_reproducible:
+        if not isinstance(meta, RunOutputs) or meta.mode != "check" or meta.harness != task.harness or \
+                meta.seed != task.seeds[0] or not self.judge.ref.bitwise_reproducible:
             return
         tree = frame.tree if isinstance(frame.tree, dict) else {}
         fps = _output_fingerprints(tree)
-        if meta.get("kept"):
+        if meta.kept:
             self.first_run = fps
-        elif meta.get("again") and self.first_run is not None and fps != self.first_run:
+        elif meta.again and self.first_run is not None and fps != self.first_run:
             raise Refusal(Status.MISMATCH, f"{task.harness}, seed {task.seeds[0]}: two runs under the same seed give "
                                            "different bits, where the original's do not (a race, or an atomic "
                                            "whose order varies)")
@@ -248,15 +241,14 @@ class CandidateRun:
                         ms, clock = lane.sample(True, rep, deadline_s(self.run_timeout_s, 1))
                         orig.append(ms)
                     else:
-                        job.command([{"op": "sample", "key": "v", "held_by_judge": True, "rep_ms": rep}],
-                                    deadline_s(self.run_timeout_s, 1))
+                        job.command([Sample("v", True, rep)], deadline_s(self.run_timeout_s, 1))
                         frame = job.next_frame()
-                        if frame.kind == "error":
+                        if isinstance(frame.meta, ErrorFrame):
                             raise Refusal(*_error_verdict(frame.meta))
-                        if frame.kind != "sample":
+                        if not isinstance(frame.meta, SampleFrame):
                             raise Refusal(Status.REJECTED, f"trust: the variant process answered a timing request "
                                                            f"with a {frame.kind} frame")
-                        cand.append(float(frame.meta["ms"]))
+                        cand.append(frame.meta.ms)
                 if self.req.screen and (gpu() or self.req.rounds) and 1 <= r < rounds - 1 and \
                         min(cand) > FAR_SLOWER * max(orig):
                     self.far_slower = True  # more rounds cannot make it faster than the original
@@ -291,20 +283,22 @@ def _output_fingerprints(tree: dict[str, Any]) -> list[tuple[int, int]]:
     return [fingerprint(t) for t in tensors]
 
 
-def frame_labels(steps: list[dict[str, Any]]) -> list[str]:
+_LABELS: dict[type[Step], str] = {ReplayCheck: "the replay check", Time: "timing", ProfileStep: "profiling",
+                                  Sample: "timing"}
+
+
+def frame_labels(steps: list[Step]) -> list[str]:
     """What each frame a batch of steps sends is, in order (a release sends none)."""
     from .derived import describe_call
 
     labels: list[str] = []
     for step in steps:
-        op = step["op"]
-        if op == "run":
-            labels.append(f"{step['harness']}, seed {step['seed']} ({step.get('mode', 'check')} run)")
-        elif op in ("replay_check", "time", "profile", "sample"):
-            labels.append({"replay_check": "the replay check", "time": "timing", "profile": "profiling",
-                           "sample": "timing"}[op])
-        elif op == "derived":
-            labels += [f"a call beyond the harness, {describe_call(c)}" for c in step["calls"]]
+        if isinstance(step, Run):
+            labels.append(f"{step.harness}, seed {step.seed} ({step.mode} run)")
+        elif isinstance(step, Derived):
+            labels += [f"a call beyond the harness, {describe_call(c)}" for c in step.calls]
+        elif type(step) in _LABELS:
+            labels.append(_LABELS[type(step)])
     return labels
 
 
@@ -334,71 +328,70 @@ def checked_runs(judge: JudgeCore) -> str:
     return ", ".join(parts)
 
 
-def judge_frame(judge: JudgeCore, frame: Frame, ev: Evaluation, worst: Any,
+def judge_frame(judge: JudgeCore, frame: Frame[FrameMeta], ev: Evaluation, worst: Any,
                 history: Optional[CallHistory] = None) -> Any:
     """Judge one frame (raises Refusal on a failed check); returns the worst error
     statistics of the outputs compared so far."""
     task, ref, meta = judge.require_task(), judge.ref, frame.meta
-    if frame.kind == "error":
+    if isinstance(meta, ErrorFrame):
         raise Refusal(*_error_verdict(meta))
-    if frame.kind == "timing":
-        ev.timing = Timing.from_dict(meta["timing"])
+    if isinstance(meta, TimingFrame):
+        ev.timing = meta.timing
         return worst
-    if frame.kind == "profile":
+    if isinstance(meta, ProfileFrame):
         try:
-            ev.profile = Profile.from_wire(meta.get("profile"))
+            ev.profile = Profile.from_wire(meta.profile)
         except ProfileError as e:  # the worker's own code built it: a malformed one was tampered with
             raise Refusal(Status.REJECTED, f"trust: the variant process sent a malformed profile ({e})") from None
         return worst
-    if frame.kind != "outputs":
-        return worst
-    mode = meta.get("mode")
-    if mode == "derived":
+    if isinstance(meta, DerivedOutputs):
         from .judge_derived import verdict_of
 
-        failed = verdict_of(judge, frame)
+        failed = verdict_of(judge, Frame(meta, frame.tree))
         if failed is not None:
             raise Refusal(*failed)
         return worst
+    if not isinstance(meta, (RunOutputs, ReplayOutputs)):
+        return worst
     tree = condense_locals(frame.tree)
-    if mode == "replay":
+    if isinstance(meta, ReplayOutputs):
         if ref.replay_valid:
             verdict = compare_outputs(ref.outputs[(task.harness, task.seeds[0])], tree)
             if not verdict.ok:
                 raise Refusal(Status.REJECTED, "trust: a replay of the timed launches does not reproduce the "
                                                f"outputs ({verdict.message}): the timing would not be of the checked work")
         return worst
-    if mode == "neutral":
-        _check_neutral(judge, meta["harness"], meta, tree)
+    if meta.mode == "neutral":
+        _check_neutral(judge, meta.harness, meta, tree)
         return worst
-    stats = _judge_outputs(judge, frame, tree, ev, history or CallHistory())
+    stats = _judge_outputs(judge, meta, tree, ev, history or CallHistory())
     return stats if worst is None or stats.rel_l2 >= worst.rel_l2 else worst
 
 
-def _judge_outputs(judge: JudgeCore, frame: Frame, tree: Any, ev: Evaluation, history: CallHistory) -> Any:
+def _judge_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any, ev: Evaluation, history: CallHistory) -> Any:
     """A checked run of the candidate: it launches the kernel, has no side effect the
     original lacks, matches the reference and is as precise; its error statistics."""
-    task, meta = judge.require_task(), frame.meta
-    h, seed = meta["harness"], int(meta["seed"])
+    task = judge.require_task()
+    h, seed = meta.harness, meta.seed
     where = f"{h}, seed {seed}"
-    launches = [LaunchRecord.from_dict(x) for x in meta.get("launches", [])]
+    launches = meta.launches
     if task.kernel not in {launch.kernel for launch in launches}:
         seen = ", ".join(sorted({launch.kernel for launch in launches})) or "no Triton kernel"
         raise Refusal(Status.REJECTED, f"the variant never launches {task.kernel} in {h} (it launched: {seen}); "
                                        "a torch fallback is not a kernel")
     _check_streams(judge, meta, where)
     _check_inputs_of_launches(judge, tree, meta, where)
-    _check_stale(judge, history, h, tree, where, bool(meta.get("kept")))
+    _check_stale(judge, history, h, tree, where, meta.kept)
     verdict = compare_outputs(judge.ref.outputs[(h, seed)], tree)
     if not verdict.ok:
         ev.errors = verdict.stats
-        prefix = "after timing, " if meta.get("again") else ""
+        prefix = "after timing, " if meta.again else ""
         local = _local_name(verdict.message)
         if local is not None:  # the outputs matched: what differs is a tensor of the caller's
             raise Refusal(Status.REJECTED, f"trust: {prefix}{where}: the harness's tensor {local} was modified "
                                            f"(the original leaves it as it is): {verdict.message}")
         raise Refusal(Status.MISMATCH, f"{prefix}{where}: {verdict.message}")
-    if h == task.harness and seed == task.seeds[0] and not meta.get("again"):
+    if h == task.harness and seed == task.seeds[0] and not meta.again:
         ev.launches = launches
     _check_precision(judge, h, seed, tree)
     return verdict.stats
@@ -445,7 +438,7 @@ def _local_name(message: str) -> Optional[str]:
     return rest.split("]", 1)[0].strip("'\"")
 
 
-def _check_inputs_of_launches(judge: JudgeCore, tree: Any, meta: dict[str, Any], where: str) -> None:
+def _check_inputs_of_launches(judge: JudgeCore, tree: Any, meta: RunOutputs, where: str) -> None:
     """Every tensor the kept run's launches found must be one the original's launches or its
     harness also had (by content), fresh memory or a constant: a tensor computed outside
     Triton in the wrapper (torch doing the work, a result cached from an earlier call) and
@@ -457,18 +450,18 @@ def _check_inputs_of_launches(judge: JudgeCore, tree: Any, meta: dict[str, Any],
         return
     from .observe import content_key, is_constant
 
-    labels = meta.get("pre_state") or []
+    labels = meta.pre_state
     for i, t in enumerate(pre_state):
         if not hasattr(t, "dtype") or is_constant(t) or content_key(t) in judge.ref.known_inputs:
             continue
-        label = labels[i] if i < len(labels) and isinstance(labels[i], str) else "a launch argument"
+        label = labels[i] if i < len(labels) else "a launch argument"
         raise Refusal(Status.REJECTED, f"trust: {where}: {label} reads a tensor that neither the original's launches "
                                        "nor its harness had (computed outside Triton, or kept from an earlier call): "
                                        "the timed launches are not all the work")
 
 
-def _check_streams(judge: JudgeCore, meta: dict[str, Any], where: str) -> None:
-    streams = set(meta.get("streams") or []) - judge.ref.streams
+def _check_streams(judge: JudgeCore, meta: RunOutputs, where: str) -> None:
+    streams = set(meta.streams) - judge.ref.streams
     if streams:
         raise Refusal(Status.REJECTED, f"trust: {where}: launches on a CUDA stream the original does not use")
 
@@ -488,8 +481,8 @@ def _check_stale(judge: JudgeCore, history: CallHistory, h: str, tree: Any, wher
     history.record(h, tree.get("returned"))
 
 
-def _check_neutral(judge: JudgeCore, h: str, meta: dict[str, Any], tree: Any) -> None:
-    if meta.get("error"):
+def _check_neutral(judge: JudgeCore, h: str, meta: RunOutputs, tree: Any) -> None:
+    if meta.error:
         return  # the harness notices that nothing was computed: the launches matter
     ref = judge.ref
     if ref.neutral_raised.get(h):
@@ -520,15 +513,15 @@ def _check_precision(judge: JudgeCore, h: str, seed: int, tree: Any) -> None:
                 raise Refusal(Status.MISMATCH, f"precision: {h}, seed {seed}: {reason}")
 
 
-def _error_verdict(meta: dict[str, Any]) -> tuple[Status, str]:
-    phase, message = meta.get("phase"), str(meta.get("message", ""))
-    where = f"{meta['harness']}, seed {meta['seed']}: " if meta.get("harness") is not None else ""
+def _error_verdict(meta: ErrorFrame) -> tuple[Status, str]:
+    phase, message = meta.phase, meta.message
+    where = f"{meta.harness}, seed {meta.seed}: " if meta.harness is not None else ""
     if phase == "tampered":
         return Status.REJECTED, f"trust: {message}"
     if phase == "assert":
         return Status.MISMATCH, f"{where}the harness's own check failed: {message}"
     if phase in ("import", "compile"):
-        prefix = "does not import: " if meta.get("step") is None else where
+        prefix = "does not import: " if meta.step is None else where
         return Status.COMPILE_ERROR, f"{prefix}{message}"
-    suffix = " (CUDA context corrupted: the variant process was replaced)" if meta.get("fatal") else ""
+    suffix = " (CUDA context corrupted: the variant process was replaced)" if meta.fatal else ""
     return Status.RUNTIME_ERROR, f"{where}{message}{suffix}"

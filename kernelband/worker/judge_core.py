@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
 
@@ -26,6 +26,8 @@ from ..trace import mark
 from .compare import set_compute_device
 from .deadlines import deadline_s
 from .jobs import Frame, VariantJob
+from .messages import (Derived, FrameMeta, Job, ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run,
+                       RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 
 if TYPE_CHECKING:
     from .jobs import Zygote
@@ -79,12 +81,11 @@ class Lane:
         self.lock = threading.Lock()
 
     def sample(self, held_by_judge: bool, rep_ms: int, timeout_s: float) -> tuple[float, str]:
-        self.job.command([{"op": "sample", "key": self.key, "held_by_judge": held_by_judge, "rep_ms": rep_ms}],
-                         timeout_s)
-        frame = self.job.next_frame()
-        if frame.kind != "sample":
-            raise RuntimeError(f"the reference lane answered {frame.kind}: {frame.meta.get('message', '')}")
-        return float(frame.meta["ms"]), str(frame.meta["clock"])
+        self.job.command([Sample(self.key, held_by_judge, rep_ms)], timeout_s)
+        meta = self.job.next_frame().meta
+        if not isinstance(meta, SampleFrame):
+            raise RuntimeError(f"the reference lane answered {meta.KIND}: {getattr(meta, 'message', '')}")
+        return meta.ms, meta.clock
 
     @property
     def alive(self) -> bool:
@@ -150,7 +151,7 @@ class JudgeCore:
         return [task.harness] + [h for h in task.check_harnesses if h != task.harness]
 
     # ------------------------------------------------------------------ variant jobs
-    def job(self, modules: dict[str, str], steps: list[dict[str, Any]], runs: int, trusted: bool,
+    def job(self, modules: dict[str, str], steps: list[Step], runs: int, trusted: bool,
             interactive: bool = False, run_timeout_s: Optional[float] = None) -> VariantJob:
         """A started variant job; its timeout allows for ``runs`` runs of the harness, each
         ``run_timeout_s`` (default: the task's)."""
@@ -158,8 +159,7 @@ class JudgeCore:
         assert self.workdir is not None
         cache = self.workdir / "triton-cache-trusted"
         job = VariantJob(
-            {"task": task.to_dict(), "modules": modules, "steps": steps, "interpreted": self.interpreted,
-             "writes": {} if trusted else self.ref.writes, "transport": self.transport, "interactive": interactive},
+            Job(task, modules, steps, self.interpreted, {} if trusted else self.ref.writes, self.transport, interactive),
             timeout_s=deadline_s(run_timeout_s or task.timeout_s, runs),
             # the original's jobs start from this machine's compiled kernels of the same source
             # (written only from original-only jobs); a candidate's from this session's
@@ -170,7 +170,7 @@ class JudgeCore:
             on_log=self.on_log,
             extra_env=self._sandbox_env(),
         )
-        mark("job.request", job=job.nonce[:8], trusted=trusted, steps=[s.get("op") for s in steps][:12])
+        mark("job.request", job=job.nonce[:8], trusted=trusted, steps=[s.OP for s in steps][:12])
         job.start(self.live_zygote())
         return job
 
@@ -180,7 +180,7 @@ class JudgeCore:
         asked = [x for x in os.environ.get("KERNELBAND_SANDBOX_SKIP", "").split(",") if x.strip()]
         return {"KERNELBAND_SANDBOX_SKIP": ",".join(sorted(set(asked) | set(self.sandbox_skip.split(","))))}
 
-    def _frame_device(self, kind: str, meta: dict[str, Any], nbytes: int) -> Optional[str]:
+    def _frame_device(self, kind: str, meta: FrameMeta, nbytes: int) -> Optional[str]:
         """Where a byte frame's tensors are rebuilt: on the GPU when it is large, only
         compared, and fits beside what the variant process holds; else on the host."""
         if self.ref_device != "cuda" or self.refs_on_gpu or nbytes <= _SMALL_FRAME_BYTES or kind != "outputs":
@@ -200,10 +200,10 @@ class JudgeCore:
             self._gpu_frame_held.value = False
             torch.cuda.empty_cache()
 
-    def _becomes_reference(self, meta: dict[str, Any]) -> bool:
+    def _becomes_reference(self, meta: FrameMeta) -> bool:
         """An outputs frame of the original that is kept as a reference (prepare)."""
-        return (self.preparing and meta.get("mode") in ("check", "upcast") and not meta.get("again")
-                and not meta.get("skipped"))
+        return (self.preparing and isinstance(meta, RunOutputs) and meta.mode in ("check", "upcast")
+                and not meta.again and not meta.skipped)
 
     def keep_trusted_cache(self, job: VariantJob) -> None:
         """An original-only job's compiled kernels seed later jobs' private caches (which
@@ -269,52 +269,43 @@ def persistent_cache(task: Task) -> Optional[Path]:
     return cache_dir() / "triton" / triton.__version__ / task.source_hash[:24]
 
 
-def timed_steps(key: str, time_it: bool, tier: int, facts: dict[str, Any], source: str) -> list[dict[str, Any]]:
+def timed_steps(key: str, time_it: bool, tier: int, facts: dict[str, Any], source: str) -> list[Step]:
     """After the kept run of ``key``: its replay check, its timing (needed for a
     profile too), its profile at ``tier``, then its release."""
-    steps: list[dict[str, Any]] = [{"op": "replay_check", "key": key}]
+    steps: list[Step] = [ReplayCheck(key)]
     if time_it or tier > 0:
-        steps.append({"op": "time", "key": key})
+        steps.append(Time(key))
     if tier > 0:
-        steps.append({"op": "profile", "key": key, "tier": tier, "facts": facts, "source": source})
-    return steps + [{"op": "release", "key": key}]
+        steps.append(ProfileStep(key, source, tier, facts))
+    return steps + [Release(key)]
 
 
-def count_runs(steps: list[dict[str, Any]]) -> int:
+def count_runs(steps: list[Step]) -> int:
     """The steps that run the harness (its timeout is per run)."""
-    return sum(len(s.get("calls") or []) if s["op"] == "derived" else 1 for s in steps
-               if s["op"] in ("run", "time", "profile", "derived"))
+    return sum(len(s.calls) if isinstance(s, Derived) else 1 for s in steps if isinstance(s, (Run, Time, ProfileStep, Derived)))
 
 
-def timed_frames(job: VariantJob, phases: dict[str, float], t0: float) -> Iterator[Frame]:
-    """The job's frames, each frame's seconds added to the phase it belongs to (the
-    cost-of-defences report); what came before the first run ended (interpreter start,
-    imports, sandbox, compile) is ``process_start``."""
-    first = True
-    for frame in job.frames():
-        seconds = float(frame.meta.get("seconds", 0.0))
-        if first:
-            add_phase(phases, "process_start", time.perf_counter() - t0 - seconds)
-            first = False
-        add_phase(phases, phase_of(frame), seconds)
-        yield frame
+def add_frame_phase(phases: dict[str, float], frame: Frame[FrameMeta], t0: float) -> None:
+    """A frame's seconds into the phase it belongs to (the cost-of-defences report);
+    what came before the first frame (start-up, imports, compile) is ``process_start``."""
+    if "process_start" not in phases:
+        add_phase(phases, "process_start", time.perf_counter() - t0 - frame.meta.seconds)
+    add_phase(phases, phase_of(frame), frame.meta.seconds)
 
 
 def add_phase(phases: dict[str, float], name: str, seconds: float) -> None:
     phases[name] = round(phases.get(name, 0.0) + max(seconds, 0.0), 6)
 
 
-def phase_of(frame: Frame) -> str:
+def phase_of(frame: Frame[FrameMeta]) -> str:
     """Which check a frame's seconds belong to (for the cost-of-defences report)."""
-    mode = frame.meta.get("mode")
-    if frame.kind in ("timing", "sample"):
+    meta = frame.meta
+    if isinstance(meta, (TimingFrame, SampleFrame)):
         return "timing"
-    if frame.kind == "profile":
+    if isinstance(meta, ProfileFrame):
         return "profile"
-    if mode == "neutral":
-        return "neutralised_runs"
-    if mode == "replay":
+    if isinstance(meta, ReplayOutputs):
         return "replay_check"
-    if frame.meta.get("again"):
-        return "recheck_after_timing"
-    return "correctness_runs"
+    if isinstance(meta, RunOutputs) and meta.mode == "neutral":
+        return "neutralised_runs"
+    return "recheck_after_timing" if isinstance(meta, RunOutputs) and meta.again else "correctness_runs"

@@ -18,6 +18,7 @@ from ..model import Status
 from . import checks, derived
 from .compare import compare_outputs
 from .jobs import Frame
+from .messages import Derived, DerivedOutputs, Step
 from .observe import materialize
 
 
@@ -53,25 +54,26 @@ def calls_to_derive(recorded: list[dict[str, Any]], seed: int, interpreted: bool
                           interpreted=interpreted, optional=optional)
 
 
-def observed(frame: Frame, call: dict[str, Any]) -> tuple[Optional[Any], list[Any], Optional[str]]:
+def observed(frame: Frame[DerivedOutputs], call: dict[str, Any]) -> tuple[Optional[Any], list[Any], Optional[str]]:
     """(outputs to compare, canary regions, a reason the frame is malformed) of a derived
     call's frame: outputs are ``{"returned", "args"}`` with each tensor argument's view
     (and ``"first"``, the same for the first of repeated calls, as it is after them all)."""
     tree = frame.tree if isinstance(frame.tree, dict) else {}
-    out, rests, bad = _split(tree, call, frame.meta)
+    out, rests, bad = _split(tree, call, frame.meta.allocs)
     if bad or not call.get("repeats"):
         return out, rests, bad
     first = tree.get("first")
     if not isinstance(first, dict):
         return None, [], "no first result of the repeated calls"
-    first_out, first_rests, bad = _split(dict(first, allocs=[]), call, {"allocs": []})
+    first_out, first_rests, bad = _split(dict(first, allocs=[]), call, [])
     if bad:
         return None, [], bad
     assert out is not None  # _split gives outputs whenever it gives no reason
     return {**out, "first": first_out}, rests + first_rests, None
 
 
-def _split(tree: dict[str, Any], call: dict[str, Any], meta: dict[str, Any]) -> tuple[Optional[Any], list[Any], Optional[str]]:
+def _split(tree: dict[str, Any], call: dict[str, Any], layout: list[list[int]]
+           ) -> tuple[Optional[Any], list[Any], Optional[str]]:
     buffers = tree.get("buffers")
     specs = derived.distinct_tensors(call)
     if not isinstance(buffers, list) or len(buffers) != len(specs):
@@ -84,19 +86,19 @@ def _split(tree: dict[str, Any], call: dict[str, Any], meta: dict[str, Any]) -> 
         views.append(view)
         rests.append(rest)
     # tensors the call's own code allocated (its outputs, say), each in a padded buffer
-    allocs, layout = tree.get("allocs") or [], meta.get("allocs") or []
-    if not isinstance(allocs, list) or not isinstance(layout, list) or len(allocs) != len(layout):
+    allocs = tree.get("allocs") or []
+    if not isinstance(allocs, list) or len(allocs) != len(layout):
         return None, [], "allocations without their layout"
     for buffer, where in zip(allocs, layout):
-        ok = isinstance(where, list) and len(where) == 2 and all(isinstance(x, int) for x in where)
-        rest = derived.allocation_canaries(buffer, *where) if ok and hasattr(buffer, "dim") else None
+        rest = derived.allocation_canaries(buffer, *where) if len(where) == 2 and hasattr(buffer, "dim") else None
         if rest is None:
             return None, [], "an allocation of the wrong size"
         rests.append(rest)
     return {"returned": tree.get("returned"), "args": views}, rests, None
 
 
-def absorb_original(judge: Any, calls: list[dict[str, Any]], frames: dict[tuple[str, int], Frame]) -> list[str]:
+def absorb_original(judge: Any, calls: list[dict[str, Any]], frames: dict[tuple[str, int], Frame[DerivedOutputs]]
+                    ) -> list[str]:
     """Keep the derived calls the original handles: it ran them with both canaries, left
     every canary alone, and gave the same outputs both times (so it read nothing beyond its
     tensors). Returns notes on the calls dropped."""
@@ -107,8 +109,8 @@ def absorb_original(judge: Any, calls: list[dict[str, Any]], frames: dict[tuple[
         why = None
         if a is None or b is None:
             why = "no result"
-        elif a.meta.get("error") or b.meta.get("error"):
-            why = f"the original raises ({(a.meta.get('error') or b.meta.get('error') or '')[:120]})"
+        elif a.meta.error or b.meta.error:
+            why = f"the original raises ({(a.meta.error or b.meta.error or '')[:120]})"
         else:
             out_a, rests_a, bad_a = observed(a, call)
             out_b, rests_b, bad_b = observed(b, call)
@@ -166,13 +168,14 @@ def _as_precise(reference: dict[str, Any], out: Any, precise: Any) -> bool:
     return True
 
 
-def _alias_safe(call: dict[str, Any], aliased: Any, twin: Optional[Frame], calls: list[dict[str, Any]]) -> bool:
+def _alias_safe(call: dict[str, Any], aliased: Any, twin: Optional[Frame[DerivedOutputs]],
+                calls: list[dict[str, Any]]) -> bool:
     """The original's result with its output written over its input equals its result
     without (the twin call: same inputs, a fresh output): what it returns, or where it
     returns nothing, the output buffer (the twin's) and the input written over."""
-    if twin is None or twin.meta.get("error"):
+    if twin is None or twin.meta.error:
         return False
-    index = int(twin.meta.get("index", -1))
+    index = twin.meta.index
     twin_call = calls[index] if 0 <= index < len(calls) else None
     twin_out, _, bad = observed(twin, twin_call) if twin_call is not None else (None, [], "no twin")
     if bad or twin_call is None or not isinstance(twin_out, dict) or not isinstance(aliased, dict):
@@ -195,20 +198,20 @@ def _arg_view(call: dict[str, Any], outputs: dict[str, Any], spec: Any) -> Any:
     return views[where] if where < len(views) else None
 
 
-def candidate_steps(judge: Any) -> list[dict[str, Any]]:
+def candidate_steps(judge: Any) -> list[Step]:
     calls = [call for call, _ in judge.ref.derived]
-    return [{"op": "derived", "module": "v", "calls": calls, "which": "a"}] if calls else []
+    return [Derived(calls, "v", "a")] if calls else []
 
 
-def verdict_of(judge: Any, frame: Frame) -> Optional[tuple[Status, str]]:
+def verdict_of(judge: Any, frame: Frame[DerivedOutputs]) -> Optional[tuple[Status, str]]:
     """None when a candidate's derived call agrees with the original's, else the verdict."""
-    index = frame.meta.get("index")
-    if not isinstance(index, int) or not 0 <= index < len(judge.ref.derived):
+    index = frame.meta.index
+    if not 0 <= index < len(judge.ref.derived):
         return Status.REJECTED, "trust: a result for a derived call that was not asked for"
     call, reference = judge.ref.derived[index]
     where = f"beyond the harness, {derived.describe_call(call)}"
-    if frame.meta.get("error"):
-        return Status.MISMATCH, f"{where}: raises where the original does not: {frame.meta['error'][:300]}"
+    if frame.meta.error:
+        return Status.MISMATCH, f"{where}: raises where the original does not: {frame.meta.error[:300]}"
     out, rests, bad = observed(frame, call)
     if bad:
         return Status.REJECTED, f"trust: {where}: {bad}"

@@ -11,6 +11,7 @@ from typing import Any, Optional
 from .deadlines import SANITIZE_EXIT_S
 from .jobs import JobFailed, VariantJob
 from .judge_core import JudgeCore, gpu
+from .messages import ErrorFrame, Job, Run
 from .requests import Sanitize
 
 
@@ -42,12 +43,10 @@ def sanitize(judge: JudgeCore, req: Sanitize) -> dict[str, Any]:
 def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> dict[str, Any]:
     task = judge.require_task()
     harnesses = [h for h in task.check_harnesses if h != task.harness] or [task.harness]
-    steps = [{"op": "run", "module": "v", "harness": h, "seed": task.seeds[0], "mode": "check"} for h in harnesses]
     assert judge.workdir is not None
     log = judge.workdir / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
     job = VariantJob(
-        {"task": task.to_dict(), "modules": {"v": req.source}, "steps": steps, "interpreted": False,
-         "writes": judge.ref.writes},
+        Job(task, {"v": req.source}, [Run("v", h, task.seeds[0], "check") for h in harnesses], writes=judge.ref.writes),
         timeout_s=req.run_timeout_s, trusted_cache=judge.workdir / "triton-cache-trusted",
         device=None, on_log=judge.on_log,
         # the sanitizer talks to its target over loopback: both run in one private network
@@ -59,8 +58,8 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> dict[str
     ended = "ok"
     try:
         for frame in job.frames():
-            if frame.kind == "error":
-                ended = f"error: {frame.meta.get('message', '')[:300]}"
+            if isinstance(frame.meta, ErrorFrame):
+                ended = f"error: {frame.meta.message[:300]}"
         code = job.proc.wait(timeout=SANITIZE_EXIT_S)
     except JobFailed as e:
         ended, code = f"{e.end.kind}: {e}", None

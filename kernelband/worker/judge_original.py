@@ -11,14 +11,17 @@ from typing import Any, Optional, Union
 
 import torch
 
-from ..model import Baseline, LaunchRecord, Task, Timing
+from ..model import Baseline, Task
 from ..profile.schema import Profile
 from . import checks
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
 from .derived import describe_call
 from .jobs import Frame, JobFailed, VariantJob
 from .judge_derived import absorb_original, calls_to_derive, optional_parameters
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, count_runs, deadline_s, gpu, timed_steps
+from .judge_core import (GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, add_frame_phase, count_runs, deadline_s, gpu,
+                         timed_steps)
+from .messages import (Derived, DerivedOutputs, ErrorFrame, FrameMeta, Mark, ProfileFrame, ReplayCheck, ReplayOutputs,
+                       Run, RunOutputs, Step, TimingFrame)
 from .observe import CallHistory, comparable, condense_locals, materialize, tree_bytes
 from .requests import Prepare
 from .stats import median_timing
@@ -47,25 +50,22 @@ LANE_ENV = "KERNELBAND_LANE"  # "0": no reference lane (candidates are timed alo
 LANE_ROUNDS = 5  # samples of the original that make the baseline time (on a GPU)
 
 
-def reference_steps(judge: JudgeCore, time_it: bool, tier: int, facts: dict[str, Any]) -> list[dict[str, Any]]:
+def reference_steps(judge: JudgeCore, time_it: bool, tier: int, facts: dict[str, Any]) -> list[Step]:
     task = judge.require_task()
     s0, rest = task.seeds[0], task.seeds[1:]
     harnesses = judge.harnesses()
-    steps: list[dict[str, Any]] = []
+    steps: list[Step] = []
     for h in harnesses[1:]:
-        steps += [{"op": "run", "module": "o", "harness": h, "seed": s, "mode": "upcast" if s == s0 else "check"}
-                  for s in task.seeds]
+        steps += [Run("o", h, s, "upcast" if s == s0 else "check") for s in task.seeds]
     from .judge_derived import wrapper_names
 
-    steps.append({"op": "run", "module": "o", "harness": task.harness, "seed": s0, "mode": "upcast", "keep": "o",
-                  "record": wrapper_names(task.source, task.kernel)})
+    steps.append(Run("o", task.harness, s0, "upcast", keep="o", record=wrapper_names(task.source, task.kernel)))
     steps += timed_steps("o", time_it, tier, facts, task.source)
     # the timing harness's other seeds only while their references fit the host budget
     per_seed = ref_host_bytes() // max(len(task.seeds), 1)
-    steps += [{"op": "run", "module": "o", "harness": task.harness, "seed": s, "mode": "check", "skip_over": per_seed}
-              for s in rest]
-    steps += [{"op": "run", "module": "o", "harness": h, "seed": s0, "mode": "check", "again": True} for h in harnesses]
-    steps += [{"op": "run", "module": "o", "harness": h, "seed": s0, "mode": "neutral"} for h in harnesses]
+    steps += [Run("o", task.harness, s, "check", skip_over=per_seed) for s in rest]
+    steps += [Run("o", h, s0, "check", again=True) for h in harnesses]
+    steps += [Run("o", h, s0, "neutral") for h in harnesses]
     return steps
 
 
@@ -174,24 +174,23 @@ def calls_without(calls: list[dict[str, Any]], index: int) -> list[dict[str, Any
 
 
 def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[dict[str, Any]]
-                 ) -> Union[dict[tuple[str, int], Frame], tuple[int, str], None]:
+                 ) -> Union[dict[tuple[str, int], Frame[DerivedOutputs]], tuple[int, str], None]:
     """The frames of the original's derived calls (both canaries); (the index of the call
     its process died on or whose frame broke the protocol, how); None with ``base.message``
     on an error."""
     task = judge.require_task()
-    steps = [{"op": "derived", "module": "o", "calls": calls, "which": w} for w in ("a", "b")] + [{"op": "mark"}]
-    frames: dict[tuple[str, int], Frame] = {}
+    steps: list[Step] = [Derived(calls, "o", w) for w in ("a", "b")]
+    frames: dict[tuple[str, int], Frame[DerivedOutputs]] = {}
     try:
-        job.command(steps, deadline_s(task.timeout_s, 2 * len(calls)))
+        job.command(steps + [Mark()], deadline_s(task.timeout_s, 2 * len(calls)))
         for frame in job.until_mark():
-            if frame.kind == "error":
+            if isinstance(frame.meta, ErrorFrame):
                 job.close()
                 base.message = _setup_message(task, frame.meta)
                 return None
             _note_run_seconds(judge, frame)
-            if frame.meta.get("mode") == "derived":
-                kept = Frame(frame.kind, frame.meta, materialize(frame.tree, None))
-                frames[(str(frame.meta.get("which")), int(frame.meta.get("index", -1)))] = kept
+            if isinstance(frame.meta, DerivedOutputs):
+                frames[(frame.meta.which, frame.meta.index)] = Frame(frame.meta, materialize(frame.tree, None))
         broken = first_context_error(frames, len(calls))
         if broken is not None:  # every later call in that process fails too: drop this one, run again
             job.close()
@@ -199,7 +198,7 @@ def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[
     except JobFailed as e:
         # the process died, or its frames broke off mid-call: that call is dropped; a hang
         # is not one call's fault
-        if e.end.kind not in ("crashed", "protocol"):
+        if e.end.kind not in ("crashed", "protocol", "malformed"):
             base.message = f"the original kernel could not be run on inputs beyond its harness ({e.end.kind}): {e}"
             return None
         for which in ("a", "b"):
@@ -215,13 +214,13 @@ CONTEXT_ERRORS = ("illegal memory access", "misaligned address", "device-side as
                   "illegal instruction", "AcceleratorError", "CUDA error: an illegal")
 
 
-def first_context_error(frames: dict[tuple[str, int], Frame], n: int) -> Optional[tuple[int, str]]:
+def first_context_error(frames: dict[tuple[str, int], Frame[DerivedOutputs]], n: int) -> Optional[tuple[int, str]]:
     """(the call, how) of the first derived call, in the order they ran (canary "a" for
     every call, then "b"), that raised an error that breaks the process's CUDA context."""
     for which in ("a", "b"):
         for i in range(n):
             frame = frames.get((which, i))
-            error = str(frame.meta.get("error") or "") if frame is not None else ""
+            error = (frame.meta.error or "") if frame is not None else ""
             if any(marker in error for marker in CONTEXT_ERRORS):
                 return i, f"a CUDA error that breaks its context: {error.splitlines()[0][:140]}"
     return None
@@ -278,17 +277,14 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool)
         job.close()
         return ("two runs of the timing harness do not fit on the GPU together: candidates are timed alone, "
                 "against the original's time measured once")
-    steps: list[dict[str, Any]] = [
-        {"op": "run", "module": "o", "harness": task.harness, "seed": task.seeds[0], "mode": "check",
-         "keep": "o", "again": True},
-        {"op": "replay_check", "key": "o"}]
+    steps: list[Step] = [Run("o", task.harness, task.seeds[0], "check", keep="o", again=True), ReplayCheck("o")]
     try:
-        job.command(steps + [{"op": "mark"}], deadline_s(task.timeout_s, 2))
+        job.command(steps + [Mark()], deadline_s(task.timeout_s, 2))
         ref = judge.ref.outputs[(task.harness, task.seeds[0])]
         for frame in job.until_mark():
-            if frame.kind == "error":
-                raise RuntimeError(frame.meta.get("message", "error"))
-            if frame.kind == "outputs" and (frame.meta.get("mode") != "replay" or judge.ref.replay_valid):
+            if isinstance(frame.meta, ErrorFrame):
+                raise RuntimeError(frame.meta.message)
+            if isinstance(frame.meta, RunOutputs) or (isinstance(frame.meta, ReplayOutputs) and judge.ref.replay_valid):
                 verdict = compare_outputs(ref, comparable(frame.tree))
                 if not verdict.ok:
                     raise RuntimeError(f"its kept run differs from its references: {verdict.message}")
@@ -313,14 +309,14 @@ def _run_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline,
     steps = reference_steps(judge, req.time, req.profile_tier, req.facts)
     judge.preparing = True
     t0 = time.perf_counter()
-    job = judge.job({"o": task.source}, steps + [{"op": "mark"}], count_runs(steps), trusted=True, interactive=True)
+    job = judge.job({"o": task.source}, steps + [Mark()], count_runs(steps), trusted=True, interactive=True)
     history = CallHistory()
     ok = False
     try:
         for frame in job.until_mark():
             add_frame_phase(base.phases, frame, t0)
             _note_run_seconds(judge, frame)
-            if frame.kind == "error":
+            if isinstance(frame.meta, ErrorFrame):
                 base.message = _setup_message(task, frame.meta)
                 return None
             _absorb_reference(judge, frame, base, notes, history)
@@ -345,21 +341,10 @@ def _run_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline,
     return job
 
 
-def _note_run_seconds(judge: JudgeCore, frame: Frame) -> None:
+def _note_run_seconds(judge: JudgeCore, frame: Frame[FrameMeta]) -> None:
     """The original's slowest run (a search's candidate gets a multiple of it per run)."""
     if frame.kind == "outputs":
-        judge.ref.slowest_run_s = max(judge.ref.slowest_run_s, float(frame.meta.get("seconds", 0.0)))
-
-
-def add_frame_phase(phases: dict[str, float], frame: Frame, t0: float) -> None:
-    """A frame's seconds into the phase it belongs to (the cost-of-defences report);
-    what came before the first frame (start-up, imports, compile) is ``process_start``."""
-    from .judge_core import add_phase, phase_of
-
-    seconds = float(frame.meta.get("seconds", 0.0))
-    if "process_start" not in phases:
-        add_phase(phases, "process_start", time.perf_counter() - t0 - seconds)
-    add_phase(phases, phase_of(frame), seconds)
+        judge.ref.slowest_run_s = max(judge.ref.slowest_run_s, frame.meta.seconds)
 
 
 def _baseline_notes(judge: JudgeCore, task: Task, base: Baseline) -> list[str]:
@@ -389,53 +374,54 @@ def _baseline_notes(judge: JudgeCore, task: Task, base: Baseline) -> list[str]:
     return notes
 
 
-def _absorb_reference(judge: JudgeCore, frame: Frame, base: Baseline, notes: list[str],
+def _absorb_reference(judge: JudgeCore, frame: Frame[FrameMeta], base: Baseline, notes: list[str],
                       history: CallHistory) -> None:
     task, ref, meta = judge.require_task(), judge.ref, frame.meta
-    if frame.kind == "timing":
-        base.timing = Timing.from_dict(meta["timing"])
+    if isinstance(meta, TimingFrame):
+        base.timing = meta.timing
         return
-    if frame.kind == "profile":
-        base.profile = Profile.from_wire(meta.get("profile"))
+    if isinstance(meta, ProfileFrame):
+        base.profile = Profile.from_wire(meta.profile)
         return
-    if frame.kind != "outputs":
-        return
-    ref.cuda_peak = max(ref.cuda_peak, int(meta.get("cuda_peak") or 0))
-    mode = meta.get("mode")
-    if meta.get("skipped"):
-        ref.skipped.add((meta["harness"], int(meta["seed"])))
+    if isinstance(meta, RunOutputs):
+        ref.cuda_peak = max(ref.cuda_peak, meta.cuda_peak)
+        if meta.skipped:
+            ref.skipped.add((meta.harness, meta.seed))
+            return
+    elif not isinstance(meta, ReplayOutputs):
         return
     tree = condense_locals(frame.tree)
     pre_state = tree.pop("pre_state", None) if isinstance(tree, dict) else None
-    if mode in ("check", "upcast") and not meta.get("skipped"):
+    if meta.mode in ("check", "upcast"):
         _know_inputs(ref, pre_state, tree)
-    if mode == "check" and meta.get("kept") and meta.get("harness") == task.harness and isinstance(tree, dict):
-        ref.changed_bytes = changed_bytes(tree.get("written"), meta.get("pre_state") or [], pre_state or [])
-    if mode == "replay":
+    if isinstance(meta, RunOutputs) and meta.mode == "check" and meta.kept and meta.harness == task.harness \
+            and isinstance(tree, dict):
+        ref.changed_bytes = changed_bytes(tree.get("written"), meta.pre_state, pre_state or [])
+    if isinstance(meta, ReplayOutputs):
         ref.replay_valid = compare_outputs(ref.outputs[(task.harness, task.seeds[0])], tree).ok
         return
-    h, seed = meta["harness"], int(meta["seed"])
-    if mode == "neutral":
-        if meta.get("error"):
+    h, seed = meta.harness, meta.seed
+    if meta.mode == "neutral":
+        if meta.error:
             ref.neutral_raised[h] = True
         else:
             ref.masks[h] = materialize(checks.change_masks(ref.outputs[(h, seed)], tree), None)
         return
-    launches = [LaunchRecord.from_dict(x) for x in meta.get("launches", [])]
+    launches = meta.launches
     if task.kernel not in {launch.kernel for launch in launches}:
         seen = ", ".join(sorted({launch.kernel for launch in launches})) or "no Triton kernel"
         raise _SetupProblem(f"the harness {h} never launches {task.kernel} (it launched: {seen})")
     if isinstance(tree, dict):
         previous = tree.pop("previous", [])
-        if mode == "check" and not meta.get("kept"):
+        if meta.mode == "check" and not meta.kept:
             if history.changed(h, previous):
                 ref.stale = True
             history.record(h, tree.get("returned"))
-    if mode == "check" and meta.get("again"):
+    if meta.mode == "check" and meta.again:
         if not _absorb_rerun(ref.outputs[(h, seed)], tree, base, notes):
             ref.bitwise_reproducible = False
         return
-    _absorb_outputs(judge, h, seed, frame, tree, launches)
+    _absorb_outputs(judge, meta, tree)
 
 
 def changed_bytes(written: Any, labels: list[str], pre_state: list[Any]) -> int:
@@ -477,12 +463,11 @@ def _absorb_rerun(first: Any, tree: Any, base: Baseline, notes: list[str]) -> bo
     return False
 
 
-def _absorb_outputs(judge: JudgeCore, h: str, seed: int, frame: Frame, tree: Any,
-                    launches: list[LaunchRecord]) -> None:
+def _absorb_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any) -> None:
     """A checked run of the original: its outputs become the reference of (h, seed), a
     copy in the judge's own memory (on the GPU while the references stay small beside
     what the harness needs there)."""
-    task, ref, meta = judge.require_task(), judge.ref, frame.meta
+    task, ref, h, seed = judge.require_task(), judge.ref, meta.harness, meta.seed
     high = tree.pop("upcast", None) if isinstance(tree, dict) else None
     if count_tensors(tree.get("returned")) + count_tensors(tree.get("written")) == 0:
         raise _SetupProblem(f"the harness {h} returns no tensors and its launches write none")
@@ -490,16 +475,16 @@ def _absorb_outputs(judge: JudgeCore, h: str, seed: int, frame: Frame, tree: Any
     tree = materialize(tree, device)
     high = materialize(high, device) if high else high
     ref.outputs[(h, seed)] = tree
-    for kernel, names in (meta.get("written") or {}).items():
+    for kernel, names in meta.written.items():
         have = ref.writes.setdefault(kernel, [])
         have += [n for n in names if n not in have]
-    ref.changed_inputs |= set(meta.get("changed_inputs") or [])
-    ref.streams |= set(meta.get("streams") or [])
+    ref.changed_inputs |= set(meta.changed_inputs)
+    ref.streams |= set(meta.streams)
     if h == task.harness and seed == task.seeds[0]:
-        ref.launches = launches
-        ref.recorded_calls = list(meta.get("calls") or [])
+        ref.launches = meta.launches
+        ref.recorded_calls = list(meta.calls)
     if high:
-        _absorb_high(ref, h, tree, high, meta.get("upcast") or {})
+        _absorb_high(ref, h, tree, high, meta.upcast)
 
 
 def _know_inputs(ref: Reference, pre_state: Any, tree: Any) -> None:
@@ -578,11 +563,11 @@ def _triton_version() -> str:
     return triton.__version__
 
 
-def _setup_message(task: Task, meta: dict[str, Any]) -> str:
-    phase, message = meta.get("phase"), meta.get("message", "")
-    if phase in ("import", "compile") and meta.get("step") is None:
+def _setup_message(task: Task, meta: ErrorFrame) -> str:
+    phase, message = meta.phase, meta.message
+    if phase in ("import", "compile") and meta.step is None:
         return f"the original module does not import: {message}"
-    h = meta.get("harness") or task.harness
+    h = meta.harness or task.harness
     if phase == "assert":
         return f"the harness {h} fails its own check on the original kernel: {message}"
     return f"the harness {h} fails on the original kernel: {message}"

@@ -16,6 +16,8 @@ from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
 from .judge_core import GPU_MARGIN_BYTES, JudgeCore, deadline_s, gpu
 from .judge_original import decoded_bytes
+from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, ReplayCheck, ReplayOutputs, Run,
+                       RunOutputs, Sample, SampleFrame, Samples, SamplesFrame, Step, Time, TimingFrame)
 from .observe import comparable
 from .requests import Paired, ProfileRun, Retime
 from .stats import median_timing, paired_statistics
@@ -26,7 +28,7 @@ _TEST_PAIRED_FAILURE_ENV = "KERNELBAND_TEST_PAIRED_FAILURE"
 _TEST_PAIRED_ORDER_ENV = "KERNELBAND_TEST_PAIRED_ORDER"
 
 
-def _follow(job: VariantJob, failed: str, on_frame: Callable[[Frame], Optional[Any]]) -> Optional[Any]:
+def _follow(job: VariantJob, failed: str, on_frame: Callable[[Frame[FrameMeta]], Optional[Any]]) -> Optional[Any]:
     """Feed the job's frames to ``on_frame`` until it returns a result (then that
     result); None when the frames end first. A job that dies ends in RuntimeError
     ("<failed> (<how>): ..."); the job is closed either way."""
@@ -42,12 +44,17 @@ def _follow(job: VariantJob, failed: str, on_frame: Callable[[Frame], Optional[A
     return None
 
 
-def _error(frame: Frame, message: str) -> None:
-    if frame.kind == "error":
-        raise RuntimeError(f"{message}: {frame.meta.get('message')}")
+def _error(frame: Frame[FrameMeta], message: str) -> None:
+    if isinstance(frame.meta, ErrorFrame):
+        raise RuntimeError(f"{message}: {frame.meta.message}")
 
 
-def _must_match(ref: Any, frame: Frame, message: str, tree: Any = None) -> None:
+def _checked_outputs(judge: JudgeCore, frame: Frame[FrameMeta]) -> bool:
+    """A run's outputs, or a replay's where replays of the original reproduce it: both must match the references."""
+    return isinstance(frame.meta, RunOutputs) or (isinstance(frame.meta, ReplayOutputs) and judge.ref.replay_valid)
+
+
+def _must_match(ref: Any, frame: Frame[FrameMeta], message: str, tree: Any = None) -> None:
     """An outputs frame that does not reproduce ``ref`` ends the op: "<message>: why"."""
     verdict = compare_outputs(ref, comparable(frame.tree) if tree is None else tree)
     if not verdict.ok:
@@ -59,10 +66,9 @@ def _reference_of(judge: JudgeCore) -> Any:
     return judge.ref.outputs[(task.harness, task.seeds[0])]
 
 
-def _kept_run(module: str, harness: str, seed: int) -> list[dict[str, Any]]:
+def _kept_run(module: str, harness: str, seed: int) -> list[Step]:
     """A checked run of ``module`` kept for replays, then its replay check."""
-    return [{"op": "run", "module": module, "harness": harness, "seed": seed, "mode": "check", "keep": module},
-            {"op": "replay_check", "key": module}]
+    return [Run(module, harness, seed, "check", keep=module), ReplayCheck(module)]
 
 
 def paired_order(judge: JudgeCore) -> str:
@@ -89,7 +95,7 @@ def _kept_and_checked(judge: JudgeCore, job: VariantJob, key: str, what: str) ->
     ref = _reference_of(judge)
     for frame in job.until_mark():
         _error(frame, f"{what} no longer passes")
-        if frame.kind == "outputs" and (frame.meta.get("mode") != "replay" or judge.ref.replay_valid):
+        if _checked_outputs(judge, frame):
             _must_match(ref, frame, f"{what} no longer passes in the paired run", comparable(frame.tree))
 
 
@@ -115,7 +121,7 @@ def paired(judge: JudgeCore, req: Paired) -> dict[str, Any]:
 
 def _paired_with_lane(judge: JudgeCore, lane: Any, source: str, rounds: int, what: str) -> dict[str, Any]:
     task = judge.require_task()
-    steps = [*_kept_run("v", task.harness, task.seeds[0]), {"op": "mark"}]
+    steps = [*_kept_run("v", task.harness, task.seeds[0]), Mark()]
     job = judge.job({"v": source}, steps, 2 + rounds, trusted=False, interactive=True)
     try:
         _kept_and_checked(judge, job, "v", what)
@@ -129,13 +135,12 @@ def _paired_with_lane(judge: JudgeCore, lane: Any, source: str, rounds: int, wha
                         ms, clock = lane.sample(True, 25, deadline_s(task.timeout_s, 1))
                         a_ms.append(ms)
                     else:
-                        job.command([{"op": "sample", "key": "v", "held_by_judge": True, "rep_ms": 25}],
-                                    deadline_s(task.timeout_s, 1))
+                        job.command([Sample("v", True, 25)], deadline_s(task.timeout_s, 1))
                         frame = job.next_frame()
                         _error(frame, f"{what} failed while timed")
-                        if frame.kind != "sample":
+                        if not isinstance(frame.meta, SampleFrame):
                             raise RuntimeError(f"{what} answered a timing request with a {frame.kind} frame")
-                        b_ms.append(float(frame.meta["ms"]))
+                        b_ms.append(frame.meta.ms)
         return paired_statistics(a_ms, b_ms, clock, "interleaved").to_dict()
     finally:
         job.close()
@@ -146,18 +151,16 @@ def _paired_in_sequence(judge: JudgeCore, source: str, rounds: int, what: str) -
     blocks: dict[str, list[float]] = {}
     clock = ""
     for key, module_source, trusted, label in (("o", task.source, True, "the original"), ("v", source, False, what)):
-        steps = [*_kept_run(key, task.harness, task.seeds[0]), {"op": "samples", "key": key, "rounds": rounds},
-                 {"op": "mark"}]
+        steps = [*_kept_run(key, task.harness, task.seeds[0]), Samples(key, rounds), Mark()]
         job = judge.job({key: module_source}, steps, 2 + rounds, trusted=trusted, interactive=True)
         try:
             ref = _reference_of(judge)
             for frame in job.until_mark():
                 _error(frame, f"{label} no longer passes")
-                if frame.kind == "outputs" and (frame.meta.get("mode") != "replay" or judge.ref.replay_valid):
+                if _checked_outputs(judge, frame):
                     _must_match(ref, frame, f"{label} no longer passes in the paired run", comparable(frame.tree))
-                if frame.kind == "samples":
-                    blocks[key] = [float(x) for x in frame.meta.get("ms") or []]
-                    clock = str(frame.meta.get("clock"))
+                if isinstance(frame.meta, SamplesFrame):
+                    blocks[key], clock = frame.meta.ms, frame.meta.clock
         finally:
             job.close()
     if "o" not in blocks or "v" not in blocks:
@@ -178,15 +181,15 @@ def retime(judge: JudgeCore, req: Retime) -> dict[str, Any]:
                 ms, clock = lane.sample(False, 25, deadline_s(task.timeout_s, 1))
                 samples.append(ms)
         return {"timing": median_timing(samples, clock, len(judge.ref.launches)).to_dict()}
-    steps = [*_kept_run("o", task.harness, task.seeds[0]), {"op": "time", "key": "o"}]
+    steps = [*_kept_run("o", task.harness, task.seeds[0]), Time("o")]
     ref = _reference_of(judge)
     job = judge.job({"o": task.source}, steps, 3, trusted=True)
 
-    def on_frame(frame: Frame) -> Optional[dict[str, Any]]:
+    def on_frame(frame: Frame[FrameMeta]) -> Optional[dict[str, Any]]:
         _error(frame, "the original no longer runs")
-        if frame.kind == "outputs" and frame.meta.get("mode") != "replay":
+        if isinstance(frame.meta, RunOutputs):
             _must_match(ref, frame, "the original no longer gives its references")
-        return {"timing": frame.meta["timing"]} if frame.kind == "timing" else None
+        return {"timing": frame.meta.timing.to_dict()} if isinstance(frame.meta, TimingFrame) else None
 
     out = _follow(job, "re-timing the original failed", on_frame)
     if out is None:
@@ -199,22 +202,19 @@ def profile(judge: JudgeCore, req: ProfileRun) -> dict[str, Any]:
     task = judge.require_task()
     source = req.source or task.source
     variant = req.source is not None
-    steps: list[dict[str, Any]] = [
-        {"op": "run", "module": "m", "harness": task.harness, "seed": task.seeds[0], "mode": "check", "keep": "m"},
-        {"op": "time", "key": "m"},
-        {"op": "profile", "key": "m", "tier": req.tier, "facts": req.facts,
-         "source": source}]
+    steps: list[Step] = [Run("m", task.harness, task.seeds[0], "check", keep="m"), Time("m"),
+                         ProfileStep("m", source, req.tier, req.facts)]
     job = judge.job({"m": source}, steps, 3, trusted=not variant)
     out: dict[str, Any] = {}
 
-    def on_frame(frame: Frame) -> None:
+    def on_frame(frame: Frame[FrameMeta]) -> None:
         _error(frame, "cannot profile")
         if frame.kind == "outputs" and variant:
             _must_match(_reference_of(judge), frame, "cannot profile a failing variant")
-        if frame.kind == "timing":
-            out["timing"] = frame.meta["timing"]
-        if frame.kind == "profile":  # checked here, where it leaves the variant process
-            prof = Profile.from_wire(frame.meta.get("profile"))
+        if isinstance(frame.meta, TimingFrame):
+            out["timing"] = frame.meta.timing.to_dict()
+        if isinstance(frame.meta, ProfileFrame):  # checked here, where it leaves the variant process
+            prof = Profile.from_wire(frame.meta.profile)
             out["profile"] = prof.to_dict() if prof else None
 
     _follow(job, "profiling failed", on_frame)

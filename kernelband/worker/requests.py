@@ -11,20 +11,18 @@ No torch here: the session imports this module.
 """
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Optional, TypeVar, Union
+from typing import Any, ClassVar, Mapping, Optional, TypeVar
 
-from ..model import Serializable, Task
+from ..model import Task
 from .deadlines import SANITIZE_RUN_S
+from .messages import MalformedMessage, Message, decode_fields
 
 # keys of the line's envelope (worker/main.py), not of the request's body
 ENVELOPE = frozenset({"id", "op"})
 
 
-class MalformedRequest(ValueError):
+class MalformedRequest(MalformedMessage):
     """A request whose body does not match its op's dataclass (one line, says which field)."""
 
 
@@ -32,19 +30,19 @@ R = TypeVar("R", bound="Request")
 
 
 @dataclass(frozen=True)
-class Request:
-    """A request's body; ``OP`` is the judge op that serves it."""
+class Request(Message):
+    """A request's body; ``OP`` is the judge op that serves it. ``to_wire()``: every field, a
+    Task as its dict (the shape the judge reads)."""
 
     OP: ClassVar[str] = ""
-
-    def to_wire(self) -> dict[str, object]:
-        """The body as sent: every field, a Task as its dict (the shape the judge reads)."""
-        return {f.name: _wire(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_wire(cls: type[R], body: object) -> R:
         """The request ``body`` describes, its fields' types checked; MalformedRequest if not."""
-        return _decode_dataclass(cls, body, f"malformed {cls.OP} request")
+        try:
+            return decode_fields(cls, body, f"malformed {cls.OP} request")
+        except MalformedMessage as e:
+            raise MalformedRequest(str(e)) from None
 
 
 @dataclass(frozen=True)
@@ -150,78 +148,3 @@ def decode(op: Optional[str], body: Mapping[str, Any]) -> Request:
     if cls is None:
         raise ValueError(f"unknown worker op {op!r}")
     return cls.from_wire(body)
-
-
-# ---------------------------------------------------------------------- validation
-def _wire(value: Any) -> Any:
-    return value.to_dict() if isinstance(value, Serializable) else value
-
-
-D = TypeVar("D")
-
-
-def _decode_dataclass(cls: type[D], body: object, prefix: str, path: str = "") -> D:
-    """``cls(**body)`` once every key is a field, every field without a default is there,
-    and each value has its field's type (an int is accepted for a float). ``prefix`` starts
-    each error; ``path`` is where ``body`` sits in the request (a nested Task)."""
-    if not isinstance(body, Mapping):
-        raise MalformedRequest(f"{prefix}: {path or 'the body'} must be an object, got {type(body).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(body) - set(fields))
-    if unknown:
-        raise MalformedRequest(f"{prefix}: unknown field(s) {', '.join(map(repr, unknown))}"
-                               f"{' in ' + path if path else ''} (known: {', '.join(fields) or 'none'})")
-    hints = typing.get_type_hints(cls)
-    values: dict[str, object] = {}
-    for name, f in fields.items():
-        where = f"{path}.{name}" if path else name
-        if name not in body:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise MalformedRequest(f"{prefix}: missing required field {where!r}")
-            continue
-        values[name] = _checked(body[name], hints[name], prefix, where)
-    return cls(**values)
-
-
-def _checked(value: Any, tp: Any, prefix: str, where: str) -> Any:
-    """``value`` as a ``tp`` (the field types requests and Task use), or MalformedRequest."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any:
-        return value
-    if origin in (Union, types.UnionType):  # Optional[X], the only union the requests use
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1 and _is(value, inner[0]):
-            return _checked(value, inner[0], prefix, where)
-    elif origin is list:
-        if isinstance(value, list):
-            return [_checked(v, args[0], prefix, f"{where}[{i}]") for i, v in enumerate(value)]
-    elif origin is dict:
-        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            return {k: _checked(v, args[1], prefix, f"{where}[{k!r}]") for k, v in value.items()}
-    elif dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return _decode_dataclass(tp, value, prefix, where)
-    elif _is(value, tp):
-        return float(value) if tp is float else value
-    raise MalformedRequest(f"{prefix}: {where} must be {_type_name(tp)}, got {type(value).__name__} ({value!r:.40})")
-
-
-def _is(value: Any, tp: Any) -> bool:
-    """Whether ``value`` has the scalar type ``tp`` as JSON gives it (a bool is no number)."""
-    if isinstance(value, bool):
-        return tp is bool
-    if tp is float:
-        return isinstance(value, (int, float))
-    return isinstance(tp, type) and isinstance(value, tp)
-
-
-def _type_name(tp: Any) -> str:
-    args = typing.get_args(tp)
-    if typing.get_origin(tp) in (Union, types.UnionType):
-        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
-    if typing.get_origin(tp) is list:
-        return f"a list of {_type_name(args[0])}"
-    if typing.get_origin(tp) is dict:
-        return "an object"
-    return "an object" if dataclasses.is_dataclass(tp) else getattr(tp, "__name__", str(tp))

@@ -9,12 +9,15 @@ The judge starts it inside the sandbox (``sandbox.py``: scrubbed environment, pr
 cwd, no network where possible, resource limits) and kills its whole process tree when
 the job ends, so nothing a candidate did (monkeypatches, threads, children) survives.
 
-Job (one JSON object on stdin): ``{"nonce", "task", "modules": {tag: source},
-"steps": [...], "interpreted": bool}``; steps are run in order (see ``Steps``).
+Its input (``messages.py``, each line decoded once on receipt): the ``Job`` (one JSON
+object on stdin: the task, the module versions by tag, the first steps), then, for an
+interactive job, ``Command``s with more steps, and acks (empty lines). Steps run in order,
+each dispatched by its class (``STEP_OPS``); a malformed line is an error frame.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -23,6 +26,10 @@ import time
 import traceback
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Optional
+
+from .messages import (Command, Derived, DoneFrame, ErrorFrame, FrameMeta, Job, MalformedMessage, Mark, MarkFrame,
+                       ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run, RunOutputs, Sample,
+                       SampleFrame, Samples, SamplesFrame, Step, Time, TimingFrame)
 
 _UPCAST_MAX_BYTES = 256 << 20  # a higher-precision reference only where copies are cheap
 
@@ -113,15 +120,15 @@ class Channel:
         self.nonce = nonce
         self.transport = transport  # "cuda_ipc" (the judge reads tensors in place) or "bytes"
         self.sent = self.acked = 0  # frames sent / acked by the judge (await_judge)
-        self.commands: list[dict[str, Any]] = []  # judge commands read while waiting for acks
+        self.commands: list[Command] = []  # judge commands read while waiting for acks
 
-    def send(self, kind: str, meta: dict[str, Any], tree: Any = None) -> None:
+    def send(self, meta: FrameMeta, tree: Any = None) -> None:
         from . import timeline
         from .wire import write_frame
 
         with timeline.span("send"):
-            exported = write_frame(self.proto, self.nonce, kind, dict(meta, timeline=timeline.snapshot()), tree,
-                                   transport=self.transport)
+            exported = write_frame(self.proto, self.nonce, meta.KIND, dict(meta.to_wire(), timeline=timeline.snapshot()),
+                                   tree, transport=self.transport)
         self.sent += 1
         if exported:  # the judge reads those tensors in place: nothing may change them before its ack
             self.await_judge()
@@ -144,21 +151,22 @@ class Channel:
                 return
 
     def read_stdin(self) -> bool:
-        """One line from the judge: an ack (empty line) or a command (JSON). False at EOF."""
+        """One line from the judge: an ack (empty line) or a ``Command`` (decoded here:
+        MalformedMessage, or ValueError when it is no JSON). False at EOF."""
         line = sys.stdin.readline()
         if not line:
             return False
         if line.strip():
-            self.commands.append(json.loads(line))
+            self.commands.append(Command.from_wire(json.loads(line)))
         else:
             self.acked += 1
         return True
 
-    def next_command(self) -> dict[str, Any]:
-        """The judge's next command ({"steps": [...]} or {"exit": true}); exit at EOF."""
+    def next_command(self) -> Optional[Command]:
+        """The judge's next command; None at EOF (the job ends)."""
         while not self.commands:
             if not self.read_stdin():
-                return {"exit": True}
+                return None
         return self.commands.pop(0)
 
 
@@ -166,16 +174,15 @@ class Steps:
     """The job's steps, each sending frames. Runs keep their launches under a key so that
     later steps (replay check, timing, paired timing, profile) can use them."""
 
-    def __init__(self, job: dict[str, Any], proto: IO[bytes]) -> None:
-        from ..model import Task
+    def __init__(self, job: Job, proto: IO[bytes]) -> None:
         from .runner import load_module
 
-        self.nonce: str = job["nonce"]
+        self.nonce = job.nonce
         self.proto = proto
-        self.task = Task.from_dict(job["task"])
-        self.interpreted = bool(job.get("interpreted"))
-        self.writes: dict[str, list[str]] = job.get("writes") or {}
-        self.transport: str = job.get("transport") or "bytes"
+        self.task = job.task
+        self.interpreted = job.interpreted
+        self.writes = job.writes
+        self.transport: str = job.transport
         self.channel = Channel(proto, self.nonce, self.transport)
         from .capture import install
 
@@ -202,15 +209,15 @@ class Steps:
                     torch.cuda.init()
                     torch.empty(1, device="cuda")
         self.modules = {}
-        self.sources: dict[str, str] = dict(job["modules"])  # tag -> the module's text (kernels' access analysis)
-        for tag, source in job["modules"].items():
+        self.sources = dict(job.modules)  # tag -> the module's text (kernels' access analysis)
+        for tag, source in job.modules.items():
             with timeline.span("import"):
                 self.modules[tag] = load_module(self.task, source, tag, workdir)
             self.integrity.check()
 
     # ------------------------------------------------------------------ frames
-    def send(self, kind: str, meta: dict[str, Any], tree: Any = None) -> None:
-        self.channel.send(kind, meta, tree)
+    def send(self, meta: FrameMeta, tree: Any = None) -> None:
+        self.channel.send(meta, tree)
 
     def check_runtime(self) -> None:
         """Nothing the checks rely on was replaced, and no thread was started."""
@@ -221,14 +228,13 @@ class Steps:
     def await_judge(self) -> None:
         self.channel.await_judge()
 
-    def next_command(self) -> dict[str, Any]:
+    def next_command(self) -> Optional[Command]:
         return self.channel.next_command()
 
     # ------------------------------------------------------------------ runs
-    def op_run(self, step: dict[str, Any]) -> None:
+    def op_run(self, step: Run) -> None:
         """Run a harness under a seed; send its returned output and every tensor its
-        launches wrote. mode: check | neutral (launches replaced by poison) | upcast
-        (check, plus the original's launches rerun on float64 copies)."""
+        launches wrote (``messages.Run`` says how)."""
         import torch
 
         from . import carryover
@@ -236,14 +242,14 @@ class Steps:
         from .runner import HarnessError, run_harness
 
         self.await_judge()
-        version = self.modules[step["module"]]
-        if version.harness_name != step["harness"]:
-            version.harness_name = step["harness"]
-        mode = step.get("mode", "check")
-        if step.get("skip_over") is not None and self.output_bytes.get(step["harness"], 0) > int(step["skip_over"]):
+        version = self.modules[step.module]
+        if version.harness_name != step.harness:
+            version.harness_name = step.harness
+        mode = step.mode
+        if step.skip_over is not None and self.output_bytes.get(step.harness, 0) > step.skip_over:
             # outputs this large: the judge keeps one seed's reference (host memory budget)
-            self.send("outputs", {"harness": step["harness"], "seed": step["seed"], "mode": mode, "skipped": True,
-                                  "bytes": self.output_bytes[step["harness"]]})
+            self.send(RunOutputs(step.harness, step.seed, mode, skipped=True,
+                                 output_bytes=self.output_bytes[step.harness]))
             return
         upcast: dict[int, dict[str, torch.Tensor]] = {}
         options: dict[str, Any] = {}
@@ -266,11 +272,11 @@ class Steps:
         t0 = time.perf_counter()
         calls: list[dict[str, Any]] = []
         # a candidate's timed run: what torch does beside its launches, for the replay rules
-        watch = carryover.TorchAccess() if step.get("keep") and self.writes else None
+        watch = carryover.TorchAccess() if step.keep and self.writes else None
         try:
-            with _recording_wrappers(version, step.get("record") or []) as calls, \
+            with _recording_wrappers(version, step.record) as calls, \
                     watch if watch is not None else contextlib.nullcontext():
-                out, rec = run_harness(version, int(step["seed"]), **options)
+                out, rec = run_harness(version, step.seed, **options)
         except HarnessError as e:
             if isinstance(e.exc, StatefulGrid):
                 raise RuntimeTampered(str(e.exc)) from None
@@ -278,8 +284,7 @@ class Steps:
                 raise
             # the harness noticed that nothing was computed: report it, go on
             self.integrity.check()
-            self.send("outputs", {"harness": step["harness"], "seed": step["seed"], "mode": mode,
-                                  "error": str(e)[-2000:]})
+            self.send(RunOutputs(step.harness, step.seed, mode, error=str(e)[-2000:]))
             return
         seconds = time.perf_counter() - t0
         if threading.active_count() > self.threads:
@@ -287,7 +292,7 @@ class Steps:
         self.integrity.check()
         written, hp = collect_written(rec, mode, upcast, self._names)
         if watch is not None:  # before any replay: the state the launches left is the call's
-            why = carryover.replay_refusal(rec, watch, self.sources.get(step["module"], ""),
+            why = carryover.replay_refusal(rec, watch, self.sources.get(step.module, ""),
                                            carryover.reachable(version, out, rec.harness_locals, written))
             if why:
                 raise RuntimeTampered(why)
@@ -296,26 +301,20 @@ class Steps:
         launch_outputs = {tensor_key(launch.named_args()[n]) for launch in rec.launches for n in launch.written}
         changed = sorted({label for (t, fp, label) in rec.first_seen.values()
                           if tensor_key(t) not in launch_outputs and fingerprint(t) != fp})
-        meta = {
-            "harness": step["harness"], "seed": step["seed"], "mode": mode, "seconds": round(seconds, 4),
-            "launches": [launch_record(launch).to_dict() for launch in rec.launches],
-            "written": {k: [n for n in v] for k, v in _written_names(rec).items()},
-            "changed_inputs": changed,
-            "streams": sorted({launch.stream for launch in rec.launches}),
-            "upcast": {k: [x is not None for x in v] for k, v in hp.items()},
-            "again": bool(step.get("again")),
-            "kept": bool(step.get("keep")),
-            "cuda_peak": _cuda_peak(),
-            "calls": calls,  # the wrapper's calls, described (the original's job records them)
-        }
+        meta = RunOutputs(
+            step.harness, step.seed, mode, seconds=round(seconds, 4),
+            launches=[launch_record(launch) for launch in rec.launches], written=_written_names(rec),
+            changed_inputs=changed, streams=sorted({launch.stream for launch in rec.launches}),
+            upcast={k: [x is not None for x in v] for k, v in hp.items()}, again=step.again, kept=bool(step.keep),
+            cuda_peak=_cuda_peak(), calls=calls)
         # earlier calls' results, shown again (a kept run's outputs are rewritten by its
         # replays on purpose: neither side tracks them)
-        remember = mode == "check" and not step.get("keep")
-        previous = list(self.previous.get(step["harness"], [])) if remember else []
+        remember = mode == "check" and not step.keep
+        previous = list(self.previous.get(step.harness, [])) if remember else []
         if remember:
-            self._remember_outputs(step["harness"], out)
+            self._remember_outputs(step.harness, out)
         if mode != "neutral":
-            for kernel, names in meta["written"].items():
+            for kernel, names in meta.written.items():
                 have = self.learned.setdefault(kernel, [])
                 have += [n for n in names if n not in have]
         tree: dict[str, Any] = {"returned": out, "written": written,
@@ -327,13 +326,13 @@ class Steps:
             # judge checks each is an input it knows, fresh memory or a constant
             found = rec.prestate.view_copies()
             tree["pre_state"] = [copy for _, copy in found]
-            meta["pre_state"] = [label for label, _ in found]
-        self.output_bytes[step["harness"]] = _output_bytes(out, written)
+            meta = dataclasses.replace(meta, pre_state=[label for label, _ in found])
+        self.output_bytes[step.harness] = _output_bytes(out, written)
         if mode == "upcast":
             tree["upcast"] = {k: [x if x is not None else torch.empty(0) for x in v] for k, v in hp.items()}
-        self.send("outputs", meta, tree)
-        if step.get("keep"):
-            self.kept[step["keep"]] = (out, rec)
+        self.send(meta, tree)
+        if step.keep:
+            self.kept[step.keep] = (out, rec)
 
     def _remember_outputs(self, harness: str, out: Any) -> None:
         """Keep what this call returned, to show it again with every later call: a shared
@@ -361,7 +360,7 @@ class Steps:
             return [n for n in writes.get(launch.name, []) if n in launch.named_args()]
         return list(launch.written)
 
-    def op_replay_check(self, step: dict[str, Any]) -> None:
+    def op_replay_check(self, step: ReplayCheck) -> None:
         """Poison what the kept run's launches wrote, replay them once (frozen), and send
         the outputs again: the judge compares them with the references, so a replay
         that launches less than the checked run cannot pass."""
@@ -371,7 +370,7 @@ class Steps:
         from .capture import restore_pre_state
 
         t0 = time.perf_counter()
-        out, rec = self.kept[step["key"]]
+        out, rec = self.kept[step.key]
         restored = restore_pre_state(rec)  # every argument as the first launch found it
         done: set[tuple[Any, ...]] = set()
         for launch in rec.launches if not restored else []:  # too large to copy: poison the outputs
@@ -386,14 +385,13 @@ class Steps:
         synchronize()
         self.integrity.check()
         written, _ = collect_written(rec, "check", {}, self._names)
-        self.send("outputs", {"mode": "replay", "key": step["key"], "launches": len(rec.launches),
-                              "restored": restored, "seconds": round(time.perf_counter() - t0, 4)},
+        self.send(ReplayOutputs(step.key, len(rec.launches), restored, seconds=round(time.perf_counter() - t0, 4)),
                   {"returned": out, "written": written,
                    "harness_locals": _locals_view(rec.harness_locals, written, out, self.transport)})
 
-    def op_release(self, step: dict[str, Any]) -> None:
+    def op_release(self, step: Release) -> None:
         """Drop a kept run (its tensors) before the next full-size run: one harness in memory."""
-        self.kept.pop(step["key"], None)
+        self.kept.pop(step.key, None)
         import gc
 
         gc.collect()
@@ -405,54 +403,62 @@ class Steps:
         except Exception:  # noqa: BLE001
             pass
 
-    def op_time(self, step: dict[str, Any]) -> None:
+    def op_time(self, step: Time) -> None:
         from .timing import time_launches
 
-        _, rec = self.kept[step["key"]]
+        _, rec = self.kept[step.key]
         t0 = time.perf_counter()
         timing = time_launches(rec.launches, restore=_restorer(rec))
-        self.timed[step["key"]] = timing.median_ms
+        self.timed[step.key] = timing.median_ms
         self.integrity.check()
-        self.send("timing", {"key": step["key"], "timing": timing.to_dict(), "seconds": round(time.perf_counter() - t0, 4)})
+        self.send(TimingFrame(step.key, timing, seconds=round(time.perf_counter() - t0, 4)))
 
-    def op_derived(self, step: dict[str, Any]) -> None:
+    def op_derived(self, step: Derived) -> None:
         """Calls of the wrapper that the harness never makes (``derived.run_calls``)."""
         from .derived import run_calls
 
-        run_calls(self.modules[step.get("module", "v")], step, self)
+        run_calls(self.modules[step.module], step, self)
 
-    def op_mark(self, step: dict[str, Any]) -> None:
+    def op_mark(self, step: Mark) -> None:
         """The end of a batch of steps (the judge reads frames up to it)."""
-        self.send("mark", {"id": step.get("id")})
+        self.send(MarkFrame())
 
-    def op_sample(self, step: dict[str, Any]) -> None:
+    def op_sample(self, step: Sample) -> None:
         """One sample of a kept run's replay, a round of an interleaved measurement driven
         by the judge (which holds the GPU's timing turn while it asks)."""
         from .timing import one_sample
 
-        _, rec = self.kept[step["key"]]
-        ms, clock = one_sample(rec.launches, rep_ms=int(step.get("rep_ms", 25)),
-                               held_by_judge=bool(step.get("held_by_judge")), restore=_restorer(rec))
+        _, rec = self.kept[step.key]
+        ms, clock = one_sample(rec.launches, rep_ms=step.rep_ms, held_by_judge=step.held_by_judge,
+                               restore=_restorer(rec))
         self.integrity.check()
-        self.send("sample", {"key": step["key"], "ms": ms, "clock": clock})
+        self.send(SampleFrame(step.key, ms, clock))
 
-    def op_samples(self, step: dict[str, Any]) -> None:
+    def op_samples(self, step: Samples) -> None:
         """One kept run's samples (a block of the re-measurement in sequence)."""
         from .timing import block_samples
 
-        _, rec = self.kept[step["key"]]
-        ms, clock = block_samples(rec.launches, rounds=int(step.get("rounds", 10)), restore=_restorer(rec))
+        _, rec = self.kept[step.key]
+        ms, clock = block_samples(rec.launches, rounds=step.rounds, restore=_restorer(rec))
         self.integrity.check()
-        self.send("samples", {"key": step["key"], "ms": ms, "clock": clock})
+        self.send(SamplesFrame(step.key, ms, clock))
 
-    def op_profile(self, step: dict[str, Any]) -> None:
+    def op_profile(self, step: ProfileStep) -> None:
         from .profiling import collect_profile
 
-        _, rec = self.kept[step["key"]]
-        time_ms = step.get("time_ms", self.timed.get(step["key"]))  # this job's own timing of the kept run
-        prof = collect_profile(rec.launches, time_ms, int(step.get("tier", 1)), step.get("facts") or {},
-                               step["source"], self.task.kernel, self.interpreted, restore=_restorer(rec))
-        self.send("profile", {"profile": json.loads(json.dumps(prof.to_dict(), default=str))})
+        _, rec = self.kept[step.key]
+        time_ms = step.time_ms if step.time_ms is not None else self.timed.get(step.key)  # this job's own timing
+        prof = collect_profile(rec.launches, time_ms, step.tier, step.facts, step.source, self.task.kernel,
+                               self.interpreted, restore=_restorer(rec))
+        self.send(ProfileFrame(json.loads(json.dumps(prof.to_dict(), default=str))))
+
+
+# each step's handler, by its class (every class of messages.STEPS has one: a test checks)
+STEP_OPS: dict[type[Step], Callable[[Steps, Any], None]] = {
+    Run: Steps.op_run, ReplayCheck: Steps.op_replay_check, Release: Steps.op_release, Time: Steps.op_time,
+    Derived: Steps.op_derived, Mark: Steps.op_mark, Sample: Steps.op_sample, Samples: Steps.op_samples,
+    ProfileStep: Steps.op_profile,
+}
 
 
 # larger local tensors that are no output cross as fingerprints (override: tests)
@@ -688,73 +694,72 @@ def main() -> int:
     print(f"kernelband-sandbox: network {report.network}", file=sys.stderr, flush=True)
     print(f"kernelband-sandbox: layers {report.summary()}", file=sys.stderr, flush=True)
     proto = _protocol_stream()
-    job = json.loads(sys.stdin.readline())
-    _choose_backend(bool(job.get("interpreted")))
+    raw = json.loads(sys.stdin.readline())
+    try:
+        job = Job.from_wire(raw)
+    except MalformedMessage as e:
+        return _fail(proto, str(raw.get("nonce") if isinstance(raw, dict) else ""), ErrorFrame("protocol", str(e)))
+    _choose_backend(job.interpreted)
     _poison_uninitialized_memory()
-    nonce = job["nonce"]
-    from ..redact import cap
+    nonce = job.nonce
     from .wire import write_frame
-
-    def fail(kind: str, message: str) -> int:
-        try:
-            write_frame(proto, nonce, "error", {"phase": kind, "message": cap(message)})
-        except OSError:
-            pass
-        return 1
 
     try:
         steps = Steps(job, proto)
     except RuntimeTampered as e:
-        return fail("tampered", str(e))
+        return _fail(proto, nonce, ErrorFrame("tampered", str(e)))
     except Exception as e:  # noqa: BLE001 - HarnessError from the import
-        phase = getattr(e, "phase", "import")
-        return fail(phase, f"{type(e).__name__}: {e}" if not hasattr(e, "phase") else str(e))
-    batch: list[dict[str, Any]] = job["steps"]
+        phase = str(getattr(e, "phase", "import"))
+        return _fail(proto, nonce, ErrorFrame(phase, f"{type(e).__name__}: {e}" if not hasattr(e, "phase") else str(e)))
+    batch = job.steps
     while True:
         for step in batch:
             code = _run_step(steps, step, proto, nonce)
             if code is not None:
                 return code
-        if not job.get("interactive"):
+        if not job.interactive:
             break
         # a long-lived process (the reference lane): the judge sends more steps as it needs
-        command = steps.next_command()
-        if command.get("exit") or not isinstance(command.get("steps"), list):
+        try:
+            command = steps.next_command()
+        except ValueError as e:  # MalformedMessage, or no JSON at all
+            return _fail(proto, nonce, ErrorFrame("protocol", f"a command that does not decode: {e}"))
+        if command is None:
             break
-        batch = command["steps"]
-    write_frame(proto, nonce, "done", {"timeline": timeline.snapshot()})
+        batch = command.steps
+    write_frame(proto, nonce, DoneFrame.KIND, DoneFrame(timeline=timeline.snapshot()).to_wire())
     return 0
 
 
-def _run_step(steps: "Steps", step: dict[str, Any], proto: IO[bytes], nonce: str) -> Optional[int]:
-    """Run one step; None to go on, or the exit code after a failure (sent as a frame)."""
+def _fail(proto: IO[bytes], nonce: str, error: ErrorFrame) -> int:
+    """Send the job's last frame, ``error`` (its message capped); the exit code."""
     from ..redact import cap
     from .wire import write_frame
 
+    try:
+        write_frame(proto, nonce, error.KIND, dataclasses.replace(error, message=cap(error.message)).to_wire())
+    except OSError:
+        pass
+    return 1
+
+
+def _run_step(steps: "Steps", step: Step, proto: IO[bytes], nonce: str) -> Optional[int]:
+    """Run one step; None to go on, or the exit code after a failure (sent as a frame)."""
     from .capture import HookDuringReplay
 
     try:
-        getattr(steps, f"op_{step['op']}")(step)
+        STEP_OPS[type(step)](steps, step)
         return None
     except (RuntimeTampered, HookDuringReplay) as e:  # a trust failure, not the kernel's error
-        try:
-            write_frame(proto, nonce, "error", {"phase": "tampered", "message": cap(str(e))})
-        except OSError:
-            pass
-        return 1
+        return _fail(proto, nonce, ErrorFrame("tampered", str(e)))
     except Exception as e:  # noqa: BLE001 - every failure is a frame
-        phase = getattr(e, "phase", "run")
+        phase = str(getattr(e, "phase", "run"))  # a str whatever the module's exception holds
         text = str(e) if hasattr(e, "phase") else f"{type(e).__name__}: {e}"
-        fatal = _context_broken(e)
-        trace = traceback.format_exc(limit=6)
-        print(trace, file=sys.stderr)
-        try:
-            write_frame(proto, nonce, "error", {"phase": phase, "message": cap(text), "step": step.get("op"),
-                                                "seed": step.get("seed"), "harness": step.get("harness"),
-                                                "mode": step.get("mode"), "fatal": fatal})
-        except OSError:
-            pass
-        return 1
+        print(traceback.format_exc(limit=6), file=sys.stderr)
+        error = ErrorFrame(phase, text, step.OP, fatal=_context_broken(e))
+        if isinstance(step, Run):
+            error = dataclasses.replace(error, harness=step.harness, seed=step.seed, mode=step.mode)
+        return _fail(proto, nonce, error)
 
 
 _FATAL_MARKERS = ("illegal memory access", "illegal address", "unspecified launch failure", "device-side assert",

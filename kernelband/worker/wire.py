@@ -24,7 +24,7 @@ import dataclasses
 import json
 import math
 import struct
-from typing import IO, Any, Callable, Iterator, Optional, Union
+from typing import IO, Any, Callable, Optional, Union
 
 import torch
 
@@ -347,14 +347,16 @@ def tree_bytes(node: Any, depth: int = 0) -> int:
     return sum(tree_bytes(c, depth + 1) for c in children) if isinstance(children, list) else 0
 
 
-DeviceChoice = Union[None, str, Callable[[str, dict[str, Any], int], Optional[str]]]
+DeviceChoice = Union[None, str, Callable[[str, Any, int], Optional[str]]]
 
 
-def read_frame(fh: IO[bytes], nonce: str, device: DeviceChoice = None,
-               ipc: Optional[IpcMaps] = None) -> Optional[tuple[str, dict[str, Any], Any]]:
-    """The next frame as (kind, meta, tree), or None at a clean end of stream. Tensors are
-    rebuilt on ``device`` (slice by slice): a device name, or a function of the frame's
-    kind, meta and tensor bytes that picks one. Raises WireError on anything malformed."""
+def read_frame(fh: IO[bytes], nonce: str, device: DeviceChoice = None, ipc: Optional[IpcMaps] = None,
+               decode_meta: Optional[Callable[[str, dict[str, Any]], Any]] = None) -> Optional[tuple[str, Any, Any]]:
+    """The next frame as (kind, meta, tree), or None at a clean end of stream. ``decode_meta``
+    (the judge's: ``messages.decode_frame``) turns the meta into what the receiver reads,
+    before any tensor is: its errors pass through. Tensors are rebuilt on ``device`` (slice
+    by slice): a device name, or a function of the frame's kind, meta and tensor bytes that
+    picks one. Raises WireError on anything malformed."""
     n = _read_len(fh)
     if n is None:
         return None
@@ -369,14 +371,9 @@ def read_frame(fh: IO[bytes], nonce: str, device: DeviceChoice = None,
     meta = header.get("meta")
     if not isinstance(meta, dict) or not isinstance(header.get("kind"), str):
         raise WireError("malformed frame header")
+    if decode_meta is not None:
+        meta = decode_meta(header["kind"], meta)
     if callable(device):
         device = device(header["kind"], meta, tree_bytes(header.get("tree")))
     return header["kind"], meta, _decode(header.get("tree"), fh, device, ipc=ipc)
 
-
-def iter_frames(fh: IO[bytes], nonce: str, device: DeviceChoice = None) -> Iterator[tuple[str, dict[str, Any], Any]]:
-    while True:
-        frame = read_frame(fh, nonce, device)
-        if frame is None:
-            return
-        yield frame

@@ -9,10 +9,11 @@ the sandbox entered, then ``variant.main()``. The zygote itself is started with 
 scrubbed environment, so no secret is ever in its memory or in a child's.
 
 Protocol over a Unix socket inherited from the judge (fd in ``KERNELBAND_ZYGOTE_FD``),
-one JSON line per message, file descriptors passed with SCM_RIGHTS:
-    {"op": "spawn", "dir", "env"} + fds [stdin, stdout, stderr]  ->  {"pid"}
-    {"op": "reap", "pid"}                 ->  {"status"} (exit code, -signal, or null if running)
-    {"op": "kill", "pid"}                 ->  {"strays"}  (the job's group and every other child)
+one JSON line per message (``messages.py``), file descriptors passed with SCM_RIGHTS:
+    Spawn(dir, env) + fds [stdin, stdout, stderr]  ->  Spawned(pid)
+    Reap(pid)                             ->  Reaped(status) (exit code, -signal, or null if running)
+    Kill(pid)                             ->  Killed(strays)  (the job's group and every other child)
+and ``{"error"}`` for a request that does not decode.
 The zygote is a child subreaper: a job's double-forked descendants come back to it.
 """
 from __future__ import annotations
@@ -22,7 +23,9 @@ import os
 import signal
 import socket
 import sys
-from typing import Any, Optional
+from typing import Optional
+
+from .messages import Kill, Killed, MalformedMessage, Message, Reap, Reaped, Spawn, Spawned, ZygoteRequest
 
 MAX_MESSAGE = 1 << 20
 
@@ -187,27 +190,31 @@ def _serve(sock: socket.socket) -> int:
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             try:
-                msg: dict[str, Any] = json.loads(line)
+                raw = json.loads(line)
             except ValueError:
                 continue
-            op = msg.get("op")
-            if op == "spawn":
+            try:
+                msg = ZygoteRequest.from_wire(raw)
+            except MalformedMessage as e:
+                sock.sendall((json.dumps({"error": str(e)}) + "\n").encode())
+                continue
+            reply: Message
+            if isinstance(msg, Spawn):
                 me = os.getpid()
                 pid = os.fork()
                 if pid == 0:
-                    _child(sock, fds, msg["dir"], msg["env"], me)
+                    _child(sock, fds, msg.dir, msg.env, me)
                 for fd in fds:
                     os.close(fd)
                 fds = []
                 _jobs.add(pid)
-                reply: dict[str, Any] = {"pid": pid}
-            elif op == "reap":
-                reply = {"status": _status(int(msg["pid"]))}
-            elif op == "kill":
-                reply = {"strays": _kill(int(msg["pid"]))}
+                reply = Spawned(pid)
+            elif isinstance(msg, Reap):
+                reply = Reaped(_status(msg.pid))
             else:
-                reply = {"error": f"unknown op {op!r}"}
-            sock.sendall((json.dumps(reply) + "\n").encode())
+                assert isinstance(msg, Kill)
+                reply = Killed(_kill(msg.pid))
+            sock.sendall((json.dumps(reply.to_wire()) + "\n").encode())
 
 
 def main() -> int:
