@@ -60,7 +60,8 @@ def test_a_job_hands_each_frame_back_before_the_next_is_decoded(tmp_path, monkey
     task = Task(module_path=str(tmp_path / "axpy.py"), source=AXPY, kernel="axpy_kernel", harness="harness_axpy",
                 seeds=[0])
     events: list[str] = []
-    job = VariantJob(Job(task, {"m": AXPY}, [Run("m", "harness_axpy", 0, keep="m"), ReplayCheck("m")], interpreted=True),
+    steps = [Run("m", "harness_axpy", 0, keep="m"), ReplayCheck("m")]
+    job = VariantJob(Job(task, {"m": AXPY}, steps, interpreted=True),
                      timeout_s=120, after_frame=lambda: events.append("released"))
     try:
         for frame in job.frames():

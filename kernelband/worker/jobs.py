@@ -20,28 +20,13 @@ from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
 
 from ..trace import mark
 from . import sandbox
-from .messages import Command, FrameMeta, Job, MalformedMessage, Step, decode_frame
+from .messages import (Command, FrameMeta, Job, Kill, Killed, MalformedMessage, Reap, Reaped, Spawn, Spawned, Step,
+                       decode_frame)
 from .wire import DeviceChoice, IpcMaps, WireError, read_frame
-from .zygote_handle import Zygote, use_zygote  # noqa: F401 - Zygote re-exported for the judge
-
-_use_zygote = use_zygote
+from .zygote_handle import _KEEP_PIDS, Zygote
 
 _SPAWNED: set[int] = set()  # variant processes this judge started itself (not through the fork server)
-_KEEP: set[int] = set()  # other children of the judge that a job's kill must spare (the fork server)
-
-
-def keep_alive(pid: int) -> None:
-    """Mark a child of the judge that killing a job's strays must spare."""
-    _KEEP.add(pid)
-
-
-def _keep_alive() -> set[int]:
-    from .zygote_handle import _KEEP_PIDS
-
-    return set(_KEEP) | set(_KEEP_PIDS)
-
 _STDERR_KEEP = 200  # lines of the variant's stderr kept for messages
-_ZYGOTE_START_S = 180.0
 
 
 class ZygoteChild:
@@ -55,7 +40,7 @@ class ZygoteChild:
     def poll(self) -> Optional[int]:
         if self.returncode is None:
             try:
-                self.returncode = self.zygote.reap(self.pid)
+                self.returncode = self.zygote.request(Reap(self.pid), Reaped).status
             except (OSError, ValueError):
                 self.returncode = -signal.SIGKILL  # the zygote died with it
         return self.returncode
@@ -71,7 +56,7 @@ class ZygoteChild:
 
     def kill_tree(self) -> int:
         try:
-            return self.zygote.kill(self.pid)
+            return self.zygote.request(Kill(self.pid), Killed).strays
         except (OSError, ValueError):
             return 0
 
@@ -217,7 +202,7 @@ class VariantJob:
         _widen_pipe(out_r)
         err_r, err_w = os.pipe()
         try:
-            pid = zygote.spawn(str(self.dir), env, (in_r, out_w, err_w))
+            pid = zygote.request(Spawn(str(self.dir), env), Spawned, (in_r, out_w, err_w)).pid
         finally:
             for fd in (in_r, out_w, err_w):
                 os.close(fd)
@@ -318,7 +303,8 @@ class VariantJob:
                                               "(hang or far too slow)", self.stderr_tail())) from None
         if isinstance(item, MalformedMessage):  # read as sent, and wrong: the variant process's doing
             self.close()
-            raise JobFailed(JobEnd("malformed", f"the variant process sent a malformed frame ({item})", self.stderr_tail()))
+            raise JobFailed(JobEnd("malformed", f"the variant process sent a malformed frame ({item})",
+                                   self.stderr_tail()))
         if isinstance(item, Exception):
             self.close()
             raise JobFailed(JobEnd("protocol", f"the variant process broke the protocol: {item}", self.stderr_tail()))
@@ -404,7 +390,7 @@ class VariantJob:
         elif self.proc is not None:
             _SPAWNED.discard(self.proc.pid)
             # the judge's other children (the fork server, other jobs) are not this job's
-            self.strays_killed += sandbox.kill_tree(self.proc.pid, keep=frozenset(_SPAWNED | _keep_alive()))
+            self.strays_killed += sandbox.kill_tree(self.proc.pid, keep=frozenset(_SPAWNED | _KEEP_PIDS))
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:  # pragma: no cover

@@ -30,7 +30,7 @@ from .messages import (Derived, FrameMeta, Job, ProfileFrame, ProfileStep, Relea
                        RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 
 if TYPE_CHECKING:
-    from .jobs import Zygote
+    from .zygote_handle import Zygote
 
 _SMALL_FRAME_BYTES = 64 << 20  # below this, where a frame is decoded does not matter
 GPU_MARGIN_BYTES = 1 << 30  # free GPU memory left beside a decoded frame or the references
@@ -159,7 +159,8 @@ class JudgeCore:
         assert self.workdir is not None
         cache = self.workdir / "triton-cache-trusted"
         job = VariantJob(
-            Job(task, modules, steps, self.interpreted, {} if trusted else self.ref.writes, self.transport, interactive),
+            Job(task, modules, steps, self.interpreted, {} if trusted else self.ref.writes, self.transport,
+                interactive),
             timeout_s=deadline_s(run_timeout_s or task.timeout_s, runs),
             # the original's jobs start from this machine's compiled kernels of the same source
             # (written only from original-only jobs); a candidate's from this session's
@@ -237,9 +238,9 @@ class JudgeCore:
     def live_zygote(self) -> Optional["Zygote"]:
         """The fork server, started on first use and replaced when it died; None (plain
         processes) when disabled or when it cannot start."""
-        from .jobs import Zygote, _use_zygote
+        from .zygote_handle import Zygote, use_zygote
 
-        if not _use_zygote():
+        if not use_zygote():
             return None
         with self._zygote_lock:
             if self.zygote is None and self.early_zygote is not None:
@@ -282,7 +283,8 @@ def timed_steps(key: str, time_it: bool, tier: int, facts: dict[str, Any], sourc
 
 def count_runs(steps: list[Step]) -> int:
     """The steps that run the harness (its timeout is per run)."""
-    return sum(len(s.calls) if isinstance(s, Derived) else 1 for s in steps if isinstance(s, (Run, Time, ProfileStep, Derived)))
+    return sum(len(s.calls) if isinstance(s, Derived) else 1 for s in steps
+               if isinstance(s, (Run, Time, ProfileStep, Derived)))
 
 
 def add_frame_phase(phases: dict[str, float], frame: Frame[FrameMeta], t0: float) -> None:

@@ -1,19 +1,13 @@
-"""Every message between the judge, its variant processes and its fork server: one frozen
-dataclass per kind. ``to_wire()`` is the plain JSON object sent; ``from_wire()`` checks
-each field's type and refuses an unknown or missing field, an unknown op or kind, with a
-one-line ``MalformedMessage``. Each side decodes what it receives once, where it
-receives it, and then reads typed attributes only.
-
-- judge -> variant process: the ``Job`` (its first line on stdin) and, to an interactive
-  job, ``Command``s; both carry ``Step``s, one class per op (``{"op": ..., fields}``),
-  which ``variant.py`` dispatches on by class.
-- variant process -> judge: each frame's meta (``wire.read_frame``), one class per frame
-  kind (an ``outputs`` frame by its ``mode``). The variant process runs untrusted code: a
-  meta that does not decode ends the job (``jobs.JobEnd("malformed")``), and a
-  candidate's evaluation with it, as a trust refusal.
-- judge <-> fork server (``zygote.py``): ``Spawn``, ``Reap``, ``Kill``, and their replies.
-
-The session -> judge requests (``requests.py``) are decoded by the same rules. No torch here.
+"""Every message between the judge, its variant processes and its fork server, one frozen
+dataclass each: ``to_wire()`` is the JSON object sent, ``from_wire()`` checks every field's
+type and refuses an unknown or missing field, op or kind with a one-line
+``MalformedMessage``. Each side decodes what it receives once, where it receives it:
+the variant process its ``Job`` and ``Command``s (``Step``s, one class per op, which it
+dispatches on by class); the judge each frame's meta (``wire.read_frame``: one class per
+kind, an outputs frame's by its mode), where the sender is untrusted: a meta that does
+not decode ends the job (``jobs.JobEnd("malformed")``), a candidate's as a trust
+refusal; the fork server its requests, the judge their replies. The session -> judge
+requests (``requests.py``) follow the same rules. No torch here.
 """
 from __future__ import annotations
 
@@ -36,20 +30,21 @@ OpT = TypeVar("OpT", bound="Op")
 
 @dataclass(frozen=True)
 class Message:
-    """A message's fields. A field's default is what the receiver assumes when it is absent."""
+    """A message's fields; a default is what the receiver assumes when the field is absent."""
 
     def to_wire(self) -> dict[str, Any]:
         return {f.name: _wire(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_wire(cls: type[M], body: object) -> M:
-        return decode_fields(cls, body, f"malformed {cls.__name__}")
+        kind = getattr(cls, "KIND", "")  # a frame's meta: named by its kind
+        return decode_fields(cls, body, f"malformed {kind} frame" if kind else f"malformed {cls.__name__}")
 
 
 @dataclass(frozen=True)
 class Op(Message):
-    """A message named by its ``op`` on the wire. ``from_wire`` of a family's base class
-    (``Step``, ``ZygoteRequest``) decodes whichever of its ops the body names."""
+    """A message named by its ``op``; ``from_wire`` of a family (``Step``, ``ZygoteRequest``)
+    decodes whichever of its ops the body names."""
 
     OP: ClassVar[str] = ""
     FAMILY: ClassVar[str] = ""
@@ -72,19 +67,18 @@ class Op(Message):
 # ---------------------------------------------------------------------- judge -> variant process
 @dataclass(frozen=True)
 class Step(Op):
-    """One step of a variant job (``variant.Steps``); its frames follow in order."""
+    """A step of a variant job (``variant.Steps``); its frames follow in order."""
 
     FAMILY: ClassVar[str] = "step"
 
 
 @dataclass(frozen=True)
 class Run(Step):
-    """Run ``harness`` of the module ``module`` under ``seed``; a ``RunOutputs`` frame. mode:
-    check | neutral (launches replaced by poison) | upcast (check, plus the original's
-    launches rerun on float64 copies). ``keep``: the run is kept under that key for the
-    steps below; ``again``: the re-check after timing; ``record``: the wrapper functions
-    whose calls to record (the original's job); ``skip_over``: no run when the harness's
-    last run returned more bytes than this (the frame says ``skipped``)."""
+    """Run ``harness`` of module ``module`` under ``seed``: a ``RunOutputs`` frame. mode: check,
+    neutral (launches replaced by poison), upcast (check, and the launches rerun on float64
+    copies); ``keep``: kept under that key for the steps below; ``again``: the re-check after
+    timing; ``record``: wrappers whose calls to record; ``skip_over``: skipped when the
+    harness's last run returned more bytes."""
 
     OP: ClassVar[str] = "run"
     module: str
@@ -99,7 +93,7 @@ class Run(Step):
 
 @dataclass(frozen=True)
 class ReplayCheck(Step):
-    """Replay the kept run ``key``'s launches once on its poisoned or restored outputs; a ``ReplayOutputs``."""
+    """Replay the kept run's launches once on restored or poisoned outputs: a ``ReplayOutputs``."""
 
     OP: ClassVar[str] = "replay_check"
     key: str
@@ -107,26 +101,22 @@ class ReplayCheck(Step):
 
 @dataclass(frozen=True)
 class Time(Step):
-    """Time the kept run's frozen replays; a ``TimingFrame``."""
-
     OP: ClassVar[str] = "time"
     key: str
 
 
 @dataclass(frozen=True)
 class Sample(Step):
-    """One sample of the kept run's replays (a round of an interleaved measurement); a ``SampleFrame``."""
+    """One sample of the kept run (a round the judge drives, ``held_by_judge`` the GPU's timing turn)."""
 
     OP: ClassVar[str] = "sample"
     key: str
-    held_by_judge: bool = False  # the judge holds the GPU's timing turn
+    held_by_judge: bool = False
     rep_ms: int = 25
 
 
 @dataclass(frozen=True)
 class Samples(Step):
-    """A block of ``rounds`` samples of the kept run (the paired re-measurement in sequence)."""
-
     OP: ClassVar[str] = "samples"
     key: str
     rounds: int = 10
@@ -134,8 +124,7 @@ class Samples(Step):
 
 @dataclass(frozen=True)
 class ProfileStep(Step):
-    """Profile the kept run at ``tier``; a ``ProfileFrame``. ``time_ms``: its time (None: the
-    job's own timing of it)."""
+    """Profile the kept run at ``tier``; ``time_ms`` its time (None: the job's own timing of it)."""
 
     OP: ClassVar[str] = "profile"
     key: str
@@ -147,8 +136,7 @@ class ProfileStep(Step):
 
 @dataclass(frozen=True)
 class Derived(Step):
-    """Calls of the wrapper that the harness never makes (``derived.run_calls``), with canary
-    ``which``; a ``DerivedOutputs`` frame per call."""
+    """Calls beyond the harness (``derived.run_calls``), canary ``which``: a ``DerivedOutputs`` each."""
 
     OP: ClassVar[str] = "derived"
     calls: list[dict[str, Any]]
@@ -158,15 +146,13 @@ class Derived(Step):
 
 @dataclass(frozen=True)
 class Release(Step):
-    """Drop the kept run ``key``; no frame."""
-
     OP: ClassVar[str] = "release"
     key: str
 
 
 @dataclass(frozen=True)
 class Mark(Step):
-    """The end of a batch of steps: a ``MarkFrame`` (the judge reads frames up to it)."""
+    """The end of a batch: a ``MarkFrame`` (the judge reads frames up to it)."""
 
     OP: ClassVar[str] = "mark"
 
@@ -176,24 +162,22 @@ STEPS: dict[str, type[Step]] = {cls.OP: cls for cls in Step.__subclasses__()}
 
 @dataclass(frozen=True)
 class Job(Message):
-    """A variant job (the first line on its stdin): the task, the module versions by tag, the
-    first steps. ``writes``: kernel -> the arguments the original's launches write (a
-    candidate's outputs; empty for the original's own job); ``interactive``: more steps
-    follow as ``Command``s; ``nonce``: carried by every frame back."""
+    """A variant job, its stdin's first line. ``writes``: kernel -> the arguments the original's
+    launches write (empty in the original's own job); ``interactive``: ``Command``s follow."""
 
     task: Task
-    modules: dict[str, str]
+    modules: dict[str, str]  # tag -> source
     steps: list[Step]
     interpreted: bool = False
     writes: dict[str, list[str]] = field(default_factory=dict)
-    transport: str = "bytes"  # "bytes", or "cuda_ipc" (the judge reads CUDA tensors in place)
+    transport: str = "bytes"  # or "cuda_ipc" (the judge reads CUDA tensors in place)
     interactive: bool = False
-    nonce: str = ""
+    nonce: str = ""  # carried by every frame back
 
 
 @dataclass(frozen=True)
 class Command(Message):
-    """More steps for an interactive job (one line on its stdin; an empty line is an ack)."""
+    """More steps for an interactive job (a line on its stdin; an empty line is an ack)."""
 
     steps: list[Step]
 
@@ -201,24 +185,17 @@ class Command(Message):
 # ---------------------------------------------------------------------- variant process -> judge
 @dataclass(frozen=True)
 class FrameMeta(Message):
-    """A frame's meta; ``KIND`` its kind on the wire. ``seconds``: what its step took;
-    ``timeline``: the variant process's own timeline so far (``timeline.snapshot``)."""
+    """A frame's meta, ``KIND`` its kind; ``seconds`` its step's, ``timeline`` the process's so far."""
 
     KIND: ClassVar[str] = ""
     seconds: float = field(default=0.0, kw_only=True)
     timeline: dict[str, Any] = field(default_factory=dict, kw_only=True)
 
-    @classmethod
-    def from_wire(cls: type[M], body: object) -> M:
-        return decode_fields(cls, body, f"malformed {getattr(cls, 'KIND', '')} frame")
-
 
 @dataclass(frozen=True)
 class RunOutputs(FrameMeta):
-    """A ``Run``'s outputs (the tree: returned, written, harness_locals, previous,
-    pre_state, upcast). ``skipped``: not run (``Run.skip_over``: its last run returned
-    ``output_bytes``); ``error``: a neutralised run whose harness noticed nothing was
-    computed."""
+    """A ``Run``'s outputs; ``skipped`` (``Run.skip_over``, its last run's ``output_bytes``), or
+    ``error``: a neutralised run whose harness noticed that nothing was computed."""
 
     KIND: ClassVar[str] = "outputs"
     harness: str
@@ -232,7 +209,7 @@ class RunOutputs(FrameMeta):
     again: bool = False
     kept: bool = False
     cuda_peak: int = 0  # the most GPU memory the process's allocator reserved
-    calls: list[dict[str, Any]] = field(default_factory=list)  # the wrapper's calls, described (Run.record)
+    calls: list[dict[str, Any]] = field(default_factory=list)  # the wrapper's calls (Run.record)
     pre_state: list[str] = field(default_factory=list)  # labels of the tree's pre_state tensors
     skipped: bool = False
     output_bytes: int = 0
@@ -241,19 +218,16 @@ class RunOutputs(FrameMeta):
 
 @dataclass(frozen=True)
 class ReplayOutputs(FrameMeta):
-    """A ``ReplayCheck``'s outputs: ``launches`` replayed, from the restored starting state or not."""
-
     KIND: ClassVar[str] = "outputs"
     key: str
     launches: int
-    restored: bool
+    restored: bool  # from the starting state the kept run's launches found (else poisoned outputs)
     mode: Literal["replay"] = "replay"
 
 
 @dataclass(frozen=True)
 class DerivedOutputs(FrameMeta):
-    """One derived call's outputs (the tree: returned, buffers, allocs, first), or the
-    ``error`` it raised; ``allocs``: where each allocation's tensor sits in its padded buffer."""
+    """A derived call's outputs, or its ``error``; ``allocs``: where each allocation sits in its buffer."""
 
     KIND: ClassVar[str] = "outputs"
     index: int
@@ -288,10 +262,8 @@ class SamplesFrame(FrameMeta):
 
 @dataclass(frozen=True)
 class ProfileFrame(FrameMeta):
-    """A profile as sent (``profile.schema.Profile.from_wire`` checks it where it is read)."""
-
     KIND: ClassVar[str] = "profile"
-    profile: dict[str, Any]
+    profile: dict[str, Any]  # checked where it is read (``profile.schema.Profile.from_wire``)
 
 
 @dataclass(frozen=True)
@@ -301,8 +273,8 @@ class MarkFrame(FrameMeta):
 
 @dataclass(frozen=True)
 class ErrorFrame(FrameMeta):
-    """The job's last frame when a step failed: ``phase`` (import, compile, assert, run,
-    tampered, protocol...), the message, the step it failed in (None: before any step)."""
+    """A job's last frame after a failure: its ``phase`` (import, compile, assert, run,
+    tampered, protocol...), the step it failed in (None: before any)."""
 
     KIND: ClassVar[str] = "error"
     phase: str
@@ -326,7 +298,8 @@ FRAMES: dict[str, type[FrameMeta]] = {cls.KIND: cls for cls in FrameMeta.__subcl
 def decode_frame(kind: str, meta: Mapping[str, Any]) -> FrameMeta:
     """The typed meta of a frame of ``kind`` (an outputs frame's class by its mode)."""
     mode = meta.get("mode")
-    cls = (_OUTPUTS.get(mode, RunOutputs) if isinstance(mode, str) else RunOutputs) if kind == "outputs" else FRAMES.get(kind)
+    by_mode = _OUTPUTS.get(mode, RunOutputs) if isinstance(mode, str) else RunOutputs
+    cls = by_mode if kind == "outputs" else FRAMES.get(kind)
     if cls is None:
         raise MalformedMessage(f"malformed frame: unknown kind {kind[:40]!r}")
     return cls.from_wire(meta)
@@ -340,7 +313,7 @@ class ZygoteRequest(Op):
 
 @dataclass(frozen=True)
 class Spawn(ZygoteRequest):
-    """Fork a variant process (the job's stdin, stdout, stderr pass as fds) in ``dir`` with ``env``."""
+    """Fork a variant process in ``dir`` with ``env`` (its stdin, stdout, stderr pass as fds)."""
 
     OP: ClassVar[str] = "spawn"
     dir: str

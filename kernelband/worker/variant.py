@@ -127,8 +127,8 @@ class Channel:
         from .wire import write_frame
 
         with timeline.span("send"):
-            exported = write_frame(self.proto, self.nonce, meta.KIND, dict(meta.to_wire(), timeline=timeline.snapshot()),
-                                   tree, transport=self.transport)
+            wire = dict(meta.to_wire(), timeline=timeline.snapshot())
+            exported = write_frame(self.proto, self.nonce, meta.KIND, wire, tree, transport=self.transport)
         self.sent += 1
         if exported:  # the judge reads those tensors in place: nothing may change them before its ack
             self.await_judge()

@@ -190,13 +190,11 @@ def _serve(sock: socket.socket) -> int:
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             try:
-                raw = json.loads(line)
-            except ValueError:
-                continue
-            try:
-                msg = ZygoteRequest.from_wire(raw)
+                msg = ZygoteRequest.from_wire(json.loads(line))
             except MalformedMessage as e:
                 sock.sendall((json.dumps({"error": str(e)}) + "\n").encode())
+                continue
+            except ValueError:  # no JSON
                 continue
             reply: Message
             if isinstance(msg, Spawn):

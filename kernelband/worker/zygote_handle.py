@@ -12,11 +12,11 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 from ..trace import mark
 from . import sandbox
-from .messages import Kill, Killed, MalformedMessage, Message, Reap, Reaped, Ready, Spawn, Spawned, ZygoteRequest
+from .messages import MalformedMessage, Message, Ready, ZygoteRequest
 
 _ZYGOTE_START_S = 180.0
 _KEEP_PIDS: set[int] = set()  # fork servers: a job's kill of the judge's stray children spares them
@@ -47,7 +47,7 @@ class Zygote:
         _KEEP_PIDS.add(self.proc.pid)
         self.sock.settimeout(_ZYGOTE_START_S)
         self._buf = b""
-        if not self._reply(Ready).ready:
+        if not self._read(Ready).ready:
             raise OSError("the zygote did not start")
         mark("zygote.ready", zygote=self.proc.pid)
         self.sock.settimeout(30.0)
@@ -57,43 +57,28 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self, kind: type[R]) -> R:
+        """The fork server's next line, as ``kind``; OSError when it is something else."""
         while b"\n" not in self._buf:
             data = self.sock.recv(1 << 16)
             if not data:
                 raise OSError("the zygote closed its socket")
             self._buf += data
         line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def _reply(self, kind: type[R]) -> R:
-        """The fork server's next reply, as ``kind``; OSError when it is something else."""
-        raw = self._read()
         try:
-            return kind.from_wire(raw)
+            return kind.from_wire(json.loads(line))
         except MalformedMessage as e:
-            raise OSError(f"the fork server answered {str(raw)[:200]} ({e})") from None
+            raise OSError(f"the fork server answered {line[:200]!r} ({e})") from None
 
     def request(self, msg: ZygoteRequest, reply: type[R], fds: tuple[int, ...] = ()) -> R:
+        """Send ``msg`` (with ``fds``, SCM_RIGHTS); its reply, a ``reply``."""
         with self.lock:
             data = (json.dumps(msg.to_wire()) + "\n").encode()
             if fds:
                 socket.send_fds(self.sock, [data], list(fds))
             else:
                 self.sock.sendall(data)
-            return self._reply(reply)
-
-    def spawn(self, workdir: str, env: dict[str, str], fds: tuple[int, int, int]) -> int:
-        """A variant process forked in ``workdir`` with ``env``, ``fds`` its stdin, stdout and stderr."""
-        return self.request(Spawn(dir=workdir, env=env), Spawned, fds).pid
-
-    def reap(self, pid: int) -> Optional[int]:
-        """A job's exit status (-signal when killed), None while it runs."""
-        return self.request(Reap(pid=pid), Reaped).status
-
-    def kill(self, pid: int) -> int:
-        """Kill a job and its strays; how many strays there were."""
-        return self.request(Kill(pid=pid), Killed).strays
+            return self._read(reply)
 
     def close(self) -> None:
         try:
