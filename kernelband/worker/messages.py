@@ -12,6 +12,7 @@ requests (``requests.py``) follow the same rules. No torch here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from dataclasses import dataclass, field
@@ -372,12 +373,11 @@ def decode_fields(cls: type[D], body: object, prefix: str, path: str = "") -> D:
     each error; ``path`` is where ``body`` sits in the message (a nested Task)."""
     if not isinstance(body, Mapping):
         raise MalformedMessage(f"{prefix}: {path or 'the body'} must be an object, got {type(body).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields, hints = _fields(cls)  # type: ignore[arg-type]
     unknown = sorted(set(body) - set(fields))
     if unknown:
         raise MalformedMessage(f"{prefix}: unknown field(s) {', '.join(map(repr, unknown))}"
                                f"{' in ' + path if path else ''} (known: {', '.join(fields) or 'none'})")
-    hints = typing.get_type_hints(cls)
     values: dict[str, object] = {}
     for name, f in fields.items():
         where = f"{path}.{name}" if path else name
@@ -387,6 +387,12 @@ def decode_fields(cls: type[D], body: object, prefix: str, path: str = "") -> D:
             continue
         values[name] = _checked(body[name], hints[name], prefix, where)
     return cls(**values)
+
+
+@functools.cache
+def _fields(cls: type) -> tuple[dict[str, dataclasses.Field[Any]], dict[str, Any]]:
+    """A dataclass's fields by name and their types (resolved once: a frame holds a record per launch)."""
+    return {f.name: f for f in dataclasses.fields(cls)}, typing.get_type_hints(cls)
 
 
 def _checked(value: Any, tp: Any, prefix: str, where: str) -> Any:
