@@ -376,4 +376,3 @@ def read_frame(fh: IO[bytes], nonce: str, device: DeviceChoice = None, ipc: Opti
     if callable(device):
         device = device(header["kind"], meta, tree_bytes(header.get("tree")))
     return header["kind"], meta, _decode(header.get("tree"), fh, device, ipc=ipc)
-
