@@ -186,7 +186,7 @@ def unfinished_jobs(trace: Path, t_end: float) -> list[dict[str, Any]]:
         if m.get("what") == "job.request":
             jobs[job] = {"job": job, "trusted": m.get("trusted"), "steps": m.get("steps"), "t": m["t"], "frames": 0}
         elif m.get("what") == "job.frame" and job in jobs:
-            jobs[job].update(last_frame=m.get("kind"), last_label=m.get("label"), t=m["t"],
+            jobs[job].update(last_frame=m.get("kind"), last_what=m.get("frame"), t=m["t"],
                              frames=jobs[job]["frames"] + 1)
         elif m.get("what") == "job.closed":
             jobs.pop(job, None)

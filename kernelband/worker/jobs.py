@@ -314,7 +314,7 @@ class VariantJob:
             self.close()
             raise JobFailed(JobEnd("crashed", f"the variant process died ({how})", self.stderr_tail()))
         self._pending = item.kind not in ("done", "error")
-        mark("job.frame", job=self.nonce[:8], kind=item.kind, seconds=item.meta.seconds)
+        mark("job.frame", job=self.nonce[:8], kind=item.kind, seconds=item.meta.seconds, frame=_what(item.meta))
         return item
 
     def frames(self) -> Iterator[Frame[FrameMeta]]:
@@ -411,3 +411,9 @@ class VariantJob:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _what(meta: FrameMeta) -> Optional[str]:
+    """A run's frame in the trace: its harness, seed and mode (where a stalled job stood)."""
+    harness, seed, mode = (getattr(meta, k, None) for k in ("harness", "seed", "mode"))
+    return f"{harness} seed {seed} {mode}" if harness is not None else None
