@@ -123,19 +123,26 @@ def _session_env(trace: Path, gpu: Optional[str]) -> dict[str, str]:
     return env
 
 
+def _marks(trace: Path) -> list[dict[str, Any]]:
+    """The trace's marks (kernelband/trace.py), unreadable lines left out."""
+    try:
+        lines = trace.read_text().splitlines()
+    except OSError:
+        return []
+    marks = []
+    for line in lines:
+        try:
+            marks.append(json.loads(line))
+        except ValueError:
+            continue
+    return marks
+
+
 def startup_timeline(trace: Path, t0_wall: float) -> dict[str, float]:
     """Seconds from the command's start to the first of each startup mark, and to the
     first job's first frame and the first candidate's verdict."""
     out: dict[str, float] = {}
-    try:
-        lines = trace.read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        try:
-            m = json.loads(line)
-        except ValueError:
-            continue
+    for m in _marks(trace):
         what = m.get("what")
         if what in _STARTUP_MARKS and what not in out:
             out[what] = round(float(m["t"]) - t0_wall, 3)
@@ -149,15 +156,7 @@ def in_flight(trace: Path) -> Optional[float]:
     ``session.evaluate`` to ``session.verdict`` over the span from the first to the last
     mark): how much of the lanes the session keeps busy."""
     spans: dict[str, list[float]] = {}
-    try:
-        lines = trace.read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        try:
-            m = json.loads(line)
-        except ValueError:
-            continue
+    for m in _marks(trace):
         if m.get("what") in ("session.evaluate", "session.verdict") and m.get("variant"):
             spans.setdefault(str(m["variant"]), []).append(float(m["t"]))
     whole = [(min(t), max(t)) for t in spans.values() if len(t) >= 2]
@@ -171,15 +170,7 @@ def unfinished_jobs(trace: Path, t_end: float) -> list[dict[str, Any]]:
     """The jobs still open when the session ended (a cap kills it): their steps, the last
     frame each sent and how long before the end, so a stall says where it is."""
     jobs: dict[str, dict[str, Any]] = {}
-    try:
-        lines = trace.read_text().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        try:
-            m = json.loads(line)
-        except ValueError:
-            continue
+    for m in _marks(trace):
         job = m.get("job")
         if not job:
             continue
