@@ -107,6 +107,10 @@ def run_session(path: Path, kernel: str, budget: int, cap: float, cwd: Optional[
     row["in_flight"] = in_flight(trace)
     if row["capped"] or row["evals"] < budget:
         row["unfinished_jobs"] = unfinished_jobs(trace, t0_wall + wall)
+    keep = os.environ.get("EVAL_SPEED_TRACES")  # a folder that keeps each session's whole trace
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(trace, Path(keep) / f"{path.stem}-{kernel}-{int(t0_wall)}.jsonl")
     trace.unlink(missing_ok=True)
     return row
 

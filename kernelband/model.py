@@ -369,6 +369,9 @@ class Baseline(Serializable):
     lanes: int = 1  # candidates the judge can evaluate at once on its GPU
     derived_calls: int = 0  # calls beyond the harness every candidate runs (each a harness run's deadline)
     reference_lane: bool = False  # candidates are timed against the original's kept process (warm timing)
+    # bytes whose bits the original's timed launches change: the least a faster candidate
+    # must still write, the roofline's floor (None: not measured)
+    floor_bytes: Optional[int] = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Baseline":

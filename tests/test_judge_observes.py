@@ -188,3 +188,27 @@ def test_the_roofline_floor_counts_the_elements_the_originals_launches_changed()
     signed = cache.clone()
     signed[0, 0] = -0.0
     assert changed_bytes({"a.x": [signed], "b.y": [signed]}, ["a.x", "b.y"], [cache, cache]) == 4
+
+
+def test_the_floor_is_measured_on_the_originals_kept_run():
+    """Through the whole path: prepare of an in-place scatter into a paged cache (the
+    real-world kv_cache_scatter) reports as its floor the bytes of the rows its launch
+    wrote, not the caches'. The function above was right while prepare never called it:
+    the kept run is an upcast run, and only check runs were looked at."""
+    from pathlib import Path
+
+    from kernelband.model import Task
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "realworld" / "kv_cache_scatter.py"
+    ev = Evaluator(Task(module_path=str(path), source=path.read_text(encoding="utf-8"),
+                        kernel="reshape_and_cache_kernel", harness="bench_reshape_and_cache", device="cpu",
+                        timeout_s=60.0))
+    try:
+        base = ev.prepare(time_it=False)
+    finally:
+        ev.close()
+    assert base.ok, base.message
+    tokens, heads, head_size, blocks, block_size = 13, 2, 16, 6, 4  # the harness's CPU sizes
+    live = tokens - 1  # the last token is padding: nothing written for it
+    assert base.floor_bytes == 2 * live * heads * head_size * 4  # key and value rows, fp32
+    assert base.floor_bytes < 2 * blocks * block_size * heads * head_size * 4  # not the whole caches

@@ -176,6 +176,7 @@ class CandidateRun:
                 self.worst = judge_frame(self.judge, frame, self.ev, self.worst, self.history)
                 self._check_reproducible(frame)
                 self._check_consistent(frame)
+                self._check_consistent_beyond(frame)
             add_phase(self.ev.phases, "judge", time.perf_counter() - t_judge)
 
     def _check_consistent(self, frame: Frame[FrameMeta]) -> None:
@@ -205,6 +206,31 @@ class CandidateRun:
                                                f"(relative L2), more than its written outputs at seed {task.seeds[0]} "
                                                f"({at_seed0:.3g}) and the original's own error ({original_error:.3g}) "
                                                "allow")
+
+    def _check_consistent_beyond(self, frame: Frame[FrameMeta]) -> None:
+        """The consistency rule on calls beyond the harness whose values are plain draws: a
+        candidate no farther from the original than its written outputs at seed 0 and the
+        original's own error allow (a result rounded only for some inputs shows wherever
+        those inputs come)."""
+        if not isinstance(frame.meta, DerivedOutputs):
+            return
+        from .derived import describe_call
+        from .judge_derived import plain_deviations
+
+        judge = self.judge
+        errors = [rel for (rel, _, _) in judge.ref.high_error.values()]
+        if not errors:
+            return  # no float64 rerun of the original: tolerances only
+        devs = plain_deviations(judge, Frame(frame.meta, frame.tree))
+        at_seed0 = max(self.seed0_deviation.values(), default=0.0)
+        for path, (dtype, dev) in devs.items():
+            bound = checks.consistency_bound(dtype, at_seed0, max(errors))
+            if dev > bound:
+                call = describe_call(judge.ref.derived[frame.meta.index][0])
+                raise Refusal(Status.MISMATCH, f"precision: beyond the harness, {call}: {path} is {dev:.3g} from the "
+                                               f"original's (relative L2), more than its written outputs at seed "
+                                               f"{judge.require_task().seeds[0]} ({at_seed0:.3g}) and the original's "
+                                               f"own error ({max(errors):.3g}) allow")
 
     def _check_reproducible(self, frame: Frame[FrameMeta]) -> None:
         """A candidate is as deterministic as the original: where the original's two runs of
@@ -419,9 +445,10 @@ def _check_roofline(ev: Evaluation, facts: dict[str, Any], output_floor_bytes: i
     # implied 12 TB/s), and they come from the variant's process
     bw = floor_bytes / (ev.timing.median_ms * 1e-3) / 1e9 if ev.timing.median_ms > 0 else 0.0
     if bw and peak_bw and bw > ROOFLINE_SLACK * float(peak_bw):
-        raise Refusal(Status.REJECTED, f"trust: its time implies {bw:.0f} GB/s of memory traffic, above the GPU's "
-                                       f"measured copy bandwidth ({float(peak_bw):.0f} GB/s): the timed launches "
-                                       "cannot be all the work")
+        raise Refusal(Status.REJECTED, f"trust: its time implies {bw:.0f} GB/s of memory traffic (the "
+                                       f"{floor_bytes / 2**20:.1f} MiB whose bits the original's launches change, "
+                                       f"less the L2), above the GPU's measured copy bandwidth "
+                                       f"({float(peak_bw):.0f} GB/s): the timed launches cannot be all the work")
     tflops, peak = tm.tflops, tm.compute_peak_tflops
     if tflops and peak and tflops > ROOFLINE_SLACK * float(peak):
         raise Refusal(Status.REJECTED, f"trust: its time implies {tflops:.0f} TFLOP/s, above the GPU's measured "

@@ -148,6 +148,30 @@ def with_precise(kept: dict[int, tuple[dict[str, Any], Any]]) -> list[tuple[dict
     return out
 
 
+# calls whose values are plain normal draws (no scale, offset, special values or large
+# centred rows): a correct candidate is as close to the original there as on the harness
+PLAIN_FLAVOURS = ("aligned", "transposed", "rank", "repeat", "alias_twin", "out_strided")
+
+
+def plain_deviations(judge: Any, frame: Frame[DerivedOutputs]) -> dict[str, tuple[torch.dtype, float]]:
+    """How far a candidate's derived call of a plain flavour is from the original's, output
+    by output (relative L2; ``checks.deviations``); empty for other calls. The verdict on
+    its tolerance comes first (``verdict_of``): this feeds the consistency rule, precision
+    judged on every call and not only where the float64 rerun ran."""
+    index = frame.meta.index
+    if frame.meta.error or not 0 <= index < len(judge.ref.derived):
+        return {}
+    call, reference = judge.ref.derived[index]
+    if call.get("flavour") not in PLAIN_FLAVOURS or not isinstance(reference, dict):
+        return {}
+    out, _, bad = observed(frame, call)
+    if bad or not isinstance(out, dict):
+        return {}
+    return {path.replace("output['written']", "output['args']"): dev for path, dev in checks.deviations(
+        {"returned": reference.get("returned"), "written": reference.get("args")},
+        {"returned": out.get("returned"), "written": out.get("args")}).items()}
+
+
 def _as_precise(reference: dict[str, Any], out: Any, precise: Any) -> bool:
     """A long call's outputs outside the tolerance of the original's are still right where
     they are as close to the higher-precision result as the original's are (the rule for

@@ -394,9 +394,10 @@ def _absorb_reference(judge: JudgeCore, frame: Frame[FrameMeta], base: Baseline,
     pre_state = tree.pop("pre_state", None) if isinstance(tree, dict) else None
     if meta.mode in ("check", "upcast"):
         _know_inputs(ref, pre_state, tree)
-    if isinstance(meta, RunOutputs) and meta.mode == "check" and meta.kept and meta.harness == task.harness \
-            and isinstance(tree, dict):
-        ref.changed_bytes = changed_bytes(tree.get("written"), meta.pre_state, pre_state or [])
+    # the kept run is an upcast run where the original is also rerun in float64
+    if isinstance(meta, RunOutputs) and meta.mode in ("check", "upcast") and meta.kept \
+            and meta.harness == task.harness and isinstance(tree, dict):
+        ref.changed_bytes = base.floor_bytes = changed_bytes(tree.get("written"), meta.pre_state, pre_state or [])
     if isinstance(meta, ReplayOutputs):
         ref.replay_valid = compare_outputs(ref.outputs[(task.harness, task.seeds[0])], tree).ok
         return
