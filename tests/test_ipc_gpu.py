@@ -131,7 +131,9 @@ def test_an_early_released_frame_is_the_judges_own_copy(exporter):
     maps = IpcMaps()
     try:
         node = _tensor(info)
-        _, _, tree = read_frame(_frame({"returned": node, "written": {"k.out": [node]}}), "n", ipc=maps)
+        written = {"t": "dict", "keys": ["k.out"], "values": [{"t": "list", "items": [node]}]}
+        _, _, tree = read_frame(_frame({"t": "dict", "keys": ["returned", "written"], "values": [node, written]}),
+                                "n", ipc=maps)
         kept = snapshot_tree(tree)
         torch.cuda.synchronize()
         maps.close()  # the ack: the views are gone

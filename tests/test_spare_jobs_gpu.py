@@ -5,6 +5,7 @@ spare knows nothing of its candidate until the job comes: a candidate that is wr
 still wrong in it, and one left by a closed session never takes another's job."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -21,12 +22,14 @@ def test_candidates_start_in_spares_with_the_same_verdicts(tmp_path, monkeypatch
 
     trace = tmp_path / "trace.jsonl"
     monkeypatch.setenv("KERNELBAND_TRACE", str(trace))
-    task = axpy_task(tmp_path, device="cuda")
+    task = dataclasses.replace(axpy_task(tmp_path), device="cuda")
     ev = Evaluator(task)
     try:
         assert ev.prepare(time_it=False).ok
         wrong = edited("alpha * x + y", "alpha * x - y")
-        verdicts = [ev.evaluate(v, time_it=False).status for v in (Variant(AXPY), wrong, Variant(AXPY), wrong)]
+        # a search's candidates: only they start in, and leave, spares
+        verdicts = [ev.evaluate(v, time_it=False, search=True).status
+                    for v in (Variant(AXPY), wrong, Variant(AXPY), wrong)]
     finally:
         ev.close()
     assert verdicts == [Status.OK, Status.MISMATCH, Status.OK, Status.MISMATCH]

@@ -96,7 +96,7 @@ class Lane:
         self.job.close()
 
 
-SPARE_JOBS = 2  # candidates' processes kept started ahead, each holding a CUDA context (~0.5 GiB)
+SPARE_JOBS = 1  # a search's candidate process kept started ahead, holding a CUDA context (~0.6 GiB)
 
 
 class JudgeCore:
@@ -159,17 +159,17 @@ class JudgeCore:
 
     # ------------------------------------------------------------------ variant jobs
     def job(self, modules: dict[str, str], steps: list[Step], runs: int, trusted: bool,
-            interactive: bool = False, run_timeout_s: Optional[float] = None) -> VariantJob:
+            interactive: bool = False, run_timeout_s: Optional[float] = None, search: bool = False) -> VariantJob:
         """A started variant job; its timeout allows for ``runs`` runs of the harness, each
-        ``run_timeout_s`` (default: the task's). A candidate's job starts in a process made
-        ahead where there is one (``_make_spare``)."""
+        ``run_timeout_s`` (default: the task's). A search's candidate starts in a process
+        made ahead where there is one, and leaves one for the next (``_make_spare``)."""
         task = self.require_task()
         assert self.workdir is not None
         cache = self.workdir / "triton-cache-trusted"
         spec = Job(task, modules, steps, self.interpreted, {} if trusted else self.ref.writes, self.transport,
                    interactive)
         timeout_s = deadline_s(run_timeout_s or task.timeout_s, runs)
-        spare = None if trusted else self._take_spare(self._sandbox_env())
+        spare = self._take_spare(self._sandbox_env()) if search and not trusted else None
         if spare is not None:  # its sandbox entered and its CUDA context made while it waited
             spare.adopt(spec, timeout_s)
             job = spare
@@ -190,7 +190,7 @@ class JudgeCore:
         if spare is None:
             job.spawn(self.live_zygote())
         job.send_job()
-        if not trusted:
+        if search and not trusted:
             self._make_spare(cache)
         return job
 
@@ -211,6 +211,9 @@ class JudgeCore:
         process is the same as the job would start (its own directory, sandbox, the
         session's Triton cache as it is now); it knows nothing of its candidate until then."""
         if not gpu() or self.interpreted or self._closing or not overlap():
+            return
+        free, total = torch.cuda.mem_get_info()
+        if free < total // 2:  # a spare's CUDA context holds ~0.6 GiB: only where memory is plentiful
             return
         task = self.require_task()
 
