@@ -22,14 +22,15 @@ def test_candidates_start_in_spares_with_the_same_verdicts(tmp_path, monkeypatch
 
     trace = tmp_path / "trace.jsonl"
     monkeypatch.setenv("KERNELBAND_TRACE", str(trace))
-    task = dataclasses.replace(axpy_task(tmp_path), device="cuda")
+    source = AXPY.replace("torch.randn(3001)", "torch.randn(3001, device='cuda')")
+    task = dataclasses.replace(axpy_task(tmp_path, source), device="cuda")
     ev = Evaluator(task)
     try:
         assert ev.prepare(time_it=False).ok
-        wrong = edited("alpha * x + y", "alpha * x - y")
+        wrong = edited("alpha * x + y", "alpha * x - y", source)
         # a search's candidates: only they start in, and leave, spares
         verdicts = [ev.evaluate(v, time_it=False, search=True).status
-                    for v in (Variant(AXPY), wrong, Variant(AXPY), wrong)]
+                    for v in (Variant(source), wrong, Variant(source), wrong)]
     finally:
         ev.close()
     assert verdicts == [Status.OK, Status.MISMATCH, Status.OK, Status.MISMATCH]
