@@ -558,3 +558,34 @@ def test_sorted_offsets_stay_sorted():
             # an offset may be the end of the rows (inclusive), never past it
             rows = math.prod(call["args"][0]["shape"][:-1])  # a rank call splits them in two
             assert int(values.max()) <= rows, derived.describe_call(call)
+
+
+@pytest.fixture(scope="module")
+def softmax_ev(tmp_path_factory):
+    from helpers.paths import REPO
+
+    source = (REPO / "tests" / "redteam" / "kernels" / "softmax.py").read_text(encoding="utf-8")
+    ev = _evaluator(tmp_path_factory.mktemp("derived"), "softmax", source, "softmax_kernel", "bench_softmax")
+    yield ev, source
+    ev.close()
+
+
+def test_precision_lost_only_beyond_the_harness_fails(softmax_ev):
+    """Probabilities rounded through fp16 at every size but the harness's: within the
+    tolerance everywhere (4.9e-4 relative against 1e-3), so only the consistency rule on
+    calls beyond the harness sees it: there it is farther from the original than the
+    candidate's outputs at seed 0 (0) and the original's own error allow."""
+    ev, source = softmax_ev
+    lossy = _variant(source, "    softmax_output = numerator / denominator\n",
+                     "    softmax_output = numerator / denominator\n"
+                     "    if n_cols != 256:  # the harness's width: exact there\n"
+                     "        softmax_output = softmax_output.to(tl.float16).to(tl.float32)\n")
+    got = ev.evaluate(lossy, time_it=False)
+    assert got.status == Status.MISMATCH and got.message.startswith("precision: beyond the harness"), got.message
+
+
+def test_a_correct_softmax_rewrite_passes_the_consistency_rule_beyond_the_harness(softmax_ev):
+    ev, source = softmax_ev
+    wider = _variant(source, "BLOCK_SIZE = triton.next_power_of_2(n_cols)", "BLOCK_SIZE = 2 * triton.next_power_of_2(n_cols)")
+    got = ev.evaluate(wider, time_it=False)
+    assert got.ok, got.message

@@ -110,19 +110,6 @@ def _user_paths(job: Job) -> list[str]:
     return paths + ([os.path.abspath(task.harness_path)] if task.harness_path else [])
 
 
-def overlap() -> bool:
-    """Whether a candidate's work overlaps the judge's: frames acked as soon as the judge
-    copied them, processes made ahead. ``KERNELBAND_OVERLAP=0`` turns both off, for an A/B
-    measurement (benchmarks/eval_speed.py)."""
-    return os.environ.get("KERNELBAND_OVERLAP", "1") != "0"
-
-
-WARM_CUDA_ENV = "KERNELBAND_WARM_CUDA"  # a spare variant process makes its CUDA context before its job comes
-# a frame is copied and acked early while its tensors take at most this share of the
-# GPU's free memory (the variant's next run then has room beside the judge's copy)
-EARLY_RELEASE_SHARE = 8
-
-
 @dataclass
 class VariantJob:
     """One variant process. Iterate ``frames()``; a JobFailed ends the iteration when the
@@ -164,46 +151,26 @@ class VariantJob:
         return str(cache)
 
     def start(self, zygote: Optional[Zygote] = None) -> None:
-        self.spawn(zygote)
-        self.send_job()
-
-    def spawn(self, zygote: Optional[Zygote] = None, warm_cuda: bool = False) -> None:
-        """The process, sandboxed, waiting for its job on stdin (``send_job``); with
-        ``warm_cuda`` it creates its CUDA context while it waits (a spare: ``adopt``)."""
         t0 = time.perf_counter()
         try:
-            self._spawn_process(zygote, warm_cuda)
+            self._start(zygote)
         finally:
             self.spent["spawn"] = self.spent.get("spawn", 0.0) + time.perf_counter() - t0
             mark("job.start", job=self.nonce[:8], pid=getattr(self.proc, "pid", None), zygote=zygote is not None)
 
-    def adopt(self, job: Job, timeout_s: float) -> None:
-        """A spare process takes ``job`` (the same session's: its sandbox and Triton cache
-        were made for that task); ``send_job`` next."""
-        self.job = dataclasses.replace(job, nonce=self.nonce)
-        self.timeout_s = timeout_s
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def _spawn_process(self, zygote: Optional[Zygote], warm_cuda: bool) -> None:
+    def _start(self, zygote: Optional[Zygote] = None) -> None:
         env = sandbox.scrubbed_env(str(self.dir))
         env["TRITON_CACHE_DIR"] = self._cache_dir()
         # the package must import from where the judge imported it (not the private cwd)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         env[sandbox.READ_ENV] = os.pathsep.join(_user_paths(self.job))
-        if warm_cuda:
-            env[WARM_CUDA_ENV] = "1"
         env.update(self.extra_env)
         if zygote is not None and not self.wrapper:
             self._fork(zygote, env)
         else:
             self._spawn(env)
         threading.Thread(target=self._read_stderr, daemon=True).start()
-
-    def send_job(self) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         try:
             self.proc.stdin.write((json.dumps(self.job.to_wire()) + "\n").encode())
@@ -348,31 +315,7 @@ class VariantJob:
             raise JobFailed(JobEnd("crashed", f"the variant process died ({how})", self.stderr_tail()))
         self._pending = item.kind not in ("done", "error")
         mark("job.frame", job=self.nonce[:8], kind=item.kind, seconds=item.meta.seconds, frame=_what(item.meta))
-        if self._pending and self.ipc is not None and self.ipc.maps and overlap():
-            self._release_early(item)
         return item
-
-    def _release_early(self, item: Frame[FrameMeta]) -> None:
-        """A frame read in place (CUDA IPC) whose tensors fit beside the variant's next run
-        twice over: copied into the judge's own memory and acked at once, so the variant's
-        next run overlaps the judge's comparison (the wait for the ack was a fifth of an
-        evaluation). The copy is complete before the ack, while the variant still waits:
-        what the judge compares is what it was handed, whatever the variant writes after."""
-        from .gpu_lock import gpu_lock
-        from .observe import snapshot_tree, tree_bytes
-
-        try:
-            import torch
-
-            nbytes = tree_bytes(item.tree, device_only=True)
-            if not nbytes or nbytes > torch.cuda.mem_get_info()[0] // EARLY_RELEASE_SHARE:
-                return
-            with gpu_lock(exclusive=False):  # GPU work: it waits for another session's timed region
-                item.tree = snapshot_tree(item.tree)
-                torch.cuda.synchronize()
-        except (RuntimeError, ImportError):  # out of memory for the copy: the frame is read in place
-            return
-        self._release()
 
     def frames(self) -> Iterator[Frame[FrameMeta]]:
         """Frames as they arrive, until "done" or "error" (each released when the caller asks

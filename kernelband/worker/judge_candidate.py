@@ -99,7 +99,7 @@ class CandidateRun:
         # one when it is sent (``_check_the_rest``)
         first_runs = count_runs(first_steps(judge)) + 1 if req.screen else runs
         job = judge.job({"v": req.source}, first_steps(judge) + [Mark()], first_runs, trusted=False,
-                        interactive=True, run_timeout_s=self.run_timeout_s, search=req.screen)
+                        interactive=True, run_timeout_s=self.run_timeout_s)
         self.expected = frame_labels(first_steps(judge))
         try:
             self._judge_frames(job.until_mark())

@@ -25,7 +25,7 @@ from ..model import LaunchRecord, Task
 from ..trace import mark
 from .compare import set_compute_device
 from .deadlines import deadline_s
-from .jobs import Frame, VariantJob, overlap
+from .jobs import Frame, VariantJob
 from .messages import (Derived, FrameMeta, Job, ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run,
                        RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 
@@ -96,9 +96,6 @@ class Lane:
         self.job.close()
 
 
-SPARE_JOBS = 1  # a search's candidate process kept started ahead, holding a CUDA context (~0.6 GiB)
-
-
 class JudgeCore:
     def __init__(self, interpreted: bool) -> None:
         self.interpreted = interpreted
@@ -121,9 +118,6 @@ class JudgeCore:
         self.transport = "cuda_ipc" if gpu() and os.environ.get(TRANSPORT_ENV, "") != "bytes" else "bytes"
         self.sandbox_skip = ""  # sandbox layers left out so that CUDA IPC works here (prepare finds out)
         self._gpu_frame_held = threading.local()  # a frame was rebuilt on the GPU since the last release
-        self._spares: list[VariantJob] = []  # candidates' processes made ahead (``_make_spare``)
-        self._spares_lock = threading.Lock()
-        self._closing = False
         if gpu() and not os.environ.get("KERNELBAND_TIMING_LOCK"):
             from .gpu_lock import default_lock_path
 
@@ -132,7 +126,6 @@ class JudgeCore:
 
     def close(self) -> None:
         """Stop the lane and the fork server (and with it any job still running)."""
-        self.close_spares()
         self.close_lane()
         if self.zygote is not None:
             self.zygote.close()
@@ -159,88 +152,28 @@ class JudgeCore:
 
     # ------------------------------------------------------------------ variant jobs
     def job(self, modules: dict[str, str], steps: list[Step], runs: int, trusted: bool,
-            interactive: bool = False, run_timeout_s: Optional[float] = None, search: bool = False) -> VariantJob:
+            interactive: bool = False, run_timeout_s: Optional[float] = None) -> VariantJob:
         """A started variant job; its timeout allows for ``runs`` runs of the harness, each
-        ``run_timeout_s`` (default: the task's). A search's candidate starts in a process
-        made ahead where there is one, and leaves one for the next (``_make_spare``)."""
+        ``run_timeout_s`` (default: the task's)."""
         task = self.require_task()
         assert self.workdir is not None
         cache = self.workdir / "triton-cache-trusted"
-        spec = Job(task, modules, steps, self.interpreted, {} if trusted else self.ref.writes, self.transport,
-                   interactive)
-        timeout_s = deadline_s(run_timeout_s or task.timeout_s, runs)
-        spare = self._take_spare(self._sandbox_env()) if search and not trusted else None
-        if spare is not None:  # its sandbox entered and its CUDA context made while it waited
-            spare.adopt(spec, timeout_s)
-            job = spare
-        else:
-            job = VariantJob(
-                spec, timeout_s=timeout_s,
-                # the original's jobs start from this machine's compiled kernels of the same source
-                # (written only from original-only jobs); a candidate's from this session's
-                trusted_cache=persistent_cache(task) if trusted else cache,
-                # over the byte channel, large outputs that are only compared are rebuilt on the GPU
-                device=self._frame_device,
-                after_frame=self._release_frame_memory,
-                on_log=self.on_log,
-                extra_env=self._sandbox_env(),
-            )
-        mark("job.request", job=job.nonce[:8], trusted=trusted, steps=[s.OP for s in steps][:12],
-             spare=spare is not None)
-        if spare is None:
-            job.spawn(self.live_zygote())
-        job.send_job()
-        if search and not trusted:
-            self._make_spare(cache)
+        job = VariantJob(
+            Job(task, modules, steps, self.interpreted, {} if trusted else self.ref.writes, self.transport,
+                interactive),
+            timeout_s=deadline_s(run_timeout_s or task.timeout_s, runs),
+            # the original's jobs start from this machine's compiled kernels of the same source
+            # (written only from original-only jobs); a candidate's from this session's
+            trusted_cache=persistent_cache(task) if trusted else cache,
+            # over the byte channel, large outputs that are only compared are rebuilt on the GPU
+            device=self._frame_device,
+            after_frame=self._release_frame_memory,
+            on_log=self.on_log,
+            extra_env=self._sandbox_env(),
+        )
+        mark("job.request", job=job.nonce[:8], trusted=trusted, steps=[s.OP for s in steps][:12])
+        job.start(self.live_zygote())
         return job
-
-    def _take_spare(self, extra_env: dict[str, str]) -> Optional[VariantJob]:
-        """A candidate's process made ahead for this session, alive and sandboxed as a job
-        now would be; None when there is none."""
-        with self._spares_lock:
-            while self._spares:
-                spare = self._spares.pop(0)
-                if spare.alive and spare.extra_env == extra_env:
-                    return spare
-                spare.close()
-        return None
-
-    def _make_spare(self, cache: Path) -> None:
-        """Start a candidate's process ahead (on a GPU, where its CUDA context takes about a
-        second), in the background: the next candidate's job starts in it at once. The
-        process is the same as the job would start (its own directory, sandbox, the
-        session's Triton cache as it is now); it knows nothing of its candidate until then."""
-        if not gpu() or self.interpreted or self._closing or not overlap():
-            return
-        free, total = torch.cuda.mem_get_info()
-        if free < total // 2:  # a spare's CUDA context holds ~0.6 GiB: only where memory is plentiful
-            return
-        task = self.require_task()
-
-        def make() -> None:
-            spare = VariantJob(Job(task, {}, [], self.interpreted, self.ref.writes, self.transport, True),
-                               timeout_s=task.timeout_s, trusted_cache=cache, device=self._frame_device,
-                               after_frame=self._release_frame_memory, on_log=self.on_log,
-                               extra_env=self._sandbox_env())
-            try:
-                spare.spawn(self.live_zygote(), warm_cuda=True)
-            except Exception:  # noqa: BLE001 - no spare: the next job starts its own process
-                spare.close()
-                return
-            with self._spares_lock:
-                if len(self._spares) < SPARE_JOBS and not self._closing:
-                    self._spares.append(spare)
-                    return
-            spare.close()
-
-        threading.Thread(target=make, daemon=True, name="kb-spare").start()
-
-    def close_spares(self) -> None:
-        with self._spares_lock:
-            self._closing = True
-            spares, self._spares = self._spares, []
-        for spare in spares:
-            spare.close()
 
     def _sandbox_env(self) -> dict[str, str]:
         if not self.sandbox_skip:

@@ -146,38 +146,12 @@ def bitwise_changed(before: torch.Tensor, after: torch.Tensor) -> Optional[int]:
         return None
 
 
-def snapshot_tree(tree: Any) -> Any:
-    """The tree with every GPU tensor copied into this process's own memory (the same
-    object under several names copied once, so it stays one object); host tensors and
-    plain values as they are."""
-    memo: dict[int, torch.Tensor] = {}
-
-    def copy(x: Any) -> Any:
-        if isinstance(x, torch.Tensor):
-            if not x.is_cuda:
-                return x
-            if id(x) not in memo:
-                memo[id(x)] = x.clone()
-            return memo[id(x)]
-        if isinstance(x, dict):
-            return {k: copy(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [copy(v) for v in x]
-        if isinstance(x, tuple):
-            return tuple(copy(v) for v in x)
-        return x
-
-    return copy(tree)
-
-
-def tree_bytes(tree: Any, device_only: bool = False) -> int:
+def tree_bytes(tree: Any) -> int:
     total, seen = 0, set()
 
     def walk(x: Any) -> None:
         nonlocal total
         if isinstance(x, torch.Tensor):
-            if device_only and not x.is_cuda:
-                return
             if id(x) not in seen:
                 seen.add(id(x))
                 total += x.numel() * x.element_size()

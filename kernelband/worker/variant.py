@@ -694,8 +694,6 @@ def main() -> int:
     print(f"kernelband-sandbox: network {report.network}", file=sys.stderr, flush=True)
     print(f"kernelband-sandbox: layers {report.summary()}", file=sys.stderr, flush=True)
     proto = _protocol_stream()
-    if os.environ.pop("KERNELBAND_WARM_CUDA", "") == "1":  # jobs.WARM_CUDA_ENV: a spare, its job not yet come
-        _warm_cuda()
     raw = json.loads(sys.stdin.readline())
     try:
         job = Job.from_wire(raw)
@@ -731,22 +729,6 @@ def main() -> int:
         batch = command.steps
     write_frame(proto, nonce, DoneFrame.KIND, DoneFrame(timeline=timeline.snapshot()).to_wire())
     return 0
-
-
-def _warm_cuda() -> None:
-    """The CUDA context (about a second) made while this spare process waits for a job,
-    rather than after the job came (``Steps`` then finds it made)."""
-    from . import timeline
-
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            with timeline.span("cuda_context_ahead"):
-                torch.cuda.init()
-                torch.empty(1, device="cuda")
-    except Exception:  # noqa: BLE001 - Steps makes it (and reports what fails) once the job comes
-        pass
 
 
 def _fail(proto: IO[bytes], nonce: str, error: ErrorFrame) -> int:
