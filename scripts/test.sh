@@ -4,10 +4,11 @@
 #
 # Two tiers, so that this command finishes in about 10 minutes on 2 cores:
 #   bash scripts/test.sh           the default tier: every test not marked `slow`
-#                                  (every test file has tests there)
-#   bash scripts/test.sh --slow    only the Python tests marked `slow` (whole-corpus
-#                                  red-team sweeps, Ray, real editor sessions, a fresh
-#                                  install, matmuls under the interpreter), nothing else
+#   bash scripts/test.sh --slow    only the Python tests marked `slow`, nothing else: the
+#                                  tests that took 20 s or more on 2 cores (whole sessions,
+#                                  whole-corpus red-team sweeps, hangs waited out, Ray, real
+#                                  editor sessions, a fresh install, matmuls under the
+#                                  interpreter), each file's cheaper tests staying default
 # .ci/run runs both, one after the other, so CI runs every test. The marker is registered
 # in pyproject.toml ([tool.pytest.ini_options]). Arguments after --slow, or instead of it,
 # are passed to pytest; a later -m replaces the tier's (`-m ""` selects every test).

@@ -134,6 +134,7 @@ def interpreted():
     return json.loads(line[len("RESULTS"):])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", IDS)
 def test_harness_matches_reference_under_interpreter(interpreted, module):
     r = interpreted[module]

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from helpers.paths import REPO
+import pytest
 
 REPORT = '''#!/usr/bin/env bash
 set -euo pipefail
@@ -40,6 +41,7 @@ def test_the_readme_commands_are_the_ones_ci_runs():
     assert not any("system-site-packages" in ln for ln in lines)
 
 
+@pytest.mark.slow
 def test_ci_sets_up_and_tests_inside_a_fresh_environment(tmp_path):
     tree = tmp_path / "tree"
     (tree / ".ci").mkdir(parents=True)
@@ -67,6 +69,7 @@ def test_ci_sets_up_and_tests_inside_a_fresh_environment(tmp_path):
     assert re.search(r"fresh environment", r.stderr)
 
 
+@pytest.mark.slow
 def test_a_failing_step_fails_ci(tmp_path):
     tree = tmp_path / "tree"
     (tree / ".ci").mkdir(parents=True)

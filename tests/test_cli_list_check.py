@@ -65,6 +65,7 @@ def test_list_and_check_with_bom_and_missing_harness(ws):
     assert len(p.stderr.strip().splitlines()) == 1 and "does not exist" in p.stderr
 
 
+@pytest.mark.slow
 def test_check_correct_variant_under_the_interpreter_makes_no_speed_claim(ws):
     v = write_variant(ws, "BLOCK_SIZE=128)", "BLOCK_SIZE=1024)")
     p = cli("check", "orig.py", "--variant", v, "--device", "cpu", "--json", cwd=ws)
@@ -76,6 +77,7 @@ def test_check_correct_variant_under_the_interpreter_makes_no_speed_claim(ws):
     assert p.returncode == 0 and "verified_correct" in p.stdout and " ms" not in p.stdout, p.stdout
 
 
+@pytest.mark.slow
 def test_check_cpu_tuning_prints_the_paired_pair(ws):
     v = write_variant(ws, "BLOCK_SIZE=128)", "BLOCK_SIZE=1024)")
     p = cli("check", "orig.py", "--variant", v, "--device", "cpu", "--rounds", "2", "--cpu-tuning", "--json", cwd=ws)
@@ -88,6 +90,7 @@ def test_check_cpu_tuning_prints_the_paired_pair(ws):
     assert out["baseline_ms"] / out["variant_ms"] == pytest.approx(out["speedup"])
 
 
+@pytest.mark.slow
 def test_check_off_by_one_mask_is_a_mismatch(ws):
     v = write_variant(ws, MASK, MASK + " - 1")
     p = cli("check", "orig.py", "--variant", v, "--device", "cpu", "--rounds", "2", "--json", cwd=ws)
@@ -96,6 +99,7 @@ def test_check_off_by_one_mask_is_a_mismatch(ws):
     assert out["status"] == "mismatch" and "speedup" not in out
 
 
+@pytest.mark.slow
 def test_check_reports_a_failed_re_measurement_in_one_line(ws):
     """The variant passes correctness but its interleaved re-measurement fails: a failed
     verdict (exit 1) with a one-line reason, not a traceback."""

@@ -181,6 +181,7 @@ def test_the_judge_finds_the_tensor_in_its_buffer_by_its_own_layout():
     assert derived.split_buffer(placed.buffer[:-1], spec) == (None, None)
 
 
+@pytest.mark.slow
 def test_an_original_whose_process_dies_on_a_derived_call_drops_that_call(tmp_path):
     """The original reads far out of bounds (a segfault under the interpreter) at sizes
     larger than its harness's: the calls it dies on are dropped with a note, the original
@@ -390,6 +391,7 @@ def rowsum_ev(tmp_path_factory):
     ev.close()
 
 
+@pytest.mark.slow
 def test_a_variant_right_only_on_the_harness_sizes_fails_in_every_session(rowsum_ev):
     """Abuse: the harness's column count written into the wrapper. Every draw has sizes
     other than 64 (ragged and aligned ones), so no session lets it through."""
@@ -397,6 +399,7 @@ def test_a_variant_right_only_on_the_harness_sizes_fails_in_every_session(rowsum
     assert ev.status in (Status.MISMATCH, Status.CRASHED) and "beyond the harness" in ev.message, ev.message
 
 
+@pytest.mark.slow
 def test_a_mask_skipped_when_the_size_looks_whole_fails_in_every_session(rowsum_ev):
     """n_cols % 16 == 0 taken for a whole number of tiles of 32: right at 64, wrong at 48."""
     load = "        x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)\n"
@@ -407,6 +410,7 @@ def test_a_mask_skipped_when_the_size_looks_whole_fails_in_every_session(rowsum_
     assert ev.status in (Status.MISMATCH, Status.CRASHED) and "beyond the harness" in ev.message, ev.message
 
 
+@pytest.mark.slow
 def test_accumulating_in_fp16_fails_in_every_session(rowsum_ev):
     """Right for the harness's fp32; a long fp16 row of large values summing to about 0
     shows the partial sums rounded to 11 bits."""
@@ -417,6 +421,7 @@ def test_accumulating_in_fp16_fails_in_every_session(rowsum_ev):
     assert ev.status == Status.MISMATCH and "beyond the harness" in ev.message, ev.message
 
 
+@pytest.mark.slow
 def test_a_correct_rowsum_rewrite_passes(rowsum_ev):
     ev = rowsum_ev.evaluate(Variant(ROWSUM.replace("BLOCK=32)", "BLOCK=64)")), time_it=False)
     assert ev.ok, ev.message
@@ -444,6 +449,7 @@ def rowsum16_ev(tmp_path_factory):
     ev.close()
 
 
+@pytest.mark.slow
 def test_reordering_an_original_that_accumulates_in_fp16_passes(rowsum16_ev):
     """Another tile width sums in another order: on the long fp16 row both results are off
     the float32 twin's by about as much, so the candidate is as precise as the original."""
@@ -492,6 +498,7 @@ def test_a_long_row_passes_the_threshold_without_growing_a_long_harness_row_furt
         assert grown == row and LONG_ROW <= mapping[row] <= max(row, LONG_ROW) + 3
 
 
+@pytest.mark.slow
 def test_a_variant_wrong_only_on_long_float32_rows_fails(rowsum_ev):
     """Abuse of the float32 twin's wider tolerance: a wrapper that adds 1 to its result only
     for float32 rows past 2**14 (the twin is the only such call: the long call itself is

@@ -98,6 +98,7 @@ def test_out_of_bounds_crash_then_worker_survives(evaluator):
     assert ok.status == Status.OK, ok.message
 
 
+@pytest.mark.slow
 def test_hang_times_out_then_worker_survives(evaluator):
     hang = variant("out = torch.empty_like(x)", "out = torch.empty_like(x)\n    while True:\n        pass")
     ev = evaluator.evaluate(hang)
@@ -106,6 +107,7 @@ def test_hang_times_out_then_worker_survives(evaluator):
     assert ok.status == Status.OK, ok.message
 
 
+@pytest.mark.slow
 def test_harness_returning_torch_result_still_checks_the_kernel(tmp_path):
     """This harness ignores the kernel's result (it returns a torch computation): once
     weak, now the buffer the kernel wrote is an output, so a wrong kernel is caught."""
@@ -133,6 +135,7 @@ def test_unusable_originals_are_setup_errors(tmp_path):
                 ev.prepare(time_it=False)
 
 
+@pytest.mark.slow
 def test_corrupted_context_ends_only_the_variant_process(tmp_path):
     """An illegal-address style error corrupts the variant process's CUDA context only:
     the judge reports it and the next good variant runs in a fresh process."""
@@ -148,6 +151,7 @@ def test_corrupted_context_ends_only_the_variant_process(tmp_path):
         assert ok.status == Status.OK, ok.message
 
 
+@pytest.mark.slow
 def test_in_place_harness_returning_none_is_checked_on_what_the_kernel_wrote(tmp_path):
     """A harness that returns nothing: the tensors the kernel's launches wrote are its outputs."""
     in_place = AXPY.replace("    return axpy(0.5, x, y)", "    axpy(0.5, x, y)")
@@ -186,6 +190,7 @@ def test_slower_search_candidate_ends_after_timing_and_is_never_ok(evaluator):
     assert full.status == Status.MISMATCH and "beyond the harness" in full.message, full.message
 
 
+@pytest.mark.slow
 def test_far_slower_search_candidate_stops_timing_after_two_rounds(evaluator):
     """Many times slower in each of its first two rounds: the timing stops there (a very
     slow candidate would otherwise hold a lane for every round) and the candidate ends as

@@ -51,6 +51,7 @@ def test_two_local_slots_give_the_verdicts_of_one(tmp_path):
     assert sorted(h["index"] for h in two["history"]) == [1, 2, 3]
 
 
+@pytest.mark.slow
 def test_two_local_slots_run_a_bandit_search_to_a_verdict(tmp_path):
     path = workspace(tmp_path)
     cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=4), strategies=["tiling", "pipeline"],

@@ -72,6 +72,7 @@ def test_matmul_code_rewrites_are_correct_under_the_interpreter(tmp_path: Path):
     assert evs and all(e.ok for e in evs), [e.message for e in evs]
 
 
+@pytest.mark.slow
 def test_layernorm_loops_pipelined_are_correct_under_the_interpreter(tmp_path: Path):
     src = (CORPUS / "layernorm_loop.py").read_text(encoding="utf-8")
     out = rewrites(src, "layer_norm_fwd", "pipeline_loop")["tl_range:2"]
@@ -101,6 +102,7 @@ def test_persistent_is_offered_for_1d_kernels_only():
     assert "(min(triton.cdiv(n, meta[\"BLOCK\"]), 2),)" in inline
 
 
+@pytest.mark.slow
 def test_persistent_variants_loop_over_every_tile_under_the_interpreter(tmp_path: Path):
     """12 tiles on 4 programs (3 iterations each) and 3 tiles on 2 programs: correct,
     and the launch grid is the capped one."""
@@ -123,6 +125,7 @@ def test_rows_per_program_refuses_kernels_that_mutate_parameters():
     assert "softmax_kernel[((n_rows + 3) // 4,)](" in got["rows:4"] and "n_rows_kb=n_rows)" in got["rows:4"]
 
 
+@pytest.mark.slow
 def test_rows_per_program_variants_are_correct_under_the_interpreter(tmp_path: Path):
     soft = (CORPUS / "conditional_warps_softmax.py").read_text(encoding="utf-8")
     (a,) = evaluate(tmp_path, "conditional_warps_softmax.py", "softmax_kernel", "harness_softmax",

@@ -344,6 +344,7 @@ def test_autotune_is_optional():
     assert not any("autotune" in v.description for v in variants)
 
 
+@pytest.mark.slow
 def test_enumerate_space_sizes():
     gen = RulesGenerator(seed=0)
     add = gen.enumerate_space(Variant(example_source("add_scale.py")), "axpy_kernel")

@@ -8,6 +8,7 @@ import sys
 import threading
 from pathlib import Path
 from typing import Optional
+import pytest
 
 HOLD = """
 import os, sys, time
@@ -110,6 +111,7 @@ def test_no_lock_file_means_no_locking(monkeypatch):
         pass
 
 
+@pytest.mark.slow
 def test_a_compile_steps_out_of_a_shared_hold_and_waits_to_take_it_back(tmp_path):
     """Compiling is CPU work: a timer gets the GPU meanwhile; the compiling process takes
     its hold back only once the timed region has ended."""

@@ -45,6 +45,7 @@ def test_a_rewrite_that_only_reshapes_its_inputs_is_accepted(axpy):
     assert ev.ok, ev.message
 
 
+@pytest.mark.slow
 def test_a_pre_run_hook_is_refused_in_the_replay_also_past_the_screen(axpy):
     """A JIT pre-run hook runs Python beside every launch, the timed replays included. The
     screen refuses it; sent straight to the judge, the replay refuses it."""
@@ -190,6 +191,7 @@ def test_the_roofline_floor_counts_the_elements_the_originals_launches_changed()
     assert changed_bytes({"a.x": [signed], "b.y": [signed]}, ["a.x", "b.y"], [cache, cache]) == 4
 
 
+@pytest.mark.slow
 def test_the_floor_is_measured_on_the_originals_kept_run():
     """Through the whole path: prepare of an in-place scatter into a paged cache (the
     real-world kv_cache_scatter) reports as its floor the bytes of the rows its launch

@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 import threading
+
+import pytest
 from pathlib import Path
 
 from helpers.kernels import AXPY
@@ -101,6 +103,7 @@ def run_cli(path: Path, server: LLMServer, budget: int) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
+@pytest.mark.slow
 def test_hostile_replies_cannot_leak_the_key_or_land_a_wrong_kernel(tmp_path):
     path = tmp_path / "axpy.py"
     path.write_text(MODULE, encoding="utf-8")

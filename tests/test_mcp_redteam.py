@@ -105,6 +105,7 @@ def wrong_cases(ids: tuple[str, ...] | None) -> list[tuple[str, str, str]]:
     return [(c.id, KERNELS[c.kernel].path.name, c.source) for c in chosen]
 
 
+@pytest.mark.slow
 async def test_escape_payloads_subset_same_verdicts_as_check(ws: Path, tmp_path: Path):
     cases = escape_cases(tmp_path, ESCAPE_SUBSET)
     assert len(cases) == len(ESCAPE_SUBSET) >= 15
@@ -112,6 +113,7 @@ async def test_escape_payloads_subset_same_verdicts_as_check(ws: Path, tmp_path:
     assert not (tmp_path / "marker").exists()
 
 
+@pytest.mark.slow
 async def test_wrong_variants_subset_same_verdicts_as_check(ws: Path, tmp_path: Path):
     cases = wrong_cases(WRONG_SUBSET)
     assert len(cases) == len(WRONG_SUBSET)

@@ -120,6 +120,7 @@ async def test_bad_input_is_one_line_and_secrets_are_redacted(ws: Path):
         assert "one limit" in msg
 
 
+@pytest.mark.slow
 async def test_check_variant_rejects_a_wrong_variant_with_its_reason_and_passes_a_correct_one(ws: Path):
     wrong, right = case(WRONG, "off_by_one_mask"), case(CORRECT, "block_1024")
     async with connect(ws) as s:

@@ -67,6 +67,7 @@ def sequential_evaluator(tmp_path_factory):
         mp.undo()
 
 
+@pytest.mark.slow
 def test_a_faster_variant_re_measured_in_sequence(sequential_evaluator) -> None:
     v = Variant(AXPY.replace(AXPY_LAUNCH, AXPY_LAUNCH.replace("128", "1024")))
     assert sequential_evaluator.evaluate(v).status == Status.OK

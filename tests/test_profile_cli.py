@@ -17,6 +17,7 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_profile_json_tier3_degrades_under_the_interpreter(examples_dir: Path):
     # a smaller CPU problem than the example's 50,003 elements (still a masked tail): the
     # original's calls beyond the harness grow with it, and its size is not the point here

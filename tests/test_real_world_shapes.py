@@ -151,6 +151,7 @@ def test_out_buffer_api_whose_harness_returns_nothing(tmp_path):
         assert wrong.status == Status.MISMATCH and "out" in wrong.message, wrong.message
 
 
+@pytest.mark.slow
 def test_wrapper_returning_an_object_that_wraps_a_tensor(tmp_path):
     with prepared(tmp_path, WRAPPED, "quant_kernel", "test_quantize", []) as ev:
         ok = ev.evaluate(Variant(WRAPPED.replace("BLOCK=128)", "BLOCK=512)").replace("cdiv(n, 128)", "cdiv(n, 512)")))

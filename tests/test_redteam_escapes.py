@@ -84,6 +84,7 @@ def evaluator(tmp_path_factory):
     ev.close()
 
 
+@pytest.mark.slow
 def test_payloads_end_to_end_leave_no_marker(evaluator: Evaluator, tmp_path: Path):
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -101,6 +102,7 @@ def test_payloads_end_to_end_leave_no_marker(evaluator: Evaluator, tmp_path: Pat
 
 @pytest.mark.parametrize("rewrite", [pytest.param(r, id=r.name, marks=[] if r.name in DEFAULT_TIER_REWRITES else
                                                   [pytest.mark.slow]) for r in AXPY_REWRITES])
+@pytest.mark.slow
 def test_correct_axpy_rewrites_pass_end_to_end(evaluator: Evaluator, rewrite):
     """The hand-written correct rewrites of axpy are not only screened in: they run and
     match (autotuned ones need a GPU driver, which the CPU interpreter lacks)."""

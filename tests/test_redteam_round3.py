@@ -83,6 +83,7 @@ def test_escape_is_well_formed(escape: Escape):
     assert escape.path.stem.split("_", 1)[1] not in {e.path.stem.split("_", 1)[1] for e in ESCAPES if e is not escape}
 
 
+@pytest.mark.slow
 def test_cpu_visible_wrong_variants_are_really_wrong():
     """Outside the judge (plain process, interpreter), each witness's result differs from
     the original's: the corpus is not vacuous."""

@@ -300,6 +300,7 @@ def _state_lookalikes() -> list[Any]:
     return [c for c in load_cases(CORRECT) if c.category == "state"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", _state_lookalikes(), ids=lambda c: c.id)
 def test_lookalikes_are_timed_doing_their_work(case: Any, tmp_path: Path):
     from redteam.corpus import KERNELS

@@ -82,6 +82,7 @@ def report_code(body: str) -> str:
     return "saw = {}\n" + body + "\nraise RuntimeError('KB-SAW ' + json.dumps(saw))\n"
 
 
+@pytest.mark.slow
 def test_no_secret_no_ancestor_a_private_cwd_and_nowhere_else_to_write(judge, tmp_path):
     """The job sees no key (environment, ancestors' environ), runs as pid 2 of its own
     namespace with an unprivileged uid where the OS allows, writes its private
@@ -233,6 +234,7 @@ def test_threads_left_running_are_rejected(judge):
     assert ev.status == Status.REJECTED and "threads" in ev.message, ev.message
 
 
+@pytest.mark.slow
 def test_a_forged_reply_on_any_descriptor_is_not_a_verdict(judge):
     """Write a forged 'ok' reply and a forged frame on every open descriptor: the judge
     reads data frames with a per-job nonce, never verdicts."""
@@ -258,6 +260,7 @@ def judge_variant():
     return edited(AXPY_LAUNCH, AXPY_LAUNCH.replace("128", "256"))
 
 
+@pytest.mark.slow
 def test_a_job_left_running_dies_with_its_judge(tmp_path, monkeypatch):
     """A candidate that spins forever, and a judge that goes away mid-job: no process of
     the job survives (the zygote kills its children; each child dies with the zygote,

@@ -18,6 +18,7 @@ from helpers.llm_server import LLMServer, Reply, fenced
 from helpers.session import AXPY_SESSION, GOOD_LLM_KERNEL, cli as _cli, collect, task_of, workspace
 
 
+@pytest.mark.slow
 def test_rules_session_finds_verified_speedup_and_persists(tmp_path):
     path = workspace(tmp_path)
     emitter, events = collect()
@@ -63,6 +64,7 @@ def test_rules_session_finds_verified_speedup_and_persists(tmp_path):
     store.close()
 
 
+@pytest.mark.slow
 def test_budgets_stop_where_they_should(tmp_path):
     path = workspace(tmp_path)
     r = run_session(task_of(path), SessionConfig(search="random", budget=Budget(evaluations=2), paired_rounds=2,
@@ -77,6 +79,7 @@ def test_budgets_stop_where_they_should(tmp_path):
         SessionConfig(budget=Budget(evaluations=None)).budget.validate()
 
 
+@pytest.mark.slow
 def test_exhaustive_search_walks_the_space_within_budget(tmp_path):
     path = workspace(tmp_path)
     r = run_session(task_of(path), SessionConfig(search="exhaustive", budget=Budget(evaluations=3), paired_rounds=2))
@@ -84,6 +87,7 @@ def test_exhaustive_search_walks_the_space_within_budget(tmp_path):
     assert all(h["generator"] == "rules" for h in r.history)
 
 
+@pytest.mark.slow
 def test_llm_session_records_rejections_and_goes_on(tmp_path):
     path = workspace(tmp_path)
     script = [
@@ -121,6 +125,7 @@ def _optimize_events(path: Path, *extra: str) -> tuple[subprocess.Popen, list[Ev
     return p, events, err
 
 
+@pytest.mark.slow
 def test_cli_interpreter_verdict_makes_no_speed_claim_and_apply_refuses(tmp_path):
     path = workspace(tmp_path)
     p, events, err = _optimize_events(path)
@@ -137,6 +142,7 @@ def test_cli_interpreter_verdict_makes_no_speed_claim_and_apply_refuses(tmp_path
         assert c.data["speedup"] == pytest.approx(baseline.data["time_ms"] / c.data["time_ms"])
 
 
+@pytest.mark.slow
 def test_cli_cpu_tuning_applies_by_cpu_time(tmp_path):
     path = workspace(tmp_path)
     p, events, err = _optimize_events(path, "--cpu-tuning")
@@ -185,6 +191,7 @@ def test_cli_usage_errors_exit_2(tmp_path):
         assert p.returncode == 2 and needle in err, (args, err)
 
 
+@pytest.mark.slow
 def test_sigint_stops_cleanly_with_best_so_far(tmp_path):
     path = workspace(tmp_path)
     p = _cli("optimize", str(path), "--budget", "50", "--search", "greedy", "--events", "jsonl", "--device", "cpu",
@@ -246,6 +253,7 @@ def test_clustering_feature_set_follows_the_bandit_config(tmp_path):
     assert vector("ucb1", BanditConfig(feature_set="v2")) == [2.0, 3.0]
 
 
+@pytest.mark.slow
 def test_a_failed_final_remeasurement_still_gives_a_result(tmp_path):
     from kernelband.evaluate import Evaluator
     from kernelband.session import Session
@@ -285,6 +293,7 @@ def _llm_budget_session(tmp_path, budget: Budget) -> tuple[dict, int]:
         return result, server.count
 
 
+@pytest.mark.slow
 def test_token_and_dollar_budgets_stop_an_llm_session(tmp_path):
     # checked before each request: 150, 300 (< 400), then 450 stops it, past the budget, and says so
     r, requests = _llm_budget_session(tmp_path / "tokens", Budget(evaluations=None, tokens=400))
@@ -301,6 +310,7 @@ def test_token_and_dollar_budgets_stop_an_llm_session(tmp_path):
     assert r.tokens == 300 and requests == 2 and not any("went past" in w for w in r.warnings)
 
 
+@pytest.mark.slow
 def test_a_re_measurement_in_sequence_is_said_in_the_result(tmp_path, monkeypatch):
     """Where two runs of the harness do not fit on the GPU together the winner is
     re-measured one block after the other (forced here; the worker reads it at start):

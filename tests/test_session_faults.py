@@ -12,6 +12,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import pytest
 from pathlib import Path
 
 from kernelband.events import Event
@@ -28,6 +30,7 @@ def _dead_pid() -> int:
     return p.pid
 
 
+@pytest.mark.slow
 def test_lost_worker_ends_with_best_so_far_and_leftovers_are_cleaned(tmp_path):
     path = workspace(tmp_path)
     store = Store.for_file(path)
@@ -116,6 +119,7 @@ def _events(text: str) -> list[Event]:
     return [Event.from_json(ln) for ln in text.splitlines() if ln.strip()]
 
 
+@pytest.mark.slow
 def test_a_hanging_endpoint_costs_two_timeouts_not_the_budget(tmp_path):
     path = workspace(tmp_path)
     server = HangingServer()
@@ -133,6 +137,7 @@ def test_a_hanging_endpoint_costs_two_timeouts_not_the_budget(tmp_path):
     assert events[-1].t - baseline.t < 8  # 2 x 1 s timeouts + 1 s backoff, not 3 x 4 x timeout
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_hanging_llm_request_stops_within_two_seconds(tmp_path):
     path = workspace(tmp_path)
     server = HangingServer()
@@ -168,6 +173,7 @@ LEAK_KEY = "kb-configured-key-5d1e0c77aa"
 ENV_KEY = "kb-env-openai-key-91b2c3d4e5"
 
 
+@pytest.mark.slow
 def test_a_variant_message_with_the_key_or_5mb_never_reaches_store_or_events(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     path = workspace(tmp_path)

@@ -9,6 +9,7 @@ import textwrap
 
 from helpers.paths import REPO
 from helpers.xdist_groups import defines_wide_fixture
+import pytest
 
 CONFTEST = f'''
 import sys
@@ -65,6 +66,7 @@ def test_files_with_a_wide_fixture_are_found(tmp_path):
     assert not defines_wide_fixture(REPO / "tests" / "test_session.py")
 
 
+@pytest.mark.slow
 def test_a_module_fixture_is_built_once_and_other_tests_spread(tmp_path):
     suite = tmp_path / "suite"
     suite.mkdir()
