@@ -596,3 +596,29 @@ def test_a_correct_softmax_rewrite_passes_the_consistency_rule_beyond_the_harnes
     wider = _variant(source, "BLOCK_SIZE = triton.next_power_of_2(n_cols)", "BLOCK_SIZE = 2 * triton.next_power_of_2(n_cols)")
     got = ev.evaluate(wider, time_it=False)
     assert got.ok, got.message
+
+
+def test_a_reordered_atomic_scatter_passes_the_special_values_call(tmp_path):
+    """The special-values call holds magnitudes of 3e4: atomics that add in another order
+    (here: the source rows walked backwards, a correct rewrite) round such sums ulp(3e4)
+    = 0.004 apart, which the plain tolerance (1e-4 + 1e-3 * |ref|) refused on a GPU
+    (scatter_add_fp32, 1 of 20736 elements, relative L2 1.1e-8). Finite values of that call
+    are compared at the float32 twin's scale; NaN and inf positions still exactly, so a
+    special-value bug (a dropped -inf guard, a ReLU by multiplication) still fails."""
+    from helpers.paths import REPO
+
+    source = (REPO / "benchmarks" / "suite" / "scatter_add_fp32.py").read_text(encoding="utf-8")
+    ev = _evaluator(tmp_path, "scatter", source, "scatter_add_kernel", "harness_scatter_add")
+    try:
+        backwards = _variant(source, "    i = tl.program_id(0)\n",
+                             "    i = tl.num_programs(0) - 1 - tl.program_id(0)  # the same adds, in reverse\n")
+        got = ev.evaluate(backwards, time_it=False)
+        assert got.ok, got.message
+        # a special-value bug: infinities clamped to a large finite value (inf positions differ)
+        clamps_inf = _variant(source, "    vals = tl.load(src_ptr + i * src_stride + cols, mask=mask, other=0.0)\n",
+                              "    vals = tl.load(src_ptr + i * src_stride + cols, mask=mask, other=0.0)\n"
+                              "    vals = tl.minimum(tl.maximum(vals, -1.0e30), 1.0e30)\n")
+        wrong = ev.evaluate(clamps_inf, time_it=False)
+        assert wrong.status == Status.MISMATCH and "special values" in wrong.message, wrong.message
+    finally:
+        ev.close()

@@ -59,7 +59,9 @@ def _still_open(case: Case, defence: str) -> list[pytest.MarkDecorator]:
 def _case_param(case: Case, screened: bool = True):  # type: ignore[no-untyped-def]
     defence = case.spec.defence if screened else case.spec.unscreened
     assert defence is not None
-    marks = [pytest.mark.slow, *_still_open(case, defence)]
+    # the module's fixtures run every case once, in the setup of the first test that uses
+    # them: 26 evaluations, past pytest-timeout's 600 s on 2 cores loaded by the slow tier
+    marks = [pytest.mark.slow, pytest.mark.timeout(1800), *_still_open(case, defence)]
     if case.spec.gpu_only:
         marks = [pytest.mark.skip(reason="GPU only: see tests/redteam/round3/README.md for the GPU run")]
     return pytest.param(case, id=case.id, marks=marks)
@@ -174,12 +176,14 @@ CAUGHT_FLOOR = 25
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_cpu_visible_wrong_variants_caught_at_least_the_measured_floor(wrong_outcomes: dict[str, Outcome]):
     passed = sorted(k for k, v in wrong_outcomes.items() if v.ok)
     assert len(wrong_outcomes) - len(passed) >= CAUGHT_FLOOR, passed
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_at_least_95_percent_of_cpu_visible_wrong_variants_rejected(wrong_outcomes: dict[str, Outcome]):
     passed = sorted(k for k, v in wrong_outcomes.items() if v.ok)
     assert len(passed) <= 0.05 * len(wrong_outcomes), passed

@@ -133,7 +133,7 @@ def absorb_original(judge: Any, calls: list[dict[str, Any]], frames: dict[tuple[
 
 
 PRECISE = "precise"  # a long call's reference: the original's result on its float32 twin
-HIGH_TOLERANCE_SCALE = 100.0  # the float32 twin's tolerance, times the plain one (verdict_of)
+HIGH_TOLERANCE_SCALE = 100.0  # the float32 twin's and the special values' tolerance, times the plain one
 
 
 def with_precise(kept: dict[int, tuple[dict[str, Any], Any]]) -> list[tuple[dict[str, Any], Any]]:
@@ -247,7 +247,11 @@ def verdict_of(judge: Any, frame: Frame[DerivedOutputs]) -> Optional[tuple[Statu
     # a long call's float32 twin: its rows sum to about 0, where any other summation order
     # is about 1e-4 off in float32 (a correct reordering was refused at the plain
     # tolerance); at 100 times it, that noise passes and a wrong result does not
-    verdict = compare_outputs(reference, out, tol_scale=HIGH_TOLERANCE_SCALE if call.get("flavour") == "high" else 1.0)
+    # the special-values call holds magnitudes of 3e4 too: atomics landing in another order
+    # round its sums ulp(3e4) = 0.004 apart (a scatter-add rewrite was refused so, 1 element
+    # of 20736, relative L2 1.1e-8); NaN and inf positions are still compared exactly
+    loose = call.get("flavour") in ("high", "special")
+    verdict = compare_outputs(reference, out, tol_scale=HIGH_TOLERANCE_SCALE if loose else 1.0)
     if not verdict.ok and not (precise is not None and _as_precise(reference, out, precise)):
         return Status.MISMATCH, f"{where}: {verdict.message}"
     return None
