@@ -9,9 +9,9 @@ import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from helpers.kernels import AXPY
 

@@ -12,9 +12,9 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from kernelband.events import Event
 from kernelband.redact import MAX_MESSAGE_BYTES

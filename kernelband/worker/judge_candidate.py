@@ -198,14 +198,8 @@ class CandidateRun:
         if seed == task.seeds[0] and not meta.again:
             written = [d for p, (_, d) in devs.items() if p.startswith("output['written']")]
             self.seed0_deviation[h] = max(written, default=0.0)
-        at_seed0 = self.seed0_deviation.get(h, 0.0)
-        for path, (dtype, dev) in devs.items():
-            bound = checks.consistency_bound(dtype, at_seed0, original_error)
-            if dev > bound:
-                raise Refusal(Status.MISMATCH, f"precision: {h}, seed {seed}: {path} is {dev:.3g} from the original's "
-                                               f"(relative L2), more than its written outputs at seed {task.seeds[0]} "
-                                               f"({at_seed0:.3g}) and the original's own error ({original_error:.3g}) "
-                                               "allow")
+        _refuse_if_inconsistent(devs, self.seed0_deviation.get(h, 0.0), original_error, f"{h}, seed {seed}",
+                                task.seeds[0])
 
     def _check_consistent_beyond(self, frame: Frame[FrameMeta]) -> None:
         """The consistency rule on calls beyond the harness whose values are plain draws: a
@@ -222,15 +216,10 @@ class CandidateRun:
         if not errors:
             return  # no float64 rerun of the original: tolerances only
         devs = plain_deviations(judge, Frame(frame.meta, frame.tree))
-        at_seed0 = max(self.seed0_deviation.values(), default=0.0)
-        for path, (dtype, dev) in devs.items():
-            bound = checks.consistency_bound(dtype, at_seed0, max(errors))
-            if dev > bound:
-                call = describe_call(judge.ref.derived[frame.meta.index][0])
-                raise Refusal(Status.MISMATCH, f"precision: beyond the harness, {call}: {path} is {dev:.3g} from the "
-                                               f"original's (relative L2), more than its written outputs at seed "
-                                               f"{judge.require_task().seeds[0]} ({at_seed0:.3g}) and the original's "
-                                               f"own error ({max(errors):.3g}) allow")
+        if devs:
+            where = f"beyond the harness, {describe_call(judge.ref.derived[frame.meta.index][0])}"
+            _refuse_if_inconsistent(devs, max(self.seed0_deviation.values(), default=0.0), max(errors), where,
+                                    judge.require_task().seeds[0])
 
     def _check_reproducible(self, frame: Frame[FrameMeta]) -> None:
         """A candidate is as deterministic as the original: where the original's two runs of
@@ -285,6 +274,17 @@ class CandidateRun:
         paired = paired_statistics(orig, cand, clock)
         self.ev.reference_ms = paired.baseline_ms
         self.ev.speedup_ci = [paired.ci_low, paired.ci_high]
+
+
+def _refuse_if_inconsistent(devs: dict[str, tuple[Any, float]], at_seed0: float, original_error: float, where: str,
+                            seed0: int) -> None:
+    """The consistency rule: every output no farther from the original than the candidate's
+    written outputs at seed 0 and the original's own error allow (``checks.consistency_bound``)."""
+    for path, (dtype, dev) in devs.items():
+        if dev > checks.consistency_bound(dtype, at_seed0, original_error):
+            raise Refusal(Status.MISMATCH, f"precision: {where}: {path} is {dev:.3g} from the original's (relative L2), "
+                                           f"more than its written outputs at seed {seed0} ({at_seed0:.3g}) and the "
+                                           f"original's own error ({original_error:.3g}) allow")
 
 
 def _written_bytes(judge: JudgeCore) -> int:
