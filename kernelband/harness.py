@@ -272,12 +272,6 @@ class PyprojectHarnesses:
         return spec, ""
 
 
-def pyproject_harness(module_path: str, kernel: str) -> tuple[Optional[str], str]:
-    """``[tool.kernelband.harness]`` of the nearest pyproject.toml: (a spec "function" or
-    "/abs/path.py:function", or None; the reason when that pyproject.toml is unusable)."""
-    return PyprojectHarnesses.of(module_path).harness(kernel)
-
-
 @functools.lru_cache(maxsize=32)
 def _detect_file_version(key: tuple[str, int, int]) -> tuple[str, DetectionResult]:
     src = read_source(key[0])

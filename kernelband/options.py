@@ -225,7 +225,7 @@ OPTIONS: tuple[Option, ...] = (
            commands=(CHECK, OPTIMIZE)),
     Option("allow_weak_harness", "--allow-weak-harness", bool, False,
            "search even if the harness cannot catch a broken kernel"),
-    # ---- where the evaluation workers run (issue 15; docs/RAY.md)
+    # ---- where the evaluation workers run (docs/RAY.md)
     Option("executor", "--executor", str, "local",
            "local: one worker process per visible GPU on this machine; ray: one Ray actor per GPU of a Ray cluster "
            "(pip install 'kernelband[ray]')", setting="executor", choices=EXECUTOR_NAMES),

@@ -154,13 +154,6 @@ class Store:
              _dump(profile.to_dict()), time.time()),
         )
 
-    def get_profile(self, key: ProfileKey) -> Optional[Profile]:
-        row = self._one(
-            "SELECT profile FROM profiles WHERE source_hash=? AND harness_hash=? AND gpu=? AND triton_version=? AND kernel=?",
-            (key.source_hash, key.harness_hash, key.gpu, key.triton_version, key.kernel),
-        )
-        return Profile.from_wire(json.loads(row[0])) if row else None
-
     def latest_profile(self, kernel: str, source_hash: Optional[str] = None, file: Optional[str] = None) -> Optional[Profile]:
         """Most recent profile of a kernel, by source hash when given, else by file."""
         if source_hash is not None:

@@ -23,8 +23,8 @@ from .model import ResultStatus
 # the paired 95% CI is narrow (half-width below the speedup: median 0.25%, 95th percentile
 # 0.8%, 99th 1.9%), and the same winning variant re-measured in different sessions spread
 # by at most 1.25% around its mean (95th percentile 0.55%, 112 repeats). So a CI that
-# clears 1.0 by a hair (47 of 324 "improved" verdicts were below 1.03x, issue 11 saw 7 of
-# 16) is statistically separated yet within session-to-session drift, and not worth an
+# clears 1.0 by a hair (47 of 324 "improved" verdicts were below 1.03x; one
+# session had 7 of 16) is statistically separated yet within session-to-session drift, and not worth an
 # edit. 1.03 is about 2.5x the largest drift seen and 1.5x the 99th-percentile CI
 # half-width: a verdict above it reproduces in another session.
 DEFAULT_MIN_SPEEDUP = 1.03

@@ -1,5 +1,5 @@
 """--executor / --workers / --ray-address (defined in kernelband/options.py, for
-``optimize`` and ``optimize-all``): the executor they ask for (issue 15)."""
+``optimize`` and ``optimize-all``): the executor they ask for."""
 from __future__ import annotations
 
 import argparse

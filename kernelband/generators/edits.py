@@ -46,10 +46,6 @@ def merge(*parts: Edits) -> Edits:
     return out
 
 
-def replace_with(node: cst.CSTNode, new: cst.CSTNode) -> Edits:
-    return {id(node): [lambda _n, new=new: new]}
-
-
 def _no_ws() -> cst.AssignEqual:
     return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 

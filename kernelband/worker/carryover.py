@@ -4,7 +4,7 @@ Timing replays the kept run's launches, frozen, each replay from the state the r
 launches found (``prestate``: every storage they touch, as the first of them found it).
 A kernel's work may depend on that state (a flag, a counter, a semaphore, a result it
 left for itself, a buffer the wrapper zeroed): it is then timed doing exactly the
-call's work. Three things are refused instead (issue 26, round 3), checked on the kept
+call's work. Three things are refused instead, checked on the kept
 run before any replay:
 
 - the launches changed memory the judge could not copy to put back (past every budget):

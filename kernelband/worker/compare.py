@@ -108,11 +108,6 @@ def chunk_pairs(a: torch.Tensor, b: torch.Tensor, dtype: Optional[torch.dtype] =
                fb[start:start + _CHUNK].to(device=dev, dtype=dtype or fb.dtype))
 
 
-def _chunks(ref: torch.Tensor, out: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Matching float64 slices of ``ref`` and ``out``."""
-    return chunk_pairs(ref, out, torch.float64)
-
-
 def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: ErrorStats, tol_scale: float) -> None:
     if out.shape != ref.shape:
         raise _Mismatch(f"{path}: shape {tuple(out.shape)} != expected {tuple(ref.shape)}")

@@ -202,11 +202,6 @@ def thread_count() -> int:
         return 1
 
 
-def kernel_at_least(major: int, minor: int) -> bool:
-    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
-    return m is not None and (int(m.group(1)), int(m.group(2))) >= (major, minor)
-
-
 class MountEntry:
     """One line of /proc/self/mountinfo."""
 

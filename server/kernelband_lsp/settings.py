@@ -19,7 +19,7 @@ from kernelband import options as O
 SECTION = "kernelband"
 GENERATORS = O.GENERATOR_NAMES
 SEARCHES = O.SEARCH_NAMES
-EXECUTORS = O.EXECUTOR_NAMES  # where optimize jobs evaluate candidates (issue 15)
+EXECUTORS = O.EXECUTOR_NAMES  # where optimize jobs evaluate candidates
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Settings:
     harness: dict[str, str] = field(default_factory=dict)
     # server-only knobs (not in the client's contributes; harmless when absent)
     debounce_ms: int = 250
-    # --- executors (issue 15): where an optimize job's workers run; passed as --executor,
+    # --- executors: where an optimize job's workers run; passed as --executor,
     # --ray-address and --workers (a laptop without a GPU can send jobs to a Ray cluster)
     executor: str = O.default("executor")
     ray_address: str = O.default("ray_address")
@@ -68,7 +68,7 @@ class Settings:
             "pythonPath": self.python_path,
             "harness": dict(self.harness),
             "debounceMs": self.debounce_ms,
-            # --- executors (issue 15)
+            # --- executors
             "executor": self.executor,
             "rayAddress": self.ray_address,
             "workers": self.workers,
