@@ -622,3 +622,34 @@ def test_a_reordered_atomic_scatter_passes_the_special_values_call(tmp_path):
         assert wrong.status == Status.MISMATCH and "special values" in wrong.message, wrong.message
     finally:
         ev.close()
+
+
+# a block fixed at 128 columns: past 128 the original writes nothing (fresh memory stays as
+# it was), so there it is no oracle; within them it is
+FIXED_BLOCK = ROWS.replace("BLOCK=triton.next_power_of_2(n_cols))", "BLOCK=128)")
+
+
+@pytest.fixture(scope="module")
+def fixed_block_ev(tmp_path_factory):
+    ev = _evaluator(tmp_path_factory.mktemp("derived"), "fixed", FIXED_BLOCK, "row_scale_kernel", "harness_rows")
+    yield ev
+    ev.close()
+
+
+def test_what_the_original_leaves_unwritten_is_not_held_against_a_candidate(fixed_block_ev):
+    """A candidate that writes every column of a long row where the original, its block
+    fixed at 128, leaves the rest as fresh memory: the same wherever the original wrote."""
+    whole_row = _variant(FIXED_BLOCK, "BLOCK=128)", "BLOCK=max(128, triton.next_power_of_2(n_cols)))")
+    got = fixed_block_ev.evaluate(whole_row, time_it=False)
+    assert got.ok, got.message
+
+
+def test_a_candidate_wrong_where_the_original_wrote_is_still_caught_beyond_the_harness(fixed_block_ev):
+    """Past the harness's 100 columns the candidate is wrong in the columns the original
+    does write (the first 128), or writes nothing at all: both refused."""
+    off_by_one = _variant(FIXED_BLOCK, "x * 2.0, mask=mask)", "x * 2.0 + (n_cols > 100), mask=mask)")
+    got = fixed_block_ev.evaluate(off_by_one, time_it=False)
+    assert got.status == Status.MISMATCH and "beyond the harness" in got.message, got.message
+    skips = _variant(FIXED_BLOCK, "    row_scale_kernel[", "    if n_cols > 100:\n        return out\n    row_scale_kernel[")
+    got = fixed_block_ev.evaluate(skips, time_it=False)
+    assert got.status == Status.MISMATCH and "beyond the harness" in got.message, got.message

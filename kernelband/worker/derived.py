@@ -522,6 +522,15 @@ def canary_value(dtype: Any, which: str) -> Any:
     return -1 if which == "a" else 3
 
 
+def fresh_value(dtype: Any, which: str) -> Any:
+    """What an empty tensor a derived call makes holds before the kernel writes it: it
+    differs between the original's two canary runs, so what the original leaves unwritten
+    shows (``judge_derived.unwritten_masks``); NaN in a candidate's run."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan") if which == "a" else -5.5
+    return -1 if which == "a" else -2
+
+
 def _generator(seed: int, device: str) -> Any:
     import torch
 
@@ -786,7 +795,7 @@ def padded_allocations(which: str, pad: int, fresh_fill: Optional[str] = None) -
         elif fresh_fill == "zero":  # empty: fresh memory is not always NaN outside the judge
             view.zero_()
         else:  # empty: what a kernel must write, as fresh memory reads in the variant process
-            view.fill_(float("nan") if (dtype.is_floating_point or dtype.is_complex) else -1)
+            view.fill_(fresh_value(dtype, which))
         if kwargs.get("requires_grad"):
             view.requires_grad_(True)
         made.append((buffer, pad, n))

@@ -20,6 +20,7 @@ from .compare import compare_outputs
 from .jobs import Frame
 from .messages import Derived, DerivedOutputs, Step
 from .observe import materialize
+from .wire import WireObject
 
 
 
@@ -119,13 +120,18 @@ def absorb_original(judge: Any, calls: list[dict[str, Any]], frames: dict[tuple[
             elif not all(derived.canaries_intact(r, "a") for r in rests_a) or \
                     not all(derived.canaries_intact(r, "b") for r in rests_b):
                 why = "the original writes outside its tensors at these sizes"
-            elif not compare_outputs(out_a, out_b).ok:
+            elif not compare_outputs(out_a, with_undefined(out_b, out_a, unwritten_masks(out_a, out_b))).ok:
                 why = "the original's result depends on memory beyond its tensors at these sizes"
             elif call.get("flavour") == "alias" and not _alias_safe(call, out_a, frames.get(("a", int(call["twin"])))
                                                                     if isinstance(call.get("twin"), int) else None, calls):
                 why = "the original gives another result when told to write over its input"
             else:
-                kept[i] = (call, materialize(out_a, judge.ref_device if judge.refs_on_gpu else None))
+                reference = materialize(out_a, judge.ref_device if judge.refs_on_gpu else None)
+                masks = unwritten_masks(out_a, out_b)
+                if masks:  # what the original left as fresh memory: no oracle there
+                    masks = {p: m.to(judge.ref_device) if judge.refs_on_gpu else m for p, m in masks.items()}
+                    reference = dict(reference, **{UNDEFINED: masks})
+                kept[i] = (call, reference)
         if why:
             dropped.append(f"{derived.describe_call(call)}: {why}")
     judge.ref.derived = with_precise(kept)
@@ -133,6 +139,43 @@ def absorb_original(judge: Any, calls: list[dict[str, Any]], frames: dict[tuple[
 
 
 PRECISE = "precise"  # a long call's reference: the original's result on its float32 twin
+UNDEFINED = "undefined"  # a reference's masks of the elements the original left unwritten
+
+
+def unwritten_masks(a: Any, b: Any) -> dict[str, torch.Tensor]:
+    """For each output tensor, the elements the original's two canary runs left as the
+    fresh memory each run's allocations held (``derived.fresh_value``): at such sizes the
+    original does not define them (a block fixed at 128 columns, a row of 16387), so no
+    candidate is held to them. Only tensors with such elements are listed."""
+    found = dict(checks.leaves(b))
+    masks: dict[str, torch.Tensor] = {}
+    for path, x in checks.leaves(a):
+        y = found.get(path)
+        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape \
+                or x.dtype != y.dtype or x.dtype == torch.bool or x.numel() == 0:
+            continue
+        fresh_a = torch.isnan(x) if x.is_floating_point() or x.is_complex() else x == derived.fresh_value(x.dtype, "a")
+        mask = fresh_a & (y == derived.fresh_value(y.dtype, "b"))
+        if bool(mask.any()):
+            masks[path] = mask
+    return masks
+
+
+def with_undefined(out: Any, reference: Any, masks: dict[str, torch.Tensor], path: str = "output") -> Any:
+    """``out`` with the elements ``masks`` name taken from ``reference`` (the same tree
+    shape as ``checks.leaves`` walks): what the original left undefined is not compared."""
+    if not masks:
+        return out
+    if isinstance(out, dict) and isinstance(reference, dict):
+        fields = {k: with_undefined(v, reference.get(k), masks, f"{path}[{k!r}]") for k, v in out.items()}
+        return WireObject(out.type_name, fields) if isinstance(out, WireObject) else fields
+    if type(out) in (list, tuple) and isinstance(reference, (list, tuple)) and len(out) == len(reference):
+        return type(out)(with_undefined(v, r, masks, f"{path}[{i}]") for i, (v, r) in enumerate(zip(out, reference)))
+    mask = masks.get(path)
+    if mask is None or not isinstance(out, torch.Tensor) or not isinstance(reference, torch.Tensor) \
+            or out.shape != mask.shape or reference.shape != mask.shape or out.dtype != reference.dtype:
+        return out
+    return torch.where(mask.to(out.device), reference.to(out.device), out)
 HIGH_TOLERANCE_SCALE = 100.0  # the float32 twin's and the special values' tolerance, times the plain one
 
 
@@ -167,9 +210,20 @@ def plain_deviations(judge: Any, frame: Frame[DerivedOutputs]) -> dict[str, tupl
     out, _, bad = observed(frame, call)
     if bad or not isinstance(out, dict):
         return {}
+    reference, _, out = _reference_parts(reference, out)
     return {path.replace("output['written']", "output['args']"): dev for path, dev in checks.deviations(
         {"returned": reference.get("returned"), "written": reference.get("args")},
         {"returned": out.get("returned"), "written": out.get("args")}).items()}
+
+
+def _reference_parts(reference: Any, out: Any) -> tuple[Any, Any, Any]:
+    """(the original's outputs, its float32 twin's or None, the candidate's outputs with
+    what the original left undefined taken from the original's)."""
+    if not isinstance(reference, dict):
+        return reference, None, out
+    masks = reference.get(UNDEFINED) or {}
+    plain = {k: v for k, v in reference.items() if k not in (PRECISE, UNDEFINED)}
+    return plain, reference.get(PRECISE), with_undefined(out, plain, masks)
 
 
 def _as_precise(reference: dict[str, Any], out: Any, precise: Any) -> bool:
@@ -241,9 +295,7 @@ def verdict_of(judge: Any, frame: Frame[DerivedOutputs]) -> Optional[tuple[Statu
         return Status.REJECTED, f"trust: {where}: {bad}"
     if not all(derived.canaries_intact(r, "a") for r in rests):
         return Status.MISMATCH, f"{where}: writes outside its tensors (out of bounds), which the original does not"
-    precise = reference.get(PRECISE) if isinstance(reference, dict) else None
-    if precise is not None:
-        reference = {k: v for k, v in reference.items() if k != PRECISE}
+    reference, precise, out = _reference_parts(reference, out)
     # a long call's float32 twin: its rows sum to about 0, where any other summation order
     # is about 1e-4 off in float32 (a correct reordering was refused at the plain
     # tolerance); at 100 times it, that noise passes and a wrong result does not
