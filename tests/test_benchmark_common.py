@@ -123,3 +123,17 @@ def test_the_committed_code_rewrite_variants_rebuild_and_pass_the_screen():
         e = entry(v["module"])
         assert source != e.path.read_text(encoding="utf-8")
         assert screen_variant(e.path.read_text(encoding="utf-8"), source, e.kernel, e.harness) is None, v["key"]
+
+
+def test_the_false_rejection_sweep_takes_one_rewrite_of_each_family_first():
+    """benchmarks/false_rejections.py: the rules generator's rewrites of a module, one family
+    after another, the largest block first; each a real change of the source."""
+    import false_rejections
+
+    source = (REPO / "examples" / "softmax.py").read_text(encoding="utf-8")
+    picked = false_rejections.rewrites(source, "softmax_kernel", 3)
+    assert len(picked) == 3 and len({name.split("/")[0] for name, _ in picked}) == 3, [n for n, _ in picked]
+    assert all(text != source for _, text in picked)
+    add_scale = (REPO / "examples" / "add_scale.py").read_text(encoding="utf-8")
+    first, _ = false_rejections.rewrites(add_scale, "axpy_kernel", 1)[0]
+    assert first.startswith("block_size/") and int(first.rsplit(":", 1)[1]) >= 1024, first
