@@ -1,5 +1,6 @@
 """Inputs beyond the harness: derived calls of the wrapper, the original as the oracle,
-every tensor in a canary-padded buffer (kernelband/worker/derived.py, judge_derived.py).
+every tensor in a canary-padded buffer (kernelband/worker/derived.py, derived_run.py,
+judge_derived.py).
 
 Honest bugs that the harness's own inputs cannot show (a mask dropped because the
 harness's size is a multiple of the block, a caller's row stride ignored, a store past
@@ -16,7 +17,8 @@ import pytest
 
 from kernelband.evaluate import Evaluator
 from kernelband.model import Status, Task, Variant
-from kernelband.worker import derived
+from kernelband.worker import derived, derived_run
+from kernelband.worker.call_spec import DerivedCall, RecordedCall, TensorArg
 
 # the harness's size is a multiple of the block: a kernel without its mask passes it
 SCALE = textwrap.dedent('''
@@ -148,37 +150,38 @@ def test_a_correct_rows_rewrite_passes(rows_ev):
 
 
 # --------------------------------------------------------------------------- the pieces
-RECORDED = [{"fn": "scale", "args": [{"t": "tensor", "shape": [4096], "dtype": "float32", "device": "cpu",
+RECORDED_DICTS = [{"fn": "scale", "args": [{"t": "tensor", "shape": [4096], "dtype": "float32", "device": "cpu",
                                       "contiguous": True, "id": 0, "floating": True},
                                      {"t": "value", "v": 1.5}, {"t": "value", "v": 4096}], "kwargs": {}}]
+RECORDED = [RecordedCall.from_dict(c) for c in RECORDED_DICTS]
 
 
 def test_derived_calls_are_reproducible_and_within_their_budget():
     a, b = derived.derive(RECORDED, 11), derived.derive(RECORDED, 11)
     assert a == b and derived.derive(RECORDED, 12) != a
     for call in a:
-        if call["flavour"] not in ("grow", "long", "high"):  # only these go past the harness's sizes
-            assert call["args"][0]["shape"][0] <= 4096
-        assert call["args"][2]["v"] == call["args"][0]["shape"][0]  # n follows the size it equals
+        if call.flavour not in ("grow", "long", "high"):  # only these go past the harness's sizes
+            assert call.args[0].shape[0] <= 4096
+        assert call.args[2].v == call.args[0].shape[0]  # n follows the size it equals
     # 1-D: no rank to split; a long fp16 call has a float32 twin
-    assert {c["flavour"] for c in a} == set(derived.FLAVOURS) - {"rank"} | {"sizes", "high"}
+    assert {c.flavour for c in a} == set(derived.FLAVOURS) - {"rank"} | {"sizes", "high"}
     small = derived.derive(RECORDED, 11, max_bytes=4 << 10)
-    assert all(c["args"][0]["shape"][0] * 4 <= 4 << 10 for c in small)
+    assert all(c.args[0].shape[0] * 4 <= 4 << 10 for c in small)
 
 
 def test_the_judge_finds_the_tensor_in_its_buffer_by_its_own_layout():
     import torch
 
-    spec = {"t": "tensor", "shape": [3, 5], "dtype": "float32", "device": "cpu", "id": 0, "layout": "strided",
-            "pad": [17, 9], "floating": True}
-    placed = derived.place(spec, 3, "a")
-    view, rest = derived.split_buffer(placed.buffer, spec)
+    spec = TensorArg(shape=(3, 5), dtype="float32", device="cpu", contiguous=False, id=0, floating=True,
+                     layout="strided", pad=(17, 9))
+    placed = derived_run.place(spec, 3, "a")
+    view, rest = derived_run.split_buffer(placed.buffer, spec)
     assert torch.equal(view, placed.view) and not placed.view.is_contiguous()
-    assert derived.canaries_intact(rest, "a")
+    assert derived_run.canaries_intact(rest, "a")
     placed.buffer[-1] = 0.0  # a write past the end
-    assert not derived.canaries_intact(derived.split_buffer(placed.buffer, spec)[1], "a")
+    assert not derived_run.canaries_intact(derived_run.split_buffer(placed.buffer, spec)[1], "a")
     # a buffer of another size than the judge's layout needs is not accepted
-    assert derived.split_buffer(placed.buffer[:-1], spec) == (None, None)
+    assert derived_run.split_buffer(placed.buffer[:-1], spec) == (None, None)
 
 
 @pytest.mark.slow
@@ -219,12 +222,12 @@ def test_derived_calls_benchmark_each_autotune_config_once(tmp_path):
     script = textwrap.dedent("""
         import torch
         import tuned
-        from kernelband.worker import derived
+        from kernelband.worker import derived_run
 
         runs = []
         tuner = tuned.scale_kernel
         before = dict(vars(tuner))
-        with derived.one_run_autotuning(tuned, lambda: runs.append(1)):
+        with derived_run.one_run_autotuning(tuned, lambda: runs.append(1)):
             out = tuned.scale(torch.ones(1000), 2.0)
         assert torch.equal(out, torch.full((1000,), 2.0))
         after = {k: v for k, v in vars(tuner).items() if k not in ("cache", "nargs", "bench_time", "configs_timings", "best_config")}
@@ -243,11 +246,12 @@ def test_dropping_a_call_renumbers_the_aliased_calls_twins():
     not leave it pointing at another call, and dropping its twin drops it too."""
     from kernelband.worker.judge_original import calls_without
 
-    calls = [{"flavour": "sizes"}, {"flavour": "alias_twin"}, {"flavour": "alias", "twin": 1}, {"flavour": "grow"}]
+    calls = [DerivedCall(fn="f", args=(), kwargs={}, flavour=f, seed=0, sizes={}, twin=1 if f == "alias" else None)
+             for f in ("sizes", "alias_twin", "alias", "grow")]
     after = calls_without(calls, 0)
-    assert [c["flavour"] for c in after] == ["alias_twin", "alias", "grow"] and after[1]["twin"] == 0
-    assert [c["flavour"] for c in calls_without(calls, 1)] == ["sizes", "grow"]
-    assert calls_without(calls, 3) == calls[:3] and calls[2]["twin"] == 1
+    assert [c.flavour for c in after] == ["alias_twin", "alias", "grow"] and after[1].twin == 0
+    assert [c.flavour for c in calls_without(calls, 1)] == ["sizes", "grow"]
+    assert calls_without(calls, 3) == calls[:3] and calls[2].twin == 1
 
 
 # --------------------------------------------------------------------------- every class, every draw
@@ -264,18 +268,18 @@ LOOKUP = {"fn": "embedding", "args": [_tensor([256], "int64", 0), _tensor([4000,
 SEEDS = range(40)
 
 
-def _draws(call: dict, interpreted: bool = True) -> list[list[dict]]:
+def _draws(call: dict, interpreted: bool = True) -> list[list[DerivedCall]]:
     from kernelband.worker.judge_derived import calls_to_derive
 
-    return [calls_to_derive([call], seed, interpreted) for seed in SEEDS]
+    return [calls_to_derive([RecordedCall.from_dict(call)], seed, interpreted) for seed in SEEDS]
 
 
-def _of(calls: list[dict], flavour: str) -> list[dict]:
-    return [c for c in calls if c["flavour"] == flavour]
+def _of(calls: list[DerivedCall], flavour: str) -> list[DerivedCall]:
+    return [c for c in calls if c.flavour == flavour]
 
 
-def _sizes(call: dict) -> list[int]:
-    return [d for a in derived.distinct_tensors(call) for d in a["shape"]]
+def _sizes(call: DerivedCall) -> list[int]:
+    return [d for a in derived_run.distinct_tensors(call) for d in a.shape]
 
 
 def test_every_draw_holds_a_ragged_and_an_aligned_call():
@@ -285,7 +289,7 @@ def test_every_draw_holds_a_ragged_and_an_aligned_call():
         (ragged,), (aligned,) = _of(draw, "sizes"), _of(draw, "aligned")
         assert all(d % 16 for d in _sizes(ragged)), derived.describe_call(ragged)
         assert all(d % 16 == 0 and d % 32 for d in _sizes(aligned)), derived.describe_call(aligned)
-        assert ragged["args"][0]["shape"][1] == ragged["args"][1]["shape"][0]  # K maps to one size
+        assert ragged.args[0].shape[1] == ragged.args[1].shape[0]  # K maps to one size
 
 
 def test_every_draw_holds_a_long_reduced_precision_row():
@@ -297,24 +301,24 @@ def test_every_draw_holds_a_long_reduced_precision_row():
     for call, dtype in ((ROWS_OUT, "float16"), (MATMUL, "float16")):
         for draw in _draws(call):
             (long,) = _of(draw, "long")
-            floats = [a for a in derived.distinct_tensors(long) if a["floating"]]
-            assert all(a["dtype"] == dtype and a["values"] == "centred" for a in floats)
-            assert derived._call_bytes(derived.distinct_tensors(long), {}) <= INTERPRETED_CALL_BYTES
+            floats = [a for a in derived_run.distinct_tensors(long) if a.floating]
+            assert all(a.dtype == dtype and a.values == "centred" for a in floats)
+            assert derived._call_bytes(derived_run.distinct_tensors(long), {}) <= INTERPRETED_CALL_BYTES
             if call is ROWS_OUT:
-                assert long["args"][0]["shape"][-1] > 1 << 14, derived.describe_call(long)
+                assert long.args[0].shape[-1] > 1 << 14, derived.describe_call(long)
     # on a GPU too the long call is fp16 in every session (statistics kept in the input's
     # dtype overflow there; a bf16 long row only loses bits a tolerance can hide); the
     # grown call takes bf16 in turn
     gpu_draws = _draws(ROWS_OUT, interpreted=False)
-    assert {_of(d, "long")[0]["args"][0]["dtype"] for d in gpu_draws} == {"float16"}
-    assert "bfloat16" in {_of(d, "grow")[0]["args"][0]["dtype"] for d in gpu_draws}
+    assert {_of(d, "long")[0].args[0].dtype for d in gpu_draws} == {"float16"}
+    assert "bfloat16" in {_of(d, "grow")[0].args[0].dtype for d in gpu_draws}
     # a harness row already long is kept: a new row size is a new compile of a kernel whose
     # block is its row (18.6 s for a 16384 block at one warp on an H100)
     long_row = dict(ROWS_OUT, args=[_tensor([64, 8192], "bfloat16", 0), _tensor([8192], "bfloat16", 1)],
                     kwargs={"out": _tensor([64, 8192], "bfloat16", 2)})
     for draw in _draws(long_row, interpreted=False):
-        assert _of(draw, "long")[0]["args"][0]["shape"][-1] == 8192
-    x = derived.place(_of(_draws(ROWS_OUT)[0], "long")[0]["args"][0], 5, "a", 8.0).view.double()
+        assert _of(draw, "long")[0].args[0].shape[-1] == 8192
+    x = derived_run.place(_of(_draws(ROWS_OUT)[0], "long")[0].args[0], 5, "a", 8.0).view.double()
     assert x.abs().sum(-1).min() > 1000 * x.sum(-1).abs().max()
 
 
@@ -322,19 +326,19 @@ def test_every_draw_holds_indices_past_int16():
     """A vocabulary grown past 2**16, its indices past 2**15 and 2**16 in every draw."""
     for draw in _draws(LOOKUP):
         (grow,) = _of(draw, "grow")
-        ids, table = grow["args"]
-        assert table["shape"][0] > 1 << 16 and ids.get("wide")
-        values = derived.place(ids, grow["seed"], "a").view
-        assert int(values.max()) >= 1 << 16 and int(((values >= 1 << 15) & (values < table["shape"][0])).sum()) >= 1
-        assert int(values.max()) < table["shape"][0]
+        ids, table = grow.args
+        assert table.shape[0] > 1 << 16 and ids.wide
+        values = derived_run.place(ids, grow.seed, "a").view
+        assert int(values.max()) >= 1 << 16 and int(((values >= 1 << 15) & (values < table.shape[0])).sum()) >= 1
+        assert int(values.max()) < table.shape[0]
 
 
 def test_every_draw_splits_the_rows_into_two_dimensions_of_two_or_more():
     """A 3-D input for a 2-D one: x.shape[0] is then not the number of rows."""
     for draw in _draws(ROWS_OUT):
         (rank,) = _of(draw, "rank")
-        x = rank["args"][0]["shape"]
-        assert len(x) == 3 and min(x[:2]) >= 2 and rank["kwargs"]["out"]["shape"][:2] == x[:2]
+        x = rank.args[0].shape
+        assert len(x) == 3 and min(x[:2]) >= 2 and rank.kwargs["out"].shape[:2] == x[:2]
 
 
 def test_every_draw_writes_the_output_over_an_input():
@@ -342,15 +346,15 @@ def test_every_draw_writes_the_output_over_an_input():
     writes it over an input of its shape, judged against its twin (a fresh buffer)."""
     for draw in _draws(ROWS_OUT):
         (alias,) = _of(draw, "alias")
-        twin = draw[alias["twin"]]
-        assert twin["flavour"] == "alias_twin" and alias["kwargs"]["out"]["id"] == alias["args"][0]["id"]
-        assert twin["kwargs"]["out"]["id"] != twin["args"][0]["id"] and twin["sizes"] == alias["sizes"]
+        twin = draw[alias.twin]
+        assert twin.flavour == "alias_twin" and alias.kwargs["out"].id == alias.args[0].id
+        assert twin.kwargs["out"].id != twin.args[0].id and twin.sizes == alias.sizes
         assert min(_sizes(twin)) >= 2  # a single column hides an in-place hazard
     # on a GPU at the harness's sizes: a grid that fits the GPU at once runs every program
     # together (each reads before any writes), so an in-place hazard needs several waves
     for draw in _draws(ROWS_OUT, interpreted=False):
         (alias,) = _of(draw, "alias")
-        assert alias["args"][0]["shape"] == ROWS_OUT["args"][0]["shape"], derived.describe_call(alias)
+        assert list(alias.args[0].shape) == ROWS_OUT["args"][0]["shape"], derived.describe_call(alias)
 
 
 # A row sum in tiles of 32 columns: the harness's 64 columns are two whole tiles
@@ -430,10 +434,10 @@ def test_a_correct_rowsum_rewrite_passes(rowsum_ev):
 def test_every_long_call_has_a_float32_twin_of_the_same_values():
     for draw in _draws(ROWS_OUT):
         (long,), highs = _of(draw, "long"), _of(draw, "high")
-        (high,) = [h for h in highs if draw[h["twin"]] is long]
-        assert draw[high["twin"]] is long and high["sizes"] == long["sizes"] and high["seed"] == long["seed"]
-        a = derived.place(long["args"][0], 1, "a", 4.0).view
-        b = derived.place(high["args"][0], 1, "a", 4.0).view
+        (high,) = [h for h in highs if draw[h.twin] is long]
+        assert draw[high.twin] is long and high.sizes == long.sizes and high.seed == long.seed
+        a = derived_run.place(long.args[0], 1, "a", 4.0).view
+        b = derived_run.place(high.args[0], 1, "a", 4.0).view
         assert a.dtype != b.dtype and bool((a.float() == b).all())
 
 
@@ -491,9 +495,8 @@ def test_a_long_row_passes_the_threshold_without_growing_a_long_harness_row_furt
     from kernelband.worker.derived import LONG_ROW, _mapping
 
     rng = random.Random(3)
-    tensors = [{"shape": [64, 1000], "floating": True}]
     for row in (1000, LONG_ROW + 100, 40000):
-        tensors = [{"shape": [64, row], "floating": True}]
+        tensors = [TensorArg(shape=(64, row), dtype="float32", device="cpu", contiguous=True, id=0, floating=True)]
         mapping, grown = _mapping("long", tensors, [64, row], rng, interpreted=False)
         assert grown == row and LONG_ROW <= mapping[row] <= max(row, LONG_ROW) + 3
 
@@ -524,10 +527,14 @@ OFFSETS = {"fn": "varlen", "args": [_tensor([300, 64], "float32", 0),
 def test_the_recording_keeps_what_a_kernel_may_rely_on_in_integer_inputs():
     import torch
 
-    assert derived.describe(torch.tensor([5, 1, 9]), {}).items() >= {"max": 9, "distinct": True, "sorted": False}.items()
-    assert derived.describe(torch.tensor([0, 3, 3, 7]), {}).items() >= {"max": 7, "distinct": False,
-                                                                       "sorted": True}.items()
-    assert "max" not in derived.describe(torch.zeros(3), {})
+    def facts(value: torch.Tensor) -> tuple:
+        spec = derived.describe(value, {})
+        assert isinstance(spec, TensorArg)
+        return spec.max, spec.distinct, spec.sorted
+
+    assert facts(torch.tensor([5, 1, 9])) == (9, True, False)
+    assert facts(torch.tensor([0, 3, 3, 7])) == (7, False, True)
+    assert facts(torch.zeros(3)) == (None, None, None)
 
 
 def test_scatter_slots_stay_distinct_and_within_the_cache_in_every_call():
@@ -537,33 +544,33 @@ def test_scatter_slots_stay_distinct_and_within_the_cache_in_every_call():
     for interpreted in (True, False):
         for draw in _draws(SLOTS, interpreted):
             for call in draw:
-                slots, cache = call["args"][1], call["args"][2]
-                values = derived.place(slots, call["seed"], "a").view.reshape(-1)
+                slots, cache = call.args[1], call.args[2]
+                values = derived_run.place(slots, call.seed, "a").view.reshape(-1)
                 assert values.unique().numel() == values.numel(), derived.describe_call(call)
-                assert int(values.max()) < cache["shape"][0], derived.describe_call(call)
+                assert int(values.max()) < cache.shape[0], derived.describe_call(call)
 
 
 def test_positions_stay_below_the_rows_of_the_table_they_index():
     for draw in _draws(ROPE, interpreted=False):
         for call in draw:
-            positions, table = call["args"][0], call["args"][2]
-            values = derived.place(positions, call["seed"], "a").view
-            assert int(values.max()) < table["shape"][0], derived.describe_call(call)
+            positions, table = call.args[0], call.args[2]
+            values = derived_run.place(positions, call.seed, "a").view
+            assert int(values.max()) < table.shape[0], derived.describe_call(call)
 
 
 def test_a_rank_split_leaves_a_table_of_another_shape_alone():
     for draw in _draws(ROPE):
         (rank,) = _of(draw, "rank")
-        assert len(rank["args"][1]["shape"]) == 4 and len(rank["args"][2]["shape"]) == 2, derived.describe_call(rank)
+        assert len(rank.args[1].shape) == 4 and len(rank.args[2].shape) == 2, derived.describe_call(rank)
 
 
 def test_sorted_offsets_stay_sorted():
     for draw in _draws(OFFSETS):
         for call in draw:
-            values = derived.place(call["args"][1], call["seed"], "a").view
+            values = derived_run.place(call.args[1], call.seed, "a").view
             assert bool((values[1:] >= values[:-1]).all()), derived.describe_call(call)
             # an offset may be the end of the rows (inclusive), never past it
-            rows = math.prod(call["args"][0]["shape"][:-1])  # a rank call splits them in two
+            rows = math.prod(call.args[0].shape[:-1])  # a rank call splits them in two
             assert int(values.max()) <= rows, derived.describe_call(call)
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from helpers.kernels import AXPY, axpy_task
 from kernelband.model import LaunchRecord, Status, Task, Timing
+from kernelband.worker.call_spec import DerivedCall, RecordedCall, ValueArg
 from kernelband.worker.messages import (FRAMES, STEPS, Command, Derived, DerivedOutputs, DoneFrame, ErrorFrame,
                                         FrameMeta, Job, Kill, Killed, MalformedMessage, Mark, MarkFrame, ProfileFrame,
                                         ProfileStep, Reap, Reaped, Ready, Release, ReplayCheck, ReplayOutputs, Run,
@@ -33,7 +34,8 @@ STEP_SAMPLES: list[Step] = [
     Sample("o", held_by_judge=True, rep_ms=10),
     Samples("v", rounds=4),
     ProfileStep("m", "src", tier=2, facts={"dram_gbps": 900.0}, time_ms=0.25),
-    Derived([{"fn": "wrap", "seed": 3, "kwargs": {}}], module="o", which="b"),
+    Derived([DerivedCall(fn="wrap", args=(ValueArg(2),), kwargs={}, flavour="repeat", seed=3, sizes={"4": 2},
+                         repeats=14)], module="o", which="b"),
     Release("v"),
     Mark(),
 ]
@@ -42,7 +44,7 @@ LAUNCH = LaunchRecord("k", [4, 1, 1], {"BLOCK": 128}, 4, 2, 4096)
 FRAME_SAMPLES: list[FrameMeta] = [
     RunOutputs("bench_k", 7, "check", launches=[LAUNCH], written={"k": ["out"]}, changed_inputs=["k.x"],
                streams=[0, 7], upcast={"k.out": [True, False]}, again=True, kept=True, cuda_peak=1 << 20,
-               calls=[{"fn": "wrap"}], pre_state=["k.x"], seconds=0.5, timeline={"seconds": {"import": 0.1}}),
+               calls=[RecordedCall(fn="wrap", args=(), kwargs={})], pre_state=["k.x"], seconds=0.5, timeline={"seconds": {"import": 0.1}}),
     RunOutputs("bench_k", 1, "check", skipped=True, output_bytes=1 << 33),
     RunOutputs("test_k", 0, "neutral", error="AssertionError: nothing computed"),
     ReplayOutputs("v", 3, True, seconds=0.01),

@@ -23,6 +23,7 @@ import torch
 
 from ..model import LaunchRecord, Task
 from ..trace import mark
+from .call_spec import DerivedCall, RecordedCall
 from .compare import set_compute_device
 from .deadlines import deadline_s
 from .jobs import Frame, VariantJob
@@ -62,11 +63,11 @@ class Reference:
     stale: bool = False  # the original itself returns buffers that a later call overwrites
     launches: list[LaunchRecord] = field(default_factory=list)
     kept_bytes: int = 0  # bytes of the references kept on the GPU
-    recorded_calls: list[dict[str, Any]] = field(default_factory=list)  # the harness's calls of the wrapper
+    recorded_calls: list[RecordedCall] = field(default_factory=list)  # the harness's calls of the wrapper
     # contents the original's launches found (and its harness's tensors): what a candidate's
     # launches may read besides fresh memory, constants and what earlier launches wrote
     known_inputs: set[tuple[str, int, tuple[int, int]]] = field(default_factory=set)
-    derived: list[tuple[dict[str, Any], Any]] = field(default_factory=list)  # (derived call, the original's outputs)
+    derived: list[tuple[DerivedCall, Any]] = field(default_factory=list)  # (derived call, the original's outputs)
 
 
 class Lane:

@@ -1,5 +1,6 @@
-"""The judge's side of inputs beyond the harness (``derived.py``): which calls to derive,
-which of them the original handles (its references), and the verdict on a candidate's.
+"""The judge's side of inputs beyond the harness (``derived.py``, ``derived_run.py``): which
+calls to derive, which of them the original handles (its references), and the verdict on
+a candidate's.
 
 A derived call's frame carries what the wrapper returned and the canary-padded buffers of
 its tensor arguments after the call. The judge splits each buffer by the layout it
@@ -15,7 +16,8 @@ import torch
 
 from ..detect import detect, wrappers_of
 from ..model import Status
-from . import checks, derived
+from . import checks, derived, derived_run
+from .call_spec import Arg, DerivedCall, RecordedCall, TensorArg
 from .compare import compare_outputs
 from .jobs import Frame
 from .messages import Derived, DerivedOutputs, Step
@@ -49,19 +51,19 @@ def new_session_seed() -> int:
 INTERPRETED_CALL_BYTES = 1 << 20  # the interpreter takes ~ms a program: its derived calls stay small
 
 
-def calls_to_derive(recorded: list[dict[str, Any]], seed: int, interpreted: bool,
-                    optional: Optional[dict[str, list[tuple[str, str]]]] = None) -> list[dict[str, Any]]:
+def calls_to_derive(recorded: list[RecordedCall], seed: int, interpreted: bool,
+                    optional: Optional[dict[str, list[tuple[str, str]]]] = None) -> list[DerivedCall]:
     return derived.derive(recorded, seed, max_bytes=INTERPRETED_CALL_BYTES if interpreted else derived.MAX_CALL_BYTES,
                           interpreted=interpreted, optional=optional)
 
 
-def observed(frame: Frame[DerivedOutputs], call: dict[str, Any]) -> tuple[Optional[Any], list[Any], Optional[str]]:
+def observed(frame: Frame[DerivedOutputs], call: DerivedCall) -> tuple[Optional[Any], list[Any], Optional[str]]:
     """(outputs to compare, canary regions, a reason the frame is malformed) of a derived
     call's frame: outputs are ``{"returned", "args"}`` with each tensor argument's view
     (and ``"first"``, the same for the first of repeated calls, as it is after them all)."""
     tree = frame.tree if isinstance(frame.tree, dict) else {}
     out, rests, bad = _split(tree, call, frame.meta.allocs)
-    if bad or not call.get("repeats"):
+    if bad or not call.repeats:
         return out, rests, bad
     first = tree.get("first")
     if not isinstance(first, dict):
@@ -73,15 +75,15 @@ def observed(frame: Frame[DerivedOutputs], call: dict[str, Any]) -> tuple[Option
     return {**out, "first": first_out}, rests + first_rests, None
 
 
-def _split(tree: dict[str, Any], call: dict[str, Any], layout: list[list[int]]
+def _split(tree: dict[str, Any], call: DerivedCall, layout: list[list[int]]
            ) -> tuple[Optional[Any], list[Any], Optional[str]]:
     buffers = tree.get("buffers")
-    specs = derived.distinct_tensors(call)
+    specs = derived_run.distinct_tensors(call)
     if not isinstance(buffers, list) or len(buffers) != len(specs):
         return None, [], f"{len(buffers) if isinstance(buffers, list) else 'no'} buffers for {len(specs)} tensors"
     views, rests = [], []
     for buffer, spec in zip(buffers, specs):
-        view, rest = derived.split_buffer(buffer, spec) if hasattr(buffer, "as_strided") else (None, None)
+        view, rest = derived_run.split_buffer(buffer, spec) if hasattr(buffer, "as_strided") else (None, None)
         if view is None:
             return None, [], "a buffer of the wrong size"
         views.append(view)
@@ -91,19 +93,19 @@ def _split(tree: dict[str, Any], call: dict[str, Any], layout: list[list[int]]
     if not isinstance(allocs, list) or len(allocs) != len(layout):
         return None, [], "allocations without their layout"
     for buffer, where in zip(allocs, layout):
-        rest = derived.allocation_canaries(buffer, *where) if len(where) == 2 and hasattr(buffer, "dim") else None
+        rest = derived_run.allocation_canaries(buffer, *where) if len(where) == 2 and hasattr(buffer, "dim") else None
         if rest is None:
             return None, [], "an allocation of the wrong size"
         rests.append(rest)
     return {"returned": tree.get("returned"), "args": views}, rests, None
 
 
-def absorb_original(judge: Any, calls: list[dict[str, Any]], frames: dict[tuple[str, int], Frame[DerivedOutputs]]
+def absorb_original(judge: Any, calls: list[DerivedCall], frames: dict[tuple[str, int], Frame[DerivedOutputs]]
                     ) -> list[str]:
     """Keep the derived calls the original handles: it ran them with both canaries, left
     every canary alone, and gave the same outputs both times (so it read nothing beyond its
     tensors). Returns notes on the calls dropped."""
-    kept: dict[int, tuple[dict[str, Any], Any]] = {}
+    kept: dict[int, tuple[DerivedCall, Any]] = {}
     dropped: list[str] = []
     for i, call in enumerate(calls):
         a, b = frames.get(("a", i)), frames.get(("b", i))
@@ -117,13 +119,13 @@ def absorb_original(judge: Any, calls: list[dict[str, Any]], frames: dict[tuple[
             out_b, rests_b, bad_b = observed(b, call)
             if bad_a or bad_b:
                 why = bad_a or bad_b
-            elif not all(derived.canaries_intact(r, "a") for r in rests_a) or \
-                    not all(derived.canaries_intact(r, "b") for r in rests_b):
+            elif not all(derived_run.canaries_intact(r, "a") for r in rests_a) or \
+                    not all(derived_run.canaries_intact(r, "b") for r in rests_b):
                 why = "the original writes outside its tensors at these sizes"
             elif not compare_outputs(out_a, with_undefined(out_b, out_a, unwritten_masks(out_a, out_b))).ok:
                 why = "the original's result depends on memory beyond its tensors at these sizes"
-            elif call.get("flavour") == "alias" and not _alias_safe(call, out_a, frames.get(("a", int(call["twin"])))
-                                                                    if isinstance(call.get("twin"), int) else None, calls):
+            elif call.flavour == "alias" and not _alias_safe(call, out_a, frames.get(("a", call.twin))
+                                                             if call.twin is not None else None, calls):
                 why = "the original gives another result when told to write over its input"
             else:
                 reference = materialize(out_a, judge.ref_device if judge.refs_on_gpu else None)
@@ -144,7 +146,7 @@ UNDEFINED = "undefined"  # a reference's masks of the elements the original left
 
 def unwritten_masks(a: Any, b: Any) -> dict[str, torch.Tensor]:
     """For each output tensor, the elements the original's two canary runs left as the
-    fresh memory each run's allocations held (``derived.fresh_value``): at such sizes the
+    fresh memory each run's allocations held (``derived_run.fresh_value``): at such sizes the
     original does not define them (a block fixed at 128 columns, a row of 16387), so no
     candidate is held to them. Only tensors with such elements are listed."""
     found = dict(checks.leaves(b))
@@ -154,8 +156,8 @@ def unwritten_masks(a: Any, b: Any) -> dict[str, torch.Tensor]:
         if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape \
                 or x.dtype != y.dtype or x.dtype == torch.bool or x.numel() == 0:
             continue
-        fresh_a = torch.isnan(x) if x.is_floating_point() or x.is_complex() else x == derived.fresh_value(x.dtype, "a")
-        mask = fresh_a & (y == derived.fresh_value(y.dtype, "b"))
+        fresh_a = torch.isnan(x) if x.is_floating_point() or x.is_complex() else x == derived_run.fresh_value(x.dtype, "a")
+        mask = fresh_a & (y == derived_run.fresh_value(y.dtype, "b"))
         if bool(mask.any()):
             masks[path] = mask
     return masks
@@ -179,10 +181,10 @@ def with_undefined(out: Any, reference: Any, masks: dict[str, torch.Tensor], pat
 HIGH_TOLERANCE_SCALE = 100.0  # the float32 twin's and the special values' tolerance, times the plain one
 
 
-def with_precise(kept: dict[int, tuple[dict[str, Any], Any]]) -> list[tuple[dict[str, Any], Any]]:
+def with_precise(kept: dict[int, tuple[DerivedCall, Any]]) -> list[tuple[DerivedCall, Any]]:
     """The kept calls in order, each long call's reference holding its float32 twin's
     result (where the original handles that twin too)."""
-    highs = {int(c["twin"]): ref for c, ref in kept.values() if c.get("flavour") == "high"}
+    highs = {c.twin: ref for c, ref in kept.values() if c.flavour == "high" and c.twin is not None}
     out = []
     for i, (call, ref) in sorted(kept.items()):
         if i in highs and isinstance(ref, dict):
@@ -205,7 +207,7 @@ def plain_deviations(judge: Any, frame: Frame[DerivedOutputs]) -> dict[str, tupl
     if frame.meta.error or not 0 <= index < len(judge.ref.derived):
         return {}
     call, reference = judge.ref.derived[index]
-    if call.get("flavour") not in PLAIN_FLAVOURS or not isinstance(reference, dict):
+    if call.flavour not in PLAIN_FLAVOURS or not isinstance(reference, dict):
         return {}
     out, _, bad = observed(frame, call)
     if bad or not isinstance(out, dict):
@@ -246,8 +248,8 @@ def _as_precise(reference: dict[str, Any], out: Any, precise: Any) -> bool:
     return True
 
 
-def _alias_safe(call: dict[str, Any], aliased: Any, twin: Optional[Frame[DerivedOutputs]],
-                calls: list[dict[str, Any]]) -> bool:
+def _alias_safe(call: DerivedCall, aliased: Any, twin: Optional[Frame[DerivedOutputs]],
+                calls: list[DerivedCall]) -> bool:
     """The original's result with its output written over its input equals its result
     without (the twin call: same inputs, a fresh output): what it returns, or where it
     returns nothing, the output buffer (the twin's) and the input written over."""
@@ -258,21 +260,21 @@ def _alias_safe(call: dict[str, Any], aliased: Any, twin: Optional[Frame[Derived
     twin_out, _, bad = observed(twin, twin_call) if twin_call is not None else (None, [], "no twin")
     if bad or twin_call is None or not isinstance(twin_out, dict) or not isinstance(aliased, dict):
         return False
-    name = call.get("alias_arg")
-    if twin_out.get("returned") is None and aliased.get("returned") is None and name in twin_call["kwargs"]:
-        written = _arg_view(twin_call, twin_out, twin_call["kwargs"][name])
-        over = _arg_view(call, aliased, call["kwargs"].get(name))
+    name = call.alias_arg
+    if twin_out.get("returned") is None and aliased.get("returned") is None and name in twin_call.kwargs:
+        written = _arg_view(twin_call, twin_out, twin_call.kwargs[name])
+        over = _arg_view(call, aliased, call.kwargs.get(name))
         return written is not None and over is not None and compare_outputs(written, over).ok
     return compare_outputs(twin_out.get("returned"), aliased.get("returned")).ok
 
 
-def _arg_view(call: dict[str, Any], outputs: dict[str, Any], spec: Any) -> Any:
+def _arg_view(call: DerivedCall, outputs: dict[str, Any], spec: Optional[Arg]) -> Any:
     """The view of the tensor argument ``spec`` among a derived call's outputs (None: none)."""
-    ids = [t["id"] for t in derived.distinct_tensors(call)]
+    ids = [t.id for t in derived_run.distinct_tensors(call)]
     views = outputs.get("args") or []
-    if not isinstance(spec, dict) or spec.get("t") != "tensor" or spec.get("id") not in ids:
+    if not isinstance(spec, TensorArg) or spec.id not in ids:
         return None
-    where = ids.index(spec["id"])
+    where = ids.index(spec.id)
     return views[where] if where < len(views) else None
 
 
@@ -293,7 +295,7 @@ def verdict_of(judge: Any, frame: Frame[DerivedOutputs]) -> Optional[tuple[Statu
     out, rests, bad = observed(frame, call)
     if bad:
         return Status.REJECTED, f"trust: {where}: {bad}"
-    if not all(derived.canaries_intact(r, "a") for r in rests):
+    if not all(derived_run.canaries_intact(r, "a") for r in rests):
         return Status.MISMATCH, f"{where}: writes outside its tensors (out of bounds), which the original does not"
     reference, precise, out = _reference_parts(reference, out)
     # a long call's float32 twin: its rows sum to about 0, where any other summation order
@@ -302,7 +304,7 @@ def verdict_of(judge: Any, frame: Frame[DerivedOutputs]) -> Optional[tuple[Statu
     # the special-values call holds magnitudes of 3e4 too: atomics landing in another order
     # round its sums ulp(3e4) = 0.004 apart (a scatter-add rewrite was refused so, 1 element
     # of 20736, relative L2 1.1e-8); NaN and inf positions are still compared exactly
-    loose = call.get("flavour") in ("high", "special")
+    loose = call.flavour in ("high", "special")
     verdict = compare_outputs(reference, out, tol_scale=HIGH_TOLERANCE_SCALE if loose else 1.0)
     if not verdict.ok and not (precise is not None and _as_precise(reference, out, precise)):
         return Status.MISMATCH, f"{where}: {verdict.message}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -14,6 +15,7 @@ import torch
 from ..model import Baseline, Task
 from ..profile.schema import Profile
 from . import checks
+from .call_spec import DerivedCall
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
 from .derived import describe_call
 from .jobs import Frame, JobFailed, VariantJob
@@ -164,16 +166,15 @@ def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: P
                  f"({crashed[0]})"]
 
 
-def calls_without(calls: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
+def calls_without(calls: list[DerivedCall], index: int) -> list[DerivedCall]:
     """``calls`` less the one at ``index`` (and an aliased call whose twin it was), each
     aliased call's ``twin`` renumbered to where its twin now stands."""
-    keep = [i for i, c in enumerate(calls) if i != index and c.get("twin") != index]
+    keep = [i for i, c in enumerate(calls) if i != index and c.twin != index]
     position = {old: new for new, old in enumerate(keep)}
-    return [dict(calls[i], twin=position[calls[i]["twin"]]) if isinstance(calls[i].get("twin"), int) else calls[i]
-            for i in keep]
+    return [c if (c := calls[i]).twin is None else replace(c, twin=position[c.twin]) for i in keep]
 
 
-def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[dict[str, Any]]
+def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[DerivedCall]
                  ) -> Union[dict[tuple[str, int], Frame[DerivedOutputs]], tuple[int, str], None]:
     """The frames of the original's derived calls (both canaries); (the index of the call
     its process died on or whose frame broke the protocol, how); None with ``base.message``

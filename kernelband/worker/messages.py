@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Mapping, Optional, TypeVar, Union
 
 from ..model import LaunchRecord, Serializable, Task, Timing
+from .call_spec import DerivedCall, MalformedCall, RecordedCall, Spec
 
 
 class MalformedMessage(ValueError):
@@ -137,10 +138,10 @@ class ProfileStep(Step):
 
 @dataclass(frozen=True)
 class Derived(Step):
-    """Calls beyond the harness (``derived.run_calls``), canary ``which``: a ``DerivedOutputs`` each."""
+    """Calls beyond the harness (``derived_run.run_calls``), canary ``which``: a ``DerivedOutputs`` each."""
 
     OP: ClassVar[str] = "derived"
-    calls: list[dict[str, Any]]
+    calls: list[DerivedCall]
     module: str = "v"
     which: str = "a"
 
@@ -210,7 +211,7 @@ class RunOutputs(FrameMeta):
     again: bool = False
     kept: bool = False
     cuda_peak: int = 0  # the most GPU memory the process's allocator reserved
-    calls: list[dict[str, Any]] = field(default_factory=list)  # the wrapper's calls (Run.record)
+    calls: list[RecordedCall] = field(default_factory=list)  # the wrapper's calls (Run.record)
     pre_state: list[str] = field(default_factory=list)  # labels of the tree's pre_state tensors
     skipped: bool = False
     output_bytes: int = 0
@@ -420,6 +421,11 @@ def _checked(value: Any, tp: Any, prefix: str, where: str) -> Any:
             return tp.from_wire(value)
         except MalformedMessage as e:
             raise MalformedMessage(f"{prefix}: {where}: {e}") from None
+    elif isinstance(tp, type) and issubclass(tp, Spec):  # a call of the wrapper: checked by its own rules
+        try:
+            return tp.from_dict(value, where)
+        except MalformedCall as e:
+            raise MalformedMessage(f"{prefix}: {e}") from None
     elif dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return decode_fields(tp, value, prefix, where)
     elif _is(value, tp):

@@ -25,8 +25,9 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import IO, Any, Callable, Optional
+from typing import IO, Any, Callable, Iterator, Optional
 
+from .call_spec import RecordedCall
 from .messages import (Command, Derived, DoneFrame, ErrorFrame, FrameMeta, Job, MalformedMessage, Mark, MarkFrame,
                        ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run, RunOutputs, Sample,
                        SampleFrame, Samples, SamplesFrame, Step, Time, TimingFrame)
@@ -270,7 +271,7 @@ class Steps:
             options["snapshot_bytes"] = _snapshot_budget()
             options["host_snapshot_bytes"] = _host_snapshot_budget()
         t0 = time.perf_counter()
-        calls: list[dict[str, Any]] = []
+        calls: list[RecordedCall] = []
         # a candidate's timed run: what torch does beside its launches, for the replay rules
         watch = carryover.TorchAccess() if step.keep and self.writes else None
         try:
@@ -414,8 +415,8 @@ class Steps:
         self.send(TimingFrame(step.key, timing, seconds=round(time.perf_counter() - t0, 4)))
 
     def op_derived(self, step: Derived) -> None:
-        """Calls of the wrapper that the harness never makes (``derived.run_calls``)."""
-        from .derived import run_calls
+        """Calls of the wrapper that the harness never makes (``derived_run.run_calls``)."""
+        from .derived_run import run_calls
 
         run_calls(self.modules[step.module], step, self)
 
@@ -544,18 +545,16 @@ def _output_bytes(returned: Any, written: dict[str, list[Any]]) -> int:
     return sum(seen.values())
 
 
-def _recording_wrappers(version: Any, names: list[str]) -> Any:
+def _recording_wrappers(version: Any, names: list[str]) -> contextlib.AbstractContextManager[list[RecordedCall]]:
     """Record the wrapper's calls during a run when asked (the original's job only): in
     the module, and in a companion harness file that imported the wrapper by name."""
-    import contextlib
-
     from .derived import record_calls
 
     if not names:
         return contextlib.nullcontext([])
 
     @contextlib.contextmanager
-    def both() -> Any:
+    def both() -> Iterator[list[RecordedCall]]:
         with record_calls(version.module, names) as calls:
             if version.harness_module is version.module:
                 yield calls
