@@ -62,7 +62,7 @@ def test_patterns_not_present_are_not_offered(monkeypatch):
 # slow tier: each rewrite also runs the calls beyond the harness, one with M grown past 2**16, and
 # interpreted K loops take minutes. Recognition and screening stay in the default tier (above).
 @pytest.mark.slow
-@pytest.mark.timeout(1500)  # every rewrite also runs the derived calls: matmul K loops are slow interpreted
+@pytest.mark.timeout(2400)  # every rewrite also runs the derived calls: matmul K loops are slow interpreted
 def test_matmul_code_rewrites_are_correct_under_the_interpreter(tmp_path: Path):
     src = (CORPUS / "matmul_rowmajor.py").read_text(encoding="utf-8")
     pipe = rewrites(src, "matmul_kernel", "pipeline_loop")
