@@ -24,6 +24,19 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def kernel_modules() -> list[tuple[Path, str]]:
+    """(file, kernel) of every kernel module of the repository: examples/, the suite, the
+    real-world modules."""
+    from benchmarks.realworld import MODULES
+    from benchmarks.suite import SUITE
+
+    out = [(ROOT / "examples" / f"{n}.py", k) for n, k in
+           (("add_scale", "axpy_kernel"), ("matmul", "matmul_kernel"), ("softmax", "softmax_kernel"))]
+    out += [(e.path, e.kernel) for e in SUITE]
+    out += [(ROOT / "benchmarks" / "realworld" / f, k) for f, k in MODULES.items()]
+    return out
+
+
 def write_markdown(path: Path, lines: list[str]) -> None:
     """Write a report's lines to ``path`` and print them."""
     text = "\n".join(lines)

@@ -25,20 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, write_markdown
-
-
-def modules() -> list[tuple[Path, str]]:
-    from benchmarks.realworld import MODULES
-    from benchmarks.suite import SUITE
-
-    out = [
-        (ROOT / "examples" / f"{n}.py", k)
-        for n, k in (("add_scale", "axpy_kernel"), ("matmul", "matmul_kernel"), ("softmax", "softmax_kernel"))
-    ]
-    out += [(e.path, e.kernel) for e in SUITE]
-    out += [(ROOT / "benchmarks" / "realworld" / f, k) for f, k in MODULES.items()]
-    return out
+from common import ROOT, kernel_modules, write_markdown
 
 
 def rewrites(source: str, kernel: str, limit: int) -> list[tuple[str, str]]:
@@ -48,13 +35,10 @@ def rewrites(source: str, kernel: str, limit: int) -> list[tuple[str, str]]:
     from kernelband.generators.rules import RulesGenerator
     from kernelband.model import Variant
 
-    gen = RulesGenerator(seed=0, enumerate_limit=limit)
-    analysis = gen._analysis(Variant(source), kernel)
     families: dict[str, list[tuple[str, str]]] = {}
-    for rw in analysis.rewrites if analysis else []:
-        text = analysis.source_of(rw) if analysis else source
+    for family, key, text in RulesGenerator(seed=0, enumerate_limit=limit).every_rewrite(Variant(source), kernel):
         if text != source:
-            families.setdefault(rw.family, []).append((f"{rw.family}/{rw.key}", text))
+            families.setdefault(family, []).append((f"{family}/{key}", text))
     for rows in families.values():
         rows.sort(key=lambda r: -int(r[0].rsplit(":", 1)[-1]) if r[0].rsplit(":", 1)[-1].isdigit() else 0)
     picked: list[tuple[str, str]] = []
@@ -93,7 +77,7 @@ def sweep(device: str, per_kernel: int, only: str, timeout_s: float, save: Any) 
     from kernelband.model import Variant
 
     rows: list[dict[str, Any]] = []
-    for path, kernel in modules():
+    for path, kernel in kernel_modules():
         save(rows)
         name = path.relative_to(ROOT).as_posix()
         if only and only not in name:

@@ -25,23 +25,12 @@ from redteam.corpus import CORRECT, KERNELS, load_cases  # noqa: E402
 from redteam.correct_rewrites import REWRITES as HAND_REWRITES  # noqa: E402
 from redteam.llm_rewrites import REWRITES as LLM_REWRITES  # noqa: E402
 
+from common import kernel_modules  # noqa: E402
 from helpers.paths import REPO  # noqa: E402
 from kernelband.detect import detect  # noqa: E402
 from kernelband.generators.rules import RulesGenerator  # noqa: E402
 from kernelband.model import Variant  # noqa: E402
 from kernelband.screen import screen_variant  # noqa: E402
-
-
-def _kernel_modules() -> list[tuple[Path, str]]:
-    sys.path.insert(0, str(REPO))
-    from benchmarks.realworld import MODULES
-    from benchmarks.suite import SUITE
-
-    out = [(REPO / "examples" / f"{n}.py", k) for n, k in
-           (("add_scale", "axpy_kernel"), ("matmul", "matmul_kernel"), ("softmax", "softmax_kernel"))]
-    out += [(e.path, e.kernel) for e in SUITE]
-    out += [(REPO / "benchmarks" / "realworld" / f, k) for f, k in MODULES.items()]
-    return out
 
 
 def _harnesses(source: str) -> list[str]:
@@ -57,7 +46,7 @@ def _screened(original: str, variant: str, kernel: str, harnesses: list[str]) ->
     return None
 
 
-MODULES = _kernel_modules()
+MODULES = kernel_modules()
 
 
 def _module_param(path: Path, kernel: str) -> object:
@@ -75,9 +64,8 @@ def test_every_rules_rewrite_of_every_kernel_module_passes(path: Path, kernel: s
     harnesses = _harnesses(source)
     assert _screened(source, source, kernel, harnesses) is None
     gen = RulesGenerator(seed=0, enumerate_limit=6)
-    analysis = gen._analysis(Variant(source), kernel)
-    assert analysis is not None and analysis.rewrites
-    variants = [(f"{rw.family}/{rw.key}", analysis.source_of(rw)) for rw in analysis.rewrites]
+    variants = [(f"{family}/{key}", text) for family, key, text in gen.every_rewrite(Variant(source), kernel)]
+    assert variants
     variants += [(v.description, v.source) for v in gen.enumerate_space(Variant(source), kernel)]
     rejected = [(name, reason) for name, src in variants
                 if (reason := _screened(source, src, kernel, harnesses)) is not None]

@@ -191,6 +191,13 @@ class RulesGenerator:
         self.last_rewrite = (rw.family, rw.key)
         return Generation(variant, message=rw.description)
 
+    def every_rewrite(self, original: Variant, kernel: str) -> list[tuple[str, str, str]]:
+        """(family, key, source) of every code rewrite the analysis of ``original`` holds,
+        whatever the strategy, use or screen (a sweep of the whole space); [] when the
+        kernel cannot be analysed."""
+        an = self._analysis(original, kernel)
+        return [(rw.family, rw.key, an.source_of(rw)) for rw in an.rewrites] if an is not None else []
+
     def enumerate_space(self, original: Variant, kernel: str) -> list[Variant]:
         """The product of the launch-site tunables (block sizes x num_warps x num_stages x
         group size), without the original's own point. Beyond ``enumerate_limit`` points,

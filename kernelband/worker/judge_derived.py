@@ -117,19 +117,19 @@ def absorb_original(judge: Any, calls: list[DerivedCall], frames: dict[tuple[str
         else:
             out_a, rests_a, bad_a = observed(a, call)
             out_b, rests_b, bad_b = observed(b, call)
+            masks = {} if bad_a or bad_b else unwritten_masks(out_a, out_b)
             if bad_a or bad_b:
                 why = bad_a or bad_b
             elif not all(derived_run.canaries_intact(r, "a") for r in rests_a) or \
                     not all(derived_run.canaries_intact(r, "b") for r in rests_b):
                 why = "the original writes outside its tensors at these sizes"
-            elif not compare_outputs(out_a, with_undefined(out_b, out_a, unwritten_masks(out_a, out_b))).ok:
+            elif not compare_outputs(out_a, with_undefined(out_b, out_a, masks)).ok:
                 why = "the original's result depends on memory beyond its tensors at these sizes"
             elif call.flavour == "alias" and not _alias_safe(call, out_a, frames.get(("a", call.twin))
                                                              if call.twin is not None else None, calls):
                 why = "the original gives another result when told to write over its input"
             else:
                 reference = materialize(out_a, judge.ref_device if judge.refs_on_gpu else None)
-                masks = unwritten_masks(out_a, out_b)
                 if masks:  # what the original left as fresh memory: no oracle there
                     masks = {p: m.to(judge.ref_device) if judge.refs_on_gpu else m for p, m in masks.items()}
                     reference = dict(reference, **{UNDEFINED: masks})
@@ -142,6 +142,7 @@ def absorb_original(judge: Any, calls: list[DerivedCall], frames: dict[tuple[str
 
 PRECISE = "precise"  # a long call's reference: the original's result on its float32 twin
 UNDEFINED = "undefined"  # a reference's masks of the elements the original left unwritten
+HIGH_TOLERANCE_SCALE = 100.0  # the float32 twin's and the special values' tolerance, times the plain one
 
 
 def unwritten_masks(a: Any, b: Any) -> dict[str, torch.Tensor]:
@@ -178,7 +179,6 @@ def with_undefined(out: Any, reference: Any, masks: dict[str, torch.Tensor], pat
             or out.shape != mask.shape or reference.shape != mask.shape or out.dtype != reference.dtype:
         return out
     return torch.where(mask.to(out.device), reference.to(out.device), out)
-HIGH_TOLERANCE_SCALE = 100.0  # the float32 twin's and the special values' tolerance, times the plain one
 
 
 def with_precise(kept: dict[int, tuple[DerivedCall, Any]]) -> list[tuple[DerivedCall, Any]]:
