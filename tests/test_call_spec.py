@@ -1,7 +1,8 @@
 """The call of a kernel's wrapper as typed data (kernelband/worker/call_spec.py): the same
 session seed derives the same calls as before the specs were typed (tests/data/
 derived_calls.json, written by the dict-based derive), a spec survives the wire unchanged,
-and a malformed one from the wire is refused where it is decoded, naming the key."""
+and a malformed or forged one from the wire is refused where it is decoded (by the messages'
+decoder, kernelband/worker/decode.py), in one line naming the key."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import pytest
 
 from helpers.paths import REPO
 from kernelband.worker import derived
-from kernelband.worker.call_spec import DerivedCall, MalformedCall, RecordedCall, TensorArg, ValueArg
+from kernelband.worker.call_spec import DerivedCall, RecordedCall, TensorArg, ValueArg
 from kernelband.worker.judge_derived import calls_to_derive
 from kernelband.worker.messages import Derived, MalformedMessage, RunOutputs, Step, decode_frame
 
@@ -69,14 +70,14 @@ def _derived_body(**changes: object) -> dict:
 
 @pytest.mark.parametrize("changes, says", [
     ({"seed": "1"}, "malformed derived step: calls[0].seed must be int, got str ('1')"),
-    ({"flavour": None}, "calls[0].flavour must be a string, got NoneType"),
-    ({"args": [{"t": "tensor", "shape": [4]}]}, "calls[0].args[0]: missing key 'dtype'"),
+    ({"flavour": None}, "calls[0].flavour must be str, got NoneType"),
+    ({"args": [{"t": "tensor", "shape": [4]}]}, "missing required field 'calls[0].args[0].dtype'"),
     ({"args": [{"t": "tensor", "shape": [4, "x"], "dtype": "float32", "device": "cpu", "contiguous": True, "id": 0,
                 "floating": True}]}, "calls[0].args[0].shape[1] must be int, got str ('x')"),
     ({"args": [{"t": "array"}]}, "calls[0].args[0] must be an object whose t is 'tensor' or 'value'"),
-    ({"kwargs": {"eps": {"t": "value", "v": [1]}}}, "calls[0].kwargs['eps'].v must be null, a bool, a number"),
-    ({"twin": 1.5}, "calls[0].twin must be int, got float"),
-    ({"colour": "red"}, "calls[0]: unknown key(s) 'colour'"),
+    ({"kwargs": {"eps": {"t": "value", "v": [1]}}}, "calls[0].kwargs['eps'].v must be null or bool or int or float"),
+    ({"twin": 1.5}, "calls[0].twin must be int or null, got float"),
+    ({"colour": "red"}, "unknown field(s) 'colour' in calls[0] (known: fn, args,"),
 ])
 def test_a_malformed_call_is_refused_where_the_step_is_decoded(changes: dict, says: str) -> None:
     with pytest.raises(MalformedMessage) as e:
@@ -91,5 +92,6 @@ def test_a_spec_omits_what_it_lacks_and_keeps_split_shape() -> None:
     call = DerivedCall(fn="f", args=(arg, ValueArg(None)), kwargs={}, flavour="sizes", seed=1, sizes={})
     assert call.to_dict()["split_shape"] is None and "twin" not in call.to_dict()
     assert DerivedCall.from_dict(call.to_dict()) == call
-    with pytest.raises(MalformedCall, match="must be an object"):
+    with pytest.raises(MalformedMessage, match="must be an object"):
         RecordedCall.from_dict([])
+
