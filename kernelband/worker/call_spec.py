@@ -5,22 +5,19 @@ one (``dataclasses.replace``).
 
 ``to_dict``/``from_dict`` are their wire form, used only where a call crosses the process
 channel (``messages``: the recorded calls come back in a run's frame, the derived ones go
-out in a ``Derived`` step). ``from_dict`` checks every key and value and raises
-``MalformedCall`` naming the one that is wrong; an optional key is absent on the wire
-where its value is None.
+out in a ``Derived`` step). ``from_dict`` is the messages' decoder (``decode.decode_fields``):
+it checks every key and value by the fields' types and raises ``MalformedMessage`` naming
+the one that is wrong; an argument carries its class's tag (``"t"``: tensor or value); an
+optional key is absent on the wire where its value is None.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping, Optional, TypeVar, Union
+from typing import Any, ClassVar, Optional, TypeVar, Union
 
 from ..model import Serializable
-
-
-class MalformedCall(ValueError):
-    """A call's wire form that does not match its class (one line, says which key)."""
-
+from .decode import TAG_KEY, Tagged, decode_fields
 
 Scalar = Union[None, bool, int, float, str]
 S = TypeVar("S", bound="Spec")
@@ -31,11 +28,10 @@ class Spec(Serializable):
     """The wire form shared by the call specs: every field by its name, an optional one
     (default None) left out while None unless named in ``ALWAYS``."""
 
-    TAG: ClassVar[str] = ""  # the "t" key an argument carries
     ALWAYS: ClassVar[tuple[str, ...]] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"t": self.TAG} if self.TAG else {}
+        out: dict[str, Any] = {TAG_KEY: self.TAG} if isinstance(self, Tagged) else {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if value is None and f.default is None and f.name not in self.ALWAYS:
@@ -44,24 +40,8 @@ class Spec(Serializable):
         return out
 
     @classmethod
-    def from_dict(cls: type[S], body: object, where: str = "call") -> S:
-        if not isinstance(body, Mapping):
-            raise MalformedCall(f"{where} must be an object, got {type(body).__name__}")
-        names = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(body) - set(names) - ({"t"} if cls.TAG else set()))
-        if unknown:
-            raise MalformedCall(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
-        values: dict[str, Any] = {}
-        for name, f in names.items():
-            optional = f.default is None
-            if name not in body:
-                if f.default is dataclasses.MISSING:
-                    raise MalformedCall(f"{where}: missing key {name!r}")
-                continue
-            if body[name] is None and optional:
-                continue
-            values[name] = _DECODERS[name](body[name], f"{where}.{name}")
-        return cls(**values)
+    def from_dict(cls: type[S], body: object) -> S:
+        return decode_fields(cls, body, f"malformed {cls.__name__}")
 
 
 def _plain(value: Any) -> Any:
@@ -75,7 +55,7 @@ def _plain(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class TensorArg(Spec):
+class TensorArg(Spec, Tagged):
     """A tensor argument: what the recording saw, and in a derived call where and how the
     variant process makes it (``derived_run.place``)."""
 
@@ -101,7 +81,7 @@ class TensorArg(Spec):
 
 
 @dataclass(frozen=True)
-class ValueArg(Spec):
+class ValueArg(Spec, Tagged):
     """A plain argument (None, a bool, a number, a string), passed as it is."""
 
     TAG: ClassVar[str] = "value"
@@ -151,84 +131,3 @@ class DerivedCall(Call):
     repeats: Optional[int] = None  # repeat: made this many times in a row
     twin: Optional[int] = None  # alias and high: the index of the call it is judged beside
     alias_arg: Optional[str] = None  # alias: the output parameter passed an input
-
-
-# ---------------------------------------------------------------------- decoding
-def _int(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise MalformedCall(f"{where} must be int, got {type(value).__name__} ({value!r:.40})")
-    return value
-
-
-def _of(tp: type, name: str) -> Callable[[object, str], Any]:
-    def check(value: object, where: str) -> Any:
-        if not isinstance(value, tp) or (tp is not bool and isinstance(value, bool)):
-            raise MalformedCall(f"{where} must be {name}, got {type(value).__name__} ({value!r:.40})")
-        return value
-
-    return check
-
-
-def _float(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise MalformedCall(f"{where} must be a number, got {type(value).__name__} ({value!r:.40})")
-    return float(value)
-
-
-def _ints(value: object, where: str) -> tuple[int, ...]:
-    if not isinstance(value, list):
-        raise MalformedCall(f"{where} must be a list of int, got {type(value).__name__}")
-    return tuple(_int(v, f"{where}[{i}]") for i, v in enumerate(value))
-
-
-def _pair(value: object, where: str) -> tuple[int, int]:
-    got = _ints(value, where)
-    if len(got) != 2:
-        raise MalformedCall(f"{where} must be two ints, got {len(got)}")
-    return got[0], got[1]
-
-
-def _scalar(value: object, where: str) -> Scalar:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise MalformedCall(f"{where} must be null, a bool, a number or a string, got {type(value).__name__}")
-
-
-def _arg(value: object, where: str) -> Arg:
-    tag = value.get("t") if isinstance(value, Mapping) else None
-    if tag == TensorArg.TAG:
-        return TensorArg.from_dict(value, where)
-    if tag == ValueArg.TAG:
-        return ValueArg.from_dict(value, where)
-    raise MalformedCall(f"{where} must be an object whose t is 'tensor' or 'value', got {value!r:.40}")
-
-
-def _optional_arg(value: object, where: str) -> Optional[Arg]:
-    return None if value is None else _arg(value, where)
-
-
-def _args(value: object, where: str) -> tuple[Arg, ...]:
-    if not isinstance(value, list):
-        raise MalformedCall(f"{where} must be a list, got {type(value).__name__}")
-    return tuple(_arg(v, f"{where}[{i}]") for i, v in enumerate(value))
-
-
-def _named(item: Callable[[object, str], Any]) -> Callable[[object, str], dict[str, Any]]:
-    def check(value: object, where: str) -> dict[str, Any]:
-        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            raise MalformedCall(f"{where} must be an object, got {type(value).__name__}")
-        return {k: item(v, f"{where}[{k!r}]") for k, v in value.items()}
-
-    return check
-
-
-_str, _bool = _of(str, "a string"), _of(bool, "bool")
-# each key's check, by name: a name means one thing in every spec
-_DECODERS: dict[str, Callable[[object, str], Any]] = {
-    "shape": _ints, "dtype": _str, "device": _str, "contiguous": _bool, "id": _int, "floating": _bool,
-    "max": _int, "distinct": _bool, "sorted": _bool, "pad": _pair, "layout": _str, "values": _str,
-    "round_to": _str, "index_high": _int, "wide": _bool, "v": _scalar,
-    "fn": _str, "args": _args, "kwargs": _named(_arg), "returns": _optional_arg,
-    "flavour": _str, "seed": _int, "sizes": _named(_int), "split_shape": _ints, "split": _int, "scale": _float,
-    "fresh_fill": _str, "repeats": _int, "twin": _int, "alias_arg": _str,
-}

@@ -7,40 +7,19 @@ dispatches on by class); the judge each frame's meta (``wire.read_frame``: one c
 kind, an outputs frame's by its mode), where the sender is untrusted: a meta that does
 not decode ends the job (``jobs.JobEnd("malformed")``), a candidate's as a trust
 refusal; the fork server its requests, the judge their replies. The session -> judge
-requests (``requests.py``) follow the same rules. No torch here.
+requests (``requests.py``) and the calls a step or frame holds (``call_spec``) go through
+the same decoder (``decode.py``). No torch here.
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Mapping, Optional, TypeVar, Union
+from typing import Any, ClassVar, Literal, Mapping, Optional, TypeVar
 
-from ..model import LaunchRecord, Serializable, Task, Timing
-from .call_spec import DerivedCall, MalformedCall, RecordedCall, Spec
+from ..model import LaunchRecord, Task, Timing
+from .call_spec import DerivedCall, RecordedCall
+from .decode import MalformedMessage, Message, decode_fields
 
-
-class MalformedMessage(ValueError):
-    """A message whose body does not match its dataclass (one line, says which field)."""
-
-
-M = TypeVar("M", bound="Message")
 OpT = TypeVar("OpT", bound="Op")
-
-
-@dataclass(frozen=True)
-class Message:
-    """A message's fields; a default is what the receiver assumes when the field is absent."""
-
-    def to_wire(self) -> dict[str, Any]:
-        return {f.name: _wire(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_wire(cls: type[M], body: object) -> M:
-        kind = getattr(cls, "KIND", "")  # a frame's meta: named by its kind
-        return decode_fields(cls, body, f"malformed {kind} frame" if kind else f"malformed {cls.__name__}")
 
 
 @dataclass(frozen=True)
@@ -354,102 +333,3 @@ class Reaped(Message):
 @dataclass(frozen=True)
 class Killed(Message):
     strays: int = 0
-
-
-# ---------------------------------------------------------------------- validation
-def _wire(value: Any) -> Any:
-    if isinstance(value, Message):
-        return value.to_wire()
-    if isinstance(value, Serializable):
-        return value.to_dict()
-    return [_wire(v) for v in value] if isinstance(value, list) else value
-
-
-D = TypeVar("D")
-
-
-def decode_fields(cls: type[D], body: object, prefix: str, path: str = "") -> D:
-    """``cls(**body)`` once every key is a field, every field without a default is there,
-    and each value has its field's type (an int is accepted for a float). ``prefix`` starts
-    each error; ``path`` is where ``body`` sits in the message (a nested Task)."""
-    if not isinstance(body, Mapping):
-        raise MalformedMessage(f"{prefix}: {path or 'the body'} must be an object, got {type(body).__name__}")
-    fields, hints = _fields(cls)  # type: ignore[arg-type]
-    unknown = sorted(set(body) - set(fields))
-    if unknown:
-        raise MalformedMessage(f"{prefix}: unknown field(s) {', '.join(map(repr, unknown))}"
-                               f"{' in ' + path if path else ''} (known: {', '.join(fields) or 'none'})")
-    values: dict[str, object] = {}
-    for name, f in fields.items():
-        where = f"{path}.{name}" if path else name
-        if name not in body:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise MalformedMessage(f"{prefix}: missing required field {where!r}")
-            continue
-        values[name] = _checked(body[name], hints[name], prefix, where)
-    return cls(**values)
-
-
-@functools.cache
-def _fields(cls: type) -> tuple[dict[str, dataclasses.Field[Any]], dict[str, Any]]:
-    """A dataclass's fields by name and their types (resolved once: a frame holds a record per launch)."""
-    return {f.name: f for f in dataclasses.fields(cls)}, typing.get_type_hints(cls)
-
-
-def _checked(value: Any, tp: Any, prefix: str, where: str) -> Any:
-    """``value`` as a ``tp`` (the field types messages, Task and the records in them use), or MalformedMessage."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any:
-        return value
-    if origin in (Union, types.UnionType):  # Optional[X], the only union the messages use
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1 and _is(value, inner[0]):
-            return _checked(value, inner[0], prefix, where)
-    elif origin is Literal:
-        if isinstance(value, str) and value in args:
-            return value
-    elif origin is list:
-        if isinstance(value, list):
-            return [_checked(v, args[0], prefix, f"{where}[{i}]") for i, v in enumerate(value)]
-    elif origin is dict:
-        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            return {k: _checked(v, args[1], prefix, f"{where}[{k!r}]") for k, v in value.items()}
-    elif isinstance(tp, type) and issubclass(tp, Message):  # a step of a job: its own class by its op
-        try:
-            return tp.from_wire(value)
-        except MalformedMessage as e:
-            raise MalformedMessage(f"{prefix}: {where}: {e}") from None
-    elif isinstance(tp, type) and issubclass(tp, Spec):  # a call of the wrapper: checked by its own rules
-        try:
-            return tp.from_dict(value, where)
-        except MalformedCall as e:
-            raise MalformedMessage(f"{prefix}: {e}") from None
-    elif dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return decode_fields(tp, value, prefix, where)
-    elif _is(value, tp):
-        return float(value) if tp is float else value
-    raise MalformedMessage(f"{prefix}: {where} must be {_type_name(tp)}, got {type(value).__name__} ({value!r:.40})")
-
-
-def _is(value: Any, tp: Any) -> bool:
-    """Whether ``value`` has the scalar type ``tp`` as JSON gives it (a bool is no number)."""
-    if isinstance(value, bool):
-        return tp is bool
-    if tp is float:
-        return isinstance(value, (int, float))
-    return isinstance(tp, type) and isinstance(value, tp)
-
-
-def _type_name(tp: Any) -> str:
-    args = typing.get_args(tp)
-    if typing.get_origin(tp) in (Union, types.UnionType):
-        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
-    if typing.get_origin(tp) is Literal:
-        return " or ".join(map(repr, args))
-    if typing.get_origin(tp) is list:
-        return f"a list of {_type_name(args[0])}"
-    if typing.get_origin(tp) is dict:
-        return "an object"
-    return "an object" if dataclasses.is_dataclass(tp) else getattr(tp, "__name__", str(tp))
