@@ -65,3 +65,59 @@ def test_integers_exact_and_bitwise():
     x = torch.randn(10)
     assert bitwise_equal(x, x.clone())
     assert not bitwise_equal(x, x + 1e-7)
+
+
+def _counting(monkeypatch):
+    from kernelband.worker import compare
+
+    calls: list[str] = []
+    inner = compare._compare_tensor
+
+    def counted(path, *a, **k):
+        calls.append(path)
+        return inner(path, *a, **k)
+
+    monkeypatch.setattr(compare, "_compare_tensor", counted)
+    return calls
+
+
+def test_a_tensor_shown_under_two_names_is_compared_once(monkeypatch):
+    """The harness returns the tensor the kernel wrote: the wire sends it once and the judge
+    decodes both names to one object, so the pair is compared once, not once per name."""
+    calls = _counting(monkeypatch)
+    ref_y = torch.randn(1000)
+    out_y = ref_y.clone()
+    ref = {"returned": ref_y, "written": {"y": ref_y}}
+    assert compare_outputs(ref, {"returned": out_y, "written": {"y": out_y}}).ok
+    assert calls == ["output['returned']"]
+
+
+def test_a_candidate_whose_names_are_different_tensors_is_compared_under_each(monkeypatch):
+    """The cheat: what the kernel wrote is right, what the harness returns is another, wrong
+    tensor (or the other way round). Two objects on either side are two comparisons."""
+    calls = _counting(monkeypatch)
+    ref_y = torch.randn(1000)
+    ref = {"returned": ref_y, "written": {"y": ref_y}}
+    wrong = ref_y + 1.0
+    v = compare_outputs(ref, {"returned": ref_y.clone(), "written": {"y": wrong}})
+    assert not v.ok and "written" in v.message
+    v = compare_outputs(ref, {"returned": wrong, "written": {"y": ref_y.clone()}})
+    assert not v.ok and "returned" in v.message
+    # the original's two tensors, the candidate's one object under both names: both compared
+    calls.clear()
+    a, b = torch.randn(1000), torch.randn(1000)
+    v = compare_outputs({"returned": a, "written": {"y": b}}, {"returned": a.clone(), "written": {"y": a.clone()}})
+    assert not v.ok and len(calls) == 2
+
+
+def test_deviations_of_a_tensor_under_two_names_are_measured_once_and_reported_for_each():
+    from kernelband.worker.checks import deviations
+
+    ref_y = torch.randn(1000)
+    out_y = ref_y * (1 + 1e-3)
+    d = deviations({"returned": ref_y, "written": {"y": ref_y}}, {"returned": out_y, "written": {"y": out_y}})
+    assert set(d) == {"output['returned']", "output['written']['y']"}
+    assert d["output['returned']"] == d["output['written']['y']"] and d["output['returned']"][1] > 0
+    # a candidate whose written tensor differs from what it returns is measured under each name
+    d = deviations({"returned": ref_y, "written": {"y": ref_y}}, {"returned": ref_y.clone(), "written": {"y": out_y}})
+    assert d["output['returned']"][1] == 0 and d["output['written']['y']"][1] > 0
