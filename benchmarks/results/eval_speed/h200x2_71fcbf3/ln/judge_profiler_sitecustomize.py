@@ -1,20 +1,36 @@
-# profiles the judge process (python -m kernelband.worker) when KB_PROFILE_DIR is set
+"""Profiles the judge process (``python -m kernelband.worker``) when KB_PROFILE_DIR is set:
+put this directory first on PYTHONPATH. How ``ln/judge_profile_tottime.txt`` was made."""
 import os
-_dir = os.environ.get("KB_PROFILE_DIR")
-if _dir:
+
+_DIR = os.environ.get("KB_PROFILE_DIR")
+
+
+def _start(out_dir: str) -> None:
+    import atexit
+    import cProfile
+    import signal
+
+    profile = cProfile.Profile()
+    profile.enable()
+
+    def dump(*_: object) -> None:
+        profile.disable()
+        os.makedirs(out_dir, exist_ok=True)
+        profile.dump_stats(os.path.join(out_dir, f"judge-{os.getpid()}.prof"))
+
+    def on_term(*_: object) -> None:
+        dump()
+        os._exit(0)
+
+    atexit.register(dump)
+    signal.signal(signal.SIGTERM, on_term)
+
+
+if _DIR:
     try:
-        _argv = open("/proc/self/cmdline", "rb").read().split(b"\0")
+        with open("/proc/self/cmdline", "rb") as f:
+            _ARGV = f.read().split(b"\0")
     except OSError:
-        _argv = []
-    if b"kernelband.worker" in _argv:
-        import atexit, cProfile, signal, sys
-        _p = cProfile.Profile()
-        _p.enable()
-        def _dump(*_a):
-            _p.disable()
-            os.makedirs(_dir, exist_ok=True)
-            _p.dump_stats(os.path.join(_dir, f"judge-{os.getpid()}.prof"))
-        atexit.register(_dump)
-        def _term(signum, frame):
-            _dump(); os._exit(0)
-        signal.signal(signal.SIGTERM, _term)
+        _ARGV = []
+    if b"kernelband.worker" in _ARGV:
+        _start(_DIR)
