@@ -114,6 +114,10 @@ CASES = [
     if n > 0:
         tl.store(out_ptr + row, tl.max(x, axis=0))
     """), "", {"BLOCK"}),
+    ("offsets_from_a_helper", ROW, """
+    offs = _offsets(tl.program_id(0), BLOCK)
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr + offs)))
+    """, "@triton.jit\ndef _offsets(pid, B: tl.constexpr):\n    return pid * B + tl.arange(0, B)\n\n\n", {"BLOCK"}),
     # a loop, or atomics, that does not cover the dimension
     ("loop_bound_reads_the_block", ROW, """
     acc = tl.zeros([BLOCK], dtype=tl.float32)
@@ -167,6 +171,17 @@ CASES = [
         b = tl.load(b_ptr + (k * BLOCK_K + rk)[:, None] * N + rn[None, :])
         acc = tl.dot(a, b, acc)
     """, MM_TAIL), "", set()),
+    ("dot_k_loop_tile_ids_from_a_helper", MM, """
+    pid_m, pid_n = _tile(tl.program_id(0), N, BLOCK_N)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        acc += tl.dot(tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :]),
+                      tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :]))
+    """, "@triton.jit\ndef _tile(pid, N, BN: tl.constexpr):\n    n = tl.cdiv(N, BN)\n    return pid // n, pid % n\n\n\n",
+     set()),
     ("dot_block_pointers", MM, """
     a_blk = tl.make_block_ptr(a_ptr, (M, K), (K, 1), (0, 0), (BLOCK_M, BLOCK_K), (1, 0))
     b_blk = tl.make_block_ptr(b_ptr, (K, N), (N, 1), (0, 0), (BLOCK_K, BLOCK_N), (1, 0))

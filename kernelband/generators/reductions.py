@@ -375,7 +375,10 @@ class _Shapes(_BodyFlow):
                 return _broadcast(*shapes.values())
             if name in _SCALAR:
                 return ()
-            if name in self.helpers and not self._helper_mixes(name, set()):
+            kind = self._helper(name) if name in self.helpers else "mixes"
+            if kind == "elementwise":
+                return _broadcast(*shapes.values())
+            if kind == "other":
                 return None  # a helper that reduces nothing; its shape is not followed
         elif (lib is not None and self.libm(f.value)) or name in _ELEMENTWISE:  # type: ignore[attr-defined]
             return _broadcast(*shapes.values())
@@ -464,21 +467,32 @@ class _Shapes(_BodyFlow):
             return index_shape if name == "gather" else None
         return s if not drops else s[:axis] + ((None,) if keep_dims else ()) + s[axis + 1:]
 
-    def _helper_mixes(self, name: str, seen: set[str]) -> bool:
-        """Whether a function of the module (a @triton.jit helper) reduces, or calls a
-        function that might."""
-        if name in seen:
-            return False
-        seen.add(name)
+    def _helper(self, name: str, seen: frozenset[str] = frozenset()) -> str:
+        """What a function of the module (a @triton.jit helper) is: ``"mixes"`` (it
+        reduces, or calls a function that might), ``"elementwise"`` (language calls that
+        keep shapes and such helpers only, no indexing: its result's shape is its
+        arguments' broadcast) or ``"other"``."""
+        kind = "elementwise"
         for n in self.walk(self.helpers[name].body):
-            if isinstance(n, cst.Call) and self.mixes(n):
-                return True
-            f = n.func if isinstance(n, cst.Call) else None
-            if isinstance(f, cst.Name) and f.value not in _BUILTINS | _SCALAR and (
-                    f.value not in self.helpers or self._helper_mixes(f.value, seen)):
-                return True
-        return False
-
+            if isinstance(n, cst.Subscript) or isinstance(n, cst.Attribute) and n.attr.value == "T":
+                kind = "other"
+            if not isinstance(n, cst.Call):
+                continue
+            if self.mixes(n):
+                return "mixes"
+            f, lib = n.func, self.lang_name(n)
+            callee = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else ""
+            if isinstance(f, cst.Name) and callee not in _BUILTINS | _SCALAR:
+                if callee not in self.helpers:
+                    return "mixes"  # a function we do not know
+                inner = "other" if callee in seen else self._helper(callee, seen | {name})
+                if inner == "mixes":
+                    return "mixes"
+                kind = kind if inner == "elementwise" else "other"
+            elif isinstance(f, cst.Attribute) and not (lib is not None and self.libm(f.value)) \
+                    and callee not in _ELEMENTWISE | _SCALAR:
+                kind = "other"
+        return kind
 
 class ReductionFacts(_Shapes):
     """The reductions of one kernel and ``fixed``: the constexprs that bound one of them
