@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from common import ROOT, kernel_modules  # benchmarks/ (on the path: conftest.py)
-from kernelband.generators.analysis import KernelAnalyzer
+from kernelband.generators.analysis import KernelAnalyzer, analyse
 from kernelband.generators.reductions import ReductionFacts
 from kernelband.generators.rules import RulesGenerator
 from kernelband.model import Variant
@@ -220,18 +220,21 @@ def test_which_blocks_bound_a_reduction_one_block_covers(name, params, body, hel
 
 
 def block_values(source: str, kernel: str) -> dict[str, set[int]]:
-    """The values every block_size rewrite of the module sets, by constexpr."""
+    """The values every block_size rewrite of the module sets, by constexpr (the keys of
+    ``RulesGenerator.every_rewrite``, without rendering each source)."""
     out: dict[str, set[int]] = {}
-    for family, key, _src in RulesGenerator(seed=0).every_rewrite(Variant(source), kernel):
-        if family == "block_size":
-            _kind, name, _line, value = key.split(":")
+    an = analyse(source, kernel)
+    assert an is not None
+    for rw in an.rewrites:
+        if rw.family == "block_size":
+            _kind, name, _line, value = rw.key.split(":")
             out.setdefault(name, set()).add(int(value))
     return out
 
 
-def launched(params: str, body: str, launch: str, grid: str) -> str:
+def launched(params: str, text: str, launch: str, grid: str) -> str:
     """``module`` with a wrapper that launches k, and a harness."""
-    return module(params, body) + textwrap.dedent(f"""
+    wrapper = textwrap.dedent(f"""
 
         def run(x):
             n = x.shape[-1]
@@ -243,7 +246,8 @@ def launched(params: str, body: str, launch: str, grid: str) -> str:
 
         def harness_k():
             return run(torch.randn(8, 100))
-        """).replace("import triton\n", "import torch\nimport triton\n", 1)
+        """)
+    return "import torch\n" + module(params, text) + wrapper
 
 
 ROW_LAUNCH = ("x, out, n, x.stride(0), BLOCK=128", "(x.shape[0],)")
@@ -262,6 +266,29 @@ def test_the_same_reduction_with_a_loop_over_the_row_keeps_its_block_rewrites():
     src = launched(ROW, LOOP_SUM, *ROW_LAUNCH)
     got = block_values(src, "k")["BLOCK"]
     assert {64, 256, 8192} <= got  # smaller and larger
+
+
+@pytest.mark.slow  # the calls beyond the harness loop over rows of 65k columns, interpreted: about two minutes
+def test_the_kept_block_rewrites_of_a_looped_reduction_pass_the_judge(tmp_path: Path):
+    """Every check on (the calls beyond the harness too, rows longer than any block):
+    with a loop over the row, a smaller and the largest block sum the same row."""
+    from false_rejections import task_of  # benchmarks/
+    from kernelband.evaluate import Evaluator
+
+    src = launched(ROW, LOOP_SUM, *ROW_LAUNCH)
+    path = tmp_path / "looped_rowsum.py"
+    path.write_text(src, encoding="utf-8")
+    picked = {key: text for family, key, text in RulesGenerator(seed=0).every_rewrite(Variant(src), "k")
+              if family == "block_size" and key.endswith((":64", ":8192"))}
+    assert len(picked) == 2
+    ev = Evaluator(task_of(path, "k", "cpu", 120.0))
+    try:
+        assert ev.prepare(time_it=False).ok
+        for key, text in picked.items():
+            got = ev.evaluate(Variant(text, description=key), time_it=False)
+            assert got.status.value == "ok", (key, got.message)
+    finally:
+        ev.close()
 
 
 def test_a_row_tile_keeps_its_rewrites_when_only_the_columns_are_reduced():
