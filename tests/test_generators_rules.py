@@ -312,11 +312,31 @@ def test_softmax_keeps_data_sized_block_and_tunes_warps():
         assert "BLOCK_SIZE = triton.next_power_of_2(n_cols)" in v.source
 
 
+# an elementwise kernel whose block covers a whole row: a fixed extent, no reduction over it
+ROW_SCALE = ROWS.replace("rowsum_kernel(x_ptr, out_ptr", "rowscale_kernel(x_ptr, out_ptr").replace(
+    "    tl.store(out_ptr + row, tl.sum(x, axis=0))\n",
+    "    tl.store(out_ptr + row * stride + cols, x * 2.0, mask=cols < n_cols)\n").replace(
+    "rowsum_kernel[(rows,)]", "rowscale_kernel[(rows,)]").replace(
+    "out = torch.empty(rows, device=x.device, dtype=x.dtype)", "out = torch.empty_like(x)")
+
+
 def test_fixed_extent_block_only_grows():
+    assert "rowscale_kernel[(rows,)]" in ROW_SCALE and "tl.sum" not in ROW_SCALE
+    gen = RulesGenerator()
+    ctx = GenContext("rowscale_kernel", "harness_rowsum", "rows.py")
+    blocks = [v.description for v in exhaust(gen, Variant(ROW_SCALE), ctx) if v.description.startswith("BLOCK ")]
+    assert blocks and all(int(d.split("-> ")[1].split()[0]) > 1024 for d in blocks), blocks
+
+
+def test_the_block_of_a_one_block_reduction_is_never_moved():
+    """rowsum reduces one tl.arange(0, BLOCK) per row, no loop over it: a larger block
+    sums more columns of a long row, a smaller one fewer (tests/test_generators_reductions.py
+    has the analysis)."""
     gen = RulesGenerator()
     ctx = GenContext("rowsum_kernel", "harness_rowsum", "rows.py")
-    blocks = [v.description for v in exhaust(gen, Variant(ROWS), ctx) if v.description.startswith("BLOCK ")]
-    assert blocks and all(int(d.split("-> ")[1].split()[0]) > 1024 for d in blocks), blocks
+    variants = exhaust(gen, Variant(ROWS), ctx)
+    assert variants and not [v.description for v in variants if "BLOCK" in v.description.split(" at ")[0]]
+    assert all("BLOCK=1024" in v.source for v in variants)
 
 
 def test_variable_block_is_changed_at_its_assignment():

@@ -13,7 +13,11 @@ Rewrite families (``Strategy.offline_rewrites`` maps strategies onto them):
   [BLOCK_MIN, BLOCK_MAX_ND] (several). A value computed from the data (softmax's
   ``triton.next_power_of_2(n_cols)``) is never touched. A block that neither the grid
   reads (``meta["BLOCK"]``, the same wrapper variable, or a grid literal that moves with
-  it) nor a loop of the kernel steps over covers a fixed extent, so it is only grown.
+  it) nor a loop of the kernel steps over covers a fixed extent, so it is only grown. A
+  block that bounds a reduction with no loop (or atomics across the grid) combining its
+  tiles is never moved, up or down: a softmax over one ``tl.arange(0, BLOCK)`` reduces
+  the first BLOCK elements of a row, and another block reduces others (``reductions.py``
+  decides; a K loop or a layernorm's loop over the row keeps the block tunable).
 - ``num_warps``: the launch keyword (added when absent; Triton's default): 1..16.
 - ``num_stages``: the launch keyword, 1..5, only for kernels with a loop.
 - ``group_m``: GROUP_M / GROUP_SIZE_M-style constexprs: 1, 4, 8, 16.

@@ -18,6 +18,11 @@ with it. The literals are found by simple data flow from the launch site:
 Values computed from the data (``triton.next_power_of_2(n_cols)``) stop the flow: that
 parameter is left alone.
 
+A BLOCK that bounds a reduction one block covers (``reductions.py``: a softmax whose
+``tl.arange(0, BLOCK)`` is the whole row, with no loop over it) is not a knob: another
+value reduces other elements, so it would change what the kernel computes. A block a
+loop steps over (a K loop, a layernorm's loop over the row) stays one.
+
 A BLOCK change must not leave a grid that was computed for the old block: literals of
 the grid (and of ``cdiv`` / ``//`` divisors in the wrapper) that equal the block move
 with it (``(n + 255) // 256`` included); where two blocks of one launch share the value,
@@ -29,6 +34,7 @@ explicitly equals no keyword. ``config_key`` is the same identity for whole sour
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -39,6 +45,7 @@ import libcst as cst
 from ..model import sha256_text
 from .edits import Edits, int_value, merge, names_in, pow2_range, set_kwarg, str_value, walk
 from .launch_sites import callee_name
+from .reductions import ReductionFacts
 from .shadow import ModuleShadows
 
 WARPS: tuple[int, ...] = (1, 2, 4, 8, 16)
@@ -278,6 +285,12 @@ class SpaceFinder(ModuleShadows):
             return []
         return out
 
+    @functools.cached_property
+    def reduction_blocks(self) -> frozenset[str]:
+        """Constexprs that bound a reduction one block covers (``reductions.py``): another
+        value reduces other elements, so they are never tuned."""
+        return ReductionFacts(self).fixed
+
     # ---- knobs
     def knobs(self) -> list[Knob]:
         knobs: list[Knob] = []
@@ -353,6 +366,8 @@ class SpaceFinder(ModuleShadows):
     def _domain(self, kind: str, pname: str, value: cst.BaseExpression, cur: int, grid_def: cst.CSTNode,
                 fn: Optional[cst.FunctionDef], ties: tuple[Site, ...], block_hi: int) -> Optional[list[int]]:
         """The values a launch knob may take (None: not a knob here: stages without a loop)."""
+        if kind == "block" and pname in self.reduction_blocks:
+            return [cur]  # still a knob until its grid ties are claimed, then dropped: one value
         if kind == "block":
             grid_strings = {s for s in (str_value(n) for n in walk(grid_def)) if s}
             # the grid reads the same variable (or it is used beyond the launch)
@@ -418,7 +433,9 @@ class SpaceFinder(ModuleShadows):
             if not nodes:
                 continue
             cur = int_value(nodes[0]) or 1
-            if kind == "block":
+            if kind == "block" and name in self.reduction_blocks:
+                domain = [cur]  # the extent of a reduction: left alone
+            elif kind == "block":
                 domain = [v for v in (cur // 4, cur // 2, cur, cur * 2, cur * 4) if BLOCK_MIN <= v <= max(BLOCK_MAX_1D, cur)]
             elif kind == "num_warps":
                 domain = [v for v in (cur // 2, cur, cur * 2) if 1 <= v <= 16]

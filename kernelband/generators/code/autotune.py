@@ -9,7 +9,7 @@ from typing import Optional
 
 import libcst as cst
 
-from ..edits import Edits, add_kwarg, int_value, merge, remove_kwargs
+from ..edits import Edits, add_kwarg, int_value, merge, remove_kwargs, str_value
 from ..rewrites import Rewrites
 from ..space import DEFAULTS, STAGES, WARPS, Knob
 
@@ -158,8 +158,8 @@ def list_rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
     return out
 
 def _extended(an: Rewrites, calls: list[cst.Call]) -> list[cst.Call]:
-    """New configs around the first: every block x2, num_warps x2, num_stages + 1;
-    those already in the list are left out."""
+    """New configs around the first: every block x2 (not the extent of a reduction),
+    num_warps x2, num_stages + 1; those already in the list are left out."""
     def sig(c: cst.Call) -> str:
         return an.code(c.with_changes(whitespace_before_args=cst.SimpleWhitespace(""))).replace(" ", "")
 
@@ -176,7 +176,8 @@ def _extended(an: Rewrites, calls: list[cst.Call]) -> list[cst.Call]:
         for e in d.elements:
             v = int_value(e.value) if isinstance(e, cst.DictElement) else None
             key = an.code(e.key) if isinstance(e, cst.DictElement) else ""
-            if v is not None and "BLOCK" in key.upper():
+            # the extent of a reduction one block covers stays (space.SpaceFinder.reduction_blocks)
+            if v is not None and "BLOCK" in key.upper() and str_value(e.key) not in an.reduction_blocks:
                 e = e.with_changes(value=cst.Integer(str(v * 2)))
                 changed = True
             els.append(e)
