@@ -188,3 +188,29 @@ def test_values_keep_their_json_type_and_only_types_are_checked() -> None:
     body = dict(GOLDEN["cases"]["scale"]["draws"][0]["calls"][0], scale=100)
     scale = DerivedCall.from_dict(body).scale
     assert scale == 100.0 and isinstance(scale, float)
+
+
+def test_the_config_twin_fields_survive_the_wire_and_are_type_checked() -> None:
+    """``Derived.configs`` (the original's job asks for its config twins) and
+    ``DerivedOutputs.config`` (the config a twin ran pinned to) decode with their types;
+    absent, they are a plain step and a plain run."""
+    from kernelband.worker.messages import DerivedOutputs
+
+    calls = [DerivedCall.from_dict(GOLDEN["cases"]["scale"]["draws"][0]["calls"][0])]
+    step = Derived(calls, module="o", which="a", configs=True)
+    assert Step.from_wire(json.loads(json.dumps(step.to_wire()))) == step
+    assert Step.from_wire(_derived_body()).configs is False  # type: ignore[attr-defined]
+    meta = DerivedOutputs(3, "a", allocs=[[64, 45]], config=1)
+    assert decode_frame("outputs", json.loads(json.dumps(meta.to_wire()))) == meta
+    plain = {"mode": "derived", "index": 3, "which": "a"}
+    assert decode_frame("outputs", plain) == DerivedOutputs(3, "a")
+    for bad, says in ((dict(_derived_body(), configs=1), "malformed derived step: configs must be bool, got int"),
+                      (dict(_derived_body(), configs="yes"), "configs must be bool, got str")):
+        with pytest.raises(MalformedMessage) as e:
+            Step.from_wire(bad)
+        assert says in str(e.value) and "\n" not in str(e.value)
+    for value, says in ((True, "config must be int or null, got bool"), (1.0, "config must be int or null, got float"),
+                        ("0", "config must be int or null, got str")):
+        with pytest.raises(MalformedMessage) as e:
+            decode_frame("outputs", dict(plain, config=value))
+        assert says in str(e.value) and "\n" not in str(e.value)

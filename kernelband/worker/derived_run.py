@@ -369,16 +369,62 @@ _ABSENT = object()
 def run_calls(version: Any, step: Derived, steps: Any) -> None:
     """In the variant process: each derived call of ``step`` on inputs in canary-padded
     buffers; one frame per call with what it returned and the whole buffers after it (or
-    the error it raised: the judge decides what that means)."""
+    the error it raised: the judge decides what that means). ``step.configs``: the config
+    twins of its special-values calls instead (``run_config_twins``)."""
     from .capture import install
     from .runner import synchronize
 
     install()
     with one_run_autotuning(version.module, synchronize):
-        _run_calls(version, step, steps)
+        if step.configs:
+            run_config_twins(version, step, steps)
+        else:
+            _run_calls(version, step, steps)
 
 
-def _run_calls(version: Any, step: Derived, steps: Any) -> None:
+MAX_CONFIG_TWINS = 16  # configs run a special-values call pinned to (on a GPU each is a compile at a new size)
+TWIN_FLAVOURS = ("special",)  # the calls whose results may hang on the config (NaN-ness of a block at +-inf)
+
+
+def run_config_twins(version: Any, step: Derived, steps: Any) -> None:
+    """The original's special-values calls once per autotune config, every autotuner pinned
+    to it (the i-th of its configs, modulo its count): frames whose ``config`` is i. None
+    where no autotuner of the module has two configs. Derived calls pick a config by one
+    timed run (``one_run_autotuning``), independently in each process: where the original's
+    own configs disagree (a block whose max is NaN with one block shape, finite with
+    another), a candidate that picked another config would be refused for a difference the
+    original has itself; the judge leaves such elements undefined (``judge_derived``)."""
+    tuners = [t for t in _autotuners(version.module) if len(getattr(t, "configs", None) or []) > 1]
+    if not tuners or not any(c.flavour in TWIN_FLAVOURS for c in step.calls):
+        return
+    count = min(max(len(t.configs) for t in tuners), MAX_CONFIG_TWINS)
+    for k in range(count):
+        with pinned_config(tuners, k):
+            _run_calls(version, step, steps, config=k)
+
+
+@contextlib.contextmanager
+def pinned_config(tuners: list[Any], k: int) -> Iterator[None]:
+    """Each autotuner left with only its ``k``-th config (modulo its count; a single config
+    is run without benchmarking), its choices forgotten; all of it restored after."""
+    names = ("configs", "cache", "best_config", "cache_results")
+    saved = [(t, {n: t.__dict__[n] for n in names if n in t.__dict__}) for t in tuners]
+    try:
+        for tuner, _ in saved:
+            tuner.configs = [tuner.configs[k % len(tuner.configs)]]
+            tuner.cache = {}
+            tuner.cache_results = False  # no timings from Triton's disk cache
+        yield
+    finally:
+        for tuner, values in saved:
+            for n in names:
+                if n in values:
+                    setattr(tuner, n, values[n])
+                else:
+                    tuner.__dict__.pop(n, None)
+
+
+def _run_calls(version: Any, step: Derived, steps: Any, config: Optional[int] = None) -> None:
     import time
 
     from .gpu_lock import gpu_lock
@@ -386,6 +432,8 @@ def _run_calls(version: Any, step: Derived, steps: Any) -> None:
 
     which = step.which
     for i, call in enumerate(step.calls):
+        if config is not None and call.flavour not in TWIN_FLAVOURS:
+            continue
         steps.await_judge()
         t0 = time.perf_counter()
         try:
@@ -403,11 +451,11 @@ def _run_calls(version: Any, step: Derived, steps: Any) -> None:
         except Exception as e:  # noqa: BLE001 - the judge decides what a failure means here
             steps.check_runtime()
             steps.send(DerivedOutputs(i, which, error=f"{type(e).__name__}: {e}"[:2000],
-                                      seconds=round(time.perf_counter() - t0, 4)))
+                                      seconds=round(time.perf_counter() - t0, 4), config=config))
             continue
         steps.check_runtime()
         meta = DerivedOutputs(i, which, allocs=[[before, n] for _, before, n in made],
-                              seconds=round(time.perf_counter() - t0, 4))
+                              seconds=round(time.perf_counter() - t0, 4), config=config)
         tree: dict[str, Any] = {"returned": out, "buffers": [p.buffer for p in placed],
                                 "allocs": [buffer for buffer, _, _ in made]}
         if call.repeats and first is not None:  # the first call's result, as it is now

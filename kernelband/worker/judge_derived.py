@@ -18,7 +18,7 @@ from ..detect import detect, wrappers_of
 from ..model import Status
 from . import checks, derived, derived_run
 from .call_spec import Arg, DerivedCall, RecordedCall, TensorArg
-from .compare import compare_outputs
+from .compare import TOLERANCES, compare_outputs
 from .jobs import Frame
 from .messages import Derived, DerivedOutputs, Step
 from .observe import materialize
@@ -118,6 +118,8 @@ def absorb_original(judge: Any, calls: list[DerivedCall], frames: dict[tuple[str
             out_a, rests_a, bad_a = observed(a, call)
             out_b, rests_b, bad_b = observed(b, call)
             masks = {} if bad_a or bad_b else unwritten_masks(out_a, out_b)
+            if not (bad_a or bad_b):
+                masks = _union(masks, config_masks(call, out_a, config_twins(frames, i), _tol_scale(call)))
             if bad_a or bad_b:
                 why = bad_a or bad_b
             elif not all(derived_run.canaries_intact(r, "a") for r in rests_a) or \
@@ -130,7 +132,7 @@ def absorb_original(judge: Any, calls: list[DerivedCall], frames: dict[tuple[str
                 why = "the original gives another result when told to write over its input"
             else:
                 reference = materialize(out_a, judge.ref_device if judge.refs_on_gpu else None)
-                if masks:  # what the original left as fresh memory: no oracle there
+                if masks:  # what the original left as fresh memory or its configs disagree on: no oracle there
                     masks = {p: m.to(judge.ref_device) if judge.refs_on_gpu else m for p, m in masks.items()}
                     reference = dict(reference, **{UNDEFINED: masks})
                 kept[i] = (call, reference)
@@ -162,6 +164,81 @@ def unwritten_masks(a: Any, b: Any) -> dict[str, torch.Tensor]:
         if bool(mask.any()):
             masks[path] = mask
     return masks
+
+
+def twin_key(config: int) -> str:
+    """Where the frames of the original's config twins (``derived_run.run_config_twins``)
+    sit among its derived frames: (``twin_key(config)``, the call's index)."""
+    return f"config{config}"
+
+
+def config_twins(frames: dict[tuple[str, int], Frame[DerivedOutputs]], index: int) -> list[Frame[DerivedOutputs]]:
+    """The original's config twins of call ``index``, in config order (only frames that
+    came back as config twins: the original's own job sends them)."""
+    found = [(key[0], frame) for key, frame in frames.items()
+             if key[1] == index and key[0].startswith("config") and frame.meta.config is not None]
+    return [frame for _, frame in sorted(found, key=lambda kf: kf[1].meta.config or 0)]
+
+
+def config_masks(call: DerivedCall, out_a: Any, twins: list[Frame[DerivedOutputs]], tol_scale: float
+                 ) -> dict[str, torch.Tensor]:
+    """For each output tensor, the elements where the original's result under one of its
+    own autotune configs differs from its run "a" (NaN or inf positions, or a value beyond
+    the call's tolerance): which config a process's autotuner picks for a derived call is
+    timing noise (``derived_run.one_run_autotuning``), so no candidate is held to a value
+    the original itself gives only under some configs (a block's max NaN with one block
+    shape, finite with another). A twin that raises is not a config the original can run
+    there: skipped; one that writes outside its tensors or does not decode: no twin of the
+    call counts (the masks come only from runs of the original that behaved)."""
+    outs = []
+    for twin in twins:
+        if twin.meta.error:
+            continue
+        out, rests, bad = observed(twin, call)
+        if bad or not all(derived_run.canaries_intact(r, "a") for r in rests):
+            return {}
+        outs.append(out)
+    masks: dict[str, torch.Tensor] = {}
+    for out in outs:
+        found = dict(checks.leaves(out))
+        for path, x in checks.leaves(out_a):
+            y = found.get(path)
+            if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape \
+                    or x.dtype != y.dtype or x.numel() == 0:
+                continue
+            differs = ~_close(x, y, tol_scale)
+            if bool(differs.any()):
+                masks[path] = masks[path] | differs if path in masks else differs
+    return masks
+
+
+def _close(x: torch.Tensor, y: torch.Tensor, tol_scale: float) -> torch.Tensor:
+    """Elementwise: equal NaN-ness, the same infinity, finite values within the dtype's
+    tolerance times ``tol_scale`` (``compare.TOLERANCES``); integers and booleans exact."""
+    if not (x.is_floating_point() or x.is_complex()):
+        return x == y
+    tol = TOLERANCES.get(x.dtype, TOLERANCES[torch.float32])
+    wide = torch.float64 if x.dtype in (torch.float64, torch.complex128) else \
+        (torch.complex64 if x.is_complex() else torch.float32)
+    return torch.isclose(x.to(wide), y.to(wide), rtol=tol_scale * tol.rtol, atol=tol_scale * tol.atol,
+                         equal_nan=True)
+
+
+def _union(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = dict(a)
+    for path, mask in b.items():
+        out[path] = out[path] | mask if path in out else mask
+    return out
+
+
+def _tol_scale(call: DerivedCall) -> float:
+    # a long call's float32 twin: its rows sum to about 0, where any other summation order
+    # is about 1e-4 off in float32 (a correct reordering was refused at the plain
+    # tolerance); at 100 times it, that noise passes and a wrong result does not
+    # the special-values call holds magnitudes of 3e4 too: atomics landing in another order
+    # round its sums ulp(3e4) = 0.004 apart (a scatter-add rewrite was refused so, 1 element
+    # of 20736, relative L2 1.1e-8); NaN and inf positions are still compared exactly
+    return HIGH_TOLERANCE_SCALE if call.flavour in ("high", "special") else 1.0
 
 
 def with_undefined(out: Any, reference: Any, masks: dict[str, torch.Tensor], path: str = "output") -> Any:
@@ -204,7 +281,7 @@ def plain_deviations(judge: Any, frame: Frame[DerivedOutputs]) -> dict[str, tupl
     its tolerance comes first (``verdict_of``): this feeds the consistency rule, precision
     judged on every call and not only where the float64 rerun ran."""
     index = frame.meta.index
-    if frame.meta.error or not 0 <= index < len(judge.ref.derived):
+    if frame.meta.error or frame.meta.config is not None or not 0 <= index < len(judge.ref.derived):
         return {}
     call, reference = judge.ref.derived[index]
     if call.flavour not in PLAIN_FLAVOURS or not isinstance(reference, dict):
@@ -286,7 +363,7 @@ def candidate_steps(judge: Any) -> list[Step]:
 def verdict_of(judge: Any, frame: Frame[DerivedOutputs]) -> Optional[tuple[Status, str]]:
     """None when a candidate's derived call agrees with the original's, else the verdict."""
     index = frame.meta.index
-    if not 0 <= index < len(judge.ref.derived):
+    if not 0 <= index < len(judge.ref.derived) or frame.meta.config is not None:  # config twins: the original's only
         return Status.REJECTED, "trust: a result for a derived call that was not asked for"
     call, reference = judge.ref.derived[index]
     where = f"beyond the harness, {derived.describe_call(call)}"
@@ -298,14 +375,7 @@ def verdict_of(judge: Any, frame: Frame[DerivedOutputs]) -> Optional[tuple[Statu
     if not all(derived_run.canaries_intact(r, "a") for r in rests):
         return Status.MISMATCH, f"{where}: writes outside its tensors (out of bounds), which the original does not"
     reference, precise, out = _reference_parts(reference, out)
-    # a long call's float32 twin: its rows sum to about 0, where any other summation order
-    # is about 1e-4 off in float32 (a correct reordering was refused at the plain
-    # tolerance); at 100 times it, that noise passes and a wrong result does not
-    # the special-values call holds magnitudes of 3e4 too: atomics landing in another order
-    # round its sums ulp(3e4) = 0.004 apart (a scatter-add rewrite was refused so, 1 element
-    # of 20736, relative L2 1.1e-8); NaN and inf positions are still compared exactly
-    loose = call.flavour in ("high", "special")
-    verdict = compare_outputs(reference, out, tol_scale=HIGH_TOLERANCE_SCALE if loose else 1.0)
+    verdict = compare_outputs(reference, out, tol_scale=_tol_scale(call))
     if not verdict.ok and not (precise is not None and _as_precise(reference, out, precise)):
         return Status.MISMATCH, f"{where}: {verdict.message}"
     return None

@@ -19,7 +19,8 @@ from .call_spec import DerivedCall
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
 from .derived import describe_call
 from .jobs import Frame, JobFailed, VariantJob
-from .judge_derived import absorb_original, calls_to_derive, optional_parameters
+from .derived_run import MAX_CONFIG_TWINS, TWIN_FLAVOURS
+from .judge_derived import absorb_original, calls_to_derive, optional_parameters, twin_key
 from .judge_core import (GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, add_frame_phase, count_runs, deadline_s, gpu,
                          timed_steps)
 from .messages import (Derived, DerivedOutputs, ErrorFrame, FrameMeta, Mark, ProfileFrame, ReplayCheck, ReplayOutputs,
@@ -144,8 +145,9 @@ def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: P
     calls = calls_to_derive(recorded, judge.session_seed, judge.interpreted,
                             optional_parameters(task.source, task.kernel))
     crashed: list[str] = []
+    twins = True
     for _ in range(DERIVED_ATTEMPTS):
-        outcome = _run_derived(judge, job, base, calls)
+        outcome = _run_derived(judge, job, base, calls, twins)
         if isinstance(outcome, dict):
             note = _derived_note(crashed + absorb_original(judge, calls, outcome), len(judge.ref.derived))
             base.phases["derived_calls"] = round(time.perf_counter() - t0, 6)
@@ -153,6 +155,13 @@ def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: P
         if outcome is None:
             return None, []
         index, why = outcome
+        if index == TWINS_FAILED:  # the config twins took the process down: run again without them
+            twins = False
+            restarted = _restart_original(judge, task, req, base)
+            if restarted is None:
+                return None, []
+            job = restarted
+            continue
         crashed.append(f"{describe_call(calls[index]) if 0 <= index < len(calls) else 'a call'}: "
                        f"the original's process fails on it ({why})")
         calls = calls_without(calls, index)
@@ -174,28 +183,43 @@ def calls_without(calls: list[DerivedCall], index: int) -> list[DerivedCall]:
     return [c if (c := calls[i]).twin is None else replace(c, twin=position[c.twin]) for i in keep]
 
 
-def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[DerivedCall]
+TWINS_FAILED = -1  # _run_derived's index when the config twins (not a call) broke the process
+
+
+def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[DerivedCall], twins: bool = True
                  ) -> Union[dict[tuple[str, int], Frame[DerivedOutputs]], tuple[int, str], None]:
-    """The frames of the original's derived calls (both canaries); (the index of the call
-    its process died on or whose frame broke the protocol, how); None with ``base.message``
-    on an error."""
+    """The frames of the original's derived calls (both canaries; with ``twins``, its
+    special-values calls again once per autotune config, keyed ``twin_key``); (the index of
+    the call its process died on or whose frame broke the protocol, how; TWINS_FAILED where
+    the twins did it); None with ``base.message`` on an error."""
     task = judge.require_task()
     steps: list[Step] = [Derived(calls, "o", w) for w in ("a", "b")]
+    special = sum(c.flavour in TWIN_FLAVOURS for c in calls) if twins else 0
+    if special:
+        steps.append(Derived(calls, "o", "a", configs=True))
     frames: dict[tuple[str, int], Frame[DerivedOutputs]] = {}
     try:
-        job.command(steps + [Mark()], deadline_s(task.timeout_s, 2 * len(calls)))
+        runs = 2 * len(calls) + special * MAX_CONFIG_TWINS // 2
+        job.command(steps + [Mark()], deadline_s(task.timeout_s, runs))
         for frame in job.until_mark():
             if isinstance(frame.meta, ErrorFrame):
                 job.close()
+                if special and all((w, i) in frames for w in ("a", "b") for i in range(len(calls))):
+                    return TWINS_FAILED, frame.meta.message[:160]
                 base.message = _setup_message(task, frame.meta)
                 return None
             _note_run_seconds(judge, frame)
             if isinstance(frame.meta, DerivedOutputs):
-                frames[(frame.meta.which, frame.meta.index)] = Frame(frame.meta, materialize(frame.tree, None))
+                meta = frame.meta
+                key = (meta.which if meta.config is None else twin_key(meta.config), meta.index)
+                frames[key] = Frame(meta, materialize(frame.tree, None))
         broken = first_context_error(frames, len(calls))
         if broken is not None:  # every later call in that process fails too: drop this one, run again
             job.close()
             return broken
+        if any(any(m in (f.meta.error or "") for m in CONTEXT_ERRORS) for f in frames.values()):
+            job.close()  # a twin broke the context the original's process keeps using
+            return TWINS_FAILED, "a CUDA error that breaks its context"
     except JobFailed as e:
         # the process died, or its frames broke off mid-call: that call is dropped; a hang
         # is not one call's fault
@@ -206,6 +230,8 @@ def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[
             missing = [i for i in range(len(calls)) if (which, i) not in frames]
             if missing:
                 return missing[0], str(e).splitlines()[0][:160] if str(e) else e.end.kind
+        if special:
+            return TWINS_FAILED, e.end.kind
         return len(calls), e.end.kind
     return frames
 

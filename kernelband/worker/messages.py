@@ -117,12 +117,16 @@ class ProfileStep(Step):
 
 @dataclass(frozen=True)
 class Derived(Step):
-    """Calls beyond the harness (``derived_run.run_calls``), canary ``which``: a ``DerivedOutputs`` each."""
+    """Calls beyond the harness (``derived_run.run_calls``), canary ``which``: a ``DerivedOutputs`` each.
+    ``configs`` (the original's job only): instead, its special-values calls once per autotune
+    config, each autotuner pinned to it (``derived_run.run_config_twins``): a frame each,
+    ``DerivedOutputs.config`` the config's index (none where no kernel has two configs)."""
 
     OP: ClassVar[str] = "derived"
     calls: list[DerivedCall]
     module: str = "v"
     which: str = "a"
+    configs: bool = False
 
 
 @dataclass(frozen=True)
@@ -208,13 +212,15 @@ class ReplayOutputs(FrameMeta):
 
 @dataclass(frozen=True)
 class DerivedOutputs(FrameMeta):
-    """A derived call's outputs, or its ``error``; ``allocs``: where each allocation sits in its buffer."""
+    """A derived call's outputs, or its ``error``; ``allocs``: where each allocation sits in its buffer;
+    ``config``: the autotune config it was pinned to (``Derived.configs``; None: a plain run)."""
 
     KIND: ClassVar[str] = "outputs"
     index: int
     which: str
     error: Optional[str] = None
     allocs: list[list[int]] = field(default_factory=list)
+    config: Optional[int] = None
     mode: Literal["derived"] = "derived"
 
 
