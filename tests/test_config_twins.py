@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 import torch
+from helpers.kernels import BLOCKWISE
 
 from kernelband.model import Status
 from kernelband.worker import derived_run
@@ -147,9 +148,6 @@ def test_twins_run_once_per_config_only_for_an_autotuned_original(tmp_path) -> N
     import subprocess
     import sys
     import textwrap
-
-    sys.path.insert(0, os.path.dirname(__file__))
-    from test_derived_calls import BLOCKWISE
 
     (tmp_path / "tuned.py").write_text(BLOCKWISE, encoding="utf-8")
     plain = BLOCKWISE.replace('@triton.autotune(configs=[triton.Config({"BLOCK_M": 1}), triton.Config({"BLOCK_M": 2})], '

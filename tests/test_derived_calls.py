@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers.kernels import BLOCKWISE, BLOCKWISE_GRID, BLOCKWISE_TUNED
 
 from kernelband.evaluate import Evaluator
 from kernelband.model import Status, Task, Variant
@@ -678,44 +679,6 @@ def test_a_candidate_wrong_where_the_original_wrote_is_still_caught_beyond_the_h
     assert got.status == Status.MISMATCH and "beyond the harness" in got.message, got.message
 
 
-# autotuned over blocks of 1 or 2 rows; a block holding an infinity is stored as NaN (the way
-# a per-block amax turns NaN): on the special-values call (row 0 all -inf, row 1 constant)
-# row 1 is NaN with blocks of two rows and finite with blocks of one, so the original's own
-# configs disagree there, and which one a process's autotuner picks is timing noise
-BLOCKWISE = textwrap.dedent('''
-    import torch
-    import triton
-    import triton.language as tl
-
-    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-    @triton.autotune(configs=[triton.Config({"BLOCK_M": 1}), triton.Config({"BLOCK_M": 2})], key=["n_rows", "n_cols"])
-    @triton.jit
-    def flag_kernel(x_ptr, out_ptr, n_rows, n_cols, sx0, sx1, so0, extra, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-        cols = tl.arange(0, BLOCK_N)
-        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-        x = tl.load(x_ptr + rows[:, None] * sx0 + cols[None, :] * sx1, mask=mask, other=0.0)
-        flag = tl.max(tl.max(tl.abs(x), axis=1), axis=0) == float("inf")
-        tl.store(out_ptr + rows[:, None] * so0 + cols[None, :], tl.where(flag, float("nan"), x * 2.0 + extra), mask=mask)
-
-
-    def flagged(x):
-        x2 = x.reshape(-1, x.shape[-1])
-        out = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
-        n_rows, n_cols = x2.shape
-        flag_kernel[lambda m: (triton.cdiv(n_rows, m["BLOCK_M"]),)](
-            x2, out, n_rows, n_cols, x2.stride(0), x2.stride(1), out.stride(0), 0.0, BLOCK_N=triton.next_power_of_2(n_cols))
-        return out.view(x.shape)
-
-
-    def harness_flagged():
-        return flagged(torch.randn(8, 64, device=DEVICE))
-''')
-BLOCKWISE_TUNED = ('@triton.autotune(configs=[triton.Config({"BLOCK_M": 1}), triton.Config({"BLOCK_M": 2})], '
-                   'key=["n_rows", "n_cols"])\n')
-BLOCKWISE_GRID = 'flag_kernel[lambda m: (triton.cdiv(n_rows, m["BLOCK_M"]),)]('
 
 
 def _pinned(rows: int) -> str:
