@@ -10,7 +10,7 @@ must be as the original leaves them) and its canaries (which must be untouched).
 from __future__ import annotations
 
 import secrets
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -117,9 +117,8 @@ def absorb_original(judge: Any, calls: list[DerivedCall], frames: dict[tuple[str
         else:
             out_a, rests_a, bad_a = observed(a, call)
             out_b, rests_b, bad_b = observed(b, call)
-            masks = {} if bad_a or bad_b else unwritten_masks(out_a, out_b)
-            if not (bad_a or bad_b):
-                masks = _union(masks, config_masks(call, out_a, config_twins(frames, i), _tol_scale(call)))
+            masks = {} if bad_a or bad_b else \
+                _union(unwritten_masks(out_a, out_b), config_masks(call, out_a, config_twins(frames, i), _tol_scale(call)))
             if bad_a or bad_b:
                 why = bad_a or bad_b
             elif not all(derived_run.canaries_intact(r, "a") for r in rests_a) or \
@@ -152,18 +151,26 @@ def unwritten_masks(a: Any, b: Any) -> dict[str, torch.Tensor]:
     fresh memory each run's allocations held (``derived_run.fresh_value``): at such sizes the
     original does not define them (a block fixed at 128 columns, a row of 16387), so no
     candidate is held to them. Only tensors with such elements are listed."""
-    found = dict(checks.leaves(b))
     masks: dict[str, torch.Tensor] = {}
-    for path, x in checks.leaves(a):
-        y = found.get(path)
-        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape \
-                or x.dtype != y.dtype or x.dtype == torch.bool or x.numel() == 0:
+    for path, x, y in _paired_tensors(a, b):
+        if x.dtype == torch.bool:
             continue
         fresh_a = torch.isnan(x) if x.is_floating_point() or x.is_complex() else x == derived_run.fresh_value(x.dtype, "a")
         mask = fresh_a & (y == derived_run.fresh_value(y.dtype, "b"))
         if bool(mask.any()):
             masks[path] = mask
     return masks
+
+
+def _paired_tensors(a: Any, b: Any) -> Iterator[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(path, a's tensor, b's tensor) for each non-empty tensor of ``a`` that ``b`` holds at
+    the same path with the same shape and dtype."""
+    found = dict(checks.leaves(b))
+    for path, x in checks.leaves(a):
+        y = found.get(path)
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape \
+                and x.dtype == y.dtype and x.numel() > 0:
+            yield path, x, y
 
 
 def twin_key(config: int) -> str:
@@ -175,9 +182,9 @@ def twin_key(config: int) -> str:
 def config_twins(frames: dict[tuple[str, int], Frame[DerivedOutputs]], index: int) -> list[Frame[DerivedOutputs]]:
     """The original's config twins of call ``index``, in config order (only frames that
     came back as config twins: the original's own job sends them)."""
-    found = [(key[0], frame) for key, frame in frames.items()
-             if key[1] == index and key[0].startswith("config") and frame.meta.config is not None]
-    return [frame for _, frame in sorted(found, key=lambda kf: kf[1].meta.config or 0)]
+    found = [(config, frame) for key, frame in frames.items()
+             if (config := frame.meta.config) is not None and key == (twin_key(config), index)]
+    return [frame for _, frame in sorted(found, key=lambda cf: cf[0])]
 
 
 def config_masks(call: DerivedCall, out_a: Any, twins: list[Frame[DerivedOutputs]], tol_scale: float
@@ -200,15 +207,8 @@ def config_masks(call: DerivedCall, out_a: Any, twins: list[Frame[DerivedOutputs
         outs.append(out)
     masks: dict[str, torch.Tensor] = {}
     for out in outs:
-        found = dict(checks.leaves(out))
-        for path, x in checks.leaves(out_a):
-            y = found.get(path)
-            if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape \
-                    or x.dtype != y.dtype or x.numel() == 0:
-                continue
-            differs = ~_close(x, y, tol_scale)
-            if bool(differs.any()):
-                masks[path] = masks[path] | differs if path in masks else differs
+        differ = {path: d for path, x, y in _paired_tensors(out_a, out) if bool((d := ~_close(x, y, tol_scale)).any())}
+        masks = _union(masks, differ)
     return masks
 
 
