@@ -255,7 +255,15 @@ def test_a_second_worker_still_preparing_never_holds_up_the_primary():
     assert pool.finish_others(Variant(source="# o\n"), 2.0, {"peak": 1}) == []  # returns at once: gpu 1 is not ready
     assert pool.live == [0]
     # the primary evaluates alone until gpu 1 is released (after its second candidate)
-    done = _drive(pool, 6, after_each=lambda k: gate.set() if k == 2 else None)
+    def release_after_two(k: int) -> None:
+        if k == 2:
+            gate.set()
+            # its "ready" is queued before the next dispatch: joining does not race the instant fakes
+            for t in threading.enumerate():
+                if t.name == "kb-prepare-1":
+                    t.join(20)
+
+    done = _drive(pool, 6, after_each=release_after_two)
     assert [d[1] for d in done[:2]] == ["gpu 0", "gpu 0"]
     assert second.evaluated, "the second worker joined once prepared"
     assert len(primary.evaluated) + len(second.evaluated) == 6
