@@ -164,8 +164,8 @@ def test_derived_calls_are_reproducible_and_within_their_budget():
         if call.flavour not in ("grow", "long", "high"):  # only these go past the harness's sizes
             assert call.args[0].shape[0] <= 4096
         assert call.args[2].v == call.args[0].shape[0]  # n follows the size it equals
-    # 1-D: no rank to split; a long fp16 call has a float32 twin
-    assert {c.flavour for c in a} == set(derived.FLAVOURS) - {"rank"} | {"sizes", "high"}
+    # 1-D: no rank to split; a long fp16 call has a float32 twin; its float factor is negated
+    assert {c.flavour for c in a} == set(derived.FLAVOURS) - {"rank"} | {"sizes", "high", "scalars"}
     small = derived.derive(RECORDED, 11, max_bytes=4 << 10)
     assert all(c.args[0].shape[0] * 4 <= 4 << 10 for c in small)
 

@@ -151,6 +151,8 @@ def derive(calls: list[RecordedCall], seed: int, per_call: int = len(FLAVOURS), 
     - rank: the first dimension split in two (a 3-D input for a 2-D one);
     - repeat: the call made many times in a row, its inputs partly changed each time; the
       first result (as it is after all of them) and the last one are compared;
+    - scalars: the plain arguments the harness passes one value of varied (floats negated,
+      flags flipped, also the bool parameters it never passes: ``_scalar_calls``);
     and where the wrapper has an output parameter (``optional``: function -> [(name,
     default's source)]): float ones the harness never passes changed (an ``eps``), an
     output buffer passed strided, and the output buffer being an input (aliasing, whether
@@ -177,8 +179,9 @@ def derive(calls: list[RecordedCall], seed: int, per_call: int = len(FLAVOURS), 
             grown += flavour in ("grow", "long")
             if flavour == "long" and any(_reduced(a) for a in out[-1].tensors()):
                 out.append(_precise_twin(out[-1]))
-        out += _optional_calls(call, (optional or {}).get(call.fn, []), tensors, rng, max_bytes, dtypes,
-                               interpreted)
+        params = (optional or {}).get(call.fn, [])
+        out += _optional_calls(call, params, tensors, rng, max_bytes, dtypes, interpreted)
+        out += _scalar_calls(call, params, tensors, rng, max_bytes, dtypes)
     # an aliased call and a float32 twin are judged beside the call just before them
     return [replace(c, twin=i - 1) if c.flavour in ("alias", "high") else c for i, c in enumerate(out)]
 
@@ -266,6 +269,32 @@ def _output_calls(call: RecordedCall, missing: list[tuple[str, str]], tensors: l
                         kwargs={**twin.kwargs, name: _find_arg(twin, same[0].id)})
         out += [twin, alias]
     return out
+
+
+def _scalar_calls(call: RecordedCall, params: list[tuple[str, str]], tensors: list[TensorArg], rng: random.Random,
+                  max_bytes: int, dtypes: tuple[str, ...]) -> list[DerivedCall]:
+    """The call with the plain arguments a harness passes one value of varied: every float
+    negated (a scale moved through a ReLU or a max is right for one sign only), every bool
+    flipped, and each bool parameter the harness leaves at its default passed flipped (a
+    flag's other branch dropped). Plain values and sizes otherwise. Integers are sizes,
+    counts and strides (mapped with the sizes), never flipped; a float of 0 has no sign."""
+    def varied(arg: Arg) -> Arg:
+        if not isinstance(arg, ValueArg) or isinstance(arg.v, str) or arg.v is None:
+            return arg
+        if isinstance(arg.v, bool):
+            return ValueArg(not arg.v)
+        return ValueArg(-arg.v) if isinstance(arg.v, float) and arg.v != 0.0 else arg
+
+    base = _derive_one(call, "scalars", tensors, rng, max_bytes, dtypes)
+    args = tuple(varied(a) for a in base.args)
+    kwargs = {k: varied(v) for k, v in base.kwargs.items()}
+    given = set(call.kwargs) | {str(i) for i in range(len(call.args))}
+    for name, default in params:
+        if name not in given and default.strip() in ("True", "False"):
+            kwargs[name] = ValueArg(default.strip() == "False")
+    if args == base.args and kwargs == base.kwargs:
+        return []
+    return [replace(base, args=args, kwargs=kwargs)]
 
 
 def _find_arg(call: Call, ident: int) -> TensorArg:

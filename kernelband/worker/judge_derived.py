@@ -272,7 +272,7 @@ def with_precise(kept: dict[int, tuple[DerivedCall, Any]]) -> list[tuple[Derived
 
 # calls whose values are plain normal draws (no scale, offset, special values or large
 # centred rows): a correct candidate is as close to the original there as on the harness
-PLAIN_FLAVOURS = ("aligned", "transposed", "rank", "repeat", "alias_twin", "out_strided")
+PLAIN_FLAVOURS = ("aligned", "transposed", "rank", "repeat", "alias_twin", "out_strided", "scalars")
 
 
 def plain_deviations(judge: Any, frame: Frame[DerivedOutputs]) -> dict[str, tuple[torch.dtype, float]]:

@@ -1,0 +1,245 @@
+"""Inputs beyond the harness: the plain arguments a harness passes one value of (a scale,
+a flag) are varied too (kernelband/worker/derived.py, ``_scalar_calls``).
+
+A harness calls ``f(x, 0.125)`` or ``f(x, bias, relu=True)``: before, every derived call
+kept the sign of a float argument and the value of a flag, so a rewrite right only for
+that sign or that flag was judged correct. The honest bugs of the class, each written as
+an edit of an original that handles every value: a scale moved through a ReLU or a max
+(equal only for a scale of 0 or more), a flag's other branch dropped, a flag the harness
+never passes ignored. Correct rewrites of the same originals still pass."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernelband.evaluate import Evaluator
+from kernelband.model import Status, Task, Variant
+from kernelband.worker import derived
+from kernelband.worker.call_spec import RecordedCall, TensorArg, ValueArg
+
+SCALED_RELU = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+    @triton.jit
+    def scaled_relu_kernel(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, tl.maximum(x * scale, 0.0), mask=mask)
+
+
+    def scaled_relu(x, scale):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        scaled_relu_kernel[(triton.cdiv(n, 128),)](x, out, n, scale, BLOCK=128)
+        return out
+
+
+    def harness_relu():
+        x = torch.randn(4099, device=DEVICE)
+        return scaled_relu(x, 0.125)
+''')
+
+ROW_MAX = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+    @triton.jit
+    def row_max_kernel(x_ptr, out_ptr, n_cols, scale, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+        s = tl.where(mask, x * scale, -float("inf"))
+        tl.store(out_ptr + row, tl.max(s, axis=0))
+
+
+    def row_max(x, scale):
+        x = x.contiguous()
+        n_rows, n_cols = x.shape
+        out = torch.empty(n_rows, dtype=x.dtype, device=x.device)
+        row_max_kernel[(n_rows,)](x, out, n_cols, scale, BLOCK=triton.next_power_of_2(n_cols))
+        return out
+
+
+    def harness_max():
+        x = torch.randn(33, 100, device=DEVICE)
+        return row_max(x, 2.0)
+''')
+
+# the flag passed by the harness (relu=True), and one it never passes (gelu_tanh=False)
+BIAS_ACT = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+    @triton.jit
+    def bias_act_kernel(x_ptr, b_ptr, out_ptr, n_cols, RELU: tl.constexpr, SQUARE: tl.constexpr,
+                        BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        y = tl.load(x_ptr + row * n_cols + cols, mask=mask) + tl.load(b_ptr + cols, mask=mask)
+        if RELU:
+            y = tl.maximum(y, 0.0)
+        if SQUARE:
+            y = y * y
+        tl.store(out_ptr + row * n_cols + cols, y, mask=mask)
+
+
+    def bias_act(x, bias, relu, square=False):
+        x = x.contiguous()
+        n_rows, n_cols = x.shape
+        out = torch.empty_like(x)
+        bias_act_kernel[(n_rows,)](x, bias, out, n_cols, RELU=relu, SQUARE=square,
+                                   BLOCK=triton.next_power_of_2(n_cols))
+        return out
+
+
+    def harness_act():
+        x = torch.randn(17, 100, device=DEVICE)
+        b = torch.randn(100, device=DEVICE)
+        return bias_act(x, b, relu=True)
+''')
+
+
+def _evaluator(tmp: Path, name: str, source: str, kernel: str, harness: str) -> Evaluator:
+    path = tmp / f"{name}.py"
+    path.write_text(source, encoding="utf-8")
+    ev = Evaluator(Task(module_path=str(path), source=source, kernel=kernel, harness=harness, device="cpu",
+                        seeds=[0], timeout_s=120.0), workdir=str(tmp / f"work_{name}"))
+    ev.prepare(time_it=False)
+    return ev
+
+
+@pytest.fixture(scope="module")
+def relu_ev(tmp_path_factory):
+    ev = _evaluator(tmp_path_factory.mktemp("relu"), "scaled_relu", SCALED_RELU, "scaled_relu_kernel",
+                    "harness_relu")
+    yield ev
+    ev.close()
+
+
+@pytest.fixture(scope="module")
+def max_ev(tmp_path_factory):
+    ev = _evaluator(tmp_path_factory.mktemp("rowmax"), "row_max", ROW_MAX, "row_max_kernel", "harness_max")
+    yield ev
+    ev.close()
+
+
+@pytest.fixture(scope="module")
+def act_ev(tmp_path_factory):
+    ev = _evaluator(tmp_path_factory.mktemp("act"), "bias_act", BIAS_ACT, "bias_act_kernel", "harness_act")
+    yield ev
+    ev.close()
+
+
+def _variant(source: str, *edits: tuple[str, str]) -> Variant:
+    for old, new in edits:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    return Variant(source=source)
+
+
+def _refused_beyond_the_harness(ev: Evaluator, variant: Variant) -> str:
+    got = ev.evaluate(variant)
+    assert got.status == Status.MISMATCH, (got.status, got.message)
+    return got.message
+
+
+# --------------------------------------------------------------------------- the draw
+def _recorded(*args, **kwargs) -> RecordedCall:
+    return RecordedCall("f", tuple(args), dict(kwargs))
+
+
+X = TensorArg(shape=(64, 200), dtype="float32", device="cpu", contiguous=True, id=0, floating=True)
+
+
+def test_every_draw_negates_each_float_argument_and_flips_each_flag():
+    call = _recorded(X, ValueArg(0.125), ValueArg(True), eps=ValueArg(1e-5), mode=ValueArg("fast"))
+    for seed in range(40):
+        scalars = [c for c in derived.derive([call], seed) if c.flavour == "scalars"]
+        assert len(scalars) == 1, seed
+        got = scalars[0]
+        assert [a.v for a in got.args if isinstance(a, ValueArg)] == [-0.125, False]
+        assert got.kwargs["eps"] == ValueArg(-1e-5) and got.kwargs["mode"] == ValueArg("fast")
+        assert got.scale is None and got.fresh_fill is None  # plain values: the consistency rule holds there
+
+
+def test_a_flag_the_harness_never_passes_is_passed_flipped():
+    call = _recorded(X, ValueArg(2.0))
+    optional = {"f": [("approximate", "False"), ("inplace", " True "), ("eps", "1e-6"), ("out", "None")]}
+    scalars = [c for c in derived.derive([call], 3, optional=optional) if c.flavour == "scalars"]
+    assert len(scalars) == 1
+    assert scalars[0].kwargs["approximate"] == ValueArg(True) and scalars[0].kwargs["inplace"] == ValueArg(False)
+    assert "eps" not in scalars[0].kwargs and "out" not in scalars[0].kwargs  # the defaults call varies eps
+
+
+def test_a_call_without_plain_arguments_gets_no_scalars_call():
+    assert not [c for c in derived.derive([_recorded(X, ValueArg(None), ValueArg(0.0))], 1)
+                if c.flavour == "scalars"]
+    # integers are sizes, counts or strides: they are mapped with the sizes, never flipped
+    assert not [c for c in derived.derive([_recorded(X, ValueArg(1), ValueArg(0))], 1) if c.flavour == "scalars"]
+
+
+# --------------------------------------------------------------------------- end to end
+@pytest.mark.slow
+def test_a_scale_moved_through_a_relu_is_wrong_for_negative_scales(relu_ev):
+    message = _refused_beyond_the_harness(relu_ev, _variant(
+        SCALED_RELU, ("tl.store(out_ptr + offs, tl.maximum(x * scale, 0.0), mask=mask)",
+                      "tl.store(out_ptr + offs, tl.maximum(x, 0.0) * scale, mask=mask)")))
+    assert "scaled_relu(" in message and "-0.125" in message, message
+
+
+@pytest.mark.slow
+def test_a_scale_moved_through_a_max_is_wrong_for_negative_scales(max_ev):
+    message = _refused_beyond_the_harness(max_ev, _variant(
+        ROW_MAX, ('s = tl.where(mask, x * scale, -float("inf"))\n',
+                  's = tl.where(mask, x, -float("inf"))\n'),
+        ("tl.store(out_ptr + row, tl.max(s, axis=0))", "tl.store(out_ptr + row, tl.max(s, axis=0) * scale)")))
+    assert "-2.0" in message, message
+
+
+@pytest.mark.slow
+def test_a_flag_specialised_to_the_harness_value_is_wrong(act_ev):
+    message = _refused_beyond_the_harness(act_ev, _variant(
+        BIAS_ACT, ("    if RELU:\n        y = tl.maximum(y, 0.0)\n", "    y = tl.maximum(y, 0.0)\n")))
+    assert "relu=False" in message, message
+
+
+@pytest.mark.slow
+def test_a_flag_the_harness_never_passes_ignored_is_wrong(act_ev):
+    message = _refused_beyond_the_harness(act_ev, _variant(
+        BIAS_ACT, ("    if SQUARE:\n        y = y * y\n", "")))
+    assert "square=True" in message, message
+
+
+@pytest.mark.slow
+def test_correct_rewrites_of_the_same_originals_pass(relu_ev, max_ev, act_ev):
+    for ev, variant in (
+        (relu_ev, _variant(SCALED_RELU, ("BLOCK=128)", "BLOCK=512)"), ("cdiv(n, 128)", "cdiv(n, 512)"))),
+        # max(x * s) written as s * max(x) for s >= 0 and s * min(x) below: right for every sign
+        (max_ev, _variant(ROW_MAX, ("tl.store(out_ptr + row, tl.max(s, axis=0))",
+                                    "hi = tl.max(tl.where(mask, x, -float('inf')), axis=0)\n"
+                                    "    lo = tl.min(tl.where(mask, x, float('inf')), axis=0)\n"
+                                    "    tl.store(out_ptr + row, tl.where(scale >= 0, hi * scale, lo * scale))"))),
+        (act_ev, _variant(BIAS_ACT, ("BLOCK=triton.next_power_of_2(n_cols))",
+                                     "BLOCK=triton.next_power_of_2(n_cols), num_warps=2)"))),
+    ):
+        got = ev.evaluate(variant)
+        assert got.status == Status.OK, (got.status, got.message)
