@@ -241,10 +241,23 @@ def summarize(events: list[dict[str, Any]], wall: float, code: Optional[int], ca
             row["search_speedup"] = row["search_vs_final"] = None
         row["message"] = (result.get("message") or "")[:300]
         row["gpu"] = result.get("gpu")
+        row["winner"] = winner_detail(result)
     else:
         row["status"] = "capped" if row["capped"] else "error"
         row["message"] = (error or " | ".join(stderr[-3:]))[:300]
     return row
+
+
+def winner_detail(result: dict[str, Any]) -> dict[str, Any]:
+    """What a search/final disagreement is read from: the winner (its diff), the search's
+    times of it and of the original (the baseline's clock), the paired medians of both."""
+    best_id = result.get("best_variant_id") or result.get("unverified_variant_id")
+    entry = next((h for h in result.get("history") or [] if h.get("variant_id") == best_id), {})
+    return {"variant_id": best_id, "strategy_path": result.get("strategy_path"),
+            "search_baseline_ms": result.get("search_baseline_ms"), "search_best_ms": result.get("search_best_ms"),
+            "search_measured_ms": (entry.get("phases") or {}).get("measured_ms"),
+            "paired_medians_ms": result.get("paired_medians_ms"), "paired_rounds": result.get("paired_rounds"),
+            "diff": (result.get("diff") or result.get("unverified_diff") or "")[:3000]}
 
 
 def ci_halfwidth(row: dict[str, Any]) -> Optional[float]:
@@ -311,8 +324,8 @@ def part_add_scale(args: argparse.Namespace) -> dict[str, Any]:
     out = {"wall_s": res["session_s"], "status": res.get("status"), "speedup": res.get("speedup"),
            "speedup_ci": res.get("speedup_ci"), "evaluations": res.get("evals"), "evals_per_min": res.get("evals_per_min"),
            "first_verdict_s_no_store": res.get("first_verdict_s"), "baseline_s": res.get("baseline_s"),
-           "search_vs_final": res.get("search_vs_final"), "startup": res.get("startup"), "command": "kernelband optimize add_scale.py --budget 16 "
-                                                                     "--no-store (fresh workspace)"}
+           "search_vs_final": res.get("search_vs_final"), "winner": res.get("winner"), "startup": res.get("startup"),
+           "command": "kernelband optimize add_scale.py --budget 16 --no-store (fresh workspace)"}
     print(f"add_scale b16: {out}", flush=True)
     return out
 
