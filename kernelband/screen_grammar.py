@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from .detect import TritonNames, import_bindings
-from .screen_policy import (DANGEROUS_BUILTINS, HOST_VALUE_ATTRIBUTES, KERNEL_VALUE_ATTRIBUTES, SAFE_BUILTINS,
-                            TRITON_CALLS, chain_verdict, import_keys, is_dunder, safe_import)
+from .screen_policy import (DANGEROUS_BUILTINS, HOST_VALUE_ATTRIBUTES, KERNEL_VALUE_ATTRIBUTES, PROVENANCE_MEMBERS,
+                            SAFE_BUILTINS, TRITON_CALLS, chain_verdict, import_keys, is_dunder, safe_import)
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 # a try statement: ast.TryStar (3.11+, except*) has the fields of ast.Try
@@ -372,6 +372,10 @@ class GrammarChecks:
                 continue
             if a.attr in ("format", "format_map") and not self.kernel:
                 self.format_call(a)
+            elif a.attr in PROVENANCE_MEMBERS and not self.kernel:
+                self.add(a, f"reads {a.attr}", "autograd state and memory residency are facts the judge's calls never "
+                         "vary, so a branch on them is never tested: allowed only where the original reads the same "
+                         "member", rank=1)
             elif a.attr not in allowed:
                 self.add(a, f"uses attribute {a.attr}", "not an attribute of the values a kernel or its wrapper works "
                          "with (tensors, dtypes, devices, shapes, numbers, strings, containers, Triton configs)", rank=1)

@@ -279,3 +279,28 @@ def test_imports_never_bind_a_dunder_name():
     for line in ("import math as __builtins__\n", "from math import sqrt as __loader__\n"):
         got = reasons(ORIG.replace("import torch\n", line + "import torch\n"))
         assert any("dunder access" in r for r in got), (line, got)
+
+
+# --------------------------------------------------------------------------- facts the judge holds fixed
+# Every call the judge makes passes fresh leaf tensors that need no gradient, in pageable
+# memory, outside inference mode: a branch on those facts runs only for users. Changed
+# code may read them only where the original reads the same member.
+PROVENANCE = ["requires_grad", "is_leaf", "grad", "grad_dtype", "retains_grad", "output_nr", "is_pinned()",
+              "is_shared()", "is_inference()"]
+
+
+@pytest.mark.parametrize("member", PROVENANCE)
+def test_a_branch_on_what_the_judge_never_varies_is_refused(member: str):
+    variant = in_wrapper(f"if x.{member}:\n    n = n - 1  # only a user's tensors take this branch\n")
+    reason = screen(variant)
+    assert reason and f"reads {member.rstrip('()')}" in reason and "never vary" in reason, reason
+    # hidden behind another name or a call's result: the same member
+    variant = in_wrapper(f"t = x.view(-1)\nif t.{member}:\n    n = n - 1\n")
+    assert screen(variant), member
+
+
+def test_a_provenance_member_the_original_reads_stays_allowed():
+    original = in_wrapper("assert not x.requires_grad, 'no autograd here'\n")
+    variant = in_wrapper("assert not x.requires_grad, 'no autograd here'\nassert not y.requires_grad\n")
+    assert screen(variant, original) is None
+    assert screen(in_wrapper("assert not x.is_leaf\n"), original)  # another member is no licence
