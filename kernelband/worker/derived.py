@@ -153,6 +153,7 @@ def derive(calls: list[RecordedCall], seed: int, per_call: int = len(FLAVOURS), 
       first result (as it is after all of them) and the last one are compared;
     - scalars: the plain arguments the harness passes one value of varied (floats negated,
       flags flipped, also the bool parameters it never passes: ``_scalar_calls``);
+    - empty: the first tensor's first dimension 0, an empty batch (``_empty_call``);
     and where the wrapper has an output parameter (``optional``: function -> [(name,
     default's source)]): float ones the harness never passes changed (an ``eps``), an
     output buffer passed strided, and the output buffer being an input (aliasing, whether
@@ -182,6 +183,7 @@ def derive(calls: list[RecordedCall], seed: int, per_call: int = len(FLAVOURS), 
         params = (optional or {}).get(call.fn, [])
         out += _optional_calls(call, params, tensors, rng, max_bytes, dtypes, interpreted)
         out += _scalar_calls(call, params, tensors, rng, max_bytes, dtypes)
+        out += _empty_call(call, tensors, rng, max_bytes, dtypes)
     # an aliased call and a float32 twin are judged beside the call just before them
     return [replace(c, twin=i - 1) if c.flavour in ("alias", "high") else c for i, c in enumerate(out)]
 
@@ -295,6 +297,19 @@ def _scalar_calls(call: RecordedCall, params: list[tuple[str, str]], tensors: li
     if args == base.args and kwargs == base.kwargs:
         return []
     return [replace(base, args=args, kwargs=kwargs)]
+
+
+def _empty_call(call: RecordedCall, tensors: list[TensorArg], rng: random.Random, max_bytes: int,
+                dtypes: tuple[str, ...]) -> list[DerivedCall]:
+    """The call with an empty batch: the first dimension of its first tensor 0 (a serving
+    step with no tokens, a batch of no rows), other sizes drawn small. A kernel whose grid
+    follows the rows launches no program and returns empty outputs; a rewrite that divides
+    by the rows (programs per row of a persistent kernel) or indexes its first one fails.
+    None where that dimension is already 1 or less."""
+    first = tensors[0].shape[0] if tensors[0].shape else 0
+    if first <= 1:
+        return []
+    return [_derive_one(call, "empty", tensors, rng, max_bytes, dtypes)]
 
 
 def _find_arg(call: Call, ident: int) -> TensorArg:
@@ -418,6 +433,10 @@ def _mapping(flavour: str, tensors: list[TensorArg], dims: list[int], rng: rando
         # run in several waves (a GPU runs a small grid's programs all at once: each reads
         # before any writes): the harness's sizes, within the call's bytes (``_fit``)
         return {d: d for d in dims}, None
+    if flavour == "empty":  # the first tensor's first dimension (``_empty_call``)
+        mapping = {d: _new_size(d, rng, 2) for d in dims}
+        mapping[tensors[0].shape[0]] = 0
+        return mapping, None
     if flavour not in ("grow", "long") or not dims:
         return {d: _new_size(d, rng, 2) for d in dims}, None
     grown = dims[-1]

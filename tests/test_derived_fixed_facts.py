@@ -1,12 +1,15 @@
-"""Inputs beyond the harness: the plain arguments a harness passes one value of (a scale,
-a flag) are varied too (kernelband/worker/derived.py, ``_scalar_calls``).
+"""Inputs beyond the harness: what every call of a harness holds fixed is varied too
+(kernelband/worker/derived.py): the plain arguments it passes one value of (a scale, a
+flag: ``_scalar_calls``) and the batch, never empty in a harness (``_empty_call``).
 
 A harness calls ``f(x, 0.125)`` or ``f(x, bias, relu=True)``: before, every derived call
 kept the sign of a float argument and the value of a flag, so a rewrite right only for
 that sign or that flag was judged correct. The honest bugs of the class, each written as
 an edit of an original that handles every value: a scale moved through a ReLU or a max
 (equal only for a scale of 0 or more), a flag's other branch dropped, a flag the harness
-never passes ignored. Correct rewrites of the same originals still pass."""
+never passes ignored. Correct rewrites of the same originals still pass. An empty batch (a serving step with
+no tokens) takes down a persistent rewrite that divides the rows among its programs; one
+that keeps a program when there are no rows passes."""
 from __future__ import annotations
 
 import textwrap
@@ -78,6 +81,34 @@ ROW_MAX = textwrap.dedent('''
         x = torch.randn(33, 100, device=DEVICE)
         return row_max(x, 2.0)
 ''')
+
+# the same row max, persistent: a few programs, each over its share of the rows
+ROW_MAX_PERSISTENT = ROW_MAX.replace(textwrap.dedent('''
+    @triton.jit
+    def row_max_kernel(x_ptr, out_ptr, n_cols, scale, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+        s = tl.where(mask, x * scale, -float("inf"))
+        tl.store(out_ptr + row, tl.max(s, axis=0))
+'''), textwrap.dedent('''
+    @triton.jit
+    def row_max_kernel(x_ptr, out_ptr, n_rows, n_cols, scale, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        for i in range(ROWS):
+            row = tl.program_id(0) * ROWS + i
+            if row < n_rows:
+                x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+                s = tl.where(mask, x * scale, -float("inf"))
+                tl.store(out_ptr + row, tl.max(s, axis=0))
+''')).replace(
+    "    row_max_kernel[(n_rows,)](x, out, n_cols, scale, BLOCK=triton.next_power_of_2(n_cols))\n",
+    "    programs = min(n_rows, 8)\n"
+    "    rows = triton.cdiv(n_rows, programs)\n"
+    "    row_max_kernel[(programs,)](x, out, n_rows, n_cols, scale, ROWS=rows, BLOCK=triton.next_power_of_2(n_cols))\n")
+assert ROW_MAX_PERSISTENT.count("ROWS=rows") == 1 and "ROWS: tl.constexpr" in ROW_MAX_PERSISTENT
 
 # the flag passed by the harness (relu=True), and one it never passes (gelu_tanh=False)
 BIAS_ACT = textwrap.dedent('''
@@ -190,6 +221,16 @@ def test_a_flag_the_harness_never_passes_is_passed_flipped():
     assert "eps" not in scalars[0].kwargs and "out" not in scalars[0].kwargs  # the defaults call varies eps
 
 
+def test_every_draw_holds_an_empty_batch_with_its_counts_following():
+    n = ValueArg(64)  # the rows, passed on their own: mapped with them
+    for seed in range(40):
+        empty = [c for c in derived.derive([_recorded(X, n, ValueArg(0.5))], seed) if c.flavour == "empty"]
+        assert len(empty) == 1, seed
+        assert empty[0].args[0].shape[0] == 0 and empty[0].args[0].shape[1] > 1 and empty[0].args[1] == ValueArg(0)
+    single = TensorArg(shape=(1, 200), dtype="float32", device="cpu", contiguous=True, id=0, floating=True)
+    assert not [c for c in derived.derive([_recorded(single)], 1) if c.flavour == "empty"]  # one row: none to drop
+
+
 def test_a_call_without_plain_arguments_gets_no_scalars_call():
     assert not [c for c in derived.derive([_recorded(X, ValueArg(None), ValueArg(0.0))], 1)
                 if c.flavour == "scalars"]
@@ -230,6 +271,13 @@ def test_a_flag_the_harness_never_passes_ignored_is_wrong(act_ev):
 
 
 @pytest.mark.slow
+def test_a_persistent_rewrite_that_divides_by_the_rows_fails_on_an_empty_batch(max_ev):
+    got = max_ev.evaluate(Variant(source=ROW_MAX_PERSISTENT))
+    assert got.status != Status.OK and "row_max(0x" in got.message, (got.status, got.message)
+    assert "ZeroDivisionError" in got.message, got.message
+
+
+@pytest.mark.slow
 def test_correct_rewrites_of_the_same_originals_pass(relu_ev, max_ev, act_ev):
     for ev, variant in (
         (relu_ev, _variant(SCALED_RELU, ("BLOCK=128)", "BLOCK=512)"), ("cdiv(n, 128)", "cdiv(n, 512)"))),
@@ -238,6 +286,8 @@ def test_correct_rewrites_of_the_same_originals_pass(relu_ev, max_ev, act_ev):
                                     "hi = tl.max(tl.where(mask, x, -float('inf')), axis=0)\n"
                                     "    lo = tl.min(tl.where(mask, x, float('inf')), axis=0)\n"
                                     "    tl.store(out_ptr + row, tl.where(scale >= 0, hi * scale, lo * scale))"))),
+        # persistent, with a program kept when there are no rows
+        (max_ev, _variant(ROW_MAX_PERSISTENT, ("programs = min(n_rows, 8)", "programs = max(1, min(n_rows, 8))"))),
         (act_ev, _variant(BIAS_ACT, ("BLOCK=triton.next_power_of_2(n_cols))",
                                      "BLOCK=triton.next_power_of_2(n_cols), num_warps=2)"))),
     ):
