@@ -305,9 +305,11 @@ def _empty_call(call: RecordedCall, tensors: list[TensorArg], rng: random.Random
     step with no tokens, a batch of no rows), other sizes drawn small. A kernel whose grid
     follows the rows launches no program and returns empty outputs; a rewrite that divides
     by the rows (programs per row of a persistent kernel) or indexes its first one fails.
-    None where that dimension is already 1 or less."""
+    None where that dimension is already 1 or less, or where its size is also a later
+    dimension of a tensor (a square matmul): sizes are mapped by value, so that would
+    empty the reduction too, which is no batch."""
     first = tensors[0].shape[0] if tensors[0].shape else 0
-    if first <= 1:
+    if first <= 1 or any(d == first for t in tensors for d in t.shape[1:]):
         return []
     return [_derive_one(call, "empty", tensors, rng, max_bytes, dtypes)]
 

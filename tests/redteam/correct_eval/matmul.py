@@ -166,7 +166,8 @@ def _zero_counts(count_ptr, n, BLOCK: tl.constexpr):
     tl.store(count_ptr + offs, tl.zeros((BLOCK,), dtype=tl.int32), mask=offs < n)
 '''),
             edit(WRAPPER_LAUNCH, SEMAPHORE_LAUNCH +
-                 "    _zero_counts[(1,)](count, tiles, BLOCK=triton.next_power_of_2(tiles))\n")),
+                 "    if tiles:  # an empty batch has no counters (a block of next_power_of_2(0) is no block)\n"
+                 "        _zero_counts[(1,)](count, tiles, BLOCK=triton.next_power_of_2(tiles))\n")),
     correct("k_in_two_launches_carrying_state", "state",
             "the K loop over two launches that carry the fp32 tile through ping-pong buffers (the first zeroed by "
             "torch); the last launch writes C and also its state, which nothing reads again",
