@@ -190,14 +190,14 @@ discard dist div div_ divide divide_ dot double dsplit dtype eig element_size en
 erf erf_ erfc erfc_ erfinv erfinv_ exp exp2 exp2_ exp_ expand expand_as expandtabs expm1 expm1_ exponential_
 extend fill_ fill_diagonal_ find fix fix_ flatten flip fliplr flipud float float_power float_power_ floor
 floor_ floor_divide floor_divide_ fmax fmin fmod fmod_ format format_map frac frac_ frexp from_bytes
-from_tensor fromhex fromkeys gather gcd gcd_ ge ge_ geometric_ geqrf ger get get_device  
+from_tensor fromhex fromkeys gather gcd gcd_ ge ge_ geometric_ geqrf ger get get_device
 greater greater_ greater_equal greater_equal_ gt gt_ half hardshrink hash_tensor heaviside heaviside_ hex
 histc histogram hsplit hypot hypot_ i0 i0_ igamma igamma_ igammac igammac_ imag index index_add index_add_
 index_copy index_copy_ index_fill index_fill_ index_put index_put_ index_reduce index_reduce_ index_select
 indices inner insert int int_repr intersection intersection_update inverse ipu is_coalesced is_complex is_conj
-is_contiguous is_cpu is_cuda is_distributed is_floating_point  is_integer is_ipu  is_maia
-is_meta is_mkldnn is_mps is_mtia is_neg is_nested is_nonzero  is_quantized is_same_size is_set_to
- is_signed is_sparse is_sparse_csr is_vulkan is_xla is_xpu isalnum isalpha isascii isclose isdecimal
+is_contiguous is_cpu is_cuda is_distributed is_floating_point is_integer is_ipu is_maia
+is_meta is_mkldnn is_mps is_mtia is_neg is_nested is_nonzero is_quantized is_same_size is_set_to
+is_signed is_sparse is_sparse_csr is_vulkan is_xla is_xpu isalnum isalpha isascii isclose isdecimal
 isdigit isdisjoint isfinite isidentifier isinf islower isnan isneginf isnumeric isposinf isprintable isreal
 isspace issubset issuperset istft istitle isupper item items itemsize join keys kron kthvalue kwargs layout
 lcm lcm_ ldexp ldexp_ le le_ lerp lerp_ less less_ less_equal less_equal_ lgamma lgamma_ ljust log log10
@@ -210,13 +210,13 @@ mtia mul mul_ multi_processor_count multinomial multiply multiply_ mv mvlgamma m
 nan_to_num_ nanmean nanmedian nanquantile nansum narrow narrow_copy nbytes ndim ndimension ne ne_ neg neg_
 negative negative_ nelement new new_empty new_empty_strided new_full new_ones new_tensor new_zeros nextafter
 nextafter_ nonzero nonzero_static norm normal_ not_equal not_equal_ num_ctas num_stages num_warps numel
-numerator numpy orgqr ormqr outer  padding partition permute pin_memory pinverse polygamma polygamma_
+numerator numpy orgqr ormqr outer padding partition permute pin_memory pinverse polygamma polygamma_
 pop popitem positive pow pow_ prelu prod put put_ q_per_channel_axis q_per_channel_scales
 q_per_channel_zero_points q_scale q_zero_point qr qscheme quantile rad2deg rad2deg_ random_ ravel real
 reciprocal reciprocal_ regs_per_multiprocessor reinforce relu relu_ remainder remainder_ remove removeprefix
-removesuffix renorm renorm_ repeat repeat_interleave replace   reshape reshape_as
-resize resize_ resize_as resize_as_ resize_as_sparse_ resolution resolve_conj resolve_neg 
- reverse rfind rindex rjust roll rot90 round round_ round_f32_to_tf32 row_indices rpartition
+removesuffix renorm renorm_ repeat repeat_interleave replace reshape reshape_as
+resize resize_ resize_as resize_as_ resize_as_sparse_ resolution resolve_conj resolve_neg
+reverse rfind rindex rjust roll rot90 round round_ round_f32_to_tf32 row_indices rpartition
 rsplit rsqrt rsqrt_ rstrip scatter scatter_ scatter_add scatter_add_ scatter_reduce scatter_reduce_ select
 select_scatter set_ setdefault sgn sgn_ shape shared_memory_per_block shared_memory_per_block_optin
 shared_memory_per_multiprocessor short sigmoid sigmoid_ sign sign_ signbit sin sin_ sinc sinc_ sinh sinh_ size
@@ -229,7 +229,7 @@ to_bytes to_complex to_dense to_mkldnn to_padded_tensor to_real to_sparse to_spa
 to_sparse_coo to_sparse_csc to_sparse_csr tolist topk total_memory trace translate transpose transpose_
 triangular_solve tril tril_ triu triu_ true_divide true_divide_ trunc trunc_ type type_as unbind unflatten
 unfold uniform_ union unique unique_consecutive unsafe_chunk unsafe_split unsafe_split_with_sizes unsqueeze
-unsqueeze_ update upper uuid values var vdot view view_as  vsplit warp_size where xlogy xlogy_ xpu
+unsqueeze_ update upper uuid values var vdot view view_as vsplit warp_size where xlogy xlogy_ xpu
 zero_ zfill
 """.split())
 # Tensor members left out: they reach storages and shared memory, register Python hooks

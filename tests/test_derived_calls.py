@@ -11,13 +11,11 @@ from __future__ import annotations
 import math
 
 import textwrap
-from pathlib import Path
 
 import pytest
-from helpers.kernels import BLOCKWISE, BLOCKWISE_GRID, BLOCKWISE_TUNED
+from helpers.kernels import BLOCKWISE, BLOCKWISE_GRID, BLOCKWISE_TUNED, prepared_evaluator
 
-from kernelband.evaluate import Evaluator
-from kernelband.model import Status, Task, Variant
+from kernelband.model import Status, Variant
 from kernelband.worker import derived, derived_run
 from kernelband.worker.call_spec import DerivedCall, RecordedCall, TensorArg
 
@@ -81,26 +79,16 @@ ROWS = textwrap.dedent('''
 ''')
 
 
-def _evaluator(tmp: Path, name: str, source: str, kernel: str, harness: str) -> Evaluator:
-    path = tmp / f"{name}.py"
-    path.write_text(source, encoding="utf-8")
-    ev = Evaluator(Task(module_path=str(path), source=source, kernel=kernel, harness=harness, device="cpu",
-                        seeds=[0, 1], timeout_s=60.0))
-    base = ev.prepare(time_it=False)
-    assert base.ok, base.message
-    return ev
-
-
 @pytest.fixture(scope="module")
 def scale_ev(tmp_path_factory):
-    ev = _evaluator(tmp_path_factory.mktemp("derived"), "scale", SCALE, "scale_kernel", "harness_scale")
+    ev = prepared_evaluator(tmp_path_factory.mktemp("derived"), "scale", SCALE, "scale_kernel", "harness_scale")
     yield ev
     ev.close()
 
 
 @pytest.fixture(scope="module")
 def rows_ev(tmp_path_factory):
-    ev = _evaluator(tmp_path_factory.mktemp("derived"), "rows", ROWS, "row_scale_kernel", "harness_rows")
+    ev = prepared_evaluator(tmp_path_factory.mktemp("derived"), "rows", ROWS, "row_scale_kernel", "harness_rows")
     yield ev
     ev.close()
 
@@ -193,7 +181,7 @@ def test_an_original_whose_process_dies_on_a_derived_call_drops_that_call(tmp_pa
     dies = SCALE.replace("    x = tl.load(x_ptr + offs, mask=mask)\n",
                          "    far = tl.where(n > 4096, 100000000000, 0)\n"
                          "    x = tl.load(x_ptr + offs + far, mask=mask)\n")
-    ev = _evaluator(tmp_path, "dies", dies, "scale_kernel", "harness_scale")
+    ev = prepared_evaluator(tmp_path, "dies", dies, "scale_kernel", "harness_scale")
     try:
         assert "process fails on it" in ev.baseline.message and "died" in ev.baseline.message, ev.baseline.message
         ok = ev.evaluate(Variant(dies.replace("x * factor", "factor * x")), time_it=False)
@@ -391,7 +379,7 @@ ROWSUM = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def rowsum_ev(tmp_path_factory):
-    ev = _evaluator(tmp_path_factory.mktemp("derived"), "rowsum", ROWSUM, "rowsum_kernel", "harness_rowsum")
+    ev = prepared_evaluator(tmp_path_factory.mktemp("derived"), "rowsum", ROWSUM, "rowsum_kernel", "harness_rowsum")
     yield ev
     ev.close()
 
@@ -449,7 +437,7 @@ def rowsum16_ev(tmp_path_factory):
     source = ROWSUM.replace("acc = tl.zeros((BLOCK,), dtype=tl.float32)",
                             "acc = tl.zeros((BLOCK,), dtype=x_ptr.dtype.element_ty)")
     source = source.replace("acc += x.to(tl.float32)", "acc += x")
-    ev = _evaluator(tmp_path_factory.mktemp("derived"), "rowsum16", source, "rowsum_kernel", "harness_rowsum")
+    ev = prepared_evaluator(tmp_path_factory.mktemp("derived"), "rowsum16", source, "rowsum_kernel", "harness_rowsum")
     yield ev, source
     ev.close()
 
@@ -585,7 +573,7 @@ def softmax_ev(tmp_path_factory):
     from helpers.paths import REPO
 
     source = (REPO / "tests" / "redteam" / "kernels" / "softmax.py").read_text(encoding="utf-8")
-    ev = _evaluator(tmp_path_factory.mktemp("derived"), "softmax", source, "softmax_kernel", "bench_softmax")
+    ev = prepared_evaluator(tmp_path_factory.mktemp("derived"), "softmax", source, "softmax_kernel", "bench_softmax")
     yield ev, source
     ev.close()
 
@@ -620,7 +608,7 @@ def test_a_reordered_atomic_scatter_passes_the_special_values_call(tmp_path):
     from helpers.paths import REPO
 
     source = (REPO / "benchmarks" / "suite" / "scatter_add_fp32.py").read_text(encoding="utf-8")
-    ev = _evaluator(tmp_path, "scatter", source, "scatter_add_kernel", "harness_scatter_add")
+    ev = prepared_evaluator(tmp_path, "scatter", source, "scatter_add_kernel", "harness_scatter_add")
     try:
         backwards = _variant(source, "    i = tl.program_id(0)\n",
                              "    i = tl.num_programs(0) - 1 - tl.program_id(0)  # the same adds, in reverse\n")
@@ -660,7 +648,7 @@ FIXED_BLOCK = ROWS.replace("BLOCK=triton.next_power_of_2(n_cols))", "BLOCK=128)"
 
 @pytest.fixture(scope="module")
 def fixed_block_ev(tmp_path_factory):
-    ev = _evaluator(tmp_path_factory.mktemp("derived"), "fixed", FIXED_BLOCK, "row_scale_kernel", "harness_rows")
+    ev = prepared_evaluator(tmp_path_factory.mktemp("derived"), "fixed", FIXED_BLOCK, "row_scale_kernel", "harness_rows")
     yield ev
     ev.close()
 
@@ -696,7 +684,7 @@ def _pinned(rows: int) -> str:
 
 @pytest.fixture(scope="module")
 def blockwise_ev(tmp_path_factory):
-    ev = _evaluator(tmp_path_factory.mktemp("derived"), "blockwise", BLOCKWISE, "flag_kernel", "harness_flagged")
+    ev = prepared_evaluator(tmp_path_factory.mktemp("derived"), "blockwise", BLOCKWISE, "flag_kernel", "harness_flagged")
     yield ev
     ev.close()
 

@@ -13,12 +13,12 @@ that keeps a program when there are no rows passes."""
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
+from helpers.kernels import prepared_evaluator
 
 from kernelband.evaluate import Evaluator
-from kernelband.model import Status, Task, Variant
+from kernelband.model import Status, Variant
 from kernelband.worker import derived
 from kernelband.worker.call_spec import RecordedCall, TensorArg, ValueArg
 
@@ -51,14 +51,8 @@ SCALED_RELU = textwrap.dedent('''
         return scaled_relu(x, 0.125)
 ''')
 
-ROW_MAX = textwrap.dedent('''
-    import torch
-    import triton
-    import triton.language as tl
-
-    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
+# the kernel on its own: the persistent rewrite below replaces it
+ROW_MAX_KERNEL = textwrap.dedent('''
     @triton.jit
     def row_max_kernel(x_ptr, out_ptr, n_cols, scale, BLOCK: tl.constexpr):
         row = tl.program_id(0)
@@ -67,13 +61,22 @@ ROW_MAX = textwrap.dedent('''
         x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
         s = tl.where(mask, x * scale, -float("inf"))
         tl.store(out_ptr + row, tl.max(s, axis=0))
+''')
+ROW_MAX_LAUNCH = "    row_max_kernel[(n_rows,)](x, out, n_cols, scale, BLOCK=triton.next_power_of_2(n_cols))\n"
+ROW_MAX = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
 
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+''') + ROW_MAX_KERNEL + textwrap.dedent('''
 
     def row_max(x, scale):
         x = x.contiguous()
         n_rows, n_cols = x.shape
         out = torch.empty(n_rows, dtype=x.dtype, device=x.device)
-        row_max_kernel[(n_rows,)](x, out, n_cols, scale, BLOCK=triton.next_power_of_2(n_cols))
+    ''') + ROW_MAX_LAUNCH + textwrap.dedent('''\
         return out
 
 
@@ -83,16 +86,7 @@ ROW_MAX = textwrap.dedent('''
 ''')
 
 # the same row max, persistent: a few programs, each over its share of the rows
-ROW_MAX_PERSISTENT = ROW_MAX.replace(textwrap.dedent('''
-    @triton.jit
-    def row_max_kernel(x_ptr, out_ptr, n_cols, scale, BLOCK: tl.constexpr):
-        row = tl.program_id(0)
-        cols = tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
-        s = tl.where(mask, x * scale, -float("inf"))
-        tl.store(out_ptr + row, tl.max(s, axis=0))
-'''), textwrap.dedent('''
+ROW_MAX_PERSISTENT = ROW_MAX.replace(ROW_MAX_KERNEL, textwrap.dedent('''
     @triton.jit
     def row_max_kernel(x_ptr, out_ptr, n_rows, n_cols, scale, ROWS: tl.constexpr, BLOCK: tl.constexpr):
         cols = tl.arange(0, BLOCK)
@@ -103,14 +97,14 @@ ROW_MAX_PERSISTENT = ROW_MAX.replace(textwrap.dedent('''
                 x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
                 s = tl.where(mask, x * scale, -float("inf"))
                 tl.store(out_ptr + row, tl.max(s, axis=0))
-''')).replace(
-    "    row_max_kernel[(n_rows,)](x, out, n_cols, scale, BLOCK=triton.next_power_of_2(n_cols))\n",
-    "    programs = min(n_rows, 8)\n"
-    "    rows = triton.cdiv(n_rows, programs)\n"
-    "    row_max_kernel[(programs,)](x, out, n_rows, n_cols, scale, ROWS=rows, BLOCK=triton.next_power_of_2(n_cols))\n")
+''')).replace(ROW_MAX_LAUNCH,
+                "    programs = min(n_rows, 8)\n"
+                "    rows = triton.cdiv(n_rows, programs)\n"
+                "    row_max_kernel[(programs,)](x, out, n_rows, n_cols, scale, ROWS=rows, "
+                "BLOCK=triton.next_power_of_2(n_cols))\n")
 assert ROW_MAX_PERSISTENT.count("ROWS=rows") == 1 and "ROWS: tl.constexpr" in ROW_MAX_PERSISTENT
 
-# the flag passed by the harness (relu=True), and one it never passes (gelu_tanh=False)
+# the flag passed by the harness (relu=True), and one it never passes (square=False)
 BIAS_ACT = textwrap.dedent('''
     import torch
     import triton
@@ -149,33 +143,26 @@ BIAS_ACT = textwrap.dedent('''
 ''')
 
 
-def _evaluator(tmp: Path, name: str, source: str, kernel: str, harness: str) -> Evaluator:
-    path = tmp / f"{name}.py"
-    path.write_text(source, encoding="utf-8")
-    ev = Evaluator(Task(module_path=str(path), source=source, kernel=kernel, harness=harness, device="cpu",
-                        seeds=[0], timeout_s=120.0), workdir=str(tmp / f"work_{name}"))
-    ev.prepare(time_it=False)
-    return ev
-
-
 @pytest.fixture(scope="module")
 def relu_ev(tmp_path_factory):
-    ev = _evaluator(tmp_path_factory.mktemp("relu"), "scaled_relu", SCALED_RELU, "scaled_relu_kernel",
-                    "harness_relu")
+    ev = prepared_evaluator(tmp_path_factory.mktemp("relu"), "scaled_relu", SCALED_RELU, "scaled_relu_kernel",
+                            "harness_relu", seeds=(0,), timeout_s=120.0)
     yield ev
     ev.close()
 
 
 @pytest.fixture(scope="module")
 def max_ev(tmp_path_factory):
-    ev = _evaluator(tmp_path_factory.mktemp("rowmax"), "row_max", ROW_MAX, "row_max_kernel", "harness_max")
+    ev = prepared_evaluator(tmp_path_factory.mktemp("rowmax"), "row_max", ROW_MAX, "row_max_kernel", "harness_max",
+                            seeds=(0,), timeout_s=120.0)
     yield ev
     ev.close()
 
 
 @pytest.fixture(scope="module")
 def act_ev(tmp_path_factory):
-    ev = _evaluator(tmp_path_factory.mktemp("act"), "bias_act", BIAS_ACT, "bias_act_kernel", "harness_act")
+    ev = prepared_evaluator(tmp_path_factory.mktemp("act"), "bias_act", BIAS_ACT, "bias_act_kernel", "harness_act",
+                            seeds=(0,), timeout_s=120.0)
     yield ev
     ev.close()
 

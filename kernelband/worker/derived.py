@@ -222,8 +222,7 @@ def _optional_calls(call: RecordedCall, params: list[tuple[str, str]], tensors: 
                     ) -> list[DerivedCall]:
     """Calls passing the wrapper's optional parameters that the recorded call left out, and
     its output buffer written over an input."""
-    given = set(call.kwargs) | {str(i) for i in range(len(call.args))}
-    missing = [(n, d) for n, d in params if n not in given]
+    missing = _not_passed(call, params)
     out: list[DerivedCall] = []
     floats = [(n, value) for n, d in missing if (value := _float_literal(d)) is not None]
     if floats:
@@ -273,6 +272,13 @@ def _output_calls(call: RecordedCall, missing: list[tuple[str, str]], tensors: l
     return out
 
 
+def _not_passed(call: RecordedCall, params: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The wrapper's defaulted parameters (name, default's source) the call leaves out (by
+    keyword: the recording does not know which parameter a positional argument fills)."""
+    given = set(call.kwargs) | {str(i) for i in range(len(call.args))}
+    return [(n, d) for n, d in params if n not in given]
+
+
 def _scalar_calls(call: RecordedCall, params: list[tuple[str, str]], tensors: list[TensorArg], rng: random.Random,
                   max_bytes: int, dtypes: tuple[str, ...]) -> list[DerivedCall]:
     """The call with the plain arguments a harness passes one value of varied: every float
@@ -290,9 +296,8 @@ def _scalar_calls(call: RecordedCall, params: list[tuple[str, str]], tensors: li
     base = _derive_one(call, "scalars", tensors, rng, max_bytes, dtypes)
     args = tuple(varied(a) for a in base.args)
     kwargs = {k: varied(v) for k, v in base.kwargs.items()}
-    given = set(call.kwargs) | {str(i) for i in range(len(call.args))}
-    for name, default in params:
-        if name not in given and default.strip() in ("True", "False"):
+    for name, default in _not_passed(call, params):
+        if default.strip() in ("True", "False"):
             kwargs[name] = ValueArg(default.strip() == "False")
     if args == base.args and kwargs == base.kwargs:
         return []

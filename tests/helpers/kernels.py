@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernelband.model import Task, Variant
+
+if TYPE_CHECKING:
+    from kernelband.evaluate import Evaluator
 
 AXPY = '''
 import torch
@@ -43,6 +47,21 @@ def axpy_task(tmp_path: Path, source: str = AXPY, timeout_s: float = 60.0, **ext
     path.write_text(source, encoding="utf-8")
     return Task(module_path=str(path), source=source, kernel="axpy_kernel", harness="harness_axpy",
                 device="cpu", timeout_s=timeout_s, **extra)  # type: ignore[arg-type]
+
+
+def prepared_evaluator(tmp: Path, name: str, source: str, kernel: str, harness: str,
+                       seeds: tuple[int, ...] = (0, 1), timeout_s: float = 60.0) -> "Evaluator":
+    """An Evaluator of ``source`` (written to ``tmp/name.py``) on the CPU, prepared without
+    timing; its preparation must succeed."""
+    from kernelband.evaluate import Evaluator
+
+    path = tmp / f"{name}.py"
+    path.write_text(source, encoding="utf-8")
+    ev = Evaluator(Task(module_path=str(path), source=source, kernel=kernel, harness=harness, device="cpu",
+                        seeds=list(seeds), timeout_s=timeout_s))
+    base = ev.prepare(time_it=False)
+    assert base.ok, base.message
+    return ev
 
 
 def edited(old: str, new: str, base: str = AXPY) -> Variant:
