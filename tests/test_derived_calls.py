@@ -13,40 +13,12 @@ import math
 import textwrap
 
 import pytest
-from helpers.kernels import BLOCKWISE, BLOCKWISE_GRID, BLOCKWISE_TUNED, prepared_evaluator
+from helpers.kernels import AUTOTUNED, BLOCKWISE, BLOCKWISE_GRID, BLOCKWISE_TUNED, SCALE, prepared_evaluator
 
 from kernelband.model import Status, Variant
 from kernelband.worker import derived, derived_run
 from kernelband.worker.call_spec import DerivedCall, RecordedCall, TensorArg
 
-# the harness's size is a multiple of the block: a kernel without its mask passes it
-SCALE = textwrap.dedent('''
-    import torch
-    import triton
-    import triton.language as tl
-
-    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-    @triton.jit
-    def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        x = tl.load(x_ptr + offs, mask=mask)
-        tl.store(out_ptr + offs, x * factor, mask=mask)
-
-
-    def scale(x, factor):
-        out = torch.empty_like(x)
-        n = x.numel()
-        scale_kernel[(triton.cdiv(n, 128),)](x, out, n, factor, BLOCK=128)
-        return out
-
-
-    def harness_scale():
-        x = torch.randn(4096, device=DEVICE)
-        return scale(x, 1.5)
-''')
 
 # row-wise: the caller's row stride is honoured by the original
 ROWS = textwrap.dedent('''
@@ -190,13 +162,6 @@ def test_an_original_whose_process_dies_on_a_derived_call_drops_that_call(tmp_pa
         assert wrong.status == Status.MISMATCH and "beyond the harness" in wrong.message, wrong.message
     finally:
         ev.close()
-
-
-AUTOTUNED = SCALE.replace("@triton.jit\n", """@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128}),
-                          triton.Config({"BLOCK": 256})], key=["n"])
-@triton.jit
-""").replace("scale_kernel[(triton.cdiv(n, 128),)](x, out, n, factor, BLOCK=128)",
-             'scale_kernel[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, out, n, factor)')
 
 
 def test_derived_calls_benchmark_each_autotune_config_once(tmp_path):

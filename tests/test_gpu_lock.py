@@ -161,3 +161,82 @@ def test_a_timed_region_is_never_left_for_a_compile(tmp_path):
         for h in (a, other):
             if h is not None:
                 h.close()
+
+
+# a shared holder whose run takes an exclusive turn (an autotuner timing its configs):
+# "in" once it holds the lock shared, "turn" inside the turn (until argv[2] exists), "back"
+# once it holds the lock shared again, "out" when argv[3] exists
+TURN = """
+import os, sys, time
+from kernelband.worker.gpu_lock import exclusive_turn, gpu_lock
+
+def wait_for(path):
+    while not os.path.exists(path):
+        time.sleep(0.01)
+
+print("waiting", time.time(), flush=True)
+with gpu_lock(exclusive=False):
+    print("in", time.time(), flush=True)
+    with exclusive_turn(lambda: None):
+        print("turn", time.time(), flush=True)
+        wait_for(sys.argv[2])
+    print("back", time.time(), flush=True)
+    wait_for(sys.argv[3])
+    print("out", time.time(), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_an_exclusive_turn_inside_a_run_waits_for_other_runs_keeps_them_out_and_holds_shared_again(tmp_path):
+    lock = str(tmp_path / "gpu.lock")
+    other_go, turn_go, leave, late_go = (tmp_path / n for n in ("other-go", "turn-go", "leave", "late-go"))
+    other = Holder("sh", other_go, lock)
+    a: Optional[Holder] = None
+    late: Optional[Holder] = None
+    try:
+        assert other.next("waiting", 120) and other.next("in", 60)
+        a = Holder("sh", turn_go, lock, TURN, leave)
+        assert a.next("waiting", 120) and a.next("in", 60)  # runs share the GPU
+        assert a.next("turn", 1.0) is None  # the turn waits for the other run
+        other_go.touch()
+        other_out, a_turn = other.next("out", 60), a.next("turn", 60)
+        assert other_out and a_turn and a_turn >= other_out
+        late = Holder("sh", late_go, lock)
+        late_go.touch()
+        assert late.next("waiting", 60) and late.next("in", 1.0) is None  # no run inside the turn
+        turn_go.touch()
+        a_back, late_in = a.next("back", 60), late.next("in", 60)
+        assert a_back and late_in  # after the turn both hold it shared again, side by side
+        assert late.next("out", 60)
+        leave.touch()
+        assert a.next("out", 60)
+    finally:
+        for path in (other_go, turn_go, leave, late_go):
+            path.touch()
+        for h in (other, a, late):
+            if h is not None:
+                h.close()
+
+
+def test_an_exclusive_turn_without_a_shared_hold_of_its_own_changes_nothing(tmp_path, monkeypatch):
+    """A judge's timed region: the judge holds the lock exclusively and the variant process
+    holds nothing; an autotuner there must not wait for the judge (it would wait forever)."""
+    from kernelband.worker.gpu_lock import exclusive_turn
+
+    lock, go = str(tmp_path / "gpu.lock"), tmp_path / "go"
+    judge = Holder("ex", go, lock)
+    try:
+        assert judge.next("waiting", 120) and judge.next("in", 60)
+        monkeypatch.setenv("KERNELBAND_TIMING_LOCK", lock)
+        done = threading.Event()
+
+        def turn() -> None:
+            with exclusive_turn(lambda: None):
+                done.set()
+
+        t = threading.Thread(target=turn, daemon=True)
+        t.start()
+        assert done.wait(10), "an exclusive turn without a shared hold waited for the lock"
+    finally:
+        go.touch()
+        judge.close()

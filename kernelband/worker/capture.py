@@ -214,6 +214,13 @@ def _active() -> Optional[LaunchRecorder]:
     return getattr(_state, "recorder", None)
 
 
+def set_active(rec: Optional[LaunchRecorder]) -> Optional[LaunchRecorder]:
+    """Make ``rec`` this thread's recorder (None: none); returns the one it replaces."""
+    previous = _active()
+    _state.recorder = rec
+    return previous
+
+
 def _depth() -> int:
     return getattr(_state, "depth", 0)
 

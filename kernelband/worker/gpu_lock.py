@@ -99,9 +99,8 @@ def stepped_out(sync: Callable[[], None]) -> Iterator[None]:
     on the GPU waiting, and the readers queued behind the timer with it. ``sync`` first
     waits for this thread's queued GPU work, so none of it runs inside another's timed
     region. An exclusive hold (a timed region) is never left."""
-    path = lock_path()
-    if path is None or getattr(_held, "depth", 0) != 1 or not getattr(_held, "shared", False) \
-            or getattr(_held, "main", -1) < 0:
+    path = _shared_hold()
+    if path is None:
         yield
         return
     sync()
@@ -111,6 +110,40 @@ def stepped_out(sync: Callable[[], None]) -> Iterator[None]:
         yield
     finally:
         _held.main = _acquire(path, exclusive=False)
+
+
+@contextlib.contextmanager
+def exclusive_turn(sync: Callable[[], None]) -> Iterator[None]:
+    """From this thread's shared hold, an exclusive turn for a timed region that is not the
+    judge's (an autotuner timing its configs inside a harness run), then the shared hold
+    again. Without a shared hold of its own (no lock; a judge's timed region, where the
+    judge holds the turn) it changes nothing: waiting there would wait for the judge."""
+    path = _shared_hold()
+    if path is None:
+        yield
+        return
+    sync()
+    main, _held.main = _held.main, -1
+    _release(main)
+    try:
+        _held.main, _held.shared = _acquire(path, exclusive=True), False
+        try:
+            yield
+        finally:
+            sync()
+            main, _held.main = _held.main, -1
+            _release(main)
+    finally:
+        _held.main, _held.shared = _acquire(path, exclusive=False), True
+
+
+def _shared_hold() -> Optional[str]:
+    """The lock's path where this thread holds it shared, once (not nested), else None."""
+    path = lock_path()
+    if path is None or getattr(_held, "depth", 0) != 1 or not getattr(_held, "shared", False) \
+            or getattr(_held, "main", -1) < 0:
+        return None
+    return path
 
 
 def compile_outside_lock() -> None:

@@ -41,7 +41,7 @@ def on_gpu() -> bool:
     return torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") != "1"
 
 
-def _quantiles(samples: list[float]) -> tuple[float, float, float]:
+def quantiles_of(samples: list[float]) -> tuple[float, float, float]:
     s = sorted(samples)
 
     def q(p: float) -> float:
@@ -121,9 +121,9 @@ def time_launches(launches: list[CapturedLaunch], warmup_ms: int = 25, rep_ms: i
     fn = _replayer(launches)
     if on_gpu():
         with exclusive_gpu_timing():
-            p20, p50, p80 = _quantiles(bench_gpu(fn, restore, warmup_ms, rep_ms))
+            p20, p50, p80 = quantiles_of(bench_gpu(fn, restore, warmup_ms, rep_ms))
         return Timing(float(p50), float(p20), float(p80), GPU_CLOCK, len(launches))
-    p20, p50, p80 = _quantiles(_cpu_samples(fn, restore, min_reps=3, budget_s=0.5))
+    p20, p50, p80 = quantiles_of(_cpu_samples(fn, restore, min_reps=3, budget_s=0.5))
     return Timing(p50, p20, p80, CPU_CLOCK, len(launches))
 
 

@@ -199,9 +199,11 @@ class Steps:
         from . import timeline
 
         timeline.time_triton_compiles()
+        from . import autotune_clock
         from .gpu_lock import compile_outside_lock
 
         compile_outside_lock()
+        autotune_clock.install()
         if not self.interpreted:
             import torch
 

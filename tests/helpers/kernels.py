@@ -107,3 +107,40 @@ BLOCKWISE = textwrap.dedent('''
 BLOCKWISE_TUNED = ('@triton.autotune(configs=[triton.Config({"BLOCK_M": 1}), triton.Config({"BLOCK_M": 2})], '
                    'key=["n_rows", "n_cols"])\n')
 BLOCKWISE_GRID = 'flag_kernel[lambda m: (triton.cdiv(n_rows, m["BLOCK_M"]),)]('
+
+
+# the harness's size is a multiple of the block: a kernel without its mask passes it
+SCALE = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+    @triton.jit
+    def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, x * factor, mask=mask)
+
+
+    def scale(x, factor):
+        out = torch.empty_like(x)
+        n = x.numel()
+        scale_kernel[(triton.cdiv(n, 128),)](x, out, n, factor, BLOCK=128)
+        return out
+
+
+    def harness_scale():
+        x = torch.randn(4096, device=DEVICE)
+        return scale(x, 1.5)
+''')
+
+
+AUTOTUNED = SCALE.replace("@triton.jit\n", """@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128}),
+                          triton.Config({"BLOCK": 256})], key=["n"])
+@triton.jit
+""").replace("scale_kernel[(triton.cdiv(n, 128),)](x, out, n, factor, BLOCK=128)",
+             'scale_kernel[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, out, n, factor)')

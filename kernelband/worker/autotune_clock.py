@@ -1,0 +1,101 @@
+"""Triton's autotuner picks a config by timing each one at the first call with a new key.
+In a KernelBand process that call is inside a checked harness run: under the launch
+recorder and the harness-locals trace (host work on every launch), holding the GPU shared
+while other processes' runs use it. A pick timed there is whichever config the noise
+favoured, made again in every process: the search and the paired re-measurement of one
+candidate could run different configs, and the verdict judged a config the search never
+saw. Here every autotuner of the process times its configs as the judge times kernels:
+each config compiled and run once, then ``timing.bench_gpu`` (L2 flushed, CUDA events)
+in an exclusive GPU turn with the trace and the recorder paused. Derived calls keep their
+one-run picks (``derived_run.one_run_autotuning``), and the interpreter its CPU bench."""
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, Callable, Iterator, Optional
+
+# a bench function carrying this attribute was put in place for one block of calls
+# (``derived_run.one_run_autotuning``): the autotuner keeps it
+ONE_RUN_MARK = "__kernelband_one_run__"
+
+_ABSENT = object()
+WARMUP_MS, REP_MS = 5.0, 25.0  # one candidate sample's budget (``timing.one_sample``), per config
+
+
+def install() -> None:
+    """Every autotuner in this process (made before or after) times its configs with the
+    judge's clock, on a GPU. Idempotent."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:  # pragma: no cover - triton without an autotuner
+        return
+    original = Autotuner.__dict__.get("_bench")
+    if original is None or getattr(original, "__kernelband_clock__", False):
+        return
+
+    def _bench(self: Any, *args: Any, config: Any, **meta: Any) -> Any:
+        name = bench_attribute(self)
+        current = self.__dict__.get(name, _ABSENT)
+        if not _on_gpu() or getattr(current, ONE_RUN_MARK, False):
+            return original(self, *args, config=config, **meta)
+        self.__dict__[name] = judges_bench
+        try:
+            return original(self, *args, config=config, **meta)
+        finally:
+            if current is _ABSENT:
+                self.__dict__.pop(name, None)
+            else:
+                self.__dict__[name] = current
+
+    _bench.__kernelband_clock__ = True  # type: ignore[attr-defined]
+    Autotuner._bench = _bench
+
+
+def bench_attribute(tuner: Any) -> str:
+    """Where an autotuner instance keeps its bench function: ``_do_bench`` behind Triton
+    3.3+'s ``do_bench`` property, else ``do_bench`` itself (3.2's attribute, or shadowing
+    a cached_property)."""
+    return "_do_bench" if isinstance(getattr(type(tuner), "do_bench", None), property) else "do_bench"
+
+
+def judges_bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
+    """One config's time for Triton's autotuner: compiled and run once under the run's
+    shared hold (the compile steps out of it), then timed alone."""
+    from .gpu_lock import exclusive_turn
+    from .runner import synchronize
+    from .timing import bench_gpu, quantiles_of
+
+    kernel_call()
+    synchronize()
+    with exclusive_turn(synchronize), _untraced(), _unrecorded():
+        p20, p50, p80 = quantiles_of(bench_gpu(kernel_call, None, WARMUP_MS, REP_MS))
+    return [p50, p20, p80] if quantiles else p50
+
+
+@contextlib.contextmanager
+def _untraced() -> Iterator[None]:
+    """No trace function (the harness-locals trace) while configs are timed."""
+    previous = sys.gettrace()
+    sys.settrace(None)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+
+
+@contextlib.contextmanager
+def _unrecorded() -> Iterator[None]:
+    """The launch recorder set aside: the configs' timing launches are not the run's."""
+    from . import capture
+
+    saved: Optional[Any] = capture.set_active(None)
+    try:
+        yield
+    finally:
+        capture.set_active(saved)
+
+
+def _on_gpu() -> bool:
+    from .timing import on_gpu
+
+    return on_gpu()
