@@ -13,6 +13,7 @@ import pytest
 from helpers.paths import REPO
 from kernelband.worker import derived
 from kernelband.worker.call_spec import DerivedCall, RecordedCall, TensorArg, ValueArg
+from kernelband.worker.derived import DefaultedParam
 from kernelband.worker.judge_derived import calls_to_derive
 from kernelband.worker.messages import Derived, MalformedMessage, RunOutputs, Step, decode_frame
 
@@ -27,7 +28,7 @@ def _text(body: object) -> str:
 def test_the_same_seed_derives_the_same_calls_as_the_dict_based_derive(name: str) -> None:
     case = GOLDEN["cases"][name]
     recorded = RecordedCall.from_dict(case["recorded"])
-    optional = {fn: [tuple(p) for p in params] for fn, params in (case["optional"] or {}).items()}
+    optional = {fn: [DefaultedParam(*p) for p in params] for fn, params in (case["optional"] or {}).items()}
     for draw in case["draws"]:
         calls = calls_to_derive([recorded], draw["seed"], draw["interpreted"], optional or None)
         # the scalars and empty calls came later and are drawn last: what the golden holds is drawn unchanged

@@ -20,6 +20,8 @@ from helpers.kernels import prepared_evaluator
 from kernelband.evaluate import Evaluator
 from kernelband.model import Status, Variant
 from kernelband.worker import derived
+from kernelband.worker.derived import DefaultedParam
+from kernelband.worker.judge_derived import optional_parameters
 from kernelband.worker.call_spec import RecordedCall, TensorArg, ValueArg
 
 SCALED_RELU = textwrap.dedent('''
@@ -201,11 +203,47 @@ def test_every_draw_negates_each_float_argument_and_flips_each_flag():
 
 def test_a_flag_the_harness_never_passes_is_passed_flipped():
     call = _recorded(X, ValueArg(2.0))
-    optional = {"f": [("approximate", "False"), ("inplace", " True "), ("eps", "1e-6"), ("out", "None")]}
+    optional = {"f": [DefaultedParam("approximate", "False", 2), DefaultedParam("inplace", " True "),
+                      DefaultedParam("eps", "1e-6", 3), DefaultedParam("out", "None", 4)]}
     scalars = [c for c in derived.derive([call], 3, optional=optional) if c.flavour == "scalars"]
     assert len(scalars) == 1
     assert scalars[0].kwargs["approximate"] == ValueArg(True) and scalars[0].kwargs["inplace"] == ValueArg(False)
     assert "eps" not in scalars[0].kwargs and "out" not in scalars[0].kwargs  # the defaults call varies eps
+
+
+WRAPPER_WITH_DEFAULTS = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def act(x, scale=1.0, relu=False, *, eps=1e-6, out=None):
+    k[(1,)](x, x.numel(), BLOCK=16)
+    return x
+"""
+
+
+def test_a_defaulted_parameter_passed_by_position_counts_as_passed():
+    """A harness that passes ``act(x, 0.5, True)`` has passed ``scale`` and ``relu``: the
+    scalars and defaults calls must not pass them again by keyword (the original would
+    raise "got multiple values" and the call would be dropped, its check lost)."""
+    optional = optional_parameters(WRAPPER_WITH_DEFAULTS, "k")
+    assert optional == {"act": [DefaultedParam("scale", "1.0", 1), DefaultedParam("relu", "False", 2),
+                                DefaultedParam("eps", "1e-6"), DefaultedParam("out", "None")]}
+    positional = RecordedCall("act", (X, ValueArg(0.5), ValueArg(True)), {})
+    calls = derived.derive([positional], 5, optional=optional)
+    (scalars,) = [c for c in calls if c.flavour == "scalars"]
+    assert [a.v for a in scalars.args if isinstance(a, ValueArg)] == [-0.5, False] and not scalars.kwargs
+    (defaults,) = [c for c in calls if c.flavour == "defaults"]
+    assert set(defaults.kwargs) == {"eps"}  # scale was passed; eps was not
+    # passed by keyword or left out: the same rule by name
+    by_keyword = RecordedCall("act", (X,), {"scale": ValueArg(0.5)})
+    (scalars,) = [c for c in derived.derive([by_keyword], 5, optional=optional) if c.flavour == "scalars"]
+    assert scalars.kwargs == {"scale": ValueArg(-0.5), "relu": ValueArg(True)}
 
 
 def test_every_draw_holds_an_empty_batch_with_its_counts_following():
@@ -263,6 +301,29 @@ def test_a_flag_the_harness_never_passes_ignored_is_wrong(act_ev):
     message = _refused_beyond_the_harness(act_ev, _variant(
         BIAS_ACT, ("    if SQUARE:\n        y = y * y\n", "")))
     assert "square=True" in message, message
+
+
+# the same wrapper, its flags passed by position: they are passed, and flipped in place
+BIAS_ACT_POSITIONAL = BIAS_ACT.replace("return bias_act(x, b, relu=True)", "return bias_act(x, b, True, False)")
+
+
+@pytest.mark.slow
+def test_flags_passed_by_position_are_flipped_in_place(tmp_path):
+    """A harness that passes ``square`` by position has passed it: the scalars call flips it
+    where it stands. Passing it again by keyword made the original raise ("multiple values")
+    and the call was dropped, so a variant that ignored either flag was judged correct."""
+    assert BIAS_ACT_POSITIONAL != BIAS_ACT
+    ev = prepared_evaluator(tmp_path, "bias_act_positional", BIAS_ACT_POSITIONAL, "bias_act_kernel", "harness_act",
+                            seeds=(0,), timeout_s=120.0)
+    try:
+        assert "multiple values" not in ev.baseline.message, ev.baseline.message
+        message = _refused_beyond_the_harness(ev, _variant(BIAS_ACT_POSITIONAL, ("    if SQUARE:\n        y = y * y\n", "")))
+        assert "bias_act(" in message and "False, True" in message, message
+        ok = ev.evaluate(_variant(BIAS_ACT_POSITIONAL, ("BLOCK=triton.next_power_of_2(n_cols))",
+                                                        "BLOCK=triton.next_power_of_2(n_cols), num_warps=2)")))
+        assert ok.status == Status.OK, (ok.status, ok.message)
+    finally:
+        ev.close()
 
 
 @pytest.mark.slow

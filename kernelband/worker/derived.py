@@ -128,8 +128,17 @@ LONG_ROW = (1 << 14) + 3
 WIDE_INDEX = 1 << 15  # integer arguments of grown calls include values past int16's range
 
 
+@dataclass(frozen=True)
+class DefaultedParam:
+    """A wrapper's parameter that has a default: its name, the default's source, and its
+    index among the positional parameters (None: keyword-only)."""
+    name: str
+    default: str
+    position: Optional[int] = None
+
+
 def derive(calls: list[RecordedCall], seed: int, per_call: int = len(FLAVOURS), max_bytes: int = MAX_CALL_BYTES,
-           interpreted: bool = False, optional: Optional[dict[str, list[tuple[str, str]]]] = None
+           interpreted: bool = False, optional: Optional[dict[str, list[DefaultedParam]]] = None
            ) -> list[DerivedCall]:
     """Derived calls of the recorded ones, one per flavour (the same seed gives
     the same calls):
@@ -154,8 +163,8 @@ def derive(calls: list[RecordedCall], seed: int, per_call: int = len(FLAVOURS), 
     - scalars: the plain arguments the harness passes one value of varied (floats negated,
       flags flipped, also the bool parameters it never passes: ``_scalar_calls``);
     - empty: the first tensor's first dimension 0, an empty batch (``_empty_call``);
-    and where the wrapper has an output parameter (``optional``: function -> [(name,
-    default's source)]): float ones the harness never passes changed (an ``eps``), an
+    and where the wrapper has an output parameter (``optional``: function -> its
+    ``DefaultedParam``s): float ones the harness never passes changed (an ``eps``), an
     output buffer passed strided, and the output buffer being an input (aliasing, whether
     the harness passes one or not), the last beside its twin without aliasing (the
     original must give the same: else it is not checked). A call's tensors stay under
@@ -217,14 +226,14 @@ def _flavour_for(flavour: str, tensors: list[TensorArg]) -> Optional[str]:
     return flavour
 
 
-def _optional_calls(call: RecordedCall, params: list[tuple[str, str]], tensors: list[TensorArg],
+def _optional_calls(call: RecordedCall, params: list[DefaultedParam], tensors: list[TensorArg],
                     rng: random.Random, max_bytes: int, dtypes: tuple[str, ...], interpreted: bool = False
                     ) -> list[DerivedCall]:
     """Calls passing the wrapper's optional parameters that the recorded call left out, and
     its output buffer written over an input."""
     missing = _not_passed(call, params)
     out: list[DerivedCall] = []
-    floats = [(n, value) for n, d in missing if (value := _float_literal(d)) is not None]
+    floats = [(p.name, value) for p in missing if (value := _float_literal(p.default)) is not None]
     if floats:
         c = _derive_one(call, "sizes", tensors, rng, max_bytes, dtypes)
         # small inputs and a larger parameter: an ``eps`` then dominates what it is added
@@ -236,13 +245,13 @@ def _optional_calls(call: RecordedCall, params: list[tuple[str, str]], tensors: 
     return out + _output_calls(call, missing, tensors, rng, max_bytes, dtypes, interpreted)
 
 
-def _output_calls(call: RecordedCall, missing: list[tuple[str, str]], tensors: list[TensorArg],
+def _output_calls(call: RecordedCall, missing: list[DefaultedParam], tensors: list[TensorArg],
                   rng: random.Random, max_bytes: int, dtypes: tuple[str, ...], interpreted: bool = False
                   ) -> list[DerivedCall]:
     """An output buffer the harness never passes passed strided; the output buffer (passed
     by the harness or not) being an input of the same shape and dtype, beside its twin."""
     ret = call.returns
-    absent = [n for n, d in missing if n in OUT_NAMES and d.strip() == "None"]
+    absent = [p.name for p in missing if p.name in OUT_NAMES and p.default.strip() == "None"]
     present = [n for n, v in call.kwargs.items() if n in OUT_NAMES and isinstance(v, TensorArg)]
     out: list[DerivedCall] = []
     target: Arg
@@ -272,14 +281,13 @@ def _output_calls(call: RecordedCall, missing: list[tuple[str, str]], tensors: l
     return out
 
 
-def _not_passed(call: RecordedCall, params: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The wrapper's defaulted parameters (name, default's source) the call leaves out (by
-    keyword: the recording does not know which parameter a positional argument fills)."""
-    given = set(call.kwargs) | {str(i) for i in range(len(call.args))}
-    return [(n, d) for n, d in params if n not in given]
+def _not_passed(call: RecordedCall, params: list[DefaultedParam]) -> list[DefaultedParam]:
+    """The wrapper's defaulted parameters the call leaves out: not by keyword, and not by
+    position (a call that passed one positionally and again by keyword would raise)."""
+    return [p for p in params if p.name not in call.kwargs and (p.position is None or p.position >= len(call.args))]
 
 
-def _scalar_calls(call: RecordedCall, params: list[tuple[str, str]], tensors: list[TensorArg], rng: random.Random,
+def _scalar_calls(call: RecordedCall, params: list[DefaultedParam], tensors: list[TensorArg], rng: random.Random,
                   max_bytes: int, dtypes: tuple[str, ...]) -> list[DerivedCall]:
     """The call with the plain arguments a harness passes one value of varied: every float
     negated (a scale moved through a ReLU or a max is right for one sign only), every bool
@@ -296,9 +304,9 @@ def _scalar_calls(call: RecordedCall, params: list[tuple[str, str]], tensors: li
     base = _derive_one(call, "scalars", tensors, rng, max_bytes, dtypes)
     args = tuple(varied(a) for a in base.args)
     kwargs = {k: varied(v) for k, v in base.kwargs.items()}
-    for name, default in _not_passed(call, params):
-        if default.strip() in ("True", "False"):
-            kwargs[name] = ValueArg(default.strip() == "False")
+    for p in _not_passed(call, params):
+        if p.default.strip() in ("True", "False"):
+            kwargs[p.name] = ValueArg(p.default.strip() == "False")
     if args == base.args and kwargs == base.kwargs:
         return []
     return [replace(base, args=args, kwargs=kwargs)]

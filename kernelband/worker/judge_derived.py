@@ -9,6 +9,7 @@ must be as the original leaves them) and its canaries (which must be untouched).
 """
 from __future__ import annotations
 
+import ast
 import secrets
 from typing import Any, Iterator, Optional
 
@@ -26,11 +27,18 @@ from .wire import WireObject
 
 
 
-def optional_parameters(source: str, kernel: str) -> dict[str, list[tuple[str, str]]]:
-    """Each wrapper's parameters that have a default: (name, the default's source)."""
+def optional_parameters(source: str, kernel: str) -> dict[str, list[derived.DefaultedParam]]:
+    """Each wrapper's parameters that have a default, with their positions."""
     try:
-        return {f.name: [(p.name, p.default) for p in f.params if p.default is not None]
-                for f in wrappers_of(detect(source), kernel)}
+        defs = {n.name: n for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        out = {}
+        for f in wrappers_of(detect(source), kernel):
+            node = defs.get(f.name)
+            positional = [a.arg for a in node.args.posonlyargs + node.args.args] if node is not None else []
+            out[f.name] = [derived.DefaultedParam(p.name, p.default, positional.index(p.name)
+                                                  if p.name in positional else None)
+                           for p in f.params if p.default is not None]
+        return out
     except Exception:  # noqa: BLE001
         return {}
 
@@ -52,7 +60,7 @@ INTERPRETED_CALL_BYTES = 1 << 20  # the interpreter takes ~ms a program: its der
 
 
 def calls_to_derive(recorded: list[RecordedCall], seed: int, interpreted: bool,
-                    optional: Optional[dict[str, list[tuple[str, str]]]] = None) -> list[DerivedCall]:
+                    optional: Optional[dict[str, list[derived.DefaultedParam]]] = None) -> list[DerivedCall]:
     return derived.derive(recorded, seed, max_bytes=INTERPRETED_CALL_BYTES if interpreted else derived.MAX_CALL_BYTES,
                           interpreted=interpreted, optional=optional)
 
