@@ -349,3 +349,19 @@ def test_correct_rewrites_of_the_same_originals_pass(relu_ev, max_ev, act_ev):
     ):
         got = ev.evaluate(variant)
         assert got.status == Status.OK, (got.status, got.message)
+
+
+def test_a_grown_dimension_passes_two_to_the_sixteen_without_multiplying_a_large_one():
+    """Grown calls exist for sizes past 2**16 (16-bit indices). A dimension whose fourfold
+    passes that grows to just past it, not to 4-8 times itself: a vocabulary of 32000
+    became 256000, a 2**18 block compiled by every candidate of a row-per-block kernel."""
+    def grown(n: int) -> set[int]:
+        t = TensorArg(shape=(16, n), dtype="float32", device="cuda", contiguous=True, id=0, floating=True)
+        return {c.tensors()[0].shape[-1] for seed in range(40)
+                for c in derived.derive([_recorded(t)], seed) if c.flavour == "grow"}
+
+    assert grown(32000) <= set(range(65539, 65543)), grown(32000)
+    assert grown(100000) <= set(range(100000, 100004)), grown(100000)
+    small = grown(4096)  # a small dimension: past 2**16 either way
+    assert small and min(small) >= 65539 and max(small) <= 65542, small
+    assert grown(9000) <= {s + k for s in (36000, 72000) for k in (0, 1, 3)} | set(range(65539, 65543))

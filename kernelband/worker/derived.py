@@ -460,9 +460,11 @@ def _mapping(flavour: str, tensors: list[TensorArg], dims: list[int], rng: rando
                      grown)
     small, least = ((3, 7, 17, 33), GROWN) if flavour == "grow" else ((4, 8), LONG_ROW)
     mapping = {d: min(d, rng.choice(small)) for d in dims}
-    # a grown size is a multiple of the harness's; a long row only needs to pass LONG_ROW (on a
-    # GPU a kernel whose block is its row compiles once per row size: a 2**17 block took 9-36 s)
-    base = grown * rng.choice((4, 8)) if flavour == "grow" else grown
+    # a grown size is a multiple of the harness's until it passes GROWN; a long row only needs
+    # to pass LONG_ROW. On a GPU a kernel whose block is its row compiles once per row size, in
+    # every candidate: a 2**17 block took 9-36 s, and a 32000 vocabulary grown 8x (a 2**18
+    # block) kept sampler_logprobs's original from its first verdict for over 70 s
+    base = grown * rng.choice((4, 8)) if flavour == "grow" and grown * 4 < least else grown
     mapping[grown] = max(base, least) + rng.choice((0, 1, 3))
     if flavour == "long" and grown >= 1 << 13:
         # the harness's row is long already: a new row size is a new compile of a kernel
