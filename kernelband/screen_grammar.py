@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from .detect import TritonNames, import_bindings
-from .screen_policy import (DANGEROUS_BUILTINS, HOST_VALUE_ATTRIBUTES, KERNEL_VALUE_ATTRIBUTES, PROVENANCE_MEMBERS,
+from .screen_policy import (DANGEROUS_BUILTINS, DEVICE_INDEX_MEMBERS, HOST_VALUE_ATTRIBUTES, KERNEL_VALUE_ATTRIBUTES,
+                            PROVENANCE_MEMBERS,
                             SAFE_BUILTINS, TRITON_CALLS, chain_verdict, import_keys, is_dunder, safe_import)
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
@@ -161,6 +162,7 @@ class GrammarChecks:
         self.scopes: list[set[str]] = []  # enclosing function / lambda / comprehension bindings
         self.kernel = False
         self.self_name: Optional[str] = None  # a changed method's first parameter: self.x = ... allowed
+        self.called_index: set[int] = set()  # ``.index`` attributes that are called (a list's method)
 
     # ------------------------------------------------------------------ records
     def add(self, node: ast.AST, what: str, why: str, rank: int = 2) -> None:
@@ -325,6 +327,8 @@ class GrammarChecks:
 
     def constant(self, e: ast.Constant) -> None:
         value = e.value.decode("latin-1") if isinstance(e.value, bytes) else e.value
+        if isinstance(value, str) and _NUMBERED_DEVICE.fullmatch(value) and not self.kernel:
+            self.device_index(e, repr(value))
         if isinstance(value, str):
             found = _dunder_text(value)
             if found:
@@ -372,6 +376,8 @@ class GrammarChecks:
                 continue
             if a.attr in ("format", "format_map") and not self.kernel:
                 self.format_call(a)
+            elif a.attr in DEVICE_INDEX_MEMBERS and not self.kernel and id(a) not in self.called_index:
+                self.device_index(a, a.attr)
             elif a.attr in PROVENANCE_MEMBERS and not self.kernel:
                 self.add(a, f"reads {a.attr}", "autograd state and memory residency are facts the judge's calls never "
                          "vary, so a branch on them is never tested: allowed only where the original reads the same "
@@ -381,7 +387,15 @@ class GrammarChecks:
                          "with (tensors, dtypes, devices, shapes, numbers, strings, containers, Triton configs)", rank=1)
         self.expr(base)
 
+    def device_index(self, node: ast.AST, what: str) -> None:
+        self.add(node, f"reads or chooses the device by number ({what})", "every call of the judge runs on one "
+                 "device, index 0, so code that depends on which device is never tested for a user's other GPUs: "
+                 "allowed only where the original does the same", rank=1)
+
     def chain(self, node: ast.expr, chain: str) -> None:
+        if chain.rsplit(".", 1)[-1] in DEVICE_INDEX_MEMBERS:
+            self.device_index(node, chain)
+            return
         status, what = chain_verdict(chain, self.ctx.plain_modules)
         if status == "ok":
             return
@@ -396,6 +410,11 @@ class GrammarChecks:
                      "makes exactly)", rank=1)
 
     def call(self, e: ast.Call) -> None:
+        if isinstance(e.func, ast.Attribute) and e.func.attr == "index":
+            self.called_index.add(id(e.func))  # a list's index(...), not a device's index
+        numbered = device_by_number(e, self.ctx.qualified(e.func))
+        if numbered is not None and not self.kernel:
+            self.device_index(e, numbered)
         self.expr(e.func)
         for a in e.args:
             self.expr(a)
@@ -557,6 +576,30 @@ class Walker(GrammarChecks):
                     self.target(t)
         else:
             self.add(s, f"has a {type(s).__name__.lower()} statement", "not part of the kernel language")
+
+
+_NUMBERED_DEVICE = re.compile(r"\s*cuda\s*:\s*\d+\s*")
+_DEVICE_QUERIES = frozenset(f"torch.cuda.{n}" for n in (
+    "device", "get_device_properties", "get_device_name", "get_device_capability", "synchronize", "mem_get_info",
+    "memory_allocated", "current_stream", "default_stream"))
+
+
+def device_by_number(e: ast.Call, target: Optional[str]) -> Optional[str]:
+    """What a call names a device by number with, or None: ``torch.device("cuda", 1)``, a
+    device query with a number (``torch.cuda.get_device_properties(0)``), a ``device=1``
+    keyword, ``x.cuda(1)``, ``x.to(1)``."""
+    def number(a: ast.expr) -> bool:
+        return isinstance(a, ast.Constant) and isinstance(a.value, int) and not isinstance(a.value, bool)
+
+    if target == "torch.device" and (len(e.args) >= 2 or any(k.arg == "index" for k in e.keywords)):
+        return "torch.device(type, index)"
+    if target in _DEVICE_QUERIES and e.args and number(e.args[0]):
+        return f"{target}(<number>)"
+    if any(k.arg == "device" and number(k.value) for k in e.keywords):
+        return "device=<number>"
+    if isinstance(e.func, ast.Attribute) and e.func.attr in ("cuda", "to") and e.args and number(e.args[0]):
+        return f"{e.func.attr}(<number>)"
+    return None
 
 
 def _import_what(key: str) -> str:

@@ -252,7 +252,13 @@ PROVENANCE_MEMBERS: frozenset[str] = frozenset(
     """requires_grad requires_grad_ is_leaf grad grad_dtype retains_grad retain_grad output_nr is_inference
     is_pinned is_shared volatile""".split()
 )
-ORIGINAL_ONLY_MEMBERS: frozenset[str] = ADDRESS_MEMBERS | PROVENANCE_MEMBERS
+# Which GPU a call runs on: every call of the judge runs on its worker's one visible device
+# (index 0), so reading the index, or choosing the current device, branches on a fact no call
+# varies (a user's tensors on cuda:1). ``index`` only where it is read, not called (a list's
+# ``index(...)``); numbered devices in literals and arguments are the grammar's (``device_by_number``).
+DEVICE_INDEX_MEMBERS: frozenset[str] = frozenset(
+    "get_device current_device device_count set_device get_current_device index".split())
+ORIGINAL_ONLY_MEMBERS: frozenset[str] = ADDRESS_MEMBERS | PROVENANCE_MEMBERS | DEVICE_INDEX_MEMBERS
 # Attributes of Triton's values inside a kernel (tl.tensor, dtype, pointer_type,
 # block_type, constexpr), less its IR internals (handle, to_ir...).
 KERNEL_VALUE_ATTRIBUTES: frozenset[str] = frozenset("""

@@ -304,3 +304,49 @@ def test_a_provenance_member_the_original_reads_stays_allowed():
     variant = in_wrapper("assert not x.requires_grad, 'no autograd here'\nassert not y.requires_grad\n")
     assert screen(variant, original) is None
     assert screen(in_wrapper("assert not x.is_leaf\n"), original)  # another member is no licence
+
+
+# Every call the judge makes runs on its worker's one visible device, index 0: code that
+# depends on which device (an early return off device 0, an output made on the current
+# device instead of the input's) is never tested for a user's other GPUs. Changed code may
+# read or choose the device by number only where the original does the same.
+DEVICE_BY_NUMBER = {
+    "get_device": "if x.get_device() != 0:\n    return x\n",
+    "index": "if x.device.index:\n    n = n - 1\n",
+    "index behind a name": "d = x.device\nk = d.index\n",
+    "current_device": "if torch.cuda.current_device() != 0:\n    n = n - 1\n",
+    "device_count": "if torch.cuda.device_count() > 1:\n    n = n - 1\n",
+    "set_device": "torch.cuda.set_device(0)\n",
+    "torch.cuda.device(<number>)": "with torch.cuda.device(0):\n    y = torch.empty_like(x)\n",
+    "get_current_device": "if triton.runtime.driver.active.get_current_device():\n    n = n - 1\n",
+    "'cuda:0'": "y = torch.empty(x.shape, device='cuda:0')\n",
+    "' cuda : 1 '": "y = x.to(' cuda : 1 ')\n",
+    "torch.device(type, index)": "y = torch.empty(x.shape, device=torch.device('cuda', 0))\n",
+    "torch.device(index=)": "y = torch.empty(x.shape, device=torch.device('cuda', index=0))\n",
+    "device=<number>": "y = torch.empty(x.shape, device=0)\n",
+    "cuda(<number>)": "y = x.cuda(0)\n",
+    "to(<number>)": "y = x.to(0)\n",
+    "get_device_properties(<number>)": "sms = torch.cuda.get_device_properties(0).multi_processor_count\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEVICE_BY_NUMBER))
+def test_code_that_depends_on_which_device_is_refused(case: str):
+    reason = screen(in_wrapper(DEVICE_BY_NUMBER[case]))
+    assert reason and "device by number" in reason and "index 0" in reason, (case, reason)
+
+
+def test_the_device_of_the_inputs_and_a_list_index_stay_allowed():
+    for code in ("y = torch.empty(x.shape, device=x.device, dtype=x.dtype)\n",
+                 "y = torch.empty(x.shape, device='cuda' if x.is_cuda else 'cpu')\n",
+                 "k = [1, 2, 3].index(2)\n",
+                 "with torch.cuda.device(x.device):\n    y = torch.empty_like(x)\n",  # the inputs' device: right
+                 "sms = torch.cuda.get_device_properties(x.device).multi_processor_count\n"):
+        assert screen(in_wrapper(code)) is None, code
+
+
+def test_a_device_number_the_original_uses_stays_allowed():
+    original = in_wrapper("torch.cuda.set_device(x.get_device())\n")
+    variant = in_wrapper("torch.cuda.set_device(x.get_device())\nm = n\n")
+    assert screen(variant, original) is None
+    assert screen(in_wrapper("torch.cuda.set_device(x.get_device())\nk = torch.cuda.device_count()\n"), original)
