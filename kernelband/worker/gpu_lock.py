@@ -122,19 +122,14 @@ def exclusive_turn(sync: Callable[[], None]) -> Iterator[None]:
     if path is None:
         yield
         return
-    sync()
-    main, _held.main = _held.main, -1
-    _release(main)
-    try:
+    with stepped_out(sync):
         _held.main, _held.shared = _acquire(path, exclusive=True), False
         try:
             yield
         finally:
             sync()
-            main, _held.main = _held.main, -1
+            main, _held.main, _held.shared = _held.main, -1, True
             _release(main)
-    finally:
-        _held.main, _held.shared = _acquire(path, exclusive=False), True
 
 
 def _shared_hold() -> Optional[str]:
