@@ -14,7 +14,7 @@ from helpers.kernels import AUTOTUNED
 SCRIPT = textwrap.dedent("""
     import torch
     import tuned
-    from kernelband.worker import autotune_clock, derived_run
+    from kernelband.worker import autotune_clock
 
     timed = []
 
@@ -35,7 +35,7 @@ SCRIPT = textwrap.dedent("""
     after = tuner.__dict__.get(name, "absent")
     print("clock", len(timed), tuner.best_config.kwargs["BLOCK"], after is before or after == before)
     runs = []
-    with derived_run.one_run_autotuning(tuned, lambda: runs.append(1)):
+    with autotune_clock.one_run_per_config(lambda: runs.append(1)):
         assert torch.equal(tuned.scale(torch.ones(3000), 2.0), torch.full((3000,), 2.0))  # a new key
     print("derived", len(timed), len(runs))
     autotune_clock._on_gpu = lambda: False

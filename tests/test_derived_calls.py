@@ -176,12 +176,12 @@ def test_derived_calls_benchmark_each_autotune_config_once(tmp_path):
     script = textwrap.dedent("""
         import torch
         import tuned
-        from kernelband.worker import derived_run
+        from kernelband.worker import autotune_clock
 
         runs = []
         tuner = tuned.scale_kernel
         before = dict(vars(tuner))
-        with derived_run.one_run_autotuning(tuned, lambda: runs.append(1)):
+        with autotune_clock.one_run_per_config(lambda: runs.append(1)):
             out = tuned.scale(torch.ones(1000), 2.0)
         assert torch.equal(out, torch.full((1000,), 2.0))
         after = {k: v for k, v in vars(tuner).items() if k not in ("cache", "nargs", "bench_time", "configs_timings", "best_config")}

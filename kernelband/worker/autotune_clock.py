@@ -6,19 +6,17 @@ favoured, made again in every process: the search and the paired re-measurement 
 candidate could run different configs, and the verdict judged a config the search never
 saw. Here every autotuner of the process times its configs as the judge times kernels:
 each config compiled and run once, then ``timing.bench_gpu`` (L2 flushed, CUDA events)
-in an exclusive GPU turn with the trace and the recorder paused. Derived calls keep their
-one-run picks (``derived_run.one_run_autotuning``), and the interpreter its CPU bench."""
+in an exclusive GPU turn with the trace and the recorder paused. Derived calls pick by one
+run a config (``one_run_per_config``), and the interpreter keeps its CPU bench."""
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from typing import Any, Callable, Iterator, Optional
 
-# a bench function carrying this attribute was put in place for one block of calls
-# (``derived_run.one_run_autotuning``): the autotuner keeps it
-ONE_RUN_MARK = "__kernelband_one_run__"
-
 _ABSENT = object()
+_chosen = threading.local()  # ``bench``: the one a block of this thread's calls chose (``one_run_per_config``)
 WARMUP_MS, REP_MS = 5.0, 25.0  # one candidate sample's budget (``timing.one_sample``), per config
 
 
@@ -34,11 +32,12 @@ def install() -> None:
         return
 
     def _bench(self: Any, *args: Any, config: Any, **meta: Any) -> Any:
+        bench = getattr(_chosen, "bench", None) or (judges_bench if _on_gpu() else None)
+        if bench is None:
+            return original(self, *args, config=config, **meta)
         name = bench_attribute(self)
         current = self.__dict__.get(name, _ABSENT)
-        if not _on_gpu() or getattr(current, ONE_RUN_MARK, False):
-            return original(self, *args, config=config, **meta)
-        self.__dict__[name] = judges_bench
+        self.__dict__[name] = bench
         try:
             return original(self, *args, config=config, **meta)
         finally:
@@ -49,6 +48,30 @@ def install() -> None:
 
     _bench.__kernelband_clock__ = True  # type: ignore[attr-defined]
     Autotuner._bench = _bench
+
+
+@contextlib.contextmanager
+def one_run_per_config(synchronize: Callable[[], None]) -> Iterator[None]:
+    """Derived calls have sizes (autotune keys) the harness never had: Triton's autotuner
+    would benchmark every config again at each, some twenty runs a config. Every config of
+    a kernel must compute the same result, so inside the block one timed run a config
+    picks one, for every autotuner this thread calls (on a GPU or under the interpreter)."""
+    import time
+
+    def bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
+        t0 = time.perf_counter()
+        kernel_call()
+        synchronize()
+        ms = (time.perf_counter() - t0) * 1e3
+        return [ms, ms, ms] if quantiles else ms
+
+    install()
+    previous = getattr(_chosen, "bench", None)
+    _chosen.bench = bench
+    try:
+        yield
+    finally:
+        _chosen.bench = previous
 
 
 def bench_attribute(tuner: Any) -> str:

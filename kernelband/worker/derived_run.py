@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from .call_spec import Arg, Call, DerivedCall, TensorArg, ValueArg
 from .derived import WIDE_INDEX
@@ -333,51 +333,17 @@ def _autotuners(module: Any) -> list[Any]:
     return found
 
 
-@contextlib.contextmanager
-def one_run_autotuning(module: Any, synchronize: Callable[[], None]) -> Iterator[None]:
-    """Derived calls have sizes (autotune keys) the harness never had: Triton's autotuner
-    would benchmark every config again at each, some twenty runs a config. Every config of
-    a kernel must compute the same result, so here one timed run a config picks one."""
-    import time
-
-    from .autotune_clock import ONE_RUN_MARK, bench_attribute
-
-    def bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
-        t0 = time.perf_counter()
-        kernel_call()
-        synchronize()
-        ms = (time.perf_counter() - t0) * 1e3
-        return [ms, ms, ms] if quantiles else ms
-
-    setattr(bench, ONE_RUN_MARK, True)  # the process's judge's clock (autotune_clock) leaves it be
-    saved: list[tuple[Any, str, Any]] = []
-    for tuner in _autotuners(module):
-        name = bench_attribute(tuner)
-        saved.append((tuner, name, tuner.__dict__.get(name, _ABSENT)))
-        setattr(tuner, name, bench)
-    try:
-        yield
-    finally:
-        for tuner, name, value in saved:
-            if value is _ABSENT:
-                tuner.__dict__.pop(name, None)
-            else:
-                setattr(tuner, name, value)
-
-
-_ABSENT = object()
-
-
 def run_calls(version: Any, step: Derived, steps: Any) -> None:
     """In the variant process: each derived call of ``step`` on inputs in canary-padded
     buffers; one frame per call with what it returned and the whole buffers after it (or
     the error it raised: the judge decides what that means). ``step.configs``: the config
     twins of its special-values calls instead (``run_config_twins``)."""
+    from .autotune_clock import one_run_per_config
     from .capture import install
     from .runner import synchronize
 
     install()
-    with one_run_autotuning(version.module, synchronize):
+    with one_run_per_config(synchronize):
         if step.configs:
             run_config_twins(version, step, steps)
         else:
@@ -392,7 +358,7 @@ def run_config_twins(version: Any, step: Derived, steps: Any) -> None:
     """The original's special-values calls once per autotune config, every autotuner pinned
     to it (the i-th of its configs, modulo its count): frames whose ``config`` is i. None
     where no autotuner of the module has two configs. Derived calls pick a config by one
-    timed run (``one_run_autotuning``), independently in each process: where the original's
+    timed run (``autotune_clock.one_run_per_config``), independently in each process: where the original's
     own configs disagree (a block whose max is NaN with one block shape, finite with
     another), a candidate that picked another config would be refused for a difference the
     original has itself; the judge leaves such elements undefined (``judge_derived``)."""

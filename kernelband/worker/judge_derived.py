@@ -200,7 +200,7 @@ def config_masks(call: DerivedCall, out_a: Any, twins: list[Frame[DerivedOutputs
     """For each output tensor, the elements where the original's result under one of its
     own autotune configs differs from its run "a" (NaN or inf positions, or a value beyond
     the call's tolerance): which config a process's autotuner picks for a derived call is
-    timing noise (``derived_run.one_run_autotuning``), so no candidate is held to a value
+    timing noise (``autotune_clock.one_run_per_config``), so no candidate is held to a value
     the original itself gives only under some configs (a block's max NaN with one block
     shape, finite with another). A twin that raises is not a config the original can run
     there: skipped; one that writes outside its tensors or does not decode: no twin of the
