@@ -90,6 +90,8 @@ def check_variant(task: Task, variant_source: str, variant_label: str, options: 
             log(f"warning: weak harness: {base.weak_reason}")
             out["weak_harness"] = base.weak_reason
         ev = evaluator.evaluate(variant)
+        for note in ev.notes:
+            log(f"note: {note}")
         out.update(status=ev.status.value, message=ev.message, errors=ev.errors.to_dict() if ev.errors else None)
         if not ev.ok:
             return out

@@ -141,7 +141,7 @@ class Evaluator:
             request = Prepare(task=self.task, workdir=str(self.workdir), time=time_it, profile_tier=tier, facts=self.facts)
             raw = self.client.send(request, self._deadline("prepare"))
         except WorkerError as e:
-            if e.kind != "error" and not self._closed:
+            if e.worker_gone and not self._closed:
                 self.client.restart()
             raise SetupError(f"the original kernel could not be run ({e.kind}): {e}") from e
         self.baseline = Baseline.from_dict(raw)
@@ -156,7 +156,7 @@ class Evaluator:
         try:
             raw = self.client.send(Retime(), self._deadline("retime"))
         except WorkerError as e:
-            if e.kind != "error":
+            if e.worker_gone:
                 self._revive()
             raise
         return Timing.from_dict(raw["timing"])
@@ -193,6 +193,8 @@ class Evaluator:
             raw = self.client.send(request, self._deadline("evaluate"))
             ev = Evaluation.from_dict(raw)
         except WorkerError as e:
+            if e.kind == "setup":  # no candidate can be judged against this original: the search stops
+                raise SetupError(str(e).removeprefix("OriginalUnusable: ")) from e
             ev = self._failure(variant, e)
         # after a timeout or crash: replace it now, not on the next request
         self._ensure_worker()
@@ -247,7 +249,7 @@ class Evaluator:
             raw = self.client.send(Paired(source=variant.source, variant_id=variant.id, rounds=rounds),
                                    self.paired_timeout_s(rounds))
         except WorkerError as e:
-            if e.kind != "error":
+            if e.worker_gone:
                 self._revive()
             raise
         return PairedTiming.from_dict(raw)
@@ -259,7 +261,7 @@ class Evaluator:
         try:
             return self.client.send(Sanitize(source=variant.source), self._deadline("sanitize"))
         except WorkerError as e:
-            if e.kind != "error":
+            if e.worker_gone:
                 self._revive()
             return {"ran": False, "ok": True, "reason": f"memcheck could not run: {e}"}
 
@@ -276,7 +278,7 @@ class Evaluator:
             raw = self.client.send(ProfileRun(source=source, tier=tier, facts=self.facts), self._deadline("profile"))
             return Profile.from_wire(raw.get("profile") if isinstance(raw, dict) else None)
         except WorkerError as e:
-            if e.kind != "error":
+            if e.worker_gone:
                 self._revive()
             raise
 

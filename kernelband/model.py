@@ -322,6 +322,9 @@ class Evaluation(Serializable):
     # rounds, and the paired speedup's 95% CI (None when the candidate was timed alone)
     reference_ms: Optional[float] = None
     speedup_ci: Optional[list[float]] = None
+    # what the judge found out about the original after prepare returned (calls beyond the
+    # harness it does not handle): the session's warnings, once each
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

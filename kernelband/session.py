@@ -109,6 +109,8 @@ class Session:
         try:
             ev = (evaluator or self.evaluator).evaluate(variant, profile_tier=profile_tier, search=search)
             mark("session.verdict", variant=variant.id, status=str(ev.status))
+            for note in ev.notes:  # what the judge learnt of the original after prepare
+                self._warn_once(f"note: {note}")
             return ev
         except SetupError as e:
             raise WorkerLost(str(e)) from e

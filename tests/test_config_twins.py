@@ -53,7 +53,7 @@ def frame(fn: Callable[[torch.Tensor], torch.Tensor], which: str = "a", config: 
 
 def judge_of(frames: dict[tuple[str, int], Frame[DerivedOutputs]]) -> tuple[Any, list[str]]:
     judge = SimpleNamespace(ref=SimpleNamespace(derived=[]), ref_device="cpu", refs_on_gpu=False)
-    dropped = absorb_original(judge, [CALL], frames)
+    judge.ref.derived, dropped = absorb_original(judge, [CALL], frames)
     return judge, dropped
 
 

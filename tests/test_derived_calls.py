@@ -198,7 +198,7 @@ def test_derived_calls_benchmark_each_autotune_config_once(tmp_path):
 def test_dropping_a_call_renumbers_the_aliased_calls_twins():
     """An aliased call is judged against its twin by index: dropping an earlier call must
     not leave it pointing at another call, and dropping its twin drops it too."""
-    from kernelband.worker.judge_original import calls_without
+    from kernelband.worker.judge_derivation import calls_without
 
     calls = [DerivedCall(fn="f", args=(), kwargs={}, flavour=f, seed=0, sizes={}, twin=1 if f == "alias" else None)
              for f in ("sizes", "alias_twin", "alias", "grow")]
@@ -424,7 +424,7 @@ def test_a_cuda_error_that_breaks_the_originals_context_is_a_crash_not_a_dropped
     error, in the order the calls ran, names the call to drop before the original is run
     again."""
     from kernelband.worker.jobs import Frame
-    from kernelband.worker.judge_original import first_context_error
+    from kernelband.worker.judge_derivation import first_context_error
     from kernelband.worker.messages import DerivedOutputs
 
     sticky = ("AcceleratorError: CUDA error: an illegal memory access was encountered\n"

@@ -21,12 +21,18 @@ from .requests import Hello, Request
 
 
 class WorkerError(Exception):
-    """The request did not produce a reply. ``kind``: crashed | timeout | error."""
+    """The request did not produce a reply. ``kind``: crashed | timeout | error | setup (the
+    original cannot serve as a reference: every request would fail the same way)."""
 
     def __init__(self, kind: str, message: str, stderr_tail: str = "") -> None:
         super().__init__(message)
         self.kind = kind
         self.stderr_tail = stderr_tail
+
+    @property
+    def worker_gone(self) -> bool:
+        """The judge died or hung (it is replaced); else it answered with an error."""
+        return self.kind in ("crashed", "timeout")
 
 
 @dataclass
@@ -208,7 +214,8 @@ class WorkerClient:
                 raise WorkerError("crashed", f"the worker died ({how})", self.stderr_tail())
             if reply.get("ok"):
                 return reply.get("result")
-            raise WorkerError("error", reply.get("error", "worker error"), reply.get("trace", ""))
+            kind = "setup" if reply.get("kind") == "setup" else "error"
+            raise WorkerError(kind, reply.get("error", "worker error"), reply.get("trace", ""))
         finally:
             with self._lock:
                 self._waiting.pop(req_id, None)

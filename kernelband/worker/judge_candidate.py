@@ -22,6 +22,8 @@ from .compare import compare_outputs, describe
 from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
 from .deadlines import search_run_timeout_s
+from .judge_derivation import wait_for_references
+from .judge_derived import candidate_steps
 from .judge_core import JudgeCore, add_frame_phase, add_phase, count_runs, deadline_s, gpu
 from .messages import (Derived, DerivedOutputs, ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, Release,
                        ReplayCheck, ReplayOutputs, Run, RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
@@ -57,9 +59,7 @@ def rest_steps(judge: JudgeCore) -> list[Step]:
     steps += [Run("v", task.harness, s, "check") for s in rest if (task.harness, s) not in skipped]
     steps += [Run("v", h, s0, "neutral") for h in harnesses]
     steps.append(Run("v", task.harness, s0, "check", again=True))
-    from .judge_derived import candidate_steps
-
-    return steps + candidate_steps(judge)
+    return steps
 
 
 def _timing_steps(judge: JudgeCore, lane: bool, tier: int, facts: dict[str, Any], source: str,
@@ -94,7 +94,7 @@ class CandidateRun:
         judge, req, ev = self.judge, self.req, self.ev
         tier, facts, time_it = req.profile_tier, req.facts, req.time
         task = judge.require_task()
-        runs = count_runs(first_steps(judge) + rest_steps(judge)) + 2
+        runs = count_runs(first_steps(judge) + rest_steps(judge)) + judge.ref.derived_runs() + 2
         # the first batch (the kept run and its replay) has its own deadline; the rest gets
         # one when it is sent (``_check_the_rest``)
         first_runs = count_runs(first_steps(judge)) + 1 if req.screen else runs
@@ -128,6 +128,8 @@ class CandidateRun:
         finally:
             job.close()
             ev.phases.update(job.timeline_phases())
+        if judge.ref.derived_ready.is_set():  # the derivation's notes, where it ran after prepare
+            ev.notes = list(judge.ref.derived_notes)
         ev.phases["variant_process_total"] = round(time.perf_counter() - self.t0, 6)
         if job.strays_killed:
             ev.message += f"; {job.strays_killed} leftover process(es) of the variant killed"
@@ -137,10 +139,16 @@ class CandidateRun:
         """After the timing: its profile, every other harness and seed, the neutralised
         launches, the re-check after timing and the calls beyond the harness."""
         judge, ev, req = self.judge, self.ev, self.req
+        t_wait = time.perf_counter()
+        ref = wait_for_references(judge)
+        add_phase(ev.phases, "wait_for_references", time.perf_counter() - t_wait)
+        if req.screen:  # the derivation's runs count among the original's slowest now
+            self.run_timeout_s = search_run_timeout_s(judge.require_task().timeout_s, ref.slowest_run_s)
         steps = _timing_steps(judge, laned, tier, facts, req.source, ev.timing.median_ms if ev.timing else None) \
             if (req.time or tier) else [Release("v")]
-        job.command(steps + rest_steps(judge) + [Mark()], deadline_s(self.run_timeout_s, runs))
-        self.expected = frame_labels(steps + rest_steps(judge))
+        rest = rest_steps(judge) + candidate_steps(judge)
+        job.command(steps + rest + [Mark()], deadline_s(self.run_timeout_s, runs))
+        self.expected = frame_labels(steps + rest)
         self._judge_frames(job.until_mark())
         _check_roofline(ev, facts, _written_bytes(judge))
         ev.errors = self.worst

@@ -27,7 +27,7 @@ from .call_spec import DerivedCall, RecordedCall
 from .compare import set_compute_device
 from .deadlines import deadline_s
 from .jobs import Frame, VariantJob
-from .messages import (Derived, FrameMeta, Job, ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run,
+from .messages import (Derived, ErrorFrame, FrameMeta, Job, ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run,
                        RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 
 if TYPE_CHECKING:
@@ -68,6 +68,20 @@ class Reference:
     # launches may read besides fresh memory, constants and what earlier launches wrote
     known_inputs: set[tuple[str, int, tuple[int, int]]] = field(default_factory=set)
     derived: list[tuple[DerivedCall, Any]] = field(default_factory=list)  # (derived call, the original's outputs)
+    # the derivation (judge_derivation): set once ``derived`` is final, perhaps after prepare
+    # returned; its notes (calls dropped), or why it could not be run; the calls drawn
+    # (before any was dropped), the harness-run deadlines it may take, its seconds
+    derived_ready: threading.Event = field(default_factory=threading.Event)
+    derived_notes: list[str] = field(default_factory=list)
+    derived_failure: str = ""
+    derived_drawn: int = 0
+    derivation_runs: int = 0
+    derived_s: float = 0.0
+
+    def derived_runs(self) -> int:
+        """The calls beyond the harness a candidate runs: the kept ones, or while they are
+        still being made, every one drawn."""
+        return len(self.derived) if self.derived_ready.is_set() else self.derived_drawn
 
 
 class Lane:
@@ -280,6 +294,23 @@ def timed_steps(key: str, time_it: bool, tier: int, facts: dict[str, Any], sourc
     if tier > 0:
         steps.append(ProfileStep(key, source, tier, facts))
     return steps + [Release(key)]
+
+
+def note_run_seconds(ref: Reference, frame: Frame[FrameMeta]) -> None:
+    """The original's slowest run (a search's candidate gets a multiple of it per run)."""
+    if frame.kind == "outputs":
+        ref.slowest_run_s = max(ref.slowest_run_s, frame.meta.seconds)
+
+
+def original_setup_message(task: Task, meta: ErrorFrame) -> str:
+    """Why the original cannot serve as a reference, from its job's error frame."""
+    phase, message = meta.phase, meta.message
+    if phase in ("import", "compile") and meta.step is None:
+        return f"the original module does not import: {message}"
+    h = meta.harness or task.harness
+    if phase == "assert":
+        return f"the harness {h} fails its own check on the original kernel: {message}"
+    return f"the harness {h} fails on the original kernel: {message}"
 
 
 def count_runs(steps: list[Step]) -> int:

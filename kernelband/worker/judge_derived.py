@@ -109,10 +109,10 @@ def _split(tree: dict[str, Any], call: DerivedCall, layout: list[list[int]]
 
 
 def absorb_original(judge: Any, calls: list[DerivedCall], frames: dict[tuple[str, int], Frame[DerivedOutputs]]
-                    ) -> list[str]:
-    """Keep the derived calls the original handles: it ran them with both canaries, left
-    every canary alone, and gave the same outputs both times (so it read nothing beyond its
-    tensors). Returns notes on the calls dropped."""
+                    ) -> tuple[list[tuple[DerivedCall, Any]], list[str]]:
+    """The derived calls the original handles, with its outputs as their references: it ran
+    them with both canaries, left every canary alone, and gave the same outputs both times
+    (so it read nothing beyond its tensors); and notes on the calls dropped."""
     kept: dict[int, tuple[DerivedCall, Any]] = {}
     dropped: list[str] = []
     for i, call in enumerate(calls):
@@ -145,8 +145,7 @@ def absorb_original(judge: Any, calls: list[DerivedCall], frames: dict[tuple[str
                 kept[i] = (call, reference)
         if why:
             dropped.append(f"{derived.describe_call(call)}: {why}")
-    judge.ref.derived = with_precise(kept)
-    return dropped
+    return with_precise(kept), dropped
 
 
 PRECISE = "precise"  # a long call's reference: the original's result on its float32 twin

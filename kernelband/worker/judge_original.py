@@ -6,24 +6,21 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import torch
 
 from ..model import Baseline, Task
 from ..profile.schema import Profile
 from . import checks
-from .call_spec import DerivedCall
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
-from .derived import describe_call
 from .jobs import Frame, JobFailed, VariantJob
-from .derived_run import MAX_CONFIG_TWINS, TWIN_FLAVOURS
-from .judge_derived import absorb_original, calls_to_derive, optional_parameters, twin_key
+from . import judge_derivation
+from .judge_derived import calls_to_derive, optional_parameters
 from .judge_core import (GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, add_frame_phase, count_runs, deadline_s, gpu,
-                         timed_steps)
-from .messages import (Derived, DerivedOutputs, ErrorFrame, FrameMeta, Mark, ProfileFrame, ReplayCheck, ReplayOutputs,
+                         note_run_seconds, original_setup_message, timed_steps)
+from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ReplayCheck, ReplayOutputs,
                        Run, RunOutputs, Step, TimingFrame)
 from .observe import CallHistory, comparable, condense_locals, materialize, tree_bytes
 from .requests import Prepare
@@ -102,165 +99,49 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
         return base.to_dict()
     base.phases["output_bytes"] = decoded_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))
     move_references(judge)
-    job, derived_notes = _derive_references(judge, job, base, req)
-    notes += derived_notes
-    if job is None:
-        return base.to_dict()
-    # what the original compiled, for its harness and for the calls beyond it, kept once: a
-    # candidate whose kernel and launch settings are the original's loads it, not compiles it
+    # what the original compiled, kept once: a candidate whose kernel and launch settings
+    # are the original's loads it, not compiles it
     judge.keep_trusted_cache(job)
     lane_note = _open_lane(judge, job, base, req.time)
     if lane_note:
         notes.append(lane_note)
     notes += _baseline_notes(judge, task, base)
+    base.lanes = candidate_lanes(judge)
+    failure = _derive_references(judge, base, notes)
+    if failure:
+        judge.close_lane()
+        base.message = failure
+        return base.to_dict()
     base.ok = True
     base.launches = judge.ref.launches
-    base.lanes = candidate_lanes(judge)
-    base.derived_calls = len(judge.ref.derived)
     base.message = "; ".join(f"note: {n}" for n in notes)
     return base.to_dict()
 
 
-def _derived_note(dropped: list[str], kept: int) -> Optional[str]:
-    if not dropped:
-        return None
-    return (f"{len(dropped)} of {len(dropped) + kept} calls beyond the harness are not checked (the original does not "
-            f"handle them): {dropped[0]}")
-
-
-DERIVED_ATTEMPTS = 3  # a derived call that takes the original down is dropped; the original is run again
-
-
-def _derive_references(judge: JudgeCore, job: VariantJob, base: Baseline, req: Prepare
-                       ) -> tuple[Optional[VariantJob], list[str]]:
-    """The original on calls of its wrapper that the harness never makes, twice (two
-    canaries): the ones it handles become references every candidate is checked on. A
-    call that takes the original's process down (an out-of-bounds read under the
-    interpreter) is dropped, and the original is run again for the rest."""
-    task, t0 = judge.require_task(), time.perf_counter()
-    recorded = judge.ref.recorded_calls
-    if not recorded:
-        return job, ["the harness's calls of the kernel's wrapper could not be recorded: no inputs beyond the "
-                     "harness are checked"]
-    calls = calls_to_derive(recorded, judge.session_seed, judge.interpreted,
+def _derive_references(judge: JudgeCore, base: Baseline, notes: list[str]) -> str:
+    """The original on calls of its wrapper that the harness never makes (judge_derivation):
+    started in the background where the GPU has room, else run now (their notes join
+    ``notes``). ``base.derived_calls`` bounds the candidates' deadlines. Returns why the
+    original cannot be a reference beyond its harness, or ""."""
+    task, ref = judge.require_task(), judge.ref
+    if not ref.recorded_calls:
+        ref.derived_ready.set()
+        notes.append("the harness's calls of the kernel's wrapper could not be recorded: no inputs beyond the "
+                     "harness are checked")
+        return ""
+    calls = calls_to_derive(ref.recorded_calls, judge.session_seed, judge.interpreted,
                             optional_parameters(task.source, task.kernel))
-    crashed: list[str] = []
-    twins = True
-    for _ in range(DERIVED_ATTEMPTS):
-        outcome = _run_derived(judge, job, base, calls, twins)
-        if isinstance(outcome, dict):
-            note = _derived_note(crashed + absorb_original(judge, calls, outcome), len(judge.ref.derived))
-            base.phases["derived_calls"] = round(time.perf_counter() - t0, 6)
-            return job, [note] if note else []
-        if outcome is None:
-            return None, []
-        index, why = outcome
-        if index == TWINS_FAILED:  # the config twins took the process down: run again without them
-            twins = False
-            restarted = _restart_original(judge, task, req, base)
-            if restarted is None:
-                return None, []
-            job = restarted
-            continue
-        crashed.append(f"{describe_call(calls[index]) if 0 <= index < len(calls) else 'a call'}: "
-                       f"the original's process fails on it ({why})")
-        calls = calls_without(calls, index)
-        restarted = _restart_original(judge, task, req, base)
-        if restarted is None:
-            return None, []
-        job = restarted
-    judge.ref.derived = []
-    base.phases["derived_calls"] = round(time.perf_counter() - t0, 6)
-    return job, [f"the original's process fails on {len(crashed)} calls beyond the harness: none are checked "
-                 f"({crashed[0]})"]
-
-
-def calls_without(calls: list[DerivedCall], index: int) -> list[DerivedCall]:
-    """``calls`` less the one at ``index`` (and an aliased call whose twin it was), each
-    aliased call's ``twin`` renumbered to where its twin now stands."""
-    keep = [i for i, c in enumerate(calls) if i != index and c.twin != index]
-    position = {old: new for new, old in enumerate(keep)}
-    return [c if (c := calls[i]).twin is None else replace(c, twin=position[c.twin]) for i in keep]
-
-
-TWINS_FAILED = -1  # _run_derived's index when the config twins (not a call) broke the process
-
-
-def _run_derived(judge: JudgeCore, job: VariantJob, base: Baseline, calls: list[DerivedCall], twins: bool = True
-                 ) -> Union[dict[tuple[str, int], Frame[DerivedOutputs]], tuple[int, str], None]:
-    """The frames of the original's derived calls (both canaries; with ``twins``, its
-    special-values calls again once per autotune config, keyed ``twin_key``); (the index of
-    the call its process died on or whose frame broke the protocol, how; TWINS_FAILED where
-    the twins did it); None with ``base.message`` on an error."""
-    task = judge.require_task()
-    steps: list[Step] = [Derived(calls, "o", w) for w in ("a", "b")]
-    special = sum(c.flavour in TWIN_FLAVOURS for c in calls) if twins else 0
-    if special:
-        steps.append(Derived(calls, "o", "a", configs=True))
-    frames: dict[tuple[str, int], Frame[DerivedOutputs]] = {}
-    try:
-        runs = 2 * len(calls) + special * MAX_CONFIG_TWINS // 2
-        job.command(steps + [Mark()], deadline_s(task.timeout_s, runs))
-        for frame in job.until_mark():
-            if isinstance(frame.meta, ErrorFrame):
-                job.close()
-                if special and all((w, i) in frames for w in ("a", "b") for i in range(len(calls))):
-                    return TWINS_FAILED, frame.meta.message[:160]
-                base.message = _setup_message(task, frame.meta)
-                return None
-            _note_run_seconds(judge, frame)
-            if isinstance(frame.meta, DerivedOutputs):
-                meta = frame.meta
-                key = (meta.which if meta.config is None else twin_key(meta.config), meta.index)
-                frames[key] = Frame(meta, materialize(frame.tree, None))
-        broken = first_context_error(frames, len(calls))
-        if broken is not None:  # every later call in that process fails too: drop this one, run again
-            job.close()
-            return broken
-        if any(any(m in (f.meta.error or "") for m in CONTEXT_ERRORS) for f in frames.values()):
-            job.close()  # a twin broke the context the original's process keeps using
-            return TWINS_FAILED, "a CUDA error that breaks its context"
-    except JobFailed as e:
-        # the process died, or its frames broke off mid-call: that call is dropped; a hang
-        # is not one call's fault
-        if e.end.kind not in ("crashed", "protocol", "malformed"):
-            base.message = f"the original kernel could not be run on inputs beyond its harness ({e.end.kind}): {e}"
-            return None
-        for which in ("a", "b"):
-            missing = [i for i in range(len(calls)) if (which, i) not in frames]
-            if missing:
-                return missing[0], str(e).splitlines()[0][:160] if str(e) else e.end.kind
-        if special:
-            return TWINS_FAILED, e.end.kind
-        return len(calls), e.end.kind
-    return frames
-
-
-# errors after which a process's CUDA context is unusable: every later call fails the same way
-CONTEXT_ERRORS = ("illegal memory access", "misaligned address", "device-side assert", "unspecified launch failure",
-                  "illegal instruction", "AcceleratorError", "CUDA error: an illegal")
-
-
-def first_context_error(frames: dict[tuple[str, int], Frame[DerivedOutputs]], n: int) -> Optional[tuple[int, str]]:
-    """(the call, how) of the first derived call, in the order they ran (canary "a" for
-    every call, then "b"), that raised an error that breaks the process's CUDA context."""
-    for which in ("a", "b"):
-        for i in range(n):
-            frame = frames.get((which, i))
-            error = (frame.meta.error or "") if frame is not None else ""
-            if any(marker in error for marker in CONTEXT_ERRORS):
-                return i, f"a CUDA error that breaks its context: {error.splitlines()[0][:140]}"
-    return None
-
-
-def _restart_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline) -> Optional[VariantJob]:
-    """The original's reference job again, from scratch (its process died)."""
-    judge.ref = Reference()
-    judge.refs_on_gpu = False
-    job = _run_original(judge, task, req, base, [])
-    if job is not None:
-        move_references(judge)
-    return job
+    ref.derived_drawn, ref.derivation_runs = len(calls), judge_derivation.planned_runs(calls)
+    if judge_derivation.in_background(judge, base.lanes):
+        # a candidate may wait for the derivation, then run every kept call
+        base.derived_calls = len(calls) + ref.derivation_runs
+        judge_derivation.start(judge, calls)
+        return ""
+    judge_derivation.derive(judge, ref, calls, keep_cache=True)
+    base.phases["derived_calls"] = ref.derived_s
+    base.derived_calls = len(ref.derived)
+    notes += ref.derived_notes
+    return ref.derived_failure
 
 
 def lane_fits(judge: JudgeCore) -> bool:
@@ -342,9 +223,9 @@ def _run_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline,
     try:
         for frame in job.until_mark():
             add_frame_phase(base.phases, frame, t0)
-            _note_run_seconds(judge, frame)
+            note_run_seconds(judge.ref, frame)
             if isinstance(frame.meta, ErrorFrame):
-                base.message = _setup_message(task, frame.meta)
+                base.message = original_setup_message(task, frame.meta)
                 return None
             _absorb_reference(judge, frame, base, notes, history)
             if base.message and not base.ok and not base.deterministic:
@@ -366,12 +247,6 @@ def _run_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline,
         if not ok:
             job.close()
     return job
-
-
-def _note_run_seconds(judge: JudgeCore, frame: Frame[FrameMeta]) -> None:
-    """The original's slowest run (a search's candidate gets a multiple of it per run)."""
-    if frame.kind == "outputs":
-        judge.ref.slowest_run_s = max(judge.ref.slowest_run_s, frame.meta.seconds)
 
 
 def _baseline_notes(judge: JudgeCore, task: Task, base: Baseline) -> list[str]:
@@ -589,13 +464,3 @@ def _triton_version() -> str:
     import triton
 
     return triton.__version__
-
-
-def _setup_message(task: Task, meta: ErrorFrame) -> str:
-    phase, message = meta.phase, meta.message
-    if phase in ("import", "compile") and meta.step is None:
-        return f"the original module does not import: {message}"
-    h = meta.harness or task.harness
-    if phase == "assert":
-        return f"the harness {h} fails its own check on the original kernel: {message}"
-    return f"the harness {h} fails on the original kernel: {message}"

@@ -1,0 +1,99 @@
+"""The original's references beyond the harness made while the first candidates start
+(kernelband/worker/judge_derivation.py): on a GPU with room, prepare returns before the
+original's derived calls have run, and a candidate waits for them only before its checks
+after its timing. ``KERNELBAND_DERIVE=background`` takes that path under the interpreter.
+
+What would abuse it: a candidate that reaches those checks before the references exist
+(it must be checked on them all the same, not on none), and an original whose derived
+calls cannot be run at all (no candidate may then pass unchecked beyond the harness)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from helpers.kernels import SCALE, prepared_evaluator
+
+from kernelband.evaluate import SetupError
+from kernelband.model import Status, Variant
+from kernelband.worker.judge_core import Reference
+from kernelband.worker.judge_derivation import OriginalUnusable, wait_for_references
+
+# every call beyond the harness (another size than its 4096) sleeps: the derivation is
+# still running when the first candidate reaches its checks beyond the harness
+def _sleeping_beyond(seconds: float) -> str:
+    """SCALE, whose wrapper sleeps on every size but its harness's."""
+    return SCALE.replace("import torch\n", "import time\nimport torch\n", 1).replace(
+        "    out = torch.empty_like(x)\n",
+        f"    out = torch.empty_like(x)\n    if x.numel() != 4096:\n        time.sleep({seconds})\n", 1)
+
+
+SLOW_BEYOND = _sleeping_beyond(0.3)
+WRONG_BEYOND = SLOW_BEYOND.replace("x * factor, mask=mask)", "x * factor + (n != 4096), mask=mask)")
+CORRECT = SLOW_BEYOND.replace("x * factor, mask=mask)", "factor * x, mask=mask)")
+
+
+@pytest.fixture
+def background(monkeypatch):
+    monkeypatch.setenv("KERNELBAND_DERIVE", "background")
+
+
+def test_a_candidate_that_arrives_before_the_references_is_checked_on_them(tmp_path, background):
+    assert SLOW_BEYOND.count("time.sleep") == 1 and WRONG_BEYOND != SLOW_BEYOND != CORRECT
+    ev = prepared_evaluator(tmp_path, "slow_beyond", SLOW_BEYOND, "scale_kernel", "harness_scale")
+    try:
+        assert ev.baseline is not None and ev.baseline.derived_calls > 0  # the deadline allows for the wait
+        wrong = ev.evaluate(Variant(WRONG_BEYOND), time_it=False)
+        assert wrong.status == Status.MISMATCH and "beyond the harness" in wrong.message, wrong.message
+        assert wrong.phases.get("wait_for_references", 0.0) > 0.1, wrong.phases  # it did arrive first
+        right = ev.evaluate(Variant(CORRECT), time_it=False)
+        assert right.ok and "calls beyond the harness" in right.message, right.message
+    finally:
+        ev.close()
+
+
+@pytest.mark.slow  # the original's process dies on a call, twice over: about a minute interpreted
+def test_notes_of_a_derivation_after_prepare_reach_the_evaluations(tmp_path, background):
+    """The calls the original's process dies on are dropped with a note, as before prepare
+    returned: the note comes with the evaluations that follow."""
+    dies = SCALE.replace("    x = tl.load(x_ptr + offs, mask=mask)\n",
+                         "    far = tl.where(n > 4096, 100000000000, 0)\n"
+                         "    x = tl.load(x_ptr + offs + far, mask=mask)\n")
+    ev = prepared_evaluator(tmp_path, "dies", dies, "scale_kernel", "harness_scale")
+    try:
+        assert "process fails on it" not in ev.baseline.message  # not known yet
+        ok = ev.evaluate(Variant(dies.replace("x * factor", "factor * x")), time_it=False)
+        assert ok.ok and "calls beyond the harness" in ok.message, ok.message
+        assert any("process fails on it" in n for n in ok.notes), ok.notes
+        wrong = ev.evaluate(Variant(dies.replace("x * factor", "x * factor + (x > 100.0)")), time_it=False)
+        assert wrong.status == Status.MISMATCH and "beyond the harness" in wrong.message, wrong.message
+    finally:
+        ev.close()
+
+
+@pytest.mark.slow  # the derivation's deadline is waited out (about a minute)
+def test_no_candidate_passes_when_the_originals_derived_calls_cannot_run(tmp_path, background):
+    """The original hangs on every call beyond the harness: its derivation times out after
+    prepare returned. A candidate is then neither passed unchecked beyond the harness nor
+    refused as if it were wrong: the evaluation ends the search (SetupError), saying why."""
+    hangs = _sleeping_beyond(3600)
+    ev = prepared_evaluator(tmp_path, "hangs", hangs, "scale_kernel", "harness_scale", timeout_s=1.0)
+    try:
+        with pytest.raises(SetupError, match="inputs beyond its harness"):
+            ev.evaluate(Variant(hangs.replace("x * factor", "factor * x")), time_it=False)
+    finally:
+        ev.close()
+
+
+def test_waiting_candidates_get_the_failure_not_a_pass():
+    """Unit: the wait returns only final references, and raises where they failed."""
+    from types import SimpleNamespace
+
+    ref = Reference(derived_failure="the original kernel could not be run on inputs beyond its harness (timeout)")
+    judge = SimpleNamespace(ref=ref, require_task=lambda: SimpleNamespace(timeout_s=0.01))
+    released = threading.Timer(0.2, ref.derived_ready.set)
+    released.start()
+    with pytest.raises(OriginalUnusable, match="beyond its harness"):
+        wait_for_references(judge)  # type: ignore[arg-type]
+    ok = Reference()
+    ok.derived_ready.set()
+    assert wait_for_references(SimpleNamespace(ref=ok, require_task=lambda: SimpleNamespace(timeout_s=1.0))) is ok  # type: ignore[arg-type]
