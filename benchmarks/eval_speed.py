@@ -444,11 +444,18 @@ def startup_markdown(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _queues(gpus: list[str]) -> str:
+    """Where the sessions ran: one queue per GPU listed, side by side on one host."""
+    if len(gpus) > 1:
+        return f"each of GPUs {', '.join(gpus)} ({len(gpus)} queues side by side, the host shared)"
+    return f"GPU {gpus[0]}" if gpus else "the GPU"
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# Evaluation speed ({report['gpu']}, commit {report['commit'][:12]})", "",
              f"Command: `{report['command']}`; budget {report['budget']}, cap {report['cap']} s per session "
              f"(layernorm_large 5x); one session at a time on "
-             + (f"each of GPUs {', '.join(report['gpus'])} (two queues side by side)" if report.get("gpus") else "the GPU")
+             + _queues(report.get("gpus") or [])
              + " except parallel3.", ""]
     rows = report.get("rows") or []
     if rows:
@@ -529,6 +536,7 @@ def merge_parts(parts: list[Path], out: Path) -> int:
         for key in ("add_scale_b16", "add_scale_b16_wall_s", "parallel", "ci_halfwidth"):
             if r.get(key) is not None:
                 merged[key] = r[key]
+    merged["gpus"] = list(dict.fromkeys(g for r in reports for g in r.get("gpus") or []))
     merged["commit"] = " + ".join(dict.fromkeys(r["commit"] for r in reports))
     merged["command"] = " ; ".join(f"{r['command']} (commit {r['commit'][:10]})" for r in reports)
     out.mkdir(parents=True, exist_ok=True)
