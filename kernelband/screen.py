@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from .detect import DetectionResult, detect, import_bindings, wrappers_of
+from .screen_device_text import WHAT as DEVICE_TEXT, WHY as DEVICE_TEXT_WHY, device_text_uses
 from .screen_grammar import Finding, ModuleContext, Walker, import_findings
 from .screen_policy import ALLOWED_IMPORTS, ORIGINAL_ONLY_MEMBERS
 from .screen_source import SourceRefused, canonical_source
@@ -201,8 +202,14 @@ def _findings(original_source: str, variant_source: str) -> list[Finding]:
     for name in sorted(_conflicting_imports(vtree)):
         findings.append(Finding("<module>", 1, f"has a rebinding of imported name {name}",
                                 "imported names may not be shadowed", rank=0))
-    for node in _changed(otree, vtree):
+    changed = _changed(otree, vtree)
+    for node in changed:
         _check_top_level(ctx, otree, node, findings)
+    if not device_text_uses(otree):  # the original's own text of a device licenses the variant's
+        for node in changed:
+            scope = str(getattr(node, "name", "<module>"))
+            findings += [Finding(scope, getattr(u, "lineno", 1), DEVICE_TEXT, DEVICE_TEXT_WHY, u, rank=1)
+                         for u in device_text_uses(node)]
     licences = _licences(original_source)
     parents = _parents(vtree)
     members = _members_read(original_source)

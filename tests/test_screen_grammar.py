@@ -350,3 +350,48 @@ def test_a_device_number_the_original_uses_stays_allowed():
     variant = in_wrapper("torch.cuda.set_device(x.get_device())\nm = n\n")
     assert screen(variant, original) is None
     assert screen(in_wrapper("torch.cuda.set_device(x.get_device())\nk = torch.cuda.device_count()\n"), original)
+
+
+# The device's number read without naming it: its text ("cuda:0" on every call of the
+# judge) parsed, compared or hashed. Changed code may turn a device into text only where
+# the original does the same.
+DEVICE_AS_TEXT = {
+    "str and compare": "if str(x.device) != 'cuda' + ':0':\n    return x\n",
+    "str, last character": "k = int(str(x.device)[-1])\n",
+    "repr": "if repr(x.device).endswith('0)'):\n    n = n - 1\n",
+    "f-string": "if f'{x.device}'[-1] != chr(48):\n    n = n - 1\n",
+    "format template": "s = '{}'.format(x.device)\n",
+    "percent template": "s = '%s' % x.device\n",
+    "percent tuple": "s = '%s %s' % (n, x.device)\n",
+    "hash": "if hash(x.device) % 2:\n    n = n - 1\n",
+    "behind a name": "d = x.device\ne = d\nif str(e)[-1] != chr(48):\n    n = n - 1\n",
+    "walrus": "if (d := x.device) is not None and str(d)[-1] != chr(48):\n    n = n - 1\n",
+    "torch.device value": "s = str(torch.device(x.device))\n",
+}
+
+
+def test_a_device_through_builtins_off_the_allow_list_is_refused_too():
+    for code in ("s = format(x.device)\n", "s = ascii(x.device)\n"):
+        assert screen(in_wrapper(code)), code
+
+
+@pytest.mark.parametrize("case", sorted(DEVICE_AS_TEXT))
+def test_a_device_turned_into_text_is_refused(case: str):
+    reason = screen(in_wrapper(DEVICE_AS_TEXT[case]))
+    assert reason and "turns a device into text" in reason and "allowed only where the original" in reason, \
+        (case, reason)
+
+
+def test_device_comparisons_and_text_of_other_values_stay_allowed():
+    for code in ("assert x.device == y.device, 'inputs on one device'\n",
+                 "assert x.device.type == 'cuda'\n",
+                 "s = f'{n} elements of {x.dtype}'\n",
+                 "s = str(x.shape)\n",
+                 "y = torch.empty(x.shape, device=x.device)\n"):
+        assert screen(in_wrapper(code)) is None, code
+
+
+def test_a_device_the_original_turns_into_text_stays_allowed():
+    original = in_wrapper("assert str(x.device).startswith('cuda'), 'a GPU tensor'\n")
+    variant = in_wrapper("assert str(x.device).startswith('cuda'), 'a GPU tensor'\nm = n\n")
+    assert screen(variant, original) is None
