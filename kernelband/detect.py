@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import importlib
 import marshal
 import os
 import sys
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Union, cast
 
 from .model import FunctionInfo, KernelInfo, LaunchSite, Param, ParseError, SourceRange
 
@@ -251,13 +252,8 @@ class TritonNames:
         return isinstance(ann, ast.Attribute) and ann.attr == "constexpr"
 
 
-def _range(node: ast.AST) -> SourceRange:
-    return SourceRange(
-        node.lineno,  # type: ignore[attr-defined]
-        node.col_offset,  # type: ignore[attr-defined]
-        node.end_lineno or node.lineno,  # type: ignore[attr-defined]
-        node.end_col_offset or 0,  # type: ignore[attr-defined]
-    )
+def _range(node: ast.stmt | ast.expr) -> SourceRange:
+    return SourceRange(node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0)
 
 
 class _Segments:
@@ -267,16 +263,17 @@ class _Segments:
     def __init__(self, source: str) -> None:
         self.lines = source.splitlines(keepends=True)
 
-    def __call__(self, node: Optional[ast.AST]) -> Optional[str]:
+    def __call__(self, node: Optional[ast.expr]) -> Optional[str]:
         if node is None:
             return None
         try:
-            l0, c0 = node.lineno - 1, node.col_offset  # type: ignore[attr-defined]
-            l1, c1 = node.end_lineno - 1, node.end_col_offset  # type: ignore[attr-defined]
-        except (AttributeError, TypeError):
+            l0, c0 = node.lineno - 1, node.col_offset
+            end_line, c1 = node.end_lineno, node.end_col_offset
+        except (AttributeError, TypeError):  # a node built without positions
             return ast.unparse(node)
-        if l1 is None or c1 is None or l1 >= len(self.lines):
+        if end_line is None or c1 is None or end_line - 1 >= len(self.lines):
             return ast.unparse(node)
+        l1 = end_line - 1
         # columns count UTF-8 bytes; on an ASCII line (almost every one) they are characters
         line = self.lines[l0]
         if l0 == l1:
@@ -287,7 +284,7 @@ class _Segments:
         return first + "".join(self.lines[l0 + 1 : l1]) + last
 
 
-def _params(text: _Segments, fn: ast.FunctionDef, names: TritonNames) -> list[Param]:
+def _params(text: _Segments, fn: ast.FunctionDef | ast.AsyncFunctionDef, names: TritonNames) -> list[Param]:
     a = fn.args
     positional = a.posonlyargs + a.args
     defaults: list[Optional[ast.expr]] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
@@ -304,7 +301,7 @@ def _params(text: _Segments, fn: ast.FunctionDef, names: TritonNames) -> list[Pa
     return out
 
 
-def _name_range(source_lines: list[str], fn: ast.FunctionDef) -> SourceRange:
+def _name_range(source_lines: list[str], fn: ast.FunctionDef | ast.AsyncFunctionDef) -> SourceRange:
     line = source_lines[fn.lineno - 1] if fn.lineno - 1 < len(source_lines) else ""
     col = line.find(fn.name, fn.col_offset)
     if col < 0:
@@ -312,12 +309,9 @@ def _name_range(source_lines: list[str], fn: ast.FunctionDef) -> SourceRange:
     return SourceRange(fn.lineno, col, fn.lineno, col + len(fn.name))
 
 
-def _launched_name(call: ast.Call) -> Optional[str]:
-    """``k[grid](...)`` or ``mod.k[grid](...)`` -> "k"."""
-    f = call.func
-    if not isinstance(f, ast.Subscript):
-        return None
-    v = f.value
+def _launched_name(callee: ast.Subscript) -> Optional[str]:
+    """The callee of ``k[grid](...)`` or ``mod.k[grid](...)`` -> "k"."""
+    v = callee.value
     if isinstance(v, ast.Name):
         return v.id
     if isinstance(v, ast.Attribute):
@@ -335,8 +329,19 @@ _LEAVES = frozenset({ast.Name, ast.Constant, ast.alias, ast.Pass, ast.Break, ast
 # pushes them so that they come off its stack in source order)
 _FIELDS_REVERSED: dict[type, tuple[str, ...]] = {}
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef]
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _IMPORTS = (ast.Import, ast.ImportFrom)
+
+
+def _try_blocks(node: ast.stmt) -> Optional[tuple[list[ast.stmt], ...]]:
+    """The statement lists of a ``try`` (or, on Python 3.11+, ``try``/``except*``), in
+    source order; None for any other statement."""
+    if isinstance(node, ast.Try):
+        return (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody)
+    if sys.version_info >= (3, 11) and isinstance(node, ast.TryStar):
+        return (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody)
+    return None
 
 
 def _module_level_imports(body: list[ast.stmt]) -> "Iterator[ast.stmt]":
@@ -347,11 +352,21 @@ def _module_level_imports(body: list[ast.stmt]) -> "Iterator[ast.stmt]":
         elif isinstance(node, ast.If):
             yield from _module_level_imports(node.body)
             yield from _module_level_imports(node.orelse)
-        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            for block in (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody):  # type: ignore[attr-defined]
+        elif (blocks := _try_blocks(node)) is not None:
+            for block in blocks:
                 yield from _module_level_imports(block)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             yield from _module_level_imports(node.body)
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """A ``kernel[grid](...)`` call, with the function it is in (None: module level)."""
+
+    kernel: str
+    call: ast.Call
+    grid: ast.expr
+    outer: Optional[str]
 
 
 class _Walker(ast.NodeVisitor):
@@ -360,17 +375,17 @@ class _Walker(ast.NodeVisitor):
     def __init__(self, source: str) -> None:
         self.source = source
         self.stack: list[str] = []
-        self.launches: list[tuple[str, ast.Call, Optional[str]]] = []
+        self.launches: list[_Launch] = []
         self.calls: dict[Optional[str], set[str]] = {}
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+    def visit_FunctionDef(self, node: _Definition) -> None:
         self.stack.append(node.name)
         self.generic_visit(node)
         self.stack.pop()
 
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+    visit_AsyncFunctionDef = visit_FunctionDef
     # a module-level class owns what its methods call and launch (autograd.Function.forward)
-    visit_ClassDef = visit_FunctionDef  # type: ignore[assignment]
+    visit_ClassDef = visit_FunctionDef
 
     def scan(self, tree: ast.AST, names: "TritonNames") -> None:
         """What visit() plus names.collect() find, in one pre-order pass without
@@ -397,13 +412,14 @@ class _Walker(ast.NodeVisitor):
             node = pop()
             cls = type(node)
             if cls is Call:
-                self._call(node, outer)  # type: ignore[arg-type]
+                self._call(cast(ast.Call, node), outer)  # cls is type(node)
             elif cls in _IMPORTS:
                 names.add(node)
                 continue
             elif outer is None and cls in _DEFS:
-                if not (cls in _FUNCTIONS and any(header.is_jit(d) for d in node.decorator_list)):  # type: ignore[attr-defined]
-                    self._walk(node, node.name, names, header)  # type: ignore[attr-defined]
+                definition = cast(_Definition, node)  # cls is type(node), one of _DEFS
+                if not (cls in _FUNCTIONS and any(header.is_jit(d) for d in definition.decorator_list)):
+                    self._walk(definition, definition.name, names, header)
                 continue
             fields = fields_of.get(cls)
             if fields is None:  # (a class without _fields, should one ever come here, has none)
@@ -423,18 +439,18 @@ class _Walker(ast.NodeVisitor):
 
     def _call(self, node: ast.Call, outer: Optional[str]) -> None:
         func = node.func
-        kind = type(func)
         got = None  # the set of names ``outer`` calls, once one is added
-        launched = _launched_name(node) if kind is ast.Subscript else None
-        if launched is not None:
-            self.launches.append((launched, node, outer))
-        elif kind is ast.Name:
+        if type(func) is ast.Subscript:
+            launched = _launched_name(func)
+            if launched is not None:
+                self.launches.append(_Launch(launched, node, func.slice, outer))
+        elif type(func) is ast.Name:
             got = self._calls_of(outer)
-            got.add(func.id)  # type: ignore[attr-defined]  # kind is type(func): mypy cannot narrow through it
-        elif kind is ast.Attribute and type(func.value) is ast.Name:  # type: ignore[attr-defined]
+            got.add(func.id)
+        elif type(func) is ast.Attribute and type(func.value) is ast.Name:
             # Cls.apply(x) reaches a module-level class; on anything else it matches nothing
             got = self._calls_of(outer)
-            got.add(func.value.id)  # type: ignore[attr-defined]
+            got.add(func.value.id)
         # names passed as arguments (e.g. run(wrapper)) also count as reaching them
         for arg in node.args:
             if type(arg) is ast.Name:
@@ -486,8 +502,8 @@ def _module_level_defs(body: list[ast.stmt]) -> "Iterator[ast.stmt]":
         elif isinstance(node, ast.If):
             yield from _module_level_defs(node.body)
             yield from _module_level_defs(node.orelse)
-        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            for block in (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody):  # type: ignore[attr-defined]
+        elif (blocks := _try_blocks(node)) is not None:
+            for block in blocks:
                 yield from _module_level_defs(block)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             yield from _module_level_defs(node.body)
@@ -517,8 +533,11 @@ def gc_paused() -> Iterator[None]:
 # end is read from its text. Whatever is not proven the same falls back to a parse of the
 # whole file: a wrong guess costs time, never a different result (tests/test_skim.py).
 
+# (source, filename, mode) -> a symbol table, or SyntaxError; CPython's private module has
+# no stub, so its one function used here is typed by this annotation
+_syntax_check: Optional[Callable[[str, str, str], object]]
 try:
-    from _symtable import symtable as _syntax_check  # type: ignore[import-not-found]  # CPython's, no stub
+    _syntax_check = importlib.import_module("_symtable").symtable
 except ImportError:  # pragma: no cover - not CPython
     _syntax_check = None
 
@@ -706,6 +725,8 @@ def _checked_ends(lines: list[str], bodies: list[tuple[int, int, int]]) -> Optio
         nonblank = len(seg) - seg.count(" ") - seg.count("\n") - seg.count("\t") - seg.count("\r")
         end = _textual_end(lines, k, e) if nonblank <= limit else None
         if end is not None:
+            if _syntax_check is None:  # (never: _skimmed_tree skims only with the check)
+                return None
             try:
                 _syntax_check(seg, "<kernel>", "exec")
             except Exception:  # SyntaxError, RecursionError, MemoryError...
@@ -802,8 +823,8 @@ def _detect(source: str, filename: str, skim: bool = True, fork: bool = False) -
     walker.scan(tree, names)
 
     launches_by_kernel: dict[str, list[LaunchSite]] = {}
-    for kname, call, outer in walker.launches:
-        launches_by_kernel.setdefault(kname, []).append(_launch_site(text, kname, call, outer))
+    for launch in walker.launches:
+        launches_by_kernel.setdefault(launch.kernel, []).append(_launch_site(text, launch))
 
     # kernels launched per enclosing function, once (a scan of every launch per function
     # was quadratic in the file)
@@ -835,8 +856,8 @@ def _detect(source: str, filename: str, skim: bool = True, fork: bool = False) -
                     name=node.name,
                     range=whole,
                     def_range=_range(node),
-                    name_range=_name_range(lines, node),  # type: ignore[arg-type]
-                    params=_params(text, node, names),  # type: ignore[arg-type]
+                    name_range=_name_range(lines, node),
+                    params=_params(text, node, names),
                     decorators=[text(d) or "" for d in decs],
                     is_autotuned=any(names.is_autotune(d) for d in decs),
                     has_heuristics=any(names.is_heuristics(d) for d in decs),
@@ -848,7 +869,7 @@ def _detect(source: str, filename: str, skim: bool = True, fork: bool = False) -
                 FunctionInfo(
                     name=node.name,
                     range=_range(node),
-                    params=_params(text, node, names),  # type: ignore[arg-type]
+                    params=_params(text, node, names),
                     calls=sorted(walker.calls.get(node.name, set()) & module_defs),
                     launches=sorted(launched_by.get(node.name, set())),
                 )
@@ -860,14 +881,15 @@ def _detect(source: str, filename: str, skim: bool = True, fork: bool = False) -
     return result
 
 
-def _launch_site(text: _Segments, kernel: str, call: ast.Call, outer: Optional[str]) -> LaunchSite:
+def _launch_site(text: _Segments, launch: _Launch) -> LaunchSite:
+    call = launch.call
     return LaunchSite(
-        kernel=kernel,
+        kernel=launch.kernel,
         range=_range(call),
-        grid=text(call.func.slice) or "",  # type: ignore[attr-defined]
+        grid=text(launch.grid) or "",
         args=[text(a) or "" for a in call.args],
         kwargs={k.arg: text(k.value) or "" for k in call.keywords if k.arg},
-        enclosing_function=outer,
+        enclosing_function=launch.outer,
     )
 
 
@@ -895,7 +917,7 @@ def redetect_function(result: DetectionResult, block: str, name: str,
         walker = _Walker(block)
         walker.scan(tree, TritonNames())
         text = _Segments(block)
-        sites = [_launch_site(text, kname, call, outer) for kname, call, outer in walker.launches]
+        sites = [_launch_site(text, launch) for launch in walker.launches]
         old = result.function(name)
         if old is None or old.kind != "function":
             return None

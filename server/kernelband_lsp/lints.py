@@ -14,7 +14,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Optional, TypeGuard
+from typing import Optional, TypeGuard, cast
 
 from kernelband.model import KernelInfo
 
@@ -109,13 +109,13 @@ class _KernelLints:
         self.out: list[Finding] = []
         self.offset = k.range.start_line - 1  # the kernel text starts on this document line (0-based)
 
-    def add(self, code: str, node: ast.AST, message: str, fix: Optional[FX.Fix] = None, **kw) -> None:
+    def add(self, code: str, node: ast.expr, message: str, fix: Optional[FX.Fix] = None, **kw) -> None:
         if fix is not None:
             kw["fix_title"] = fix.title
             kw["fix_edits"] = tuple((e.line + self.offset, e.col, e.end_line + self.offset, e.end_col, e.text)
                                     for e in fix.edits)
-        self.out.append(Finding(code, message, node.lineno + self.offset, node.col_offset,  # type: ignore[attr-defined]
-                                (node.end_lineno or node.lineno) + self.offset, node.end_col_offset or 0,  # type: ignore[attr-defined]
+        self.out.append(Finding(code, message, node.lineno + self.offset, node.col_offset,
+                                (node.end_lineno or node.lineno) + self.offset, node.end_col_offset or 0,
                                 self.k.name, **kw))
 
     def run(self) -> list[Finding]:
@@ -137,13 +137,13 @@ class _KernelLints:
         self._autotune_configs(fn)
         return self.out
 
-    def _arange(self, fn: ast.AST) -> None:
+    def _arange(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         for node in ast.walk(fn):
             if _attr_call(node, "arange") and len(node.args) == 2:
                 lo, hi = _int(node.args[0]), _int(node.args[1])
                 if lo is not None and hi is not None and hi > lo and not _is_pow2(hi - lo):
                     want = lo + _pow2_ceil(hi - lo)
-                    fix, why = FX.arange_fix(fn, node, lo, hi, want, self.text)  # type: ignore[arg-type]
+                    fix, why = FX.arange_fix(fn, node, lo, hi, want, self.text)
                     self.add("KB101", node.args[1],
                              f"tl.arange({lo}, {hi}): the extent {hi - lo} is not a power of two"
                              + ("" if fix else f" (no quick fix: {why})"), severity="error", fix=fix)
@@ -171,13 +171,12 @@ class _KernelLints:
         for node in ast.walk(fn):
             if not _attr_call(node, "load", "store"):
                 continue
+            kind = cast(ast.Attribute, node.func).attr  # _attr_call checked that func is an Attribute
             kw = {k.arg for k in node.keywords}
-            if "mask" in kw or (node.func.attr == "load" and len(node.args) >= 2) or (  # type: ignore[attr-defined]
-                    node.func.attr == "store" and len(node.args) >= 3):  # type: ignore[attr-defined]
+            if "mask" in kw or (kind == "load" and len(node.args) >= 2) or (kind == "store" and len(node.args) >= 3):
                 continue
             if "boundary_check" in kw:
                 continue  # block pointers check bounds their own way
-            kind = node.func.attr  # type: ignore[attr-defined]
             ok, why = FX.load_mask_allowed(fn, node.lineno, node.col_offset, mask)
             # insert ", mask=mask" before the closing parenthesis
             end_line, end_col = node.end_lineno, node.end_col_offset
@@ -250,12 +249,12 @@ def _launch_lints(a: Analysis, k: KernelInfo, out: list[Finding]) -> None:
         lead = len(text) - len(text.lstrip())
         base_line, base_col = site.range.start_line, site.range.start_col + lead
 
-        def finding(code: str, node: ast.AST, message: str, fix_title: Optional[str] = None,
+        def finding(code: str, node: ast.expr, message: str, fix_title: Optional[str] = None,
                     fix_text: Optional[str] = None, **kw) -> Finding:
-            l0 = node.lineno - 1  # type: ignore[attr-defined]
-            l1 = (node.end_lineno or node.lineno) - 1  # type: ignore[attr-defined]
-            rng = (base_line + l0, (base_col if l0 == 0 else 0) + node.col_offset,  # type: ignore[attr-defined]
-                   base_line + l1, (base_col if l1 == 0 else 0) + (node.end_col_offset or 0))  # type: ignore[attr-defined]
+            l0 = node.lineno - 1
+            l1 = (node.end_lineno or node.lineno) - 1
+            rng = (base_line + l0, (base_col if l0 == 0 else 0) + node.col_offset,
+                   base_line + l1, (base_col if l1 == 0 else 0) + (node.end_col_offset or 0))
             edits = ((*rng, fix_text),) if fix_text is not None else ()
             return Finding(code, message, *rng, k.name, fix_title=fix_title, fix_edits=edits, **kw)
 
