@@ -205,11 +205,12 @@ def _findings(original_source: str, variant_source: str) -> list[Finding]:
     changed = _changed(otree, vtree)
     for node in changed:
         _check_top_level(ctx, otree, node, findings)
-    if not device_text_uses(otree):  # the original's own text of a device licenses the variant's
+    # the original's own text of a device licenses the variant's
+    if not device_text_uses(otree, ModuleContext(otree).qualified):
         for node in changed:
             scope = str(getattr(node, "name", "<module>"))
             findings += [Finding(scope, getattr(u, "lineno", 1), DEVICE_TEXT, DEVICE_TEXT_WHY, u, rank=1)
-                         for u in device_text_uses(node)]
+                         for u in device_text_uses(node, ctx.qualified)]
     licences = _licences(original_source)
     parents = _parents(vtree)
     members = _members_read(original_source)

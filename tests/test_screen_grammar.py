@@ -370,6 +370,11 @@ DEVICE_AS_TEXT = {
 }
 
 
+def test_a_torch_device_under_an_import_alias_is_a_device_too():
+    reason = screen("import torch as th\n" + in_wrapper("s = str(th.device('cuda'))\n"))
+    assert reason and "turns a device into text" in reason, reason
+
+
 def test_a_device_through_builtins_off_the_allow_list_is_refused_too():
     for code in ("s = format(x.device)\n", "s = ascii(x.device)\n"):
         assert screen(in_wrapper(code)), code
