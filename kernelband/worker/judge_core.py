@@ -296,6 +296,11 @@ def timed_steps(key: str, time_it: bool, tier: int, facts: dict[str, Any], sourc
     return steps + [Release(key)]
 
 
+def lane_bytes(ref: Reference) -> int:
+    """GPU memory one candidate's lane is allowed: the original's peak and a margin."""
+    return max(ref.cuda_peak, 1) + GPU_MARGIN_BYTES // 4
+
+
 def note_run_seconds(ref: Reference, frame: Frame[FrameMeta]) -> None:
     """The original's slowest run (a search's candidate gets a multiple of it per run)."""
     if frame.kind == "outputs":

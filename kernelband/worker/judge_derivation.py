@@ -26,7 +26,8 @@ from .deadlines import JOB_START_S, deadline_s
 from .derived import MAX_CALL_BYTES, describe_call
 from .derived_run import MAX_CONFIG_TWINS, TWIN_FLAVOURS
 from .jobs import Frame, JobFailed
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Reference, gpu, note_run_seconds, original_setup_message
+from .judge_core import (GPU_MARGIN_BYTES, JudgeCore, Reference, gpu, lane_bytes, note_run_seconds,
+                         original_setup_message)
 from .judge_derived import absorb_original
 from .messages import Derived, DerivedOutputs, ErrorFrame, Mark, Step
 from .observe import materialize
@@ -59,14 +60,19 @@ def in_background(judge: JudgeCore, lanes: int) -> bool:
     if not gpu():
         return False
     free, _ = torch.cuda.mem_get_info()
-    per_lane = max(judge.ref.cuda_peak, 1) + GPU_MARGIN_BYTES // 4
-    return lanes * per_lane + PROCESS_BYTES <= 0.8 * free
+    return lanes * lane_bytes(judge.ref) + PROCESS_BYTES <= 0.8 * free
 
 
 def planned_runs(calls: list[DerivedCall]) -> int:
     """Harness-run deadlines the derivation may take in all (every attempt, the twins too)."""
-    special = sum(c.flavour in TWIN_FLAVOURS for c in calls)
-    return ATTEMPTS * (2 * len(calls) + special * MAX_CONFIG_TWINS // 2)
+    return ATTEMPTS * _attempt_runs(calls, twins=True)
+
+
+def _attempt_runs(calls: list[DerivedCall], twins: bool) -> int:
+    """One attempt's harness-run deadlines: both canaries of every call, and with
+    ``twins`` its special-values calls once per config (half of them, on average)."""
+    special = sum(c.flavour in TWIN_FLAVOURS for c in calls) if twins else 0
+    return 2 * len(calls) + special * MAX_CONFIG_TWINS // 2
 
 
 def start(judge: JudgeCore, calls: list[DerivedCall]) -> threading.Thread:
@@ -161,8 +167,7 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
     if special:
         steps.append(Derived(calls, "o", "a", configs=True))
     frames: Frames = {}
-    job = judge.job({"o": task.source}, steps + [Mark()], 2 * len(calls) + special * MAX_CONFIG_TWINS // 2,
-                    trusted=True)
+    job = judge.job({"o": task.source}, steps + [Mark()], _attempt_runs(calls, twins), trusted=True)
     try:
         for frame in job.until_mark():
             if isinstance(frame.meta, ErrorFrame):

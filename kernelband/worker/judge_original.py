@@ -19,7 +19,7 @@ from .jobs import Frame, JobFailed, VariantJob
 from . import judge_derivation
 from .judge_derived import calls_to_derive, optional_parameters
 from .judge_core import (GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, add_frame_phase, count_runs, deadline_s, gpu,
-                         note_run_seconds, original_setup_message, timed_steps)
+                         lane_bytes, note_run_seconds, original_setup_message, timed_steps)
 from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ReplayCheck, ReplayOutputs,
                        Run, RunOutputs, Step, TimingFrame)
 from .observe import CallHistory, comparable, condense_locals, materialize, tree_bytes
@@ -169,8 +169,7 @@ def candidate_lanes(judge: JudgeCore) -> int:
         return 1  # the interpreter is CPU-bound: concurrency buys nothing
     cores = os.cpu_count() or 2
     free, _ = torch.cuda.mem_get_info()
-    per = max(judge.ref.cuda_peak, 1) + GPU_MARGIN_BYTES // 4
-    by_memory = int(free * 0.8 // per)
+    by_memory = int(free * 0.8 // lane_bytes(judge.ref))
     # a candidate spends most of its wall time on its own core (start-up, compile) or
     # waiting for a GPU turn: on 16 cores 6 lanes gave 17-19% more evaluations a minute
     # than 4, and 8 a median 19% more than 6 (benchmarks/results/eval_speed/h200_5d2745f_lanes)

@@ -100,8 +100,10 @@ def _serve(service: Any, proto: IO[str]) -> int:
             request = {k: v for k, v in req.items() if k not in ENVELOPE}
             body: dict[str, Any] = {"ok": True, "result": service.handle(req.get("op"), request)}
         except Exception as e:  # noqa: BLE001 - every failure becomes a reply
+            from .judge_derivation import OriginalUnusable  # imports torch: loaded by now (the judge)
+
             body = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=8),
-                    "kind": "setup" if type(e).__name__ == "OriginalUnusable" else "error"}
+                    "kind": "setup" if isinstance(e, OriginalUnusable) else "error"}
         body["wall_s"] = time.perf_counter() - t0
         mark("judge.op_done", op=req.get("op"), id=req.get("id"), ok=body["ok"])
         reply(req.get("id"), body)
