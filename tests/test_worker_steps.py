@@ -21,7 +21,7 @@ from kernelband.worker.messages import (FRAMES, STEPS, Command, Derived, Derived
                                         FrameMeta, Job, Kill, Killed, MalformedMessage, Mark, MarkFrame, ProfileFrame,
                                         ProfileStep, Reap, Reaped, Ready, Release, ReplayCheck, ReplayOutputs, Run,
                                         RunOutputs, Sample, SampleFrame, Samples, SamplesFrame, Spawn, Spawned, Step,
-                                        Time, TimingFrame, ZygoteRequest, decode_frame)
+                                        Time, TimingFrame, Warm, ZygoteRequest, decode_frame)
 
 TASK = Task(module_path="/tmp/k.py", source="def k(): pass\n", kernel="k", harness="bench_k", seeds=[0, 7])
 
@@ -37,6 +37,7 @@ STEP_SAMPLES: list[Step] = [
     Derived([DerivedCall(fn="wrap", args=(ValueArg(2),), kwargs={}, flavour="repeat", seed=3, sizes={"4": 2},
                          repeats=14)], module="o", which="b"),
     Release("v"),
+    Warm([DerivedCall(fn="wrap", args=(ValueArg(2),), kwargs={}, flavour="sizes", seed=1, sizes={})], "o"),
     Mark(),
 ]
 

@@ -13,7 +13,7 @@ from typing import Any, Iterator, Optional
 
 from .call_spec import Arg, Call, DerivedCall, TensorArg, ValueArg
 from .derived import WIDE_INDEX
-from .messages import Derived, DerivedOutputs
+from .messages import Derived, DerivedOutputs, Warm
 
 PAD_ELEMENTS = 64  # canary elements before and after a tensor whose spec names none
 
@@ -429,3 +429,69 @@ def _run_calls(version: Any, step: Derived, steps: Any, config: Optional[int] = 
         if call.repeats and first is not None:  # the first call's result, as it is now
             tree["first"] = {"returned": first[0], "buffers": [p.buffer for p in first[1]]}
         steps.send(meta, tree)
+
+
+WARM_NICENESS = 10  # a sibling's compiles give way to the processes being judged
+
+
+def warm_calls(version: Any, step: Warm) -> None:
+    """In a job's sibling process (``judge_core.JudgeCore.warm_siblings``): each call made
+    as ``_run_calls`` makes it (the same arguments in the same canary-padded buffers, so
+    the same Triton specializations), every Triton launch a warmup: its kernels are
+    compiled into the Triton cache the sibling shares with the job, and no kernel runs.
+    What the calls return is dropped unread; a call that raises is skipped (the job meets
+    the same error itself and reports it)."""
+    import os
+
+    from .autotune_clock import one_run_per_config
+    from .capture import install
+    from .gpu_lock import gpu_lock
+    from .runner import synchronize
+
+    try:
+        os.nice(WARM_NICENESS)
+    except OSError:
+        pass
+    install()
+    with one_run_per_config(synchronize), launches_as_warmups():
+        for call in step.calls:
+            try:
+                fn = getattr(version.module, call.fn)
+                args, kwargs, _ = build(call, "a")
+                with gpu_lock(exclusive=False), padded_allocations("a", PAD_ELEMENTS, call.fresh_fill):
+                    fn(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - a warmup is only ever a head start
+                continue
+
+
+@contextlib.contextmanager
+def launches_as_warmups() -> Iterator[None]:
+    """Inside the block, every Triton launch compiles its kernel and launches nothing
+    (``run`` of the innermost kernel classes called with ``warmup=True``; an autotuner's
+    configs and a heuristic's choices reach it too); restored after."""
+    classes: list[type] = []
+    try:
+        from triton.runtime.jit import JITFunction
+
+        classes.append(JITFunction)
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    except ImportError:  # pragma: no cover - an older Triton without one of them
+        pass
+    saved = [(cls, cls.__dict__["run"]) for cls in classes if "run" in cls.__dict__]
+
+    def as_warmup(current: Any) -> Any:
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            kwargs["warmup"] = True
+            return current(self, *args, **kwargs)
+
+        return run
+
+    for cls, current in saved:
+        setattr(cls, "run", as_warmup(current))
+    try:
+        yield
+    finally:
+        for cls, current in saved:
+            setattr(cls, "run", current)

@@ -134,6 +134,8 @@ class VariantJob:
     spent: dict[str, float] = field(default_factory=dict)
     variant_timeline: dict[str, Any] = field(default_factory=dict)
     ipc: Optional[IpcMaps] = None  # the judge's mappings of the variant's tensors (cuda_ipc transport)
+    # a sibling's: the Triton cache of the job it compiles for (its own directory holds the rest)
+    shared_cache: Optional[Path] = None
 
     def __post_init__(self) -> None:
         self.nonce = secrets.token_hex(16)
@@ -143,8 +145,15 @@ class VariantJob:
         self.dir = Path(tempfile.mkdtemp(prefix="kernelband-variant-"))
         self.proc: Any = None  # subprocess.Popen or ZygoteChild
 
+    @property
+    def cache(self) -> Path:
+        """The Triton cache the process compiles into."""
+        return self.shared_cache if self.shared_cache is not None else self.dir / "triton-cache"
+
     def _cache_dir(self) -> str:
-        cache = self.dir / "triton-cache"
+        if self.shared_cache is not None:
+            return str(self.shared_cache)
+        cache = self.cache
         if self.trusted_cache is not None and self.trusted_cache.is_dir():
             shutil.copytree(self.trusted_cache, cache, dirs_exist_ok=True)
         cache.mkdir(exist_ok=True)
@@ -161,6 +170,8 @@ class VariantJob:
     def _start(self, zygote: Optional[Zygote] = None) -> None:
         env = sandbox.scrubbed_env(str(self.dir))
         env["TRITON_CACHE_DIR"] = self._cache_dir()
+        if self.shared_cache is not None:
+            env[sandbox.CACHE_WRITE_ENV] = "1"
         # the package must import from where the judge imported it (not the private cwd)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Optional
 
 from ..model import Evaluation, Status
 from ..profile.schema import Profile, ProfileError, TimingTier
-from . import checks
+from . import checks, warm
 from .compare import compare_outputs, describe
 from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
@@ -100,6 +100,7 @@ class CandidateRun:
         first_runs = count_runs(first_steps(judge)) + 1 if req.screen else runs
         job = judge.job({"v": req.source}, first_steps(judge) + [Mark()], first_runs, trusted=False,
                         interactive=True, run_timeout_s=self.run_timeout_s)
+        siblings = warm.start(judge, job, judge.ref.calls_ahead(), "v")
         self.expected = frame_labels(first_steps(judge))
         try:
             self._judge_frames(job.until_mark())
@@ -126,6 +127,7 @@ class CandidateRun:
             ev.timing = None
             ev.reference_ms = ev.speedup_ci = None
         finally:
+            warm.close(siblings)
             job.close()
             ev.phases.update(job.timeline_phases())
         if judge.ref.derived_ready.is_set():  # the derivation's notes, where it ran after prepare

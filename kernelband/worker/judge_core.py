@@ -74,14 +74,19 @@ class Reference:
     derived_ready: threading.Event = field(default_factory=threading.Event)
     derived_notes: list[str] = field(default_factory=list)
     derived_failure: str = ""
-    derived_drawn: int = 0
+    drawn_calls: list[DerivedCall] = field(default_factory=list)
     derivation_runs: int = 0
     derived_s: float = 0.0
 
     def derived_runs(self) -> int:
         """The calls beyond the harness a candidate runs: the kept ones, or while they are
         still being made, every one drawn."""
-        return len(self.derived) if self.derived_ready.is_set() else self.derived_drawn
+        return len(self.derived) if self.derived_ready.is_set() else len(self.drawn_calls)
+
+    def calls_ahead(self) -> list[DerivedCall]:
+        """The calls beyond the harness a candidate will run: the kept ones, or while they
+        are still being made, every one drawn (what a sibling compiles ahead of it)."""
+        return [call for call, _ in self.derived] if self.derived_ready.is_set() else list(self.drawn_calls)
 
 
 class Lane:

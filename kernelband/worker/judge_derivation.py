@@ -21,6 +21,7 @@ from typing import Union
 import torch
 
 from ..trace import mark
+from . import warm
 from .call_spec import DerivedCall
 from .deadlines import JOB_START_S, deadline_s
 from .derived import MAX_CALL_BYTES, describe_call
@@ -168,6 +169,8 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
         steps.append(Derived(calls, "o", "a", configs=True))
     frames: Frames = {}
     job = judge.job({"o": task.source}, steps + [Mark()], _attempt_runs(calls, twins), trusted=True)
+    # the first call is compiled by the job itself; the others by siblings meanwhile
+    siblings = warm.start(judge, job, calls[1:], "o", warm.DERIVATION_SIBLINGS)
     try:
         for frame in job.until_mark():
             if isinstance(frame.meta, ErrorFrame):
@@ -200,6 +203,7 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
             return TWINS_FAILED, e.end.kind
         return len(calls), e.end.kind
     finally:
+        warm.close(siblings)
         job.close()
 
 

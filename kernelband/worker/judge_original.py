@@ -131,7 +131,7 @@ def _derive_references(judge: JudgeCore, base: Baseline, notes: list[str]) -> st
         return ""
     calls = calls_to_derive(ref.recorded_calls, judge.session_seed, judge.interpreted,
                             optional_parameters(task.source, task.kernel))
-    ref.derived_drawn, ref.derivation_runs = len(calls), judge_derivation.planned_runs(calls)
+    ref.drawn_calls, ref.derivation_runs = list(calls), judge_derivation.planned_runs(calls)
     if judge_derivation.in_background(judge, base.lanes):
         # a candidate may wait for the derivation, then run every kept call
         base.derived_calls = len(calls) + ref.derivation_runs

@@ -130,6 +130,18 @@ class Derived(Step):
 
 
 @dataclass(frozen=True)
+class Warm(Step):
+    """Compile the kernels of calls beyond the harness without launching any (Triton's
+    warmup; ``derived_run.warm_calls``): a sibling process of a job runs it ahead of the
+    job, into the job's Triton cache, so that the job finds those kernels compiled. Sends
+    nothing; the judge never reads anything of it."""
+
+    OP: ClassVar[str] = "warm"
+    calls: list[DerivedCall]
+    module: str = "v"
+
+
+@dataclass(frozen=True)
 class Release(Step):
     OP: ClassVar[str] = "release"
     key: str

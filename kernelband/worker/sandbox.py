@@ -57,11 +57,11 @@ from typing import Iterable, Optional, Sequence
 
 from ..proc import all_pids, group_of, parent_of, state_of
 from . import sandbox_fs, sandbox_linux as sl
-from .sandbox_layers import LAYERS, POLICY_ENV, READ_ENV, SKIP_ENV, Layer, SandboxRefused, SandboxReport
+from .sandbox_layers import CACHE_WRITE_ENV, LAYERS, POLICY_ENV, READ_ENV, SKIP_ENV, Layer, SandboxRefused, SandboxReport
 from .sandbox_relay import single_threaded
 from .sandbox_setup import Setup
 
-__all__ = ["LAYERS", "POLICY_ENV", "READ_ENV", "SKIP_ENV", "Layer", "SandboxRefused", "SandboxReport", "enter",
+__all__ = ["CACHE_WRITE_ENV", "LAYERS", "POLICY_ENV", "READ_ENV", "SKIP_ENV", "Layer", "SandboxRefused", "SandboxReport", "enter",
            "scrubbed_env", "allowed_env_name", "kill_tree", "become_subreaper", "children_of", "exec_isolated"]
 
 _ALLOWED_NAMES = {"PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX",
@@ -134,8 +134,9 @@ def enter(writable: Optional[Sequence[str]] = None, *, readable: Sequence[str] =
         if name not in {layer.name for layer in report.layers}:
             report.set(name, "skipped", "left out by the judge")
     cwd = os.getcwd()
-    writable = list(writable) if writable is not None else [cwd]
     cache = os.environ.get("TRITON_CACHE_DIR")
+    shared = [cache] if cache and os.environ.get(CACHE_WRITE_ENV) == "1" and os.path.isdir(cache) else []
+    writable = list(writable) if writable is not None else [cwd, *shared]
     cache_note = ""
     if cache and not any(sandbox_fs.is_under(os.path.realpath(cache), os.path.realpath(w)) for w in writable):
         cache_note = f"; the Triton cache {cache} is outside the writable directories (read-only)"

@@ -8,6 +8,8 @@ LAYERS = ("user", "mount", "hide", "dev", "ipc", "pid", "network")
 POLICY_ENV = "KERNELBAND_SANDBOX"  # best-effort (default) | strict
 SKIP_ENV = "KERNELBAND_SANDBOX_SKIP"  # layers the judge leaves out on purpose, comma-separated
 READ_ENV = "KERNELBAND_SANDBOX_READ"  # the user's paths the job reads (set by the judge), os.pathsep-separated
+# "1": the Triton cache (outside the job's directory) is writable too: a sibling compiling into its job's cache
+CACHE_WRITE_ENV = "KERNELBAND_SANDBOX_CACHE_WRITABLE"
 
 
 @dataclass

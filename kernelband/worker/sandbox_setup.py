@@ -120,7 +120,10 @@ def _hand_over(paths: Sequence[str], uid: int, gid: int) -> None:
         os.lchown(top, uid, gid)
         for root, dirs, files in os.walk(top):
             for name in dirs + files:
-                os.lchown(os.path.join(root, name), uid, gid)
+                try:
+                    os.lchown(os.path.join(root, name), uid, gid)
+                except FileNotFoundError:  # a shared Triton cache: its writer renamed a temporary file
+                    pass
 
 
 class Setup:

@@ -30,7 +30,7 @@ from typing import IO, Any, Callable, Iterator, Optional
 from .call_spec import RecordedCall
 from .messages import (Command, Derived, DoneFrame, ErrorFrame, FrameMeta, Job, MalformedMessage, Mark, MarkFrame,
                        ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run, RunOutputs, Sample,
-                       SampleFrame, Samples, SamplesFrame, Step, Time, TimingFrame)
+                       SampleFrame, Samples, SamplesFrame, Step, Time, TimingFrame, Warm)
 
 _UPCAST_MAX_BYTES = 256 << 20  # a higher-precision reference only where copies are cheap
 
@@ -422,6 +422,12 @@ class Steps:
 
         run_calls(self.modules[step.module], step, self)
 
+    def op_warm(self, step: Warm) -> None:
+        """Compile what the calls beyond the harness will need (``derived_run.warm_calls``)."""
+        from .derived_run import warm_calls
+
+        warm_calls(self.modules[step.module], step)
+
     def op_mark(self, step: Mark) -> None:
         """The end of a batch of steps (the judge reads frames up to it)."""
         self.send(MarkFrame())
@@ -460,7 +466,7 @@ class Steps:
 STEP_OPS: dict[type[Step], Callable[[Steps, Any], None]] = {
     Run: Steps.op_run, ReplayCheck: Steps.op_replay_check, Release: Steps.op_release, Time: Steps.op_time,
     Derived: Steps.op_derived, Mark: Steps.op_mark, Sample: Steps.op_sample, Samples: Steps.op_samples,
-    ProfileStep: Steps.op_profile,
+    ProfileStep: Steps.op_profile, Warm: Steps.op_warm,
 }
 
 

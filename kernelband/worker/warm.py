@@ -1,0 +1,80 @@
+"""Siblings that compile a job's calls beyond the harness ahead of it.
+
+On a GPU, a job's calls beyond the harness (``derived_run``) cost mostly Triton compiles,
+one per new specialization and in series: 2-33 s of the original's derivation and 5-15 s
+of a candidate's checks after its timing (benchmarks/results/eval_speed/h200_7425702,
+the traces' frame seconds). A sibling is a second process of the same module, in the
+same sandbox, that makes those calls with every launch a warmup (``derived_run.warm_calls``)
+into the job's own Triton cache, while the job runs its harness, waits for its GPU turn
+or for the original's references; the job then finds its kernels compiled. The sibling
+runs the job's own code and writes only that job's private cache (which that code can
+write anyway), and the judge reads nothing of it: no verdict depends on it. It is
+closed with its job.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from ..trace import mark
+from .call_spec import DerivedCall
+from .deadlines import deadline_s
+from .derived import MAX_CALL_BYTES
+from .jobs import VariantJob
+from .judge_core import GPU_MARGIN_BYTES, JudgeCore, gpu
+from .messages import Job, Warm
+
+WARM_ENV = "KERNELBAND_WARM"  # "auto" (default: on a GPU with room), "on" or "off"
+DERIVATION_SIBLINGS = 3  # the original's derivation: its calls split among this many siblings
+# what a sibling may hold on the GPU: one call's canary-padded tensors and what its wrapper
+# allocates, and the context
+SIBLING_BYTES = 2 * MAX_CALL_BYTES + GPU_MARGIN_BYTES
+MIN_CPUS = 4  # with fewer cores a sibling's compiles only slow down the job's own
+
+
+def enabled(judge: JudgeCore, siblings: int) -> bool:
+    """Whether ``siblings`` more processes are worth starting: "auto" on a GPU whose free
+    memory holds them four times over, on a machine with cores to spare (under the
+    interpreter nothing is compiled)."""
+    wanted = os.environ.get(WARM_ENV, "auto")
+    if wanted in ("on", "off"):
+        return wanted == "on"
+    if judge.interpreted or not gpu() or (os.cpu_count() or 1) < MIN_CPUS:
+        return False
+    import torch
+
+    free, _ = torch.cuda.mem_get_info()
+    return 4 * siblings * SIBLING_BYTES <= free
+
+
+def start(judge: JudgeCore, job: VariantJob, calls: list[DerivedCall], module: str,
+          siblings: int = 1) -> list[VariantJob]:
+    """Up to ``siblings`` processes compiling ``calls`` (split among them in turn) into
+    ``job``'s Triton cache, started now; none where warming is off or there is nothing to
+    compile. A sibling that cannot start is left out (the job compiles for itself)."""
+    calls = list(calls)
+    siblings = min(siblings, len(calls))
+    if siblings <= 0 or not enabled(judge, siblings):
+        return []
+    task = judge.require_task()
+    started: list[VariantJob] = []
+    for k in range(siblings):
+        part = calls[k::siblings]
+        sibling = VariantJob(Job(task, dict(job.job.modules), [Warm(part, module)], judge.interpreted),
+                             timeout_s=deadline_s(task.timeout_s, len(part)), shared_cache=job.cache,
+                             extra_env=dict(job.extra_env))
+        try:
+            sibling.start(judge.live_zygote())
+        except Exception as e:  # noqa: BLE001 - a head start, never a requirement
+            sibling.close()
+            mark("warm.failed", job=job.nonce[:8], error=f"{type(e).__name__}: {e}"[:200])
+            continue
+        mark("warm.start", job=job.nonce[:8], sibling=sibling.nonce[:8], calls=len(part))
+        started.append(sibling)
+    return started
+
+
+def close(siblings: Optional[list[VariantJob]]) -> None:
+    """End the siblings (done or not) and remove their own directories."""
+    for sibling in siblings or []:
+        sibling.close()

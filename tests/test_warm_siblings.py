@@ -1,0 +1,114 @@
+"""Siblings that compile a job's calls beyond the harness ahead of it
+(kernelband/worker/warm.py). On a GPU they save the Triton compiles; here, under the
+interpreter (``KERNELBAND_WARM=on``), what is tested is what must hold anywhere: a
+sibling launches nothing, changes no verdict, writes only its job's Triton cache (not the
+job's directory, not another job's), and is gone when its job is.
+
+What would abuse it: a sibling is the candidate's own code in a second process, so it
+could try to reach further than the candidate can (the job's directory, the judge's
+files) or to outlive its job."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from helpers.kernels import AXPY, axpy_task
+from test_derivation_background import CORRECT, SLOW_BEYOND, WRONG_BEYOND
+
+from kernelband.model import Variant
+from kernelband.worker.jobs import VariantJob
+from kernelband.worker.messages import Job, Mark, Warm
+
+
+def _trace(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_launches_as_warmups_launch_nothing_and_are_undone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from kernelband.worker.derived_run import launches_as_warmups
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    path = tmp_path / "axpy_warm.py"
+    path.write_text(AXPY, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("axpy_warm", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x, y = torch.ones(300), torch.ones(300)
+    out = torch.full((300,), -7.0)
+    with launches_as_warmups():
+        module.axpy_kernel[(3,)](x, y, out, 2.0, 300, BLOCK_SIZE=128)
+    assert bool((out == -7.0).all())  # nothing ran
+    module.axpy_kernel[(3,)](x, y, out, 2.0, 300, BLOCK_SIZE=128)
+    assert bool((out == 3.0).all())  # and launches run again after the block
+
+
+# the module's import, in whichever process imports it: a sibling writes its job's cache
+# and tries the job's own directory, which holds the job's files and is not the cache
+_REACHING = AXPY + '''
+import os as _os
+
+_cache = _os.environ.get("TRITON_CACHE_DIR", "")
+if _os.environ.get("KERNELBAND_SANDBOX_CACHE_WRITABLE") == "1":
+    with open(_os.path.join(_cache, "written-by-sibling"), "w") as _f:
+        _f.write("1")
+    try:
+        with open(_os.path.join(_os.path.dirname(_cache), "escaped"), "w") as _f:
+            _f.write("1")
+    except OSError:
+        pass
+'''
+
+
+def test_a_sibling_writes_its_jobs_cache_and_nothing_else_of_the_job(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sent straight to the sandbox (no screen): the sibling's import writes the job's
+    Triton cache, where the job reads; where the sandbox's mount layer holds, its write
+    into the job's own directory fails (the sandbox allows the cache, not its parent)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    task = axpy_task(tmp_path, _REACHING)
+    job = VariantJob(Job(task, {"v": _REACHING}, [Mark()], interpreted=True), timeout_s=120)
+    sibling = VariantJob(Job(task, {"v": _REACHING}, [Warm([], "v")], interpreted=True), timeout_s=120,
+                         shared_cache=job.cache)
+    try:
+        job.start()
+        assert [f.kind for f in job.frames()] == ["mark", "done"]
+        sibling.start()
+        assert [f.kind for f in sibling.frames()] == ["done"], sibling.stderr_tail()
+        assert (job.cache / "written-by-sibling").exists()
+        assert sibling.dir != job.dir and not (sibling.dir / "triton-cache").exists()  # no cache of its own
+        if "mount held" in sibling.sandbox:
+            assert not (job.dir / "escaped").exists(), sibling.sandbox
+    finally:
+        sibling.close()
+        job.close()
+    assert not sibling.dir.exists()
+
+
+def test_siblings_change_no_verdict_and_end_with_their_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With siblings on (the original's derivation and every candidate), a candidate wrong
+    only beyond the harness is still refused there and a correct one passes; every
+    sibling started was closed."""
+    from helpers.kernels import prepared_evaluator
+
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("KERNELBAND_WARM", "on")
+    monkeypatch.setenv("KERNELBAND_DERIVE", "background")
+    monkeypatch.setenv("KERNELBAND_TRACE", str(trace))
+    ev = prepared_evaluator(tmp_path, "slow_beyond", SLOW_BEYOND, "scale_kernel", "harness_scale")
+    try:
+        wrong = ev.evaluate(Variant(WRONG_BEYOND), time_it=False)
+        assert wrong.status.value == "mismatch" and "beyond the harness" in wrong.message, wrong.message
+        right = ev.evaluate(Variant(CORRECT), time_it=False)
+        assert right.ok and "calls beyond the harness" in right.message, right.message
+    finally:
+        ev.close()
+    marks = _trace(trace)
+    started = [m for m in marks if m["what"] == "warm.start"]
+    closed = {m["job"] for m in marks if m["what"] == "job.closed"}
+    assert len(started) >= 3, started  # the derivation's siblings and one per candidate
+    assert {m["sibling"] for m in started} <= closed
