@@ -112,3 +112,27 @@ def test_siblings_change_no_verdict_and_end_with_their_job(tmp_path: Path, monke
     closed = {m["job"] for m in marks if m["what"] == "job.closed"}
     assert len(started) >= 3, started  # the derivation's siblings and one per candidate
     assert {m["sibling"] for m in started} <= closed
+
+
+def test_a_candidate_gets_a_sibling_only_where_the_originals_calls_were_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below CANDIDATE_MIN_S of the original's calls a sibling cost more than it saved;
+    a candidate waiting for a long derivation starts its sibling while it waits."""
+    import threading
+
+    from kernelband.worker import warm
+    from kernelband.worker.judge_core import Reference
+    from kernelband.worker.judge_derivation import wait_for_references
+
+    monkeypatch.delenv("KERNELBAND_WARM", raising=False)
+    short, long = Reference(derived_calls_s=warm.CANDIDATE_MIN_S / 3), Reference(derived_calls_s=warm.CANDIDATE_MIN_S)
+    assert not warm.pays_off(short) and warm.pays_off(long)
+    monkeypatch.setenv("KERNELBAND_WARM", "on")
+    assert warm.pays_off(short)
+
+    from types import SimpleNamespace
+
+    seen: list[float] = []
+    threading.Timer(0.6, long.derived_ready.set).start()
+    judge = SimpleNamespace(ref=long, require_task=lambda: SimpleNamespace(timeout_s=5.0))
+    assert wait_for_references(judge, lambda r: seen.append(r.derived_calls_s)) is long  # type: ignore[arg-type]
+    assert seen and seen[0] == warm.CANDIDATE_MIN_S  # called while it waited, with the derivation's progress

@@ -103,6 +103,11 @@ _ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8
 MAX_CALL_BYTES = 256 << 20  # a derived call's tensors (twice that with canaries and strides)
 
 
+def call_bytes(call: Call) -> int:
+    """The bytes of a call's tensor arguments, at their sizes."""
+    return _call_bytes(call.tensors(), {})
+
+
 def _call_bytes(tensors: list[TensorArg], mapping: dict[int, int]) -> int:
     total = 0
     for t in tensors:

@@ -24,7 +24,7 @@ from .jobs import Frame, JobFailed, VariantJob
 from .deadlines import search_run_timeout_s
 from .judge_derivation import wait_for_references
 from .judge_derived import candidate_steps
-from .judge_core import JudgeCore, add_frame_phase, add_phase, count_runs, deadline_s, gpu
+from .judge_core import JudgeCore, Reference, add_frame_phase, add_phase, count_runs, deadline_s, gpu
 from .messages import (Derived, DerivedOutputs, ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, Release,
                        ReplayCheck, ReplayOutputs, Run, RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 from .observe import CallHistory, comparable, condense_locals
@@ -88,6 +88,7 @@ class CandidateRun:
         self.run_timeout_s = search_run_timeout_s(task.timeout_s, judge.ref.slowest_run_s) if req.screen \
             else task.timeout_s
         self.far_slower = False  # the timing stopped early: FAR_SLOWER times slower in every round
+        self.siblings: list[VariantJob] = []  # compiling its calls beyond the harness ahead of it (warm)
         self.seed0_deviation: dict[str, float] = {}  # harness -> written outputs' distance from the original at seed 0
 
     def run(self) -> dict[str, Any]:
@@ -100,7 +101,8 @@ class CandidateRun:
         first_runs = count_runs(first_steps(judge)) + 1 if req.screen else runs
         job = judge.job({"v": req.source}, first_steps(judge) + [Mark()], first_runs, trusted=False,
                         interactive=True, run_timeout_s=self.run_timeout_s)
-        siblings = warm.start(judge, job, judge.ref.calls_ahead(), "v")
+        if judge.ref.derived_ready.is_set():
+            self._start_sibling(job, judge.ref)
         self.expected = frame_labels(first_steps(judge))
         try:
             self._judge_frames(job.until_mark())
@@ -127,7 +129,7 @@ class CandidateRun:
             ev.timing = None
             ev.reference_ms = ev.speedup_ci = None
         finally:
-            warm.close(siblings)
+            warm.close(self.siblings)
             job.close()
             ev.phases.update(job.timeline_phases())
         if judge.ref.derived_ready.is_set():  # the derivation's notes, where it ran after prepare
@@ -142,7 +144,7 @@ class CandidateRun:
         launches, the re-check after timing and the calls beyond the harness."""
         judge, ev, req = self.judge, self.ev, self.req
         t_wait = time.perf_counter()
-        ref = wait_for_references(judge)
+        ref = wait_for_references(judge, lambda r: self._start_sibling(job, r))
         add_phase(ev.phases, "wait_for_references", time.perf_counter() - t_wait)
         if req.screen:  # the derivation's runs count among the original's slowest now
             self.run_timeout_s = search_run_timeout_s(judge.require_task().timeout_s, ref.slowest_run_s)
@@ -156,6 +158,12 @@ class CandidateRun:
         ev.errors = self.worst
         beyond = f" and {len(judge.ref.derived)} calls beyond the harness" if judge.ref.derived else ""
         ev.message = f"matches the original on {checked_runs(judge)}{beyond} ({describe(self.worst)})"
+
+    def _start_sibling(self, job: VariantJob, ref: Reference) -> None:
+        """A sibling compiling the candidate's calls beyond the harness ahead of it, once,
+        where it pays off (``warm.pays_off``)."""
+        if not self.siblings and warm.pays_off(ref):
+            self.siblings = warm.start(self.judge, job, ref.calls_ahead(), "v")
 
     def _screened_out(self) -> bool:
         """A search's candidate whose paired rounds put it slower than the original at 95%

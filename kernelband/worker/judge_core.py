@@ -75,6 +75,7 @@ class Reference:
     derived_notes: list[str] = field(default_factory=list)
     derived_failure: str = ""
     drawn_calls: list[DerivedCall] = field(default_factory=list)
+    derived_calls_s: float = 0.0  # the original's seconds in those calls so far (compiles included)
     derivation_runs: int = 0
     derived_s: float = 0.0
 

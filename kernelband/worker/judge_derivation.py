@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from dataclasses import replace
-from typing import Union
+from typing import Callable, Optional, Union
 
 import torch
 
@@ -24,7 +24,7 @@ from ..trace import mark
 from . import warm
 from .call_spec import DerivedCall
 from .deadlines import JOB_START_S, deadline_s
-from .derived import MAX_CALL_BYTES, describe_call
+from .derived import MAX_CALL_BYTES, call_bytes, describe_call
 from .derived_run import MAX_CONFIG_TWINS, TWIN_FLAVOURS
 from .jobs import Frame, JobFailed
 from .judge_core import (GPU_MARGIN_BYTES, JudgeCore, Reference, gpu, lane_bytes, note_run_seconds,
@@ -103,13 +103,21 @@ def derive(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], keep_cach
         ref.derived_ready.set()
 
 
-def wait_for_references(judge: JudgeCore) -> Reference:
+POLL_S = 0.25  # how often a waiting candidate looks at the derivation's progress
+
+
+def wait_for_references(judge: JudgeCore, while_waiting: Optional[Callable[[Reference], None]] = None) -> Reference:
     """The Reference once its derived references are final (a candidate's checks beyond the
-    harness need them); OriginalUnusable where they could not be made."""
+    harness need them); OriginalUnusable where they could not be made. ``while_waiting``
+    is called every ``POLL_S`` until then (a candidate starts its sibling there)."""
     ref = judge.ref
     task = judge.require_task()
-    if not ref.derived_ready.wait(ATTEMPTS * JOB_START_S + deadline_s(task.timeout_s, ref.derivation_runs)):
-        raise OriginalUnusable("the original's calls beyond the harness did not finish within their deadline")
+    limit = time.monotonic() + ATTEMPTS * JOB_START_S + deadline_s(task.timeout_s, ref.derivation_runs)
+    while not ref.derived_ready.wait(min(POLL_S, max(limit - time.monotonic(), 0.0))):
+        if time.monotonic() >= limit:
+            raise OriginalUnusable("the original's calls beyond the harness did not finish within their deadline")
+        if while_waiting is not None:
+            while_waiting(ref)
     if ref.derived_failure:
         raise OriginalUnusable(ref.derived_failure)
     return ref
@@ -168,6 +176,7 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
     if special:
         steps.append(Derived(calls, "o", "a", configs=True))
     frames: Frames = {}
+    device = frames_device(judge, calls, len(steps))
     job = judge.job({"o": task.source}, steps + [Mark()], _attempt_runs(calls, twins), trusted=True)
     # the first call is compiled by the job itself; the others by siblings meanwhile
     siblings = warm.start(judge, job, calls[1:], "o", warm.DERIVATION_SIBLINGS)
@@ -180,8 +189,9 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
             note_run_seconds(ref, frame)
             if isinstance(frame.meta, DerivedOutputs):
                 meta = frame.meta
+                ref.derived_calls_s += meta.seconds
                 key = (meta.which if meta.config is None else twin_key(meta.config), meta.index)
-                frames[key] = Frame(meta, materialize(frame.tree, None))
+                frames[key] = Frame(meta, materialize(frame.tree, device))
         broken = first_context_error(frames, len(calls))
         if broken is not None:  # every later call in that process fails too: drop this one, run again
             return broken
@@ -205,6 +215,19 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
     finally:
         warm.close(siblings)
         job.close()
+
+
+def frames_device(judge: JudgeCore, calls: list[DerivedCall], runs_per_call: int) -> Optional[str]:
+    """Where the derivation keeps its frames until they are judged (``absorb_original``):
+    on the GPU where a quarter of its free memory holds them all (their canaries and the
+    wrapper's own allocations counted as much again), so that the judge's splits, masks
+    and comparisons run there; else on the host (on the host they took up to 11.6 s of a
+    derivation: benchmarks/results/eval_speed/h200_7425702, matmul_rowmajor_fp16)."""
+    if judge.ref_device != "cuda":
+        return None
+    wanted = 2 * runs_per_call * sum(call_bytes(c) for c in calls) + GPU_MARGIN_BYTES
+    free, _ = torch.cuda.mem_get_info()
+    return "cuda" if wanted <= free // 4 else None
 
 
 def first_context_error(frames: Frames, n: int) -> Union[tuple[int, str], None]:

@@ -140,7 +140,7 @@ def absorb_original(judge: Any, calls: list[DerivedCall], frames: dict[tuple[str
             else:
                 reference = materialize(out_a, judge.ref_device if judge.refs_on_gpu else None)
                 if masks:  # what the original left as fresh memory or its configs disagree on: no oracle there
-                    masks = {p: m.to(judge.ref_device) if judge.refs_on_gpu else m for p, m in masks.items()}
+                    masks = {p: m.to(judge.ref_device) if judge.refs_on_gpu else m.cpu() for p, m in masks.items()}
                     reference = dict(reference, **{UNDEFINED: masks})
                 kept[i] = (call, reference)
         if why:

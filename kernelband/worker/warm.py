@@ -21,15 +21,20 @@ from .call_spec import DerivedCall
 from .deadlines import deadline_s
 from .derived import MAX_CALL_BYTES
 from .jobs import VariantJob
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, gpu
+from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Reference, gpu
 from .messages import Job, Warm
 
 WARM_ENV = "KERNELBAND_WARM"  # "auto" (default: on a GPU with room), "on" or "off"
-DERIVATION_SIBLINGS = 3  # the original's derivation: its calls split among this many siblings
+DERIVATION_SIBLINGS = 2  # the original's derivation: its calls split among this many siblings
 # what a sibling may hold on the GPU: one call's canary-padded tensors and what its wrapper
 # allocates, and the context
 SIBLING_BYTES = 2 * MAX_CALL_BYTES + GPU_MARGIN_BYTES
 MIN_CPUS = 4  # with fewer cores a sibling's compiles only slow down the job's own
+# a candidate's sibling pays where the original's calls beyond the harness took this long
+# (mostly compiles); below it a sibling cost the first verdicts more than it saved (on one
+# H200 at 9302aa6: gelu_fp32 69.8 -> 55.5 evaluations a minute, its calls 2.1 s; and
+# matmul_rowmajor_fp16 17.2 -> 33.6, its calls 8.3 s)
+CANDIDATE_MIN_S = 6.0
 
 
 def enabled(judge: JudgeCore, siblings: int) -> bool:
@@ -45,6 +50,12 @@ def enabled(judge: JudgeCore, siblings: int) -> bool:
 
     free, _ = torch.cuda.mem_get_info()
     return 4 * siblings * SIBLING_BYTES <= free
+
+
+def pays_off(ref: Reference) -> bool:
+    """Whether a candidate gets a sibling: where the original's calls beyond the harness
+    have taken ``CANDIDATE_MIN_S`` so far (or warming is "on")."""
+    return os.environ.get(WARM_ENV, "auto") == "on" or ref.derived_calls_s >= CANDIDATE_MIN_S
 
 
 def start(judge: JudgeCore, job: VariantJob, calls: list[DerivedCall], module: str,
