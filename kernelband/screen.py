@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from .detect import DetectionResult, detect, import_bindings, wrappers_of
-from .screen_device_text import WHAT as DEVICE_TEXT, WHY as DEVICE_TEXT_WHY, device_text_uses
+from .screen_device_text import WHY as DEVICE_WHY, device_uses, module_device_names, module_device_uses
 from .screen_grammar import Finding, ModuleContext, Walker, import_findings
 from .screen_policy import ALLOWED_IMPORTS, ORIGINAL_ONLY_MEMBERS
 from .screen_source import SourceRefused, canonical_source
@@ -205,17 +205,27 @@ def _findings(original_source: str, variant_source: str) -> list[Finding]:
     changed = _changed(otree, vtree)
     for node in changed:
         _check_top_level(ctx, otree, node, findings)
-    # the original's own text of a device licenses the variant's
-    if not device_text_uses(otree, ModuleContext(otree).qualified):
-        for node in changed:
-            scope = str(getattr(node, "name", "<module>"))
-            findings += [Finding(scope, getattr(u, "lineno", 1), DEVICE_TEXT, DEVICE_TEXT_WHY, u, rank=1)
-                         for u in device_text_uses(node, ctx.qualified)]
+    # a use of a device the original makes (its kind: text, a key, a helper's argument) licenses the variant's
+    licensed = _device_uses(original_source)
+    outer = module_device_names(vtree, ctx.qualified)
+    for node in changed:
+        scope = str(getattr(node, "name", "<module>"))
+        findings += [Finding(scope, getattr(u.node, "lineno", 1), u.what, DEVICE_WHY, u.node, rank=1)
+                     for u in device_uses(node, ctx.qualified, outer) if u.label not in licensed]
     licences = _licences(original_source)
     parents = _parents(vtree)
     members = _members_read(original_source)
     kept = [f for f in findings if not _licensed(f, licences, parents) and not _member_of_original(f, members)]
     return sorted(kept, key=lambda f: (f.line, f.rank))
+
+
+@functools.lru_cache(maxsize=32)
+def _device_uses(source: str) -> frozenset[str]:
+    """The kinds of use of a device the original makes anywhere (``screen_device_text``)."""
+    tree = _facts(source).tree
+    if tree is None:
+        return frozenset()
+    return frozenset(u.label for u in module_device_uses(tree, ModuleContext(tree).qualified))
 
 
 @functools.lru_cache(maxsize=32)

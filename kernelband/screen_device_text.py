@@ -1,81 +1,322 @@
-"""Devices turned into text or a hash: ``str(x.device)`` is "cuda:0" on every call the
-judge makes, so code that parses it, compares it or branches on its hash reads the
-device's number without naming it (the grammar's ``device_by_number`` sees numbers and
-"cuda:N" literals, not a number taken out of a device's text). A variant may do it only
-where the original does too (it is then the original's own behaviour).
+"""Where a device value may go in changed code: an allow-list, not a list of text sinks.
 
-A device value is an attribute named ``device`` (``x.device``), a ``torch.device(...)``,
-or a name the same top-level definition binds to one of these (``d = x.device``); it
-becomes text through ``str``, ``repr``, ``ascii``, ``format``, ``hash``, an f-string, a
-``%`` template or a ``.format`` call. Conservative on names (a ``d`` bound to a device
-anywhere in the definition counts everywhere in it).
+Every call the judge makes runs on one device ("cuda:0"), so code that makes anything of
+a device but a place for tensors (its text, a hash, a key, a branch, a value handed to a
+helper) is never tested for a user's other GPUs and can recognise the judge. The
+grammar's ``device_by_number`` sees numbers and "cuda:N" literals; this module follows
+the device itself, however it is laundered (a list, a tuple unpacked, a helper, a lambda).
+
+A device value (a *source*) is ``<expr>.device``, ``torch.device(...)`` under any import
+alias or a bare ``device(...)``, Triton's ``get_active_torch_device()``, or
+``getattr(<expr>, "device")``. A name bound to a value holding one (by ``=``, ``:=``, an
+annotated or augmented assignment, unpacking, a ``for`` or comprehension target, ``with
+... as``) holds one too; conservative: a name tainted anywhere in the top-level definition
+counts everywhere in it. Every expression built from a device (a container of it, its
+text, a call's result) holds one as well.
+
+A device may appear directly only as: the ``device=`` keyword (or a ``**`` mapping) of a
+torch or Triton call or of a tensor method (``.to``, ``.new_empty``...); the argument of
+``.to(...)``, ``.cuda(...)`` or a torch device API (``torch.cuda.device``,
+``get_device_properties``...); a ``with`` context; an operand of ``==``, ``!=``, ``is``
+or ``is not``; the receiver of ``.type`` (the text "cuda", the same on every GPU) or of
+``.index`` (``device_by_number``'s to judge); the value a plain name is bound to or a
+``for`` iterates; a ``{"device": d}`` / ``dict(device=d)`` mapping of keywords; anything
+in the message of an ``assert`` or a ``raise`` (the call ends there: no ``try`` in changed
+code). Anything else is a use: returned, stored, put in a container, a key, a branch, text,
+a hash, an operand, an argument of any other call (a helper or lambda of the changed code
+too, so a device never reaches a parameter unseen).
 """
 from __future__ import annotations
 
 import ast
-from typing import Callable, Optional
-
-TEXT_BUILTINS = frozenset({"str", "repr", "ascii", "format", "hash"})
-WHAT = "turns a device into text"
-WHY = ("every call of the judge runs on one device, so text made from a device (\"cuda:0\") is never tested for a "
-       "user's other GPUs: allowed only where the original does the same")
-
+from typing import Callable, NamedTuple, Optional
 
 Qualify = Callable[[ast.expr], Optional[str]]
 
+WHY = ("every call of the judge runs on one device (\"cuda:0\"), so code that makes anything of a device but a place "
+       "for tensors (device=, .to(), torch.cuda.device), a comparison with another device or its .type is never "
+       "tested for a user's other GPUs and can recognise the judge: allowed only where the original does the same")
 
-def device_text_uses(node: ast.AST, qualified: Qualify) -> list[ast.AST]:
-    """The places under ``node`` (a top-level statement or definition) that turn a device
-    value into text or a hash, in source order; ``qualified`` resolves the module's import
-    aliases (``ModuleContext.qualified``: ``th.device`` is ``torch.device``)."""
-    names = _device_names(node, qualified)
-    found: list[ast.AST] = []
-    for n in ast.walk(node):
-        if isinstance(n, ast.Call):
-            args = [*n.args, *(k.value for k in n.keywords)]
-            texty = (isinstance(n.func, ast.Name) and n.func.id in TEXT_BUILTINS) or \
-                (isinstance(n.func, ast.Attribute) and n.func.attr in ("format", "format_map"))
-            if texty and any(_is_device(a, names, qualified) for a in args):
-                found.append(n)
-        elif isinstance(n, ast.FormattedValue) and _is_device(n.value, names, qualified):
-            found.append(n)
-        elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and _is_device(n.right, names, qualified):
-            found.append(n)
-    return sorted(found, key=lambda x: (getattr(x, "lineno", 0), getattr(x, "col_offset", 0)))
+TEXT = "turns a device into text"
+_TEXT_BUILTINS = frozenset({"str", "repr", "ascii", "format"})
+_SOURCES = frozenset({"torch.device", "triton.runtime.driver.active.get_active_torch_device"})
+# torch APIs that take a device positionally and give back no text of it
+_DEVICE_APIS = frozenset({"torch.device", *(f"torch.cuda.{n}" for n in (
+    "device", "set_device", "get_device_properties", "get_device_capability", "get_device_name", "synchronize",
+    "mem_get_info", "memory_allocated", "current_stream", "default_stream", "Stream"))})
+_TENSOR_DEVICE_METHODS = frozenset({"to", "cuda", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor"})
+_SAME_DEVICE = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+ALLOW, PASS = "allow", "pass"  # stops there; flows on into the parent, no use yet
 
 
-def _is_device(e: ast.expr, names: set[str], qualified: Qualify) -> bool:
-    """A device value: ``x.device``, ``torch.device(...)`` (under any import alias, or a
-    plain ``device(...)``), a name in ``names``, or a tuple or list holding one."""
-    if isinstance(e, ast.Attribute):
-        return e.attr == "device"
-    if isinstance(e, ast.Call):
-        return qualified(e.func) == "torch.device" or (isinstance(e.func, ast.Name) and e.func.id == "device")
-    if isinstance(e, ast.Name):
-        return e.id in names
-    if isinstance(e, (ast.Tuple, ast.List)):
-        return any(_is_device(x, names, qualified) for x in e.elts)
-    return False
+class DeviceUse(NamedTuple):
+    """A use of a device outside the allow-list: ``label`` is its kind (a licence is per
+    kind: the original's ``str(x.device)`` licenses a variant's f-string of a device)."""
+
+    node: ast.AST
+    label: str
+
+    @property
+    def what(self) -> str:
+        return f"{self.label} ({_snippet(self.node)})"
 
 
-def _device_names(node: ast.AST, qualified: Qualify) -> set[str]:
-    """Names bound (by ``=``, ``:=`` or an annotated ``=``) to a device value, through
-    chains of such names."""
-    names: set[str] = set()
-    bindings: list[tuple[list[ast.expr], ast.expr]] = []
-    for n in ast.walk(node):
-        if isinstance(n, ast.Assign):
-            bindings.append((n.targets, n.value))
-        elif isinstance(n, (ast.AnnAssign, ast.NamedExpr)) and n.value is not None:
-            bindings.append(([n.target], n.value))
-    changed = True
-    while changed:
-        changed = False
-        for targets, value in bindings:
-            if isinstance(value, (ast.Tuple, ast.List)) or not _is_device(value, names, qualified):
+def device_uses(node: ast.AST, qualified: Qualify, outer: frozenset[str] = frozenset()) -> list[DeviceUse]:
+    """The uses of a device under ``node`` (a top-level statement or definition) that the
+    allow-list does not hold, in source order. ``qualified`` resolves the module's import
+    aliases (``ModuleContext.qualified``); ``outer`` are module-level names bound to a device."""
+    return _Flow(node, qualified, outer).uses()
+
+
+def module_device_names(tree: ast.Module, qualified: Qualify) -> frozenset[str]:
+    """Names the module's own statements (not its definitions) bind to a device."""
+    stmts = [s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return frozenset(_Flow(ast.Module(body=stmts, type_ignores=[]), qualified, frozenset()).names)
+
+
+def module_device_uses(tree: ast.Module, qualified: Qualify) -> list[DeviceUse]:
+    """Every use of a device in a whole module (what the original licenses)."""
+    outer = module_device_names(tree, qualified)
+    return [u for s in tree.body for u in device_uses(s, qualified, outer)]
+
+
+class _Flow:
+    """The device values of one top-level node and where each goes."""
+
+    def __init__(self, root: ast.AST, qualified: Qualify, outer: frozenset[str]) -> None:
+        self.root = root
+        self.qualified = qualified
+        self.parents = {id(c): p for p in ast.walk(root) for c in ast.iter_child_nodes(p)}
+        self.ends = {id(n) for s in ast.walk(root) for part in _final_messages(s) for n in ast.walk(part)}
+        self.names: set[str] = set(outer)
+        self.memo: dict[int, bool] = {}
+        grew = True
+        while grew:  # names only grow: a fixed point
+            before = len(self.names)
+            self.memo = {}
+            for target, value in _bindings(root):
+                if self.holds(value):
+                    self.bind(target, value)
+            grew = len(self.names) > before
+        self.memo = {}
+
+    # ------------------------------------------------------------------ which values hold a device
+    def holds(self, e: ast.AST) -> bool:
+        if id(e) not in self.memo:
+            self.memo[id(e)] = self._holds(e)
+        return self.memo[id(e)]
+
+    def _holds(self, e: ast.AST) -> bool:
+        if isinstance(e, ast.Name):
+            return isinstance(e.ctx, ast.Load) and e.id in self.names
+        if isinstance(e, ast.Attribute) and e.attr == "device":
+            return self.qualified(e) is None  # torch.device is the type, x.device a device
+        if isinstance(e, ast.Call) and self.source(e):
+            return True
+        return any(self.holds(c) and self.role(c, via)[0] != ALLOW for c, via in _flowing_children(e))
+
+    def source(self, e: ast.Call) -> bool:
+        if self.qualified(e.func) in _SOURCES or (isinstance(e.func, ast.Name) and e.func.id == "device"):
+            return True
+        return (isinstance(e.func, ast.Name) and e.func.id == "getattr" and len(e.args) > 1
+                and isinstance(e.args[1], ast.Constant) and e.args[1].value == "device")
+
+    def bind(self, target: ast.AST, value: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            self.names.add(target.id)
+        elif _parallel(target, value):
+            assert isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
+            for t, v in zip(target.elts, value.elts):
+                if self.holds(v):
+                    self.bind(t, v)
+        else:  # unpacked, starred or stored into a container: every name it binds
+            self.names |= _target_names(target)
+
+    # ------------------------------------------------------------------ where a device goes
+    def uses(self) -> list[DeviceUse]:
+        found: dict[tuple[int, str], tuple[tuple[int, ...], DeviceUse]] = {}
+        for n in ast.walk(self.root):
+            if not isinstance(n, ast.expr) or isinstance(getattr(n, "ctx", None), (ast.Store, ast.Del)):
                 continue
-            for t in targets:
-                if isinstance(t, ast.Name) and t.id not in names:
-                    names.add(t.id)
-                    changed = True
-    return names
+            if id(n) in self.ends or not self.holds(n):
+                continue
+            parent = self.parents.get(id(n))
+            if parent is None:
+                continue
+            verdict, at = self.role(n, parent)
+            if verdict not in (ALLOW, PASS):  # where a device first goes, first: by where it ends, inner first
+                found.setdefault((id(at), verdict), ((*_ends(at), at is n), DeviceUse(at, verdict)))
+        return [u for _, u in sorted(found.values(), key=lambda f: f[0])]
+
+    def role(self, e: ast.expr, p: ast.AST) -> tuple[str, ast.AST]:  # noqa: C901 - one branch per parent
+        """What ``p`` does with the device ``e`` (one of its children): ALLOW, PASS, or the
+        label of a use, with the node to report it at."""
+        if isinstance(p, ast.keyword):
+            call = self.parents.get(id(p))
+            return (self.keyword(p, call), call) if isinstance(call, ast.Call) else ("uses a device in a class", e)
+        if isinstance(p, ast.Call):
+            return self.argument(e, p), p
+        if isinstance(p, ast.Attribute):
+            return (ALLOW if p.attr in ("type", "index") else f"reads .{p.attr} of a device value"), p
+        if isinstance(p, ast.Subscript):
+            return (PASS if e is p.value else "uses a device as a key or index"), p
+        if isinstance(p, (ast.Tuple, ast.List, ast.Dict)):
+            return (PASS if self.unpacked(e, p) else "puts a device in a container"), p
+        if isinstance(p, (ast.Set, *_COMPREHENSIONS)):
+            return "puts a device in a container", p
+        if isinstance(p, (ast.Starred, ast.NamedExpr, ast.BoolOp, ast.JoinedStr)):
+            return PASS, p
+        if isinstance(p, ast.IfExp):
+            return (PASS if e is not p.test else "branches on a device"), p
+        if isinstance(p, ast.Compare):
+            return (ALLOW if all(isinstance(o, _SAME_DEVICE) for o in p.ops) else
+                    "compares a device other than by ==, != or is"), p
+        if isinstance(p, ast.FormattedValue):
+            return TEXT, p
+        if isinstance(p, ast.BinOp):
+            return (TEXT if isinstance(p.op, ast.Mod) and e is p.right else "computes with a device"), p
+        if isinstance(p, ast.UnaryOp):
+            return "computes with a device", p
+        if isinstance(p, ast.comprehension):
+            return (ALLOW if e is p.iter else "branches on a device"), e
+        if isinstance(p, (ast.Assign, ast.AnnAssign)):
+            targets = p.targets if isinstance(p, ast.Assign) else [p.target]
+            return (ALLOW if all(_plain(t) for t in targets) else "stores a device in an item or attribute"), e
+        if isinstance(p, (ast.For, ast.AsyncFor, ast.withitem, ast.Expr)):
+            return ALLOW, e  # iterated, a context (torch.device is one), or dropped
+        if isinstance(p, (ast.Return, ast.Lambda)):
+            return "returns a device", e
+        if isinstance(p, (ast.If, ast.While, ast.Assert)):
+            return "branches on a device", e
+        if isinstance(p, ast.AugAssign):
+            return "computes with a device", e
+        if isinstance(p, ast.arguments):
+            return "uses a device as a default argument", e
+        return f"uses a device in {type(p).__name__.lower()}", e
+
+    def unpacked(self, e: ast.expr, p: ast.Tuple | ast.List | ast.Dict) -> bool:
+        """A display only taken apart again: ``a, b = x.device, 3``, the arguments of a ``%``
+        template, ``{"device": d}`` or ``{**kw}`` (keywords for a later call)."""
+        outer = self.parents.get(id(p))
+        if isinstance(outer, ast.BinOp) and isinstance(outer.op, ast.Mod) and outer.right is p:
+            return True
+        if isinstance(p, ast.Dict):
+            return any(v is e and (k is None or isinstance(k, ast.Constant) and k.value == "device")
+                       for k, v in zip(p.keys, p.values))
+        return isinstance(outer, ast.Assign) and all(_parallel(t, p) for t in outer.targets)
+
+    def argument(self, e: ast.expr, call: ast.Call) -> str:
+        if e is call.func:
+            return PASS  # a lambda or helper that gives back a device: its result is one
+        target = self.qualified(call.func)
+        func = call.func
+        if target in _DEVICE_APIS or (isinstance(func, ast.Attribute) and func.attr in ("to", "cuda")):
+            return ALLOW
+        if isinstance(func, ast.Name) and func.id in _TEXT_BUILTINS or \
+                isinstance(func, ast.Attribute) and func.attr in ("format", "format_map"):
+            return TEXT
+        if isinstance(func, ast.Name) and func.id == "hash":
+            return "hashes a device"
+        return f"passes a device to {_snippet(func, 40)}"
+
+    def keyword(self, k: ast.keyword, call: ast.Call) -> str:
+        if k.arg not in ("device", None):
+            return self.argument(k.value, call)
+        func, target = call.func, self.qualified(call.func) or ""
+        if target.split(".")[0] in ("torch", "triton") or \
+                isinstance(func, ast.Attribute) and func.attr in _TENSOR_DEVICE_METHODS:
+            return ALLOW
+        if isinstance(func, ast.Name) and func.id == "dict":
+            return PASS  # dict(device=d): keywords for a later call, a device itself
+        return self.argument(k.value, call)
+
+
+Binding = tuple[ast.AST, ast.AST]
+
+
+def _bindings(root: ast.AST) -> list[Binding]:
+    """(target, value) of every binding under ``root``; a ``for`` or comprehension target
+    is bound to its iterable, a ``with`` target to its context."""
+    out: list[Binding] = []
+    for n in ast.walk(root):
+        if isinstance(n, ast.Assign):
+            out += [(t, n.value) for t in n.targets]
+        elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and n.value is not None:
+            out.append((n.target, n.value))
+        elif isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
+            out.append((n.target, n.iter))
+        elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+            out.append((n.optional_vars, n.context_expr))
+    return out
+
+
+def _flowing_children(e: ast.AST) -> list[tuple[ast.expr, ast.AST]]:
+    """(child, its parent) of the expressions under ``e`` whose value may flow into
+    ``e``'s: its own, a keyword's value, a comprehension's conditions (not its iterable,
+    whose items reach the element through the target's name)."""
+    out: list[tuple[ast.expr, ast.AST]] = []
+    for c in ast.iter_child_nodes(e):
+        if isinstance(c, ast.keyword):
+            out.append((c.value, c))
+        elif isinstance(c, ast.comprehension):
+            out += [(x, c) for x in c.ifs]
+        elif isinstance(c, ast.expr) and isinstance(e, ast.expr):
+            out.append((c, e))
+    return out
+
+
+def _final_messages(s: ast.AST) -> list[ast.expr]:
+    """The message of an ``assert`` and what a ``raise`` raises: evaluated only as the call
+    fails, so nothing in them is branched on (changed code has no ``try``)."""
+    if isinstance(s, ast.Assert) and s.msg is not None:
+        return [s.msg]
+    if isinstance(s, ast.Raise):
+        return [x for x in (s.exc, s.cause) if x is not None]
+    return []
+
+
+def _plain(t: ast.expr) -> bool:
+    """A binding target made only of names (``d``, ``d, n``, ``[*ds]``)."""
+    if isinstance(t, ast.Name):
+        return True
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return all(_plain(x) for x in t.elts)
+    return isinstance(t, ast.Starred) and _plain(t.value)
+
+
+def _parallel(target: ast.AST, value: ast.AST) -> bool:
+    """``a, b = x.device, 3``: element by element, nothing starred."""
+    if not isinstance(target, (ast.Tuple, ast.List)) or not isinstance(value, (ast.Tuple, ast.List)):
+        return False
+    return len(target.elts) == len(value.elts) and not any(
+        isinstance(x, ast.Starred) for x in (*target.elts, *value.elts))
+
+
+def _target_names(t: ast.AST) -> set[str]:
+    """The names a target binds, and the container an item is stored into (``cache`` of
+    ``cache[k] = d``); an attribute store is a use of its own."""
+    if isinstance(t, ast.Name):
+        return {t.id}
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return set().union(*(_target_names(x) for x in t.elts))
+    if isinstance(t, ast.Starred):
+        return _target_names(t.value)
+    if isinstance(t, ast.Subscript):
+        root = t.value
+        while isinstance(root, (ast.Subscript, ast.Attribute)):
+            root = root.value
+        return {root.id} if isinstance(root, ast.Name) else set()
+    return set()
+
+
+def _ends(node: ast.AST) -> tuple[int, int, int, int]:
+    """Source order by where a node ends: a use inside another comes first."""
+    return (getattr(node, "lineno", 0), getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0,
+            -getattr(node, "col_offset", 0))
+
+
+def _snippet(node: ast.AST, limit: int = 60) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -368,6 +368,7 @@ DEVICE_AS_TEXT = {
     "walrus": "if (d := x.device) is not None and str(d)[-1] != chr(48):\n    n = n - 1\n",
     "torch.device value": "s = str(torch.device(x.device))\n",
 }
+DEVICE_RULE = "allowed only where the original does the same"
 
 
 def test_a_torch_device_under_an_import_alias_is_a_device_too():
@@ -383,8 +384,101 @@ def test_a_device_through_builtins_off_the_allow_list_is_refused_too():
 @pytest.mark.parametrize("case", sorted(DEVICE_AS_TEXT))
 def test_a_device_turned_into_text_is_refused(case: str):
     reason = screen(in_wrapper(DEVICE_AS_TEXT[case]))
-    assert reason and "turns a device into text" in reason and "allowed only where the original" in reason, \
-        (case, reason)
+    what = "hashes a device" if case == "hash" else "turns a device into text"
+    assert reason and what in reason and DEVICE_RULE in reason, (case, reason)
+
+
+# The same device laundered before it becomes text, a key or a branch: a device may go only
+# where it places tensors (device=, .to(), torch.cuda.device...), is compared with another
+# device, gives its .type, or is bound to a plain name; anything else is a use of it.
+DEVICE_LAUNDERED = {
+    "a list, then its item": "ds = [x.device]\nk = int(str(ds[0])[-1])\n",
+    "a tuple, then an f-string of its item": "t = (x.device, 1)\ns = f'{t[0]}'\n",
+    "a dict literal, then its item": "s = str({'d': x.device}['d'])\n",
+    "a local helper": "def name(v):\n    return str(v)\ns = name(x.device)\n",
+    "a local helper's device= parameter": "def name(device):\n    return str(device)\ns = name(device=x.device)\n",
+    "a ** mapping into a local helper": "def name(device):\n    return str(device)\ns = name(**{'device': x.device})\n",
+    "a lambda": "name = lambda v: str(v)\ns = name(x.device)\n",
+    "a lambda called in place": "s = (lambda v: f'{v}')(x.device)\n",
+    "a lambda default": "name = lambda v=x.device: str(v)\ns = name()\n",
+    "a lambda that returns it": "for d in map(lambda t: t.device, (x, y)):\n    s = str(d)\n",
+    "a conditional expression": "d = x.device if n else y.device\ns = str(d)\n",
+    "an or": "d = x.device or None\ns = repr(d)\n",
+    "tuple unpacking": "d, m = x.device, 3\ns = str(d)\n",
+    "starred unpacking": "d, *rest = x.device, 1, 2\ns = str(d)\n",
+    "a for loop over a tuple": "for d in (x.device,):\n    s = str(d)\n",
+    "with ... as": "with x.device as d:\n    s = str(d)\n",
+    "a comprehension variable": "s = ''.join([str(d) for d in [x.device]])\n",
+    "a comprehension condition": "k = [t for t in (x, y) if hash(t.device) % 2]\n",
+    "an annotated name": "d: torch.device = x.device\ns = str(d)\n",
+    "an augmented assignment": "s = ''\ns += str(x.device)\n",
+    "a walrus in a comprehension": "k = [(d := x.device) for _ in range(1)]\ns = str(d)\n",
+    "dict(device=...), then its item": "s = str(dict(device=x.device)['device'])\n",
+    "a {'device': ...} mapping, then its item": "kw = {'device': x.device}\ns = f\"{kw['device']}\"\n",
+    "the device of a moved tensor": "s = str(x.to(y.dtype).device)\n",
+    "Triton's active device": "d = triton.runtime.driver.active.get_active_torch_device()\ns = str(d)\n",
+    "a dict key": "seen = {}\nseen[x.device] = 1\n",
+    "stored into a dict": "seen = {}\nseen['d'] = x.device\ns = str(seen['d'])\n",
+    "a set": "k = len({x.device, y.device})\n",
+    "a branch": "if x.device:\n    n = n - 1\n",
+    "a membership test": "if x.device in (y.device,):\n    n = n - 1\n",
+    "print": "print(x.device)\n",
+    "returned": "return x.device\n",
+    "a tuple to hash": "k = hash((x.device, 1)) % 2\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEVICE_LAUNDERED))
+def test_a_laundered_device_is_refused(case: str):
+    reason = screen(in_wrapper(DEVICE_LAUNDERED[case]))
+    assert reason and "a device" in reason and DEVICE_RULE in reason, (case, reason)
+
+
+def test_a_device_bound_at_module_level_is_a_device_in_every_definition():
+    module = ORIG.replace("def axpy(", "_DEV = torch.device('cuda')\n\n\ndef axpy(")
+    reason = screen(in_wrapper("s = str(_DEV)\n", module))
+    assert reason and "turns a device into text (str(_DEV))" in reason, reason
+    assert screen(in_wrapper("out2 = torch.empty(n, device=_DEV)\n", module)) is None
+
+
+def test_a_device_named_by_a_string_is_refused_by_the_grammar_first():
+    for code, what in (("s = str(getattr(x, 'device'))\n", "uses getattr"),
+                       ("s = str(x.__getattribute__('device'))\n", "dunder attribute __getattribute__")):
+        got = reasons(in_wrapper(code))
+        assert what in got[0], (code, got)
+    assert any("turns a device into text" in r for r in reasons(in_wrapper("s = str(getattr(x, 'device'))\n")))
+
+
+DEVICE_PLACES = [
+    "y2 = torch.empty_like(x)\n",
+    "y2 = y.to(x.device)\n",
+    "y2 = y.to(device=x.device, dtype=x.dtype, non_blocking=True)\n",
+    "y2 = x.new_zeros(x.shape, device=x.device)\n",
+    "assert x.device == y.device\n",
+    "assert x.device == y.device, f'inputs on {x.device} and {y.device}'\n",
+    "if x.device != y.device:\n    raise ValueError(f'x is on {x.device}, y on {y.device}')\n",
+    "if x.device.type == 'cuda':\n    n = n + 0\n",
+    "if x.device is not None and x.device.type != 'cpu':\n    n = n + 0\n",
+    "with torch.cuda.device(x.device):\n    y2 = torch.empty_like(x)\n",
+    "with torch.device(x.device):\n    y2 = torch.empty(n)\n",
+    "cap = torch.cuda.get_device_capability(x.device)\nbig = cap[0] >= 8\n",
+    "torch.cuda.synchronize(x.device)\n",
+    "dtype, device = x.dtype, x.device\ny2 = torch.empty(n, dtype=dtype, device=device)\n",
+    "device = x.device if x.is_cuda else torch.device('cpu')\ny2 = torch.zeros(n, device=device)\n",
+    "kw = {'device': x.device, 'dtype': x.dtype}\ny2 = torch.zeros(n, **kw)\n",
+    "kw = dict(device=x.device, dtype=x.dtype)\ny2 = torch.zeros(n, **kw)\n",
+    "ok = all(t.device == x.device for t in (x, y))\n",
+    "for t in (x, y):\n    assert t.device == x.device, 'one device'\n",
+    "g = torch.Generator(device=x.device)\n",
+    "d = triton.runtime.driver.active.get_active_torch_device()\ny2 = torch.empty(n, device=d)\n",
+    "def alloc(m: int, device: torch.device) -> torch.Tensor:\n    return torch.empty(m, device=device)\n",
+    "if (d := x.device) is not None:\n    y2 = torch.empty(n, device=d)\n",
+]
+
+
+@pytest.mark.parametrize("code", DEVICE_PLACES)
+def test_a_device_that_places_tensors_or_is_compared_stays_allowed(code: str):
+    assert screen(in_wrapper(code)) is None, code
 
 
 def test_device_comparisons_and_text_of_other_values_stay_allowed():
@@ -400,3 +494,19 @@ def test_a_device_the_original_turns_into_text_stays_allowed():
     original = in_wrapper("assert str(x.device).startswith('cuda'), 'a GPU tensor'\n")
     variant = in_wrapper("assert str(x.device).startswith('cuda'), 'a GPU tensor'\nm = n\n")
     assert screen(variant, original) is None
+
+
+def test_a_laundered_device_the_original_has_stays_allowed():
+    code = DEVICE_LAUNDERED["a list, then its item"]
+    original = in_wrapper(code)
+    assert screen(in_wrapper(code + "m = n\n"), original) is None
+    assert screen(in_wrapper("s = f'{x.device}'\n"), original) is None  # text of a device: the same use
+
+
+def test_the_original_licenses_its_kind_of_use_of_a_device_only():
+    original = in_wrapper("key = (x.shape, x.device)\n")  # a device in a container, never its text
+    assert screen(in_wrapper("key = (x.shape, x.device)\nm = n\n"), original) is None
+    for code, what in (("key = (x.shape, x.device)\nk = int(str(key[1])[-1])\n", "turns a device into text"),
+                       ("key = (x.shape, x.device)\nif hash(key) % 2:\n    n = n - 1\n", "hashes a device")):
+        reason = screen(in_wrapper(code), original)
+        assert reason and what in reason, (code, reason)
