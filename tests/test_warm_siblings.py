@@ -126,6 +126,12 @@ def test_a_candidate_gets_a_sibling_only_where_the_originals_calls_were_long(mon
     monkeypatch.delenv("KERNELBAND_WARM", raising=False)
     short, long = Reference(derived_calls_s=warm.CANDIDATE_MIN_S / 3), Reference(derived_calls_s=warm.CANDIDATE_MIN_S)
     assert not warm.pays_off(short) and warm.pays_off(long)
+    import time
+
+    still_running = Reference(derive_started=time.monotonic() - warm.CANDIDATE_MIN_S)
+    assert warm.pays_off(still_running)  # one long compile: nothing summed yet
+    still_running.derived_ready.set()
+    assert not warm.pays_off(still_running)
     monkeypatch.setenv("KERNELBAND_WARM", "on")
     assert warm.pays_off(short)
 

@@ -76,6 +76,7 @@ class Reference:
     derived_failure: str = ""
     drawn_calls: list[DerivedCall] = field(default_factory=list)
     derived_calls_s: float = 0.0  # the original's seconds in those calls so far (compiles included)
+    derive_started: float = 0.0  # time.monotonic() when the derivation started (0: not yet)
     derivation_runs: int = 0
     derived_s: float = 0.0
 

@@ -91,6 +91,7 @@ def derive(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], keep_cach
     ends, ``ref.derived_ready`` is set. ``keep_cache``: its compiled kernels seed the
     candidates' caches (only while no candidate is reading them)."""
     t0 = time.perf_counter()
+    ref.derive_started = time.monotonic()
     mark("derive.start", calls=len(calls))
     try:
         ref.derived_notes, ref.derived_failure = _derive(judge, ref, calls, keep_cache)

@@ -14,6 +14,7 @@ closed with its job.
 from __future__ import annotations
 
 import os
+import time
 from typing import Optional
 
 from ..trace import mark
@@ -54,8 +55,12 @@ def enabled(judge: JudgeCore, siblings: int) -> bool:
 
 def pays_off(ref: Reference) -> bool:
     """Whether a candidate gets a sibling: where the original's calls beyond the harness
-    have taken ``CANDIDATE_MIN_S`` so far (or warming is "on")."""
-    return os.environ.get(WARM_ENV, "auto") == "on" or ref.derived_calls_s >= CANDIDATE_MIN_S
+    took ``CANDIDATE_MIN_S``, or are still running that long after they started (a
+    compile of minutes shows only when it ends), or warming is "on"."""
+    if os.environ.get(WARM_ENV, "auto") == "on" or ref.derived_calls_s >= CANDIDATE_MIN_S:
+        return True
+    running = ref.derive_started > 0 and not ref.derived_ready.is_set()
+    return running and time.monotonic() - ref.derive_started >= CANDIDATE_MIN_S
 
 
 def start(judge: JudgeCore, job: VariantJob, calls: list[DerivedCall], module: str,
