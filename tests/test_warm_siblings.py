@@ -142,3 +142,34 @@ def test_a_candidate_gets_a_sibling_only_where_the_originals_calls_were_long(mon
     judge = SimpleNamespace(ref=long, require_task=lambda: SimpleNamespace(timeout_s=5.0))
     assert wait_for_references(judge, lambda r: seen.append(r.derived_calls_s)) is long  # type: ignore[arg-type]
     assert seen and seen[0] == warm.CANDIDATE_MIN_S  # called while it waited, with the derivation's progress
+
+
+def test_the_inputs_of_calls_beyond_the_harness_are_made_under_the_gpu_lock(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Making a call's inputs is GPU work (a 256 MiB buffer filled, drawn, copied): outside
+    the shared hold it ran inside other processes' timed regions (a lane's samples read 11x
+    slow on one H200 at 5777734, kv_cache_scatter). Both the job's calls and a sibling's."""
+    from types import SimpleNamespace
+
+    from kernelband.worker import derived_run, gpu_lock
+    from kernelband.worker.call_spec import DerivedCall, TensorArg
+    from kernelband.worker.messages import Derived
+
+    monkeypatch.setenv("KERNELBAND_TIMING_LOCK", str(tmp_path / "lock"))
+    held: list[int] = []
+    real_build = derived_run.build
+
+    def build(*args, **kwargs):  # type: ignore[no-untyped-def]
+        held.append(getattr(gpu_lock._held, "depth", 0))
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(derived_run, "build", build)
+    call = DerivedCall(fn="double", args=(TensorArg(shape=(8,), dtype="float32", device="cpu", contiguous=True, id=0,
+                                                    floating=True),), kwargs={}, flavour="sizes", seed=1, sizes={})
+    version = SimpleNamespace(module=SimpleNamespace(double=lambda x: x * 2))
+    derived_run.warm_calls(version, Warm([call], "v"))
+    sent: list[object] = []
+    steps = SimpleNamespace(await_judge=lambda: None, check_runtime=lambda: None,
+                            send=lambda meta, tree=None: sent.append(meta))
+    derived_run.run_calls(version, Derived([call], "v", "a"), steps)
+    assert held == [1, 1] and len(sent) == 1
