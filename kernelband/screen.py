@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from .detect import DetectionResult, detect, import_bindings, wrappers_of
-from .screen_device_text import WHY as DEVICE_WHY, device_uses, module_device_names, module_device_uses
+from .screen_device_text import (WHY as DEVICE_WHY, device_uses, module_device_names, module_device_uses,
+                                 module_helpers)
 from .screen_grammar import Finding, ModuleContext, Walker, import_findings
 from .screen_policy import ALLOWED_IMPORTS, ORIGINAL_ONLY_MEMBERS
 from .screen_source import SourceRefused, canonical_source
@@ -207,11 +208,11 @@ def _findings(original_source: str, variant_source: str) -> list[Finding]:
         _check_top_level(ctx, otree, node, findings)
     # a use of a device the original makes (its kind: text, a key, a helper's argument) licenses the variant's
     licensed = _device_uses(original_source)
-    outer = module_device_names(vtree, ctx.qualified)
+    outer, helpers = module_device_names(vtree, ctx.qualified), module_helpers(vtree)
     for node in changed:
         scope = str(getattr(node, "name", "<module>"))
         findings += [Finding(scope, getattr(u.node, "lineno", 1), u.what, DEVICE_WHY, u.node, rank=1)
-                     for u in device_uses(node, ctx.qualified, outer) if u.label not in licensed]
+                     for u in device_uses(node, ctx.qualified, outer, helpers) if u.label not in licensed]
     licences = _licences(original_source)
     parents = _parents(vtree)
     members = _members_read(original_source)

@@ -24,12 +24,15 @@ or ``is not``; the receiver of ``.type`` (the text "cuda", the same on every GPU
 in the message of an ``assert`` or a ``raise`` (the call ends there: no ``try`` in changed
 code). Anything else is a use: returned, stored, put in a container, a key, a branch, text,
 a hash, an operand, an argument of any other call (a helper or lambda of the changed code
-too, so a device never reaches a parameter unseen).
+too, so a device never reaches a parameter unseen), except a plain function of the
+module (``module_helpers``) whose parameter, followed into it, goes only where this list
+allows and is not returned: ``_sm_count(x.device)`` reading
+``get_device_properties(device)``.
 """
 from __future__ import annotations
 
 import ast
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Mapping, NamedTuple, Optional
 
 Qualify = Callable[[ast.expr], Optional[str]]
 
@@ -63,11 +66,91 @@ class DeviceUse(NamedTuple):
         return f"{self.label} ({_snippet(self.node)})"
 
 
-def device_uses(node: ast.AST, qualified: Qualify, outer: frozenset[str] = frozenset()) -> list[DeviceUse]:
+Helpers = Mapping[str, ast.FunctionDef]
+MAX_HELPER_DEPTH = 3  # helpers calling helpers with a device, followed this deep
+
+
+def device_uses(node: ast.AST, qualified: Qualify, outer: frozenset[str] = frozenset(),
+                helpers: Optional[Helpers] = None) -> list[DeviceUse]:
     """The uses of a device under ``node`` (a top-level statement or definition) that the
     allow-list does not hold, in source order. ``qualified`` resolves the module's import
-    aliases (``ModuleContext.qualified``); ``outer`` are module-level names bound to a device."""
-    return _Flow(node, qualified, outer).uses()
+    aliases (``ModuleContext.qualified``); ``outer`` are module-level names bound to a device;
+    ``helpers`` the module's plain functions (``module_helpers``): a device passed to one is
+    allowed where, followed into it, it goes only where the allow-list holds."""
+    return _Flow(node, qualified, outer, _Helpers(helpers or {}, qualified, outer)).uses()
+
+
+def module_helpers(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    """The module's top-level functions a call by name surely reaches: defined once, not
+    decorated, their name bound nowhere else at the top level (no assignment, import,
+    class or second ``def`` of it), and binding no global (what a device went into would
+    leave the function unseen)."""
+    bound: dict[str, int] = {}
+    for s in tree.body:
+        for name in _top_level_names(s):
+            bound[name] = bound.get(name, 0) + 1
+    return {s.name: s for s in tree.body
+            if isinstance(s, ast.FunctionDef) and not s.decorator_list and bound.get(s.name) == 1
+            and not any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(s))}
+
+
+def _top_level_names(s: ast.stmt) -> set[str]:
+    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {s.name}
+    if isinstance(s, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in s.names}
+    names: set[str] = set()
+    for n in ast.walk(s):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            names.update(n.names)
+    return names
+
+
+class _Helpers:
+    """The module's plain functions and, once followed, whether a device given to one of
+    their parameters stays within the allow-list there (and is not returned)."""
+
+    def __init__(self, functions: Helpers, qualified: Qualify, outer: frozenset[str]) -> None:
+        self.functions, self.qualified, self.outer = functions, qualified, outer
+        self.known: dict[tuple[str, str], bool] = {}
+        self.following: set[str] = set()
+
+    def allows(self, call: ast.Call, e: ast.expr) -> bool:
+        """Whether the device ``e``, an argument of ``call``, reaches a helper's parameter
+        that uses it only as the allow-list holds."""
+        fn = self.functions.get(call.func.id) if isinstance(call.func, ast.Name) else None
+        param = _parameter(fn, call, e) if fn is not None else None
+        if fn is None or param is None:
+            return False
+        key = (fn.name, param)
+        if key not in self.known:
+            if fn.name in self.following or len(self.following) >= MAX_HELPER_DEPTH:
+                return False  # recursion, or too deep to follow: a use
+            self.following.add(fn.name)
+            try:
+                flow = _Flow(fn, self.qualified, self.outer | {param}, self)
+                self.known[key] = not flow.uses()
+            finally:
+                self.following.discard(fn.name)
+        return self.known[key]
+
+
+def _parameter(fn: ast.FunctionDef, call: ast.Call, e: ast.expr) -> Optional[str]:
+    """The parameter of ``fn`` that the argument ``e`` of ``call`` binds; None where the
+    call unpacks (``*xs``, ``**kw``) or ``e`` lands in ``*args``/``**kwargs``."""
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    positional = [*fn.args.posonlyargs, *fn.args.args]
+    for i, a in enumerate(call.args):
+        if a is e:
+            return positional[i].arg if i < len(positional) else None
+    named = {p.arg for p in (*fn.args.args, *fn.args.kwonlyargs)}
+    for k in call.keywords:
+        if k.value is e:
+            return k.arg if k.arg in named else None
+    return None
 
 
 def module_device_names(tree: ast.Module, qualified: Qualify) -> frozenset[str]:
@@ -78,16 +161,18 @@ def module_device_names(tree: ast.Module, qualified: Qualify) -> frozenset[str]:
 
 def module_device_uses(tree: ast.Module, qualified: Qualify) -> list[DeviceUse]:
     """Every use of a device in a whole module (what the original licenses)."""
-    outer = module_device_names(tree, qualified)
-    return [u for s in tree.body for u in device_uses(s, qualified, outer)]
+    outer, helpers = module_device_names(tree, qualified), module_helpers(tree)
+    return [u for s in tree.body for u in device_uses(s, qualified, outer, helpers)]
 
 
 class _Flow:
     """The device values of one top-level node and where each goes."""
 
-    def __init__(self, root: ast.AST, qualified: Qualify, outer: frozenset[str]) -> None:
+    def __init__(self, root: ast.AST, qualified: Qualify, outer: frozenset[str],
+                 helpers: Optional[_Helpers] = None) -> None:
         self.root = root
         self.qualified = qualified
+        self.helpers = helpers
         self.parents = {id(c): p for p in ast.walk(root) for c in ast.iter_child_nodes(p)}
         self.ends = {id(n) for s in ast.walk(root) for part in _final_messages(s) for n in ast.walk(part)}
         self.names: set[str] = set(outer)
@@ -219,6 +304,8 @@ class _Flow:
             return TEXT
         if isinstance(func, ast.Name) and func.id == "hash":
             return "hashes a device"
+        if self.helpers is not None and self.helpers.allows(call, e):
+            return ALLOW
         return f"passes a device to {_snippet(func, 40)}"
 
     def keyword(self, k: ast.keyword, call: ast.Call) -> str:

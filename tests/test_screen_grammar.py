@@ -434,6 +434,70 @@ def test_a_laundered_device_is_refused(case: str):
     assert reason and "a device" in reason and DEVICE_RULE in reason, (case, reason)
 
 
+# A device handed to a plain function of the module is followed into it: allowed where the
+# parameter goes only where the allow-list holds (an honest helper counting SMs or making a
+# buffer), refused where the helper does anything else with it, or where which function
+# the call reaches, or which parameter the device binds, is not sure.
+HELPERS_ALLOWED = {
+    "an SM count": ("def _sm_count(device):\n    return torch.cuda.get_device_properties(device).multi_processor_count\n",
+                    "sms = _sm_count(x.device)\n"),
+    "a buffer, positionally": ("def _buffer(n, device):\n    return torch.empty(n, device=device)\n",
+                               "tmp = _buffer(n, x.device)\n"),
+    "a buffer, by keyword": ("def _buffer(n, device=None):\n    return torch.empty(n, device=device)\n",
+                             "tmp = _buffer(n, device=x.device)\n"),
+    "through a second helper": ("def _props(device):\n    return torch.cuda.get_device_properties(device)\n\n\n"
+                                "def _sm_count(device):\n    return _props(device).multi_processor_count\n",
+                                "sms = _sm_count(x.device)\n"),
+    "its type": ("def _is_cuda(device):\n    return device.type == 'cuda'\n", "ok = _is_cuda(x.device)\n"),
+}
+HELPERS_REFUSED = {
+    "text of it": ("def _name(device):\n    return str(device)\n", "s = _name(x.device)\n"),
+    "returns it": ("def _same(device):\n    return device\n", "s = f'{_same(x.device)}'\n"),
+    "branches on it": ("def _flag(device):\n    if device:\n        return 1\n    return 0\n",
+                       "k = _flag(x.device)\n"),
+    "into a second helper that makes text": ("def _name(device):\n    return repr(device)\n\n\n"
+                                             "def _outer(device):\n    return _name(device)\n",
+                                             "s = _outer(x.device)\n"),
+    "recursive": ("def _loop(device, k):\n    return _loop(device, k - 1) if k else 0\n",
+                  "k = _loop(x.device, 2)\n"),
+    "rebound after its def": ("def _sm_count(device):\n    return torch.cuda.get_device_properties(device).multi_processor_count\n"
+                              "\n\n_sm_count = str\n", "sms = _sm_count(x.device)\n"),
+    "decorated": ("@functools.lru_cache\ndef _sm_count(device):\n"
+                  "    return torch.cuda.get_device_properties(device).multi_processor_count\n",
+                  "sms = _sm_count(x.device)\n"),
+    "into *args": ("def _name(*devices):\n    return str(devices[0])\n", "s = _name(x.device)\n"),
+    "into **kwargs": ("def _name(**kw):\n    return str(kw['d'])\n", "s = _name(d=x.device)\n"),
+    "a starred call": ("def _sm_count(device):\n    return torch.cuda.get_device_properties(device).multi_processor_count\n",
+                       "sms = _sm_count(*[x.device])\n"),
+    "stored in a global": ("_SEEN = []\n\n\ndef _keep(device):\n    global _SEEN\n    _SEEN = device\n    return 0\n",
+                           "k = _keep(x.device)\n"),
+    "into a container": ("def _keep(device, seen):\n    seen.append(device)\n    return 0\n",
+                         "k = _keep(x.device, [])\n"),
+}
+
+
+def _with_helper(helper: str, call: str) -> str:
+    module = ORIG.replace("def axpy(", helper + "\n\ndef axpy(", 1)
+    if "functools" in helper:
+        module = "import functools\n" + module
+    return in_wrapper(call, module)
+
+
+@pytest.mark.parametrize("case", sorted(HELPERS_ALLOWED))
+def test_a_device_given_to_a_helper_that_only_places_tensors_is_allowed(case: str):
+    assert screen(_with_helper(*HELPERS_ALLOWED[case])) is None, case
+
+
+@pytest.mark.parametrize("case", sorted(HELPERS_REFUSED))
+def test_a_device_given_to_a_helper_that_does_more_is_refused(case: str):
+    helper, call = HELPERS_REFUSED[case]
+    variant = _with_helper(helper, call)
+    # a decorator or a global the grammar refuses in changed code: the helper is the original's
+    original = _with_helper(helper, "") if case in ("decorated", "stored in a global") else ORIG
+    reason = screen(variant, original)
+    assert reason and ("passes a device to" in reason or "puts a device in a container" in reason), (case, reason)
+
+
 def test_a_device_bound_at_module_level_is_a_device_in_every_definition():
     module = ORIG.replace("def axpy(", "_DEV = torch.device('cuda')\n\n\ndef axpy(")
     reason = screen(in_wrapper("s = str(_DEV)\n", module))
