@@ -11,26 +11,12 @@ from __future__ import annotations
 import threading
 
 import pytest
-from helpers.kernels import SCALE, prepared_evaluator
+from helpers.kernels import CORRECT_BEYOND as CORRECT, SCALE, SLOW_BEYOND, WRONG_BEYOND, prepared_evaluator, sleeping_beyond
 
 from kernelband.evaluate import SetupError
 from kernelband.model import Status, Variant
 from kernelband.worker.judge_core import Reference
 from kernelband.worker.judge_derivation import OriginalUnusable, wait_for_references
-
-# every call beyond the harness (another size than its 4096) sleeps: the derivation is
-# still running when the first candidate reaches its checks beyond the harness
-def _sleeping_beyond(seconds: float) -> str:
-    """SCALE, whose wrapper sleeps on every size but its harness's."""
-    return SCALE.replace("import torch\n", "import time\nimport torch\n", 1).replace(
-        "    out = torch.empty_like(x)\n",
-        f"    out = torch.empty_like(x)\n    if x.numel() != 4096:\n        time.sleep({seconds})\n", 1)
-
-
-SLOW_BEYOND = _sleeping_beyond(0.3)
-WRONG_BEYOND = SLOW_BEYOND.replace("x * factor, mask=mask)", "x * factor + (n != 4096), mask=mask)")
-CORRECT = SLOW_BEYOND.replace("x * factor, mask=mask)", "factor * x, mask=mask)")
-
 
 @pytest.fixture
 def background(monkeypatch):
@@ -75,7 +61,7 @@ def test_no_candidate_passes_when_the_originals_derived_calls_cannot_run(tmp_pat
     """The original hangs on every call beyond the harness: its derivation times out after
     prepare returned. A candidate is then neither passed unchecked beyond the harness nor
     refused as if it were wrong: the evaluation ends the search (SetupError), saying why."""
-    hangs = _sleeping_beyond(3600)
+    hangs = sleeping_beyond(3600)
     ev = prepared_evaluator(tmp_path, "hangs", hangs, "scale_kernel", "harness_scale", timeout_s=1.0)
     try:
         with pytest.raises(SetupError, match="inputs beyond its harness"):

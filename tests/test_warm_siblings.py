@@ -14,8 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.kernels import AXPY, axpy_task
-from test_derivation_background import CORRECT, SLOW_BEYOND, WRONG_BEYOND
+from helpers.kernels import AXPY, CORRECT_BEYOND, SLOW_BEYOND, WRONG_BEYOND, axpy_task
 
 from kernelband.model import Variant
 from kernelband.worker.jobs import VariantJob
@@ -103,7 +102,7 @@ def test_siblings_change_no_verdict_and_end_with_their_job(tmp_path: Path, monke
     try:
         wrong = ev.evaluate(Variant(WRONG_BEYOND), time_it=False)
         assert wrong.status.value == "mismatch" and "beyond the harness" in wrong.message, wrong.message
-        right = ev.evaluate(Variant(CORRECT), time_it=False)
+        right = ev.evaluate(Variant(CORRECT_BEYOND), time_it=False)
         assert right.ok and "calls beyond the harness" in right.message, right.message
     finally:
         ev.close()

@@ -181,7 +181,7 @@ class VariantJob:
             self._fork(zygote, env)
         else:
             self._spawn(env)
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        threading.Thread(target=_read_stderr, args=(self,), daemon=True).start()
         assert self.proc is not None and self.proc.stdin is not None
         try:
             self.proc.stdin.write((json.dumps(self.job.to_wire()) + "\n").encode())
@@ -227,21 +227,6 @@ class VariantJob:
         )
         _SPAWNED.add(self.proc.pid)
         _widen_pipe(self.proc.stdout.fileno())
-
-    def _read_stderr(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
-        for raw in self.proc.stderr:
-            line = raw.decode("utf-8", "replace").rstrip("\n")[:2000]
-            if line.startswith("kernelband-sandbox: network "):
-                self.network = line.split("network ", 1)[1]
-                continue
-            if line.startswith("kernelband-sandbox: layers "):
-                self.sandbox = line.split("layers ", 1)[1]
-                continue
-            self.stderr.append(line)
-            del self.stderr[:-_STDERR_KEEP]
-            if self.on_log:
-                self.on_log(line)
 
     def stderr_tail(self, n: int = 6) -> str:
         return "\n".join(self.stderr[-n:])
@@ -422,6 +407,24 @@ class VariantJob:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _read_stderr(job: VariantJob) -> None:
+    """A job's stderr, line by line: the sandbox's report kept apart, the rest kept (the
+    last lines) and passed to ``on_log``."""
+    assert job.proc is not None and job.proc.stderr is not None
+    for raw in job.proc.stderr:
+        line = raw.decode("utf-8", "replace").rstrip("\n")[:2000]
+        if line.startswith("kernelband-sandbox: network "):
+            job.network = line.split("network ", 1)[1]
+            continue
+        if line.startswith("kernelband-sandbox: layers "):
+            job.sandbox = line.split("layers ", 1)[1]
+            continue
+        job.stderr.append(line)
+        del job.stderr[:-_STDERR_KEEP]
+        if job.on_log:
+            job.on_log(line)
 
 
 def _what(meta: FrameMeta) -> Optional[str]:

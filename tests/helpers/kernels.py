@@ -144,3 +144,17 @@ AUTOTUNED = SCALE.replace("@triton.jit\n", """@triton.autotune(configs=[triton.C
 @triton.jit
 """).replace("scale_kernel[(triton.cdiv(n, 128),)](x, out, n, factor, BLOCK=128)",
              'scale_kernel[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, out, n, factor)')
+
+
+# every call beyond the harness (another size than its 4096) sleeps: the derivation is
+# still running when the first candidate reaches its checks beyond the harness
+def sleeping_beyond(seconds: float) -> str:
+    """SCALE, whose wrapper sleeps on every size but its harness's."""
+    return SCALE.replace("import torch\n", "import time\nimport torch\n", 1).replace(
+        "    out = torch.empty_like(x)\n",
+        f"    out = torch.empty_like(x)\n    if x.numel() != 4096:\n        time.sleep({seconds})\n", 1)
+
+
+SLOW_BEYOND = sleeping_beyond(0.3)
+WRONG_BEYOND = SLOW_BEYOND.replace("x * factor, mask=mask)", "x * factor + (n != 4096), mask=mask)")
+CORRECT_BEYOND = SLOW_BEYOND.replace("x * factor, mask=mask)", "factor * x, mask=mask)")
