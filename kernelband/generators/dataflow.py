@@ -5,6 +5,7 @@ the launch, and small helper functions whose returns are such values. Values com
 from the data stop the flow (None)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import libcst as cst
@@ -14,6 +15,15 @@ from .launch_sites import LaunchSites
 
 _MAX_DEPTH = 8  # data-flow hops followed from a launch argument
 Reached = list[tuple[cst.BaseExpression, str]]  # constant expressions, each with how it was reached
+
+
+@dataclass(frozen=True)
+class IntSites:
+    """The integer literals a launch argument can take, and how the first was reached
+    (``launch``, ``variable``, ``dict``, ``conditional``, ``helper``)."""
+
+    nodes: list[cst.Integer]
+    origin: str
 
 
 class DataFlow(LaunchSites):
@@ -38,8 +48,9 @@ class DataFlow(LaunchSites):
             return None if a is None or b is None else [(e, "conditional") for e, _ in a + b]
         if isinstance(expr, cst.Name):
             return self._resolve_name(expr.value, fn, d)
-        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
-            return self._resolve_subscript(expr, fn, d)
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 \
+                and isinstance(index := expr.slice[0].slice, cst.Index):
+            return self._resolve_subscript(expr, index, fn, d)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
             return self._resolve_call(expr, fn, d)
         return None
@@ -58,8 +69,9 @@ class DataFlow(LaunchSites):
         for b in binds:
             if isinstance(b, cst.Assign) and len(b.targets) == 1 and isinstance(b.targets[0].target, cst.Name):
                 value = b.value
-            elif isinstance(b, cst.Assign) and len(b.targets) == 1 and self._unpacked(b, name) is not None:
-                value = self._unpacked(b, name)  # type: ignore[assignment]
+            elif isinstance(b, cst.Assign) and len(b.targets) == 1 \
+                    and (unpacked := self._unpacked(b, name)) is not None:
+                value = unpacked
             elif isinstance(b, cst.AnnAssign) and b.value is not None and isinstance(b.target, cst.Name):
                 value = b.value
             else:
@@ -72,13 +84,15 @@ class DataFlow(LaunchSites):
             out = [(e, "conditional" if o == "variable" else o) for e, o in out]
         return out
 
-    def _resolve_subscript(self, expr: cst.Subscript, fn: Optional[cst.FunctionDef], d: int) -> Optional[Reached]:
-        """``container[key]``: the entry of each dict or list the container can be; a key
-        that is not a constant (the data's dtype, say) takes every entry of a dict."""
+    def _resolve_subscript(self, expr: cst.Subscript, index: cst.Index, fn: Optional[cst.FunctionDef],
+                           d: int) -> Optional[Reached]:
+        """``container[key]`` (``index``: its one subscript): the entry of each dict or list the
+        container can be; a key that is not a constant (the data's dtype, say) takes every
+        entry of a dict."""
         base = self.resolve(expr.value, fn, d)
         if base is None:
             return None
-        key_node = expr.slice[0].slice.value  # type: ignore[attr-defined]
+        key_node = index.value
         key: Optional[object] = str_value(key_node)
         if key is None:
             key = int_value(key_node)
@@ -121,11 +135,12 @@ class DataFlow(LaunchSites):
         if helper is None:
             return None
         rets = [n for n in walk(helper.body) if isinstance(n, cst.Return)]
-        if not rets or any(r.value is None for r in rets):
+        values = [r.value for r in rets if r.value is not None]
+        if not rets or len(values) != len(rets):  # a bare ``return``: None, not a constant
             return None
         out: Reached = []
-        for r in rets:
-            got = self.resolve(r.value, helper, d)  # type: ignore[arg-type]
+        for v in values:
+            got = self.resolve(v, helper, d)
             if got is None:
                 return None
             out += [(e, "helper") for e, _ in got]
@@ -142,13 +157,15 @@ class DataFlow(LaunchSites):
                 return ve.value
         return None
 
-    def int_sites(self, expr: cst.BaseExpression, fn: Optional[cst.FunctionDef]) -> Optional[tuple[list[cst.Integer], str]]:
+    def int_sites(self, expr: cst.BaseExpression, fn: Optional[cst.FunctionDef]) -> Optional[IntSites]:
+        """The literals ``expr`` takes, each once; None unless every value it can take is one."""
         r = self.resolve(expr, fn)
-        if not r or not all(isinstance(e, cst.Integer) and int_value(e) is not None for e, _ in r):
+        ints = [e for e, _ in r or [] if isinstance(e, cst.Integer) and int_value(e) is not None]
+        if not r or len(ints) != len(r):
             return None
         seen: set[int] = set()
-        nodes = []
-        for e, _ in r:
+        nodes: list[cst.Integer] = []
+        for e in ints:
             if id(e) not in seen:
                 seen.add(id(e))
                 nodes.append(e)
@@ -156,7 +173,7 @@ class DataFlow(LaunchSites):
         origin = "launch" if origins == {"launch"} else next(
             (o for o in ("autotune", "helper", "dict", "conditional", "variable") if o in origins), "variable"
         )
-        return nodes, origin  # type: ignore[return-value]
+        return IntSites(nodes, origin)
 
     @staticmethod
     def dict_items(d: cst.BaseExpression) -> Optional[list[tuple[str, cst.BaseExpression]]]:

@@ -7,7 +7,7 @@ module's text with formatting and comments kept.
 from __future__ import annotations
 
 import ast
-from typing import Callable, Iterable, Optional, Union
+from typing import Callable, Iterable, Optional, TypeGuard, Union
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -225,7 +225,9 @@ class KernelSource:
     def line(self, node: cst.CSTNode) -> int:
         return self.pos[node].start.line
 
-    def is_lang_call(self, node: cst.CSTNode, attr: str) -> bool:
+    def is_lang_call(self, node: cst.CSTNode, attr: str) -> TypeGuard[cst.Call]:
+        """``node`` is a call of ``triton.language.<attr>`` (as the module spells it); a
+        type guard, so callers read the call's arguments without a check of their own."""
         return (
             isinstance(node, cst.Call)
             and isinstance(node.func, cst.Attribute)
@@ -250,4 +252,4 @@ class KernelSource:
         return None
 
     def accesses(self, attr: str) -> list[cst.Call]:
-        return [n for n in walk(self.kdef.body) if self.is_lang_call(n, attr)]  # type: ignore[misc]
+        return [n for n in walk(self.kdef.body) if self.is_lang_call(n, attr)]

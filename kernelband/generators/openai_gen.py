@@ -130,7 +130,7 @@ class OpenAIGenerator:
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
         self.prices = dict(prices or {})
-        self.default_price = tuple(default_price) if default_price is not None else DEFAULT_PRICE
+        self.default_price: tuple[float, float] = default_price if default_price is not None else DEFAULT_PRICE
         self.strategies = tuple(s for s in (strategies or _strategies.STRATEGY_NAMES) if s in _strategies.STRATEGIES)
         self.stop = stop or threading.Event()
         self._sleep = sleep or self._wait
@@ -166,7 +166,7 @@ class OpenAIGenerator:
                               failed=True, attempts=attempts)
         text, finish, prompt_tokens, completion_tokens = self._read(response, messages)
         tokens = prompt_tokens + completion_tokens
-        cost = estimate_cost(self.model, prompt_tokens, completion_tokens, self.prices, self.default_price)  # type: ignore[arg-type]
+        cost = estimate_cost(self.model, prompt_tokens, completion_tokens, self.prices, self.default_price)
 
         def reject(why: str, variant: Optional[Variant] = None) -> Generation:
             if finish == "length":

@@ -26,11 +26,11 @@ SYSTEM = (
 MAX_PROFILE_CHARS = 2500
 
 
-def _segment(source: str, node: ast.AST) -> str:
+def _segment(source: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """A function's source with its decorators (ast's own segment starts at the def)."""
     lines = source.splitlines()
-    decos = getattr(node, "decorator_list", [])
-    start = min([d.lineno for d in decos] + [node.lineno])  # type: ignore[attr-defined]
-    return "\n".join(lines[start - 1 : node.end_lineno])  # type: ignore[attr-defined]
+    start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+    return "\n".join(lines[start - 1 : node.end_lineno])
 
 
 def code_context(source: str, kernel: str) -> tuple[str, list[str]]:

@@ -121,9 +121,9 @@ class _BodyFlow:
             self._kids[id(n)] = kids = list(n.children)
             stack.extend(kids)
         self._reads: dict[int, set[str]] = {}
-        self.values: dict[str, list[cst.CSTNode]] = {}  # name -> every value bound to it in the body
+        self.values: dict[str, list[cst.BaseExpression]] = {}  # name -> every value bound to it in the body
         for n in self.walk(self.body):
-            value: Optional[cst.CSTNode] = n.iter if isinstance(n, cst.For) else getattr(n, "value", None)
+            value = self.bound_value(n)
             if value is not None:
                 for name in self.assigned_by(n):
                     self.values.setdefault(name, []).append(value)
@@ -140,6 +140,15 @@ class _BodyFlow:
         if isinstance(t, (cst.Tuple, cst.List)):
             return [n for e in t.elements for n in _BodyFlow.target_names(e.value)]
         return []
+
+    @staticmethod
+    def bound_value(n: cst.CSTNode) -> Optional[cst.BaseExpression]:
+        """What a binding statement binds its names to (a ``for``: its iterable)."""
+        if isinstance(n, cst.For):
+            return n.iter
+        if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            return n.value
+        return None
 
     def assigned_by(self, n: cst.CSTNode) -> list[str]:
         if isinstance(n, cst.Assign):
@@ -295,10 +304,11 @@ class _Shapes(_BodyFlow):
         if isinstance(target, cst.Name):
             self.env[target.value] = shape
         elif isinstance(target, (cst.Tuple, cst.List)):
-            parts = value.elements if isinstance(value, (cst.Tuple, cst.List)) else None
+            elements = value.elements if isinstance(value, (cst.Tuple, cst.List)) else None
+            # ``a, b = x, y``: each name its own part; otherwise each the whole value's shape
+            parts = elements if elements is not None and len(elements) == len(target.elements) else None
             for i, e in enumerate(target.elements):
-                same = parts is not None and len(parts) == len(target.elements)
-                self._bind(e.value, value, self.expr(parts[i].value) if same else shape)  # type: ignore[index]
+                self._bind(e.value, value, self.expr(parts[i].value) if parts is not None else shape)
 
     def _dims(self, node: Optional[cst.CSTNode]) -> Shape:
         """The shape a literal shape argument (``[BLOCK_M, BLOCK_N]``, ``(B,)``) gives."""
@@ -380,7 +390,8 @@ class _Shapes(_BodyFlow):
                 return _broadcast(*shapes.values())
             if kind == "other":
                 return None  # a helper that reduces nothing; its shape is not followed
-        elif (lib is not None and self.libm(f.value)) or name in _ELEMENTWISE:  # type: ignore[attr-defined]
+        elif (lib is not None and isinstance(f, cst.Attribute) and self.libm(f.value)) or name in _ELEMENTWISE:
+            # (lang_name names only calls of an attribute: the isinstance narrows, it does not filter)
             return _broadcast(*shapes.values())
         elif name in _AXIS_OPS and pos:
             at, kw, _ = _AXIS_OPS[name]
@@ -434,9 +445,10 @@ class _Shapes(_BodyFlow):
         if not dims:
             return tuple(reversed(s)) if len(s) == 2 else None
         order = [int_value(d) for d in dims]
-        if sorted(o for o in order if o is not None) != list(range(len(s))) or len(order) != len(s):
+        axes = [o for o in order if o is not None]
+        if sorted(axes) != list(range(len(s))) or len(order) != len(s):
             return None
-        return tuple(s[o] for o in order)  # type: ignore[index]
+        return tuple(s[o] for o in axes)  # every dim a literal: the same list as order
 
     def _axis_op(self, call: cst.Call, name: str, operand: cst.CSTNode, s: Shape, axis_node: Optional[cst.CSTNode],
                  keep: Optional[cst.CSTNode], index_shape: Shape) -> Shape:
@@ -447,8 +459,11 @@ class _Shapes(_BodyFlow):
             s = self.expr(operand)
         axis: Optional[int] = 0 if axis_node is None and name in _AXIS_ZERO else None
         if axis_node is not None and not (isinstance(axis_node, cst.Name) and axis_node.value == "None"):
-            negative = isinstance(axis_node, cst.UnaryOperation) and isinstance(axis_node.operator, cst.Minus)
-            axis = int_value(axis_node.expression if negative else axis_node)  # type: ignore[attr-defined]
+            magnitude: cst.CSTNode = axis_node
+            negative = False
+            if isinstance(axis_node, cst.UnaryOperation) and isinstance(axis_node.operator, cst.Minus):
+                magnitude, negative = axis_node.expression, True
+            axis = int_value(magnitude)
             if axis is None:
                 s = None  # an axis computed somehow: not followed
             elif negative:
@@ -547,7 +562,7 @@ class ReductionFacts(_Shapes):
             b = step.value if isinstance(step, cst.Name) else None
             return {b} if b in self.ks.constexprs and b not in self.deps(start) | self.deps(end) else set()
         if isinstance(end, cst.Name) and len(self.values.get(end.value, [])) == 1:
-            end = self.values[end.value][0]  # type: ignore[assignment]
+            end = self.values[end.value][0]
         if isinstance(end, cst.Call) and callee_name(end) == "cdiv" and len(end.args) == 2:
             n, div = end.args[0].value, end.args[1].value
             b = div.value if isinstance(div, cst.Name) else None

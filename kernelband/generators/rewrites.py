@@ -32,15 +32,17 @@ class Rewrites(SpaceFinder):
 
     def arange_block(self, e: cst.BaseExpression) -> Optional[str]:
         if self.is_lang_call(e, "arange"):
-            args = e.args  # type: ignore[attr-defined]
+            args = e.args
             if len(args) == 2 and int_value(args[0].value) == 0 and isinstance(args[1].value, cst.Name):
                 return args[1].value.value
         return None
 
     def arange_lang(self, e: cst.BinaryOperation) -> str:
+        """How ``e``'s ``tl.arange`` spells triton.language (``tl`` if neither side is one)."""
         for side in (e.left, e.right):
-            if self.arange_block(side):
-                return self.code(side.func.value)  # type: ignore[attr-defined]
+            # arange_block matches only a call of an attribute: the isinstance checks just narrow
+            if self.arange_block(side) and isinstance(side, cst.Call) and isinstance(side.func, cst.Attribute):
+                return self.code(side.func.value)
         return "tl"
 
     def offsets_block(self, e: cst.BaseExpression, products: dict[str, str]) -> Optional[str]:

@@ -4,6 +4,7 @@ right after the original, and the wrappers, their helpers and the kernel's decor
 read the copy."""
 from __future__ import annotations
 
+import functools
 from typing import Iterable, Optional
 
 import libcst as cst
@@ -13,23 +14,27 @@ from .edits import Edits, merge, walk
 
 
 class ModuleShadows(DataFlow):
+    def __init__(self, source: str, kernel: str) -> None:
+        super().__init__(source, kernel)
+        self._shadow_cache: dict[str, Edits] = {}  # module-level name -> the edits of its copy, made once
+
+    @functools.cached_property
     def _module_statements(self) -> dict[int, tuple[cst.SimpleStatementLine | cst.BaseCompoundStatement, str]]:
-        if getattr(self, "_mod_stmts", None) is None:
-            out: dict[int, tuple[cst.SimpleStatementLine | cst.BaseCompoundStatement, str]] = {}
-            for stmt in self.module.body:
-                if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-                    a = stmt.body[0]
-                    target = (a.targets[0].target if isinstance(a, cst.Assign) and len(a.targets) == 1
-                              else a.target if isinstance(a, cst.AnnAssign) else None)
-                    if isinstance(target, cst.Name):
-                        for n in walk(stmt):
-                            out[id(n)] = (stmt, target.value)
-                elif not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        """id of every node of a module-level statement (functions and classes left out) ->
+        (that statement, the name it assigns; "" when it cannot be copied). Built once."""
+        out: dict[int, tuple[cst.SimpleStatementLine | cst.BaseCompoundStatement, str]] = {}
+        for stmt in self.module.body:
+            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+                a = stmt.body[0]
+                target = (a.targets[0].target if isinstance(a, cst.Assign) and len(a.targets) == 1
+                          else a.target if isinstance(a, cst.AnnAssign) else None)
+                if isinstance(target, cst.Name):
                     for n in walk(stmt):
-                        out[id(n)] = (stmt, "")  # compound statement: cannot be copied
-            self._mod_stmts: Optional[dict[int, tuple[cst.SimpleStatementLine | cst.BaseCompoundStatement, str]]] = out
-            self._shadow_cache: dict[str, Edits] = {}
-        return self._mod_stmts  # type: ignore[return-value]
+                        out[id(n)] = (stmt, target.value)
+            elif not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                for n in walk(stmt):
+                    out[id(n)] = (stmt, "")  # compound statement: cannot be copied
+        return out
 
     def _fresh_name(self, name: str) -> str:
         taken = {n.value for n in walk(self.module) if isinstance(n, cst.Name)}
@@ -54,7 +59,7 @@ class ModuleShadows(DataFlow):
         """Edits that copy the module-level statements holding ``nodes`` under new names
         and point their readers at the copies; {} when none is module-level; None when
         one is in a statement that cannot be copied."""
-        stmts = self._module_statements()
+        stmts = self._module_statements
         out: Edits = {}
         for node in nodes:
             hit = stmts.get(id(node))
@@ -72,8 +77,8 @@ class ModuleShadows(DataFlow):
     def _make_shadow(self, stmt: cst.SimpleStatementLine, name: str) -> Edits:
         new = self._fresh_name(name)
 
-        def copy(n: cst.CSTNode, stmt: cst.SimpleStatementLine = stmt) -> cst.FlattenSentinel:
-            a = n.body[0]  # type: ignore[attr-defined]
+        def copy(n: cst.SimpleStatementLine, stmt: cst.SimpleStatementLine = stmt) -> cst.FlattenSentinel:
+            a = n.body[0]
             if isinstance(a, cst.Assign):
                 a = a.with_changes(targets=[a.targets[0].with_changes(target=cst.Name(new))])
             else:

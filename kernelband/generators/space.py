@@ -195,6 +195,15 @@ class Knob:
 
 
 @dataclass(frozen=True)
+class AutotuneConfigs:
+    """The ``configs`` of an existing ``@triton.autotune``: the literal list (or tuple) the
+    decorator reads, and its ``triton.Config(...)`` calls in order."""
+
+    node: cst.List | cst.Tuple
+    calls: list[cst.Call]
+
+
+@dataclass(frozen=True)
 class Config:
     """One value per knob ident. Equality knows defaults: a knob missing on one side
     compares at its default (an explicit ``num_warps=4`` equals none)."""
@@ -341,7 +350,7 @@ class SpaceFinder(ModuleShadows):
             got = self.int_sites(value, fn)
             if got is None:
                 continue  # computed from the data: not ours to change
-            nodes, origin = got
+            nodes, origin = got.nodes, got.origin
             if how != "launch" and origin == "launch":
                 origin = how
             nodes = [n for n in nodes if id(n) not in claimed]
@@ -390,8 +399,8 @@ class SpaceFinder(ModuleShadows):
                 return d.decorator
         return None
 
-    def autotune_configs(self) -> Optional[tuple[cst.BaseExpression, list[cst.Call]]]:
-        """(the list node, its triton.Config calls) of the decorator's ``configs``."""
+    def autotune_configs(self) -> Optional[AutotuneConfigs]:
+        """The decorator's ``configs`` list (or tuple) and its triton.Config calls."""
         deco = self.autotune_decorator()
         if deco is None:
             return None
@@ -401,13 +410,13 @@ class SpaceFinder(ModuleShadows):
         if arg is None:
             return None
         got = self.resolve(arg.value, None)
-        if not got or len(got) != 1 or not isinstance(got[0][0], (cst.List, cst.Tuple)):
+        lst = got[0][0] if got and len(got) == 1 else None
+        if not isinstance(lst, (cst.List, cst.Tuple)):
             return None
-        lst = got[0][0]
-        calls = [e.value for e in lst.elements]
-        if not calls or not all(isinstance(c, cst.Call) and callee_name(c) == "Config" for c in calls):
+        calls = [e.value for e in lst.elements if isinstance(e.value, cst.Call) and callee_name(e.value) == "Config"]
+        if not calls or len(calls) != len(lst.elements):
             return None
-        return lst, calls  # type: ignore[return-value]
+        return AutotuneConfigs(lst, calls)
 
     def autotune_knobs(self, claimed: set[int]) -> list[Knob]:
         """Each parameter (and num_warps / num_stages) of the decorator's configs, every
@@ -415,7 +424,7 @@ class SpaceFinder(ModuleShadows):
         got = self.autotune_configs()
         if got is None:
             return []
-        _lst, calls = got
+        calls = got.calls
         per: dict[tuple[str, str], list[cst.Integer]] = {}
         for c in calls:
             if c.args and c.args[0].keyword is None:

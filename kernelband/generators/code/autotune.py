@@ -5,7 +5,7 @@ one config (``list_rewrites``). The conditions of a wrap are in rules.py's docst
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Callable, Optional
 
 import libcst as cst
 
@@ -67,7 +67,9 @@ def wrap(an: Rewrites, knobs: list[Knob]) -> Optional[tuple[str, Edits, list[lis
         lines.append(f"        {config}({{{kv}}}, num_warps={w}{stages}),")
     keys = ", ".join(f'"{k}"' for k in key)
     lines += ["    ],", f"    key=[{keys}],", ")"]
-    deco = cst.parse_module("\n".join(lines) + "\ndef _f():\n    pass\n").body[0].decorators[0]  # type: ignore[attr-defined]
+    holder = cst.parse_module("\n".join(lines) + "\ndef _f():\n    pass\n").body[0]
+    assert isinstance(holder, cst.FunctionDef)  # the decorator parsed over a def of its own
+    deco = holder.decorators[0]
     edits: Edits = {id(an.kdef): [lambda n: n.with_changes(decorators=[deco, *n.decorators])]}
     drop = set(tuned) | {k.name for k in extra.values() if k.sites}
     for call, _fn in launches:
@@ -132,7 +134,7 @@ def list_rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
     got = an.autotune_configs()
     if got is None:
         return []
-    lst, calls = got
+    lst, calls = got.node, got.calls
     shadow = an.shadow_edits([lst])  # the list may be a module-level constant
     if shadow is None:
         return []
@@ -145,8 +147,8 @@ def list_rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
                         merge({id(lst): [lambda _n, new_list=new_list: new_list]}, shadow)))
     extra = _extended(an, calls)
     if extra:
-        def extend(n: cst.CSTNode, extra: list[cst.Call] = extra) -> cst.CSTNode:
-            els = list(n.elements)  # type: ignore[attr-defined]
+        def extend(n: cst.List | cst.Tuple, extra: list[cst.Call] = extra) -> cst.List | cst.Tuple:
+            els = list(n.elements)
             if not isinstance(els[-1].comma, cst.Comma):
                 els[-1] = els[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
             sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
@@ -174,20 +176,20 @@ def _extended(an: Rewrites, calls: list[cst.Call]) -> list[cst.Call]:
         els = []
         changed = False
         for e in d.elements:
-            v = int_value(e.value) if isinstance(e, cst.DictElement) else None
-            key = an.code(e.key) if isinstance(e, cst.DictElement) else ""
-            # the extent of a reduction one block covers stays (space.SpaceFinder.reduction_blocks)
-            if v is not None and "BLOCK" in key.upper() and str_value(e.key) not in an.reduction_blocks:
-                e = e.with_changes(value=cst.Integer(str(v * 2)))
-                changed = True
+            if isinstance(e, cst.DictElement):  # not ``**other``
+                v, key = int_value(e.value), an.code(e.key)
+                # the extent of a reduction one block covers stays (space.SpaceFinder.reduction_blocks)
+                if v is not None and "BLOCK" in key.upper() and str_value(e.key) not in an.reduction_blocks:
+                    e = e.with_changes(value=cst.Integer(str(v * 2)))
+                    changed = True
             els.append(e)
         return c.with_changes(args=[c.args[0].with_changes(value=d.with_changes(elements=els)), *c.args[1:]]) if changed else None
 
-    def bump_kw(c: cst.Call, name: str, f) -> Optional[cst.Call]:
+    def bump_kw(c: cst.Call, name: str, f: Callable[[int], int]) -> Optional[cst.Call]:
         for i, a in enumerate(c.args):
-            if a.keyword is not None and a.keyword.value == name and int_value(a.value) is not None:
+            if a.keyword is not None and a.keyword.value == name and (v := int_value(a.value)) is not None:
                 args = list(c.args)
-                args[i] = a.with_changes(value=cst.Integer(str(f(int_value(a.value)))))
+                args[i] = a.with_changes(value=cst.Integer(str(f(v))))
                 return c.with_changes(args=args)
         return add_kwarg(c, name, cst.Integer(str(f(DEFAULTS[name]))))
 

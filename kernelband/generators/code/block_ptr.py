@@ -6,6 +6,7 @@ and stepped with ``ptrs += BLOCK * s``, become ``tl.make_block_ptr`` /
 the masks or ``% M``. Only where the installed Triton's block pointers work."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import libcst as cst
@@ -15,6 +16,15 @@ from ..rewrites import Rewrites
 from ..triton_features import block_pointers_supported
 
 Offsets = dict[str, tuple[str, str]]  # offs name -> (start expression, BLOCK)
+
+
+@dataclass(frozen=True)
+class _PtrUses:
+    """Every use of a pointer block: the loads of it, and its steps ``ptrs += ...`` (the
+    statement, and the augmented assignment it holds)."""
+
+    loads: list[cst.Call]
+    steps: list[tuple[cst.SimpleStatementLine, cst.AugAssign]]
 
 
 def _advance_style() -> Optional[bool]:
@@ -39,10 +49,13 @@ def rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
         return []
     offsets = _offset_defs(an)
     edits: Edits = {}
-    done = []
+    done: list[str] = []
     for stmt in walk(an.kdef.body):
         target, value = an.simple_assign(stmt)
-        got = _block_edits(an, stmt, target, value, offsets, functional) if target and value is not None else None
+        # (simple_assign matches statement lines only: the isinstance narrows, it does not filter)
+        if not target or value is None or not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        got = _block_edits(an, stmt, target, value, offsets, functional)
         if got is not None:
             edits.update(got)
             done.append(target)
@@ -52,7 +65,7 @@ def rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
              edits)]
 
 
-def _block_edits(an: Rewrites, stmt: cst.CSTNode, target: str, value: cst.BaseExpression, offsets: Offsets,
+def _block_edits(an: Rewrites, stmt: cst.SimpleStatementLine, target: str, value: cst.BaseExpression, offsets: Offsets,
                  functional: bool) -> Optional[Edits]:
     """The edits that turn one pointer block (``target = value``) into a block pointer:
     its definition, its loads and its steps; None when it is not that pattern."""
@@ -66,10 +79,9 @@ def _block_edits(an: Rewrites, stmt: cst.CSTNode, target: str, value: cst.BaseEx
     uses = _ptr_uses(an, target, stmt)
     if r_bound is None or c_bound is None or uses is None:
         return None
-    loads, steps = uses
     lang = an.lang_prefix()
     edits: Edits = {}
-    for st, aug in steps:
+    for st, aug in uses.steps:
         d = _step(aug.value, r_stride, c_stride)
         if d is None:
             return None
@@ -82,16 +94,16 @@ def _block_edits(an: Rewrites, stmt: cst.CSTNode, target: str, value: cst.BaseEx
         f"offsets=({offsets[r_offs][0]}, {offsets[c_offs][0]}), "
         f"block_shape=({offsets[r_offs][1]}, {offsets[c_offs][1]}), order=(1, 0))")
     edits[id(value)] = [lambda _n, make=make: make]
-    for ld in loads:
+    for ld in uses.loads:
         edits[id(ld)] = [_bounded_load]
     return edits
 
 
-def _bounded_load(n: cst.CSTNode) -> cst.CSTNode:
+def _bounded_load(n: cst.Call) -> cst.Call:
     """``tl.load(p, ...)`` -> ``tl.load(p, boundary_check=(0, 1), padding_option="zero")``."""
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     return n.with_changes(args=[
-        n.args[0].with_changes(comma=comma),  # type: ignore[attr-defined]
+        n.args[0].with_changes(comma=comma),
         cst.Arg(cst.parse_expression("(0, 1)"), keyword=cst.Name("boundary_check"), equal=_eq(), comma=comma),
         cst.Arg(cst.SimpleString('"zero"'), keyword=cst.Name("padding_option"), equal=_eq())])
 
@@ -167,32 +179,36 @@ def _ptr_block(an: Rewrites, e: cst.BaseExpression) -> Optional[tuple[str, tuple
     return terms[0].value, dims["r"], dims["c"]
 
 
-def _ptr_uses(an: Rewrites, name: str, definition: cst.CSTNode) -> Optional[tuple[list[cst.Call], list[tuple[cst.CSTNode, cst.AugAssign]]]]:
+def _ptr_uses(an: Rewrites, name: str, definition: cst.SimpleStatementLine) -> Optional[_PtrUses]:
     """Every use of the pointer block: loads (first argument, other 0 or absent) and
     ``name += ...`` steps as whole statements; None if it is used any other way."""
-    loads, steps, seen = [], [], set()
+    loads: list[cst.Call] = []
+    steps: list[tuple[cst.SimpleStatementLine, cst.AugAssign]] = []
+    seen: set[int] = set()
     for n in walk(an.kdef.body):
         if an.is_lang_call(n, "load") and n.args and isinstance(n.args[0].value, cst.Name) \
-                and n.args[0].value.value == name:  # type: ignore[attr-defined]
-            other = next((a for a in n.args if a.keyword is not None and a.keyword.value == "other"), None)  # type: ignore[attr-defined]
+                and n.args[0].value.value == name:
+            other = next((a for a in n.args if a.keyword is not None and a.keyword.value == "other"), None)
             if other is not None and an.code(other.value).strip() not in ("0", "0.0", "0."):
                 return None
             if any(a.keyword is not None and a.keyword.value not in ("mask", "other") for a in n.args) \
-                    or sum(1 for a in n.args if a.keyword is None) > 1:  # type: ignore[attr-defined]
+                    or sum(1 for a in n.args if a.keyword is None) > 1:
                 return None
             loads.append(n)
-            seen.add(id(n.args[0].value))  # type: ignore[attr-defined]
+            seen.add(id(n.args[0].value))
         elif isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1 and isinstance(n.body[0], cst.AugAssign) \
                 and isinstance(n.body[0].target, cst.Name) and n.body[0].target.value == name:
             if not isinstance(n.body[0].operator, cst.AddAssign):
                 return None
             steps.append((n, n.body[0]))
             seen.add(id(n.body[0].target))
-    target_ids = {id(t.target) for t in definition.body[0].targets}  # type: ignore[attr-defined]
+    assign = definition.body[0]
+    assert isinstance(assign, cst.Assign)  # the definition is a simple assignment (simple_assign)
+    target_ids = {id(t.target) for t in assign.targets}
     for n in walk(an.kdef.body):
         if isinstance(n, cst.Name) and n.value == name and id(n) not in seen and id(n) not in target_ids:
             return None
-    return (loads, steps) if loads else None
+    return _PtrUses(loads, steps) if loads else None
 
 
 def _step(e: cst.BaseExpression, r_stride: str, c_stride: str) -> Optional[tuple[str, str]]:

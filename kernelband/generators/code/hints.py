@@ -25,12 +25,12 @@ def rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
                 products[target] = mult
                 continue
             b = an.offsets_block(value, products)
-            if not b:
+            if not b or not isinstance(value, cst.BinaryOperation):  # offsets_block matches a sum only
                 continue
             nxt = body[i + 1] if i + 1 < len(body) else None
             if nxt is not None and ("multiple_of" in an.code(nxt) or "max_contiguous" in an.code(nxt)):
                 continue
-            lang = an.arange_lang(value)  # type: ignore[arg-type]
+            lang = an.arange_lang(value)
             new = cst.parse_statement(f"{target} = {lang}.max_contiguous({lang}.multiple_of({target}, {b}), {b})\n")
             edits[id(stmt)] = [lambda n, new=new: cst.FlattenSentinel([n, new])]
             done.append(f"{target} (line {an.line(stmt)})")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..edits import Edits, walk
+from ..edits import Edit, Edits, walk
 from ..rewrites import Rewrites
 from ..triton_features import tl_range_params
 
@@ -29,10 +29,11 @@ def pipeline_loops(an: Rewrites) -> list[cst.For]:
     return out
 
 
-def _with_keyword(func: cst.BaseExpression, keyword: str, value: int):
+def _with_keyword(func: cst.BaseExpression, keyword: str, value: int) -> Edit:
     """An edit of a ``for`` over range(...) into ``func(..., keyword=value)``."""
-    def edit(n: cst.CSTNode) -> cst.CSTNode:
-        it = n.iter  # type: ignore[attr-defined]
+    def edit(n: cst.For) -> cst.For:
+        it = n.iter
+        assert isinstance(it, cst.Call)  # pipeline_loops keeps loops over a call only
         kw = cst.Arg(cst.Integer(str(value)), keyword=cst.Name(keyword),
                      equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
         args = list(it.args)

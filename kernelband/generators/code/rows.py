@@ -9,7 +9,7 @@ import libcst as cst
 
 from ..edits import Edits, add_kwarg, names_in
 from ..rewrites import Rewrites
-from .shapes import grid_elements, grid_stride_body, loop_safe, one_program_id, pid_names, tile_bound
+from .shapes import grid_elements, grid_stride_body, loop_safe, one_program_id, pid_statement, tile_bound
 
 ROWS_PER_PROGRAM: tuple[int, ...] = (2, 4, 8)
 
@@ -30,15 +30,18 @@ def _fresh_param(an: Rewrites) -> str:
 
 
 def rewrites(an: Rewrites, rows: tuple[int, ...] = ROWS_PER_PROGRAM) -> list[tuple[str, str, Edits]]:
+    suite = an.kdef.body
     if not one_program_id(an, (cst.Return, cst.Yield)) or not _plain_params(an):
         return []
-    body = list(an.kdef.body.body)
-    idx = next((i for i, st in enumerate(body) if an.simple_assign(st)[0] in pid_names(an)), None)
-    if idx is None:
+    if not isinstance(suite, cst.IndentedBlock):
+        return []  # a one-line body: no statement of its own binds the program id
+    body = list(suite.body)
+    found = pid_statement(an, body)
+    if found is None:
         return []
-    row = an.simple_assign(body[idx])[0]
+    idx, row = found.index, found.name
     rest = body[idx + 1:]
-    if tile_bound(an, rest, row) is not None or not loop_safe(an, rest):  # type: ignore[arg-type]
+    if tile_bound(an, rest, row) is not None or not loop_safe(an, rest):
         return []  # a 1D tiled kernel: that is ``persistent``
     grids = grid_elements(an)
     launches = an.launches()

@@ -4,7 +4,8 @@ size, 1D launch grids, bodies that can run once per loop iteration, and the grid
 loop both loop rewrites build."""
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
 
 import libcst as cst
 
@@ -18,10 +19,28 @@ def pid_names(an: Rewrites) -> set[str]:
     for stmt in an.kdef.body.body:
         target, value = an.simple_assign(stmt)
         if target and value is not None and an.is_lang_call(value, "program_id"):
-            args = value.args  # type: ignore[attr-defined]
+            args = value.args
             if args and int_value(args[0].value) == 0:
                 out.add(target)
     return out
+
+
+@dataclass(frozen=True)
+class PidStatement:
+    """The statement of a kernel body that binds a program-id variable."""
+
+    index: int  # its position in the body
+    name: str  # the variable
+
+
+def pid_statement(an: Rewrites, body: Sequence[cst.CSTNode]) -> Optional[PidStatement]:
+    """The first statement of ``body`` that binds one of ``pid_names``."""
+    pids = pid_names(an)
+    for i, st in enumerate(body):
+        target = an.simple_assign(st)[0]
+        if target is not None and target in pids:
+            return PidStatement(i, target)
+    return None
 
 
 def one_program_id(an: Rewrites, exits: tuple[type, ...]) -> bool:
@@ -33,9 +52,18 @@ def one_program_id(an: Rewrites, exits: tuple[type, ...]) -> bool:
     return not any(an.is_lang_call(n, "num_programs") for n in body)
 
 
-def tile_bound(an: Rewrites, stmts: list[cst.BaseStatement], pid: str) -> Optional[tuple[str, str, str]]:
-    """(offsets name, BLOCK, size param) of ``offs = pid * BLOCK + tl.arange(0, BLOCK)``
-    (directly or through ``start = pid * BLOCK``) masked by ``offs < n`` somewhere."""
+@dataclass(frozen=True)
+class TileBound:
+    """A 1D tile ``offs = pid * BLOCK + tl.arange(0, BLOCK)`` masked by ``offs < n``."""
+
+    offsets: str  # offs
+    block: str  # BLOCK
+    size: str  # n, a parameter
+
+
+def tile_bound(an: Rewrites, stmts: Sequence[cst.CSTNode], pid: str) -> Optional[TileBound]:
+    """The tile of ``offs = pid * BLOCK + tl.arange(0, BLOCK)`` (directly or through
+    ``start = pid * BLOCK``) masked by ``offs < n`` somewhere."""
     products: dict[str, str] = {}
     for st in stmts:
         target, value = an.simple_assign(st)
@@ -48,7 +76,7 @@ def tile_bound(an: Rewrites, stmts: list[cst.BaseStatement], pid: str) -> Option
         b = an.offsets_block(value, dict(products))
         if b and (pid in names_in(value) or names_in(value) & set(products)):
             n = _size_mask(an, target)
-            return (target, b, n) if n else None
+            return TileBound(target, b, n) if n else None
     return None
 
 
@@ -81,7 +109,7 @@ def grid_elements(an: Rewrites) -> Optional[list[cst.BaseExpression]]:
     return out or None
 
 
-def loop_safe(an: Rewrites, rest: list[cst.BaseStatement]) -> bool:
+def loop_safe(an: Rewrites, rest: Iterable[cst.CSTNode]) -> bool:
     """The statements can run once per iteration: no parameter is reassigned and every
     augmented assignment updates a value first bound inside them."""
     bound: set[str] = set()
@@ -106,15 +134,17 @@ def loop_safe(an: Rewrites, rest: list[cst.BaseStatement]) -> bool:
     return True
 
 
-def grid_stride_body(body: list[cst.BaseStatement], idx: int, rest: list[cst.BaseStatement], head_code: str,
+def grid_stride_body(body: Sequence[cst.BaseStatement], idx: int, rest: Sequence[cst.BaseStatement], head_code: str,
                      keep_comment: bool) -> list[cst.BaseStatement]:
     """The kernel body with ``rest`` moved into the loop ``head_code`` (``for ... :``)
     in place of ``body[idx]`` and what follows; the loop keeps that statement's leading
     lines and, with ``keep_comment``, its trailing comment."""
     head = cst.parse_statement(f"{head_code}\n    pass\n")
-    header = head.body.header  # type: ignore[attr-defined]
-    if keep_comment and isinstance(body[idx], cst.SimpleStatementLine):
-        header = body[idx].trailing_whitespace  # keep the pid line's comment on the loop's line
-    loop = head.with_changes(body=head.body.with_changes(body=rest, header=header),  # type: ignore[attr-defined]
-                             leading_lines=body[idx].leading_lines)
-    return body[:idx] + [loop]
+    assert isinstance(head, cst.For) and isinstance(head.body, cst.IndentedBlock)  # head_code is a ``for`` line
+    first = body[idx]
+    assert isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement))  # the two kinds of statement
+    header = head.body.header
+    if keep_comment and isinstance(first, cst.SimpleStatementLine):
+        header = first.trailing_whitespace  # keep the pid line's comment on the loop's line
+    loop = head.with_changes(body=head.body.with_changes(body=rest, header=header), leading_lines=first.leading_lines)
+    return [*body[:idx], loop]

@@ -5,7 +5,7 @@ column), so programs running together share A and B tiles in L2. The set of tile
 same (a permutation of program ids), so results do not change."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import libcst as cst
 
@@ -17,7 +17,7 @@ SWIZZLE_GROUPS: tuple[int, ...] = (4, 8)
 _FRESH = ("num_pid_in_group", "group_id", "first_pid_m", "group_size_m")
 
 
-def _cdiv_vars(an: Rewrites) -> dict[str, cst.BaseExpression]:
+def _cdiv_vars(an: Rewrites) -> dict[str, cst.Call]:
     out = {}
     for stmt in an.kdef.body.body:
         target, value = an.simple_assign(stmt)
@@ -37,7 +37,7 @@ def _divmod(an: Rewrites, stmt: cst.CSTNode, pids: set[str]) -> Optional[tuple[s
     return None
 
 
-def _row_major(an: Rewrites, body: list[cst.BaseStatement]) -> Optional[tuple[int, str, str, str, str]]:
+def _row_major(an: Rewrites, body: Sequence[cst.CSTNode]) -> Optional[tuple[int, str, str, str, str]]:
     """(index, pid_m, pid_n, pid, num_pid_n) of two adjacent statements
     ``pid_m = pid // num_pid_n`` and ``pid_n = pid % num_pid_n`` (either order)."""
     pids = pid_names(an)
@@ -79,7 +79,8 @@ def rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
         )
         new = list(cst.parse_module(code).body)
         first, second = body[i], body[i + 1]
-        new[0] = new[0].with_changes(leading_lines=first.leading_lines)  # type: ignore[attr-defined]
+        assert isinstance(first, cst.SimpleStatementLine)  # _row_major matched an assignment there
+        new[0] = new[0].with_changes(leading_lines=first.leading_lines)
         edits: Edits = {
             id(first): [lambda _n, new=new: cst.FlattenSentinel(new)],
             id(second): [lambda _n: cst.RemoveFromParent()],
