@@ -90,6 +90,19 @@ def persistent(name: str, kernel: str, programs: int) -> str:
     return out
 
 
+def test_a_kernel_written_on_its_def_line_gets_no_persistent_rewrite_and_no_crash():
+    src = (CORPUS / "grid_literal.py").read_text(encoding="utf-8")
+    one_line = src.replace(
+        "def scale_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):\n    pid = tl.program_id(0)\n"
+        "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)\n    m = offs < n\n"
+        "    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)\n",
+        "def scale_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr): pid = tl.program_id(0); "
+        "offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE); m = offs < n; "
+        "tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)\n", 1)
+    assert one_line != src
+    assert rewrites(one_line, "scale_kernel", "persistent") == {}
+
+
 def test_persistent_is_offered_for_1d_kernels_only():
     src = (CORPUS / "grid_literal.py").read_text(encoding="utf-8")
     assert set(rewrites(src, "scale_kernel", "persistent")) == {"persistent:264", "persistent:528", "persistent:1056"}

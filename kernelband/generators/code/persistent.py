@@ -55,7 +55,8 @@ def _loop_variable(an: Rewrites, body: Sequence[cst.CSTNode]) -> Optional[_LoopV
 
 
 def rewrites(an: Rewrites, programs: tuple[int, ...] = PERSISTENT_PROGRAMS) -> list[tuple[str, str, Edits]]:
-    if not one_program_id(an, (cst.Return,)):
+    # a body on the def line (``def k(...): a; b``) has no statements to wrap in a loop
+    if not isinstance(an.kdef.body, cst.IndentedBlock) or not one_program_id(an, (cst.Return,)):
         return []
     body = list(an.kdef.body.body)
     got = _loop_variable(an, body)
