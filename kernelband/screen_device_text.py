@@ -34,6 +34,8 @@ from __future__ import annotations
 import ast
 from typing import Callable, Mapping, NamedTuple, Optional
 
+from .screen_grammar import bound_directly
+
 Qualify = Callable[[ast.expr], Optional[str]]
 
 WHY = ("every call of the judge runs on one device (\"cuda:0\"), so code that makes anything of a device but a place "
@@ -82,30 +84,18 @@ def device_uses(node: ast.AST, qualified: Qualify, outer: frozenset[str] = froze
 
 def module_helpers(tree: ast.Module) -> dict[str, ast.FunctionDef]:
     """The module's top-level functions a call by name surely reaches: defined once, not
-    decorated, their name bound nowhere else at the top level (no assignment, import,
-    class or second ``def`` of it), and binding no global (what a device went into would
-    leave the function unseen)."""
+    decorated, their name bound by no other top-level statement (an assignment, import,
+    class or second ``def`` of it: ``screen_grammar.bound_directly``) nor declared global
+    anywhere, and binding no global themselves (what a device went into would leave the
+    function unseen)."""
     bound: dict[str, int] = {}
     for s in tree.body:
-        for name in _top_level_names(s):
+        for name in bound_directly([s]):
             bound[name] = bound.get(name, 0) + 1
+    declared = {name for n in ast.walk(tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
     return {s.name: s for s in tree.body
             if isinstance(s, ast.FunctionDef) and not s.decorator_list and bound.get(s.name) == 1
-            and not any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(s))}
-
-
-def _top_level_names(s: ast.stmt) -> set[str]:
-    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {s.name}
-    if isinstance(s, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name).split(".")[0] for a in s.names}
-    names: set[str] = set()
-    for n in ast.walk(s):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            names.add(n.id)
-        elif isinstance(n, (ast.Global, ast.Nonlocal)):
-            names.update(n.names)
-    return names
+            and s.name not in declared and not any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(s))}
 
 
 class _Helpers:

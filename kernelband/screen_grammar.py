@@ -84,7 +84,7 @@ def _all_args(args: ast.arguments) -> list[ast.arg]:
     return out + [a for a in (args.vararg, args.kwarg) if a is not None]
 
 
-def _bound_directly(body: Iterable[ast.AST]) -> set[str]:
+def bound_directly(body: Iterable[ast.AST]) -> set[str]:
     """Names a function (or the module) binds in its own scope: assignment and loop
     targets, local functions, assignment expressions (also inside its comprehensions);
     not what nested functions, lambdas or comprehension targets bind."""
@@ -132,7 +132,7 @@ class ModuleContext:
         self.imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(self.tree)
                          if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
         self.triton = TritonNames.of(self.tree)
-        self.names = _bound_directly(self.tree.body)
+        self.names = bound_directly(self.tree.body)
 
     def qualified(self, node: ast.expr) -> Optional[str]:
         """``a.b.c`` with ``a`` an import binding -> its qualified name."""
@@ -292,7 +292,7 @@ class GrammarChecks:
             self.expr(e.value)
         elif isinstance(e, ast.Lambda):
             self.signature(e.args)
-            self.scopes.append({a.arg for a in _all_args(e.args)} | _bound_directly([e.body]))
+            self.scopes.append({a.arg for a in _all_args(e.args)} | bound_directly([e.body]))
             self.expr(e.body)
             self.scopes.pop()
         elif isinstance(e, _COMPREHENSIONS):
@@ -479,7 +479,7 @@ class Walker(GrammarChecks):
         if method_of and fn.name == "__init__" and (fn.args.posonlyargs + fn.args.args):
             # the new instance (__init__ cannot be called on another object without a dunder)
             self.self_name = (fn.args.posonlyargs + fn.args.args)[0].arg
-        self.scopes.append({a.arg for a in _all_args(fn.args)} | _bound_directly(fn.body))
+        self.scopes.append({a.arg for a in _all_args(fn.args)} | bound_directly(fn.body))
         for stmt in fn.body:
             self.stmt(stmt)
         self.scopes.pop()
@@ -554,7 +554,7 @@ class Walker(GrammarChecks):
             if is_dunder(s.name):
                 self.add(s, f"has dunder definition {s.name}", "dunder access is not allowed")
             self.signature(s.args)
-            self.scopes.append({a.arg for a in _all_args(s.args)} | _bound_directly(s.body))
+            self.scopes.append({a.arg for a in _all_args(s.args)} | bound_directly(s.body))
             self.stmts(s.body)
             self.scopes.pop()
         elif isinstance(s, ast.Raise):

@@ -473,7 +473,17 @@ HELPERS_REFUSED = {
                            "k = _keep(x.device)\n"),
     "into a container": ("def _keep(device, seen):\n    seen.append(device)\n    return 0\n",
                          "k = _keep(x.device, [])\n"),
+    "rebound by an except": ("def _sm_count(device):\n"
+                             "    return torch.cuda.get_device_properties(device).multi_processor_count\n\n\n"
+                             "try:\n    import math\nexcept ImportError as _sm_count:\n    pass\n",
+                             "sms = _sm_count(x.device)\n"),
+    "declared global elsewhere": ("def _sm_count(device):\n"
+                                  "    return torch.cuda.get_device_properties(device).multi_processor_count\n\n\n"
+                                  "def _swap():\n    global _sm_count\n    _sm_count = str\n",
+                                  "sms = _sm_count(x.device)\n"),
 }
+# the grammar refuses these in changed code: the helper is the original's, the call the variant's
+_IN_THE_ORIGINAL = ("decorated", "stored in a global", "rebound by an except", "declared global elsewhere")
 
 
 def _with_helper(helper: str, call: str) -> str:
@@ -492,8 +502,7 @@ def test_a_device_given_to_a_helper_that_only_places_tensors_is_allowed(case: st
 def test_a_device_given_to_a_helper_that_does_more_is_refused(case: str):
     helper, call = HELPERS_REFUSED[case]
     variant = _with_helper(helper, call)
-    # a decorator or a global the grammar refuses in changed code: the helper is the original's
-    original = _with_helper(helper, "") if case in ("decorated", "stored in a global") else ORIG
+    original = _with_helper(helper, "") if case in _IN_THE_ORIGINAL else ORIG
     reason = screen(variant, original)
     assert reason and ("passes a device to" in reason or "puts a device in a container" in reason), (case, reason)
 

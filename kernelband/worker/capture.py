@@ -48,7 +48,8 @@ def _kernel_classes() -> list[type]:
     return classes
 
 
-def _innermost_classes() -> tuple[type, ...]:
+def innermost_classes() -> tuple[type, ...]:
+    """The classes whose ``run`` really launches a kernel (under autotuners and heuristics)."""
     inner: list[type] = [_jit.JITFunction]
     if _interpreter is not None and hasattr(_interpreter, "InterpretedFunction"):
         inner.append(_interpreter.InterpretedFunction)
@@ -310,7 +311,7 @@ class StatefulGrid(Exception):
 
 
 def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
-    inner_classes = _innermost_classes()
+    inner_classes = innermost_classes()
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = _active()
@@ -337,7 +338,7 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
 def _recorded_launch(rec: LaunchRecorder, original: Callable[..., Any], self: Any, args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
     """An outermost launch while recording: its state kept, run, what it wrote noted."""
-    inner_classes = _innermost_classes()
+    inner_classes = innermost_classes()
     launch = CapturedLaunch(self, args, dict(kwargs), kernel_name(self), stream=_current_stream(), recorded=True)
     rec.launches.append(launch)
     _interpretable(self)

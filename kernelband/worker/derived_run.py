@@ -472,16 +472,9 @@ def launches_as_warmups() -> Iterator[None]:
     """Inside the block, every Triton launch compiles its kernel and launches nothing
     (``run`` of the innermost kernel classes called with ``warmup=True``; an autotuner's
     configs and a heuristic's choices reach it too); restored after."""
-    classes: list[type] = []
-    try:
-        from triton.runtime.jit import JITFunction
+    from .capture import innermost_classes
 
-        classes.append(JITFunction)
-        from triton.runtime.interpreter import InterpretedFunction
-
-        classes.append(InterpretedFunction)
-    except ImportError:  # pragma: no cover - an older Triton without one of them
-        pass
+    classes = innermost_classes()
     saved = [(cls, cls.__dict__["run"]) for cls in classes if "run" in cls.__dict__]
 
     def as_warmup(current: Any) -> Any:
