@@ -316,7 +316,7 @@ def padded_allocations(which: str, pad: int, fresh_fill: Optional[str] = None) -
             setattr(torch, name, fn)
 
 
-def _autotuners(module: Any) -> list[Any]:
+def autotuners(module: Any) -> list[Any]:
     """The module's Triton autotuners, also those under heuristics or another wrapper."""
     try:
         from triton.runtime.autotuner import Autotuner
@@ -362,7 +362,7 @@ def run_config_twins(version: Any, step: Derived, steps: Any) -> None:
     own configs disagree (a block whose max is NaN with one block shape, finite with
     another), a candidate that picked another config would be refused for a difference the
     original has itself; the judge leaves such elements undefined (``judge_derived``)."""
-    tuners = [t for t in _autotuners(version.module) if len(getattr(t, "configs", None) or []) > 1]
+    tuners = [t for t in autotuners(version.module) if len(getattr(t, "configs", None) or []) > 1]
     if not tuners or not any(c.flavour in TWIN_FLAVOURS for c in step.calls):
         return
     count = min(max(len(t.configs) for t in tuners), MAX_CONFIG_TWINS)
@@ -397,13 +397,17 @@ def _run_calls(version: Any, step: Derived, steps: Any, config: Optional[int] = 
 
     from .gpu_lock import gpu_lock
     from .runner import seed_everything, synchronize
+    from .warm_ahead import warm_ahead
 
     which = step.which
+    # the compiles ahead count as the first call's seconds (the judge adds them up)
+    ahead_s = warm_ahead(version, step.calls, step.warm_threads) if config is None else 0.0
     for i, call in enumerate(step.calls):
         if config is not None and call.flavour not in TWIN_FLAVOURS:
             continue
         steps.await_judge()
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() - ahead_s
+        ahead_s = 0.0
         try:
             fn = getattr(version.module, call.fn)
             seed_everything(call.seed)

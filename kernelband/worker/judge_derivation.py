@@ -172,7 +172,8 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
     from .judge_derived import twin_key
 
     task = judge.require_task()
-    steps: list[Step] = [Derived(calls, "o", w) for w in ("a", "b")]
+    # the second canary's calls find every kernel compiled by the first's
+    steps: list[Step] = [Derived(calls, "o", "a", warm_threads=warm.ahead_threads(judge)), Derived(calls, "o", "b")]
     special = sum(c.flavour in TWIN_FLAVOURS for c in calls) if twins else 0
     if special:
         steps.append(Derived(calls, "o", "a", configs=True))

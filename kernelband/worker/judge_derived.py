@@ -17,7 +17,7 @@ import torch
 
 from ..detect import detect, wrappers_of
 from ..model import Status
-from . import checks, derived, derived_run
+from . import checks, derived, derived_run, warm
 from .call_spec import Arg, DerivedCall, RecordedCall, TensorArg
 from .compare import TOLERANCES, compare_outputs
 from .jobs import Frame
@@ -364,7 +364,7 @@ def _arg_view(call: DerivedCall, outputs: dict[str, Any], spec: Optional[Arg]) -
 
 def candidate_steps(judge: Any) -> list[Step]:
     calls = [call for call, _ in judge.ref.derived]
-    return [Derived(calls, "v", "a")] if calls else []
+    return [Derived(calls, "v", "a", warm_threads=warm.ahead_threads(judge))] if calls else []
 
 
 def verdict_of(judge: Any, frame: Frame[DerivedOutputs]) -> Optional[tuple[Status, str]]:

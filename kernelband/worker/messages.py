@@ -127,6 +127,7 @@ class Derived(Step):
     module: str = "v"
     which: str = "a"
     configs: bool = False
+    warm_threads: int = 0  # compile the calls' kernels this many at a time first (``warm_ahead``)
 
 
 @dataclass(frozen=True)
