@@ -333,11 +333,13 @@ def autotuners(module: Any) -> list[Any]:
     return found
 
 
-def run_calls(version: Any, step: Derived, steps: Any) -> None:
+def run_calls(version: Any, step: Derived, steps: Any, ahead_s: float = 0.0) -> None:
     """In the variant process: each derived call of ``step`` on inputs in canary-padded
     buffers; one frame per call with what it returned and the whole buffers after it (or
     the error it raised: the judge decides what that means). ``step.configs``: the config
-    twins of its special-values calls instead (``run_config_twins``)."""
+    twins of its special-values calls instead (``run_config_twins``). ``ahead_s``: the
+    seconds its kernels were compiled ahead (``warm_ahead``), counted as the first call's
+    (the judge adds the calls' seconds up)."""
     from .autotune_clock import one_run_per_config
     from .capture import install
     from .runner import synchronize
@@ -347,7 +349,7 @@ def run_calls(version: Any, step: Derived, steps: Any) -> None:
         if step.configs:
             run_config_twins(version, step, steps)
         else:
-            _run_calls(version, step, steps)
+            _run_calls(version, step, steps, ahead_s=ahead_s)
 
 
 MAX_CONFIG_TWINS = 16  # configs run a special-values call pinned to (on a GPU each is a compile at a new size)
@@ -392,16 +394,13 @@ def pinned_config(tuners: list[Any], k: int) -> Iterator[None]:
                     tuner.__dict__.pop(n, None)
 
 
-def _run_calls(version: Any, step: Derived, steps: Any, config: Optional[int] = None) -> None:
+def _run_calls(version: Any, step: Derived, steps: Any, config: Optional[int] = None, ahead_s: float = 0.0) -> None:
     import time
 
     from .gpu_lock import gpu_lock
     from .runner import seed_everything, synchronize
-    from .warm_ahead import warm_ahead
 
     which = step.which
-    # the compiles ahead count as the first call's seconds (the judge adds them up)
-    ahead_s = warm_ahead(version, step.calls, step.warm_threads) if config is None else 0.0
     for i, call in enumerate(step.calls):
         if config is not None and call.flavour not in TWIN_FLAVOURS:
             continue

@@ -160,14 +160,27 @@ class VariantJob:
         return str(cache)
 
     def start(self, zygote: Optional[Zygote] = None) -> None:
+        """The process (unless it is a spare's, already spawned), then the job."""
         t0 = time.perf_counter()
+        spare = self.proc is not None
         try:
-            self._start(zygote)
+            if not spare:
+                self.spawn(zygote)
+            else:
+                self._cache_dir()  # what the original compiled since the spare was made
+            self._send_job()
         finally:
             self.spent["spawn"] = self.spent.get("spawn", 0.0) + time.perf_counter() - t0
-            mark("job.start", job=self.nonce[:8], pid=getattr(self.proc, "pid", None), zygote=zygote is not None)
+            mark("job.start", job=self.nonce[:8], pid=getattr(self.proc, "pid", None), zygote=zygote is not None,
+                 spare=spare)
 
-    def _start(self, zygote: Optional[Zygote] = None) -> None:
+    def adopt(self, job: Job, timeout_s: float) -> None:
+        """A spare (``spawn``ed, no job sent) takes ``job``: ``start`` then sends it."""
+        self.job = dataclasses.replace(job, nonce=self.nonce)
+        self.timeout_s = timeout_s
+
+    def spawn(self, zygote: Optional[Zygote] = None) -> None:
+        """The process, in its sandbox, reading its job from stdin (``start`` sends it)."""
         env = sandbox.scrubbed_env(str(self.dir))
         env["TRITON_CACHE_DIR"] = self._cache_dir()
         if self.shared_cache is not None:
@@ -178,10 +191,12 @@ class VariantJob:
         env[sandbox.READ_ENV] = os.pathsep.join(_user_paths(self.job))
         env.update(self.extra_env)
         if zygote is not None and not self.wrapper:
-            self._fork(zygote, env)
+            self.proc = _fork(self.dir, zygote, env)
         else:
-            self._spawn(env)
+            self.proc = _popen(self.dir, self.wrapper, env)
         threading.Thread(target=_read_stderr, args=(self,), daemon=True).start()
+
+    def _send_job(self) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         try:
             self.proc.stdin.write((json.dumps(self.job.to_wire()) + "\n").encode())
@@ -205,28 +220,6 @@ class VariantJob:
             stdin.flush()
         except (OSError, ValueError):  # full (a variant that reads no acks), closed, or dead
             pass
-
-    def _fork(self, zygote: Zygote, env: dict[str, str]) -> None:
-        """A child of the zygote, with three fresh pipes as its fds 0-2."""
-        in_r, in_w = os.pipe()
-        out_r, out_w = os.pipe()
-        _widen_pipe(out_r)
-        err_r, err_w = os.pipe()
-        try:
-            pid = zygote.request(Spawn(str(self.dir), env), Spawned, (in_r, out_w, err_w)).pid
-        finally:
-            for fd in (in_r, out_w, err_w):
-                os.close(fd)
-        self.proc = ZygoteChild(zygote, pid, os.fdopen(in_w, "wb"), os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"))
-
-    def _spawn(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [*self.wrapper, sys.executable, "-m", "kernelband.worker.variant"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=str(self.dir), env=env, start_new_session=True, close_fds=True,
-        )
-        _SPAWNED.add(self.proc.pid)
-        _widen_pipe(self.proc.stdout.fileno())
 
     def stderr_tail(self, n: int = 6) -> str:
         return "\n".join(self.stderr[-n:])
@@ -407,6 +400,33 @@ class VariantJob:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _fork(workdir: Path, zygote: Zygote, env: dict[str, str]) -> ZygoteChild:
+    """A child of the zygote, with three fresh pipes as its fds 0-2."""
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    _widen_pipe(out_r)
+    err_r, err_w = os.pipe()
+    try:
+        pid = zygote.request(Spawn(str(workdir), env), Spawned, (in_r, out_w, err_w)).pid
+    finally:
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+    return ZygoteChild(zygote, pid, os.fdopen(in_w, "wb"), os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"))
+
+
+def _popen(workdir: Path, wrapper: list[str], env: dict[str, str]) -> "subprocess.Popen[bytes]":
+    """A fresh interpreter (no fork server, or under a wrapper such as compute-sanitizer)."""
+    proc = subprocess.Popen(
+        [*wrapper, sys.executable, "-m", "kernelband.worker.variant"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=str(workdir), env=env, start_new_session=True, close_fds=True,
+    )
+    _SPAWNED.add(proc.pid)
+    assert proc.stdout is not None
+    _widen_pipe(proc.stdout.fileno())
+    return proc
 
 
 def _read_stderr(job: VariantJob) -> None:

@@ -23,12 +23,14 @@ import torch
 
 from ..model import LaunchRecord, Task
 from ..trace import mark
+from . import spares
 from .call_spec import DerivedCall, RecordedCall
 from .compare import set_compute_device
 from .deadlines import deadline_s
 from .jobs import Frame, VariantJob
 from .messages import (Derived, ErrorFrame, FrameMeta, Job, ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run,
                        RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
+from .spares import EARLY_CUDA_ENV
 
 if TYPE_CHECKING:
     from .zygote_handle import Zygote
@@ -131,6 +133,7 @@ class JudgeCore:
         self._zygote_lock = threading.Lock()
         self.preparing = False
         self.lane: Optional[Lane] = None
+        self.spares = spares.Spares()  # started processes for candidate jobs (``keep_spares``)
         from .judge_derived import new_session_seed
 
         self.session_seed = new_session_seed()  # which inputs beyond the harness a candidate is shown
@@ -147,8 +150,9 @@ class JudgeCore:
             os.environ["KERNELBAND_TIMING_LOCK"] = default_lock_path()
 
     def close(self) -> None:
-        """Stop the lane and the fork server (and with it any job still running)."""
+        """Stop the lane, the spares and the fork server (and with it any job still running)."""
         self.close_lane()
+        self.spares.close()
         if self.zygote is not None:
             self.zygote.close()
             self.zygote = None
@@ -178,24 +182,49 @@ class JudgeCore:
         """A started variant job; its timeout allows for ``runs`` runs of the harness, each
         ``run_timeout_s`` (default: the task's)."""
         task = self.require_task()
+        spec = Job(task, modules, steps, self.interpreted, {} if trusted else self.ref.writes, self.transport,
+                   interactive)
+        timeout_s = deadline_s(run_timeout_s or task.timeout_s, runs)
+        job = None if trusted else self.spares.take(self._spare_fits)
+        if job is not None:
+            job.adopt(spec, timeout_s)
+        else:
+            job = self._new_job(spec, timeout_s, trusted)
+        mark("job.request", job=job.nonce[:8], trusted=trusted, steps=[s.OP for s in steps][:12])
+        job.start(self.live_zygote())
+        return job
+
+    def _new_job(self, spec: Job, timeout_s: float, trusted: bool, early_cuda: bool = False) -> VariantJob:
         assert self.workdir is not None
-        cache = self.workdir / "triton-cache-trusted"
-        job = VariantJob(
-            Job(task, modules, steps, self.interpreted, {} if trusted else self.ref.writes, self.transport,
-                interactive),
-            timeout_s=deadline_s(run_timeout_s or task.timeout_s, runs),
+        return VariantJob(
+            spec, timeout_s=timeout_s,
             # the original's jobs start from this machine's compiled kernels of the same source
             # (written only from original-only jobs); a candidate's from this session's
-            trusted_cache=persistent_cache(task) if trusted else cache,
+            trusted_cache=persistent_cache(spec.task) if trusted else self.workdir / "triton-cache-trusted",
             # over the byte channel, large outputs that are only compared are rebuilt on the GPU
             device=self._frame_device,
             after_frame=self._release_frame_memory,
             on_log=self.on_log,
-            extra_env=self._sandbox_env(),
+            extra_env={**self._sandbox_env(), **({EARLY_CUDA_ENV: "1"} if early_cuda else {})},
         )
-        mark("job.request", job=job.nonce[:8], trusted=trusted, steps=[s.OP for s in steps][:12])
-        job.start(self.live_zygote())
-        return job
+
+    def keep_spares(self, lanes: int) -> None:
+        """Spare processes for this task's candidate jobs from now on (``spares.py``)."""
+        task = self.require_task()
+        on_gpu = gpu() and not self.interpreted
+
+        def make() -> VariantJob:
+            spare = self._new_job(Job(task, {}, [], self.interpreted, {}, self.transport), 0.0, trusted=False,
+                                  early_cuda=on_gpu)
+            spare.spawn(self.live_zygote())
+            return spare
+
+        self.spares.keep(spares.wanted(on_gpu, lanes), make)
+
+    def _spare_fits(self, spare: VariantJob) -> bool:
+        """A spare made for this task, in the sandbox and transport a new job gets now."""
+        env = {k: v for k, v in spare.extra_env.items() if k != EARLY_CUDA_ENV}
+        return spare.job.task is self.task and env == self._sandbox_env() and spare.job.transport == self.transport
 
     def _sandbox_env(self) -> dict[str, str]:
         if not self.sandbox_skip:

@@ -32,6 +32,7 @@ from .judge_core import (GPU_MARGIN_BYTES, JudgeCore, Reference, gpu, lane_bytes
 from .judge_derived import absorb_original
 from .messages import Derived, DerivedOutputs, ErrorFrame, Mark, Step
 from .observe import materialize
+from .warm_ahead import ahead_threads
 
 DERIVE_ENV = "KERNELBAND_DERIVE"  # "background", "before" (prepare waits) or "auto"
 ATTEMPTS = 3  # processes of the original the derived calls may take down before none is checked
@@ -173,7 +174,7 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
 
     task = judge.require_task()
     # the second canary's calls find every kernel compiled by the first's
-    steps: list[Step] = [Derived(calls, "o", "a", warm_threads=warm.ahead_threads(judge)), Derived(calls, "o", "b")]
+    steps: list[Step] = [Derived(calls, "o", "a", warm_threads=ahead_threads(gpu() and not judge.interpreted)), Derived(calls, "o", "b")]
     special = sum(c.flavour in TWIN_FLAVOURS for c in calls) if twins else 0
     if special:
         steps.append(Derived(calls, "o", "a", configs=True))

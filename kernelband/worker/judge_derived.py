@@ -17,12 +17,13 @@ import torch
 
 from ..detect import detect, wrappers_of
 from ..model import Status
-from . import checks, derived, derived_run, warm
+from . import checks, derived, derived_run
 from .call_spec import Arg, DerivedCall, RecordedCall, TensorArg
 from .compare import TOLERANCES, compare_outputs
 from .jobs import Frame
 from .messages import Derived, DerivedOutputs, Step
 from .observe import materialize
+from .warm_ahead import ahead_threads
 from .wire import WireObject
 
 
@@ -364,7 +365,8 @@ def _arg_view(call: DerivedCall, outputs: dict[str, Any], spec: Optional[Arg]) -
 
 def candidate_steps(judge: Any) -> list[Step]:
     calls = [call for call, _ in judge.ref.derived]
-    return [Derived(calls, "v", "a", warm_threads=warm.ahead_threads(judge))] if calls else []
+    threads = ahead_threads(judge.ref_device == "cuda" and not judge.interpreted)
+    return [Derived(calls, "v", "a", warm_threads=threads)] if calls else []
 
 
 def verdict_of(judge: Any, frame: Frame[DerivedOutputs]) -> Optional[tuple[Status, str]]:

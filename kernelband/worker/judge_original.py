@@ -74,6 +74,7 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     that process as the reference lane when two runs of the harness fit on the GPU."""
     task = req.task
     judge.close_lane()
+    judge.spares.close()
     judge.task = task
     judge.workdir = Path(req.workdir)
     judge.workdir.mkdir(parents=True, exist_ok=True)
@@ -97,6 +98,9 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
         job = _run_original(judge, task, req, base, notes)
     if job is None or not base.deterministic:
         return base.to_dict()
+    # the candidates' processes start now, beside the rest of the setup: the first wave
+    # finds its CUDA contexts made
+    judge.keep_spares(candidate_lanes(judge))
     base.phases["output_bytes"] = decoded_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))
     move_references(judge)
     # what the original compiled, kept once: a candidate whose kernel and launch settings
@@ -110,6 +114,7 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     failure = _derive_references(judge, base, notes)
     if failure:
         judge.close_lane()
+        judge.spares.close()
         base.message = failure
         return base.to_dict()
     base.ok = True

@@ -417,10 +417,14 @@ class Steps:
         self.send(TimingFrame(step.key, timing, seconds=round(time.perf_counter() - t0, 4)))
 
     def op_derived(self, step: Derived) -> None:
-        """Calls of the wrapper that the harness never makes (``derived_run.run_calls``)."""
+        """Calls of the wrapper that the harness never makes (``derived_run.run_calls``), their
+        kernels compiled ahead a few at a time first (``warm_ahead``)."""
         from .derived_run import run_calls
+        from .warm_ahead import warm_ahead
 
-        run_calls(self.modules[step.module], step, self)
+        module = self.modules[step.module]
+        ahead_s = 0.0 if step.configs else warm_ahead(module, step.calls, step.warm_threads)
+        run_calls(module, step, self, ahead_s)
 
     def op_warm(self, step: Warm) -> None:
         """Compile what the calls beyond the harness will need (``derived_run.warm_calls``)."""
@@ -701,6 +705,7 @@ def main() -> int:
     print(f"kernelband-sandbox: network {report.network}", file=sys.stderr, flush=True)
     print(f"kernelband-sandbox: layers {report.summary()}", file=sys.stderr, flush=True)
     proto = _protocol_stream()
+    _early_cuda_context()
     raw = json.loads(sys.stdin.readline())
     try:
         job = Job.from_wire(raw)
@@ -736,6 +741,25 @@ def main() -> int:
         batch = command.steps
     write_frame(proto, nonce, DoneFrame.KIND, DoneFrame(timeline=timeline.snapshot()).to_wire())
     return 0
+
+
+def _early_cuda_context() -> None:
+    """A spare (``spares.py``) makes its CUDA context while it waits for its job, before
+    any module is imported; the job's own start then finds it made."""
+    from .spares import EARLY_CUDA_ENV
+
+    if os.environ.get(EARLY_CUDA_ENV) != "1":
+        return
+    from . import timeline
+
+    try:
+        import torch
+
+        with timeline.span("early_cuda_context"):
+            torch.cuda.init()
+            torch.empty(1, device="cuda")
+    except Exception:  # noqa: BLE001 - the job makes its context itself, and reports what fails
+        pass
 
 
 def _fail(proto: IO[bytes], nonce: str, error: ErrorFrame) -> int:

@@ -24,8 +24,8 @@ from .derived import MAX_CALL_BYTES
 from .jobs import VariantJob
 from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Reference, gpu
 from .messages import Job, Warm
+from .warm_ahead import WARM_ENV
 
-WARM_ENV = "KERNELBAND_WARM"  # "auto" (default: on a GPU with room), "on" or "off"
 DERIVATION_SIBLINGS = 2  # the original's derivation: its calls split among this many siblings
 # what a sibling may hold on the GPU: one call's canary-padded tensors and what its wrapper
 # allocates, and the context
@@ -36,10 +36,6 @@ MIN_CPUS = 4  # with fewer cores a sibling's compiles only slow down the job's o
 # H200 at 9302aa6: gelu_fp32 69.8 -> 55.5 evaluations a minute, its calls 2.1 s; and
 # matmul_rowmajor_fp16 17.2 -> 33.6, its calls 8.3 s)
 CANDIDATE_MIN_S = 6.0
-# a job compiles its calls beyond the harness this many at a time before it runs them
-# (``warm_ahead``), one core in four of the machine at most: eight lanes share 16 cores
-THREADS_ENV = "KERNELBAND_WARM_THREADS"  # a number overrides it (0: none)
-AHEAD_THREADS = 4
 
 
 def enabled(judge: JudgeCore, siblings: int) -> bool:
@@ -55,21 +51,6 @@ def enabled(judge: JudgeCore, siblings: int) -> bool:
 
     free, _ = torch.cuda.mem_get_info()
     return 4 * siblings * SIBLING_BYTES <= free
-
-
-def ahead_threads(judge: JudgeCore) -> int:
-    """The threads a job's step of calls beyond the harness compiles its kernels in before
-    it runs them (``Derived.warm_threads``): on a GPU, with cores to spare; under the
-    interpreter (nothing to compile) only where warming is "on" (the tests)."""
-    wanted = os.environ.get(THREADS_ENV, "")
-    if wanted.isdigit():
-        return int(wanted)
-    mode = os.environ.get(WARM_ENV, "auto")
-    if mode in ("on", "off"):
-        return AHEAD_THREADS if mode == "on" else 0
-    if judge.interpreted or not gpu():
-        return 0
-    return min(AHEAD_THREADS, (os.cpu_count() or 1) // 4)
 
 
 def pays_off(ref: Reference) -> bool:

@@ -19,6 +19,7 @@ calls would leave it changed for the real ones.
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -28,6 +29,23 @@ from .derived import call_bytes
 # a warm call's tensors at most: larger calls are compiled when they run (the threads hold
 # their calls' inputs at once, on top of the job's own)
 WARM_CALL_BYTES = 128 << 20
+WARM_ENV = "KERNELBAND_WARM"  # "auto" (default: on a GPU), "on" or "off": this and the siblings (warm.py)
+THREADS_ENV = "KERNELBAND_WARM_THREADS"  # a number overrides the threads (0: none)
+# one core in four of the machine at most: eight lanes share 16 cores
+AHEAD_THREADS = 4
+
+
+def ahead_threads(on_gpu: bool) -> int:
+    """The threads a job's calls beyond the harness are compiled in before they run
+    (``Derived.warm_threads``, the judge's choice): on a GPU, with cores to spare; under the
+    interpreter (nothing to compile) only where warming is "on" (the tests)."""
+    wanted = os.environ.get(THREADS_ENV, "")
+    if wanted.isdigit():
+        return int(wanted)
+    mode = os.environ.get(WARM_ENV, "auto")
+    if mode in ("on", "off"):
+        return AHEAD_THREADS if mode == "on" else 0
+    return min(AHEAD_THREADS, (os.cpu_count() or 1) // 4) if on_gpu else 0
 
 
 def warm_ahead(version: Any, calls: list[DerivedCall], threads: int) -> float:

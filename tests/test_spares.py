@@ -1,0 +1,125 @@
+"""Spare variant processes, started before a candidate needs one (kernelband/worker/spares.py).
+On a GPU a spare saves the candidate its CUDA context; here, under the interpreter
+(``KERNELBAND_SPARES``), what is tested is what must hold anywhere: candidate jobs take
+spares, verdicts do not change, a dead spare is never handed out, and every spare is
+closed with its judge.
+
+What would abuse it: spares wait beside running candidates, each for a job to come, so a
+candidate could try to plant something in a waiting spare's directory for the next
+candidate (or for the judge) to find."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.kernels import AXPY, axpy_task, edited, prepared_evaluator
+
+from kernelband.worker.jobs import VariantJob
+from kernelband.worker.messages import Job, Mark
+from kernelband.worker.spares import Spares
+
+
+def _trace(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_candidates_take_spares_and_get_the_same_verdicts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("KERNELBAND_SPARES", "2")
+    monkeypatch.setenv("KERNELBAND_TRACE", str(trace))
+    ev = prepared_evaluator(tmp_path, "axpy", AXPY, "axpy_kernel", "harness_axpy")
+    try:
+        right = ev.evaluate(edited("tl.store(out_ptr + offsets, alpha * x + y, mask=mask)",
+                                   "tl.store(out_ptr + offsets, y + alpha * x, mask=mask)"), time_it=False)
+        wrong = ev.evaluate(edited("tl.store(out_ptr + offsets, alpha * x + y, mask=mask)",
+                                   "tl.store(out_ptr + offsets, alpha * x - y, mask=mask)"), time_it=False)
+    finally:
+        ev.close()
+    assert right.ok, right.message
+    assert wrong.status.value == "mismatch", wrong.message
+    marks = _trace(trace)
+    spares = {m["job"] for m in marks if m["what"] == "spare.ready"}
+    candidate_starts = [m for m in marks if m["what"] == "job.start" and m.get("spare")]
+    assert len(candidate_starts) >= 2 and {m["job"] for m in candidate_starts} <= spares
+    closed = {m["job"] for m in marks if m["what"] == "job.closed"}
+    assert spares <= closed  # taken or not, every spare ended with the judge
+    assert not list(Path(ev.task.module_path).parent.glob("kernelband-variant-*"))
+
+
+# the module's import, in a candidate's process: it writes into every other variant
+# process's directory it can name (the spares waiting for their jobs among them, this one
+# by its real path), and into its own (which it may)
+_PLANTING = AXPY + '''
+import glob as _glob
+
+with open("planted-own", "w") as _f:
+    _f.write("1")
+for _d in [TARGET] + _glob.glob("/tmp/kernelband-variant-*") + _glob.glob("/tmp/*/kernelband-variant-*"):
+    try:
+        with open(_d + "/planted", "w") as _f:
+            _f.write("1")
+    except OSError:
+        pass
+'''
+
+
+def test_a_candidate_cannot_plant_anything_in_a_waiting_spare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sent straight to the sandbox (no screen). Where the sandbox's mount layer holds, the
+    spare's directory stays untouched, and the job it then takes finds nothing there."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    task = axpy_task(tmp_path)
+    spare = VariantJob(Job(task, {}, [], interpreted=True), timeout_s=0.0)
+    planting = _PLANTING.replace("[TARGET]", f"[{str(spare.dir)!r}]")
+    attacker = VariantJob(Job(task, {"v": planting}, [Mark()], interpreted=True), timeout_s=120)
+    try:
+        spare.spawn()
+        attacker.start()
+        assert [f.kind for f in attacker.frames()] == ["mark", "done"], attacker.stderr_tail()
+        if "mount held" not in attacker.sandbox:
+            pytest.skip(f"the sandbox's mount layer does not hold here ({attacker.sandbox})")
+        assert not (spare.dir / "planted").exists()
+        assert (attacker.dir / "planted-own").exists()  # the import ran
+        spare.adopt(Job(task, {"v": AXPY}, [Mark()], interpreted=True), timeout_s=120)
+        spare.start()
+        assert [f.kind for f in spare.frames()] == ["mark", "done"], spare.stderr_tail()
+    finally:
+        attacker.close()
+        spare.close()
+    assert not spare.dir.exists()
+
+
+def test_a_dead_spare_is_never_handed_out_and_close_ends_them_all(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    task = axpy_task(tmp_path)
+    made: list[VariantJob] = []
+
+    def make() -> VariantJob:
+        job = VariantJob(Job(task, {}, [], interpreted=True), timeout_s=0.0)
+        job.spawn()
+        made.append(job)
+        return job
+
+    spares = Spares()
+    spares.keep(2, make)
+    deadline = time.monotonic() + 60
+    while len(made) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # both in the ready list
+    for job in made:  # both die before any job comes
+        job.proc.kill()
+        job.proc.wait()
+    assert spares.take(lambda spare: True) is None
+    assert all(not job.dir.exists() for job in made)  # closed, not kept
+    spares.keep(1, make)
+    while len(made) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    assert spares.take(lambda spare: False) is None  # no longer fits (another task): closed too
+    assert not made[2].dir.exists()
+    spares.close()
+    time.sleep(0.5)  # a replacement still starting is closed when it is ready
+    assert all(not job.dir.exists() for job in made)
