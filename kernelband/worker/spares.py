@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Callable, Optional
 
 from ..trace import mark
@@ -25,6 +26,7 @@ from .jobs import VariantJob
 
 EARLY_CUDA_ENV = "KERNELBAND_EARLY_CUDA"  # "1" in a spare's environment on a GPU: make the context first
 SPARES_ENV = "KERNELBAND_SPARES"  # a number overrides how many spares are kept (0: none)
+REFILL_GAP_S = 1.0  # about one CUDA context's making on one H200: replacements are made one by one
 
 
 def wanted(on_gpu: bool, lanes: int) -> int:
@@ -44,15 +46,21 @@ class Spares:
         self._ready: list[VariantJob] = []
         self._make: Optional[Callable[[], VariantJob]] = None
         self._count = 0
+        self._wanted = threading.Event()  # a spare was taken: the refiller makes another
+        self._refiller: Optional[threading.Thread] = None
 
     def keep(self, count: int, make: Callable[[], VariantJob]) -> None:
         """From now on keep ``count`` spares, each made (and spawned) by ``make``; those of
-        an earlier task are closed. They are started in the background."""
+        an earlier task are closed. The first ``count`` start at once, in the background
+        (the first candidates take them); each taken one is replaced by ``_refill_loop``."""
         self.close()
         with self._lock:
             self._make, self._count = make, count
         for _ in range(count):
-            self._refill()
+            threading.Thread(target=self._add_one, daemon=True, name="kernelband-spare").start()
+        if count and self._refiller is None:
+            self._refiller = threading.Thread(target=self._refill_loop, daemon=True, name="kernelband-spares")
+            self._refiller.start()
 
     def take(self, fits: Callable[[VariantJob], bool]) -> Optional[VariantJob]:
         """A live spare that ``fits`` the job to come (else None: the job spawns its own),
@@ -70,11 +78,23 @@ class Spares:
             else:
                 spare.close()
         if taken is not None:
-            self._refill()
+            self._wanted.set()
         return taken
 
-    def _refill(self) -> None:
-        threading.Thread(target=self._add_one, daemon=True, name="kernelband-spare").start()
+    def _refill_loop(self) -> None:
+        """Taken spares replaced one at a time, ``REFILL_GAP_S`` apart: eight contexts made at
+        once beside the first candidates and the original's derivation slowed all of them
+        (the derivation 3 s -> 10 s on one H200)."""
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            while True:
+                with self._lock:
+                    short = self._make is not None and len(self._ready) < self._count
+                if not short:
+                    break
+                self._add_one()
+                time.sleep(REFILL_GAP_S)
 
     def _add_one(self) -> None:
         with self._lock:
