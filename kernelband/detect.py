@@ -797,20 +797,24 @@ def _masked_defs(tree: ast.Module, bodies: list[tuple[int, int, int]]) -> Option
     return nodes
 
 
-def detect(source: str, filename: str = "<source>", *, skim: bool = True, fork: bool = False) -> DetectionResult:
+def detect(source: str, filename: str = "<source>", *, skim: bool = True, fork: bool = False,
+           tree: Optional[ast.Module] = None) -> DetectionResult:
     """Find kernels, launch sites and module-level functions. Never raises on bad input.
 
     ``skim``: build no syntax tree for the bodies of column-0 ``@triton.jit`` kernels when
     that provably gives the same result (``_skimmed_tree``); False parses the whole file
     (what the tests compare against). ``fork``: check those bodies in a child process
-    meanwhile (a single-threaded caller with a core to spare: ``kernelband list``)."""
+    meanwhile (a single-threaded caller with a core to spare: ``kernelband list``).
+    ``tree``: the caller's own full parse of ``source``, read instead of parsing again."""
     with gc_paused():
-        return _detect(source, filename, skim, fork)
+        return _detect(source, filename, skim, fork, tree)
 
 
-def _detect(source: str, filename: str, skim: bool = True, fork: bool = False) -> DetectionResult:
+def _detect(source: str, filename: str, skim: bool = True, fork: bool = False,
+            tree: Optional[ast.Module] = None) -> DetectionResult:
     source = strip_bom(source)
-    tree = _skimmed_tree(source, fork) if skim else None
+    if tree is None and skim:
+        tree = _skimmed_tree(source, fork)
     if tree is None:
         tree, error = parse_module(source, filename)
         if tree is None:

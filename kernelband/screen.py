@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from .detect import DetectionResult, detect, import_bindings, wrappers_of
-from .screen_device_text import (WHY as DEVICE_WHY, device_uses, module_device_names, module_device_uses,
-                                 module_helpers)
+from .screen_device_calls import ModuleCode, module_code
+from .screen_device_text import WHY as DEVICE_WHY, device_uses, module_device_names, module_device_uses
 from .screen_grammar import Finding, ModuleContext, Walker, import_findings
 from .screen_policy import ALLOWED_IMPORTS, ORIGINAL_ONLY_MEMBERS
 from .screen_source import SourceRefused, canonical_source
@@ -206,18 +206,39 @@ def _findings(original_source: str, variant_source: str) -> list[Finding]:
     changed = _changed(otree, vtree)
     for node in changed:
         _check_top_level(ctx, otree, node, findings)
-    # a use of a device the original makes (its kind: text, a key, a helper's argument) licenses the variant's
-    licensed = _device_uses(original_source)
-    outer, helpers = module_device_names(vtree, ctx.qualified), module_helpers(vtree)
-    for node in changed:
-        scope = str(getattr(node, "name", "<module>"))
-        findings += [Finding(scope, getattr(u.node, "lineno", 1), u.what, DEVICE_WHY, u.node, rank=1)
-                     for u in device_uses(node, ctx.qualified, outer, helpers) if u.label not in licensed]
     licences = _licences(original_source)
     parents = _parents(vtree)
     members = _members_read(original_source)
     kept = [f for f in findings if not _licensed(f, licences, parents) and not _member_of_original(f, members)]
-    return sorted(kept, key=lambda f: (f.line, f.rank))
+    return sorted(kept + _device_findings(original_source, vtree, ctx, changed), key=lambda f: (f.line, f.rank))
+
+
+def _device_findings(original_source: str, vtree: ast.Module, ctx: ModuleContext, changed: list[ast.stmt]
+                     ) -> list[Finding]:
+    """Uses of a device the original makes no use of the kind of (text, a key, a helper's
+    argument...), in the changed statements and in those that call into changed code (a
+    changed helper or method receives the device there). No licence by the original's same
+    call: ``str(d)`` or ``_sm(d)`` is another use where ``d`` or ``_sm`` is another value."""
+    licensed = _device_uses(original_source)
+    outer, module = module_device_names(vtree, ctx.qualified), module_code(vtree)
+    return [Finding(str(getattr(node, "name", "<module>")), getattr(u.node, "lineno", 1), u.what, DEVICE_WHY, u.node,
+                    rank=1)
+            for node in _device_scope(vtree, changed, module)
+            for u in device_uses(node, ctx.qualified, outer, module) if u.label not in licensed]
+
+
+def _device_scope(vtree: ast.Module, changed: list[ast.stmt], module: ModuleCode) -> list[ast.stmt]:
+    """The statements whose devices may go somewhere other than in the original: the
+    changed ones and, where a changed one is a helper or a class, every one that calls a
+    helper or a method of the module (what it reaches may be changed code)."""
+    ids = {id(n) for n in changed}
+    if not any(isinstance(n, ast.ClassDef) or getattr(n, "name", None) in module.functions for n in changed):
+        return changed
+    methods = {name for name, found in module.methods.items() if found != ()}
+    return [n for n in vtree.body if id(n) in ids or any(
+        isinstance(c, ast.Call) and (isinstance(c.func, ast.Name) and c.func.id in module.functions
+                                     or isinstance(c.func, ast.Attribute) and c.func.attr in methods)
+        for c in ast.walk(n))]
 
 
 @functools.lru_cache(maxsize=32)

@@ -17,24 +17,29 @@ text, a call's result) holds one as well.
 A device may appear directly only as: the ``device=`` keyword (or a ``**`` mapping) of a
 torch or Triton call or of a tensor method (``.to``, ``.new_empty``...); the argument of
 ``.to(...)``, ``.cuda(...)`` or a torch device API (``torch.cuda.device``,
-``get_device_properties``...); a ``with`` context; an operand of ``==``, ``!=``, ``is``
-or ``is not``; the receiver of ``.type`` (the text "cuda", the same on every GPU) or of
-``.index`` (``device_by_number``'s to judge); the value a plain name is bound to or a
-``for`` iterates; a ``{"device": d}`` / ``dict(device=d)`` mapping of keywords; anything
-in the message of an ``assert`` or a ``raise`` (the call ends there: no ``try`` in changed
-code). Anything else is a use: returned, stored, put in a container, a key, a branch, text,
-a hash, an operand, an argument of any other call (a helper or lambda of the changed code
-too, so a device never reaches a parameter unseen), except a plain function of the
-module (``module_helpers``) whose parameter, followed into it, goes only where this list
-allows and is not returned: ``_sm_count(x.device)`` reading
-``get_device_properties(device)``.
+``get_device_properties``...); a ``with`` context; an operand of ``==``, ``!=``, ``is``,
+``is not``, ``in`` or ``not in``; the receiver of ``.type`` (the text "cuda", the same on
+every GPU) or of ``.index`` (``device_by_number``'s to judge); the value a plain name is
+bound to or a ``for`` iterates; the argument of ``len()`` or ``bool()``; anything in the
+message of an ``assert`` or a ``raise`` (the call ends there: no ``try`` in changed code).
+A container of devices (a display, a comprehension, ``list``/``set``/``tuple``/
+``frozenset``/``iter``/``reversed``/``next`` of one) holds a device and is judged as one:
+``len({t.device for t in ts}) == 1`` and ``all(d == x.device for d in devices)`` pass,
+its item turned into text, its text, hash, sort or return do not. Anything else is a use:
+returned, stored (an item, an attribute, a global), a key, a branch, text, a hash, an
+operand, an argument of any other call (a helper or lambda of the changed code too, so a
+device never reaches a parameter unseen), except where ``screen_device_calls`` follows it
+into the module's own code: a plain function whose parameter goes only where this list
+allows and is not returned (``_sm_count(x.device)`` reading
+``get_device_properties(device)``), and the module's own methods named like the tensor
+methods above, which ``obj.to(d)`` may reach instead of torch's.
 """
 from __future__ import annotations
 
 import ast
-from typing import Callable, Mapping, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
-from .screen_grammar import bound_directly
+from .screen_device_calls import TENSOR_DEVICE_METHODS, Follower, ModuleCode, module_code
 
 Qualify = Callable[[ast.expr], Optional[str]]
 
@@ -49,11 +54,15 @@ _SOURCES = frozenset({"torch.device", "triton.runtime.driver.active.get_active_t
 _DEVICE_APIS = frozenset({"torch.device", *(f"torch.cuda.{n}" for n in (
     "device", "set_device", "get_device_properties", "get_device_capability", "get_device_name", "synchronize",
     "mem_get_info", "memory_allocated", "current_stream", "default_stream", "Stream"))})
-_TENSOR_DEVICE_METHODS = frozenset({"to", "cuda", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor"})
 _SAME_DEVICE = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 ALLOW, PASS = "allow", "pass"  # stops there; flows on into the parent, no use yet
+GLOBAL = "stores a device in a global"
+_SIZE_BUILTINS = frozenset({"len", "bool"})
+# builtins that give back the devices they are given, rearranged, and call no code of the module's
+# with them: the most positional arguments each takes so (iter(f, d) compares f()'s values with d)
+_CONTAINER_BUILTINS = {"list": 1, "tuple": 1, "set": 1, "frozenset": 1, "iter": 1, "reversed": 1, "next": 2}
 
 
 class DeviceUse(NamedTuple):
@@ -68,79 +77,15 @@ class DeviceUse(NamedTuple):
         return f"{self.label} ({_snippet(self.node)})"
 
 
-Helpers = Mapping[str, ast.FunctionDef]
-MAX_HELPER_DEPTH = 3  # helpers calling helpers with a device, followed this deep
-
-
 def device_uses(node: ast.AST, qualified: Qualify, outer: frozenset[str] = frozenset(),
-                helpers: Optional[Helpers] = None) -> list[DeviceUse]:
+                module: ModuleCode = ModuleCode()) -> list[DeviceUse]:
     """The uses of a device under ``node`` (a top-level statement or definition) that the
     allow-list does not hold, in source order. ``qualified`` resolves the module's import
     aliases (``ModuleContext.qualified``); ``outer`` are module-level names bound to a device;
-    ``helpers`` the module's plain functions (``module_helpers``): a device passed to one is
-    allowed where, followed into it, it goes only where the allow-list holds."""
-    return _Flow(node, qualified, outer, _Helpers(helpers or {}, qualified, outer)).uses()
-
-
-def module_helpers(tree: ast.Module) -> dict[str, ast.FunctionDef]:
-    """The module's top-level functions a call by name surely reaches: defined once, not
-    decorated, their name bound by no other top-level statement (an assignment, import,
-    class or second ``def`` of it: ``screen_grammar.bound_directly``) nor declared global
-    anywhere, and binding no global themselves (what a device went into would leave the
-    function unseen)."""
-    bound: dict[str, int] = {}
-    for s in tree.body:
-        for name in bound_directly([s]):
-            bound[name] = bound.get(name, 0) + 1
-    declared = {name for n in ast.walk(tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
-    return {s.name: s for s in tree.body
-            if isinstance(s, ast.FunctionDef) and not s.decorator_list and bound.get(s.name) == 1
-            and s.name not in declared and not any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(s))}
-
-
-class _Helpers:
-    """The module's plain functions and, once followed, whether a device given to one of
-    their parameters stays within the allow-list there (and is not returned)."""
-
-    def __init__(self, functions: Helpers, qualified: Qualify, outer: frozenset[str]) -> None:
-        self.functions, self.qualified, self.outer = functions, qualified, outer
-        self.known: dict[tuple[str, str], bool] = {}
-        self.following: set[str] = set()
-
-    def allows(self, call: ast.Call, e: ast.expr) -> bool:
-        """Whether the device ``e``, an argument of ``call``, reaches a helper's parameter
-        that uses it only as the allow-list holds."""
-        fn = self.functions.get(call.func.id) if isinstance(call.func, ast.Name) else None
-        param = _parameter(fn, call, e) if fn is not None else None
-        if fn is None or param is None:
-            return False
-        key = (fn.name, param)
-        if key not in self.known:
-            if fn.name in self.following or len(self.following) >= MAX_HELPER_DEPTH:
-                return False  # recursion, or too deep to follow: a use
-            self.following.add(fn.name)
-            try:
-                flow = _Flow(fn, self.qualified, self.outer | {param}, self)
-                self.known[key] = not flow.uses()
-            finally:
-                self.following.discard(fn.name)
-        return self.known[key]
-
-
-def _parameter(fn: ast.FunctionDef, call: ast.Call, e: ast.expr) -> Optional[str]:
-    """The parameter of ``fn`` that the argument ``e`` of ``call`` binds; None where the
-    call unpacks (``*xs``, ``**kw``) or ``e`` lands in ``*args``/``**kwargs``."""
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        return None
-    positional = [*fn.args.posonlyargs, *fn.args.args]
-    for i, a in enumerate(call.args):
-        if a is e:
-            return positional[i].arg if i < len(positional) else None
-    named = {p.arg for p in (*fn.args.args, *fn.args.kwonlyargs)}
-    for k in call.keywords:
-        if k.value is e:
-            return k.arg if k.arg in named else None
-    return None
+    ``module`` what of the module a call or an operator reaches (``module_code``): a device
+    passed to a helper or a method of its own is allowed where, followed into it, it goes
+    only where the allow-list holds."""
+    return _Flow(node, qualified, outer, module).uses()
 
 
 def module_device_names(tree: ast.Module, qualified: Qualify) -> frozenset[str]:
@@ -151,18 +96,20 @@ def module_device_names(tree: ast.Module, qualified: Qualify) -> frozenset[str]:
 
 def module_device_uses(tree: ast.Module, qualified: Qualify) -> list[DeviceUse]:
     """Every use of a device in a whole module (what the original licenses)."""
-    outer, helpers = module_device_names(tree, qualified), module_helpers(tree)
-    return [u for s in tree.body for u in device_uses(s, qualified, outer, helpers)]
+    outer, module = module_device_names(tree, qualified), module_code(tree)
+    return [u for s in tree.body for u in device_uses(s, qualified, outer, module)]
 
 
 class _Flow:
     """The device values of one top-level node and where each goes."""
 
     def __init__(self, root: ast.AST, qualified: Qualify, outer: frozenset[str],
-                 helpers: Optional[_Helpers] = None) -> None:
+                 module: ModuleCode = ModuleCode(), follower: Optional[Follower] = None) -> None:
         self.root = root
         self.qualified = qualified
-        self.helpers = helpers
+        self.module = module
+        self.follower = follower or Follower(
+            module, lambda fn, param: not _Flow(fn, qualified, outer | {param}, module, self.follower).uses())
         self.parents = {id(c): p for p in ast.walk(root) for c in ast.iter_child_nodes(p)}
         self.ends = {id(n) for s in ast.walk(root) for part in _final_messages(s) for n in ast.walk(part)}
         self.names: set[str] = set(outer)
@@ -176,6 +123,10 @@ class _Flow:
                     self.bind(target, value)
             grew = len(self.names) > before
         self.memo = {}
+        # a global bound to a device (or a container of one) reaches other definitions unseen
+        declared = {name for n in ast.walk(root) if isinstance(n, ast.Global) for name in n.names}
+        self.globals = [value for target, value in _bindings(root) if _target_names(target) & declared
+                        and isinstance(value, ast.expr) and self.holds(value)]
 
     # ------------------------------------------------------------------ which values hold a device
     def holds(self, e: ast.AST) -> bool:
@@ -223,6 +174,8 @@ class _Flow:
             verdict, at = self.role(n, parent)
             if verdict not in (ALLOW, PASS):  # where a device first goes, first: by where it ends, inner first
                 found.setdefault((id(at), verdict), ((*_ends(at), at is n), DeviceUse(at, verdict)))
+        for value in self.globals:
+            found.setdefault((id(value), GLOBAL), ((*_ends(value), True), DeviceUse(value, GLOBAL)))
         return [u for _, u in sorted(found.values(), key=lambda f: f[0])]
 
     def role(self, e: ast.expr, p: ast.AST) -> tuple[str, ast.AST]:  # noqa: C901 - one branch per parent
@@ -237,17 +190,17 @@ class _Flow:
             return (ALLOW if p.attr in ("type", "index") else f"reads .{p.attr} of a device value"), p
         if isinstance(p, ast.Subscript):
             return (PASS if e is p.value else "uses a device as a key or index"), p
-        if isinstance(p, (ast.Tuple, ast.List, ast.Dict)):
-            return (PASS if self.unpacked(e, p) else "puts a device in a container"), p
-        if isinstance(p, (ast.Set, *_COMPREHENSIONS)):
-            return "puts a device in a container", p
+        if isinstance(p, (ast.Tuple, ast.List, ast.Dict, ast.Set, *_COMPREHENSIONS)):
+            # a container of devices holds one: what is made of it is judged as of a device. Where
+            # the module defines __eq__, a set, a dict or list.index could hand a device to it
+            equal = "__eq__" in self.module.dunders and not self.unpacked(e, p)
+            return ("puts a device in a container" if equal else PASS), p
         if isinstance(p, (ast.Starred, ast.NamedExpr, ast.BoolOp, ast.JoinedStr)):
             return PASS, p
         if isinstance(p, ast.IfExp):
             return (PASS if e is not p.test else "branches on a device"), p
         if isinstance(p, ast.Compare):
-            return (ALLOW if all(isinstance(o, _SAME_DEVICE) for o in p.ops) else
-                    "compares a device other than by ==, != or is"), p
+            return self.compared(p), p
         if isinstance(p, ast.FormattedValue):
             return TEXT, p
         if isinstance(p, ast.BinOp):
@@ -271,7 +224,17 @@ class _Flow:
             return "uses a device as a default argument", e
         return f"uses a device in {type(p).__name__.lower()}", e
 
-    def unpacked(self, e: ast.expr, p: ast.Tuple | ast.List | ast.Dict) -> bool:
+    def compared(self, p: ast.Compare) -> str:
+        """``==``, ``!=``, ``is`` and ``in`` tell only whether devices are the same one,
+        unless they call a dunder method of the module's own (``obj.__eq__(d)``)."""
+        if not all(isinstance(o, (*_SAME_DEVICE, ast.In, ast.NotIn)) for o in p.ops):
+            return "compares a device other than by ==, !=, is or in"
+        called = {"__eq__", "__ne__"} if any(not isinstance(o, (ast.Is, ast.IsNot)) for o in p.ops) else set()
+        if any(isinstance(o, (ast.In, ast.NotIn)) for o in p.ops):
+            called.add("__contains__")
+        return "hands a device to the module's own comparison" if called & self.module.dunders else ALLOW
+
+    def unpacked(self, e: ast.expr, p: ast.AST) -> bool:
         """A display only taken apart again: ``a, b = x.device, 3``, the arguments of a ``%``
         template, ``{"device": d}`` or ``{**kw}`` (keywords for a later call)."""
         outer = self.parents.get(id(p))
@@ -285,16 +248,22 @@ class _Flow:
     def argument(self, e: ast.expr, call: ast.Call) -> str:
         if e is call.func:
             return PASS  # a lambda or helper that gives back a device: its result is one
-        target = self.qualified(call.func)
         func = call.func
-        if target in _DEVICE_APIS or (isinstance(func, ast.Attribute) and func.attr in ("to", "cuda")):
+        if self.qualified(func) in _DEVICE_APIS:
             return ALLOW
+        if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda"):
+            return ALLOW if self.follower.method(call, e) else f"passes a device to {_snippet(func, 40)}"
+        builtin = func.id if isinstance(func, ast.Name) and func.id not in self.module.rebound else None
+        if builtin in _SIZE_BUILTINS and len(call.args) == 1 and not call.keywords:
+            return ALLOW  # how many, or whether any: no device's identity
+        if builtin in _CONTAINER_BUILTINS and len(call.args) <= _CONTAINER_BUILTINS[builtin] and not call.keywords:
+            return PASS  # the same devices in another container: judged as one
         if isinstance(func, ast.Name) and func.id in _TEXT_BUILTINS or \
                 isinstance(func, ast.Attribute) and func.attr in ("format", "format_map"):
             return TEXT
         if isinstance(func, ast.Name) and func.id == "hash":
             return "hashes a device"
-        if self.helpers is not None and self.helpers.allows(call, e):
+        if self.follower.helper(call, e):
             return ALLOW
         return f"passes a device to {_snippet(func, 40)}"
 
@@ -302,9 +271,10 @@ class _Flow:
         if k.arg not in ("device", None):
             return self.argument(k.value, call)
         func, target = call.func, self.qualified(call.func) or ""
-        if target.split(".")[0] in ("torch", "triton") or \
-                isinstance(func, ast.Attribute) and func.attr in _TENSOR_DEVICE_METHODS:
+        if target.split(".")[0] in ("torch", "triton"):
             return ALLOW
+        if isinstance(func, ast.Attribute) and func.attr in TENSOR_DEVICE_METHODS:
+            return ALLOW if self.follower.method(call, k.value) else f"passes a device to {_snippet(func, 40)}"
         if isinstance(func, ast.Name) and func.id == "dict":
             return PASS  # dict(device=d): keywords for a later call, a device itself
         return self.argument(k.value, call)

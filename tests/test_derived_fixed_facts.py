@@ -12,6 +12,7 @@ no tokens) takes down a persistent rewrite that divides the rows among its progr
 that keeps a program when there are no rows passes."""
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import pytest
@@ -365,3 +366,13 @@ def test_a_grown_dimension_passes_two_to_the_sixteen_without_multiplying_a_large
     small = grown(4096)  # a small dimension: past 2**16 either way
     assert small and min(small) >= 65539 and max(small) <= 65542, small
     assert grown(9000) <= {s + k for s in (36000, 72000) for k in (0, 1, 3)} | set(range(65539, 65543))
+
+
+def test_optional_parameters_parses_the_source_once(monkeypatch):
+    """detect reads the tree optional_parameters already parsed (a wrapper module of a
+    thousand kernels is not parsed twice), with the same result."""
+    parses = []
+    real = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: parses.append(1) or real(*a, **k))
+    assert optional_parameters(WRAPPER_WITH_DEFAULTS, "k")["act"][0] == DefaultedParam("scale", "1.0", 1)
+    assert len(parses) == 1

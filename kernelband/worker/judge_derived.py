@@ -31,9 +31,10 @@ from .wire import WireObject
 def optional_parameters(source: str, kernel: str) -> dict[str, list[derived.DefaultedParam]]:
     """Each wrapper's parameters that have a default, with their positions."""
     try:
-        defs = {n.name: n for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        tree = ast.parse(source)
+        defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         out = {}
-        for f in wrappers_of(detect(source), kernel):
+        for f in wrappers_of(detect(source, tree=tree), kernel):
             node = defs.get(f.name)
             positional = [a.arg for a in node.args.posonlyargs + node.args.args] if node is not None else []
             out[f.name] = [derived.DefaultedParam(p.name, p.default, positional.index(p.name)
