@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 from dataclasses import replace
-from typing import IO, Any, Callable
+from typing import IO, Callable
 
 from ..trace import mark
 from .requests import ENVELOPE, Answer, ErrorKind, ErrorReply, Reply, Request, Shutdown, decode, encode_reply
@@ -118,7 +118,7 @@ def _serve(serve: Callable[[Request], object], proto: IO[str]) -> int:
         if not line.strip():
             continue
         try:
-            req: Any = json.loads(line)
+            req = json.loads(line)
         except ValueError:
             continue
         if not isinstance(req, dict):
