@@ -25,6 +25,7 @@ from .session_setup import device_facts
 from .verdict import NO_GPU_NOTE, consistent_times, decide_verdict
 from .verification import sanitizer_refusal
 from .worker.client import WorkerError
+from .worker.requests import ErrorKind
 from .workdirs import job_workdir
 
 # What a variant must pass, in the judge's order (kernelband/worker/judge.py). Each holds
@@ -130,7 +131,7 @@ def memcheck_summary(report: dict[str, Any]) -> dict[str, Any]:
     return {"ran": True, "ok": bool(report.get("ok")), "findings": list(report.get("findings") or [])[:5]}
 
 
-_PAIRED_FAILURE = {"timeout": Status.TIMEOUT, "crashed": Status.CRASHED, "error": Status.RUNTIME_ERROR}
+_PAIRED_FAILURE = {ErrorKind.TIMEOUT: Status.TIMEOUT, ErrorKind.CRASHED: Status.CRASHED}
 
 
 def _paired(evaluator: Evaluator, variant: Variant, options: CheckOptions, out: dict[str, Any], log: Log) -> None:
@@ -139,8 +140,8 @@ def _paired(evaluator: Evaluator, variant: Variant, options: CheckOptions, out: 
     try:
         paired = evaluator.paired_timing(variant, rounds=options.rounds)
     except (WorkerError, SetupError) as e:
-        kind = e.kind if isinstance(e, WorkerError) else "crashed"
-        first = (str(e).strip().splitlines() or [kind])[0]
+        kind = e.kind if isinstance(e, WorkerError) else ErrorKind.CRASHED
+        first = (str(e).strip().splitlines() or [kind.value])[0]
         out.update(status=_PAIRED_FAILURE.get(kind, Status.RUNTIME_ERROR).value,
                    message=f"passed correctness, but the interleaved re-measurement failed ({kind}): {first}")
         log(f"error: {out['message']}")

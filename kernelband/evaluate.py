@@ -20,7 +20,7 @@ from .profile.schema import Profile
 from .screen import screen_variant
 from .worker.client import WorkerClient, WorkerError, WorkerInfo
 from .worker.deadlines import request_deadline_s
-from .worker.requests import DeviceFacts, Evaluate, Paired, Prepare, ProfileRun, Retime, Sanitize
+from .worker.requests import DeviceFacts, ErrorKind, Evaluate, Paired, Prepare, ProfileRun, Retime, Sanitize
 
 
 class SetupError(Exception):
@@ -124,7 +124,7 @@ class Evaluator:
             if self.client.alive:
                 return
             if self._closed:
-                raise WorkerError("crashed", "the evaluation worker was closed")
+                raise WorkerError(ErrorKind.CRASHED, "the evaluation worker was closed")
             self.client.restart()
             self.worker_restarts += 1
             # the references only: no timing, no profile
@@ -193,8 +193,10 @@ class Evaluator:
             raw = self.client.send(request, self._deadline("evaluate"))
             ev = Evaluation.from_dict(raw)
         except WorkerError as e:
-            if e.kind == "setup":  # no candidate can be judged against this original: the search stops
-                raise SetupError(str(e).removeprefix("OriginalUnusable: ")) from e
+            if e.kind == ErrorKind.SETUP:  # no candidate can be judged against this original: the search stops
+                raise SetupError(str(e)) from e
+            if e.kind == ErrorKind.PROTOCOL:  # the judge's fault: no candidate's verdict can be trusted
+                raise SetupError(f"the judge's reply could not be read: {e}") from e
             ev = self._failure(variant, e)
         # after a timeout or crash: replace it now, not on the next request
         self._ensure_worker()
@@ -219,10 +221,10 @@ class Evaluator:
         ev.timing = replace(t, median_ms=t.median_ms * scale, p20_ms=t.p20_ms * scale, p80_ms=t.p80_ms * scale)
 
     def _failure(self, variant: Variant, e: WorkerError) -> Evaluation:
-        if e.kind == "timeout":
+        if e.kind == ErrorKind.TIMEOUT:
             status = Status.TIMEOUT
             msg = f"timed out after {self._deadline('evaluate'):.0f} s (hang or far too slow); worker restarted"
-        elif e.kind == "crashed":
+        elif e.kind == ErrorKind.CRASHED:
             status = Status.CRASHED
             tail = e.stderr_tail.strip().splitlines()[-3:]
             msg = f"{e}; worker restarted" + (f" (last output: {' | '.join(tail)})" if tail else "")

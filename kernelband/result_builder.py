@@ -17,7 +17,7 @@ import difflib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from .checking import MEMCHECK_ON_INTERPRETER, checked_block, memcheck_summary
 from .evaluate import SetupError
@@ -25,6 +25,7 @@ from .executor.base import Evaluator
 from .model import Result, Task
 from .verdict import IMPROVED, NO_GPU_NOTE, NO_IMPROVEMENT, VERIFIED_CORRECT, consistent_times, decide_verdict
 from .worker.client import WorkerError
+from .worker.requests import ErrorKind
 
 SEQUENTIAL_NOTE = ("the original and the best variant were re-measured one after the other, not interleaved: two runs "
                    "of this harness do not fit on the GPU together (the CI pairs the two blocks' samples in order)")
@@ -200,10 +201,10 @@ class ResultBuilder:
             result.warnings.append(flag)
         return result
 
-    def _unverified(self, result: Result, best: Any, e: Exception) -> Result:
+    def _unverified(self, result: Result, best: Any, e: Union[WorkerError, SetupError]) -> Result:
         """The winner failed its re-measurement: a speedup that cannot be re-measured is not
         verified, so the Result stays no_improvement (its id, diff and search time are kept)."""
-        kind = getattr(e, "kind", "error")
+        kind = e.kind if isinstance(e, WorkerError) else ErrorKind.ERROR
         failure = f"the final re-measurement of the best candidate failed ({kind}: {e})"
         self.warn(failure)
         # best_* stay the original's: nothing verified to apply

@@ -258,10 +258,11 @@ def test_a_failed_final_remeasurement_still_gives_a_result(tmp_path):
     from kernelband.evaluate import Evaluator
     from kernelband.session import Session
     from kernelband.worker.client import WorkerError
+    from kernelband.worker.requests import ErrorKind
 
     class HangsOnRemeasure(Evaluator):
         def paired_timing(self, variant, rounds=10):
-            raise WorkerError("timeout", "no reply in 240 s")
+            raise WorkerError(ErrorKind.TIMEOUT, "no reply in 240 s")
 
     path = workspace(tmp_path)
     task = task_of(path)

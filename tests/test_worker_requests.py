@@ -10,8 +10,8 @@ import re
 import pytest
 
 from kernelband.model import Task
-from kernelband.worker.requests import (REQUESTS, DeviceFacts, Evaluate, Hello, MalformedRequest, Paired, Prepare,
-                                        ProfileRun, Request, Retime, SandboxInfo, Sanitize, Sync, decode)
+from kernelband.worker.requests import (REQUESTS, DeviceFacts, ErrorKind, Evaluate, Hello, MalformedRequest, Paired,
+                                        Prepare, ProfileRun, Request, Retime, SandboxInfo, Sanitize, Sync, decode)
 
 TASK = Task(module_path="/tmp/k.py", source="def k(): pass\n", kernel="k", harness="bench_k", harness_path="/tmp/h.py",
             seeds=[0, 7], timeout_s=9.5, check_harnesses=["test_k"])
@@ -141,6 +141,6 @@ def test_a_malformed_request_comes_back_from_the_worker_as_an_error() -> None:
     with WorkerClient("cpu") as client:
         with pytest.raises(WorkerError) as e:
             client.request("paired", 30, source="s", rounds="ten")
-        assert e.value.kind == "error"
+        assert e.value.kind is ErrorKind.ERROR
         assert str(e.value) == "MalformedRequest: malformed paired request: rounds must be int, got str ('ten')"
         assert client.send(SandboxInfo(), 30)["network"] is not None  # the judge still serves

@@ -14,25 +14,29 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from ..machine_cache import bytecode_env
-from .requests import Hello, Request
+from .requests import ErrorKind, ErrorReply, Hello, MalformedReply, Request, Shutdown, decode_reply
 
 
 class WorkerError(Exception):
-    """The request did not produce a reply. ``kind``: crashed | timeout | error | setup (the
-    original cannot serve as a reference: every request would fail the same way)."""
+    """The request did not produce a result; ``kind`` says why (``requests.ErrorKind``), the
+    message says what. ``stderr_tail``: the judge's last output, or its traceback."""
 
-    def __init__(self, kind: str, message: str, stderr_tail: str = "") -> None:
+    def __init__(self, kind: ErrorKind, message: str, stderr_tail: str = "") -> None:
         super().__init__(message)
         self.kind = kind
         self.stderr_tail = stderr_tail
 
+    def __reduce__(self) -> tuple[type["WorkerError"], tuple[ErrorKind, str, str]]:
+        # pickled whole (a Ray actor's error reaches the driver): the default would lose the kind
+        return type(self), (self.kind, str(self), self.stderr_tail)
+
     @property
     def worker_gone(self) -> bool:
-        """The judge died or hung (it is replaced); else it answered with an error."""
-        return self.kind in ("crashed", "timeout")
+        """The judge died or hung (it is replaced); else it answered."""
+        return self.kind in (ErrorKind.CRASHED, ErrorKind.TIMEOUT)
 
 
 @dataclass
@@ -78,7 +82,7 @@ class WorkerClient:
         self._proc: Optional[subprocess.Popen] = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=200)
         self._lock = threading.Lock()  # writes to the worker's stdin, and the table of waiters
-        self._waiting: dict[int, "queue.Queue[Optional[dict[str, Any]]]"] = {}
+        self._waiting: dict[int, "queue.Queue[Optional[Mapping[str, object]]]"] = {}
         self._next_id = 0
         self._dead = False
 
@@ -127,11 +131,12 @@ class WorkerClient:
                 # should not happen (fd 1 is redirected), but never let it wedge us
                 self._stderr.append(f"[non-protocol output] {line.rstrip()}")
                 continue
-            if not isinstance(reply, dict):
+            req_id = reply.get("id") if isinstance(reply, dict) else None
+            if not isinstance(req_id, int) or isinstance(req_id, bool):  # no request of ours to give it to
+                self._stderr.append(f"[reply without a request id] {line.rstrip()[:200]}")
                 continue
             with self._lock:
-                # any JSON id: one that is not a request of ours matches nothing
-                waiter = self._waiting.get(reply.get("id"))  # type: ignore[arg-type]
+                waiter = self._waiting.get(req_id)
             if waiter is not None:
                 waiter.put(reply)
         with self._lock:
@@ -169,7 +174,7 @@ class WorkerClient:
             try:
                 assert proc.stdin is not None
                 with self._lock:
-                    proc.stdin.write(json.dumps({"op": "shutdown", "id": -1}) + "\n")
+                    proc.stdin.write(json.dumps({"op": Shutdown.OP, **Shutdown().to_wire(), "id": -1}) + "\n")
                     proc.stdin.flush()
                 proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired, ValueError):
@@ -186,8 +191,8 @@ class WorkerClient:
     def _request_raw(self, payload: dict[str, Any], timeout_s: float) -> Any:
         proc = self._proc
         if proc is None or proc.poll() is not None:
-            raise WorkerError("crashed", "the worker is not running", self.stderr_tail())
-        waiter: "queue.Queue[Optional[dict[str, Any]]]" = queue.Queue()
+            raise WorkerError(ErrorKind.CRASHED, "the worker is not running", self.stderr_tail())
+        waiter: "queue.Queue[Optional[Mapping[str, object]]]" = queue.Queue()
         with self._lock:
             self._next_id += 1
             req_id = self._next_id
@@ -199,23 +204,20 @@ class WorkerClient:
                 proc.stdin.flush()
             except (BrokenPipeError, OSError, ValueError) as e:
                 self._waiting.pop(req_id, None)
-                raise WorkerError("crashed", f"the worker closed its input ({e})", self.stderr_tail()) from None
+                raise WorkerError(ErrorKind.CRASHED, f"the worker closed its input ({e})", self.stderr_tail()) from None
         try:
             if dead:
-                raise WorkerError("crashed", "the worker died", self.stderr_tail())
+                raise WorkerError(ErrorKind.CRASHED, "the worker died", self.stderr_tail())
             try:
                 reply = waiter.get(timeout=timeout_s)
             except queue.Empty:
                 _kill_tree(proc)  # a judge that does not answer in time is broken: every request fails
-                raise WorkerError("timeout", f"no reply within {timeout_s:.0f} s", self.stderr_tail()) from None
+                raise WorkerError(ErrorKind.TIMEOUT, f"no reply within {timeout_s:.0f} s", self.stderr_tail()) from None
             if reply is None:
                 code = proc.wait()
                 how = f"signal {-code}" if code < 0 else f"exit code {code}"
-                raise WorkerError("crashed", f"the worker died ({how})", self.stderr_tail())
-            if reply.get("ok"):
-                return reply.get("result")
-            kind = "setup" if reply.get("kind") == "setup" else "error"
-            raise WorkerError(kind, reply.get("error", "worker error"), reply.get("trace", ""))
+                raise WorkerError(ErrorKind.CRASHED, f"the worker died ({how})", self.stderr_tail())
+            return _result(reply)
         finally:
             with self._lock:
                 self._waiting.pop(req_id, None)
@@ -225,7 +227,7 @@ class WorkerClient:
         different threads). Raises WorkerError; after crashed/timeout the worker is gone
         and ``restart()`` must be called (the Evaluator does that)."""
         if not self.alive:
-            raise WorkerError("crashed", "the worker is not running", self.stderr_tail())
+            raise WorkerError(ErrorKind.CRASHED, "the worker is not running", self.stderr_tail())
         return self._request_raw({"op": op, **payload}, timeout_s)
 
     def send(self, request: Request, timeout_s: float) -> Any:
@@ -238,6 +240,18 @@ class WorkerClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def _result(line: Mapping[str, object]) -> Any:
+    """The result of a reply line, decoded once here; WorkerError for the judge's error, or
+    for a reply that does not decode (PROTOCOL: the judge's fault, not the request's)."""
+    try:
+        answer = decode_reply(line)
+    except MalformedReply as e:
+        raise WorkerError(ErrorKind.PROTOCOL, str(e)) from None
+    if isinstance(answer, ErrorReply):
+        raise WorkerError(answer.kind, answer.message, answer.trace)
+    return answer.result
 
 
 # A judge started as soon as a command knows its device, while the command goes on with

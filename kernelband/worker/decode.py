@@ -12,6 +12,7 @@ import functools
 import types
 import typing
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, ClassVar, Literal, Mapping, TypeGuard, TypeVar, Union
 
 from ..model import Serializable
@@ -52,6 +53,8 @@ def _wire(value: Any) -> Any:
         return value.to_wire()
     if isinstance(value, Serializable):
         return value.to_dict()
+    if isinstance(value, Enum):
+        return value.value
     return [_wire(v) for v in value] if isinstance(value, list) else value
 
 
@@ -111,6 +114,10 @@ def _checked(value: Any, tp: Any, prefix: str, where: str) -> Any:
     elif origin is Literal:
         if isinstance(value, str) and value in args:
             return value
+    elif isinstance(tp, type) and issubclass(tp, Enum):  # JSON has its value, of the value's own type
+        member = next((m for m in tp if type(value) is type(m.value) and value == m.value), None)
+        if member is not None:
+            return member
     elif origin is list:
         if isinstance(value, list):
             return [_checked(v, args[0], prefix, f"{where}[{i}]") for i, v in enumerate(value)]
@@ -154,6 +161,8 @@ def _type_name(tp: Any) -> str:
         return " or ".join(names + ["null" if a is type(None) else _type_name(a) for a in args if not _tagged(a)])
     if origin is Literal:
         return " or ".join(map(repr, args))
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return " or ".join(repr(m.value) for m in tp)
     if origin is list or (origin is tuple and args[-1] is Ellipsis):
         return f"a list of {_type_name(args[0])}"
     if origin is tuple:

@@ -4,10 +4,10 @@ and runs untrusted variants. ``python -m kernelband.worker``.
 Protocol: one JSON request per line on stdin (``{"id", "op", ...}``: the rest is the body
 of ``op``'s request, ``requests.py``), one JSON reply per line on the protocol stream (the
 original stdout; the process's fd 1 is pointed at stderr so nothing user code prints can
-corrupt the protocol): ``{"id", "ok": true, "result": ...}`` or ``{"id", "ok": false,
-"error": str}``. Requests are served
-concurrently (each in a thread), so replies may come in another order. The judge runs
-no module code: a variant can crash or hang its own process, never the judge.
+corrupt the protocol): ``{"id", "ok": true, ...}`` and a ``requests.Reply``, or ``{"id",
+"ok": false, ...}`` and a ``requests.ErrorReply``, built here only (``_answer``). Requests
+are served concurrently (each in a thread), so replies may come in another order. The
+judge runs no module code: a variant can crash or hang its own process, never the judge.
 """
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ import sys
 import threading
 import time
 import traceback
-from typing import IO, Any
+from dataclasses import replace
+from typing import IO, Callable
 
 from ..trace import mark
-from .requests import ENVELOPE
+from .requests import ENVELOPE, Answer, ErrorKind, ErrorReply, Reply, Request, Shutdown, decode, encode_reply
 
 
 def _protocol_stream() -> IO[str]:
@@ -76,37 +77,42 @@ def main() -> int:
     service = JudgeService(interpreted=interpreted)
     service.early_zygote = early
     try:
-        return _serve(service, proto)
+        return _serve(service.serve, proto)
     finally:
         service.close()
 
 
-def _serve(service: Any, proto: IO[str]) -> int:
+def _answer(serve: Callable[[Request], object], op: object, body: dict[str, object]) -> Answer:
+    """The reply to one request: its op's result, or why there is none. The request is
+    decoded here, once; a malformed one is refused before anything runs."""
+    try:
+        return Reply(result=serve(decode(op if isinstance(op, str) else None, body)))
+    except Exception as e:  # noqa: BLE001 - every failure becomes a reply
+        from .judge_derivation import OriginalUnusable  # imports torch: loaded by now (the judge)
+
+        trace = traceback.format_exc(limit=8)
+        if isinstance(e, OriginalUnusable):  # the kind says what the class would
+            return ErrorReply(ErrorKind.SETUP, str(e), trace)
+        return ErrorReply(ErrorKind.ERROR, f"{type(e).__name__}: {e}", trace)
+
+
+def _serve(serve: Callable[[Request], object], proto: IO[str]) -> int:
     """Each request runs in a thread of its own (several candidates are evaluated at once);
     replies carry the request's id and are written whole, one line each."""
     write_lock = threading.Lock()
 
-    def reply(req_id: Any, body: dict[str, Any]) -> None:
-        body["id"] = req_id
-        line = json.dumps(body, default=str) + "\n"
+    def reply(req_id: object, answer: Answer) -> None:
+        line = json.dumps(encode_reply(req_id, answer), default=str) + "\n"
         with write_lock:
             proto.write(line)
             proto.flush()
 
-    def handle(req: dict[str, Any]) -> None:
+    def handle(req_id: object, op: object, body: dict[str, object]) -> None:
         t0 = time.perf_counter()
-        mark("judge.op", op=req.get("op"), id=req.get("id"))
-        try:
-            request = {k: v for k, v in req.items() if k not in ENVELOPE}
-            body: dict[str, Any] = {"ok": True, "result": service.handle(req.get("op"), request)}
-        except Exception as e:  # noqa: BLE001 - every failure becomes a reply
-            from .judge_derivation import OriginalUnusable  # imports torch: loaded by now (the judge)
-
-            body = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=8),
-                    "kind": "setup" if isinstance(e, OriginalUnusable) else "error"}
-        body["wall_s"] = time.perf_counter() - t0
-        mark("judge.op_done", op=req.get("op"), id=req.get("id"), ok=body["ok"])
-        reply(req.get("id"), body)
+        mark("judge.op", op=op, id=req_id)
+        answer = replace(_answer(serve, op, body), wall_s=time.perf_counter() - t0)
+        mark("judge.op_done", op=op, id=req_id, ok=isinstance(answer, Reply))
+        reply(req_id, answer)
 
     for line in sys.stdin:
         if not line.strip():
@@ -117,10 +123,12 @@ def _serve(service: Any, proto: IO[str]) -> int:
             continue
         if not isinstance(req, dict):
             continue
-        if req.get("op") == "shutdown":
-            reply(req.get("id"), {"ok": True, "result": None})
+        req_id, op = req.get("id"), req.get("op")
+        if op == Shutdown.OP:
+            reply(req_id, Reply())
             return 0
-        threading.Thread(target=handle, args=(req,), daemon=True, name=f"kb-op-{req.get('op')}").start()
+        body = {k: v for k, v in req.items() if k not in ENVELOPE}
+        threading.Thread(target=handle, args=(req_id, op, body), daemon=True, name=f"kb-op-{op}").start()
     return 0
 
 
