@@ -123,3 +123,21 @@ def test_a_dead_spare_is_never_handed_out_and_close_ends_them_all(tmp_path: Path
     spares.close()
     time.sleep(0.5)  # a replacement still starting is closed when it is ready
     assert all(not job.dir.exists() for job in made)
+
+
+def test_a_cuda_context_is_made_inside_the_gpu_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Making a context is GPU work: outside the shared hold, spares making theirs ran
+    inside the lane's timed rounds (a winner's search time 28% under its measured one on
+    one H200). Both a spare's early context and a job's own are made under it."""
+    import torch
+
+    from kernelband.worker import gpu_lock, variant
+
+    monkeypatch.setenv("KERNELBAND_TIMING_LOCK", str(tmp_path / "lock"))
+    monkeypatch.setenv("KERNELBAND_EARLY_CUDA", "1")
+    held: list[int] = []
+    monkeypatch.setattr(torch.cuda, "init", lambda: held.append(getattr(gpu_lock._held, "depth", 0)))
+    monkeypatch.setattr(torch, "empty", lambda *args, **kwargs: None)
+    variant._early_cuda_context()
+    variant.make_cuda_context("cuda_context")
+    assert held == [1, 1]
