@@ -528,7 +528,7 @@ def merge_parts(parts: list[Path], out: Path) -> int:
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for r in reports:
         for row in r.get("rows") or []:
-            rows[(row.get("group", ""), row["kernel"])] = row
+            rows[(row.get("group", ""), row["kernel"])] = {**row, "commit": row.get("commit") or r["commit"]}
     canonical = {(g, n): i for i, (g, n, _, _) in enumerate(kernels([]))}
     merged: dict[str, Any] = {**reports[0], "rows": sorted(rows.values(), key=lambda x: canonical.get(
         (x.get("group", ""), x["kernel"]), len(canonical)))}
