@@ -9,15 +9,13 @@ process, so a candidate could tell them from the real calls (by the thread) and 
 something behind: a thread of its own that outlives them."""
 from __future__ import annotations
 
-import importlib.util
 import threading
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 
 import pytest
-from helpers.kernels import AUTOTUNED, CORRECT_BEYOND, SCALE, SLOW_BEYOND, WRONG_BEYOND, axpy_task
+from helpers.kernels import AUTOTUNED, SCALE, SLOW_BEYOND, axpy_task, judges_beyond_the_harness, load_module
 
-from kernelband.model import Variant
 from kernelband.worker.call_spec import DerivedCall, TensorArg, ValueArg
 from kernelband.worker.jobs import VariantJob
 from kernelband.worker.messages import Derived, Job, Mark
@@ -45,20 +43,10 @@ def _calls(sizes: tuple[int, ...], fn: str = "scale_seen") -> list[DerivedCall]:
                         kwargs={}, flavour="sizes", seed=k, sizes={}) for k, n in enumerate(sizes)]
 
 
-def _module(tmp_path: Path, source: str, name: str) -> ModuleType:
-    path = tmp_path / f"{name}.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_warm_calls_run_in_threads_launch_nothing_and_leave_no_thread(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    module = _module(tmp_path, SCALE + _SEEN, "scale_warm")
+    module = load_module(tmp_path, SCALE + _SEEN, "scale_warm")
     before = threading.active_count()
     seconds = warm_ahead(SimpleNamespace(module=module), _calls((300, 1001, 17, 4097)), threads=3)
     assert seconds > 0
@@ -76,12 +64,12 @@ def test_nothing_is_warmed_for_one_call_no_threads_or_an_autotuned_module(tmp_pa
     """An autotuner keeps its chosen configs and its lent bench on the instance, not per
     thread: concurrent warm calls would leave them changed for the real ones."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    plain = SimpleNamespace(module=_module(tmp_path, SCALE + _SEEN, "scale_plain"))
+    plain = SimpleNamespace(module=load_module(tmp_path, SCALE + _SEEN, "scale_plain"))
     assert warm_ahead(plain, _calls((300,)), threads=4) == 0.0
     assert warm_ahead(plain, _calls((300, 1001)), threads=1) == 0.0
     assert warm_ahead(plain, _calls((300, 1001)), threads=0) == 0.0
     assert plain.module.SEEN == []
-    tuned = SimpleNamespace(module=_module(tmp_path, AUTOTUNED + _SEEN.replace(
+    tuned = SimpleNamespace(module=load_module(tmp_path, AUTOTUNED + _SEEN.replace(
         "scale_kernel[(triton.cdiv(n, 128),)](x, out, n, factor, BLOCK=128)",
         'scale_kernel[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, out, n, factor)'), "scale_tuned"))
     assert warm_ahead(tuned, _calls((300, 1001, 17)), threads=4) == 0.0
@@ -130,9 +118,6 @@ def test_warming_ahead_changes_no_verdict(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("KERNELBAND_WARM_THREADS", "4")
     ev = prepared_evaluator(tmp_path, "slow_beyond", SLOW_BEYOND, "scale_kernel", "harness_scale")
     try:
-        wrong = ev.evaluate(Variant(WRONG_BEYOND), time_it=False)
-        assert wrong.status.value == "mismatch" and "beyond the harness" in wrong.message, wrong.message
-        right = ev.evaluate(Variant(CORRECT_BEYOND), time_it=False)
-        assert right.ok and "calls beyond the harness" in right.message, right.message
+        judges_beyond_the_harness(ev)
     finally:
         ev.close()

@@ -9,14 +9,12 @@ could try to reach further than the candidate can (the job's directory, the judg
 files) or to outlive its job."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-from helpers.kernels import AXPY, CORRECT_BEYOND, SLOW_BEYOND, WRONG_BEYOND, axpy_task
+from helpers.kernels import AXPY, SLOW_BEYOND, axpy_task, judges_beyond_the_harness, load_module
 
-from kernelband.model import Variant
 from kernelband.worker.jobs import VariantJob
 from kernelband.worker.messages import Job, Mark, Warm
 
@@ -31,12 +29,7 @@ def test_launches_as_warmups_launch_nothing_and_are_undone(tmp_path: Path, monke
     from kernelband.worker.derived_run import launches_as_warmups
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    path = tmp_path / "axpy_warm.py"
-    path.write_text(AXPY, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("axpy_warm", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module(tmp_path, AXPY, "axpy_warm")
     x, y = torch.ones(300), torch.ones(300)
     out = torch.full((300,), -7.0)
     with launches_as_warmups():
@@ -100,10 +93,7 @@ def test_siblings_change_no_verdict_and_end_with_their_job(tmp_path: Path, monke
     monkeypatch.setenv("KERNELBAND_TRACE", str(trace))
     ev = prepared_evaluator(tmp_path, "slow_beyond", SLOW_BEYOND, "scale_kernel", "harness_scale")
     try:
-        wrong = ev.evaluate(Variant(WRONG_BEYOND), time_it=False)
-        assert wrong.status.value == "mismatch" and "beyond the harness" in wrong.message, wrong.message
-        right = ev.evaluate(Variant(CORRECT_BEYOND), time_it=False)
-        assert right.ok and "calls beyond the harness" in right.message, right.message
+        judges_beyond_the_harness(ev)
     finally:
         ev.close()
     marks = _trace(trace)

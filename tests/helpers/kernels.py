@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from kernelband.model import Task, Variant
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from kernelband.evaluate import Evaluator
 
 AXPY = '''
@@ -158,3 +160,25 @@ def sleeping_beyond(seconds: float) -> str:
 SLOW_BEYOND = sleeping_beyond(0.3)
 WRONG_BEYOND = SLOW_BEYOND.replace("x * factor, mask=mask)", "x * factor + (n != 4096), mask=mask)")
 CORRECT_BEYOND = SLOW_BEYOND.replace("x * factor, mask=mask)", "factor * x, mask=mask)")
+
+
+def judges_beyond_the_harness(ev: "Evaluator") -> None:
+    """On ``ev`` prepared with SLOW_BEYOND: a candidate wrong only beyond the harness is
+    refused there and a correct one passes (the same verdicts whatever compiles ahead)."""
+    wrong = ev.evaluate(Variant(WRONG_BEYOND), time_it=False)
+    assert wrong.status.value == "mismatch" and "beyond the harness" in wrong.message, wrong.message
+    right = ev.evaluate(Variant(CORRECT_BEYOND), time_it=False)
+    assert right.ok and "calls beyond the harness" in right.message, right.message
+
+
+def load_module(folder: Path, source: str, name: str) -> "ModuleType":
+    """``source`` written to ``folder/name.py`` and imported (not put in sys.modules)."""
+    import importlib.util
+
+    path = folder / f"{name}.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
