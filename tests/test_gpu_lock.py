@@ -240,3 +240,21 @@ def test_an_exclusive_turn_without_a_shared_hold_of_its_own_changes_nothing(tmp_
     finally:
         go.touch()
         judge.close()
+
+
+def test_the_waits_for_the_lock_are_on_the_processs_timeline(tmp_path, monkeypatch):
+    """Where GPU work queues (behind timed regions, or a timer behind runs) shows in a
+    variant process's timeline, as ``vp.gpu_lock_wait_*`` phases."""
+    from kernelband.worker import timeline
+    from kernelband.worker.gpu_lock import LOCK_ENV, gpu_lock
+
+    monkeypatch.setenv(LOCK_ENV, str(tmp_path / "gpu.lock"))
+    monkeypatch.setattr(timeline, "SECONDS", {})
+    monkeypatch.setattr(timeline, "COUNTS", {})
+    with gpu_lock(exclusive=False):
+        with gpu_lock(exclusive=False):  # nested: taken once
+            pass
+    with gpu_lock(exclusive=True):
+        pass
+    assert timeline.COUNTS == {"gpu_lock_wait_shared": 1, "gpu_lock_wait_exclusive": 1}
+    assert all(seconds >= 0 for seconds in timeline.SECONDS.values())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from typing import Any, Callable, Iterator, Optional
 
 LOCK_ENV = "KERNELBAND_TIMING_LOCK"
@@ -59,7 +60,12 @@ def _release(fd: int) -> None:
 
 
 def _acquire(path: str, exclusive: bool) -> int:
-    """The main lock's descriptor, taken through the turnstile."""
+    """The main lock's descriptor, taken through the turnstile. The wait is added to this
+    process's timeline (``gpu_lock_wait_shared`` / ``_exclusive``): how long GPU work
+    queued behind timed regions, and timers behind runs."""
+    from . import timeline
+
+    t0 = time.perf_counter()
     turnstile = _flock(path + ".turnstile", exclusive=True)
     try:
         if exclusive:
@@ -67,6 +73,7 @@ def _acquire(path: str, exclusive: bool) -> int:
         return _flock(path, exclusive=False)
     finally:
         _release(turnstile)
+        timeline.add("gpu_lock_wait_exclusive" if exclusive else "gpu_lock_wait_shared", time.perf_counter() - t0)
 
 
 @contextlib.contextmanager

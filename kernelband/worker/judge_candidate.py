@@ -189,8 +189,10 @@ class CandidateRun:
             if self.expected and frame.kind != "error":
                 self.expected.pop(0)
             add_frame_phase(self.ev.phases, frame, self.t0)
-            t_judge = time.perf_counter()
+            t_wait = time.perf_counter()
             with _reading_gpu():
+                t_judge = time.perf_counter()  # the lock's wait apart: timed regions of others
+                add_phase(self.ev.phases, "judge.gpu_lock_wait", t_judge - t_wait)
                 self.worst = judge_frame(self.judge, frame, self.ev, self.worst, self.history)
                 t_compared = time.perf_counter()
                 self._check_reproducible(frame)
