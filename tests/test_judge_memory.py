@@ -10,6 +10,7 @@ from helpers.kernels import AXPY
 from kernelband.worker import judge as judge_mod
 from kernelband.worker.judge import JudgeService
 from kernelband.worker.messages import RunOutputs
+from kernelband.worker.requests import decode
 
 
 @pytest.fixture
@@ -24,14 +25,14 @@ def releases(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_every_op_ends_by_releasing_cached_gpu_memory(releases: list[str]) -> None:
     judge = JudgeService(interpreted=False)
-    assert judge.handle("sandbox", {}) == {"network": judge.network}
+    assert judge.serve(decode("sandbox", {})) == {"network": judge.network}
     assert releases == ["empty_cache"]
 
 
 def test_an_op_that_fails_releases_too(releases: list[str]) -> None:
     judge = JudgeService(interpreted=False)
     with pytest.raises(RuntimeError):  # evaluate before prepare: no task
-        judge.handle("evaluate", {"source": "", "variant_id": "x"})
+        judge.serve(decode("evaluate", {"source": "", "variant_id": "x"}))
     assert releases == ["empty_cache"]
 
 
@@ -39,7 +40,7 @@ def test_no_release_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     monkeypatch.setattr(judge_mod, "gpu", lambda: False)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
-    JudgeService(interpreted=True).handle("sandbox", {})
+    JudgeService(interpreted=True).serve(decode("sandbox", {}))
     assert calls == []
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -14,7 +16,8 @@ from helpers.kernels import AXPY, axpy_task
 from kernelband.evaluate import Evaluator, SetupError
 from kernelband.model import Baseline, Status, Variant
 from kernelband.worker import main as judge_main
-from kernelband.worker.client import WorkerError, _result
+from kernelband.worker import client as client_mod
+from kernelband.worker.client import WorkerClient, WorkerError, WorkerInfo, _result, decode_info
 from kernelband.worker.judge_derivation import OriginalUnusable
 from kernelband.worker.requests import (ErrorKind, ErrorReply, Evaluate, MalformedReply, Reply, Request, SandboxInfo,
                                         decode_reply, encode_reply)
@@ -87,6 +90,51 @@ def test_a_worker_error_keeps_its_kind_when_pickled() -> None:
     again = pickle.loads(pickle.dumps(WorkerError(ErrorKind.TIMEOUT, "no reply within 9 s", "tail")))
     assert (again.kind, str(again), again.stderr_tail, again.worker_gone) == (ErrorKind.TIMEOUT, "no reply within 9 s",
                                                                               "tail", True)
+
+
+HELLO = {"device_name": "cpu", "triton_version": "3.0", "torch_version": "2.4", "interpreted": True, "gpu_count": 0,
+         "pid": 42, "gpu_uuid": "", "driver": ""}
+
+
+def test_the_hello_decodes_to_worker_info_passing_over_keys_it_does_not_use() -> None:
+    assert decode_info(_wire({**HELLO, "later": 1})) == WorkerInfo("cpu", "3.0", "2.4", True, 0, 42)
+    assert decode_info({k: v for k, v in HELLO.items() if k not in ("gpu_uuid", "driver")}).driver == ""
+
+
+@pytest.mark.parametrize("hello, says", [
+    ({k: v for k, v in HELLO.items() if k != "pid"}, "missing required field 'pid'"),
+    ({**HELLO, "gpu_count": "1"}, "gpu_count must be int, got str ('1')"),
+    ({**HELLO, "interpreted": 1}, "interpreted must be bool, got int (1)"),
+    (["cpu"], "the body must be an object, got list"),
+], ids=["no-pid", "count-str", "interpreted-int", "not-an-object"])
+def test_a_malformed_hello_is_a_one_line_protocol_error(hello: object, says: str) -> None:
+    with pytest.raises(WorkerError) as e:
+        decode_info(hello)
+    assert e.value.kind is ErrorKind.PROTOCOL and str(e.value) == f"malformed judge hello: {says}"
+
+
+# a judge that answers its hello without a pid, then waits to be stopped
+_NO_PID_JUDGE = f"""
+import json, sys
+req = json.loads(sys.stdin.readline())
+hello = {({k: v for k, v in HELLO.items() if k != "pid"})!r}
+print(json.dumps({{"id": req["id"], "ok": True, "result": hello}}), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_judge_with_a_malformed_hello_is_stopped_and_the_start_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    popen = subprocess.Popen
+
+    def fake_judge(args: list[str], **kwargs: Any) -> subprocess.Popen:
+        return popen([sys.executable, "-c", _NO_PID_JUDGE], **kwargs)
+
+    monkeypatch.setattr(client_mod.subprocess, "Popen", fake_judge)
+    client = WorkerClient("cpu", start_timeout_s=30)
+    with pytest.raises(WorkerError) as e:
+        client.start()
+    assert e.value.kind is ErrorKind.PROTOCOL and str(e.value) == "malformed judge hello: missing required field 'pid'"
+    assert not client.alive and client.info is None
 
 
 # ---------------------------------------------------------------------- the judge's side

@@ -128,9 +128,9 @@ def test_the_judge_refuses_a_malformed_request_before_running_anything(monkeypat
     monkeypatch.setitem(judge_mod.OPS, Evaluate, lambda judge, req: ran.append(req))
     judge = JudgeService(interpreted=True)
     with pytest.raises(MalformedRequest, match="unknown field"):
-        judge.handle("evaluate", {"source": "s", "time_it": False})
+        judge.serve(decode("evaluate", {"source": "s", "time_it": False}))
     assert ran == []
-    judge.handle("evaluate", {"source": "s", "time": False})
+    judge.serve(decode("evaluate", {"source": "s", "time": False}))
     assert ran == [Evaluate(source="s", time=False)]  # the op gets the typed request
 
 

@@ -205,7 +205,7 @@ def _job_reading(frames: list[tuple[str, dict]], tmp_path: Path):
 
 
 def test_a_frame_with_a_wrong_typed_field_ends_the_job_as_malformed(tmp_path: Path) -> None:
-    from kernelband.worker.jobs import JobFailed
+    from kernelband.worker.jobs import JobEndKind, JobFailed
 
     job = _job_reading([("sample", {"key": "v", "ms": 0.5, "clock": "c"}), ("sample", {"key": "v", "ms": "fast"})],
                        tmp_path)
@@ -213,8 +213,16 @@ def test_a_frame_with_a_wrong_typed_field_ends_the_job_as_malformed(tmp_path: Pa
     assert first.meta == SampleFrame("v", 0.5, "c")  # typed from here on
     with pytest.raises(JobFailed) as e:
         job.next_frame()
-    assert e.value.end.kind == "malformed"
+    assert e.value.end.kind is JobEndKind.MALFORMED
     assert "sent a malformed frame (malformed sample frame: ms must be float, got str" in str(e.value)
+
+
+def test_a_job_end_kind_reads_as_its_word_in_messages() -> None:
+    from kernelband.worker.jobs import JobEnd, JobEndKind, JobFailed
+
+    assert [str(k) for k in JobEndKind] == ["timeout", "crashed", "protocol", "malformed"]
+    e = JobFailed(JobEnd(JobEndKind.TIMEOUT, "no result within 5 s"))
+    assert f"paired timing failed ({e.end.kind}): {e}" == "paired timing failed (timeout): no result within 5 s"
 
 
 def test_a_candidate_whose_frame_has_a_wrong_typed_field_is_a_trust_refusal(tmp_path: Path,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from ..machine_cache import bytecode_env
+from .decode import MalformedMessage, decode_fields
 from .requests import ErrorKind, ErrorReply, Hello, MalformedReply, Request, Shutdown, decode_reply
 
 
@@ -116,9 +117,12 @@ class WorkerClient:
         proc = self._proc
         threading.Thread(target=self._read_stdout, args=(proc,), daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
-        info = self._request_raw({"op": Hello.OP, **Hello().to_wire()}, self.start_timeout_s)
-        known = set(WorkerInfo.__dataclass_fields__)
-        self.info = WorkerInfo(**{k: v for k, v in info.items() if k in known})
+        hello = self._request_raw({"op": Hello.OP, **Hello().to_wire()}, self.start_timeout_s)
+        try:
+            self.info = decode_info(hello)
+        except WorkerError:
+            self.stop(graceful=False)  # a judge that cannot say what it is serves no request
+            raise
         return self.info
 
     def _read_stdout(self, proc: subprocess.Popen) -> None:
@@ -240,6 +244,17 @@ class WorkerClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def decode_info(hello: object) -> WorkerInfo:
+    """The judge's hello reply as a WorkerInfo, every field it needs checked; WorkerError
+    (PROTOCOL) naming the field for one that does not decode. A key it does not know is
+    passed over, as it always was: the session reads only what it uses."""
+    known = {k: v for k, v in hello.items() if k in WorkerInfo.__dataclass_fields__} if isinstance(hello, dict) else hello
+    try:
+        return decode_fields(WorkerInfo, known, "malformed judge hello")
+    except MalformedMessage as e:
+        raise WorkerError(ErrorKind.PROTOCOL, str(e)) from None
 
 
 def _result(line: Mapping[str, object]) -> Any:

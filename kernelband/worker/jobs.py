@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
 
@@ -87,11 +88,23 @@ class Frame(Generic[M]):
         return self.meta.KIND
 
 
+class JobEndKind(str, Enum):
+    """Why a job ended without its "done" frame."""
+
+    TIMEOUT = "timeout"  # no frame within the deadline (the process tree is killed)
+    CRASHED = "crashed"  # the process died, or its input closed
+    PROTOCOL = "protocol"  # a frame out of order or of an unknown kind
+    MALFORMED = "malformed"  # a frame's meta did not decode as its kind
+
+    def __str__(self) -> str:  # the word, in messages and logs
+        return self.value
+
+
 @dataclass
 class JobEnd:
     """How the process ended when no "done" frame came."""
 
-    kind: str  # "timeout" | "crashed" | "protocol" | "malformed" (a frame's meta did not decode)
+    kind: JobEndKind
     message: str
     stderr_tail: str = ""
 
@@ -288,20 +301,20 @@ class VariantJob:
             item = self._out.get(timeout=max(wait, 0.01))
         except queue.Empty:
             self.close()
-            raise JobFailed(JobEnd("timeout", f"no result within {self.timeout_s if timeout_s is None else timeout_s:.0f} s "
+            raise JobFailed(JobEnd(JobEndKind.TIMEOUT, f"no result within {self.timeout_s if timeout_s is None else timeout_s:.0f} s "
                                               "(hang or far too slow)", self.stderr_tail())) from None
         if isinstance(item, MalformedMessage):  # read as sent, and wrong: the variant process's doing
             self.close()
-            raise JobFailed(JobEnd("malformed", f"the variant process sent a malformed frame ({item})",
+            raise JobFailed(JobEnd(JobEndKind.MALFORMED, f"the variant process sent a malformed frame ({item})",
                                    self.stderr_tail()))
         if isinstance(item, Exception):
             self.close()
-            raise JobFailed(JobEnd("protocol", f"the variant process broke the protocol: {item}", self.stderr_tail()))
+            raise JobFailed(JobEnd(JobEndKind.PROTOCOL, f"the variant process broke the protocol: {item}", self.stderr_tail()))
         if item is None:
             code = self.proc.wait()
             how = f"signal {-code}" if code < 0 else f"exit code {code}"
             self.close()
-            raise JobFailed(JobEnd("crashed", f"the variant process died ({how})", self.stderr_tail()))
+            raise JobFailed(JobEnd(JobEndKind.CRASHED, f"the variant process died ({how})", self.stderr_tail()))
         self._pending = item.kind not in ("done", "error")
         mark("job.frame", job=self.nonce[:8], kind=item.kind, seconds=item.meta.seconds, frame=_what(item.meta))
         return item
@@ -337,13 +350,13 @@ class VariantJob:
     def _write_line(self, data: bytes) -> None:
         stdin = getattr(self.proc, "stdin", None)
         if stdin is None:
-            raise JobFailed(JobEnd("crashed", "the variant process has no input", self.stderr_tail()))
+            raise JobFailed(JobEnd(JobEndKind.CRASHED, "the variant process has no input", self.stderr_tail()))
         try:
             os.set_blocking(stdin.fileno(), True)
             stdin.write(data)
             stdin.flush()
         except (OSError, ValueError) as e:
-            raise JobFailed(JobEnd("crashed", f"the variant process closed its input ({e})", self.stderr_tail())) from None
+            raise JobFailed(JobEnd(JobEndKind.CRASHED, f"the variant process closed its input ({e})", self.stderr_tail())) from None
         finally:
             try:
                 os.set_blocking(stdin.fileno(), False)

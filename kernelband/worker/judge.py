@@ -27,14 +27,14 @@ re-timing and profiles (``judge_timing``), memcheck (``judge_memcheck``).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
 from . import judge_candidate, judge_memcheck, judge_original, judge_timing
 from .judge_core import JudgeCore, gpu
 from .requests import (DeviceFacts, Evaluate, Hello, Paired, Prepare, ProfileRun, Request, Retime, SandboxInfo,
-                       Sanitize, Sync, decode)
+                       Sanitize, Sync)
 
 
 def _hello(judge: JudgeCore, req: Hello) -> dict[str, Any]:
@@ -123,12 +123,9 @@ def release_cached_gpu_memory() -> None:
 class JudgeService(JudgeCore):
     """The worker's service: one request (an op of ``OPS``) at a time."""
 
-    def handle(self, op: Optional[str], body: Mapping[str, Any]) -> Any:
-        """Serve one request line: ``op`` and its body (the envelope's keys removed), decoded
-        and checked here (requests.decode: a malformed request is refused, nothing runs)."""
-        return self.serve(decode(op, body))
-
     def serve(self, request: Request) -> Any:
+        """Serve one request, decoded and checked by the loop (worker/main.py, with
+        requests.decode: a malformed request is refused there, nothing runs)."""
         try:
             return OPS[type(request)](self, request)
         finally:

@@ -20,7 +20,7 @@ from ..profile.schema import Profile, ProfileError, TimingTier
 from . import checks, warm
 from .compare import compare_outputs, describe
 from .gpu_lock import gpu_lock
-from .jobs import Frame, JobFailed, VariantJob
+from .jobs import Frame, JobEndKind, JobFailed, VariantJob
 from .deadlines import search_run_timeout_s
 from .judge_derivation import wait_for_references
 from .judge_derived import candidate_steps
@@ -117,14 +117,14 @@ class CandidateRun:
             ev.timing = None
             ev.reference_ms = ev.speedup_ci = None
         except JobFailed as e:
-            ev.status = Status.TIMEOUT if e.end.kind == "timeout" else Status.CRASHED
+            ev.status = Status.TIMEOUT if e.end.kind == JobEndKind.TIMEOUT else Status.CRASHED
             tail = [line for line in e.end.stderr_tail.splitlines() if line.strip()][-3:]
             during = f" during {self.expected[0]}" if self.expected else ""
             ev.message = str(e) + during + (f" (last output: {' | '.join(tail)})" if tail else "")
-            if e.end.kind == "timeout" and req.screen and self.run_timeout_s < task.timeout_s:
+            if e.end.kind == JobEndKind.TIMEOUT and req.screen and self.run_timeout_s < task.timeout_s:
                 ev.message += (f"; a search's candidate may take {self.run_timeout_s:.0f} s a run, ten times the "
                                "original's slowest")
-            if e.end.kind == "malformed":  # a frame the judge cannot read as its kind: the variant's word, refused
+            if e.end.kind == JobEndKind.MALFORMED:  # a frame the judge cannot read as its kind: the variant's word, refused
                 ev.status, ev.message = Status.REJECTED, f"trust: {e}{during}"
             ev.timing = None
             ev.reference_ms = ev.speedup_ci = None

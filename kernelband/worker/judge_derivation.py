@@ -26,7 +26,7 @@ from .call_spec import DerivedCall
 from .deadlines import JOB_START_S, deadline_s
 from .derived import MAX_CALL_BYTES, call_bytes, describe_call
 from .derived_run import MAX_CONFIG_TWINS, TWIN_FLAVOURS
-from .jobs import Frame, JobFailed
+from .jobs import Frame, JobEndKind, JobFailed
 from .judge_core import (GPU_MARGIN_BYTES, JudgeCore, Reference, gpu, lane_bytes, note_run_seconds,
                          original_setup_message)
 from .judge_derived import absorb_original
@@ -206,15 +206,15 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
     except JobFailed as e:
         # the process died, or its frames broke off mid-call: that call is dropped; a hang
         # is not one call's fault
-        if e.end.kind not in ("crashed", "protocol", "malformed"):
+        if e.end.kind not in (JobEndKind.CRASHED, JobEndKind.PROTOCOL, JobEndKind.MALFORMED):
             return f"the original kernel could not be run on inputs beyond its harness ({e.end.kind}): {e}"
         for which in ("a", "b"):
             missing = [i for i in range(len(calls)) if (which, i) not in frames]
             if missing:
-                return missing[0], str(e).splitlines()[0][:160] if str(e) else e.end.kind
+                return missing[0], str(e).splitlines()[0][:160] if str(e) else e.end.kind.value
         if special:
-            return TWINS_FAILED, e.end.kind
-        return len(calls), e.end.kind
+            return TWINS_FAILED, e.end.kind.value
+        return len(calls), e.end.kind.value
     finally:
         warm.close(siblings)
         job.close()

@@ -5,7 +5,7 @@ type and refuses an unknown or missing field, op or kind with a one-line
 the variant process its ``Job`` and ``Command``s (``Step``s, one class per op, which it
 dispatches on by class); the judge each frame's meta (``wire.read_frame``: one class per
 kind, an outputs frame's by its mode), where the sender is untrusted: a meta that does
-not decode ends the job (``jobs.JobEnd("malformed")``), a candidate's as a trust
+not decode ends the job (``jobs.JobEndKind.MALFORMED``), a candidate's as a trust
 refusal; the fork server its requests, the judge their replies. The session -> judge
 requests (``requests.py``) and the calls a step or frame holds (``call_spec``) go through
 the same decoder (``decode.py``). No torch here.
