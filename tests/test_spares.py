@@ -141,3 +141,17 @@ def test_a_cuda_context_is_made_inside_the_gpu_lock(tmp_path: Path, monkeypatch:
     variant._early_cuda_context()
     variant.make_cuda_context("cuda_context")
     assert held == [1, 1]
+
+
+def test_how_many_spares_a_judge_keeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One a lane on a GPU, within an eighth of its free memory (several judges may share
+    it); none under the interpreter; the override says how many."""
+    from kernelband.worker.spares import CONTEXT_BYTES, wanted
+
+    monkeypatch.delenv("KERNELBAND_SPARES", raising=False)
+    assert wanted(True, 8, 140 << 30) == 8
+    assert wanted(True, 8, 16 * CONTEXT_BYTES) == 2  # a small or crowded GPU
+    assert wanted(True, 8, CONTEXT_BYTES) == 0
+    assert wanted(False, 8, 140 << 30) == 0
+    monkeypatch.setenv("KERNELBAND_SPARES", "3")
+    assert wanted(False, 8) == 3

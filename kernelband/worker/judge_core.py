@@ -219,7 +219,8 @@ class JudgeCore:
             spare.spawn(self.live_zygote())
             return spare
 
-        self.spares.keep(spares.wanted(on_gpu, lanes), make)
+        free = torch.cuda.mem_get_info()[0] if on_gpu else 0
+        self.spares.keep(spares.wanted(on_gpu, lanes, free), make)
 
     def _spare_fits(self, spare: VariantJob) -> bool:
         """A spare made for this task, in the sandbox and transport a new job gets now."""

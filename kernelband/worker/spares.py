@@ -29,13 +29,20 @@ SPARES_ENV = "KERNELBAND_SPARES"  # a number overrides how many spares are kept 
 REFILL_GAP_S = 1.0  # about one CUDA context's making on one H200: replacements are made one by one
 
 
-def wanted(on_gpu: bool, lanes: int) -> int:
-    """How many spares to keep: one a lane on a GPU; none under the interpreter (there is
-    no context to make there), unless ``KERNELBAND_SPARES`` says how many (the tests)."""
+# what one spare holds on the GPU: its CUDA context and torch's (about half a GiB on an
+# H200); spares take at most an eighth of the free memory, so that several judges on one
+# GPU (optimize-all, the red-team suites) leave room for the work itself
+CONTEXT_BYTES = 600 << 20
+
+
+def wanted(on_gpu: bool, lanes: int, free_bytes: int = 0) -> int:
+    """How many spares to keep: one a lane on a GPU, as many as an eighth of its free
+    memory holds; none under the interpreter (there is no context to make there), unless
+    ``KERNELBAND_SPARES`` says how many (the tests)."""
     override = os.environ.get(SPARES_ENV, "")
     if override.isdigit():
         return int(override)
-    return lanes if on_gpu else 0
+    return min(lanes, free_bytes // (8 * CONTEXT_BYTES)) if on_gpu else 0
 
 
 class Spares:
