@@ -441,16 +441,12 @@ WARM_NICENESS = 10  # a sibling's compiles give way to the processes being judge
 
 def warm_calls(version: Any, step: Warm) -> None:
     """In a job's sibling process (``judge_core.JudgeCore.warm_siblings``): each call made
-    as ``_run_calls`` makes it (the same arguments in the same canary-padded buffers, so
-    the same Triton specializations), every Triton launch a warmup: its kernels are
-    compiled into the Triton cache the sibling shares with the job, and no kernel runs.
-    What the calls return is dropped unread; a call that raises is skipped (the job meets
-    the same error itself and reports it)."""
+    as ``_run_calls`` makes it (``warm_one``), every Triton launch a warmup: its kernels are
+    compiled into the Triton cache the sibling shares with the job, and no kernel runs."""
     import os
 
     from .autotune_clock import one_run_per_config
     from .capture import install
-    from .gpu_lock import gpu_lock
     from .runner import synchronize
 
     try:
@@ -458,16 +454,26 @@ def warm_calls(version: Any, step: Warm) -> None:
     except OSError:
         pass
     install()
-    with one_run_per_config(synchronize), launches_as_warmups():
+    with one_run_per_config(synchronize), launches_as_warmups(), padded_allocations("a", PAD_ELEMENTS) as made:
         for call in step.calls:
-            try:
-                fn = getattr(version.module, call.fn)
-                with gpu_lock(exclusive=False):  # its inputs and its wrapper's torch work: GPU work
-                    args, kwargs, _ = build(call, "a")
-                    with padded_allocations("a", PAD_ELEMENTS, call.fresh_fill):
-                        fn(*args, **kwargs)
-            except Exception:  # noqa: BLE001 - a warmup is only ever a head start
-                continue
+            warm_one(version, call)
+            made.clear()  # what the wrapper allocated is not kept
+
+
+def warm_one(version: Any, call: DerivedCall) -> None:
+    """One call, inside the caller's ``launches_as_warmups`` and ``padded_allocations``:
+    the same arguments in the same canary-padded layout as ``_run_calls`` gives them (every
+    buffer 16-byte aligned alike), so the same Triton specializations. What it returns is
+    dropped unread; a call that raises is skipped (the real call meets the error itself)."""
+    from .gpu_lock import gpu_lock
+
+    try:
+        fn = getattr(version.module, call.fn)
+        with gpu_lock(exclusive=False):  # its inputs and its wrapper's torch work: GPU work
+            args, kwargs, _ = build(call, "a")
+            fn(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - a warmup is only ever a head start
+        return
 
 
 @contextlib.contextmanager

@@ -149,6 +149,11 @@ class JudgeCore:
             # timed regions are exclusive across sessions on this GPU (variant processes inherit it)
             os.environ["KERNELBAND_TIMING_LOCK"] = default_lock_path()
 
+    @property
+    def on_gpu(self) -> bool:
+        """Candidates run on a GPU (not under the interpreter): contexts to make, kernels to compile."""
+        return self.ref_device == "cuda" and not self.interpreted
+
     def close(self) -> None:
         """Stop the lane, the spares and the fork server (and with it any job still running)."""
         self.close_lane()
@@ -211,16 +216,15 @@ class JudgeCore:
     def keep_spares(self, lanes: int) -> None:
         """Spare processes for this task's candidate jobs from now on (``spares.py``)."""
         task = self.require_task()
-        on_gpu = gpu() and not self.interpreted
 
         def make() -> VariantJob:
             spare = self._new_job(Job(task, {}, [], self.interpreted, {}, self.transport), 0.0, trusted=False,
-                                  early_cuda=on_gpu)
+                                  early_cuda=self.on_gpu)
             spare.spawn(self.live_zygote())
             return spare
 
-        free = torch.cuda.mem_get_info()[0] if on_gpu else 0
-        self.spares.keep(spares.wanted(on_gpu, lanes, free), make)
+        free = torch.cuda.mem_get_info()[0] if self.on_gpu else 0
+        self.spares.keep(spares.wanted(self.on_gpu, lanes, free), make)
 
     def _spare_fits(self, spare: VariantJob) -> bool:
         """A spare made for this task, in the sandbox and transport a new job gets now."""

@@ -174,7 +174,7 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
 
     task = judge.require_task()
     # the second canary's calls find every kernel compiled by the first's
-    steps: list[Step] = [Derived(calls, "o", "a", warm_threads=ahead_threads(gpu() and not judge.interpreted)), Derived(calls, "o", "b")]
+    steps: list[Step] = [Derived(calls, "o", "a", warm_threads=ahead_threads(judge.on_gpu)), Derived(calls, "o", "b")]
     special = sum(c.flavour in TWIN_FLAVOURS for c in calls) if twins else 0
     if special:
         steps.append(Derived(calls, "o", "a", configs=True))

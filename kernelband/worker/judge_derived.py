@@ -366,8 +366,7 @@ def _arg_view(call: DerivedCall, outputs: dict[str, Any], spec: Optional[Arg]) -
 
 def candidate_steps(judge: Any) -> list[Step]:
     calls = [call for call, _ in judge.ref.derived]
-    threads = ahead_threads(judge.ref_device == "cuda" and not judge.interpreted)
-    return [Derived(calls, "v", "a", warm_threads=threads)] if calls else []
+    return [Derived(calls, "v", "a", warm_threads=ahead_threads(judge.on_gpu))] if calls else []
 
 
 def verdict_of(judge: Any, frame: Frame[DerivedOutputs]) -> Optional[tuple[Status, str]]:

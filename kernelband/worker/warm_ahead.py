@@ -53,14 +53,12 @@ def warm_ahead(version: Any, calls: list[DerivedCall], threads: int) -> float:
     """Each of ``calls`` made once with every launch a warmup, ``threads`` at a time;
     the seconds it took (0 where nothing was warmed: fewer than two calls, no threads,
     an autotuned module)."""
-    from .derived_run import autotuners, launches_as_warmups
+    from .derived_run import PAD_ELEMENTS, autotuners, launches_as_warmups, padded_allocations
 
     todo = [c for c in calls if call_bytes(c) <= WARM_CALL_BYTES]
     if threads <= 1 or len(todo) < 2 or autotuners(version.module):
         return 0.0
     from concurrent.futures import ThreadPoolExecutor
-
-    from .derived_run import PAD_ELEMENTS, padded_allocations
 
     t0 = time.perf_counter()
     # torch's factories make canary-padded buffers (contiguous views, whatever the template's
@@ -73,17 +71,9 @@ def warm_ahead(version: Any, calls: list[DerivedCall], threads: int) -> float:
 
 
 def _warm_one(version: Any, call: DerivedCall, made: list[Any]) -> None:
-    """One call, its launches warmups, its inputs built as the real call's are (the same
-    shapes, strides, dtypes and canary offsets, so the same specializations)."""
-    from .derived_run import build
-    from .gpu_lock import gpu_lock
+    from .derived_run import warm_one
 
     try:
-        fn = getattr(version.module, call.fn)
-        with gpu_lock(exclusive=False):  # its inputs and its wrapper's torch work: GPU work
-            args, kwargs, _ = build(call, "a")
-            fn(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - a head start only: the real call reports its own errors
-        return
+        warm_one(version, call)
     finally:
         made.clear()  # what the wrappers allocated is not kept (a thread still using one holds it)
