@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from .call_spec import Arg, Call, DerivedCall, TensorArg, ValueArg
 from .derived import WIDE_INDEX
@@ -442,11 +442,13 @@ WARM_NICENESS = 10  # a sibling's compiles give way to the processes being judge
 def warm_calls(version: Any, step: Warm) -> None:
     """In a job's sibling process (``judge_core.JudgeCore.warm_siblings``): each call made
     as ``_run_calls`` makes it (``warm_one``), every Triton launch a warmup: its kernels are
-    compiled into the Triton cache the sibling shares with the job, and no kernel runs."""
+    compiled into the Triton cache the sibling shares with the job, ``step.compile_threads``
+    at a time (``compile_pool``), and no kernel runs."""
     import os
 
     from .autotune_clock import one_run_per_config
     from .capture import install
+    from .compile_pool import CompilePool
     from .runner import synchronize
 
     try:
@@ -454,10 +456,18 @@ def warm_calls(version: Any, step: Warm) -> None:
     except OSError:
         pass
     install()
-    with one_run_per_config(synchronize), launches_as_warmups(), padded_allocations("a", PAD_ELEMENTS) as made:
-        for call in step.calls:
-            warm_one(version, call)
-            made.clear()  # what the wrapper allocated is not kept
+    pool = CompilePool(step.compile_threads) if step.compile_threads > 1 else None
+    try:
+        with one_run_per_config(synchronize), launches_as_warmups(pool.submit if pool else None), \
+                padded_allocations("a", PAD_ELEMENTS) as made:
+            for call in step.calls:
+                if pool is not None:
+                    pool.next_call()
+                warm_one(version, call)
+                made.clear()  # what the wrapper allocated is not kept (a pending compile holds its own)
+    finally:
+        if pool is not None:
+            pool.drain()
 
 
 def warm_one(version: Any, call: DerivedCall) -> None:
@@ -477,10 +487,11 @@ def warm_one(version: Any, call: DerivedCall) -> None:
 
 
 @contextlib.contextmanager
-def launches_as_warmups() -> Iterator[None]:
+def launches_as_warmups(submit: Optional[Callable[..., None]] = None) -> Iterator[None]:
     """Inside the block, every Triton launch compiles its kernel and launches nothing
     (``run`` of the innermost kernel classes called with ``warmup=True``; an autotuner's
-    configs and a heuristic's choices reach it too); restored after."""
+    configs and a heuristic's choices reach it too); restored after. With ``submit``
+    (``compile_pool.CompilePool.submit``) a launch hands its compile over and returns None."""
     from .capture import innermost_classes
 
     classes = innermost_classes()
@@ -489,6 +500,9 @@ def launches_as_warmups() -> Iterator[None]:
     def as_warmup(current: Any) -> Any:
         def run(self: Any, *args: Any, **kwargs: Any) -> Any:
             kwargs["warmup"] = True
+            if submit is not None:
+                submit(current, self, args, kwargs)
+                return None
             return current(self, *args, **kwargs)
 
         return run

@@ -140,6 +140,7 @@ class Warm(Step):
     OP: ClassVar[str] = "warm"
     calls: list[DerivedCall]
     module: str = "v"
+    compile_threads: int = 1  # compiles in flight at once (``compile_pool``, the judge's choice)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Optional
 
 from ..trace import mark
 from .call_spec import DerivedCall
+from .compile_pool import CALLS_AHEAD, pool_threads
 from .deadlines import deadline_s
 from .derived import MAX_CALL_BYTES
 from .jobs import VariantJob
@@ -27,9 +28,9 @@ from .messages import Job, Warm
 from .warm_ahead import WARM_ENV
 
 DERIVATION_SIBLINGS = 2  # the original's derivation: its calls split among this many siblings
-# what a sibling may hold on the GPU: one call's canary-padded tensors and what its wrapper
-# allocates, and the context
-SIBLING_BYTES = 2 * MAX_CALL_BYTES + GPU_MARGIN_BYTES
+# what a sibling may hold on the GPU: the canary-padded tensors and what the wrapper
+# allocates of its current call and of the calls whose compiles are pending, and the context
+SIBLING_BYTES = (1 + CALLS_AHEAD) * 2 * MAX_CALL_BYTES + GPU_MARGIN_BYTES
 MIN_CPUS = 4  # with fewer cores a sibling's compiles only slow down the job's own
 # a candidate's sibling pays where the original's calls beyond the harness took this long
 # (mostly compiles); below it a sibling cost the first verdicts more than it saved (on one
@@ -76,7 +77,7 @@ def start(judge: JudgeCore, job: VariantJob, calls: list[DerivedCall], module: s
     started: list[VariantJob] = []
     for k in range(siblings):
         part = calls[k::siblings]
-        sibling = VariantJob(Job(task, dict(job.job.modules), [Warm(part, module)], judge.interpreted),
+        sibling = VariantJob(Job(task, dict(job.job.modules), [Warm(part, module, pool_threads())], judge.interpreted),
                              timeout_s=deadline_s(task.timeout_s, len(part)), shared_cache=job.cache,
                              extra_env=dict(job.extra_env))
         try:
