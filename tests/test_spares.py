@@ -155,3 +155,50 @@ def test_how_many_spares_a_judge_keeps(monkeypatch: pytest.MonkeyPatch) -> None:
     assert wanted(False, 8, 140 << 30) == 0
     monkeypatch.setenv("KERNELBAND_SPARES", "3")
     assert wanted(False, 8) == 3
+
+
+# the module's import, in the job a spare takes: it compiles (as Triton would) into a
+# directory the judge copied from the original's cache after the spare was made
+_COMPILES_INTO_COPIED = AXPY + '''
+import os as _os
+
+with open(_os.path.join(_os.environ["TRITON_CACHE_DIR"], "COPIED", "compiled-by-the-job"), "w") as _f:
+    _f.write("1")
+'''
+
+
+def test_a_spare_compiles_into_what_the_judge_copied_after_it_was_made(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The original's cache gains a directory after a spare's sandbox gave the spare its
+    cache; the judge copies it in when the spare takes its job. Where the spare runs as
+    another uid than the judge, that directory must be the spare's to write (else every
+    compile there is a PermissionError, a correct candidate refused)."""
+    import os
+    import stat
+    import time
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    shared = tmp_path / "readable"  # a task every uid can read: the sandbox may drop to nobody
+    shared.mkdir()
+    for d in (tmp_path, shared):
+        d.chmod(d.stat().st_mode | stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    task = axpy_task(shared)
+    trusted = shared / "trusted-cache"
+    trusted.mkdir()
+    spare = VariantJob(Job(task, {}, [], interpreted=True), timeout_s=0.0, trusted_cache=trusted)
+    try:
+        spare.spawn()
+        deadline = time.monotonic() + 60
+        while not spare.sandbox and time.monotonic() < deadline:  # in its sandbox, its cache handed over
+            time.sleep(0.05)
+        (trusted / "COPIED").mkdir(mode=0o755)  # the original compiled meanwhile, as the judge's uid
+        (trusted / "COPIED" / "kernel.bin").write_bytes(b"1")
+        spare.adopt(Job(task, {"v": _COMPILES_INTO_COPIED}, [Mark()], interpreted=True), timeout_s=120)
+        spare.start()
+        kinds = [f.kind for f in spare.frames()]
+        assert kinds == ["mark", "done"], f"{spare.sandbox}: {spare.stderr_tail()}"
+        assert (spare.cache / "COPIED" / "compiled-by-the-job").exists()
+        if os.geteuid() == 0 and "uid 65534" not in spare.sandbox:
+            pytest.skip(f"the spare kept the judge's uid here ({spare.sandbox}): nothing to hand over")
+    finally:
+        spare.close()

@@ -115,6 +115,22 @@ class JobFailed(Exception):
         self.end = end
 
 
+def _to_owner_of(top: Path) -> None:
+    """Every entry under ``top`` given to ``top``'s owner: what the judge copied into a
+    spare's cache after the spare's sandbox gave that cache to the uid it runs as. Left to
+    the judge's uid, a directory there refuses the spare's own compiles into it (a false
+    ``runtime_error``: PermissionError in Triton's cache)."""
+    st = top.stat()
+    if st.st_uid == os.geteuid() and st.st_gid == os.getegid():
+        return
+    for root, dirs, files in os.walk(top):
+        for name in dirs + files:
+            try:
+                os.lchown(os.path.join(root, name), st.st_uid, st.st_gid)
+            except FileNotFoundError:
+                pass
+
+
 def _user_paths(job: Job) -> list[str]:
     """What of the user's a job reads: the module's folder (sibling imports) and the
     companion harness; the sandbox keeps them visible."""
@@ -169,6 +185,8 @@ class VariantJob:
         cache = self.cache
         if self.trusted_cache is not None and self.trusted_cache.is_dir():
             shutil.copytree(self.trusted_cache, cache, dirs_exist_ok=True)
+            if self.proc is not None:  # a spare's: its sandbox handed the cache over already
+                _to_owner_of(cache)
         cache.mkdir(exist_ok=True)
         return str(cache)
 
