@@ -240,13 +240,14 @@ class JobManager:
 
     def _on_event(self, job: Job, ev: Event) -> None:
         job.events.append(ev)
+        # typed at the boundary, each from the one key its event carries (events.py)
         if ev.type == "result":
-            res = ev.data.get("result", ev.data)
+            res = ev.data.get("result")
             if isinstance(res, dict):
                 job.result = Result.from_dict(res)
         elif ev.type == "profile":
-            try:  # typed at the boundary, like the Result
-                job.profile = Profile.from_wire(ev.data.get("profile", ev.data)) or job.profile
+            try:
+                job.profile = Profile.from_wire(ev.data.get("profile")) or job.profile
             except ProfileError as e:
                 job.error = f"the engine sent a malformed profile: {e}"
         elif ev.type == "error":
