@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import time
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from lsprotocol import types
@@ -33,6 +34,14 @@ VERBS = D.VERBS
 TICK_S = 2.0
 
 
+@dataclass(frozen=True)
+class MeasuredProfile:
+    """A profile a profile job of this session measured, and the hash of the text it ran on."""
+
+    module_hash: str
+    profile: Profile
+
+
 class JobRunner:
     """Runs optimize, profile and check jobs; what they find goes to the found variants."""
 
@@ -43,9 +52,9 @@ class JobRunner:
         self.variants = variants
         self.store = store
         self.manager = JobManager(on_event=self._on_job_event, on_state=self._on_job_state)
-        # profiles from this session's profile jobs: (path, kernel) -> (module hash, profile);
-        # shown when the store has none (e.g. a job run with --no-store)
-        self.profiles: dict[tuple[str, str], tuple[str, Profile]] = {}
+        # profiles from this session's profile jobs, by (path, kernel): shown when the store
+        # has none (e.g. a job run with --no-store)
+        self.profiles: dict[tuple[str, str], MeasuredProfile] = {}
         # module hash -> code hash (documents.code_hash) of the texts jobs ran on: a profile of
         # a text that differs from the current one only in comments and layout is this version's
         self.code_hashes: dict[str, Optional[str]] = {}
@@ -73,7 +82,7 @@ class JobRunner:
             return fail(f"no Triton kernel named {kernel!r} in this file")
         if not uri.startswith("file:") or not a.path:
             return fail("save the file first: KernelBand runs kernels from a file on disk")
-        settings = await self.client.refresh_settings()
+        settings = self.client.settings  # pulled from the editor before the command (service.py)
         h = a.harness(kernel, settings.harness.get(kernel))
         if not h.found:
             return fail(f"no harness for {kernel}: {h.reason}")
@@ -279,7 +288,7 @@ class JobRunner:
             self.store.invalidate()
         elif job.state == DONE:
             if job.spec.kind == PROFILE and job.profile is not None:
-                self.profiles[(job.spec.path, job.spec.kernel)] = (text_hash(job.spec.source), job.profile)
+                self.profiles[(job.spec.path, job.spec.kernel)] = MeasuredProfile(text_hash(job.spec.source), job.profile)
             self.store.invalidate()
         self._displays.pop(job.id, None)
 

@@ -127,7 +127,7 @@ class Reverifier:
             return fail(f"no applied KernelBand variant of {kernel} in this text: Re-verify checks a found "
                         "variant after Apply (against the original it replaced)")
         fv, original = found
-        settings = await self.client.refresh_settings()
+        settings = self.client.settings  # pulled from the editor before the command (service.py)
         variant_path = _write_variant(kernel, a.text)
         spec = dataclasses.replace(self.jobs.spec(CHECK, a, kernel, settings, background=False), source=original,
                                    variant_path=variant_path)
