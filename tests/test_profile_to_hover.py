@@ -95,10 +95,9 @@ async def test_a_candidates_profile_reaches_the_hover_as_one_profile(tmp_path: P
     # the language server: decoded once at its boundary, then the same object at every stop
     shown: list[Profile] = []
 
-    def engine_card(p: Profile | None, last_result: dict | None = None) -> str:
-        assert p is not None
+    def engine_card(p: Profile) -> str:
         shown.append(p)
-        return render.profile_card_markdown(p, last_result)
+        return render.profile_card_markdown(p)
 
     monkeypatch.setattr(H, "profile_card_markdown", engine_card)  # the renderer the hover imports, watched
     uri = path.as_uri()
@@ -120,7 +119,7 @@ async def test_a_candidates_profile_reaches_the_hover_as_one_profile(tmp_path: P
     assert got is not None and isinstance(got.contents, types.MarkupContent)
     in_process = got.contents.value
     assert len(shown) == 1 and shown[0] is stored  # the card is rendered from that object, once
-    card = render.profile_card_markdown(stored, None)
+    card = render.profile_card_markdown(stored)
     assert card in in_process and "| grid | [3] = 3 programs; BLOCK_SIZE=1024 |" in card
     assert "CPU time, interpreter" in card  # the engine's words for an interpreted time
 
