@@ -282,8 +282,9 @@ class JobManager:
         job.ended_at = time.time()
         if state in (CANCELLED, SUPERSEDED, FAILED) and job.spec.kind == OPTIMIZE:
             if job.result is None or state != FAILED:  # a failure after the engine's Result keeps it
+                done = job.last_progress.get("done")  # as the last progress event said it: a count, or not
                 job.result = Result.cancelled(job.spec.kernel, job.spec.path, reason, failed=state == FAILED,
-                                              partial=job.result, evaluations=job.last_progress.get("done"))
+                                              partial=job.result, evaluations=done if isinstance(done, int) else None)
         if state in (CANCELLED, SUPERSEDED, FAILED) and not job.error:
             job.error = reason or state
         if job.cancel_reason == "" and state in (CANCELLED, SUPERSEDED):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Optional
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -82,11 +82,11 @@ class KernelBandService:
         self.background.settings_applied(change)
 
     # ================================================================== commands that start a job
-    async def run_job(self, kind: str, args: dict, token: Any = None) -> dict:
+    async def run_job(self, kind: str, args: dict, token: Optional[types.ProgressToken] = None) -> dict:
         await self.refresh_settings()  # a job runs with the settings the editor holds now
         return await self.jobs.run_job(kind, args, token)
 
-    async def reverify(self, args: dict, token: Any = None) -> dict:
+    async def reverify(self, args: dict, token: Optional[types.ProgressToken] = None) -> dict:
         await self.refresh_settings()
         return await self.verifier.reverify(args, token)
 

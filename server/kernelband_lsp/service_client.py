@@ -8,7 +8,7 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -44,32 +44,31 @@ class Client:
         self._lens_refresh_pending = False
 
     # ================================================================== capabilities
-    def cap(self, *path: str) -> Any:
+    def cap(self, *path: str) -> bool:
+        """Whether the client said it has the capability at this path."""
         try:
-            obj: Any = self.ls.client_capabilities or types.ClientCapabilities()
+            obj: object = self.ls.client_capabilities or types.ClientCapabilities()
         except Exception:
-            return None
+            return False
         for p in path:
             obj = getattr(obj, p, None)
-            if obj is None:
-                return None
-        return obj
+        return bool(obj)
 
     @property
     def supports_progress(self) -> bool:
-        return bool(self.cap("window", "work_done_progress"))
+        return self.cap("window", "work_done_progress")
 
     @property
     def supports_document_changes(self) -> bool:
-        return bool(self.cap("workspace", "workspace_edit", "document_changes"))
+        return self.cap("workspace", "workspace_edit", "document_changes")
 
     @property
     def supports_configuration(self) -> bool:
-        return bool(self.cap("workspace", "configuration"))
+        return self.cap("workspace", "configuration")
 
     @property
     def hierarchical_symbols(self) -> bool:
-        return bool(self.cap("text_document", "document_symbol", "hierarchical_document_symbol_support"))
+        return self.cap("text_document", "document_symbol", "hierarchical_document_symbol_support")
 
     # ================================================================== settings
     def initialize(self, params: types.InitializeParams) -> SettingsChange:
@@ -156,8 +155,8 @@ class Client:
     def refresh_lenses(self) -> None:
         """Ask the client to request lenses and inlay hints again (a job's progress, a new
         profile or result, a document's first analysis): at most one request pair per 0.2 s."""
-        lens = bool(self.cap("workspace", "code_lens", "refresh_support"))
-        inlay = bool(self.cap("workspace", "inlay_hint", "refresh_support"))
+        lens = self.cap("workspace", "code_lens", "refresh_support")
+        inlay = self.cap("workspace", "inlay_hint", "refresh_support")
         if not (lens or inlay) or self._lens_refresh_pending:
             return
         self._lens_refresh_pending = True

@@ -7,7 +7,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
@@ -29,7 +29,6 @@ from .storeview import StoreView
 log = logging.getLogger("kernelband_lsp")
 
 JOB_EVENT = "kernelband/jobEvent"
-VERBS = D.VERBS
 # while a job runs and no event came for this long, $/progress says where it is and for how long
 TICK_S = 2.0
 
@@ -58,15 +57,15 @@ class JobRunner:
         # module hash -> code hash (documents.code_hash) of the texts jobs ran on: a profile of
         # a text that differs from the current one only in comments and layout is this version's
         self.code_hashes: dict[str, Optional[str]] = {}
-        self._token_job: dict[Any, str] = {}
-        self._job_token: dict[str, Any] = {}
+        self._token_job: dict[types.ProgressToken, str] = {}
+        self._job_token: dict[str, types.ProgressToken] = {}
         self._job_pct: dict[str, int] = {}
         self._job_reported: dict[str, float] = {}  # when $/progress last said something of a job
         self._tickers: dict[str, asyncio.Task] = {}
         self._displays: dict[str, D.JobDisplay] = {}  # the words for each unfinished job (display.py)
 
     # ================================================================== commands
-    async def run_job(self, kind: str, args: dict, token: Any = None) -> dict:
+    async def run_job(self, kind: str, args: dict, token: Optional[types.ProgressToken] = None) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
         fail = (lambda msg: {"jobId": None, "status": "failed", "kernel": kernel, "message": msg}) if kind == OPTIMIZE \
             else (lambda msg: {"jobId": None, "profile": None, "kernel": kernel, "message": msg})
@@ -89,7 +88,7 @@ class JobRunner:
         job = self.manager.submit(self.spec(kind, a, kernel, settings, background=False))
         await self.run_to_end(job, token)
         if kind == PROFILE:
-            out: dict[str, Any] = {"jobId": job.id, "profile": job.profile.to_dict() if job.profile else None,
+            out: dict[str, object] = {"jobId": job.id, "profile": job.profile.to_dict() if job.profile else None,
                                    "kernel": kernel}
             if job.profile is None:
                 out["message"] = job.error or job.state
@@ -102,7 +101,7 @@ class JobRunner:
         out["speedClaim"] = D.result_claims_speed(result)
         return out
 
-    async def run_to_end(self, job: Job, token: Any) -> Job:
+    async def run_to_end(self, job: Job, token: Optional[types.ProgressToken]) -> Job:
         """Progress for a submitted job, until it ends; a cancelled request cancels it."""
         try:
             await self._begin_progress(job, token)
@@ -129,12 +128,12 @@ class JobRunner:
         asyncio.get_running_loop().create_task(self._begin_progress(job, None))
         return job
 
-    def cancel(self, args: Any) -> dict:
+    def cancel(self, args: object) -> dict:
         """kernelband.cancel: {jobId}; {uri, kernel[, kind]} (that kernel's running and queued
         jobs: a client that cancelled before it learnt the job id); none: every job."""
         job_id = args.get("jobId") if isinstance(args, dict) else (args if isinstance(args, str) else None)
         if job_id is None and isinstance(args, dict) and isinstance(args.get("uri"), str) and isinstance(args.get("kernel"), str):
-            kind = args.get("kind") if args.get("kind") in tuple(VERBS) else None
+            kind = args.get("kind") if args.get("kind") in tuple(D.VERBS) else None
             out: list[str] = []
             for job in self.jobs_for(args["uri"], args["kernel"], kind):
                 out.extend(self.manager.cancel(job.id))
@@ -160,7 +159,7 @@ class JobRunner:
         return self._display(j).line(self.manager.queue_position(j), running=j.state == RUNNING)
 
     # ================================================================== job plumbing
-    async def _begin_progress(self, job: Job, token: Any) -> None:
+    async def _begin_progress(self, job: Job, token: Optional[types.ProgressToken]) -> None:
         if token is None and self.client.supports_progress:
             token = f"kernelband-{job.id}-{os.getpid()}"
             try:
@@ -172,7 +171,7 @@ class JobRunner:
             return
         self._token_job[token] = job.id
         self._job_token[job.id] = token
-        verb = VERBS.get(job.spec.kind, job.spec.kind).capitalize()
+        verb = D.VERBS.get(job.spec.kind, job.spec.kind).capitalize()
         title = f"KernelBand: {verb} {job.spec.kernel}" + (" (background)" if job.spec.background else "")
         msg = self.job_line(job)
         self.ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True,
@@ -202,7 +201,7 @@ class JobRunner:
         except RuntimeError:  # not serving (unit use)
             pass
 
-    def progress_cancelled(self, token: Any) -> None:
+    def progress_cancelled(self, token: types.ProgressToken) -> None:
         job_id = self._token_job.get(token)
         if job_id is not None:
             self.manager.cancel(job_id)

@@ -18,7 +18,9 @@ import logging
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
+
+from lsprotocol import types
 
 from kernelband.model import Result
 from kernelband.reverify import original_of, verdict_line
@@ -109,7 +111,7 @@ class Reverifier:
         what = INTERPRETED_NOTE if is_interpreted(fv.result) else (f"{sp:.2f}x" if sp is not None else "verified")
         return f"Applied variant ({what})"
 
-    async def reverify(self, args: dict, token: Any = None) -> dict:
+    async def reverify(self, args: dict, token: Optional[types.ProgressToken] = None) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
 
         def fail(msg: str) -> dict:
