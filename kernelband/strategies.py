@@ -78,7 +78,6 @@ STRATEGIES: dict[str, Strategy] = {
 }
 
 STRATEGY_NAMES: tuple[str, ...] = tuple(STRATEGIES)
-RESOURCES: tuple[str, ...] = ("L2", "DRAM", "SM")
 
 
 def get(name: str) -> Strategy:

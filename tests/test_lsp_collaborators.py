@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-from types import SimpleNamespace
 from typing import Optional
 
 from lsprotocol import types
+from pygls.workspace import Workspace
 
 from helpers.paths import example_source
 from kernelband.model import Result
@@ -20,30 +20,34 @@ from kernelband_lsp.service_documents import OpenDocuments
 from kernelband_lsp.service_variants import FoundVariants
 
 KERNEL = "axpy_kernel"
+URI = "file:///ws/add_scale.py"
 TEXT = example_source("add_scale.py")
 VARIANT = TEXT.replace("BLOCK_SIZE=128", "BLOCK_SIZE=1024")
 
 
 class FakeLs:
-    """The pygls server as far as a Client and OpenDocuments use it."""
+    """The pygls server as far as a Client uses it, with a real workspace: the editor holds
+    TEXT at version 3 (``open_text=True``) or nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, open_text: bool = False) -> None:
         self.client_capabilities = None
-        self.workspace = SimpleNamespace(text_documents={})
+        self.workspace = Workspace(None)
+        if open_text:
+            self.workspace.put_text_document(types.TextDocumentItem(uri=URI, language_id="python", version=3, text=TEXT))
         self.published: list[types.PublishDiagnosticsParams] = []
 
     def text_document_publish_diagnostics(self, params: types.PublishDiagnosticsParams) -> None:
         self.published.append(params)
 
 
-class FakeDocuments:
-    """What FoundVariants uses of OpenDocuments: the editor holds TEXT at version 3."""
+class FakeVariants:
+    """What OpenDocuments uses of FoundVariants: the diagnostics of one pending find."""
 
-    def __init__(self) -> None:
-        self.diagnostic_sources: dict = {}
+    def __init__(self, found: list[types.Diagnostic]) -> None:
+        self.found = found
 
-    def text_of(self, uri: str, path: str) -> tuple[Optional[str], Optional[int]]:
-        return TEXT, 3
+    def diagnostics(self, a) -> list[types.Diagnostic]:
+        return self.found
 
 
 class FakeStore:
@@ -66,24 +70,24 @@ def stored(**change) -> Result:
         best_source=VARIANT), **change)
 
 
-def variants(result: Optional[Result], min_speedup: Optional[float] = None) -> tuple[FoundVariants, FakeDocuments]:
-    client = Client(FakeLs())  # real: only settings and capabilities are read
+def variants(result: Optional[Result], min_speedup: Optional[float] = None) -> FoundVariants:
+    client = Client(FakeLs(open_text=True))  # real: settings, capabilities and the editor's text are read
     if min_speedup is not None:
         client.settings = dataclasses.replace(client.settings, min_speedup=min_speedup)
-    docs = FakeDocuments()
-    return FoundVariants(client, docs, FakeStore(result)), docs
+    return FoundVariants(client, FakeStore(result))
 
 
 def analysis(text: str = TEXT, path: str = "/ws/add_scale.py"):
-    return analyse("file:///ws/add_scale.py", path, text, 3)
+    return analyse(URI, path, text, 3)
 
 
 def test_found_variants_offer_what_the_engine_found_applicable():
-    fv, docs = variants(stored())
+    fv = variants(stored())
     a = analysis()
     offered = fv.offer(a, KERNEL)
     assert offered is not None and offered.job_id == "s1" and offered.source == VARIANT
-    assert "variant" in docs.diagnostic_sources and docs.diagnostic_sources["variant"](a) == []  # not a background find
+    assert fv.diagnostics(a) == []  # not a background find
+    assert fv.lookup(URI, KERNEL) == offered  # a command finds it from the editor's text
     assert fv.offer(analysis(VARIANT), KERNEL) is None  # applied: the text already is the variant
     assert fv.offer(a, KERNEL) is not None  # and offered again after an undo
 
@@ -93,19 +97,19 @@ def test_found_variants_refuse_what_the_rule_refuses_but_keep_it_for_review():
     for result, floor in ((stored(applicable=False), None),  # the engine's verdict
                           (stored(), 4.0),  # the CI's lower bound (3.9) under this editor's floor
                           (stored(interpreted=True, clock="cpu-interpreter", speed_claim=False), None)):  # --cpu-tuning
-        fv, _ = variants(result, floor)
+        fv = variants(result, floor)
         assert fv.offer(a, KERNEL) is None, (result, floor)
         assert fv.reviewable(a, KERNEL) is not None
 
 
 def test_a_background_find_becomes_a_diagnostic_and_an_edit_on_the_current_text():
-    fv, docs = variants(None)
+    fv = variants(None)
     a = analysis()
-    assert fv.offer(a, KERNEL) is None and docs.diagnostic_sources["variant"](a) == []
+    assert fv.offer(a, KERNEL) is None and fv.diagnostics(a) == []
     job = Job(id="j1", spec=JobSpec(kind=OPTIMIZE, path=a.path, kernel=KERNEL, source=TEXT, uri=a.uri, version=3,
                                     background=True), state=DONE, result=stored(session_id="j1"))
     fv.remember(job)
-    diags = docs.diagnostic_sources["variant"](a)
+    diags = fv.diagnostics(a)
     assert [d.code for d in diags] == [L.CODE_VARIANT]
     reply = fv.edit_for_result(job)
     assert reply["editVersion"] == 3 and reply["edit"] is not None
@@ -113,10 +117,9 @@ def test_a_background_find_becomes_a_diagnostic_and_an_edit_on_the_current_text(
 
 def test_open_documents_publish_their_diagnostics_then_each_source_once(tmp_path):
     ls = FakeLs()
-    docs = OpenDocuments(Client(ls))
     found = types.Diagnostic(range=types.Range(start=types.Position(line=0, character=0),
                                                end=types.Position(line=0, character=1)), message="found")
-    docs.diagnostic_sources["variant"] = lambda a: [found]
+    docs = OpenDocuments(Client(ls), FakeVariants([found]))
     path = tmp_path / "add_scale.py"
     text = TEXT[: TEXT.index("def harness_axpy")]  # no harness: one diagnostic of the documents' own
     a = analyse(path.as_uri(), str(path), text, 1)
@@ -131,8 +134,9 @@ def test_open_documents_publish_their_diagnostics_then_each_source_once(tmp_path
 
 def test_open_documents_take_the_encoding_and_debounce_from_the_clients_settings():
     client = Client(FakeLs())
-    docs = OpenDocuments(client)
+    docs = OpenDocuments(client, FakeVariants([]))
     client.encoding = "utf-8"
     client.settings = dataclasses.replace(client.settings, debounce_ms=40)
-    asyncio.run(client.refresh_settings())  # no workspace/configuration support: applies what it holds
+    change = asyncio.run(client.refresh_settings())  # no workspace/configuration support: what it holds
+    docs.settings_applied(change)
     assert docs.docs.encoding == "utf-8" and docs.docs.debounce_s == 0.04

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "server" / "kernelband_lsp"
 SERVICE = sorted(PACKAGE.glob("service*.py"))
 MAX_CLASS_LINES = 300
 # the collaborators, lowest first (service.py's docstring draws the same order)
-ORDER = ("service_client", "service_documents", "service_variants", "service_jobs", "service_background",
+ORDER = ("service_client", "service_variants", "service_documents", "service_jobs", "service_background",
          "service_verify", "service_features", "service_actions")
 # what no collaborator may name: the service that holds them all (its module, its class, an
 # attribute reaching it, e.g. ls.service)

@@ -50,23 +50,18 @@ def test_terminal_table():
 
 
 def test_card():
-    md = profile_card_markdown(GPU_PROFILE, {"status": "improved", "speedup": 1.42, "speedup_ci": [1.38, 1.46],
-                                             "baseline_ms": 0.0841, "best_ms": 0.0592, "strategy_path": ["tiling"],
-                                             "evaluations": 16})
+    md = profile_card_markdown(GPU_PROFILE)
     assert md.startswith("**axpy_kernel** · NVIDIA H200 · latency-bound")
     assert "| --- | --- |" in md and "| bandwidth | 2.39 TB/s" in md
     assert "**Bottleneck:** latency-bound: 48% of DRAM peak and SM throughput 25%. Suggested: tiling, vectorization." in md
-    assert "**Last optimization:** 1.42× faster (95% CI 1.38–1.46×), 84.1 us → 59.2 us; strategies: tiling; 16 evaluations" in md
-    md = profile_card_markdown(INTERP_PROFILE, {"status": "no_improvement", "evaluations": 8, "interpreted": True})
-    assert "_static: interpreter: no compiled binary_" in md
-    assert "no faster variant found; 8 evaluations (CPU interpreter times)" in md
-    assert "not profiled yet" in profile_card_markdown(None, None)
-    assert "failed" in profile_card_markdown(None, {"status": "failed"})
+    assert "Last optimization" not in md  # the editor words the result from its typed Result
+    md = profile_card_markdown(INTERP_PROFILE)
+    assert "_static: interpreter: no compiled binary_" in md and "(CPU time, interpreter)" in md
 
 
 def test_pipes_are_escaped_in_the_card():
     prof = Profile.from_dict({**INTERP_PROFILE.to_dict(), "diagnosis": {"bottleneck": "unknown", "evidence": "a | b"}})
-    assert "a \\| b" in profile_card_markdown(prof, None)
+    assert "a \\| b" in profile_card_markdown(prof)
 
 
 def test_render_imports_without_torch_or_triton():

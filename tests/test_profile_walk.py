@@ -87,7 +87,7 @@ def test_a_profile_walks_from_the_worker_to_the_hover(tmp_path: Path):
     a = Documents().get(path.as_uri(), str(path), ADD, 1)
     (k,) = a.kernels
     card = H.card(H.CardInputs(kernel=k, profile=stored, profile_exact=exact, result=None, harness=a.harness(k.name)))
-    assert profile_card_markdown(stored, None) in card  # the engine's renderer, the server's only one
+    assert profile_card_markdown(stored) in card  # the engine's renderer, the server's only one
     for piece in ("**axpy_kernel** · Test GPU · memory-bound", "| registers | 16/thread, 0 spilled; shared 0 B; 4 warps",
                   "= 90% of measured copy peak 4.00 TB/s", "**Bottleneck:** memory-bound: 90% of measured copy bandwidth."):
         assert piece in card, piece

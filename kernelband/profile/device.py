@@ -17,8 +17,6 @@ from typing import Any, Callable, Optional
 
 FACTS_VERSION = 1  # bump when the measurement changes, so old cached facts are re-measured
 
-_PEAK_KEYS = ("copy_gbs", "matmul_tflops")
-
 
 def interpreter_facts() -> dict[str, Any]:
     """Placeholder facts for the CPU interpreter: nothing about a GPU is known."""
@@ -36,11 +34,11 @@ def interpreter_facts() -> dict[str, Any]:
 
 def has_peaks(facts: Optional[dict[str, Any]]) -> bool:
     """Facts of a real GPU with at least a measured copy bandwidth."""
-    return bool(facts) and not facts.get("placeholder") and bool(facts.get("copy_gbs"))  # type: ignore[union-attr]
+    return bool(facts and not facts.get("placeholder") and facts.get("copy_gbs"))
 
 
 def valid_cached(facts: Optional[dict[str, Any]]) -> bool:
-    return bool(facts) and facts.get("facts_version") == FACTS_VERSION and not facts.get("placeholder")  # type: ignore[union-attr]
+    return bool(facts and facts.get("facts_version") == FACTS_VERSION and not facts.get("placeholder"))
 
 
 def cached_or_measure(store: Any, gpu: str, triton_version: str, measure: Callable[[], Optional[dict[str, Any]]],

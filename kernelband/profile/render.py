@@ -4,7 +4,7 @@ imports this, so no torch / triton here or in what it imports.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from .schema import Profile, StaticTier, TimingTier
 
@@ -142,41 +142,9 @@ def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def result_line(last_result: Optional[dict[str, Any]]) -> Optional[str]:
-    if not last_result:
-        return None
-    status = last_result.get("status", "?")
-    sp = last_result.get("speedup")
-    ci = last_result.get("speedup_ci") or []
-    evals = last_result.get("evaluations")
-    path = " → ".join(last_result.get("strategy_path") or [])
-    if status == "improved" and sp:
-        txt = f"{sp:.2f}× faster"
-        if len(ci) == 2 and ci[0] is not None and ci[1] is not None:
-            txt += f" (95% CI {ci[0]:.2f}–{ci[1]:.2f}×)"
-        if last_result.get("baseline_ms") is not None and last_result.get("best_ms") is not None:
-            txt += f", {_ms(last_result['baseline_ms'])} → {_ms(last_result['best_ms'])}"
-    elif status == "no_improvement":
-        txt = "no faster variant found"
-    else:
-        txt = status.replace("_", " ")
-    if path:
-        txt += f"; strategies: {path}"
-    if evals is not None:
-        txt += f"; {evals} evaluations"
-    if last_result.get("interpreted"):
-        txt += " (CPU interpreter times)"
-    return txt
-
-
-def profile_card_markdown(p: Optional[Profile], last_result: Optional[dict[str, Any]] = None) -> str:
-    """Hover card: a title, a two-column table, the bottleneck and the last result."""
-    if p is None:
-        parts = ["**KernelBand**: not profiled yet. Run *Profile* from the code lens."]
-        line = result_line(last_result)
-        if line:
-            parts.append(f"**Last optimization:** {_md_escape(line)}")
-        return "\n\n".join(parts)
+def profile_card_markdown(p: Profile) -> str:
+    """Hover card: a title, a two-column table, the bottleneck and the tiers not measured
+    (the editor words the last optimization from its typed Result: kernelband_lsp.hover)."""
     diag = p.diagnosis
     title = f"**{p.kernel or '?'}**"
     if p.device.get("name"):
@@ -194,7 +162,4 @@ def profile_card_markdown(p: Optional[Profile], last_result: Optional[dict[str, 
     missing = _missing(p)
     if missing:
         parts.append("_" + "; ".join(f"{k}: {_md_escape(v)}" for k, v in missing.items()) + "_")
-    line = result_line(last_result)
-    if line:
-        parts.append(f"**Last optimization:** {_md_escape(line)}")
     return "\n\n".join(parts)

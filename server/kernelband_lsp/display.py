@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Mapping, Optional
 
 from kernelband.model import Result
 
@@ -37,7 +37,7 @@ def result_claims_speed(result: Optional[Result]) -> bool:
     return not (result.interpreted or result.status == "verified_correct" or "interpret" in clock)
 
 
-def event_claims_speed(data: dict[str, Any]) -> Optional[bool]:
+def event_claims_speed(data: Mapping[str, object]) -> Optional[bool]:
     """True or False when a job event says whether its times are GPU times; None when it
     does not say (an older engine, or an event without times)."""
     if data.get("speed_claim") is False or data.get("interpreted") is True:
@@ -50,13 +50,13 @@ def event_claims_speed(data: dict[str, Any]) -> Optional[bool]:
     return None
 
 
-def ratio(value: Any, claim: bool) -> Optional[str]:
+def ratio(value: object, claim: bool) -> Optional[str]:
     """'1.43x', or None without a value or without a speed claim."""
     v = S.num(value)
     return f"{v:.2f}x" if claim and v is not None else None
 
 
-def time_pair(before: Any, after: Any, claim: bool) -> Optional[str]:
+def time_pair(before: object, after: object, claim: bool) -> Optional[str]:
     """'0.64 ms → 0.15 ms', or None without both times or without a speed claim."""
     b, a = S.num(before), S.num(after)
     if not claim or b is None or a is None:
@@ -82,7 +82,7 @@ def _via(result: Result) -> str:
     return f" via {' → '.join(map(str, path))}" if path else ""
 
 
-def _evals(n: Any) -> str:
+def _evals(n: object) -> str:
     v = S.num(n)
     if v is None:
         return ""
@@ -150,7 +150,7 @@ class JobDisplay:
             return 100.0 * min(self.done, self.total) / self.total
         return None
 
-    def _note_claim(self, data: dict[str, Any]) -> None:
+    def _note_claim(self, data: Mapping[str, object]) -> None:
         c = event_claims_speed(data)
         if c is False or (c is True and self.claim is None):
             self.claim = c  # once a job is known to run under the interpreter, it stays so
@@ -162,7 +162,7 @@ class JobDisplay:
             return f"evaluating candidate {self.done + 1} of {self.total}"
         return f"evaluating candidate {self.done + 1}"
 
-    def on_event(self, etype: str, data: dict[str, Any]) -> Optional[str]:
+    def on_event(self, etype: str, data: Mapping[str, object]) -> Optional[str]:
         """The progress line for this event (None: the event is no progress line)."""
         self._note_claim(data)
         if etype == "started":

@@ -60,9 +60,9 @@ def card(inp: CardInputs) -> str:
     if inp.stale:
         parts.append("_The file does not parse right now; showing the last good version._")
     if inp.profile is not None:
-        # the engine's card without the result: the server's result line says which
-        # times are the profile's and which the optimizer's paired re-measurement
-        body = profile_card_markdown(inp.profile, None)
+        # the server's result line (below) says which times are the profile's and which
+        # the optimizer's paired re-measurement
+        body = profile_card_markdown(inp.profile)
     else:
         tags = ["Triton kernel"] + (["autotuned"] if k.is_autotuned else []) + (["heuristics"] if k.has_heuristics else [])
         body = f"**{k.name}** · {' · '.join(tags)}" + (

@@ -70,14 +70,14 @@ class Job:
     stderr_tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=200))
     stdout_other: list[str] = field(default_factory=list)
     done: Optional[asyncio.Future] = None
-    last_progress: dict[str, Any] = field(default_factory=dict)
+    last_progress: dict[str, object] = field(default_factory=dict)
     tree: dict[int, Optional[int]] = field(default_factory=dict)  # descendants seen: pid -> start time
 
     @property
     def finished(self) -> bool:
         return self.state in FINAL_STATES
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         return {
             "jobId": self.id, "kind": self.spec.kind, "uri": self.spec.uri, "file": self.spec.path,
             "kernel": self.spec.kernel, "state": self.state, "background": self.spec.background,

@@ -240,13 +240,14 @@ class JobManager:
 
     def _on_event(self, job: Job, ev: Event) -> None:
         job.events.append(ev)
+        # typed at the boundary, each from the one key its event carries (events.py)
         if ev.type == "result":
-            res = ev.data.get("result", ev.data)
+            res = ev.data.get("result")
             if isinstance(res, dict):
                 job.result = Result.from_dict(res)
         elif ev.type == "profile":
-            try:  # typed at the boundary, like the Result
-                job.profile = Profile.from_wire(ev.data.get("profile", ev.data)) or job.profile
+            try:
+                job.profile = Profile.from_wire(ev.data.get("profile")) or job.profile
             except ProfileError as e:
                 job.error = f"the engine sent a malformed profile: {e}"
         elif ev.type == "error":
@@ -281,8 +282,9 @@ class JobManager:
         job.ended_at = time.time()
         if state in (CANCELLED, SUPERSEDED, FAILED) and job.spec.kind == OPTIMIZE:
             if job.result is None or state != FAILED:  # a failure after the engine's Result keeps it
+                done = job.last_progress.get("done")  # as the last progress event said it: a count, or not
                 job.result = Result.cancelled(job.spec.kernel, job.spec.path, reason, failed=state == FAILED,
-                                              partial=job.result, evaluations=job.last_progress.get("done"))
+                                              partial=job.result, evaluations=done if isinstance(done, int) else None)
         if state in (CANCELLED, SUPERSEDED, FAILED) and not job.error:
             job.error = reason or state
         if job.cancel_reason == "" and state in (CANCELLED, SUPERSEDED):

@@ -27,7 +27,7 @@ from .service import KernelBandService
 log = logging.getLogger("kernelband_lsp")
 
 # the workDoneToken of the workspace/executeCommand request being handled
-_work_done_token: contextvars.ContextVar[Any] = contextvars.ContextVar("kernelband_work_done_token", default=None)
+_work_done_token: contextvars.ContextVar[Optional[types.ProgressToken]] = contextvars.ContextVar("kernelband_work_done_token", default=None)
 
 
 class KernelBandProtocol(LanguageServerProtocol):

@@ -1,5 +1,6 @@
 """Background optimization: jobs queued on save and for files changed on disk while the
-setting is on (background.py decides which kernels of a text to queue)."""
+setting is on (background.py decides which kernels of a text to queue). Saves come here
+first: the documents analyse the saved text, then its kernels may be queued."""
 from __future__ import annotations
 
 import asyncio
@@ -12,17 +13,17 @@ from kernelband.model import FOUND_STATUSES
 from .background import Background
 from .documents import Analysis
 from .jobs import OPTIMIZE
-from .service_client import Client
+from .service_client import Client, SettingsChange
 from .service_documents import OpenDocuments
 from .service_jobs import JobRunner
-from .settings import Settings
 from .storeview import StoreView
 
 log = logging.getLogger("kernelband_lsp")
 
 
 class BackgroundOptimizer:
-    """Hears of saves from the documents and of the setting from the client."""
+    """Told of saves and of settings changes by the service; hands nothing of its own to
+    the collaborators below it."""
 
     def __init__(self, client: Client, documents: OpenDocuments, jobs: JobRunner, store: StoreView) -> None:
         self.client = client
@@ -31,8 +32,6 @@ class BackgroundOptimizer:
         self.store = store
         self.background = Background(self._submit, self._already_done,
                                      lambda a, kernel: documents.harness(a, kernel).found)
-        documents.on_saved.append(self._on_save)
-        client.on_settings.append(self._settings_applied)
 
     @property
     def watching(self) -> bool:
@@ -51,16 +50,24 @@ class BackgroundOptimizer:
         self.jobs.start(self.jobs.spec(OPTIMIZE, a, kernel, self.client.settings, background=True))
         return True
 
-    def _on_save(self, a: Analysis) -> None:
-        if self.client.settings.background_on_save:
-            self.background.on_save(a)
+    def did_save(self, uri: str) -> "asyncio.Task[None]":
+        """didSave: the documents analyse the saved text; then, with the setting on, the
+        kernels it changed are queued."""
+        analysed = self.documents.did_save(uri)
 
-    def _settings_applied(self, old: Settings, new: Settings) -> None:
+        async def queue() -> None:
+            a = await analysed
+            if self.client.settings.background_on_save:
+                self.background.on_save(a)
+
+        return self.documents.spawn(queue())
+
+    def settings_applied(self, change: SettingsChange) -> None:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return  # not serving yet (unit use): no watcher
-        if new.background_on_save:
+        if change.new.background_on_save:
             self.background.watch(self.client.workspace_folders(), self._on_disk_change)
         elif self.background.watching:
             self.background.unwatch()
@@ -78,7 +85,7 @@ class BackgroundOptimizer:
         except (OSError, UnicodeDecodeError):
             return
         docs = self.documents.docs
-        if self.documents.is_open(uri):
+        if self.client.is_open(uri):
             doc = self.client.ls.workspace.get_text_document(uri)
             if doc.source != text:
                 return  # the editor holds other (unsaved) text: its save will tell us

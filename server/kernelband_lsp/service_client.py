@@ -1,12 +1,14 @@
 """The editor at the other end of the connection: its capabilities, the settings it gives
-(workspace/configuration, initializationOptions, didChangeConfiguration), and the requests
-every part of the service sends it (lens refresh, workspace/applyEdit)."""
+(workspace/configuration, initializationOptions, didChangeConfiguration), the text it
+holds, and the requests every part of the service sends it (lens refresh,
+workspace/applyEdit)."""
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-from typing import Any, Callable, Optional
+from dataclasses import dataclass
+from typing import Optional
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -18,12 +20,17 @@ from .settings import SECTION, Settings, describe_changes, parse_settings, secre
 
 log = logging.getLogger("kernelband_lsp")
 
-# told (old, new) each time settings are applied: at initialize and after every change
-SettingsListener = Callable[[Settings, Settings], None]
+@dataclass(frozen=True)
+class SettingsChange:
+    """Settings as they were and as they are now applied (equal when nothing changed): what
+    the service hands the collaborators that act on a change (service.py)."""
+
+    old: Settings
+    new: Settings
 
 
 class Client:
-    """The lowest collaborator; parts above it subscribe to ``on_settings``."""
+    """The lowest collaborator: it calls none of the others and holds none of their callbacks."""
 
     def __init__(self, ls: LanguageServer) -> None:
         # typed as pygls's server, not server.py's subclass: server.py builds the service,
@@ -34,39 +41,37 @@ class Client:
         self.secret: Optional[str] = None
         self.encoding = "utf-16"
         self.client_name = ""
-        self.on_settings: list[SettingsListener] = []
         self._lens_refresh_pending = False
 
     # ================================================================== capabilities
-    def cap(self, *path: str) -> Any:
+    def cap(self, *path: str) -> bool:
+        """Whether the client said it has the capability at this path."""
         try:
-            obj: Any = self.ls.client_capabilities or types.ClientCapabilities()
+            obj: object = self.ls.client_capabilities or types.ClientCapabilities()
         except Exception:
-            return None
+            return False
         for p in path:
             obj = getattr(obj, p, None)
-            if obj is None:
-                return None
-        return obj
+        return bool(obj)
 
     @property
     def supports_progress(self) -> bool:
-        return bool(self.cap("window", "work_done_progress"))
+        return self.cap("window", "work_done_progress")
 
     @property
     def supports_document_changes(self) -> bool:
-        return bool(self.cap("workspace", "workspace_edit", "document_changes"))
+        return self.cap("workspace", "workspace_edit", "document_changes")
 
     @property
     def supports_configuration(self) -> bool:
-        return bool(self.cap("workspace", "configuration"))
+        return self.cap("workspace", "configuration")
 
     @property
     def hierarchical_symbols(self) -> bool:
-        return bool(self.cap("text_document", "document_symbol", "hierarchical_document_symbol_support"))
+        return self.cap("text_document", "document_symbol", "hierarchical_document_symbol_support")
 
     # ================================================================== settings
-    def initialize(self, params: types.InitializeParams) -> None:
+    def initialize(self, params: types.InitializeParams) -> SettingsChange:
         enc = getattr(self.ls.workspace, "position_encoding", None)
         self.encoding = str(getattr(enc, "value", enc) or "utf-16")
         opts = params.initialization_options
@@ -77,13 +82,14 @@ class Client:
         self.init_settings, problems = parse_settings(opts)
         self.secret = secret_from(opts)
         self.settings = self.init_settings
-        self._apply(old)
         for p in problems:
             log.warning(p)
         log.info("kernelband-lsp initialised (pid %d, position encoding %s)", os.getpid(), self.encoding)
         warm_detector()
+        return SettingsChange(old, self.settings)
 
-    async def refresh_settings(self) -> Settings:
+    async def refresh_settings(self) -> SettingsChange:
+        """The settings the editor holds now (workspace/configuration), where it can say."""
         old = self.settings
         if self.supports_configuration:
             try:
@@ -102,23 +108,34 @@ class Client:
                 log.warning("workspace/configuration: no answer in 5 s; keeping the current settings")
             except Exception as e:
                 log.warning("workspace/configuration failed: %s", e)
-        self._apply(old)
-        return self.settings
+        return SettingsChange(old, self.settings)
 
-    def did_change_configuration(self, params: types.DidChangeConfigurationParams) -> None:
+    def pushed_settings(self, params: types.DidChangeConfigurationParams) -> Optional[SettingsChange]:
+        """didChangeConfiguration: the settings it carries, from a client that cannot be
+        asked for them; None when they are to be pulled (``refresh_settings``)."""
         raw = params.settings
-        if raw and isinstance(raw, dict) and not self.supports_configuration:
-            old = self.settings
-            self.settings, problems = parse_settings(raw, self.init_settings)
-            for p in problems:
-                log.warning(p)
-            self._apply(old)
-        else:
-            asyncio.get_running_loop().create_task(self.refresh_settings())
+        if not (raw and isinstance(raw, dict) and not self.supports_configuration):
+            return None
+        old = self.settings
+        self.settings, problems = parse_settings(raw, self.init_settings)
+        for p in problems:
+            log.warning(p)
+        return SettingsChange(old, self.settings)
 
-    def _apply(self, old: Settings) -> None:
-        for listener in self.on_settings:
-            listener(old, self.settings)
+    # ================================================================== the editor's text
+    def is_open(self, uri: str) -> bool:
+        return uri in self.ls.workspace.text_documents
+
+    def text_of(self, uri: str, path: str) -> tuple[Optional[str], Optional[int]]:
+        """(text, version) as the editor holds it, else as on disk (version None)."""
+        if self.is_open(uri):
+            doc = self.ls.workspace.get_text_document(uri)
+            return doc.source, doc.version
+        try:
+            with open(path, encoding="utf-8", newline="") as f:
+                return f.read(), None
+        except (OSError, UnicodeDecodeError):
+            return None, None
 
     def workspace_folders(self) -> list[str]:
         out: list[str] = []
@@ -138,8 +155,8 @@ class Client:
     def refresh_lenses(self) -> None:
         """Ask the client to request lenses and inlay hints again (a job's progress, a new
         profile or result, a document's first analysis): at most one request pair per 0.2 s."""
-        lens = bool(self.cap("workspace", "code_lens", "refresh_support"))
-        inlay = bool(self.cap("workspace", "inlay_hint", "refresh_support"))
+        lens = self.cap("workspace", "code_lens", "refresh_support")
+        inlay = self.cap("workspace", "inlay_hint", "refresh_support")
         if not (lens or inlay) or self._lens_refresh_pending:
             return
         self._lens_refresh_pending = True

@@ -1,10 +1,10 @@
 """Open documents: analyses on open/change/save/close, and the diagnostics published for
-each (parse errors, missing harnesses, lints, and what parts above add as sources)."""
+each (parse errors, missing harnesses, lints, and the found variants' offers)."""
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Coroutine, Optional
+from typing import Any, Coroutine, Optional, TypeVar
 
 from lsprotocol import types
 
@@ -14,37 +14,36 @@ from . import lenses as L
 from . import lints as LN
 from .documents import Analysis, Documents
 from .incremental import Change
-from .service_client import Client
-from .settings import Settings
+from .service_client import Client, SettingsChange
+from .service_variants import FoundVariants
 
 log = logging.getLogger("kernelband_lsp")
 
 _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
              "info": types.DiagnosticSeverity.Information}
-# kinds of this module's own diagnostics, published first and dropped when the file closes
-PARSE, HARNESS, LINT = "parse", "harness", "lint"
+# kinds of diagnostics, in the order published: the documents' own (dropped when the file
+# closes), then the found variants' (kept while a variant for the file is pending)
+PARSE, HARNESS, LINT, VARIANT = "parse", "harness", "lint", "variant"
+KINDS = (PARSE, HARNESS, LINT, VARIANT)
 
-DiagnosticSource = Callable[[Analysis], list[types.Diagnostic]]
+T = TypeVar("T")
 
 
 class OpenDocuments:
-    """Parts above add ``diagnostic_sources`` and hear of saves through ``on_saved``."""
+    """Publishes each analysed text's diagnostics, the found variants' among them."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, variants: FoundVariants) -> None:
         self.client = client
+        self.variants = variants
         self.ls = client.ls
         self.docs = Documents(on_analysed=self.publish_analysed)
         self.docs.on_provisional_mismatch = lambda uri: client.refresh_lenses()
-        # kind -> the diagnostics of that kind for an analysed text; a source's diagnostics
-        # outlive the file's closing (a found variant stays pending)
-        self.diagnostic_sources: dict[str, DiagnosticSource] = {}
-        self.on_saved: list[Callable[[Analysis], None]] = []
         self._diags: dict[str, dict[str, list[types.Diagnostic]]] = {}  # uri -> kind -> diagnostics
         self._published: dict[str, list] = {}
         self._tasks: set[asyncio.Task] = set()
-        client.on_settings.append(self._settings_applied)
 
-    def _settings_applied(self, old: Settings, new: Settings) -> None:
+    def settings_applied(self, change: SettingsChange) -> None:
+        old, new = change.old, change.new
         self.docs.encoding = self.client.encoding
         self.docs.debounce_s = max(new.debounce_ms, 0) / 1000.0
         if new.harness != old.harness or new.min_speedup != old.min_speedup:
@@ -82,21 +81,7 @@ class OpenDocuments:
         for k in a.detection.kernels:
             self.harness(a, k.name)
 
-    def is_open(self, uri: str) -> bool:
-        return uri in self.ls.workspace.text_documents
-
-    def text_of(self, uri: str, path: str) -> tuple[Optional[str], Optional[int]]:
-        """(text, version) as the editor holds it, else as on disk (version None)."""
-        if self.is_open(uri):
-            doc = self.ls.workspace.get_text_document(uri)
-            return doc.source, doc.version
-        try:
-            with open(path, encoding="utf-8", newline="") as f:
-                return f.read(), None
-        except OSError:
-            return None, None
-
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
+    def spawn(self, coro: Coroutine[Any, Any, T]) -> "asyncio.Task[T]":
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
 
@@ -121,27 +106,22 @@ class OpenDocuments:
         self.spawn(go())
 
     def did_change(self, uri: str, changes: Optional[list] = None) -> None:
-        if self.is_open(uri):
+        if self.client.is_open(uri):
             doc = self.ls.workspace.get_text_document(uri)
             self.docs.note_change(uri, doc.path, _changes(changes), doc.source, doc.version)
 
         def fetch() -> Optional[tuple[str, str, Optional[int]]]:
-            if not self.is_open(uri):
+            if not self.client.is_open(uri):
                 return None
             doc = self.ls.workspace.get_text_document(uri)
             return doc.path, doc.source, doc.version
 
         self.docs.schedule(uri, fetch)
 
-    def did_save(self, uri: str) -> None:
+    def did_save(self, uri: str) -> "asyncio.Task[Analysis]":
+        """Analyse the saved text now (no debounce); the task gives its analysis."""
         doc = self.ls.workspace.get_text_document(uri)
-
-        async def go() -> None:
-            a = await self.docs.now(uri, doc.path, doc.source, doc.version)
-            for listener in self.on_saved:
-                listener(a)
-
-        self.spawn(go())
+        return self.spawn(self.docs.now(uri, doc.path, doc.source, doc.version))
 
     def did_close(self, uri: str) -> None:
         self.docs.close(uri)
@@ -182,12 +162,11 @@ class OpenDocuments:
         mine[HARNESS] = [L.harness_diagnostic(a, k, h) for k in a.detection.kernels
                          if not (h := self.harness(a, k.name)).found]
         mine[LINT] = [lint_diagnostic(a, f) for f in LN.cached_lint(a)]
-        for kind, source in self.diagnostic_sources.items():
-            mine[kind] = source(a)
+        mine[VARIANT] = self.variants.diagnostics(a)
         self._publish(a.uri)
 
     def refresh(self, uri: str) -> None:
-        """Publish the document's diagnostics again (a source has news for it)."""
+        """Publish the document's diagnostics again (a job found a variant for it)."""
         async def go() -> None:
             a = await self.analysis(uri)
             if a is not None and a.parsed:
@@ -197,7 +176,7 @@ class OpenDocuments:
 
     def _publish(self, uri: str) -> None:
         mine = self._diags.get(uri, {})
-        diags = [d for kind in (PARSE, HARNESS, LINT, *self.diagnostic_sources) for d in mine.get(kind, [])]
+        diags = [d for kind in KINDS for d in mine.get(kind, [])]
         key = [(d.range.start.line, d.range.start.character, d.message, d.code) for d in diags]
         if self._published.get(uri) == key:
             return

@@ -44,8 +44,8 @@ class Features:
         profile, exact = self.store.profile(a.path, k.name, src.hash)
         mem = self.jobs.profiles.get((self.store.abspath(a.path), k.name))
         measured_on = None if exact else self.store.profile_source_hash(a.path, k.name)
-        if mem is not None and (profile is None or (not exact and mem[0] == src.hash)):
-            profile, exact, measured_on = mem[1], mem[0] == src.hash, mem[0]
+        if mem is not None and (profile is None or (not exact and mem.module_hash == src.hash)):
+            profile, exact, measured_on = mem.profile, mem.module_hash == src.hash, mem.module_hash
         if profile is not None and not exact and measured_on in self.jobs.code_hashes:
             # the text moved on but not its code (a comment, a trailing space): still this version's profile
             exact = self.jobs.code_hashes[measured_on] is not None and self.jobs.code_hashes[measured_on] == src.code_hash
@@ -104,7 +104,7 @@ class Features:
     async def hover(self, uri: str, pos: types.Position) -> Optional[types.Hover]:
         # while a large file is still being analysed (just opened), a hover on a kernel's
         # name is answered from the definition under the cursor alone
-        if self.documents.is_open(uri):
+        if self.client.is_open(uri):
             doc = self.client.ls.workspace.get_text_document(uri)
             text = doc.source
             if (text.count("\n") >= BIG_TEXT_LINES and self.documents.docs.analysing(uri, text, doc.version)

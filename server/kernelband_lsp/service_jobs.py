@@ -6,7 +6,8 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Optional
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
@@ -28,9 +29,16 @@ from .storeview import StoreView
 log = logging.getLogger("kernelband_lsp")
 
 JOB_EVENT = "kernelband/jobEvent"
-VERBS = D.VERBS
 # while a job runs and no event came for this long, $/progress says where it is and for how long
 TICK_S = 2.0
+
+
+@dataclass(frozen=True)
+class MeasuredProfile:
+    """A profile a profile job of this session measured, and the hash of the text it ran on."""
+
+    module_hash: str
+    profile: Profile
 
 
 class JobRunner:
@@ -43,21 +51,21 @@ class JobRunner:
         self.variants = variants
         self.store = store
         self.manager = JobManager(on_event=self._on_job_event, on_state=self._on_job_state)
-        # profiles from this session's profile jobs: (path, kernel) -> (module hash, profile);
-        # shown when the store has none (e.g. a job run with --no-store)
-        self.profiles: dict[tuple[str, str], tuple[str, Profile]] = {}
+        # profiles from this session's profile jobs, by (path, kernel): shown when the store
+        # has none (e.g. a job run with --no-store)
+        self.profiles: dict[tuple[str, str], MeasuredProfile] = {}
         # module hash -> code hash (documents.code_hash) of the texts jobs ran on: a profile of
         # a text that differs from the current one only in comments and layout is this version's
         self.code_hashes: dict[str, Optional[str]] = {}
-        self._token_job: dict[Any, str] = {}
-        self._job_token: dict[str, Any] = {}
+        self._token_job: dict[types.ProgressToken, str] = {}
+        self._job_token: dict[str, types.ProgressToken] = {}
         self._job_pct: dict[str, int] = {}
         self._job_reported: dict[str, float] = {}  # when $/progress last said something of a job
         self._tickers: dict[str, asyncio.Task] = {}
         self._displays: dict[str, D.JobDisplay] = {}  # the words for each unfinished job (display.py)
 
     # ================================================================== commands
-    async def run_job(self, kind: str, args: dict, token: Any = None) -> dict:
+    async def run_job(self, kind: str, args: dict, token: Optional[types.ProgressToken] = None) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
         fail = (lambda msg: {"jobId": None, "status": "failed", "kernel": kernel, "message": msg}) if kind == OPTIMIZE \
             else (lambda msg: {"jobId": None, "profile": None, "kernel": kernel, "message": msg})
@@ -73,14 +81,14 @@ class JobRunner:
             return fail(f"no Triton kernel named {kernel!r} in this file")
         if not uri.startswith("file:") or not a.path:
             return fail("save the file first: KernelBand runs kernels from a file on disk")
-        settings = await self.client.refresh_settings()
+        settings = self.client.settings  # pulled from the editor before the command (service.py)
         h = a.harness(kernel, settings.harness.get(kernel))
         if not h.found:
             return fail(f"no harness for {kernel}: {h.reason}")
         job = self.manager.submit(self.spec(kind, a, kernel, settings, background=False))
         await self.run_to_end(job, token)
         if kind == PROFILE:
-            out: dict[str, Any] = {"jobId": job.id, "profile": job.profile.to_dict() if job.profile else None,
+            out: dict[str, object] = {"jobId": job.id, "profile": job.profile.to_dict() if job.profile else None,
                                    "kernel": kernel}
             if job.profile is None:
                 out["message"] = job.error or job.state
@@ -93,7 +101,7 @@ class JobRunner:
         out["speedClaim"] = D.result_claims_speed(result)
         return out
 
-    async def run_to_end(self, job: Job, token: Any) -> Job:
+    async def run_to_end(self, job: Job, token: Optional[types.ProgressToken]) -> Job:
         """Progress for a submitted job, until it ends; a cancelled request cancels it."""
         try:
             await self._begin_progress(job, token)
@@ -120,12 +128,12 @@ class JobRunner:
         asyncio.get_running_loop().create_task(self._begin_progress(job, None))
         return job
 
-    def cancel(self, args: Any) -> dict:
+    def cancel(self, args: object) -> dict:
         """kernelband.cancel: {jobId}; {uri, kernel[, kind]} (that kernel's running and queued
         jobs: a client that cancelled before it learnt the job id); none: every job."""
         job_id = args.get("jobId") if isinstance(args, dict) else (args if isinstance(args, str) else None)
         if job_id is None and isinstance(args, dict) and isinstance(args.get("uri"), str) and isinstance(args.get("kernel"), str):
-            kind = args.get("kind") if args.get("kind") in tuple(VERBS) else None
+            kind = args.get("kind") if args.get("kind") in tuple(D.VERBS) else None
             out: list[str] = []
             for job in self.jobs_for(args["uri"], args["kernel"], kind):
                 out.extend(self.manager.cancel(job.id))
@@ -151,7 +159,7 @@ class JobRunner:
         return self._display(j).line(self.manager.queue_position(j), running=j.state == RUNNING)
 
     # ================================================================== job plumbing
-    async def _begin_progress(self, job: Job, token: Any) -> None:
+    async def _begin_progress(self, job: Job, token: Optional[types.ProgressToken]) -> None:
         if token is None and self.client.supports_progress:
             token = f"kernelband-{job.id}-{os.getpid()}"
             try:
@@ -163,7 +171,7 @@ class JobRunner:
             return
         self._token_job[token] = job.id
         self._job_token[job.id] = token
-        verb = VERBS.get(job.spec.kind, job.spec.kind).capitalize()
+        verb = D.VERBS.get(job.spec.kind, job.spec.kind).capitalize()
         title = f"KernelBand: {verb} {job.spec.kernel}" + (" (background)" if job.spec.background else "")
         msg = self.job_line(job)
         self.ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True,
@@ -193,7 +201,7 @@ class JobRunner:
         except RuntimeError:  # not serving (unit use)
             pass
 
-    def progress_cancelled(self, token: Any) -> None:
+    def progress_cancelled(self, token: types.ProgressToken) -> None:
         job_id = self._token_job.get(token)
         if job_id is not None:
             self.manager.cancel(job_id)
@@ -279,7 +287,7 @@ class JobRunner:
             self.store.invalidate()
         elif job.state == DONE:
             if job.spec.kind == PROFILE and job.profile is not None:
-                self.profiles[(job.spec.path, job.spec.kernel)] = (text_hash(job.spec.source), job.profile)
+                self.profiles[(job.spec.path, job.spec.kernel)] = MeasuredProfile(text_hash(job.spec.source), job.profile)
             self.store.invalidate()
         self._displays.pop(job.id, None)
 

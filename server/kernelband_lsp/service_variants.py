@@ -20,10 +20,9 @@ from . import evidence as EV
 from . import lenses as L
 from . import summary as S
 from .display import INTERPRETED_NOTE
-from .documents import Analysis
+from .documents import Analysis, text_hash
 from .jobmodel import Job
 from .service_client import Client
-from .service_documents import OpenDocuments
 from .storeview import StoreView
 
 log = logging.getLogger("kernelband_lsp")
@@ -63,17 +62,17 @@ def offerable(result: Result, min_speedup: float) -> bool:
 
 
 class FoundVariants:
-    """Adds the "found variant" diagnostics of background jobs to the documents' sources."""
+    """Reads the editor's text through the client, never through the open documents: the
+    documents publish this class's diagnostics with their own."""
 
-    def __init__(self, client: Client, documents: OpenDocuments, store: StoreView) -> None:
+    def __init__(self, client: Client, store: StoreView) -> None:
         self.client = client
-        self.documents = documents
         self.store = store
         self.found: dict[tuple[str, str], FoundVariant] = {}  # (path, kernel) -> the last found
         self._plans: dict[tuple, E.EditPlan] = {}
-        documents.diagnostic_sources["variant"] = self._diagnostics
 
-    def _diagnostics(self, a: Analysis) -> list[types.Diagnostic]:
+    def diagnostics(self, a: Analysis) -> list[types.Diagnostic]:
+        """The "found variant" diagnostics of background finds on this text."""
         # found variants are kept even when applied or no longer applicable: an undo (or
         # reverting the kernel) brings the text back and the offer must come back with it
         return [L.variant_diagnostic(a, k, fv.result, fv.job_id) for k in a.detection.kernels
@@ -83,16 +82,17 @@ class FoundVariants:
         """The found variant of a kernel: this session's, else a stored Result that started
         from exactly this text (a CLI run, an earlier server); remembered once seen so that
         Apply -> Undo finds it again."""
-        if not a.path:
-            return None
-        key = (self.store.abspath(a.path), kernel)
+        return self._variant_on(a.uri, a.path, a.text, a.hash, kernel) if a.path else None
+
+    def _variant_on(self, uri: str, path: str, text: str, module_hash: str, kernel: str) -> Optional[FoundVariant]:
+        key = (self.store.abspath(path), kernel)
         fv = self.found.get(key)
         if fv is not None:
             return fv
-        res = self.store.result(a.path, kernel)
-        if res is not None and res.found and res.original_hash == a.hash:
-            fv = FoundVariant(uri=a.uri, path=key[0], kernel=kernel, job_id=res.session_id or "store",
-                              base_text=a.text, result=res, background=False)
+        res = self.store.result(path, kernel)
+        if res is not None and res.found and res.original_hash == module_hash:
+            fv = FoundVariant(uri=uri, path=key[0], kernel=kernel, job_id=res.session_id or "store",
+                              base_text=text, result=res, background=False)
             self.found[key] = fv
             return fv
         return None
@@ -135,7 +135,7 @@ class FoundVariants:
         return hit
 
     def _plan_for(self, fv: FoundVariant) -> tuple[E.EditPlan, Optional[int], str]:
-        text, version = self.documents.text_of(fv.uri, fv.path)
+        text, version = self.client.text_of(fv.uri, fv.path)
         if text is None:
             return E.EditPlan(False, f"cannot read {fv.path}"), None, ""
         return E.plan_edit(fv.base_text, fv.source, text, fv.kernel), version, text
@@ -169,18 +169,21 @@ class FoundVariants:
         return {"edit": edit, "editVersion": version, "editRebuilt": plan.rebuilt}
 
     # ================================================================== commands
-    async def lookup(self, uri: str, kernel: str) -> Optional[FoundVariant]:
-        a = await self.documents.analysis(uri)
-        if a is not None:
-            return self.variant_of(a, kernel)
+    def lookup(self, uri: str, kernel: str) -> Optional[FoundVariant]:
+        """The found variant of the kernel in the file as the editor holds it (else as on disk)."""
         path = to_fs_path(uri)
-        return self.found.get((os.path.abspath(path), kernel)) if path else None
+        if not path:
+            return None
+        text, _ = self.client.text_of(uri, path)
+        if text is not None:
+            return self._variant_on(uri, path, text, text_hash(text), kernel)
+        return self.found.get((os.path.abspath(path), kernel))
 
     async def proposed_edit(self, args: dict) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
         if not isinstance(uri, str) or not isinstance(kernel, str):
             return {"error": "expected arguments {uri, kernel}"}
-        fv = await self.lookup(uri, kernel)
+        fv = self.lookup(uri, kernel)
         if fv is None:
             return {"error": f"no found variant for {kernel}: run Optimize first"}
         plan, version, text = self._plan_for(fv)
@@ -202,7 +205,7 @@ class FoundVariants:
         uri, kernel = args.get("uri"), args.get("kernel")
         if not isinstance(uri, str) or not isinstance(kernel, str):
             return {"applied": False, "message": "expected arguments {uri, kernel}"}
-        fv = await self.lookup(uri, kernel)
+        fv = self.lookup(uri, kernel)
         if fv is None:
             return {"applied": False, "message": f"no found variant for {kernel}: run Optimize first"}
         plan, version, text = self._plan_for(fv)

@@ -18,7 +18,9 @@ import logging
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
+
+from lsprotocol import types
 
 from kernelband.model import Result
 from kernelband.reverify import original_of, verdict_line
@@ -109,7 +111,7 @@ class Reverifier:
         what = INTERPRETED_NOTE if is_interpreted(fv.result) else (f"{sp:.2f}x" if sp is not None else "verified")
         return f"Applied variant ({what})"
 
-    async def reverify(self, args: dict, token: Any = None) -> dict:
+    async def reverify(self, args: dict, token: Optional[types.ProgressToken] = None) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
 
         def fail(msg: str) -> dict:
@@ -127,7 +129,7 @@ class Reverifier:
             return fail(f"no applied KernelBand variant of {kernel} in this text: Re-verify checks a found "
                         "variant after Apply (against the original it replaced)")
         fv, original = found
-        settings = await self.client.refresh_settings()
+        settings = self.client.settings  # pulled from the editor before the command (service.py)
         variant_path = _write_variant(kernel, a.text)
         spec = dataclasses.replace(self.jobs.spec(CHECK, a, kernel, settings, background=False), source=original,
                                    variant_path=variant_path)

@@ -18,7 +18,6 @@ from kernelband import options as O
 
 SECTION = "kernelband"
 GENERATORS = O.GENERATOR_NAMES
-SEARCHES = O.SEARCH_NAMES
 EXECUTORS = O.EXECUTOR_NAMES  # where optimize jobs evaluate candidates
 
 

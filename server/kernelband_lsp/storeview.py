@@ -10,13 +10,15 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Callable, Optional, TypeVar, cast
 
 from kernelband.model import Result
 from kernelband.profile.schema import Profile
 from kernelband.store import DB_DIR, DB_NAME, Store, find_workspace
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 STAT_EVERY_S = 0.25  # a CLI run writing the store shows in hovers within this
 
@@ -25,7 +27,7 @@ class StoreView:
     def __init__(self) -> None:
         self._workspace_of_dir: dict[str, Path] = {}
         self._stores: dict[Path, Store] = {}
-        self._memo: dict[tuple, Any] = {}
+        self._memo: dict[tuple, object] = {}
         self._stamp: dict[Path, tuple] = {}
         self._stat_at: dict[Path, tuple[float, Optional[tuple]]] = {}
         self._db_of: dict[Path, Path] = {}
@@ -106,14 +108,14 @@ class StoreView:
             self._stores[db] = st
         return st, stamp
 
-    def _cached(self, path: str, what: str, key: tuple, fn) -> Any:
+    def _cached(self, path: str, what: str, key: tuple, fn: Callable[[Store], Optional[T]]) -> Optional[T]:
         st, _ = self._store(path)
         if st is None:
             return None
         db = self.db_path(path)
         mkey = (db, what) + key
         if mkey in self._memo:
-            return self._memo[mkey]
+            return cast(Optional[T], self._memo[mkey])  # stored by this method for this key: a T
         try:
             value = fn(st)
         except Exception as e:

@@ -5,13 +5,13 @@ both in the server.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Optional
 
 from kernelband.model import FOUND_STATUSES, Result
 from kernelband.profile.schema import Profile
 
 
-def num(v: Any) -> Optional[float]:
+def num(v: object) -> Optional[float]:
     if isinstance(v, bool) or v is None:
         return None
     if isinstance(v, (int, float)):
@@ -46,19 +46,10 @@ def time_ms(profile: Optional[Profile], result: Optional[Result] = None, module_
     return result_time_ms(result, module_hash)
 
 
-def bottleneck(profile: Optional[Profile]) -> Optional[str]:
-    return profile.bottleneck if profile is not None else None
-
-
 def interpreted(profile: Optional[Profile], result: Optional[Result] = None) -> bool:
     if profile is not None and profile.interpreted:
         return True
     return result is not None and result.interpreted
-
-
-def saturation(profile: Optional[Profile], resource: str) -> Optional[float]:
-    """Fraction of the resource's peak (L2, DRAM, SM), None when not known."""
-    return profile.saturation.get(resource) if profile is not None else None
 
 
 def fmt_ms(ms: float) -> str:
@@ -72,18 +63,14 @@ def fmt_ms(ms: float) -> str:
 
 
 def peak_phrase(profile: Optional[Profile]) -> Optional[str]:
-    """'71% of HBM peak' (memory side) or '63% of compute peak', by the bottleneck."""
-    if interpreted(profile):
+    """'71% of HBM peak' (memory side) or '63% of compute peak', by the bottleneck (each a
+    fraction of the resource's peak; None when not known)."""
+    if profile is None or profile.interpreted:
         return None
-    b = bottleneck(profile)
-    dram, sm = saturation(profile, "DRAM"), saturation(profile, "SM")
-    if b == "compute-bound" and sm is not None:
+    dram, sm = profile.saturation.get("DRAM"), profile.saturation.get("SM")
+    if sm is not None and (profile.bottleneck == "compute-bound" or dram is None):
         return f"{sm * 100:.0f}% of compute peak"
-    if dram is not None:
-        return f"{dram * 100:.0f}% of HBM peak"
-    if sm is not None:
-        return f"{sm * 100:.0f}% of compute peak"
-    return None
+    return f"{dram * 100:.0f}% of HBM peak" if dram is not None else None
 
 
 def lens_summary(profile: Optional[Profile], result: Optional[Result], module_hash: Optional[str] = None) -> str:
@@ -95,9 +82,8 @@ def lens_summary(profile: Optional[Profile], result: Optional[Result], module_ha
     p = peak_phrase(profile)
     if p:
         parts.append(p)
-    b = bottleneck(profile)
-    if b:
-        parts.append(b)
+    if profile is not None and profile.bottleneck:
+        parts.append(profile.bottleneck)
     if not parts:
         return "not profiled yet"
     return "last: " + ", ".join(parts)
@@ -108,7 +94,7 @@ def speedup_phrase(result: Optional[Result]) -> Optional[str]:
     return speedup_text(result.speedup, result.speedup_ci) if result is not None else None
 
 
-def speedup_text(speedup: Any, ci: Any) -> Optional[str]:
+def speedup_text(speedup: object, ci: object) -> Optional[str]:
     sp = num(speedup)
     if sp is None:
         return None
