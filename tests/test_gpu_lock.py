@@ -258,3 +258,18 @@ def test_the_waits_for_the_lock_are_on_the_processs_timeline(tmp_path, monkeypat
         pass
     assert timeline.COUNTS == {"gpu_lock_wait_shared": 1, "gpu_lock_wait_exclusive": 1}
     assert all(seconds >= 0 for seconds in timeline.SECONDS.values())
+
+
+def test_a_candidates_timing_keeps_its_wait_for_the_turn_apart(tmp_path):
+    """The timing phase is the turn itself; the wait for the lane and the exclusive turn is
+    ``timing.wait`` (the turns of all lanes are what runs in series)."""
+    from helpers.kernels import AXPY, edited, prepared_evaluator
+
+    ev = prepared_evaluator(tmp_path, "axpy", AXPY, "axpy_kernel", "harness_axpy")
+    try:
+        timed = ev.evaluate(edited("tl.store(out_ptr + offsets, alpha * x + y, mask=mask)",
+                                   "tl.store(out_ptr + offsets, y + alpha * x, mask=mask)"))
+    finally:
+        ev.close()
+    assert timed.ok, timed.message
+    assert timed.phases["timing.wait"] >= 0.0 and timed.phases["timing"] > 0.0, timed.phases

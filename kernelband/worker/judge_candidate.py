@@ -273,8 +273,12 @@ class CandidateRun:
         cand: list[float] = []
         orig: list[float] = []
         clock = ""
-        t0 = time.perf_counter()
+        t_wait = time.perf_counter()
         with lane.lock, (gpu_lock(exclusive=True) if gpu() else contextlib.nullcontext()):
+            # the wait for the lane and the exclusive turn apart from the turn itself: the
+            # turns of all lanes are the one part of an evaluation that runs in series
+            t0 = time.perf_counter()
+            add_phase(self.ev.phases, "timing.wait", t0 - t_wait)
             for r in range(rounds):
                 order = ("v", "o") if r % 2 == 0 else ("o", "v")
                 for who in order:
