@@ -31,13 +31,14 @@ STEP_SAMPLES: list[Step] = [
     Run("o", "test_k", 0),
     ReplayCheck("v"),
     Time("v"),
-    Sample("o", held_by_judge=True, rep_ms=10),
+    Sample("o", held_by_judge=True, rep_ms=25, min_reps=1),
     Samples("v", rounds=4),
     ProfileStep("m", "src", tier=2, facts={"dram_gbps": 900.0}, time_ms=0.25),
     Derived([DerivedCall(fn="wrap", args=(ValueArg(2),), kwargs={}, flavour="repeat", seed=3, sizes={"4": 2},
                          repeats=14)], module="o", which="b"),
     Release("v"),
-    Warm([DerivedCall(fn="wrap", args=(ValueArg(2),), kwargs={}, flavour="sizes", seed=1, sizes={})], "o"),
+    Warm([DerivedCall(fn="wrap", args=(ValueArg(2),), kwargs={}, flavour="sizes", seed=1, sizes={})], "o",
+         compile_threads=3),
     Mark(),
 ]
 
@@ -177,7 +178,7 @@ def test_a_forged_frame_meta_is_refused(kind: str, meta: dict, says: str) -> Non
 
 def test_absent_fields_take_the_defaults_the_receiver_assumes() -> None:
     assert Step.from_wire({"op": "run", "module": "v", "harness": "h", "seed": 0}) == Run("v", "h", 0, "check")
-    assert Step.from_wire({"op": "sample", "key": "o"}) == Sample("o", False, 25)
+    assert Step.from_wire({"op": "sample", "key": "o"}) == Sample("o", False, 10, 5)  # a search round's
     assert decode_frame("mark", {}) == MarkFrame()
     assert decode_frame("sample", {"key": "v", "ms": 1, "clock": "c"}).ms == 1.0  # one JSON number type
 
@@ -307,3 +308,15 @@ def test_the_judge_refuses_a_fork_server_reply_of_the_wrong_shape() -> None:
     finally:
         handle.sock.close()
         server.close()
+
+
+def test_a_search_round_samples_shorter_than_a_paired_round() -> None:
+    """Every lane's search rounds run in series under the exclusive GPU turn: their samples
+    are the short ones; the paired re-measurement, which decides a verdict, keeps its own."""
+    from kernelband.worker.judge_core import sample_step
+    from kernelband.worker.timing import (PAIRED_SAMPLE_MS, SEARCH_SAMPLE_MIN_REPS, SEARCH_SAMPLE_MS)
+
+    search, paired = sample_step("v", True), sample_step("o", True, paired=True)
+    assert (search.rep_ms, search.min_reps) == (SEARCH_SAMPLE_MS, SEARCH_SAMPLE_MIN_REPS) == (Sample("v").rep_ms,
+                                                                                          Sample("v").min_reps)
+    assert (paired.rep_ms, paired.min_reps) == (PAIRED_SAMPLE_MS, 1) and SEARCH_SAMPLE_MS < PAIRED_SAMPLE_MS

@@ -24,7 +24,7 @@ from .jobs import Frame, JobEndKind, JobFailed, VariantJob
 from .deadlines import search_run_timeout_s
 from .judge_derivation import wait_for_references
 from .judge_derived import candidate_steps
-from .judge_core import JudgeCore, Reference, add_frame_phase, add_phase, count_runs, deadline_s, gpu
+from .judge_core import JudgeCore, Reference, add_frame_phase, add_phase, count_runs, deadline_s, gpu, sample_step
 from .messages import (Derived, DerivedOutputs, ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, Release,
                        ReplayCheck, ReplayOutputs, Run, RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 from .observe import CallHistory, comparable, condense_locals
@@ -269,7 +269,6 @@ class CandidateRun:
         (alternating which goes first), each one sample in its own process."""
         # the interpreter's times are no speed claim: one round, unless the request asks for more
         rounds = SEARCH_ROUNDS_GPU if gpu() else max(1, self.req.rounds or SEARCH_ROUNDS_CPU)
-        rep = 25
         cand: list[float] = []
         orig: list[float] = []
         clock = ""
@@ -283,10 +282,10 @@ class CandidateRun:
                 order = ("v", "o") if r % 2 == 0 else ("o", "v")
                 for who in order:
                     if who == "o":
-                        ms, clock = lane.sample(True, rep, deadline_s(self.run_timeout_s, 1))
+                        ms, clock = lane.sample(True, deadline_s(self.run_timeout_s, 1))
                         orig.append(ms)
                     else:
-                        job.command([Sample("v", True, rep)], deadline_s(self.run_timeout_s, 1))
+                        job.command([sample_step("v", True)], deadline_s(self.run_timeout_s, 1))
                         frame = job.next_frame()
                         if isinstance(frame.meta, ErrorFrame):
                             raise Refusal(*_error_verdict(frame.meta))

@@ -93,6 +93,13 @@ class Reference:
         return [call for call, _ in self.derived] if self.derived_ready.is_set() else list(self.drawn_calls)
 
 
+def sample_step(key: str, held_by_judge: bool, paired: bool = False) -> Sample:
+    """A sample of ``key``'s kept run: a search round's, or a paired re-measurement's."""
+    from .timing import PAIRED_SAMPLE_MS
+
+    return Sample(key, held_by_judge, PAIRED_SAMPLE_MS, 1) if paired else Sample(key, held_by_judge)
+
+
 class Lane:
     """The reference lane: the original's own process, kept alive after ``prepare`` with a
     checked kept run of the timing harness, so that each candidate is timed against the
@@ -104,8 +111,10 @@ class Lane:
         self.key = key
         self.lock = threading.Lock()
 
-    def sample(self, held_by_judge: bool, rep_ms: int, timeout_s: float) -> tuple[float, str]:
-        self.job.command([Sample(self.key, held_by_judge, rep_ms)], timeout_s)
+    def sample(self, held_by_judge: bool, timeout_s: float, paired: bool = False) -> tuple[float, str]:
+        """One sample of the original: a search round's, or (``paired``) a paired
+        re-measurement's (``timing.SEARCH_SAMPLE_MS`` / ``PAIRED_SAMPLE_MS``)."""
+        self.job.command([sample_step(self.key, held_by_judge, paired)], timeout_s)
         meta = self.job.next_frame().meta
         if not isinstance(meta, SampleFrame):
             raise RuntimeError(f"the reference lane answered {meta.KIND}: {getattr(meta, 'message', '')}")

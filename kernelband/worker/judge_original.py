@@ -202,7 +202,7 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool)
                     raise RuntimeError(f"its kept run differs from its references: {verdict.message}")
         lane = Lane(job)
         if time_it:
-            samples = [lane.sample(False, 25, deadline_s(task.timeout_s, 1))[0] for _ in range(LANE_ROUNDS if gpu() else 2)]
+            samples = [lane.sample(False, deadline_s(task.timeout_s, 1))[0] for _ in range(LANE_ROUNDS if gpu() else 2)]
             clock = "cuda-events" if gpu() else "cpu-interpreter"
             base.timing = median_timing(samples, clock, len(judge.ref.launches))
         judge.lane = lane

@@ -14,10 +14,10 @@ from ..profile.schema import Profile
 from .compare import compare_outputs
 from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, deadline_s, gpu
+from .judge_core import GPU_MARGIN_BYTES, JudgeCore, deadline_s, gpu, sample_step
 from .judge_original import decoded_bytes
 from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, ReplayCheck, ReplayOutputs, Run,
-                       RunOutputs, Sample, SampleFrame, Samples, SamplesFrame, Step, Time, TimingFrame)
+                       RunOutputs, SampleFrame, Samples, SamplesFrame, Step, Time, TimingFrame)
 from .observe import comparable
 from .requests import Paired, ProfileRun, Retime
 from .stats import median_timing, paired_statistics
@@ -132,10 +132,10 @@ def _paired_with_lane(judge: JudgeCore, lane: Any, source: str, rounds: int, wha
             for r in range(max(rounds, 2)):
                 for who in (("v", "o") if r % 2 == 0 else ("o", "v")):
                     if who == "o":
-                        ms, clock = lane.sample(True, 25, deadline_s(task.timeout_s, 1))
+                        ms, clock = lane.sample(True, deadline_s(task.timeout_s, 1), paired=True)
                         a_ms.append(ms)
                     else:
-                        job.command([Sample("v", True, 25)], deadline_s(task.timeout_s, 1))
+                        job.command([sample_step("v", True, paired=True)], deadline_s(task.timeout_s, 1))
                         frame = job.next_frame()
                         _error(frame, f"{what} failed while timed")
                         if not isinstance(frame.meta, SampleFrame):
@@ -178,7 +178,7 @@ def retime(judge: JudgeCore, req: Retime) -> dict[str, Any]:
         clock = ""
         with lane.lock:
             for _ in range(5 if gpu() else 2):
-                ms, clock = lane.sample(False, 25, deadline_s(task.timeout_s, 1))
+                ms, clock = lane.sample(False, deadline_s(task.timeout_s, 1))
                 samples.append(ms)
         return {"timing": median_timing(samples, clock, len(judge.ref.launches)).to_dict()}
     steps = [*_kept_run("o", task.harness, task.seeds[0]), Time("o")]

@@ -93,7 +93,10 @@ class Sample(Step):
     OP: ClassVar[str] = "sample"
     key: str
     held_by_judge: bool = False
-    rep_ms: int = 25
+    # a search round's (timing.SEARCH_SAMPLE_MS, SEARCH_SAMPLE_MIN_REPS: this module imports
+    # no torch); a paired round's passes its own
+    rep_ms: int = 10
+    min_reps: int = 5
 
 
 @dataclass(frozen=True)

@@ -440,8 +440,8 @@ class Steps:
         from .timing import one_sample
 
         _, rec = self.kept[step.key]
-        ms, clock = one_sample(rec.launches, rep_ms=step.rep_ms, held_by_judge=step.held_by_judge,
-                               restore=_restorer(rec))
+        ms, clock = one_sample(rec.launches, rep_ms=step.rep_ms, min_reps=step.min_reps,
+                               held_by_judge=step.held_by_judge, restore=_restorer(rec))
         self.integrity.check()
         self.send(SampleFrame(step.key, ms, clock))
 
