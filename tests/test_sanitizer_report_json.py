@@ -199,3 +199,19 @@ def test_not_run(monkeypatch, tmp_path, cause, reason):
     assert outputs["optimize"]["checked"]["memcheck"] == {"ran": False, "reason": reason}
     assert outputs["optimize"]["warnings"] == [f"out-of-bounds accesses and races not checked: {reason}"]
     assert outputs["agent_memcheck"] == {"ran": False, "ok": None, "findings": [], "reason": reason}
+
+
+@pytest.mark.parametrize("reply, says", [
+    ({"ran": True, "ok": "no"}, "malformed sanitizer report: ok must be bool"),
+    ({"ran": True, "ok": False, "verdict": "x"}, "malformed sanitizer report: unknown field(s) 'verdict'"),
+    ({"ok": True}, "malformed sanitizer report: missing required field 'ran'"),
+    (["ran"], "malformed sanitizer report: the body must be an object"),
+])
+def test_a_reply_that_does_not_decode_is_a_one_line_protocol_error(reply, says):
+    report = _evaluator(reply).sanitize(Variant("# v\n", id="v"))
+    assert not report.ran and report.reason.startswith(f"memcheck could not run: {says}")
+    assert "\n" not in report.reason
+
+
+def test_a_stored_report_that_does_not_decode_reads_as_none():
+    assert Result.from_dict({"status": "no_improvement", "memcheck": {"ran": "yes"}}).memcheck is None
