@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .evaluate import Evaluator, SetupError, screen_task
-from .model import Status, Task, Variant
+from .model import SanitizerReport, Status, Task, Variant
 from .session_setup import device_facts
 from .verdict import NO_GPU_NOTE, consistent_times, decide_verdict
 from .verification import sanitizer_refusal
@@ -64,7 +64,8 @@ def checked_block(task: Task) -> dict[str, Any]:
     ``memcheck`` says whether it ran (filled in when it does, or why it did not)."""
     checks = [h for h in task.check_harnesses if h != task.harness]
     return {"seeds": list(task.seeds), "harness": task.harness, "harnesses": [task.harness, *checks],
-            "checks": list(TRUST_CHECKS), "memcheck": {"ran": False, "reason": "the variant did not pass correctness"}}
+            "checks": list(TRUST_CHECKS),
+            "memcheck": SanitizerReport.not_run("the variant did not pass correctness").summary()}
 
 
 def check_variant(task: Task, variant_source: str, variant_label: str, options: CheckOptions,
@@ -97,7 +98,7 @@ def check_variant(task: Task, variant_source: str, variant_label: str, options: 
         if not ev.ok:
             return out
         if base.interpreted:
-            out["checked"]["memcheck"] = {"ran": False, "reason": MEMCHECK_ON_INTERPRETER}
+            out["checked"]["memcheck"] = SanitizerReport.not_run(MEMCHECK_ON_INTERPRETER).summary()
         elif _sanitizer_refuses(evaluator, variant, out, log):
             return out
         if base.interpreted and not options.cpu_tuning:
@@ -114,21 +115,14 @@ def _sanitizer_refuses(evaluator: Evaluator, variant: Variant, out: dict[str, An
     optimize's finalist gets): out-of-bounds accesses and shared-memory races no
     comparison can see. A finding makes the verdict a runtime error."""
     refusal, report = sanitizer_refusal(evaluator, variant, log)
-    out["checked"]["memcheck"] = memcheck_summary(report)
-    out["sanitizer"] = report
+    out["checked"]["memcheck"] = report.summary()
+    out["sanitizer"] = report.to_dict()
     if refusal is None:
-        if not report.get("ran"):
-            log(f"warning: out-of-bounds accesses and races not checked: {report.get('reason')}")
+        if not report.ran:
+            log(f"warning: out-of-bounds accesses and races not checked: {report.reason}")
         return False
     out.update(status=Status.RUNTIME_ERROR.value, message=f"passed every comparison, but {refusal}")
     return True
-
-
-def memcheck_summary(report: dict[str, Any]) -> dict[str, Any]:
-    """A sanitize report in a few words: ran and ok with its first findings, or why not."""
-    if not report.get("ran"):
-        return {"ran": False, "reason": str(report.get("reason") or "memcheck could not run")}
-    return {"ran": True, "ok": bool(report.get("ok")), "findings": list(report.get("findings") or [])[:5]}
 
 
 _PAIRED_FAILURE = {ErrorKind.TIMEOUT: Status.TIMEOUT, ErrorKind.CRASHED: Status.CRASHED}

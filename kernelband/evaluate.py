@@ -15,7 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .model import Baseline, Evaluation, PairedTiming, Status, Task, Timing, Variant
+from .decode import MalformedMessage
+from .model import Baseline, Evaluation, PairedTiming, SanitizerReport, Status, Task, Timing, Variant
 from .profile.schema import Profile
 from .screen import screen_variant
 from .worker.client import WorkerClient, WorkerError, WorkerInfo
@@ -256,16 +257,20 @@ class Evaluator:
             raise
         return PairedTiming.from_dict(raw)
 
-    def sanitize(self, variant: Variant) -> dict[str, Any]:
-        """compute-sanitizer memcheck over the variant's correctness harnesses (GPU only):
-        {"ran", "ok", "findings", ...}; {"ran": False, "reason"} where it cannot run."""
+    def sanitize(self, variant: Variant) -> SanitizerReport:
+        """compute-sanitizer memcheck and racecheck over the variant's correctness harnesses
+        (GPU only); a report that did not run says why (a reply that does not decode too)."""
         self._ensure_worker()
         try:
-            return self.client.send(Sanitize(source=variant.source), self._deadline("sanitize"))
+            raw = self.client.send(Sanitize(source=variant.source), self._deadline("sanitize"))
+            try:
+                return SanitizerReport.from_wire(raw)
+            except MalformedMessage as e:  # the judge's fault, as any reply that does not decode
+                raise WorkerError(ErrorKind.PROTOCOL, str(e)) from None
         except WorkerError as e:
             if e.worker_gone:
                 self._revive()
-            return {"ran": False, "ok": True, "reason": f"memcheck could not run: {e}"}
+            return SanitizerReport.not_run(f"memcheck could not run: {e}")
 
     def paired_timeout_s(self, rounds: int) -> float:
         """Two jobs at most (the original's block, then the variant's), each a kept run, its

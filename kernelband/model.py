@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Optional
 
+from .decode import MalformedMessage, decode_fields
+
 if TYPE_CHECKING:
     from .profile.schema import Profile
 
@@ -407,6 +409,53 @@ class PairedTiming(Serializable):
         return cls(**d)
 
 
+NO_GPU_SANITIZER = "no GPU: the interpreter has no compute-sanitizer"
+
+
+@dataclass(frozen=True)
+class SanitizerReport:
+    """compute-sanitizer's run over a variant's correctness harnesses (the judge's sanitize
+    op): memcheck, then racecheck; the first tool that fails decides. Built once by the
+    judge, sent as ``to_dict()`` and decoded once by the session (``from_wire``)."""
+
+    ran: bool
+    ok: bool = True  # nothing found (a run that could not happen refuses nothing)
+    reason: str = ""  # why it did not run
+    tool: str = "memcheck"  # the tool that decided: the first that failed, else the last
+    exit_code: Optional[int] = None  # None: its job ended before the tool exited
+    job: str = ""  # how the tool's job ended: "ok", or what stopped it
+    findings: tuple[str, ...] = ()
+    harnesses: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()  # the tools that ran, in order
+
+    @classmethod
+    def not_run(cls, reason: str) -> "SanitizerReport":
+        return cls(ran=False, reason=reason)
+
+    @property
+    def refused(self) -> bool:
+        return self.ran and not self.ok
+
+    @classmethod
+    def from_wire(cls, body: object) -> "SanitizerReport":
+        """The report ``body`` describes, each field checked; a one-line MalformedMessage if not."""
+        return decode_fields(cls, body, "malformed sanitizer report")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The printed form (``check --json``'s ``sanitizer``, a Result's ``memcheck``): the
+        reason of a run that did not happen, else what each tool ran on and found."""
+        if not self.ran:
+            return {"ran": False, "ok": self.ok, "reason": self.reason}
+        return {"ran": True, "ok": self.ok, "tool": self.tool, "exit_code": self.exit_code, "job": self.job,
+                "findings": list(self.findings), "harnesses": list(self.harnesses), "tools": list(self.tools)}
+
+    def summary(self) -> dict[str, Any]:
+        """In a few words (``checked.memcheck``): ran and ok with its first findings, or why not."""
+        if not self.ran:
+            return {"ran": False, "reason": self.reason or "memcheck could not run"}
+        return {"ran": True, "ok": self.ok, "findings": list(self.findings[:5])}
+
+
 # --------------------------------------------------------------------------- results
 # The optimize Result and the profile: what the engine prints (--json), emits (the
 # `result` / `profile` events), stores (SQLite, as JSON) and the language server reads.
@@ -426,7 +475,6 @@ class ResultStatus(str, Enum):
         return self.value
 
 
-RESULT_STATUSES = tuple(s.value for s in ResultStatus)
 FOUND_STATUSES = (ResultStatus.IMPROVED.value, ResultStatus.VERIFIED_CORRECT.value)  # a Result with a correct variant
 
 
@@ -489,7 +537,7 @@ class Result:
     client depend on them); keys in ``SOMETIMES`` appear only when set. ``extra`` keeps
     keys this version does not know (a newer engine's), so a round trip loses nothing."""
 
-    status: str  # one of RESULT_STATUSES
+    status: str  # a ResultStatus's word
     kernel: str = ""
     file: str = ""
     session_id: str = ""
@@ -529,7 +577,7 @@ class Result:
     search_baseline_ms: Optional[float] = None
     unverified_variant_id: Optional[str] = None
     unverified_diff: Optional[str] = None
-    memcheck: Optional[dict[str, Any]] = None
+    memcheck: Optional[SanitizerReport] = None  # the sanitizer run that refused the best candidate
     applied: Optional[bool] = None  # --apply wrote best_source into the file
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -560,6 +608,11 @@ class Result:
             d = {**d, "status": "failed"}  # a Result without a status says nothing it can be trusted for
         if isinstance(d, dict) and "applicable" not in d:  # written before the field: the verdict then
             d = {**d, "applicable": d.get("status") == ResultStatus.IMPROVED and d.get("speed_claim") is not False}
+        if isinstance(d, dict) and d.get("memcheck") is not None:
+            try:
+                d = {**d, "memcheck": SanitizerReport.from_wire(d["memcheck"])}
+            except MalformedMessage:  # as any stored value of the wrong type: the default
+                d = {**d, "memcheck": None}
         return _from_json_dict(cls, d)
 
     @classmethod

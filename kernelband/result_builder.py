@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from .checking import MEMCHECK_ON_INTERPRETER, checked_block, memcheck_summary
+from .checking import MEMCHECK_ON_INTERPRETER, checked_block
 from .evaluate import SetupError
 from .executor.base import Evaluator
-from .model import Result, Task
+from .model import Result, SanitizerReport, Task
 from .verdict import IMPROVED, NO_GPU_NOTE, NO_IMPROVEMENT, VERIFIED_CORRECT, consistent_times, decide_verdict
 from .worker.client import WorkerError
 from .worker.requests import ErrorKind
@@ -91,7 +91,7 @@ class ResultBuilder:
         if out.overshoot:
             self.warn(out.overshoot)
         if best is original:
-            result.extra["checked"]["memcheck"] = {"ran": False, "reason": "no variant passed correctness"}
+            result.extra["checked"]["memcheck"] = SanitizerReport.not_run("no variant passed correctness").summary()
             result.message = f"no faster correct variant found in {out.evaluations} evaluations ({out.stop_reason})"
             return result
         if interpreted and not self.config.cpu_tuning:
@@ -114,13 +114,13 @@ class ResultBuilder:
         the memcheck back to the primary."""
         self.log("checking the best variant under compute-sanitizer memcheck on another worker while re-measuring "
                  "it and the original...")
-        box: dict[str, Any] = {}
+        box: list[SanitizerReport] = []
 
         def memcheck() -> None:
             try:
-                box["report"] = spare.sanitize(best.variant)
-            except Exception as e:  # noqa: BLE001 - e.g. a Ray actor lost twice: the primary runs it
-                box["error"] = e
+                box.append(spare.sanitize(best.variant))
+            except Exception:  # noqa: BLE001 - e.g. a Ray actor lost twice: the primary runs it
+                pass
 
         thread = threading.Thread(target=memcheck, daemon=True, name="kb-memcheck")
         thread.start()
@@ -130,7 +130,7 @@ class ResultBuilder:
         except (WorkerError, SetupError) as e:
             failed = e
         thread.join()
-        if self._memcheck_refused(result, best, box.get("report")):
+        if self._memcheck_refused(result, best, box[0] if box else None):
             return result
         if failed is not None:
             return self._unverified(result, best, failed)
@@ -143,19 +143,19 @@ class ResultBuilder:
         result.best_source = best.variant.source
         result.best_variant_id = best.id
 
-    def _memcheck_refused(self, result: Result, best: Any, report: Optional[dict[str, Any]] = None) -> bool:
+    def _memcheck_refused(self, result: Result, best: Any, report: Optional[SanitizerReport] = None) -> bool:
         """On a GPU, the finalist runs once under compute-sanitizer memcheck: out-of-bounds
         accesses that no comparison can see. A failure keeps the result at no_improvement.
         ``report``: the memcheck already run (on a spare worker)."""
         from .verification import sanitizer_refusal
 
         if self.evaluator.interpreted:
-            result.extra["checked"]["memcheck"] = {"ran": False, "reason": MEMCHECK_ON_INTERPRETER}
+            result.extra["checked"]["memcheck"] = SanitizerReport.not_run(MEMCHECK_ON_INTERPRETER).summary()
             return False
         refusal, report = sanitizer_refusal(self.evaluator, best.variant, self.log, report)
-        result.extra["checked"]["memcheck"] = memcheck_summary(report)
-        if not report.get("ran"):
-            self.warn(f"out-of-bounds accesses and races not checked: {report.get('reason')}")
+        result.extra["checked"]["memcheck"] = report.summary()
+        if not report.ran:
+            self.warn(f"out-of-bounds accesses and races not checked: {report.reason}")
             return False
         if refusal is None:
             return False
@@ -168,7 +168,7 @@ class ResultBuilder:
         """Interpreter, no CPU tuning asked: the variant is verified correct and nothing is
         said about its speed (no re-measurement: CPU times would only invite a claim)."""
         self._found(result, best, out)
-        result.extra["checked"]["memcheck"] = {"ran": False, "reason": MEMCHECK_ON_INTERPRETER}
+        result.extra["checked"]["memcheck"] = SanitizerReport.not_run(MEMCHECK_ON_INTERPRETER).summary()
         result.status, result.best_ms, result.speedup, result.speedup_ci = VERIFIED_CORRECT, best.time_ms, None, None
         via = " -> ".join(result.strategy_path) or "a stored variant"
         result.message = (f"a correct variant (via {via}) passed every check; {NO_GPU_NOTE}: no speed claim. "

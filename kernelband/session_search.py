@@ -43,7 +43,7 @@ class PolicySteps:
         """Pick, generate and hand one child to a free worker (virtual loss while it
         runs). Returns why the search ends, WAIT when nothing can be picked until a
         running evaluation finishes, or None to go on."""
-        from .generators.base import GenContext
+        from .generators.base import GenContext, GenerationOutcome
         from .search.base import add_pending
 
         s = self.s
@@ -59,15 +59,15 @@ class PolicySteps:
         gen = self.generator.generate(parent.variant, strategy, ctx)
         s.usage.tokens += gen.tokens
         s.usage.dollars += gen.cost_usd
-        if getattr(gen, "failed", False):
+        if gen.outcome is GenerationOutcome.FAILED:
             return self._failed(gen)
         self.unreachable = 0
-        if gen.variant is None and not gen.rejected:
+        if gen.outcome is GenerationOutcome.NOTHING:
             self.idle += 1  # the generator had nothing after all; offered() should now exclude it
             return "the generator produced nothing new" if self.idle > _IDLE_LIMIT else None
         self.idle = 0
         s.usage.evaluations += 1
-        if gen.rejected or gen.variant is None:
+        if gen.outcome is GenerationOutcome.REJECTED or gen.variant is None:
             ev = Evaluation(Status.REJECTED, gen.message or "the generator's output was unusable",
                             interpreted=s.evaluator.interpreted, variant_id=gen.variant.id if gen.variant else "")
             self.complete((parent, strategy, gen), None, ev)
@@ -95,12 +95,13 @@ class PolicySteps:
         return None
 
     def complete(self, tag: Any, worker: Optional[str], ev: Evaluation) -> None:
+        from .generators.base import GenerationOutcome
         from .search.base import Outcome
 
         parent, strategy, gen = tag
         s = self.s
         child = None
-        if ev.ok and ev.time_ms is not None and gen.variant is not None and not gen.rejected:
+        if ev.ok and ev.time_ms is not None and gen.outcome is GenerationOutcome.PRODUCED and gen.variant is not None:
             child = s.pool.candidate(gen.variant, ev.time_ms, ev.profile, parent)
             s.pool.add(child)
         # a slower candidate's time still teaches the policy (it is no failure), but it is
@@ -108,7 +109,7 @@ class PolicySteps:
         timed = ev.ok or ev.status == Status.SLOWER
         self.policy.update(parent, strategy, Outcome(timed, parent.time_ms, ev.time_ms if timed else None), child)
         s.records.record(parent, strategy, gen.variant, ev,
-                         gen.message if (gen.variant is None or gen.rejected) else "", worker=worker)
+                         gen.message if gen.outcome is not GenerationOutcome.PRODUCED else "", worker=worker)
 
 
 class ExhaustiveSteps:

@@ -2,7 +2,7 @@
 session seed derives the same calls as before the specs were typed (tests/data/
 derived_calls.json, written by the dict-based derive), a spec survives the wire unchanged,
 and a malformed or forged one from the wire is refused where it is decoded (by the messages'
-decoder, kernelband/worker/decode.py), in one line naming the key."""
+decoder, kernelband/decode.py), in one line naming the key."""
 from __future__ import annotations
 
 import json

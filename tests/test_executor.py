@@ -15,7 +15,7 @@ import pytest
 from kernelband.executor import ExecutorOptions, ExecutorUnavailable, make_executor
 from kernelband.executor.local import LocalExecutor, visible_gpus
 from kernelband.executor.pool import WorkerPool
-from kernelband.model import Evaluation, PairedTiming, Status, Timing, Variant
+from kernelband.model import Evaluation, PairedTiming, SanitizerReport, Status, Timing, Variant
 from kernelband.search import BanditConfig, Candidate, Outcome, make_policy
 from kernelband.search.base import add_pending
 from kernelband.verdict import IMPROVED, NO_IMPROVEMENT
@@ -302,7 +302,7 @@ def _outcome(best_source: str = "# faster\n"):
 class _Final(_FakeWorker):
     """The primary and the spare at the end: memcheck and the paired re-measurement."""
 
-    def __init__(self, memcheck: dict, met: threading.Event, wait_for: "threading.Event | None") -> None:
+    def __init__(self, memcheck: SanitizerReport, met: threading.Event, wait_for: "threading.Event | None") -> None:
         super().__init__(2.0)
         self.memcheck, self.met, self.wait_for = memcheck, met, wait_for
         self.calls: list[str] = []
@@ -334,7 +334,7 @@ def _build(primary, spare):
 
 
 def test_the_finalists_memcheck_runs_on_the_spare_worker_while_the_primary_re_measures():
-    ok = {"ran": True, "ok": True}
+    ok = SanitizerReport(ran=True, ok=True)
     paired_running, memcheck_running = threading.Event(), threading.Event()
     primary = _Final(ok, met=paired_running, wait_for=memcheck_running)
     spare = _Final(ok, met=memcheck_running, wait_for=paired_running)
@@ -347,8 +347,8 @@ def test_the_finalists_memcheck_runs_on_the_spare_worker_while_the_primary_re_me
 
 
 def test_a_memcheck_failure_on_the_spare_still_refuses_the_winner():
-    bad = {"ran": True, "ok": False, "findings": ["Invalid __global__ write of size 4"]}
-    primary = _Final({"ran": True, "ok": True}, threading.Event(), None)
+    bad = SanitizerReport(ran=True, ok=False, findings=("Invalid __global__ write of size 4",))
+    primary = _Final(SanitizerReport(ran=True, ok=True), threading.Event(), None)
     spare = _Final(bad, threading.Event(), None)
     result, warnings = _build(primary, spare)
     assert result.status == NO_IMPROVEMENT and result.memcheck == bad and result.unverified_variant_id == "b"

@@ -10,7 +10,7 @@ import time
 import openai  # noqa: F401  (a dependency of the wheel: missing is a failure, not a skip)
 import pytest
 
-from kernelband.generators import GenContext, make_generator
+from kernelband.generators import GenContext, GenerationOutcome, make_generator
 from kernelband.profile.schema import Profile
 from kernelband.generators.openai_gen import DEFAULT_PRICE, OpenAIGenerator, estimate_cost
 from kernelband.generators.splice import SpliceError, extract_code, splice_functions
@@ -117,7 +117,7 @@ def test_good_reply_becomes_a_screened_variant(monkeypatch, sleeps):
         out = g.generate(Variant(SRC), "vectorization", ctx())
         assert server.count == 1
         req = server.requests[0]
-    assert out.variant is not None and not out.rejected and not out.failed, out.message
+    assert out.outcome is GenerationOutcome.PRODUCED, out.message
     v = out.variant
     assert screen_variant(SRC, v.source, KERNEL, HARNESS) is None
     assert "BLOCK_SIZE=1024, num_warps=8" in v.source and "def _fma(a, x, y):" in v.source
@@ -163,7 +163,7 @@ def test_unusable_replies_are_rejected_without_a_variant(reply, finish, expected
     with LLMServer([Reply(reply, finish_reason=finish)]) as server:
         out = gen(server, sleeps).generate(Variant(SRC), "tiling", ctx())
         assert server.count == 1  # a bad answer is not retried: it costs an evaluation instead
-    assert out.rejected and out.variant is None and not out.failed
+    assert out.outcome is GenerationOutcome.REJECTED and out.variant is None
     assert out.message.startswith("openai: reply rejected:") and expected in out.message, out.message
     assert "\n" not in out.message
     assert out.tokens == 150 and out.cost_usd > 0
@@ -174,7 +174,7 @@ def test_unusable_replies_are_rejected_without_a_variant(reply, finish, expected
 def test_reply_importing_os_is_spliced_then_rejected_by_the_screen(sleeps):
     with LLMServer([Reply(fenced(IMPORTS_OS))]) as server:
         out = gen(server, sleeps).generate(Variant(SRC), "tiling", ctx())
-    assert out.rejected and out.variant is not None
+    assert out.outcome is GenerationOutcome.REJECTED and out.variant is not None
     assert "screen: variant imports os" in out.message
     assert "import os" in out.variant.source  # kept for the record, never run
 
@@ -183,14 +183,14 @@ def test_reply_changing_a_wrapper_signature_is_rejected_by_the_screen(sleeps):
     changed = GOOD.replace("def axpy(alpha: float, x: torch.Tensor, y: torch.Tensor)", "def axpy(alpha, x, y, block=1024)")
     with LLMServer([Reply(fenced(changed))]) as server:
         out = gen(server, sleeps).generate(Variant(SRC), "tiling", ctx())
-    assert out.rejected and "signature of wrapper axpy changed" in out.message
+    assert out.outcome is GenerationOutcome.REJECTED and "signature of wrapper axpy changed" in out.message
 
 
 def test_echoed_harness_is_ignored_not_applied(sleeps):
     echoed = GOOD + "\n\ndef harness_axpy():\n    return None\n"
     with LLMServer([Reply(fenced(echoed))]) as server:
         out = gen(server, sleeps).generate(Variant(SRC), "tiling", ctx())
-    assert out.variant is not None and not out.rejected, out.message
+    assert out.outcome is GenerationOutcome.PRODUCED, out.message
     assert "harness_axpy (kept unchanged)" in out.variant.description
     assert "return axpy(0.5, x, y)" in out.variant.source
 
@@ -200,7 +200,7 @@ def test_retries_on_rate_limit_and_server_errors(status, sleeps):
     with LLMServer([Reply(status=status), Reply(fenced(GOOD))]) as server:
         out = gen(server, sleeps, backoff_s=0.01).generate(Variant(SRC), "tiling", ctx())
         assert server.count == 2
-    assert out.variant is not None and not out.rejected and out.attempts == 2
+    assert out.outcome is GenerationOutcome.PRODUCED and out.attempts == 2
     assert sleeps == [0.01]
 
 
@@ -214,7 +214,7 @@ def test_retries_run_out_with_exponential_backoff(sleeps):
     with LLMServer([Reply(status=500)]) as server:
         out = gen(server, sleeps, retries=3, backoff_s=0.5).generate(Variant(SRC), "tiling", ctx())
         assert server.count == 4
-    assert out.failed and out.variant is None and not out.rejected
+    assert out.outcome is GenerationOutcome.FAILED and out.variant is None
     assert out.attempts == 4 and sleeps == [0.5, 1.0, 2.0]
     assert "after 4 attempt(s)" in out.message and "500" in out.message
     assert out.tokens == 0 and out.cost_usd == 0.0
@@ -224,7 +224,7 @@ def test_client_errors_are_not_retried(sleeps):
     with LLMServer([Reply(status=401), Reply(fenced(GOOD))]) as server:
         out = gen(server, sleeps).generate(Variant(SRC), "tiling", ctx())
         assert server.count == 1
-    assert out.failed and "401" in out.message and sleeps == []
+    assert out.outcome is GenerationOutcome.FAILED and "401" in out.message and sleeps == []
 
 
 def test_slow_reply_times_out(sleeps):
@@ -233,7 +233,7 @@ def test_slow_reply_times_out(sleeps):
         out = gen(server, sleeps, timeout=0.5, retries=1).generate(Variant(SRC), "tiling", ctx())
         took = time.monotonic() - t0
         assert server.count == 2  # the timeout was retried once
-    assert out.failed and out.variant is None and out.attempts == 2
+    assert out.outcome is GenerationOutcome.FAILED and out.variant is None and out.attempts == 2
     assert "Timeout" in out.message
     assert took < 4.0
 
@@ -244,10 +244,10 @@ def test_timeouts_are_retried_once_then_the_endpoint_counts_as_hung(sleeps):
     with LLMServer([Reply(fenced(GOOD), delay_s=5.0)]) as server:
         g = gen(server, sleeps, timeout=0.3, retries=3)
         out = g.generate(Variant(SRC), "tiling", ctx())
-        assert out.failed and out.attempts == 2 and server.count == 2 and g.hung
+        assert out.outcome is GenerationOutcome.FAILED and out.attempts == 2 and server.count == 2 and g.hung
         assert "no answer in 0.3 s" in out.message and "--llm-timeout" in out.message
         out = g.generate(Variant(SRC), "tiling", ctx())
-        assert out.failed and out.attempts == 1 and server.count == 3
+        assert out.outcome is GenerationOutcome.FAILED and out.attempts == 1 and server.count == 3
 
 
 @pytest.mark.parametrize("reply", [Reply(fenced(GOOD), delay_s=20.0), Reply(status=503)], ids=["request", "backoff"])
@@ -261,7 +261,7 @@ def test_stop_abandons_a_pending_request_or_backoff_at_once(reply):
         out = g.generate(Variant(SRC), "tiling", ctx())
         took = time.monotonic() - t0
         timer.cancel()
-    assert out.failed and "stopped by request" in out.message
+    assert out.outcome is GenerationOutcome.FAILED and "stopped by request" in out.message
     assert took < 1.5, took
 
 
@@ -278,7 +278,7 @@ def test_connection_refused_is_retried_then_fails(sleeps):
     server.stop()
     g = make_generator("openai", base_url=url, retries=1, backoff_s=0.0, timeout=1.0, sleep=sleeps.append)
     out = g.generate(Variant(SRC), "tiling", ctx())
-    assert out.failed and out.attempts == 2 and "Connection" in out.message
+    assert out.outcome is GenerationOutcome.FAILED and out.attempts == 2 and "Connection" in out.message
 
 
 def test_missing_usage_is_estimated_and_local_models_can_be_free(sleeps):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kernelband.detect import detect, wrappers_of
-from kernelband.generators import GenContext, make_generator
+from kernelband.generators import GenContext, GenerationOutcome, make_generator
 from kernelband.generators.rules import ENUMERATE_LIMIT, RulesGenerator
 from kernelband.model import Variant
 from kernelband.screen import screen_variant
@@ -185,7 +185,7 @@ def exhaust(gen: RulesGenerator, parent: Variant, ctx: GenContext) -> list[Varia
             return out
         g = gen.generate(parent, offered[0], ctx)
         assert g.variant is not None, g.message
-        assert not g.rejected and g.tokens == 0 and g.cost_usd == 0.0
+        assert g.outcome is not GenerationOutcome.REJECTED and g.tokens == 0 and g.cost_usd == 0.0
         out.append(g.variant)
     raise AssertionError("offered() never ran dry")
 
@@ -274,7 +274,7 @@ def test_offered_shrinks_as_rewrites_are_used():
     after = gen.offered(parent, "axpy_kernel")
     assert "vectorization" not in after and len(after) == len(before) - 1
     again = gen.generate(parent, "vectorization", ctx)
-    assert again.variant is None and not again.rejected and "no untried" in again.message
+    assert again.outcome is GenerationOutcome.NOTHING and "no untried" in again.message
     # a child already carries the hints: nothing for vectorization there either
     assert "vectorization" not in gen.offered(g.variant, "axpy_kernel")
     # fusion has no offline rewrite: never offered
@@ -435,7 +435,7 @@ def test_unknown_kernel_or_broken_source_offers_nothing():
     assert gen.offered(Variant(example_source("add_scale.py")), "nope") == []
     assert gen.offered(Variant("def (:\n"), "axpy_kernel") == []
     g = gen.generate(Variant("def (:\n"), "tiling", GenContext("axpy_kernel", "", "x.py"))
-    assert g.variant is None and not g.rejected
+    assert g.outcome is GenerationOutcome.NOTHING
     assert gen.enumerate_space(Variant(textwrap.dedent("x = 1\n")), "k") == []
 
 

@@ -164,7 +164,7 @@ def test_torch_result_passing_the_harness_asserts_is_rejected(two_harnesses):
 
 def test_memcheck_is_said_to_be_unavailable_under_the_interpreter(axpy):
     report = axpy.sanitize(edited(AXPY_LAUNCH, AXPY_LAUNCH.replace("128", "256")))
-    assert report["ran"] is False and report["ok"] is True and "interpreter" in report["reason"]
+    assert report.ran is False and report.ok is True and "interpreter" in report.reason
 
 
 @pytest.mark.slow

@@ -16,7 +16,8 @@ from typing import Any, Optional, TypeVar
 
 from kernelband_lsp import summary as S
 
-from ..model import Result
+from ..decode import MalformedMessage
+from ..model import Result, SanitizerReport
 from ..profile.schema import Profile, StaticTier, TimingTier
 from ..redact import scrub
 
@@ -225,11 +226,14 @@ def kernel_entry(row: dict[str, Any], relative: Any) -> KernelEntry:
                        launch_sites=sites, harness=harness)
 
 
-def memcheck(raw: Any) -> Memcheck:
-    if not isinstance(raw, dict):
+def memcheck(raw: object) -> Memcheck:
+    """From a printed report or its summary (``checked.memcheck``): the same fields."""
+    try:
+        report = raw if isinstance(raw, SanitizerReport) else SanitizerReport.from_wire(raw)
+    except MalformedMessage:
         return Memcheck(ran=False, reason="not reported by the engine")
-    return Memcheck(ran=bool(raw.get("ran")), ok=raw.get("ok") if raw.get("ran") else None,
-                    findings=[str(x) for x in raw.get("findings") or []], reason=str(raw.get("reason") or ""))
+    return Memcheck(ran=report.ran, ok=report.ok if report.ran else None, findings=list(report.findings),
+                    reason=report.reason)
 
 
 def checked(raw: Any, deterministic: Optional[bool] = None, weak: Optional[str] = None) -> Checked:

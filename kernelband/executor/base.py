@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol, runtime_checkable
 
 from ..evaluate import SetupError
-from ..model import Baseline, Evaluation, PairedTiming, Task, Timing, Variant
+from ..model import Baseline, Evaluation, PairedTiming, SanitizerReport, Task, Timing, Variant
 from ..profile.schema import Profile
 from ..worker.client import WorkerInfo
 
@@ -81,7 +81,7 @@ class Evaluator(Protocol):
 
     def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming: ...
 
-    def sanitize(self, variant: Variant) -> dict[str, Any]: ...
+    def sanitize(self, variant: Variant) -> SanitizerReport: ...
 
     def profile(self, source: Optional[str], tier: int) -> Optional[Profile]: ...
 

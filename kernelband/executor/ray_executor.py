@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
-from ..model import Baseline, Evaluation, PairedTiming, Task, Timing, Variant
+from ..model import Baseline, Evaluation, PairedTiming, SanitizerReport, Task, Timing, Variant
 from ..profile.schema import Profile
 from ..worker.client import WorkerInfo
 from ..worker.deadlines import call_deadline_s
@@ -196,7 +196,7 @@ class RayEvaluator:
     def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming:
         return self._call("paired_timing", self._deadline("paired", rounds), variant, rounds=rounds)
 
-    def sanitize(self, variant: Variant) -> dict[str, Any]:
+    def sanitize(self, variant: Variant) -> SanitizerReport:
         return self._call("sanitize", self._deadline("sanitize"), variant)
 
     def profile(self, source: Optional[str], tier: int) -> Optional[Profile]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import GenContext, Generation, Generator
+from .base import GenContext, Generation, GenerationOutcome, Generator
 
 GENERATOR_NAMES: tuple[str, ...] = ("rules", "openai")
 
@@ -37,4 +37,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["GENERATOR_NAMES", "GenContext", "Generation", "Generator", "RulesGenerator", "make_generator"]
+__all__ = ["GENERATOR_NAMES", "GenContext", "Generation", "GenerationOutcome", "Generator", "RulesGenerator", "make_generator"]

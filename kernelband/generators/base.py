@@ -1,23 +1,24 @@
 """What every generator shares: the context of one request, its result, the protocol.
 
-How a session uses a Generation:
-- ``variant`` set, ``rejected`` False: evaluate the variant.
-- ``rejected`` True: something was produced but cannot be run (an LLM reply with no
-  code block, code that does not parse, a module that fails ``screen_variant``...).
-  Do not evaluate it; record one evaluation with status ``rejected`` and ``message``
+How a session uses a Generation, by its ``outcome``:
+- ``PRODUCED``: evaluate ``variant``.
+- ``REJECTED``: something was produced but cannot be run (an LLM reply with no code
+  block, code that does not parse, a module that fails ``screen_variant``...). Do not
+  evaluate it; record one evaluation with status ``rejected`` and ``message``
   (``variant`` carries the spliced module when there was one, for the record; it is
   None when not even a module could be built). It counts against the evaluation
   budget and as a failure for the strategy.
-- ``variant`` None, ``rejected`` False: nothing produced. ``failed`` False means the
-  generator has nothing (left) to offer for this request; ``failed`` True means the
-  generator itself could not work (endpoint unreachable after its retries, bad key):
-  not the kernel's fault, but a session should stop asking after a few of these.
+- ``NOTHING``: the generator has nothing (left) to offer for this request.
+- ``FAILED``: the generator itself could not work (endpoint unreachable after its
+  retries, bad key): not the kernel's fault, but a session should stop asking after a
+  few of these.
 ``tokens`` and ``cost_usd`` are spent whatever the outcome and count against the budget.
 """
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Optional, Protocol, runtime_checkable
 
 from ..model import Variant
@@ -39,15 +40,27 @@ class GenContext:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
 
 
+class GenerationOutcome(Enum):
+    """What one request to a generator gave (the module docstring says what a session does)."""
+
+    PRODUCED = "produced"
+    REJECTED = "rejected"
+    NOTHING = "nothing"
+    FAILED = "failed"
+
+
 @dataclass
 class Generation:
-    variant: Optional[Variant]  # None = nothing produced (see the module docstring)
+    outcome: GenerationOutcome
+    variant: Optional[Variant] = None  # PRODUCED: always; REJECTED: the module, where one was built
     message: str = ""
     tokens: int = 0
     cost_usd: float = 0.0
-    rejected: bool = False  # produced but unusable: counts as one rejected evaluation
-    failed: bool = False  # the generator could not work at all (network, key): nothing produced
     attempts: int = 0  # requests made to a remote model (retries included); 0 for offline generators
+
+    def __post_init__(self) -> None:
+        if self.outcome is GenerationOutcome.PRODUCED and self.variant is None:
+            raise ValueError("a produced Generation carries its variant")
 
 
 @runtime_checkable

@@ -26,10 +26,10 @@ out the generator says ``hung`` (the session then ends the search). Cost: two ti
 What a reply becomes (see ``base.py`` for how a session records it):
 - no fenced python block, an unterminated one (truncated reply), code that does not
   parse, no function in it, a kernel renamed (the reply defines Triton kernels but not
-  ``ctx.kernel``), or no change at all: ``Generation(variant=None, rejected=True)``;
+  ``ctx.kernel``), or no change at all: a ``REJECTED`` Generation without a variant;
 - a module that ``screen_variant`` rejects (imports os, changes a wrapper's
-  signature...): ``Generation(variant=<that module>, rejected=True)``;
-- otherwise ``Generation(variant=...)``.
+  signature...): a ``REJECTED`` Generation carrying that module;
+- otherwise a ``PRODUCED`` Generation.
 Either rejected form is recorded as one rejected evaluation. Tokens and cost are
 reported in every case where the model answered.
 """
@@ -44,7 +44,7 @@ from ..deps import require
 from ..model import Variant
 from ..redact import redact, register_secret
 from ..screen import screen_variant
-from .base import DEFAULT_LLM_TIMEOUT_S, GenContext, Generation
+from .base import DEFAULT_LLM_TIMEOUT_S, GenContext, Generation, GenerationOutcome
 from .prompt import build_messages
 from .splice import SpliceError, extract_code, splice_functions
 
@@ -154,16 +154,16 @@ class OpenAIGenerator:
 
     def generate(self, parent: Variant, strategy: str, ctx: GenContext) -> Generation:
         if strategy not in _strategies.STRATEGIES:
-            return Generation(None, message=f"openai: unknown strategy {strategy!r}")
+            return Generation(GenerationOutcome.NOTHING, message=f"openai: unknown strategy {strategy!r}")
         try:
             messages = build_messages(parent.source, ctx.kernel, strategy, ctx.harness, ctx.profile, ctx.device)
         except (LookupError, SyntaxError, ValueError) as e:
-            return Generation(None, message=f"openai: cannot build a prompt: {e}")
+            return Generation(GenerationOutcome.NOTHING, message=f"openai: cannot build a prompt: {e}")
 
         response, attempts, error = self._request(messages)
         if response is None:
-            return Generation(None, message=f"openai: request failed after {attempts} attempt(s): {error}",
-                              failed=True, attempts=attempts)
+            return Generation(GenerationOutcome.FAILED, message=f"openai: request failed after {attempts} attempt(s): {error}",
+                              attempts=attempts)
         text, finish, prompt_tokens, completion_tokens = self._read(response, messages)
         tokens = prompt_tokens + completion_tokens
         cost = estimate_cost(self.model, prompt_tokens, completion_tokens, self.prices, self.default_price)
@@ -171,8 +171,8 @@ class OpenAIGenerator:
         def reject(why: str, variant: Optional[Variant] = None) -> Generation:
             if finish == "length":
                 why += f" (the answer hit max_tokens={self.max_tokens})"
-            return Generation(variant, message=f"openai: reply rejected: {why}", tokens=tokens, cost_usd=cost,
-                              rejected=True, attempts=attempts)
+            return Generation(GenerationOutcome.REJECTED, variant, message=f"openai: reply rejected: {why}", tokens=tokens,
+                              cost_usd=cost, attempts=attempts)
 
         try:
             code = extract_code(text)
@@ -195,7 +195,8 @@ class OpenAIGenerator:
         reason = screen_variant(parent.source, spliced.source, ctx.kernel, ctx.harness or None)
         if reason is not None:
             return reject(f"screen: {reason}", variant)
-        return Generation(variant, message=variant.description, tokens=tokens, cost_usd=cost, attempts=attempts)
+        return Generation(GenerationOutcome.PRODUCED, variant, message=variant.description, tokens=tokens, cost_usd=cost,
+                          attempts=attempts)
 
     # ---- transport
     def _retryable(self, exc: Exception) -> bool:

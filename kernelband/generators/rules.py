@@ -76,7 +76,7 @@ from .analysis import (  # noqa: F401  (FAMILIES and cost_model are re-exported:
     ProposedRewrite,
     cost_model,
 )
-from .base import GenContext, Generation
+from .base import GenContext, Generation, GenerationOutcome
 from .costmodel import CostModel
 from .edits import Edits
 from .edits import merge as _merge
@@ -170,12 +170,12 @@ class RulesGenerator:
         self.last_rewrite = None
         an = self._analysis(parent, ctx.kernel)
         if an is None:
-            return Generation(None, message=f"rules: cannot analyse kernel {ctx.kernel}")
+            return Generation(GenerationOutcome.NOTHING, message=f"rules: cannot analyse kernel {ctx.kernel}")
         used = self._used.setdefault(parent.id, set())
         while True:
             avail = self._available(parent, ctx.kernel, strategy)
             if not avail:
-                return Generation(None, message=f"rules: no untried {strategy} rewrite for this kernel")
+                return Generation(GenerationOutcome.NOTHING, message=f"rules: no untried {strategy} rewrite for this kernel")
             if self.ranking == "model":  # highest predicted gain first
                 top = max(rw.score for rw in avail)
                 group = sorted((rw for rw in avail if rw.score >= top - 1e-9), key=lambda r: r.key)
@@ -193,7 +193,7 @@ class RulesGenerator:
             # a rewrite that fails the screen is a bug here; never hand it on
         variant = Variant(source, parent=parent.id, strategy=strategy, generator=self.name, description=rw.description)
         self.last_rewrite = (rw.family, rw.key)
-        return Generation(variant, message=rw.description)
+        return Generation(GenerationOutcome.PRODUCED, variant, message=rw.description)
 
     def every_rewrite(self, original: Variant, kernel: str) -> list[tuple[str, str, str]]:
         """(family, key, source) of every code rewrite the analysis of ``original`` holds,

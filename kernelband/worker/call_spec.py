@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Optional, TypeVar, Union
 
 from ..model import Serializable
-from .decode import TAG_KEY, Tagged, decode_fields
+from ..decode import TAG_KEY, Tagged, decode_fields
 
 Scalar = Union[None, bool, int, float, str]
 S = TypeVar("S", bound="Spec")

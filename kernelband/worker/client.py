@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from ..machine_cache import bytecode_env
-from .decode import MalformedMessage, decode_fields
+from ..decode import MalformedMessage, decode_fields
 from .requests import ErrorKind, ErrorReply, Hello, MalformedReply, Request, Shutdown, decode_reply
 
 

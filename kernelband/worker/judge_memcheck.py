@@ -6,8 +6,10 @@ import os
 import re
 import sys
 import time
+from dataclasses import replace
 from typing import Any, Optional
 
+from ..model import NO_GPU_SANITIZER, SanitizerReport
 from .deadlines import SANITIZE_EXIT_S
 from .jobs import JobFailed, VariantJob
 from .judge_core import JudgeCore, gpu
@@ -23,24 +25,27 @@ def sanitize(judge: JudgeCore, req: Sanitize) -> dict[str, Any]:
     memcheck (each tensor its own allocation, so an access past any tensor is reported:
     the out-of-bounds reads and writes that comparisons cannot see), then racecheck
     (shared-memory hazards between a program's threads). GPU only. The first tool that
-    fails decides; the report names it."""
+    fails decides; the report names it. The reply is the report's ``to_dict()``."""
+    return _sanitize(judge, req).to_dict()
+
+
+def _sanitize(judge: JudgeCore, req: Sanitize) -> SanitizerReport:
     tool = find_compute_sanitizer()
     if not gpu():
-        return {"ran": False, "ok": True, "reason": "no GPU: the interpreter has no compute-sanitizer"}
+        return SanitizerReport.not_run(NO_GPU_SANITIZER)
     if tool is None:
-        return {"ran": False, "ok": True, "reason": "compute-sanitizer not found (CUDA's bin folder or PATH)"}
+        return SanitizerReport.not_run("compute-sanitizer not found (CUDA's bin folder or PATH)")
     reports = []
     for name in TOOLS:
         report = _run_tool(judge, req, tool, name)
         reports.append(report)
-        if not report["ok"]:
+        if not report.ok:
             break
-    last = reports[-1]
-    return dict(last, tools=[r["tool"] for r in reports],
-                findings=[f for r in reports for f in r.get("findings", [])][:8])
+    return replace(reports[-1], tools=tuple(r.tool for r in reports),
+                   findings=tuple(f for r in reports for f in r.findings)[:8])
 
 
-def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> dict[str, Any]:
+def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> SanitizerReport:
     task = judge.require_task()
     harnesses = [h for h in task.check_harnesses if h != task.harness] or [task.harness]
     assert judge.workdir is not None
@@ -69,8 +74,8 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> dict[str
     log.unlink(missing_ok=True)
     failed, findings = read_report(report)
     failed = failed or code == 86
-    return {"ran": True, "ok": not failed, "tool": name, "exit_code": code, "job": ended, "findings": findings,
-            "harnesses": harnesses}
+    return SanitizerReport(ran=True, ok=not failed, tool=name, exit_code=code, job=ended, findings=tuple(findings),
+                           harnesses=tuple(harnesses))
 
 
 _SUMMARY = re.compile(r"(ERROR|RACECHECK) SUMMARY: (\d+) (errors?|hazards?)")

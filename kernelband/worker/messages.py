@@ -8,7 +8,7 @@ kind, an outputs frame's by its mode), where the sender is untrusted: a meta tha
 not decode ends the job (``jobs.JobEndKind.MALFORMED``), a candidate's as a trust
 refusal; the fork server its requests, the judge their replies. The session -> judge
 requests (``requests.py``) and the calls a step or frame holds (``call_spec``) go through
-the same decoder (``decode.py``). No torch here.
+the same decoder (``kernelband/decode.py``). No torch here.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal, Mapping, Optional, TypeVar
 
 from ..model import LaunchRecord, Task, Timing
 from .call_spec import DerivedCall, RecordedCall
-from .decode import MalformedMessage, Message, decode_fields
+from ..decode import MalformedMessage, Message, decode_fields
 
 OpT = TypeVar("OpT", bound="Op")
 

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Mapping, Optional, TypeVar, Union
 
 from ..model import Task
 from .deadlines import SANITIZE_RUN_S
-from .decode import MalformedMessage, Message, decode_fields
+from ..decode import MalformedMessage, Message, decode_fields
 
 # keys of the line's envelope (worker/main.py), not of the request's body
 ENVELOPE = frozenset({"id", "op"})

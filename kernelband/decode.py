@@ -1,7 +1,7 @@
 """The one checking decoder of what crosses a process boundary: ``decode_fields`` makes a
 dataclass from a JSON object by its fields' type hints, checking every key and value, and
 raises a one-line ``MalformedMessage`` naming the field that is wrong. ``Message`` is a
-whole message (``messages``, ``requests``); ``Tagged`` a class that names itself on the
+whole message (``worker/messages``, ``worker/requests``); ``Tagged`` a class that names itself on the
 wire, so that a union of them (a call's ``Arg``) decodes as the class its tag names. No
 torch here.
 """
@@ -14,8 +14,6 @@ import typing
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, Literal, Mapping, TypeGuard, TypeVar, Union
-
-from ..model import Serializable
 
 TAG_KEY = "t"  # where a Tagged class's tag sits in its wire form
 
@@ -51,8 +49,9 @@ class Message:
 def _wire(value: Any) -> Any:
     if isinstance(value, Message):
         return value.to_wire()
-    if isinstance(value, Serializable):
-        return value.to_dict()
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):  # a model's own wire form; this module imports no model, as model.py decodes with it
+        return to_dict()
     if isinstance(value, Enum):
         return value.value
     return [_wire(v) for v in value] if isinstance(value, list) else value

@@ -1,0 +1,217 @@
+"""The compute-sanitizer report as the CLI prints it (``kernelband check --json``'s
+``sanitizer`` and ``checked.memcheck``, ``optimize --json``'s ``memcheck`` and
+``checked.memcheck``) and as the agent tools answer it: the judge's real op runs over a
+fake compute-sanitizer, its reply crosses the pipe as JSON, and every key and value that
+reaches the output is pinned here."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from kernelband.agent.reports import optimize_report
+from kernelband.checking import _sanitizer_refuses
+from kernelband.evaluate import Evaluator
+from kernelband.model import PairedTiming, Result, Task, Variant
+from kernelband.result_builder import ResultBuilder, SearchOutcome
+from kernelband.search.base import Candidate
+from kernelband.session import SessionConfig
+from kernelband.worker import judge_memcheck
+from kernelband.worker.client import WorkerError, _result
+from kernelband.worker.requests import ErrorKind, Reply, Sanitize, encode_reply
+
+INVALID_WRITE = ("========= Invalid __global__ write of size 4 bytes\n"
+                 "=========     at axpy_kernel+0x1d0\n========= ERROR SUMMARY: 1 error\n")
+CLEAN_MEMCHECK = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+CLEAN_RACECHECK = "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+RACE = "========= Error: Race reported between Write access and Read access\n========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n"
+
+TASK = Task(module_path="/x/k.py", source="# o\n", kernel="k", harness="bench_k", device="cuda",
+            check_harnesses=["bench_k", "test_k"])
+
+
+class _FakeSanitizerJob:
+    """A variant job under compute-sanitizer: writes the tool's log and exits with its code."""
+
+    runs: dict[str, tuple[str, int]] = {}  # tool -> (log text, exit code)
+
+    def __init__(self, job: Any, *, wrapper: list[str], **_: Any) -> None:
+        self.tool, self.log = wrapper[wrapper.index("--tool") + 1], Path(wrapper[wrapper.index("--log-file") + 1])
+        self.proc = SimpleNamespace(wait=lambda timeout: self.runs[self.tool][1])
+
+    def start(self, _device: Any) -> None:
+        self.log.write_text(self.runs[self.tool][0])
+
+    def frames(self) -> Any:
+        return iter(())
+
+    def close(self) -> None:
+        pass
+
+
+def _judge_reply(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, runs: dict[str, tuple[str, int]],
+                 gpu: bool = True) -> Any:
+    """The judge's sanitize op on a fake compute-sanitizer, as the session reads its reply line."""
+    monkeypatch.setattr(judge_memcheck, "gpu", lambda: gpu)
+    monkeypatch.setattr(judge_memcheck, "find_compute_sanitizer", lambda: "/cuda/bin/compute-sanitizer")
+    monkeypatch.setattr(judge_memcheck, "VariantJob", _FakeSanitizerJob)
+    monkeypatch.setattr(_FakeSanitizerJob, "runs", runs)
+    judge = SimpleNamespace(require_task=lambda: TASK, workdir=tmp_path, ref=SimpleNamespace(writes={}), on_log=None)
+    answer = judge_memcheck.sanitize(judge, Sanitize(source="# v\n"))  # type: ignore[arg-type]
+    return _result(json.loads(json.dumps(encode_reply(1, Reply(result=answer)), default=str)))
+
+
+def _evaluator(reply: Any) -> Evaluator:
+    """The session's Evaluator whose judge answers ``reply`` (or raises it)."""
+    def send(_request: Any, _timeout: float) -> Any:
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    ev = Evaluator.__new__(Evaluator)
+    ev.client = SimpleNamespace(info=SimpleNamespace(interpreted=False), send=send)  # type: ignore[assignment]
+    ev._ensure_worker = lambda: None  # type: ignore[method-assign]
+    ev._deadline = lambda *_a: 1.0  # type: ignore[method-assign]
+    return ev
+
+
+class _Finalist:
+    """The primary worker at the end of a search: the real Evaluator's sanitize, a 2x paired timing."""
+
+    interpreted, worker_restarts, baseline, lanes = False, 0, None, 1
+
+    def __init__(self, evaluator: Evaluator) -> None:
+        self.evaluator = evaluator
+        self.facts: dict[str, Any] = {}
+
+    def sanitize(self, variant: Variant) -> Any:
+        return self.evaluator.sanitize(variant)
+
+    def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming:
+        return PairedTiming(2.0, 1.0, 2.0, 1.9, 2.1, rounds, "cuda-events")
+
+
+def _outputs(reply: Any) -> dict[str, Any]:
+    """What `check --json`, `optimize --json` and the agent's optimize report say of ``reply``."""
+    out: dict[str, Any] = {"checked": {"memcheck": None}}
+    logged: list[str] = []
+    refused = _sanitizer_refuses(_evaluator(reply), Variant("# v\n", id="v"), out, logged.append)
+    original = Candidate(id="o", variant=Variant(source="# o\n", id="o"), time_ms=2.0)
+    best = Candidate(id="b", variant=Variant(source="# v\n", id="b"), time_ms=1.0, parent_id="o")
+    outcome = SearchOutcome(session_id="s", stop_reason="budget", original=original, best=best, strategy_path=["tiling"],
+                            evaluations=2, seconds=1.0, tokens=0, dollars=0.0, history=[], warnings=[])
+    warnings: list[str] = []
+    result = ResultBuilder(TASK, SessionConfig(), _Finalist(_evaluator(reply)), warnings.append,  # type: ignore[arg-type]
+                           lambda _m: None).build(outcome)
+    printed = json.loads(json.dumps(result.to_dict()))
+    again = Result.from_dict(printed).to_dict()  # read back (the editor, the agent, the store)
+    assert again == printed
+    agent = optimize_report(Result.from_dict(printed), "k.py", "kernelband://results")
+    return {"check": {"refused": refused, "out": out, "log": logged},
+            "optimize": {k: printed.get(k) for k in ("status", "memcheck", "checked", "message", "unverified_variant_id")}
+            | {"has_memcheck_key": "memcheck" in printed, "warnings": warnings},
+            "agent_memcheck": json.loads(json.dumps(agent.checked.memcheck.__dict__)) if agent.checked else None}
+
+
+MEMCHECK_FAILS = {
+    "check": {"refused": True, "log": ["checking the variant under compute-sanitizer (memcheck, racecheck)..."],
+              "out": {"checked": {"memcheck": {"ran": True, "ok": False, "findings": [
+                  "Invalid __global__ write of size 4 bytes", "ERROR SUMMARY: 1 error"]}},
+                      "sanitizer": {"ran": True, "ok": False, "tool": "memcheck", "exit_code": 86, "job": "ok",
+                                    "findings": ["Invalid __global__ write of size 4 bytes", "ERROR SUMMARY: 1 error"],
+                                    "harnesses": ["test_k"], "tools": ["memcheck"]},
+                      "status": "runtime_error",
+                      "message": "passed every comparison, but fails compute-sanitizer memcheck: Invalid __global__ "
+                                 "write of size 4 bytes; ERROR SUMMARY: 1 error"}},
+    "optimize": {"status": "no_improvement",
+                 "memcheck": {"ran": True, "ok": False, "tool": "memcheck", "exit_code": 86, "job": "ok",
+                              "findings": ["Invalid __global__ write of size 4 bytes", "ERROR SUMMARY: 1 error"],
+                              "harnesses": ["test_k"], "tools": ["memcheck"]},
+                 "checked": {"seeds": [0, 1, 2], "harness": "bench_k", "harnesses": ["bench_k", "test_k"],
+                             "checks": None,
+                             "memcheck": {"ran": True, "ok": False, "findings": [
+                                 "Invalid __global__ write of size 4 bytes", "ERROR SUMMARY: 1 error"]}},
+                 "message": "the best candidate fails compute-sanitizer memcheck: Invalid __global__ write of size 4 "
+                            "bytes; ERROR SUMMARY: 1 error: not reported",
+                 "unverified_variant_id": "b", "has_memcheck_key": True,
+                 "warnings": ["the best candidate fails compute-sanitizer memcheck: Invalid __global__ write of size 4 "
+                              "bytes; ERROR SUMMARY: 1 error"]},
+    "agent_memcheck": {"ran": True, "ok": False, "findings": ["Invalid __global__ write of size 4 bytes",
+                                                              "ERROR SUMMARY: 1 error"], "reason": ""},
+}
+
+
+def _without_checks(outputs: dict[str, Any]) -> dict[str, Any]:
+    """The list of trust checks has its own tests: not pinned here."""
+    checked = outputs["optimize"]["checked"]
+    assert isinstance(checked["checks"], list) and checked["checks"]
+    checked["checks"] = None
+    return outputs
+
+
+def test_a_memcheck_finding(monkeypatch, tmp_path):
+    reply = _judge_reply(monkeypatch, tmp_path, {"memcheck": (INVALID_WRITE, 86), "racecheck": (CLEAN_RACECHECK, 0)})
+    assert _without_checks(_outputs(reply)) == MEMCHECK_FAILS
+
+
+def test_a_racecheck_finding_after_a_clean_memcheck(monkeypatch, tmp_path):
+    reply = _judge_reply(monkeypatch, tmp_path, {"memcheck": (CLEAN_MEMCHECK, 0), "racecheck": (RACE, 86)})
+    race = ["Error: Race reported between Write access and Read access",
+            "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"]
+    report = {"ran": True, "ok": False, "tool": "racecheck", "exit_code": 86, "job": "ok", "findings": race,
+              "harnesses": ["test_k"], "tools": ["memcheck", "racecheck"]}
+    outputs = _without_checks(_outputs(reply))
+    assert outputs["check"]["out"]["sanitizer"] == report and outputs["optimize"]["memcheck"] == report
+    assert outputs["check"]["out"]["checked"]["memcheck"] == {"ran": True, "ok": False, "findings": race}
+    assert outputs["check"]["out"]["message"] == f"passed every comparison, but fails compute-sanitizer racecheck: {'; '.join(race)}"
+    assert outputs["agent_memcheck"] == {"ran": True, "ok": False, "findings": race, "reason": ""}
+
+
+def test_both_tools_clean(monkeypatch, tmp_path):
+    reply = _judge_reply(monkeypatch, tmp_path, {"memcheck": (CLEAN_MEMCHECK, 0), "racecheck": (CLEAN_RACECHECK, 0)})
+    outputs = _without_checks(_outputs(reply))
+    assert outputs["check"] == {"refused": False, "log": ["checking the variant under compute-sanitizer (memcheck, racecheck)..."],
+                                "out": {"checked": {"memcheck": {"ran": True, "ok": True, "findings": []}},
+                                        "sanitizer": {"ran": True, "ok": True, "tool": "racecheck", "exit_code": 0,
+                                                      "job": "ok", "findings": [], "harnesses": ["test_k"],
+                                                      "tools": ["memcheck", "racecheck"]}}}
+    assert outputs["optimize"]["status"] == "improved" and not outputs["optimize"]["has_memcheck_key"]
+    assert outputs["optimize"]["checked"]["memcheck"] == {"ran": True, "ok": True, "findings": []}
+    assert outputs["agent_memcheck"] == {"ran": True, "ok": True, "findings": [], "reason": ""}
+
+
+@pytest.mark.parametrize("cause, reason", [
+    ("no gpu", "no GPU: the interpreter has no compute-sanitizer"),
+    ("judge error", "memcheck could not run: the op raised"),
+])
+def test_not_run(monkeypatch, tmp_path, cause, reason):
+    reply = (_judge_reply(monkeypatch, tmp_path, {}, gpu=False) if cause == "no gpu"
+             else WorkerError(ErrorKind.ERROR, "the op raised"))
+    outputs = _without_checks(_outputs(reply))
+    assert outputs["check"] == {"refused": False, "out": {"checked": {"memcheck": {"ran": False, "reason": reason}},
+                                                          "sanitizer": {"ran": False, "ok": True, "reason": reason}},
+                                "log": ["checking the variant under compute-sanitizer (memcheck, racecheck)...",
+                                        f"warning: out-of-bounds accesses and races not checked: {reason}"]}
+    assert outputs["optimize"]["status"] == "improved" and not outputs["optimize"]["has_memcheck_key"]
+    assert outputs["optimize"]["checked"]["memcheck"] == {"ran": False, "reason": reason}
+    assert outputs["optimize"]["warnings"] == [f"out-of-bounds accesses and races not checked: {reason}"]
+    assert outputs["agent_memcheck"] == {"ran": False, "ok": None, "findings": [], "reason": reason}
+
+
+@pytest.mark.parametrize("reply, says", [
+    ({"ran": True, "ok": "no"}, "malformed sanitizer report: ok must be bool"),
+    ({"ran": True, "ok": False, "verdict": "x"}, "malformed sanitizer report: unknown field(s) 'verdict'"),
+    ({"ok": True}, "malformed sanitizer report: missing required field 'ran'"),
+    (["ran"], "malformed sanitizer report: the body must be an object"),
+])
+def test_a_reply_that_does_not_decode_is_a_one_line_protocol_error(reply, says):
+    report = _evaluator(reply).sanitize(Variant("# v\n", id="v"))
+    assert not report.ran and report.reason.startswith(f"memcheck could not run: {says}")
+    assert "\n" not in report.reason
+
+
+def test_a_stored_report_that_does_not_decode_reads_as_none():
+    assert Result.from_dict({"status": "no_improvement", "memcheck": {"ran": "yes"}}).memcheck is None
