@@ -106,28 +106,35 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     # what the original compiled, kept once: a candidate whose kernel and launch settings
     # are the original's loads it, not compiles it
     judge.keep_trusted_cache(job)
-    lane_note = _open_lane(judge, job, base, req.time)
-    if lane_note:
-        notes.append(lane_note)
-    notes += _baseline_notes(judge, task, base)
-    base.lanes = candidate_lanes(judge)
-    failure = _derive_references(judge, base, notes)
+    # the derivation starts before the lane opens: where it runs in the background its
+    # calls then overlap the lane's kept run and samples, and the first candidates, whose
+    # checks after their timing wait for its references, wait about a second less. Whether
+    # the lane fits is decided first, and its memory is reserved from the derivation's.
+    lane_ok = lane_fits(judge)
+    derivation_notes: list[str] = []
+    failure = _derive_references(judge, base, derivation_notes, candidate_lanes(judge) + int(lane_ok))
     if failure:
-        judge.close_lane()
+        job.close()
         judge.spares.close()
         base.message = failure
         return base.to_dict()
+    lane_note = _open_lane(judge, job, base, req.time, lane_ok)
+    if lane_note:
+        notes.append(lane_note)
+    notes += _baseline_notes(judge, task, base) + derivation_notes
+    base.lanes = candidate_lanes(judge)
     base.ok = True
     base.launches = judge.ref.launches
     base.message = "; ".join(f"note: {n}" for n in notes)
     return base.to_dict()
 
 
-def _derive_references(judge: JudgeCore, base: Baseline, notes: list[str]) -> str:
+def _derive_references(judge: JudgeCore, base: Baseline, notes: list[str], lanes: int) -> str:
     """The original on calls of its wrapper that the harness never makes (judge_derivation):
-    started in the background where the GPU has room, else run now (their notes join
-    ``notes``). ``base.derived_calls`` bounds the candidates' deadlines. Returns why the
-    original cannot be a reference beyond its harness, or ""."""
+    started in the background where the GPU has room beside ``lanes`` runs of the harness,
+    else run now (their notes join ``notes``). ``base.derived_calls`` bounds the
+    candidates' deadlines. Returns why the original cannot be a reference beyond its
+    harness, or ""."""
     task, ref = judge.require_task(), judge.ref
     if not ref.recorded_calls:
         ref.derived_ready.set()
@@ -137,7 +144,7 @@ def _derive_references(judge: JudgeCore, base: Baseline, notes: list[str]) -> st
     calls = calls_to_derive(ref.recorded_calls, judge.session_seed, judge.interpreted,
                             optional_parameters(task.source, task.kernel))
     ref.drawn_calls, ref.derivation_runs = list(calls), judge_derivation.planned_runs(calls)
-    if judge_derivation.in_background(judge, base.lanes):
+    if judge_derivation.in_background(judge, lanes):
         # a candidate may wait for the derivation, then run every kept call
         base.derived_calls = len(calls) + ref.derivation_runs
         judge_derivation.start(judge, calls)
@@ -181,11 +188,12 @@ def candidate_lanes(judge: JudgeCore) -> int:
     return max(1, min(MAX_LANES, cores // 2, by_memory))
 
 
-def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool) -> str:
+def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool, fits: bool) -> str:
     """Keep the original's process as the reference lane (a fresh kept run, checked, replay
-    checked) and take the baseline time from it; else close it. A note when there is none."""
+    checked) and take the baseline time from it where it ``fits`` (``lane_fits``); else
+    close it. A note when there is none."""
     task = judge.require_task()
-    if not lane_fits(judge):
+    if not fits:
         job.close()
         return ("two runs of the timing harness do not fit on the GPU together: candidates are timed alone, "
                 "against the original's time measured once")
