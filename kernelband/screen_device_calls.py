@@ -29,27 +29,28 @@ Method = tuple[ast.FunctionDef, int]  # a method and how many leading parameters
 MAX_HELPER_DEPTH = 3  # helpers calling helpers with a device, followed this deep
 # tensor methods that take a device (positionally or as device=) and give back no text of it
 TENSOR_DEVICE_METHODS = frozenset({"to", "cuda", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor"})
-_DYNAMIC_ATTRIBUTES = frozenset({"__getattr__", "__getattribute__"})
+DYNAMIC_ATTRIBUTES = frozenset({"__getattr__", "__getattribute__"})
 
 
 class ModuleCode(NamedTuple):
     """What of a module a device can reach: its plain functions, its classes' methods of
     a tensor method's name (None: one that cannot be followed), the builtin names it binds
-    somewhere, and the dunder methods its classes define."""
+    somewhere, the dunder methods its classes define, and the attribute names it may
+    give its own code under (bound in a class body, or stored anywhere: ``self.pop = f``)."""
 
     functions: Helpers = {}
     methods: Mapping[str, Optional[tuple[Method, ...]]] = {}
     rebound: frozenset[str] = frozenset()
     dunders: frozenset[str] = frozenset()
+    attributes: frozenset[str] = frozenset()
 
 
 def module_code(tree: ast.Module) -> ModuleCode:
     nodes = list(ast.walk(tree))
     classes = [n for n in nodes if isinstance(n, ast.ClassDef)]
-    dunders = frozenset(s.name for c in classes for s in c.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-                        and s.name.startswith("__"))
+    dunders = frozenset(name for c in classes for name in bound_directly(c.body) if name.startswith("__"))
     return ModuleCode(module_helpers(tree, nodes), _device_methods(tree, nodes, classes, dunders),
-                      _bound_anywhere(nodes), dunders)
+                      _bound_anywhere(nodes), dunders, _own_attributes(nodes, classes))
 
 
 def module_helpers(tree: ast.Module, nodes: Optional[list[ast.AST]] = None) -> dict[str, ast.FunctionDef]:
@@ -91,6 +92,15 @@ def _bound_anywhere(nodes: list[ast.AST]) -> frozenset[str]:
     return frozenset(names)
 
 
+def _own_attributes(nodes: list[ast.AST], classes: list[ast.ClassDef]) -> frozenset[str]:
+    """Attribute names under which the module may hand over code of its own: whatever a
+    class body binds (a method, ``pop = f``) and every attribute stored or deleted."""
+    names = {n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)}
+    for c in classes:
+        names |= bound_directly(c.body)
+    return frozenset(names)
+
+
 def _device_methods(tree: ast.Module, nodes: list[ast.AST], classes: list[ast.ClassDef], dunders: frozenset[str]
                     ) -> dict[str, Optional[tuple[Method, ...]]]:
     stored = {n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)}
@@ -100,7 +110,7 @@ def _device_methods(tree: ast.Module, nodes: list[ast.AST], classes: list[ast.Cl
     for name in TENSOR_DEVICE_METHODS:
         found: list[Method] = []
         owners: set[str] = set()
-        followable = name not in stored and not dunders & _DYNAMIC_ATTRIBUTES
+        followable = name not in stored and not dunders & DYNAMIC_ATTRIBUTES
         for c in classes:
             for s in c.body:
                 skip = _bound_parameters(s) if isinstance(s, ast.FunctionDef) and s.name == name else None
@@ -188,8 +198,8 @@ class Follower:
         """Whether the device ``e``, an argument of ``call``, reaches a helper's parameter
         that uses it only as the allow-list holds."""
         fn = self.module.functions.get(call.func.id) if isinstance(call.func, ast.Name) else None
-        param = parameter(fn, call, e) if fn is not None else None
-        return fn is not None and param is not None and self._follow(fn, param, coinductive=False)
+        params = parameters(fn, call, e) if fn is not None else None
+        return fn is not None and params is not None and all(self._follow(fn, p, coinductive=False) for p in params)
 
     def method(self, call: ast.Call, e: ast.expr) -> bool:
         """Whether ``obj.<name>(..., e, ...)``, a tensor method by its name, keeps the
@@ -198,8 +208,8 @@ class Follower:
         methods = self.module.methods.get(call.func.attr, ())
         if methods is None:
             return False
-        params = [(fn, parameter(fn, call, e, skip)) for fn, skip in methods]
-        return all(p is not None and self._follow(fn, p, coinductive=True) for fn, p in params)
+        bound = [(fn, parameters(fn, call, e, skip)) for fn, skip in methods]
+        return all(ps is not None and all(self._follow(fn, p, coinductive=True) for p in ps) for fn, ps in bound)
 
     def _follow(self, fn: ast.FunctionDef, param: str, coinductive: bool) -> bool:
         key = (id(fn), param)
@@ -219,18 +229,26 @@ class Follower:
         return ok
 
 
-def parameter(fn: ast.FunctionDef, call: ast.Call, e: ast.expr, skip: int = 0) -> Optional[str]:
-    """The parameter of ``fn`` that the argument ``e`` of ``call`` binds, after ``skip``
-    parameters binding fills (a method's self); None where the call unpacks (``*xs``,
-    ``**kw``) or ``e`` lands in ``*args``/``**kwargs``."""
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        return None
-    positional = [*fn.args.posonlyargs, *fn.args.args][skip:]
+def parameters(fn: ast.FunctionDef, call: ast.Call, e: ast.expr, skip: int = 0) -> Optional[tuple[str, ...]]:
+    """The parameters of ``fn`` that the argument ``e`` of ``call`` may bind, after ``skip``
+    parameters binding fills (a method's self): one, or where the call unpacks (``*xs``,
+    ``**kw``: positions and names unknown) every one it could reach; ``*args`` and
+    ``**kwargs`` are parameters too (a tuple or dict holding the device: judged as a
+    container of it), so a method that only forwards them (``self.t.to(*args, **kwargs)``)
+    is followed. None where ``e`` can bind none."""
+    positional = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args][skip:]]
+    varargs = [fn.args.vararg.arg] if fn.args.vararg else []
+    varkw = [fn.args.kwarg.arg] if fn.args.kwarg else []
     for i, a in enumerate(call.args):
         if a is e:
-            return positional[i].arg if i < len(positional) else None
-    named = {p.arg for p in (*fn.args.args[max(0, skip - len(fn.args.posonlyargs)):], *fn.args.kwonlyargs)}
+            if isinstance(e, ast.Starred) or any(isinstance(b, ast.Starred) for b in call.args[:i]):
+                fixed = sum(not isinstance(b, ast.Starred) for b in call.args[:i])  # filled before it, at least
+                return tuple(positional[fixed:] + varargs) or None
+            return (positional[i],) if i < len(positional) else tuple(varargs) or None
+    named = [p.arg for p in (*fn.args.args[max(0, skip - len(fn.args.posonlyargs)):], *fn.args.kwonlyargs)]
     for k in call.keywords:
         if k.value is e:
-            return k.arg if k.arg in named else None
+            if k.arg is None:
+                return tuple(named + varkw) or None
+            return (k.arg,) if k.arg in named else tuple(varkw) or None
     return None

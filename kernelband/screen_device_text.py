@@ -20,19 +20,24 @@ torch or Triton call or of a tensor method (``.to``, ``.new_empty``...); the arg
 ``get_device_properties``...); a ``with`` context; an operand of ``==``, ``!=``, ``is``,
 ``is not``, ``in`` or ``not in``; the receiver of ``.type`` (the text "cuda", the same on
 every GPU) or of ``.index`` (``device_by_number``'s to judge); the value a plain name is
-bound to or a ``for`` iterates; the argument of ``len()`` or ``bool()``; anything in the
-message of an ``assert`` or a ``raise`` (the call ends there: no ``try`` in changed code).
-A container of devices (a display, a comprehension, ``list``/``set``/``tuple``/
-``frozenset``/``iter``/``reversed``/``next`` of one) holds a device and is judged as one:
-``len({t.device for t in ts}) == 1`` and ``all(d == x.device for d in devices)`` pass,
-its item turned into text, its text, hash, sort or return do not. Anything else is a use:
-returned, stored (an item, an attribute, a global), a key, a branch, text, a hash, an
-operand, an argument of any other call (a helper or lambda of the changed code too, so a
-device never reaches a parameter unseen), except where ``screen_device_calls`` follows it
-into the module's own code: a plain function whose parameter goes only where this list
-allows and is not returned (``_sm_count(x.device)`` reading
-``get_device_properties(device)``), and the module's own methods named like the tensor
-methods above, which ``obj.to(d)`` may reach instead of torch's.
+bound to or a ``for`` iterates; the argument of ``len()`` or ``bool()``; a truth test
+(``if devices:``, ``not d``: a device is always true, a container true when not empty);
+anything in the message of an ``assert`` or a ``raise`` (the call ends there: no ``try``
+in changed code). A container of devices (a display, a comprehension, what
+``screen_device_containers`` lets carry one: ``list``, ``enumerate``, ``zip``,
+``sorted``, ``.pop()``, ``.items()``, ``.get(k, default)``...) holds a device and is
+judged as one: ``len({t.device for t in ts}) == 1``, ``all(d == x.device for d in
+devices)`` and ``devices.count(d)`` pass, its item turned into text, its text, hash,
+``key=`` sort or return do not; each of those builtins, methods and truth tests only
+where the module cannot answer it with its own code. Anything else is a use: returned,
+stored (an item, an attribute, a global), a key, text, a hash, an operand, an argument of
+any other call (a helper or lambda of the changed code too, so a device never reaches a
+parameter unseen), except where ``screen_device_calls`` follows it into the module's own
+code: a plain function whose parameter goes only where this list allows and is not
+returned (``_sm_count(x.device)`` reading ``get_device_properties(device)``), and the
+module's own methods named like the tensor methods above, which ``obj.to(d)`` may reach
+instead of torch's (``*args``/``**kwargs`` are followed as containers of it, so a ``to``
+that only forwards them passes).
 """
 from __future__ import annotations
 
@@ -40,6 +45,8 @@ import ast
 from typing import Callable, NamedTuple, Optional
 
 from .screen_device_calls import TENSOR_DEVICE_METHODS, Follower, ModuleCode, module_code
+from .screen_device_containers import (ALLOW, KEY, METHODS, PASS, carried, iterated_parts, method_argument,
+                                      method_receiver, truth_trusted)
 
 Qualify = Callable[[ast.expr], Optional[str]]
 
@@ -57,12 +64,9 @@ _DEVICE_APIS = frozenset({"torch.device", *(f"torch.cuda.{n}" for n in (
 _SAME_DEVICE = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
-ALLOW, PASS = "allow", "pass"  # stops there; flows on into the parent, no use yet
 GLOBAL = "stores a device in a global"
 _SIZE_BUILTINS = frozenset({"len", "bool"})
-# builtins that give back the devices they are given, rearranged, and call no code of the module's
-# with them: the most positional arguments each takes so (iter(f, d) compares f()'s values with d)
-_CONTAINER_BUILTINS = {"list": 1, "tuple": 1, "set": 1, "frozenset": 1, "iter": 1, "reversed": 1, "next": 2}
+BRANCH = "branches on a device"
 
 
 class DeviceUse(NamedTuple):
@@ -150,8 +154,14 @@ class _Flow:
                 and isinstance(e.args[1], ast.Constant) and e.args[1].value == "device")
 
     def bind(self, target: ast.AST, value: ast.AST) -> None:
+        parts = self.iterated(target, value)
         if isinstance(target, ast.Name):
             self.names.add(target.id)
+        elif parts is not None:  # for i, d in enumerate(devices): the counter is no device
+            assert isinstance(target, (ast.Tuple, ast.List))
+            for t, source in zip(target.elts, parts):
+                if source is not None and self.holds(source):
+                    self.names |= _target_names(t)
         elif _parallel(target, value):
             assert isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
             for t, v in zip(target.elts, value.elts):
@@ -159,6 +169,17 @@ class _Flow:
                     self.bind(t, v)
         else:  # unpacked, starred or stored into a container: every name it binds
             self.names |= _target_names(target)
+
+    def iterated(self, target: ast.AST, value: ast.AST) -> Optional[list[Optional[ast.expr]]]:
+        """The parts of each item where ``target`` takes apart the items a ``for`` or a
+        comprehension iterates of ``enumerate``/``zip`` (``iterated_parts``)."""
+        loop = self.parents.get(id(value))
+        if not isinstance(loop, (ast.For, ast.AsyncFor, ast.comprehension)) or loop.iter is not value:
+            return None
+        parts = iterated_parts(self.module, value)
+        if parts is None or not isinstance(target, (ast.Tuple, ast.List)) or len(target.elts) != len(parts):
+            return None
+        return parts if not any(isinstance(t, ast.Starred) for t in target.elts) else None
 
     # ------------------------------------------------------------------ where a device goes
     def uses(self) -> list[DeviceUse]:
@@ -187,9 +208,9 @@ class _Flow:
         if isinstance(p, ast.Call):
             return self.argument(e, p), p
         if isinstance(p, ast.Attribute):
-            return (ALLOW if p.attr in ("type", "index") else f"reads .{p.attr} of a device value"), p
+            return self.attribute(p), p
         if isinstance(p, ast.Subscript):
-            return (PASS if e is p.value else "uses a device as a key or index"), p
+            return (PASS if e is p.value else KEY), p
         if isinstance(p, (ast.Tuple, ast.List, ast.Dict, ast.Set, *_COMPREHENSIONS)):
             # a container of devices holds one: what is made of it is judged as of a device. Where
             # the module defines __eq__, a set, a dict or list.index could hand a device to it
@@ -198,7 +219,7 @@ class _Flow:
         if isinstance(p, (ast.Starred, ast.NamedExpr, ast.BoolOp, ast.JoinedStr)):
             return PASS, p
         if isinstance(p, ast.IfExp):
-            return (PASS if e is not p.test else "branches on a device"), p
+            return (PASS if e is not p.test else self.truth(BRANCH)), p
         if isinstance(p, ast.Compare):
             return self.compared(p), p
         if isinstance(p, ast.FormattedValue):
@@ -206,9 +227,9 @@ class _Flow:
         if isinstance(p, ast.BinOp):
             return (TEXT if isinstance(p.op, ast.Mod) and e is p.right else "computes with a device"), p
         if isinstance(p, ast.UnaryOp):
-            return "computes with a device", p
+            return (self.truth("computes with a device") if isinstance(p.op, ast.Not) else "computes with a device"), p
         if isinstance(p, ast.comprehension):
-            return (ALLOW if e is p.iter else "branches on a device"), e
+            return (ALLOW if e is p.iter else self.truth(BRANCH)), e
         if isinstance(p, (ast.Assign, ast.AnnAssign)):
             targets = p.targets if isinstance(p, ast.Assign) else [p.target]
             return (ALLOW if all(_plain(t) for t in targets) else "stores a device in an item or attribute"), e
@@ -217,12 +238,24 @@ class _Flow:
         if isinstance(p, (ast.Return, ast.Lambda)):
             return "returns a device", e
         if isinstance(p, (ast.If, ast.While, ast.Assert)):
-            return "branches on a device", e
+            return self.truth(BRANCH), e  # its test: an assert's message ends the flow before
         if isinstance(p, ast.AugAssign):
             return "computes with a device", e
         if isinstance(p, ast.arguments):
             return "uses a device as a default argument", e
         return f"uses a device in {type(p).__name__.lower()}", e
+
+    def attribute(self, p: ast.Attribute) -> str:
+        """A device's ``.type`` and ``.index`` (its number: ``device_by_number``'s to judge),
+        or a container method called on devices (``screen_device_containers``)."""
+        call = self.parents.get(id(p))
+        if p.attr in METHODS and isinstance(call, ast.Call) and call.func is p:
+            return method_receiver(self.module, p, call) or f"reads .{p.attr} of a device value"
+        return ALLOW if p.attr in ("type", "index") else f"reads .{p.attr} of a device value"
+
+    def truth(self, otherwise: str) -> str:
+        """A truth test of devices tells only whether there are any, where Python's answers."""
+        return ALLOW if truth_trusted(self.module) else otherwise
 
     def compared(self, p: ast.Compare) -> str:
         """``==``, ``!=``, ``is`` and ``in`` tell only whether devices are the same one,
@@ -256,8 +289,11 @@ class _Flow:
         builtin = func.id if isinstance(func, ast.Name) and func.id not in self.module.rebound else None
         if builtin in _SIZE_BUILTINS and len(call.args) == 1 and not call.keywords:
             return ALLOW  # how many, or whether any: no device's identity
-        if builtin in _CONTAINER_BUILTINS and len(call.args) <= _CONTAINER_BUILTINS[builtin] and not call.keywords:
-            return PASS  # the same devices in another container: judged as one
+        # the same devices in another container (judged as one), or compared with its items
+        verdict = carried(self.module, call, e) or (
+            method_argument(self.module, call, e) if isinstance(func, ast.Attribute) and self.holds(func.value) else None)
+        if verdict is not None:
+            return verdict
         if isinstance(func, ast.Name) and func.id in _TEXT_BUILTINS or \
                 isinstance(func, ast.Attribute) and func.attr in ("format", "format_map"):
             return TEXT

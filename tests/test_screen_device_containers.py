@@ -1,7 +1,8 @@
 """Containers of devices: honest checks that inputs share one device pass, while every way
 to get a device's identity back out of a container (its item as text, its text, hash,
 order, a return, a global) is refused. What is made of a container of devices is judged
-as what is made of a device; only len(), bool() and comparisons end the flow."""
+as what is made of a device; len(), bool(), truth tests and comparisons end the flow
+(builtins and methods that carry the devices on: test_screen_device_container_calls.py)."""
 from __future__ import annotations
 
 import pytest
@@ -35,7 +36,7 @@ CONTAINERS_LAUNDERED = {
     "a dict's keys as text": ("s = str(list({x.device: 1})[0])\n", "turns a device into text"),
     "keys iterated into an f-string": ("k = [d for d in {x.device: 1}]\ns = f'{k[0]}'\n", "turns a device into text"),
     "next(iter()) into an f-string": ("s = f'{next(iter({x.device}))}'\n", "turns a device into text"),
-    "sorted": ("s = sorted({x.device, y.device})\n", "passes a device to sorted"),
+    "sorted's first as text": ("s = str(sorted({x.device, y.device})[0])\n", "turns a device into text"),
     "sorted by text": ("s = sorted({x.device, y.device}, key=str)\n", "passes a device to sorted"),
     "max by text": ("s = max([x.device], key=str)\n", "passes a device to max"),
     "map to text": ("s = list(map(str, [x.device]))\n", "passes a device to map"),
@@ -46,11 +47,10 @@ CONTAINERS_LAUNDERED = {
     "hash of a frozenset": ("k = hash(frozenset({x.device}))\n", "hashes a device"),
     "a returned list": ("return [x.device]\n", "returns a device"),
     "a returned comprehension": ("return {t.device for t in (x, y)}\n", "returns a device"),
-    "a dict method": ("k = {x.device: 1}.keys()\n", "reads .keys of a device value"),
-    "a set method": ("devices = {x.device}\nd = devices.pop()\n", "reads .pop of a device value"),
-    "a branch on a container": ("devices = {x.device}\nif devices:\n    n = n - 1\n", "branches on a device"),
+    "a dict method's item as text": ("k = str(list({x.device: 1}.keys())[0])\n", "turns a device into text"),
+    "a set method's item as text": ("devices = {x.device}\nd = devices.pop()\ns = f'{d}'\n", "turns a device into text"),
     "a union": ("k = {x.device} | {y.device}\n", "computes with a device"),
-    "enumerate": ("for i, d in enumerate([x.device]):\n    n = n + i\n", "passes a device to enumerate"),
+    "enumerate's item as text": ("for i, d in enumerate([x.device]):\n    s = str(d)\n", "turns a device into text"),
     "iter with a sentinel": ("k = list(iter(lambda: 0, x.device))\n", "passes a device to iter"),
     "next's default as text": ("k = next(iter([]), x.device)\ns = str(k)\n", "turns a device into text"),
     "a nested item as text": ("k = [[x.device]][0][0]\ns = str(k)\n", "turns a device into text"),

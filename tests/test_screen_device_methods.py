@@ -9,7 +9,7 @@ import ast
 import pytest
 
 from helpers.screening import in_wrapper, screen, with_definitions
-from kernelband.screen_device_calls import module_code
+from kernelband.screen_device_calls import module_code, parameters
 
 HONEST = """
 class Pair:
@@ -25,7 +25,7 @@ class Pair:
 LAUNDERING = {
     "text of it": "        return Pair(self.t.to(torch.float32 if str(device)[-1] == '0' else torch.float16))\n",
     "returns it": "        return device\n",
-    "a branch on it": "        if device:\n            return Pair(self.t)\n        return self\n",
+    "a key": "        return {device: self}[device]\n",
     "into a helper that makes text": "        return _name(device)\n",
 }
 _NAME = "def _name(device):\n    return len(str(device))\n"
@@ -119,3 +119,58 @@ def test_the_class_used_as_constructor_annotation_base_or_isinstance_is_still_fo
     methods = module_code(ast.parse(code)).methods["to"]
     assert methods is not None and [fn.name for fn, _ in methods] == ["to"]
     assert module_code(ast.parse("def f(x):\n    return x\n")).methods["to"] == ()
+
+
+FORWARDING = """
+class Pair:
+    def __init__(self, t):
+        self.t = t
+
+    def to(self, *args, **kwargs):
+        return Pair(self.t.to(*args, **kwargs))
+"""
+FORWARDED = ["p = Pair(y).to(x.device)\n", "p = Pair(y).to(device=x.device)\n",
+             "p = Pair(y).to(x.device, torch.float16)\n", "p = Pair(y).to(x.device, non_blocking=True)\n"]
+FORWARDING_LAUNDERS = {
+    "text of *args": "return Pair(self.t.to(torch.float16 if str(args[0])[-1] == '0' else torch.float32))",
+    "text of **kwargs": "return Pair(self.t.to(torch.float16 if len(repr(kwargs)) == 30 else torch.float32))",
+    "*args returned": "return args",
+    "*args into a helper that makes text": "return _name(*args)",
+    "**kwargs into a helper that makes text": "return _name(**kwargs)",
+    "*args kept in a list": "return self.t.tolist().append(args)",
+}
+
+
+@pytest.mark.parametrize("code", FORWARDED)
+def test_a_to_that_only_forwards_its_arguments_is_followed(code: str):
+    """``*args``/``**kwargs`` hold the device (a container of it): handing them on to a
+    tensor's ``.to`` keeps it within the allow-list."""
+    module = with_definitions(FORWARDING)
+    assert screen(in_wrapper(code, module), module) is None, code
+
+
+@pytest.mark.parametrize("case", sorted(FORWARDING_LAUNDERS))
+def test_a_forwarding_to_that_launders_its_arguments_is_refused(case: str):
+    original = with_definitions(_NAME + FORWARDING)
+    variant = original.replace("return Pair(self.t.to(*args, **kwargs))", FORWARDING_LAUNDERS[case])
+    for code in ("p = Pair(y).to(x.device)\n", "p = Pair(y).to(device=x.device)\n"):
+        if ("kwargs" in case) == ("device=" in code):
+            reason = screen(in_wrapper(code, variant), original)
+            assert reason and "passes a device to Pair(y).to" in reason, (case, reason)
+
+
+def test_an_argument_may_bind_every_parameter_an_unpacked_call_could_reach():
+    fn = ast.parse("def f(a, b, *rest, c=1, **kw):\n    pass\n").body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    call = ast.parse("f(1, *xs, 2, c=3, **more)", mode="eval").body
+    assert isinstance(call, ast.Call)
+    one, xs, two = call.args
+    c, more = (k.value for k in call.keywords)
+    assert parameters(fn, call, one) == ("a",)
+    assert parameters(fn, call, xs) == ("b", "rest")
+    assert parameters(fn, call, two) == ("b", "rest")  # after *xs, its position is unknown
+    assert parameters(fn, call, c) == ("c",)
+    assert parameters(fn, call, more) == ("a", "b", "c", "kw")
+    assert parameters(fn, call, one, skip=1) == ("b",)
+    bare = ast.parse("def g(a):\n    pass\n").body[0]
+    assert isinstance(bare, ast.FunctionDef) and parameters(bare, call, two) is None

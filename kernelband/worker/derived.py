@@ -167,7 +167,8 @@ def derive(calls: list[RecordedCall], seed: int, per_call: int = len(FLAVOURS), 
       first result (as it is after all of them) and the last one are compared;
     - scalars: the plain arguments the harness passes one value of varied (floats negated,
       flags flipped, also the bool parameters it never passes: ``_scalar_calls``);
-    - empty: the first tensor's first dimension 0, an empty batch (``_empty_call``);
+    - empty: the first tensor's first dimension 0, an empty batch (``_empty_call``; by
+      position, in up to three calls, where that size is also another dimension);
     and where the wrapper has an output parameter (``optional``: function -> its
     ``DefaultedParam``s): float ones the harness never passes changed (an ``eps``), an
     output buffer passed strided, and the output buffer being an input (aliasing, whether
@@ -323,13 +324,49 @@ def _empty_call(call: RecordedCall, tensors: list[TensorArg], rng: random.Random
     step with no tokens, a batch of no rows), other sizes drawn small. A kernel whose grid
     follows the rows launches no program and returns empty outputs; a rewrite that divides
     by the rows (programs per row of a persistent kernel) or indexes its first one fails.
-    None where that dimension is already 1 or less, or where its size is also a later
-    dimension of a tensor (a square matmul): sizes are mapped by value, so that would
-    empty the reduction too, which is no batch."""
+    None where that dimension is already 1 or less. Where its size is also a later
+    dimension of a tensor (a square matmul, M = N = K), sizes mapped by value would empty
+    the reduction too, which is no batch: there the batch is emptied by position instead
+    (``_positional_empty_calls``)."""
     first = tensors[0].shape[0] if tensors[0].shape else 0
-    if first <= 1 or any(d == first for t in tensors for d in t.shape[1:]):
+    if first <= 1:
         return []
+    if any(d == first for t in tensors for d in t.shape[1:]):
+        return _positional_empty_calls(call, tensors, rng, max_bytes, dtypes)
     return [_derive_one(call, "empty", tensors, rng, max_bytes, dtypes)]
+
+
+def _positional_empty_calls(call: RecordedCall, tensors: list[TensorArg], rng: random.Random, max_bytes: int,
+                            dtypes: tuple[str, ...]) -> list[DerivedCall]:
+    """Empty batches where the batch's size is also another dimension: every size drawn
+    small by value (consistently: a reduction stays the same length in every tensor), then
+    the first dimension of the first tensor set to 0 by position, and of the tensors shaped
+    exactly like it, in a second call (an output buffer of the batch's shape), and, where
+    the harness passes an output buffer by name, of that one alone in a third. Which of
+    them is a valid call only the original knows (a square matmul's second operand has the
+    first's shape too): the calls it raises on or mishandles are dropped before any
+    candidate sees them (``judge_derived.absorb_original``)."""
+    base = _derive_one(call, "empty_rows", tensors, rng, max_bytes, dtypes)
+    shape = tensors[0].shape
+    outputs = {v.id for k, v in call.kwargs.items() if k in OUT_NAMES and isinstance(v, TensorArg) and v.shape == shape}
+    candidates = [{tensors[0].id}, {t.id for t in tensors if t.shape == shape}, {tensors[0].id} | outputs]
+    out: list[DerivedCall] = []
+    for ids in candidates:
+        derived = _rows_emptied(base, ids)
+        if derived not in out:
+            out.append(derived)
+    return out
+
+
+def _rows_emptied(call: DerivedCall, ids: set[int]) -> DerivedCall:
+    """``call`` as an empty batch: the first dimension of the tensors ``ids`` 0."""
+    def emptied(arg: Arg) -> Arg:
+        if isinstance(arg, TensorArg) and arg.id in ids and arg.shape:
+            return replace(arg, shape=(0, *arg.shape[1:]))
+        return arg
+
+    return replace(call, flavour="empty", args=tuple(emptied(a) for a in call.args),
+                   kwargs={k: emptied(v) for k, v in call.kwargs.items()})
 
 
 def _find_arg(call: Call, ident: int) -> TensorArg:
