@@ -8,7 +8,7 @@ import logging
 
 from pygls.uris import from_fs_path
 
-from kernelband.model import FOUND_STATUSES
+from kernelband.model import FOUND_STATUSES, ResultStatus
 
 from .background import Background
 from .documents import Analysis
@@ -42,7 +42,7 @@ class BackgroundOptimizer:
 
     def _already_done(self, a: Analysis, kernel: str) -> bool:
         res = self.store.result(a.path, kernel)
-        return res is not None and res.original_hash == a.hash and res.status in (*FOUND_STATUSES, "no_improvement")
+        return res is not None and res.original_hash == a.hash and res.status in FOUND_STATUSES | {ResultStatus.NO_IMPROVEMENT}
 
     def _submit(self, a: Analysis, kernel: str) -> bool:
         if not a.path:
