@@ -27,7 +27,8 @@ KV_PREFIX = "optimize-all/"
 # folders never scanned: environments, caches, our own output
 SKIP_DIRS = {".git", ".hg", ".kernelband", "__pycache__", "node_modules", ".venv", "venv", "env", "site-packages",
              ".tox", ".mypy_cache", ".pytest_cache", "build", "dist"}
-RAN = frozenset({ResultStatus.IMPROVED, ResultStatus.NO_IMPROVEMENT, ResultStatus.VERIFIED_CORRECT})  # statuses worth keeping (a finished search)
+# statuses worth keeping (a finished search)
+RAN = frozenset({ResultStatus.IMPROVED, ResultStatus.NO_IMPROVEMENT, ResultStatus.VERIFIED_CORRECT})
 
 
 @dataclass

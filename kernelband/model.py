@@ -478,7 +478,7 @@ class ResultStatus(str, Enum):
 FOUND_STATUSES = frozenset({ResultStatus.IMPROVED, ResultStatus.VERIFIED_CORRECT})  # a Result with a correct variant
 
 
-def result_status(word: Any) -> ResultStatus:
+def result_status(word: object) -> ResultStatus:
     """The status a stored or received word names. A Result whose status is missing, not a
     word, or a word this version does not know says nothing it can be trusted for: failed
     (as any other malformed field falls back to its default)."""

@@ -169,7 +169,8 @@ class ResultBuilder:
         said about its speed (no re-measurement: CPU times would only invite a claim)."""
         self._found(result, best, out)
         result.extra["checked"]["memcheck"] = SanitizerReport.not_run(MEMCHECK_ON_INTERPRETER).summary()
-        result.status, result.best_ms, result.speedup, result.speedup_ci = ResultStatus.VERIFIED_CORRECT, best.time_ms, None, None
+        result.status = ResultStatus.VERIFIED_CORRECT
+        result.best_ms, result.speedup, result.speedup_ci = best.time_ms, None, None
         via = " -> ".join(result.strategy_path) or "a stored variant"
         result.message = (f"a correct variant (via {via}) passed every check; {NO_GPU_NOTE}: no speed claim. "
                           "Run on a GPU to measure it, or pass --cpu-tuning to rank and apply by CPU time")

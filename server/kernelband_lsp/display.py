@@ -98,7 +98,8 @@ def result_summary(result: Result, kernel: str = "") -> str:
         pair = time_pair(result.baseline_ms, result.best_ms, claim)
         return f"{k}: {speedup_phrase(result) or 'faster'} faster" + (f", {pair}" if pair else "") + _via(result) + evals
     if result.status in FOUND_STATUSES:
-        extra = " (faster in CPU-interpreter time, which says nothing about a GPU)" if result.status == ResultStatus.IMPROVED else ""
+        cpu_faster = result.status == ResultStatus.IMPROVED
+        extra = " (faster in CPU-interpreter time, which says nothing about a GPU)" if cpu_faster else ""
         return f"{k}: found a variant that is {INTERPRETED_NOTE}{extra}{_via(result)}{evals}"
     if result.status == ResultStatus.NO_IMPROVEMENT:
         best = ratio(result.speedup, claim) if (S.num(result.speedup) or 1.0) != 1.0 else None
