@@ -21,14 +21,14 @@ from typing import Any, Callable, Optional
 
 from .detect import detect, read_source
 from .harness import find_harness
-from .model import Task, sha256_text
-from .verdict import IMPROVED, VERIFIED_CORRECT
+from .model import ResultStatus, Task, sha256_text
 
 KV_PREFIX = "optimize-all/"
 # folders never scanned: environments, caches, our own output
 SKIP_DIRS = {".git", ".hg", ".kernelband", "__pycache__", "node_modules", ".venv", "venv", "env", "site-packages",
              ".tox", ".mypy_cache", ".pytest_cache", "build", "dist"}
-RAN = ("improved", "no_improvement", "verified_correct")  # statuses worth keeping (a finished search)
+# statuses worth keeping (a finished search)
+RAN = frozenset({ResultStatus.IMPROVED, ResultStatus.NO_IMPROVEMENT, ResultStatus.VERIFIED_CORRECT})
 
 
 @dataclass
@@ -128,9 +128,9 @@ def write_patch(out_dir: Path, job: KernelJob, result: dict[str, Any]) -> Option
     """The verified edit of a kernel as a patch file: improved (and applicable) results in
     out_dir, correct-only ones (no speed claim: the interpreter) in out_dir/correct-only."""
     status = result.get("status")
-    if status == IMPROVED and result.get("applicable"):
+    if status == ResultStatus.IMPROVED and result.get("applicable"):
         folder, header = out_dir, f"# kernelband: {job.rel}:{job.kernel}: {result.get('message', '')}\n"
-    elif status == VERIFIED_CORRECT:
+    elif status == ResultStatus.VERIFIED_CORRECT:
         folder = out_dir / "correct-only"
         header = (f"# kernelband: {job.rel}:{job.kernel}: verified correct, speed not measured (no GPU): "
                   "not a speedup\n")
@@ -252,7 +252,7 @@ class BatchRun:
 def _describe(row: Row) -> str:
     if row.resumed:
         return f"{row.status} (stored result, not run again)"
-    if row.status == IMPROVED and row.speedup:
+    if row.status == ResultStatus.IMPROVED and row.speedup:
         lo = row.speedup_ci[0] if row.speedup_ci else None
         ci = f" (CI low {lo:.3f})" if lo is not None else ""
         return f"improved {row.speedup:.3f}x{ci} in {row.evaluations} evaluations, {row.seconds:.1f} s [{row.worker}]"

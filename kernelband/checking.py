@@ -102,7 +102,7 @@ def check_variant(task: Task, variant_source: str, variant_label: str, options: 
         elif _sanitizer_refuses(evaluator, variant, out, log):
             return out
         if base.interpreted and not options.cpu_tuning:
-            out.update(verdict=decide_verdict(None, interpreted=True).status,
+            out.update(verdict=decide_verdict(None, interpreted=True).status.value,
                        message=f"{ev.message + '; ' if ev.message else ''}correct; {NO_GPU_NOTE}")
             return out
         log("re-measuring original and variant interleaved...")
@@ -147,6 +147,6 @@ def _paired(evaluator: Evaluator, variant: Variant, options: CheckOptions, out: 
     # one pair of times, both from the interleaved rounds, consistent with the speedup beside them
     out.update(paired=True, baseline_ms=baseline_ms, variant_ms=variant_ms, speedup=paired.speedup,
                speedup_ci=list(ci), paired_medians_ms=[paired.baseline_ms, paired.variant_ms], rounds=paired.rounds,
-               verdict=verdict.status, speed_claim=verdict.speed_claim, min_speedup=options.min_speedup)
+               verdict=verdict.status.value, speed_claim=verdict.speed_claim, min_speedup=options.min_speedup)
     if noise:
         out.setdefault("warnings", []).append(noise)

@@ -475,7 +475,19 @@ class ResultStatus(str, Enum):
         return self.value
 
 
-FOUND_STATUSES = (ResultStatus.IMPROVED.value, ResultStatus.VERIFIED_CORRECT.value)  # a Result with a correct variant
+FOUND_STATUSES = frozenset({ResultStatus.IMPROVED, ResultStatus.VERIFIED_CORRECT})  # a Result with a correct variant
+
+
+def result_status(word: object) -> ResultStatus:
+    """The status a stored or received word names. A Result whose status is missing, not a
+    word, or a word this version does not know says nothing it can be trusted for: failed
+    (as any other malformed field falls back to its default)."""
+    if isinstance(word, ResultStatus):
+        return word
+    try:
+        return ResultStatus(word) if isinstance(word, str) else ResultStatus.FAILED
+    except ValueError:
+        return ResultStatus.FAILED
 
 
 def _num(v: Any) -> Optional[float]:
@@ -537,7 +549,7 @@ class Result:
     client depend on them); keys in ``SOMETIMES`` appear only when set. ``extra`` keeps
     keys this version does not know (a newer engine's), so a round trip loses nothing."""
 
-    status: str  # a ResultStatus's word
+    status: ResultStatus  # its word on the wire (to_dict writes the value)
     kernel: str = ""
     file: str = ""
     session_id: str = ""
@@ -584,6 +596,11 @@ class Result:
     SOMETIMES = ("paired_rounds", "paired_medians_ms", "search_best_ms", "search_baseline_ms",
                  "unverified_variant_id", "unverified_diff", "memcheck", "applied")
 
+    def __post_init__(self) -> None:
+        # a word given in code (a test, a hand-made Result) becomes the member it names, so
+        # that the field has one type; an unknown word is a mistake in that code
+        self.status = ResultStatus(self.status)
+
     @property
     def found(self) -> bool:
         """Carries a correct variant (improved, or verified_correct under the interpreter)."""
@@ -604,8 +621,8 @@ class Result:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Result":
-        if isinstance(d, dict) and not (isinstance(d.get("status"), str) and d["status"]):
-            d = {**d, "status": "failed"}  # a Result without a status says nothing it can be trusted for
+        if isinstance(d, dict):  # decoded once, here: the word on the wire becomes the member
+            d = {**d, "status": result_status(d.get("status"))}
         if isinstance(d, dict) and "applicable" not in d:  # written before the field: the verdict then
             d = {**d, "applicable": d.get("status") == ResultStatus.IMPROVED and d.get("speed_claim") is not False}
         if isinstance(d, dict) and d.get("memcheck") is not None:
@@ -620,8 +637,8 @@ class Result:
                   partial: Optional["Result"] = None, evaluations: Optional[int] = None) -> "Result":
         """The Result of a job that ended without the engine's own (cancelled, superseded,
         failed): a partial Result it did send is kept, with this status and message."""
-        r = dataclasses.replace(partial) if partial is not None else cls(status="cancelled")
-        r.status = "failed" if failed else "cancelled"
+        r = dataclasses.replace(partial) if partial is not None else cls(status=ResultStatus.CANCELLED)
+        r.status = ResultStatus.FAILED if failed else ResultStatus.CANCELLED
         r.kernel, r.file = kernel, file
         r.message = message or r.message
         r.warnings = list(r.warnings)

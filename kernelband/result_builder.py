@@ -22,8 +22,8 @@ from typing import Any, Callable, Optional, Union
 from .checking import MEMCHECK_ON_INTERPRETER, checked_block
 from .evaluate import SetupError
 from .executor.base import Evaluator
-from .model import Result, SanitizerReport, Task
-from .verdict import IMPROVED, NO_GPU_NOTE, NO_IMPROVEMENT, VERIFIED_CORRECT, consistent_times, decide_verdict
+from .model import Result, ResultStatus, SanitizerReport, Task
+from .verdict import NO_GPU_NOTE, consistent_times, decide_verdict
 from .worker.client import WorkerError
 from .worker.requests import ErrorKind
 
@@ -75,7 +75,7 @@ class ResultBuilder:
         original, best = out.original, out.best
         interpreted = bool(self.evaluator.interpreted)
         result = Result(
-            status=NO_IMPROVEMENT, kernel=self.task.kernel, file=self.task.module_path, session_id=out.session_id,
+            status=ResultStatus.NO_IMPROVEMENT, kernel=self.task.kernel, file=self.task.module_path, session_id=out.session_id,
             original_hash=self.task.source_hash, baseline_ms=original.time_ms, best_ms=original.time_ms,
             speedup=1.0, speedup_ci=[1.0, 1.0], speed_claim=not interpreted, applicable=False,
             min_speedup=self.config.min_speedup, evaluations=out.evaluations, interpreted=interpreted,
@@ -169,7 +169,8 @@ class ResultBuilder:
         said about its speed (no re-measurement: CPU times would only invite a claim)."""
         self._found(result, best, out)
         result.extra["checked"]["memcheck"] = SanitizerReport.not_run(MEMCHECK_ON_INTERPRETER).summary()
-        result.status, result.best_ms, result.speedup, result.speedup_ci = VERIFIED_CORRECT, best.time_ms, None, None
+        result.status = ResultStatus.VERIFIED_CORRECT
+        result.best_ms, result.speedup, result.speedup_ci = best.time_ms, None, None
         via = " -> ".join(result.strategy_path) or "a stored variant"
         result.message = (f"a correct variant (via {via}) passed every check; {NO_GPU_NOTE}: no speed claim. "
                           "Run on a GPU to measure it, or pass --cpu-tuning to rank and apply by CPU time")
@@ -191,7 +192,7 @@ class ResultBuilder:
             self.warn(SEQUENTIAL_NOTE)
         ci = f"{paired.speedup:.3f}x (95% CI {paired.ci_low:.3f}-{paired.ci_high:.3f})"
         cpu = " in CPU-interpreter time (--cpu-tuning; not a GPU speedup)" if self.evaluator.interpreted else ""
-        if verdict.status == IMPROVED:
+        if verdict.status == ResultStatus.IMPROVED:
             result.message = f"{ci} faster{cpu} via {' -> '.join(result.strategy_path) or 'a stored variant'}"
         else:
             result.message = (f"best candidate measured {ci}{cpu} on re-measurement: not a verified speedup "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator, Optional
 
-from .model import FOUND_STATUSES, Result, sha256_text
+from .model import FOUND_STATUSES, Result, ResultStatus, sha256_text
 
 # what an interpreted result may claim (the editor says the same)
 INTERPRETED_NOTE = "correct; speed needs a GPU"
@@ -126,14 +126,14 @@ def verdict_line(check: Optional[dict[str, Any]]) -> tuple[bool, str]:
         return False, f"re-verification failed ({status}){why}"
     verdict = check.get("verdict")
     sp, ci = _num(check.get("speedup")), check.get("speedup_ci")
-    if verdict == "verified_correct" or (check.get("interpreted") and not check.get("speed_claim")):
+    if verdict == ResultStatus.VERIFIED_CORRECT or (check.get("interpreted") and not check.get("speed_claim")):
         return True, f"re-verified: {INTERPRETED_NOTE}"
     if sp is None:
         return True, "re-verified: correct"
     ci_txt = ""
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_num(x) is not None for x in ci):
         ci_txt = f", 95% CI {_num(ci[0]):.2f}–{_num(ci[1]):.2f}"
-    if verdict == "improved":
+    if verdict == ResultStatus.IMPROVED:
         return True, f"re-verified: correct, {sp:.2f}x faster{ci_txt}"
     return True, f"re-verified: correct, but not measurably faster now ({sp:.2f}x{ci_txt})"
 

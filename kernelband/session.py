@@ -26,7 +26,7 @@ from .evaluate import SetupError, WorkerLost  # noqa: F401 - WorkerLost: re-expo
 from .events import EventEmitter
 from .executor.base import Evaluator
 from .executor.pool import WorkerPool
-from .model import Evaluation, Result, Task, Variant
+from .model import FOUND_STATUSES, Evaluation, Result, ResultStatus, Task, Variant
 from .options import DEFAULT_LLM_TIMEOUT_S, EXHAUSTIVE, SEARCH_NAMES  # noqa: F401 - re-exported
 from .redact import register_secret, scrub
 from .result_builder import ResultBuilder, SearchOutcome, unified_diff  # noqa: F401 - unified_diff: re-exported
@@ -38,7 +38,6 @@ from .session_setup import Preparation
 from .session_warm import GeneratorWarmup, warm_imports
 from .store import Store
 from .trace import mark
-from .verdict import IMPROVED, VERIFIED_CORRECT
 from .workdirs import WORKDIR_PREFIX, job_workdir, session_workdir, sweep_stale_workdirs  # noqa: F401 - re-exported
 
 
@@ -215,7 +214,7 @@ class Session:
                 for c in self.pool.members[1:]:
                     self.store.put_variant(self.task.source_hash, self.task.kernel, self.platform.gpu, c.id,
                                            c.variant.source, c.time_ms, c.variant.strategy)
-                self.store.finish_session(self.id, result.status, result.to_dict(history=False))
+                self.store.finish_session(self.id, result.status.value, result.to_dict(history=False))
             self.emit("result", result=result.to_dict())
             return result
         finally:
@@ -228,7 +227,7 @@ class Session:
         stop by request said so, no secrets, capped."""
         result = self._finish(stop_reason)
         if self.stop.is_set():
-            result.status = result.status if result.status in (IMPROVED, VERIFIED_CORRECT) else "cancelled"
+            result.status = result.status if result.status in FOUND_STATUSES else ResultStatus.CANCELLED
             result.stop_reason = "stopped by request"
         return Result.from_dict(scrub(result.to_dict()))
 

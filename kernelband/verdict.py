@@ -29,17 +29,12 @@ from .model import ResultStatus
 # half-width: a verdict above it reproduces in another session.
 DEFAULT_MIN_SPEEDUP = 1.03
 
-# the verdict's statuses are the Result's (model.ResultStatus); plain words on the wire
-IMPROVED = ResultStatus.IMPROVED.value
-NO_IMPROVEMENT = ResultStatus.NO_IMPROVEMENT.value
-VERIFIED_CORRECT = ResultStatus.VERIFIED_CORRECT.value
-
 NO_GPU_NOTE = "its speed cannot be measured without a GPU (the Triton interpreter's CPU times are not GPU times)"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # IMPROVED | NO_IMPROVEMENT | VERIFIED_CORRECT
+    status: ResultStatus  # IMPROVED | NO_IMPROVEMENT | VERIFIED_CORRECT: the Result's own statuses
     speed_claim: bool  # the numbers are GPU times and may be read as a speedup
     applicable: bool  # an editor may offer Apply and --apply may write it
 
@@ -59,9 +54,10 @@ def decide_verdict(ci_low: Optional[float], *, interpreted: bool, cpu_tuning: bo
     """The verdict for a correct candidate whose paired CI's lower bound is ``ci_low``
     (None: not re-measured)."""
     if interpreted and not cpu_tuning:
-        return Verdict(VERIFIED_CORRECT, speed_claim=False, applicable=False)
+        return Verdict(ResultStatus.VERIFIED_CORRECT, speed_claim=False, applicable=False)
     improved = is_improvement(ci_low, min_speedup)
-    return Verdict(IMPROVED if improved else NO_IMPROVEMENT, speed_claim=not interpreted, applicable=improved)
+    status = ResultStatus.IMPROVED if improved else ResultStatus.NO_IMPROVEMENT
+    return Verdict(status, speed_claim=not interpreted, applicable=improved)
 
 
 def consistent_times(baseline_ms: float, variant_ms: float, speedup: float,

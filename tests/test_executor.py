@@ -15,10 +15,9 @@ import pytest
 from kernelband.executor import ExecutorOptions, ExecutorUnavailable, make_executor
 from kernelband.executor.local import LocalExecutor, visible_gpus
 from kernelband.executor.pool import WorkerPool
-from kernelband.model import Evaluation, PairedTiming, SanitizerReport, Status, Timing, Variant
+from kernelband.model import Evaluation, PairedTiming, ResultStatus, SanitizerReport, Status, Timing, Variant
 from kernelband.search import BanditConfig, Candidate, Outcome, make_policy
 from kernelband.search.base import add_pending
-from kernelband.verdict import IMPROVED, NO_IMPROVEMENT
 
 REPO = Path(__file__).resolve().parent.parent
 POLICIES = ("kernelband", "kernelband-v1", "kernelband-v2", "ucb1", "greedy", "random")
@@ -343,7 +342,7 @@ def test_the_finalists_memcheck_runs_on_the_spare_worker_while_the_primary_re_me
     # each waited for the other to be running: one after the other would have waited 10 s twice
     assert time.monotonic() - t0 < 8
     assert primary.calls == ["paired"] and spare.calls == ["sanitize"]
-    assert result.status == IMPROVED and result.speedup == 2.0
+    assert result.status == ResultStatus.IMPROVED and result.speedup == 2.0
 
 
 def test_a_memcheck_failure_on_the_spare_still_refuses_the_winner():
@@ -351,7 +350,7 @@ def test_a_memcheck_failure_on_the_spare_still_refuses_the_winner():
     primary = _Final(SanitizerReport(ran=True, ok=True), threading.Event(), None)
     spare = _Final(bad, threading.Event(), None)
     result, warnings = _build(primary, spare)
-    assert result.status == NO_IMPROVEMENT and result.memcheck == bad and result.unverified_variant_id == "b"
+    assert result.status == ResultStatus.NO_IMPROVEMENT and result.memcheck == bad and result.unverified_variant_id == "b"
     assert any("fails compute-sanitizer memcheck" in w for w in warnings)
     # a spare that cannot run it hands the memcheck back to the primary
     class Broken(_Final):
@@ -360,7 +359,7 @@ def test_a_memcheck_failure_on_the_spare_still_refuses_the_winner():
 
     primary = _Final(bad, threading.Event(), None)
     result, _ = _build(primary, Broken(bad, threading.Event(), None))
-    assert primary.calls == ["paired", "sanitize"] and result.status == NO_IMPROVEMENT
+    assert primary.calls == ["paired", "sanitize"] and result.status == ResultStatus.NO_IMPROVEMENT
 
 
 # --------------------------------------------------------------------------- what a Ray worker is sent

@@ -17,13 +17,12 @@ import pytest
 from kernelband.batch import RAN, BatchRun, discover
 from kernelband.executor import ExecutorOptions
 from kernelband.executor.local import LocalExecutor
-from kernelband.model import Task
+from kernelband.model import ResultStatus, Task
 from kernelband.session import Budget, Session, SessionConfig
-from kernelband.verdict import IMPROVED, NO_IMPROVEMENT, VERIFIED_CORRECT
 from helpers.session import task_of, workspace
 
 REPO = Path(__file__).resolve().parent.parent
-VERDICTS = (IMPROVED, NO_IMPROVEMENT, VERIFIED_CORRECT)
+VERDICTS = (ResultStatus.IMPROVED, ResultStatus.NO_IMPROVEMENT, ResultStatus.VERIFIED_CORRECT)
 # The tests marked slow run in the slow tier (scripts/test.sh --slow); the others keep
 # this file in the default tier.
 
@@ -57,7 +56,7 @@ def test_two_local_slots_run_a_bandit_search_to_a_verdict(tmp_path):
     cfg = SessionConfig(search="kernelband", budget=Budget(evaluations=4), strategies=["tiling", "pipeline"],
                         warm_start=False, profile_tier=0)
     result = Session(task_of(path), cfg, executor=LocalExecutor(ExecutorOptions(workers=2))).run().to_dict()
-    assert result["status"] == VERIFIED_CORRECT and result["evaluations"] == 4 and len(result["history"]) == 4
+    assert result["status"] == ResultStatus.VERIFIED_CORRECT and result["evaluations"] == 4 and len(result["history"]) == 4
     assert result["diff"] and result["best_source"] != task_of(path).source
 
 
@@ -146,7 +145,7 @@ def test_a_session_runs_through_ray_actors(local_ray, tmp_path):
         result = Session(task_of(path), cfg, executor=executor).run().to_dict()
     finally:
         executor.close()
-    assert result["status"] == VERIFIED_CORRECT and result["interpreted"], result["message"]
+    assert result["status"] == ResultStatus.VERIFIED_CORRECT and result["interpreted"], result["message"]
     assert result["evaluations"] == 3 and result["diff"]
     assert {h["worker"] for h in result["history"]} <= {"ray cpu 0", "ray cpu 1"}
     assert not executor._actors  # every actor is gone after the session
@@ -180,7 +179,7 @@ def test_a_killed_ray_actor_is_replaced_and_the_session_finishes(local_ray, tmp_
         executor.close()
     assert KilledOnce.calls >= 3
     assert result["worker_restarts"] == 1  # one new actor, prepared again from the texts
-    assert result["status"] == VERIFIED_CORRECT and result["evaluations"] == 3
+    assert result["status"] == ResultStatus.VERIFIED_CORRECT and result["evaluations"] == 3
     assert [h["status"] for h in result["history"]].count("ok") >= 1
     assert "worker lost" not in result["stop_reason"]
 

@@ -5,14 +5,19 @@ results tolerantly and writes the wire format's keys."""
 from __future__ import annotations
 
 import dataclasses
+import enum
+import json
 import re
+import sqlite3
 import typing
 from pathlib import Path
 
 import pytest
 
-from kernelband.model import Result
+from kernelband.model import FOUND_STATUSES, Result, ResultStatus
 from kernelband.profile.schema import Profile
+from kernelband.store import Store
+from kernelband.verdict import decide_verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBS_TS = ROOT / "vscode-client" / "src" / "jobs.ts"
@@ -44,8 +49,8 @@ def ts_of(py: typing.Any) -> set[str]:
         inner = [a for a in args if a is not type(None)]
         assert len(inner) == 1, py
         return {f"{t} | null" for t in ts_of(inner[0])}
-    if py is str:
-        return {"string"}
+    if py is str or (isinstance(py, type) and issubclass(py, str) and issubclass(py, enum.Enum)):
+        return {"string"}  # a str-valued enum is written as its word
     if py in (int, float):
         return {"number"}
     if py is bool:
@@ -156,3 +161,63 @@ def test_profile_round_trip():
     assert out["tiers"]["timing"]["time_per_launch_ms"] == 0.42 and out["diagnosis"]["bottleneck"] == "memory-bound"
     assert Profile.from_dict(out) == p
     assert Profile.from_dict({"diagnosis": {"bottleneck": "unknown"}}).bottleneck is None
+
+
+# ---------------------------------------------------------------- the status words
+# The CLI's --json, the store's rows, the LSP notifications, the MCP replies and the
+# TypeScript client all read these exact words; the enum is Python's name for them.
+WIRE_WORDS = {"improved", "no_improvement", "verified_correct", "cancelled", "failed"}
+
+
+def test_the_status_words_are_pinned():
+    assert {s.value for s in ResultStatus} == WIRE_WORDS
+    assert FOUND_STATUSES == {"improved", "verified_correct"}
+    for status in ResultStatus:
+        d = Result(status=status, kernel="k").to_dict()
+        assert type(d["status"]) is str and d["status"] == status.value  # a plain word, not the member
+        assert json.loads(json.dumps(d))["status"] == status.value
+        assert Result.from_dict(d).status is status  # decoded once, to the member
+
+
+def test_a_word_given_in_code_becomes_the_member():
+    r = Result(status="verified_correct")  # the coercion under test
+    assert r.status is ResultStatus.VERIFIED_CORRECT and r.found is False  # no best_source
+    with pytest.raises(ValueError):
+        Result(status="bogus")
+
+
+def test_the_verdict_speaks_the_results_words():
+    for verdict in (decide_verdict(2.0, interpreted=False), decide_verdict(1.0, interpreted=False),
+                    decide_verdict(None, interpreted=True)):
+        assert isinstance(verdict.status, ResultStatus) and verdict.status.value in WIRE_WORDS
+    assert json.dumps({"verdict": decide_verdict(2.0, interpreted=False).status.value}) == '{"verdict": "improved"}'
+
+
+@pytest.mark.parametrize("status", [None, "", 3, ["improved"], "exploded", "IMPROVED"])
+def test_a_malformed_status_reads_as_failed(status):
+    # as a wrong-typed field takes its default, a status that names no outcome is "failed":
+    # nothing in such a Result can be trusted (no Apply, no speed claim)
+    d = {"status": status, "kernel": "k", "speedup": "fast", "best_source": "src", "speed_claim": True}
+    r = Result.from_dict(d)
+    assert r.status is ResultStatus.FAILED and r.speedup is None and not r.found and not r.applicable
+    assert r.to_dict()["status"] == "failed" and r.kernel == "k"
+
+
+def test_the_store_keeps_the_words_and_reads_a_malformed_status_as_failed(tmp_path):
+    db = tmp_path / "kb.sqlite"
+    good = Result(status=ResultStatus.IMPROVED, kernel="k", file="/f.py", speedup=1.5, best_source="src",
+                  applicable=True, speed_claim=True)
+    with Store(db) as st:
+        st.start_session("s1", "/f.py", "k", "h", "gpu", "3.0", {})
+        st.finish_session("s1", good.status.value, good.to_dict(history=False))
+        read = Result.from_dict(st.latest_result("/f.py", "k"))
+    assert read.status is ResultStatus.IMPROVED and read.found and read.applicable
+    with sqlite3.connect(db) as conn:
+        (column, stored), = conn.execute("SELECT status, result FROM sessions WHERE id='s1'").fetchall()
+    assert column == "improved" and json.loads(stored)["status"] == "improved"
+    bad = {**good.to_dict(history=False), "status": "exploded"}  # a hand-edited or newer engine's row
+    with Store(db) as st:
+        st.start_session("s2", "/g.py", "k", "h", "gpu", "3.0", {})
+        st.finish_session("s2", "exploded", bad)
+        odd = Result.from_dict(st.latest_result("/g.py", "k"))
+    assert odd.status is ResultStatus.FAILED and not odd.found and odd.best_source == "src"

@@ -6,8 +6,8 @@ from collections import defaultdict
 
 import pytest
 
-from kernelband.verdict import (DEFAULT_MIN_SPEEDUP, IMPROVED, NO_IMPROVEMENT, VERIFIED_CORRECT, consistent_times,
-                                decide_verdict, floor, is_improvement)
+from kernelband.model import ResultStatus
+from kernelband.verdict import DEFAULT_MIN_SPEEDUP, consistent_times, decide_verdict, floor, is_improvement
 from helpers.paths import REPO
 
 
@@ -16,20 +16,20 @@ def test_improved_needs_the_lower_bound_above_the_floor():
     gpu = dict(interpreted=False)
     assert decide_verdict(1.031, **gpu) == decide_verdict(1.2, **gpu)
     v = decide_verdict(1.031, **gpu)
-    assert (v.status, v.speed_claim, v.applicable) == (IMPROVED, True, True)
+    assert (v.status, v.speed_claim, v.applicable) == (ResultStatus.IMPROVED, True, True)
     for ci_low in (1.03, 1.011, 0.9, None):  # on the floor is not above it; not re-measured is not improved
         v = decide_verdict(ci_low, **gpu)
-        assert (v.status, v.speed_claim, v.applicable) == (NO_IMPROVEMENT, True, False)
-    assert decide_verdict(1.011, interpreted=False, min_speedup=1.0).status == IMPROVED
+        assert (v.status, v.speed_claim, v.applicable) == (ResultStatus.NO_IMPROVEMENT, True, False)
+    assert decide_verdict(1.011, interpreted=False, min_speedup=1.0).status == ResultStatus.IMPROVED
     assert floor(0.5) == 1.0 and not is_improvement(0.99, 0.5)  # never below 1
 
 
 def test_the_interpreter_makes_no_speed_claim_unless_cpu_tuning_is_asked():
     v = decide_verdict(7.5, interpreted=True)
-    assert (v.status, v.speed_claim, v.applicable) == (VERIFIED_CORRECT, False, False)
+    assert (v.status, v.speed_claim, v.applicable) == (ResultStatus.VERIFIED_CORRECT, False, False)
     v = decide_verdict(7.5, interpreted=True, cpu_tuning=True)
-    assert (v.status, v.speed_claim, v.applicable) == (IMPROVED, False, True)
-    assert decide_verdict(1.01, interpreted=True, cpu_tuning=True).status == NO_IMPROVEMENT
+    assert (v.status, v.speed_claim, v.applicable) == (ResultStatus.IMPROVED, False, True)
+    assert decide_verdict(1.01, interpreted=True, cpu_tuning=True).status == ResultStatus.NO_IMPROVEMENT
 
 
 def test_printed_times_agree_with_the_printed_speedup():

@@ -288,7 +288,7 @@ def optimize_report(result: Result, file: str, results_uri: str) -> OptimizeRepo
     speed_claim = bool(result.speed_claim) and not result.interpreted
     raw_checked = result.extra.get("checked")
     report = OptimizeReport(
-        file=file, kernel=result.kernel, status=result.status, speed_claim=speed_claim, written=False,
+        file=file, kernel=result.kernel, status=result.status.value, speed_claim=speed_claim, written=False,
         message=result.message, evaluations=int(result.evaluations or 0), seconds=float(result.seconds or 0.0),
         diff=result.diff or "", strategy_path=list(result.strategy_path),
         checked=checked(raw_checked) if isinstance(raw_checked, dict) else None, stop_reason=result.stop_reason,

@@ -23,12 +23,11 @@ from typing import Any
 from ..deps import MissingDependency, require
 from ..evaluate import SetupError
 from ..events import EventEmitter, jsonl_sink
-from ..model import Result
+from ..model import Result, ResultStatus
 from ..redact import clean
 from ..options import OPTIMIZE, add_arguments, limit
 from ..session import Budget, SessionConfig, run_session
 from ..store import Store
-from ..verdict import IMPROVED, VERIFIED_CORRECT
 from ..worker.client import WorkerError
 from .common import EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError, add_task_arguments, build_task, print_json
 from .executor_args import executor_from_args
@@ -141,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(result.to_dict())
     else:
         _print_summary(result, show_diff=args.diff)
-    return EXIT_OK if result.status == IMPROVED else EXIT_VERDICT
+    return EXIT_OK if result.status == ResultStatus.IMPROVED else EXIT_VERDICT
 
 
 def _line(e: BaseException) -> str:
@@ -150,10 +149,10 @@ def _line(e: BaseException) -> str:
 
 def _apply_result(args: argparse.Namespace, task: Any, result: Result) -> None:
     """--apply writes only an applicable verdict: improved on a GPU, or with --cpu-tuning."""
-    if result.status == VERIFIED_CORRECT:
+    if result.status == ResultStatus.VERIFIED_CORRECT:
         note = ("not applied: the variant is correct, but its speed cannot be measured without a GPU; "
                 "pass --cpu-tuning to tune and apply by CPU-interpreter time")
-    elif result.status == IMPROVED and result.applicable:
+    elif result.status == ResultStatus.IMPROVED and result.applicable:
         result.applied, note = _apply(task.module_path, task.source, result.best_source)
     else:
         return
@@ -176,7 +175,7 @@ def _apply(path: str, started_from: str, new_source: str) -> tuple[bool, str]:
 
 def _print_summary(r: Result, show_diff: bool) -> None:
     print(f"{r.kernel}: {r.status}: {r.message}")
-    if r.status == VERIFIED_CORRECT:
+    if r.status == ResultStatus.VERIFIED_CORRECT:
         print(f"  {r.evaluations} evaluations in {r.seconds:.1f} s under the Triton interpreter; no speed claim")
     elif r.paired_rounds and r.speedup_ci and r.speedup is not None:
         # both times from the interleaved rounds, and original / best == the speedup printed

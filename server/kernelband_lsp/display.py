@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from kernelband.model import Result
+from kernelband.model import FOUND_STATUSES, Result, ResultStatus
 
 from . import summary as S
 
@@ -34,7 +34,7 @@ def result_claims_speed(result: Optional[Result]) -> bool:
     if result is None:
         return False
     clock = (result.clock or "").lower()
-    return not (result.interpreted or result.status == "verified_correct" or "interpret" in clock)
+    return not (result.interpreted or result.status == ResultStatus.VERIFIED_CORRECT or "interpret" in clock)
 
 
 def event_claims_speed(data: Mapping[str, object]) -> Optional[bool]:
@@ -94,17 +94,18 @@ def result_summary(result: Result, kernel: str = "") -> str:
     k = result.kernel or kernel or "the kernel"
     claim = result_claims_speed(result)
     evals = _evals(result.evaluations)
-    if result.status == "improved" and claim:
+    if result.status == ResultStatus.IMPROVED and claim:
         pair = time_pair(result.baseline_ms, result.best_ms, claim)
         return f"{k}: {speedup_phrase(result) or 'faster'} faster" + (f", {pair}" if pair else "") + _via(result) + evals
-    if result.status in ("improved", "verified_correct"):
-        extra = " (faster in CPU-interpreter time, which says nothing about a GPU)" if result.status == "improved" else ""
+    if result.status in FOUND_STATUSES:
+        cpu_faster = result.status == ResultStatus.IMPROVED
+        extra = " (faster in CPU-interpreter time, which says nothing about a GPU)" if cpu_faster else ""
         return f"{k}: found a variant that is {INTERPRETED_NOTE}{extra}{_via(result)}{evals}"
-    if result.status == "no_improvement":
+    if result.status == ResultStatus.NO_IMPROVEMENT:
         best = ratio(result.speedup, claim) if (S.num(result.speedup) or 1.0) != 1.0 else None
         tail = f" (best {best}, below the noise floor)" if best else ""
         return f"{k}: no faster variant found{tail}{evals}"
-    if result.status == "cancelled":
+    if result.status == ResultStatus.CANCELLED:
         return f"{k}: cancelled{evals}"
     return f"{k}: failed" + (f": {result.message}" if result.message else "")
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from kernelband.harness import HarnessChoice
-from kernelband.model import FOUND_STATUSES, KernelInfo, Result
+from kernelband.model import FOUND_STATUSES, KernelInfo, Result, ResultStatus
 from kernelband.profile.render import profile_card_markdown
 from kernelband.profile.schema import Profile
 
@@ -46,9 +46,9 @@ def result_line(result: Result) -> str:
         times = (f" (original {S.fmt_ms(base)} → variant {S.fmt_ms(best)}, {how})"
                  if base is not None and best is not None else "")
         return f"**Last optimization:** {D.speedup_phrase(result) or 'faster'}{times}{via}{evals}"
-    if status == "no_improvement":
+    if status == ResultStatus.NO_IMPROVEMENT:
         return f"**Last optimization:** no faster variant found{evals}"
-    if status == "cancelled":
+    if status == ResultStatus.CANCELLED:
         return "**Last optimization:** cancelled"
     msg = result.message
     return f"**Last optimization:** failed{': ' + msg if msg else ''}"

@@ -7,7 +7,7 @@ from typing import Optional
 from lsprotocol import types
 
 from kernelband.detect import detect
-from kernelband.model import KernelInfo, Result
+from kernelband.model import KernelInfo, Result, ResultStatus
 from kernelband.profile.schema import Profile, StaticTier
 
 from . import summary as S
@@ -58,7 +58,7 @@ def best_launch_kwargs(best_source: str, kernel: str) -> list[dict[str, str]]:
 def launch_label(k: KernelInfo, site_index: int, result: Result) -> Optional[str]:
     """'KernelBand: 1.43x with BLOCK_SIZE=1024' from a found variant (never for an
     interpreted one: no speed claim)."""
-    if result.interpreted or result.status != "improved" or not result.best_source:
+    if result.interpreted or result.status != ResultStatus.IMPROVED or not result.best_source:
         return None
     best = result.best_source
     sites = best_launch_kwargs(best, k.name)

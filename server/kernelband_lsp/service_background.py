@@ -8,7 +8,7 @@ import logging
 
 from pygls.uris import from_fs_path
 
-from kernelband.model import FOUND_STATUSES
+from kernelband.model import FOUND_STATUSES, ResultStatus
 
 from .background import Background
 from .documents import Analysis
@@ -19,6 +19,8 @@ from .service_jobs import JobRunner
 from .storeview import StoreView
 
 log = logging.getLogger("kernelband_lsp")
+# a stored Result of the current text whose search finished: the background pass skips the kernel
+SEARCHED = FOUND_STATUSES | {ResultStatus.NO_IMPROVEMENT}
 
 
 class BackgroundOptimizer:
@@ -42,7 +44,7 @@ class BackgroundOptimizer:
 
     def _already_done(self, a: Analysis, kernel: str) -> bool:
         res = self.store.result(a.path, kernel)
-        return res is not None and res.original_hash == a.hash and res.status in (*FOUND_STATUSES, "no_improvement")
+        return res is not None and res.original_hash == a.hash and res.status in SEARCHED
 
     def _submit(self, a: Analysis, kernel: str) -> bool:
         if not a.path:

@@ -13,7 +13,7 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from kernelband.events import Event
-from kernelband.model import Result
+from kernelband.model import Result, ResultStatus
 from kernelband.profile.schema import Profile
 from kernelband.reverify import verdict_line
 
@@ -67,7 +67,7 @@ class JobRunner:
     # ================================================================== commands
     async def run_job(self, kind: str, args: dict, token: Optional[types.ProgressToken] = None) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
-        fail = (lambda msg: {"jobId": None, "status": "failed", "kernel": kernel, "message": msg}) if kind == OPTIMIZE \
+        fail = (lambda msg: {"jobId": None, "status": ResultStatus.FAILED.value, "kernel": kernel, "message": msg}) if kind == OPTIMIZE \
             else (lambda msg: {"jobId": None, "profile": None, "kernel": kernel, "message": msg})
         if not isinstance(uri, str) or not isinstance(kernel, str):
             return fail("expected arguments {uri, kernel}")
@@ -93,7 +93,7 @@ class JobRunner:
             if job.profile is None:
                 out["message"] = job.error or job.state
             return out
-        result = job.result or Result(status="failed", kernel=kernel, message=job.error or job.state)
+        result = job.result or Result(status=ResultStatus.FAILED, kernel=kernel, message=job.error or job.state)
         out = {"jobId": job.id, **result.to_dict()}
         out.update(self.variants.edit_for_result(job))
         # the words the client shows for it (display.py decides what may be read as a speedup)

@@ -11,7 +11,7 @@ from typing import Optional
 from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
-from kernelband.model import Result
+from kernelband.model import Result, ResultStatus
 from kernelband.verdict import is_improvement
 
 from . import display as D
@@ -145,7 +145,7 @@ class FoundVariants:
         """The variant an optimize job found, tied to the text it started from."""
         spec = job.spec
         return FoundVariant(uri=spec.uri or from_fs_path(spec.path) or spec.path, path=spec.path, kernel=spec.kernel,
-                            job_id=job.id, base_text=spec.source, result=job.result or Result(status="failed"),
+                            job_id=job.id, base_text=spec.source, result=job.result or Result(status=ResultStatus.FAILED),
                             background=spec.background)
 
     def remember(self, job: Job) -> FoundVariant:
