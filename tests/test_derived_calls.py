@@ -672,3 +672,22 @@ def test_a_candidate_wrong_where_every_config_agrees_is_refused_beyond_the_harne
     got = blockwise_ev.evaluate(cheat, time_it=False)
     assert got.status == Status.MISMATCH and "beyond the harness" in got.message and "special values" in got.message, \
         got.message
+
+
+# ids whose values stayed below the table's rows in the harness's call (a recorded fact)
+INDEXED_LOOKUP = {"fn": "embedding", "args": [dict(_tensor([256], "int64", 0), max=3999),
+                                              _tensor([4000, 128], "bfloat16", 1)], "kwargs": {}}
+
+
+def test_a_table_its_integer_argument_indexes_is_never_split_and_the_indices_stay_in_it():
+    """A rank split of a lookup table is no input its wrapper takes: the indices, bounded by
+    the rows it had, would point past the rows it has (on a GPU into memory beyond every
+    canary, the same in both of the original's runs and other in a candidate's: every
+    candidate refused). Sorted offsets into a batch's rows still split it (above)."""
+    for draw in _draws(INDEXED_LOOKUP, interpreted=False):
+        for call in draw:
+            ids, table = call.args
+            assert len(table.shape) == 2, derived.describe_call(call)
+            if ids.shape[0] and table.shape[0]:
+                values = derived_run.place(ids, call.seed + 7919 * ids.id, "a").view
+                assert int(values.max()) < table.shape[0], derived.describe_call(call)

@@ -421,9 +421,7 @@ def _derive_one(call: Call, flavour: str, tensors: list[TensorArg], rng: random.
     # of the table it indexes, say) stays below that size's new value: else its reads land
     # outside every tensor of the call, where no canary shows them
     highs = {t.id: _index_high(t, indexable, mapping, index_high) for t in tensors if not t.floating}
-    # a rank split applies to the first floating input of two or more dimensions and those
-    # shaped like it: a lookup table split in two is no input any wrapper takes
-    primary = next((t.shape for t in tensors if t.floating and len(t.shape) >= 2), None)
+    primary = _split_primary(tensors)
     plan = _Plan(flavour, mapping, split, primary if flavour == "rank" else None, other_dtype, highs)
     args = tuple(_map_arg(a, call, plan, rng) for a in call.args)
     kwargs = {k: _map_arg(v, call, plan, rng) for k, v in call.kwargs.items()}
@@ -433,10 +431,24 @@ def _derive_one(call: Call, flavour: str, tensors: list[TensorArg], rng: random.
                        fresh_fill="zero" if flavour == "sizes" else None, repeats=repeats)
 
 
+def _split_primary(tensors: list[TensorArg]) -> Optional[tuple[int, ...]]:
+    """The shape a rank call splits (it and the tensors shaped like it; None: nothing is
+    split): the first floating input of two or more dimensions whose rows no unsorted
+    integer argument's values stayed below in the harness's call. Those are indices of a
+    lookup table's rows, and a table split in two is no input any wrapper takes: the
+    indices, bounded by the rows it had, would point past the rows it has, on a GPU into
+    memory beyond every canary, alike in the original's two runs and not in a candidate's
+    (every candidate refused). Sorted offsets count the rows of a batch, which a split
+    keeps (``_whole_split``)."""
+    sizes = sorted({d for t in tensors if t.floating for d in t.shape})
+    indexed = {_bounding_size(t, sizes) for t in tensors if not t.floating and not t.sorted}
+    return next((t.shape for t in tensors if t.floating and len(t.shape) >= 2 and t.shape[0] not in indexed), None)
+
+
 def _whole_split(tensors: list[TensorArg], mapping: dict[int, int], split: int) -> None:
     """The split dimension's new size a multiple of the split: a tensor that shares it (the
     positions of the rows, their offsets) then still counts the rows the split one holds."""
-    primary = next((t.shape for t in tensors if t.floating and len(t.shape) >= 2), None)
+    primary = _split_primary(tensors)
     if primary and primary[0] > 1:  # a size 1 is no dimension of the mapping (broadcasts)
         first = primary[0]
         mapping[first] = split * max(2, mapping.get(first, first) // split)
