@@ -314,7 +314,7 @@ def test_a_search_round_samples_shorter_than_a_paired_round() -> None:
     """Every lane's search rounds run in series under the exclusive GPU turn: their samples
     are the short ones; the paired re-measurement, which decides a verdict, keeps its own."""
     from kernelband.worker.judge_core import sample_step
-    from kernelband.worker.timing import (PAIRED_SAMPLE_MS, SEARCH_SAMPLE_MIN_REPS, SEARCH_SAMPLE_MS)
+    from kernelband.worker.messages import PAIRED_SAMPLE_MS, SEARCH_SAMPLE_MIN_REPS, SEARCH_SAMPLE_MS
 
     search, paired = sample_step("v", True), sample_step("o", True, paired=True)
     assert (search.rep_ms, search.min_reps) == (SEARCH_SAMPLE_MS, SEARCH_SAMPLE_MIN_REPS) == (Sample("v").rep_ms,

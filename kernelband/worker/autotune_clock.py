@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Optional
 
 _ABSENT = object()
 _chosen = threading.local()  # ``bench``: the one a block of this thread's calls chose (``one_run_per_config``)
-WARMUP_MS, REP_MS = 5.0, 25.0  # a paired round's sample budget (``timing.PAIRED_SAMPLE_MS``), per config
+WARMUP_MS, REP_MS = 5.0, 25.0  # a paired round's sample budget (``messages.PAIRED_SAMPLE_MS``), per config
 
 
 def install() -> None:

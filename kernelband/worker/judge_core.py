@@ -28,7 +28,7 @@ from .call_spec import DerivedCall, RecordedCall
 from .compare import set_compute_device
 from .deadlines import deadline_s
 from .jobs import Frame, VariantJob
-from .messages import (Derived, ErrorFrame, FrameMeta, Job, ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run,
+from .messages import (PAIRED_SAMPLE_MS, Derived, ErrorFrame, FrameMeta, Job, ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run,
                        RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 from .spares import EARLY_CUDA_ENV
 
@@ -95,8 +95,6 @@ class Reference:
 
 def sample_step(key: str, held_by_judge: bool, paired: bool = False) -> Sample:
     """A sample of ``key``'s kept run: a search round's, or a paired re-measurement's."""
-    from .timing import PAIRED_SAMPLE_MS
-
     return Sample(key, held_by_judge, PAIRED_SAMPLE_MS, 1) if paired else Sample(key, held_by_judge)
 
 
@@ -113,7 +111,7 @@ class Lane:
 
     def sample(self, held_by_judge: bool, timeout_s: float, paired: bool = False) -> tuple[float, str]:
         """One sample of the original: a search round's, or (``paired``) a paired
-        re-measurement's (``timing.SEARCH_SAMPLE_MS`` / ``PAIRED_SAMPLE_MS``)."""
+        re-measurement's (``messages.SEARCH_SAMPLE_MS`` / ``PAIRED_SAMPLE_MS``)."""
         self.job.command([sample_step(self.key, held_by_judge, paired)], timeout_s)
         meta = self.job.next_frame().meta
         if not isinstance(meta, SampleFrame):

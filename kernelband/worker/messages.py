@@ -86,6 +86,16 @@ class Time(Step):
     key: str
 
 
+# One sample's repeat budget and its fewest timed calls (``timing.bench_gpu``). Every lane's
+# search rounds run in series under the exclusive GPU turn, which the judge's reads and every
+# run wait for: with eight lanes those turns (ten samples of 25 ms and more) filled about half
+# of a session's search span at 5711f5a. A paired round's sample (the final re-measurement,
+# ``timing._sample_rounds``) keeps 25 ms.
+SEARCH_SAMPLE_MS = 10
+SEARCH_SAMPLE_MIN_REPS = 5
+PAIRED_SAMPLE_MS = 25
+
+
 @dataclass(frozen=True)
 class Sample(Step):
     """One sample of the kept run (a round the judge drives, ``held_by_judge`` the GPU's timing turn)."""
@@ -93,10 +103,8 @@ class Sample(Step):
     OP: ClassVar[str] = "sample"
     key: str
     held_by_judge: bool = False
-    # a search round's (timing.SEARCH_SAMPLE_MS, SEARCH_SAMPLE_MIN_REPS: this module imports
-    # no torch); a paired round's passes its own
-    rep_ms: int = 10
-    min_reps: int = 5
+    rep_ms: int = SEARCH_SAMPLE_MS  # a search round's by default; a paired round's passes its own
+    min_reps: int = SEARCH_SAMPLE_MIN_REPS
 
 
 @dataclass(frozen=True)

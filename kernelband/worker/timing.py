@@ -23,18 +23,11 @@ import torch
 from ..model import Timing
 from .capture import CapturedLaunch, replay_all
 from .gpu_lock import default_lock_path, gpu_lock  # noqa: F401 - re-exported for the judge and runner
+from .messages import PAIRED_SAMPLE_MS, SEARCH_SAMPLE_MIN_REPS, SEARCH_SAMPLE_MS
 
 GPU_CLOCK = "cuda-events"
 CPU_CLOCK = "cpu-interpreter"
 _FLUSH_BYTES = 256 << 20  # larger than any L2 cache: zeroing it evicts the kernel's data
-# One sample of a search round (``one_sample``): its repeat budget and its fewest timed
-# calls. Every lane's rounds run in series under the exclusive GPU turn, which the judge's
-# reads and every run wait for: with eight lanes those turns (ten samples of 25 ms and
-# more) filled about half of a session's search span at 5711f5a. A paired round's sample
-# (``_sample_rounds``, the final re-measurement) keeps 25 ms.
-SEARCH_SAMPLE_MS = 10
-SEARCH_SAMPLE_MIN_REPS = 5
-PAIRED_SAMPLE_MS = 25
 
 Restore = Optional[Callable[[], object]]
 
