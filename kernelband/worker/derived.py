@@ -402,8 +402,9 @@ def _derive_one(call: Call, flavour: str, tensors: list[TensorArg], rng: random.
     _fit(tensors, mapping, grown, at_least, max_bytes, flavour)
     _room_for_distinct(tensors, mapping, grown)
     split = rng.choice((2, 3)) if flavour == "rank" else 0
-    if split:
-        _whole_split(tensors, mapping, split)
+    primary = _split_primary(tensors) if split else None
+    if primary:
+        _whole_split(primary, mapping, split)
     # the draws in this order: the same seed gives the same calls
     seed = rng.randrange(1 << 30)
     scale: Optional[float] = None
@@ -421,8 +422,7 @@ def _derive_one(call: Call, flavour: str, tensors: list[TensorArg], rng: random.
     # of the table it indexes, say) stays below that size's new value: else its reads land
     # outside every tensor of the call, where no canary shows them
     highs = {t.id: _index_high(t, indexable, mapping, index_high) for t in tensors if not t.floating}
-    primary = _split_primary(tensors)
-    plan = _Plan(flavour, mapping, split, primary if flavour == "rank" else None, other_dtype, highs)
+    plan = _Plan(flavour, mapping, split, primary, other_dtype, highs)
     args = tuple(_map_arg(a, call, plan, rng) for a in call.args)
     kwargs = {k: _map_arg(v, call, plan, rng) for k, v in call.kwargs.items()}
     return DerivedCall(fn=call.fn, args=args, kwargs=kwargs, flavour=flavour, seed=seed,
@@ -445,11 +445,10 @@ def _split_primary(tensors: list[TensorArg]) -> Optional[tuple[int, ...]]:
     return next((t.shape for t in tensors if t.floating and len(t.shape) >= 2 and t.shape[0] not in indexed), None)
 
 
-def _whole_split(tensors: list[TensorArg], mapping: dict[int, int], split: int) -> None:
+def _whole_split(primary: tuple[int, ...], mapping: dict[int, int], split: int) -> None:
     """The split dimension's new size a multiple of the split: a tensor that shares it (the
     positions of the rows, their offsets) then still counts the rows the split one holds."""
-    primary = _split_primary(tensors)
-    if primary and primary[0] > 1:  # a size 1 is no dimension of the mapping (broadcasts)
+    if primary[0] > 1:  # a size 1 is no dimension of the mapping (broadcasts)
         first = primary[0]
         mapping[first] = split * max(2, mapping.get(first, first) // split)
 
