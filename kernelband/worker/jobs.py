@@ -21,6 +21,7 @@ from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
 
 from ..trace import mark
 from . import sandbox
+from .sandbox_setup import hand_over
 from .messages import (Command, FrameMeta, Job, Kill, Killed, MalformedMessage, Reap, Reaped, Spawn, Spawned, Step,
                        decode_frame)
 from .wire import DeviceChoice, IpcMaps, WireError, read_frame
@@ -121,14 +122,8 @@ def _to_owner_of(top: Path) -> None:
     the judge's uid, a directory there refuses the spare's own compiles into it (a false
     ``runtime_error``: PermissionError in Triton's cache)."""
     st = top.stat()
-    if st.st_uid == os.geteuid() and st.st_gid == os.getegid():
-        return
-    for root, dirs, files in os.walk(top):
-        for name in dirs + files:
-            try:
-                os.lchown(os.path.join(root, name), st.st_uid, st.st_gid)
-            except FileNotFoundError:
-                pass
+    if st.st_uid != os.geteuid() or st.st_gid != os.getegid():
+        hand_over([str(top)], st.st_uid, st.st_gid)
 
 
 def _user_paths(job: Job) -> list[str]:

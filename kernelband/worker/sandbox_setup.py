@@ -114,8 +114,8 @@ def _reach_masks(needs: _Needs) -> list[str]:
     return out
 
 
-def _hand_over(paths: Sequence[str], uid: int, gid: int) -> None:
-    """Give the job's own directories to the uid it will run as."""
+def hand_over(paths: Sequence[str], uid: int, gid: int) -> None:
+    """Give the job's own directories (each with all it holds) to the uid it will run as."""
     for top in paths:
         os.lchown(top, uid, gid)
         for root, dirs, files in os.walk(top):
@@ -205,7 +205,7 @@ class Setup:
         drop_uid = self.root and self.want("user") and not self.keep_root
         if drop_uid:
             try:
-                _hand_over(self.needs.writable, sl.NOBODY, sl.NOBODY)
+                hand_over(self.needs.writable, sl.NOBODY, sl.NOBODY)
             except OSError as e:
                 drop_uid = False
                 self.keep_root = f"the job directory could not be handed over ({e.strerror})"
