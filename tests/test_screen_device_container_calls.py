@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.screening import every_reason, in_wrapper, screen, with_definitions
+from helpers.screening import FIRST_DEVICE_HELPER, every_reason, in_wrapper, screen, with_definitions
 
 DEVICE_RULE = "can recognise the judge"
 _PLACE = "    y2 = torch.empty(n, device=d)\n"
@@ -65,7 +65,6 @@ LAUNDERED = {
     "a truth test of its text": ("if str([x.device][0])[-1] == '0':\n    n = n - 1\n", "turns a device into text"),
     "not of its text": ("ok = not str(x.device).endswith('0')\n", "turns a device into text"),
 }
-_FIRST = "def _first(devices):\n    return devices[0]\n"
 
 
 @pytest.mark.parametrize("case", sorted(FOLLOWED))
@@ -76,7 +75,7 @@ def test_a_container_call_over_devices_is_followed_not_refused(case: str):
 @pytest.mark.parametrize("case", sorted(LAUNDERED))
 def test_a_device_laundered_through_a_container_call_is_refused(case: str):
     code, what = LAUNDERED[case]
-    module = with_definitions(_FIRST)
+    module = with_definitions(FIRST_DEVICE_HELPER)
     reason = screen(in_wrapper(code, module), module)
     assert reason and what in reason and DEVICE_RULE in reason, (case, reason)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.screening import ORIG, every_reason, in_wrapper, screen, with_definitions
+from helpers.screening import FIRST_DEVICE_HELPER, ORIG, every_reason, in_wrapper, screen, with_definitions
 
 DEVICE_RULE = "can recognise the judge"
 
@@ -61,7 +61,6 @@ CONTAINERS_LAUNDERED = {
     "min of a set": ("k = min({x.device, y.device})\n", "passes a device to min"),
     "a helper given a container": ("k = _first([x.device])\n", "passes a device to _first"),
 }
-_FIRST = "def _first(devices):\n    return devices[0]\n"
 
 
 @pytest.mark.parametrize("case", sorted(CONTAINERS_ALLOWED))
@@ -72,7 +71,7 @@ def test_a_container_of_devices_that_is_only_counted_compared_or_iterated_is_all
 @pytest.mark.parametrize("case", sorted(CONTAINERS_LAUNDERED))
 def test_a_device_laundered_through_a_container_is_refused(case: str):
     code, what = CONTAINERS_LAUNDERED[case]
-    reason = screen(in_wrapper(code, with_definitions(_FIRST)))
+    reason = screen(in_wrapper(code, with_definitions(FIRST_DEVICE_HELPER)))
     assert reason and what in reason and DEVICE_RULE in reason, (case, reason)
 
 

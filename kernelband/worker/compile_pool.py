@@ -68,7 +68,6 @@ class CompilePool:
     def drain(self) -> None:
         """Wait for every submitted compile."""
         self._pool.shutdown(wait=True)
-        self._calls = [[]]
 
 
 def _quietly(run: Callable[..., Any], kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

@@ -30,3 +30,7 @@ def screen(variant: str, original: str = ORIG) -> Optional[str]:
 def every_reason(variant: str, original: str = ORIG) -> list[str]:
     """The screen's reason and every finding of the grammar and the device rule."""
     return [screen(variant, original) or "", *policy_violations(original, variant)]
+
+
+# a plain helper of the module that takes a container of devices and returns one of them
+FIRST_DEVICE_HELPER = "def _first(devices):\n    return devices[0]\n"
