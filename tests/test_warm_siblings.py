@@ -133,6 +133,32 @@ def test_a_candidate_gets_a_sibling_only_where_the_originals_calls_were_long(mon
     assert seen and seen[0] == warm.CANDIDATE_MIN_S  # called while it waited, with the derivation's progress
 
 
+def test_a_candidate_whose_first_run_compiles_far_slower_than_the_originals_gets_a_sibling(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """However short the original's calls beyond the harness, a candidate whose first run
+    took HEAVY_FIRST_RUN_S and HEAVY_RATIO times the original's (an autotuned rewrite
+    compiling every config) gets one; a candidate as quick as the original, or one whose
+    first run has not come yet, does not. The original's first run is its first outputs
+    frame, not its slowest."""
+    from kernelband.worker import warm
+    from kernelband.worker.jobs import Frame
+    from kernelband.worker.judge_core import Reference, note_run_seconds
+    from kernelband.worker.messages import RunOutputs
+
+    monkeypatch.delenv("KERNELBAND_WARM", raising=False)
+    quick = Reference(first_run_s=0.5)
+    assert not warm.pays_off(quick) and not warm.pays_off(quick, 0.9)
+    assert not warm.pays_off(quick, warm.HEAVY_FIRST_RUN_S - 0.1)
+    assert warm.pays_off(quick, warm.HEAVY_FIRST_RUN_S)
+    slow_original = Reference(first_run_s=2.5)  # the original compiles slowly too: no sign of a heavier candidate
+    assert not warm.pays_off(slow_original, 4.0) and warm.pays_off(slow_original, 2.5 * warm.HEAVY_RATIO)
+
+    ref = Reference()
+    for seconds in (1.2, 7.0, 0.1):
+        note_run_seconds(ref, Frame(RunOutputs("h", 0, "check", seconds=seconds)))
+    assert ref.first_run_s == 1.2 and ref.slowest_run_s == 7.0
+
+
 def test_the_inputs_of_calls_beyond_the_harness_are_made_under_the_gpu_lock(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Making a call's inputs is GPU work (a 256 MiB buffer filled, drawn, copied): outside

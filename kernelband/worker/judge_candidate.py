@@ -89,6 +89,7 @@ class CandidateRun:
             else task.timeout_s
         self.far_slower = False  # the timing stopped early: FAR_SLOWER times slower in every round
         self.siblings: list[VariantJob] = []  # compiling its calls beyond the harness ahead of it (warm)
+        self.first_run_s = 0.0  # its first run of the harness (its first compile included)
         self.seed0_deviation: dict[str, float] = {}  # harness -> written outputs' distance from the original at seed 0
 
     def run(self) -> dict[str, Any]:
@@ -143,6 +144,7 @@ class CandidateRun:
         """After the timing: its profile, every other harness and seed, the neutralised
         launches, the re-check after timing and the calls beyond the harness."""
         judge, ev, req = self.judge, self.ev, self.req
+        self._start_sibling(job, judge.ref)  # now that its first run shows how it compiles
         t_wait = time.perf_counter()
         ref = wait_for_references(judge, lambda r: self._start_sibling(job, r))
         add_phase(ev.phases, "wait_for_references", time.perf_counter() - t_wait)
@@ -162,7 +164,7 @@ class CandidateRun:
     def _start_sibling(self, job: VariantJob, ref: Reference) -> None:
         """A sibling compiling the candidate's calls beyond the harness ahead of it, once,
         where it pays off (``warm.pays_off``)."""
-        if not self.siblings and warm.pays_off(ref):
+        if not self.siblings and warm.pays_off(ref, self.first_run_s):
             self.siblings = warm.start(self.judge, job, ref.calls_ahead(), "v")
 
     def _screened_out(self) -> bool:
@@ -188,6 +190,8 @@ class CandidateRun:
         for frame in frames:
             if self.expected and frame.kind != "error":
                 self.expected.pop(0)
+            if not self.first_run_s and isinstance(frame.meta, RunOutputs):
+                self.first_run_s = frame.meta.seconds
             add_frame_phase(self.ev.phases, frame, self.t0)
             t_wait = time.perf_counter()
             with _reading_gpu():

@@ -60,6 +60,7 @@ class Reference:
     cuda_peak: int = 0  # the original's variant process: most GPU memory its allocator reserved
     changed_bytes: Optional[int] = None  # bytes the original's timed launches changed (judge_original.changed_bytes)
     slowest_run_s: float = 0.0  # the original's slowest run of a harness or derived call (compile included)
+    first_run_s: float = 0.0  # the original's first run of its harness (its first compile included)
     replay_valid: bool = False
     bitwise_reproducible: bool = True  # the original gives bit-identical outputs for the same seed
     stale: bool = False  # the original itself returns buffers that a later call overwrites
@@ -350,9 +351,11 @@ def lane_bytes(ref: Reference) -> int:
 
 
 def note_run_seconds(ref: Reference, frame: Frame[FrameMeta]) -> None:
-    """The original's slowest run (a search's candidate gets a multiple of it per run)."""
+    """The original's slowest run (a search's candidate gets a multiple of it per run) and
+    its first (``warm.compiles_heavily``)."""
     if frame.kind == "outputs":
         ref.slowest_run_s = max(ref.slowest_run_s, frame.meta.seconds)
+        ref.first_run_s = ref.first_run_s or frame.meta.seconds
 
 
 def original_setup_message(task: Task, meta: ErrorFrame) -> str:

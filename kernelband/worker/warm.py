@@ -37,6 +37,13 @@ MIN_CPUS = 4  # with fewer cores a sibling's compiles only slow down the job's o
 # H200 at 9302aa6: gelu_fp32 69.8 -> 55.5 evaluations a minute, its calls 2.1 s; and
 # matmul_rowmajor_fp16 17.2 -> 33.6, its calls 8.3 s)
 CANDIDATE_MIN_S = 6.0
+# a candidate whose own first run (its compile, mostly) took this long, and this many times
+# the original's, gets a sibling whatever the original's calls took: an autotuned rewrite
+# compiles every config at each call beyond the harness (one gemv candidate: a first run of
+# 5.6 s, then ten calls of 0.9-1.7 s in series, 19 s of a session's 27; benchmarks/results/
+# eval_speed/h200_d990d51, the traces' frame seconds)
+HEAVY_FIRST_RUN_S = 2.0
+HEAVY_RATIO = 2.0
 
 
 def enabled(judge: JudgeCore, siblings: int) -> bool:
@@ -54,14 +61,23 @@ def enabled(judge: JudgeCore, siblings: int) -> bool:
     return 4 * siblings * SIBLING_BYTES <= free
 
 
-def pays_off(ref: Reference) -> bool:
+def pays_off(ref: Reference, first_run_s: float = 0.0) -> bool:
     """Whether a candidate gets a sibling: where the original's calls beyond the harness
     took ``CANDIDATE_MIN_S``, or are still running that long after they started (a
-    compile of minutes shows only when it ends), or warming is "on"."""
-    if os.environ.get(WARM_ENV, "auto") == "on" or ref.derived_calls_s >= CANDIDATE_MIN_S:
+    compile of minutes shows only when it ends), or the candidate's own first run
+    (``first_run_s``, 0 before it) shows it compiles far slower than the original
+    (``compiles_heavily``), or warming is "on"."""
+    if os.environ.get(WARM_ENV, "auto") == "on" or ref.derived_calls_s >= CANDIDATE_MIN_S \
+            or compiles_heavily(ref, first_run_s):
         return True
     running = ref.derive_started > 0 and not ref.derived_ready.is_set()
     return running and time.monotonic() - ref.derive_started >= CANDIDATE_MIN_S
+
+
+def compiles_heavily(ref: Reference, first_run_s: float) -> bool:
+    """Whether a candidate's first run of the harness (compile included) took
+    ``HEAVY_FIRST_RUN_S`` and ``HEAVY_RATIO`` times the original's first run."""
+    return first_run_s >= max(HEAVY_FIRST_RUN_S, HEAVY_RATIO * ref.first_run_s)
 
 
 def start(judge: JudgeCore, job: VariantJob, calls: list[DerivedCall], module: str,
