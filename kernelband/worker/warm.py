@@ -40,8 +40,8 @@ CANDIDATE_MIN_S = 6.0
 # a candidate whose own first run (its compile, mostly) took this long, and this many times
 # the original's, gets a sibling whatever the original's calls took: an autotuned rewrite
 # compiles every config at each call beyond the harness (one gemv candidate: a first run of
-# 5.6 s, then ten calls of 0.9-1.7 s in series, 19 s of a session's 27; benchmarks/results/
-# eval_speed/h200_d990d51, the traces' frame seconds)
+# 5.6 s, then nine calls of 0.9-1.7 s in series, 18.9 s of a 19.3 s search; benchmarks/
+# results/eval_speed/h200_d990d51, the traces' frame seconds)
 HEAVY_FIRST_RUN_S = 2.0
 HEAVY_RATIO = 2.0
 
