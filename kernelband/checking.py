@@ -1,5 +1,5 @@
-"""Checking one hand-written variant against the original: the object ``kernelband check
---json`` prints. The editor's re-verification and the agent tools' ``check_variant`` run
+"""Checking one hand-written variant against the original: the CheckOutcome ``kernelband
+check --json`` prints. The editor's re-verification and the agent tools' ``check_variant`` run
 that command, so this is the one code path behind every check verdict.
 
 In order: the static screen (no worker is started for a variant it rejects), the
@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from .check_outcome import CheckOutcome, CheckScope
 from .evaluate import Evaluator, SetupError, screen_task
 from .model import SanitizerReport, Status, Task, Variant
 from .session_setup import device_facts
@@ -59,76 +60,82 @@ class CheckOptions:
     cpu_tuning: bool = False
 
 
-def checked_block(task: Task) -> dict[str, Any]:
+def check_scope(task: Task) -> CheckScope:
     """What a pass of this task means: seeds, harnesses (``harness`` times), the checks;
-    ``memcheck`` says whether it ran (filled in when it does, or why it did not)."""
+    ``memcheck`` says whether it ran (set when it does, or why it did not)."""
     checks = [h for h in task.check_harnesses if h != task.harness]
-    return {"seeds": list(task.seeds), "harness": task.harness, "harnesses": [task.harness, *checks],
-            "checks": list(TRUST_CHECKS),
-            "memcheck": SanitizerReport.not_run("the variant did not pass correctness").summary()}
+    return CheckScope(seeds=list(task.seeds), harness=task.harness, harnesses=[task.harness, *checks],
+                      checks=list(TRUST_CHECKS), memcheck=SanitizerReport.not_run("the variant did not pass correctness"))
+
+
+def checked_block(task: Task) -> dict[str, Any]:
+    """``check_scope`` as optimize's Result keeps it (``checked``, one of its extra keys)."""
+    return check_scope(task).to_dict()
 
 
 def check_variant(task: Task, variant_source: str, variant_label: str, options: CheckOptions,
-                  log: Optional[Log] = None) -> dict[str, Any]:
-    """The check's JSON object. Raises SetupError when the original, its harness or the
+                  log: Optional[Log] = None) -> CheckOutcome:
+    """What the check prints. Raises SetupError when the original, its harness or the
     worker cannot be used (the CLI's exit 2)."""
     log = log or (lambda _msg: None)
-    out: dict[str, Any] = {"file": task.module_path, "kernel": task.kernel, "harness": task.harness,
-                           "variant": variant_label, "checked": checked_block(task)}
     variant = Variant(variant_source, generator="user")
     reason = screen_task(task, variant.source)
     if reason:  # rejected before anything runs: the same screen the worker path applies
-        out.update(status=Status.REJECTED.value, message=reason, errors=None, speed_claim=False, paired=False)
-        return out
+        return _outcome(task, variant_label, Status.REJECTED, reason)
     with job_workdir() as workdir, Evaluator(task, workdir=workdir) as evaluator:
         info = evaluator.start()
         log(f"device: {info.device_name}, triton {info.triton_version}")
         if not info.interpreted:  # the judge's roofline check needs the GPU's measured peaks
             evaluator.facts = device_facts(evaluator, None, info.device_name, info.triton_version) or {}
         base = evaluator.prepare()
-        out.update(interpreted=base.interpreted, clock=base.timing.clock if base.timing else None,
-                   speed_claim=not base.interpreted, paired=False, deterministic=base.deterministic)
         if base.weak_harness:
             log(f"warning: weak harness: {base.weak_reason}")
-            out["weak_harness"] = base.weak_reason
         ev = evaluator.evaluate(variant)
         for note in ev.notes:
             log(f"note: {note}")
-        out.update(status=ev.status.value, message=ev.message, errors=ev.errors.to_dict() if ev.errors else None)
+        out = _outcome(task, variant_label, ev.status, ev.message)
+        out.errors, out.speed_claim = ev.errors, not base.interpreted
+        out.interpreted, out.deterministic = base.interpreted, base.deterministic
+        out.clock = base.timing.clock if base.timing else None
+        out.weak_harness = base.weak_reason if base.weak_harness else None
         if not ev.ok:
             return out
         if base.interpreted:
-            out["checked"]["memcheck"] = SanitizerReport.not_run(MEMCHECK_ON_INTERPRETER).summary()
+            out.checked.memcheck = SanitizerReport.not_run(MEMCHECK_ON_INTERPRETER)
         elif _sanitizer_refuses(evaluator, variant, out, log):
             return out
         if base.interpreted and not options.cpu_tuning:
-            out.update(verdict=decide_verdict(None, interpreted=True).status.value,
-                       message=f"{ev.message + '; ' if ev.message else ''}correct; {NO_GPU_NOTE}")
+            out.verdict = decide_verdict(None, interpreted=True).status
+            out.message = f"{ev.message + '; ' if ev.message else ''}correct; {NO_GPU_NOTE}"
             return out
         log("re-measuring original and variant interleaved...")
         _paired(evaluator, variant, options, out, log)
     return out
 
 
-def _sanitizer_refuses(evaluator: Evaluator, variant: Variant, out: dict[str, Any], log: Log) -> bool:
+def _outcome(task: Task, variant_label: str, status: Status, message: str) -> CheckOutcome:
+    return CheckOutcome(file=task.module_path, kernel=task.kernel, harness=task.harness, variant=variant_label,
+                        checked=check_scope(task), status=status, message=message)
+
+
+def _sanitizer_refuses(evaluator: Evaluator, variant: Variant, out: CheckOutcome, log: Log) -> bool:
     """compute-sanitizer memcheck then racecheck of a correct variant on the GPU (the list
     optimize's finalist gets): out-of-bounds accesses and shared-memory races no
     comparison can see. A finding makes the verdict a runtime error."""
     refusal, report = sanitizer_refusal(evaluator, variant, log)
-    out["checked"]["memcheck"] = report.summary()
-    out["sanitizer"] = report.to_dict()
+    out.checked.memcheck = out.sanitizer = report
     if refusal is None:
         if not report.ran:
             log(f"warning: out-of-bounds accesses and races not checked: {report.reason}")
         return False
-    out.update(status=Status.RUNTIME_ERROR.value, message=f"passed every comparison, but {refusal}")
+    out.status, out.message = Status.RUNTIME_ERROR, f"passed every comparison, but {refusal}"
     return True
 
 
 _PAIRED_FAILURE = {ErrorKind.TIMEOUT: Status.TIMEOUT, ErrorKind.CRASHED: Status.CRASHED}
 
 
-def _paired(evaluator: Evaluator, variant: Variant, options: CheckOptions, out: dict[str, Any], log: Log) -> None:
+def _paired(evaluator: Evaluator, variant: Variant, options: CheckOptions, out: CheckOutcome, log: Log) -> None:
     """The speedup with its CI and verdict, or a failed verdict saying why it could not be
     measured (the original ran cleanly in prepare, so the failure is the variant's)."""
     try:
@@ -136,17 +143,17 @@ def _paired(evaluator: Evaluator, variant: Variant, options: CheckOptions, out: 
     except (WorkerError, SetupError) as e:
         kind = e.kind if isinstance(e, WorkerError) else ErrorKind.CRASHED
         first = (str(e).strip().splitlines() or [kind.value])[0]
-        out.update(status=_PAIRED_FAILURE.get(kind, Status.RUNTIME_ERROR).value,
-                   message=f"passed correctness, but the interleaved re-measurement failed ({kind}): {first}")
-        log(f"error: {out['message']}")
+        out.status = _PAIRED_FAILURE.get(kind, Status.RUNTIME_ERROR)
+        out.message = f"passed correctness, but the interleaved re-measurement failed ({kind}): {first}"
+        log(f"error: {out.message}")
         return
     ci = (paired.ci_low, paired.ci_high)
     baseline_ms, variant_ms, noise = consistent_times(paired.baseline_ms, paired.variant_ms, paired.speedup, ci)
-    verdict = decide_verdict(paired.ci_low, interpreted=bool(out.get("interpreted")), cpu_tuning=options.cpu_tuning,
+    verdict = decide_verdict(paired.ci_low, interpreted=bool(out.interpreted), cpu_tuning=options.cpu_tuning,
                              min_speedup=options.min_speedup)
     # one pair of times, both from the interleaved rounds, consistent with the speedup beside them
-    out.update(paired=True, baseline_ms=baseline_ms, variant_ms=variant_ms, speedup=paired.speedup,
-               speedup_ci=list(ci), paired_medians_ms=[paired.baseline_ms, paired.variant_ms], rounds=paired.rounds,
-               verdict=verdict.status.value, speed_claim=verdict.speed_claim, min_speedup=options.min_speedup)
+    out.paired, out.baseline_ms, out.variant_ms, out.speedup = True, baseline_ms, variant_ms, paired.speedup
+    out.speedup_ci, out.paired_medians_ms, out.rounds = ci, (paired.baseline_ms, paired.variant_ms), paired.rounds
+    out.verdict, out.speed_claim, out.min_speedup = verdict.status, verdict.speed_claim, options.min_speedup
     if noise:
-        out.setdefault("warnings", []).append(noise)
+        out.warnings.append(noise)

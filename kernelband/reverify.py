@@ -7,7 +7,7 @@ the original to it, so reversing the diff on ``best_source`` gives the original 
 ``original_hash`` (sha256 of the text the session started from) says whether it is
 exactly that text. ``original_of`` returns it only then: never a guess.
 
-``verdict_line`` reads the JSON that ``kernelband check --json`` prints (the hardened
+``verdict_line`` reads what ``kernelband check --json`` prints, decoded (the hardened
 check of a variant against the original, then the interleaved re-measurement) and says
 it in one line, with the same words as the rest of the product: a speedup only with its
 confidence interval, and "correct; speed needs a GPU" under the interpreter.
@@ -15,8 +15,9 @@ confidence interval, and "correct; speed needs a GPU" under the interpreter.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
 
+from .check_outcome import CheckOutcome
 from .model import FOUND_STATUSES, Result, ResultStatus, sha256_text
 
 # what an interpreted result may claim (the editor says the same)
@@ -114,29 +115,21 @@ def _hunk_old(body: str, new: list[str], n_old: int, glued: bool) -> Optional[li
     return old if len(old) == n_old else None
 
 
-def verdict_line(check: Optional[dict[str, Any]]) -> tuple[bool, str]:
-    """(passed, one line) for the JSON of ``kernelband check --json``. Passed means the
+def verdict_line(check: Optional[CheckOutcome]) -> tuple[bool, str]:
+    """(passed, one line) for what ``kernelband check --json`` printed. Passed means the
     variant is still correct against the original (faster or not: the line says which)."""
-    if not isinstance(check, dict) or not isinstance(check.get("status"), str):
+    if check is None:
         return False, "re-verification failed: no verdict"
-    status = check["status"]
-    message = str(check.get("message") or "").strip().splitlines()
+    message = check.message.strip().splitlines()
     why = f": {message[0]}" if message else ""
-    if status != "ok":
-        return False, f"re-verification failed ({status}){why}"
-    verdict = check.get("verdict")
-    sp, ci = _num(check.get("speedup")), check.get("speedup_ci")
-    if verdict == ResultStatus.VERIFIED_CORRECT or (check.get("interpreted") and not check.get("speed_claim")):
+    if not check.ok:
+        return False, f"re-verification failed ({check.status}){why}"
+    if check.verdict == ResultStatus.VERIFIED_CORRECT or (check.interpreted and not check.speed_claim):
         return True, f"re-verified: {INTERPRETED_NOTE}"
+    sp, ci = check.speedup, check.speedup_ci
     if sp is None:
         return True, "re-verified: correct"
-    ci_txt = ""
-    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_num(x) is not None for x in ci):
-        ci_txt = f", 95% CI {_num(ci[0]):.2f}–{_num(ci[1]):.2f}"
-    if verdict == ResultStatus.IMPROVED:
+    ci_txt = f", 95% CI {ci[0]:.2f}–{ci[1]:.2f}" if ci is not None else ""
+    if check.verdict == ResultStatus.IMPROVED:
         return True, f"re-verified: correct, {sp:.2f}x faster{ci_txt}"
     return True, f"re-verified: correct, but not measurably faster now ({sp:.2f}x{ci_txt})"
-
-
-def _num(v: Any) -> Optional[float]:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers.check_outcomes import CHECK_OK_INTERPRETED
 from helpers.paths import REPO
 from kernelband.agent import reports as R
 from kernelband.agent.jobs import Progress, _Reporter
 from kernelband.agent.server import tool_schemas
 from kernelband.agent.workspace import PathRefused, Workspace
+from kernelband.check_outcome import CheckOutcome
 from kernelband.model import Result
 from kernelband.redact import register_secret
 
@@ -60,15 +62,8 @@ def test_a_root_given_through_a_symlink_is_the_real_folder(tree):
         via.python_file("out.py")
 
 
-CHECK_OK_INTERPRETED = {
-    "file": "/ws/k.py", "kernel": "k", "harness": "bench_k", "variant": "v.py", "interpreted": True,
-    "clock": "cpu-interpreter", "speed_claim": False, "paired": False, "status": "ok", "deterministic": True,
-    "message": "matches the original on seeds [0, 1, 2] of bench_k, test_k; correct; its speed cannot be measured",
-    "errors": {"max_abs": 0.0, "max_rel": 0.0, "rel_l2": 0.0, "mismatched": 0, "total": 10, "worst_output": "output"},
-    "verdict": "verified_correct",
-    "checked": {"seeds": [0, 1, 2], "harness": "bench_k", "harnesses": ["bench_k", "test_k"], "checks": ["a", "b"],
-                "memcheck": {"ran": False, "reason": "GPU only: ..."}},
-}
+def check_report(raw: dict) -> R.CheckReport:
+    return R.check_report(CheckOutcome.from_dict(raw), "k.py")
 
 
 def test_a_check_under_the_interpreter_never_carries_a_speedup():
@@ -76,21 +71,21 @@ def test_a_check_under_the_interpreter_never_carries_a_speedup():
     cpu_paired = {**CHECK_OK_INTERPRETED, "paired": True, "speedup": 1.7, "speedup_ci": [1.6, 1.8],
                   "baseline_ms": 3.0, "variant_ms": 1.8, "verdict": "improved"}
     for raw in (CHECK_OK_INTERPRETED, cpu_paired):
-        report = R.check_report(raw, "k.py")
+        report = check_report(raw)
         assert report.correct and report.speed_claim is False and report.reason is None
         assert report.speedup is None and report.speedup_ci is None and report.baseline_ms is None
         text = json.loads(R.compact_json(dataclasses.asdict(report)))
         assert "speedup" not in text and "variant_ms" not in text
-    assert R.check_report(CHECK_OK_INTERPRETED, "k.py").checked.harnesses == ["bench_k", "test_k"]
+    assert check_report(CHECK_OK_INTERPRETED).checked.harnesses == ["bench_k", "test_k"]
 
 
 def test_a_gpu_check_reports_the_paired_numbers_and_a_wrong_one_its_reason():
     gpu = {**CHECK_OK_INTERPRETED, "interpreted": False, "speed_claim": True, "paired": True, "speedup": 1.4,
            "speedup_ci": [1.35, 1.45], "baseline_ms": 1.0, "variant_ms": 0.714, "verdict": "improved"}
-    report = R.check_report(gpu, "k.py")
+    report = check_report(gpu)
     assert report.speed_claim and report.speedup == 1.4 and report.speedup_ci == [1.35, 1.45]
-    wrong = R.check_report({**CHECK_OK_INTERPRETED, "status": "mismatch", "verdict": None,
-                            "message": "test_k, seed 1: output: 3 of 1003 elements differ"}, "k.py")
+    wrong = check_report({**CHECK_OK_INTERPRETED, "status": "mismatch", "verdict": None,
+                          "message": "test_k, seed 1: output: 3 of 1003 elements differ"})
     assert not wrong.correct and wrong.verdict is None and "seed 1" in wrong.reason
 
 
@@ -111,7 +106,7 @@ def test_an_interpreted_optimize_result_drops_its_ratios_and_keeps_the_diff():
 def test_reports_redact_secrets(monkeypatch):
     secret = "tok-verysecretvalue-91827364"
     register_secret(secret)
-    report = R.check_report({**CHECK_OK_INTERPRETED, "status": "runtime_error", "message": f"boom {secret}"}, "k.py")
+    report = check_report({**CHECK_OK_INTERPRETED, "status": "runtime_error", "message": f"boom {secret}"})
     assert secret not in report.reason and "[redacted]" in report.reason
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.check_outcomes import outcome
 from kernelband.model import Result, sha256_text
 from kernelband.result_builder import unified_diff
 from kernelband.reverify import original_of, unapply, verdict_line
@@ -61,13 +62,15 @@ def test_an_interpreted_verified_correct_result_has_its_original_too():
 
 
 def test_verdict_lines():
-    assert verdict_line({"status": "ok", "verdict": "improved", "speedup": 1.412, "speedup_ci": [1.3, 1.52]}) == \
+    gpu = {"interpreted": False, "speed_claim": True, "paired": True}
+    assert verdict_line(outcome(**gpu, verdict="improved", speedup=1.412, speedup_ci=[1.3, 1.52])) == \
         (True, "re-verified: correct, 1.41x faster, 95% CI 1.30–1.52")
-    assert verdict_line({"status": "ok", "verdict": "verified_correct", "interpreted": True}) == \
+    assert verdict_line(outcome(verdict="verified_correct", interpreted=True)) == \
         (True, "re-verified: correct; speed needs a GPU")
-    ok, line = verdict_line({"status": "ok", "verdict": "no_improvement", "speedup": 1.01, "speedup_ci": [0.98, 1.04]})
+    ok, line = verdict_line(outcome(**gpu, verdict="no_improvement", speedup=1.01, speedup_ci=[0.98, 1.04]))
     assert ok and line == "re-verified: correct, but not measurably faster now (1.01x, 95% CI 0.98–1.04)"
-    assert verdict_line({"status": "mismatch", "message": "max abs error 2.0 > atol 1e-05\nmore"}) == \
+    assert verdict_line(outcome(**gpu, verdict=None)) == (True, "re-verified: correct")
+    assert verdict_line(outcome(status="mismatch", verdict=None, message="max abs error 2.0 > atol 1e-05\nmore")) == \
         (False, "re-verification failed (mismatch): max abs error 2.0 > atol 1e-05")
+    assert verdict_line(outcome(status="rejected", message="")) == (False, "re-verification failed (rejected)")
     assert verdict_line(None) == (False, "re-verification failed: no verdict")
-    assert verdict_line({"message": "?"})[0] is False

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from kernelband.agent.reports import optimize_report
-from kernelband.checking import _sanitizer_refuses
+from kernelband.check_outcome import CheckOutcome
+from kernelband.checking import _sanitizer_refuses, check_scope
 from kernelband.evaluate import Evaluator
-from kernelband.model import PairedTiming, Result, Task, Variant
+from kernelband.model import PairedTiming, Result, Status, Task, Variant
 from kernelband.result_builder import ResultBuilder, SearchOutcome
 from kernelband.search.base import Candidate
 from kernelband.session import SessionConfig
@@ -96,9 +97,13 @@ class _Finalist:
 
 def _outputs(reply: Any) -> dict[str, Any]:
     """What `check --json`, `optimize --json` and the agent's optimize report say of ``reply``."""
-    out: dict[str, Any] = {"checked": {"memcheck": None}}
-    logged: list[str] = []
-    refused = _sanitizer_refuses(_evaluator(reply), Variant("# v\n", id="v"), out, logged.append)
+    check = CheckOutcome(file=TASK.module_path, kernel="k", harness="bench_k", variant="v.py",
+                         checked=check_scope(TASK), status=Status.OK, message="")
+    before, logged = check.to_dict(), []
+    refused = _sanitizer_refuses(_evaluator(reply), Variant("# v\n", id="v"), check, logged.append)
+    printed_check = check.to_dict()  # what changed in the printed object: the memcheck, maybe the verdict
+    out = {k: v for k, v in printed_check.items() if k != "checked" and before.get(k) != v}
+    out["checked"] = {"memcheck": printed_check["checked"]["memcheck"]}
     original = Candidate(id="o", variant=Variant(source="# o\n", id="o"), time_ms=2.0)
     best = Candidate(id="b", variant=Variant(source="# v\n", id="b"), time_ms=1.0, parent_id="o")
     outcome = SearchOutcome(session_id="s", stop_reason="budget", original=original, best=best, strategy_path=["tiling"],

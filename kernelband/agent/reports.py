@@ -16,6 +16,7 @@ from typing import Any, Optional, TypeVar
 
 from kernelband_lsp import summary as S
 
+from ..check_outcome import CheckOutcome, CheckScope
 from ..decode import MalformedMessage
 from ..model import Result, SanitizerReport
 from ..profile.schema import Profile, StaticTier, TimingTier
@@ -206,11 +207,6 @@ def _num(v: Any) -> Optional[float]:
     return S.num(v)
 
 
-def _int(v: Any) -> Optional[int]:
-    f = S.num(v)
-    return int(f) if f is not None else None
-
-
 def kernel_entry(row: dict[str, Any], relative: Any) -> KernelEntry:
     """One row of ``list --json`` (kernelband.commands.list_cmd.list_kernels)."""
     k, h = row["kernel"], row["harness"]
@@ -236,32 +232,29 @@ def memcheck(raw: object) -> Memcheck:
                     reason=report.reason)
 
 
-def checked(raw: Any, deterministic: Optional[bool] = None, weak: Optional[str] = None) -> Checked:
-    raw = raw if isinstance(raw, dict) else {}
-    return Checked(seeds=[int(s) for s in raw.get("seeds") or []], harnesses=[str(h) for h in raw.get("harnesses") or []],
-                   checks=[str(c) for c in raw.get("checks") or []], memcheck=memcheck(raw.get("memcheck")),
-                   deterministic=deterministic, weak_harness=weak)
+def checked(scope: CheckScope, deterministic: Optional[bool] = None, weak: Optional[str] = None) -> Checked:
+    return Checked(seeds=list(scope.seeds), harnesses=list(scope.harnesses), checks=list(scope.checks),
+                   memcheck=memcheck(scope.memcheck), deterministic=deterministic, weak_harness=weak)
 
 
-def check_report(out: dict[str, Any], file: str) -> CheckReport:
-    """From ``kernelband check --json``'s object."""
-    status = str(out.get("status") or "failed")
-    ok = status == "ok"
-    speed_claim = bool(out.get("speed_claim")) and bool(out.get("paired"))
-    errors = out.get("errors")
+def check_report(out: CheckOutcome, file: str) -> CheckReport:
+    """From what ``kernelband check --json`` printed, decoded."""
+    ok, status = out.ok, out.status.value
+    speed_claim = out.speed_claim and out.paired
+    errors = out.errors
     report = CheckReport(
-        file=file, kernel=str(out.get("kernel") or ""), correct=ok, status=status,
-        verdict=out.get("verdict") if ok else None, speed_claim=speed_claim, interpreted=out.get("interpreted"),
-        reason=None if ok else str(out.get("message") or status), message=str(out.get("message") or "") if ok else "",
-        checked=checked(out.get("checked"), out.get("deterministic"), out.get("weak_harness")),
-        errors=ErrorSummary(max_abs=_num(errors.get("max_abs")), max_rel=_num(errors.get("max_rel")),
-                            mismatched=_int(errors.get("mismatched")), total=_int(errors.get("total")),
-                            worst_output=errors.get("worst_output")) if isinstance(errors, dict) else None,
-        warnings=[str(w) for w in out.get("warnings") or []][:MAX_WARNINGS],
+        file=file, kernel=out.kernel, correct=ok, status=status,
+        verdict=out.verdict.value if ok and out.verdict is not None else None, speed_claim=speed_claim,
+        interpreted=out.interpreted, reason=None if ok else out.message or status, message=out.message if ok else "",
+        checked=checked(out.checked, out.deterministic, out.weak_harness),
+        errors=ErrorSummary(max_abs=_num(errors.max_abs), max_rel=_num(errors.max_rel), mismatched=errors.mismatched,
+                            total=errors.total, worst_output=errors.worst_output) if errors is not None else None,
+        warnings=list(out.warnings)[:MAX_WARNINGS],
     )
     if speed_claim:  # a GPU re-measurement: the numbers may be read as a speedup
-        report.speedup, report.speedup_ci = _num(out.get("speedup")), out.get("speedup_ci")
-        report.baseline_ms, report.variant_ms = _num(out.get("baseline_ms")), _num(out.get("variant_ms"))
+        report.speedup = _num(out.speedup)
+        report.speedup_ci = list(out.speedup_ci) if out.speedup_ci is not None else None
+        report.baseline_ms, report.variant_ms = _num(out.baseline_ms), _num(out.variant_ms)
     return scrubbed(report)
 
 
@@ -291,7 +284,7 @@ def optimize_report(result: Result, file: str, results_uri: str) -> OptimizeRepo
         file=file, kernel=result.kernel, status=result.status.value, speed_claim=speed_claim, written=False,
         message=result.message, evaluations=int(result.evaluations or 0), seconds=float(result.seconds or 0.0),
         diff=result.diff or "", strategy_path=list(result.strategy_path),
-        checked=checked(raw_checked) if isinstance(raw_checked, dict) else None, stop_reason=result.stop_reason,
+        checked=_optimize_checked(raw_checked), stop_reason=result.stop_reason,
         warnings=[str(w) for w in result.warnings][:MAX_WARNINGS], results_uri=results_uri,
     )
     if speed_claim and result.paired_rounds:  # the paired re-measurement's numbers, GPU time only
@@ -300,6 +293,15 @@ def optimize_report(result: Result, file: str, results_uri: str) -> OptimizeRepo
     if result.memcheck and report.checked is not None:
         report.checked.memcheck = memcheck(result.memcheck)
     return scrubbed(report)
+
+
+def _optimize_checked(raw: object) -> Optional[Checked]:
+    """A Result's ``checked`` (an extra key: the block ``check --json`` prints); None when
+    absent or malformed."""
+    try:
+        return checked(CheckScope.from_dict(raw)) if raw is not None else None
+    except MalformedMessage:
+        return None
 
 
 def compact_json(data: Any) -> str:

@@ -23,8 +23,7 @@ original / harness / device that cannot be used (one line on stderr).
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
+from ..check_outcome import CheckOutcome
 from ..checking import CheckOptions, check_variant
 from ..evaluate import SetupError
 from ..options import CHECK, add_arguments
@@ -49,23 +48,21 @@ def run(args: argparse.Namespace) -> int:
     except SetupError as e:  # the original, its harness or the worker cannot be used
         raise UsageError(str(e)) from None
     if args.json:
-        print_json(out)
+        print_json(out.to_dict())
     else:
         _print_human(out)
-    return EXIT_OK if out["status"] == "ok" else EXIT_VERDICT
+    return EXIT_OK if out.ok else EXIT_VERDICT
 
 
-def _print_human(out: dict[str, Any]) -> None:
-    print(f"{out['kernel']}: {out['status']}" + (f" ({out['verdict']})" if out.get("verdict") else "")
-          + f"  {out['message']}")
-    if not out.get("paired"):
+def _print_human(out: CheckOutcome) -> None:
+    print(f"{out.kernel}: {out.status}" + (f" ({out.verdict})" if out.verdict else "") + f"  {out.message}")
+    if not out.paired:
         return
-    clock = ("CPU time under the Triton interpreter (--cpu-tuning), not GPU time" if out.get("interpreted")
-             else "GPU time")
-    lo, hi = out["speedup_ci"]
-    print(f"  original {out['baseline_ms']:.4g} ms -> variant {out['variant_ms']:.4g} ms "
-          f"({out['rounds']} interleaved rounds; {clock})")
-    print(f"  speedup {out['speedup']:.3f}x (95% CI {lo:.3f}-{hi:.3f}); 'improved' needs the lower bound above "
-          f"{max(1.0, out['min_speedup']):.3f}x")
-    for w in out.get("warnings", []):
+    clock = "CPU time under the Triton interpreter (--cpu-tuning), not GPU time" if out.interpreted else "GPU time"
+    lo, hi = out.speedup_ci or (float("nan"), float("nan"))
+    print(f"  original {out.baseline_ms:.4g} ms -> variant {out.variant_ms:.4g} ms "
+          f"({out.rounds} interleaved rounds; {clock})")
+    print(f"  speedup {out.speedup:.3f}x (95% CI {lo:.3f}-{hi:.3f}); 'improved' needs the lower bound above "
+          f"{max(1.0, out.min_speedup or 0.0):.3f}x")
+    for w in out.warnings:
         print(f"  warning: {w}")

@@ -8,6 +8,8 @@ import json
 import logging
 from typing import Callable
 
+from kernelband.check_outcome import CheckOutcome
+from kernelband.decode import MalformedMessage
 from kernelband.events import Event
 from kernelband.model import Result
 
@@ -80,7 +82,7 @@ async def watch_tree(pid: int, job: Job) -> None:
 def take_output(job: Job) -> bool:
     """Whether the job left what its kind ends with: an optimize Result (from its events,
     else the ``--json`` object printed after them, possibly indented), a profile, or the
-    JSON verdict of a check."""
+    JSON verdict of a check (decoded here, once: a malformed one fails the job in one line)."""
     kind = job.spec.kind
     missing = job.result is None if kind == OPTIMIZE else (job.check is None if kind == CHECK else False)
     if missing and job.stdout_other:
@@ -92,5 +94,8 @@ def take_output(job: Job) -> bool:
             if kind == OPTIMIZE:
                 job.result = Result.from_dict(obj)
             else:
-                job.check = obj
+                try:
+                    job.check = CheckOutcome.from_dict(obj)
+                except MalformedMessage as e:
+                    job.error = str(e)
     return {OPTIMIZE: job.result, PROFILE: job.profile, CHECK: job.check}.get(kind) is not None

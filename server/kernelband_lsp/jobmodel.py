@@ -6,8 +6,9 @@ import asyncio
 import collections
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
+from kernelband.check_outcome import CheckOutcome
 from kernelband.events import Event
 from kernelband.model import Result
 from kernelband.profile.schema import Profile
@@ -58,7 +59,7 @@ class Job:
     events: list[Event] = field(default_factory=list)
     result: Optional[Result] = None
     profile: Optional[Profile] = None
-    check: Optional[dict[str, Any]] = None  # CHECK: what `kernelband check --json` printed
+    check: Optional[CheckOutcome] = None  # CHECK: what `kernelband check --json` printed, decoded
     error: Optional[str] = None
     pid: Optional[int] = None
     returncode: Optional[int] = None

@@ -148,7 +148,8 @@ class Reverifier:
         self.reverified[(fv.path, kernel)] = Reverified(a.hash, passed, line, job.id)
         self.client.refresh_lenses()
         log.info("%s: %s: %s", job.id, kernel, line)
-        return {"jobId": job.id, "kernel": kernel, "verified": passed, "summary": line, "check": job.check,
+        return {"jobId": job.id, "kernel": kernel, "verified": passed, "summary": line,
+                "check": job.check.to_dict() if job.check is not None else None,
                 "message": line, "foundBy": fv.job_id}
 
 

@@ -300,11 +300,19 @@ if a.cmd == "check":  # `check --json`: one JSON object; says which texts it was
     time.sleep(step)
     variant = open(a.variant, encoding="utf-8").read()
     status = os.environ.get("FAKE_CHECK_STATUS", "ok")
-    print(json.dumps({"status": status, "message": "" if status == "ok" else "max abs error 2.0 > atol 1e-05",
-                      "verdict": "improved" if status == "ok" else None, "speedup": 1.41, "speedup_ci": [1.3, 1.52],
-                      "interpreted": INTERP, "argv": sys.argv[1:],
-                      "original_sha": hashlib.sha256(src.encode()).hexdigest(),
-                      "variant_sha": hashlib.sha256(variant.encode()).hexdigest()}, indent=2))
+    from kernelband.check_outcome import CheckOutcome, CheckScope
+    from kernelband.model import ResultStatus, SanitizerReport, Status
+    scope = CheckScope(seeds=[0], harness="h", harnesses=["h"], checks=["c"], memcheck=SanitizerReport.not_run("-"))
+    out = CheckOutcome(file=a.file, kernel=a.kernel or "", harness="h", variant=a.variant, checked=scope,
+                       status=Status(status), message="" if status == "ok" else "max abs error 2.0 > atol 1e-05",
+                       interpreted=INTERP, clock="cpu-interpreter" if INTERP else "cuda-events",
+                       speed_claim=not INTERP, paired=status == "ok", speedup=1.41 if status == "ok" else None,
+                       speedup_ci=(1.3, 1.52) if status == "ok" else None,
+                       verdict=ResultStatus.IMPROVED if status == "ok" else None)
+    # beside the real object: which texts it was given, for the tests to check
+    out.extra = {"argv": sys.argv[1:], "original_sha": hashlib.sha256(src.encode()).hexdigest(),
+                 "variant_sha": hashlib.sha256(variant.encode()).hexdigest()}
+    print(json.dumps(out.to_dict(), indent=2))
     sys.exit(0 if status == "ok" else 1)
 t0 = time.time()
 def emit(t, **d):
