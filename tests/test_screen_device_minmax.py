@@ -147,3 +147,82 @@ def test_the_same_calls_pass_where_the_modules_classes_define_none_of_those_name
                               "    def push(self, v):\n        self.items.append(v)\n")
     for case in ("max of devices", "min of two devices", "max, default", "min group by len", "sorted, key=None"):
         assert screen(in_wrapper(FOLLOWED[case], module), module) is None, case
+
+
+_UNSEEN_REBOUND = {  # the module rebinds the builtin without a binding of its name the rule can read
+    "builtins' attribute": "import builtins\nbuiltins.{0} = lambda *a, **k: str(a)\n",
+    "setattr on builtins": "import builtins\nsetattr(builtins, '{0}', lambda *a, **k: str(a))\n",
+    "globals()": "globals()['{0}'] = lambda *a, **k: str(a)\n",
+    "vars()": "vars()['{0}'] = lambda *a, **k: str(a)\n",
+    "__builtins__": "__builtins__['{0}'] = lambda *a, **k: str(a)\n",
+    "a function's __globals__": "def _f():\n    pass\n\n\n_f.__globals__['{0}'] = str\n",
+    "exec": "exec('{0} = str')\n",
+    "getattr of a name not written out": "import builtins\ngetattr(builtins, '__di' + 'ct__')['{0}'] = str\n",
+    "a star import": "from torch import *\n",
+}
+_BARE = {"min": "d = min(x.device, y.device)\n", "max": "d = max(x.device, y.device, key=None)\n",
+         "sorted": "s = sorted((t.device for t in (x, y)), key=None)\n"}
+
+
+@pytest.mark.parametrize("builtin", sorted(_BARE))
+@pytest.mark.parametrize("how", sorted(_UNSEEN_REBOUND))
+def test_min_max_or_sorted_the_module_may_rebind_unseen_is_not_trusted(builtin: str, how: str):
+    """The original rebinds it (the grammar refuses each of these in changed code, below)."""
+    module = with_definitions(_UNSEEN_REBOUND[how].format(builtin))
+    variant = in_wrapper(_BARE[builtin], module)
+    assert any(f"passes a device to {builtin}" in r for r in every_reason(variant, module)), (builtin, how)
+
+
+@pytest.mark.parametrize("how", sorted(_UNSEEN_REBOUND))
+def test_a_variant_rebinding_max_unseen_is_refused(how: str):
+    definitions = _UNSEEN_REBOUND[how].format("max")
+    for variant in (with_definitions(definitions), in_wrapper(definitions)):
+        assert screen(in_wrapper(_BARE["max"], variant)) is not None, (how, variant)
+
+
+_GT = "lambda self, other: str(other) == 'cuda:0'"
+_UNSEEN_ORDERING = {  # a class given an ordering other than in its body
+    "set after the body": f"class Box:\n    pass\n\n\nBox.__gt__ = {_GT}\n",
+    "set by a decorator": f"def _ordered(cls):\n    cls.__lt__ = {_GT}\n    return cls\n\n\n@_ordered\nclass Box:\n    pass\n",
+    "setattr": f"class Box:\n    pass\n\n\nsetattr(Box, '__lt__', {_GT})\n",
+    "type() with a namespace": f"Box = type('Box', (), {{'__gt__': {_GT}}})\n",
+    "a metaclass called": f"class Meta(type):\n    pass\n\n\nBox = Meta('Box', (), {{'__lt__': {_GT}}})\n",
+    "type() of a class called": f"class Base:\n    pass\n\n\nBox = type(Base)('Box', (), {{'__lt__': {_GT}}})\n",
+    "a class's __class__ called": f"class Base:\n    pass\n\n\nBox = Base.__class__('Box', (), {{'__gt__': {_GT}}})\n",
+    "type() kept": f"class Base:\n    pass\n\n\nM = type(Base)\nBox = M('Box', (), {{'__gt__': {_GT}}})\n",
+    "make_dataclass": ("from dataclasses import make_dataclass\n"
+                       f"Box = make_dataclass('Box', [], namespace={{'__gt__': {_GT}}})\n"),
+}
+
+
+@pytest.mark.parametrize("builtin", sorted(_COMPARED))
+@pytest.mark.parametrize("how", sorted(_UNSEEN_ORDERING))
+def test_min_max_or_sorted_beside_an_ordering_given_unseen_is_refused(builtin: str, how: str):
+    module = with_definitions(_UNSEEN_ORDERING[how])
+    variant = in_wrapper(_COMPARED[builtin], module)
+    assert any(f"passes a device to {builtin}" in r for r in every_reason(variant, module)), (builtin, how)
+
+
+_INTROSPECTION = """
+class Box:
+    def __init__(self, v):
+        self._v = v
+
+    def same(self, other):
+        return type(self) is type(other) and isinstance(other, type(self)) and type(self).__name__ != ''
+
+    def again(self):
+        return type(self)(self._v) if self.__class__.__name__ else self.__class__(self._v)
+
+
+def _shape(t):
+    return getattr(t, "shape")
+"""
+
+
+def test_honest_introspection_keeps_min_max_and_sorted_trusted():
+    """A class's type compared, named or constructed, and getattr of a name written out,
+    make no class and rebind nothing."""
+    module = with_definitions(_INTROSPECTION)
+    for case in ("max of devices", "min of two devices", "max, default", "sorted, key=None"):
+        assert screen(in_wrapper(FOLLOWED[case], module), module) is None, case
