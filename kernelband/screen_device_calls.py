@@ -13,15 +13,18 @@ whether, followed there, it stays within the allow-list of ``screen_device_text`
   returning ``cls``), ``type(...)``/``__class__`` (a class object from an instance), or
   ``__getattr__`` (any name).
 - Builtins the rule trusts with a device (``len``, ``set``...) are trusted only where the
-  module binds their name nowhere, in no scope.
+  module binds their name nowhere, in no scope, nor may bind it unseen
+  (``screen_device_unseen``: ``builtins.max = f``, ``globals()[...]``, a star import).
 - Dunder methods of the module's classes are called by operators: ``d == obj`` reaches
-  ``obj.__eq__(d)``, ``d in obj`` reaches ``__contains__``.
+  ``obj.__eq__(d)``, ``d in obj`` reaches ``__contains__``; one set on a class after its
+  body or a class made by ``type()`` counts too (``screen_device_unseen``).
 """
 from __future__ import annotations
 
 import ast
 from typing import Callable, Mapping, NamedTuple, Optional
 
+from .screen_device_unseen import dunders_unseen, rebound_unseen
 from .screen_grammar import bound_directly
 
 Helpers = Mapping[str, ast.FunctionDef]
@@ -48,9 +51,11 @@ class ModuleCode(NamedTuple):
 def module_code(tree: ast.Module) -> ModuleCode:
     nodes = list(ast.walk(tree))
     classes = [n for n in nodes if isinstance(n, ast.ClassDef)]
+    # a class body's, or one given unseen (``Box.__gt__ = f``, a class made by type())
     dunders = frozenset(name for c in classes for name in bound_directly(c.body) if name.startswith("__"))
+    dunders |= dunders_unseen(nodes)
     return ModuleCode(module_helpers(tree, nodes), _device_methods(tree, nodes, classes, dunders),
-                      _bound_anywhere(nodes), dunders, _own_attributes(nodes, classes))
+                      _bound_anywhere(nodes) | rebound_unseen(nodes), dunders, _own_attributes(nodes, classes))
 
 
 def module_helpers(tree: ast.Module, nodes: Optional[list[ast.AST]] = None) -> dict[str, ast.FunctionDef]:

@@ -2,10 +2,11 @@
 ``screen_device_text``'s allow-list.
 
 A container of devices is judged as a device: what gives back the same devices in
-another container (``list``, ``enumerate``, ``zip``, ``sorted``, ``.pop()``, ``.keys()``,
-``.get(k, default)``...) passes the flow on to its result (PASS), and what gives back only
-a count, a position or a truth value (``.count(d)``, ``.index(d)``, ``if devices:``,
-``not devices``) ends it (ALLOW). Each is trusted only where it surely is Python's own:
+another container or one of them (``list``, ``enumerate``, ``zip``, ``sorted``, ``min``,
+``max``, ``.pop()``, ``.keys()``, ``.get(k, default)``...) passes the flow on to its result
+(PASS), and what gives back only a count, a position or a truth value (``.count(d)``,
+``.index(d)``, ``if devices:``, ``not devices``) ends it (ALLOW). Each is trusted only where
+it surely is Python's own:
 
 - a builtin only where the module binds its name nowhere (``ModuleCode.rebound``);
 - a method only where no class of the module defines or assigns that name, no attribute
@@ -14,14 +15,17 @@ a count, a position or a truth value (``.count(d)``, ``.index(d)``, ``if devices
   could otherwise receive the devices, or a device argument;
 - neither where the module defines a dunder method the call would run on what it is
   given: ``__eq__`` for ``.index``/``.count`` (a list search compares each item with the
-  argument, ``Tag() == d`` reaches the module's comparison), an ordering for ``sorted``,
-  ``__index__`` where an argument is read as an integer, ``__bool__``/``__len__`` for a
-  truth test.
+  argument, ``Tag() == d`` reaches the module's comparison), an ordering or
+  ``__getattr__`` for ``sorted``, ``min`` and ``max`` (they compare the items with each
+  other), ``__index__`` where an argument is read as an integer, ``__bool__``/``__len__``
+  for a truth test.
 
 A device as a key (``.get(d)``, ``.pop(d)``) stays a use, as a subscript's key does; a
-``key=`` function for ``sorted`` (it would receive every device), unpacked arguments
-(``zip(*rows)``, where the positions are unknown) and keywords other than those listed
-are not trusted either.
+``key=`` function for ``sorted``, ``min`` or ``max`` is trusted only as a literal ``None``
+(no key) or a size builtin (``len``, ``bool``: a count, no device's identity), since it
+would receive every device; ``min``/``max``'s ``default=`` comes back in the result
+(beside one iterable only). Unpacked arguments (``zip(*rows)``, where the positions are
+unknown) and keywords other than those listed are not trusted either.
 """
 from __future__ import annotations
 
@@ -32,8 +36,10 @@ from .screen_device_calls import DYNAMIC_ATTRIBUTES, ModuleCode
 
 ALLOW, PASS = "allow", "pass"  # stops there; flows on into the parent, no use yet
 KEY = "uses a device as a key or index"
-_ORDERING = frozenset({"__lt__", "__gt__", "__le__", "__ge__"})
+# what compares items with each other: an ordering of the module's, or any name its __getattr__ answers
+_ORDERING = frozenset({"__lt__", "__gt__", "__le__", "__ge__"}) | DYNAMIC_ATTRIBUTES
 TRUTH_DUNDERS = frozenset({"__bool__", "__len__"})
+SIZE_BUILTINS = frozenset({"len", "bool"})  # how many, or whether any: no device's identity
 
 
 class Carrier(NamedTuple):
@@ -42,8 +48,9 @@ class Carrier(NamedTuple):
 
     carried: Optional[int]  # how many leading positional arguments come back in its result (None: all)
     most: Optional[int]  # the most positional arguments it takes so (None: any)
-    keywords: frozenset[str] = frozenset()  # keywords it may take, their values no device
+    keywords: frozenset[str] = frozenset()  # keywords it may take, their values no device (key=: _trusted_key)
     dunders: frozenset[str] = frozenset()  # the module's dunder methods that would run on what it is given
+    returned: frozenset[str] = frozenset()  # keywords whose value may come back, beside one positional argument
 
 
 _ONE = Carrier(1, 1)
@@ -52,7 +59,9 @@ CARRIERS = {
     "next": Carrier(2, 2),  # next(it, default): the default comes back too; iter(f, d) compares f()'s values with d
     "enumerate": Carrier(1, 2, frozenset({"start"}), frozenset({"__index__"})),
     "zip": Carrier(None, None, frozenset({"strict"})),
-    "sorted": Carrier(1, 1, frozenset({"reverse"}), _ORDERING),  # no key=: it would receive every device
+    "sorted": Carrier(1, 1, frozenset({"reverse", "key"}), _ORDERING),
+    # one iterable's largest item, or the largest of its arguments; default= where the iterable is empty
+    **{name: Carrier(None, None, frozenset({"key"}), _ORDERING, frozenset({"default"})) for name in ("min", "max")},
 }
 
 
@@ -84,8 +93,11 @@ def carried(module: ModuleCode, call: ast.Call, e: ast.expr) -> Optional[str]:
         return None
     if carrier.most is not None and len(call.args) > carrier.most:
         return None
-    if any(k.arg not in carrier.keywords for k in call.keywords):
+    if not all(_keyword_trusted(module, carrier, call, k) for k in call.keywords):
         return None
+    keyword = next((k for k in call.keywords if k.value is e), None)
+    if keyword is not None:
+        return PASS if keyword.arg in carrier.returned else None
     position = next((i for i, a in enumerate(call.args) if a is e), None)
     if position is None or carrier.carried is not None and position >= carrier.carried:
         return None
@@ -136,6 +148,22 @@ def truth_trusted(module: ModuleCode) -> bool:
     whether there are any: a device is always true, a container true when not empty,
     unless the module's own ``__bool__`` or ``__len__`` answers."""
     return not module.dunders & TRUTH_DUNDERS
+
+
+def _keyword_trusted(module: ModuleCode, carrier: Carrier, call: ast.Call, k: ast.keyword) -> bool:
+    if k.arg in carrier.returned:
+        return len(call.args) == 1  # max(a, b, default=d) is an error, max(default=d) too
+    return k.arg in carrier.keywords and (k.arg != "key" or _trusted_key(module, k.value))
+
+
+def _trusted_key(module: ModuleCode, key: ast.expr) -> bool:
+    """A ``key=`` that gives no code of the module's the devices and no text of them: a
+    literal ``None`` (no key; a name bound to None could be bound to anything), or
+    ``len``/``bool`` where Python's answers (a count of a container of devices)."""
+    if isinstance(key, ast.Constant):
+        return key.value is None
+    return isinstance(key, ast.Name) and key.id in SIZE_BUILTINS and key.id not in module.rebound \
+        and not module.dunders & TRUTH_DUNDERS
 
 
 def _trusted(module: ModuleCode, name: str) -> Optional[ContainerMethod]:

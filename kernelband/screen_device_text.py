@@ -25,10 +25,10 @@ bound to or a ``for`` iterates; the argument of ``len()`` or ``bool()``; a truth
 anything in the message of an ``assert`` or a ``raise`` (the call ends there: no ``try``
 in changed code). A container of devices (a display, a comprehension, what
 ``screen_device_containers`` lets carry one: ``list``, ``enumerate``, ``zip``,
-``sorted``, ``.pop()``, ``.items()``, ``.get(k, default)``...) holds a device and is
-judged as one: ``len({t.device for t in ts}) == 1``, ``all(d == x.device for d in
-devices)`` and ``devices.count(d)`` pass, its item turned into text, its text, hash,
-``key=`` sort or return do not; each of those builtins, methods and truth tests only
+``sorted``, ``min``, ``max``, ``.pop()``, ``.items()``, ``.get(k, default)``...) holds a
+device and is judged as one: ``len({t.device for t in ts}) == 1``, ``all(d == x.device
+for d in devices)`` and ``devices.count(d)`` pass, its item turned into text, its text,
+hash, a ``key=`` function's sort (other than ``len``) or return do not; each of those builtins, methods and truth tests only
 where the module cannot answer it with its own code. Anything else is a use: returned,
 stored (an item, an attribute, a global), a key, text, a hash, an operand, an argument of
 any other call (a helper or lambda of the changed code too, so a device never reaches a
@@ -45,8 +45,8 @@ import ast
 from typing import Callable, NamedTuple, Optional
 
 from .screen_device_calls import TENSOR_DEVICE_METHODS, Follower, ModuleCode, module_code
-from .screen_device_containers import (ALLOW, KEY, METHODS, PASS, carried, iterated_parts, method_argument,
-                                      method_receiver, truth_trusted)
+from .screen_device_containers import (ALLOW, KEY, METHODS, PASS, SIZE_BUILTINS, carried, iterated_parts,
+                                      method_argument, method_receiver, truth_trusted)
 
 Qualify = Callable[[ast.expr], Optional[str]]
 
@@ -65,7 +65,6 @@ _SAME_DEVICE = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 GLOBAL = "stores a device in a global"
-_SIZE_BUILTINS = frozenset({"len", "bool"})
 BRANCH = "branches on a device"
 
 
@@ -287,7 +286,7 @@ class _Flow:
         if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda"):
             return ALLOW if self.follower.method(call, e) else f"passes a device to {_snippet(func, 40)}"
         builtin = func.id if isinstance(func, ast.Name) and func.id not in self.module.rebound else None
-        if builtin in _SIZE_BUILTINS and len(call.args) == 1 and not call.keywords:
+        if builtin in SIZE_BUILTINS and len(call.args) == 1 and not call.keywords:
             return ALLOW  # how many, or whether any: no device's identity
         # the same devices in another container (judged as one), or compared with its items
         verdict = carried(self.module, call, e) or (

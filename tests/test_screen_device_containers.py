@@ -58,7 +58,7 @@ CONTAINERS_LAUNDERED = {
     "stored in an item": ("seen = {}\nseen['d'] = [x.device]\n", "stores a device in an item"),
     "a lambda default": ("f = lambda v=[x.device]: 0\n", "uses a device as a default argument"),
     "a tuple hashed by a dict lookup": ("k = {(x.device,): 1}[(y.device,)]\n", "uses a device as a key"),
-    "min of a set": ("k = min({x.device, y.device})\n", "passes a device to min"),
+    "min of a set by hash": ("k = min({x.device, y.device}, key=hash)\n", "passes a device to min"),
     "a helper given a container": ("k = _first([x.device])\n", "passes a device to _first"),
 }
 

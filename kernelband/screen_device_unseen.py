@@ -1,0 +1,111 @@
+"""Builtins and dunder methods a module may rebind or define where no binding of that name
+can be read: the device rule trusts a builtin with a device only where the module binds
+its name nowhere, and an operator only where no class of the module defines its dunder,
+so a binding it cannot read by name counts as one of every name it could be.
+
+- a builtin stored as an attribute (``builtins.max = f``, ``sys.modules[m].max = f``):
+  that builtin; a dunder stored as an attribute (``Box.__gt__ = f``): that dunder;
+- a binding by a name held in a string or a namespace's mapping (``globals()["max"] =
+  f``, ``vars()``, ``setattr``, ``__builtins__``, ``f.__globals__``, ``obj.__dict__``,
+  ``exec``...) or a star import (``from torch import *``): every builtin and every dunder;
+- a class made other than by a class body (``type(name, bases, namespace)``, a metaclass
+  called, ``make_dataclass``): every dunder. ``type(x)`` or ``x.__class__`` is trusted
+  only to be compared or to have its name read.
+
+Only the user's original can hold any of these (the grammar refuses them in changed
+code); its device uses are still judged with the variant's calls in it.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+
+BUILTIN_NAMES = frozenset(dir(builtins))
+# every dunder a builtin type answers, and those the rule looks for that none of them defines
+ALL_DUNDERS = frozenset(n for t in (object, int, list, dict, type) for n in dir(t) if n.startswith("__")) | {
+    "__getattr__", "__contains__", "__bool__", "__len__", "__index__", "__iter__", "__next__"}
+
+_NAMESPACE_NAMES = frozenset({"globals", "vars", "locals", "setattr", "delattr", "exec", "eval", "compile",
+                              "__import__", "__builtins__", "attrgetter", "methodcaller"})
+_NAMESPACE_ATTRIBUTES = frozenset({"__builtins__", "__globals__", "__dict__", "__setattr__", "__delattr__",
+                                   "attrgetter", "methodcaller"})
+_CLASS_MAKERS = frozenset({"make_dataclass", "new_class", "ABCMeta", "EnumMeta", "EnumType"})
+_CLASS_NAME_READS = frozenset({"__name__", "__qualname__", "__module__"})
+
+
+def rebound_unseen(nodes: list[ast.AST]) -> frozenset[str]:
+    """The builtins among ``nodes`` (``ast.walk`` of a module) may rebind unseen."""
+    if _namespaces(nodes):
+        return BUILTIN_NAMES
+    return frozenset(n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)
+                     and n.attr in BUILTIN_NAMES)
+
+
+def dunders_unseen(nodes: list[ast.AST]) -> frozenset[str]:
+    """The dunder methods ``nodes`` may give a class other than in its body."""
+    if _namespaces(nodes) or _makes_classes(nodes):
+        return ALL_DUNDERS
+    return frozenset(n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)
+                     and n.attr.startswith("__") and n.attr.endswith("__"))
+
+
+def _namespaces(nodes: list[ast.AST]) -> bool:
+    """Whether the module may bind a name it holds in a string: through a namespace, by
+    ``setattr``, ``getattr`` of a name not written out, running code, a star import."""
+    parents = _parents(nodes)
+    for n in nodes:
+        if isinstance(n, ast.Name) and n.id in _NAMESPACE_NAMES or isinstance(n, ast.ImportFrom) and any(
+                a.name == "*" for a in n.names):
+            return True
+        if isinstance(n, ast.Attribute) and n.attr in _NAMESPACE_ATTRIBUTES or isinstance(n, ast.Constant) and (
+                n.value in _NAMESPACE_ATTRIBUTES):
+            return True
+        if isinstance(n, ast.Name) and n.id == "getattr" and not _public_getattr(parents.get(id(n)), n):
+            return True
+    return False
+
+
+def _public_getattr(call: object, name: ast.Name) -> bool:
+    """``getattr(x, "name")`` of a public name written out."""
+    return isinstance(call, ast.Call) and call.func is name and len(call.args) > 1 and isinstance(
+        call.args[1], ast.Constant) and isinstance(call.args[1].value, str) and not call.args[1].value.startswith("_")
+
+
+def _makes_classes(nodes: list[ast.AST]) -> bool:
+    """Whether the module may make a class whose dunders no class body shows: ``type`` or
+    a class's class used other than on one object, compared, named or called as a
+    constructor, a metaclass defined, or a maker of classes."""
+    parents = _parents(nodes)
+    for n in nodes:
+        if isinstance(n, ast.Name) and n.id in _CLASS_MAKERS or isinstance(n, ast.Attribute) and n.attr in _CLASS_MAKERS:
+            return True
+        if isinstance(n, ast.Name) and n.id == "type":
+            call = parents.get(id(n))
+            if not (isinstance(call, ast.Call) and call.func is n and len(call.args) == 1 and not call.keywords):
+                return True  # type(name, bases, namespace), class Meta(type), type as a value
+            if not _inert(parents.get(id(call)), call):
+                return True
+        elif isinstance(n, ast.Attribute) and n.attr == "__class__" and not _inert(parents.get(id(n)), n):
+            return True
+    return False
+
+
+def _inert(parent: object, n: ast.AST) -> bool:
+    """A class object (of ``type(x)`` or ``x.__class__``) that makes no class: compared,
+    named (``.__name__``), ``isinstance``'s class, or called with fewer arguments than
+    a class is made with (``type(self)(a, b)``)."""
+    if isinstance(parent, ast.Compare):
+        return True
+    if isinstance(parent, ast.Attribute):
+        return parent.attr in _CLASS_NAME_READS
+    if not isinstance(parent, ast.Call):
+        return False
+    if parent.func is n:
+        return len(parent.args) < 3 and not any(isinstance(a, ast.Starred) for a in parent.args) and all(
+            k.arg is not None for k in parent.keywords)
+    return isinstance(parent.func, ast.Name) and parent.func.id in ("isinstance", "issubclass") and (
+        len(parent.args) > 1 and parent.args[1] is n)
+
+
+def _parents(nodes: list[ast.AST]) -> dict[int, ast.AST]:
+    return {id(c): p for p in nodes for c in ast.iter_child_nodes(p)}
