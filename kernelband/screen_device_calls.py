@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Mapping, NamedTuple, Optional
 
-from .screen_device_unseen import dunders_unseen, rebound_unseen
+from .screen_device_unseen import ALL_DUNDERS, dunders_unseen, may_hook_torch, rebound_unseen
 from .screen_grammar import bound_directly
 
 Helpers = Mapping[str, ast.FunctionDef]
@@ -46,6 +46,9 @@ class ModuleCode(NamedTuple):
     rebound: frozenset[str] = frozenset()
     dunders: frozenset[str] = frozenset()
     attributes: frozenset[str] = frozenset()
+    # a class of the module may define __torch_function__/__torch_dispatch__: a torch call
+    # given a device beside one of its tensors, or a device compared with one, runs its code
+    hooks_torch: bool = False
 
 
 def module_code(tree: ast.Module) -> ModuleCode:
@@ -54,8 +57,11 @@ def module_code(tree: ast.Module) -> ModuleCode:
     # a class body's, or one given unseen (``Box.__gt__ = f``, a class made by type())
     dunders = frozenset(name for c in classes for name in bound_directly(c.body) if name.startswith("__"))
     dunders |= dunders_unseen(nodes)
+    hooks = may_hook_torch(nodes)
+    if hooks:  # its tensors answer every operator through the hook
+        dunders |= ALL_DUNDERS
     return ModuleCode(module_helpers(tree, nodes), _device_methods(tree, nodes, classes, dunders),
-                      _bound_anywhere(nodes) | rebound_unseen(nodes), dunders, _own_attributes(nodes, classes))
+                      _bound_anywhere(nodes) | rebound_unseen(nodes), dunders, _own_attributes(nodes, classes), hooks)
 
 
 def module_helpers(tree: ast.Module, nodes: Optional[list[ast.AST]] = None) -> dict[str, ast.FunctionDef]:

@@ -24,6 +24,8 @@ BUILTIN_NAMES = frozenset(dir(builtins))
 # every dunder a builtin type answers, and those the rule looks for that none of them defines
 ALL_DUNDERS = frozenset(n for t in (object, int, list, dict, type) for n in dir(t) if n.startswith("__")) | {
     "__getattr__", "__contains__", "__bool__", "__len__", "__index__", "__iter__", "__next__"}
+# the hooks through which torch hands a call's every argument to a tensor subclass's own code
+TORCH_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
 
 _NAMESPACE_NAMES = frozenset({"globals", "vars", "locals", "setattr", "delattr", "exec", "eval", "compile",
                               "__import__", "__builtins__", "attrgetter", "methodcaller"})
@@ -47,6 +49,47 @@ def dunders_unseen(nodes: list[ast.AST]) -> frozenset[str]:
         return ALL_DUNDERS
     return frozenset(n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)
                      and n.attr.startswith("__") and n.attr.endswith("__"))
+
+
+def may_hook_torch(nodes: list[ast.AST]) -> bool:
+    """Whether a class of the module may define a torch hook: one is named anywhere (a
+    class body, an attribute, a string), or the module binds names it holds in strings or
+    makes classes unseen while a class of it subclasses a tensor (or is made by ``type``)."""
+    for n in nodes:
+        name = n.name if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else n.attr if isinstance(
+            n, ast.Attribute) else n.id if isinstance(n, ast.Name) else n.value if isinstance(n, ast.Constant) else None
+        if isinstance(name, str) and name in TORCH_HOOKS:
+            return True
+    if not (_namespaces(nodes) or _makes_classes(nodes)):
+        return False
+    for n in nodes:
+        if isinstance(n, ast.ClassDef) and any(_tensor_base(b) for b in n.bases):
+            return True
+        if isinstance(n, ast.Call) and len(n.args) >= 2 and _tensor_bases(n):
+            return True
+    return False
+
+
+def _tensor_bases(call: ast.Call) -> bool:
+    """Whether a call shaped as a class's making may make a tensor class: ``type`` or a
+    maker of classes given bases it cannot read or a tensor among them, or a callable no
+    builtin names (a metaclass) given a tuple of bases with a tensor among them."""
+    func, bases = call.func, call.args[1]
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    listed = isinstance(bases, ast.Tuple) and any(_tensor_base(b) for b in bases.elts)
+    if name == "type" or name in _CLASS_MAKERS:
+        return listed or not isinstance(bases, (ast.Tuple, ast.Constant))
+    return isinstance(func, ast.Name) and name not in BUILTIN_NAMES and len(call.args) >= 3 and listed
+
+
+def _tensor_base(base: ast.expr) -> bool:
+    """A base class named as a tensor (``torch.Tensor``, ``Tensor``, ``nn.Parameter``), or not
+    by a plain name at all (a call, a subscript: what it is cannot be read)."""
+    if isinstance(base, ast.Attribute):
+        return base.attr in ("Tensor", "Parameter")
+    if isinstance(base, ast.Name):
+        return base.id in ("Tensor", "Parameter")
+    return True
 
 
 def _namespaces(nodes: list[ast.AST]) -> bool:
