@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Mapping, NamedTuple, Optional
 
-from .screen_device_unseen import ALL_DUNDERS, dunders_unseen, may_hook_torch, rebound_unseen
+from .screen_device_unseen import unseen
 from .screen_grammar import bound_directly
 
 Helpers = Mapping[str, ast.FunctionDef]
@@ -55,13 +55,12 @@ def module_code(tree: ast.Module) -> ModuleCode:
     nodes = list(ast.walk(tree))
     classes = [n for n in nodes if isinstance(n, ast.ClassDef)]
     # a class body's, or one given unseen (``Box.__gt__ = f``, a class made by type())
-    dunders = frozenset(name for c in classes for name in bound_directly(c.body) if name.startswith("__"))
-    dunders |= dunders_unseen(nodes)
-    hooks = may_hook_torch(nodes)
-    if hooks:  # its tensors answer every operator through the hook
-        dunders |= ALL_DUNDERS
+    hidden = unseen(nodes)
+    dunders = hidden.dunders | frozenset(name for c in classes for name in bound_directly(c.body)
+                                         if name.startswith("__"))
     return ModuleCode(module_helpers(tree, nodes), _device_methods(tree, nodes, classes, dunders),
-                      _bound_anywhere(nodes) | rebound_unseen(nodes), dunders, _own_attributes(nodes, classes), hooks)
+                      _bound_anywhere(nodes) | hidden.rebound, dunders, _own_attributes(nodes, classes),
+                      hidden.hooks_torch)
 
 
 def module_helpers(tree: ast.Module, nodes: Optional[list[ast.AST]] = None) -> dict[str, ast.FunctionDef]:

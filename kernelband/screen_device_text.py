@@ -57,9 +57,9 @@ WHY = ("every call of the judge runs on one device (\"cuda:0\"), so code that ma
 TEXT = "turns a device into text"
 _TEXT_BUILTINS = frozenset({"str", "repr", "ascii", "format"})
 _SOURCES = frozenset({"torch.device", "triton.runtime.driver.active.get_active_torch_device"})
-# torch APIs that take a device positionally and give back no text of it
 # a torch call beside a tensor of a class with __torch_function__ hands the hook its arguments
 _TO_HOOK = "gives a device to torch beside the module's own torch hook (__torch_function__ or __torch_dispatch__)"
+# torch APIs that take a device positionally and give back no text of it
 _DEVICE_APIS = frozenset({"torch.device", *(f"torch.cuda.{n}" for n in (
     "device", "set_device", "get_device_properties", "get_device_capability", "get_device_name", "synchronize",
     "mem_get_info", "memory_allocated", "current_stream", "default_stream", "Stream"))})
@@ -309,14 +309,13 @@ class _Flow:
     def keyword(self, k: ast.keyword, call: ast.Call) -> str:
         if k.arg not in ("device", None):
             return self.argument(k.value, call)
-        func, target = call.func, self.qualified(call.func) or ""
-        if target.split(".")[0] == "torch" and self.module.hooks_torch:
+        func, root = call.func, (self.qualified(call.func) or "").split(".")[0]
+        method = isinstance(func, ast.Attribute) and func.attr in TENSOR_DEVICE_METHODS
+        if self.module.hooks_torch and (root == "torch" or method):
             return _TO_HOOK
-        if target.split(".")[0] in ("torch", "triton"):
+        if root in ("torch", "triton"):
             return ALLOW
-        if isinstance(func, ast.Attribute) and func.attr in TENSOR_DEVICE_METHODS and self.module.hooks_torch:
-            return _TO_HOOK
-        if isinstance(func, ast.Attribute) and func.attr in TENSOR_DEVICE_METHODS:
+        if method:
             return ALLOW if self.follower.method(call, k.value) else f"passes a device to {_snippet(func, 40)}"
         if isinstance(func, ast.Name) and func.id == "dict":
             return PASS  # dict(device=d): keywords for a later call, a device itself

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from typing import NamedTuple
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 # every dunder a builtin type answers, and those the rule looks for that none of them defines
@@ -35,39 +36,42 @@ _CLASS_MAKERS = frozenset({"make_dataclass", "new_class", "ABCMeta", "EnumMeta",
 _CLASS_NAME_READS = frozenset({"__name__", "__qualname__", "__module__"})
 
 
-def rebound_unseen(nodes: list[ast.AST]) -> frozenset[str]:
-    """The builtins among ``nodes`` (``ast.walk`` of a module) may rebind unseen."""
-    if _namespaces(nodes):
-        return BUILTIN_NAMES
-    return frozenset(n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)
-                     and n.attr in BUILTIN_NAMES)
+class Unseen(NamedTuple):
+    """What of a module no binding by name shows (``unseen``)."""
+
+    rebound: frozenset[str]  # builtins it may rebind
+    dunders: frozenset[str]  # dunder methods it may give a class other than in its body
+    hooks_torch: bool  # a tensor class of it may define a torch hook (then it answers every operator)
 
 
-def dunders_unseen(nodes: list[ast.AST]) -> frozenset[str]:
-    """The dunder methods ``nodes`` may give a class other than in its body."""
-    if _namespaces(nodes) or _makes_classes(nodes):
-        return ALL_DUNDERS
-    return frozenset(n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)
-                     and n.attr.startswith("__") and n.attr.endswith("__"))
+def unseen(nodes: list[ast.AST]) -> Unseen:
+    """The builtins and dunders ``nodes`` (``ast.walk`` of a module) may bind unseen, and
+    whether a class of it may define a torch hook: one named anywhere (a class body, an
+    attribute, a string), or a tensor class where names held in strings are bound or
+    classes made unseen."""
+    parents = _parents(nodes)
+    by_string, makes = _namespaces(nodes, parents), _makes_classes(nodes, parents)
+    stored = [n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)]
+    hooks = _hook_named(nodes) or (by_string or makes) and _tensor_class(nodes)
+    rebound = BUILTIN_NAMES if by_string else frozenset(a for a in stored if a in BUILTIN_NAMES)
+    dunders = ALL_DUNDERS if by_string or makes or hooks else frozenset(
+        a for a in stored if a.startswith("__") and a.endswith("__"))
+    return Unseen(rebound, dunders, hooks)
 
 
-def may_hook_torch(nodes: list[ast.AST]) -> bool:
-    """Whether a class of the module may define a torch hook: one is named anywhere (a
-    class body, an attribute, a string), or the module binds names it holds in strings or
-    makes classes unseen while a class of it subclasses a tensor (or is made by ``type``)."""
+def _hook_named(nodes: list[ast.AST]) -> bool:
     for n in nodes:
         name = n.name if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else n.attr if isinstance(
             n, ast.Attribute) else n.id if isinstance(n, ast.Name) else n.value if isinstance(n, ast.Constant) else None
         if isinstance(name, str) and name in TORCH_HOOKS:
             return True
-    if not (_namespaces(nodes) or _makes_classes(nodes)):
-        return False
-    for n in nodes:
-        if isinstance(n, ast.ClassDef) and any(_tensor_base(b) for b in n.bases):
-            return True
-        if isinstance(n, ast.Call) and len(n.args) >= 2 and _tensor_bases(n):
-            return True
     return False
+
+
+def _tensor_class(nodes: list[ast.AST]) -> bool:
+    """Whether a class of the module subclasses a tensor, or a call may make one."""
+    return any(isinstance(n, ast.ClassDef) and any(_tensor_base(b) for b in n.bases)
+               or isinstance(n, ast.Call) and len(n.args) >= 2 and _tensor_bases(n) for n in nodes)
 
 
 def _tensor_bases(call: ast.Call) -> bool:
@@ -92,10 +96,9 @@ def _tensor_base(base: ast.expr) -> bool:
     return True
 
 
-def _namespaces(nodes: list[ast.AST]) -> bool:
+def _namespaces(nodes: list[ast.AST], parents: dict[int, ast.AST]) -> bool:
     """Whether the module may bind a name it holds in a string: through a namespace, by
     ``setattr``, ``getattr`` of a name not written out, running code, a star import."""
-    parents = _parents(nodes)
     for n in nodes:
         if isinstance(n, ast.Name) and n.id in _NAMESPACE_NAMES or isinstance(n, ast.ImportFrom) and any(
                 a.name == "*" for a in n.names):
@@ -114,11 +117,10 @@ def _public_getattr(call: object, name: ast.Name) -> bool:
         call.args[1], ast.Constant) and isinstance(call.args[1].value, str) and not call.args[1].value.startswith("_")
 
 
-def _makes_classes(nodes: list[ast.AST]) -> bool:
+def _makes_classes(nodes: list[ast.AST], parents: dict[int, ast.AST]) -> bool:
     """Whether the module may make a class whose dunders no class body shows: ``type`` or
     a class's class used other than on one object, compared, named or called as a
     constructor, a metaclass defined, or a maker of classes."""
-    parents = _parents(nodes)
     for n in nodes:
         if isinstance(n, ast.Name) and n.id in _CLASS_MAKERS or isinstance(n, ast.Attribute) and n.attr in _CLASS_MAKERS:
             return True
