@@ -219,7 +219,7 @@ class CandidateRun:
         if not isinstance(meta, RunOutputs) or meta.mode != "check" or meta.error:
             return
         h, seed = meta.harness, meta.seed
-        errors = [rel for (hh, _, _), (rel, _, _) in judge.ref.high_error.items() if hh == h]
+        errors = [e.rel for (hh, _, _), e in judge.ref.high_error.items() if hh == h]
         if not errors:
             return  # no float64 rerun of the original for this harness: tolerances only
         original_error = max(errors)
@@ -242,7 +242,7 @@ class CandidateRun:
         from .judge_derived import plain_deviations
 
         judge = self.judge
-        errors = [rel for (rel, _, _) in judge.ref.high_error.values()]
+        errors = [e.rel for e in judge.ref.high_error.values()]
         if not errors:
             return  # no float64 rerun of the original: tolerances only
         devs = plain_deviations(judge, Frame(frame.meta, frame.tree))

@@ -23,7 +23,7 @@ import torch
 
 from ..model import LaunchRecord, Task
 from ..trace import mark
-from . import spares
+from . import checks, spares
 from .call_spec import DerivedCall, RecordedCall
 from .compare import set_compute_device
 from .deadlines import deadline_s
@@ -52,7 +52,7 @@ class Reference:
     masks: dict[str, dict[str, Any]] = field(default_factory=dict)  # harness -> leaf -> changed-by-Triton mask
     neutral_raised: dict[str, bool] = field(default_factory=dict)
     high: dict[str, dict[str, list[Any]]] = field(default_factory=dict)  # harness -> "kernel.arg" -> [float64 result]
-    high_error: dict[tuple[str, str, int], tuple[float, float, float]] = field(default_factory=dict)
+    high_error: dict[tuple[str, str, int], checks.ErrorStats] = field(default_factory=dict)
     writes: dict[str, list[str]] = field(default_factory=dict)  # kernel -> argument names it writes
     changed_inputs: set[str] = field(default_factory=set)
     streams: set[int] = field(default_factory=set)
