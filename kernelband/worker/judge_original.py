@@ -98,6 +98,9 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
         job = _run_original(judge, task, req, base, notes)
     if job is None or not base.deterministic:
         return base.to_dict()
+    # the candidates' processes start now, beside the rest of the setup: the first wave
+    # finds its CUDA contexts made
+    judge.keep_spares(candidate_lanes(judge))
     base.phases["output_bytes"] = decoded_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))
     move_references(judge)
     # what the original compiled, kept once: a candidate whose kernel and launch settings
@@ -112,16 +115,12 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     failure = _derive_references(judge, base, derivation_notes, candidate_lanes(judge) + int(lane_ok))
     if failure:
         job.close()
+        judge.spares.close()
         base.message = failure
         return base.to_dict()
     lane_note = _open_lane(judge, job, base, req.time, lane_ok)
     if lane_note:
         notes.append(lane_note)
-    # the candidates' processes start once the baseline is taken: each makes its CUDA
-    # context inside the GPU lock's shared hold, and eight of them made before it kept the
-    # lane's timed rounds waiting 1.2 s (add_scale on an H200); they make them while the
-    # session reads the baseline and sends its first candidates
-    judge.keep_spares(candidate_lanes(judge))
     notes += _baseline_notes(judge, task, base) + derivation_notes
     base.lanes = candidate_lanes(judge)
     base.ok = True
