@@ -158,7 +158,7 @@ def derive(calls: list[RecordedCall], seed: int, per_call: int = len(FLAVOURS), 
       values (a sum of them is exact in any order: this call is about sizes and indices,
       the long one about rounding);
     - long: the last dimension of the floating inputs grown (past 2**14 where it fits), a
-      8 or 16 rows, in a reduced-precision dtype, of large values centred on zero: a sum
+      few rows, in a reduced-precision dtype, of large values centred on zero: a sum
       accumulated in 16 bits loses it (and a sum of squares overflows fp16's range); and
       its float32 twin (``high``: the same values), the precision reference;
     - transposed: tensors of two or more dimensions column-major (1-D: every other element);
@@ -511,7 +511,7 @@ def _mapping(flavour: str, tensors: list[TensorArg], dims: list[int], rng: rando
     if flavour == "long":  # the rows of the floating inputs (their last dimension)
         grown = next((t.shape[-1] for t in tensors if t.floating and t.shape and t.shape[-1] > 1),
                      grown)
-    small, least = ((3, 7, 17, 33), GROWN) if flavour == "grow" else ((8, 16), LONG_ROW)
+    small, least = ((3, 7, 17, 33), GROWN) if flavour == "grow" else ((4, 8), LONG_ROW)
     mapping = {d: min(d, rng.choice(small)) for d in dims}
     # a grown size is a multiple of the harness's until it passes GROWN; a long row only needs
     # to pass LONG_ROW. On a GPU a kernel whose block is its row compiles once per row size, in
