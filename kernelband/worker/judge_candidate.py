@@ -17,6 +17,7 @@ from typing import Any, Iterator, Optional
 
 from ..model import Evaluation, Status
 from ..profile.schema import Profile, ProfileError, TimingTier
+from ..trace import mark
 from . import checks, warm
 from .compare import compare_outputs, describe
 from .gpu_lock import gpu_lock
@@ -28,6 +29,7 @@ from .judge_core import JudgeCore, Reference, add_frame_phase, add_phase, count_
 from .messages import (Derived, DerivedOutputs, ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, Release,
                        ReplayCheck, ReplayOutputs, Run, RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 from .observe import CallHistory, comparable, condense_locals
+from .lane_turns import Turn, timed_turns
 from .requests import Evaluate
 from .stats import median_timing, paired_statistics
 
@@ -270,9 +272,23 @@ class CandidateRun:
 
     def _time_against_lane(self, job: VariantJob, lane: Any) -> None:
         """Interleaved rounds under one exclusive GPU turn: the candidate, then the original
-        (alternating which goes first), each one sample in its own process."""
+        (alternating which goes first), each one sample in its own process; on a GPU the
+        turn is taken again where the original ran off its level in it (``lane_turns``)."""
         # the interpreter's times are no speed claim: one round, unless the request asks for more
         rounds = SEARCH_ROUNDS_GPU if gpu() else max(1, self.req.rounds or SEARCH_ROUNDS_CPU)
+        turn, taken = timed_turns(lambda: self._turn(job, lane, rounds), lane.level if gpu() else None,
+                                  settled=lambda _: self.far_slower)
+        if taken > 1:
+            self.ev.phases["timing.turns"] = float(taken)
+            mark("lane.disturbed", variant=self.ev.variant_id, turns=taken, original_ms=turn.original_median,
+                 level_ms=lane.level.ms if lane.level is not None else None)
+        launches = len(self.ev.launches) or 1
+        self.ev.timing = median_timing(turn.candidate_ms, turn.clock, launches)
+        paired = paired_statistics(turn.original_ms, turn.candidate_ms, turn.clock)
+        self.ev.reference_ms = paired.baseline_ms
+        self.ev.speedup_ci = [paired.ci_low, paired.ci_high]
+
+    def _turn(self, job: VariantJob, lane: Any, rounds: int) -> Turn:
         cand: list[float] = []
         orig: list[float] = []
         clock = ""
@@ -302,11 +318,7 @@ class CandidateRun:
                     self.far_slower = True  # more rounds cannot make it faster than the original
                     break
         add_phase(self.ev.phases, "timing", time.perf_counter() - t0)
-        launches = len(self.ev.launches) or 1
-        self.ev.timing = median_timing(cand, clock, launches)
-        paired = paired_statistics(orig, cand, clock)
-        self.ev.reference_ms = paired.baseline_ms
-        self.ev.speedup_ci = [paired.ci_low, paired.ci_high]
+        return Turn(cand, orig, clock)
 
 
 def _refuse_if_inconsistent(devs: dict[str, tuple[Any, float]], at_seed0: float, original_error: float, where: str,

@@ -28,6 +28,7 @@ from .call_spec import DerivedCall, RecordedCall
 from .compare import set_compute_device
 from .deadlines import deadline_s
 from .jobs import Frame, VariantJob
+from .lane_turns import LaneLevel
 from .messages import (PAIRED_SAMPLE_MS, Derived, ErrorFrame, FrameMeta, Job, ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run,
                        RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 from .spares import EARLY_CUDA_ENV
@@ -109,6 +110,7 @@ class Lane:
         self.job = job
         self.key = key
         self.lock = threading.Lock()
+        self.level: Optional[LaneLevel] = None  # the original's usual median in turns: from its baseline
 
     def sample(self, held_by_judge: bool, timeout_s: float, paired: bool = False) -> tuple[float, str]:
         """One sample of the original: a search round's, or (``paired``) a paired

@@ -16,6 +16,7 @@ from ..profile.schema import Profile
 from . import checks
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
 from .jobs import Frame, JobFailed, VariantJob
+from .lane_turns import LaneLevel
 from . import judge_derivation
 from .judge_derived import calls_to_derive, optional_parameters
 from .judge_core import (GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, add_frame_phase, count_runs, deadline_s, gpu,
@@ -213,6 +214,7 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool,
             samples = [lane.sample(False, deadline_s(task.timeout_s, 1))[0] for _ in range(LANE_ROUNDS if gpu() else 2)]
             clock = "cuda-events" if gpu() else "cpu-interpreter"
             base.timing = median_timing(samples, clock, len(judge.ref.launches))
+            lane.level = LaneLevel(base.timing.median_ms)
         judge.lane = lane
         base.reference_lane = True
         return ""

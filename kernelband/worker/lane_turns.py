@@ -1,0 +1,88 @@
+"""The reference lane as a control of each timing turn.
+
+In a candidate's timing turn the original is sampled beside it (``judge_candidate``), and
+its median there should sit at its usual level. A turn where it does not was disturbed
+(the GPU's clocks, work of another program on it, memory another process gave back): the
+ratio of such a turn measures the disturbance as much as the candidate. Seen on an H200
+(softmax_out, 1 GiB of outputs): in one turn the original ran 0.837 ms against its 0.459 ms
+baseline and the candidate 0.648 ms; the search ranked the candidate 1.29x, the paired
+re-measurement found 1.001x. A disturbed turn is taken again, at most ``MAX_TURNS`` in
+all, and the least disturbed one counts; where even that one is disturbed, the original's
+samples count at their level (a candidate that slows the original's samples, in every
+turn, gains nothing: it is compared with the original as it usually runs).
+
+Nothing here decides a verdict: a speedup is still only the paired re-measurement's.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+DRIFT = 0.15  # the original's median this far off its level: the turn was disturbed
+MAX_TURNS = 3
+RECENT_TURNS = 9  # the level is the median of the original's last turns (the baseline's first)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One exclusive timing turn: the candidate's and the original's samples (ms)."""
+    candidate_ms: list[float]
+    original_ms: list[float]
+    clock: str
+
+    @property
+    def original_median(self) -> float:
+        return statistics.median(self.original_ms)
+
+
+class LaneLevel:
+    """The original's usual median in timing turns, from the turns that were not disturbed
+    (a disturbed one recorded would let candidates that slow the original move the level)."""
+
+    def __init__(self, baseline_ms: float) -> None:
+        self._recent: deque[float] = deque([baseline_ms], maxlen=RECENT_TURNS)
+        self._lock = threading.Lock()  # candidates' threads record their turns concurrently
+
+    @property
+    def ms(self) -> float:
+        with self._lock:
+            return statistics.median(self._recent)
+
+    def off(self, turn: Turn) -> float:
+        """How far the turn's original median is from the level, as a fraction of it."""
+        level = self.ms
+        return abs(turn.original_median / level - 1.0) if level > 0 else 0.0
+
+    def disturbed(self, turn: Turn) -> bool:
+        return self.off(turn) > DRIFT
+
+    def record(self, turn: Turn) -> None:
+        with self._lock:
+            self._recent.append(turn.original_median)
+
+
+def timed_turns(take: Callable[[], Turn], level: Optional[LaneLevel],
+                settled: Callable[[Turn], bool] = lambda turn: False) -> tuple[Turn, int]:
+    """(the turn that counts, how many were taken): turns until one is not disturbed, or
+    ``settled`` says more cannot change the outcome (a candidate far slower), at most
+    ``MAX_TURNS``; without a level (the interpreter, no baseline) one turn."""
+    turns = [take()]
+    while level is not None and len(turns) < MAX_TURNS and not settled(turns[-1]) \
+            and turns[-1].original_ms and level.disturbed(turns[-1]):
+        turns.append(take())
+    if level is None or not turns[-1].original_ms:
+        return turns[-1], len(turns)
+    best = min((t for t in turns if t.original_ms), key=level.off)
+    if level.disturbed(best):
+        return at_level(best, level), len(turns)
+    level.record(best)
+    return best, len(turns)
+
+
+def at_level(turn: Turn, level: LaneLevel) -> Turn:
+    """The turn with the original's samples scaled to the level (their spread kept)."""
+    scale = level.ms / turn.original_median if turn.original_median > 0 else 1.0
+    return Turn(turn.candidate_ms, [ms * scale for ms in turn.original_ms], turn.clock)

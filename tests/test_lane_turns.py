@@ -1,0 +1,81 @@
+"""The reference lane as a control of each candidate's timing turn (kernelband/worker/
+lane_turns.py): a turn where the original ran off its usual level is taken again, and a
+candidate gains nothing from slowing the original's samples. The turns here are the
+samples a turn returns (ms); the GPU measurement they stand for is in the module's
+docstring (softmax_out on an H200)."""
+from __future__ import annotations
+
+from typing import Callable
+
+from kernelband.worker.lane_turns import DRIFT, MAX_TURNS, LaneLevel, Turn, timed_turns
+
+
+def _turns(*pairs: tuple[float, float]) -> Callable[[], Turn]:
+    """A turn taker returning (candidate ms, original ms) turns in order, five rounds each."""
+    queue = list(pairs)
+
+    def take() -> Turn:
+        cand, orig = queue.pop(0)
+        return Turn([cand] * 5, [orig * f for f in (0.99, 1.0, 1.0, 1.01, 1.0)], "cuda-events")
+    return take
+
+
+def _speedup(turn: Turn) -> float:
+    return turn.original_median / sorted(turn.candidate_ms)[len(turn.candidate_ms) // 2]
+
+
+def test_an_undisturbed_turn_counts_at_once_and_sets_the_level():
+    level = LaneLevel(0.459)
+    turn, taken = timed_turns(_turns((0.40, 0.46)), level)
+    assert taken == 1 and abs(_speedup(turn) - 0.46 / 0.40) < 1e-9
+    assert abs(level.ms - 0.4595) < 1e-3
+
+
+def test_the_softmax_out_turn_is_taken_again_and_the_undisturbed_one_counts():
+    """The H200 turn: original 0.837 ms (baseline 0.459), candidate 0.648: ranked 1.29x.
+    Taken again, the candidate runs as fast as the original."""
+    level = LaneLevel(0.459)
+    turn, taken = timed_turns(_turns((0.648, 0.837), (0.458, 0.459)), level)
+    assert taken == 2
+    assert abs(_speedup(turn) - 1.0) < 0.01
+
+
+def test_a_candidate_that_slows_the_original_in_every_turn_gains_nothing():
+    """The cheat: the candidate's process makes the original's samples slower (work of
+    its own on the GPU between its samples) in all its turns. It is compared with the
+    original at its level: its own time, not the slowed original's, decides."""
+    level = LaneLevel(0.459)
+    turn, taken = timed_turns(_turns((0.46, 0.83), (0.46, 0.85), (0.46, 0.80)), level)
+    assert taken == MAX_TURNS
+    assert abs(_speedup(turn) - 0.459 / 0.46) < 0.01
+    # and its turns do not move the level that honest candidates are held to
+    assert abs(level.ms - 0.459) < 1e-9
+    honest, taken = timed_turns(_turns((0.40, 0.46)), level)
+    assert taken == 1 and abs(_speedup(honest) - 0.46 / 0.40) < 1e-9
+
+
+def test_a_turn_within_the_drift_is_not_taken_again():
+    level = LaneLevel(0.459)
+    inside = 0.459 * (1 + DRIFT * 0.9)
+    _, taken = timed_turns(_turns((0.40, inside)), level)
+    assert taken == 1
+
+
+def test_a_candidate_settled_as_far_slower_is_not_timed_again():
+    level = LaneLevel(0.459)
+    _, taken = timed_turns(_turns((9.0, 0.9), (9.0, 0.459)), level, settled=lambda turn: True)
+    assert taken == 1
+
+
+def test_without_a_level_one_turn_counts_as_taken():
+    """The interpreter (its times are no speed claim) and a lane without a baseline."""
+    turn, taken = timed_turns(_turns((0.648, 0.837), (0.458, 0.459)), None)
+    assert taken == 1 and turn.original_median == 0.837
+
+
+def test_the_level_follows_its_recent_undisturbed_turns():
+    level = LaneLevel(0.459)
+    for ms in (0.47, 0.48, 0.49, 0.50, 0.51):  # drifting slowly, each within DRIFT of the level
+        _, taken = timed_turns(_turns((0.4, ms)), level)
+        assert taken == 1
+    assert 0.47 <= level.ms <= 0.50
