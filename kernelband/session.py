@@ -23,7 +23,7 @@ from dataclasses import asdict
 from typing import Any, Callable, Optional
 
 from .evaluate import SetupError, WorkerLost  # noqa: F401 - WorkerLost: re-exported
-from .events import EventEmitter
+from .events import EventEmitter, Finished, Log, Started
 from .executor.base import Evaluator
 from .executor.pool import WorkerPool
 from .model import FOUND_STATUSES, Evaluation, Result, ResultStatus, Task, Variant
@@ -98,7 +98,7 @@ class Session:
         """A Result warning and a log event, once per distinct note."""
         if note not in self.warnings:
             self.warnings.append(note)
-            self.emit("log", level="warning", message=note)
+            self.emit(Log(level="warning", message=note))
 
     def _evaluate(self, variant: Variant, profile_tier: Optional[int] = None, evaluator: Optional[Evaluator] = None,
                   search: bool = False) -> Evaluation:
@@ -154,7 +154,7 @@ class Session:
 
     def _exhaustive(self, generator: Any) -> str:
         space = generator.enumerate_space(self.pool.original.variant, self.task.kernel)
-        self.emit("log", level="info", message=f"exhaustive search over {len(space)} points of the rules space")
+        self.emit(Log(level="info", message=f"exhaustive search over {len(space)} points of the rules space"))
         steps = ExhaustiveSteps(self, space)
         return self._dispatch_loop(steps.dispatch, steps.complete)
 
@@ -178,7 +178,7 @@ class Session:
             triton_version=self.platform.triton_version,
             baseline_bottleneck=(p.diagnosis.bottleneck or None) if (p := self.pool.profiles.get(original.id)) else None,
             overshoot=self.usage.overshoot(self.config.budget))
-        log = lambda message: self.emit("log", level="info", message=message)  # noqa: E731
+        log = lambda message: self.emit(Log(level="info", message=message))  # noqa: E731
         return ResultBuilder(self.task, self.config, self.evaluator, self._warn_once, log,
                              spare=self.workers.spare()).build(outcome)
 
@@ -193,9 +193,9 @@ class Session:
         return make_generator(self.config.generator, seed=self.config.seed, **options)
 
     def run(self) -> Result:
-        self.emit("started", kernel=self.task.kernel, file=self.task.module_path, source_hash=self.task.source_hash,
-                  budget=asdict(self.config.budget), generator=self.config.generator, search=self.config.search,
-                  session_id=self.id)
+        self.emit(Started(kernel=self.task.kernel, file=self.task.module_path, source_hash=self.task.source_hash,
+                          budget=asdict(self.config.budget), generator=self.config.generator,
+                          search=self.config.search, session_id=self.id))
         self._clean_leftovers()
         warm_imports()
         warmup: list[GeneratorWarmup] = []  # built once the worker says whether it interprets
@@ -215,7 +215,7 @@ class Session:
                     self.store.put_variant(self.task.source_hash, self.task.kernel, self.platform.gpu, c.id,
                                            c.variant.source, c.time_ms, c.variant.strategy)
                 self.store.finish_session(self.id, result.status.value, result.to_dict(history=False))
-            self.emit("result", result=result.to_dict())
+            self.emit(Finished(result))
             return result
         finally:
             self.workers.close()  # every worker (the primary included)
@@ -251,7 +251,7 @@ class Session:
         if self.store:
             stale = self.store.mark_interrupted()
             if stale:
-                self.emit("log", level="info", message=f"{len(stale)} earlier session(s) stopped before finishing")
+                self.emit(Log(level="info", message=f"{len(stale)} earlier session(s) stopped before finishing"))
         sweep_stale_workdirs()
 
 

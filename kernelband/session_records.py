@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from .events import Candidate, EventPayload, Progress
 from .harness import harness_hash
 from .model import Evaluation, Task, Variant, sha256_text
 from .session_config import SessionConfig, Usage
@@ -16,7 +17,7 @@ _EVENT_KEYS = ("index", "variant_id", "parent", "strategy", "generator", "status
 
 class SessionRecords:
     def __init__(self, session_id: str, task: Task, config: SessionConfig, store: Any, pool: CandidatePool,
-                 usage: Usage, emit: Callable[..., object], interpreted: Callable[[], bool]) -> None:
+                 usage: Usage, emit: Callable[[EventPayload], object], interpreted: Callable[[], bool]) -> None:
         self.session_id = session_id
         self.task = task
         self.config = config
@@ -35,11 +36,10 @@ class SessionRecords:
         self.history.append(entry)
         # speed_claim false: the ratios are CPU-interpreter times, never shown as a GPU speedup
         speed_claim = not self.interpreted()
-        self.emit("candidate", **{k: entry[k] for k in _EVENT_KEYS},
-                  **({"worker": worker} if worker is not None else {}), speed_claim=speed_claim)
-        self.emit("progress", done=self.usage.done, total=self.config.budget.evaluations, best_ms=entry["best_ms"],
-                  best_speedup=entry["best_speedup_so_far"], message=f"{strategy or 'candidate'}: {ev.status.value}",
-                  speed_claim=speed_claim)
+        self.emit(Candidate(**{k: entry[k] for k in _EVENT_KEYS}, worker=worker, speed_claim=speed_claim))
+        self.emit(Progress(done=self.usage.done, total=self.config.budget.evaluations, best_ms=entry["best_ms"],
+                           best_speedup=entry["best_speedup_so_far"],
+                           message=f"{strategy or 'candidate'}: {ev.status.value}", speed_claim=speed_claim))
         if self.store:
             self._store(entry, strategy, variant, ev)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional
 
+from .events import Log
 from .model import Evaluation, Status, Variant
 
 WAIT = "wait"  # dispatch(): nothing to pick until a running evaluation finishes
@@ -85,7 +86,7 @@ class PolicySteps:
         if s.stop.is_set():
             return STOPPED
         self.unreachable += 1
-        s.emit("log", level="warning", message=f"generator failed: {gen.message}")
+        s.emit(Log(level="warning", message=f"generator failed: {gen.message}"))
         if getattr(self.generator, "hung", False):
             s.warnings.append(f"the LLM endpoint does not answer: {gen.message}")
             return f"generator unavailable ({gen.message})"

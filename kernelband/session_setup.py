@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Optional
 
+from .events import Baseline, EventPayload, Log
 from .evaluate import SetupError
 from .executor.base import Evaluator
 from .harness import harness_hash
@@ -20,7 +21,7 @@ from .trace import mark
 
 class Preparation:
     def __init__(self, task: Task, config: SessionConfig, evaluator: Evaluator, workers: Any, store: Any,
-                 pool: CandidatePool, emit: Callable[..., object], warn: Callable[[str], None],
+                 pool: CandidatePool, emit: Callable[[EventPayload], object], warn: Callable[[str], None],
                  warnings: list[str], on_started: Optional[Callable[[], None]] = None) -> None:
         self.task = task
         self.config = config
@@ -93,12 +94,12 @@ class Preparation:
                                file=self.task.module_path)
 
     def _emit_baseline(self, base: Any, time_ms: Optional[float]) -> None:
-        self.emit("baseline", time_ms=time_ms, clock=base.timing.clock if base.timing else None,
-                  interpreted=base.interpreted, speed_claim=not base.interpreted, device=base.device_name,
-                  deterministic=base.deterministic, weak_harness=base.weak_harness,
-                  message=base.weak_reason or base.message,
-                  prepare_ms=base.timing.median_ms if base.timing else None,
-                  setup_s=dict(self.setup_s))
+        self.emit(Baseline(time_ms=time_ms, clock=base.timing.clock if base.timing else None,
+                           interpreted=base.interpreted, speed_claim=not base.interpreted, device=base.device_name,
+                           deterministic=base.deterministic, weak_harness=base.weak_harness,
+                           message=base.weak_reason or base.message,
+                           prepare_ms=base.timing.median_ms if base.timing else None,
+                           setup_s=dict(self.setup_s)))
 
     def _warm_baseline_ms(self, prepare_ms: float) -> float:
         """The original timed exactly as candidates are (same request, warm worker), so
@@ -115,7 +116,7 @@ class Preparation:
 
 
 def device_facts(evaluator: Evaluator, store: Any, gpu: str, triton_version: str,
-                 emit: Optional[Callable[..., object]] = None) -> Optional[dict[str, Any]]:
+                 emit: Optional[Callable[[EventPayload], object]] = None) -> Optional[dict[str, Any]]:
     """The device's peaks: from the workspace store, else this machine's cache, else
     measured (once per card, driver and Triton version), and cached in both."""
     from . import machine_cache
@@ -127,7 +128,7 @@ def device_facts(evaluator: Evaluator, store: Any, gpu: str, triton_version: str
         facts = machine_cache.get_device_facts(key)
     if not valid_cached(facts):
         if emit is not None:
-            emit("log", level="info", message="measuring the GPU's peak bandwidth and matrix rates (once per GPU)...")
+            emit(Log(level="info", message="measuring the GPU's peak bandwidth and matrix rates (once per GPU)..."))
         facts = evaluator.device_facts()
         if valid_cached(facts):
             machine_cache.put_device_facts(key, facts)

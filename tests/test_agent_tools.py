@@ -130,15 +130,16 @@ async def test_progress_values_only_grow():
         sent.append(p)
 
     from kernelband.agent.tools import describe_event
-    from kernelband.events import Event
+    from kernelband.events import Event, Started
+    from kernelband.events import Progress as ProgressEvent
 
     r = _Reporter(FakeJob(), FakeManager(), sink, describe_event)
-    await r.event(Event("started", {"kernel": "k", "budget": {"evaluations": 4}}))
+    await r.event(Event(Started(kernel='k', budget={'evaluations': 4})))
     await r.heartbeat()
-    await r.event(Event("progress", {"done": 1, "total": 4, "best_speedup": 1.5, "speed_claim": False}))
+    await r.event(Event(ProgressEvent(done=1, total=4, best_speedup=1.5, speed_claim=False)))
     await r.heartbeat()
-    await r.event(Event("progress", {"done": 1, "total": 4}))
-    await r.event(Event("progress", {"done": 3, "total": 4, "best_speedup": 1.2, "speed_claim": True}))
+    await r.event(Event(ProgressEvent(done=1, total=4)))
+    await r.event(Event(ProgressEvent(done=3, total=4, best_speedup=1.2, speed_claim=True)))
     values = [p.progress for p in sent]
     assert values == sorted(values) and len(set(values)) == len(values), values
     assert all(p.total == 4 for p in sent)

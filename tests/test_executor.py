@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelband.events import EventPayload, Log
 from kernelband.executor import ExecutorOptions, ExecutorUnavailable, make_executor
 from kernelband.executor.local import LocalExecutor, visible_gpus
 from kernelband.executor.pool import WorkerPool
@@ -248,8 +249,8 @@ def _drive(pool: WorkerPool, n: int, after_each=None) -> list[tuple[str, str, fl
 def test_a_second_worker_still_preparing_never_holds_up_the_primary():
     gate = threading.Event()
     primary, second = _FakeWorker(2.0), _FakeWorker(4.0, gate=gate)
-    events: list[tuple[str, dict]] = []
-    pool = WorkerPool([primary, second], ["gpu 0", "gpu 1"], emit=lambda kind, **kw: events.append((kind, kw)))
+    events: list[EventPayload] = []
+    pool = WorkerPool([primary, second], ["gpu 0", "gpu 1"], emit=events.append)
     pool.begin_others()
     assert pool.finish_others(Variant(source="# o\n"), 2.0, {"peak": 1}) == []  # returns at once: gpu 1 is not ready
     assert pool.live == [0]
@@ -270,7 +271,7 @@ def test_a_second_worker_still_preparing_never_holds_up_the_primary():
     assert {ms for _, w, ms in done if w == "gpu 1"} == {0.5} and {ms for _, w, ms in done if w == "gpu 0"} == {1.0}
     # it prepared references only (no timing, no profile) and got the primary's device facts
     assert second.prepared_with == {"time_it": False, "profile_tier": 0} and second.facts == {"peak": 1}
-    logs = [kw["message"] for kind, kw in events if kind == "log"]
+    logs = [p.message for p in events if isinstance(p, Log)]
     assert any(m.startswith("gpu 1 takes candidates from") for m in logs), logs
     assert any(m.startswith("search phase of") and "gpu 1" in m for m in logs), logs
     usage = pool.usage()

@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+from kernelband.events import PAYLOADS
 from kernelband.model import Result
 
 from kernelband_lsp import display as D
@@ -25,12 +26,17 @@ def stream(name: str) -> list[dict]:
     return [json.loads(line) for line in (EVENTS / name).read_text().splitlines() if line.strip()]
 
 
+def on(disp: D.JobDisplay, etype: str, data: dict) -> str | None:
+    """The display's line for an event as the server reads it off the wire."""
+    return disp.on_event(PAYLOADS[etype].from_wire(data))
+
+
 def feed(events: list[dict], kind: str = "optimize") -> tuple[D.JobDisplay, list[tuple[str, str | None]]]:
     disp = D.JobDisplay(kind)
     lines = []
     for ev in events:
         data = {k: v for k, v in ev.items() if k not in ("type", "t")}
-        lines.append((ev["type"], disp.on_event(ev["type"], data)))
+        lines.append((ev["type"], on(disp, ev["type"], data)))
         lines.append(("line", disp.line()))
         lines.append(("status", disp.status(disp.started + 12.0)))
     return disp, lines
@@ -82,40 +88,40 @@ def test_phases_while_no_event_comes():
     disp = D.JobDisplay("optimize")
     assert disp.status(disp.started + 3) == "starting the engine (Python, torch and Triton load)… (3 s)"
     assert disp.line() == "optimizing: starting the engine (Python, torch and Triton load)…"
-    disp.on_event("started", {"budget": {"evaluations": 4}, "generator": "rules"})
+    on(disp, "started", {"kernel": "k", "budget": {"evaluations": 4}, "generator": "rules"})
     assert disp.status(disp.started + 41) == "preparing: compiling, checking and timing the original… (41 s)"
     # the engine announces the step it starts with a trailing "..."
-    assert disp.on_event("log", {"level": "info", "message": "measuring device peaks (once per device)..."}) \
+    assert on(disp, "log", {"level": "info", "message": "measuring device peaks (once per device)..."}) \
         == "measuring device peaks (once per device)…"
     assert disp.status(disp.started + 75) == "measuring device peaks (once per device)… (1 min 15 s)"
     # bookkeeping is no progress line
-    assert disp.on_event("log", {"level": "info", "message": "marked 1 stale running session(s) as interrupted"}) is None
-    assert disp.on_event("log", {"level": "warning", "message": "no GPU"}) == "warning: no GPU"
-    disp.on_event("baseline", {"time_ms": 362.8, "clock": "cpu-interpreter", "interpreted": True, "speed_claim": False})
+    assert on(disp, "log", {"level": "info", "message": "marked 1 stale running session(s) as interrupted"}) is None
+    assert on(disp, "log", {"level": "warning", "message": "no GPU"}) == "warning: no GPU"
+    on(disp, "baseline", {"time_ms": 362.8, "clock": "cpu-interpreter", "interpreted": True, "speed_claim": False})
     assert disp.status(disp.started + 80) == "evaluating candidate 1 of 4… (1 min 20 s)"
-    disp.on_event("progress", {"done": 1, "total": 4, "speed_claim": False})
+    on(disp, "progress", {"done": 1, "total": 4, "speed_claim": False})
     assert disp.status(disp.started + 90) == "1/4 evaluated · evaluating candidate 2 of 4… (1 min 30 s)"
 
 
 def test_gpu_events_keep_their_ratios():
     disp = D.JobDisplay("optimize")
-    disp.on_event("started", {"budget": {"evaluations": 16}, "generator": "rules"})
-    assert disp.on_event("baseline", {"time_ms": 0.642, "clock": "cuda-events", "speed_claim": True}) == "original: 0.64 ms"
-    assert disp.on_event("candidate", {"index": 1, "strategy": "tiling", "status": "ok", "time_ms": 0.5, "speedup": 1.284,
+    on(disp, "started", {"kernel": "k", "budget": {"evaluations": 16}, "generator": "rules"})
+    assert on(disp, "baseline", {"time_ms": 0.642, "clock": "cuda-events", "speed_claim": True}) == "original: 0.64 ms"
+    assert on(disp, "candidate", {"index": 1, "strategy": "tiling", "status": "ok", "time_ms": 0.5, "speedup": 1.284,
                                        "speed_claim": True}) == "#1 tiling: ok 0.50 ms (1.28x)"
-    assert disp.on_event("progress", {"done": 1, "total": 16, "best_speedup": 1.284, "speed_claim": True}) \
+    assert on(disp, "progress", {"done": 1, "total": 16, "best_speedup": 1.284, "speed_claim": True}) \
         == "1/16 evaluated · best 1.28x"
     assert disp.line() == "optimizing 1/16 evaluated · best 1.28x"
     # one event under the interpreter is enough: the job never claims speed again
-    disp.on_event("progress", {"done": 2, "total": 16, "best_speedup": 1.5, "speed_claim": False})
-    disp.on_event("progress", {"done": 3, "total": 16, "best_speedup": 1.6, "speed_claim": True})
+    on(disp, "progress", {"done": 2, "total": 16, "best_speedup": 1.5, "speed_claim": False})
+    on(disp, "progress", {"done": 3, "total": 16, "best_speedup": 1.6, "speed_claim": True})
     assert disp.line() == "optimizing 3/16 evaluated"
 
 
 def test_an_older_engine_without_speed_claim_is_judged_by_its_clock():
     disp = D.JobDisplay("optimize")
-    disp.on_event("baseline", {"time_ms": 300.0, "clock": "cpu-interpreter"})
-    assert disp.on_event("candidate", {"index": 1, "strategy": "tiling", "status": "ok", "time_ms": 12.0,
+    on(disp, "baseline", {"time_ms": 300.0, "clock": "cpu-interpreter"})
+    assert on(disp, "candidate", {"index": 1, "strategy": "tiling", "status": "ok", "time_ms": 12.0,
                                        "speedup": 25.0}) == "#1 tiling: ok"
 
 

@@ -113,7 +113,7 @@ def test_an_empty_profile_event_is_no_profile(manager, tmp_path):
     from kernelband_lsp.jobmodel import Job
 
     job = Job(id="j1", spec=spec(tmp_path, kind=PROFILE))
-    manager._on_event(job, Event("profile", {"profile": {}}))
+    manager._on_event(job, Event.from_json('{"type": "profile", "profile": {}}'))
     assert job.profile is None
-    manager._on_event(job, Event("profile", {"profile": {"kernel": "axpy_kernel", "time_ms": 0.5}}))
+    manager._on_event(job, Event.from_json('{"type": "profile", "profile": {"kernel": "axpy_kernel", "time_ms": 0.5}}'))
     assert job.profile is not None and job.profile.kernel == "axpy_kernel" and job.profile.time_ms == 0.5

@@ -6,7 +6,7 @@ import io
 import json
 import sqlite3
 
-from kernelband.events import EventEmitter, jsonl_sink
+from kernelband.events import Candidate, EventEmitter, jsonl_sink
 from kernelband.redact import MAX_MESSAGE_BYTES, REDACTED, cap, clean, redact, register_secret, scrub, secret_values
 from kernelband.store import Store
 
@@ -78,7 +78,7 @@ def test_store_and_event_stream_never_carry_the_key(tmp_path, monkeypatch):
     assert ENV_KEY not in dump and REDACTED in dump and len(dump) < 100_000
 
     out = io.StringIO()
-    EventEmitter(jsonl_sink(out)).emit("candidate", index=1, status="runtime_error", message=evaluation["message"])
+    EventEmitter(jsonl_sink(out)).emit(Candidate(index=1, status="runtime_error", message=evaluation["message"]))
     line = out.getvalue()
     assert ENV_KEY not in line and len(line) < MAX_MESSAGE_BYTES + 300 and line.count("\n") == 1
 

@@ -29,7 +29,7 @@ from .. import options as O
 from ..commands.common import UsageError, detect_or_fail, pick_kernel
 from ..commands.list_cmd import list_kernels as list_rows
 from ..detect import read_source
-from ..events import Event
+from ..events import Baseline, Candidate, Event, Log, Progress, Started
 from ..model import Result
 from ..store import DB_DIR, DB_NAME, Store, find_workspace
 from . import reports as R
@@ -214,31 +214,25 @@ class AgentTools:
 def describe_event(ev: Event) -> Optional[tuple[Optional[float], Optional[float], str]]:
     """(done, total, message) of an optimize or profile event worth a notification.
     Under the interpreter no ratio is shown: CPU times are never a speedup."""
-    d = ev.data
-    if ev.type == "started":
-        budget = d.get("budget")
-        total = budget.get("evaluations") if isinstance(budget, dict) else None
-        return 0.0, float(total) if total else None, f"started {d.get('kernel')}"
-    if ev.type == "baseline":
-        if d.get("interpreted"):
+    p = ev.payload
+    if isinstance(p, Started):
+        total = p.evaluations
+        return 0.0, float(total) if total else None, f"started {p.kernel}"
+    if isinstance(p, Baseline):
+        if p.interpreted:
             return None, None, "original checked under the Triton interpreter (CPU: correctness only, no speed claim)"
-        ms = d.get("time_ms")
-        timed = f"{ms:.4g} ms" if isinstance(ms, (int, float)) else "timed"
-        return None, None, f"original: {timed} on {d.get('device') or 'the GPU'}"
-    if ev.type == "progress":
-        done, total = d.get("done"), d.get("total")
-        best = d.get("best_speedup")
-        if d.get("speed_claim") is False or not best:
-            speed = "" if d.get("speed_claim") is False else "; nothing faster yet"
+        timed = f"{p.time_ms:.4g} ms" if p.time_ms is not None else "timed"
+        return None, None, f"original: {timed} on {p.device or 'the GPU'}"
+    if isinstance(p, Progress):
+        if p.speed_claim is False or not p.best_speedup:
+            speed = "" if p.speed_claim is False else "; nothing faster yet"
         else:
-            speed = f"; best so far {best:.2f}x (single measurement; the final one is paired)"
-        return (float(done) if isinstance(done, (int, float)) else None,
-                float(total) if isinstance(total, (int, float)) and total else None,
-                f"{done}/{total or '?'} evaluations{speed}")
-    if ev.type == "candidate":
-        return None, None, f"candidate {d.get('index')} ({d.get('strategy') or '-'}): {d.get('status')}"
-    if ev.type == "log" and d.get("message"):
-        return None, None, _line(str(d["message"]))[:200]
+            speed = f"; best so far {p.best_speedup:.2f}x (single measurement; the final one is paired)"
+        return float(p.done), float(p.total) if p.total else None, f"{p.done}/{p.total or '?'} evaluations{speed}"
+    if isinstance(p, Candidate):
+        return None, None, f"candidate {p.index} ({p.strategy or '-'}): {p.status}"
+    if isinstance(p, Log) and p.message:
+        return None, None, _line(p.message)[:200]
     return None
 
 

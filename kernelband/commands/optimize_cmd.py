@@ -22,7 +22,7 @@ from typing import Any
 
 from ..deps import MissingDependency, require
 from ..evaluate import SetupError
-from ..events import EventEmitter, jsonl_sink
+from ..events import EventEmitter, JobError, jsonl_sink
 from ..model import Result, ResultStatus
 from ..redact import clean
 from ..options import OPTIMIZE, add_arguments, limit
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         executor = executor_from_args(args)
     except UsageError as e:
         if args.events == "jsonl":
-            emitter.emit("error", message=str(e), kind="usage")
+            emitter.emit(JobError(message=str(e), kind="usage"))
         raise
     if not args.json and args.events is None:
         emitter.add_sink(ProgressBar(sys.stderr, total=config.budget.evaluations))
@@ -121,11 +121,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_session(task, config, emitter, store, stop, executor=executor)
     except (SetupError, ValueError) as e:
-        emitter.emit("error", message=str(e), kind="setup")
+        emitter.emit(JobError(message=str(e), kind="setup"))
         print(f"kernelband: {_line(e)}", file=sys.stderr)
         return EXIT_USAGE
     except WorkerError as e:  # the session handles the known cases; never a traceback for the rest
-        emitter.emit("error", message=f"the evaluation worker failed ({e.kind}): {e}", kind="worker")
+        emitter.emit(JobError(message=f"the evaluation worker failed ({e.kind}): {e}", kind="worker"))
         print(f"kernelband: the evaluation worker failed ({e.kind}): {_line(e)}", file=sys.stderr)
         return EXIT_USAGE
     finally:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..evaluate import Evaluator, SetupError
 from ..session import job_workdir
-from ..events import EventEmitter, jsonl_sink
+from ..events import EventEmitter, JobError, Log, ProfileReady, Started, jsonl_sink
 from ..harness import harness_hash
 from ..profile.schema import Profile
 from ..redact import clean
@@ -83,17 +83,16 @@ def run(args: argparse.Namespace) -> int:
         task, _ = build_task(args)
     except UsageError as e:
         if events:
-            emitter.emit("error", message=str(e), kind="usage")
+            emitter.emit(JobError(message=str(e), kind="usage"))
         raise
     if events:
-        emitter.emit("started", kernel=task.kernel, file=task.module_path, source_hash=task.source_hash,
-                     budget=None, generator=None, search=None, interpreted=None, tier=args.tier)
+        emitter.emit(Started(kernel=task.kernel, file=task.module_path, source_hash=task.source_hash, tier=args.tier))
     store = None if args.no_store else Store.for_file(task.module_path)
     try:
         profile = profile_task(task, args.tier, store, log=log, refresh=args.refresh)
     except SetupError as e:
         if events:
-            emitter.emit("error", message=str(e), kind="setup")
+            emitter.emit(JobError(message=str(e), kind="setup"))
         print(f"kernelband: {' | '.join(x for x in clean(str(e)).splitlines() if x.strip())}", file=sys.stderr)
         return EXIT_USAGE
     finally:
@@ -102,11 +101,11 @@ def run(args: argparse.Namespace) -> int:
     reason = profile.unavailable.get("counters")
     if args.tier >= 3 and reason and not profile.interpreted:
         if events:
-            emitter.emit("log", level="warning", message=f"counters unavailable: {reason}")
+            emitter.emit(Log(level="warning", message=f"counters unavailable: {reason}"))
         else:
             announce_once(reason, lambda m: print(f"kernelband: {m}", file=sys.stderr))
     if events:
-        emitter.emit("profile", profile=profile.to_dict())
+        emitter.emit(ProfileReady(profile))
     elif args.json:
         print_json(profile.to_dict())
     else:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional, TextIO
 
-from ..events import Event
+from ..events import Baseline, Candidate, Event, Finished, Log, Progress, Started
 
 
 class ProgressBar:
@@ -22,28 +22,27 @@ class ProgressBar:
         self.stream.flush()
 
     def __call__(self, ev: Event) -> None:
-        d = ev.data
-        if ev.type == "started":
-            self._line(f"optimizing {d['kernel']} ({d['search']}, {d['generator']} generator)", final=True)
-        elif ev.type == "baseline":
-            clock = "CPU interpreter" if d.get("clock") == "cpu-interpreter" else "GPU"
-            self._line(f"original: {d['time_ms']:.4g} ms ({clock})" + (f"; {d['message']}" if d.get("message") else ""),
-                       final=True)
-        elif ev.type == "candidate":
+        p = ev.payload
+        if isinstance(p, Started):
+            self._line(f"optimizing {p.kernel} ({p.search}, {p.generator} generator)", final=True)
+        elif isinstance(p, Baseline):
+            clock = "CPU interpreter" if p.clock == "cpu-interpreter" else "GPU"
+            ms = f"{p.time_ms:.4g} ms" if p.time_ms is not None else "measured"
+            self._line(f"original: {ms} ({clock})" + (f"; {p.message}" if p.message else ""), final=True)
+        elif isinstance(p, Candidate):
             # ratios against the original timed the same way (warm); CPU ones are labelled as such
-            cpu = " cpu" if d.get("speed_claim") is False else ""
-            sp = f"{d['speedup']:.2f}x{cpu}" if d.get("speedup") else d["status"]
+            cpu = " cpu" if p.speed_claim is False else ""
+            sp = f"{p.speedup:.2f}x{cpu}" if p.speedup else p.status
             if not self.tty:
-                self._line(f"  #{d['index']:>3} {d.get('strategy') or '-':<13} {sp:<10} {d.get('description') or d.get('message', '')}"[:160])
-        elif ev.type == "progress":
-            self.best = d.get("best_speedup") or self.best
+                self._line(f"  #{p.index:>3} {p.strategy or '-':<13} {sp:<10} {p.description or p.message}"[:160])
+        elif isinstance(p, Progress):
+            self.best = p.best_speedup or self.best
             if self.tty:
-                done, total = d["done"], d.get("total")
-                frac = min(done / total, 1.0) if total else 0.0
+                frac = min(p.done / p.total, 1.0) if p.total else 0.0
                 bar = "#" * int(frac * self.width) + "." * (self.width - int(frac * self.width))
-                cpu = " (CPU time)" if d.get("speed_claim") is False else ""
-                self._line(f"[{bar}] {done}/{total or '?'}  best {self.best:.2f}x{cpu}  ({d.get('message', '')})")
-        elif ev.type == "log":
-            self._line(d.get("message", ""), final=True)
-        elif ev.type == "result" and self.tty:
+                cpu = " (CPU time)" if p.speed_claim is False else ""
+                self._line(f"[{bar}] {p.done}/{p.total or '?'}  best {self.best:.2f}x{cpu}  ({p.message})")
+        elif isinstance(p, Log):
+            self._line(p.message, final=True)
+        elif isinstance(p, Finished) and self.tty:
             self._line("", final=False)

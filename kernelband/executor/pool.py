@@ -30,11 +30,12 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Optional
 
+from ..events import EventPayload, Log
 from ..model import Evaluation, Variant
 from .base import Evaluator
 
 Job = Callable[[Evaluator], Evaluation]  # (evaluator) -> Evaluation; may raise (WorkerLost)
-Emit = Callable[..., object]  # EventEmitter.emit (its Event is not used)
+Emit = Callable[[EventPayload], object]  # EventEmitter.emit (its Event is not used)
 
 
 class WorkerPool:
@@ -84,7 +85,7 @@ class WorkerPool:
 
     def _log(self, message: str, level: str = "info") -> None:
         if self._emit is not None:
-            self._emit("log", level=level, message=message)
+            self._emit(Log(level=level, message=message))
 
     # ------------------------------------------------------------------ setup of the others
     def begin_others(self) -> None:

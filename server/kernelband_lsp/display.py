@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Optional
 
+from kernelband.events import Baseline, Candidate, EventPayload, JobError, Log, ProfileReady, Progress, Started
 from kernelband.model import FOUND_STATUSES, Result, ResultStatus
 
 from . import summary as S
@@ -37,17 +38,16 @@ def result_claims_speed(result: Optional[Result]) -> bool:
     return not (result.interpreted or result.status == ResultStatus.VERIFIED_CORRECT or "interpret" in clock)
 
 
-def event_claims_speed(data: Mapping[str, object]) -> Optional[bool]:
+def event_claims_speed(payload: EventPayload) -> Optional[bool]:
     """True or False when a job event says whether its times are GPU times; None when it
-    does not say (an older engine, or an event without times)."""
-    if data.get("speed_claim") is False or data.get("interpreted") is True:
+    does not say (an event without times)."""
+    claim = getattr(payload, "speed_claim", None)
+    if claim is False or getattr(payload, "interpreted", None) is True:
         return False
-    clock = data.get("clock")
+    clock = getattr(payload, "clock", None)
     if isinstance(clock, str) and ("interpret" in clock.lower() or clock.lower() == "cpu"):
         return False
-    if data.get("speed_claim") is True:
-        return True
-    return None
+    return True if claim is True else None
 
 
 def ratio(value: object, claim: bool) -> Optional[str]:
@@ -151,8 +151,8 @@ class JobDisplay:
             return 100.0 * min(self.done, self.total) / self.total
         return None
 
-    def _note_claim(self, data: Mapping[str, object]) -> None:
-        c = event_claims_speed(data)
+    def _note_claim(self, payload: EventPayload) -> None:
+        c = event_claims_speed(payload)
         if c is False or (c is True and self.claim is None):
             self.claim = c  # once a job is known to run under the interpreter, it stays so
 
@@ -163,68 +163,63 @@ class JobDisplay:
             return f"evaluating candidate {self.done + 1} of {self.total}"
         return f"evaluating candidate {self.done + 1}"
 
-    def on_event(self, etype: str, data: Mapping[str, object]) -> Optional[str]:
+    def on_event(self, payload: EventPayload) -> Optional[str]:
         """The progress line for this event (None: the event is no progress line)."""
-        self._note_claim(data)
-        if etype == "started":
-            budget = data.get("budget")
-            ev = S.num(budget.get("evaluations")) if isinstance(budget, dict) else None
-            self.total = int(ev) if ev else None
+        self._note_claim(payload)
+        if isinstance(payload, Started):
+            self.total = payload.evaluations
             if self.kind == OPTIMIZE:
                 self.phase = "preparing: compiling, checking and timing the original"
-                gen = data.get("generator")
                 limit = f"{self.total} evaluations" if self.total else "no evaluation limit"
-                return f"started ({gen} generator, {limit})" if gen else "started"
+                return f"started ({payload.generator} generator, {limit})" if payload.generator else "started"
             self.phase = "compiling and running the harness" if self.kind == PROFILE else "checking the variant"
             return "started"
-        if etype == "log":
-            msg = str(data.get("message") or "").strip()
-            level = str(data.get("level", "info")).lower()
+        if isinstance(payload, Log):
+            msg, level = payload.message.strip(), payload.level.lower()
             if level in ("warning", "error"):
                 return f"{level}: {msg}" if msg else None
             if msg.endswith(("...", "…")):  # the engine announces a step it is starting
                 self.phase = msg.rstrip(".…").strip()
                 return msg.rstrip(".…").strip() + "…"
             return None  # bookkeeping: the output channel has it, the progress line does not
-        if etype == "baseline":
-            ms = S.num(data.get("time_ms"))
+        if isinstance(payload, Baseline):
             self.phase = self._next_phase()
-            weak = " (warning: the harness may not detect a broken kernel)" if data.get("weak_harness") else ""
-            if ms is None:
+            weak = " (warning: the harness may not detect a broken kernel)" if payload.weak_harness else ""
+            if payload.time_ms is None:
                 return "original measured" + weak
             if self.claims_speed:
-                return f"original: {S.fmt_ms(ms)}" + weak
-            return f"original checked ({S.fmt_ms(ms)} of CPU-interpreter time, not a GPU time)" + weak
-        if etype == "candidate":
-            status = str(data.get("status") or "?")
-            if data.get("generator") == STORED_GENERATOR or data.get("index") == 0:
-                self._after_recheck = True
-                r = ratio(data.get("speedup"), self.claims_speed) if status == "ok" else None
-                return f"re-checked the variant an earlier session found: {status}" + (f" ({r})" if r else "")
-            text = f"#{data.get('index', '?')} {data.get('strategy') or 'candidate'}: {status}"
-            if status == "ok" and self.claims_speed:
-                ms, r = S.num(data.get("time_ms")), ratio(data.get("speedup"), True)
-                text += (f" {S.fmt_ms(ms)}" if ms is not None else "") + (f" ({r})" if r else "")
-            return text
-        if etype == "progress":
+                return f"original: {S.fmt_ms(payload.time_ms)}" + weak
+            return f"original checked ({S.fmt_ms(payload.time_ms)} of CPU-interpreter time, not a GPU time)" + weak
+        if isinstance(payload, Candidate):
+            return self._candidate_line(payload)
+        if isinstance(payload, Progress):
             if self._after_recheck:  # the re-check's own progress: not a search evaluation
                 self._after_recheck = False
                 return None
-            d, t = S.num(data.get("done")), S.num(data.get("total"))
-            if d is not None:
-                self.done = int(d)
-            if t:
-                self.total = int(t)
-            best = S.num(data.get("best_speedup"))
-            if best is not None:
-                self.best_speedup = best
+            self.done = payload.done
+            if payload.total:
+                self.total = payload.total
+            if payload.best_speedup is not None:
+                self.best_speedup = payload.best_speedup
             self.phase = self._next_phase()
             return self.counts()
-        if etype == "profile":
+        if isinstance(payload, ProfileReady):
             return "profile ready"
-        if etype == "error":
-            return f"error: {data.get('message') or 'the job reported an error'}"
+        if isinstance(payload, JobError):
+            return f"error: {payload.message or 'the job reported an error'}"
         return None
+
+    def _candidate_line(self, c: Candidate) -> str:
+        status = c.status or "?"
+        if c.generator == STORED_GENERATOR or c.index == 0:
+            self._after_recheck = True
+            r = ratio(c.speedup, self.claims_speed) if status == "ok" else None
+            return f"re-checked the variant an earlier session found: {status}" + (f" ({r})" if r else "")
+        text = f"#{c.index} {c.strategy or 'candidate'}: {status}"
+        if status == "ok" and self.claims_speed:
+            r = ratio(c.speedup, True)
+            text += (f" {S.fmt_ms(c.time_ms)}" if c.time_ms is not None else "") + (f" ({r})" if r else "")
+        return text
 
     def counts(self) -> str:
         """'3/4 evaluated · best 1.21x' (no ratio without a speed claim)."""

@@ -50,6 +50,10 @@ async def read_stdout(proc: asyncio.subprocess.Process, job: Job, on_event: Call
             continue
         try:
             ev = Event.from_json(line)
+        except MalformedMessage as e:  # an event of a known type whose fields do not decode
+            job.stdout_other.append(line)
+            job.error = f"the engine sent a malformed event: {e}"
+            continue
         except ValueError:
             job.stdout_other.append(line)
             continue

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from kernelband.check_outcome import CheckOutcome
-from kernelband.events import Event
+from kernelband.events import Event, Progress
 from kernelband.model import Result
 from kernelband.profile.schema import Profile
 
@@ -71,7 +71,7 @@ class Job:
     stderr_tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=200))
     stdout_other: list[str] = field(default_factory=list)
     done: Optional[asyncio.Future] = None
-    last_progress: dict[str, object] = field(default_factory=dict)
+    last_progress: Optional[Progress] = None
     tree: dict[int, Optional[int]] = field(default_factory=dict)  # descendants seen: pid -> start time
 
     @property
@@ -82,7 +82,7 @@ class Job:
         return {
             "jobId": self.id, "kind": self.spec.kind, "uri": self.spec.uri, "file": self.spec.path,
             "kernel": self.spec.kernel, "state": self.state, "background": self.spec.background,
-            "pid": self.pid, "version": self.spec.version, "progress": self.last_progress or None,
+            "pid": self.pid, "version": self.spec.version, "progress": self.last_progress.to_wire() if self.last_progress else None,
             "submittedAt": self.submitted_at, "startedAt": self.started_at, "endedAt": self.ended_at,
         }
 

@@ -25,9 +25,8 @@ import signal
 import time
 from typing import Optional
 
-from kernelband.events import Event
+from kernelband.events import Event, Finished, JobError, ProfileReady, Progress
 from kernelband.model import Result
-from kernelband.profile.schema import Profile, ProfileError
 
 from . import jobio
 from .engine_command import EngineCommand, default_command_prefix  # noqa: F401 (re-exported)
@@ -241,19 +240,15 @@ class JobManager:
     def _on_event(self, job: Job, ev: Event) -> None:
         job.events.append(ev)
         # typed at the boundary, each from the one key its event carries (events.py)
-        if ev.type == "result":
-            res = ev.data.get("result")
-            if isinstance(res, dict):
-                job.result = Result.from_dict(res)
-        elif ev.type == "profile":
-            try:
-                job.profile = Profile.from_wire(ev.data.get("profile")) or job.profile
-            except ProfileError as e:
-                job.error = f"the engine sent a malformed profile: {e}"
-        elif ev.type == "error":
-            job.error = str(ev.data.get("message") or "the job reported an error")
-        elif ev.type == "progress":
-            job.last_progress = dict(ev.data)
+        p = ev.payload
+        if isinstance(p, Finished):
+            job.result = p.result
+        elif isinstance(p, ProfileReady):
+            job.profile = p.profile or job.profile
+        elif isinstance(p, JobError):
+            job.error = p.message or "the job reported an error"
+        elif isinstance(p, Progress):
+            job.last_progress = p
         if self.on_event is not None:
             try:
                 self.on_event(job, ev)
@@ -282,9 +277,9 @@ class JobManager:
         job.ended_at = time.time()
         if state in (CANCELLED, SUPERSEDED, FAILED) and job.spec.kind == OPTIMIZE:
             if job.result is None or state != FAILED:  # a failure after the engine's Result keeps it
-                done = job.last_progress.get("done")  # as the last progress event said it: a count, or not
+                done = job.last_progress.done if job.last_progress else None  # as the last progress event said
                 job.result = Result.cancelled(job.spec.kernel, job.spec.path, reason, failed=state == FAILED,
-                                              partial=job.result, evaluations=done if isinstance(done, int) else None)
+                                              partial=job.result, evaluations=done)
         if state in (CANCELLED, SUPERSEDED, FAILED) and not job.error:
             job.error = reason or state
         if job.cancel_reason == "" and state in (CANCELLED, SUPERSEDED):

@@ -12,7 +12,7 @@ from typing import Optional
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from kernelband.events import Event
+from kernelband.events import Event, Finished, JobError, Log
 from kernelband.model import Result, ResultStatus
 from kernelband.profile.schema import Profile
 from kernelband.reverify import verdict_line
@@ -235,7 +235,7 @@ class JobRunner:
 
     def _on_job_event(self, job: Job, ev: Event) -> None:
         disp = self._display(job)
-        text = disp.on_event(ev.type, ev.data)
+        text = disp.on_event(ev.payload)
         if ev.type == "result" and job.spec.kind == OPTIMIZE:
             text = f"finished: {disp.counts()}"
         self._notify_event(job, ev, text=text)
@@ -243,11 +243,11 @@ class JobRunner:
             self.client.refresh_lenses()  # the lens line shows the phase and the counts
         if text:
             self._report(job, text, disp.percent() if ev.type in ("progress", "result") else None)
-        if ev.type == "log":
+        if isinstance(ev.payload, Log):
             # the kernelband/jobEvent above carries it to the client's job log; a server log
             # line too would show it twice: only warnings are repeated
-            lvl = str(ev.data.get("level", "info")).lower()
-            (log.warning if lvl in ("warning", "error") else log.debug)("%s: %s", job.id, ev.data.get("message", ""))
+            lvl = ev.payload.level.lower()
+            (log.warning if lvl in ("warning", "error") else log.debug)("%s: %s", job.id, ev.payload.message)
 
     def _on_job_state(self, job: Job) -> None:
         self.client.refresh_lenses()
@@ -259,9 +259,9 @@ class JobRunner:
             return
         if job.state in (CANCELLED, SUPERSEDED, FAILED):
             if job.spec.kind == OPTIMIZE and job.result is not None:
-                self._notify_event(job, Event("result", {"result": job.result.to_dict()}), synthetic=True)
+                self._notify_event(job, Event(Finished(job.result)), synthetic=True)
             elif job.state != DONE:
-                self._notify_event(job, Event("error", {"message": job.error or job.state, "kind": job.state}),
+                self._notify_event(job, Event(JobError(job.error or job.state, kind=job.state)),
                                    synthetic=True)
         token = self._job_token.pop(job.id, None)
         self._job_reported.pop(job.id, None)
