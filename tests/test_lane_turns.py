@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kernelband.worker.lane_turns import DRIFT, MAX_TURNS, LaneLevel, Turn, timed_turns
+from kernelband.worker.lane_turns import DRIFT, MAX_TURNS, SHIFT_CANDIDATES, LaneLevel, Turn, timed_turns
 
 
 def _turns(*pairs: tuple[float, float]) -> Callable[[], Turn]:
@@ -79,3 +79,29 @@ def test_the_level_follows_its_recent_undisturbed_turns():
         _, taken = timed_turns(_turns((0.4, ms)), level)
         assert taken == 1
     assert 0.47 <= level.ms <= 0.50
+
+
+def test_an_original_that_runs_otherwise_beside_candidates_moves_the_level_after_five():
+    """Every turn 30% off the baseline, alike (the original's caches beside a candidate):
+    five candidates take three turns each, then the level is there and one turn does."""
+    level = LaneLevel(0.459)
+    shifted = 0.459 * 1.3
+    for _ in range(SHIFT_CANDIDATES):
+        _, taken = timed_turns(_turns(*[(0.40, shifted)] * MAX_TURNS), level)
+        assert taken == MAX_TURNS
+    assert abs(level.ms - shifted) < 1e-9
+    turn, taken = timed_turns(_turns((0.40, shifted)), level)
+    assert taken == 1 and abs(_speedup(turn) - shifted / 0.40) < 1e-9
+
+
+def test_disturbances_that_do_not_agree_never_move_the_level():
+    """Candidates that slow the original each by their own amount, or an undisturbed one
+    among them, leave the level where the undisturbed turns put it."""
+    level = LaneLevel(0.459)
+    for slowed in (0.83, 0.61, 0.95, 0.70, 0.88, 0.66, 0.79):
+        timed_turns(_turns(*[(0.46, slowed)] * MAX_TURNS), level)
+    assert abs(level.ms - 0.459) < 1e-9
+    for k in range(2 * SHIFT_CANDIDATES):
+        pairs = [(0.46, 0.459)] if k % 4 == 3 else [(0.46, 0.83)] * MAX_TURNS
+        timed_turns(_turns(*pairs), level)
+    assert abs(level.ms - 0.459) < 1e-3

@@ -11,7 +11,10 @@ all, and the least disturbed one counts; where even that one is disturbed, the o
 samples count at their level (a candidate that slows the original's samples, in every
 turn, gains nothing: it is compared with the original as it usually runs).
 
-Nothing here decides a verdict: a speedup is still only the paired re-measurement's.
+Nothing here decides a verdict: a speedup is still only the paired re-measurement's. The
+level moves only with undisturbed turns, or with five candidates in a row whose turns sit
+off it alike (``LaneLevel``): what such a run of candidates could move is the search's
+ranking, never a claim.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from typing import Callable, Optional
 DRIFT = 0.15  # the original's median this far off its level: the turn was disturbed
 MAX_TURNS = 3
 RECENT_TURNS = 9  # the level is the median of the original's last turns (the baseline's first)
+SHIFT_CANDIDATES = 5  # this many in a row whose best turn was off the level, all alike: the level moves
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,15 @@ class Turn:
 
 class LaneLevel:
     """The original's usual median in timing turns, from the turns that were not disturbed
-    (a disturbed one recorded would let candidates that slow the original move the level)."""
+    (a disturbed one recorded would let a candidate that slows the original move the
+    level). Where the original runs otherwise beside candidates than alone (its caches,
+    the clocks), every turn sits off the baseline by about the same: ``SHIFT_CANDIDATES``
+    candidates in a row whose best turns agree within a third of the drift move the level
+    there, rather than every later candidate taking three turns."""
 
     def __init__(self, baseline_ms: float) -> None:
         self._recent: deque[float] = deque([baseline_ms], maxlen=RECENT_TURNS)
+        self._off: deque[float] = deque(maxlen=SHIFT_CANDIDATES)  # the last best turns off the level, in a row
         self._lock = threading.Lock()  # candidates' threads record their turns concurrently
 
     @property
@@ -62,6 +71,19 @@ class LaneLevel:
     def record(self, turn: Turn) -> None:
         with self._lock:
             self._recent.append(turn.original_median)
+            self._off.clear()
+
+    def record_off(self, turn: Turn) -> None:
+        """A candidate's best turn was still off the level."""
+        with self._lock:
+            self._off.append(turn.original_median)
+            if len(self._off) < SHIFT_CANDIDATES:
+                return
+            centre = statistics.median(self._off)
+            if centre > 0 and all(abs(ms / centre - 1.0) <= DRIFT / 3 for ms in self._off):
+                self._recent.clear()
+                self._recent.extend(self._off)
+                self._off.clear()
 
 
 def timed_turns(take: Callable[[], Turn], level: Optional[LaneLevel],
@@ -77,6 +99,7 @@ def timed_turns(take: Callable[[], Turn], level: Optional[LaneLevel],
         return turns[-1], len(turns)
     best = min((t for t in turns if t.original_ms), key=level.off)
     if level.disturbed(best):
+        level.record_off(best)
         return at_level(best, level), len(turns)
     level.record(best)
     return best, len(turns)
