@@ -142,7 +142,7 @@ class Finished(Payload):
             raise MalformedMessage("malformed result event: it carries one result object and nothing else")
         try:
             return cls(Result.from_dict(body["result"]))
-        except (MalformedMessage, TypeError, ValueError, KeyError) as e:
+        except (TypeError, ValueError, KeyError) as e:  # MalformedMessage is a ValueError
             raise MalformedMessage(f"malformed result event: {e}") from None
 
 

@@ -26,10 +26,10 @@ from .deadlines import search_run_timeout_s
 from .judge_derivation import wait_for_references
 from .judge_derived import candidate_steps
 from .judge_core import JudgeCore, Reference, add_frame_phase, add_phase, count_runs, deadline_s, gpu, sample_step
+from .lane_turns import Turn, timed_turns
 from .messages import (Derived, DerivedOutputs, ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, Release,
                        ReplayCheck, ReplayOutputs, Run, RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 from .observe import CallHistory, comparable, condense_locals
-from .lane_turns import Turn, timed_turns
 from .requests import Evaluate
 from .stats import median_timing, paired_statistics
 
@@ -276,12 +276,12 @@ class CandidateRun:
         turn is taken again where the original ran off its level in it (``lane_turns``)."""
         # the interpreter's times are no speed claim: one round, unless the request asks for more
         rounds = SEARCH_ROUNDS_GPU if gpu() else max(1, self.req.rounds or SEARCH_ROUNDS_CPU)
-        turn, taken = timed_turns(lambda: self._turn(job, lane, rounds), lane.level if gpu() else None,
-                                  settled=lambda _: self.far_slower)
-        if taken > 1:
+        level = lane.level if gpu() else None
+        turn, taken = timed_turns(lambda: self._turn(job, lane, rounds), level, settled=lambda _: self.far_slower)
+        if level is not None and taken > 1:
             self.ev.phases["timing.turns"] = float(taken)
             mark("lane.disturbed", variant=self.ev.variant_id, turns=taken, original_ms=turn.original_median,
-                 level_ms=lane.level.ms if lane.level is not None else None)
+                 level_ms=level.ms)
         launches = len(self.ev.launches) or 1
         self.ev.timing = median_timing(turn.candidate_ms, turn.clock, launches)
         paired = paired_statistics(turn.original_ms, turn.candidate_ms, turn.clock)

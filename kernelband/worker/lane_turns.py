@@ -90,14 +90,14 @@ def timed_turns(take: Callable[[], Turn], level: Optional[LaneLevel],
                 settled: Callable[[Turn], bool] = lambda turn: False) -> tuple[Turn, int]:
     """(the turn that counts, how many were taken): turns until one is not disturbed, or
     ``settled`` says more cannot change the outcome (a candidate far slower), at most
-    ``MAX_TURNS``; without a level (the interpreter, no baseline) one turn."""
+    ``MAX_TURNS``; without a level (the interpreter, no baseline) one turn. Every turn
+    holds a sample of the original (each round takes one)."""
     turns = [take()]
-    while level is not None and len(turns) < MAX_TURNS and not settled(turns[-1]) \
-            and turns[-1].original_ms and level.disturbed(turns[-1]):
+    if level is None:
+        return turns[0], 1
+    while len(turns) < MAX_TURNS and not settled(turns[-1]) and level.disturbed(turns[-1]):
         turns.append(take())
-    if level is None or not turns[-1].original_ms:
-        return turns[-1], len(turns)
-    best = min((t for t in turns if t.original_ms), key=level.off)
+    best = min(turns, key=level.off)
     if level.disturbed(best):
         level.record_off(best)
         return at_level(best, level), len(turns)

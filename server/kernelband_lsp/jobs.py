@@ -239,7 +239,7 @@ class JobManager:
 
     def _on_event(self, job: Job, ev: Event) -> None:
         job.events.append(ev)
-        # typed at the boundary, each from the one key its event carries (events.py)
+        # each payload was decoded once, where its line was read (events.Event.from_json)
         p = ev.payload
         if isinstance(p, Finished):
             job.result = p.result
