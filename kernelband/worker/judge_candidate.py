@@ -35,6 +35,7 @@ from .stats import median_timing, paired_statistics
 
 SEARCH_ROUNDS_GPU = 5  # interleaved rounds (candidate, original) per candidate during the search
 SEARCH_ROUNDS_CPU = 1
+SLOW_FRAME_S = 0.2  # a frame the judge takes longer on is traced (KERNELBAND_TRACE)
 FAR_SLOWER = 10.0  # a search's candidate this much slower in each of its first two rounds or more stops timing
 
 
@@ -210,6 +211,10 @@ class CandidateRun:
             add_phase(self.ev.phases, "judge.compare", t_compared - t_judge)
             add_phase(self.ev.phases, "judge.across_frames", t_end - t_compared)
             add_phase(self.ev.phases, "judge", t_end - t_judge)
+            if t_end - t_judge > SLOW_FRAME_S:
+                mark("judge.slow_frame", variant=self.ev.variant_id, kind=frame.kind,
+                     mode=getattr(frame.meta, "mode", None), compare_s=round(t_compared - t_judge, 4),
+                     across_s=round(t_end - t_compared, 4))
 
     def _check_consistent(self, frame: Frame[FrameMeta]) -> None:
         """Precision is measured at seed 0 against a float64 rerun, on the tensors the kernel

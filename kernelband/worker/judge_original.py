@@ -13,6 +13,7 @@ import torch
 
 from ..model import Baseline, Task
 from ..profile.schema import Profile
+from ..trace import mark
 from . import checks
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
 from .jobs import Frame, JobFailed, VariantJob
@@ -166,7 +167,9 @@ def lane_fits(judge: JudgeCore) -> bool:
         return True
     free, _ = torch.cuda.mem_get_info()
     outputs = decoded_bytes(judge.ref.outputs.get((judge.require_task().harness, judge.require_task().seeds[0])))
-    return 2 * judge.ref.cuda_peak + outputs + GPU_MARGIN_BYTES <= free
+    fits = 2 * judge.ref.cuda_peak + outputs + GPU_MARGIN_BYTES <= free
+    mark("judge.lane_fits", fits=fits, free=free, peak=judge.ref.cuda_peak, outputs=outputs)
+    return fits
 
 
 MAX_LANES = 8
@@ -183,6 +186,7 @@ def candidate_lanes(judge: JudgeCore) -> int:
     cores = os.cpu_count() or 2
     free, _ = torch.cuda.mem_get_info()
     by_memory = int(free * 0.8 // lane_bytes(judge.ref))
+    mark("judge.lanes", cores=cores, by_memory=by_memory, free=free, peak=judge.ref.cuda_peak)
     # a candidate spends most of its wall time on its own core (start-up, compile) or
     # waiting for a GPU turn: on 16 cores 6 lanes gave 17-19% more evaluations a minute
     # than 4, and 8 a median 19% more than 6 (benchmarks/results/eval_speed/h200_5d2745f_lanes)
@@ -463,7 +467,9 @@ def move_references(judge: JudgeCore) -> None:
     ref = judge.ref
     total = sum(decoded_bytes(tree) for tree in ref.outputs.values()) + decoded_bytes(ref.high)
     free, _ = torch.cuda.mem_get_info()
-    if total <= _REF_GPU_FRACTION * free and total + ref.cuda_peak + GPU_MARGIN_BYTES <= free:
+    fits = total <= _REF_GPU_FRACTION * free and total + ref.cuda_peak + GPU_MARGIN_BYTES <= free
+    mark("judge.references", on_gpu=fits, bytes=total, free=free, peak=ref.cuda_peak)
+    if fits:
         judge.refs_on_gpu = True
         ref.outputs = {k: to_device(v, "cuda") for k, v in ref.outputs.items()}
         ref.masks = {h: {p: to_device(m, "cuda") for p, m in ms.items()} for h, ms in ref.masks.items()}
