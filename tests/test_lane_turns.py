@@ -5,9 +5,13 @@ samples a turn returns (ms); the GPU measurement they stand for is in the module
 docstring (softmax_out on an H200)."""
 from __future__ import annotations
 
+import threading
+import time
 from typing import Callable
 
-from kernelband.worker.lane_turns import DRIFT, MAX_TURNS, SHIFT_CANDIDATES, LaneLevel, Turn, timed_turns
+import pytest
+
+from kernelband.worker.lane_turns import DRIFT, MAX_TURNS, SHIFT_CANDIDATES, LaneLevel, Turn, TurnQueue, timed_turns
 
 
 def _turns(*pairs: tuple[float, float]) -> Callable[[], Turn]:
@@ -105,3 +109,54 @@ def test_disturbances_that_do_not_agree_never_move_the_level():
         pairs = [(0.46, 0.459)] if k % 4 == 3 else [(0.46, 0.83)] * MAX_TURNS
         timed_turns(_turns(*pairs), level)
     assert abs(level.ms - 0.459) < 1e-3
+
+
+def _wait_until(cond: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def test_the_lane_gives_its_turn_to_the_candidate_that_started_first():
+    queue, order, inside = TurnQueue(), [], []
+    queue.acquire()  # a turn in progress: everyone below waits
+
+    def candidate(since: float) -> None:
+        with queue.turn(since):
+            inside.append(since)
+            assert len(inside) == 1, "two turns at once"
+            order.append(since)
+            time.sleep(0.002)
+            inside.pop()
+
+    threads = []
+    for since in (3.0, 1.0, 4.0, 2.0):  # arriving in this order
+        t = threading.Thread(target=candidate, args=(since,))
+        t.start()
+        threads.append(t)
+        _wait_until(lambda: len(queue._waiting) == len(threads))
+    queue.release()
+    for t in threads:
+        t.join(10)
+    assert order == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_plain_turn_waits_as_of_now_and_a_failed_turn_frees_the_lane():
+    queue, order = TurnQueue(), []
+    queue.acquire()
+    late = threading.Thread(target=lambda: (queue.acquire(), order.append("now"), queue.release()))
+    late.start()
+    _wait_until(lambda: len(queue._waiting) == 1)
+    early = threading.Thread(target=lambda: (queue.acquire(0.0), order.append("started earlier"), queue.release()))
+    early.start()
+    _wait_until(lambda: len(queue._waiting) == 2)
+    queue.release()
+    late.join(10)
+    early.join(10)
+    assert order == ["started earlier", "now"]
+    with pytest.raises(RuntimeError):
+        with queue.turn(5.0):
+            raise RuntimeError("the candidate's process died in its turn")
+    with queue:  # the lane is free again
+        pass

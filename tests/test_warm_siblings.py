@@ -115,6 +115,10 @@ def test_a_candidate_gets_a_sibling_only_where_the_originals_calls_were_long(mon
     monkeypatch.delenv("KERNELBAND_WARM", raising=False)
     short, long = Reference(derived_calls_s=warm.CANDIDATE_MIN_S / 3), Reference(derived_calls_s=warm.CANDIDATE_MIN_S)
     assert not warm.pays_off(short) and warm.pays_off(long)
+    # with fewer lanes (a harness whose runs fill the GPU) cores are idle: less pays
+    assert warm.pays_off(short, lanes=1) and warm.pays_off(short, lanes=2)
+    assert not warm.pays_off(short, lanes=3)
+    assert not warm.pays_off(Reference(derived_calls_s=0.5), lanes=1)  # the floor: 6 s / 8 lanes
     import time
 
     still_running = Reference(derive_started=time.monotonic() - warm.CANDIDATE_MIN_S)

@@ -6,13 +6,14 @@ Pure functions over output trees (torch only, no triton, no variant code).
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, NamedTuple, Optional, Union
+from typing import Any, Callable, Iterator, NamedTuple, Optional, TypeVar, Union
 
 import torch
 
 from .compare import chunk_pairs
 
 Mask = Union[torch.Tensor, bool]
+_R = TypeVar("_R")
 
 # unit roundoff of each output dtype: the floor of a precision comparison
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11,
@@ -94,7 +95,24 @@ def change_masks(ref: Any, neutral: Any) -> dict[str, Mask]:
     """For each output leaf: where the original's outputs change when its Triton
     launches are replaced by poison (the part Triton produces)."""
     found = dict(leaves(neutral))
-    return {path: _change_mask(leaf, found.get(path)) for path, leaf in leaves(ref)}
+    return {path: mask for path, mask in _once_per_pair(leaves(ref), found, _change_mask)}
+
+
+def _once_per_pair(pairs: Iterator[tuple[str, Any]], found: dict[str, Any], fn: Callable[[Any, Any], _R]
+                   ) -> Iterator[tuple[str, _R]]:
+    """``fn(leaf, found[path])`` for each path, computed once for a pair of tensors that
+    appears under several paths (a result both returned and written: a large output's
+    seconds on each pass)."""
+    done: dict[tuple[int, int], _R] = {}
+    for path, leaf in pairs:
+        out = found.get(path)
+        if not isinstance(leaf, torch.Tensor):
+            yield path, fn(leaf, out)
+            continue
+        key = (id(leaf), id(out))
+        if key not in done:
+            done[key] = fn(leaf, out)
+        yield path, done[key]
 
 
 def count_changed(masks: dict[str, Mask]) -> int:
@@ -109,32 +127,38 @@ def _unchanged_where_produced(ref: Any, mask: Mask, out: Any) -> tuple[int, int]
     if not _comparable(ref, out) or mask is False:
         return 0, (ref.numel() if mask is True else int(mask.sum()) if isinstance(mask, torch.Tensor) else 0)
     flat_mask = mask.reshape(-1) if isinstance(mask, torch.Tensor) else None
-    missing_t = None
-    produced = 0
+    counts = None  # (still right, produced), summed where the data is: one synchronisation
     start = 0
     for r, o in chunk_pairs(ref, out):
         same = _same_chunk(r, o)
         if flat_mask is not None:
-            m = flat_mask[start:start + r.numel()].to(same.device)
+            m = flat_mask[start:start + r.numel()].to(same.device, non_blocking=flat_mask.is_pinned())
             same &= m
-            produced += int(m.sum())
+            part = torch.stack([same.sum(), m.sum()])
         else:
-            produced += r.numel()
-        part = same.sum()
-        missing_t = part if missing_t is None else missing_t + part
+            part = torch.stack([same.sum(), torch.tensor(r.numel(), device=same.device)])
+        counts = part if counts is None else counts + part
         start += r.numel()
-    return (int(missing_t) if missing_t is not None else 0), produced
+    if counts is None:
+        return 0, 0
+    missing, produced = counts.tolist()
+    return int(missing), int(produced)
 
 
 def unproduced(ref: Any, masks: dict[str, Mask], neutral: Any) -> Optional[str]:
     """A reason when some output that Triton produces in the original stays correct in the
     variant with its launches neutralised (torch, a cache or a constant produced it)."""
     found = dict(leaves(neutral))
+    checked: set[tuple[int, int]] = set()
     for path, leaf in leaves(ref):
-        m = masks.get(path)
+        m, out = masks.get(path), found.get(path)
         if m is None or m is False:
             continue
-        missing, produced = _unchanged_where_produced(leaf, m, found.get(path))
+        if isinstance(leaf, torch.Tensor):  # a tensor under several paths is checked once
+            if (id(leaf), id(out)) in checked:
+                continue
+            checked.add((id(leaf), id(out)))
+        missing, produced = _unchanged_where_produced(leaf, m, out)
         if not missing:
             continue
         if isinstance(leaf, torch.Tensor):

@@ -111,7 +111,8 @@ def _moved(x: torch.Tensor, dev: torch.device, dtype: Optional[torch.dtype]) -> 
     """``x`` on ``dev`` as ``dtype``: moved in its own dtype, then cast there. A cast in the
     same ``to`` as a host-to-GPU move runs on the host and moves twice the bytes (float32 to
     float64): the judge's seconds on a large reference kept on the host."""
-    x = x.to(device=dev)
+    # page-locked host memory (the judge's references) is copied without a host wait
+    x = x.to(device=dev, non_blocking=dev.type == "cuda" and x.device.type == "cpu" and x.is_pinned())
     return x.to(dtype) if dtype is not None else x
 
 

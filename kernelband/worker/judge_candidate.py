@@ -167,7 +167,7 @@ class CandidateRun:
     def _start_sibling(self, job: VariantJob, ref: Reference) -> None:
         """A sibling compiling the candidate's calls beyond the harness ahead of it, once,
         where it pays off (``warm.pays_off``)."""
-        if not self.siblings and warm.pays_off(ref, self.first_run_s):
+        if not self.siblings and warm.pays_off(ref, self.first_run_s, self.judge.lanes):
             self.siblings = warm.start(self.judge, job, ref.calls_ahead(), "v")
 
     def _screened_out(self) -> bool:
@@ -298,7 +298,7 @@ class CandidateRun:
         orig: list[float] = []
         clock = ""
         t_wait = time.perf_counter()
-        with lane.lock, (gpu_lock(exclusive=True) if gpu() else contextlib.nullcontext()):
+        with lane.lock.turn(self.t0), (gpu_lock(exclusive=True) if gpu() else contextlib.nullcontext()):
             # the wait for the lane and the exclusive turn apart from the turn itself: the
             # turns of all lanes are the one part of an evaluation that runs in series
             t0 = time.perf_counter()

@@ -28,7 +28,7 @@ from .call_spec import DerivedCall, RecordedCall
 from .compare import set_compute_device
 from .deadlines import deadline_s
 from .jobs import Frame, VariantJob
-from .lane_turns import LaneLevel
+from .lane_turns import LaneLevel, TurnQueue
 from .messages import (PAIRED_SAMPLE_MS, Derived, ErrorFrame, FrameMeta, Job, ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run,
                        RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 from .spares import EARLY_CUDA_ENV
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .zygote_handle import Zygote
 
 _SMALL_FRAME_BYTES = 64 << 20  # below this, where a frame is decoded does not matter
+MAX_LANES = 8  # candidates evaluated at once on one GPU, at most
 GPU_MARGIN_BYTES = 1 << 30  # free GPU memory left beside a decoded frame or the references
 TRANSPORT_ENV = "KERNELBAND_TRANSPORT"  # "bytes" forces outputs through the pipe on a GPU
 
@@ -67,6 +68,7 @@ class Reference:
     stale: bool = False  # the original itself returns buffers that a later call overwrites
     launches: list[LaunchRecord] = field(default_factory=list)
     kept_bytes: int = 0  # bytes of the references kept on the GPU
+    pinned_bytes: int = 0  # page-locked host memory the references kept on the host may take
     recorded_calls: list[RecordedCall] = field(default_factory=list)  # the harness's calls of the wrapper
     # contents the original's launches found (and its harness's tensors): what a candidate's
     # launches may read besides fresh memory, constants and what earlier launches wrote
@@ -109,7 +111,7 @@ class Lane:
     def __init__(self, job: VariantJob, key: str = "o") -> None:
         self.job = job
         self.key = key
-        self.lock = threading.Lock()
+        self.lock = TurnQueue()  # oldest candidate first (``lane_turns.TurnQueue``)
         self.level: Optional[LaneLevel] = None  # the original's usual median in turns: from its baseline
 
     def sample(self, held_by_judge: bool, timeout_s: float, paired: bool = False) -> tuple[float, str]:
@@ -143,6 +145,7 @@ class JudgeCore:
         self._zygote_lock = threading.Lock()
         self.preparing = False
         self.lane: Optional[Lane] = None
+        self.lanes = 1  # candidates evaluated at once (``judge_original.candidate_lanes``), set by prepare
         self.spares = spares.Spares()  # started processes for candidate jobs (``keep_spares``)
         from .judge_derived import new_session_seed
 
@@ -233,8 +236,11 @@ class JudgeCore:
             spare.spawn(self.live_zygote())
             return spare
 
+        self.spares.keep(self.spares_wanted(lanes), make)
+
+    def spares_wanted(self, lanes: int) -> int:
         free = torch.cuda.mem_get_info()[0] if self.on_gpu else 0
-        self.spares.keep(spares.wanted(self.on_gpu, lanes, free), make)
+        return spares.wanted(self.on_gpu, lanes, free)
 
     def _spare_fits(self, spare: VariantJob) -> bool:
         """A spare made for this task, in the sandbox and transport a new job gets now."""

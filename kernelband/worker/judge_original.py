@@ -20,8 +20,8 @@ from .jobs import Frame, JobFailed, VariantJob
 from .lane_turns import LaneLevel
 from . import judge_derivation
 from .judge_derived import calls_to_derive, optional_parameters
-from .judge_core import (GPU_MARGIN_BYTES, JudgeCore, Lane, Reference, add_frame_phase, count_runs, deadline_s, gpu,
-                         lane_bytes, note_run_seconds, original_setup_message, timed_steps)
+from .judge_core import (GPU_MARGIN_BYTES, MAX_LANES, JudgeCore, Lane, Reference, add_frame_phase, count_runs,
+                         deadline_s, gpu, lane_bytes, note_run_seconds, original_setup_message, timed_steps)
 from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ReplayCheck, ReplayOutputs,
                        Run, RunOutputs, Step, TimingFrame)
 from .observe import CallHistory, comparable, condense_locals, materialize, tree_bytes
@@ -29,6 +29,7 @@ from .requests import Prepare
 from .stats import median_timing
 
 _REF_GPU_FRACTION = 0.4  # references stay on the GPU while they take at most this share of free memory
+_PINNED_HOST_FRACTION = 0.3  # ... else on the host, page-locked while they take at most this share of it
 # Host memory the references of one harness may take across its seeds (DESIGN section 4:
 # host memory stays under about 2 GiB plus one copy of the outputs). A harness whose
 # outputs per call are bigger than this share keeps the reference of its first seed only:
@@ -85,6 +86,9 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     base = Baseline(ok=False, interpreted=judge.interpreted, device_name=judge.device_name(),
                     triton_version=_triton_version())
     notes: list[str] = []
+    early_spares = judge.on_gpu and os.environ.get("KERNELBAND_SPARES_EARLY") == "1"  # PROBE ONLY: an A/B toggle
+    if early_spares:
+        judge.keep_spares(candidate_lanes(judge))
     job = _run_original(judge, task, req, base, notes)
     # a machine where the judge cannot map a variant process's memory: first without the
     # sandbox layers that CUDA IPC may not cross (the pid, then the IPC namespace), then
@@ -102,8 +106,11 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
         return base.to_dict()
     # the candidates' processes start now, beside the rest of the setup: the first wave
     # finds its CUDA contexts made
-    judge.keep_spares(candidate_lanes(judge))
-    base.phases["output_bytes"] = decoded_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))
+    if early_spares:
+        judge.spares.resize(judge.spares_wanted(candidate_lanes(judge)))
+    else:
+        judge.keep_spares(candidate_lanes(judge))
+    base.phases["output_bytes"] = tree_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))
     move_references(judge)
     # what the original compiled, kept once: a candidate whose kernel and launch settings
     # are the original's loads it, not compiles it
@@ -124,7 +131,7 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     if lane_note:
         notes.append(lane_note)
     notes += _baseline_notes(judge, task, base) + derivation_notes
-    base.lanes = candidate_lanes(judge)
+    base.lanes = judge.lanes = candidate_lanes(judge)
     base.ok = True
     base.launches = judge.ref.launches
     base.message = "; ".join(f"note: {n}" for n in notes)
@@ -166,13 +173,11 @@ def lane_fits(judge: JudgeCore) -> bool:
     if not gpu() or judge.ref.cuda_peak <= 0:
         return True
     free, _ = torch.cuda.mem_get_info()
-    outputs = decoded_bytes(judge.ref.outputs.get((judge.require_task().harness, judge.require_task().seeds[0])))
+    outputs = tree_bytes(judge.ref.outputs.get((judge.require_task().harness, judge.require_task().seeds[0])))
     fits = 2 * judge.ref.cuda_peak + outputs + GPU_MARGIN_BYTES <= free
     mark("judge.lane_fits", fits=fits, free=free, peak=judge.ref.cuda_peak, outputs=outputs)
     return fits
 
-
-MAX_LANES = 8
 
 
 def candidate_lanes(judge: JudgeCore) -> int:
@@ -283,7 +288,7 @@ def _baseline_notes(judge: JudgeCore, task: Task, base: Baseline) -> list[str]:
         notes.append("no float64 rerun of the original was possible: precision is checked by tolerance only")
     if ref.skipped:
         seeds = sorted({s for h, s in ref.skipped})
-        size = max((decoded_bytes(v) for v in ref.outputs.values()), default=0)
+        size = max((tree_bytes(v) for v in ref.outputs.values()), default=0)
         notes.append(f"{task.harness} returns {size / 2**30:.1f} GiB per call: it is checked on seed {task.seeds[0]} "
                      f"only, not seeds {seeds} (the references of every seed would not fit "
                      f"{ref_host_bytes() / 2**30:.1f} GiB of host memory, {_REF_HOST_BYTES_ENV}); "
@@ -326,7 +331,8 @@ def _absorb_reference(judge: JudgeCore, frame: Frame[FrameMeta], base: Baseline,
         if meta.error:
             ref.neutral_raised[h] = True
         else:
-            ref.masks[h] = materialize(checks.change_masks(ref.outputs[(h, seed)], tree), None)
+            masks = checks.change_masks(ref.outputs[(h, seed)], tree)
+            ref.masks[h] = materialize(masks, None, _pin_on_host(judge, tree_bytes(masks)))
         return
     launches = meta.launches
     if task.kernel not in {launch.kernel for launch in launches}:
@@ -392,9 +398,11 @@ def _absorb_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any) -> None:
     high = tree.pop("upcast", None) if isinstance(tree, dict) else None
     if count_tensors(tree.get("returned")) + count_tensors(tree.get("written")) == 0:
         raise _SetupProblem(f"the harness {h} returns no tensors and its launches write none")
-    device = _reference_device(judge, tree_bytes(tree) + tree_bytes(high))
-    tree = materialize(tree, device)
-    high = materialize(high, device) if high else high
+    nbytes = tree_bytes(tree) + tree_bytes(high)
+    device = _reference_device(judge, nbytes)
+    pin = device is None and _pin_on_host(judge, nbytes)
+    tree = materialize(tree, device, pin)
+    high = materialize(high, device, pin) if high else high
     ref.outputs[(h, seed)] = tree
     for kernel, names in meta.written.items():
         have = ref.writes.setdefault(kernel, [])
@@ -457,6 +465,27 @@ def _reference_device(judge: JudgeCore, nbytes: int) -> Optional[str]:
     return None
 
 
+def _pin_on_host(judge: JudgeCore, nbytes: int) -> bool:
+    """Whether references kept on the host are page-locked: on a GPU machine, while all of
+    them take at most ``_PINNED_HOST_FRACTION`` of the host's memory (counted twice over:
+    torch's page-locked allocator rounds each block up to a power of two). Each comparison
+    moves a host reference to the GPU: a 16 GiB one took 3 s per pass from pageable
+    memory on an H200 (benchmarks/results/eval_speed/h200_8379740_probe)."""
+    if judge.ref_device != "cuda" or nbytes == 0:
+        return False
+    if judge.ref.pinned_bytes + 2 * nbytes > _PINNED_HOST_FRACTION * _host_memory_bytes():
+        return False
+    judge.ref.pinned_bytes += 2 * nbytes
+    return True
+
+
+def _host_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
 def move_references(judge: JudgeCore) -> None:
     """Move the references to the GPU when they fit comfortably beside what the
     harness itself needs there (comparisons on the GPU are far faster); else they stay
@@ -465,7 +494,7 @@ def move_references(judge: JudgeCore) -> None:
     if judge.ref_device != "cuda":
         return
     ref = judge.ref
-    total = sum(decoded_bytes(tree) for tree in ref.outputs.values()) + decoded_bytes(ref.high)
+    total = sum(tree_bytes(tree) for tree in ref.outputs.values()) + tree_bytes(ref.high)
     free, _ = torch.cuda.mem_get_info()
     fits = total <= _REF_GPU_FRACTION * free and total + ref.cuda_peak + GPU_MARGIN_BYTES <= free
     mark("judge.references", on_gpu=fits, bytes=total, free=free, peak=ref.cuda_peak)
@@ -474,10 +503,6 @@ def move_references(judge: JudgeCore) -> None:
         ref.outputs = {k: to_device(v, "cuda") for k, v in ref.outputs.items()}
         ref.masks = {h: {p: to_device(m, "cuda") for p, m in ms.items()} for h, ms in ref.masks.items()}
         ref.high = to_device(ref.high, "cuda")
-
-
-def decoded_bytes(tree: Any) -> int:
-    return sum(t.numel() * t.element_size() for _, t in checks.leaves(tree) if isinstance(t, torch.Tensor))
 
 
 def _triton_version() -> str:

@@ -15,10 +15,9 @@ from .compare import compare_outputs
 from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
 from .judge_core import GPU_MARGIN_BYTES, JudgeCore, deadline_s, gpu, sample_step
-from .judge_original import decoded_bytes
 from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, ReplayCheck, ReplayOutputs, Run,
                        RunOutputs, SampleFrame, Samples, SamplesFrame, Step, Time, TimingFrame)
-from .observe import comparable
+from .observe import comparable, tree_bytes
 from .requests import Paired, ProfileRun, Retime
 from .stats import median_timing, paired_statistics
 
@@ -85,7 +84,7 @@ def paired_order(judge: JudgeCore) -> str:
     if not gpu() or judge.ref.cuda_peak <= 0:
         return "interleaved"
     free, _ = torch.cuda.mem_get_info()
-    outputs = decoded_bytes(_reference_of(judge))
+    outputs = tree_bytes(_reference_of(judge))
     return "interleaved" if 2 * judge.ref.cuda_peak + outputs + GPU_MARGIN_BYTES <= free else "sequential"
 
 

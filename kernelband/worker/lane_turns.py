@@ -18,11 +18,14 @@ ranking, never a claim.
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import statistics
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 DRIFT = 0.15  # the original's median this far off its level: the turn was disturbed
 MAX_TURNS = 3
@@ -109,3 +112,51 @@ def at_level(turn: Turn, level: LaneLevel) -> Turn:
     """The turn with the original's samples scaled to the level (their spread kept)."""
     scale = level.ms / turn.original_median if turn.original_median > 0 else 1.0
     return Turn(turn.candidate_ms, [ms * scale for ms in turn.original_ms], turn.clock)
+
+
+class TurnQueue:
+    """The lane's turns, one at a time, to the waiting caller that started first (its
+    ``since``; a plain ``with`` waits as of now). A plain lock wakes any waiter: the first
+    candidate of a wave waited about a second behind two later ones' turns on an H200
+    (add_scale, benchmarks/results/eval_speed/h200_8379740_probe), and the first verdict
+    the user sees with it."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._held = False
+        self._waiting: list[tuple[float, int]] = []  # a heap of (since, arrival)
+        self._arrivals = itertools.count()
+
+    def acquire(self, since: Optional[float] = None) -> None:
+        with self._cond:
+            ticket = (time.perf_counter() if since is None else since, next(self._arrivals))
+            heapq.heappush(self._waiting, ticket)
+            while self._held or self._waiting[0] != ticket:
+                self._cond.wait()
+            heapq.heappop(self._waiting)
+            self._held = True
+
+    def release(self) -> None:
+        with self._cond:
+            self._held = False
+            self._cond.notify_all()
+
+    def turn(self, since: float) -> "_Turn":
+        return _Turn(self, since)
+
+    def __enter__(self) -> None:
+        self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class _Turn:
+    def __init__(self, queue: TurnQueue, since: float) -> None:
+        self.queue, self.since = queue, since
+
+    def __enter__(self) -> None:
+        self.queue.acquire(self.since)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.queue.release()

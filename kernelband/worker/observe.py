@@ -101,10 +101,11 @@ def comparable(tree: Any) -> Any:
     return tree
 
 
-def materialize(tree: Any, device: Optional[str]) -> Any:
+def materialize(tree: Any, device: Optional[str], pin: bool = False) -> Any:
     """A copy of every tensor of ``tree`` in the judge's own memory (``device``, else the
-    host): what the judge keeps must not be the variant's memory, which it may change or
-    free once the frame is acked. Tensors shown twice stay one copy."""
+    host, page-locked where ``pin``: each later comparison moves it to the GPU several
+    times faster): what the judge keeps must not be the variant's memory, which it may
+    change or free once the frame is acked. Tensors shown twice stay one copy."""
     seen: dict[int, torch.Tensor] = {}
 
     def copy(x: Any) -> Any:
@@ -113,6 +114,8 @@ def materialize(tree: Any, device: Optional[str]) -> Any:
                 target = torch.device(device) if device else torch.device("cpu")
                 if x.device.type == target.type and not getattr(x, "_kb_ipc", False):
                     seen[id(x)] = x
+                elif pin and target.type == "cpu" and x.is_cuda:
+                    seen[id(x)] = torch.empty(x.shape, dtype=x.dtype, pin_memory=True).copy_(x)
                 else:
                     seen[id(x)] = x.to(target, copy=True).contiguous()
             return seen[id(x)]

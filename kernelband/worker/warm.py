@@ -23,7 +23,7 @@ from .compile_pool import CALLS_AHEAD, pool_threads
 from .deadlines import deadline_s
 from .derived import MAX_CALL_BYTES
 from .jobs import VariantJob
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Reference, gpu
+from .judge_core import GPU_MARGIN_BYTES, MAX_LANES, JudgeCore, Reference, gpu
 from .messages import Job, Warm
 from .warm_ahead import WARM_ENV
 
@@ -61,17 +61,27 @@ def enabled(judge: JudgeCore, siblings: int) -> bool:
     return 4 * siblings * SIBLING_BYTES <= free
 
 
-def pays_off(ref: Reference, first_run_s: float = 0.0) -> bool:
+def pays_off(ref: Reference, first_run_s: float = 0.0, lanes: int = MAX_LANES) -> bool:
     """Whether a candidate gets a sibling: where the original's calls beyond the harness
-    took ``CANDIDATE_MIN_S``, or are still running that long after they started (a
+    took ``min_seconds(lanes)``, or are still running that long after they started (a
     compile of minutes shows only when it ends), or the candidate's own first run
     (``first_run_s``, 0 before it) shows it compiles far slower than the original
     (``compiles_heavily``), or warming is "on"."""
-    if os.environ.get(WARM_ENV, "auto") == "on" or ref.derived_calls_s >= CANDIDATE_MIN_S \
+    least_s = min_seconds(lanes)
+    if os.environ.get(WARM_ENV, "auto") == "on" or ref.derived_calls_s >= least_s \
             or compiles_heavily(ref, first_run_s):
         return True
     running = ref.derive_started > 0 and not ref.derived_ready.is_set()
-    return running and time.monotonic() - ref.derive_started >= CANDIDATE_MIN_S
+    return running and time.monotonic() - ref.derive_started >= least_s
+
+
+def min_seconds(lanes: int) -> float:
+    """The original's calls beyond the harness that make a candidate's sibling pay:
+    ``CANDIDATE_MIN_S`` where every lane is busy (the siblings' compiles take the cores
+    the other candidates compile on), a share of it with fewer lanes (their cores idle:
+    a 32 GiB harness has one lane, and its candidates compiled 7.7 s in series each,
+    benchmarks/results/eval_speed/h200_8379740_probe)."""
+    return CANDIDATE_MIN_S * min(max(lanes, 1), MAX_LANES) / MAX_LANES
 
 
 def compiles_heavily(ref: Reference, first_run_s: float) -> bool:
