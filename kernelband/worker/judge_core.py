@@ -236,11 +236,8 @@ class JudgeCore:
             spare.spawn(self.live_zygote())
             return spare
 
-        self.spares.keep(self.spares_wanted(lanes), make)
-
-    def spares_wanted(self, lanes: int) -> int:
         free = torch.cuda.mem_get_info()[0] if self.on_gpu else 0
-        return spares.wanted(self.on_gpu, lanes, free)
+        self.spares.keep(spares.wanted(self.on_gpu, lanes, free), make)
 
     def _spare_fits(self, spare: VariantJob) -> bool:
         """A spare made for this task, in the sandbox and transport a new job gets now."""

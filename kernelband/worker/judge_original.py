@@ -86,9 +86,6 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     base = Baseline(ok=False, interpreted=judge.interpreted, device_name=judge.device_name(),
                     triton_version=_triton_version())
     notes: list[str] = []
-    early_spares = judge.on_gpu and os.environ.get("KERNELBAND_SPARES_EARLY") == "1"  # PROBE ONLY: an A/B toggle
-    if early_spares:
-        judge.keep_spares(candidate_lanes(judge))
     job = _run_original(judge, task, req, base, notes)
     # a machine where the judge cannot map a variant process's memory: first without the
     # sandbox layers that CUDA IPC may not cross (the pid, then the IPC namespace), then
@@ -106,10 +103,7 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
         return base.to_dict()
     # the candidates' processes start now, beside the rest of the setup: the first wave
     # finds its CUDA contexts made
-    if early_spares:
-        judge.spares.resize(judge.spares_wanted(candidate_lanes(judge)))
-    else:
-        judge.keep_spares(candidate_lanes(judge))
+    judge.keep_spares(candidate_lanes(judge))
     base.phases["output_bytes"] = tree_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))
     move_references(judge)
     # what the original compiled, kept once: a candidate whose kernel and launch settings

@@ -69,16 +69,6 @@ class Spares:
             self._refiller = threading.Thread(target=self._refill_loop, daemon=True, name="kernelband-spares")
             self._refiller.start()
 
-    def resize(self, count: int) -> None:
-        """Keep ``count`` spares from now on (the ones beyond it are closed)."""
-        with self._lock:
-            self._count = count
-            extra, self._ready = self._ready[count:], self._ready[:count]
-        for spare in extra:
-            spare.close()
-        if extra or count:
-            self._wanted.set()
-
     def take(self, fits: Callable[[VariantJob], bool]) -> Optional[VariantJob]:
         """A live spare that ``fits`` the job to come (else None: the job spawns its own),
         and another started in its place. Spares that no longer fit are closed."""
