@@ -19,7 +19,7 @@ from ..model import Evaluation, Status
 from ..profile.schema import Profile, ProfileError, TimingTier
 from ..trace import mark
 from . import checks, warm
-from .compare import compare_outputs, describe
+from .compare import describe
 from .gpu_lock import gpu_lock
 from .jobs import Frame, JobEndKind, JobFailed, VariantJob
 from .deadlines import search_run_timeout_s
@@ -27,6 +27,7 @@ from .judge_derivation import wait_for_references
 from .judge_derived import candidate_steps
 from .judge_core import JudgeCore, Reference, add_frame_phase, add_phase, count_runs, deadline_s, gpu, sample_step
 from .lane_turns import Turn, timed_turns
+from .matched_runs import MatchedRuns
 from .messages import (Derived, DerivedOutputs, ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, Release,
                        ReplayCheck, ReplayOutputs, Run, RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
 from .observe import CallHistory, comparable, condense_locals
@@ -83,6 +84,7 @@ class CandidateRun:
         self.ev = Evaluation(status=Status.OK, interpreted=judge.interpreted, variant_id=req.variant_id or "variant")
         self.worst: Any = None
         self.history = CallHistory()
+        self.matched = MatchedRuns()  # its runs that matched, by the judge's hash: a bit-equal rerun is not compared again
         self.t0 = time.perf_counter()
         self.expected: list[str] = []  # what each coming frame is (a crash is reported as during the next one)
         self.first_run: Optional[list[tuple[int, int]]] = None  # fingerprints of the kept run's outputs
@@ -196,11 +198,12 @@ class CandidateRun:
             if not self.first_run_s and isinstance(frame.meta, RunOutputs):
                 self.first_run_s = frame.meta.seconds
             add_frame_phase(self.ev.phases, frame, self.t0)
+            self.matched.new_frame()
             t_wait = time.perf_counter()
             with _reading_gpu():
                 t_judge = time.perf_counter()  # the lock's wait apart: timed regions of others
                 add_phase(self.ev.phases, "judge.gpu_lock_wait", t_judge - t_wait)
-                self.worst = judge_frame(self.judge, frame, self.ev, self.worst, self.history)
+                self.worst = judge_frame(self.judge, frame, self.ev, self.worst, self.history, self.matched)
                 t_compared = time.perf_counter()
                 self._check_reproducible(frame)
                 self._check_consistent(frame)
@@ -267,7 +270,7 @@ class CandidateRun:
                 meta.seed != task.seeds[0] or not self.judge.ref.bitwise_reproducible:
             return
         tree = frame.tree if isinstance(frame.tree, dict) else {}
-        fps = _output_fingerprints(tree)
+        fps = _output_fingerprints(tree, self.matched)
         if meta.kept:
             self.first_run = fps
         elif meta.again and self.first_run is not None and fps != self.first_run:
@@ -350,13 +353,15 @@ def _written_bytes(judge: JudgeCore) -> int:
     return tree_bytes(ref.get("written")) if isinstance(ref, dict) else 0
 
 
-def _output_fingerprints(tree: dict[str, Any]) -> list[tuple[int, int]]:
+def _output_fingerprints(tree: dict[str, Any], matched: MatchedRuns) -> list[tuple[int, int]]:
+    """The returned and written tensors' fingerprints (the ones this frame's comparison
+    took already are not taken again)."""
     from .observe import _tensors, fingerprint
 
     tensors: list[Any] = []
     _tensors(tree.get("returned"), tensors)
     _tensors(tree.get("written"), tensors)
-    return [fingerprint(t) for t in tensors]
+    return [matched.fingerprint(t) or fingerprint(t) for t in tensors]
 
 
 _LABELS: dict[type[Step], str] = {ReplayCheck: "the replay check", Time: "timing", ProfileStep: "profiling",
@@ -405,9 +410,10 @@ def checked_runs(judge: JudgeCore) -> str:
 
 
 def judge_frame(judge: JudgeCore, frame: Frame[FrameMeta], ev: Evaluation, worst: Any,
-                history: Optional[CallHistory] = None) -> Any:
+                history: Optional[CallHistory] = None, matched: Optional[MatchedRuns] = None) -> Any:
     """Judge one frame (raises Refusal on a failed check); returns the worst error
     statistics of the outputs compared so far."""
+    matched = matched or MatchedRuns()
     task, ref, meta = judge.require_task(), judge.ref, frame.meta
     if isinstance(meta, ErrorFrame):
         raise Refusal(*_error_verdict(meta))
@@ -432,7 +438,7 @@ def judge_frame(judge: JudgeCore, frame: Frame[FrameMeta], ev: Evaluation, worst
     tree = condense_locals(frame.tree)
     if isinstance(meta, ReplayOutputs):
         if ref.replay_valid:
-            verdict = compare_outputs(ref.outputs[(task.harness, task.seeds[0])], tree)
+            verdict = matched.compare(ref.outputs[(task.harness, task.seeds[0])], tree)
             if not verdict.ok:
                 raise Refusal(Status.REJECTED, "trust: a replay of the timed launches does not reproduce the "
                                                f"outputs ({verdict.message}): the timing would not be of the checked work")
@@ -440,11 +446,12 @@ def judge_frame(judge: JudgeCore, frame: Frame[FrameMeta], ev: Evaluation, worst
     if meta.mode == "neutral":
         _check_neutral(judge, meta.harness, meta, tree)
         return worst
-    stats = _judge_outputs(judge, meta, tree, ev, history or CallHistory())
+    stats = _judge_outputs(judge, meta, tree, ev, history or CallHistory(), matched)
     return stats if worst is None or stats.rel_l2 >= worst.rel_l2 else worst
 
 
-def _judge_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any, ev: Evaluation, history: CallHistory) -> Any:
+def _judge_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any, ev: Evaluation, history: CallHistory,
+                   matched: MatchedRuns) -> Any:
     """A checked run of the candidate: it launches the kernel, has no side effect the
     original lacks, matches the reference and is as precise; its error statistics."""
     task = judge.require_task()
@@ -458,7 +465,7 @@ def _judge_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any, ev: Evaluation
     _check_streams(judge, meta, where)
     _check_inputs_of_launches(judge, tree, meta, where)
     _check_stale(judge, history, h, tree, where, meta.kept)
-    verdict = compare_outputs(judge.ref.outputs[(h, seed)], tree)
+    verdict = matched.compare(judge.ref.outputs[(h, seed)], tree)
     if not verdict.ok:
         ev.errors = verdict.stats
         prefix = "after timing, " if meta.again else ""

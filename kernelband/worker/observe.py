@@ -6,6 +6,7 @@ bytes), and every fact is derived from their contents.
 """
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -14,7 +15,7 @@ import torch
 from .wire import WireObject
 
 LOCAL_DATA_MAX_BYTES = 64 << 20  # a larger harness-local input is kept and compared as a fingerprint
-_FP_CHUNK = 1 << 24
+_FP_CHUNK = 1 << 22  # elements hashed at a time (and multipliers kept per device: 32 MiB)
 _MASK64 = (1 << 64) - 1
 
 
@@ -28,21 +29,60 @@ def _int_view(t: torch.Tensor) -> torch.Tensor:
 
 
 def fingerprint(t: torch.Tensor) -> tuple[int, int]:
-    """A content hash of a tensor's bytes (a plain and a position-weighted sum), computed
-    where the tensor lives with one host synchronisation: equal content gives equal
-    fingerprints; changing any element changes them except with negligible chance."""
+    """A content hash of a tensor's bytes (a plain sum, and a sum weighted by multipliers
+    drawn from this judge's secret key), computed where the tensor lives with one host
+    synchronisation: equal content gives equal fingerprints. The weights are secret so
+    that a variant cannot aim a change at them: with known weights (position-derived, as
+    before), changing two or three elements by amounts chosen to cancel in both sums left
+    a tensor that "came back unchanged"; with secret odd weights any one changed element
+    changes the weighted sum, and a chosen set of changes cancels only by chance."""
     raw = _int_view(t)
     n = raw.numel()
     if n == 0:
         return (0, 0)
     s1 = torch.zeros((), dtype=torch.int64, device=raw.device)
     s2 = torch.zeros((), dtype=torch.int64, device=raw.device)
-    for start in range(0, n, _FP_CHUNK):
+    weights = _weights(raw.device)
+    for k, start in enumerate(range(0, n, _FP_CHUNK)):
         part = raw[start:start + _FP_CHUNK].to(torch.int64)
-        w = torch.arange(start + 1, start + 1 + part.numel(), device=part.device, dtype=torch.int64)
         s1 += part.sum()
-        s2 += (part * (w * 2654435761 % 1000003 + 1)).sum()
+        s2 += (part * (weights[:part.numel()] ^ _salt(k))).sum()  # int64 products and sums wrap
     return (int(s1) & _MASK64, int(s2) & _MASK64)
+
+
+_KEY = secrets.randbits(64)  # this judge process's: no variant process ever sees it
+_WEIGHTS: dict[torch.device, torch.Tensor] = {}
+
+
+def _signed(x: int) -> int:
+    x &= _MASK64
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finaliser: a 64-bit value to one that looks random."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def _salt(chunk: int) -> int:
+    """What the weights of the ``chunk``-th slice are XORed with (even: they stay odd)."""
+    return _signed(_mix(_KEY ^ _mix(chunk + 1)) & ~1)
+
+
+def _weights(device: torch.device) -> torch.Tensor:
+    """``_FP_CHUNK`` odd int64 multipliers from the key, made once per device (the same
+    arithmetic on every device: a fingerprint taken on the GPU equals the host's)."""
+    w = _WEIGHTS.get(device)
+    if w is None:
+        x = torch.arange(_FP_CHUNK, dtype=torch.int64, device=device) * _signed(0x9E3779B97F4A7C15) + _signed(_mix(_KEY))
+        # xorshift-multiply rounds on the device (arithmetic shifts: a mixing, not a bijection)
+        x = (x ^ (x >> 31)) * _signed(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> 29)) * _signed(0x94D049BB133111EB)
+        w = _WEIGHTS[device] = (x ^ (x >> 32)) | 1
+    return w
 
 
 def tensor_fingerprint_object(t: torch.Tensor) -> WireObject:
@@ -230,3 +270,21 @@ def is_constant(t: torch.Tensor) -> bool:
     if flat.is_floating_point() and bool(torch.isnan(flat).all()):
         return True
     return bool((flat == flat[0]).all())
+
+
+def tree_print(tree: Any, prints: Optional[dict[int, tuple[int, int]]] = None) -> Any:
+    """An output tree as a hashable value that is equal for two trees exactly when they
+    are equal bit for bit (tensors by dtype, shape and ``fingerprint``, everything else by
+    value and type); ``prints`` collects each tensor's fingerprint by ``id`` (valid while
+    the tree lives)."""
+    if isinstance(tree, torch.Tensor):
+        fp = fingerprint(tree)
+        if prints is not None:
+            prints[id(tree)] = fp
+        return ("tensor", str(tree.dtype), tuple(tree.shape), fp)
+    if isinstance(tree, dict):
+        items = tuple(sorted(((repr(k), tree_print(v, prints)) for k, v in tree.items()), key=lambda kv: kv[0]))
+        return ("dict", getattr(tree, "type_name", None), items)
+    if isinstance(tree, (list, tuple)):
+        return (type(tree).__name__, tuple(tree_print(v, prints) for v in tree))
+    return (type(tree).__name__, repr(tree))

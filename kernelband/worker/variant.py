@@ -238,7 +238,7 @@ class Steps:
         launches wrote (``messages.Run`` says how)."""
         import torch
 
-        from . import carryover
+        from . import carryover, timeline
         from .capture import StatefulGrid, fingerprint, launch_record, tensor_key
         from .runner import HarnessError, run_harness
 
@@ -276,7 +276,7 @@ class Steps:
         watch = carryover.TorchAccess() if step.keep and self.writes else None
         try:
             with _recording_wrappers(version, step.record) as calls, \
-                    watch if watch is not None else contextlib.nullcontext():
+                    watch if watch is not None else contextlib.nullcontext(), timeline.span("harness"):
                 out, rec = run_harness(version, step.seed, **options)
         except HarnessError as e:
             if isinstance(e.exc, StatefulGrid):
@@ -291,7 +291,8 @@ class Steps:
         if threading.active_count() > self.threads:
             raise RuntimeTampered("the module started threads (nothing may run beside the checked launches)")
         self.integrity.check()
-        written, hp = collect_written(rec, mode, upcast, self._names)
+        with timeline.span("collect_written"):
+            written, hp = collect_written(rec, mode, upcast, self._names)
         if watch is not None:  # before any replay: the state the launches left is the call's
             why = carryover.replay_refusal(rec, watch, self.sources.get(step.module, ""),
                                            carryover.reachable(version, out, rec.harness_locals, written))
@@ -313,7 +314,8 @@ class Steps:
         remember = mode == "check" and not step.keep
         previous = list(self.previous.get(step.harness, [])) if remember else []
         if remember:
-            self._remember_outputs(step.harness, out)
+            with timeline.span("remember_outputs"):
+                self._remember_outputs(step.harness, out)
         if mode != "neutral":
             for kernel, names in meta.written.items():
                 have = self.learned.setdefault(kernel, [])
@@ -325,7 +327,8 @@ class Steps:
         if rec.prestate.on_device:
             # every tensor the launches found, as its memory was before the first of them: the
             # judge checks each is an input it knows, fresh memory or a constant
-            found = rec.prestate.view_copies()
+            with timeline.span("pre_state"):
+                found = rec.prestate.view_copies()
             tree["pre_state"] = [copy for _, copy in found]
             meta = dataclasses.replace(meta, pre_state=[label for label, _ in found])
         self.output_bytes[step.harness] = _output_bytes(out, written)
