@@ -160,3 +160,4 @@ def test_a_plain_turn_waits_as_of_now_and_a_failed_turn_frees_the_lane():
             raise RuntimeError("the candidate's process died in its turn")
     with queue:  # the lane is free again
         pass
+

@@ -145,7 +145,7 @@ class JudgeCore:
         self._zygote_lock = threading.Lock()
         self.preparing = False
         self.lane: Optional[Lane] = None
-        self.lanes = 1  # candidates evaluated at once (``judge_original.candidate_lanes``), set by prepare
+        self.lanes = 0  # candidates evaluated at once (``judge_original.candidate_lanes``); 0 until prepare sets it
         self.spares = spares.Spares()  # started processes for candidate jobs (``keep_spares``)
         from .judge_derived import new_session_seed
 
@@ -209,6 +209,10 @@ class JudgeCore:
         else:
             job = self._new_job(spec, timeout_s, trusted)
         mark("job.request", job=job.nonce[:8], trusted=trusted, steps=[s.OP for s in steps][:12])
+        if self.on_gpu and self.lanes == 1 and self.ref.cuda_peak > 0:
+            waited = wait_for_room(lane_bytes(self.ref))
+            if waited > 0.05:
+                mark("job.waited_for_room", job=job.nonce[:8], seconds=round(waited, 3))
         job.start(self.live_zygote())
         return job
 
@@ -348,6 +352,28 @@ def timed_steps(key: str, time_it: bool, tier: int, facts: dict[str, Any], sourc
     if tier > 0:
         steps.append(ProfileStep(key, source, tier, facts))
     return steps + [Release(key)]
+
+
+ROOM_POLL_S = 0.05
+ROOM_STALL_S = 0.5  # free memory that stopped growing this long: no teardown is under way
+
+
+def wait_for_room(nbytes: int, free_bytes: Optional[Callable[[], int]] = None, timeout_s: float = 10.0) -> float:
+    """Wait while the GPU's free memory is below ``nbytes`` and still growing (a closed
+    job's process gives its memory back as it dies, after ``close`` returns); the seconds
+    waited. A job of a harness that fills the GPU started before that found no room for
+    its snapshots there and kept them on the host: on one H200 a 32 GiB harness's timing
+    step then took 22 s instead of 0.3 (benchmarks/results/eval_speed/h200_2ecaa38/D)."""
+    free_bytes = free_bytes or (lambda: int(torch.cuda.mem_get_info()[0]))
+    t0 = last_growth = time.monotonic()
+    free = free_bytes()
+    while free < nbytes and time.monotonic() - t0 < timeout_s and time.monotonic() - last_growth < ROOM_STALL_S:
+        time.sleep(ROOM_POLL_S)
+        now = free_bytes()
+        if now > free:
+            last_growth = time.monotonic()
+        free = now
+    return time.monotonic() - t0
 
 
 def lane_bytes(ref: Reference) -> int:
