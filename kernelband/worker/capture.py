@@ -431,14 +431,16 @@ def install() -> None:
 @contextlib.contextmanager
 def recording(neutralise: bool = False, writes: Optional[dict[str, list[str]]] = None,
               track_writes: bool = True, snapshot_bytes: int = 0, host_snapshot_bytes: int = 0,
+              snapshot_reserve: int = 0,
               before_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None,
               after_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None,
               ) -> Iterator[LaunchRecorder]:
     """Record the launches made inside the block (this thread only). ``snapshot_bytes``
-    (and on a GPU ``host_snapshot_bytes``): keep what the launches found, for replays."""
+    (and on a GPU ``host_snapshot_bytes``; beyond them, device copies that leave
+    ``snapshot_reserve`` free): keep what the launches found, for replays."""
     install()
     rec = LaunchRecorder(neutralise=neutralise, writes=dict(writes or {}), track_writes=track_writes,
-                         prestate=PreState(snapshot_bytes, host_snapshot_bytes),
+                         prestate=PreState(snapshot_bytes, host_snapshot_bytes, snapshot_reserve),
                          before_launch=before_launch, after_launch=after_launch)
     prev = _active()
     _state.recorder = rec

@@ -530,7 +530,7 @@ def _check_inputs_of_launches(judge: JudgeCore, tree: Any, meta: RunOutputs, whe
     if not isinstance(tree, dict):
         return
     pre_state = tree.pop("pre_state", None)
-    if not pre_state or not judge.ref.known_inputs:
+    if not pre_state or not judge.ref.known_inputs or (meta.harness, meta.seed) not in judge.ref.inputs_seen:
         return
     from .observe import content_key, is_constant
 

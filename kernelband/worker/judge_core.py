@@ -73,6 +73,9 @@ class Reference:
     # contents the original's launches found (and its harness's tensors): what a candidate's
     # launches may read besides fresh memory, constants and what earlier launches wrote
     known_inputs: set[tuple[str, int, tuple[int, int]]] = field(default_factory=set)
+    # (harness, seed) whose run showed what the original's launches found (its snapshots fit
+    # on the GPU): a candidate's launch inputs are checked there only
+    inputs_seen: set[tuple[str, int]] = field(default_factory=set)
     derived: list[tuple[DerivedCall, Any]] = field(default_factory=list)  # (derived call, the original's outputs)
     # the derivation (judge_derivation): set once ``derived`` is final, perhaps after prepare
     # returned; its notes (calls dropped), or why it could not be run; the calls drawn
@@ -201,7 +204,7 @@ class JudgeCore:
         ``run_timeout_s`` (default: the task's)."""
         task = self.require_task()
         spec = Job(task, modules, steps, self.interpreted, {} if trusted else self.ref.writes, self.transport,
-                   interactive)
+                   interactive, gpu_alone=self.on_gpu and self.lanes == 1)
         timeout_s = deadline_s(run_timeout_s or task.timeout_s, runs)
         job = None if trusted else self.spares.take(self._spare_fits)
         if job is not None:

@@ -313,6 +313,8 @@ def _absorb_reference(judge: JudgeCore, frame: Frame[FrameMeta], base: Baseline,
     pre_state = tree.pop("pre_state", None) if isinstance(tree, dict) else None
     if meta.mode in ("check", "upcast"):
         _know_inputs(ref, pre_state, tree)
+        if pre_state is not None and isinstance(meta, RunOutputs):
+            ref.inputs_seen.add((meta.harness, meta.seed))
     # the kept run is an upcast run where the original is also rerun in float64
     if isinstance(meta, RunOutputs) and meta.mode in ("check", "upcast") and meta.kept \
             and meta.harness == task.harness and isinstance(tree, dict):

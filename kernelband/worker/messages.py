@@ -183,6 +183,7 @@ class Job(Message):
     transport: str = "bytes"  # or "cuda_ipc" (the judge reads CUDA tensors in place)
     interactive: bool = False
     nonce: str = ""  # carried by every frame back
+    gpu_alone: bool = False  # the only candidate on its GPU (one lane): its replay snapshots may use the GPU's room
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,14 @@ def launch_tensors(named: dict[str, Any]) -> dict[str, torch.Tensor]:
     return out
 
 
+def _device_copy(live: torch.Tensor) -> Optional[torch.Tensor]:
+    """A copy of ``live`` on its device, or None where the device has no room for it."""
+    try:
+        return live.clone()
+    except torch.cuda.OutOfMemoryError:
+        return None
+
+
 def view_of(copy: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """``t``'s view (dtype, offset, shape, strides) over a copy of its storage."""
     return torch.empty(0, dtype=t.dtype, device=copy.device).set_(copy.untyped_storage(), t.storage_offset(),
@@ -91,6 +99,9 @@ class PreState:
 
     device_budget: int  # bytes of copies on the tensors' device; 0: keep nothing
     host_budget: int = 0  # bytes of copies in host memory once the device budget is spent (GPU)
+    # beyond the budget, a storage is still copied on its GPU while that leaves this much of
+    # the GPU free then (0: never): where a job is alone on the GPU (``Job.gpu_alone``)
+    device_reserve: int = 0
     storages: dict[StorageKey, Kept] = field(default_factory=dict)
     # each launch argument view, in order of first use: (tensor, its storage, kernel.arg)
     views: dict[tuple[Any, ...], tuple[torch.Tensor, StorageKey, str]] = field(default_factory=dict)
@@ -115,8 +126,9 @@ class PreState:
             live = storage_bytes(t)
             kept = Kept(live, f"{launch_name}.{name}")
             size = kept.nbytes
-            if self.device_held + size <= self.device_budget:
-                kept.copy = live.clone()
+            if self.device_held + size <= self.device_budget or self._room_beyond_budget(live, size):
+                kept.copy = _device_copy(live)
+            if kept.copy is not None:
                 self.device_held += size
             elif live.is_cuda and self.host_held + size <= self.host_budget:
                 kept.copy = live.to("cpu")
@@ -124,6 +136,18 @@ class PreState:
             else:
                 kept.fp = fingerprint(live)
             self.storages[key] = kept
+
+    def _room_beyond_budget(self, live: torch.Tensor, size: int) -> bool:
+        """Where the job is alone on its GPU: whether a copy of ``size`` bytes leaves
+        ``device_reserve`` free now. The budget is a quarter of what was free before the
+        harness ran; a 32 GiB harness's two 16 GiB storages need more, and the second one's
+        copy went to the host: every replay and timed sample then restored 16 GiB from
+        pageable memory (a timing step of 22 s instead of 0.3 on an H200,
+        benchmarks/results/eval_speed/h200_2ecaa38/D; on an 80 GB H100, every time)."""
+        if self.device_reserve <= 0 or not live.is_cuda:
+            return False
+        free, _ = torch.cuda.mem_get_info(live.device)
+        return free - size >= self.device_reserve
 
     def seal(self) -> None:
         """After the run: which storages changed without a copy to put them back from."""

@@ -184,6 +184,7 @@ class Steps:
         self.interpreted = job.interpreted
         self.writes = job.writes
         self.transport: str = job.transport
+        self.gpu_alone = job.gpu_alone
         self.channel = Channel(proto, self.nonce, self.transport)
         from .capture import install
 
@@ -270,6 +271,7 @@ class Steps:
             # too), and every checked run shows the judge what its launches read
             options["snapshot_bytes"] = _snapshot_budget()
             options["host_snapshot_bytes"] = _host_snapshot_budget()
+            options["snapshot_reserve"] = _snapshot_reserve() if self.gpu_alone else 0
         t0 = time.perf_counter()
         calls: list[RecordedCall] = []
         # a candidate's timed run: what torch does beside its launches, for the replay rules
@@ -600,6 +602,16 @@ def _snapshot_budget() -> int:
     if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
         return 1 << 30
     return torch.cuda.mem_get_info()[0] // 4
+
+
+def _snapshot_reserve() -> int:
+    """What a job alone on its GPU leaves free when its snapshots go beyond their budget: an
+    eighth of the GPU, 4 GiB at least (the judge, spares and a sibling live beside it)."""
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+        return 0
+    return max(4 << 30, torch.cuda.mem_get_info()[1] // 8)
 
 
 def _host_snapshot_budget() -> int:
