@@ -1,0 +1,123 @@
+"""Two trees of KernelBand on one machine, session against session: is one faster?
+
+One session of a kernel varies by 20% and more from run to run on the same GPU (bmm_bf16:
+76.8 and 49.3 evaluations a minute at one commit, benchmarks/results/eval_speed/
+h200_ab_e4b0655_2ecaa38), so a single session a side settles nothing. This runs
+``benchmarks/eval_speed.py`` for each kernel in each tree, ``--rounds`` times, the order of
+the two trees alternating from round to round (drift of the machine cancels), and reports
+the geometric mean of the paired ratios (new / old, one pair a kernel and round) with a
+95% bootstrap interval, for evaluations a minute and for the first verdict.
+
+    git archive OLD | tar -x -C /tmp/old; git archive NEW | tar -x -C /tmp/new
+    python benchmarks/ab_sessions.py --old /tmp/old --new /tmp/new --rounds 3 \\
+        --kernels col_sum_fp32 bmm_bf16 --out DIR [-- extra eval_speed.py arguments]
+
+Writes DIR/ab.json and DIR/ab.md. One session at a time on the GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+METRICS = ("evals_per_min", "first_verdict_s")
+
+
+def paired_summary(pairs: list[tuple[float, float]], draws: int = 2000, seed: int = 0) -> Optional[dict[str, float]]:
+    """(old, new) measurements, one pair a kernel and round: the geometric mean of new/old
+    and its 95% bootstrap interval (pairs resampled); None without a pair of positive values."""
+    logs = [math.log(new / old) for old, new in pairs if old and new and old > 0 and new > 0]
+    if not logs:
+        return None
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(draws))
+    lo, hi = means[int(0.025 * draws)], means[min(draws - 1, int(0.975 * draws))]
+    return {"ratio": round(math.exp(statistics.fmean(logs)), 4), "ci_low": round(math.exp(lo), 4),
+            "ci_high": round(math.exp(hi), 4), "pairs": len(logs)}
+
+
+def _session(tree: Path, kernel: str, out: Path, extra: list[str]) -> dict[str, Any]:
+    cmd = [sys.executable, "benchmarks/eval_speed.py", "--out", str(out), "--skip-timeline", "--skip-parallel",
+           "--skip-add-scale", "--only", kernel, *extra]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(cmd, cwd=str(tree), env=env, capture_output=True, text=True)
+    (out.parent / f"{out.name}.log").write_text(proc.stdout[-20000:] + proc.stderr[-20000:], encoding="utf-8")
+    try:
+        rows = json.loads((out / "eval_speed.json").read_text(encoding="utf-8"))["rows"]
+    except (OSError, ValueError, KeyError):
+        return {"error": f"eval_speed.py exited {proc.returncode} without a row"}
+    row = next((r for r in rows if r.get("kernel") == kernel), {})
+    return {m: row.get(m) for m in (*METRICS, "status", "session_s")}
+
+
+def run(old: Path, new: Path, kernels: list[str], rounds: int, out: Path, extra: list[str]) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = []
+    for r in range(rounds):
+        for kernel in kernels:
+            order = (("old", old), ("new", new)) if r % 2 == 0 else (("new", new), ("old", old))
+            for arm, tree in order:
+                res = _session(tree, kernel, out / f"{arm}_{kernel}_{r}", extra)
+                runs.append({"round": r, "kernel": kernel, "arm": arm, **res})
+                print(json.dumps(runs[-1]), flush=True)
+    return {"old": str(old), "new": str(new), "rounds": rounds, "kernels": kernels, "runs": runs,
+            "summary": summarize(runs)}
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per metric, the paired summary over every (kernel, round) both arms measured."""
+    by_key: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for run_ in runs:
+        by_key.setdefault((run_["kernel"], run_["round"]), {})[run_["arm"]] = run_
+    out: dict[str, Any] = {}
+    for metric in METRICS:
+        pairs = [(arms["old"].get(metric), arms["new"].get(metric)) for arms in by_key.values()
+                 if "old" in arms and "new" in arms]
+        out[metric] = paired_summary([(a, b) for a, b in pairs if a is not None and b is not None])
+    return out
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [f"# A/B: {report['new']} against {report['old']}", "",
+             f"{report['rounds']} rounds of {', '.join(report['kernels'])}; one session at a time, the order of "
+             "the two trees alternating by round.", "", "| metric | new / old (geometric mean) | 95% CI | pairs |",
+             "|---|---|---|---|"]
+    for metric, s in report["summary"].items():
+        lines.append(f"| {metric} | {s['ratio']} | [{s['ci_low']}, {s['ci_high']}] | {s['pairs']} |" if s
+                     else f"| {metric} | no pairs | | 0 |")
+    lines += ["", "| round | kernel | arm | evals/min | first verdict s | status |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['round']} | {r['kernel']} | {r['arm']} | {r.get('evals_per_min')} | {r.get('first_verdict_s')} | "
+              f"{r.get('status', r.get('error'))} |" for r in report["runs"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--old", type=Path, required=True, help="a tree of the baseline (git archive REV | tar -x)")
+    ap.add_argument("--new", type=Path, required=True, help="a tree of the change")
+    ap.add_argument("--kernels", nargs="+", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    for tree in (args.old, args.new):
+        if not (tree / "benchmarks" / "eval_speed.py").is_file():
+            ap.error(f"{tree} is not a tree of KernelBand (no benchmarks/eval_speed.py)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    report = run(args.old.resolve(), args.new.resolve(), args.kernels, max(1, args.rounds), args.out, extra)
+    (args.out / "ab.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    (args.out / "ab.md").write_text(markdown(report), encoding="utf-8")
+    print(markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
