@@ -95,23 +95,23 @@ def change_masks(ref: Any, neutral: Any) -> dict[str, Mask]:
     """For each output leaf: where the original's outputs change when its Triton
     launches are replaced by poison (the part Triton produces)."""
     found = dict(leaves(neutral))
-    return {path: mask for path, mask in _once_per_pair(leaves(ref), found, _change_mask)}
+    return dict(_once_per_pair(leaves(ref), found, lambda path, leaf, out: _change_mask(leaf, out)))
 
 
-def _once_per_pair(pairs: Iterator[tuple[str, Any]], found: dict[str, Any], fn: Callable[[Any, Any], _R]
+def _once_per_pair(pairs: Iterator[tuple[str, Any]], found: dict[str, Any], fn: Callable[[str, Any, Any], _R]
                    ) -> Iterator[tuple[str, _R]]:
-    """``fn(leaf, found[path])`` for each path, computed once for a pair of tensors that
-    appears under several paths (a result both returned and written: a large output's
-    seconds on each pass)."""
+    """``fn(path, leaf, found[path])`` for each path, computed once for a pair of tensors
+    that appears under several paths (a result both returned and written: a large output's
+    seconds on each pass); the first path's result stands for the others."""
     done: dict[tuple[int, int], _R] = {}
     for path, leaf in pairs:
         out = found.get(path)
         if not isinstance(leaf, torch.Tensor):
-            yield path, fn(leaf, out)
+            yield path, fn(path, leaf, out)
             continue
         key = (id(leaf), id(out))
         if key not in done:
-            done[key] = fn(leaf, out)
+            done[key] = fn(path, leaf, out)
         yield path, done[key]
 
 
@@ -127,12 +127,13 @@ def _unchanged_where_produced(ref: Any, mask: Mask, out: Any) -> tuple[int, int]
     if not _comparable(ref, out) or mask is False:
         return 0, (ref.numel() if mask is True else int(mask.sum()) if isinstance(mask, torch.Tensor) else 0)
     flat_mask = mask.reshape(-1) if isinstance(mask, torch.Tensor) else None
+    pinned = flat_mask is not None and flat_mask.is_pinned()
     counts = None  # (still right, produced), summed where the data is: one synchronisation
     start = 0
     for r, o in chunk_pairs(ref, out):
         same = _same_chunk(r, o)
         if flat_mask is not None:
-            m = flat_mask[start:start + r.numel()].to(same.device, non_blocking=flat_mask.is_pinned())
+            m = flat_mask[start:start + r.numel()].to(same.device, non_blocking=pinned)
             same &= m
             part = torch.stack([same.sum(), m.sum()])
         else:
@@ -148,20 +149,15 @@ def _unchanged_where_produced(ref: Any, mask: Mask, out: Any) -> tuple[int, int]
 def unproduced(ref: Any, masks: dict[str, Mask], neutral: Any) -> Optional[str]:
     """A reason when some output that Triton produces in the original stays correct in the
     variant with its launches neutralised (torch, a cache or a constant produced it)."""
-    found = dict(leaves(neutral))
-    checked: set[tuple[int, int]] = set()
-    for path, leaf in leaves(ref):
-        m, out = masks.get(path), found.get(path)
-        if m is None or m is False:
-            continue
-        if isinstance(leaf, torch.Tensor):  # a tensor under several paths is checked once
-            if (id(leaf), id(out)) in checked:
-                continue
-            checked.add((id(leaf), id(out)))
-        missing, produced = _unchanged_where_produced(leaf, m, out)
+    found, ref_leaves = dict(leaves(neutral)), dict(leaves(ref))
+    produced_by_triton = ((path, leaf) for path, leaf in ref_leaves.items()
+                          if masks.get(path) is not None and masks.get(path) is not False)
+    counted = _once_per_pair(produced_by_triton, found,
+                             lambda path, leaf, out: _unchanged_where_produced(leaf, masks[path], out))
+    for path, (missing, produced) in counted:
         if not missing:
             continue
-        if isinstance(leaf, torch.Tensor):
+        if isinstance(ref_leaves[path], torch.Tensor):
             return (f"{path}: {missing} of {produced} elements the original's Triton launches produce do not "
                     "depend on the variant's launches (computed outside Triton, cached, or constant)")
         return f"{path}: the value does not depend on the variant's Triton launches"

@@ -203,8 +203,9 @@ class JudgeCore:
         """A started variant job; its timeout allows for ``runs`` runs of the harness, each
         ``run_timeout_s`` (default: the task's)."""
         task = self.require_task()
+        alone = self.on_gpu and self.lanes == 1  # the one candidate on this GPU: its harness may fill it
         spec = Job(task, modules, steps, self.interpreted, {} if trusted else self.ref.writes, self.transport,
-                   interactive, gpu_alone=self.on_gpu and self.lanes == 1)
+                   interactive, gpu_alone=alone)
         timeout_s = deadline_s(run_timeout_s or task.timeout_s, runs)
         job = None if trusted else self.spares.take(self._spare_fits)
         if job is not None:
@@ -212,7 +213,7 @@ class JudgeCore:
         else:
             job = self._new_job(spec, timeout_s, trusted)
         mark("job.request", job=job.nonce[:8], trusted=trusted, steps=[s.OP for s in steps][:12])
-        if self.on_gpu and self.lanes == 1 and self.ref.cuda_peak > 0:
+        if alone and self.ref.cuda_peak > 0:
             waited = wait_for_room(lane_bytes(self.ref))
             if waited > 0.05:
                 mark("job.waited_for_room", job=job.nonce[:8], seconds=round(waited, 3))

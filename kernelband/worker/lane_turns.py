@@ -18,6 +18,7 @@ ranking, never a claim.
 """
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import statistics
@@ -25,7 +26,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 DRIFT = 0.15  # the original's median this far off its level: the turn was disturbed
 MAX_TURNS = 3
@@ -141,22 +142,16 @@ class TurnQueue:
             self._held = False
             self._cond.notify_all()
 
-    def turn(self, since: float) -> "_Turn":
-        return _Turn(self, since)
+    @contextlib.contextmanager
+    def turn(self, since: Optional[float] = None) -> Iterator[None]:
+        self.acquire(since)
+        try:
+            yield
+        finally:
+            self.release()
 
     def __enter__(self) -> None:
         self.acquire()
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
-
-
-class _Turn:
-    def __init__(self, queue: TurnQueue, since: float) -> None:
-        self.queue, self.since = queue, since
-
-    def __enter__(self) -> None:
-        self.queue.acquire(self.since)
-
-    def __exit__(self, *exc: Any) -> None:
-        self.queue.release()
