@@ -10,7 +10,14 @@ so a binding it cannot read by name counts as one of every name it could be.
   ``exec``...) or a star import (``from torch import *``): every builtin and every dunder;
 - a class made other than by a class body (``type(name, bases, namespace)``, a metaclass
   called, ``make_dataclass``): every dunder. ``type(x)`` or ``x.__class__`` is trusted
-  only to be compared or to have its name read.
+  only to be compared or to have its name read;
+- a class whose base or class decorator the module does not show (imported from
+  elsewhere, or given a metaclass or class keywords): every dunder. What that base's
+  dunders, or what the decorator adds, do cannot be read here, and an inherited ``__lt__``
+  or ``__getattr__`` may call any method the class defines with what it is given. Builtin
+  types, a few library bases whose dunders call no method of a subclass's
+  (``_PLAIN_BASES``) and decorators whose dunders compare only instances of the class
+  itself (``_PLAIN_DECORATORS``) are read as what they are.
 
 Only the user's original can hold any of these (the grammar refuses them in changed
 code); its device uses are still judged with the variant's calls in it.
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 # every dunder a builtin type answers, and those the rule looks for that none of them defines
@@ -34,6 +41,15 @@ _NAMESPACE_ATTRIBUTES = frozenset({"__builtins__", "__globals__", "__dict__", "_
                                    "attrgetter", "methodcaller"})
 _CLASS_MAKERS = frozenset({"make_dataclass", "new_class", "ABCMeta", "EnumMeta", "EnumType"})
 _CLASS_NAME_READS = frozenset({"__name__", "__qualname__", "__module__"})
+# builtin types: their dunders are C code that calls no method a subclass defines
+_BUILTIN_TYPES = frozenset(n for n in BUILTIN_NAMES if isinstance(getattr(builtins, n), type) and n != "type")
+# library bases whose instances' dunders are object's or a builtin type's (not torch.nn.Module:
+# its __getattr__ hands out whatever was registered under a name)
+_PLAIN_BASES = frozenset({"torch.autograd.Function", "typing.NamedTuple", "typing.Generic", "typing.Protocol",
+                          "enum.Enum", "enum.IntEnum", "abc.ABC"})
+# a dataclass's comparisons return NotImplemented for anything but the class's own
+# instances; total_ordering derives from an ordering the class body shows
+_PLAIN_DECORATORS = frozenset({"dataclasses.dataclass", "functools.total_ordering", "typing.final"})
 
 
 class Unseen(NamedTuple):
@@ -54,9 +70,75 @@ def unseen(nodes: list[ast.AST]) -> Unseen:
     stored = [n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)]
     hooks = _hook_named(nodes) or (by_string or makes) and _tensor_class(nodes)
     rebound = BUILTIN_NAMES if by_string else frozenset(a for a in stored if a in BUILTIN_NAMES)
-    dunders = ALL_DUNDERS if by_string or makes or hooks else frozenset(
+    dunders = ALL_DUNDERS if by_string or makes or hooks or _inherits_unseen(nodes) else frozenset(
         a for a in stored if a.startswith("__") and a.endswith("__"))
     return Unseen(rebound, dunders, hooks)
+
+
+def _inherits_unseen(nodes: list[ast.AST]) -> bool:
+    """Whether a class of the module has a base it does not show (``_plain_base``), class
+    keywords (a metaclass, ``__init_subclass__``'s arguments) or a class decorator that
+    is not one of ``_PLAIN_DECORATORS``."""
+    classes = [n for n in nodes if isinstance(n, ast.ClassDef)]
+    own = {c.name for c in classes}
+    imported = _imported_names(nodes)
+    assigned = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    return any(c.keywords or not all(_plain_base(b, own, imported, assigned) for b in c.bases)
+               or not all(_plain_decorator(d, imported) for d in c.decorator_list) for c in classes)
+
+
+def _plain_decorator(decorator: ast.expr, imported: dict[str, str]) -> bool:
+    """``@dataclass``, ``@dataclass(order=True)``, ``@functools.total_ordering``... by
+    their imports. A decorator of the module's own is read where it stores what it adds
+    (``cls.__lt__ = f``: ``unseen``'s stored attributes); any other is not plain."""
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    dotted = _dotted(target)
+    if dotted is None:
+        return False
+    root, _, rest = dotted.partition(".")
+    if root not in imported:
+        return True  # the module's own function (or an unbound name, which fails at import)
+    return ".".join(p for p in (imported[root], rest) if p) in _PLAIN_DECORATORS
+
+
+def _plain_base(base: ast.expr, own: set[str], imported: dict[str, str], assigned: set[str]) -> bool:
+    """A base whose dunders the rule can read: a class of the module (its body is read), a
+    builtin type the module does not rebind, or one of ``_PLAIN_BASES`` by its import."""
+    if isinstance(base, ast.Subscript):  # Generic[T]
+        return _plain_base(base.value, own, imported, assigned)
+    dotted = _dotted(base)
+    if dotted is None:
+        return False  # a call, a conditional...: what it is cannot be read
+    root, _, rest = dotted.partition(".")
+    if not rest and root in own:
+        return True
+    if root in imported:
+        return ".".join(p for p in (imported[root], rest) if p) in _PLAIN_BASES
+    return not rest and root in _BUILTIN_TYPES and root not in assigned
+
+
+def _dotted(e: ast.expr) -> Optional[str]:
+    if isinstance(e, ast.Name):
+        return e.id
+    if isinstance(e, ast.Attribute):
+        inner = _dotted(e.value)
+        return f"{inner}.{e.attr}" if inner is not None else None
+    return None
+
+
+def _imported_names(nodes: list[ast.AST]) -> dict[str, str]:
+    """Each name an import binds, to what it names (``import torch.nn as nn``: nn ->
+    torch.nn; ``from torch.autograd import Function``: Function -> torch.autograd.Function;
+    ``import torch.nn``: torch -> torch)."""
+    names: dict[str, str] = {}
+    for n in nodes:
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(n, ast.ImportFrom):
+            for a in n.names:
+                names[a.asname or a.name] = f"{'.' * n.level}{n.module or ''}.{a.name}".lstrip(".") if n.module else a.name
+    return names
 
 
 def _hook_named(nodes: list[ast.AST]) -> bool:

@@ -226,3 +226,65 @@ def test_honest_introspection_keeps_min_max_and_sorted_trusted():
     module = with_definitions(_INTROSPECTION)
     for case in ("max of devices", "min of two devices", "max, default", "sorted, key=None"):
         assert screen(in_wrapper(FOLLOWED[case], module), module) is None, case
+
+
+# A class whose base the module does not show: what its inherited dunders run cannot be
+# read, and a base's __lt__ may call any method the class defines with what it is given
+# (here ``key``). The base module need not exist: the screen reads only this text.
+_KEY_METHOD = "    def key(self, other):\n        return str(other) == 'cuda:' + '0'\n"
+_UNSEEN_BASE = {
+    "imported by name": "from ordering_base import Ordered\n\n\nclass Box(Ordered):\n" + _KEY_METHOD,
+    "imported module's attribute": "import ordering_base\n\n\nclass Box(ordering_base.Ordered):\n" + _KEY_METHOD,
+    "imported under another name": "from ordering_base import Ordered as Base\n\n\nclass Box(Base):\n" + _KEY_METHOD,
+    "a relative import": "from .ordering_base import Ordered\n\n\nclass Box(Ordered):\n" + _KEY_METHOD,
+    "a base made by a call": "import ordering_base\n\n\nclass Box(ordering_base.make()):\n" + _KEY_METHOD,
+    "a library container": "import collections\n\n\nclass Box(collections.UserList):\n" + _KEY_METHOD,
+    "torch.nn.Module (its __getattr__)": "import torch.nn as nn\n\n\nclass Box(nn.Module):\n" + _KEY_METHOD,
+    "a builtin type's name rebound": "from ordering_base import Ordered\n\nint = Ordered\n\n\nclass Box(int):\n"
+                                     + _KEY_METHOD,
+    "a metaclass keyword": "from ordering_base import Meta\n\n\nclass Box(metaclass=Meta):\n" + _KEY_METHOD,
+    "an imported class decorator": "from ordering_base import ordered\n\n\n@ordered\nclass Box:\n" + _KEY_METHOD,
+    "an imported decorator called": "import ordering_base\n\n\n@ordering_base.ordered(by='key')\nclass Box:\n"
+                                    + _KEY_METHOD,
+    "a module class over an imported base": ("from ordering_base import Ordered\n\n\nclass Base(Ordered):\n"
+                                             "    pass\n\n\nclass Box(Base):\n" + _KEY_METHOD),
+}
+
+
+@pytest.mark.parametrize("builtin", sorted(_COMPARED))
+@pytest.mark.parametrize("how", sorted(_UNSEEN_BASE))
+def test_min_max_or_sorted_beside_a_class_of_an_unseen_base_is_refused(builtin: str, how: str):
+    module = with_definitions(_UNSEEN_BASE[how])
+    reason = screen(in_wrapper(_COMPARED[builtin], module), module)
+    assert reason and DEVICE_RULE in reason, (builtin, how, reason)
+
+
+@pytest.mark.parametrize("how", sorted(_UNSEEN_BASE))
+def test_a_list_search_beside_a_class_of_an_unseen_base_is_refused(how: str):
+    """The same class through ``__eq__``: ``[Box()].index(d)`` compares each item with ``d``."""
+    module = with_definitions(_UNSEEN_BASE[how])
+    reason = screen(in_wrapper("i = [Box(), y.device].index(x.device)\n", module), module)
+    assert reason and DEVICE_RULE in reason, (how, reason)
+
+
+_PLAIN_BASES = {  # bases whose dunders call no method of the subclass: still trusted
+    "object": "class Box(object):\n" + _KEY_METHOD,
+    "a builtin type": "class Box(int):\n" + _KEY_METHOD,
+    "an exception": "class Box(ValueError):\n" + _KEY_METHOD,
+    "torch.autograd.Function": "import torch\n\n\nclass Box(torch.autograd.Function):\n" + _KEY_METHOD,
+    "Function imported by name": "from torch.autograd import Function\n\n\nclass Box(Function):\n" + _KEY_METHOD,
+    "a NamedTuple": "from typing import NamedTuple\n\n\nclass Box(NamedTuple):\n    a: int\n",
+    "an Enum": "import enum\n\n\nclass Box(enum.Enum):\n    A = 1\n",
+    "Generic[T]": ("from typing import Generic, TypeVar\n\nT = TypeVar('T')\n\n\nclass Box(Generic[T]):\n"
+                   + _KEY_METHOD),
+    "a module class": "class Base:\n    pass\n\n\nclass Box(Base):\n" + _KEY_METHOD,
+    "a dataclass": "from dataclasses import dataclass\n\n\n@dataclass(order=True)\nclass Box:\n    a: int = 0\n",
+    "typing.final": "from typing import final\n\n\n@final\nclass Box:\n" + _KEY_METHOD,
+}
+
+
+@pytest.mark.parametrize("how", sorted(_PLAIN_BASES))
+def test_min_max_and_sorted_stay_trusted_beside_classes_of_plain_bases(how: str):
+    module = with_definitions(_PLAIN_BASES[how])
+    for case in ("max of devices", "min of two devices", "max, default", "sorted, key=None"):
+        assert screen(in_wrapper(FOLLOWED[case], module), module) is None, (how, case)
