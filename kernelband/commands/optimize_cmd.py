@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import codecs
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -29,7 +28,8 @@ from ..options import OPTIMIZE, add_arguments, limit
 from ..session import Budget, SessionConfig, run_session
 from ..store import Store
 from ..worker.client import WorkerError
-from .common import EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError, add_task_arguments, build_task, print_json
+from .common import (EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError, add_task_arguments, build_task, print_json,
+                     stop_on_signals)
 from .executor_args import executor_from_args
 from .progress import ProgressBar
 
@@ -71,19 +71,6 @@ def _config(args: argparse.Namespace) -> SessionConfig:
                          cpu_tuning=args.cpu_tuning, allow_weak_harness=args.allow_weak_harness)
 
 
-def _install_stop_handlers(stop: threading.Event) -> None:
-    """First SIGINT/SIGTERM: finish the current evaluation and report the best so far.
-    A second SIGINT aborts."""
-
-    def handler(signum: int, frame: Any) -> None:
-        if stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        stop.set()
-        print("\nkernelband: stopping after the current evaluation (Ctrl-C again to abort)", file=sys.stderr)
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
-
 
 def _prestart_judge(args: argparse.Namespace, device: str) -> None:
     """Start the one judge of a local single-GPU (or interpreter) session now: its imports
@@ -116,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.json and args.events is None:
         emitter.add_sink(ProgressBar(sys.stderr, total=config.budget.evaluations))
     stop = threading.Event()
-    _install_stop_handlers(stop)
+    stop_on_signals(stop, "the current evaluation")
     store = None if args.no_store else Store.for_file(task.module_path)
     try:
         result = run_session(task, config, emitter, store, stop, executor=executor)
