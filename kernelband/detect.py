@@ -344,19 +344,20 @@ def _try_blocks(node: ast.stmt) -> Optional[tuple[list[ast.stmt], ...]]:
     return None
 
 
-def _module_level_imports(body: list[ast.stmt]) -> "Iterator[ast.stmt]":
-    """Imports at module level, also inside `if`/`try`/`with` blocks."""
+def _module_level(body: list[ast.stmt], kinds: tuple[type, ...]) -> "Iterator[ast.stmt]":
+    """The statements of ``kinds`` at module level, also inside `if`/`try`/`with` blocks
+    (`if HAS_TRITON:` or `try: import triton` guards): they run as the module loads."""
     for node in body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, kinds):
             yield node
         elif isinstance(node, ast.If):
-            yield from _module_level_imports(node.body)
-            yield from _module_level_imports(node.orelse)
+            yield from _module_level(node.body, kinds)
+            yield from _module_level(node.orelse, kinds)
         elif (blocks := _try_blocks(node)) is not None:
             for block in blocks:
-                yield from _module_level_imports(block)
+                yield from _module_level(block, kinds)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
-            yield from _module_level_imports(node.body)
+            yield from _module_level(node.body, kinds)
 
 
 @dataclass(frozen=True)
@@ -396,7 +397,7 @@ class _Walker(ast.NodeVisitor):
         functions. Which defs are kernels is decided with the module-level imports,
         found first; ``names`` still gets every import walked."""
         header = TritonNames()
-        for node in _module_level_imports(getattr(tree, "body", [])):
+        for node in _module_level(getattr(tree, "body", []), _IMPORTS):
             header.add(node)
         self._walk(tree, None, names, header)
 
@@ -491,22 +492,6 @@ def parse_module(source: str, filename: str = "<source>") -> "tuple[Optional[ast
         return None, ParseError(str(e) or type(e).__name__, 1, 0)
     except MemoryError:  # the parser's own stack limit (e.g. 10,000 unary minus signs)
         return None, ParseError("too deeply nested for the Python parser (MemoryError)", 1, 0)
-
-
-def _module_level_defs(body: list[ast.stmt]) -> "Iterator[ast.stmt]":
-    """Functions, classes and assignments at module level, also inside `if`/`try`/`with`
-    blocks (`if HAS_TRITON:` or `try: import triton` guards): module attributes at run time."""
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign)):
-            yield node
-        elif isinstance(node, ast.If):
-            yield from _module_level_defs(node.body)
-            yield from _module_level_defs(node.orelse)
-        elif (blocks := _try_blocks(node)) is not None:
-            for block in blocks:
-                yield from _module_level_defs(block)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            yield from _module_level_defs(node.body)
 
 
 @contextmanager
@@ -607,7 +592,7 @@ def _masked_kernels(lines: list[str], bodies: list[tuple[int, int, int]]
         if tree is None or nodes is None:
             return None
         header = TritonNames()  # as _Walker.scan decides what is a kernel
-        for node in _module_level_imports(tree.body):
+        for node in _module_level(tree.body, _IMPORTS):
             header.add(node)
         jit = [any(header.is_jit(d) for d in node.decorator_list) for node in nodes]
         if all(jit):
@@ -837,9 +822,9 @@ def _detect(source: str, filename: str, skim: bool = True, fork: bool = False,
         for s in ss:
             launched_by.setdefault(s.enclosing_function, set()).add(s.kernel)
 
-    nodes = list(_module_level_defs(tree.body))
+    nodes = list(_module_level(tree.body, (*_DEFS, ast.Assign)))  # module attributes
     aliases = _aliases(nodes)
-    defs = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    defs = [n for n in nodes if isinstance(n, _DEFS)]
     module_defs = {n.name for n in defs} | set(aliases)
     result = DetectionResult(module_defs=frozenset(module_defs))
     for node in defs:
@@ -913,7 +898,7 @@ def redetect_function(result: DetectionResult, block: str, name: str,
         if tree is None or len(tree.body) != 1:
             return None
         fn = tree.body[0]
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != name or fn.decorator_list \
+        if not isinstance(fn, _FUNCTIONS) or fn.name != name or fn.decorator_list \
                 or fn.end_lineno != end_line:
             return None
         if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(fn)):
