@@ -318,21 +318,22 @@ class Evaluation(Serializable):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Evaluation":
-        d = dict(d)
-        d["status"] = Status(d["status"])
+        d = {**d, "status": Status(d["status"])}
         if d.get("errors") is not None:
             d["errors"] = ErrorStats.from_dict(d["errors"])
-        if d.get("timing") is not None:
-            d["timing"] = Timing.from_dict(d["timing"])
-        d["launches"] = [LaunchRecord.from_dict(x) for x in d.get("launches", [])]
-        d["profile"] = _profile(d.get("profile"))
-        return cls(**d)
+        return cls(**_measured(d))
 
 
-def _profile(raw: Any) -> Optional[Profile]:
+def _measured(d: dict[str, Any]) -> dict[str, Any]:
+    """A copy of an Evaluation's or Baseline's dict with its timing, launches and profile decoded."""
     from .profile.schema import Profile  # here: the list command never reads a profile
 
-    return Profile.from_wire(raw)
+    d = dict(d)
+    if d.get("timing") is not None:
+        d["timing"] = Timing.from_dict(d["timing"])
+    d["launches"] = [LaunchRecord.from_dict(x) for x in d.get("launches", [])]
+    d["profile"] = Profile.from_wire(d.get("profile"))
+    return d
 
 
 @dataclass
@@ -360,12 +361,7 @@ class Baseline(Serializable):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Baseline":
-        d = dict(d)
-        if d.get("timing") is not None:
-            d["timing"] = Timing.from_dict(d["timing"])
-        d["launches"] = [LaunchRecord.from_dict(x) for x in d.get("launches", [])]
-        d["profile"] = _profile(d.get("profile"))
-        return cls(**d)
+        return cls(**_measured(d))
 
 
 @dataclass
