@@ -288,12 +288,8 @@ def _params(text: _Segments, fn: ast.FunctionDef | ast.AsyncFunctionDef, names: 
     a = fn.args
     positional = a.posonlyargs + a.args
     defaults: list[Optional[ast.expr]] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
-    out = [
-        Param(p.arg, text(p.annotation), text(d), names.is_constexpr_annotation(p.annotation))
-        for p, d in zip(positional, defaults)
-    ]
-    for p, d in zip(a.kwonlyargs, a.kw_defaults):
-        out.append(Param(p.arg, text(p.annotation), text(d), names.is_constexpr_annotation(p.annotation)))
+    out = [Param(p.arg, text(p.annotation), text(d), names.is_constexpr_annotation(p.annotation))
+           for p, d in [*zip(positional, defaults), *zip(a.kwonlyargs, a.kw_defaults)]]
     if a.vararg:
         out.append(Param("*" + a.vararg.arg))
     if a.kwarg:
@@ -309,14 +305,12 @@ def _name_range(source_lines: list[str], fn: ast.FunctionDef | ast.AsyncFunction
     return SourceRange(fn.lineno, col, fn.lineno, col + len(fn.name))
 
 
-def _launched_name(callee: ast.Subscript) -> Optional[str]:
-    """The callee of ``k[grid](...)`` or ``mod.k[grid](...)`` -> "k"."""
-    v = callee.value
-    if isinstance(v, ast.Name):
-        return v.id
-    if isinstance(v, ast.Attribute):
-        return v.attr
-    return None
+def name_of(expr: ast.expr) -> Optional[str]:
+    """``k`` of ``k`` or ``mod.k`` (a callee, ``k`` of a launch ``k[grid](...)``); None for
+    any other expression."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    return expr.attr if isinstance(expr, ast.Attribute) else None
 
 
 # fields and node types that never hold a call, an import or a def: not walked (the fields
@@ -370,27 +364,18 @@ class _Launch:
     outer: Optional[str]
 
 
-class _Walker(ast.NodeVisitor):
-    """Collects launch sites and by-name calls, remembering the enclosing function."""
+class _Walker:
+    """Collects launch sites and by-name calls, by the module-level def or class they are
+    in (a class owns what its methods call and launch: autograd.Function.forward)."""
 
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.stack: list[str] = []
+    def __init__(self) -> None:
         self.launches: list[_Launch] = []
         self.calls: dict[Optional[str], set[str]] = {}
 
-    def visit_FunctionDef(self, node: _Definition) -> None:
-        self.stack.append(node.name)
-        self.generic_visit(node)
-        self.stack.pop()
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-    # a module-level class owns what its methods call and launch (autograd.Function.forward)
-    visit_ClassDef = visit_FunctionDef
-
     def scan(self, tree: ast.AST, names: "TritonNames") -> None:
-        """What visit() plus names.collect() find, in one pre-order pass without
-        NodeVisitor's per-node dispatch (detection runs on every keystroke).
+        """The launches and calls, and every import into ``names`` (as names.collect()),
+        in one pre-order pass without NodeVisitor's per-node dispatch (detection runs on
+        every keystroke).
 
         The bodies of kernels are not walked (most of a Triton file's nodes): a kernel
         launches nothing and imports nothing, and what it calls is kept only for plain
@@ -434,15 +419,11 @@ class _Walker(ast.NodeVisitor):
                 elif v is not None and type(v) not in leaves:
                     push(v)
 
-    def visit_Call(self, node: ast.Call) -> None:
-        self._call(node, self.stack[0] if self.stack else None)
-        self.generic_visit(node)
-
     def _call(self, node: ast.Call, outer: Optional[str]) -> None:
         func = node.func
         got = None  # the set of names ``outer`` calls, once one is added
         if type(func) is ast.Subscript:
-            launched = _launched_name(func)
+            launched = name_of(func.value)
             if launched is not None:
                 self.launches.append(_Launch(launched, node, func.slice, outer))
         elif type(func) is ast.Name:
@@ -808,7 +789,7 @@ def _detect(source: str, filename: str, skim: bool = True, fork: bool = False,
     names = TritonNames()
     text = _Segments(source)
     lines = source.splitlines()
-    walker = _Walker(source)
+    walker = _Walker()
     walker.scan(tree, names)
 
     launches_by_kernel: dict[str, list[LaunchSite]] = {}
@@ -903,7 +884,7 @@ def redetect_function(result: DetectionResult, block: str, name: str,
             return None
         if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(fn)):
             return None
-        walker = _Walker(block)
+        walker = _Walker()
         walker.scan(tree, TritonNames())
         text = _Segments(block)
         sites = [_launch_site(text, launch) for launch in walker.launches]
