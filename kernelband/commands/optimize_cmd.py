@@ -23,7 +23,7 @@ from ..deps import MissingDependency, require
 from ..evaluate import SetupError
 from ..events import EventEmitter, JobError, jsonl_sink
 from ..model import Result, ResultStatus
-from ..redact import clean
+from ..redact import one_line
 from ..options import OPTIMIZE, add_arguments, limit
 from ..session import Budget, SessionConfig, run_session
 from ..store import Store
@@ -109,11 +109,11 @@ def run(args: argparse.Namespace) -> int:
         result = run_session(task, config, emitter, store, stop, executor=executor)
     except (SetupError, ValueError) as e:
         emitter.emit(JobError(message=str(e), kind="setup"))
-        print(f"kernelband: {_line(e)}", file=sys.stderr)
+        print(f"kernelband: {one_line(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     except WorkerError as e:  # the session handles the known cases; never a traceback for the rest
         emitter.emit(JobError(message=f"the evaluation worker failed ({e.kind}): {e}", kind="worker"))
-        print(f"kernelband: the evaluation worker failed ({e.kind}): {_line(e)}", file=sys.stderr)
+        print(f"kernelband: the evaluation worker failed ({e.kind}): {one_line(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         executor.close()
@@ -128,10 +128,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_summary(result, show_diff=args.diff)
     return EXIT_OK if result.status == ResultStatus.IMPROVED else EXIT_VERDICT
-
-
-def _line(e: BaseException) -> str:
-    return " | ".join(x.strip() for x in clean(str(e)).splitlines() if x.strip())
 
 
 def _apply_result(args: argparse.Namespace, task: Any, result: Result) -> None:
