@@ -16,7 +16,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .detect import TritonNames
+from .detect import TritonNames, name_of
 
 
 @dataclass
@@ -66,11 +66,7 @@ _BUILTINS = {"range", "min", "max", "len", "int", "float", "bool", "abs", "print
 
 
 def _call_name(func: ast.expr) -> str:
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    if isinstance(func, ast.Name):
-        return func.id
-    return ""
+    return name_of(func) or ""
 
 
 def _root_name(node: ast.expr) -> Optional[str]:

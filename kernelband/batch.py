@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Collection, Iterator, Optional
 
 from .detect import detect, read_source
 from .harness import find_harness
@@ -64,15 +64,16 @@ class Row:
         return asdict(self)
 
 
-def python_files(root: Path, exclude: Optional[Path] = None) -> list[Path]:
+def python_files(root: Path, exclude: Optional[Path] = None, skip: Collection[str] = SKIP_DIRS) -> Iterator[Path]:
+    """The Python files under ``root`` in a stable order, the folders in ``skip``, hidden
+    ones and ``exclude`` left out; ``root`` itself when it is a file."""
     if root.is_file():
-        return [root]
-    out = []
+        yield root
+        return
     for d, dirs, files in os.walk(root):
-        dirs[:] = sorted(x for x in dirs if x not in SKIP_DIRS and not x.startswith(".")
+        dirs[:] = sorted(x for x in dirs if x not in skip and not x.startswith(".")
                          and (exclude is None or Path(d, x).resolve() != exclude))
-        out += [Path(d, f) for f in sorted(files) if f.endswith(".py")]
-    return out
+        yield from (Path(d, f) for f in sorted(files) if f.endswith(".py"))
 
 
 def discover(root: str, device: str, seeds: int, timeout_s: float, exclude: Optional[str] = None) -> list[KernelJob]:

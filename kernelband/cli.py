@@ -16,7 +16,7 @@ from . import __version__
 from . import commands
 from .deps import MissingDependency
 from .commands.common import EXIT_USAGE, UsageError
-from .redact import clean
+from .redact import one_line
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what `yes | head` reports
 
@@ -57,7 +57,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not isinstance(e, _usage_errors()):
             raise
         # bad input, or an original/harness/device that cannot be used: one line, exit 2
-        print(f"kernelband: {_one_line(str(e))}", file=sys.stderr)
+        print(f"kernelband: {one_line(str(e))}", file=sys.stderr)
         return EXIT_USAGE
 
 
@@ -66,11 +66,6 @@ def _usage_errors() -> tuple[type, ...]:
     it (``list`` does not: importing it is a tenth of its start-up)."""
     evaluate = sys.modules.get(f"{__package__}.evaluate")
     return (UsageError, MissingDependency) + ((evaluate.SetupError,) if evaluate is not None else ())
-
-
-def _one_line(message: str) -> str:
-    """Errors are one line: secrets redacted, size capped, newlines folded."""
-    return " | ".join(line.strip() for line in clean(message).splitlines() if line.strip())
 
 
 def _silence_stdout() -> None:

@@ -288,12 +288,8 @@ def _params(text: _Segments, fn: ast.FunctionDef | ast.AsyncFunctionDef, names: 
     a = fn.args
     positional = a.posonlyargs + a.args
     defaults: list[Optional[ast.expr]] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
-    out = [
-        Param(p.arg, text(p.annotation), text(d), names.is_constexpr_annotation(p.annotation))
-        for p, d in zip(positional, defaults)
-    ]
-    for p, d in zip(a.kwonlyargs, a.kw_defaults):
-        out.append(Param(p.arg, text(p.annotation), text(d), names.is_constexpr_annotation(p.annotation)))
+    out = [Param(p.arg, text(p.annotation), text(d), names.is_constexpr_annotation(p.annotation))
+           for p, d in [*zip(positional, defaults), *zip(a.kwonlyargs, a.kw_defaults)]]
     if a.vararg:
         out.append(Param("*" + a.vararg.arg))
     if a.kwarg:
@@ -309,14 +305,12 @@ def _name_range(source_lines: list[str], fn: ast.FunctionDef | ast.AsyncFunction
     return SourceRange(fn.lineno, col, fn.lineno, col + len(fn.name))
 
 
-def _launched_name(callee: ast.Subscript) -> Optional[str]:
-    """The callee of ``k[grid](...)`` or ``mod.k[grid](...)`` -> "k"."""
-    v = callee.value
-    if isinstance(v, ast.Name):
-        return v.id
-    if isinstance(v, ast.Attribute):
-        return v.attr
-    return None
+def name_of(expr: ast.expr) -> Optional[str]:
+    """``k`` of ``k`` or ``mod.k`` (a callee, ``k`` of a launch ``k[grid](...)``); None for
+    any other expression."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    return expr.attr if isinstance(expr, ast.Attribute) else None
 
 
 # fields and node types that never hold a call, an import or a def: not walked (the fields
@@ -344,19 +338,20 @@ def _try_blocks(node: ast.stmt) -> Optional[tuple[list[ast.stmt], ...]]:
     return None
 
 
-def _module_level_imports(body: list[ast.stmt]) -> "Iterator[ast.stmt]":
-    """Imports at module level, also inside `if`/`try`/`with` blocks."""
+def _module_level(body: list[ast.stmt], kinds: tuple[type, ...]) -> "Iterator[ast.stmt]":
+    """The statements of ``kinds`` at module level, also inside `if`/`try`/`with` blocks
+    (`if HAS_TRITON:` or `try: import triton` guards): they run as the module loads."""
     for node in body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, kinds):
             yield node
         elif isinstance(node, ast.If):
-            yield from _module_level_imports(node.body)
-            yield from _module_level_imports(node.orelse)
+            yield from _module_level(node.body, kinds)
+            yield from _module_level(node.orelse, kinds)
         elif (blocks := _try_blocks(node)) is not None:
             for block in blocks:
-                yield from _module_level_imports(block)
+                yield from _module_level(block, kinds)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
-            yield from _module_level_imports(node.body)
+            yield from _module_level(node.body, kinds)
 
 
 @dataclass(frozen=True)
@@ -369,34 +364,25 @@ class _Launch:
     outer: Optional[str]
 
 
-class _Walker(ast.NodeVisitor):
-    """Collects launch sites and by-name calls, remembering the enclosing function."""
+class _Walker:
+    """Collects launch sites and by-name calls, by the module-level def or class they are
+    in (a class owns what its methods call and launch: autograd.Function.forward)."""
 
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.stack: list[str] = []
+    def __init__(self) -> None:
         self.launches: list[_Launch] = []
         self.calls: dict[Optional[str], set[str]] = {}
 
-    def visit_FunctionDef(self, node: _Definition) -> None:
-        self.stack.append(node.name)
-        self.generic_visit(node)
-        self.stack.pop()
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-    # a module-level class owns what its methods call and launch (autograd.Function.forward)
-    visit_ClassDef = visit_FunctionDef
-
     def scan(self, tree: ast.AST, names: "TritonNames") -> None:
-        """What visit() plus names.collect() find, in one pre-order pass without
-        NodeVisitor's per-node dispatch (detection runs on every keystroke).
+        """The launches and calls, and every import into ``names`` (as names.collect()),
+        in one pre-order pass without NodeVisitor's per-node dispatch (detection runs on
+        every keystroke).
 
         The bodies of kernels are not walked (most of a Triton file's nodes): a kernel
         launches nothing and imports nothing, and what it calls is kept only for plain
         functions. Which defs are kernels is decided with the module-level imports,
         found first; ``names`` still gets every import walked."""
         header = TritonNames()
-        for node in _module_level_imports(getattr(tree, "body", [])):
+        for node in _module_level(getattr(tree, "body", []), _IMPORTS):
             header.add(node)
         self._walk(tree, None, names, header)
 
@@ -433,15 +419,11 @@ class _Walker(ast.NodeVisitor):
                 elif v is not None and type(v) not in leaves:
                     push(v)
 
-    def visit_Call(self, node: ast.Call) -> None:
-        self._call(node, self.stack[0] if self.stack else None)
-        self.generic_visit(node)
-
     def _call(self, node: ast.Call, outer: Optional[str]) -> None:
         func = node.func
         got = None  # the set of names ``outer`` calls, once one is added
         if type(func) is ast.Subscript:
-            launched = _launched_name(func)
+            launched = name_of(func.value)
             if launched is not None:
                 self.launches.append(_Launch(launched, node, func.slice, outer))
         elif type(func) is ast.Name:
@@ -491,22 +473,6 @@ def parse_module(source: str, filename: str = "<source>") -> "tuple[Optional[ast
         return None, ParseError(str(e) or type(e).__name__, 1, 0)
     except MemoryError:  # the parser's own stack limit (e.g. 10,000 unary minus signs)
         return None, ParseError("too deeply nested for the Python parser (MemoryError)", 1, 0)
-
-
-def _module_level_defs(body: list[ast.stmt]) -> "Iterator[ast.stmt]":
-    """Functions, classes and assignments at module level, also inside `if`/`try`/`with`
-    blocks (`if HAS_TRITON:` or `try: import triton` guards): module attributes at run time."""
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign)):
-            yield node
-        elif isinstance(node, ast.If):
-            yield from _module_level_defs(node.body)
-            yield from _module_level_defs(node.orelse)
-        elif (blocks := _try_blocks(node)) is not None:
-            for block in blocks:
-                yield from _module_level_defs(block)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            yield from _module_level_defs(node.body)
 
 
 @contextmanager
@@ -607,7 +573,7 @@ def _masked_kernels(lines: list[str], bodies: list[tuple[int, int, int]]
         if tree is None or nodes is None:
             return None
         header = TritonNames()  # as _Walker.scan decides what is a kernel
-        for node in _module_level_imports(tree.body):
+        for node in _module_level(tree.body, _IMPORTS):
             header.add(node)
         jit = [any(header.is_jit(d) for d in node.decorator_list) for node in nodes]
         if all(jit):
@@ -823,7 +789,7 @@ def _detect(source: str, filename: str, skim: bool = True, fork: bool = False,
     names = TritonNames()
     text = _Segments(source)
     lines = source.splitlines()
-    walker = _Walker(source)
+    walker = _Walker()
     walker.scan(tree, names)
 
     launches_by_kernel: dict[str, list[LaunchSite]] = {}
@@ -837,9 +803,9 @@ def _detect(source: str, filename: str, skim: bool = True, fork: bool = False,
         for s in ss:
             launched_by.setdefault(s.enclosing_function, set()).add(s.kernel)
 
-    nodes = list(_module_level_defs(tree.body))
+    nodes = list(_module_level(tree.body, (*_DEFS, ast.Assign)))  # module attributes
     aliases = _aliases(nodes)
-    defs = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    defs = [n for n in nodes if isinstance(n, _DEFS)]
     module_defs = {n.name for n in defs} | set(aliases)
     result = DetectionResult(module_defs=frozenset(module_defs))
     for node in defs:
@@ -913,12 +879,12 @@ def redetect_function(result: DetectionResult, block: str, name: str,
         if tree is None or len(tree.body) != 1:
             return None
         fn = tree.body[0]
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != name or fn.decorator_list \
+        if not isinstance(fn, _FUNCTIONS) or fn.name != name or fn.decorator_list \
                 or fn.end_lineno != end_line:
             return None
         if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(fn)):
             return None
-        walker = _Walker(block)
+        walker = _Walker()
         walker.scan(tree, TritonNames())
         text = _Segments(block)
         sites = [_launch_site(text, launch) for launch in walker.launches]

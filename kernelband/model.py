@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from .decode import MalformedMessage, decode_fields
 
@@ -55,9 +55,17 @@ def _to_dict(obj: Any) -> Any:
     return obj
 
 
+_S = TypeVar("_S", bound="Serializable")
+
+
 class Serializable:
     def to_dict(self) -> dict[str, Any]:
         return _to_dict(self)
+
+    @classmethod
+    def from_dict(cls: type[_S], d: dict[str, Any]) -> _S:
+        """The record from its to_dict(); a class with nested records decodes them first."""
+        return cls(**d)
 
 
 def sha256_text(text: str) -> str:
@@ -78,10 +86,6 @@ class SourceRange(Serializable):
     end_line: int
     end_col: int
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SourceRange":
-        return cls(**d)
-
 
 @dataclass(frozen=True)
 class Param(Serializable):
@@ -89,10 +93,6 @@ class Param(Serializable):
     annotation: Optional[str] = None
     default: Optional[str] = None
     is_constexpr: bool = False
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Param":
-        return cls(**d)
 
 
 _FAST_TO_DICT[Param] = lambda p: {"name": p.name, "annotation": p.annotation, "default": p.default,
@@ -240,10 +240,6 @@ class Task(Serializable):
     def source_hash(self) -> str:
         return sha256_text(self.source)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Task":
-        return cls(**d)
-
 
 @dataclass
 class Variant(Serializable):
@@ -260,10 +256,6 @@ class Variant(Serializable):
         if not self.id:
             self.id = sha256_text(self.source)[:12]
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Variant":
-        return cls(**d)
-
 
 @dataclass
 class ErrorStats(Serializable):
@@ -274,10 +266,6 @@ class ErrorStats(Serializable):
     total: int = 0
     worst_output: str = ""  # path of the worst output leaf, e.g. "[0]" or "['y']"
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ErrorStats":
-        return cls(**d)
-
 
 @dataclass
 class Timing(Serializable):
@@ -286,10 +274,6 @@ class Timing(Serializable):
     p80_ms: float
     clock: str  # "cuda-events" (GPU time) or "cpu-interpreter" (wall time on the CPU)
     launches: int  # kernel launches replayed per timed call
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Timing":
-        return cls(**d)
 
 
 @dataclass
@@ -300,10 +284,6 @@ class LaunchRecord(Serializable):
     num_warps: Optional[int] = None
     num_stages: Optional[int] = None
     tensor_bytes: int = 0  # bytes of the distinct tensor arguments
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "LaunchRecord":
-        return cls(**d)
 
 
 @dataclass
@@ -338,21 +318,22 @@ class Evaluation(Serializable):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Evaluation":
-        d = dict(d)
-        d["status"] = Status(d["status"])
+        d = {**d, "status": Status(d["status"])}
         if d.get("errors") is not None:
             d["errors"] = ErrorStats.from_dict(d["errors"])
-        if d.get("timing") is not None:
-            d["timing"] = Timing.from_dict(d["timing"])
-        d["launches"] = [LaunchRecord.from_dict(x) for x in d.get("launches", [])]
-        d["profile"] = _profile(d.get("profile"))
-        return cls(**d)
+        return cls(**_measured(d))
 
 
-def _profile(raw: Any) -> Optional[Profile]:
+def _measured(d: dict[str, Any]) -> dict[str, Any]:
+    """A copy of an Evaluation's or Baseline's dict with its timing, launches and profile decoded."""
     from .profile.schema import Profile  # here: the list command never reads a profile
 
-    return Profile.from_wire(raw)
+    d = dict(d)
+    if d.get("timing") is not None:
+        d["timing"] = Timing.from_dict(d["timing"])
+    d["launches"] = [LaunchRecord.from_dict(x) for x in d.get("launches", [])]
+    d["profile"] = Profile.from_wire(d.get("profile"))
+    return d
 
 
 @dataclass
@@ -380,12 +361,7 @@ class Baseline(Serializable):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Baseline":
-        d = dict(d)
-        if d.get("timing") is not None:
-            d["timing"] = Timing.from_dict(d["timing"])
-        d["launches"] = [LaunchRecord.from_dict(x) for x in d.get("launches", [])]
-        d["profile"] = _profile(d.get("profile"))
-        return cls(**d)
+        return cls(**_measured(d))
 
 
 @dataclass
@@ -403,10 +379,6 @@ class PairedTiming(Serializable):
     # "interleaved" (A B A B in one process) or "sequential" (A's block, then B's: two runs
     # of the harness do not fit on the GPU together)
     order: str = "interleaved"
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "PairedTiming":
-        return cls(**d)
 
 
 NO_GPU_SANITIZER = "no GPU: the interpreter has no compute-sanitizer"

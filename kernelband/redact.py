@@ -111,6 +111,12 @@ def clean(text: str, values: Any = None) -> str:
     return cap(redact(text, values))
 
 
+def one_line(text: str) -> str:
+    """``clean(text)`` as one line (an error on stderr or to a client): its non-blank lines,
+    stripped, joined by " | "."""
+    return " | ".join(x.strip() for x in clean(text).splitlines() if x.strip())
+
+
 def scrub(obj: Any, values: Any = None, _field: str = "") -> Any:
     """``clean`` applied through JSON-like data (a new object; the input is untouched)."""
     return _scrub(obj, secret_values() if values is None else values, _field)

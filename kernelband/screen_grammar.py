@@ -39,7 +39,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from .detect import TritonNames, import_bindings
+from .detect import TritonNames, import_bindings, resolve_chain
 from .screen_policy import (DANGEROUS_BUILTINS, DEVICE_INDEX_MEMBERS, HOST_VALUE_ATTRIBUTES, KERNEL_VALUE_ATTRIBUTES,
                             PROVENANCE_MEMBERS,
                             SAFE_BUILTINS, TRITON_CALLS, chain_verdict, import_keys, is_dunder, safe_import)
@@ -136,13 +136,7 @@ class ModuleContext:
 
     def qualified(self, node: ast.expr) -> Optional[str]:
         """``a.b.c`` with ``a`` an import binding -> its qualified name."""
-        parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name) or node.id not in self.aliases:
-            return None
-        return ".".join([self.aliases[node.id], *reversed(parts)])
+        return resolve_chain(node, self.aliases)
 
     def is_triton_decorator(self, dec: ast.expr) -> bool:
         return self.triton.is_jit(dec) or self.triton.is_autotune(dec) or self.triton.is_heuristics(dec)

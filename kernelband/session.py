@@ -22,15 +22,15 @@ import uuid
 from dataclasses import asdict
 from typing import Any, Callable, Optional
 
-from .evaluate import SetupError, WorkerLost  # noqa: F401 - WorkerLost: re-exported
+from .evaluate import SetupError, WorkerLost
 from .events import EventEmitter, Finished, Log, Started
 from .executor.base import Evaluator
 from .executor.pool import WorkerPool
 from .model import FOUND_STATUSES, Evaluation, Result, ResultStatus, Task, Variant
-from .options import DEFAULT_LLM_TIMEOUT_S, EXHAUSTIVE, SEARCH_NAMES  # noqa: F401 - re-exported
+from .options import EXHAUSTIVE, SEARCH_NAMES
 from .redact import register_secret, scrub
-from .result_builder import ResultBuilder, SearchOutcome, unified_diff  # noqa: F401 - unified_diff: re-exported
-from .session_config import Budget, SessionConfig, Usage  # noqa: F401 - re-exported
+from .result_builder import ResultBuilder, SearchOutcome
+from .session_config import Budget, SessionConfig, Usage  # noqa: F401 - Budget: re-exported
 from .session_pool import CandidatePool, Platform
 from .session_records import SessionRecords
 from .session_search import WAIT, ExhaustiveSteps, PolicySteps

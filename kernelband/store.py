@@ -134,6 +134,14 @@ class Store:
     def _one(self, sql: str, args: tuple[Any, ...]) -> Optional[tuple[Any, ...]]:
         return self._conn.execute(sql, args).fetchone()
 
+    def _json(self, sql: str, args: tuple[Any, ...], default: Any = None) -> Any:
+        """The first row's (JSON) column, decoded; ``default`` when no row matches."""
+        row = self._one(sql, args)
+        return json.loads(row[0]) if row else default
+
+    def _json_rows(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        return [json.loads(r[0]) for r in self._conn.execute(sql, args).fetchall()]
+
     # ---------------------------------------------------------------- device facts
     def put_device_facts(self, gpu: str, triton_version: str, facts: dict[str, Any]) -> None:
         self._conn.execute(
@@ -141,8 +149,7 @@ class Store:
         )
 
     def get_device_facts(self, gpu: str, triton_version: str) -> Optional[dict[str, Any]]:
-        row = self._one("SELECT facts FROM device_facts WHERE gpu=? AND triton_version=?", (gpu, triton_version))
-        return json.loads(row[0]) if row else None
+        return self._json("SELECT facts FROM device_facts WHERE gpu=? AND triton_version=?", (gpu, triton_version))
 
     # ---------------------------------------------------------------- profiles
     # stored as Profile.to_dict(); read back typed (rows of older engines too: missing keys
@@ -156,16 +163,9 @@ class Store:
 
     def latest_profile(self, kernel: str, source_hash: Optional[str] = None, file: Optional[str] = None) -> Optional[Profile]:
         """Most recent profile of a kernel, by source hash when given, else by file."""
-        if source_hash is not None:
-            row = self._one(
-                "SELECT profile FROM profiles WHERE kernel=? AND source_hash=? ORDER BY created_at DESC LIMIT 1",
-                (kernel, source_hash),
-            )
-        else:
-            row = self._one(
-                "SELECT profile FROM profiles WHERE kernel=? AND file=? ORDER BY created_at DESC LIMIT 1", (kernel, file)
-            )
-        return Profile.from_wire(json.loads(row[0])) if row else None
+        by, value = ("source_hash", source_hash) if source_hash is not None else ("file", file)
+        return Profile.from_wire(self._json(
+            f"SELECT profile FROM profiles WHERE kernel=? AND {by}=? ORDER BY created_at DESC LIMIT 1", (kernel, value)))
 
     # ---------------------------------------------------------------- evaluations
     def add_evaluation(
@@ -192,15 +192,12 @@ class Store:
         )
 
     def evaluations(self, source_hash: str, kernel: str) -> list[dict[str, Any]]:
-        rows = self._conn.execute(
-            "SELECT evaluation FROM evaluations WHERE source_hash=? AND kernel=? ORDER BY id", (source_hash, kernel)
-        ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return self._json_rows("SELECT evaluation FROM evaluations WHERE source_hash=? AND kernel=? ORDER BY id",
+                               (source_hash, kernel))
 
     def count_evaluations(self, session_id: Optional[str] = None) -> int:
-        if session_id is None:
-            return self._one("SELECT COUNT(*) FROM evaluations", ())[0]  # type: ignore[index]
-        return self._one("SELECT COUNT(*) FROM evaluations WHERE session_id=?", (session_id,))[0]  # type: ignore[index]
+        row = self._one("SELECT COUNT(*) FROM evaluations WHERE ? IS NULL OR session_id=?", (session_id, session_id))
+        return row[0] if row else 0
 
     # ---------------------------------------------------------------- sessions
     def start_session(
@@ -228,10 +225,7 @@ class Store:
         self._conn.execute("INSERT OR REPLACE INTO session_history VALUES (?, ?, ?)", (session_id, idx, _dump(entry)))
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
-        rows = self._conn.execute(
-            "SELECT entry FROM session_history WHERE session_id=? ORDER BY idx", (session_id,)
-        ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return self._json_rows("SELECT entry FROM session_history WHERE session_id=? ORDER BY idx", (session_id,))
 
     def finish_session(self, session_id: str, status: str, result: dict[str, Any]) -> None:
         self._conn.execute(
@@ -240,11 +234,9 @@ class Store:
         )
 
     def latest_result(self, file: str, kernel: str) -> Optional[dict[str, Any]]:
-        row = self._one(
+        return self._json(
             "SELECT result FROM sessions WHERE file=? AND kernel=? AND result IS NOT NULL ORDER BY finished_at DESC LIMIT 1",
-            (str(file), kernel),
-        )
-        return json.loads(row[0]) if row else None
+            (str(file), kernel))
 
     def sessions(self) -> Iterator[dict[str, Any]]:
         cur = self._conn.execute("SELECT id, file, kernel, status, started_at, finished_at, result FROM sessions ORDER BY started_at")
@@ -286,13 +278,11 @@ class Store:
         self._conn.execute("INSERT OR REPLACE INTO compat_weights VALUES (?, ?, ?)", (strategy, _dump(weights), time.time()))
 
     def get_compat_weights(self, strategy: str) -> Optional[list[float]]:
-        row = self._one("SELECT weights FROM compat_weights WHERE strategy=?", (strategy,))
-        return json.loads(row[0]) if row else None
+        return self._json("SELECT weights FROM compat_weights WHERE strategy=?", (strategy,))
 
     # ---------------------------------------------------------------- misc
     def put(self, key: str, value: Any) -> None:
         self._conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, _dump(value)))
 
     def get(self, key: str, default: Any = None) -> Any:
-        row = self._one("SELECT value FROM kv WHERE key=?", (key,))
-        return json.loads(row[0]) if row else default
+        return self._json("SELECT value FROM kv WHERE key=?", (key,), default)

@@ -203,10 +203,6 @@ def scrubbed(record: T) -> T:
     return dataclasses.replace(record, **changes)  # type: ignore[type-var]
 
 
-def _num(v: Any) -> Optional[float]:
-    return S.num(v)
-
-
 def kernel_entry(row: dict[str, Any], relative: Any) -> KernelEntry:
     """One row of ``list --json`` (kernelband.commands.list_cmd.list_kernels)."""
     k, h = row["kernel"], row["harness"]
@@ -247,14 +243,14 @@ def check_report(out: CheckOutcome, file: str) -> CheckReport:
         verdict=out.verdict.value if ok and out.verdict is not None else None, speed_claim=speed_claim,
         interpreted=out.interpreted, reason=None if ok else out.message or status, message=out.message if ok else "",
         checked=checked(out.checked, out.deterministic, out.weak_harness),
-        errors=ErrorSummary(max_abs=_num(errors.max_abs), max_rel=_num(errors.max_rel), mismatched=errors.mismatched,
+        errors=ErrorSummary(max_abs=S.num(errors.max_abs), max_rel=S.num(errors.max_rel), mismatched=errors.mismatched,
                             total=errors.total, worst_output=errors.worst_output) if errors is not None else None,
         warnings=list(out.warnings)[:MAX_WARNINGS],
     )
     if speed_claim:  # a GPU re-measurement: the numbers may be read as a speedup
-        report.speedup = _num(out.speedup)
+        report.speedup = S.num(out.speedup)
         report.speedup_ci = list(out.speedup_ci) if out.speedup_ci is not None else None
-        report.baseline_ms, report.variant_ms = _num(out.baseline_ms), _num(out.variant_ms)
+        report.baseline_ms, report.variant_ms = S.num(out.baseline_ms), S.num(out.variant_ms)
     return scrubbed(report)
 
 
@@ -265,7 +261,7 @@ def profile_report(profile: Profile, file: str, tier: int) -> ProfileReport:
         file=file, kernel=profile.kernel, tier=tier, interpreted=interpreted, bottleneck=profile.bottleneck,
         evidence=profile.diagnosis.evidence, suggested_strategies=list(profile.diagnosis.strategies),
         time_per_launch_ms=profile.time_per_launch_ms, time_note=INTERPRETER_TIME_NOTE if interpreted else "GPU time",
-        gpu=profile.gpu, bytes_moved=_num(timing.bytes_total), flops=_num(timing.flops),
+        gpu=profile.gpu, bytes_moved=S.num(timing.bytes_total), flops=S.num(timing.flops),
         bandwidth_gbs=None if interpreted else timing.bandwidth_gbs,
         fraction_of_peak={} if interpreted else {r: profile.saturation.get(r) for r in ("DRAM", "SM", "L2")},
         static={k: v for k, v in (("registers", st.n_regs), ("spills", st.n_spills), ("shared_bytes", st.shared_bytes),
@@ -288,8 +284,8 @@ def optimize_report(result: Result, file: str, results_uri: str) -> OptimizeRepo
         warnings=[str(w) for w in result.warnings][:MAX_WARNINGS], results_uri=results_uri,
     )
     if speed_claim and result.paired_rounds:  # the paired re-measurement's numbers, GPU time only
-        report.speedup, report.speedup_ci = _num(result.speedup), result.speedup_ci
-        report.baseline_ms, report.best_ms = _num(result.baseline_ms), _num(result.best_ms)
+        report.speedup, report.speedup_ci = S.num(result.speedup), result.speedup_ci
+        report.baseline_ms, report.best_ms = S.num(result.baseline_ms), S.num(result.best_ms)
     if result.memcheck and report.checked is not None:
         report.checked.memcheck = memcheck(result.memcheck)
     return scrubbed(report)

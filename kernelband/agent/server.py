@@ -30,7 +30,7 @@ from .. import __version__
 from .. import options as O
 from ..commands.common import UsageError
 from ..deps import MissingDependency
-from ..redact import clean
+from ..redact import one_line
 from . import reports as R
 from .jobs import AgentJobs, Progress
 from .tools import RESULTS_URI, AgentTools, ToolRefusal
@@ -70,7 +70,7 @@ async def _answer(call: Awaitable[Any]) -> CallToolResult:
 
 
 def _line(e: BaseException) -> str:
-    return " | ".join(x.strip() for x in clean(str(e)).splitlines() if x.strip()) or type(e).__name__
+    return one_line(str(e)) or type(e).__name__
 
 
 def _progress(ctx: Context) -> Callable[[Progress], Awaitable[None]]:

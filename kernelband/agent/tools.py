@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
+import itertools
 import shutil
 import subprocess
 import tempfile
@@ -26,6 +26,7 @@ from kernelband_lsp.jobs import CHECK, DONE, OPTIMIZE, PROFILE, Job, JobSpec
 from kernelband_lsp.settings import Settings
 
 from .. import options as O
+from ..batch import python_files
 from ..commands.common import UsageError, detect_or_fail, pick_kernel
 from ..commands.list_cmd import list_kernels as list_rows
 from ..detect import read_source
@@ -262,16 +263,10 @@ def _differs_from_git_head(path: Path) -> bool:
 
 
 def _python_files(folder: Path) -> tuple[list[Path], bool]:
-    """Python files under ``folder`` (tooling folders skipped), at most MAX_FILES_LISTED."""
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-        for name in sorted(filenames):
-            if name.endswith(".py"):
-                out.append(Path(dirpath) / name)
-                if len(out) >= MAX_FILES_LISTED:
-                    return out, True
-    return out, False
+    """Python files under ``folder`` (tooling folders skipped), at most MAX_FILES_LISTED;
+    and whether that cap was reached."""
+    out = list(itertools.islice(python_files(folder, skip=SKIP_DIRS), MAX_FILES_LISTED))
+    return out, len(out) >= MAX_FILES_LISTED
 
 
 def _line(e: object) -> str:

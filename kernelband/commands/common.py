@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 from typing import Any, Optional
 
 from ..detect import DetectionResult, detect, read_source, strip_bom
@@ -13,6 +15,20 @@ from ..redact import clean, needs_scrub, scrub
 EXIT_OK = 0
 EXIT_VERDICT = 1
 EXIT_USAGE = 2
+
+
+def stop_on_signals(stop: threading.Event, current: str) -> None:
+    """First SIGINT/SIGTERM sets ``stop``: what runs ends after ``current`` and reports the
+    best so far. A second SIGINT aborts."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+        print(f"\nkernelband: stopping after {current} (Ctrl-C again to abort)", file=sys.stderr)
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
 
 
 class UsageError(Exception):

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 from ..options import OPTIMIZE, add_arguments, add_task_arguments
-from .common import EXIT_OK, EXIT_VERDICT, UsageError, print_json
+from .common import EXIT_OK, EXIT_VERDICT, UsageError, print_json, stop_on_signals
 from .executor_args import executor_from_args
 
 
@@ -74,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     executor = executor_from_args(args)
     store_path = None if args.no_store else str(Store.for_workspace(find_workspace(root)).path)
     stop = threading.Event()
-    _stop_on_signals(stop)
+    stop_on_signals(stop, "the current evaluations")  # and no new kernel starts
     runnable = sum(1 for j in jobs if j.task is not None)
     print(f"kernelband: {len(jobs)} kernel(s) under {args.path}, {runnable} with a harness; patches into {out_dir}",
           file=sys.stderr, flush=True)
@@ -91,17 +90,3 @@ def run(args: argparse.Namespace) -> int:
     if stop.is_set():
         return 130
     return EXIT_VERDICT if any(r.status == "error" for r in rows) else EXIT_OK
-
-
-def _stop_on_signals(stop: threading.Event) -> None:
-    """First SIGINT/SIGTERM: every running session ends after its current evaluation and
-    reports; no new kernel starts. A second SIGINT aborts."""
-
-    def handler(signum: int, frame: Any) -> None:
-        if stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        stop.set()
-        print("\nkernelband: stopping after the current evaluations (Ctrl-C again to abort)", file=sys.stderr)
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)

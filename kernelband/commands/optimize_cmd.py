@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import codecs
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -24,12 +23,13 @@ from ..deps import MissingDependency, require
 from ..evaluate import SetupError
 from ..events import EventEmitter, JobError, jsonl_sink
 from ..model import Result, ResultStatus
-from ..redact import clean
+from ..redact import one_line
 from ..options import OPTIMIZE, add_arguments, limit
 from ..session import Budget, SessionConfig, run_session
 from ..store import Store
 from ..worker.client import WorkerError
-from .common import EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError, add_task_arguments, build_task, print_json
+from .common import (EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError, add_task_arguments, build_task, print_json,
+                     stop_on_signals)
 from .executor_args import executor_from_args
 from .progress import ProgressBar
 
@@ -71,19 +71,6 @@ def _config(args: argparse.Namespace) -> SessionConfig:
                          cpu_tuning=args.cpu_tuning, allow_weak_harness=args.allow_weak_harness)
 
 
-def _install_stop_handlers(stop: threading.Event) -> None:
-    """First SIGINT/SIGTERM: finish the current evaluation and report the best so far.
-    A second SIGINT aborts."""
-
-    def handler(signum: int, frame: Any) -> None:
-        if stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        stop.set()
-        print("\nkernelband: stopping after the current evaluation (Ctrl-C again to abort)", file=sys.stderr)
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
-
 
 def _prestart_judge(args: argparse.Namespace, device: str) -> None:
     """Start the one judge of a local single-GPU (or interpreter) session now: its imports
@@ -116,17 +103,17 @@ def run(args: argparse.Namespace) -> int:
     if not args.json and args.events is None:
         emitter.add_sink(ProgressBar(sys.stderr, total=config.budget.evaluations))
     stop = threading.Event()
-    _install_stop_handlers(stop)
+    stop_on_signals(stop, "the current evaluation")
     store = None if args.no_store else Store.for_file(task.module_path)
     try:
         result = run_session(task, config, emitter, store, stop, executor=executor)
     except (SetupError, ValueError) as e:
         emitter.emit(JobError(message=str(e), kind="setup"))
-        print(f"kernelband: {_line(e)}", file=sys.stderr)
+        print(f"kernelband: {one_line(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     except WorkerError as e:  # the session handles the known cases; never a traceback for the rest
         emitter.emit(JobError(message=f"the evaluation worker failed ({e.kind}): {e}", kind="worker"))
-        print(f"kernelband: the evaluation worker failed ({e.kind}): {_line(e)}", file=sys.stderr)
+        print(f"kernelband: the evaluation worker failed ({e.kind}): {one_line(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         executor.close()
@@ -141,10 +128,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_summary(result, show_diff=args.diff)
     return EXIT_OK if result.status == ResultStatus.IMPROVED else EXIT_VERDICT
-
-
-def _line(e: BaseException) -> str:
-    return " | ".join(x.strip() for x in clean(str(e)).splitlines() if x.strip())
 
 
 def _apply_result(args: argparse.Namespace, task: Any, result: Result) -> None:

@@ -42,6 +42,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
+from ..detect import name_of
 from ..model import sha256_text
 from .edits import Edits, int_value, merge, names_in, pow2_range, set_kwarg, str_value, walk
 from .launch_sites import callee_name
@@ -91,15 +92,11 @@ class _DropDefaultLaunchKeywords(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
-        f = node.func
-        if isinstance(f, ast.Subscript):
-            v = f.value
-            name = v.id if isinstance(v, ast.Name) else v.attr if isinstance(v, ast.Attribute) else None
-            if name == self.kernel:
-                node.keywords = [
-                    k for k in node.keywords
-                    if not (k.arg in DEFAULTS and isinstance(k.value, ast.Constant) and k.value.value == DEFAULTS[k.arg])
-                ]
+        if isinstance(node.func, ast.Subscript) and name_of(node.func.value) == self.kernel:
+            node.keywords = [
+                k for k in node.keywords
+                if not (k.arg in DEFAULTS and isinstance(k.value, ast.Constant) and k.value.value == DEFAULTS[k.arg])
+            ]
         return node
 
 

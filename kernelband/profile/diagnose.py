@@ -81,11 +81,8 @@ def _mb(b: int) -> str:
 
 
 def _ordered(names: list[str]) -> list[str]:
-    out: list[str] = []
-    for n in names:
-        if n in STRATEGIES and n not in out:
-            out.append(n)
-    return out
+    """The known strategies among ``names``, each once, in the order first named."""
+    return [n for n in dict.fromkeys(names) if n in STRATEGIES]
 
 
 def _occupancy_note(n: Numbers) -> Optional[str]:

@@ -164,10 +164,7 @@ class ArmStats:
 def strategy_order(names: Iterable[str]) -> list[str]:
     """Distinct names in canonical order: the six strategies as in strategies.py, then
     any other names in the order first seen."""
-    seen: list[str] = []
-    for s in names:
-        if s not in seen:
-            seen.append(s)
+    seen = list(dict.fromkeys(names))
     known = [s for s in STRATEGY_NAMES if s in seen]
     return known + [s for s in seen if s not in STRATEGY_NAMES]
 
@@ -191,12 +188,8 @@ def collect_offers(pool: list[Candidate], offered: Offered) -> dict[str, list[st
 
 
 def fastest(cands: Iterable[Candidate]) -> Optional[Candidate]:
-    """The fastest candidate; ties go to the earlier one (pool order)."""
-    best: Optional[Candidate] = None
-    for c in cands:
-        if best is None or time_key(c) < time_key(best):
-            best = c
-    return best
+    """The fastest candidate; ties go to the earlier one (pool order, as min keeps the first)."""
+    return min(cands, key=time_key, default=None)
 
 
 def ucb_bonus(coef: float, total: int, n: int) -> float:

@@ -42,7 +42,7 @@ class _StrategyStats:
     def update(self, parent: Candidate, strategy: str, outcome: Outcome, child: Optional[Candidate]) -> None:
         self._pending.resolve(parent.id, strategy)
         self.best_ms = min(self.best_ms, parent.time_ms)
-        r = reward(outcome, self.config.reward_mode, self.best_ms)  # type: ignore[arg-type]
+        r = reward(outcome, str(self.config.reward_mode), self.best_ms)  # resolved: never None
         self.stats.setdefault(strategy, ArmStats()).add(r)
         if outcome.success and outcome.child_ms is not None:
             self.best_ms = min(self.best_ms, outcome.child_ms)
@@ -52,7 +52,7 @@ class _StrategyStats:
         st = ArmStats()
         if s in self.stats:
             st.merge(self.stats[s])
-        st.merge(self._pending.as_stats(self._pending.of_strategy(s), self.config.reward_mode))  # type: ignore[arg-type]
+        st.merge(self._pending.as_stats(self._pending.of_strategy(s), str(self.config.reward_mode)))
         return st
 
     def _n(self, s: str) -> int:
