@@ -64,9 +64,6 @@ class JobManager:
         return self.command.prefix
 
     # ------------------------------------------------------------------ queries
-    def get(self, job_id: str) -> Optional[Job]:
-        return self._jobs.get(job_id)
-
     def jobs(self, include_finished: bool = False) -> list[Job]:
         return [j for j in self._jobs.values() if include_finished or not j.finished]
 

@@ -17,8 +17,6 @@ from typing import Any, Optional
 from kernelband import options as O
 
 SECTION = "kernelband"
-GENERATORS = O.GENERATOR_NAMES
-EXECUTORS = O.EXECUTOR_NAMES  # where optimize jobs evaluate candidates
 
 
 @dataclass(frozen=True)
