@@ -10,14 +10,13 @@ is on); open documents are left to the editor's own save notifications.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
-from .documents import Analysis
+from .documents import Analysis, text_hash
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
@@ -29,10 +28,6 @@ IGNORED_DIRS = {".kernelband", ".git", "__pycache__", "node_modules", ".venv", "
 
 # submit(path, uri, text, version, kernel) -> queued?
 Submit = Callable[[Analysis, str], bool]
-
-
-def _h(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class Background:
@@ -58,7 +53,7 @@ class Background:
             text = a.kernel_text(k.name)
             if text is None:
                 continue
-            h = _h(text)
+            h = text_hash(text)
             key = (a.path, k.name)
             if self._last.get(key) == h:
                 continue

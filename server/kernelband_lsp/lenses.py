@@ -13,7 +13,7 @@ from lsprotocol import types
 
 from kernelband.harness import HarnessChoice, harness_stub
 from kernelband.detect import wrappers_of
-from kernelband.model import KernelInfo, Result
+from kernelband.model import KernelInfo, Result, SourceRange
 from kernelband.profile.schema import Profile
 
 from . import display as D
@@ -53,15 +53,16 @@ def _args(uri: str, kernel: str, **extra: Any) -> list[dict]:
 
 
 def kernel_range(a: Analysis, k: KernelInfo) -> types.Range:
-    src = a.source or a
-    r = k.range
-    rng = src.index.ast_range(r.start_line, r.start_col, r.end_line, r.end_col)
-    return clamp_range(rng, a.index) if src is not a else rng
+    return _shown_range(a, k.range)
 
 
 def name_range(a: Analysis, k: KernelInfo) -> types.Range:
+    return _shown_range(a, k.name_range)
+
+
+def _shown_range(a: Analysis, r: SourceRange) -> types.Range:
+    """A range in the kernels shown (the last good text's while this one does not parse), inside this text."""
     src = a.source or a
-    r = k.name_range
     rng = src.index.ast_range(r.start_line, r.start_col, r.end_line, r.end_col)
     return clamp_range(rng, a.index) if src is not a else rng
 
@@ -142,12 +143,10 @@ def harness_diagnostic(a: Analysis, k: KernelInfo, h: HarnessChoice) -> types.Di
 
 def variant_diagnostic(a: Analysis, k: KernelInfo, result: Result, job_id: str) -> types.Diagnostic:
     sp = D.speedup_phrase(result)
-    path = result.strategy_path
-    via = f" via {' → '.join(map(str, path))}" if path else ""
     found = f"a faster variant of {k.name}: {sp}" if sp else f"a variant of {k.name} that is {D.INTERPRETED_NOTE}"
     return types.Diagnostic(
         range=name_range(a, k),
-        message=f"KernelBand found {found}{via}. Use the quick fix to review it.",
+        message=f"KernelBand found {found}{D.via(result)}. Use the quick fix to review it.",
         severity=types.DiagnosticSeverity.Information,
         source=SOURCE,
         code=CODE_VARIANT,
