@@ -34,24 +34,16 @@ def evidence(result: Optional[Result]) -> list[dict[str, str]]:
     if not isinstance(ver, dict):
         ver = {}
     add("Harness", ver.get("harness") or more.get("harness"))
-    shapes = ver.get("shapes") or more.get("shapes")
-    if isinstance(shapes, list):
-        shapes = ", ".join(map(str, shapes))
-    add("Shapes checked", shapes)
-    seeds = ver.get("seeds") or more.get("seeds")
-    if isinstance(seeds, list):
-        seeds = ", ".join(map(str, seeds))
-    add("Seeds", seeds)
+    add("Shapes checked", _listed(ver.get("shapes") or more.get("shapes")))
+    add("Seeds", _listed(ver.get("seeds") or more.get("seeds")))
     err = ver.get("max_error") if ver.get("max_error") is not None else ver.get("error")
     tol = ver.get("tolerance")
     if err is not None:
         add("Error vs tolerance", f"{err} (tolerance {tol})" if tol is not None else err)
     checks = ver.get("checks") or more.get("trust_checks") or more.get("checks")
-    if isinstance(checks, list):
-        checks = ", ".join(map(str, checks))
-    elif isinstance(checks, dict):
-        checks = ", ".join(f"{k}: {v}" for k, v in checks.items())
-    add("Trust checks", checks)
+    if isinstance(checks, dict):
+        checks = [f"{k}: {v}" for k, v in checks.items()]
+    add("Trust checks", _listed(checks))
     rounds = result.paired_rounds
     pair = D.time_pair(result.baseline_ms, result.best_ms, claim)
     if pair:
@@ -77,6 +69,11 @@ def evidence(result: Optional[Result]) -> list[dict[str, str]]:
     if result.warnings:
         add("Warnings", "; ".join(map(str, result.warnings)))
     return rows
+
+
+def _listed(value: Any) -> Any:
+    """A list as 'a, b, c'; anything else as it is."""
+    return ", ".join(map(str, value)) if isinstance(value, list) else value
 
 
 def evidence_markdown(result: Optional[Result]) -> str:

@@ -12,18 +12,14 @@ from kernelband.profile.schema import Profile
 
 
 def num(v: object) -> Optional[float]:
-    if isinstance(v, bool) or v is None:
+    """A finite number from an int, a float or a numeric string; None for anything else (a bool too)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         return None
-    if isinstance(v, (int, float)):
+    try:
         f = float(v)
-        return f if math.isfinite(f) else None
-    if isinstance(v, str):
-        try:
-            f = float(v)
-            return f if math.isfinite(f) else None
-        except ValueError:
-            return None
-    return None
+    except ValueError:
+        return None
+    return f if math.isfinite(f) else None
 
 
 def result_time_ms(result: Optional[Result], module_hash: Optional[str] = None) -> Optional[float]:
