@@ -11,6 +11,7 @@ it at once (detection of a 3,000-line file takes milliseconds).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import re
@@ -60,7 +61,6 @@ class Analysis:
     # answered while the whole file is still being analysed): no harnesses, no variants
     partial: bool = False
     _harness: dict[tuple[str, Optional[str]], HarnessChoice] = field(default_factory=dict)
-    _hash: Optional[str] = None
     _kernel_texts: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -79,27 +79,21 @@ class Analysis:
     @property
     def source(self) -> Optional["Analysis"]:
         """The analysis whose kernels are shown: this one, else the last good one."""
-        if self.parsed:
-            return self
-        return self.good
+        return self if self.parsed else self.good
 
     @property
     def kernels(self) -> list[KernelInfo]:
         src = self.source
         return src.detection.kernels if src else []
 
-    @property
+    @functools.cached_property
     def hash(self) -> str:
-        if self._hash is None:
-            self._hash = text_hash(self.text)
-        return self._hash
+        return text_hash(self.text)
 
-    @property
+    @functools.cached_property
     def code_hash(self) -> Optional[str]:
         """code_hash(text), computed once (only asked when a profile is not of this exact text)."""
-        if "_code_hash" not in self.__dict__:
-            self.__dict__["_code_hash"] = code_hash(self.text) if self.parsed else None
-        return self.__dict__["_code_hash"]
+        return code_hash(self.text) if self.parsed else None
 
     def kernel(self, name: str) -> Optional[KernelInfo]:
         return next((k for k in self.kernels if k.name == name), None)
