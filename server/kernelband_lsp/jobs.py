@@ -198,10 +198,7 @@ class JobManager:
     async def _start(self, job: Job) -> asyncio.subprocess.Process:
         """Spawn the job in its own process group (cancel kills the whole tree)."""
         spec = job.spec
-        env = dict(os.environ)
-        env.update(spec.env)
-        env["PYTHONUNBUFFERED"] = "1"
-        env.setdefault("PYTHONIOENCODING", "utf-8")
+        env = {"PYTHONIOENCODING": "utf-8", **os.environ, **spec.env, "PYTHONUNBUFFERED": "1"}
         log.info("%s running: %s", job.id, " ".join(job.argv))
         self._notify_state(job)
         proc = await asyncio.create_subprocess_exec(
@@ -311,9 +308,7 @@ class JobManager:
 
     def _escalate(self, job: Job, proc: Optional[asyncio.subprocess.Process]) -> None:
         pid = job.pid
-        if not pid:
-            return
-        if proc is None or proc.returncode is not None:
+        if not pid or proc is None or proc.returncode is not None:
             return  # it exited; the end-of-job sweep already killed what was left
         remember(job.tree, process_tree(pid))
         log.info("%s: process %d still running after %.1f s; killing", job.id, pid, self.kill_grace_s)
