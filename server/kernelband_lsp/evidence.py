@@ -50,12 +50,9 @@ def evidence(result: Optional[Result]) -> list[dict[str, str]]:
         what = "paired re-measurement" if rounds else "measured"
         add(f"Timing ({what})", pair + (f", {rounds} interleaved rounds" if rounds else ""))
     sp = S.num(result.speedup)
-    ci = result.speedup_ci
     if sp is not None and claim:
-        ci_txt = ""
-        if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(S.num(x) is not None for x in ci):
-            ci_txt = f" (95% CI {S.num(ci[0]):.2f}–{S.num(ci[1]):.2f})"
-        add("Speedup", f"{sp:.2f}x{ci_txt}")
+        ci = S.ci_bounds(result.speedup_ci)
+        add("Speedup", f"{sp:.2f}x" + (f" (95% CI {ci[0]:.2f}–{ci[1]:.2f})" if ci else ""))
     search_pair = D.time_pair(result.search_baseline_ms, result.search_best_ms, claim)
     if search_pair:
         add("During the search", f"{search_pair} (single measurements, not the claim)")

@@ -87,14 +87,14 @@ def lens_summary(profile: Optional[Profile], result: Optional[Result], module_ha
 
 def speedup_phrase(result: Optional[Result]) -> Optional[str]:
     """`1.43x (95% CI 1.30–1.50x)`, or None without a speedup."""
-    return speedup_text(result.speedup, result.speedup_ci) if result is not None else None
-
-
-def speedup_text(speedup: object, ci: object) -> Optional[str]:
-    sp = num(speedup)
-    if sp is None:
+    sp = num(result.speedup) if result is not None else None
+    if result is None or sp is None:
         return None
-    text = f"{sp:.2f}x"
-    if isinstance(ci, (list, tuple)) and len(ci) == 2 and num(ci[0]) is not None and num(ci[1]) is not None:
-        text += f" (95% CI {num(ci[0]):.2f}–{num(ci[1]):.2f}x)"
-    return text
+    ci = ci_bounds(result.speedup_ci)
+    return f"{sp:.2f}x" + (f" (95% CI {ci[0]:.2f}–{ci[1]:.2f}x)" if ci else "")
+
+
+def ci_bounds(ci: object) -> Optional[tuple[float, float]]:
+    """(low, high) of a confidence interval given as two numbers; None otherwise."""
+    lo, hi = (num(ci[0]), num(ci[1])) if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
+    return (lo, hi) if lo is not None and hi is not None else None
