@@ -172,8 +172,7 @@ def partial_analysis(uri: str, path: str, text: str, version: Optional[int], lin
     det = detect(mini, path)
     if det.error is not None:
         return None
-    a = Analysis(uri, path, version, text, LineIndex(text, encoding), det, partial=True)
-    return a
+    return Analysis(uri, path, version, text, LineIndex(text, encoding), det, partial=True)
 
 
 # ast.parse holds the GIL for its whole run (about a second for 20,000 lines here):

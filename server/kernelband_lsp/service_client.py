@@ -138,18 +138,12 @@ class Client:
             return None, None
 
     def workspace_folders(self) -> list[str]:
-        out: list[str] = []
         try:
             ws = self.ls.workspace
         except RuntimeError:
-            return out
-        for f in (ws.folders or {}).values():
-            p = to_fs_path(f.uri)
-            if p:
-                out.append(p)
-        if not out and ws.root_path:
-            out.append(ws.root_path)
-        return out
+            return []
+        out = [p for f in (ws.folders or {}).values() if (p := to_fs_path(f.uri))]
+        return out or ([ws.root_path] if ws.root_path else [])
 
     # ================================================================== requests to the client
     def refresh_lenses(self) -> None:

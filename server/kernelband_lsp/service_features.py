@@ -118,16 +118,9 @@ class Features:
         return self._hover_from(a, pos)
 
     def _hover_from(self, a: Optional[Analysis], pos: types.Position) -> Optional[types.Hover]:
-        if a is None or not a.kernels:
+        if a is None or not a.kernels or (word := a.index.word_at(pos)) is None:
             return None
-        src = a.source
-        if src is None:
-            return None
-        word = a.index.word_at(pos)
-        if word is None:
-            return None
-        name = word[0]
-        k = a.kernel(name)
+        k = a.kernel(word[0])
         if k is None:
             return None
         # on the definition's name, or on a launch `name[grid](...)`

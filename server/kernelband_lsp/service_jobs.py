@@ -302,8 +302,5 @@ class JobRunner:
             return "profile ready"
         if job.spec.kind == CHECK:
             return verdict_line(job.check)[1]
-        res = job.result
-        if res is None:
-            return "done"
-        return D.result_summary(res, job.spec.kernel)
+        return D.result_summary(job.result, job.spec.kernel) if job.result is not None else "done"
 
