@@ -51,16 +51,12 @@ def launch_label(k: KernelInfo, site_index: int, result: Result) -> Optional[str
     interpreted one: no speed claim)."""
     if result.interpreted or result.status != ResultStatus.IMPROVED or not result.best_source:
         return None
-    best = result.best_source
-    sites = best_launch_kwargs(best, k.name)
+    sites = best_launch_kwargs(result.best_source, k.name)
     if site_index >= len(sites) or site_index >= len(k.launch_sites):
         return None
     now = k.launch_sites[site_index].kwargs
     diff = [f"{name}={v}" for name, v in sites[site_index].items() if now.get(name) != v]
-    sp = S.speedup_phrase(result)
-    if not diff:
-        return None
-    return f"KernelBand: {sp or 'faster'} with {', '.join(diff)}"
+    return f"KernelBand: {S.speedup_phrase(result) or 'faster'} with {', '.join(diff)}" if diff else None
 
 
 def hints(a: Analysis, rng: types.Range, status, offer) -> list[types.InlayHint]:

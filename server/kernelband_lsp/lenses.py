@@ -110,18 +110,12 @@ def code_lenses(a: Analysis, status: StatusFn) -> list[types.CodeLens]:
 
 
 def document_symbols(a: Analysis) -> list[types.DocumentSymbol]:
-    out = []
-    for k in a.kernels:
-        tags = ["@triton.jit"]
-        if k.is_autotuned:
-            tags.append("autotuned")
-        if k.has_heuristics:
-            tags.append("heuristics")
-        full = kernel_range(a, k)
-        sel = name_range(a, k)
-        out.append(types.DocumentSymbol(name=k.name, kind=types.SymbolKind.Function, detail=" ".join(tags),
-                                        range=full, selection_range=sel))
-    return out
+    def detail(k: KernelInfo) -> str:
+        return " ".join(["@triton.jit"] + (["autotuned"] if k.is_autotuned else [])
+                        + (["heuristics"] if k.has_heuristics else []))
+
+    return [types.DocumentSymbol(name=k.name, kind=types.SymbolKind.Function, detail=detail(k),
+                                 range=kernel_range(a, k), selection_range=name_range(a, k)) for k in a.kernels]
 
 
 def symbol_information(a: Analysis) -> list[types.SymbolInformation]:
@@ -191,19 +185,11 @@ def overlaps(r: types.Range, line_from: int, line_to: int) -> bool:
 
 
 def wants(only: Optional[list[str]], kind: str) -> bool:
-    if not only:
-        return True
-    return any(kind == o or kind.startswith(o + ".") for o in only)
+    return not only or any(kind == o or kind.startswith(o + ".") for o in only)
 
 
 def relevant_kernels(a: Analysis, rng: types.Range, diagnostics: list[types.Diagnostic]) -> list[KernelInfo]:
-    names = set()
-    for d in diagnostics or []:
-        if d.source == SOURCE and isinstance(d.data, dict) and isinstance(d.data.get("kernel"), str):
-            names.add(d.data["kernel"])
-    out = []
-    for k in a.kernels:
-        if k.name in names or overlaps(kernel_range(a, k), rng.start.line, rng.end.line):
-            out.append(k)
-    return out
+    names = {d.data["kernel"] for d in diagnostics or []
+             if d.source == SOURCE and isinstance(d.data, dict) and isinstance(d.data.get("kernel"), str)}
+    return [k for k in a.kernels if k.name in names or overlaps(kernel_range(a, k), rng.start.line, rng.end.line)]
 
