@@ -55,20 +55,8 @@ class Client:
         return bool(obj)
 
     @property
-    def supports_progress(self) -> bool:
-        return self.cap("window", "work_done_progress")
-
-    @property
-    def supports_document_changes(self) -> bool:
-        return self.cap("workspace", "workspace_edit", "document_changes")
-
-    @property
     def supports_configuration(self) -> bool:
         return self.cap("workspace", "configuration")
-
-    @property
-    def hierarchical_symbols(self) -> bool:
-        return self.cap("text_document", "document_symbol", "hierarchical_document_symbol_support")
 
     # ================================================================== settings
     def initialize(self, params: types.InitializeParams) -> SettingsChange:
@@ -171,7 +159,8 @@ class Client:
 
     def workspace_edit(self, uri: str, version: Optional[int], text: str, hunks: list[E.Hunk]) -> types.WorkspaceEdit:
         """An edit of this text, versioned where the client takes document changes."""
-        return E.workspace_edit(uri, version, text, hunks, self.encoding, self.supports_document_changes)
+        return E.workspace_edit(uri, version, text, hunks, self.encoding,
+                                self.cap("workspace", "workspace_edit", "document_changes"))
 
     async def apply_edit(self, edit: types.WorkspaceEdit, label: str) -> dict:
         try:

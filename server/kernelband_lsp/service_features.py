@@ -99,7 +99,8 @@ class Features:
         a = await self.documents.analysis(uri, provisional_ok=True)
         if a is None:
             return []
-        return L.document_symbols(a) if self.client.hierarchical_symbols else L.symbol_information(a)
+        hierarchical = self.client.cap("text_document", "document_symbol", "hierarchical_document_symbol_support")
+        return L.document_symbols(a) if hierarchical else L.symbol_information(a)
 
     async def hover(self, uri: str, pos: types.Position) -> Optional[types.Hover]:
         # while a large file is still being analysed (just opened), a hover on a kernel's

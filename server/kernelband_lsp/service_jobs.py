@@ -160,7 +160,7 @@ class JobRunner:
 
     # ================================================================== job plumbing
     async def _begin_progress(self, job: Job, token: Optional[types.ProgressToken]) -> None:
-        if token is None and self.client.supports_progress:
+        if token is None and self.client.cap("window", "work_done_progress"):
             token = f"kernelband-{job.id}-{os.getpid()}"
             try:
                 await asyncio.wait_for(self.ls.work_done_progress.create_async(token), timeout=10)
