@@ -46,28 +46,17 @@ class Settings:
     workers: int = O.default("workers")  # 0: the engine's default (one per GPU; 1 on the CPU)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "budget": {
-                "evaluations": self.budget_evaluations,
-                "seconds": self.budget_seconds,
-                "tokens": self.budget_tokens,
-                "dollars": self.budget_dollars,
-            },
-            "generator": self.generator,
-            "model": self.model,
-            "baseUrl": self.base_url,
-            "search": self.search,
-            "strategies": list(self.strategies),
-            "backgroundOnSave": self.background_on_save,
-            "minSpeedup": self.min_speedup,
-            "device": self.device,
-            "pythonPath": self.python_path,
-            "harness": dict(self.harness),
-            "debounceMs": self.debounce_ms,
-            "executor": self.executor,
-            "rayAddress": self.ray_address,
-            "workers": self.workers,
-        }
+        """The settings by the names the editor uses, nested as it nests them
+        (``{"budget": {"evaluations": 16}}``): one entry per key ``parse_settings`` reads."""
+        out: dict[str, Any] = {}
+        for key, (fname, _) in _KEYS.items():
+            *parents, leaf = key.split(".")
+            node = out
+            for p in parents:
+                node = node.setdefault(p, {})
+            v = getattr(self, fname)
+            node[leaf] = list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, dict) else v
+        return out
 
 
 def describe_changes(old: Settings, new: Settings) -> str:
