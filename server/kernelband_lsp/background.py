@@ -10,6 +10,7 @@ is on); open documents are left to the editor's own save notifications.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -112,10 +113,8 @@ class Background:
                     return
                 if any(part in IGNORED_DIRS for part in Path(path).parts):
                     return
-                try:
+                with contextlib.suppress(RuntimeError):  # loop closed during shutdown
                     loop.call_soon_threadsafe(bg._disk_event, os.path.abspath(path))
-                except RuntimeError:  # loop closed during shutdown
-                    pass
 
         obs = Observer()
         obs.daemon = True
@@ -136,12 +135,10 @@ class Background:
             t.cancel()
         self._timers.clear()
         if obs is not None:
-            try:
+            with contextlib.suppress(Exception):  # pragma: no cover
                 obs.stop()
                 if threading.current_thread() is not obs:
                     obs.join(timeout=2)
-            except Exception:  # pragma: no cover
-                pass
 
     def _disk_event(self, path: str) -> None:
         if self._loop is None:

@@ -18,6 +18,7 @@ jobio.py (feeder, readers, watcher), proctree.py (the process tree and killing).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -130,10 +131,8 @@ class JobManager:
         self.cancel(reason="the language server is shutting down")
         task = self._task
         if task is not None:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(task), timeout=self.kill_grace_s + 3)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                pass
 
     def kill_now(self) -> None:
         """Synchronous last resort (process exit): SIGKILL the running job's group."""

@@ -6,6 +6,7 @@ the database (or its WAL) changes on disk, so 50 lenses cost 50 dict look-ups.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -92,10 +93,8 @@ class StoreView:
                 return None, None
             # The request path must not stall behind a job's write for the store's
             # default 30 s: a busy read gives "no profile" now and the answer next time.
-            try:
+            with contextlib.suppress(Exception):
                 st._conn.execute("PRAGMA busy_timeout=250")
-            except Exception:
-                pass
             self._stores[db] = st
         return st, stamp
 
@@ -159,10 +158,8 @@ class StoreView:
 
     def close(self) -> None:
         for st in self._stores.values():
-            try:
+            with contextlib.suppress(Exception):
                 st.close()
-            except Exception:
-                pass
         self._stores.clear()
 
 
