@@ -124,28 +124,23 @@ def symbol_information(a: Analysis) -> list[types.SymbolInformation]:
                                     container_name="Triton kernels") for k in a.kernels]
 
 
+def _on_name(a: Analysis, k: KernelInfo, message: str, severity: types.DiagnosticSeverity, code: str,
+             **data: str) -> types.Diagnostic:
+    """A diagnostic on the kernel's name; its data names the kernel (code actions read it)."""
+    return types.Diagnostic(range=name_range(a, k), message=message, severity=severity, source=SOURCE, code=code,
+                            data={"kernel": k.name, **data})
+
+
 def harness_diagnostic(a: Analysis, k: KernelInfo, h: HarnessChoice) -> types.Diagnostic:
-    return types.Diagnostic(
-        range=name_range(a, k),
-        message=f"KernelBand: no harness for {k.name}: {h.reason}",
-        severity=types.DiagnosticSeverity.Warning,
-        source=SOURCE,
-        code=CODE_NO_HARNESS,
-        data={"kernel": k.name, "kind": "noHarness"},
-    )
+    return _on_name(a, k, f"KernelBand: no harness for {k.name}: {h.reason}", types.DiagnosticSeverity.Warning,
+                    CODE_NO_HARNESS, kind="noHarness")
 
 
 def variant_diagnostic(a: Analysis, k: KernelInfo, result: Result, job_id: str) -> types.Diagnostic:
     sp = D.speedup_phrase(result)
     found = f"a faster variant of {k.name}: {sp}" if sp else f"a variant of {k.name} that is {D.INTERPRETED_NOTE}"
-    return types.Diagnostic(
-        range=name_range(a, k),
-        message=f"KernelBand found {found}{D.via(result)}. Use the quick fix to review it.",
-        severity=types.DiagnosticSeverity.Information,
-        source=SOURCE,
-        code=CODE_VARIANT,
-        data={"kernel": k.name, "kind": "variant", "jobId": job_id},
-    )
+    return _on_name(a, k, f"KernelBand found {found}{D.via(result)}. Use the quick fix to review it.",
+                    types.DiagnosticSeverity.Information, CODE_VARIANT, kind="variant", jobId=job_id)
 
 
 _MENTIONS_TRITON = re.compile(r"^\s*(import\s+triton|from\s+triton\b)|@\s*(triton\.)?jit\b", re.M)
