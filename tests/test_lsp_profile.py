@@ -15,7 +15,7 @@ from kernelband.store import ProfileKey, Store
 from kernelband_lsp import hover as H
 from kernelband_lsp import inlay as I
 from kernelband_lsp import summary as S
-from kernelband_lsp.documents import Documents
+from kernelband_lsp.documents import analyse
 from kernelband_lsp.storeview import StoreView
 
 from helpers.lsp import EXAMPLES, typical_profile
@@ -55,7 +55,7 @@ LENS = 'last: 0.42 ms, 71% of HBM peak, memory-bound'
 
 @pytest.fixture
 def kernel_and_harness():
-    a = Documents().get("file:///x.py", "/nonexistent/x.py", ADD, 1)
+    a = analyse("file:///x.py", "/nonexistent/x.py", ADD, 1)
     (k,) = a.kernels
     return k, a.harness(k.name)
 

@@ -8,7 +8,7 @@ import pytest
 
 from kernelband_lsp import edits as E
 from kernelband_lsp import summary as S
-from kernelband_lsp.documents import Documents
+from kernelband_lsp.documents import Documents, analyse
 from kernelband.model import Result
 from kernelband.profile.schema import Profile
 from kernelband_lsp.hover import CardInputs, card
@@ -124,14 +124,14 @@ def test_settings_bad_values_keep_defaults_and_secret_is_not_a_setting():
 
 
 # ------------------------------------------------------------------ detection cache
-def test_documents_keep_last_good_detection_while_unparsable():
+async def test_documents_keep_last_good_detection_while_unparsable():
     docs = Documents()
-    a1 = docs.get("file:///a.py", "/tmp/a.py", ADD, 1)
+    a1 = await docs.aget("file:///a.py", "/tmp/a.py", ADD, 1)
     assert [k.name for k in a1.kernels] == ["axpy_kernel"] and not a1.stale
-    a2 = docs.get("file:///a.py", "/tmp/a.py", ADD + "\ndef oops(:\n", 2)
+    a2 = await docs.aget("file:///a.py", "/tmp/a.py", ADD + "\ndef oops(:\n", 2)
     assert a2.stale and [k.name for k in a2.kernels] == ["axpy_kernel"]
-    assert docs.get("file:///a.py", "/tmp/a.py", ADD + "\ndef oops(:\n", 2) is a2  # cached per version
-    a3 = docs.get("file:///b.py", "/tmp/b.py", "def oops(:\n", 1)
+    assert await docs.aget("file:///a.py", "/tmp/a.py", ADD + "\ndef oops(:\n", 2) is a2  # cached per version
+    a3 = await docs.aget("file:///b.py", "/tmp/b.py", "def oops(:\n", 1)
     assert a3.kernels == [] and a3.stale
 
 
@@ -150,7 +150,7 @@ def test_lens_summary_text():
 def test_code_lenses_per_kernel(tmp_path: Path):
     p = tmp_path / "add_scale.py"
     p.write_text(ADD)
-    a = Documents().get(p.as_uri(), str(p), ADD, 1)
+    a = analyse(p.as_uri(), str(p), ADD, 1)
     (k,) = a.kernels
     lenses = code_lenses(a, lambda k: KernelStatus(kernel=k, harness=a.harness(k.name), profile=PROFILE,
                                                    profile_exact=True))
@@ -161,7 +161,7 @@ def test_code_lenses_per_kernel(tmp_path: Path):
 
 
 def test_card():
-    a = Documents().get("file:///x.py", "/nonexistent/x.py", ADD, 1)
+    a = analyse("file:///x.py", "/nonexistent/x.py", ADD, 1)
     (k,) = a.kernels
     md = card(CardInputs(kernel=k, profile=PROFILE, profile_exact=True, harness=a.harness(k.name),
                          result=Result(status="improved", speedup=1.31, speedup_ci=[1.25, 1.38], strategy_path=["tiling"],
@@ -175,7 +175,7 @@ def test_card():
 
 def test_stub_goes_after_the_wrapper(tmp_path: Path):
     src = ADD[: ADD.index("def harness_axpy")]
-    a = Documents().get("file:///x.py", str(tmp_path / "x.py"), src, 1)
+    a = analyse("file:///x.py", str(tmp_path / "x.py"), src, 1)
     (k,) = a.kernels
     offset, text = stub_insertion(a, k)
     new = src[:offset] + text + src[offset:]

@@ -27,7 +27,7 @@ from kernelband.worker.profiling import collect_profile
 from kernelband_lsp import hover as H
 from kernelband_lsp import inlay as I
 from kernelband_lsp import summary as S
-from kernelband_lsp.documents import Documents
+from kernelband_lsp.documents import analyse
 from kernelband_lsp.storeview import StoreView
 
 from helpers.lsp import EXAMPLES
@@ -84,7 +84,7 @@ def test_a_profile_walks_from_the_worker_to_the_hover(tmp_path: Path):
         view.close()
     assert exact and stored == built
 
-    a = Documents().get(path.as_uri(), str(path), ADD, 1)
+    a = analyse(path.as_uri(), str(path), ADD, 1)
     (k,) = a.kernels
     card = H.card(H.CardInputs(kernel=k, profile=stored, profile_exact=exact, result=None, harness=a.harness(k.name)))
     assert profile_card_markdown(stored) in card  # the engine's renderer, the server's only one

@@ -10,14 +10,14 @@ is on); open documents are left to the editor's own save notifications.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import contextlib
 import logging
 import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
-from .documents import Analysis
+from .documents import Analysis, text_hash
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
@@ -29,10 +29,6 @@ IGNORED_DIRS = {".kernelband", ".git", "__pycache__", "node_modules", ".venv", "
 
 # submit(path, uri, text, version, kernel) -> queued?
 Submit = Callable[[Analysis, str], bool]
-
-
-def _h(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class Background:
@@ -58,7 +54,7 @@ class Background:
             text = a.kernel_text(k.name)
             if text is None:
                 continue
-            h = _h(text)
+            h = text_hash(text)
             key = (a.path, k.name)
             if self._last.get(key) == h:
                 continue
@@ -117,10 +113,8 @@ class Background:
                     return
                 if any(part in IGNORED_DIRS for part in Path(path).parts):
                     return
-                try:
+                with contextlib.suppress(RuntimeError):  # loop closed during shutdown
                     loop.call_soon_threadsafe(bg._disk_event, os.path.abspath(path))
-                except RuntimeError:  # loop closed during shutdown
-                    pass
 
         obs = Observer()
         obs.daemon = True
@@ -141,12 +135,10 @@ class Background:
             t.cancel()
         self._timers.clear()
         if obs is not None:
-            try:
+            with contextlib.suppress(Exception):  # pragma: no cover
                 obs.stop()
                 if threading.current_thread() is not obs:
                     obs.join(timeout=2)
-            except Exception:  # pragma: no cover
-                pass
 
     def _disk_event(self, path: str) -> None:
         if self._loop is None:

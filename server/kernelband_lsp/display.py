@@ -77,7 +77,8 @@ def device_text(result: Result) -> tuple[str, Optional[str]]:
     return "GPU", str(result.gpu) if result.gpu else None
 
 
-def _via(result: Result) -> str:
+def via(result: Result) -> str:
+    """' via tiling → vectorize': the strategies that led to the variant ('' when none)."""
     path = result.strategy_path
     return f" via {' → '.join(map(str, path))}" if path else ""
 
@@ -96,11 +97,11 @@ def result_summary(result: Result, kernel: str = "") -> str:
     evals = _evals(result.evaluations)
     if result.status == ResultStatus.IMPROVED and claim:
         pair = time_pair(result.baseline_ms, result.best_ms, claim)
-        return f"{k}: {speedup_phrase(result) or 'faster'} faster" + (f", {pair}" if pair else "") + _via(result) + evals
+        return f"{k}: {speedup_phrase(result) or 'faster'} faster" + (f", {pair}" if pair else "") + via(result) + evals
     if result.status in FOUND_STATUSES:
         cpu_faster = result.status == ResultStatus.IMPROVED
         extra = " (faster in CPU-interpreter time, which says nothing about a GPU)" if cpu_faster else ""
-        return f"{k}: found a variant that is {INTERPRETED_NOTE}{extra}{_via(result)}{evals}"
+        return f"{k}: found a variant that is {INTERPRETED_NOTE}{extra}{via(result)}{evals}"
     if result.status == ResultStatus.NO_IMPROVEMENT:
         best = ratio(result.speedup, claim) if (S.num(result.speedup) or 1.0) != 1.0 else None
         tail = f" (best {best}, below the noise floor)" if best else ""

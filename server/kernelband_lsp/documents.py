@@ -11,6 +11,7 @@ it at once (detection of a 3,000-line file takes milliseconds).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import re
@@ -60,7 +61,6 @@ class Analysis:
     # answered while the whole file is still being analysed): no harnesses, no variants
     partial: bool = False
     _harness: dict[tuple[str, Optional[str]], HarnessChoice] = field(default_factory=dict)
-    _hash: Optional[str] = None
     _kernel_texts: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -79,27 +79,21 @@ class Analysis:
     @property
     def source(self) -> Optional["Analysis"]:
         """The analysis whose kernels are shown: this one, else the last good one."""
-        if self.parsed:
-            return self
-        return self.good
+        return self if self.parsed else self.good
 
     @property
     def kernels(self) -> list[KernelInfo]:
         src = self.source
         return src.detection.kernels if src else []
 
-    @property
+    @functools.cached_property
     def hash(self) -> str:
-        if self._hash is None:
-            self._hash = text_hash(self.text)
-        return self._hash
+        return text_hash(self.text)
 
-    @property
+    @functools.cached_property
     def code_hash(self) -> Optional[str]:
         """code_hash(text), computed once (only asked when a profile is not of this exact text)."""
-        if "_code_hash" not in self.__dict__:
-            self.__dict__["_code_hash"] = code_hash(self.text) if self.parsed else None
-        return self.__dict__["_code_hash"]
+        return code_hash(self.text) if self.parsed else None
 
     def kernel(self, name: str) -> Optional[KernelInfo]:
         return next((k for k in self.kernels if k.name == name), None)
@@ -178,8 +172,7 @@ def partial_analysis(uri: str, path: str, text: str, version: Optional[int], lin
     det = detect(mini, path)
     if det.error is not None:
         return None
-    a = Analysis(uri, path, version, text, LineIndex(text, encoding), det, partial=True)
-    return a
+    return Analysis(uri, path, version, text, LineIndex(text, encoding), det, partial=True)
 
 
 # ast.parse holds the GIL for its whole run (about a second for 20,000 lines here):
@@ -254,12 +247,10 @@ class Documents:
     """
 
     def __init__(self, encoding: str = UTF16, debounce_s: float = 0.25,
-                 on_analysed: Optional[Callable[[Analysis], None]] = None,
-                 prepare: Optional[Callable[[Analysis], None]] = None) -> None:
+                 on_analysed: Optional[Callable[[Analysis], None]] = None) -> None:
         self.encoding = encoding
         self.debounce_s = debounce_s
         self.on_analysed = on_analysed
-        self.prepare = prepare  # runs on the worker thread after detection (harness look-ups...)
         self._cache: dict[str, Analysis] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._inflight: dict[str, list[tuple[Optional[int], str, asyncio.Future]]] = {}
@@ -273,15 +264,6 @@ class Documents:
     def _matches(a: Analysis, text: str, version: Optional[int]) -> bool:
         return a.version == version and (a.text is text or a.text == text)
 
-    def _analyse(self, uri: str, path: str, text: str, version: Optional[int], previous: Optional[Analysis]) -> Analysis:
-        a = analyse(uri, path, text, version, self.encoding, previous)
-        if self.prepare is not None and a.parsed:
-            try:
-                self.prepare(a)
-            except Exception:  # pragma: no cover - preparation is an optimisation
-                log.exception("preparing the analysis of %s failed", path)
-        return a
-
     def _store(self, uri: str, a: Analysis, seq: int) -> None:
         if seq >= self._stored_seq.get(uri, -1):
             self._stored_seq[uri] = seq
@@ -289,17 +271,6 @@ class Documents:
             if not a.parsed:
                 log.info("%s does not parse (line %s: %s); keeping the last good detection",
                          a.path, a.error.line if a.error else "?", a.error.message if a.error else "")
-
-    def get(self, uri: str, path: str, text: str, version: Optional[int]) -> Analysis:
-        """The analysis of exactly this text, computed on this thread if needed."""
-        cur = self._cache.get(uri)
-        if cur is not None and self._matches(cur, text, version):
-            return cur
-        self._seq += 1
-        seq = self._seq
-        a = self._analyse(uri, path, text, version, cur)
-        self._store(uri, a, seq)
-        return a
 
     async def aget(self, uri: str, path: str, text: str, version: Optional[int]) -> Analysis:
         """The analysis of exactly this text, computed on a worker thread if needed."""
@@ -312,7 +283,7 @@ class Documents:
         loop = asyncio.get_running_loop()
         self._seq += 1
         seq = self._seq
-        fut = loop.run_in_executor(None, self._analyse, uri, path, text, version, cur)
+        fut = loop.run_in_executor(None, analyse, uri, path, text, version, self.encoding, cur)
         entry = (version, text, fut)
         self._inflight.setdefault(uri, []).append(entry)
         try:
@@ -360,8 +331,7 @@ class Documents:
         a = self._provisional.get(uri)
         return a if a is not None and self._matches(a, text, version) else None
 
-    def schedule(self, uri: str, fetch: Callable[[], Optional[tuple[str, str, Optional[int]]]],
-                 delay: Optional[float] = None) -> None:
+    def schedule(self, uri: str, fetch: Callable[[], Optional[tuple[str, str, Optional[int]]]]) -> None:
         """Analyse after the debounce; fetch() returns (path, text, version) at that time."""
         loop = asyncio.get_running_loop()
         old = self._timers.pop(uri, None)
@@ -372,7 +342,7 @@ class Documents:
             self._timers.pop(uri, None)
             loop.create_task(self._run_scheduled(uri, fetch))
 
-        self._timers[uri] = loop.call_later(self.debounce_s if delay is None else delay, fire)
+        self._timers[uri] = loop.call_later(self.debounce_s, fire)
 
     async def _run_scheduled(self, uri: str, fetch: Callable[[], Optional[tuple[str, str, Optional[int]]]]) -> None:
         got = fetch()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
+import itertools
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -46,10 +47,7 @@ class EditPlan:
 
 
 def _offsets(lines: list[str]) -> list[int]:
-    out = [0]
-    for line in lines:
-        out.append(out[-1] + len(line))
-    return out
+    return list(itertools.accumulate(map(len, lines), initial=0))
 
 
 def _trim(old: str, new: str) -> tuple[int, int, str]:

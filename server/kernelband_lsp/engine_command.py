@@ -4,6 +4,7 @@ is ``check FILE --kernel K --stdin-source --json --variant VARIANT`` (the origin
 stdin, one JSON object on stdout)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -20,12 +21,10 @@ def default_command_prefix() -> list[str]:
     """How to run the engine: env KERNELBAND_LSP_JOB_COMMAND (a JSON list) overrides."""
     raw = os.environ.get("KERNELBAND_LSP_JOB_COMMAND")
     if raw:
-        try:
+        with contextlib.suppress(ValueError):
             cmd = json.loads(raw)
             if isinstance(cmd, list) and cmd and all(isinstance(x, str) for x in cmd):
                 return cmd
-        except ValueError:
-            pass
         log.warning("ignoring KERNELBAND_LSP_JOB_COMMAND (expected a JSON list of strings)")
     return [sys.executable, "-m", "kernelband"]
 

@@ -34,36 +34,25 @@ def evidence(result: Optional[Result]) -> list[dict[str, str]]:
     if not isinstance(ver, dict):
         ver = {}
     add("Harness", ver.get("harness") or more.get("harness"))
-    shapes = ver.get("shapes") or more.get("shapes")
-    if isinstance(shapes, list):
-        shapes = ", ".join(map(str, shapes))
-    add("Shapes checked", shapes)
-    seeds = ver.get("seeds") or more.get("seeds")
-    if isinstance(seeds, list):
-        seeds = ", ".join(map(str, seeds))
-    add("Seeds", seeds)
+    add("Shapes checked", _listed(ver.get("shapes") or more.get("shapes")))
+    add("Seeds", _listed(ver.get("seeds") or more.get("seeds")))
     err = ver.get("max_error") if ver.get("max_error") is not None else ver.get("error")
     tol = ver.get("tolerance")
     if err is not None:
         add("Error vs tolerance", f"{err} (tolerance {tol})" if tol is not None else err)
     checks = ver.get("checks") or more.get("trust_checks") or more.get("checks")
-    if isinstance(checks, list):
-        checks = ", ".join(map(str, checks))
-    elif isinstance(checks, dict):
-        checks = ", ".join(f"{k}: {v}" for k, v in checks.items())
-    add("Trust checks", checks)
+    if isinstance(checks, dict):
+        checks = [f"{k}: {v}" for k, v in checks.items()]
+    add("Trust checks", _listed(checks))
     rounds = result.paired_rounds
     pair = D.time_pair(result.baseline_ms, result.best_ms, claim)
     if pair:
         what = "paired re-measurement" if rounds else "measured"
         add(f"Timing ({what})", pair + (f", {rounds} interleaved rounds" if rounds else ""))
     sp = S.num(result.speedup)
-    ci = result.speedup_ci
     if sp is not None and claim:
-        ci_txt = ""
-        if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(S.num(x) is not None for x in ci):
-            ci_txt = f" (95% CI {S.num(ci[0]):.2f}–{S.num(ci[1]):.2f})"
-        add("Speedup", f"{sp:.2f}x{ci_txt}")
+        ci = S.ci_bounds(result.speedup_ci)
+        add("Speedup", f"{sp:.2f}x" + (f" (95% CI {ci[0]:.2f}–{ci[1]:.2f})" if ci else ""))
     search_pair = D.time_pair(result.search_baseline_ms, result.search_best_ms, claim)
     if search_pair:
         add("During the search", f"{search_pair} (single measurements, not the claim)")
@@ -77,6 +66,11 @@ def evidence(result: Optional[Result]) -> list[dict[str, str]]:
     if result.warnings:
         add("Warnings", "; ".join(map(str, result.warnings)))
     return rows
+
+
+def _listed(value: Any) -> Any:
+    """A list as 'a, b, c'; anything else as it is."""
+    return ", ".join(map(str, value)) if isinstance(value, list) else value
 
 
 def evidence_markdown(result: Optional[Result]) -> str:

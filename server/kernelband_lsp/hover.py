@@ -37,8 +37,7 @@ def result_line(result: Result) -> str:
     status = result.status
     evals = f", {result.evaluations} evaluations" if result.evaluations else ""
     if status in FOUND_STATUSES:
-        path = result.strategy_path
-        via = f" via {' → '.join(map(str, path))}" if path else ""
+        via = D.via(result)
         if not D.result_claims_speed(result):
             return f"**Last optimization:** a variant that is {D.INTERPRETED_NOTE} (CPU interpreter){via}{evals}"
         base, best = S.num(result.baseline_ms), S.num(result.best_ms)

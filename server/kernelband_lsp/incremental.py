@@ -18,6 +18,8 @@ import re
 from typing import Optional, Sequence
 
 from kernelband.detect import DetectionResult, redetect_function
+from lsprotocol import types
+
 from kernelband.model import FunctionInfo, KernelInfo, LaunchSite, SourceRange
 
 from .positions import LineIndex
@@ -96,8 +98,8 @@ def shift(detection: DetectionResult, index: LineIndex,
             return None
         # kernels' bodies: from the line after the signature to the last line
         ranges = [(_header_end(index, k.def_range.start_line - 1) + 1, k.range.end_line - 1) for k in det.kernels]
-        start = index.position_to_offset(_pos(c.start_line, c.start_char))
-        end = index.position_to_offset(_pos(c.end_line, c.end_char))
+        start = index.position_to_offset(types.Position(line=c.start_line, character=c.start_char))
+        end = index.position_to_offset(types.Position(line=c.end_line, character=c.end_char))
         if end < start:
             return None
         removed = text[start:end]
@@ -170,9 +172,3 @@ def _redetect_function(det: DetectionResult, index: LineIndex, new_index: LineIn
         kernels.append(k)
     functions = [info if g is f else dataclasses.replace(g, range=_move(g.range, s, e, delta)) for g in det.functions]
     return DetectionResult(kernels=kernels, functions=functions, error=None, module_defs=det.module_defs)
-
-
-def _pos(line: int, char: int):
-    from lsprotocol import types
-
-    return types.Position(line=line, character=char)

@@ -2,6 +2,7 @@
 its launch sites. Pure functions of an analysis and the per-kernel status (store)."""
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 from lsprotocol import types
@@ -38,21 +39,11 @@ def profile_label(profile: Optional[Profile], exact: bool) -> Optional[str]:
     return " · ".join(parts) + ("" if exact else " (earlier version)")
 
 
-_KW_CACHE: dict[tuple[str, str], list[dict[str, str]]] = {}
-
-
+@functools.lru_cache(maxsize=64)
 def best_launch_kwargs(best_source: str, kernel: str) -> list[dict[str, str]]:
     """Keyword arguments of each launch of the kernel in the found variant's source."""
-    key = (kernel, best_source)
-    got = _KW_CACHE.get(key)
-    if got is None:
-        det = detect(best_source)
-        k = det.kernel(kernel)
-        got = [dict(s.kwargs) for s in k.launch_sites] if k else []
-        if len(_KW_CACHE) > 64:
-            _KW_CACHE.clear()
-        _KW_CACHE[key] = got
-    return got
+    k = detect(best_source).kernel(kernel)
+    return [dict(s.kwargs) for s in k.launch_sites] if k else []
 
 
 def launch_label(k: KernelInfo, site_index: int, result: Result) -> Optional[str]:
@@ -60,16 +51,12 @@ def launch_label(k: KernelInfo, site_index: int, result: Result) -> Optional[str
     interpreted one: no speed claim)."""
     if result.interpreted or result.status != ResultStatus.IMPROVED or not result.best_source:
         return None
-    best = result.best_source
-    sites = best_launch_kwargs(best, k.name)
+    sites = best_launch_kwargs(result.best_source, k.name)
     if site_index >= len(sites) or site_index >= len(k.launch_sites):
         return None
     now = k.launch_sites[site_index].kwargs
     diff = [f"{name}={v}" for name, v in sites[site_index].items() if now.get(name) != v]
-    sp = S.speedup_phrase(result)
-    if not diff:
-        return None
-    return f"KernelBand: {sp or 'faster'} with {', '.join(diff)}"
+    return f"KernelBand: {S.speedup_phrase(result) or 'faster'} with {', '.join(diff)}" if diff else None
 
 
 def hints(a: Analysis, rng: types.Range, status, offer) -> list[types.InlayHint]:
@@ -77,10 +64,7 @@ def hints(a: Analysis, rng: types.Range, status, offer) -> list[types.InlayHint]
     src = a.source or a
     out: list[types.InlayHint] = []
     for k in src.detection.kernels:
-        if k.range.end_line - 1 < rng.start.line or k.range.start_line - 1 > rng.end.line:
-            in_range = False
-        else:
-            in_range = True
+        in_range = not (k.range.end_line - 1 < rng.start.line or k.range.start_line - 1 > rng.end.line)
         st = status(k) if in_range or k.launch_sites else None
         if st is None:
             continue

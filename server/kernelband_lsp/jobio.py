@@ -4,6 +4,7 @@ its process tree while it runs. Each is one coroutine; ``JobManager._run`` start
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import Callable
@@ -28,10 +29,8 @@ async def feed(proc: asyncio.subprocess.Process, text: str) -> None:
     except (BrokenPipeError, ConnectionResetError):
         pass
     finally:
-        try:
+        with contextlib.suppress(Exception):
             proc.stdin.close()
-        except Exception:
-            pass
 
 
 async def read_stdout(proc: asyncio.subprocess.Process, job: Job, on_event: Callable[[Job, Event], None]) -> None:

@@ -18,6 +18,7 @@ jobio.py (feeder, readers, watcher), proctree.py (the process tree and killing).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -64,9 +65,6 @@ class JobManager:
         return self.command.prefix
 
     # ------------------------------------------------------------------ queries
-    def get(self, job_id: str) -> Optional[Job]:
-        return self._jobs.get(job_id)
-
     def jobs(self, include_finished: bool = False) -> list[Job]:
         return [j for j in self._jobs.values() if include_finished or not j.finished]
 
@@ -133,10 +131,8 @@ class JobManager:
         self.cancel(reason="the language server is shutting down")
         task = self._task
         if task is not None:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(task), timeout=self.kill_grace_s + 3)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                pass
 
     def kill_now(self) -> None:
         """Synchronous last resort (process exit): SIGKILL the running job's group."""
@@ -201,10 +197,7 @@ class JobManager:
     async def _start(self, job: Job) -> asyncio.subprocess.Process:
         """Spawn the job in its own process group (cancel kills the whole tree)."""
         spec = job.spec
-        env = dict(os.environ)
-        env.update(spec.env)
-        env["PYTHONUNBUFFERED"] = "1"
-        env.setdefault("PYTHONIOENCODING", "utf-8")
+        env = {"PYTHONIOENCODING": "utf-8", **os.environ, **spec.env, "PYTHONUNBUFFERED": "1"}
         log.info("%s running: %s", job.id, " ".join(job.argv))
         self._notify_state(job)
         proc = await asyncio.create_subprocess_exec(
@@ -314,9 +307,7 @@ class JobManager:
 
     def _escalate(self, job: Job, proc: Optional[asyncio.subprocess.Process]) -> None:
         pid = job.pid
-        if not pid:
-            return
-        if proc is None or proc.returncode is not None:
+        if not pid or proc is None or proc.returncode is not None:
             return  # it exited; the end-of-job sweep already killed what was left
         remember(job.tree, process_tree(pid))
         log.info("%s: process %d still running after %.1f s; killing", job.id, pid, self.kill_grace_s)

@@ -13,7 +13,7 @@ from lsprotocol import types
 
 from kernelband.harness import HarnessChoice, harness_stub
 from kernelband.detect import wrappers_of
-from kernelband.model import KernelInfo, Result
+from kernelband.model import KernelInfo, Result, SourceRange
 from kernelband.profile.schema import Profile
 
 from . import display as D
@@ -53,15 +53,16 @@ def _args(uri: str, kernel: str, **extra: Any) -> list[dict]:
 
 
 def kernel_range(a: Analysis, k: KernelInfo) -> types.Range:
-    src = a.source or a
-    r = k.range
-    rng = src.index.ast_range(r.start_line, r.start_col, r.end_line, r.end_col)
-    return clamp_range(rng, a.index) if src is not a else rng
+    return _shown_range(a, k.range)
 
 
 def name_range(a: Analysis, k: KernelInfo) -> types.Range:
+    return _shown_range(a, k.name_range)
+
+
+def _shown_range(a: Analysis, r: SourceRange) -> types.Range:
+    """A range in the kernels shown (the last good text's while this one does not parse), inside this text."""
     src = a.source or a
-    r = k.name_range
     rng = src.index.ast_range(r.start_line, r.start_col, r.end_line, r.end_col)
     return clamp_range(rng, a.index) if src is not a else rng
 
@@ -109,18 +110,12 @@ def code_lenses(a: Analysis, status: StatusFn) -> list[types.CodeLens]:
 
 
 def document_symbols(a: Analysis) -> list[types.DocumentSymbol]:
-    out = []
-    for k in a.kernels:
-        tags = ["@triton.jit"]
-        if k.is_autotuned:
-            tags.append("autotuned")
-        if k.has_heuristics:
-            tags.append("heuristics")
-        full = kernel_range(a, k)
-        sel = name_range(a, k)
-        out.append(types.DocumentSymbol(name=k.name, kind=types.SymbolKind.Function, detail=" ".join(tags),
-                                        range=full, selection_range=sel))
-    return out
+    def detail(k: KernelInfo) -> str:
+        return " ".join(["@triton.jit"] + (["autotuned"] if k.is_autotuned else [])
+                        + (["heuristics"] if k.has_heuristics else []))
+
+    return [types.DocumentSymbol(name=k.name, kind=types.SymbolKind.Function, detail=detail(k),
+                                 range=kernel_range(a, k), selection_range=name_range(a, k)) for k in a.kernels]
 
 
 def symbol_information(a: Analysis) -> list[types.SymbolInformation]:
@@ -129,30 +124,23 @@ def symbol_information(a: Analysis) -> list[types.SymbolInformation]:
                                     container_name="Triton kernels") for k in a.kernels]
 
 
+def _on_name(a: Analysis, k: KernelInfo, message: str, severity: types.DiagnosticSeverity, code: str,
+             **data: str) -> types.Diagnostic:
+    """A diagnostic on the kernel's name; its data names the kernel (code actions read it)."""
+    return types.Diagnostic(range=name_range(a, k), message=message, severity=severity, source=SOURCE, code=code,
+                            data={"kernel": k.name, **data})
+
+
 def harness_diagnostic(a: Analysis, k: KernelInfo, h: HarnessChoice) -> types.Diagnostic:
-    return types.Diagnostic(
-        range=name_range(a, k),
-        message=f"KernelBand: no harness for {k.name}: {h.reason}",
-        severity=types.DiagnosticSeverity.Warning,
-        source=SOURCE,
-        code=CODE_NO_HARNESS,
-        data={"kernel": k.name, "kind": "noHarness"},
-    )
+    return _on_name(a, k, f"KernelBand: no harness for {k.name}: {h.reason}", types.DiagnosticSeverity.Warning,
+                    CODE_NO_HARNESS, kind="noHarness")
 
 
 def variant_diagnostic(a: Analysis, k: KernelInfo, result: Result, job_id: str) -> types.Diagnostic:
     sp = D.speedup_phrase(result)
-    path = result.strategy_path
-    via = f" via {' → '.join(map(str, path))}" if path else ""
     found = f"a faster variant of {k.name}: {sp}" if sp else f"a variant of {k.name} that is {D.INTERPRETED_NOTE}"
-    return types.Diagnostic(
-        range=name_range(a, k),
-        message=f"KernelBand found {found}{via}. Use the quick fix to review it.",
-        severity=types.DiagnosticSeverity.Information,
-        source=SOURCE,
-        code=CODE_VARIANT,
-        data={"kernel": k.name, "kind": "variant", "jobId": job_id},
-    )
+    return _on_name(a, k, f"KernelBand found {found}{D.via(result)}. Use the quick fix to review it.",
+                    types.DiagnosticSeverity.Information, CODE_VARIANT, kind="variant", jobId=job_id)
 
 
 _MENTIONS_TRITON = re.compile(r"^\s*(import\s+triton|from\s+triton\b)|@\s*(triton\.)?jit\b", re.M)
@@ -192,19 +180,11 @@ def overlaps(r: types.Range, line_from: int, line_to: int) -> bool:
 
 
 def wants(only: Optional[list[str]], kind: str) -> bool:
-    if not only:
-        return True
-    return any(kind == o or kind.startswith(o + ".") for o in only)
+    return not only or any(kind == o or kind.startswith(o + ".") for o in only)
 
 
 def relevant_kernels(a: Analysis, rng: types.Range, diagnostics: list[types.Diagnostic]) -> list[KernelInfo]:
-    names = set()
-    for d in diagnostics or []:
-        if d.source == SOURCE and isinstance(d.data, dict) and isinstance(d.data.get("kernel"), str):
-            names.add(d.data["kernel"])
-    out = []
-    for k in a.kernels:
-        if k.name in names or overlaps(kernel_range(a, k), rng.start.line, rng.end.line):
-            out.append(k)
-    return out
+    names = {d.data["kernel"] for d in diagnostics or []
+             if d.source == SOURCE and isinstance(d.data, dict) and isinstance(d.data.get("kernel"), str)}
+    return [k for k in a.kernels if k.name in names or overlaps(kernel_range(a, k), rng.start.line, rng.end.line)]
 

@@ -78,16 +78,9 @@ def _is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def _int(node: Optional[ast.AST]) -> Optional[int]:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
-    return None
-
-
 def _attr_call(node: ast.AST, *names: str) -> TypeGuard[ast.Call]:
     """tl.<name>(...) (any module alias)."""
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
-            and isinstance(node.func.value, ast.Name))
+    return FX._call_attr(node) in names
 
 
 @lru_cache(maxsize=1)
@@ -119,17 +112,10 @@ class _KernelLints:
                                 self.k.name, **kw))
 
     def run(self) -> list[Finding]:
-        text = self.a.kernel_text(self.k.name)
-        if not text:
-            return []
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return []
-        fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        fn = _kernel_fn(self.a, self.k)
         if fn is None:
             return []
-        self.text = text
+        self.text = self.a.kernel_text(self.k.name) or ""
         self._arange(fn)
         self._dot(fn)
         self._masks(fn)
@@ -140,7 +126,7 @@ class _KernelLints:
     def _arange(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         for node in ast.walk(fn):
             if _attr_call(node, "arange") and len(node.args) == 2:
-                lo, hi = _int(node.args[0]), _int(node.args[1])
+                lo, hi = FX._int(node.args[0]), FX._int(node.args[1])
                 if lo is not None and hi is not None and hi > lo and not _is_pow2(hi - lo):
                     want = lo + _pow2_ceil(hi - lo)
                     fix, why = FX.arange_fix(fn, node, lo, hi, want, self.text)
@@ -203,7 +189,7 @@ class _KernelLints:
         for dec in fn.decorator_list:
             for node in ast.walk(dec):
                 if isinstance(node, ast.keyword) and node.arg == "num_warps":
-                    n = _int(node.value)
+                    n = FX._int(node.value)
                     if n is not None and not _is_pow2(n):
                         want = _nearest_pow2(max(n, 1))
                         # a launch option, not a computation: the lanes and what they compute stay
@@ -211,12 +197,13 @@ class _KernelLints:
                                  fix=FX.Fix(f"Use num_warps={want}", (FX.Edit(*FX._span(node.value), str(want)),)))
 
 
-def _kernel_fn(a: Analysis, k: KernelInfo) -> Optional[ast.FunctionDef]:
+def _kernel_fn(a: Analysis, k: KernelInfo) -> Optional[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The kernel's definition, parsed from its own text (None when it does not parse)."""
     try:
         tree = ast.parse(a.kernel_text(k.name) or "")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return next((n for n in tree.body if isinstance(n, ast.FunctionDef)), None)
+    return next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
 
 
 def _launch_args(k: KernelInfo, call: ast.Call, text: str) -> dict[str, str]:
@@ -237,7 +224,7 @@ def _launch_lints(a: Analysis, k: KernelInfo, out: list[Finding]) -> None:
     """num_warps and block sizes at launch sites; grids that floor-divide by a block."""
     constexprs = set(k.constexpr_params)
     dot_dims = _dot_dims(a, k)
-    fn: Optional[ast.FunctionDef] = None
+    fn: Optional[ast.FunctionDef | ast.AsyncFunctionDef] = None
     for site in k.launch_sites:
         text = a.index.segment(site.range.start_line, site.range.start_col, site.range.end_line, site.range.end_col)
         try:
@@ -259,7 +246,7 @@ def _launch_lints(a: Analysis, k: KernelInfo, out: list[Finding]) -> None:
             return Finding(code, message, *rng, k.name, fix_title=fix_title, fix_edits=edits, **kw)
 
         for kw_node in call.keywords:
-            n = _int(kw_node.value)
+            n = FX._int(kw_node.value)
             if n is None:
                 continue
             if kw_node.arg == "num_warps" and not _is_pow2(n):

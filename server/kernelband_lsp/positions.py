@@ -50,6 +50,13 @@ def _chars_for_units(s: str, units: int, encoding: str) -> int:
     return len(s)
 
 
+def _byte_prefix(line: str, col_bytes: int) -> str:
+    """The characters of a line before a UTF-8 byte column (ast's columns)."""
+    if line.isascii():
+        return line[: max(col_bytes, 0)]
+    return line.encode("utf-8")[: max(col_bytes, 0)].decode("utf-8", errors="ignore")
+
+
 def _strip_eol(line: str) -> str:
     if line.endswith("\r\n"):
         return line[:-2]
@@ -114,11 +121,7 @@ class LineIndex:
             if self.ends_with_newline or not self.lines:
                 return types.Position(line=len(self.lines), character=0)
             return types.Position(line=last, character=_units(self.line_text(last), self.encoding))
-        text = self.line_text(line0)
-        if text.isascii():
-            prefix = text[: max(col_bytes, 0)]
-        else:
-            prefix = text.encode("utf-8")[: max(col_bytes, 0)].decode("utf-8", errors="ignore")
+        prefix = _byte_prefix(self.line_text(line0), col_bytes)
         return types.Position(line=line0, character=_units(prefix, self.encoding))
 
     def ast_to_offset(self, line1: int, col_bytes: int) -> int:
@@ -127,12 +130,7 @@ class LineIndex:
             return 0
         if line0 >= len(self.lines):
             return len(self.text)
-        text = self.line_text(line0)
-        if text.isascii():
-            n = min(max(col_bytes, 0), len(text))
-        else:
-            n = len(text.encode("utf-8")[: max(col_bytes, 0)].decode("utf-8", errors="ignore"))
-        return self.starts[line0] + n
+        return self.starts[line0] + len(_byte_prefix(self.line_text(line0), col_bytes))
 
     def ast_range(self, start_line: int, start_col: int, end_line: int, end_col: int) -> types.Range:
         return types.Range(start=self.ast_to_position(start_line, start_col), end=self.ast_to_position(end_line, end_col))

@@ -3,6 +3,7 @@ time checked so a recycled pid is never hit. /proc is read through ``kernelband.
 (the one reader of /proc/<pid>/stat); elsewhere ``ps`` lists the tree."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
@@ -70,10 +71,8 @@ def pgid(pid: int) -> Optional[int]:
 
 
 def kill(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def killpg(group: int, sig: int) -> None:

@@ -55,20 +55,8 @@ class Client:
         return bool(obj)
 
     @property
-    def supports_progress(self) -> bool:
-        return self.cap("window", "work_done_progress")
-
-    @property
-    def supports_document_changes(self) -> bool:
-        return self.cap("workspace", "workspace_edit", "document_changes")
-
-    @property
     def supports_configuration(self) -> bool:
         return self.cap("workspace", "configuration")
-
-    @property
-    def hierarchical_symbols(self) -> bool:
-        return self.cap("text_document", "document_symbol", "hierarchical_document_symbol_support")
 
     # ================================================================== settings
     def initialize(self, params: types.InitializeParams) -> SettingsChange:
@@ -138,18 +126,12 @@ class Client:
             return None, None
 
     def workspace_folders(self) -> list[str]:
-        out: list[str] = []
         try:
             ws = self.ls.workspace
         except RuntimeError:
-            return out
-        for f in (ws.folders or {}).values():
-            p = to_fs_path(f.uri)
-            if p:
-                out.append(p)
-        if not out and ws.root_path:
-            out.append(ws.root_path)
-        return out
+            return []
+        out = [p for f in (ws.folders or {}).values() if (p := to_fs_path(f.uri))]
+        return out or ([ws.root_path] if ws.root_path else [])
 
     # ================================================================== requests to the client
     def refresh_lenses(self) -> None:
@@ -177,7 +159,8 @@ class Client:
 
     def workspace_edit(self, uri: str, version: Optional[int], text: str, hunks: list[E.Hunk]) -> types.WorkspaceEdit:
         """An edit of this text, versioned where the client takes document changes."""
-        return E.workspace_edit(uri, version, text, hunks, self.encoding, self.supports_document_changes)
+        return E.workspace_edit(uri, version, text, hunks, self.encoding,
+                                self.cap("workspace", "workspace_edit", "document_changes"))
 
     async def apply_edit(self, edit: types.WorkspaceEdit, label: str) -> dict:
         try:

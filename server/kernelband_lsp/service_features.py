@@ -99,7 +99,8 @@ class Features:
         a = await self.documents.analysis(uri, provisional_ok=True)
         if a is None:
             return []
-        return L.document_symbols(a) if self.client.hierarchical_symbols else L.symbol_information(a)
+        hierarchical = self.client.cap("text_document", "document_symbol", "hierarchical_document_symbol_support")
+        return L.document_symbols(a) if hierarchical else L.symbol_information(a)
 
     async def hover(self, uri: str, pos: types.Position) -> Optional[types.Hover]:
         # while a large file is still being analysed (just opened), a hover on a kernel's
@@ -118,16 +119,9 @@ class Features:
         return self._hover_from(a, pos)
 
     def _hover_from(self, a: Optional[Analysis], pos: types.Position) -> Optional[types.Hover]:
-        if a is None or not a.kernels:
+        if a is None or not a.kernels or (word := a.index.word_at(pos)) is None:
             return None
-        src = a.source
-        if src is None:
-            return None
-        word = a.index.word_at(pos)
-        if word is None:
-            return None
-        name = word[0]
-        k = a.kernel(name)
+        k = a.kernel(word[0])
         if k is None:
             return None
         # on the definition's name, or on a launch `name[grid](...)`

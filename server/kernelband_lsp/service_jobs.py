@@ -3,6 +3,7 @@ $/progress, kernelband/jobEvent notifications and results, and cancel."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -160,7 +161,7 @@ class JobRunner:
 
     # ================================================================== job plumbing
     async def _begin_progress(self, job: Job, token: Optional[types.ProgressToken]) -> None:
-        if token is None and self.client.supports_progress:
+        if token is None and self.client.cap("window", "work_done_progress"):
             token = f"kernelband-{job.id}-{os.getpid()}"
             try:
                 await asyncio.wait_for(self.ls.work_done_progress.create_async(token), timeout=10)
@@ -196,10 +197,8 @@ class JobRunner:
             finally:
                 self._tickers.pop(job.id, None)
 
-        try:
+        with contextlib.suppress(RuntimeError):  # not serving (unit use)
             self._tickers[job.id] = asyncio.get_running_loop().create_task(tick())
-        except RuntimeError:  # not serving (unit use)
-            pass
 
     def progress_cancelled(self, token: types.ProgressToken) -> None:
         job_id = self._token_job.get(token)
@@ -272,10 +271,8 @@ class JobRunner:
             self._token_job.pop(token, None)
             self._job_pct.pop(job.id, None)
             end_msg = self._end_message(job)
-            try:
+            with contextlib.suppress(Exception):
                 self.ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=end_msg))
-            except Exception:
-                pass
             self.ls.work_done_progress.tokens.pop(token, None)
         if job.state == DONE and job.spec.kind == OPTIMIZE:
             res = job.result
@@ -302,8 +299,5 @@ class JobRunner:
             return "profile ready"
         if job.spec.kind == CHECK:
             return verdict_line(job.check)[1]
-        res = job.result
-        if res is None:
-            return "done"
-        return D.result_summary(res, job.spec.kernel)
+        return D.result_summary(job.result, job.spec.kernel) if job.result is not None else "done"
 

@@ -179,13 +179,18 @@ class FoundVariants:
             return self._variant_on(uri, path, text, text_hash(text), kernel)
         return self.found.get((os.path.abspath(path), kernel))
 
-    async def proposed_edit(self, args: dict) -> dict:
+    def _requested(self, args: dict) -> tuple[Optional[FoundVariant], str]:
+        """The found variant a command's {uri, kernel} names, else (None, why not)."""
         uri, kernel = args.get("uri"), args.get("kernel")
         if not isinstance(uri, str) or not isinstance(kernel, str):
-            return {"error": "expected arguments {uri, kernel}"}
+            return None, "expected arguments {uri, kernel}"
         fv = self.lookup(uri, kernel)
+        return fv, "" if fv is not None else f"no found variant for {kernel}: run Optimize first"
+
+    async def proposed_edit(self, args: dict) -> dict:
+        fv, error = self._requested(args)
         if fv is None:
-            return {"error": f"no found variant for {kernel}: run Optimize first"}
+            return {"error": error}
         plan, version, text = self._plan_for(fv)
         if not plan.ok:
             return {"error": plan.message, "original": text, "version": version}
@@ -195,36 +200,31 @@ class FoundVariants:
                "speedup_ci": fv.result.speedup_ci if claim else None,
                "jobId": fv.job_id, "rebuilt": plan.rebuilt, "interpreted": not claim, "speedClaim": claim,
                # the words the clients show (display.py): what it claims, in one phrase and one line
-               "what": _what(fv.result), "summary": D.result_summary(fv.result, kernel),
+               "what": _what(fv.result), "summary": D.result_summary(fv.result, fv.kernel),
                "evidence": EV.evidence(fv.result)}
         if not claim:
             out["note"] = INTERPRETED_NOTE
         return out
 
     async def apply_variant(self, args: dict) -> dict:
-        uri, kernel = args.get("uri"), args.get("kernel")
-        if not isinstance(uri, str) or not isinstance(kernel, str):
-            return {"applied": False, "message": "expected arguments {uri, kernel}"}
-        fv = self.lookup(uri, kernel)
+        fv, error = self._requested(args)
         if fv is None:
-            return {"applied": False, "message": f"no found variant for {kernel}: run Optimize first"}
+            return {"applied": False, "message": error}
         plan, version, text = self._plan_for(fv)
         if not plan.ok:
             return {"applied": False, "message": plan.message}
-        edit = self.client.workspace_edit(uri, version, text, plan.hunks)
-        return await self.client.apply_edit(edit, f"KernelBand: apply the variant of {kernel} ({_what(fv.result)})")
+        edit = self.client.workspace_edit(args["uri"], version, text, plan.hunks)
+        return await self.client.apply_edit(edit, f"KernelBand: apply the variant of {fv.kernel} ({_what(fv.result)})")
 
     async def review_variant(self, args: dict) -> dict:
         """kernelband.reviewVariant: show the found variant's diff and its evidence
         (window/showDocument of a file outside the workspace), ask Apply or Discard
         (window/showMessageRequest), and apply it as a versioned edit on Apply. For
         clients without a diff view of their own (Neovim, Helix, ...)."""
-        uri, kernel = args.get("uri"), args.get("kernel")
-        if not isinstance(uri, str) or not isinstance(kernel, str):
-            return {"applied": False, "message": "expected arguments {uri, kernel}"}
         prop = await self.proposed_edit(args)
         if prop.get("error"):
             return {"applied": False, "message": prop["error"]}
+        kernel = str(args["kernel"])
         what = prop.get("what") or INTERPRETED_NOTE
         lines = [f"# KernelBand: found variant of {kernel} ({what})"]
         lines += [f"# {r['label']}: {r['value']}" for r in prop.get("evidence") or []]

@@ -13,6 +13,7 @@ checks, then the interleaved re-measurement), run as a job like optimize and pro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -162,7 +163,5 @@ def _write_variant(kernel: str, text: str) -> str:
 
 
 def _remove(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass

@@ -17,8 +17,6 @@ from typing import Any, Optional
 from kernelband import options as O
 
 SECTION = "kernelband"
-GENERATORS = O.GENERATOR_NAMES
-EXECUTORS = O.EXECUTOR_NAMES  # where optimize jobs evaluate candidates
 
 
 @dataclass(frozen=True)
@@ -41,53 +39,30 @@ class Settings:
     harness: dict[str, str] = field(default_factory=dict)
     # server-only knobs (not in the client's contributes; harmless when absent)
     debounce_ms: int = 250
-    # --- executors: where an optimize job's workers run; passed as --executor,
-    # --ray-address and --workers (a laptop without a GPU can send jobs to a Ray cluster)
+    # where an optimize job's workers run (--executor, --ray-address, --workers): a laptop
+    # without a GPU can send jobs to a Ray cluster
     executor: str = O.default("executor")
     ray_address: str = O.default("ray_address")
     workers: int = O.default("workers")  # 0: the engine's default (one per GPU; 1 on the CPU)
-    # --- end executors
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "budget": {
-                "evaluations": self.budget_evaluations,
-                "seconds": self.budget_seconds,
-                "tokens": self.budget_tokens,
-                "dollars": self.budget_dollars,
-            },
-            "generator": self.generator,
-            "model": self.model,
-            "baseUrl": self.base_url,
-            "search": self.search,
-            "strategies": list(self.strategies),
-            "backgroundOnSave": self.background_on_save,
-            "minSpeedup": self.min_speedup,
-            "device": self.device,
-            "pythonPath": self.python_path,
-            "harness": dict(self.harness),
-            "debounceMs": self.debounce_ms,
-            # --- executors
-            "executor": self.executor,
-            "rayAddress": self.ray_address,
-            "workers": self.workers,
-        }
-
-
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and k != "harness":
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
+        """The settings by the names the editor uses, nested as it nests them
+        (``{"budget": {"evaluations": 16}}``): one entry per key ``parse_settings`` reads."""
+        out: dict[str, Any] = {}
+        for key, (fname, _) in _KEYS.items():
+            *parents, leaf = key.split(".")
+            node = out
+            for p in parents:
+                node = node.setdefault(p, {})
+            v = getattr(self, fname)
+            node[leaf] = list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, dict) else v
+        return out
 
 
 def describe_changes(old: Settings, new: Settings) -> str:
     """'budget.evaluations 16 → 4, minSpeedup 1.03 → 1.05': the settings that changed, as
     the user names them (never a secret: the API key is not a setting)."""
-    a, b = _flat(old.to_dict()), _flat(new.to_dict())
+    a, b = _flatten(old.to_dict()), _flatten(new.to_dict())
     from kernelband.redact import redact
 
     changed = [f"{k} {_show(a.get(k))} → {_show(v)}" for k, v in b.items() if a.get(k) != v]
@@ -164,6 +139,8 @@ SECRET_KEYS = ("apiKey", "openaiApiKey")
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """The dotted form ``{"budget.evaluations": 16}`` of nested settings (a key of ours
+    whose value is an object, the harness map, stays one leaf)."""
     out: dict[str, Any] = {}
     if not isinstance(obj, dict):
         return out
@@ -179,32 +156,24 @@ def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _unwrap(raw: Any) -> Any:
-    if isinstance(raw, dict) and isinstance(raw.get(SECTION), dict):
-        inner = dict(raw[SECTION])
-        # keys beside the section (rare) are ignored
-        return inner
-    return raw
+    """The settings inside ``{"kernelband": {...}}`` (keys beside the section are ignored)."""
+    return raw[SECTION] if isinstance(raw, dict) and isinstance(raw.get(SECTION), dict) else raw
 
 
 def parse_settings(raw: Any, base: Optional[Settings] = None) -> tuple[Settings, list[str]]:
     """Overlay raw settings on base (defaults when None). Returns (settings, problems)."""
     base = base or Settings()
-    problems: list[str] = []
     raw = _unwrap(raw)
     if raw is None:
-        return base, problems
+        return base, []
     if not isinstance(raw, dict):
         return base, [f"settings: expected an object, got {type(raw).__name__}"]
-    flat = _flatten(raw)
     changes: dict[str, Any] = {}
-    for key, value in flat.items():
-        if key in SECRET_KEYS:
-            continue
+    problems: list[str] = []
+    for key, value in _flatten(raw).items():
         spec = _KEYS.get(key)
-        if spec is None:
-            continue  # unknown keys are not ours to judge (client-only settings...)
-        if value is None:
-            continue
+        if spec is None or value is None:
+            continue  # unknown keys are not ours to judge (client-only settings, the secrets)
         fname, conv = spec
         try:
             changes[fname] = conv(value)

@@ -6,6 +6,7 @@ the database (or its WAL) changes on disk, so 50 lenses cost 50 dict look-ups.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -42,16 +43,9 @@ class StoreView:
 
     def workspace_of(self, path: str) -> Path:
         ws = self._ws_of_path.get(path)
-        if ws is not None:
-            return ws
-        ws = self._ws_of_path[path] = self._workspace_of(path)
-        return ws
-
-    def _workspace_of(self, path: str) -> Path:
-        d = os.path.dirname(os.path.abspath(path))
-        ws = self._workspace_of_dir.get(d)
         if ws is None:
-            ws = find_workspace(path)
+            d = os.path.dirname(os.path.abspath(path))
+            ws = self._ws_of_path[path] = self._workspace_of_dir.get(d) or find_workspace(path)
             self._workspace_of_dir[d] = ws
         return ws
 
@@ -99,12 +93,8 @@ class StoreView:
                 return None, None
             # The request path must not stall behind a job's write for the store's
             # default 30 s: a busy read gives "no profile" now and the answer next time.
-            conn = getattr(st, "_conn", None)
-            if conn is not None:
-                try:
-                    conn.execute("PRAGMA busy_timeout=250")
-                except Exception:
-                    pass
+            with contextlib.suppress(Exception):
+                st._conn.execute("PRAGMA busy_timeout=250")
             self._stores[db] = st
         return st, stamp
 
@@ -144,11 +134,8 @@ class StoreView:
         apath = self.abspath(path)
 
         def read(st: Store) -> Optional[str]:
-            conn = getattr(st, "_conn", None)
-            if conn is None:
-                return None
-            row = conn.execute("SELECT source_hash FROM profiles WHERE kernel=? AND file=? ORDER BY created_at DESC "
-                               "LIMIT 1", (kernel, apath)).fetchone()
+            row = st._conn.execute("SELECT source_hash FROM profiles WHERE kernel=? AND file=? ORDER BY created_at DESC "
+                                   "LIMIT 1", (kernel, apath)).fetchone()
             return row[0] if row else None
 
         return self._cached(path, "profile-src", (kernel, apath), read)
@@ -171,15 +158,10 @@ class StoreView:
 
     def close(self) -> None:
         for st in self._stores.values():
-            try:
+            with contextlib.suppress(Exception):
                 st.close()
-            except Exception:
-                pass
         self._stores.clear()
 
 
 def _hash_known(st: Store, module_hash: str) -> bool:
-    conn = getattr(st, "_conn", None)
-    if conn is None:
-        return True  # cannot tell: look each kernel up
-    return conn.execute("SELECT 1 FROM profiles WHERE source_hash=? LIMIT 1", (module_hash,)).fetchone() is not None
+    return st._conn.execute("SELECT 1 FROM profiles WHERE source_hash=? LIMIT 1", (module_hash,)).fetchone() is not None

@@ -12,18 +12,14 @@ from kernelband.profile.schema import Profile
 
 
 def num(v: object) -> Optional[float]:
-    if isinstance(v, bool) or v is None:
+    """A finite number from an int, a float or a numeric string; None for anything else (a bool too)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         return None
-    if isinstance(v, (int, float)):
+    try:
         f = float(v)
-        return f if math.isfinite(f) else None
-    if isinstance(v, str):
-        try:
-            f = float(v)
-            return f if math.isfinite(f) else None
-        except ValueError:
-            return None
-    return None
+    except ValueError:
+        return None
+    return f if math.isfinite(f) else None
 
 
 def result_time_ms(result: Optional[Result], module_hash: Optional[str] = None) -> Optional[float]:
@@ -91,14 +87,14 @@ def lens_summary(profile: Optional[Profile], result: Optional[Result], module_ha
 
 def speedup_phrase(result: Optional[Result]) -> Optional[str]:
     """`1.43x (95% CI 1.30–1.50x)`, or None without a speedup."""
-    return speedup_text(result.speedup, result.speedup_ci) if result is not None else None
-
-
-def speedup_text(speedup: object, ci: object) -> Optional[str]:
-    sp = num(speedup)
-    if sp is None:
+    sp = num(result.speedup) if result is not None else None
+    if result is None or sp is None:
         return None
-    text = f"{sp:.2f}x"
-    if isinstance(ci, (list, tuple)) and len(ci) == 2 and num(ci[0]) is not None and num(ci[1]) is not None:
-        text += f" (95% CI {num(ci[0]):.2f}–{num(ci[1]):.2f}x)"
-    return text
+    ci = ci_bounds(result.speedup_ci)
+    return f"{sp:.2f}x" + (f" (95% CI {ci[0]:.2f}–{ci[1]:.2f}x)" if ci else "")
+
+
+def ci_bounds(ci: object) -> Optional[tuple[float, float]]:
+    """(low, high) of a confidence interval given as two numbers; None otherwise."""
+    lo, hi = (num(ci[0]), num(ci[1])) if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
+    return (lo, hi) if lo is not None and hi is not None else None
