@@ -55,7 +55,7 @@ def module_code(tree: ast.Module) -> ModuleCode:
     nodes = list(ast.walk(tree))
     classes = [n for n in nodes if isinstance(n, ast.ClassDef)]
     # a class body's, or one given unseen (``Box.__gt__ = f``, a class made by type())
-    hidden = unseen(nodes)
+    hidden = unseen(tree, nodes)
     dunders = hidden.dunders | frozenset(name for c in classes for name in bound_directly(c.body)
                                          if name.startswith("__"))
     return ModuleCode(module_helpers(tree, nodes), _device_methods(tree, nodes, classes, dunders),

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import NamedTuple, Optional
+from typing import NamedTuple
+
+from .detect import import_bindings, resolve_chain
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 # every dunder a builtin type answers, and those the rule looks for that none of them defines
@@ -60,8 +62,8 @@ class Unseen(NamedTuple):
     hooks_torch: bool  # a tensor class of it may define a torch hook (then it answers every operator)
 
 
-def unseen(nodes: list[ast.AST]) -> Unseen:
-    """The builtins and dunders ``nodes`` (``ast.walk`` of a module) may bind unseen, and
+def unseen(tree: ast.Module, nodes: list[ast.AST]) -> Unseen:
+    """The builtins and dunders a module (``nodes``: its ``ast.walk``) may bind unseen, and
     whether a class of it may define a torch hook: one named anywhere (a class body, an
     attribute, a string), or a tensor class where names held in strings are bound or
     classes made unseen."""
@@ -70,75 +72,39 @@ def unseen(nodes: list[ast.AST]) -> Unseen:
     stored = [n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)]
     hooks = _hook_named(nodes) or (by_string or makes) and _tensor_class(nodes)
     rebound = BUILTIN_NAMES if by_string else frozenset(a for a in stored if a in BUILTIN_NAMES)
-    dunders = ALL_DUNDERS if by_string or makes or hooks or _inherits_unseen(nodes) else frozenset(
+    dunders = ALL_DUNDERS if by_string or makes or hooks or _inherits_unseen(tree, nodes) else frozenset(
         a for a in stored if a.startswith("__") and a.endswith("__"))
     return Unseen(rebound, dunders, hooks)
 
 
-def _inherits_unseen(nodes: list[ast.AST]) -> bool:
-    """Whether a class of the module has a base it does not show (``_plain_base``), class
-    keywords (a metaclass, ``__init_subclass__``'s arguments) or a class decorator that
-    is not one of ``_PLAIN_DECORATORS``."""
-    classes = [n for n in nodes if isinstance(n, ast.ClassDef)]
-    own = {c.name for c in classes}
-    imported = _imported_names(nodes)
+def _inherits_unseen(tree: ast.Module, nodes: list[ast.AST]) -> bool:
+    """Whether a class of the module has a base it does not show, class keywords (a
+    metaclass, ``__init_subclass__``'s arguments) or a class decorator that is neither
+    one of its own functions (what that stores is read: ``cls.__lt__ = f``) nor one of
+    ``_PLAIN_DECORATORS``."""
+    aliases, _, conflicts = import_bindings(tree)
     assigned = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-    return any(c.keywords or not all(_plain_base(b, own, imported, assigned) for b in c.bases)
-               or not all(_plain_decorator(d, imported) for d in c.decorator_list) for c in classes)
+    unsure = assigned | set(aliases)  # a name the module binds otherwise too
+    classes = [n for n in nodes if isinstance(n, ast.ClassDef)]
+    own_classes = {c.name for c in classes} - unsure
+    own_functions = {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} - unsure
+    builtin_types = _BUILTIN_TYPES - unsure
 
+    def plain(e: ast.expr, own: set[str], known: frozenset[str], builtin: frozenset[str]) -> bool:
+        if isinstance(e, ast.Subscript):  # Generic[T]
+            e = e.value
+        if isinstance(e, ast.Name) and (e.id in own or e.id in builtin):
+            return True
+        root = e
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        qualified = resolve_chain(e, aliases)
+        return qualified in known and isinstance(root, ast.Name) and root.id not in conflicts
 
-def _plain_decorator(decorator: ast.expr, imported: dict[str, str]) -> bool:
-    """``@dataclass``, ``@dataclass(order=True)``, ``@functools.total_ordering``... by
-    their imports. A decorator of the module's own is read where it stores what it adds
-    (``cls.__lt__ = f``: ``unseen``'s stored attributes); any other is not plain."""
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    dotted = _dotted(target)
-    if dotted is None:
-        return False
-    root, _, rest = dotted.partition(".")
-    if root not in imported:
-        return True  # the module's own function (or an unbound name, which fails at import)
-    return ".".join(p for p in (imported[root], rest) if p) in _PLAIN_DECORATORS
-
-
-def _plain_base(base: ast.expr, own: set[str], imported: dict[str, str], assigned: set[str]) -> bool:
-    """A base whose dunders the rule can read: a class of the module (its body is read), a
-    builtin type the module does not rebind, or one of ``_PLAIN_BASES`` by its import."""
-    if isinstance(base, ast.Subscript):  # Generic[T]
-        return _plain_base(base.value, own, imported, assigned)
-    dotted = _dotted(base)
-    if dotted is None:
-        return False  # a call, a conditional...: what it is cannot be read
-    root, _, rest = dotted.partition(".")
-    if not rest and root in own:
-        return True
-    if root in imported:
-        return ".".join(p for p in (imported[root], rest) if p) in _PLAIN_BASES
-    return not rest and root in _BUILTIN_TYPES and root not in assigned
-
-
-def _dotted(e: ast.expr) -> Optional[str]:
-    if isinstance(e, ast.Name):
-        return e.id
-    if isinstance(e, ast.Attribute):
-        inner = _dotted(e.value)
-        return f"{inner}.{e.attr}" if inner is not None else None
-    return None
-
-
-def _imported_names(nodes: list[ast.AST]) -> dict[str, str]:
-    """Each name an import binds, to what it names (``import torch.nn as nn``: nn ->
-    torch.nn; ``from torch.autograd import Function``: Function -> torch.autograd.Function;
-    ``import torch.nn``: torch -> torch)."""
-    names: dict[str, str] = {}
-    for n in nodes:
-        if isinstance(n, ast.Import):
-            for a in n.names:
-                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(n, ast.ImportFrom):
-            for a in n.names:
-                names[a.asname or a.name] = f"{'.' * n.level}{n.module or ''}.{a.name}".lstrip(".") if n.module else a.name
-    return names
+    return any(c.keywords or not all(plain(b, own_classes, _PLAIN_BASES, builtin_types) for b in c.bases)
+               or not all(plain(d.func if isinstance(d, ast.Call) else d, own_functions, _PLAIN_DECORATORS,
+                                frozenset()) for d in c.decorator_list)
+               for c in classes)
 
 
 def _hook_named(nodes: list[ast.AST]) -> bool:

@@ -246,6 +246,12 @@ _UNSEEN_BASE = {
     "an imported class decorator": "from ordering_base import ordered\n\n\n@ordered\nclass Box:\n" + _KEY_METHOD,
     "an imported decorator called": "import ordering_base\n\n\n@ordering_base.ordered(by='key')\nclass Box:\n"
                                     + _KEY_METHOD,
+    "a relative import named like a plain base": "from .typing import NamedTuple\n\n\nclass Box(NamedTuple):\n"
+                                                  + _KEY_METHOD,
+    "a decorator bound by assignment": ("import ordering_base\n\nordered = ordering_base.ordered\n\n\n@ordered\n"
+                                        "class Box:\n" + _KEY_METHOD),
+    "a module class's name rebound": ("import ordering_base\n\n\nclass Base:\n    pass\n\n\n"
+                                      "Base = ordering_base.Ordered\n\n\nclass Box(Base):\n" + _KEY_METHOD),
     "a module class over an imported base": ("from ordering_base import Ordered\n\n\nclass Base(Ordered):\n"
                                              "    pass\n\n\nclass Box(Base):\n" + _KEY_METHOD),
 }
