@@ -25,7 +25,8 @@ from .jobs import Frame, JobEndKind, JobFailed, VariantJob
 from .deadlines import search_run_timeout_s
 from .judge_derivation import wait_for_references
 from .judge_derived import candidate_steps
-from .judge_core import JudgeCore, Reference, add_frame_phase, add_phase, count_runs, deadline_s, gpu, sample_step
+from .judge_core import (JudgeCore, Reference, add_frame_phase, add_phase, count_runs, deadline_s, gpu, sample_step,
+                         timed_phase)
 from .lane_turns import Turn, timed_turns
 from .matched_runs import MatchedRuns
 from .messages import (Derived, DerivedOutputs, ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, Release,
@@ -205,9 +206,13 @@ class CandidateRun:
                 add_phase(self.ev.phases, "judge.gpu_lock_wait", t_judge - t_wait)
                 self.worst = judge_frame(self.judge, frame, self.ev, self.worst, self.history, self.matched)
                 t_compared = time.perf_counter()
-                self._check_reproducible(frame)
-                self._check_consistent(frame)
-                self._check_consistent_beyond(frame)
+                phases = self.ev.phases
+                with timed_phase(phases, "judge.across.reproducible"):
+                    self._check_reproducible(frame)
+                with timed_phase(phases, "judge.across.consistent"):
+                    self._check_consistent(frame)
+                with timed_phase(phases, "judge.across.consistent_beyond"):
+                    self._check_consistent_beyond(frame)
             t_end = time.perf_counter()
             # the comparison with the reference, then the checks across frames (reproducible,
             # as precise as the original): where a large output's seconds go
@@ -429,22 +434,26 @@ def judge_frame(judge: JudgeCore, frame: Frame[FrameMeta], ev: Evaluation, worst
     if isinstance(meta, DerivedOutputs):
         from .judge_derived import verdict_of
 
-        failed = verdict_of(judge, Frame(meta, frame.tree))
+        with timed_phase(ev.phases, "judge.compare.derived"):
+            failed = verdict_of(judge, Frame(meta, frame.tree))
         if failed is not None:
             raise Refusal(*failed)
         return worst
     if not isinstance(meta, (RunOutputs, ReplayOutputs)):
         return worst
-    tree = condense_locals(frame.tree)
+    with timed_phase(ev.phases, "judge.compare.condense"):
+        tree = condense_locals(frame.tree)
     if isinstance(meta, ReplayOutputs):
         if ref.replay_valid:
-            verdict = matched.compare(ref.outputs[(task.harness, task.seeds[0])], tree)
+            with timed_phase(ev.phases, "judge.compare.replay"):
+                verdict = matched.compare(ref.outputs[(task.harness, task.seeds[0])], tree)
             if not verdict.ok:
                 raise Refusal(Status.REJECTED, "trust: a replay of the timed launches does not reproduce the "
                                                f"outputs ({verdict.message}): the timing would not be of the checked work")
         return worst
     if meta.mode == "neutral":
-        _check_neutral(judge, meta.harness, meta, tree)
+        with timed_phase(ev.phases, "judge.compare.neutral"):
+            _check_neutral(judge, meta.harness, meta, tree)
         return worst
     stats = _judge_outputs(judge, meta, tree, ev, history or CallHistory(), matched)
     return stats if worst is None or stats.rel_l2 >= worst.rel_l2 else worst
@@ -463,9 +472,12 @@ def _judge_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any, ev: Evaluation
         raise Refusal(Status.REJECTED, f"the variant never launches {task.kernel} in {h} (it launched: {seen}); "
                                        "a torch fallback is not a kernel")
     _check_streams(judge, meta, where)
-    _check_inputs_of_launches(judge, tree, meta, where)
-    _check_stale(judge, history, h, tree, where, meta.kept)
-    verdict = matched.compare(judge.ref.outputs[(h, seed)], tree)
+    with timed_phase(ev.phases, "judge.compare.launch_inputs"):
+        _check_inputs_of_launches(judge, tree, meta, where)
+    with timed_phase(ev.phases, "judge.compare.stale"):
+        _check_stale(judge, history, h, tree, where, meta.kept)
+    with timed_phase(ev.phases, "judge.compare.outputs"):
+        verdict = matched.compare(judge.ref.outputs[(h, seed)], tree)
     if not verdict.ok:
         ev.errors = verdict.stats
         prefix = "after timing, " if meta.again else ""
@@ -476,7 +488,8 @@ def _judge_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any, ev: Evaluation
         raise Refusal(Status.MISMATCH, f"{prefix}{where}: {verdict.message}")
     if h == task.harness and seed == task.seeds[0] and not meta.again:
         ev.launches = launches
-    _check_precision(judge, h, seed, tree)
+    with timed_phase(ev.phases, "judge.compare.precision"):
+        _check_precision(judge, h, seed, tree)
     return verdict.stats
 
 

@@ -11,13 +11,14 @@ by one thread at a time.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 import torch
 
@@ -420,6 +421,18 @@ def add_frame_phase(phases: dict[str, float], frame: Frame[FrameMeta], t0: float
 
 def add_phase(phases: dict[str, float], name: str, seconds: float) -> None:
     phases[name] = round(phases.get(name, 0.0) + max(seconds, 0.0), 6)
+
+
+@contextlib.contextmanager
+def timed_phase(phases: Optional[dict[str, float]], name: str) -> Iterator[None]:
+    """The seconds of the block into ``phases[name]`` (host wall time: each check ends in
+    a synchronisation, so its GPU work is inside)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        if phases is not None:
+            add_phase(phases, name, time.perf_counter() - t0)
 
 
 def phase_of(frame: Frame[FrameMeta]) -> str:

@@ -1,0 +1,159 @@
+"""What the judge's checks of one outputs frame cost on the GPU, alone and beside other
+GPU work: the comparison with the reference, the consistency deviations, the precision
+check against a float64 rerun, a fingerprint and a change mask, each on a production-size
+output, read both from the judge's own memory and through CUDA IPC from another process
+(as the judge reads a candidate's outputs). On a GPU:
+
+    python benchmarks/judge_compare_probe.py OUT.json
+
+"4 threads" runs each check in four threads of the probe at once (the judge's threads,
+one per candidate in flight, share one Python process). "busy" runs each check while another process keeps the GPU busy with a stream of
+elementwise kernels (a candidate's harness run beside the judge): the seconds a check
+loses to the GPU's time slicing between processes. Prints a table; the rows go to OUT.json.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from kernelband.worker import checks, compare, cuda_ipc, observe  # noqa: E402
+
+REPEATS = 5
+
+_CHILD = r"""
+import sys, time, torch
+sys.path.insert(0, sys.argv[1])
+from kernelband.worker import cuda_ipc
+mode, numel, dtype = sys.argv[2], int(sys.argv[3]), getattr(torch, sys.argv[4])
+if mode == "share":  # a tensor the parent reads through IPC, as the judge reads a variant's
+    torch.manual_seed(1)
+    t = torch.randn(numel, device="cuda").to(dtype)
+    torch.cuda.synchronize()
+    e = cuda_ipc.export(t)
+    print(e.handle, e.offset, flush=True)
+    sys.stdin.readline()
+else:  # keep the GPU busy until stdin closes (another candidate's runs)
+    import os, threading
+    x = torch.ones(1 << 27, device="cuda")
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    print("busy", flush=True)
+    while not stop.is_set():
+        for _ in range(50):
+            x.mul_(1.0000001)
+        torch.cuda.synchronize()
+"""
+
+
+def _child(mode: str, numel: int = 0, dtype: str = "float16") -> tuple[subprocess.Popen, str]:
+    p = subprocess.Popen([sys.executable, "-c", _CHILD, str(REPO), mode, str(numel), dtype],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    return p, p.stdout.readline().strip()
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    fn()  # warm (allocator, kernels' first launch)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _timed_threads(fn: Callable[[], Any], threads: int = 4) -> float:
+    """The median wall time of ``fn`` while ``threads`` threads of this process run it at
+    once (the judge checks several candidates' frames in threads of one process)."""
+    fn()
+    torch.cuda.synchronize()
+    times: list[float] = []
+
+    def worker() -> None:
+        for _ in range(REPEATS):
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return statistics.median(times)
+
+
+def _checks(ref: torch.Tensor, out: torch.Tensor, high: torch.Tensor) -> dict[str, Callable[[], Any]]:
+    ref_tree = {"returned": ref, "written": {"k.y": [ref]}}
+    out_tree = {"returned": out, "written": {"k.y": [out]}}
+    gib = ref.numel() * ref.element_size() / 2**30
+    return {
+        "read once (sum)": lambda: out.sum(dtype=torch.float32).item(),
+        "compare_outputs": lambda: compare.compare_outputs(ref_tree, out_tree),
+        "deviations": lambda: checks.deviations(ref_tree, out_tree),
+        "error_against (float64 high)": lambda: checks.error_against(high, out),
+        "fingerprint": lambda: observe.fingerprint(out),
+        "change_mask": lambda: checks.change_masks(ref_tree, out_tree),
+        "clone (snapshot)": lambda: out.clone(),
+        "_gib": lambda: gib,
+    }
+
+
+def main() -> int:
+    dest = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+    rows: list[dict[str, Any]] = []
+    for numel, dtype in ((128 << 20, "float16"), (256 << 20, "float32")):
+        torch.manual_seed(0)
+        ref = torch.randn(numel, device="cuda").to(getattr(torch, dtype))
+        high = ref.to(torch.float64)
+        sharer, line = _child("share", numel, dtype)
+        handle, offset = line.split()
+        alloc = cuda_ipc.ImportedAllocation(handle, 0)
+        nbytes = numel * ref.element_size()
+        ipc_out = alloc.view(int(offset), nbytes).view(ref.dtype)
+        own_out = ipc_out.clone()
+        for where, out in (("own", own_out), ("ipc", ipc_out)):
+            for load in ("idle", "busy", "4 threads"):
+                busy = _child("busy")[0] if load == "busy" else None
+                try:
+                    for name, fn in _checks(ref, out, high).items():
+                        if name.startswith("_"):
+                            continue
+                        s = _timed_threads(fn) if load == "4 threads" else _timed(fn)
+                        row = {"dtype": dtype, "mib": nbytes >> 20, "memory": where, "load": load, "check": name,
+                               "seconds": round(s, 5)}
+                        rows.append(row)
+                        print(json.dumps(row), flush=True)
+                finally:
+                    if busy is not None:
+                        busy.communicate("\n", timeout=30)
+        alloc.close()
+        sharer.communicate("\n", timeout=30)
+        del ref, high, own_out
+        torch.cuda.empty_cache()
+    print(f"\n{'output':>16} {'memory':>6} {'load':>5} {'check':>30} {'ms':>9}")
+    for r in rows:
+        print(f"{r['mib']:>10} MiB {r['dtype'][5:]:>4} {r['memory']:>6} {r['load']:>5} {r['check']:>30} "
+              f"{1e3 * r['seconds']:9.2f}")
+    if dest is not None:
+        dest.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                    "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
