@@ -1,19 +1,23 @@
 """What the judge's checks of one outputs frame cost on the GPU, alone and beside other
 GPU work: the comparison with the reference, the consistency deviations, the precision
 check against a float64 rerun, a fingerprint and a change mask, each on a production-size
-output, read both from the judge's own memory and through CUDA IPC from another process
-(as the judge reads a candidate's outputs). On a GPU:
+output read through CUDA IPC from another process (as the judge reads a candidate's
+outputs), by the torch path and by the fused kernels (``kernelband/worker/fused_checks``).
+On a GPU:
 
     python benchmarks/judge_compare_probe.py OUT.json
 
 "4 threads" runs each check in four threads of the probe at once (the judge's threads,
-one per candidate in flight, share one Python process). "busy" runs each check while another process keeps the GPU busy with a stream of
-elementwise kernels (a candidate's harness run beside the judge): the seconds a check
-loses to the GPU's time slicing between processes. Prints a table; the rows go to OUT.json.
+one per candidate in flight, share one Python process). "busy" runs each check while
+another process keeps the GPU busy with a stream of elementwise kernels (a candidate's
+harness run beside the judge): the seconds a check loses to the GPU's time slicing
+between processes. "first call" is a fused check's first call in the process: its
+kernels' compile. Prints a table; the rows go to OUT.json.
 """
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -113,6 +117,25 @@ def _checks(ref: torch.Tensor, out: torch.Tensor, high: torch.Tensor) -> dict[st
     }
 
 
+def _first_calls(ref: torch.Tensor, out: torch.Tensor, high: torch.Tensor) -> list[dict[str, Any]]:
+    """Seconds of each fused check's first call in this process: its kernels' compile into
+    the judge's own (empty) cache, once per judge process and dtype."""
+    rows = []
+    for name, fn in _checks(ref, out, high).items():
+        if name.startswith("_") or name in PLAIN:
+            continue
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        rows.append({"dtype": str(ref.dtype)[6:], "mib": ref.numel() * ref.element_size() >> 20, "memory": "ipc",
+                     "load": "first call", "path": "fused", "check": name,
+                     "seconds": round(time.perf_counter() - t0, 5)})
+    return rows
+
+
+PLAIN = ("read once (sum)", "clone (snapshot)", "change_mask")  # no fused path: timed once
+
+
 def main() -> int:
     dest = Path(sys.argv[1]) if len(sys.argv) > 1 else None
     rows: list[dict[str, Any]] = []
@@ -124,34 +147,38 @@ def main() -> int:
         handle, offset = line.split()
         alloc = cuda_ipc.ImportedAllocation(handle, 0)
         nbytes = numel * ref.element_size()
-        ipc_out = alloc.view(int(offset), nbytes).view(ref.dtype)
-        own_out = ipc_out.clone()
-        for where, out in (("own", own_out), ("ipc", ipc_out)):
-            for load in ("idle", "busy", "4 threads"):
-                busy = _child("busy")[0] if load == "busy" else None
-                try:
+        out = alloc.view(int(offset), nbytes).view(ref.dtype)
+        os.environ["KERNELBAND_FUSED_CHECKS"] = "1"
+        for row in _first_calls(ref, out, high):
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        for load in ("idle", "busy", "4 threads"):
+            busy = _child("busy")[0] if load == "busy" else None
+            try:
+                for path in ("torch", "fused"):
+                    os.environ["KERNELBAND_FUSED_CHECKS"] = "1" if path == "fused" else "0"
                     for name, fn in _checks(ref, out, high).items():
-                        if name.startswith("_"):
+                        if name.startswith("_") or (name in PLAIN and path == "fused"):
                             continue
                         s = _timed_threads(fn) if load == "4 threads" else _timed(fn)
-                        row = {"dtype": dtype, "mib": nbytes >> 20, "memory": where, "load": load, "check": name,
-                               "seconds": round(s, 5)}
+                        row = {"dtype": dtype[5:], "mib": nbytes >> 20, "memory": "ipc", "load": load,
+                               "path": path if name not in PLAIN else "-", "check": name, "seconds": round(s, 5)}
                         rows.append(row)
                         print(json.dumps(row), flush=True)
-                finally:
-                    if busy is not None:
-                        busy.communicate("\n", timeout=30)
+            finally:
+                if busy is not None:
+                    busy.communicate("\n", timeout=30)
         alloc.close()
         sharer.communicate("\n", timeout=30)
-        del ref, high, own_out
+        del ref, high, out
         torch.cuda.empty_cache()
-    print(f"\n{'output':>16} {'memory':>6} {'load':>5} {'check':>30} {'ms':>9}")
+    print(f"\n{'output':>12} {'load':>10} {'path':>5} {'check':>30} {'ms':>9}")
     for r in rows:
-        print(f"{r['mib']:>10} MiB {r['dtype'][5:]:>4} {r['memory']:>6} {r['load']:>5} {r['check']:>30} "
+        print(f"{r['mib']:>6} MiB {r['dtype']:>3} {r['load']:>10} {r['path']:>5} {r['check']:>30} "
               f"{1e3 * r['seconds']:9.2f}")
     if dest is not None:
         dest.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                    "rows": rows}, indent=1))
+                                    "commit": os.environ.get("KERNELBAND_BENCH_COMMIT"), "rows": rows}, indent=1))
     return 0
 
 

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Optional, TypeVar, Union
 
 import torch
 
+from . import fused_checks
 from .compare import chunk_pairs
 
 Mask = Union[torch.Tensor, bool]
@@ -168,6 +169,11 @@ def unproduced(ref: Any, masks: dict[str, Mask], neutral: Any) -> Optional[str]:
 def error_against(high: torch.Tensor, x: torch.Tensor) -> ErrorStats:
     """The error of ``x`` against the higher-precision ``high``, over elements finite in
     both, computed in slices."""
+    fused = fused_checks.diff_stats(high, x)
+    if fused is not None:
+        count, err_sq, ref_sq, max_abs, max_ref = fused
+        rel = math.sqrt(err_sq) / math.sqrt(ref_sq) if ref_sq > 0 else (0.0 if err_sq == 0 else math.inf)
+        return ErrorStats(rel, max_abs, max_ref, count)
     err_sq = ref_sq = 0.0
     max_abs = max_ref = 0.0
     count = 0
@@ -232,17 +238,26 @@ def deviations(ref: Any, out: Any) -> dict[str, tuple[torch.dtype, float]]:
             if (id(r), id(o)) in measured:
                 result[path] = (r.dtype, measured[(id(r), id(o))])
                 continue
-            sums = None
-            for rr, oo in chunk_pairs(r, o, torch.float64):
-                ok = torch.isfinite(rr) & torch.isfinite(oo)
-                zero = torch.zeros((), dtype=torch.float64, device=rr.device)
-                d, kept = torch.where(ok, oo - rr, zero), torch.where(ok, rr, zero)
-                part_sums = torch.stack([(d * d).sum(), (kept * kept).sum()])
-                sums = part_sums if sums is None else sums + part_sums
-            e, m = (sums.tolist() if sums is not None else (0.0, 0.0))
+            e, m = _squared_sums(r, o)
             measured[(id(r), id(o))] = math.sqrt(e) / math.sqrt(m) if m > 0 else (0.0 if e == 0 else math.inf)
             result[path] = (r.dtype, measured[(id(r), id(o))])
     return result
+
+
+def _squared_sums(r: torch.Tensor, o: torch.Tensor) -> tuple[float, float]:
+    """Over elements finite in both, in float64: the sums of (o - r)**2 and of r**2."""
+    fused = fused_checks.diff_stats(r, o)
+    if fused is not None:
+        return fused[1], fused[2]
+    sums = None
+    for rr, oo in chunk_pairs(r, o, torch.float64):
+        ok = torch.isfinite(rr) & torch.isfinite(oo)
+        zero = torch.zeros((), dtype=torch.float64, device=rr.device)
+        d, kept = torch.where(ok, oo - rr, zero), torch.where(ok, rr, zero)
+        part_sums = torch.stack([(d * d).sum(), (kept * kept).sum()])
+        sums = part_sums if sums is None else sums + part_sums
+    e, m = sums.tolist() if sums is not None else (0.0, 0.0)
+    return float(e), float(m)
 
 
 def consistency_bound(dtype: torch.dtype, at_seed0: float, original_error: float) -> float:

@@ -13,6 +13,7 @@ from typing import Any, Iterator, Optional
 import torch
 
 from ..model import ErrorStats
+from . import fused_checks
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,9 @@ def _float_stats(ref: torch.Tensor, out: torch.Tensor, tol: "Tolerance", tol_sca
     elements outside the tolerance, max abs and max relative error, and the sums of
     squares of the error and of the reference (in float64). Elementwise work runs in the
     data's own precision (float32 for half types), float64 only for float64 data."""
+    fused = fused_checks.float_stats(ref, out, tol_scale * tol.atol, tol_scale * tol.rtol, tol.atol)
+    if fused is not None:
+        return fused
     dev = work_device(ref, out)
     compute = torch.float64 if ref.dtype == torch.float64 else torch.float32
     counts = torch.zeros(4, dtype=torch.int64, device=dev)  # nan_diff, unwritten, inf_bad, bad

@@ -80,6 +80,9 @@ def main() -> int:
         return _serve(service.serve, proto)
     finally:
         service.close()
+        from .fused_checks import remove_private_cache
+
+        remove_private_cache()
 
 
 def _answer(serve: Callable[[Request], object], op: object, body: dict[str, object]) -> Answer:

@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 import torch
 
+from . import fused_checks
 from .wire import WireObject
 
 LOCAL_DATA_MAX_BYTES = 64 << 20  # a larger harness-local input is kept and compared as a fingerprint
@@ -40,9 +41,12 @@ def fingerprint(t: torch.Tensor) -> tuple[int, int]:
     n = raw.numel()
     if n == 0:
         return (0, 0)
+    weights = _weights(raw.device)
+    fused = fused_checks.fingerprint_sums(raw, weights, _salts(raw.device, n), _FP_CHUNK) if raw.is_cuda else None
+    if fused is not None:
+        return (fused[0] & _MASK64, fused[1] & _MASK64)
     s1 = torch.zeros((), dtype=torch.int64, device=raw.device)
     s2 = torch.zeros((), dtype=torch.int64, device=raw.device)
-    weights = _weights(raw.device)
     for k, start in enumerate(range(0, n, _FP_CHUNK)):
         part = raw[start:start + _FP_CHUNK].to(torch.int64)
         s1 += part.sum()
@@ -52,6 +56,7 @@ def fingerprint(t: torch.Tensor) -> tuple[int, int]:
 
 _KEY = secrets.randbits(64)  # this judge process's: no variant process ever sees it
 _WEIGHTS: dict[torch.device, torch.Tensor] = {}
+_SALTS: dict[torch.device, torch.Tensor] = {}
 
 
 def _signed(x: int) -> int:
@@ -70,6 +75,17 @@ def _mix(x: int) -> int:
 def _salt(chunk: int) -> int:
     """What the weights of the ``chunk``-th slice are XORed with (even: they stay odd)."""
     return _signed(_mix(_KEY ^ _mix(chunk + 1)) & ~1)
+
+
+def _salts(device: torch.device, n: int) -> torch.Tensor:
+    """``_salt(k)`` for each ``_FP_CHUNK``-element slice of ``n`` elements, on ``device``
+    (kept, and grown as larger tensors come)."""
+    chunks = -(-n // _FP_CHUNK)
+    have = _SALTS.get(device)
+    if have is None or have.numel() < chunks:
+        have = _SALTS[device] = torch.tensor([_salt(k) for k in range(max(chunks, 64))], dtype=torch.int64,
+                                             device=device)
+    return have
 
 
 def _weights(device: torch.device) -> torch.Tensor:

@@ -1,0 +1,182 @@
+"""The judge's passes over a large output as one Triton kernel each, on the GPU.
+
+Written with torch operations, a comparison of a 256 MiB fp16 output took 16 ms on an
+idle H200 (about thirty kernels over each 16M-element slice, float64 copies included)
+and twice that beside another process's GPU work, where each of its host
+synchronisations waits for the GPU to switch to the judge; the float64 precision check
+took 18 ms idle and 190 ms beside other work (a synchronisation per statistic per slice).
+A single read of that output takes 0.1 ms (benchmarks/results/judge_compare/). Each
+kernel here reads its inputs once, accumulates per program, and the per-program partial
+results are reduced by torch and read back with one synchronisation.
+
+The statistics are the torch path's (``compare._float_stats``, ``checks.error_against``,
+``checks.deviations``, ``observe.fingerprint``), computed in the same precision; only
+the order of float summation differs (a last-bit difference in a relative L2 error).
+Fingerprints are sums that wrap modulo 2**64: bit for bit equal to the torch path's.
+
+The kernels compile into a folder this judge process makes for itself (``_use_private_cache``):
+no file a variant process could have written is ever loaded as the judge's code.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+from typing import Any, Optional
+
+import torch
+
+_ENV = "KERNELBAND_FUSED_CHECKS"  # "0": the torch path everywhere (an A/B of this module)
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_INTS = (torch.uint8, torch.int16, torch.int32, torch.int64)
+_BLOCK = 1024
+_MAX_PROGRAMS = 1024  # partial results per kernel (each program strides over the tensor)
+
+_kernels: Optional[Any] = None
+_lock = threading.Lock()
+_cache_dir: Optional[str] = None
+
+
+def _use_private_cache() -> None:
+    """Point this process's Triton cache at a new folder of its own (mode 0700) before the
+    judge compiles its kernels: they are compiled there, never loaded from a cache that a
+    variant process could have written. Variant processes are given their own cache
+    folders in their environment (``jobs.VariantJob.spawn``)."""
+    global _cache_dir
+    if _cache_dir is None:
+        _cache_dir = tempfile.mkdtemp(prefix="kernelband-judge-triton-")
+        os.environ["TRITON_CACHE_DIR"] = _cache_dir
+
+
+def remove_private_cache() -> None:
+    """The judge's compiled kernels, at its exit."""
+    global _cache_dir
+    with _lock:
+        if _cache_dir is not None:
+            shutil.rmtree(_cache_dir, ignore_errors=True)
+            _cache_dir = None
+
+
+def enabled() -> bool:
+    return os.environ.get(_ENV, "1") != "0"
+
+
+def usable(*tensors: torch.Tensor) -> bool:
+    """Whether the fused kernels can read these tensors: all on one CUDA device."""
+    if not enabled() or not tensors or not all(t.is_cuda for t in tensors):
+        return False
+    return len({t.device for t in tensors}) == 1 and _load() is not None
+
+
+def _load() -> Optional[Any]:
+    global _kernels
+    with _lock:
+        if _kernels is None:
+            _use_private_cache()
+            try:
+                from . import fused_kernels
+            except ImportError:  # pragma: no cover - no Triton: the torch path
+                _kernels = False
+            else:
+                _kernels = fused_kernels
+        return _kernels or None
+
+
+def _kernel_module() -> Any:
+    k = _load()
+    if k is None:  # pragma: no cover - callers asked ``usable`` first
+        raise RuntimeError("Triton is not importable: the fused checks cannot run")
+    return k
+
+
+def _on(device: torch.device) -> Any:
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    # the kernels read flat memory: a strided view (a 1-D one too) is copied first
+    return t.detach().reshape(-1).contiguous()
+
+
+def _grid(n: int) -> int:
+    return max(1, min(_MAX_PROGRAMS, -(-n // _BLOCK)))
+
+
+def float_stats(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, clamp: float
+                ) -> Optional[tuple[int, int, int, int, float, float, float, float]]:
+    """``compare._float_stats`` in one kernel: (NaN positions that differ, of them NaN only
+    in ``out``, Inf positions or signs that differ, elements outside ``atol + rtol *
+    |ref|``, max abs error, max relative error (|ref| clamped below at ``clamp``), sum of
+    squared errors, sum of squared references), over elements finite in both for the
+    errors. None where the kernels cannot read the tensors."""
+    if ref.dtype not in _FLOATS or out.dtype != ref.dtype or not usable(ref, out):
+        return None
+    return run_float_stats(ref, out, atol, rtol, clamp)
+
+
+def run_float_stats(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, clamp: float
+                    ) -> tuple[int, int, int, int, float, float, float, float]:
+    """``float_stats`` without the checks of where the tensors are (the tests run it under
+    Triton's interpreter, on the host)."""
+    k = _kernel_module()
+    a, b = _flat(ref), _flat(out)
+    n = a.numel()
+    programs = _grid(n)
+    counts = torch.empty((programs, 4), dtype=torch.int64, device=a.device)
+    maxima = torch.empty((programs, 2), dtype=torch.float64, device=a.device)
+    sums = torch.empty((programs, 2), dtype=torch.float64, device=a.device)
+    with _on(a.device):
+        k.float_stats_kernel[(programs,)](a, b, counts, maxima, sums, n, float(atol), float(rtol), float(clamp),
+                                          BLOCK=_BLOCK, WIDE=ref.dtype == torch.float64)
+    c, m, s = counts.sum(0), maxima.amax(0), sums.sum(0)
+    values = torch.cat([c.to(torch.float64), m, s]).tolist()  # one synchronisation
+    return (int(values[0]), int(values[1]), int(values[2]), int(values[3]), float(values[4]), float(values[5]),
+            float(values[6]), float(values[7]))
+
+
+def diff_stats(ref: torch.Tensor, out: torch.Tensor) -> Optional[tuple[int, float, float, float, float]]:
+    """Over elements finite in both, in float64: (their count, sum of (out - ref)**2, sum
+    of ref**2, max |out - ref|, max |ref|). ``checks.error_against`` (``ref`` a float64
+    rerun) and ``checks.deviations`` in one kernel. None where the kernels cannot read them."""
+    if ref.dtype not in _FLOATS or out.dtype not in _FLOATS or not usable(ref, out):
+        return None
+    return run_diff_stats(ref, out)
+
+
+def run_diff_stats(ref: torch.Tensor, out: torch.Tensor) -> tuple[int, float, float, float, float]:
+    k = _kernel_module()
+    a, b = _flat(ref), _flat(out)
+    n = a.numel()
+    programs = _grid(n)
+    counts = torch.empty((programs,), dtype=torch.int64, device=a.device)
+    sums = torch.empty((programs, 2), dtype=torch.float64, device=a.device)
+    maxima = torch.empty((programs, 2), dtype=torch.float64, device=a.device)
+    with _on(a.device):
+        k.diff_stats_kernel[(programs,)](a, b, counts, sums, maxima, n, BLOCK=_BLOCK)
+    values = torch.cat([counts.sum().to(torch.float64).reshape(1), sums.sum(0), maxima.amax(0)]).tolist()
+    return int(values[0]), float(values[1]), float(values[2]), float(values[3]), float(values[4])
+
+
+def fingerprint_sums(raw: torch.Tensor, weights: torch.Tensor, salts: torch.Tensor, chunk: int
+                     ) -> Optional[tuple[int, int]]:
+    """``observe.fingerprint``'s two wrapping int64 sums over ``raw`` (an integer view of
+    the tensor's bytes): the plain sum, and the sum of each element times ``weights[i %
+    chunk] ^ salts[i // chunk]``. None where the kernels cannot read it."""
+    if raw.dtype not in _INTS or not usable(raw, weights, salts):
+        return None
+    return run_fingerprint_sums(raw, weights, salts, chunk)
+
+
+def run_fingerprint_sums(raw: torch.Tensor, weights: torch.Tensor, salts: torch.Tensor, chunk: int
+                         ) -> tuple[int, int]:
+    k = _kernel_module()
+    flat = _flat(raw)
+    n = flat.numel()
+    programs = _grid(n)
+    parts = torch.empty((programs, 2), dtype=torch.int64, device=flat.device)
+    with _on(flat.device):
+        k.fingerprint_kernel[(programs,)](flat, weights, salts, parts, n, CHUNK=chunk, BLOCK=_BLOCK)
+    s1, s2 = parts.sum(0).tolist()  # int64 sums wrap as the torch path's do
+    return int(s1), int(s2)
