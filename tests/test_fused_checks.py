@@ -140,3 +140,24 @@ def test_the_judges_kernels_compile_in_a_folder_of_their_own(tmp_path: Path) -> 
     assert Path(folder) != poisoned and not Path(folder).is_relative_to(poisoned)
     assert int(mode, 8) & (stat.S_IRWXG | stat.S_IRWXO) == 0
     assert exists == "False"
+
+
+def test_a_kernel_that_does_not_compile_leaves_the_torch_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Triton whose compiler rejects the kernels must not stop the judge: the check
+    answers None (its caller takes the torch path) and the kernels stay off; a CUDA error
+    is not a compile error and goes up (the context is broken)."""
+    from kernelband.worker import fused_checks
+
+    monkeypatch.setattr(fused_checks, "_kernels", object())
+
+    def no_compile() -> None:
+        raise RuntimeError("PassManager::run failed")
+
+    assert fused_checks._guarded(no_compile) is None
+    assert fused_checks._kernels is False and fused_checks._load() is None
+
+    def broken_context() -> None:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    with pytest.raises(RuntimeError, match="CUDA error"):
+        fused_checks._guarded(broken_context)

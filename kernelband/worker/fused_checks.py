@@ -24,10 +24,13 @@ import os
 import shutil
 import tempfile
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 import torch
 
+from ..trace import mark
+
+_R = TypeVar("_R")
 _ENV = "KERNELBAND_FUSED_CHECKS"  # "0": the torch path everywhere (an A/B of this module)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INTS = (torch.uint8, torch.int16, torch.int32, torch.int64)
@@ -84,6 +87,21 @@ def _load() -> Optional[Any]:
         return _kernels or None
 
 
+def _guarded(run: Callable[[], _R]) -> Optional[_R]:
+    """``run()``, or None (the torch path, from then on) where the kernels do not compile
+    on this Triton: a judge whose fast path fails still judges."""
+    global _kernels
+    try:
+        return run()
+    except Exception as e:  # noqa: BLE001 - a compile error of any kind
+        if "CUDA error" in str(e):
+            raise  # the context is broken: no other path can go on with it
+        with _lock:
+            _kernels = False
+        mark("judge.fused_checks_off", reason=f"{type(e).__name__}: {str(e)[:300]}")
+        return None
+
+
 def _kernel_module() -> Any:
     k = _load()
     if k is None:  # pragma: no cover - callers asked ``usable`` first
@@ -113,7 +131,7 @@ def float_stats(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, 
     errors. None where the kernels cannot read the tensors."""
     if ref.dtype not in _FLOATS or out.dtype != ref.dtype or not usable(ref, out):
         return None
-    return run_float_stats(ref, out, atol, rtol, clamp)
+    return _guarded(lambda: run_float_stats(ref, out, atol, rtol, clamp))
 
 
 def run_float_stats(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, clamp: float
@@ -142,7 +160,7 @@ def diff_stats(ref: torch.Tensor, out: torch.Tensor) -> Optional[tuple[int, floa
     rerun) and ``checks.deviations`` in one kernel. None where the kernels cannot read them."""
     if ref.dtype not in _FLOATS or out.dtype not in _FLOATS or not usable(ref, out):
         return None
-    return run_diff_stats(ref, out)
+    return _guarded(lambda: run_diff_stats(ref, out))
 
 
 def run_diff_stats(ref: torch.Tensor, out: torch.Tensor) -> tuple[int, float, float, float, float]:
@@ -166,7 +184,7 @@ def fingerprint_sums(raw: torch.Tensor, weights: torch.Tensor, salts: torch.Tens
     chunk] ^ salts[i // chunk]``. None where the kernels cannot read it."""
     if raw.dtype not in _INTS or not usable(raw, weights, salts):
         return None
-    return run_fingerprint_sums(raw, weights, salts, chunk)
+    return _guarded(lambda: run_fingerprint_sums(raw, weights, salts, chunk))
 
 
 def run_fingerprint_sums(raw: torch.Tensor, weights: torch.Tensor, salts: torch.Tensor, chunk: int
