@@ -161,3 +161,39 @@ def test_a_kernel_that_does_not_compile_leaves_the_torch_path(monkeypatch: pytes
 
     with pytest.raises(RuntimeError, match="CUDA error"):
         fused_checks._guarded(broken_context)
+
+
+def test_a_new_kernel_is_compiled_under_the_lock_once_then_launched_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight candidates' threads whose frames need the same new kernel at once: the first
+    launch of a specialization holds the compile lock (the others wait for it, and find
+    it compiled), later launches do not take it; a warm-up only compiles."""
+    import threading
+
+    import torch
+
+    from kernelband.worker import fused_checks
+
+    monkeypatch.setattr(fused_checks, "_compiled", set())
+    calls: list[tuple[str, bool]] = []
+
+    class Kernel:
+        def __getitem__(self, grid: tuple[int]):  # noqa: ANN204 - Triton's launch syntax
+            return lambda *args, **kw: calls.append(("launch", fused_checks._compile_lock.locked()))
+
+        def warmup(self, *args, grid: tuple[int], **kw) -> None:  # noqa: ANN003
+            calls.append(("warmup", fused_checks._compile_lock.locked()))
+
+    kernel = Kernel()
+    x = torch.zeros(16)
+    threads = [threading.Thread(target=fused_checks._launch, args=(kernel, 1, (x, x, 16), {"BLOCK": 8}))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 8 and calls[0] == ("launch", True)
+    fused_checks._launch(kernel, 1, (x, x, 16), {"BLOCK": 8})
+    assert calls[-1] == ("launch", False)  # compiled: no lock
+    fused_checks._launch(kernel, 1, (x.half(), x.half(), 16), {"BLOCK": 8}, warmup=True)
+    assert calls[-1] == ("warmup", True)  # another dtype: compiled under the lock, not run
+    assert fused_checks.warm(torch.device("cpu")) is None  # the host: the torch path, nothing to compile

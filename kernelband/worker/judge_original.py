@@ -14,7 +14,7 @@ import torch
 from ..model import Baseline, Task
 from ..profile.schema import Profile
 from ..trace import mark
-from . import checks
+from . import checks, fused_checks
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
 from .jobs import Frame, JobFailed, VariantJob
 from .lane_turns import LaneLevel
@@ -76,6 +76,8 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     """Run the original in a variant process and keep what the judge needs of it; keep
     that process as the reference lane when two runs of the harness fit on the GPU."""
     task = req.task
+    if not judge.interpreted and torch.cuda.is_available():
+        fused_checks.warm(torch.device("cuda", torch.cuda.current_device()))  # compiles while the original runs
     judge.close_lane()
     judge.spares.close()
     judge.task = task
