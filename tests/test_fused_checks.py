@@ -2,8 +2,9 @@
 torch path they replace on a GPU, on values chosen to split the two: NaNs of other
 payloads, signed zeros and infinities, subnormals, differences that overflow, tensors
 that are not contiguous, sizes off the block and the fingerprint's slice boundaries. The
-kernels run under Triton's interpreter (a process of their own: the interpreter is chosen
-when the kernels are defined), the torch path on the host."""
+kernels run under Triton's interpreter on the host (a process of their own: the
+interpreter is chosen when the kernels are defined), and compiled on a GPU where there
+is one; the torch path beside them on the same device."""
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ import json, math, os, sys
 import torch
 from kernelband.worker import checks, compare, fused_checks, observe
 
+DEV = sys.argv[1]
 torch.manual_seed(0)
 out = {"float": [], "diff": [], "fingerprint": [], "verdicts": []}
 
@@ -42,7 +44,7 @@ def awkward(n, dtype):
     o[(7 * 37) % n] = -info.max              # max - (-max) overflows
     raw = o.view(torch.int16 if o.element_size() == 2 else torch.int32 if o.element_size() == 4 else torch.int64)
     raw[(0 * 37) % n] = raw[(0 * 37) % n] ^ 1  # a NaN with another payload
-    return r, o
+    return r.to(DEV), o.to(DEV)
 
 
 for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
@@ -66,7 +68,7 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
 chunk = observe._FP_CHUNK
 for dtype, n in ((torch.int16, chunk + 3001), (torch.uint8, 2 * chunk + 5), (torch.int32, 4097), (torch.int64, 999)):
     x = torch.randint(-2**15 if dtype != torch.uint8 else 0, 2**15 if dtype != torch.uint8 else 256, (n,), dtype=torch.int64)
-    x = x.to(dtype)
+    x = x.to(dtype).to(DEV)
     x[-1] = 0 if dtype == torch.uint8 else -1  # a negative value: sign extension
     if dtype == torch.int64:
         x[0] = 2**63 - 1  # products and sums that wrap
@@ -79,12 +81,24 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def interpreted() -> dict:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
-    p = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
+def _run(device: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    p = subprocess.run([sys.executable, "-c", _SCRIPT, device], capture_output=True, text=True, env=env, timeout=600,
+                       cwd=REPO)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module", params=["cpu", "cuda"])
+def interpreted(request: pytest.FixtureRequest) -> dict:
+    """The kernels under the interpreter on the host; compiled, on a GPU where there is one."""
+    if request.param == "cuda":
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("no GPU: the compiled kernels are checked on the device")
+    return _run(request.param)
 
 
 def _close(a: float, b: float) -> bool:
