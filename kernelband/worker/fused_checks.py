@@ -115,6 +115,18 @@ def _on(device: torch.device) -> Any:
     return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
+_TOLERANCES: dict[tuple[torch.device, float, float, float], torch.Tensor] = {}
+
+
+def _tolerances(device: torch.device, atol: float, rtol: float, clamp: float) -> torch.Tensor:
+    """(atol, rtol, clamp) as float64 on ``device``, made once per value (a handful per session)."""
+    key = (device, atol, rtol, clamp)
+    t = _TOLERANCES.get(key)
+    if t is None:
+        t = _TOLERANCES[key] = torch.tensor([atol, rtol, clamp], dtype=torch.float64, device=device)
+    return t
+
+
 def _specialization(kernel: Any, args: tuple[Any, ...], constants: dict[str, Any]) -> tuple[Any, ...]:
     """What Triton compiles a launch for: the kernel, its tensors' dtypes and alignment,
     the constants, the device."""
@@ -164,12 +176,12 @@ def _compile_all(device: torch.device) -> None:
 
     for dtype in _FLOATS:
         _launch(k.float_stats_kernel, 1, (t(dtype), t(dtype), t(torch.int64, 4), t(torch.float64, 2),
-                                          t(torch.float64, 2), 16, 1.0, 1.0, 1.0),
-                {"BLOCK": _BLOCK, "WIDE": dtype == torch.float64}, warmup=True)
+                                          t(torch.float64, 2), 16, t(torch.float64, 3)),
+                {"BLOCK": _BLOCK, "WIDE": dtype == torch.float64, "enable_fp_fusion": False}, warmup=True)
         pairs = [(torch.float64, dtype)] + ([(dtype, dtype)] if dtype != torch.float64 else [])
         for a, b in pairs:
             _launch(k.diff_stats_kernel, 1, (t(a), t(b), t(torch.int64, 1), t(torch.float64, 2), t(torch.float64, 2),
-                                             16), {"BLOCK": _BLOCK}, warmup=True)
+                                             16), {"BLOCK": _BLOCK, "enable_fp_fusion": False}, warmup=True)
     from .observe import _FP_CHUNK, _salts, _weights
 
     for dtype in _INTS:
@@ -209,8 +221,8 @@ def run_float_stats(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: flo
     counts = torch.empty((programs, 4), dtype=torch.int64, device=a.device)
     maxima = torch.empty((programs, 2), dtype=torch.float64, device=a.device)
     sums = torch.empty((programs, 2), dtype=torch.float64, device=a.device)
-    _launch(k.float_stats_kernel, programs, (a, b, counts, maxima, sums, n, float(atol), float(rtol), float(clamp)),
-            {"BLOCK": _BLOCK, "WIDE": ref.dtype == torch.float64})
+    _launch(k.float_stats_kernel, programs, (a, b, counts, maxima, sums, n, _tolerances(a.device, atol, rtol, clamp)),
+            {"BLOCK": _BLOCK, "WIDE": ref.dtype == torch.float64, "enable_fp_fusion": False})
     c, m, s = counts.sum(0), maxima.amax(0), sums.sum(0)
     values = torch.cat([c.to(torch.float64), m, s]).tolist()  # one synchronisation
     return (int(values[0]), int(values[1]), int(values[2]), int(values[3]), float(values[4]), float(values[5]),
@@ -234,7 +246,7 @@ def run_diff_stats(ref: torch.Tensor, out: torch.Tensor) -> tuple[int, float, fl
     counts = torch.empty((programs,), dtype=torch.int64, device=a.device)
     sums = torch.empty((programs, 2), dtype=torch.float64, device=a.device)
     maxima = torch.empty((programs, 2), dtype=torch.float64, device=a.device)
-    _launch(k.diff_stats_kernel, programs, (a, b, counts, sums, maxima, n), {"BLOCK": _BLOCK})
+    _launch(k.diff_stats_kernel, programs, (a, b, counts, sums, maxima, n), {"BLOCK": _BLOCK, "enable_fp_fusion": False})
     values = torch.cat([counts.sum().to(torch.float64).reshape(1), sums.sum(0), maxima.amax(0)]).tolist()
     return int(values[0]), float(values[1]), float(values[2]), float(values[3]), float(values[4])
 

@@ -2,7 +2,9 @@
 
 Each program strides over the flat tensor in blocks of ``BLOCK`` elements, keeps its
 statistics per lane, and stores one row of partial results; ``fused_checks`` reduces the
-rows. Offsets are int64: outputs of more than 2**31 elements are read whole.
+rows. Offsets are int64: outputs of more than 2**31 elements are read whole. They are launched
+with ``enable_fp_fusion=False``: a fused multiply-add rounds once where torch rounds twice,
+and an element at the tolerance's edge would be counted differently.
 """
 from __future__ import annotations
 
@@ -11,9 +13,20 @@ import triton.language as tl
 
 
 @triton.jit(do_not_specialize=["n"])
-def float_stats_kernel(a_ptr, b_ptr, counts_ptr, maxima_ptr, sums_ptr, n, atol, rtol, clamp,
+def float_stats_kernel(a_ptr, b_ptr, counts_ptr, maxima_ptr, sums_ptr, n, tol_ptr,
                        BLOCK: tl.constexpr, WIDE: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
+    # the tolerances come as float64 and are rounded to the compute dtype once, as torch
+    # rounds a Python float for a float32 tensor (a float32 kernel argument would round
+    # float64 data's tolerances too)
+    if WIDE:
+        atol = tl.load(tol_ptr)
+        rtol = tl.load(tol_ptr + 1)
+        clamp = tl.load(tol_ptr + 2)
+    else:
+        atol = tl.load(tol_ptr).to(tl.float32)
+        rtol = tl.load(tol_ptr + 1).to(tl.float32)
+        clamp = tl.load(tol_ptr + 2).to(tl.float32)
     step = tl.num_programs(0).to(tl.int64) * BLOCK
     lanes = tl.arange(0, BLOCK)
     nan_diff = tl.zeros([BLOCK], dtype=tl.int64)
@@ -46,7 +59,11 @@ def float_stats_kernel(a_ptr, b_ptr, counts_ptr, maxima_ptr, sums_ptr, n, atol, 
         inf_bad += (r_inf != o_inf).to(tl.int64) + (r_inf & o_inf & (r != o)).to(tl.int64)
         bad += (err > atol + rtol * mag).to(tl.int64)
         max_abs = tl.maximum(max_abs, err.to(tl.float64))
-        max_rel = tl.maximum(max_rel, (err / tl.maximum(mag, clamp)).to(tl.float64))
+        if WIDE:
+            rel = err / tl.maximum(mag, clamp)
+        else:
+            rel = tl.math.div_rn(err, tl.maximum(mag, clamp))  # IEEE division, as torch's (not the approximate one)
+        max_rel = tl.maximum(max_rel, rel.to(tl.float64))
         err64 = err.to(tl.float64)
         mag64 = mag.to(tl.float64)
         err_sq += err64 * err64
