@@ -6,6 +6,7 @@ outputs), by the torch path and by the fused kernels (``kernelband/worker/fused_
 On a GPU:
 
     python benchmarks/judge_compare_probe.py OUT.json
+    python benchmarks/judge_compare_probe.py --report OUT.json DIR   # DIR/judge_compare.md, .png
 
 "4 threads" runs each check in four threads of the probe at once (the judge's threads,
 one per candidate in flight, share one Python process). "busy" runs each check while
@@ -127,7 +128,7 @@ def _first_calls(ref: torch.Tensor, out: torch.Tensor, high: torch.Tensor) -> li
         t0 = time.perf_counter()
         fn()
         torch.cuda.synchronize()
-        rows.append({"dtype": str(ref.dtype)[6:], "mib": ref.numel() * ref.element_size() >> 20, "memory": "ipc",
+        rows.append({"dtype": str(ref.dtype).removeprefix("torch.float"), "mib": ref.numel() * ref.element_size() >> 20, "memory": "ipc",
                      "load": "first call", "path": "fused", "check": name,
                      "seconds": round(time.perf_counter() - t0, 5)})
     return rows
@@ -136,7 +137,44 @@ def _first_calls(ref: torch.Tensor, out: torch.Tensor, high: torch.Tensor) -> li
 PLAIN = ("read once (sum)", "clone (snapshot)", "change_mask")  # no fused path: timed once
 
 
+def report(src: Path, out: Path) -> None:
+    """judge_compare.md (every row) and judge_compare.png (torch against fused, per check
+    and load) from a probe's JSON."""
+    data = json.loads(src.read_text())
+    rows = data["rows"]
+    lines = [f"Device: {data['device']}, torch {data['torch']}, commit {data.get('commit')}; median of {REPEATS} "
+             "calls (first call: one).", "", "| output | load | path | check | ms |", "|---|---|---|---|---|"]
+    lines += [f"| {r['mib']} MiB {r['dtype']} | {r['load']} | {r.get('path', '-')} | {r['check']} | "
+              f"{1e3 * r['seconds']:.2f} |" for r in rows]
+    (out / "judge_compare.md").write_text("\n".join(lines) + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fused = [r for r in rows if r.get("path") == "fused" and r["load"] != "first call"]
+    labels = [f"{r['check'].split(' ')[0]}\n{r['mib']} MiB {r['load']}" for r in fused]
+    torch_ms = [1e3 * next(t["seconds"] for t in rows if t.get("path") == "torch" and t["check"] == r["check"]
+                           and t["load"] == r["load"] and t["mib"] == r["mib"]) for r in fused]
+    fig, ax = plt.subplots(figsize=(13, 4.5))
+    xs = range(len(fused))
+    ax.bar([x - 0.2 for x in xs], torch_ms, 0.4, label="torch operations")
+    ax.bar([x + 0.2 for x in xs], [1e3 * r["seconds"] for r in fused], 0.4, label="one fused Triton kernel")
+    ax.set_yscale("log")
+    ax.set_ylabel("ms per check (log)")
+    ax.set_xticks(list(xs), labels, rotation=70, fontsize=7)
+    ax.set_title(f"The judge's checks of one output ({data['device']}, {data.get('commit')})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "judge_compare.png", dpi=90)
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--report"]:
+        report(Path(sys.argv[2]), Path(sys.argv[3]))
+        return 0
     dest = Path(sys.argv[1]) if len(sys.argv) > 1 else None
     rows: list[dict[str, Any]] = []
     for numel, dtype in ((128 << 20, "float16"), (256 << 20, "float32")):

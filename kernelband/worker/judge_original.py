@@ -76,8 +76,6 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     """Run the original in a variant process and keep what the judge needs of it; keep
     that process as the reference lane when two runs of the harness fit on the GPU."""
     task = req.task
-    if not judge.interpreted and torch.cuda.is_available():
-        fused_checks.warm(torch.device("cuda", torch.cuda.current_device()))  # compiles while the original runs
     judge.close_lane()
     judge.spares.close()
     judge.task = task
@@ -131,6 +129,10 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     base.ok = True
     base.launches = judge.ref.launches
     base.message = "; ".join(f"note: {n}" for n in notes)
+    if judge.on_gpu:  # compiled while the first candidates start (not during this setup: its seconds)
+        fused_checks.warm(torch.device("cuda", torch.cuda.current_device()),
+                          {t.dtype for tree in judge.ref.outputs.values() for _, t in checks.leaves(tree)
+                           if isinstance(t, torch.Tensor)})
     return base.to_dict()
 
 
