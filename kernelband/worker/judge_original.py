@@ -132,7 +132,7 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     if judge.on_gpu:  # compiled while the first candidates start (not during this setup: its seconds)
         fused_checks.warm(torch.device("cuda", torch.cuda.current_device()),
                           {t.dtype for tree in judge.ref.outputs.values() for _, t in checks.leaves(tree)
-                           if isinstance(t, torch.Tensor)})
+                           if isinstance(t, torch.Tensor) and t.numel() * t.element_size() >= fused_checks.MIN_BYTES})
     return base.to_dict()
 
 
