@@ -59,18 +59,20 @@ class Fix:
     edits: tuple[Edit, ...]
 
 
-def _span(node: ast.expr) -> tuple[int, int, int, int]:
+def node_span(node: ast.expr) -> tuple[int, int, int, int]:
+    """(start line, start column, end line, end column) of an expression: an edit's range."""
     return node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0
 
 
-def _call_attr(node: ast.AST) -> Optional[str]:
+def call_attr(node: ast.AST) -> Optional[str]:
     """'load' for tl.load(...) (any module alias); None for anything else."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
         return node.func.attr
     return None
 
 
-def _int(node: Optional[ast.AST]) -> Optional[int]:
+def int_value(node: Optional[ast.AST]) -> Optional[int]:
+    """The value of an integer literal (not a bool); None for anything else."""
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
         return node.value
     return None
@@ -142,7 +144,7 @@ class KernelShape:
         elif isinstance(node, (ast.Lambda, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
             self._refuse("a lambda or comprehension")
         elif isinstance(node, ast.Call):
-            name = _call_attr(node)
+            name = call_attr(node)
             if isinstance(node.func, ast.Attribute) and node.func.attr == "to":
                 return  # x.to(dtype): a cast
             if isinstance(node.func, ast.Name) and node.func.id in LOOPS:
@@ -191,7 +193,7 @@ class KernelShape:
         for n in ast.walk(node):
             if isinstance(n, ast.Name) and n.id in lanes:
                 return True
-            if isinstance(n, ast.Call) and _call_attr(n) in ("arange", "load"):
+            if isinstance(n, ast.Call) and call_attr(n) in ("arange", "load"):
                 return True
         return False
 
@@ -252,7 +254,7 @@ def arange_fix(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, lo: i
         if m is None:
             return None, f"a tl.{acc.kind} on the block has no mask= naming a mask (the extra lanes would reach memory)"
         masks.add(m)
-    edits = [Edit(*_span(call.args[1]), str(want_end))]
+    edits = [Edit(*node_span(call.args[1]), str(want_end))]
     func = call.func
     if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):  # (never: lints pass tl.arange)
         return None, "the call is not tl.arange(...)"
@@ -262,7 +264,7 @@ def arange_fix(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, lo: i
         if st is None or m not in shape.lanes:
             return None, f"the mask {m} is not one assignment of a block value"
         old = ast.get_source_segment(source, st.value) or ""
-        edits.append(Edit(*_span(st.value), f"({old}) & ({tl}.arange({lo}, {want_end}) < {hi})"))
+        edits.append(Edit(*node_span(st.value), f"({old}) & ({tl}.arange({lo}, {want_end}) < {hi})"))
     return Fix(f"Round the tl.arange end up to {want_end} and mask the extra lanes", tuple(edits)), ""
 
 
@@ -272,10 +274,10 @@ def _is_pid(shape: KernelShape, node: ast.AST) -> bool:
         return False
     st = shape.single_top_assign(node.id)
     v = st.value if st is not None else None
-    if not isinstance(v, ast.Call) or _call_attr(v) != "program_id":
+    if not isinstance(v, ast.Call) or call_attr(v) != "program_id":
         return False
     axis = v.args[0] if v.args else next((k.value for k in v.keywords if k.arg == "axis"), None)
-    return _int(axis) == 0
+    return int_value(axis) == 0
 
 
 def _covers_block(shape: KernelShape, offs: str, block: str) -> bool:
@@ -285,8 +287,8 @@ def _covers_block(shape: KernelShape, offs: str, block: str) -> bool:
     if not (isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add)):
         return False
     for prod, rng in ((v.left, v.right), (v.right, v.left)):
-        if not (isinstance(rng, ast.Call) and _call_attr(rng) == "arange" and len(rng.args) == 2
-                and _int(rng.args[0]) == 0 and isinstance(rng.args[1], ast.Name) and rng.args[1].id == block):
+        if not (isinstance(rng, ast.Call) and call_attr(rng) == "arange" and len(rng.args) == 2
+                and int_value(rng.args[0]) == 0 and isinstance(rng.args[1], ast.Name) and rng.args[1].id == block):
             continue
         if isinstance(prod, ast.BinOp) and isinstance(prod.op, ast.Mult):
             a, b = prod.left, prod.right

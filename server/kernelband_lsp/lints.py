@@ -80,7 +80,7 @@ def _is_pow2(n: int) -> bool:
 
 def _attr_call(node: ast.AST, *names: str) -> TypeGuard[ast.Call]:
     """tl.<name>(...) (any module alias)."""
-    return FX._call_attr(node) in names
+    return FX.call_attr(node) in names
 
 
 @lru_cache(maxsize=1)
@@ -126,7 +126,7 @@ class _KernelLints:
     def _arange(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         for node in ast.walk(fn):
             if _attr_call(node, "arange") and len(node.args) == 2:
-                lo, hi = FX._int(node.args[0]), FX._int(node.args[1])
+                lo, hi = FX.int_value(node.args[0]), FX.int_value(node.args[1])
                 if lo is not None and hi is not None and hi > lo and not _is_pow2(hi - lo):
                     want = lo + _pow2_ceil(hi - lo)
                     fix, why = FX.arange_fix(fn, node, lo, hi, want, self.text)
@@ -189,12 +189,12 @@ class _KernelLints:
         for dec in fn.decorator_list:
             for node in ast.walk(dec):
                 if isinstance(node, ast.keyword) and node.arg == "num_warps":
-                    n = FX._int(node.value)
+                    n = FX.int_value(node.value)
                     if n is not None and not _is_pow2(n):
                         want = _nearest_pow2(max(n, 1))
                         # a launch option, not a computation: the lanes and what they compute stay
                         self.add("KB107", node.value, f"num_warps={n} is not a power of two", severity="error",
-                                 fix=FX.Fix(f"Use num_warps={want}", (FX.Edit(*FX._span(node.value), str(want)),)))
+                                 fix=FX.Fix(f"Use num_warps={want}", (FX.Edit(*FX.node_span(node.value), str(want)),)))
 
 
 def _kernel_fn(a: Analysis, k: KernelInfo) -> Optional[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -246,7 +246,7 @@ def _launch_lints(a: Analysis, k: KernelInfo, out: list[Finding]) -> None:
             return Finding(code, message, *rng, k.name, fix_title=fix_title, fix_edits=edits, **kw)
 
         for kw_node in call.keywords:
-            n = FX._int(kw_node.value)
+            n = FX.int_value(kw_node.value)
             if n is None:
                 continue
             if kw_node.arg == "num_warps" and not _is_pow2(n):
