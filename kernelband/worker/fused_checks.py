@@ -163,16 +163,17 @@ def _launch(kernel: Any, programs: int, args: tuple[Any, ...], constants: dict[s
             _compiled.add(key)
 
 
-def warm(device: torch.device, dtypes: set[torch.dtype]) -> Optional[threading.Thread]:
+def warm(device: torch.device, dtypes: set[torch.dtype], fingerprint_tables: tuple[torch.Tensor, torch.Tensor, int]
+         ) -> Optional[threading.Thread]:
     """Compile, in a thread of their own, the kernels the checks of outputs of ``dtypes``
     use, when the setup is done and the first candidates start (they compile and run for
     seconds before their first frame). Not during the setup: a compile holds the
     interpreter lock, and fifteen of them beside the original's runs made the setup
     about 1.5 s longer on an H200. Nothing runs on the GPU (Triton's ``warmup``); None
-    where the kernels do not apply."""
+    where the kernels do not apply. ``fingerprint_tables``: ``observe.fingerprint_tables``."""
     if device.type != "cuda" or not dtypes or not enabled() or _load() is None:
         return None
-    thread = threading.Thread(target=lambda: _guarded(lambda: _compile_for(device, dtypes)), daemon=True,
+    thread = threading.Thread(target=lambda: _guarded(lambda: _compile_for(device, dtypes, fingerprint_tables)), daemon=True,
                               name="kb-fused-warm")
     thread.start()
     return thread
@@ -181,7 +182,8 @@ def warm(device: torch.device, dtypes: set[torch.dtype]) -> Optional[threading.T
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # observe._int_view's views
 
 
-def _compile_for(device: torch.device, dtypes: set[torch.dtype]) -> None:
+def _compile_for(device: torch.device, dtypes: set[torch.dtype],
+                 fingerprint_tables: tuple[torch.Tensor, torch.Tensor, int]) -> None:
     k = _kernel_module()
 
     def t(dtype: torch.dtype, n: int = 16) -> torch.Tensor:
@@ -195,11 +197,10 @@ def _compile_for(device: torch.device, dtypes: set[torch.dtype]) -> None:
         for a, b in pairs:
             _launch(k.diff_stats_kernel, 1, (t(a), t(b), t(torch.int64, 1), t(torch.float64, 2), t(torch.float64, 2),
                                              16), {"BLOCK": _BLOCK, "enable_fp_fusion": False}, warmup=True)
-    from .observe import _FP_CHUNK, _salts, _weights
-
+    weights, salts, chunk = fingerprint_tables
     for dtype in {_SAME_SIZE_INT[d.itemsize] for d in dtypes if d.itemsize in _SAME_SIZE_INT}:
-        _launch(k.fingerprint_kernel, 1, (t(dtype), _weights(device), _salts(device, 16), t(torch.int64, 2), 16),
-                {"CHUNK": _FP_CHUNK, "BLOCK": _BLOCK}, warmup=True)
+        _launch(k.fingerprint_kernel, 1, (t(dtype), weights, salts, t(torch.int64, 2), 16),
+                {"CHUNK": chunk, "BLOCK": _BLOCK}, warmup=True)
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,7 @@ from .judge_core import (GPU_MARGIN_BYTES, MAX_LANES, JudgeCore, Lane, Reference
                          deadline_s, gpu, lane_bytes, note_run_seconds, original_setup_message, timed_steps)
 from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ReplayCheck, ReplayOutputs,
                        Run, RunOutputs, Step, TimingFrame)
-from .observe import CallHistory, comparable, condense_locals, materialize, tree_bytes
+from .observe import CallHistory, comparable, condense_locals, fingerprint_tables, materialize, tree_bytes
 from .requests import Prepare
 from .stats import median_timing
 
@@ -132,7 +132,8 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     if judge.on_gpu:  # compiled while the first candidates start (not during this setup: its seconds)
         fused_checks.warm(torch.device("cuda", torch.cuda.current_device()),
                           {t.dtype for tree in judge.ref.outputs.values() for _, t in checks.leaves(tree)
-                           if isinstance(t, torch.Tensor) and t.numel() * t.element_size() >= fused_checks.MIN_BYTES})
+                           if isinstance(t, torch.Tensor) and t.numel() * t.element_size() >= fused_checks.MIN_BYTES},
+                          fingerprint_tables(torch.device("cuda", torch.cuda.current_device())))
     return base.to_dict()
 
 

@@ -77,6 +77,12 @@ def _salt(chunk: int) -> int:
     return _signed(_mix(_KEY ^ _mix(chunk + 1)) & ~1)
 
 
+def fingerprint_tables(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """What ``fingerprint``'s kernel reads besides the tensor: the weights, the slices'
+    salts, the slice length (for ``fused_checks.warm``)."""
+    return _weights(device), _salts(device, 1), _FP_CHUNK
+
+
 def _salts(device: torch.device, n: int) -> torch.Tensor:
     """``_salt(k)`` for each ``_FP_CHUNK``-element slice of ``n`` elements, on ``device``
     (kept, and grown as larger tensors come)."""
