@@ -145,6 +145,37 @@ def test_the_judge_finds_the_tensor_in_its_buffer_by_its_own_layout():
     assert derived_run.split_buffer(placed.buffer[:-1], spec) == (None, None)
 
 
+@pytest.mark.parametrize("layout", ["spread", "transposed", "strided", "contiguous"])
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_canaries_are_counted_in_every_slot_and_never_in_the_tensor(layout, which):
+    """The canaries are counted, not gathered: a write to any one slot (before, after, or
+    between the elements of a spread layout) shows, whatever the tensor itself holds
+    (NaN, the canary's own value); an allocation's canaries likewise."""
+    import torch
+
+    spec = TensorArg(shape=(3, 4), dtype="float32", device="cpu", contiguous=layout == "contiguous", id=0,
+                     floating=True, layout=layout, pad=(5, 6))
+    placed = derived_run.place(spec, 3, which)
+    view, rest = derived_run.split_buffer(placed.buffer, spec)
+    view.fill_(derived_run.canary_value(view.dtype, which))  # the tensor holding the canary's value is no canary
+    view[0, 0] = float("nan")
+    assert derived_run.canaries_intact(rest, which)
+    inside = torch.zeros(placed.buffer.numel(), dtype=torch.bool)
+    inside.as_strided(view.shape, view.stride(), view.storage_offset()).fill_(True)
+    slots = (~inside).nonzero().flatten().tolist()
+    assert len(slots) == placed.buffer.numel() - view.numel() >= 11
+    for slot in slots:
+        changed = placed.buffer.clone()
+        changed[slot] = 0.5
+        assert not derived_run.canaries_intact(derived_run.split_buffer(changed, spec)[1], which), slot
+    buffer = torch.full((10,), derived_run.canary_value(torch.float32, which))
+    buffer[3:7] = 1.0
+    assert derived_run.canaries_intact(derived_run.allocation_canaries(buffer, 3, 4), which)
+    buffer[7] = 1.0  # one past the allocation
+    assert not derived_run.canaries_intact(derived_run.allocation_canaries(buffer, 3, 4), which)
+    assert not derived_run.canaries_intact(None, which)
+
+
 @pytest.mark.slow
 def test_an_original_whose_process_dies_on_a_derived_call_drops_that_call(tmp_path):
     """The original reads far out of bounds (a segfault under the interpreter) at sizes
