@@ -211,4 +211,5 @@ def test_a_new_kernel_is_compiled_under_the_lock_once_then_launched_without_it(m
     assert calls[-1] == ("launch", False)  # compiled: no lock
     fused_checks._launch(kernel, 1, (x.half(), x.half(), 16), {"BLOCK": 8}, warmup=True)
     assert calls[-1] == ("warmup", True)  # another dtype: compiled under the lock, not run
-    assert fused_checks.warm(torch.device("cpu"), {torch.float16}, (x, x, 16)) is None  # the host: the torch path, nothing to compile
+    assert fused_checks.warm(torch.device("cpu"), {torch.float16},
+                             fused_checks.FingerprintTables(x, x, 16, frozenset({torch.int16}))) is None  # the host: the torch path, nothing to compile

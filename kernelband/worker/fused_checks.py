@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 import threading
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, NamedTuple, Optional, TypeVar
 
 import torch
 
@@ -163,7 +163,16 @@ def _launch(kernel: Any, programs: int, args: tuple[Any, ...], constants: dict[s
             _compiled.add(key)
 
 
-def warm(device: torch.device, dtypes: set[torch.dtype], fingerprint_tables: tuple[torch.Tensor, torch.Tensor, int]
+class FingerprintTables(NamedTuple):
+    """What the fingerprint kernel reads besides the tensor (``observe.fingerprint_tables``)."""
+
+    weights: torch.Tensor
+    salts: torch.Tensor
+    chunk: int
+    views: frozenset[torch.dtype]  # the integer views of the tensors to be fingerprinted
+
+
+def warm(device: torch.device, dtypes: set[torch.dtype], fingerprint_tables: FingerprintTables
          ) -> Optional[threading.Thread]:
     """Compile, in a thread of their own, the kernels the checks of outputs of ``dtypes``
     use, when the setup is done and the first candidates start (they compile and run for
@@ -179,11 +188,8 @@ def warm(device: torch.device, dtypes: set[torch.dtype], fingerprint_tables: tup
     return thread
 
 
-_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # observe._int_view's views
-
-
 def _compile_for(device: torch.device, dtypes: set[torch.dtype],
-                 fingerprint_tables: tuple[torch.Tensor, torch.Tensor, int]) -> None:
+                 fingerprint_tables: FingerprintTables) -> None:
     k = _kernel_module()
 
     def t(dtype: torch.dtype, n: int = 16) -> torch.Tensor:
@@ -197,8 +203,8 @@ def _compile_for(device: torch.device, dtypes: set[torch.dtype],
         for a, b in pairs:
             _launch(k.diff_stats_kernel, 1, (t(a), t(b), t(torch.int64, 1), t(torch.float64, 2), t(torch.float64, 2),
                                              16), {"BLOCK": _BLOCK, "enable_fp_fusion": False}, warmup=True)
-    weights, salts, chunk = fingerprint_tables
-    for dtype in {_SAME_SIZE_INT[d.itemsize] for d in dtypes if d.itemsize in _SAME_SIZE_INT}:
+    weights, salts, chunk, views = fingerprint_tables
+    for dtype in (d for d in _INTS if d in views):
         _launch(k.fingerprint_kernel, 1, (t(dtype), weights, salts, t(torch.int64, 2), 16),
                 {"CHUNK": chunk, "BLOCK": _BLOCK}, warmup=True)
 

@@ -130,10 +130,10 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     base.launches = judge.ref.launches
     base.message = "; ".join(f"note: {n}" for n in notes)
     if judge.on_gpu:  # compiled while the first candidates start (not during this setup: its seconds)
-        fused_checks.warm(torch.device("cuda", torch.cuda.current_device()),
-                          {t.dtype for tree in judge.ref.outputs.values() for _, t in checks.leaves(tree)
-                           if isinstance(t, torch.Tensor) and t.numel() * t.element_size() >= fused_checks.MIN_BYTES},
-                          fingerprint_tables(torch.device("cuda", torch.cuda.current_device())))
+        device = torch.device("cuda", torch.cuda.current_device())
+        large = {t.dtype for tree in judge.ref.outputs.values() for _, t in checks.leaves(tree)
+                 if isinstance(t, torch.Tensor) and t.numel() * t.element_size() >= fused_checks.MIN_BYTES}
+        fused_checks.warm(device, large, fingerprint_tables(device, large))
     return base.to_dict()
 
 

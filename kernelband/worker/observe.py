@@ -77,10 +77,12 @@ def _salt(chunk: int) -> int:
     return _signed(_mix(_KEY ^ _mix(chunk + 1)) & ~1)
 
 
-def fingerprint_tables(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """What ``fingerprint``'s kernel reads besides the tensor: the weights, the slices'
-    salts, the slice length (for ``fused_checks.warm``)."""
-    return _weights(device), _salts(device, 1), _FP_CHUNK
+def fingerprint_tables(device: torch.device, dtypes: set[torch.dtype]) -> fused_checks.FingerprintTables:
+    """What ``fingerprint``'s kernel reads besides a tensor of ``dtypes`` (for
+    ``fused_checks.warm``): the weights, the slices' salts, the slice length, and the
+    integer views ``_int_view`` reads those dtypes as."""
+    views = frozenset(_int_view(torch.empty(0, dtype=d)).dtype for d in dtypes)
+    return fused_checks.FingerprintTables(_weights(device), _salts(device, 1), _FP_CHUNK, views)
 
 
 def _salts(device: torch.device, n: int) -> torch.Tensor:
