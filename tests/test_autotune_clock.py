@@ -1,5 +1,5 @@
 """Every autotuner in a KernelBand process times its configs with the judge's clock
-(``worker.autotune_clock``), except inside derived calls (one run a config) and under the
+(``worker.autotune_clock``), except inside derived calls (one config a call) and under the
 interpreter. The GPU timing itself is measured on the device (benchmarks/eval_speed.py);
 here, with a CPU stand-in for the clock, which bench each autotuner uses and what it gets back."""
 from __future__ import annotations
@@ -35,7 +35,7 @@ SCRIPT = textwrap.dedent("""
     after = tuner.__dict__.get(name, "absent")
     print("clock", len(timed), tuner.best_config.kwargs["BLOCK"], after is before or after == before)
     runs = []
-    with autotune_clock.one_run_per_config(lambda: runs.append(1)):
+    with autotune_clock.one_config_per_call(lambda: runs.append(1)):
         assert torch.equal(tuned.scale(torch.ones(3000), 2.0), torch.full((3000,), 2.0))  # a new key
     print("derived", len(timed), len(runs))
     autotune_clock._on_gpu = lambda: False
@@ -48,7 +48,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_autotuners_time_configs_on_the_judges_clock_but_derived_calls_keep_one_run(tmp_path):
+def test_autotuners_time_configs_on_the_judges_clock_but_derived_calls_run_one_config(tmp_path):
     (tmp_path / "tuned.py").write_text(AUTOTUNED, encoding="utf-8")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
     p = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
@@ -57,7 +57,7 @@ def test_autotuners_time_configs_on_the_judges_clock_but_derived_calls_keep_one_
     # three configs timed on the judge's clock, the fastest (the first) picked, the
     # autotuner's own bench back in place after
     assert lines[0] == ["clock", "3", "64", "True"], p.stdout
-    # a derived call's new key: one run a config, the judge's clock untouched
-    assert lines[1] == ["derived", "3", "3"], p.stdout
+    # a derived call's new key: one config run, the judge's clock untouched
+    assert lines[1] == ["derived", "3", "1"], p.stdout
     # off the GPU the wrapper steps aside: the judge's clock is not called again
     assert lines[2][0] == "own" and lines[2][-1] in ("ran", "3"), p.stdout

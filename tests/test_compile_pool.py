@@ -79,7 +79,7 @@ def test_launches_handed_to_the_pool_run_nothing_and_return_at_once(tmp_path: Pa
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from kernelband.worker.autotune_clock import one_run_per_config
+    from kernelband.worker.autotune_clock import one_config_per_call
     from kernelband.worker.derived_run import launches_as_warmups
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
@@ -88,12 +88,12 @@ def test_launches_handed_to_the_pool_run_nothing_and_return_at_once(tmp_path: Pa
     x = torch.ones(300)
     out = torch.full((300,), -7.0)
     pool = CompilePool(2)
-    with one_run_per_config(lambda: None), launches_as_warmups(pool.submit):
+    with one_config_per_call(lambda: None), launches_as_warmups(pool.submit):
         assert plain.axpy_kernel[(3,)](x, x, out, 2.0, 300, BLOCK_SIZE=128) is None
         tuned.scale(torch.ones(1000), 2.0)
     pool.drain()
     assert bool((out == -7.0).all())  # nothing ran, in this thread or the pool's
-    assert pool.submitted == 1 + 3  # the plain launch; each config once (the chosen one not again)
+    assert pool.submitted == 1 + 1  # the plain launch; the call's one config (not again for the chosen one)
     plain.axpy_kernel[(3,)](x, x, out, 2.0, 300, BLOCK_SIZE=128)
     assert bool((out == 3.0).all())  # and launches run again after the block
 

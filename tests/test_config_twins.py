@@ -180,7 +180,7 @@ def test_twins_run_once_per_config_only_for_an_autotuned_original(tmp_path) -> N
         calls = [c for c in drawn if c.flavour in ("sizes", "special")]
         special = [i for i, c in enumerate(calls) if c.flavour == "special"]
         tuner = tuned.flag_kernel
-        with autotune_clock.one_run_per_config(lambda: None):
+        with autotune_clock.one_config_per_call(lambda: None):
             tuned.flagged(torch.randn(8, 64))  # a choice in its cache, as the harness leaves it
         configs, cache = tuner.configs, dict(tuner.cache)
         for module in (tuned, plain):

@@ -195,10 +195,13 @@ def test_an_original_whose_process_dies_on_a_derived_call_drops_that_call(tmp_pa
         ev.close()
 
 
-def test_derived_calls_benchmark_each_autotune_config_once(tmp_path):
-    """New sizes are new autotune keys: the autotuner benchmarks its configs once each there
-    (Triton's own do_bench would run each some twenty times), and gets its own back after.
-    In a process of its own: the interpreter must be chosen before Triton starts."""
+def test_derived_calls_run_one_autotune_config_each_by_turn(tmp_path):
+    """New sizes are new autotune keys: inside ``one_config_per_call`` a tuning round runs
+    one config, not every one compiled and benchmarked. Which one is the call's turn
+    (modulo the configs), so calls with different turns check different configs; a config
+    that cannot run (out of resources) hands over to the next; the autotuner gets its own
+    bench back after. In a process of its own: the interpreter must be chosen before
+    Triton starts."""
     import os
     import subprocess
     import sys
@@ -207,22 +210,39 @@ def test_derived_calls_benchmark_each_autotune_config_once(tmp_path):
     script = textwrap.dedent("""
         import torch
         import tuned
+        from triton.runtime.errors import OutOfResources
         from kernelband.worker import autotune_clock
 
         runs = []
         tuner = tuned.scale_kernel
         before = dict(vars(tuner))
-        with autotune_clock.one_run_per_config(lambda: runs.append(1)):
-            out = tuned.scale(torch.ones(1000), 2.0)
-        assert torch.equal(out, torch.full((1000,), 2.0))
+        picked = []
+        with autotune_clock.one_config_per_call(lambda: runs.append(1)):
+            for turn, n in ((0, 1000), (1, 1001), (2, 1002), (4, 1003)):
+                with autotune_clock.config_turn(turn):
+                    out = tuned.scale(torch.ones(n), 2.0)
+                assert torch.equal(out, torch.full((n,), 2.0))
+                picked.append(tuner.best_config.kwargs["BLOCK"])
+            def no_room(nargs):  # the config the turn names cannot run here
+                if nargs["BLOCK"] == 128:
+                    raise OutOfResources(1 << 20, 1 << 16, "shared memory")
+            tuner.configs[1].pre_hook = no_room
+            with autotune_clock.config_turn(1):
+                out = tuned.scale(torch.ones(1004), 2.0)
+            assert torch.equal(out, torch.full((1004,), 2.0))
+            picked.append(tuner.best_config.kwargs["BLOCK"])
+            tuner.configs[1].pre_hook = None
         after = {k: v for k, v in vars(tuner).items() if k not in ("cache", "nargs", "bench_time", "configs_timings", "best_config")}
         changed = sorted(k for k in after if after[k] is not before.get(k))
-        print(len(runs), changed or "none", len(tuner.cache))
+        print(len(runs), changed or "none", len(tuner.cache), *picked)
     """)
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.split() == ["3", "none", "1"]  # one timed run a config, Triton's own bench back, one key
+    # five keys, one run each (the hand-over's refused config never ran); turns 0, 1, 2
+    # and 4 (= 1 modulo 3) check BLOCK 64, 128, 256, 128; turn 1 with 128 out of
+    # resources runs 256; Triton's own bench back after
+    assert p.stdout.split() == ["5", "none", "5", "64", "128", "256", "128", "256"], p.stdout
     assert "@triton.autotune" in AUTOTUNED and "BLOCK=128)" not in AUTOTUNED
 
 

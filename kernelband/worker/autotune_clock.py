@@ -6,17 +6,22 @@ favoured, made again in every process: the search and the paired re-measurement 
 candidate could run different configs, and the verdict judged a config the search never
 saw. Here every autotuner of the process times its configs as the judge times kernels:
 each config compiled and run once, then ``timing.bench_gpu`` (L2 flushed, CUDA events)
-in an exclusive GPU turn with the trace and the recorder paused. Derived calls pick by one
-run a config (``one_run_per_config``), and the interpreter keeps its CPU bench."""
+in an exclusive GPU turn with the trace and the recorder paused. Derived calls run one
+config each, a different one from call to call (``one_config_per_call``), and the
+interpreter keeps its CPU bench."""
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import threading
 from typing import Any, Callable, Iterator, Optional
 
 _ABSENT = object()
-_chosen = threading.local()  # ``bench``: the one a block of this thread's calls chose (``one_run_per_config``)
+# this thread's: ``bench``, the one a block of its calls chose (``one_config_per_call``);
+# ``turn``, which config of a tuning round runs first (``config_turn``); ``ran``, whether
+# the round has run one
+_chosen = threading.local()
 WARMUP_MS, REP_MS = 5.0, 25.0  # a paired round's sample budget (``messages.PAIRED_SAMPLE_MS``), per config
 
 
@@ -27,6 +32,7 @@ def install() -> None:
         from triton.runtime.autotuner import Autotuner
     except ImportError:  # pragma: no cover - triton without an autotuner
         return
+    _install_turns(Autotuner)
     original = Autotuner.__dict__.get("_bench")
     if original is None or getattr(original, "__kernelband_clock__", False):
         return
@@ -50,28 +56,69 @@ def install() -> None:
     Autotuner._bench = _bench
 
 
+def _install_turns(autotuner: Any) -> None:
+    """Inside ``one_config_per_call``, each tuning round's configs (what the autotuner's own
+    pruning leaves) start at this thread's ``turn``, modulo their count. Idempotent."""
+    original = autotuner.__dict__.get("prune_configs")
+    if original is None or getattr(original, "__kernelband_turns__", False):
+        return
+
+    def prune_configs(self: Any, *args: Any, **kwargs: Any) -> Any:
+        pruned = original(self, *args, **kwargs)
+        turn = getattr(_chosen, "turn", None)
+        if turn is None or not pruned:
+            return pruned
+        _chosen.ran = False  # a tuning round begins: its configs are benched next, in this order
+        k = turn % len(pruned)
+        return list(pruned[k:]) + list(pruned[:k])
+
+    prune_configs.__kernelband_turns__ = True  # type: ignore[attr-defined]
+    autotuner.prune_configs = prune_configs
+
+
 @contextlib.contextmanager
-def one_run_per_config(synchronize: Callable[[], None]) -> Iterator[None]:
+def one_config_per_call(synchronize: Callable[[], None]) -> Iterator[None]:
     """Derived calls have sizes (autotune keys) the harness never had: Triton's autotuner
-    would benchmark every config again at each, some twenty runs a config. Every config of
-    a kernel must compute the same result, so inside the block one timed run a config
-    picks one, for every autotuner this thread calls (on a GPU or under the interpreter)."""
+    would compile and benchmark every config again at each (one compile a config: seconds a
+    call on a GPU). Every config of a kernel must compute the same result, so inside the
+    block an autotuner's tuning round runs one config: the first of its configs, from the
+    call's ``config_turn`` on, that runs (one that cannot, out of resources, hands over to
+    the next). Calls with different turns check different configs, where one pick by
+    timing would check whichever the noise favoured. On a GPU or under the interpreter."""
     import time
 
     def bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
-        t0 = time.perf_counter()
-        kernel_call()
-        synchronize()
-        ms = (time.perf_counter() - t0) * 1e3
+        if getattr(_chosen, "ran", False):  # this round has its config: the others are not run
+            ms = math.inf
+        else:
+            t0 = time.perf_counter()
+            kernel_call()
+            synchronize()
+            ms = (time.perf_counter() - t0) * 1e3
+            _chosen.ran = True
         return [ms, ms, ms] if quantiles else ms
 
     install()
-    previous = getattr(_chosen, "bench", None)
+    previous = getattr(_chosen, "bench", None), getattr(_chosen, "turn", None)
     _chosen.bench = bench
+    _chosen.turn = previous[1] or 0
     try:
         yield
     finally:
-        _chosen.bench = previous
+        _chosen.bench, _chosen.turn = previous
+
+
+@contextlib.contextmanager
+def config_turn(turn: int) -> Iterator[None]:
+    """Inside ``one_config_per_call``: the tuning rounds of the block start at config
+    ``turn`` (modulo each round's count). A derived call's turn is its seed, the same in
+    every process that makes the call (the original's, a candidate's, their siblings')."""
+    previous = getattr(_chosen, "turn", None)
+    _chosen.turn = turn
+    try:
+        yield
+    finally:
+        _chosen.turn = previous
 
 
 def bench_attribute(tuner: Any) -> str:

@@ -347,12 +347,12 @@ def run_calls(version: Any, step: Derived, steps: Any, ahead_s: float = 0.0) -> 
     twins of its special-values calls instead (``run_config_twins``). ``ahead_s``: the
     seconds its kernels were compiled ahead (``warm_ahead``), counted as the first call's
     (the judge adds the calls' seconds up)."""
-    from .autotune_clock import one_run_per_config
+    from .autotune_clock import one_config_per_call
     from .capture import install
     from .runner import synchronize
 
     install()
-    with one_run_per_config(synchronize):
+    with one_config_per_call(synchronize):
         if step.configs:
             run_config_twins(version, step, steps)
         else:
@@ -366,8 +366,8 @@ TWIN_FLAVOURS = ("special",)  # the calls whose results may hang on the config (
 def run_config_twins(version: Any, step: Derived, steps: Any) -> None:
     """The original's special-values calls once per autotune config, every autotuner pinned
     to it (the i-th of its configs, modulo its count): frames whose ``config`` is i. None
-    where no autotuner of the module has two configs. Derived calls pick a config by one
-    timed run (``autotune_clock.one_run_per_config``), independently in each process: where the original's
+    where no autotuner of the module has two configs. A derived call runs one config, by
+    its turn (``autotune_clock.one_config_per_call``), in each process: where the original's
     own configs disagree (a block whose max is NaN with one block shape, finite with
     another), a candidate that picked another config would be refused for a difference the
     original has itself; the judge leaves such elements undefined (``judge_derived``)."""
@@ -404,6 +404,7 @@ def pinned_config(tuners: list[Any], k: int) -> Iterator[None]:
 def _run_calls(version: Any, step: Derived, steps: Any, config: Optional[int] = None, ahead_s: float = 0.0) -> None:
     import time
 
+    from .autotune_clock import config_turn
     from .gpu_lock import gpu_lock
     from .runner import seed_everything, synchronize
 
@@ -420,7 +421,7 @@ def _run_calls(version: Any, step: Derived, steps: Any, config: Optional[int] = 
             first = None
             # the inputs are GPU work too (never inside another's timed region); every
             # repetition's made first: inside, torch's factories make padded buffers
-            with gpu_lock(exclusive=False):
+            with gpu_lock(exclusive=False), config_turn(call.seed):
                 calls = [build(call, which, r) for r in range(call.repeats or 1)]
                 with padded_allocations(which, PAD_ELEMENTS, call.fresh_fill) as made:
                     for r, (args, kwargs, placed) in enumerate(calls):
@@ -453,7 +454,7 @@ def warm_calls(version: Any, step: Warm) -> None:
     at a time (``compile_pool``), and no kernel runs."""
     import os
 
-    from .autotune_clock import one_run_per_config
+    from .autotune_clock import one_config_per_call
     from .capture import install
     from .compile_pool import CompilePool
     from .runner import synchronize
@@ -465,7 +466,7 @@ def warm_calls(version: Any, step: Warm) -> None:
     install()
     pool = CompilePool(step.compile_threads) if step.compile_threads > 1 else None
     try:
-        with one_run_per_config(synchronize), launches_as_warmups(pool.submit if pool else None), \
+        with one_config_per_call(synchronize), launches_as_warmups(pool.submit if pool else None), \
                 padded_allocations("a", PAD_ELEMENTS) as made:
             for call in step.calls:
                 if pool is not None:
@@ -482,11 +483,12 @@ def warm_one(version: Any, call: DerivedCall) -> None:
     the same arguments in the same canary-padded layout as ``_run_calls`` gives them (every
     buffer 16-byte aligned alike), so the same Triton specializations. What it returns is
     dropped unread; a call that raises is skipped (the real call meets the error itself)."""
+    from .autotune_clock import config_turn
     from .gpu_lock import gpu_lock
 
     try:
         fn = getattr(version.module, call.fn)
-        with gpu_lock(exclusive=False):  # its inputs and its wrapper's torch work: GPU work
+        with gpu_lock(exclusive=False), config_turn(call.seed):  # its inputs and its wrapper's torch work: GPU work
             args, kwargs, _ = build(call, "a")
             fn(*args, **kwargs)
     except Exception:  # noqa: BLE001 - a warmup is only ever a head start

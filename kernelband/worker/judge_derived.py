@@ -200,9 +200,10 @@ def config_masks(call: DerivedCall, out_a: Any, twins: list[Frame[DerivedOutputs
                  ) -> dict[str, torch.Tensor]:
     """For each output tensor, the elements where the original's result under one of its
     own autotune configs differs from its run "a" (NaN or inf positions, or a value beyond
-    the call's tolerance): which config a process's autotuner picks for a derived call is
-    timing noise (``autotune_clock.one_run_per_config``), so no candidate is held to a value
-    the original itself gives only under some configs (a block's max NaN with one block
+    the call's tolerance): a derived call runs the config at its turn among those its
+    process's autotuner keeps (``autotune_clock.one_config_per_call``), which need not be
+    the original's, so no candidate is held to a value the original itself gives only
+    under some configs (a block's max NaN with one block
     shape, finite with another). A twin that raises is not a config the original can run
     there: skipped; one that writes outside its tensors or does not decode: no twin of the
     call counts (the masks come only from runs of the original that behaved)."""
