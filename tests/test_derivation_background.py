@@ -37,6 +37,31 @@ def test_a_candidate_that_arrives_before_the_references_is_checked_on_them(tmp_p
         ev.close()
 
 
+def test_a_candidates_checks_on_the_harness_run_before_the_references_exist(tmp_path, background, monkeypatch):
+    """Only the calls beyond the harness need the derivation's references: a candidate's
+    other seeds, neutralised launches and re-check after timing are judged while the
+    derivation still runs (its frames come before ``derive.done``), and the calls beyond
+    after it."""
+    import json
+
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("KERNELBAND_TRACE", str(trace))
+    ev = prepared_evaluator(tmp_path, "slow_beyond", SLOW_BEYOND, "scale_kernel", "harness_scale")
+    try:
+        right = ev.evaluate(Variant(CORRECT), time_it=False)
+        assert right.ok and "calls beyond the harness" in right.message, right.message
+    finally:
+        ev.close()
+    marks = [json.loads(line) for line in trace.read_text().splitlines()]
+    done = next(m["t"] for m in marks if m["what"] == "derive.done")
+    job = [m for m in marks if m["what"] == "job.request" and m.get("trusted") is False][0]["job"]
+    frames = [m for m in marks if m["what"] == "job.frame" and m.get("job") == job and m.get("kind") == "outputs"]
+    harness = [m["t"] for m in frames if m.get("frame")]  # "harness_scale seed S check|neutral"
+    beyond = [m["t"] for m in frames if not m.get("frame") and m["t"] > max(harness)]  # (the replay's is unlabelled)
+    assert len(harness) >= 4 and beyond, frames  # the kept run, seed 1, the neutral run, the re-check
+    assert max(harness) < done < min(beyond), (harness, done, beyond)
+
+
 @pytest.mark.slow  # the original's process dies on a call, twice over: about a minute interpreted
 def test_notes_of_a_derivation_after_prepare_reach_the_evaluations(tmp_path, background):
     """The calls the original's process dies on are dropped with a note, as before prepare

@@ -117,7 +117,7 @@ class CandidateRun:
             if lane is not None:
                 self._time_against_lane(job, lane)
             if not (req.screen and self._screened_out()):
-                self._check_the_rest(job, lane is not None, tier if time_it or tier else 0, facts, runs)
+                self._check_the_rest(job, lane is not None, tier if time_it or tier else 0, facts)
         except Refusal as v:
             ev.status, ev.message = v.status, v.args[0]
             ev.errors = self.worst if v.status != Status.MISMATCH else (ev.errors or self.worst)
@@ -146,26 +146,34 @@ class CandidateRun:
             ev.message += f"; {job.strays_killed} leftover process(es) of the variant killed"
         return ev.to_dict()
 
-    def _check_the_rest(self, job: VariantJob, laned: bool, tier: int, facts: dict[str, Any], runs: int) -> None:
+    def _check_the_rest(self, job: VariantJob, laned: bool, tier: int, facts: dict[str, Any]) -> None:
         """After the timing: its profile, every other harness and seed, the neutralised
-        launches, the re-check after timing and the calls beyond the harness."""
+        launches and the re-check after timing; then, once the original's references beyond
+        the harness are made (in the background, while the first candidates get this far),
+        the calls beyond the harness."""
         judge, ev, req = self.judge, self.ev, self.req
         self._start_sibling(job, judge.ref)  # now that its first run shows how it compiles
+        steps = _timing_steps(judge, laned, tier, facts, req.source, ev.timing.median_ms if ev.timing else None) \
+            if (req.time or tier) else [Release("v")]
+        self._command(job, steps + rest_steps(judge))
         t_wait = time.perf_counter()
         ref = wait_for_references(judge, lambda r: self._start_sibling(job, r))
         add_phase(ev.phases, "wait_for_references", time.perf_counter() - t_wait)
         if req.screen:  # the derivation's runs count among the original's slowest now
             self.run_timeout_s = search_run_timeout_s(judge.require_task().timeout_s, ref.slowest_run_s)
-        steps = _timing_steps(judge, laned, tier, facts, req.source, ev.timing.median_ms if ev.timing else None) \
-            if (req.time or tier) else [Release("v")]
-        rest = rest_steps(judge) + candidate_steps(judge)
-        job.command(steps + rest + [Mark()], deadline_s(self.run_timeout_s, runs))
-        self.expected = frame_labels(steps + rest)
-        self._judge_frames(job.until_mark())
+        calls_beyond = candidate_steps(judge)
+        if calls_beyond:
+            self._command(job, calls_beyond)
         _check_roofline(ev, facts, _written_bytes(judge))
         ev.errors = self.worst
         beyond = f" and {len(judge.ref.derived)} calls beyond the harness" if judge.ref.derived else ""
         ev.message = f"matches the original on {checked_runs(judge)}{beyond} ({describe(self.worst)})"
+
+    def _command(self, job: VariantJob, steps: list[Step]) -> None:
+        """Send ``steps`` (and a mark) and judge their frames as they come."""
+        job.command(steps + [Mark()], deadline_s(self.run_timeout_s, count_runs(steps) + 1))
+        self.expected = frame_labels(steps)
+        self._judge_frames(job.until_mark())
 
     def _start_sibling(self, job: VariantJob, ref: Reference) -> None:
         """A sibling compiling the candidate's calls beyond the harness ahead of it, once,
