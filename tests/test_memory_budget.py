@@ -79,3 +79,24 @@ def test_a_variant_wrong_only_on_other_seeds_is_caught_by_the_small_harness(eval
     wrong = SOURCE.replace("def twice(x):\n", "def twice(x):\n    x = x if float(x.reshape(-1)[0]) > -0.5 else x * 1.01\n")
     res = evaluator.evaluate(Variant(wrong), time_it=False)
     assert res.status in (Status.MISMATCH, Status.REJECTED), res.message
+
+
+@pytest.mark.slow
+def test_a_seeds_float64_rerun_that_does_not_fit_beside_its_outputs_is_dropped_and_said(tmp_path: Path,
+                                                                                       monkeypatch: pytest.MonkeyPatch):
+    # 3 seeds share 60 KiB: 20 KiB each. bench_twice's 16 KiB of outputs fit at every seed,
+    # not beside their 32 KiB float64 rerun: seeds 1 and 2 are checked, their precision by
+    # the consistency rule only (seed 0's rerun is always kept)
+    monkeypatch.setenv("KERNELBAND_REF_HOST_BYTES", str(60 << 10))
+    path = tmp_path / "twice.py"
+    path.write_text(SOURCE, encoding="utf-8")
+    task = Task(module_path=str(path), source=SOURCE, kernel="twice_kernel", harness="bench_twice",
+                check_harnesses=["test_twice"], seeds=[0, 1, 2])
+    with Evaluator(task) as ev:
+        base = ev.prepare(time_it=False)
+        assert base.ok, base.message
+        assert "bench_twice: the float64 rerun of seeds [1, 2] was dropped" in base.message, base.message
+        assert "test_twice: the float64 rerun" not in base.message and "seed 0 only" not in base.message, base.message
+        ok = ev.evaluate(Variant(SOURCE.replace("* 2.0, mask", "* 2.0 + 0.0, mask")), time_it=False)
+    assert ok.status == Status.OK, ok.message
+    assert "bench_twice (seeds [0, 1, 2])" in ok.message or "seeds [0, 1, 2] of bench_twice" in ok.message, ok.message

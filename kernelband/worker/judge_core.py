@@ -54,8 +54,14 @@ class Reference:
     outputs: dict[tuple[str, int], Any] = field(default_factory=dict)
     masks: dict[str, dict[str, Any]] = field(default_factory=dict)  # harness -> leaf -> changed-by-Triton mask
     neutral_raised: dict[str, bool] = field(default_factory=dict)
-    high: dict[str, dict[str, list[Any]]] = field(default_factory=dict)  # harness -> "kernel.arg" -> [float64 result]
-    high_error: dict[tuple[str, str, int], checks.ErrorStats] = field(default_factory=dict)
+    # (harness, seed) -> "kernel.arg" -> [float64 result]: a float64 rerun of the original's
+    # launches at every seed whose references fit (precision is judged wherever there is one)
+    high: dict[tuple[str, int], dict[str, list[Any]]] = field(default_factory=dict)
+    # (harness, seed, "kernel.arg", index) -> the original's own error against that rerun
+    high_error: dict[tuple[str, int, str, int], checks.ErrorStats] = field(default_factory=dict)
+    # (harness, seed) checked against its outputs, whose float64 result was dropped: with
+    # them it would exceed the seed's share of the host memory budget
+    high_dropped: set[tuple[str, int]] = field(default_factory=set)
     writes: dict[str, list[str]] = field(default_factory=dict)  # kernel -> argument names it writes
     changed_inputs: set[str] = field(default_factory=set)
     streams: set[int] = field(default_factory=set)
@@ -89,6 +95,14 @@ class Reference:
     derive_started: float = 0.0  # time.monotonic() when the derivation started (0: not yet)
     derivation_runs: int = 0
     derived_s: float = 0.0
+
+    def original_error(self, harness: Optional[str] = None, seeds: Optional[set[int]] = None) -> Optional[float]:
+        """The original's largest relative error against its float64 reruns, over the given
+        harness's (else every harness's) given seeds (else every seed): None where it has
+        none there."""
+        errors = [e.rel for (h, s, _, _), e in self.high_error.items()
+                  if (harness is None or h == harness) and (seeds is None or s in seeds)]
+        return max(errors) if errors else None
 
     def derived_runs(self) -> int:
         """The calls beyond the harness a candidate runs: the kept ones, or while they are

@@ -1,7 +1,7 @@
 """The judge's ``prepare`` op: run the original in a variant process and keep what the
 judge needs of it (``Reference``): its outputs per (harness, seed), which outputs its
-Triton launches produce, a float64 rerun for the precision check, what it writes, and
-whether it is deterministic; the Baseline says what was found."""
+Triton launches produce, a float64 rerun of them per (harness, seed) for the precision
+check, what it writes, and whether it is deterministic; the Baseline says what was found."""
 from __future__ import annotations
 
 import os
@@ -33,7 +33,9 @@ _PINNED_HOST_FRACTION = 0.3  # ... else on the host, page-locked while they take
 # Host memory the references of one harness may take across its seeds (DESIGN section 4:
 # host memory stays under about 2 GiB plus one copy of the outputs). A harness whose
 # outputs per call are bigger than this share keeps the reference of its first seed only:
-# its other seeds are not run (the small correctness harnesses still run every seed).
+# its other seeds are not run (the small correctness harnesses still run every seed). A
+# seed past the first keeps its float64 rerun only while it fits that share beside its
+# outputs (the first seed's is always kept).
 _REF_HOST_BYTES_ENV = "KERNELBAND_REF_HOST_BYTES"
 _REF_HOST_BYTES = 2 << 30
 
@@ -49,6 +51,11 @@ def ref_host_bytes() -> int:
         return _REF_HOST_BYTES
 
 
+def seed_share_bytes(task: Task) -> int:
+    """Host memory one seed's references of a harness may take (outputs and float64 rerun)."""
+    return ref_host_bytes() // max(len(task.seeds), 1)
+
+
 LANE_ENV = "KERNELBAND_LANE"  # "0": no reference lane (candidates are timed alone)
 LANE_ROUNDS = 5  # samples of the original that make the baseline time (on a GPU)
 
@@ -58,15 +65,16 @@ def reference_steps(judge: JudgeCore, time_it: bool, tier: int, facts: dict[str,
     s0, rest = task.seeds[0], task.seeds[1:]
     harnesses = judge.harnesses()
     steps: list[Step] = []
+    # every seed reruns the original's launches in float64: a candidate's precision is
+    # judged at each seed, so rounding only for some inputs has nowhere to hide
     for h in harnesses[1:]:
-        steps += [Run("o", h, s, "upcast" if s == s0 else "check") for s in task.seeds]
+        steps += [Run("o", h, s, "upcast") for s in task.seeds]
     from .judge_derived import wrapper_names
 
     steps.append(Run("o", task.harness, s0, "upcast", keep="o", record=wrapper_names(task.source, task.kernel)))
     steps += timed_steps("o", time_it, tier, facts, task.source)
     # the timing harness's other seeds only while their references fit the host budget
-    per_seed = ref_host_bytes() // max(len(task.seeds), 1)
-    steps += [Run("o", task.harness, s, "check", skip_over=per_seed) for s in rest]
+    steps += [Run("o", task.harness, s, "upcast", skip_over=seed_share_bytes(task)) for s in rest]
     steps += [Run("o", h, s0, "check", again=True) for h in harnesses]
     steps += [Run("o", h, s0, "neutral") for h in harnesses]
     return steps
@@ -285,6 +293,11 @@ def _baseline_notes(judge: JudgeCore, task: Task, base: Baseline) -> list[str]:
                      "so correctness is checked on one input only")
     if not ref.high:
         notes.append("no float64 rerun of the original was possible: precision is checked by tolerance only")
+    for h in sorted({h for h, _ in ref.high_dropped}):
+        seeds = sorted(s for hh, s in ref.high_dropped if hh == h)
+        notes.append(f"{h}: the float64 rerun of seeds {seeds} was dropped (with the outputs it would exceed one "
+                     f"seed's share, {seed_share_bytes(task) / 2**20:.1f} MiB, of {_REF_HOST_BYTES_ENV}): their precision "
+                     "is checked against the original's outputs only (the consistency rule)")
     if ref.skipped:
         seeds = sorted({s for h, s in ref.skipped})
         size = max((tree_bytes(v) for v in ref.outputs.values()), default=0)
@@ -341,7 +354,7 @@ def _absorb_reference(judge: JudgeCore, frame: Frame[FrameMeta], base: Baseline,
         raise _SetupProblem(f"the harness {h} never launches {task.kernel} (it launched: {seen})")
     if isinstance(tree, dict):
         previous = tree.pop("previous", [])
-        if meta.mode == "check" and not meta.kept:
+        if meta.mode in ("check", "upcast") and not meta.kept:
             if history.changed(h, previous):
                 ref.stale = True
             history.record(h, tree.get("returned"))
@@ -399,6 +412,11 @@ def _absorb_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any) -> None:
     high = tree.pop("upcast", None) if isinstance(tree, dict) else None
     if count_tensors(tree.get("returned")) + count_tensors(tree.get("written")) == 0:
         raise _SetupProblem(f"the harness {h} returns no tensors and its launches write none")
+    if high and seed != task.seeds[0] and tree_bytes(tree) + tree_bytes(high) > seed_share_bytes(task):
+        # its outputs fit the seed's share, not beside its float64 rerun (a half-precision
+        # output's is four times its size): the seed is checked, its precision is not
+        ref.high_dropped.add((h, seed))
+        high = None
     nbytes = tree_bytes(tree) + tree_bytes(high)
     device = _reference_device(judge, nbytes)
     pin = device is None and _pin_on_host(judge, nbytes)
@@ -414,7 +432,7 @@ def _absorb_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any) -> None:
         ref.launches = meta.launches
         ref.recorded_calls = list(meta.calls)
     if high:
-        _absorb_high(ref, h, tree, high, meta.upcast)
+        _absorb_high(ref, h, seed, tree, high, meta.upcast)
 
 
 def _know_inputs(ref: Reference, pre_state: Any, tree: Any) -> None:
@@ -437,7 +455,8 @@ def _know_inputs(ref: Reference, pre_state: Any, tree: Any) -> None:
     ref.known_inputs |= {content_key(t) for t in tensors}
 
 
-def _absorb_high(ref: Reference, h: str, tree: Any, high: dict[str, list[Any]], present: dict[str, list[bool]]) -> None:
+def _absorb_high(ref: Reference, h: str, seed: int, tree: Any, high: dict[str, list[Any]],
+                 present: dict[str, list[bool]]) -> None:
     kept: dict[str, list[Any]] = {}
     for key, values in high.items():
         flags = present.get(key, [])
@@ -447,11 +466,11 @@ def _absorb_high(ref: Reference, h: str, tree: Any, high: dict[str, list[Any]], 
             if j < len(flags) and flags[j] and j < len(refs) and isinstance(refs[j], torch.Tensor) \
                     and refs[j].is_floating_point() and value.shape == refs[j].shape:
                 kept[key].append(value)
-                ref.high_error[(h, key, j)] = checks.error_against(value, refs[j])
+                ref.high_error[(h, seed, key, j)] = checks.error_against(value, refs[j])
             else:
                 kept[key].append(None)
     if any(v is not None for vs in kept.values() for v in vs):
-        ref.high[h] = kept
+        ref.high[(h, seed)] = kept
 
 
 def _reference_device(judge: JudgeCore, nbytes: int) -> Optional[str]:

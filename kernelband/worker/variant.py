@@ -312,8 +312,9 @@ class Steps:
             upcast={k: [x is not None for x in v] for k, v in hp.items()}, again=step.again, kept=bool(step.keep),
             cuda_peak=_cuda_peak(), calls=calls)
         # earlier calls' results, shown again (a kept run's outputs are rewritten by its
-        # replays on purpose: neither side tracks them)
-        remember = mode == "check" and not step.keep
+        # replays on purpose: neither side tracks them). The original's upcast runs count:
+        # they are most of its checked runs, which show whether its own results change
+        remember = mode in ("check", "upcast") and not step.keep
         previous = list(self.previous.get(step.harness, [])) if remember else []
         if remember:
             with timeline.span("remember_outputs"):

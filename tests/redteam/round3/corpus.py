@@ -25,7 +25,8 @@ WRONG, TIMING, ESCAPE = "wrong", "timing", "escape"
 # What closes a case, and who builds it.
 DEFENCES: dict[str, str] = {
     "screen": "the allow-list screen (kernelband/screen.py): trust branch",
-    "judge": "judge-side observation: snapshots, fingerprints and launch coverage the judge takes itself (lead)",
+    "judge": "judge-side observation: snapshots, fingerprints and launch coverage the judge takes itself, "
+             "precision against the original's float64 rerun at every seed (lead)",
     "inputs": "inputs beyond the harness: derived calls, varied poison, seeds and call counts (lead)",
     "timing": "honest timing: replay checks for every kernel, no hooks in replays, helpers timed, "
               "separate processes for the paired re-measurement, roofline bound (lead)",
