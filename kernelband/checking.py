@@ -86,7 +86,7 @@ def check_variant(task: Task, variant_source: str, variant_label: str, options: 
         info = evaluator.start()
         log(f"device: {info.device_name}, triton {info.triton_version}")
         if not info.interpreted:  # the judge's roofline check needs the GPU's measured peaks
-            evaluator.facts = device_facts(evaluator, None, info.device_name, info.triton_version) or {}
+            evaluator.facts = device_facts(evaluator, None, info.device_name, info.triton_version)
         base = evaluator.prepare()
         if base.weak_harness:
             log(f"warning: weak harness: {base.weak_reason}")

@@ -17,11 +17,11 @@ from typing import Any, Callable, Optional
 
 from .decode import MalformedMessage
 from .model import Baseline, Evaluation, PairedTiming, SanitizerReport, Status, Task, Timing, Variant
-from .profile.schema import Profile
+from .profile.schema import DeviceFacts, Profile, ProfileError
 from .screen import screen_variant
 from .worker.client import WorkerClient, WorkerError, WorkerInfo
 from .worker.deadlines import request_deadline_s
-from .worker.requests import DeviceFacts, ErrorKind, Evaluate, Paired, Prepare, ProfileRun, Retime, Sanitize
+from .worker.requests import ErrorKind, Evaluate, MeasureDevice, Paired, Prepare, ProfileRun, Retime, Sanitize
 
 
 class SetupError(Exception):
@@ -61,7 +61,7 @@ class Evaluator:
         self._env, self._on_log = env, on_log
         self.client = WorkerClient(task.device, env=env, on_log=on_log)  # env: the executor's pinning
         self.baseline: Optional[Baseline] = None
-        self.facts: dict[str, Any] = {}
+        self.facts = DeviceFacts()
         self.evaluations = 0
         self.worker_restarts = 0
         self._closed = False  # closed (the session ended): no new worker process after this
@@ -162,13 +162,13 @@ class Evaluator:
             raise
         return Timing.from_dict(raw["timing"])
 
-    def device_facts(self) -> dict[str, Any]:
+    def device_facts(self) -> DeviceFacts:
         self.start()
         try:
-            facts = self.client.send(DeviceFacts(), self._deadline("device_facts"))
-        except WorkerError:
-            facts = None
-        self.facts = facts or {}
+            raw = self.client.send(MeasureDevice(), self._deadline("device_facts"))
+            self.facts = DeviceFacts.from_dict(raw) if raw else DeviceFacts()
+        except (WorkerError, ProfileError):
+            self.facts = DeviceFacts()
         return self.facts
 
     # ------------------------------------------------------------------ variants

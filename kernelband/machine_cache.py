@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+from .profile.schema import DeviceFacts, decoded_facts
+
 
 def cache_dir() -> Path:
     explicit = os.environ.get("KERNELBAND_CACHE_DIR")
@@ -52,14 +54,13 @@ def _read() -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def get_device_facts(key: str) -> Optional[dict[str, Any]]:
-    facts = _read().get(key)
-    return facts if isinstance(facts, dict) else None
+def get_device_facts(key: str) -> Optional[DeviceFacts]:
+    return decoded_facts(_read().get(key))
 
 
-def put_device_facts(key: str, facts: dict[str, Any]) -> None:
+def put_device_facts(key: str, facts: DeviceFacts) -> None:
     data = _read()
-    data[key] = facts
+    data[key] = facts.to_dict()
     path = _facts_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -197,9 +197,6 @@ class ResultBuilder:
         else:
             result.message = (f"best candidate measured {ci}{cpu} on re-measurement: not a verified speedup "
                               f"(the CI's lower bound must exceed {max(1.0, self.config.min_speedup):.3f}x)")
-        flag = self._roofline_flag(best_ms)
-        if flag:
-            result.warnings.append(flag)
         return result
 
     def _unverified(self, result: Result, best: Any, e: Union[WorkerError, SetupError]) -> Result:
@@ -215,20 +212,6 @@ class ResultBuilder:
         result.message = (f"search found a candidate at {result.baseline_ms / best.time_ms:.2f}x, but {failure}: "
                           "not a verified speedup")
         return result
-
-    def _roofline_flag(self, best_ms: float) -> Optional[str]:
-        """A speedup that would move bytes faster than the device can is suspicious."""
-        facts = self.evaluator.facts or {}
-        bw = facts.get("copy_bandwidth_gbs") or facts.get("dram_bandwidth_gbs")
-        base = self.evaluator.baseline
-        if not bw or base is None or self.evaluator.interpreted or best_ms <= 0:
-            return None
-        nbytes = sum(launch.tensor_bytes for launch in base.launches)
-        achieved = nbytes / (best_ms * 1e-3) / 1e9
-        if achieved > 1.1 * float(bw):
-            return (f"suspicious: the winner would move {achieved:.0f} GB/s, above the measured copy bandwidth "
-                    f"{float(bw):.0f} GB/s; check that the harness's outputs cover all the kernel writes")
-        return None
 
 
 def phase_totals(history: list[dict[str, Any]]) -> dict[str, float]:

@@ -56,7 +56,7 @@ class PolicySteps:
             return WAIT if s.workers.busy() else "search space exhausted"
         parent, strategy = pick
         ctx = GenContext(kernel=s.task.kernel, harness=s.task.harness, module_path=s.task.module_path,
-                         profile=s.pool.profiles.get(parent.id), device=s.evaluator.facts or None, rng=s.rng)
+                         profile=s.pool.profiles.get(parent.id), device=s.evaluator.facts, rng=s.rng)
         gen = self.generator.generate(parent.variant, strategy, ctx)
         s.usage.tokens += gen.tokens
         s.usage.dollars += gen.cost_usd

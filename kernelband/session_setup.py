@@ -13,7 +13,7 @@ from .evaluate import SetupError
 from .executor.base import Evaluator
 from .harness import harness_hash
 from .model import Task, Variant
-from .profile.schema import Profile
+from .profile.schema import DeviceFacts, Profile
 from .session_config import SessionConfig
 from .session_pool import CandidatePool
 from .trace import mark
@@ -45,7 +45,7 @@ class Preparation:
             self.on_started()
         self.pool.platform.gpu, self.pool.platform.triton_version = info.device_name, info.triton_version
         if not info.interpreted:
-            self.evaluator.facts = self._device_facts() or {}
+            self.evaluator.facts = self._device_facts()
         t1 = time.perf_counter()
         self.setup_s["device_facts"] = round(t1 - t0 - self.setup_s["worker_start"], 3)
         mark("setup.prepare")
@@ -70,7 +70,7 @@ class Preparation:
         if self.store and base.profile:
             self._store_profile(base.profile)
 
-    def _device_facts(self) -> Optional[dict[str, Any]]:
+    def _device_facts(self) -> DeviceFacts:
         platform = self.pool.platform
         return device_facts(self.evaluator, self.store, platform.gpu, platform.triton_version, self.emit)
 
@@ -116,22 +116,22 @@ class Preparation:
 
 
 def device_facts(evaluator: Evaluator, store: Any, gpu: str, triton_version: str,
-                 emit: Optional[Callable[[EventPayload], object]] = None) -> Optional[dict[str, Any]]:
+                 emit: Optional[Callable[[EventPayload], object]] = None) -> DeviceFacts:
     """The device's peaks: from the workspace store, else this machine's cache, else
     measured (once per card, driver and Triton version), and cached in both."""
     from . import machine_cache
     from .profile.device import valid_cached
 
-    facts = store.get_device_facts(gpu, triton_version) if store else None
     key = machine_cache.device_key(evaluator.info)
+    facts = store.get_device_facts(gpu, triton_version) if store else None
     if not valid_cached(facts):
         facts = machine_cache.get_device_facts(key)
-    if not valid_cached(facts):
+    if facts is None or not valid_cached(facts):
         if emit is not None:
             emit(Log(level="info", message="measuring the GPU's peak bandwidth and matrix rates (once per GPU)..."))
         facts = evaluator.device_facts()
         if valid_cached(facts):
             machine_cache.put_device_facts(key, facts)
-    if facts and store and valid_cached(facts):
+    if store and valid_cached(facts):
         store.put_device_facts(gpu, triton_version, facts)
     return facts

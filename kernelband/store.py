@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from .profile.schema import Profile
+from .profile.schema import DeviceFacts, Profile, decoded_facts
 from .redact import scrub
 
 INTERRUPTED = "interrupted"
@@ -143,13 +143,14 @@ class Store:
         return [json.loads(r[0]) for r in self._conn.execute(sql, args).fetchall()]
 
     # ---------------------------------------------------------------- device facts
-    def put_device_facts(self, gpu: str, triton_version: str, facts: dict[str, Any]) -> None:
-        self._conn.execute(
-            "INSERT OR REPLACE INTO device_facts VALUES (?, ?, ?, ?)", (gpu, triton_version, _dump(facts), time.time())
-        )
+    # stored as DeviceFacts.to_dict(); a row that does not decode is a cache miss (measured again, replaced)
+    def put_device_facts(self, gpu: str, triton_version: str, facts: DeviceFacts) -> None:
+        self._conn.execute("INSERT OR REPLACE INTO device_facts VALUES (?, ?, ?, ?)",
+                           (gpu, triton_version, _dump(facts.to_dict()), time.time()))
 
-    def get_device_facts(self, gpu: str, triton_version: str) -> Optional[dict[str, Any]]:
-        return self._json("SELECT facts FROM device_facts WHERE gpu=? AND triton_version=?", (gpu, triton_version))
+    def get_device_facts(self, gpu: str, triton_version: str) -> Optional[DeviceFacts]:
+        raw = self._json("SELECT facts FROM device_facts WHERE gpu=? AND triton_version=?", (gpu, triton_version))
+        return decoded_facts(raw)
 
     # ---------------------------------------------------------------- profiles
     # stored as Profile.to_dict(); read back typed (rows of older engines too: missing keys

@@ -14,6 +14,7 @@ from kernelband.executor.base import Evaluator, Slot
 from kernelband.executor.local import LocalExecutor
 from kernelband.executor.ray_executor import RayEvaluator
 from kernelband.model import Task
+from kernelband.profile.schema import DeviceFacts
 
 IMPLEMENTATIONS = [LocalEvaluator, RayEvaluator]
 
@@ -69,7 +70,7 @@ def test_both_evaluators_are_evaluators(tmp_path) -> None:
     try:
         for ev in (local, ray):
             assert isinstance(ev, Evaluator)
-            assert ev.baseline is None and ev.facts == {} and ev.worker_restarts == 0
+            assert ev.baseline is None and ev.facts == DeviceFacts() and ev.worker_restarts == 0
             assert ev.info is None and ev.interpreted is False and ev.lanes == 1
     finally:
         local.close()

@@ -17,6 +17,7 @@ from kernelband.executor import ExecutorOptions, ExecutorUnavailable, make_execu
 from kernelband.executor.local import LocalExecutor, visible_gpus
 from kernelband.executor.pool import WorkerPool
 from kernelband.model import Evaluation, PairedTiming, ResultStatus, SanitizerReport, Status, Timing, Variant
+from kernelband.profile.schema import DeviceFacts
 from kernelband.search import BanditConfig, Candidate, Outcome, make_policy
 from kernelband.search.base import add_pending
 
@@ -199,7 +200,7 @@ class _FakeWorker:
 
     def __init__(self, retime_ms: float, gate: "threading.Event | None" = None, fail: str = "") -> None:
         self.retime_ms, self.gate, self.fail = retime_ms, gate, fail
-        self.facts: dict = {}
+        self.facts = DeviceFacts()
         self.prepared_with: dict = {}
         self.evaluated: list[str] = []
         self.closed = False
@@ -252,7 +253,7 @@ def test_a_second_worker_still_preparing_never_holds_up_the_primary():
     events: list[EventPayload] = []
     pool = WorkerPool([primary, second], ["gpu 0", "gpu 1"], emit=events.append)
     pool.begin_others()
-    assert pool.finish_others(Variant(source="# o\n"), 2.0, {"peak": 1}) == []  # returns at once: gpu 1 is not ready
+    assert pool.finish_others(Variant(source="# o\n"), 2.0, DeviceFacts(copy_gbs=1.0)) == []  # returns at once: gpu 1 is not ready
     assert pool.live == [0]
     # the primary evaluates alone until gpu 1 is released (after its second candidate)
     def release_after_two(k: int) -> None:
@@ -270,7 +271,7 @@ def test_a_second_worker_still_preparing_never_holds_up_the_primary():
     # its candidates are scaled to the primary's clock (2.0 / 4.0), the primary's are not
     assert {ms for _, w, ms in done if w == "gpu 1"} == {0.5} and {ms for _, w, ms in done if w == "gpu 0"} == {1.0}
     # it prepared references only (no timing, no profile) and got the primary's device facts
-    assert second.prepared_with == {"time_it": False, "profile_tier": 0} and second.facts == {"peak": 1}
+    assert second.prepared_with == {"time_it": False, "profile_tier": 0} and second.facts == DeviceFacts(copy_gbs=1.0)
     logs = [p.message for p in events if isinstance(p, Log)]
     assert any(m.startswith("gpu 1 takes candidates from") for m in logs), logs
     assert any(m.startswith("search phase of") and "gpu 1" in m for m in logs), logs

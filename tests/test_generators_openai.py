@@ -11,7 +11,7 @@ import openai  # noqa: F401  (a dependency of the wheel: missing is a failure, n
 import pytest
 
 from kernelband.generators import GenContext, GenerationOutcome, make_generator
-from kernelband.profile.schema import Profile
+from kernelband.profile.schema import DeviceFacts, Profile
 from kernelband.generators.openai_gen import DEFAULT_PRICE, OpenAIGenerator, estimate_cost
 from kernelband.generators.splice import SpliceError, extract_code, splice_functions
 from kernelband.model import Variant
@@ -91,7 +91,7 @@ PROFILE = Profile.from_dict({
     "tiers": {"timing": {"time_ms": 0.42, "dram_pct": 71.0}, "static": None, "counters": None},
     "diagnosis": {"bottleneck": "memory-bound", "evidence": "71% of DRAM peak", "strategies": ["vectorization"]},
 })
-DEVICE = {"name": "NVIDIA H100 80GB HBM3", "sm_count": 132, "dram_gbps": 3350}
+DEVICE = DeviceFacts(name="NVIDIA H100 80GB HBM3", sm_count=132, copy_gbs=3350.0)
 
 
 def ctx(**kw) -> GenContext:

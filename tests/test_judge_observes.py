@@ -5,6 +5,7 @@ variant process)."""
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 
 import pytest
 from helpers.kernels import AXPY_LAUNCH, axpy_task, edited
@@ -133,17 +134,18 @@ def test_an_in_place_kernel_whose_work_torch_did_first_is_rejected(in_place):
 
 def test_the_roofline_refuses_a_time_no_kernel_can_have():
     from kernelband.model import Evaluation, Timing
+    from kernelband.profile.schema import DeviceFacts
     from kernelband.worker.judge_candidate import Refusal, _check_roofline
 
     ev = Evaluation(Status.OK, timing=Timing(0.001, 0.001, 0.001, "cuda-events", 1), interpreted=False)
-    facts = {"copy_gbs": 3000.0}
+    facts = DeviceFacts(copy_gbs=3000.0)
     _check_roofline(ev, facts, output_floor_bytes=1 << 20)  # 1 MiB in 1 us: 1 TB/s, possible
     with pytest.raises(Refusal) as refused:
         _check_roofline(ev, facts, output_floor_bytes=64 << 20)  # 64 MiB written in 1 us: 67 TB/s
     assert "above the GPU's measured copy bandwidth" in str(refused.value)
     # outputs that fit in the L2 cache can be written faster than memory takes them: the
     # floor is what exceeds it (an embedding's 32 MiB in 6 us on an H200 is real)
-    l2 = {**facts, "l2_bytes": 60 << 20}
+    l2 = replace(facts, l2_bytes=60 << 20)
     _check_roofline(ev, l2, output_floor_bytes=32 << 20)
     with pytest.raises(Refusal):
         _check_roofline(ev, l2, output_floor_bytes=256 << 20)  # 196 MiB past the L2 in 1 us
@@ -154,13 +156,13 @@ def test_the_roofline_refuses_on_the_judges_floor_not_on_the_profiles_convention
     writes two rows of a 1 GiB cache 'moves' 1 GiB by it. Only the judge's floor (the bytes
     the original's launches changed) refuses."""
     from kernelband.model import Evaluation, Timing
-    from kernelband.profile.schema import Profile, TimingTier
+    from kernelband.profile.schema import DeviceFacts, Profile, TimingTier
     from kernelband.worker.judge_candidate import _check_roofline
 
     ev = Evaluation(Status.OK, timing=Timing(0.01, 0.01, 0.01, "cuda-events", 1), interpreted=False)
     ev.profile = Profile()
     ev.profile.tiers.timing = TimingTier(bandwidth_gbs=107374.0, copy_peak_gbs=4000.0)  # 1 GiB in 10 us
-    _check_roofline(ev, {"copy_gbs": 4000.0}, output_floor_bytes=2 * 64 * 4)
+    _check_roofline(ev, DeviceFacts(copy_gbs=4000.0), output_floor_bytes=2 * 64 * 4)
 
 
 def test_the_roofline_floor_counts_the_elements_the_originals_launches_changed():

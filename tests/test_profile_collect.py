@@ -7,7 +7,10 @@ import math
 
 from kernelband.worker.counters import COUNTERS_IN_SESSION
 from kernelband.worker.profiling import collect_profile
-from kernelband.profile.device import cached_or_measure, has_peaks, interpreter_facts
+from dataclasses import replace
+
+from kernelband.profile.device import cached_or_measure, interpreter_facts
+from kernelband.profile.schema import DeviceFacts
 from kernelband.store import Store
 
 from helpers.profiles import AXPY, FACTS, fake_launch as _launch
@@ -49,7 +52,7 @@ def test_tier1_only_and_tier3_left_to_the_session():
 
 
 def test_interpreter_path():
-    prof = collect_profile([_launch(4096, compiled=False)], 50.0, 3, {}, AXPY, "axpy_kernel", True).to_dict()
+    prof = collect_profile([_launch(4096, compiled=False)], 50.0, 3, DeviceFacts(), AXPY, "axpy_kernel", True).to_dict()
     _strict_json(prof)
     assert prof["interpreted"] and prof["device"]["placeholder"]
     assert prof["unavailable"]["static"] == "interpreter: no compiled binary"
@@ -79,20 +82,34 @@ def test_repeated_launches_add_up():
 
 def test_device_facts_placeholder_and_cache(tmp_path):
     ph = interpreter_facts()
-    assert ph["placeholder"] and ph["copy_gbs"] is None and not has_peaks(ph)
-    assert has_peaks(FACTS)
+    assert ph.placeholder and ph.copy_gbs is None and not ph.has_peaks
+    assert FACTS.has_peaks
     store = Store(tmp_path / "kb.db")
     calls = []
 
     def measure():
         calls.append(1)
-        return dict(FACTS, facts_version=1)
+        return replace(FACTS, facts_version=1)
 
     a = cached_or_measure(store, "Test GPU", "3.9.0", measure)
     b = cached_or_measure(store, "Test GPU", "3.9.0", measure)
     assert a == b and len(calls) == 1
     cached_or_measure(store, "Test GPU", "3.9.0", measure, refresh=True)
     assert len(calls) == 2
-    assert cached_or_measure(store, "cpu", "3.9.0", interpreter_facts)["placeholder"]
+    assert cached_or_measure(store, "cpu", "3.9.0", interpreter_facts).placeholder
     assert store.get_device_facts("cpu", "3.9.0") is None  # placeholders are never stored
     store.close()
+
+
+def test_device_facts_wire_form():
+    """The JSON the facts had as a plain dict: nothing known is {}, the placeholder states its
+    unknown peaks, and an older or newer engine's stored facts still read (unknown keys ignored)."""
+    assert DeviceFacts().to_dict() == {} and not DeviceFacts().known
+    ph = interpreter_facts()
+    assert ph.to_dict() == {"name": ph.name, "interpreted": True, "placeholder": True, "note": ph.note, "sm_count": None,
+                            "copy_gbs": None, "matmul_tflops": {"bf16": None, "fp32": None, "tf32": None},
+                            "facts_version": 1}
+    assert DeviceFacts.from_dict(ph.to_dict()) == ph and DeviceFacts.from_dict(FACTS.to_dict()) == FACTS
+    old = DeviceFacts.from_dict({"name": "Old GPU", "copy_gbs": 900, "dram_gbps": 1.0, "sm_count": None})
+    assert old == DeviceFacts(name="Old GPU", copy_gbs=900.0) and old.has_peaks
+    assert FACTS.peak_tflops("bf16") == 800.0 and FACTS.peak_tflops(None) is None

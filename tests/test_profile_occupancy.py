@@ -1,5 +1,6 @@
 """Occupancy from compile metadata and device limits (kernelband/profile/occupancy.py)."""
 from kernelband.profile.occupancy import arch_limits, limits_from_facts, occupancy
+from kernelband.profile.schema import DeviceFacts
 
 H100 = arch_limits(9, 0)
 
@@ -46,7 +47,7 @@ def test_limits_by_compute_capability_and_facts():
     assert arch_limits(8, 6)["max_warps_per_sm"] == 48
     assert arch_limits(7, 5)["max_warps_per_sm"] == 32
     assert arch_limits(9, 9)["max_warps_per_sm"] == 64  # unknown minor: nearest lower known
-    lim = limits_from_facts({"compute_capability": "8.6", "shared_per_sm": 102400, "max_warps_per_sm": 48})
+    lim = limits_from_facts(DeviceFacts(compute_capability="8.6", shared_per_sm=102400, max_warps_per_sm=48))
     assert lim["shared_per_sm"] == 102400 and lim["max_blocks_per_sm"] == 16
     occ = occupancy(num_warps=4, regs_per_thread=32, shared_bytes=0, limits=lim)
     assert occ["theoretical"] == 1.0 and occ["blocks_per_sm"] == 12

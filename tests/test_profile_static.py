@@ -2,6 +2,7 @@
 from collections import namedtuple
 from types import SimpleNamespace
 
+from kernelband.profile.schema import DeviceFacts
 from kernelband.profile.static import find_compiled, kernel_metadata, static_profile
 
 Target = namedtuple("GPUTarget", "backend arch warp_size")
@@ -73,7 +74,7 @@ def test_find_compiled_in_the_jit_caches_through_an_autotuner():
 
 
 def test_static_profile_with_occupancy_and_dot_tiles():
-    facts = {"compute_capability": "9.0", "sm_count": 132}
+    facts = DeviceFacts(compute_capability="9.0", sm_count=132)
     launch = SimpleNamespace(result=ck_39(n_regs=128, num_warps=8), obj=_jit(), name="matmul_kernel")
     st, why = static_profile(launch, facts, programs=264)
     assert why == ""

@@ -17,6 +17,7 @@ from kernelband.check_outcome import CheckOutcome
 from kernelband.checking import _sanitizer_refuses, check_scope
 from kernelband.evaluate import Evaluator
 from kernelband.model import PairedTiming, Result, Status, Task, Variant
+from kernelband.profile.schema import DeviceFacts
 from kernelband.result_builder import ResultBuilder, SearchOutcome
 from kernelband.search.base import Candidate
 from kernelband.session import SessionConfig
@@ -86,7 +87,7 @@ class _Finalist:
 
     def __init__(self, evaluator: Evaluator) -> None:
         self.evaluator = evaluator
-        self.facts: dict[str, Any] = {}
+        self.facts = DeviceFacts()
 
     def sanitize(self, variant: Variant) -> Any:
         return self.evaluator.sanitize(variant)

@@ -10,7 +10,8 @@ import re
 import pytest
 
 from kernelband.model import Task
-from kernelband.worker.requests import (REQUESTS, DeviceFacts, ErrorKind, Evaluate, Hello, MalformedRequest, Paired,
+from kernelband.profile.schema import DeviceFacts
+from kernelband.worker.requests import (REQUESTS, ErrorKind, Evaluate, Hello, MalformedRequest, MeasureDevice, Paired,
                                         Prepare, ProfileRun, Request, Retime, SandboxInfo, Sanitize, Sync, decode)
 
 TASK = Task(module_path="/tmp/k.py", source="def k(): pass\n", kernel="k", harness="bench_k", harness_path="/tmp/h.py",
@@ -19,14 +20,14 @@ TASK = Task(module_path="/tmp/k.py", source="def k(): pass\n", kernel="k", harne
 # one of each, its fields away from their defaults where it has any
 SAMPLES: list[Request] = [
     Hello(),
-    Prepare(task=TASK, workdir="/tmp/w", time=False, profile_tier=2, facts={"dram_gbps": 900.0, "sms": 132}),
-    Evaluate(source="x = 1\n", variant_id="v1", time=False, profile_tier=1, facts={"a": [1, None]}, screen=True,
+    Prepare(task=TASK, workdir="/tmp/w", time=False, profile_tier=2, facts=DeviceFacts(copy_gbs=900.0, sm_count=132)),
+    Evaluate(source="x = 1\n", variant_id="v1", time=False, profile_tier=1, facts=DeviceFacts(matmul_tflops={"bf16": 1.0, "fp32": None}), screen=True,
              rounds=3),
     Retime(),
     Paired(source="x = 2\n", variant_id="v2", rounds=40),
-    ProfileRun(source=None, tier=3, facts={"b": 1}),
+    ProfileRun(source=None, tier=3, facts=DeviceFacts(name="GPU")),
     ProfileRun(source="x = 3\n"),
-    DeviceFacts(),
+    MeasureDevice(),
     Sync(),
     Sanitize(source="x = 4\n", run_timeout_s=12.5),
     SandboxInfo(),
@@ -51,15 +52,16 @@ def test_the_wire_shape_is_the_one_the_judge_read_before() -> None:
     assert set(wire) == {"task", "workdir", "time", "profile_tier", "facts"}
     assert wire["task"] == TASK.to_dict()
     assert Retime().to_wire() == {}
+    assert Evaluate(source="s").to_wire()["facts"] == {}  # no facts: an empty object, as before
 
 
 def test_absent_fields_take_the_defaults_the_judge_assumed() -> None:
     ev = decode("evaluate", {"source": "s"})
     assert isinstance(ev, Evaluate)
-    assert (ev.variant_id, ev.time, ev.profile_tier, ev.facts, ev.screen, ev.rounds) == ("variant", True, 0, {}, False,
+    assert (ev.variant_id, ev.time, ev.profile_tier, ev.facts, ev.screen, ev.rounds) == ("variant", True, 0, DeviceFacts(), False,
                                                                                           None)
     assert decode("paired", {"source": "s"}) == Paired(source="s", variant_id=None, rounds=10)
-    assert decode("profile", {}) == ProfileRun(source=None, tier=2, facts={})
+    assert decode("profile", {}) == ProfileRun(source=None, tier=2, facts=DeviceFacts())
     # JSON has one number type: an integer is a float field's value
     assert decode("sanitize", {"source": "s", "run_timeout_s": 3}) == Sanitize(source="s", run_timeout_s=3.0)
 

@@ -16,6 +16,7 @@ import pytest
 
 from helpers.kernels import AXPY, axpy_task
 from kernelband.model import LaunchRecord, Status, Task, Timing
+from kernelband.profile.schema import DeviceFacts
 from kernelband.worker.call_spec import DerivedCall, RecordedCall, ValueArg
 from kernelband.worker.messages import (FRAMES, STEPS, Command, Derived, DerivedOutputs, DoneFrame, ErrorFrame,
                                         FrameMeta, Job, Kill, Killed, MalformedMessage, Mark, MarkFrame, ProfileFrame,
@@ -33,7 +34,7 @@ STEP_SAMPLES: list[Step] = [
     Time("v"),
     Sample("o", held_by_judge=True, rep_ms=25, min_reps=1),
     Samples("v", rounds=4),
-    ProfileStep("m", "src", tier=2, facts={"dram_gbps": 900.0}, time_ms=0.25),
+    ProfileStep("m", "src", tier=2, facts=DeviceFacts(copy_gbs=900.0), time_ms=0.25),
     Derived([DerivedCall(fn="wrap", args=(ValueArg(2),), kwargs={}, flavour="repeat", seed=3, sizes={"4": 2},
                          repeats=14)], module="o", which="b"),
     Release("v"),

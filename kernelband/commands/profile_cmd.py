@@ -19,7 +19,7 @@ from ..evaluate import Evaluator, SetupError
 from ..session import job_workdir
 from ..events import EventEmitter, JobError, Log, ProfileReady, Started, jsonl_sink
 from ..harness import harness_hash
-from ..profile.schema import Profile
+from ..profile.schema import DeviceFacts, Profile
 from ..redact import clean
 from ..store import ProfileKey, Store
 from .common import EXIT_OK, EXIT_USAGE, StderrLog, UsageError, add_task_arguments, build_task, print_json
@@ -48,7 +48,7 @@ def profile_task(task: Any, tier: int, store: Any = None, log: Any = None, refre
         if info.interpreted:
             log(f"device: {info.device_name}: times are CPU times; no GPU peaks, binaries or counters")
         else:
-            def measure() -> dict[str, Any]:
+            def measure() -> DeviceFacts:
                 log(f"measuring {info.device_name}'s copy bandwidth and matrix rates (once per device)...")
                 return evaluator.device_facts()
 

@@ -11,11 +11,11 @@ each worker owns one GPU and times on it alone (per-GPU ``KERNELBAND_TIMING_LOCK
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Optional, Protocol, runtime_checkable
 
 from ..evaluate import SetupError
 from ..model import Baseline, Evaluation, PairedTiming, SanitizerReport, Task, Timing, Variant
-from ..profile.schema import Profile
+from ..profile.schema import DeviceFacts, Profile
 from ..worker.client import WorkerInfo
 
 
@@ -54,7 +54,7 @@ class Evaluator(Protocol):
     (``kernelband.evaluate.Evaluator`` documents each member)."""
 
     baseline: Optional[Baseline]  # the original's, once prepared
-    facts: dict[str, Any]  # the device's facts, sent with each request that profiles
+    facts: DeviceFacts  # the device's facts, sent with each request that profiles
     worker_restarts: int
 
     @property
@@ -70,7 +70,7 @@ class Evaluator(Protocol):
 
     def start(self) -> WorkerInfo: ...
 
-    def device_facts(self) -> dict[str, Any]: ...
+    def device_facts(self) -> DeviceFacts: ...
 
     def prepare(self, time_it: bool = True, profile_tier: Optional[int] = None) -> Baseline: ...
 

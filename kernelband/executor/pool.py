@@ -32,6 +32,7 @@ from typing import Any, Callable, Optional
 
 from ..events import EventPayload, Log
 from ..model import Evaluation, Variant
+from ..profile.schema import DeviceFacts
 from .base import Evaluator
 
 Job = Callable[[Evaluator], Evaluation]  # (evaluator) -> Evaluation; may raise (WorkerLost)
@@ -57,7 +58,7 @@ class WorkerPool:
         self._retimed: dict[int, float] = {}  # each other worker's time of the original, on its clock
         self._setup_errors: dict[int, str] = {}
         self._primary_ms: Optional[float] = None
-        self._facts: dict[str, Any] = {}
+        self._facts = DeviceFacts()
         self._last_lost: Optional[BaseException] = None
         self._search_span: Optional[tuple[float, float]] = None
 
@@ -122,7 +123,7 @@ class WorkerPool:
         self.timeline.append({"worker": self.labels[i], "what": what, "start": start, "end": end})
         return end
 
-    def finish_others(self, original: Variant, primary_ms: float, facts: dict[str, Any]) -> list[str]:
+    def finish_others(self, original: Variant, primary_ms: float, facts: DeviceFacts) -> list[str]:
         """The primary's baseline is known: the other workers that are prepared join now,
         the rest join the search as soon as they are (they never hold up the primary).
         Returns warnings for the workers dropped so far."""

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..model import Baseline, Evaluation, PairedTiming, SanitizerReport, Task, Timing, Variant
-from ..profile.schema import Profile
+from ..profile.schema import DeviceFacts, Profile
 from ..worker.client import WorkerInfo
 from ..worker.deadlines import call_deadline_s
 from .base import ExecutorOptions, ExecutorUnavailable, Slot
@@ -66,7 +66,7 @@ class EvaluatorActor:
         t = replace(t, module_path=str(module), harness_path=str(harness_path) if harness_path else None)
         self.ev = Evaluator(t, workdir=os.path.join(self.root, "work"), profile_tier=profile_tier)
 
-    def call(self, method: str, facts: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+    def call(self, method: str, facts: Optional[DeviceFacts], *args: Any, **kwargs: Any) -> Any:
         if facts is not None:
             self.ev.facts = facts
         if method == "info":
@@ -96,7 +96,7 @@ class RayEvaluator:
         if task.harness_path and self._harness_text is not None:
             texts.append((task.harness_path, self._harness_text))
         self._local_modules = collect(task.module_path, texts)  # the modules of the kernel's folder it imports
-        self.facts: dict[str, Any] = {}
+        self.facts = DeviceFacts()
         self.baseline: Optional[Baseline] = None
         self.info: Optional[WorkerInfo] = None
         self.worker_restarts = 0
@@ -175,8 +175,8 @@ class RayEvaluator:
         assert self.info is not None
         return self.info
 
-    def device_facts(self) -> dict[str, Any]:
-        self.facts = self._call("device_facts", self._deadline("device_facts")) or {}
+    def device_facts(self) -> DeviceFacts:
+        self.facts = self._call("device_facts", self._deadline("device_facts"))
         return self.facts
 
     def prepare(self, time_it: bool = True, profile_tier: Optional[int] = None) -> Baseline:

@@ -19,10 +19,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Optional, Protocol, runtime_checkable
 
 from ..model import Variant
-from ..profile.schema import Profile
+from ..profile.schema import DeviceFacts, Profile
 
 # Seconds one LLM request may take (the CLI's --llm-timeout; the openai generator's default). A kernel
 # rewrite of up to 4096 tokens from a hosted model takes 10-60 s; slow local or reasoning
@@ -36,7 +36,7 @@ class GenContext:
     harness: str
     module_path: str
     profile: Optional[Profile] = None  # the parent's profile (diagnosis, tiers)
-    device: Optional[dict[str, Any]] = None  # device facts
+    device: DeviceFacts = field(default_factory=DeviceFacts)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any, Optional
+from typing import Optional
 
 from .. import strategies as _strategies
 from ..detect import detect, wrappers_of
-from ..profile.schema import Profile
+from ..profile.schema import DeviceFacts, Profile
 from ..screen import ALLOWED_IMPORTS
 
 SYSTEM = (
@@ -73,10 +73,10 @@ def _profile_text(profile: Optional[Profile]) -> str:
     return "\n".join(out) or "No profile is available for this kernel yet."
 
 
-def _device_text(device: Optional[dict[str, Any]]) -> str:
-    if not device:
+def _device_text(device: DeviceFacts) -> str:
+    if not device.known:
         return "GPU: unknown (assume a recent NVIDIA data-center GPU)."
-    text = json.dumps(device, default=str, sort_keys=True)
+    text = json.dumps(device.to_dict(), default=str, sort_keys=True)
     return "GPU facts: " + text[:1500]
 
 
@@ -86,7 +86,7 @@ def build_messages(
     strategy: str,
     harness: Optional[str] = None,
     profile: Optional[Profile] = None,
-    device: Optional[dict[str, Any]] = None,
+    device: DeviceFacts = DeviceFacts(),
 ) -> list[dict[str, str]]:
     strat = _strategies.get(strategy)
     code, wrappers = code_context(source, kernel)

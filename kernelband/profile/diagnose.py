@@ -267,7 +267,7 @@ def numbers_from_profile(p: Profile) -> Numbers:
         occupancy=occ.theoretical if occ else None,
         occupancy_limiter=occ.limiter if occ else None,
         programs=launch.programs,
-        sm_count=p.device.get("sm_count"),
+        sm_count=p.device.sm_count,
         block_elems=launch.block_elems,
         threads=st.threads_per_program or ((launch.num_warps or 4) * 32 if p.launch else None),
         dram_pct=ct("dram_throughput"),

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
+from .schema import DeviceFacts
+
 # Per compute capability: (max warps per SM, max CTAs per SM, shared memory per SM in
 # bytes, reserved shared memory per CTA). Used when the facts do not say.
 _ARCH_LIMITS: dict[tuple[int, int], tuple[int, int, int, int]] = {
@@ -45,9 +47,9 @@ def arch_limits(major: Optional[int], minor: Optional[int]) -> dict[str, int]:
     }
 
 
-def limits_from_facts(facts: dict[str, Any]) -> dict[str, int]:
+def limits_from_facts(facts: DeviceFacts) -> dict[str, int]:
     """The limits the facts give, defaults for the rest (by compute capability)."""
-    cc = str(facts.get("compute_capability") or "")
+    cc = facts.compute_capability or ""
     major = minor = None
     if "." in cc:
         try:
@@ -55,10 +57,10 @@ def limits_from_facts(facts: dict[str, Any]) -> dict[str, int]:
         except ValueError:
             pass
     out = arch_limits(major, minor)
-    for k in list(out):
-        v = facts.get(k)
-        if isinstance(v, (int, float)) and v > 0:
-            out[k] = int(v)
+    given = {"max_warps_per_sm": facts.max_warps_per_sm, "max_blocks_per_sm": facts.max_blocks_per_sm,
+             "shared_per_sm": facts.shared_per_sm, "reserved_shared_per_block": facts.reserved_shared_per_block,
+             "regs_per_sm": facts.regs_per_sm, "warp_size": facts.warp_size}
+    out.update({k: v for k, v in given.items() if v is not None and v > 0})
     return out
 
 

@@ -119,7 +119,7 @@ def _static_rows(st: StaticTier) -> list[tuple[str, str]]:
 
 
 def header(p: Profile) -> str:
-    name = p.device.get("name") or ("CPU (Triton interpreter)" if p.interpreted else "unknown device")
+    name = p.device.name or ("CPU (Triton interpreter)" if p.interpreted else "unknown device")
     return f"{p.kernel or '?'}  ·  {name}  ·  tier {p.tier or '?'}"
 
 
@@ -147,8 +147,8 @@ def profile_card_markdown(p: Profile) -> str:
     (the editor words the last optimization from its typed Result: kernelband_lsp.hover)."""
     diag = p.diagnosis
     title = f"**{p.kernel or '?'}**"
-    if p.device.get("name"):
-        title += f" · {p.device['name']}"
+    if p.device.name:
+        title += f" · {p.device.name}"
     if diag.bottleneck:
         title += f" · {diag.bottleneck}"
     body = [(k, v) for k, v in rows(p) if k not in ("bottleneck", "suggests")]

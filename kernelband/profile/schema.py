@@ -75,6 +75,8 @@ def _wrong(where: str, expected: str, v: Any) -> ProfileError:
 
 def encode(obj: Any) -> Any:
     """The JSON form of a record (``extra`` merged back in, after the fields)."""
+    if isinstance(obj, DeviceFacts):
+        return obj.to_dict()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         out = {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name != "extra"}
         for k, v in getattr(obj, "extra", {}).items():
@@ -85,6 +87,78 @@ def encode(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: encode(v) for k, v in obj.items()}
     return obj
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What the judge measured or read about its GPU (``worker.device_facts``; what they mean
+    and how they are cached: ``profile.device``). ``DeviceFacts()`` knows nothing (not
+    measured yet, or the measurement failed); under the interpreter the facts are a labelled
+    placeholder (``profile.device.interpreter_facts``). Every boundary (the store, the
+    machine cache, the judge's requests and reply, a profile) carries ``to_dict()``."""
+
+    name: Optional[str] = None
+    interpreted: bool = False
+    placeholder: bool = False  # nothing about a GPU is known: the peaks and limits are None
+    note: Optional[str] = None
+    compute_capability: Optional[str] = None  # "9.0"
+    sm_count: Optional[int] = None
+    warp_size: Optional[int] = None
+    max_warps_per_sm: Optional[int] = None
+    max_blocks_per_sm: Optional[int] = None
+    regs_per_sm: Optional[int] = None
+    max_regs_per_thread: Optional[int] = None
+    shared_per_sm: Optional[int] = None  # bytes
+    shared_per_block_optin: Optional[int] = None
+    reserved_shared_per_block: Optional[int] = None
+    l2_bytes: Optional[int] = None
+    memory_bytes: Optional[int] = None
+    torch: Optional[str] = None  # versions
+    triton: Optional[str] = None
+    facts_version: Optional[int] = None  # profile.device.FACTS_VERSION when measured
+    max_regs_per_block: Optional[int] = None
+    copy_gbs: Optional[float] = None  # device-to-device copy, bytes read + written per second
+    matmul_tflops: Optional[dict[str, Optional[float]]] = None  # bf16 | tf32 | fp32 -> the measured rate
+    measured_at: Optional[float] = None  # time.time()
+    measure_s: Optional[float] = None
+
+    # stated even when unknown (null), so that a reader sees the peaks are not known
+    _ALWAYS = ("copy_gbs", "matmul_tflops", "sm_count")
+
+    @property
+    def known(self) -> bool:
+        """Anything at all is known (the placeholder too)."""
+        return self != DeviceFacts()
+
+    @property
+    def has_peaks(self) -> bool:
+        """Facts of a real GPU with at least a measured copy bandwidth."""
+        return not self.placeholder and bool(self.copy_gbs)
+
+    def peak_tflops(self, dtype: Optional[str]) -> Optional[float]:
+        """The measured matrix rate for ``dtype`` (bf16 | tf32 | fp32), None when not measured."""
+        return (self.matmul_tflops or {}).get(dtype) if dtype else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: ``{}`` when nothing is known, else the facts that are known."""
+        if not self.known:
+            return {}
+        values = ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self))
+        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in values if v is not None or k in self._ALWAYS}
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> "DeviceFacts":
+        """The facts a JSON object holds: an unknown key is ignored (an older or newer
+        engine's), a missing or null one is unknown; ProfileError for a value of the wrong type."""
+        return decode(cls, raw, "device")
+
+
+def decoded_facts(raw: object) -> Optional[DeviceFacts]:
+    """The facts a cache holds, None where it holds none or something that is not facts."""
+    try:
+        return DeviceFacts.from_dict(raw) if isinstance(raw, dict) else None
+    except ProfileError:
+        return None
 
 
 @dataclass
@@ -215,7 +289,7 @@ class Profile:
     tier: int = 0  # the tier asked for (1-3)
     tiers: Tiers = field(default_factory=Tiers)
     unavailable: dict[str, str] = field(default_factory=dict)  # tier -> why it was not measured
-    device: dict[str, Any] = field(default_factory=dict)  # the device facts it was measured against
+    device: DeviceFacts = field(default_factory=DeviceFacts)  # the device facts it was measured against
     interpreted: bool = False
     time_ms: Optional[float] = None  # the kernel's launches, together
     launch: Optional[Launch] = None

@@ -16,6 +16,7 @@ import re
 from typing import Any, Optional
 
 from .occupancy import limits_from_facts, occupancy
+from .schema import DeviceFacts
 
 INTERPRETER_REASON = "interpreter: no compiled binary"
 
@@ -110,7 +111,7 @@ def dot_shapes_from_ir(ck: Any) -> list[str]:
     return re.findall(r"tt\.dot\b[^\n]*->\s*tensor<([0-9x]+x\w+)>", ttir)
 
 
-def static_profile(launch: Any, facts: dict[str, Any], programs: Optional[int]) -> tuple[Optional[dict[str, Any]], str]:
+def static_profile(launch: Any, facts: DeviceFacts, programs: Optional[int]) -> tuple[Optional[dict[str, Any]], str]:
     """Tier 1 for one launch: (dict, "") or (None, why not)."""
     ck, where = find_compiled(launch)
     if ck is None:
@@ -120,11 +121,11 @@ def static_profile(launch: Any, facts: dict[str, Any], programs: Optional[int]) 
     dots = dot_shapes_from_ir(ck)
     if dots:
         info["dot_tiles"] = dots
-    if facts and not facts.get("placeholder") and info["num_warps"]:
+    if facts.known and not facts.placeholder and info["num_warps"]:
         limits = limits_from_facts(facts)
         limits["warp_size"] = info["warp_size"]
         info["occupancy"] = occupancy(info["num_warps"], info["n_regs"], info["shared_bytes"], limits,
-                                      programs=programs, sm_count=facts.get("sm_count"))
+                                      programs=programs, sm_count=facts.sm_count)
     else:
         info["occupancy"] = None
     return info, ""

@@ -32,8 +32,9 @@ from typing import Any, Callable, Optional
 import torch
 
 from . import judge_candidate, judge_memcheck, judge_original, judge_timing
+from ..profile.schema import DeviceFacts
 from .judge_core import JudgeCore, gpu
-from .requests import (DeviceFacts, Evaluate, Hello, Paired, Prepare, ProfileRun, Request, Retime, SandboxInfo,
+from .requests import (Evaluate, Hello, MeasureDevice, Paired, Prepare, ProfileRun, Request, Retime, SandboxInfo,
                        Sanitize, Sync)
 
 
@@ -76,7 +77,7 @@ def _driver_version() -> str:
         return ""
 
 
-def _device_facts(judge: JudgeCore, req: DeviceFacts) -> Optional[dict[str, Any]]:
+def _device_facts(judge: JudgeCore, req: MeasureDevice) -> Optional[DeviceFacts]:
     try:
         from .device_facts import measure_device_facts
     except ImportError:
@@ -102,7 +103,7 @@ OPS: dict[type[Request], Callable[[JudgeCore, Any], Any]] = {
     Paired: judge_timing.paired,
     Retime: judge_timing.retime,
     ProfileRun: judge_timing.profile,
-    DeviceFacts: _device_facts,
+    MeasureDevice: _device_facts,
     Sync: _sync,
     Sanitize: judge_memcheck.sanitize,
     SandboxInfo: _sandbox,

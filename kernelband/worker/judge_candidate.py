@@ -16,7 +16,7 @@ import time
 from typing import Any, Iterator, Optional
 
 from ..model import Evaluation, Status
-from ..profile.schema import Profile, ProfileError, TimingTier
+from ..profile.schema import DeviceFacts, Profile, ProfileError, TimingTier
 from ..trace import mark
 from . import checks, warm
 from .compare import describe
@@ -67,7 +67,7 @@ def rest_steps(judge: JudgeCore) -> list[Step]:
     return steps
 
 
-def _timing_steps(judge: JudgeCore, lane: bool, tier: int, facts: dict[str, Any], source: str,
+def _timing_steps(judge: JudgeCore, lane: bool, tier: int, facts: DeviceFacts, source: str,
                   time_ms: Optional[float]) -> list[Step]:
     """After the kept run: its timing alone (no lane), its profile, its release."""
     steps: list[Step] = [] if lane else [Time("v")]
@@ -146,7 +146,7 @@ class CandidateRun:
             ev.message += f"; {job.strays_killed} leftover process(es) of the variant killed"
         return ev.to_dict()
 
-    def _check_the_rest(self, job: VariantJob, laned: bool, tier: int, facts: dict[str, Any]) -> None:
+    def _check_the_rest(self, job: VariantJob, laned: bool, tier: int, facts: DeviceFacts) -> None:
         """After the timing: its profile, every other harness and seed, the neutralised
         launches and the re-check after timing; then, once the original's references beyond
         the harness are made (in the background, while the first candidates get this far),
@@ -505,18 +505,18 @@ def _judge_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any, ev: Evaluation
 ROOFLINE_SLACK = 1.15  # measured peaks are a copy's and a library matmul's: a kernel may exceed them a little
 
 
-def _check_roofline(ev: Evaluation, facts: dict[str, Any], output_floor_bytes: int) -> None:
+def _check_roofline(ev: Evaluation, facts: DeviceFacts, output_floor_bytes: int) -> None:
     """A time that implies more bytes per second than the GPU's measured copy bandwidth, or
     more FLOP/s than its measured matrix rate, is not a real kernel's: the timed launches
     are not all the work (it was done elsewhere, or cached)."""
     if ev.timing is None or ev.interpreted:
         return
     tm = (ev.profile.tiers.timing if ev.profile else None) or TimingTier()
-    peak_bw = tm.copy_peak_gbs or (facts or {}).get("copy_gbs")
+    peak_bw = tm.copy_peak_gbs or facts.copy_gbs
     # at least its outputs are written once: bytes the judge saw itself, less what the L2
     # cache holds (writes that fit there can end before they reach memory: an embedding's
     # 32 MiB of gathered rows came out at 5.5 TB/s on an H200 whose copies reach 4.2)
-    l2 = int((facts or {}).get("l2_bytes") or 0)
+    l2 = facts.l2_bytes or 0
     floor_bytes = max(0, output_floor_bytes - l2)
     # only the judge's own lower bound refuses: the profile's bytes follow the roofline
     # convention (every argument moved whole), which a scatter into a large cache or a

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 import torch
 
 from ..model import LaunchRecord, Task
+from ..profile.schema import DeviceFacts
 from ..trace import mark
 from . import checks, spares
 from .call_spec import DerivedCall, RecordedCall
@@ -362,7 +363,7 @@ def persistent_cache(task: Task) -> Optional[Path]:
     return cache_dir() / "triton" / triton.__version__ / task.source_hash[:24]
 
 
-def timed_steps(key: str, time_it: bool, tier: int, facts: dict[str, Any], source: str) -> list[Step]:
+def timed_steps(key: str, time_it: bool, tier: int, facts: DeviceFacts, source: str) -> list[Step]:
     """After the kept run of ``key``: its replay check, its timing (needed for a
     profile too), its profile at ``tier``, then its release."""
     steps: list[Step] = [ReplayCheck(key)]

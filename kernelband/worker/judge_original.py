@@ -12,7 +12,7 @@ from typing import Any, Optional
 import torch
 
 from ..model import Baseline, Task
-from ..profile.schema import Profile
+from ..profile.schema import DeviceFacts, Profile
 from ..trace import mark
 from . import checks, fused_checks
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
@@ -60,7 +60,7 @@ LANE_ENV = "KERNELBAND_LANE"  # "0": no reference lane (candidates are timed alo
 LANE_ROUNDS = 5  # samples of the original that make the baseline time (on a GPU)
 
 
-def reference_steps(judge: JudgeCore, time_it: bool, tier: int, facts: dict[str, Any]) -> list[Step]:
+def reference_steps(judge: JudgeCore, time_it: bool, tier: int, facts: DeviceFacts) -> list[Step]:
     task = judge.require_task()
     s0, rest = task.seeds[0], task.seeds[1:]
     harnesses = judge.harnesses()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Mapping, Optional, TypeVar
 
 from ..model import LaunchRecord, Task, Timing
+from ..profile.schema import DeviceFacts
 from .call_spec import DerivedCall, RecordedCall
 from ..decode import MalformedMessage, Message, decode_fields
 
@@ -122,7 +123,7 @@ class ProfileStep(Step):
     key: str
     source: str
     tier: int = 1
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: DeviceFacts = field(default_factory=DeviceFacts)
     time_ms: Optional[float] = None
 
 

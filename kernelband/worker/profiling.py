@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 from ..profile.assemble import attach_counters, derive
 from ..profile.ncu import INTERPRETER
-from ..profile.schema import Launch, Profile, StaticTier, TimingTier, decode
+from ..profile.schema import DeviceFacts, Launch, Profile, StaticTier, TimingTier, decode
 from ..profile.static import INTERPRETER_REASON, grid_programs, static_profile
 from .counters import COUNTERS_IN_SESSION
 _MAX_REPLAYED_SIGNATURES = 8  # distinct launch signatures whose writes are measured by replay
@@ -56,9 +56,8 @@ def _signature(launch: Any) -> tuple[Any, ...]:
     return tuple(parts)
 
 
-def timing_tier(launches: list[Any], time_ms: Optional[float], facts: dict[str, Any], access: Any,
+def timing_tier(launches: list[Any], time_ms: Optional[float], facts: DeviceFacts, access: Any,
                 interpreted: bool, clock: str) -> dict[str, Any]:
-    from ..profile.device import has_peaks
     from ..profile.traffic import peak_key
 
     totals, flops, first = _traffic(launches, access)
@@ -89,7 +88,7 @@ def timing_tier(launches: list[Any], time_ms: Optional[float], facts: dict[str, 
     out["bandwidth_gbs"] = round(bytes_total / seconds / 1e9, 2)
     if flops is not None:
         out["tflops"] = round(flops / seconds / 1e12, 3)
-    if not has_peaks(facts):
+    if not facts.has_peaks:
         out["note"] = "device peaks not measured: no fractions of peak"
         return out
     _against_peaks(out, facts, access)
@@ -119,12 +118,13 @@ def _traffic(launches: list[Any], access: Any) -> tuple[dict[str, int], Optional
     return totals, flops, first
 
 
-def _against_peaks(out: dict[str, Any], facts: dict[str, Any], access: Any) -> None:
+def _against_peaks(out: dict[str, Any], facts: DeviceFacts, access: Any) -> None:
     """Fractions of the device's measured peaks, and the roofline."""
-    bw = float(facts["copy_gbs"])
+    assert facts.copy_gbs is not None
+    bw = float(facts.copy_gbs)
     out["copy_peak_gbs"] = bw
     out["bandwidth_frac"] = round(out["bandwidth_gbs"] / bw, 4)
-    peak = (facts.get("matmul_tflops") or {}).get(out["compute_peak"]) if out["compute_peak"] else None
+    peak = facts.peak_tflops(out["compute_peak"])
     out["compute_peak_tflops"] = peak
     if peak and out["tflops"] is not None:
         out["compute_frac"] = round(out["tflops"] / peak, 4)
@@ -148,7 +148,7 @@ def collect_profile(
     launches: list[Any],
     time_ms: Optional[float],
     tier: int,
-    facts: dict[str, Any],
+    facts: DeviceFacts,
     kernel_source: str,
     kernel: str,
     interpreted: bool,
@@ -165,8 +165,8 @@ def collect_profile(
     from ..profile.device import interpreter_facts
 
     t0 = time.perf_counter()
-    if interpreted or not facts:
-        facts = interpreter_facts() if interpreted else {}
+    if interpreted:
+        facts = interpreter_facts()
     profile = Profile(kernel=kernel, tier=tier, device=facts, interpreted=interpreted, time_ms=time_ms)
     mine = [launch for launch in launches if getattr(launch, "name", None) == kernel]
     if not mine:
@@ -195,8 +195,8 @@ def collect_profile(
     if tier >= 3 and not interpreted and task is not None:
         from .counters import collect_counters
 
-        result = collect_counters(task, store=store, gpu=str(facts.get("name") or ""),
-                                  triton_version=str(facts.get("triton") or ""), launches=min(len(mine), 3))
+        result = collect_counters(task, store=store, gpu=facts.name or "",
+                                  triton_version=facts.triton or "", launches=min(len(mine), 3))
         profile.collect_s = round(time.perf_counter() - t0, 3)
         return attach_counters(profile, result)
     profile.unavailable["counters"] = ("not requested (tier < 3)" if tier < 3 else INTERPRETER if interpreted
@@ -222,7 +222,7 @@ def _time_alone(profile: Profile, mine: list[Any], n_launches: int, time_ms: Opt
     return time_ms, clock
 
 
-def _static_tier(profile: Profile, mine: list[Any], facts: dict[str, Any], interpreted: bool) -> None:
+def _static_tier(profile: Profile, mine: list[Any], facts: DeviceFacts, interpreted: bool) -> None:
     """Tier 1: the compiled kernel's metadata (none under the interpreter), and how many
     other specializations of it the harness launched."""
     if interpreted:
@@ -235,7 +235,7 @@ def _static_tier(profile: Profile, mine: list[Any], facts: dict[str, Any], inter
             return
         hashes = set()
         for launch in mine[1:]:
-            other = static_profile(launch, {}, None)[0]
+            other = static_profile(launch, DeviceFacts(), None)[0]
             if other and other.get("hash"):
                 hashes.add(other["hash"])
         hashes.discard(st.get("hash"))

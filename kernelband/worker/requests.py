@@ -20,6 +20,7 @@ from enum import Enum
 from typing import Any, ClassVar, Mapping, Optional, TypeVar, Union
 
 from ..model import Task
+from ..profile.schema import DeviceFacts
 from .deadlines import SANITIZE_RUN_S
 from ..decode import MalformedMessage, Message, decode_fields
 
@@ -72,7 +73,7 @@ class Prepare(Request):
     workdir: str
     time: bool = True
     profile_tier: int = 0
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: DeviceFacts = field(default_factory=DeviceFacts)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class Evaluate(Request):
     variant_id: str = "variant"
     time: bool = True
     profile_tier: int = 0
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: DeviceFacts = field(default_factory=DeviceFacts)
     screen: bool = False
     rounds: Optional[int] = None
 
@@ -114,12 +115,12 @@ class ProfileRun(Request):
     OP: ClassVar[str] = "profile"
     source: Optional[str] = None
     tier: int = 2
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: DeviceFacts = field(default_factory=DeviceFacts)
 
 
 @dataclass(frozen=True)
-class DeviceFacts(Request):
-    """Measure the device's facts (bandwidth, peak rates) once."""
+class MeasureDevice(Request):
+    """Measure the device's facts (bandwidth, peak rates) once: a ``DeviceFacts``."""
 
     OP: ClassVar[str] = "device_facts"
 
@@ -155,7 +156,7 @@ class Shutdown(Request):
 
 
 REQUESTS: dict[str, type[Request]] = {
-    cls.OP: cls for cls in (Hello, Prepare, Evaluate, Retime, Paired, ProfileRun, DeviceFacts, Sync, Sanitize,
+    cls.OP: cls for cls in (Hello, Prepare, Evaluate, Retime, Paired, ProfileRun, MeasureDevice, Sync, Sanitize,
                             SandboxInfo)
 }
 

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import torch
 
+from kernelband.profile.schema import DeviceFacts
 from kernelband.worker.capture import CapturedLaunch
 
 AXPY = """
@@ -18,8 +19,8 @@ def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK_SIZE: tl.constexpr):
     o = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     tl.store(out_ptr + o, alpha * tl.load(x_ptr + o) + tl.load(y_ptr + o))
 """
-FACTS = {"name": "Test GPU", "interpreted": False, "placeholder": False, "compute_capability": "9.0", "sm_count": 132,
-         "copy_gbs": 4000.0, "matmul_tflops": {"bf16": 800.0, "tf32": 400.0, "fp32": 50.0}, "triton": "3.9.0"}
+FACTS = DeviceFacts(name="Test GPU", compute_capability="9.0", sm_count=132, copy_gbs=4000.0,
+                    matmul_tflops={"bf16": 800.0, "tf32": 400.0, "fp32": 50.0}, triton="3.9.0")
 Md = namedtuple("KernelMetadata", "name shared num_warps num_stages num_ctas warp_size")
 
 
