@@ -161,34 +161,3 @@ def test_a_plain_turn_waits_as_of_now_and_a_failed_turn_frees_the_lane():
     with queue:  # the lane is free again
         pass
 
-
-
-def test_checks_wait_for_the_queued_turns_and_no_longer_than_the_limit():
-    """A candidate's checks start once no turn is held or waiting (the turns run back to
-    back, none waiting for runs started beside the queue); a stream of turns that never
-    ends holds them back only ``limit_s``."""
-    queue = TurnQueue()
-    assert queue.wait_quiet(5.0) < 0.5  # idle: at once
-    queue.acquire()
-    waiter = threading.Thread(target=lambda: queue.acquire(2.0))  # queued behind the held turn
-    waiter.start()
-    _wait_until(lambda: len(queue._waiting) == 1)
-    released: list[float] = []
-
-    def release_both() -> None:
-        time.sleep(0.2)
-        queue.release()  # the queued turn takes it now: still not quiet
-        _wait_until(lambda: not queue._waiting)
-        time.sleep(0.2)
-        released.append(time.perf_counter())
-        queue.release()
-
-    t = threading.Thread(target=release_both)
-    t.start()
-    waited = queue.wait_quiet(5.0)
-    done = time.perf_counter()
-    t.join()
-    waiter.join()
-    assert released and done >= released[0] and 0.35 < waited < 4.0, waited
-    queue.acquire()  # held for good: the limit ends the wait
-    assert 0.25 <= queue.wait_quiet(0.3) < 2.0

@@ -76,9 +76,6 @@ def _timing_steps(judge: JudgeCore, lane: bool, tier: int, facts: DeviceFacts, s
     return steps + [Release("v")]
 
 
-QUIET_LIMIT_S = 2.0  # the longest a candidate's checks wait for other candidates' timing turns
-
-
 class CandidateRun:
     """One candidate's evaluation: its job, the judge's view of its calls, the verdict."""
 
@@ -158,10 +155,6 @@ class CandidateRun:
         self._start_sibling(job, judge.ref)  # now that its first run shows how it compiles
         steps = _timing_steps(judge, laned, tier, facts, req.source, ev.timing.median_ms if ev.timing else None) \
             if (req.time or tier) else [Release("v")]
-        if judge.lane is not None:
-            # timing turns first: they run one at a time, each after the GPU work already
-            # running drains, so runs started beside a queue of turns delay every turn in it
-            add_phase(ev.phases, "wait_for_turns", judge.lane.lock.wait_quiet(QUIET_LIMIT_S))
         self._command(job, steps + rest_steps(judge))
         t_wait = time.perf_counter()
         ref = wait_for_references(judge, lambda r: self._start_sibling(job, r))

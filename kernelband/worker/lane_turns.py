@@ -142,14 +142,6 @@ class TurnQueue:
             self._held = False
             self._cond.notify_all()
 
-    def wait_quiet(self, limit_s: float) -> float:
-        """Block until no turn is held or waiting, ``limit_s`` at most (a steady stream of
-        turns must not hold a candidate's checks back for good); the seconds waited."""
-        t0 = time.perf_counter()
-        with self._cond:
-            self._cond.wait_for(lambda: not self._held and not self._waiting, timeout=limit_s)
-        return time.perf_counter() - t0
-
     @contextlib.contextmanager
     def turn(self, since: Optional[float] = None) -> Iterator[None]:
         self.acquire(since)
