@@ -13,6 +13,14 @@ the geometric mean of the paired ratios (new / old, one pair a kernel and round)
         --kernels col_sum_fp32 bmm_bf16 --out DIR [-- extra eval_speed.py arguments]
 
 Writes DIR/ab.json and DIR/ab.md. One session at a time on the GPU.
+
+Each session gets a machine cache of its own (``KERNELBAND_CACHE_DIR``): the device facts
+and the bytecode of the machine's cache, but none of its compiled Triton kernels. The
+machine cache keeps a Triton cache of each original's source for every session on the
+machine, so in a shared one the arm that reaches a kernel second loads the original's
+kernels the first arm compiled: its setup and first verdict come out seconds shorter
+(benchmarks/results/eval_speed/SESSION8.md). ``--shared-caches`` keeps the machine's
+cache for every session instead.
 """
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ import json
 import math
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,10 +52,32 @@ def paired_summary(pairs: list[tuple[float, float]], draws: int = 2000, seed: in
             "ci_high": round(math.exp(hi), 4), "pairs": len(logs)}
 
 
-def _session(tree: Path, kernel: str, out: Path, extra: list[str]) -> dict[str, Any]:
+def machine_cache() -> Path:
+    """The machine cache sessions use by default (``kernelband.machine_cache.cache_dir``'s rule)."""
+    explicit = os.environ.get("KERNELBAND_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernelband"
+
+
+def fresh_cache(template: Path, where: Path) -> Path:
+    """A machine cache at ``where`` with ``template``'s device facts and bytecode (linked:
+    it is keyed by source path, so two trees never share an entry) and no compiled kernels."""
+    where.mkdir(parents=True, exist_ok=True)
+    facts = template / "device_facts.json"
+    if facts.is_file():
+        shutil.copy2(facts, where / facts.name)
+    if (template / "pycache").is_dir() and not (where / "pycache").exists():
+        (where / "pycache").symlink_to(template / "pycache", target_is_directory=True)
+    return where
+
+
+def _session(tree: Path, kernel: str, out: Path, extra: list[str], cache: Optional[Path] = None) -> dict[str, Any]:
     cmd = [sys.executable, "benchmarks/eval_speed.py", "--out", str(out), "--skip-timeline", "--skip-parallel",
            "--skip-add-scale", "--only", kernel, *extra]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
+    if cache is not None:
+        env["KERNELBAND_CACHE_DIR"] = str(cache)
     proc = subprocess.run(cmd, cwd=str(tree), env=env, capture_output=True, text=True)
     (out.parent / f"{out.name}.log").write_text(proc.stdout[-20000:] + proc.stderr[-20000:], encoding="utf-8")
     try:
@@ -57,17 +88,21 @@ def _session(tree: Path, kernel: str, out: Path, extra: list[str]) -> dict[str, 
     return {m: row.get(m) for m in (*METRICS, "status", "session_s")}
 
 
-def run(old: Path, new: Path, kernels: list[str], rounds: int, out: Path, extra: list[str]) -> dict[str, Any]:
+def run(old: Path, new: Path, kernels: list[str], rounds: int, out: Path, extra: list[str],
+        shared_caches: bool = False) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
+    template = machine_cache()
     for r in range(rounds):
         for kernel in kernels:
             order = (("old", old), ("new", new)) if r % 2 == 0 else (("new", new), ("old", old))
             for arm, tree in order:
-                res = _session(tree, kernel, out / f"{arm}_{kernel}_{r}", extra)
+                name = f"{arm}_{kernel}_{r}"
+                cache = None if shared_caches else fresh_cache(template, out / "caches" / name)
+                res = _session(tree, kernel, out / name, extra, cache)
                 runs.append({"round": r, "kernel": kernel, "arm": arm, **res})
                 print(json.dumps(runs[-1]), flush=True)
     return {"old": str(old), "new": str(new), "rounds": rounds, "kernels": kernels, "runs": runs,
-            "summary": summarize(runs)}
+            "caches": "shared" if shared_caches else "a fresh one a session", "summary": summarize(runs)}
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -86,7 +121,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# A/B: {report['new']} against {report['old']}", "",
              f"{report['rounds']} rounds of {', '.join(report['kernels'])}; one session at a time, the order of "
-             "the two trees alternating by round.", "", "| metric | new / old (geometric mean) | 95% CI | pairs |",
+             f"the two trees alternating by round; machine caches: {report.get('caches', 'shared')}.", "", "| metric | new / old (geometric mean) | 95% CI | pairs |",
              "|---|---|---|---|"]
     for metric, s in report["summary"].items():
         lines.append(f"| {metric} | {s['ratio']} | [{s['ci_low']}, {s['ci_high']}] | {s['pairs']} |" if s
@@ -107,12 +142,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--kernels", nargs="+", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--shared-caches", action="store_true",
+                    help="every session uses the machine's cache (compiled originals included), not a fresh one")
     args = ap.parse_args(argv)
     for tree in (args.old, args.new):
         if not (tree / "benchmarks" / "eval_speed.py").is_file():
             ap.error(f"{tree} is not a tree of KernelBand (no benchmarks/eval_speed.py)")
     args.out.mkdir(parents=True, exist_ok=True)
-    report = run(args.old.resolve(), args.new.resolve(), args.kernels, max(1, args.rounds), args.out, extra)
+    report = run(args.old.resolve(), args.new.resolve(), args.kernels, max(1, args.rounds), args.out, extra,
+                 args.shared_caches)
     (args.out / "ab.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     (args.out / "ab.md").write_text(markdown(report), encoding="utf-8")
     print(markdown(report))

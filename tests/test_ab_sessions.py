@@ -29,11 +29,19 @@ def test_the_paired_summary_finds_a_real_change_and_not_noise():
 def test_rounds_alternate_the_order_of_the_trees_and_pair_by_kernel_and_round(monkeypatch, tmp_path: Path):
     calls: list[tuple[str, str]] = []
 
-    def session(tree: Path, kernel: str, out: Path, extra: list[str]) -> dict:
+    caches: list[Path] = []
+
+    def session(tree: Path, kernel: str, out: Path, extra: list[str], cache: Path) -> dict:
         arm = out.name.split("_")[0]
         calls.append((arm, kernel))
+        caches.append(cache)
         return {"evals_per_min": 60.0 if arm == "old" else 66.0, "first_verdict_s": 10.0, "status": "improved"}
 
+    machine = tmp_path / "machine"
+    (machine / "triton" / "3.6.0" / "abc").mkdir(parents=True)  # an original's compiled kernels
+    (machine / "pycache").mkdir()
+    (machine / "device_facts.json").write_text("{}")
+    monkeypatch.setenv("KERNELBAND_CACHE_DIR", str(machine))
     monkeypatch.setattr(ab_sessions, "_session", session)
     report = ab_sessions.run(tmp_path / "a", tmp_path / "b", ["k1", "k2"], 2, tmp_path, [])
     assert calls == [("old", "k1"), ("new", "k1"), ("old", "k2"), ("new", "k2"),
@@ -41,6 +49,12 @@ def test_rounds_alternate_the_order_of_the_trees_and_pair_by_kernel_and_round(mo
     assert report["summary"]["evals_per_min"]["ratio"] == 1.1 and report["summary"]["evals_per_min"]["pairs"] == 4
     assert report["summary"]["first_verdict_s"]["ratio"] == 1.0
     assert "| evals_per_min | 1.1 |" in ab_sessions.markdown(report)
+    # every session its own machine cache: the device facts and bytecode, never another
+    # session's compiled originals
+    assert len(set(caches)) == len(calls) and machine not in caches
+    for cache in caches:
+        assert (cache / "device_facts.json").is_file() and (cache / "pycache").resolve() == machine / "pycache"
+        assert not (cache / "triton").exists()
 
 
 def test_a_session_without_a_row_is_left_out_of_the_pairs():
