@@ -20,11 +20,11 @@ import shutil
 import threading
 import uuid
 from dataclasses import asdict
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Optional, Protocol, TypeVar
 
 from .evaluate import SetupError, WorkerLost
 from .events import EventEmitter, Finished, Log, Started
-from .executor.base import Evaluator
+from .executor.base import Evaluator, Executor
 from .executor.pool import WorkerPool
 from .model import FOUND_STATUSES, Evaluation, Result, ResultStatus, Task, Variant
 from .options import EXHAUSTIVE, SEARCH_NAMES
@@ -40,6 +40,20 @@ from .store import Store
 from .trace import mark
 from .workdirs import WORKDIR_PREFIX, job_workdir, session_workdir, sweep_stale_workdirs  # noqa: F401 - re-exported
 
+if TYPE_CHECKING:  # the generators load once a session runs (_make_generator imports them)
+    from .generators.base import Generator
+
+_Tag = TypeVar("_Tag", contravariant=True)
+
+
+class _Steps(Protocol[_Tag]):
+    """A search's steps (session_search): ``complete`` takes back the tag its ``dispatch``
+    submitted with a variant (the worker pool hands tags back untouched)."""
+
+    def dispatch(self) -> Optional[str]: ...
+
+    def complete(self, tag: _Tag, worker: Optional[str], ev: Evaluation) -> None: ...
+
 
 class Session:
     """One session's loop; its pool (``session_pool``), records (``session_records``),
@@ -54,7 +68,7 @@ class Session:
         store: Optional[Store] = None,
         stop: Optional[threading.Event] = None,
         evaluator: Optional[Evaluator] = None,
-        executor: Any = None,  # executor.Executor; None: the local one (a worker per visible GPU)
+        executor: Optional[Executor] = None,  # None: the local one (a worker per visible GPU)
     ) -> None:
         config.budget.validate()
         if config.search not in SEARCH_NAMES:
@@ -83,7 +97,7 @@ class Session:
         self.records = SessionRecords(self.id, task, config, store, self.pool, self.usage, self.emit,
                                       lambda: self.evaluator.interpreted)
 
-    def _evaluators(self, executor: Any, workdir: str) -> tuple[list[Evaluator], list[str]]:
+    def _evaluators(self, executor: Optional[Executor], workdir: str) -> tuple[list[Evaluator], list[str]]:
         """One evaluator per slot of the executor (the local one by default); each
         worker but the primary gets a subdirectory of the session's workdir."""
         from .executor import make_executor
@@ -114,7 +128,7 @@ class Session:
         except SetupError as e:
             raise WorkerLost(str(e)) from e
 
-    def submit(self, variant: Variant, tag: Any) -> None:
+    def submit(self, variant: Variant, tag: object) -> None:
         """Evaluate ``variant`` on a free worker; its result comes back with ``tag``."""
         self.workers.submit(lambda evaluator: self._evaluate(variant, evaluator=evaluator, search=True), tag)
 
@@ -138,7 +152,7 @@ class Session:
             self.pool.add(self.pool.candidate(variant, ev.time_ms, ev.profile, original))
         self.records.record(original, prev["strategy"], variant, ev, "re-checked from an earlier session")
 
-    def _search(self, generator: Any) -> str:
+    def _search(self, generator: Generator) -> str:
         from .search import registry
         from .search.compat import CompatibilityModels
 
@@ -147,26 +161,26 @@ class Session:
         policy = registry.make_policy(self.config.search, self.config.bandit, compat)
         steps = PolicySteps(self, policy, generator)
         try:
-            return self._dispatch_loop(steps.dispatch, steps.complete)
+            return self._dispatch_loop(steps)
         finally:
             if compat is not None and self.store is not None:
                 compat.save(self.store)
 
-    def _exhaustive(self, generator: Any) -> str:
+    def _exhaustive(self, generator: Generator) -> str:
         space = generator.enumerate_space(self.pool.original.variant, self.task.kernel)
         self.emit(Log(level="info", message=f"exhaustive search over {len(space)} points of the rules space"))
         steps = ExhaustiveSteps(self, space)
-        return self._dispatch_loop(steps.dispatch, steps.complete)
+        return self._dispatch_loop(steps)
 
-    def _dispatch_loop(self, dispatch: Callable[[], Optional[str]], complete: Callable[[Any, Optional[str], Evaluation], None]) -> str:
+    def _dispatch_loop(self, steps: _Steps[_Tag]) -> str:
         """Keep every free worker busy (WorkerPool.drive): ``dispatch`` hands one evaluation
         to a free worker (or says why the search ends); ``complete`` takes each finished
         one. With one worker this is the plain select-generate-evaluate-update loop."""
-        def done(tag: Any, worker: Optional[str], ev: Evaluation) -> None:
+        def done(tag: _Tag, worker: Optional[str], ev: Evaluation) -> None:
             self.usage.in_flight -= 1
-            complete(tag, worker, ev)
+            steps.complete(tag, worker, ev)
 
-        return self.workers.drive(dispatch, done, WAIT)
+        return self.workers.drive(steps.dispatch, done, WAIT)
 
     def _finish(self, stop_reason: str) -> Result:
         original, best = self.pool.original, self.pool.best()
@@ -183,7 +197,7 @@ class Session:
                              spare=self.workers.spare()).build(outcome)
 
     # ------------------------------------------------------------------ run
-    def _make_generator(self) -> Any:
+    def _make_generator(self) -> Generator:
         from .generators import make_generator
 
         options = dict(self.config.generator_options)
@@ -231,7 +245,7 @@ class Session:
             result.stop_reason = "stopped by request"
         return Result.from_dict(scrub(result.to_dict()))
 
-    def _run_search(self, generator: Any) -> str:
+    def _run_search(self, generator: Generator) -> str:
         """The search, ended early (not aborted) when the worker cannot be restarted."""
         try:
             self._warm_start()
@@ -256,7 +270,7 @@ class Session:
 
 
 def run_session(task: Task, config: SessionConfig, emitter: Optional[EventEmitter] = None, store: Optional[Store] = None,
-                stop: Optional[threading.Event] = None, executor: Any = None) -> Result:
+                stop: Optional[threading.Event] = None, executor: Optional[Executor] = None) -> Result:
     """Run one session to its end (budget, exhaustion or stop) and return its Result;
     ``executor`` says where its workers run (None: the local one, a worker per GPU)."""
     return Session(task, config, emitter, store, stop, executor=executor).run()

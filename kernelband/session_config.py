@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .verdict import DEFAULT_MIN_SPEEDUP
+
+if TYPE_CHECKING:  # the search modules load when a search runs
+    from .search.config import BanditConfig
 
 
 @dataclass
@@ -75,7 +78,7 @@ class SessionConfig:
     generator: str = "rules"
     budget: Budget = field(default_factory=Budget)
     seed: int = 0
-    bandit: Any = None  # search.config.BanditConfig; None = defaults for the search
+    bandit: Optional[BanditConfig] = None  # None = defaults for the search
     generator_options: dict[str, Any] = field(default_factory=dict)  # model, base_url, temperature...
     strategies: Optional[list[str]] = None  # restrict to these; None = all
     profile_tier: int = 2  # profile each correct candidate up to this tier (features for the bandit)

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from .model import Task, Variant
 from .profile.schema import Profile
 from .session_config import SessionConfig
+from .store import Store
+
+if TYPE_CHECKING:  # the search modules load when the first candidate is made (candidate() imports them)
+    from .search.base import Candidate
 
 
 @dataclass
@@ -22,37 +26,38 @@ class Platform:
 
 
 class CandidatePool:
-    def __init__(self, task: Task, config: SessionConfig, store: Any, platform: Platform,
+    def __init__(self, task: Task, config: SessionConfig, store: Optional[Store], platform: Platform,
                  warn: Callable[[str], None]) -> None:
         self.task = task
         self.config = config
         self.store = store
         self.platform = platform
         self.warn = warn  # a Result warning and a log event, once per note
-        self.members: list[Any] = []  # search.base.Candidate; members[0] is the original
-        self.by_id: dict[str, Any] = {}
+        self.members: list[Candidate] = []  # members[0] is the original
+        self.by_id: dict[str, Candidate] = {}
         self.profiles: dict[str, Profile] = {}  # candidate id -> its profile
         self._counters_off: Optional[str] = None  # why tier 3 was given up for this session
 
     @property
-    def original(self) -> Any:
+    def original(self) -> Candidate:
         return self.members[0]
 
-    def add(self, cand: Any) -> None:
+    def add(self, cand: Candidate) -> None:
         self.members.append(cand)
         self.by_id[cand.id] = cand
 
-    def best(self) -> Any:
+    def best(self) -> Candidate:
         return min(self.members, key=lambda c: c.time_ms)
 
-    def strategy_path(self, cand: Any) -> list[str]:
+    def strategy_path(self, cand: Candidate) -> list[str]:
         path: list[str] = []
-        while cand is not None and cand.parent_id is not None:
-            path.append(cand.variant.strategy or "?")
-            cand = self.by_id.get(cand.parent_id)
+        step: Optional[Candidate] = cand
+        while step is not None and step.parent_id is not None:
+            path.append(step.variant.strategy or "?")
+            step = self.by_id.get(step.parent_id)
         return list(reversed(path))
 
-    def candidate(self, variant: Variant, time_ms: float, profile: Optional[Profile], parent: Any) -> Any:
+    def candidate(self, variant: Variant, time_ms: float, profile: Optional[Profile], parent: Optional[Candidate]) -> Candidate:
         """A pool member for a correct variant (not added): its features from its profile."""
         from .search.base import Candidate
 

@@ -3,20 +3,24 @@ Result, sent as ``candidate`` and ``progress`` events, and written to the store 
 history row and its evaluation row, keyed by the variant's source and the harness)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .events import Candidate, EventPayload, Progress
 from .harness import harness_hash
 from .model import Evaluation, Task, Variant, sha256_text
 from .session_config import SessionConfig, Usage
 from .session_pool import CandidatePool
+from .store import Store
+
+if TYPE_CHECKING:  # events.Candidate is the event; this is the pool member
+    from .search.base import Candidate as PoolMember
 
 _EVENT_KEYS = ("index", "variant_id", "parent", "strategy", "generator", "status", "time_ms", "speedup", "message",
                "description", "phases")
 
 
 class SessionRecords:
-    def __init__(self, session_id: str, task: Task, config: SessionConfig, store: Any, pool: CandidatePool,
+    def __init__(self, session_id: str, task: Task, config: SessionConfig, store: Optional[Store], pool: CandidatePool,
                  usage: Usage, emit: Callable[[EventPayload], object], interpreted: Callable[[], bool]) -> None:
         self.session_id = session_id
         self.task = task
@@ -28,7 +32,7 @@ class SessionRecords:
         self.interpreted = interpreted  # the evaluator's: ratios of CPU-interpreter times are no speed claim
         self.history: list[dict[str, Any]] = []
 
-    def record(self, parent: Any, strategy: Optional[str], variant: Optional[Variant], ev: Evaluation,
+    def record(self, parent: Optional[PoolMember], strategy: Optional[str], variant: Optional[Variant], ev: Evaluation,
                description: str = "", worker: Optional[str] = None) -> None:
         entry = self._entry(parent, strategy, variant, ev, description)
         if worker is not None:  # several workers: which one evaluated it
@@ -41,9 +45,9 @@ class SessionRecords:
                            best_speedup=entry["best_speedup_so_far"],
                            message=f"{strategy or 'candidate'}: {ev.status.value}", speed_claim=speed_claim))
         if self.store:
-            self._store(entry, strategy, variant, ev)
+            self._store(self.store, entry, strategy, variant, ev)
 
-    def _entry(self, parent: Any, strategy: Optional[str], variant: Optional[Variant], ev: Evaluation,
+    def _entry(self, parent: Optional[PoolMember], strategy: Optional[str], variant: Optional[Variant], ev: Evaluation,
                description: str) -> dict[str, Any]:
         base_ms = self.pool.original.time_ms
         best = self.pool.best()
@@ -64,10 +68,11 @@ class SessionRecords:
             "phases": ev.phases,
         }
 
-    def _store(self, entry: dict[str, Any], strategy: Optional[str], variant: Optional[Variant], ev: Evaluation) -> None:
+    def _store(self, store: Store, entry: dict[str, Any], strategy: Optional[str], variant: Optional[Variant],
+               ev: Evaluation) -> None:
         platform = self.pool.platform
-        self.store.add_history(self.session_id, len(self.history) - 1, entry)
-        self.store.add_evaluation(
+        store.add_history(self.session_id, len(self.history) - 1, entry)
+        store.add_evaluation(
             session_id=self.session_id, source_hash=sha256_text(variant.source) if variant else "",
             harness_hash=harness_hash(self.task), gpu=platform.gpu, triton_version=platform.triton_version,
             kernel=self.task.kernel, variant_id=variant.id if variant else "", strategy=strategy,

@@ -9,10 +9,22 @@ for the session's dispatch loop:
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional
+import random
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Protocol
 
-from .events import Log
-from .model import Evaluation, Status, Variant
+from .events import EventPayload, Log
+from .executor.base import Evaluator
+from .executor.pool import WorkerPool
+from .model import Evaluation, Status, Task, Variant
+from .session_config import SessionConfig, Usage
+from .session_pool import CandidatePool
+from .session_records import SessionRecords
+
+if TYPE_CHECKING:  # the search modules load when a search runs (the functions below import them)
+    from .generators.base import Generation, Generator
+    from .search.base import Candidate, SearchPolicy
 
 WAIT = "wait"  # dispatch(): nothing to pick until a running evaluation finishes
 STOPPED = "stopped by request"
@@ -20,7 +32,50 @@ _UNREACHABLE_LIMIT = 3  # generator failures in a row that end the search
 _IDLE_LIMIT = 50  # generations in a row with nothing new that end the search
 
 
-def _ended(session: Any) -> Optional[str]:
+class SearchSession(Protocol):
+    """What the steps use of a session (session.Session): session.py imports this module,
+    so the steps name the members they need rather than the class. Read-only properties,
+    so that a plain attribute of a narrower type satisfies them; the steps change what
+    these objects hold (usage counts, the pool), never the objects themselves."""
+
+    @property
+    def task(self) -> Task: ...
+    @property
+    def config(self) -> SessionConfig: ...
+    @property
+    def stop(self) -> threading.Event: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def rng(self) -> random.Random: ...
+    @property
+    def pool(self) -> CandidatePool: ...
+    @property
+    def records(self) -> SessionRecords: ...
+    @property
+    def workers(self) -> WorkerPool: ...
+    @property
+    def evaluator(self) -> Evaluator: ...
+    @property
+    def warnings(self) -> list[str]: ...
+    @property
+    def emit(self) -> Callable[[EventPayload], object]: ...
+
+    def submit(self, variant: Variant, tag: object) -> None: ...
+
+
+@dataclass(frozen=True)
+class PolicyPull:
+    """One pull of the policy's, handed to a worker with its child and back with its
+    evaluation: the pool member it started from, the strategy applied, what the
+    generator gave."""
+
+    parent: Candidate
+    strategy: str
+    gen: Generation
+
+
+def _ended(session: SearchSession) -> Optional[str]:
     """Why the search must end before the next evaluation (a stop, the budget), or None."""
     if session.stop.is_set():
         return STOPPED
@@ -28,15 +83,15 @@ def _ended(session: Any) -> Optional[str]:
 
 
 class PolicySteps:
-    def __init__(self, session: Any, policy: Any, generator: Any) -> None:
-        self.s = session  # session.Session: its pool, workers, usage, records
+    def __init__(self, session: SearchSession, policy: SearchPolicy, generator: Generator) -> None:
+        self.s = session
         self.policy = policy
         self.generator = generator
         self.allowed = set(session.config.strategies or [])
         self.idle = 0  # generations in a row that had nothing new
         self.unreachable = 0  # generator failures in a row (the endpoint could not be reached)
 
-    def offered(self, c: Any) -> list[str]:
+    def offered(self, c: Candidate) -> list[str]:
         names = self.generator.offered(c.variant, self.s.task.kernel)
         return [s for s in names if not self.allowed or s in self.allowed]
 
@@ -71,14 +126,14 @@ class PolicySteps:
         if gen.outcome is GenerationOutcome.REJECTED or gen.variant is None:
             ev = Evaluation(Status.REJECTED, gen.message or "the generator's output was unusable",
                             interpreted=s.evaluator.interpreted, variant_id=gen.variant.id if gen.variant else "")
-            self.complete((parent, strategy, gen), None, ev)
+            self.complete(PolicyPull(parent, strategy, gen), None, ev)
             return None
         s.usage.in_flight += 1
         add_pending(self.policy, parent, strategy)
-        s.submit(gen.variant, (parent, strategy, gen))
+        s.submit(gen.variant, PolicyPull(parent, strategy, gen))
         return None
 
-    def _failed(self, gen: Any) -> Optional[str]:
+    def _failed(self, gen: Generation) -> Optional[str]:
         """The endpoint could not be reached even after retries: a few in a row end the
         search; one that hangs (every attempt timed out) ends it at once: each try costs a
         full timeout."""
@@ -95,11 +150,11 @@ class PolicySteps:
             return f"generator unavailable ({gen.message})"
         return None
 
-    def complete(self, tag: Any, worker: Optional[str], ev: Evaluation) -> None:
+    def complete(self, tag: PolicyPull, worker: Optional[str], ev: Evaluation) -> None:
         from .generators.base import GenerationOutcome
         from .search.base import Outcome
 
-        parent, strategy, gen = tag
+        parent, strategy, gen = tag.parent, tag.strategy, tag.gen
         s = self.s
         child = None
         if ev.ok and ev.time_ms is not None and gen.outcome is GenerationOutcome.PRODUCED and gen.variant is not None:
@@ -114,8 +169,8 @@ class PolicySteps:
 
 
 class ExhaustiveSteps:
-    def __init__(self, session: Any, space: list[Variant]) -> None:
-        self.s = session  # session.Session
+    def __init__(self, session: SearchSession, space: list[Variant]) -> None:
+        self.s = session
         self.todo: Iterator[Variant] = iter(space)
 
     def dispatch(self) -> Optional[str]:
@@ -130,7 +185,7 @@ class ExhaustiveSteps:
         self.s.submit(variant, variant)
         return None
 
-    def complete(self, variant: Any, worker: Optional[str], ev: Evaluation) -> None:
+    def complete(self, variant: Variant, worker: Optional[str], ev: Evaluation) -> None:
         pool = self.s.pool
         if ev.ok and ev.time_ms is not None:
             pool.add(pool.candidate(variant, ev.time_ms, ev.profile, pool.original))

@@ -6,27 +6,30 @@ broken kernel from the real one) ends the session here unless it is allowed."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from .events import Baseline, EventPayload, Log
 from .evaluate import SetupError
 from .executor.base import Evaluator
+from .executor.pool import WorkerPool
 from .harness import harness_hash
+from .model import Baseline as PreparedBaseline
 from .model import Task, Variant
 from .profile.schema import DeviceFacts, Profile
 from .session_config import SessionConfig
 from .session_pool import CandidatePool
+from .store import ProfileKey, Store
 from .trace import mark
 
 
 class Preparation:
-    def __init__(self, task: Task, config: SessionConfig, evaluator: Evaluator, workers: Any, store: Any,
+    def __init__(self, task: Task, config: SessionConfig, evaluator: Evaluator, workers: WorkerPool, store: Optional[Store],
                  pool: CandidatePool, emit: Callable[[EventPayload], object], warn: Callable[[str], None],
                  warnings: list[str], on_started: Optional[Callable[[], None]] = None) -> None:
         self.task = task
         self.config = config
         self.evaluator = evaluator  # the primary worker
-        self.workers = workers  # executor.pool.WorkerPool
+        self.workers = workers
         self.store = store
         self.pool = pool
         self.emit = emit
@@ -68,13 +71,13 @@ class Preparation:
             for note in self.workers.finish_others(original, time_ms, self.evaluator.facts):
                 self.warn(note)
         if self.store and base.profile:
-            self._store_profile(base.profile)
+            self._store_profile(self.store, base.profile)
 
     def _device_facts(self) -> DeviceFacts:
         platform = self.pool.platform
         return device_facts(self.evaluator, self.store, platform.gpu, platform.triton_version, self.emit)
 
-    def _check_harness(self, base: Any) -> None:
+    def _check_harness(self, base: PreparedBaseline) -> None:
         """The baseline's notes become warnings; a weak harness ends the session unless allowed."""
         if base.message:
             self.warnings.append(base.message)
@@ -85,15 +88,12 @@ class Preparation:
         if base.weak_harness:
             self.warnings.append(f"weak harness: {base.weak_reason}")
 
-    def _store_profile(self, profile: Profile) -> None:
-        from .store import ProfileKey
-
+    def _store_profile(self, store: Store, profile: Profile) -> None:
         platform = self.pool.platform
-        self.store.put_profile(ProfileKey(self.task.source_hash, harness_hash(self.task), platform.gpu,
-                                          platform.triton_version, self.task.kernel), profile,
-                               file=self.task.module_path)
+        store.put_profile(ProfileKey(self.task.source_hash, harness_hash(self.task), platform.gpu,
+                                     platform.triton_version, self.task.kernel), profile, file=self.task.module_path)
 
-    def _emit_baseline(self, base: Any, time_ms: Optional[float]) -> None:
+    def _emit_baseline(self, base: PreparedBaseline, time_ms: Optional[float]) -> None:
         self.emit(Baseline(time_ms=time_ms, clock=base.timing.clock if base.timing else None,
                            interpreted=base.interpreted, speed_claim=not base.interpreted, device=base.device_name,
                            deterministic=base.deterministic, weak_harness=base.weak_harness,
@@ -115,7 +115,7 @@ class Preparation:
             return prepare_ms
 
 
-def device_facts(evaluator: Evaluator, store: Any, gpu: str, triton_version: str,
+def device_facts(evaluator: Evaluator, store: Optional[Store], gpu: str, triton_version: str,
                  emit: Optional[Callable[[EventPayload], object]] = None) -> DeviceFacts:
     """The device's peaks: from the workspace store, else this machine's cache, else
     measured (once per card, driver and Triton version), and cached in both."""

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from .model import Variant
+
+if TYPE_CHECKING:  # built in the thread below; its modules are not loaded before then
+    from .generators.base import Generator
 
 # imported by the search after the first candidates return (search/cluster.kmeans)
 SEARCH_IMPORTS = ("sklearn.cluster", "threadpoolctl")
@@ -35,11 +38,11 @@ class GeneratorWarmup:
     original (a generator with a ``warm(variant, kernel)`` method). ``result()`` returns it,
     or raises what building it raised."""
 
-    def __init__(self, make: Callable[[], Any], original: Variant, kernel: str) -> None:
+    def __init__(self, make: Callable[[], Generator], original: Variant, kernel: str) -> None:
         self._make = make
         self._original = original
         self._kernel = kernel
-        self._generator: Any = None
+        self._generator: Optional[Generator] = None
         self._error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._run, daemon=True, name="kernelband-warm-generator")
         self._thread.start()
@@ -57,8 +60,9 @@ class GeneratorWarmup:
             except Exception:  # noqa: BLE001 - the search's own call reports it
                 pass
 
-    def result(self) -> Any:
+    def result(self) -> Generator:
         self._thread.join()
         if self._error is not None:
             raise self._error
+        assert self._generator is not None  # _run sets one or the error
         return self._generator
