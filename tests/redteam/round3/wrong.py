@@ -99,9 +99,10 @@ CLASS5 = [
 
 # Class 7: helper kernels the original never launched hold device state.
 CLASS7 = [
-    case("axpy", "helper_memo_by_first_element", 7, "inputs",
+    case("axpy", "helper_memo_by_first_element", 7, "screen",
          "a helper kernel remembers the last result and its x[0] on the device; the kernel returns the "
-         "remembered result when x[0] matches (the judge's inputs never share x[0]; a zero-padded batch does)",
+         "remembered result when x[0] matches (the judge's inputs never share x[0]; a zero-padded batch does); "
+         "its memo is keyed by device, which the screen refuses; with the screen skipped, calls beyond the harness",
          edit("@triton.jit\ndef axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n_elements, stride_x, stride_y, "
               "BLOCK_SIZE: tl.constexpr):\n"
               "    pid = tl.program_id(axis=0)\n"
@@ -135,7 +136,7 @@ CLASS7 = [
               "        torch.empty(n, dtype=x.dtype, device=x.device)))\n"
               "    axpy_kernel[grid](x, y, out, alpha, n, x.stride(0), y.stride(0), key, memo, BLOCK_SIZE=256)\n"
               "    _remember[grid](x, out, key, memo, n, BLOCK_SIZE=256)\n"),
-         witness="x1 = torch.randn(1003)\nx2 = torch.randn(1003)\nx2[0] = x1[0]\ny = torch.randn(1003)\n"
+         unscreened="inputs", witness="x1 = torch.randn(1003)\nx2 = torch.randn(1003)\nx2[0] = x1[0]\ny = torch.randn(1003)\n"
                  "axpy(0.5, x1, y)\nresult = axpy(0.5, x2, y)\n"),
 ]
 
@@ -168,15 +169,16 @@ CLASS8 = [
                       "    else:\n"
                       "    " + A_TAIL_DROPPED),
          witness="for _ in range(25):\n    result = axpy(0.5, torch.randn(1003), torch.randn(1003))\n"),
-    case("axpy", "stale_three_calls_later", 8, "inputs",
+    case("axpy", "stale_three_calls_later", 8, "screen",
          "three output buffers per shape, used in turn: a result is overwritten three calls later (the "
-         "stale-output check looks back one call)",
+         "stale-output check looked back one call); its pool is keyed by device, which the screen refuses; with "
+         "the screen skipped, calls beyond the harness",
          edit(A_DEF, "_POOL = {}\n\n\n" + A_DEF),
          edit(A_ALLOC, "    slots = _POOL.setdefault((tuple(x.shape), x.dtype, x.device), "
                        "[torch.empty(x.shape, dtype=x.dtype, device=x.device) for _ in range(3)])\n"
                        "    slots.append(slots.pop(0))  # the next buffer in turn\n"
                        "    out = slots[0]\n"),
-         witness="a = axpy(0.5, torch.randn(1003), torch.randn(1003))\n"
+         unscreened="inputs", witness="a = axpy(0.5, torch.randn(1003), torch.randn(1003))\n"
                  "for _ in range(3):\n    axpy(0.5, torch.randn(1003), torch.randn(1003))\nresult = a\n"),
     case("softmax", "precision_only_in_returned_copy", 8, "judge",
          "the kernel writes exact fp32 probabilities, the wrapper returns them rounded through fp16 (relative "
