@@ -36,6 +36,10 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernelband.machine_cache import cache_dir  # noqa: E402
+
 METRICS = ("evals_per_min", "first_verdict_s")
 
 
@@ -50,14 +54,6 @@ def paired_summary(pairs: list[tuple[float, float]], draws: int = 2000, seed: in
     lo, hi = means[int(0.025 * draws)], means[min(draws - 1, int(0.975 * draws))]
     return {"ratio": round(math.exp(statistics.fmean(logs)), 4), "ci_low": round(math.exp(lo), 4),
             "ci_high": round(math.exp(hi), 4), "pairs": len(logs)}
-
-
-def machine_cache() -> Path:
-    """The machine cache sessions use by default (``kernelband.machine_cache.cache_dir``'s rule)."""
-    explicit = os.environ.get("KERNELBAND_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernelband"
 
 
 def fresh_cache(template: Path, where: Path) -> Path:
@@ -91,7 +87,7 @@ def _session(tree: Path, kernel: str, out: Path, extra: list[str], cache: Option
 def run(old: Path, new: Path, kernels: list[str], rounds: int, out: Path, extra: list[str],
         shared_caches: bool = False) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    template = machine_cache()
+    template = cache_dir()  # the machine cache every session would use otherwise
     for r in range(rounds):
         for kernel in kernels:
             order = (("old", old), ("new", new)) if r % 2 == 0 else (("new", new), ("old", old))
