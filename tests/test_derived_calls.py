@@ -742,3 +742,37 @@ def test_a_table_its_integer_argument_indexes_is_never_split_and_the_indices_sta
             if ids.shape[0] and table.shape[0]:
                 values = derived_run.place(ids, call.seed + 7919 * ids.id, "a").view
                 assert int(values.max()) < table.shape[0], derived.describe_call(call)
+
+
+def test_a_config_wrong_at_other_sizes_is_run_at_its_turn(tmp_path):
+    """What would fool a pick by timing: a candidate whose slowest config is wrong wherever
+    the size is not a whole number of its blocks. A one-run timing picks the fast configs
+    and never shows it; by turns, every config computes some call beyond the harness, so
+    the wrong one's result reaches the judge. In a process of its own (the interpreter)."""
+    import os
+    import subprocess
+    import sys
+
+    # BLOCK 128 drops the mask's last block (a tail left unwritten at a ragged size)
+    wrong = AUTOTUNED.replace("    mask = offs < n\n", "    mask = (offs < n) & ((BLOCK != 128) | (offs < n - n % 128))\n")
+    assert wrong != AUTOTUNED
+    (tmp_path / "tuned_wrong.py").write_text(wrong, encoding="utf-8")
+    script = textwrap.dedent("""
+        import torch
+        import tuned_wrong
+        from kernelband.worker import autotune_clock
+
+        right = []
+        with autotune_clock.one_config_per_call(lambda: None):
+            for turn in range(3):  # three calls at ragged sizes, each its own key
+                n = 1001 + turn
+                with autotune_clock.config_turn(turn):
+                    out = tuned_wrong.scale(torch.ones(n), 2.0)
+                right.append((tuned_wrong.scale_kernel.best_config.kwargs["BLOCK"],
+                              bool(torch.equal(out, torch.full((n,), 2.0)))))
+        print(*[f"{b}:{ok}" for b, ok in right])
+    """)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["64:True", "128:False", "256:True"], p.stdout
