@@ -117,21 +117,24 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     # what the original compiled, kept once: a candidate whose kernel and launch settings
     # are the original's loads it, not compiles it
     judge.keep_trusted_cache(job)
-    # the derivation starts before the lane opens: where it runs in the background its
-    # calls then overlap the lane's kept run and samples, and the first candidates, whose
-    # checks after their timing wait for its references, wait about a second less. Whether
-    # the lane fits is decided first, and its memory is reserved from the derivation's.
+    # the lane opens before the derivation starts: its baseline samples are exclusive GPU
+    # turns, and behind the derivation's compiles and runs five of them took 2-4 s of the
+    # setup (traces of h200x2_ab_ccf2681_swapped); alone they take a few tenths. A
+    # candidate's harness checks do not wait for the derivation, so starting it that much
+    # later costs the first verdicts nothing. The lane's memory is still reserved from
+    # the derivation's.
     lane_ok = lane_fits(judge)
+    lane_note = _open_lane(judge, job, base, req.time, lane_ok)
+    if lane_note:
+        notes.append(lane_note)
     derivation_notes: list[str] = []
     failure = _derive_references(judge, base, derivation_notes, candidate_lanes(judge) + int(lane_ok))
     if failure:
+        judge.close_lane()
         job.close()
         judge.spares.close()
         base.message = failure
         return base.to_dict()
-    lane_note = _open_lane(judge, job, base, req.time, lane_ok)
-    if lane_note:
-        notes.append(lane_note)
     notes += _baseline_notes(judge, task, base) + derivation_notes
     base.lanes = judge.lanes = candidate_lanes(judge)
     base.ok = True
