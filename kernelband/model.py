@@ -428,21 +428,13 @@ class SanitizerReport:
         return {"ran": True, "ok": self.ok, "findings": list(self.findings[:5])}
 
 
-class _HistoryFields(TypedDict):
-    index: int  # evaluations done when it was recorded
-    t: float  # the session's seconds so far
-    variant_id: Optional[str]
-    parent: Optional[str]  # the pool member's id it was made from
-    strategy: Optional[str]
-    generator: Optional[str]
-    status: str  # its Status's word
-    time_ms: Optional[float]
-    speedup: Optional[float]  # over the original's search time, when correct
-    message: str
-    description: str
-    best_ms: float  # the pool's best so far
-    best_speedup_so_far: float
-    phases: dict[str, float]  # Evaluation.phases
+# index: evaluations done so far; t: the session's seconds; parent: the pool member's id it
+# was made from; speedup: over the original's search time, when correct; best_*: the pool's
+# best so far; phases: Evaluation.phases
+_HistoryFields = TypedDict("_HistoryFields", {
+    "index": int, "t": float, "variant_id": Optional[str], "parent": Optional[str], "strategy": Optional[str],
+    "generator": Optional[str], "status": str, "time_ms": Optional[float], "speedup": Optional[float],
+    "message": str, "description": str, "best_ms": float, "best_speedup_so_far": float, "phases": dict[str, float]})
 
 
 class HistoryEntry(_HistoryFields, total=False):

@@ -54,8 +54,7 @@ _lock = threading.Lock()
 
 
 def register_secret(value: object) -> None:
-    """A secret that may not be in the environment (an editor's stored key); anything but a
-    long enough string (an option left unset) is none."""
+    """A secret that may not be in the environment (an editor's stored key); a non-string is none."""
     if isinstance(value, str) and len(value) >= _MIN_SECRET_LEN:
         with _lock:
             _registered.add(value)

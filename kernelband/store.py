@@ -30,25 +30,11 @@ from .redact import scrub
 INTERRUPTED = "interrupted"
 
 
-class StoredVariant(TypedDict):
-    """A verified variant of an original kernel on one GPU (``Store.variants``)."""
-
-    variant_id: str
-    source: str
-    time_ms: Optional[float]
-    strategy: Optional[str]
-
-
-class SessionRow(TypedDict):
-    """A session as ``Store.sessions`` lists it (``result``: its Result's JSON, once finished)."""
-
-    id: str
-    file: str
-    kernel: str
-    status: str
-    started_at: float
-    finished_at: Optional[float]
-    result: Optional[dict[str, Any]]
+# a verified variant of an original kernel on one GPU; a session (its Result's JSON once finished)
+StoredVariant = TypedDict("StoredVariant", {"variant_id": str, "source": str, "time_ms": Optional[float],
+                                            "strategy": Optional[str]})
+SessionRow = TypedDict("SessionRow", {"id": str, "file": str, "kernel": str, "status": str, "started_at": float,
+                                      "finished_at": Optional[float], "result": Optional[dict[str, Any]]})
 
 
 def _dump(obj: object) -> str:

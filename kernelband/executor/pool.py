@@ -28,7 +28,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Optional, TypedDict, Union
+from typing import Callable, NamedTuple, Optional, TypedDict, Union
 
 from ..events import EventPayload, Log
 from ..model import Evaluation, Variant
@@ -42,8 +42,7 @@ Emit = Callable[[EventPayload], object]  # EventEmitter.emit (its Event is not u
 
 @dataclass(frozen=True)
 class Step:
-    """One entry of the timeline: what a worker did from ``start`` to ``end`` (seconds
-    since the pool was made): start, prepare, retime, baseline or evaluate."""
+    """What a worker did (start, prepare, retime, baseline or evaluate), in seconds since the pool was made."""
 
     worker: str
     what: str
@@ -51,24 +50,14 @@ class Step:
     end: float
 
 
-class WorkerUsage(TypedDict):
-    """``WorkerPool.usage()`` of one worker (the scaling benchmark writes it to JSON)."""
-
-    evaluations: int
-    busy_s: float
-    ready_at_s: Optional[float]
-    busy_share: Optional[float]
+# ``WorkerPool.usage()`` of one worker (the scaling benchmark writes it to JSON)
+WorkerUsage = TypedDict("WorkerUsage", {"evaluations": int, "busy_s": float, "ready_at_s": Optional[float],
+                                        "busy_share": Optional[float]})
 
 
-@dataclass(frozen=True)
-class _Ran:
-    """A job that ran on a slot: its Evaluation, or what it raised."""
-
-    slot: int
-    job: Job
-    done: Done
-    ev: Optional[Evaluation]
-    err: Optional[BaseException]
+# a job that ran on a slot: its Evaluation, or what it raised
+_Ran = NamedTuple("_Ran", [("slot", int), ("job", Job), ("done", Done), ("ev", Optional[Evaluation]),
+                           ("err", Optional[BaseException])])
 
 
 class WorkerPool:
