@@ -17,11 +17,15 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, Optional
 
 from .detect import detect, read_source
 from .harness import find_harness
 from .model import ResultStatus, Task, sha256_text
+from .session_config import SessionConfig
+
+if TYPE_CHECKING:  # the executors load when the batch runs
+    from .executor.base import Executor, Slot
 
 KV_PREFIX = "optimize-all/"
 # folders never scanned: environments, caches, our own output
@@ -161,8 +165,8 @@ class BatchRun:
     """Run the jobs over the executor's slots; one thread per slot takes the next kernel."""
 
     jobs: list[KernelJob]
-    executor: Any
-    config: Any  # SessionConfig
+    executor: Executor
+    config: SessionConfig
     store_path: Optional[str]  # the SQLite file (each thread opens its own connection); None: no store
     out_dir: Path
     settings: dict[str, Any]
@@ -215,7 +219,7 @@ class BatchRun:
                 t.join(timeout=0.5)  # short joins: Ctrl-C reaches the main thread
         return [rows[i] for i in sorted(rows)]
 
-    def _worker(self, slot: Any, todo: "queue.Queue[tuple[int, KernelJob]]", rows: dict[int, Row],
+    def _worker(self, slot: Slot, todo: "queue.Queue[tuple[int, KernelJob]]", rows: dict[int, Row],
                 progress: Callable[[KernelJob, Row], None]) -> None:
         from .session import Session
         from .store import Store

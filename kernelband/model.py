@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Optional, TypedDict, TypeVar
 
 from .decode import MalformedMessage, decode_fields
 
@@ -428,6 +428,21 @@ class SanitizerReport:
         return {"ran": True, "ok": self.ok, "findings": list(self.findings[:5])}
 
 
+# index: evaluations done so far; t: the session's seconds; parent: the pool member's id it
+# was made from; speedup: over the original's search time, when correct; best_*: the pool's
+# best so far; phases: Evaluation.phases
+_HistoryFields = TypedDict("_HistoryFields", {
+    "index": int, "t": float, "variant_id": Optional[str], "parent": Optional[str], "strategy": Optional[str],
+    "generator": Optional[str], "status": str, "time_ms": Optional[float], "speedup": Optional[float],
+    "message": str, "description": str, "best_ms": float, "best_speedup_so_far": float, "phases": dict[str, float]})
+
+
+class HistoryEntry(_HistoryFields, total=False):
+    """One evaluation of a session, as its Result's ``history`` and the store keep it."""
+
+    worker: str  # which worker evaluated it, with several
+
+
 # --------------------------------------------------------------------------- results
 # The optimize Result and the profile: what the engine prints (--json), emits (the
 # `result` / `profile` events), stores (SQLite, as JSON) and the language server reads.
@@ -550,7 +565,7 @@ class Result:
     stop_reason: str = ""
     message: str = ""
     warnings: list[str] = field(default_factory=list)
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[HistoryEntry] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)
     worker_restarts: int = 0
     baseline_bottleneck: Optional[str] = None

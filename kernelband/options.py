@@ -18,12 +18,13 @@ import argparse
 import builtins
 import math
 from dataclasses import dataclass
-from typing import Any, Optional, TypeVar
+from typing import Any, Mapping, Optional, TypeVar, Union
 
 from .strategies import STRATEGY_NAMES
 from .verdict import DEFAULT_MIN_SPEEDUP
 
 _Number = TypeVar("_Number", int, float)
+Value = Union[bool, int, float, str, list[str], None]  # an option's value, of its Option.type (None: unset)
 
 # the names the engine knows; kernelband.generators / kernelband.search check against these
 GENERATOR_NAMES: tuple[str, ...] = ("rules", "openai")
@@ -48,16 +49,16 @@ class Option:
     name: str  # argparse dest and the option's id
     flag: str  # "--budget"
     type: type  # int, float, str, bool (a store_true flag) or list (comma-separated names)
-    default: Any
+    default: Value
     help: str
     setting: Optional[str] = None  # editor setting under `kernelband.` ("budget.evaluations"); None: CLI only
-    choices: Optional[tuple[Any, ...]] = None  # allowed values (for list: allowed items)
+    choices: Optional[tuple[Union[str, int], ...]] = None  # allowed values (for list: allowed items)
     minimum: Optional[float] = None
     maximum: Optional[float] = None
     positive: bool = False  # strictly above 0
     zero_means: Optional[str] = None  # what 0 stands for ("no limit")
     commands: tuple[str, ...] = (OPTIMIZE,)
-    requires: Optional[tuple[str, Any]] = None  # only passed by the editor when (option, value) holds
+    requires: Optional[tuple[str, str]] = None  # only passed by the editor when (option, value) holds
     default_note: str = ""  # why the default is what it is (help: "default: X, <note>")
 
     @property
@@ -67,7 +68,7 @@ class Option:
         key = (self.setting or self.name).replace(".", "_")
         return "".join("_" + c.lower() if c.isupper() else c for c in key)
 
-    def check(self, value: Any, label: Optional[str] = None) -> Any:
+    def check(self, value: object, label: Optional[str] = None) -> Value:
         """The value converted to the option's type, or OptionError saying what is allowed."""
         label = label or self.flag
         if value is None:
@@ -85,13 +86,13 @@ class Option:
             unknown = [s for s in items if self.choices and s not in self.choices]
             if unknown:
                 raise OptionError(f"{label}: unknown {self.name}: {', '.join(unknown)} "
-                                  f"(known: {', '.join(self.choices or ())})")
+                                  f"(known: {', '.join(map(str, self.choices or ()))})")
             return list(dict.fromkeys(items))
         if t is str:
             if not isinstance(value, str):
                 raise OptionError(f"{label}: expected a string")
             if self.choices and value not in self.choices:
-                raise OptionError(f"{label}: expected one of {', '.join(self.choices)}, not {value!r}")
+                raise OptionError(f"{label}: expected one of {', '.join(map(str, self.choices))}, not {value!r}")
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise OptionError(f"{label}: expected {self._range_text()}")
@@ -164,11 +165,11 @@ class Option:
         parse.__name__ = base.__name__
         return parse
 
-    def to_cli(self, value: Any) -> list[str]:
+    def to_cli(self, value: Value) -> list[str]:
         """[flag, value] (or [flag] for a true boolean)."""
         if self.type is bool:
             return [self.flag] if value else []
-        if self.type is list:
+        if isinstance(value, list):  # the list type's
             return [self.flag, ",".join(value)]
         return [self.flag, str(value)]
 
@@ -273,7 +274,7 @@ def limit(value: Optional[_Number]) -> Optional[_Number]:
     return value if value else None
 
 
-def engine_args(command: str, values: dict[str, Any]) -> list[str]:
+def engine_args(command: str, values: Mapping[str, Value]) -> list[str]:
     """The engine flags for a command from option values by name (the editor's settings):
     every value that differs from the default (0 included: it means no limit)."""
     argv: list[str] = []
@@ -281,7 +282,7 @@ def engine_args(command: str, values: dict[str, Any]) -> list[str]:
         if o.name not in values:
             continue
         value = values[o.name]
-        if value is None or value == o.default or (o.type is list and list(value) == list(o.default or [])):
+        if value is None or value == o.default:
             continue
         if o.requires is not None and values.get(o.requires[0], default(o.requires[0])) != o.requires[1]:
             continue

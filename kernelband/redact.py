@@ -19,7 +19,7 @@ import json
 import os
 import re
 import threading
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable, Mapping, Optional
 
 MAX_MESSAGE_BYTES = 4096
 REDACTED = "[redacted]"
@@ -53,8 +53,8 @@ _registered: set[str] = set()
 _lock = threading.Lock()
 
 
-def register_secret(value: Any) -> None:
-    """A secret that may not be in the environment (an editor's stored key)."""
+def register_secret(value: object) -> None:
+    """A secret that may not be in the environment (an editor's stored key); a non-string is none."""
     if isinstance(value, str) and len(value) >= _MIN_SECRET_LEN:
         with _lock:
             _registered.add(value)
@@ -64,7 +64,7 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
-def secret_values(environ: Any = None) -> list[str]:
+def secret_values(environ: Optional[Mapping[str, str]] = None) -> list[str]:
     """Known secret values, longest first (so a key containing another is replaced whole)."""
     env = os.environ if environ is None else environ
     values = {v for k, v in env.items() if v and len(v) >= _MIN_SECRET_LEN and is_secret_name(k)}
@@ -80,7 +80,7 @@ def _replace_values(text: str, values: Iterable[str]) -> str:
     return text
 
 
-def redact(text: str, values: Any = None) -> str:
+def redact(text: str, values: Optional[Collection[str]] = None) -> str:
     """Known secret values and key shapes replaced by ``[redacted]``."""
     if not text:
         return text
@@ -106,7 +106,7 @@ def cap(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
     return f"{head}\n[... {len(data) - 2 * half} bytes cut by kernelband ...]\n{tail}"
 
 
-def clean(text: str, values: Any = None) -> str:
+def clean(text: str, values: Optional[Collection[str]] = None) -> str:
     """A message fit to log, store or emit: redacted, then capped."""
     return cap(redact(text, values))
 
@@ -117,7 +117,7 @@ def one_line(text: str) -> str:
     return " | ".join(x.strip() for x in clean(text).splitlines() if x.strip())
 
 
-def scrub(obj: Any, values: Any = None, _field: str = "") -> Any:
+def scrub(obj: Any, values: Optional[Collection[str]] = None, _field: str = "") -> Any:
     """``clean`` applied through JSON-like data (a new object; the input is untouched)."""
     return _scrub(obj, secret_values() if values is None else values, _field)
 
@@ -137,7 +137,7 @@ def _is_secret_field(key: str) -> bool:
     return hit
 
 
-def _scrub(obj: Any, values: Any, field: str) -> Any:
+def _scrub(obj: Any, values: Collection[str], field: str) -> Any:
     cls = type(obj)
     if cls in _SCALARS:
         return obj
@@ -170,7 +170,7 @@ _SECRET_FIELD_WORDS = ("apikey", "api_key", "api-key", "authorization", "passwd"
 _LONG_STRING = re.compile('"[^"]{%d}' % (MAX_MESSAGE_BYTES // 4 + 1))
 
 
-def needs_scrub(json_text: str, values: Any = None) -> bool:
+def needs_scrub(json_text: str, values: Optional[Collection[str]] = None) -> bool:
     """Could ``scrub`` change the data that ``json_text`` (``json.dumps`` with its default
     ``ensure_ascii``) was made from? False only when the text rules out each change:
     a known secret value (JSON escapes character by character, so a string holding the

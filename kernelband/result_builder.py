@@ -17,15 +17,19 @@ import difflib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from .checking import MEMCHECK_ON_INTERPRETER, checked_block
 from .evaluate import SetupError
 from .executor.base import Evaluator
-from .model import Result, ResultStatus, SanitizerReport, Task
+from .model import HistoryEntry, PairedTiming, Result, ResultStatus, SanitizerReport, Task
+from .session_config import SessionConfig
 from .verdict import NO_GPU_NOTE, consistent_times, decide_verdict
 from .worker.client import WorkerError
 from .worker.requests import ErrorKind
+
+if TYPE_CHECKING:  # the search modules load when a search runs
+    from .search.base import Candidate
 
 SEQUENTIAL_NOTE = ("the original and the best variant were re-measured one after the other, not interleaved: two runs "
                    "of this harness do not fit on the GPU together (the CI pairs the two blocks' samples in order)")
@@ -44,14 +48,14 @@ class SearchOutcome:
 
     session_id: str
     stop_reason: str
-    original: Any  # search.base.Candidate
-    best: Any
+    original: Candidate
+    best: Candidate
     strategy_path: list[str]
     evaluations: int
     seconds: float
     tokens: int
     dollars: float
-    history: list[dict[str, Any]]
+    history: list[HistoryEntry]
     warnings: list[str]  # the session's own list: notes added here show in both
     gpu: str = ""
     triton_version: str = ""
@@ -62,10 +66,10 @@ class SearchOutcome:
 class ResultBuilder:
     """Turns a SearchOutcome into a Result; re-measures through the session's evaluator."""
 
-    def __init__(self, task: Task, config: Any, evaluator: Evaluator, warn: Callable[[str], None],
+    def __init__(self, task: Task, config: SessionConfig, evaluator: Evaluator, warn: Callable[[str], None],
                  log: Callable[[str], object], spare: Optional[Evaluator] = None) -> None:
         self.task = task
-        self.config = config  # session.SessionConfig
+        self.config = config
         self.evaluator = evaluator
         self.spare = spare  # another prepared worker (its own GPU), free: the memcheck runs there
         self.warn = warn  # a Result warning and a log event, once per note
@@ -107,7 +111,7 @@ class ResultBuilder:
             return self._unverified(result, best, e)
         return self._paired_verdict(result, best, out, paired)
 
-    def _memcheck_beside_paired(self, result: Result, best: Any, out: SearchOutcome, spare: Evaluator) -> Result:
+    def _memcheck_beside_paired(self, result: Result, best: Candidate, out: SearchOutcome, spare: Evaluator) -> Result:
         """The finalist's memcheck on the spare worker (its GPU) while the primary re-measures
         it on its own: each GPU runs one thing; the verdict is decided as in the serial
         order (a memcheck failure wins over any timing). A spare that cannot run it hands
@@ -124,7 +128,8 @@ class ResultBuilder:
 
         thread = threading.Thread(target=memcheck, daemon=True, name="kb-memcheck")
         thread.start()
-        paired, failed = None, None
+        paired: Optional[PairedTiming] = None
+        failed: Optional[Union[WorkerError, SetupError]] = None
         try:
             paired = self.evaluator.paired_timing(best.variant, rounds=self.config.paired_rounds)
         except (WorkerError, SetupError) as e:
@@ -134,16 +139,17 @@ class ResultBuilder:
             return result
         if failed is not None:
             return self._unverified(result, best, failed)
+        assert paired is not None
         return self._paired_verdict(result, best, out, paired)
 
-    def _found(self, result: Result, best: Any, out: SearchOutcome) -> None:
+    def _found(self, result: Result, best: Candidate, out: SearchOutcome) -> None:
         result.search_best_ms, result.search_baseline_ms = best.time_ms, out.original.time_ms
         result.strategy_path = list(out.strategy_path)
         result.diff = unified_diff(self.task.source, best.variant.source, self.task.module_path)
         result.best_source = best.variant.source
         result.best_variant_id = best.id
 
-    def _memcheck_refused(self, result: Result, best: Any, report: Optional[SanitizerReport] = None) -> bool:
+    def _memcheck_refused(self, result: Result, best: Candidate, report: Optional[SanitizerReport] = None) -> bool:
         """On a GPU, the finalist runs once under compute-sanitizer memcheck: out-of-bounds
         accesses that no comparison can see. A failure keeps the result at no_improvement.
         ``report``: the memcheck already run (on a spare worker)."""
@@ -164,7 +170,7 @@ class ResultBuilder:
         result.message = f"the best candidate {refusal}: not reported"
         return True
 
-    def _correct_only(self, result: Result, best: Any, out: SearchOutcome) -> Result:
+    def _correct_only(self, result: Result, best: Candidate, out: SearchOutcome) -> Result:
         """Interpreter, no CPU tuning asked: the variant is verified correct and nothing is
         said about its speed (no re-measurement: CPU times would only invite a claim)."""
         self._found(result, best, out)
@@ -176,7 +182,7 @@ class ResultBuilder:
                           "Run on a GPU to measure it, or pass --cpu-tuning to rank and apply by CPU time")
         return result
 
-    def _paired_verdict(self, result: Result, best: Any, out: SearchOutcome, paired: Any) -> Result:
+    def _paired_verdict(self, result: Result, best: Candidate, out: SearchOutcome, paired: PairedTiming) -> Result:
         verdict = decide_verdict(paired.ci_low, interpreted=self.evaluator.interpreted,
                                  cpu_tuning=self.config.cpu_tuning, min_speedup=self.config.min_speedup)
         base_ms, best_ms, noise = consistent_times(paired.baseline_ms, paired.variant_ms, paired.speedup,
@@ -199,7 +205,7 @@ class ResultBuilder:
                               f"(the CI's lower bound must exceed {max(1.0, self.config.min_speedup):.3f}x)")
         return result
 
-    def _unverified(self, result: Result, best: Any, e: Union[WorkerError, SetupError]) -> Result:
+    def _unverified(self, result: Result, best: Candidate, e: Union[WorkerError, SetupError]) -> Result:
         """The winner failed its re-measurement: a speedup that cannot be re-measured is not
         verified, so the Result stays no_improvement (its id, diff and search time are kept)."""
         kind = e.kind if isinstance(e, WorkerError) else ErrorKind.ERROR
@@ -209,12 +215,13 @@ class ResultBuilder:
         result.search_best_ms = best.time_ms
         result.unverified_variant_id = best.id
         result.unverified_diff = unified_diff(self.task.source, best.variant.source, self.task.module_path)
+        assert result.baseline_ms is not None  # the original's search time (build)
         result.message = (f"search found a candidate at {result.baseline_ms / best.time_ms:.2f}x, but {failure}: "
                           "not a verified speedup")
         return result
 
 
-def phase_totals(history: list[dict[str, Any]]) -> dict[str, float]:
+def phase_totals(history: list[HistoryEntry]) -> dict[str, float]:
     totals: dict[str, float] = {}
     for entry in history:
         for k, v in (entry.get("phases") or {}).items():

@@ -20,12 +20,12 @@ import shutil
 import threading
 import uuid
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Optional
 
 from .evaluate import SetupError, WorkerLost
 from .events import EventEmitter, Finished, Log, Started
 from .executor.base import Evaluator, Executor
-from .executor.pool import WorkerPool
+from .executor.pool import Done, WorkerPool
 from .model import FOUND_STATUSES, Evaluation, Result, ResultStatus, Task, Variant
 from .options import EXHAUSTIVE, SEARCH_NAMES
 from .redact import register_secret, scrub
@@ -42,18 +42,6 @@ from .workdirs import WORKDIR_PREFIX, job_workdir, session_workdir, sweep_stale_
 
 if TYPE_CHECKING:  # the generators load once a session runs (_make_generator imports them)
     from .generators.base import Generator
-
-_Tag = TypeVar("_Tag", contravariant=True)
-
-
-class _Steps(Protocol[_Tag]):
-    """A search's steps (session_search): ``complete`` takes back the tag its ``dispatch``
-    submitted with a variant (the worker pool hands tags back untouched)."""
-
-    def dispatch(self) -> Optional[str]: ...
-
-    def complete(self, tag: _Tag, worker: Optional[str], ev: Evaluation) -> None: ...
-
 
 class Session:
     """One session's loop; its pool (``session_pool``), records (``session_records``),
@@ -128,9 +116,14 @@ class Session:
         except SetupError as e:
             raise WorkerLost(str(e)) from e
 
-    def submit(self, variant: Variant, tag: object) -> None:
-        """Evaluate ``variant`` on a free worker; its result comes back with ``tag``."""
-        self.workers.submit(lambda evaluator: self._evaluate(variant, evaluator=evaluator, search=True), tag)
+    def submit(self, variant: Variant, done: Done) -> None:
+        """Evaluate ``variant`` on a free worker (in flight until ``done`` takes its Evaluation)."""
+        def finished(worker: Optional[str], ev: Evaluation) -> None:
+            self.usage.in_flight -= 1
+            done(worker, ev)
+
+        self.usage.in_flight += 1
+        self.workers.submit(lambda evaluator: self._evaluate(variant, evaluator=evaluator, search=True), finished)
 
     # ------------------------------------------------------------------ the search
     def _warm_start(self) -> None:
@@ -159,9 +152,8 @@ class Session:
         # the bandit config's compat_* constants apply to the stored models too
         compat = CompatibilityModels.load(self.store, self.config.bandit) if self.store else None
         policy = registry.make_policy(self.config.search, self.config.bandit, compat)
-        steps = PolicySteps(self, policy, generator)
-        try:
-            return self._dispatch_loop(steps)
+        try:  # keep every free worker busy; with one worker, the plain select-generate-evaluate-update loop
+            return self.workers.drive(PolicySteps(self, policy, generator).dispatch, WAIT)
         finally:
             if compat is not None and self.store is not None:
                 compat.save(self.store)
@@ -169,18 +161,7 @@ class Session:
     def _exhaustive(self, generator: Generator) -> str:
         space = generator.enumerate_space(self.pool.original.variant, self.task.kernel)
         self.emit(Log(level="info", message=f"exhaustive search over {len(space)} points of the rules space"))
-        steps = ExhaustiveSteps(self, space)
-        return self._dispatch_loop(steps)
-
-    def _dispatch_loop(self, steps: _Steps[_Tag]) -> str:
-        """Keep every free worker busy (WorkerPool.drive): ``dispatch`` hands one evaluation
-        to a free worker (or says why the search ends); ``complete`` takes each finished
-        one. With one worker this is the plain select-generate-evaluate-update loop."""
-        def done(tag: _Tag, worker: Optional[str], ev: Evaluation) -> None:
-            self.usage.in_flight -= 1
-            steps.complete(tag, worker, ev)
-
-        return self.workers.drive(steps.dispatch, done, WAIT)
+        return self.workers.drive(ExhaustiveSteps(self, space).dispatch, WAIT)
 
     def _finish(self, stop_reason: str) -> Result:
         original, best = self.pool.original, self.pool.best()

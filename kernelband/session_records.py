@@ -3,20 +3,17 @@ Result, sent as ``candidate`` and ``progress`` events, and written to the store 
 history row and its evaluation row, keyed by the variant's source and the harness)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from .events import Candidate, EventPayload, Progress
 from .harness import harness_hash
-from .model import Evaluation, Task, Variant, sha256_text
+from .model import Evaluation, HistoryEntry, Task, Variant, sha256_text
 from .session_config import SessionConfig, Usage
 from .session_pool import CandidatePool
 from .store import Store
 
 if TYPE_CHECKING:  # events.Candidate is the event; this is the pool member
     from .search.base import Candidate as PoolMember
-
-_EVENT_KEYS = ("index", "variant_id", "parent", "strategy", "generator", "status", "time_ms", "speedup", "message",
-               "description", "phases")
 
 
 class SessionRecords:
@@ -30,7 +27,7 @@ class SessionRecords:
         self.usage = usage
         self.emit = emit
         self.interpreted = interpreted  # the evaluator's: ratios of CPU-interpreter times are no speed claim
-        self.history: list[dict[str, Any]] = []
+        self.history: list[HistoryEntry] = []
 
     def record(self, parent: Optional[PoolMember], strategy: Optional[str], variant: Optional[Variant], ev: Evaluation,
                description: str = "", worker: Optional[str] = None) -> None:
@@ -40,7 +37,9 @@ class SessionRecords:
         self.history.append(entry)
         # speed_claim false: the ratios are CPU-interpreter times, never shown as a GPU speedup
         speed_claim = not self.interpreted()
-        self.emit(Candidate(**{k: entry[k] for k in _EVENT_KEYS}, worker=worker, speed_claim=speed_claim))
+        e = entry
+        self.emit(Candidate(e["index"], e["variant_id"], e["parent"], e["strategy"], e["generator"], e["status"],
+                            e["time_ms"], e["speedup"], e["message"], e["description"], e["phases"], worker, speed_claim))
         self.emit(Progress(done=self.usage.done, total=self.config.budget.evaluations, best_ms=entry["best_ms"],
                            best_speedup=entry["best_speedup_so_far"],
                            message=f"{strategy or 'candidate'}: {ev.status.value}", speed_claim=speed_claim))
@@ -48,7 +47,7 @@ class SessionRecords:
             self._store(self.store, entry, strategy, variant, ev)
 
     def _entry(self, parent: Optional[PoolMember], strategy: Optional[str], variant: Optional[Variant], ev: Evaluation,
-               description: str) -> dict[str, Any]:
+               description: str) -> HistoryEntry:
         base_ms = self.pool.original.time_ms
         best = self.pool.best()
         return {
@@ -68,7 +67,7 @@ class SessionRecords:
             "phases": ev.phases,
         }
 
-    def _store(self, store: Store, entry: dict[str, Any], strategy: Optional[str], variant: Optional[Variant],
+    def _store(self, store: Store, entry: HistoryEntry, strategy: Optional[str], variant: Optional[Variant],
                ev: Evaluation) -> None:
         platform = self.pool.platform
         store.add_history(self.session_id, len(self.history) - 1, entry)

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import random
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, Protocol
 
 from .events import EventPayload, Log
 from .executor.base import Evaluator
-from .executor.pool import WorkerPool
+from .executor.pool import Done, WorkerPool
 from .model import Evaluation, Status, Task, Variant
 from .session_config import SessionConfig, Usage
 from .session_pool import CandidatePool
@@ -61,18 +60,7 @@ class SearchSession(Protocol):
     @property
     def emit(self) -> Callable[[EventPayload], object]: ...
 
-    def submit(self, variant: Variant, tag: object) -> None: ...
-
-
-@dataclass(frozen=True)
-class PolicyPull:
-    """One pull of the policy's, handed to a worker with its child and back with its
-    evaluation: the pool member it started from, the strategy applied, what the
-    generator gave."""
-
-    parent: Candidate
-    strategy: str
-    gen: Generation
+    def submit(self, variant: Variant, done: Done) -> None: ...
 
 
 def _ended(session: SearchSession) -> Optional[str]:
@@ -126,11 +114,10 @@ class PolicySteps:
         if gen.outcome is GenerationOutcome.REJECTED or gen.variant is None:
             ev = Evaluation(Status.REJECTED, gen.message or "the generator's output was unusable",
                             interpreted=s.evaluator.interpreted, variant_id=gen.variant.id if gen.variant else "")
-            self.complete(PolicyPull(parent, strategy, gen), None, ev)
+            self.complete(parent, strategy, gen, None, ev)
             return None
-        s.usage.in_flight += 1
         add_pending(self.policy, parent, strategy)
-        s.submit(gen.variant, PolicyPull(parent, strategy, gen))
+        s.submit(gen.variant, lambda worker, ev: self.complete(parent, strategy, gen, worker, ev))
         return None
 
     def _failed(self, gen: Generation) -> Optional[str]:
@@ -150,11 +137,13 @@ class PolicySteps:
             return f"generator unavailable ({gen.message})"
         return None
 
-    def complete(self, tag: PolicyPull, worker: Optional[str], ev: Evaluation) -> None:
+    def complete(self, parent: Candidate, strategy: str, gen: Generation, worker: Optional[str],
+                 ev: Evaluation) -> None:
+        """A pull's evaluation is back: the pool member it started from, the strategy
+        applied, what the generator gave."""
         from .generators.base import GenerationOutcome
         from .search.base import Outcome
 
-        parent, strategy, gen = tag.parent, tag.strategy, tag.gen
         s = self.s
         child = None
         if ev.ok and ev.time_ms is not None and gen.outcome is GenerationOutcome.PRODUCED and gen.variant is not None:
@@ -181,8 +170,7 @@ class ExhaustiveSteps:
         if variant is None:
             return "search space exhausted"
         self.s.usage.evaluations += 1
-        self.s.usage.in_flight += 1
-        self.s.submit(variant, variant)
+        self.s.submit(variant, lambda worker, ev: self.complete(variant, worker, ev))
         return None
 
     def complete(self, variant: Variant, worker: Optional[str], ev: Evaluation) -> None:

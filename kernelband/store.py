@@ -21,15 +21,23 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, TypedDict
 
+from .model import HistoryEntry
 from .profile.schema import DeviceFacts, Profile, decoded_facts
 from .redact import scrub
 
 INTERRUPTED = "interrupted"
 
 
-def _dump(obj: Any) -> str:
+# a verified variant of an original kernel on one GPU; a session (its Result's JSON once finished)
+StoredVariant = TypedDict("StoredVariant", {"variant_id": str, "source": str, "time_ms": Optional[float],
+                                            "strategy": Optional[str]})
+SessionRow = TypedDict("SessionRow", {"id": str, "file": str, "kernel": str, "status": str, "started_at": float,
+                                      "finished_at": Optional[float], "result": Optional[dict[str, Any]]})
+
+
+def _dump(obj: object) -> str:
     """JSON for a column: secrets redacted and messages capped before they reach disk."""
     return json.dumps(scrub(obj))
 
@@ -128,7 +136,7 @@ class Store:
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _one(self, sql: str, args: tuple[Any, ...]) -> Optional[tuple[Any, ...]]:
@@ -222,10 +230,10 @@ class Store:
                                (INTERRUPTED, time.time(), sid))
         return stale
 
-    def add_history(self, session_id: str, idx: int, entry: dict[str, Any]) -> None:
+    def add_history(self, session_id: str, idx: int, entry: HistoryEntry) -> None:
         self._conn.execute("INSERT OR REPLACE INTO session_history VALUES (?, ?, ?)", (session_id, idx, _dump(entry)))
 
-    def history(self, session_id: str) -> list[dict[str, Any]]:
+    def history(self, session_id: str) -> list[HistoryEntry]:
         return self._json_rows("SELECT entry FROM session_history WHERE session_id=? ORDER BY idx", (session_id,))
 
     def finish_session(self, session_id: str, status: str, result: dict[str, Any]) -> None:
@@ -239,7 +247,7 @@ class Store:
             "SELECT result FROM sessions WHERE file=? AND kernel=? AND result IS NOT NULL ORDER BY finished_at DESC LIMIT 1",
             (str(file), kernel))
 
-    def sessions(self) -> Iterator[dict[str, Any]]:
+    def sessions(self) -> Iterator[SessionRow]:
         cur = self._conn.execute("SELECT id, file, kernel, status, started_at, finished_at, result FROM sessions ORDER BY started_at")
         for r in cur.fetchall():
             yield {
@@ -254,7 +262,7 @@ class Store:
             (original_hash, kernel, gpu, variant_id, scrub({"source": source})["source"], time_ms, strategy, time.time()),
         )
 
-    def variants(self, original_hash: str, kernel: str, gpu: str) -> list[dict[str, Any]]:
+    def variants(self, original_hash: str, kernel: str, gpu: str) -> list[StoredVariant]:
         rows = self._conn.execute(
             "SELECT variant_id, source, time_ms, strategy FROM variants WHERE original_hash=? AND kernel=? AND gpu=?"
             " ORDER BY time_ms",

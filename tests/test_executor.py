@@ -235,15 +235,15 @@ def _drive(pool: WorkerPool, n: int, after_each=None) -> list[tuple[str, str, fl
         if not todo:
             return "done"
         v = todo.pop(0)
-        pool.submit(lambda ev: ev.evaluate(v), v)
+        pool.submit(lambda ev: ev.evaluate(v), lambda worker, ev: complete(v, worker, ev))
         return None
 
-    def complete(tag, worker, ev):
-        done.append((tag.id, worker, ev.time_ms))
+    def complete(v, worker, ev):
+        done.append((v.id, worker, ev.time_ms))
         if after_each:
             after_each(len(done))
 
-    assert pool.drive(dispatch, complete, "wait") == "done"
+    assert pool.drive(dispatch, "wait") == "done"
     return done
 
 

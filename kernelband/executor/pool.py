@@ -27,8 +27,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import replace
-from typing import Any, Callable, Optional
+from dataclasses import dataclass, replace
+from typing import Callable, NamedTuple, Optional, TypedDict, Union
 
 from ..events import EventPayload, Log
 from ..model import Evaluation, Variant
@@ -36,7 +36,28 @@ from ..profile.schema import DeviceFacts
 from .base import Evaluator
 
 Job = Callable[[Evaluator], Evaluation]  # (evaluator) -> Evaluation; may raise (WorkerLost)
+Done = Callable[[Optional[str], Evaluation], None]  # takes a job's Evaluation back: (worker label, None with one worker)
 Emit = Callable[[EventPayload], object]  # EventEmitter.emit (its Event is not used)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What a worker did (start, prepare, retime, baseline or evaluate), in seconds since the pool was made."""
+
+    worker: str
+    what: str
+    start: float
+    end: float
+
+
+# ``WorkerPool.usage()`` of one worker (the scaling benchmark writes it to JSON)
+WorkerUsage = TypedDict("WorkerUsage", {"evaluations": int, "busy_s": float, "ready_at_s": Optional[float],
+                                        "busy_share": Optional[float]})
+
+
+# a job that ran on a slot: its Evaluation, or what it raised
+_Ran = NamedTuple("_Ran", [("slot", int), ("job", Job), ("done", Done), ("ev", Optional[Evaluation]),
+                           ("err", Optional[BaseException])])
 
 
 class WorkerPool:
@@ -47,13 +68,12 @@ class WorkerPool:
         self.scale = [1.0] * len(evaluators)
         self.live = [0]  # workers taking candidates: the primary; the others once prepared (begin_others)
         self.lost: list[str] = []  # "label: why" of each dropped worker
-        self.timeline: list[dict[str, Any]] = []
+        self.timeline: list[Step] = []
         self._emit = emit
         self._t0 = time.monotonic()
         self._busy: set[int] = set()
-        self._queued: list[tuple[Job, Any]] = []
-        # ("done", slot, tag, job, Evaluation | None, exception | None) or ("ready", slot)
-        self._events: "queue.Queue[tuple[Any, ...]]" = queue.Queue()
+        self._queued: list[tuple[Job, Done]] = []
+        self._events: "queue.Queue[Union[_Ran, int]]" = queue.Queue()  # a job that ran, or the slot that is ready
         self._joining: dict[int, threading.Thread] = {}
         self._retimed: dict[int, float] = {}  # each other worker's time of the original, on its clock
         self._setup_errors: dict[int, str] = {}
@@ -116,11 +136,11 @@ class WorkerPool:
             self._retimed[i] = ms
         except Exception as e:  # noqa: BLE001 - this worker is dropped, the others go on
             self._setup_errors[i] = f"{step} failed: {type(e).__name__}: {e}"
-        self._events.put(("ready", i))
+        self._events.put(i)
 
     def _mark(self, i: int, what: str, start: float) -> float:
         end = self._now()
-        self.timeline.append({"worker": self.labels[i], "what": what, "start": start, "end": end})
+        self.timeline.append(Step(self.labels[i], what, start, end))
         return end
 
     def finish_others(self, original: Variant, primary_ms: float, facts: DeviceFacts) -> list[str]:
@@ -129,14 +149,15 @@ class WorkerPool:
         Returns warnings for the workers dropped so far."""
         del original  # each worker re-times the original itself (retime_original)
         self._primary_ms, self._facts = primary_ms, facts
-        self.timeline.append({"worker": self.labels[0], "what": "baseline", "start": 0.0, "end": self._now()})
+        self.timeline.append(Step(self.labels[0], "baseline", 0.0, self._now()))
         notes = []
         while True:  # only "ready" events exist before the search
             try:
                 item = self._events.get_nowait()
             except queue.Empty:
                 break
-            note = self._join(item[1])
+            assert isinstance(item, int)
+            note = self._join(item)
             if note:
                 notes.append(note)
         return notes
@@ -155,7 +176,7 @@ class WorkerPool:
         self.evaluators[i].facts = self._facts
         self.live = sorted(self.live + [i])
         self.add_lanes(i)
-        steps = {e["what"]: e["end"] - e["start"] for e in self.timeline if e["worker"] == self.labels[i]}
+        steps = {e.what: e.end - e.start for e in self.timeline if e.worker == self.labels[i]}
         self._log(f"{self.labels[i]} takes candidates from {self._now():.1f} s (start {steps.get('start', 0):.1f} s, "
                   f"prepare {steps.get('prepare', 0):.1f} s, re-time {steps.get('retime', 0):.1f} s)")
         return None
@@ -167,103 +188,91 @@ class WorkerPool:
     def busy(self) -> bool:
         return bool(self._busy or self._queued)
 
-    def submit(self, job: Job, tag: Any) -> None:
+    def submit(self, job: Job, done: Done) -> None:
+        """Run ``job`` on a free worker; ``drive`` hands its Evaluation to ``done``."""
         slot = next(i for i in self.live if i not in self._busy)
-        self._start(slot, job, tag)
+        self._start(slot, job, done)
 
-    def _start(self, slot: int, job: Job, tag: Any) -> None:
+    def _start(self, slot: int, job: Job, done: Done) -> None:
         self._busy.add(slot)
         if not self.parallel:
-            self._run(slot, job, tag)  # inline: the sequential search, unchanged
+            self._run(slot, job, done)  # inline: the sequential search, unchanged
             return
-        threading.Thread(target=self._run, args=(slot, job, tag), daemon=True, name=f"kb-eval-{slot}").start()
+        threading.Thread(target=self._run, args=(slot, job, done), daemon=True, name=f"kb-eval-{slot}").start()
 
-    def _run(self, slot: int, job: Job, tag: Any) -> None:
+    def _run(self, slot: int, job: Job, done: Done) -> None:
         start = self._now()
         try:
             ev, err = job(self.evaluators[slot]), None
-        except BaseException as e:  # noqa: BLE001 - handed to wait(), in the search's thread
+        except BaseException as e:  # noqa: BLE001 - handed to drive(), in the search's thread
             ev, err = None, e
         self._mark(slot, "evaluate", start)
-        self._events.put(("done", slot, tag, job, ev, err))
+        self._events.put(_Ran(slot, job, done, ev, err))
 
-    def drive(self, dispatch: Callable[[], Any], complete: Callable[[Any, Optional[str], Evaluation], None],
-              wait: Any) -> Any:
-        """Keep every free worker busy: ``dispatch`` hands one evaluation to a free worker
+    def drive(self, dispatch: Callable[[], Optional[str]], wait: str) -> str:
+        """Keep every free worker busy: ``dispatch`` submits one job to a free worker
         (returns None to go on, ``wait`` when nothing can be picked until a running one
-        finishes, else why the search ends); ``complete(tag, worker label or None with one
-        worker, Evaluation)`` takes each finished one. A worker that finishes its setup
-        joins at once. Running evaluations always finish before this returns."""
+        finishes, else why the search ends); each finished job's ``done`` gets its worker's
+        label (None with one worker) and Evaluation, in this thread. A worker that finishes
+        its setup joins at once. Running jobs always finish before this returns."""
         start = self._now()
-        ended: Any = None
+        ended: Optional[str] = None
         try:
             while True:
                 while ended is None and self.free():
                     step = dispatch()
-                    if step is wait:
+                    if step == wait:
                         break
                     ended = step
                 if not self.busy():
                     if ended is not None:
                         return ended
                     continue
-                done = self._next()
-                if done is not None:
-                    tag, worker, ev = done
-                    complete(tag, worker if self.parallel else None, ev)
+                self._next()
         finally:
             self._search_span = (start, self._now())
             if self.parallel:
                 self._log(self.summary_line())
 
-    def wait(self) -> tuple[Any, str, Evaluation]:
-        """The next finished evaluation: (tag, worker label, Evaluation scaled to the
-        primary's clock). Raises the job's exception when no worker is left for it."""
-        while True:
-            done = self._next()
-            if done is not None:
-                return done
-
-    def _next(self) -> Optional[tuple[Any, str, Evaluation]]:
-        """Block for the next event: a finished evaluation (returned), or a worker that
-        joined, failed to, or was lost with its candidate queued again (None)."""
+    def _next(self) -> None:
+        """Block for the next event: a finished job (handed to its ``done``, scaled to the
+        primary's clock), or a worker that joined, failed to, or was lost with its job
+        queued again. Raises the job's exception when no worker is left for it."""
         from ..evaluate import WorkerLost
 
         item = self._events.get()
-        if item[0] == "ready":
-            self._join(item[1])
+        if isinstance(item, int):
+            self._join(item)
             self._after_change()
-            return None
-        _, slot, tag, job, ev, err = item
-        self._busy.discard(slot)
-        if err is None:
-            assert ev is not None
+            return
+        self._busy.discard(item.slot)
+        if item.err is None:
+            assert item.ev is not None
             self._drain_queue()
-            return tag, self.labels[slot], self._scaled(slot, ev)
-        if not isinstance(err, WorkerLost) or not self.parallel:
-            raise err
-        if slot in self.live:
-            self.live.remove(slot)
-            self.lost.append(f"{self.labels[slot]}: {err}")
-        self._last_lost = err
-        self._queued.append((job, tag))  # the candidate goes to another worker
+            item.done(self.labels[item.slot] if self.parallel else None, self._scaled(item.slot, item.ev))
+            return
+        if not isinstance(item.err, WorkerLost) or not self.parallel:
+            raise item.err
+        if item.slot in self.live:
+            self.live.remove(item.slot)
+            self.lost.append(f"{self.labels[item.slot]}: {item.err}")
+        self._last_lost = item.err
+        self._queued.append((item.job, item.done))  # the job goes to another worker
         self._after_change()
-        return None
 
     def _after_change(self) -> None:
         self._drain_queue()
         if self._queued and not self.live and not self._joining:
             assert self._last_lost is not None
             raise self._last_lost  # no worker left for the queued candidates
-        return None
 
     def _drain_queue(self) -> None:
         while self._queued:
             slot = next((i for i in self.live if i not in self._busy), None)
             if slot is None:
                 return
-            job, tag = self._queued.pop(0)
-            self._start(slot, job, tag)
+            job, done = self._queued.pop(0)
+            self._start(slot, job, done)
 
     def _scaled(self, slot: int, ev: Evaluation) -> Evaluation:
         s = self.scale[slot]
@@ -283,17 +292,17 @@ class WorkerPool:
         return next((self.evaluators[i] for i in self.live[1:]
                      if i not in self._busy and self.evaluators[i] is not primary), None)
 
-    def usage(self) -> dict[str, dict[str, Any]]:
+    def usage(self) -> dict[str, WorkerUsage]:
         """Per worker: evaluations, seconds busy evaluating, share of the search phase busy,
         when it joined (seconds since the pool was made)."""
         span = self._search_span
-        out: dict[str, dict[str, Any]] = {}
-        for i, label in enumerate(self.labels):
-            evals = [e for e in self.timeline if e["worker"] == label and e["what"] == "evaluate"]
-            busy = sum(e["end"] - e["start"] for e in evals)
-            setup = [e for e in self.timeline if e["worker"] == label and e["what"] in ("baseline", "retime")]
+        out: dict[str, WorkerUsage] = {}
+        for label in self.labels:
+            evals = [e for e in self.timeline if e.worker == label and e.what == "evaluate"]
+            busy = sum(e.end - e.start for e in evals)
+            setup = [e for e in self.timeline if e.worker == label and e.what in ("baseline", "retime")]
             out[label] = {"evaluations": len(evals), "busy_s": round(busy, 3),
-                          "ready_at_s": max((e["end"] for e in setup), default=None),
+                          "ready_at_s": max((e.end for e in setup), default=None),
                           "busy_share": round(busy / (span[1] - span[0]), 3) if span and span[1] > span[0] else None}
         return out
 

@@ -21,13 +21,16 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Concatenate, Optional, ParamSpec, TypeVar
 
 from ..model import Baseline, Evaluation, PairedTiming, SanitizerReport, Task, Timing, Variant
 from ..profile.schema import DeviceFacts, Profile
 from ..worker.client import WorkerInfo
 from ..worker.deadlines import call_deadline_s
-from .base import ExecutorOptions, ExecutorUnavailable, Slot
+from .base import Evaluator, ExecutorOptions, ExecutorUnavailable, Slot
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 RAY_MISSING = "the ray executor needs Ray: pip install 'kernelband[ray]'"
 # seconds added to the evaluator's own deadlines before the driver gives up on an actor
@@ -47,12 +50,11 @@ def import_ray() -> Any:
 class EvaluatorActor:
     """Runs on the node: an Evaluator over a local copy of the module and harness texts."""
 
-    def __init__(self, task: dict[str, Any], harness_text: Optional[str], profile_tier: int,
+    def __init__(self, t: Task, harness_text: Optional[str], profile_tier: int,
                  local_modules: Optional[dict[str, bytes]] = None) -> None:
-        from ..evaluate import Evaluator
+        from ..evaluate import Evaluator as LocalEvaluator
         from .ship import unpack
 
-        t = Task.from_dict(task)
         self.root = tempfile.mkdtemp(prefix="kernelband-ray-")
         src = Path(self.root, "src")
         src.mkdir()
@@ -64,7 +66,7 @@ class EvaluatorActor:
             harness_path = src / Path(t.harness_path).name
             harness_path.write_text(harness_text, encoding="utf-8")
         t = replace(t, module_path=str(module), harness_path=str(harness_path) if harness_path else None)
-        self.ev = Evaluator(t, workdir=os.path.join(self.root, "work"), profile_tier=profile_tier)
+        self.ev = LocalEvaluator(t, workdir=os.path.join(self.root, "work"), profile_tier=profile_tier)
 
     def call(self, method: str, facts: Optional[DeviceFacts], *args: Any, **kwargs: Any) -> Any:
         if facts is not None:
@@ -111,22 +113,24 @@ class RayEvaluator:
         opts: dict[str, Any] = {"num_gpus": 1} if self.slot.gpu else {"num_cpus": 1}
         opts["max_restarts"] = 0  # we replace it ourselves: a restarted actor would have lost its references
         task = replace(self.task, device=self.slot.device)
-        return cls.options(**opts).remote(task.to_dict(), self._harness_text, self.profile_tier, self._local_modules)
+        return cls.options(**opts).remote(task, self._harness_text, self.profile_tier, self._local_modules)
 
     def _get(self, ref: Any, timeout_s: float) -> Any:
         return self.executor.ray.get(ref, timeout=timeout_s)
 
-    def _call(self, method: str, timeout_s: float, *args: Any, **kwargs: Any) -> Any:
-        """One request (``timeout_s``: the evaluator's own deadline for it, before Ray's
-        slack); an actor that died (or stopped answering) is replaced and the request
-        retried once on the new one."""
+    def _call(self, method: Callable[Concatenate[Evaluator, _P], _R], timeout_s: float, *args: _P.args,
+              **kwargs: _P.kwargs) -> _R:
+        """One request: the actor's Evaluator runs ``method`` (``timeout_s``: the evaluator's
+        own deadline for it, before Ray's slack); an actor that died (or stopped answering)
+        is replaced and the request retried once on the new one."""
         from ..evaluate import SetupError
 
         for attempt in (0, 1):
             if self._actor is None:
                 self._start_actor(replacing=attempt > 0 or self.info is not None)
             try:
-                return self._get(self._actor.call.remote(method, self.facts, *args, **kwargs), timeout_s + _SLACK_S)
+                return self._get(self._actor.call.remote(method.__name__, self.facts, *args, **kwargs),
+                                 timeout_s + _SLACK_S)
             except self.executor.lost_errors as e:
                 self._drop_actor()
                 if attempt:
@@ -176,31 +180,31 @@ class RayEvaluator:
         return self.info
 
     def device_facts(self) -> DeviceFacts:
-        self.facts = self._call("device_facts", self._deadline("device_facts"))
+        self.facts = self._call(Evaluator.device_facts, self._deadline("device_facts"))
         return self.facts
 
     def prepare(self, time_it: bool = True, profile_tier: Optional[int] = None) -> Baseline:
-        self.baseline = self._call("prepare", self._deadline("prepare"), time_it=time_it, profile_tier=profile_tier)
+        self.baseline = self._call(Evaluator.prepare, self._deadline("prepare"), time_it=time_it, profile_tier=profile_tier)
         self._prepared = time_it
         return self.baseline
 
     def evaluate(self, variant: Variant, time_it: bool = True, profile_tier: Optional[int] = None,
                  search: bool = False, rounds: Optional[int] = None) -> Evaluation:
-        return self._call("evaluate", self._deadline("evaluate"), variant, time_it=time_it, profile_tier=profile_tier,
+        return self._call(Evaluator.evaluate, self._deadline("evaluate"), variant, time_it=time_it, profile_tier=profile_tier,
                           search=search, rounds=rounds)
 
     def retime_original(self) -> Timing:
         """The original timed as a candidate's timing step runs (Evaluator.retime_original)."""
-        return self._call("retime_original", self._deadline("retime"))
+        return self._call(Evaluator.retime_original, self._deadline("retime"))
 
     def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming:
-        return self._call("paired_timing", self._deadline("paired", rounds), variant, rounds=rounds)
+        return self._call(Evaluator.paired_timing, self._deadline("paired", rounds), variant, rounds=rounds)
 
     def sanitize(self, variant: Variant) -> SanitizerReport:
-        return self._call("sanitize", self._deadline("sanitize"), variant)
+        return self._call(Evaluator.sanitize, self._deadline("sanitize"), variant)
 
     def profile(self, source: Optional[str], tier: int) -> Optional[Profile]:
-        return self._call("profile", self._deadline("profile"), source, tier)
+        return self._call(Evaluator.profile, self._deadline("profile"), source, tier)
 
     def _deadline(self, op: str, rounds: int = 10) -> float:
         """What the actor's Evaluator may take for ``op`` (worker/deadlines.py, the local

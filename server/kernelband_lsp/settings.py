@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from kernelband import options as O
 
@@ -69,7 +69,7 @@ def describe_changes(old: Settings, new: Settings) -> str:
     return redact(", ".join(changed)) or "no change"
 
 
-def _show(v: Any) -> str:
+def _show(v: object) -> str:
     if isinstance(v, str):
         return f'"{v}"'
     if isinstance(v, bool):
@@ -82,13 +82,13 @@ def _show(v: Any) -> str:
 
 
 # setting key (dotted, as in package.json) -> (field, type check/convert)
-def _int(v: Any) -> int:
+def _int(v: object) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 0:
         raise TypeError("a non-negative integer")
     return int(v)
 
 
-def _str(v: Any) -> str:
+def _str(v: object) -> str:
     if v is None:
         return ""
     if not isinstance(v, str):
@@ -96,28 +96,28 @@ def _str(v: Any) -> str:
     return v
 
 
-def _bool(v: Any) -> bool:
+def _bool(v: object) -> bool:
     if not isinstance(v, bool):
         raise TypeError("true or false")
     return v
 
 
-def _option(opt: "O.Option"):
+def _option(opt: "O.Option") -> Callable[[object], object]:
     """The option's own check (type, range, choices), as this module's converters report."""
 
-    def conv(v: Any) -> Any:
+    def conv(v: object) -> object:
         if opt.type is str and v is None:
             return ""
         try:
             out = opt.check(v, label="")
         except O.OptionError as e:
             raise TypeError(str(e).split(": ", 1)[-1].removeprefix("expected ")) from None
-        return tuple(out) if opt.type is list else out
+        return tuple(out) if isinstance(out, list) else out
 
     return conv
 
 
-def _harness(v: Any) -> dict[str, str]:
+def _harness(v: object) -> dict[str, str]:
     if v is None:
         return {}
     if not isinstance(v, dict) or not all(isinstance(a, str) and isinstance(b, str) for a, b in v.items()):
@@ -126,7 +126,7 @@ def _harness(v: Any) -> dict[str, str]:
 
 
 # the engine's settings, from kernelband/options.py; then the server's own
-_KEYS: dict[str, tuple[str, Any]] = {key: (opt.field, _option(opt)) for key, opt in O.BY_SETTING.items()}
+_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {key: (opt.field, _option(opt)) for key, opt in O.BY_SETTING.items()}
 _KEYS.update({
     "backgroundOnSave": ("background_on_save", _bool),
     "pythonPath": ("python_path", _str),
@@ -138,10 +138,10 @@ _KEYS.update({
 SECRET_KEYS = ("apiKey", "openaiApiKey")
 
 
-def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+def _flatten(obj: object, prefix: str = "") -> dict[str, object]:
     """The dotted form ``{"budget.evaluations": 16}`` of nested settings (a key of ours
     whose value is an object, the harness map, stays one leaf)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if not isinstance(obj, dict):
         return out
     for k, v in obj.items():
@@ -155,12 +155,12 @@ def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _unwrap(raw: Any) -> Any:
+def _unwrap(raw: object) -> object:
     """The settings inside ``{"kernelband": {...}}`` (keys beside the section are ignored)."""
     return raw[SECTION] if isinstance(raw, dict) and isinstance(raw.get(SECTION), dict) else raw
 
 
-def parse_settings(raw: Any, base: Optional[Settings] = None) -> tuple[Settings, list[str]]:
+def parse_settings(raw: object, base: Optional[Settings] = None) -> tuple[Settings, list[str]]:
     """Overlay raw settings on base (defaults when None). Returns (settings, problems)."""
     base = base or Settings()
     raw = _unwrap(raw)
@@ -168,7 +168,7 @@ def parse_settings(raw: Any, base: Optional[Settings] = None) -> tuple[Settings,
         return base, []
     if not isinstance(raw, dict):
         return base, [f"settings: expected an object, got {type(raw).__name__}"]
-    changes: dict[str, Any] = {}
+    changes: dict[str, Any] = {}  # field -> its converter's value (of the field's type)
     problems: list[str] = []
     for key, value in _flatten(raw).items():
         spec = _KEYS.get(key)
@@ -182,7 +182,7 @@ def parse_settings(raw: Any, base: Optional[Settings] = None) -> tuple[Settings,
     return dataclasses.replace(base, **changes), problems
 
 
-def secret_from(raw: Any) -> Optional[str]:
+def secret_from(raw: object) -> Optional[str]:
     raw = _unwrap(raw)
     if isinstance(raw, dict):
         for k in SECRET_KEYS:
@@ -192,7 +192,7 @@ def secret_from(raw: Any) -> Optional[str]:
     return None
 
 
-def engine_values(s: Settings) -> dict[str, Any]:
+def engine_values(s: Settings) -> dict[str, O.Value]:
     """The settings as values of kernelband.options (by option name), for ``engine_args``."""
     return {opt.name: (list(v) if isinstance(v, tuple) else v)
             for opt in O.BY_SETTING.values() for v in [getattr(s, opt.field)]}
