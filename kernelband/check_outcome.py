@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .decode import MalformedMessage, decode_fields
-from .model import ErrorStats, ResultStatus, SanitizerReport, Status
+from .model import ErrorStats, ResultStatus, SanitizerReport, Status, WideReport
 
 MALFORMED = "malformed check report"
 
@@ -20,17 +20,21 @@ MALFORMED = "malformed check report"
 @dataclass
 class CheckScope:
     """What a pass means (``checked``): every harness under every seed, each check listed,
-    and whether compute-sanitizer ran (printed as its ``summary()``, or why it did not)."""
+    whether compute-sanitizer ran and whether the calls past int32 offsets did (each
+    printed as its ``summary()``, or why it did not; ``wide`` is None only in a report
+    printed before it existed, and is then left out again)."""
 
     seeds: list[int]
     harness: str  # the harness that times (also checked)
     harnesses: list[str]  # the timing harness first, then the correctness-only ones
     checks: list[str]
     memcheck: SanitizerReport
+    wide: Optional[WideReport] = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seeds": list(self.seeds), "harness": self.harness, "harnesses": list(self.harnesses),
-                "checks": list(self.checks), "memcheck": self.memcheck.summary()}
+        out = {"seeds": list(self.seeds), "harness": self.harness, "harnesses": list(self.harnesses),
+               "checks": list(self.checks), "memcheck": self.memcheck.summary()}
+        return out if self.wide is None else {**out, "wide": self.wide.summary()}
 
     @classmethod
     def from_dict(cls, body: object) -> "CheckScope":

@@ -4,9 +4,9 @@ that command, so this is the one code path behind every check verdict.
 
 In order: the static screen (no worker is started for a variant it rejects), the
 original's preparation, every check of the trust layer (the judge, DESIGN section 6), on
-a GPU compute-sanitizer memcheck and racecheck of a correct variant (as the optimize
-finalist gets),
-then the interleaved re-measurement. Under the Triton interpreter (no GPU) a correct
+a GPU compute-sanitizer memcheck and racecheck of a correct variant and its calls past
+int32 offsets where the GPU has the memory (as the optimize finalist gets), then the
+interleaved re-measurement. Under the Triton interpreter (no GPU) a correct
 variant is ``verified_correct``: nothing is re-measured and no speed is claimed, unless
 ``cpu_tuning`` asks for the CPU-time ratio as the verdict.
 
@@ -21,10 +21,10 @@ from typing import Any, Callable, Optional
 
 from .check_outcome import CheckOutcome, CheckScope
 from .evaluate import Evaluator, SetupError, screen_task
-from .model import SanitizerReport, Status, Task, Variant
+from .model import SanitizerReport, Status, Task, Variant, WideReport
 from .session_setup import device_facts
 from .verdict import NO_GPU_NOTE, consistent_times, decide_verdict
-from .verification import sanitizer_refusal
+from .verification import WIDE_AFTER_SANITIZER, WIDE_ON_INTERPRETER, sanitizer_refusal, wide_refusal
 from .worker.client import WorkerError
 from .worker.requests import ErrorKind
 from .workdirs import job_workdir
@@ -47,6 +47,7 @@ TRUST_CHECKS: tuple[str, ...] = (
     "the harness still gives the references after timing",
     "the time is not above the measured roofline of the launches' traffic",
     "on a GPU: compute-sanitizer memcheck and racecheck",
+    "on a GPU with the memory: calls past int32 offsets (a tensor over 2**31 elements), the original the oracle",
 )
 MEMCHECK_ON_INTERPRETER = "GPU only: the Triton interpreter has no device memory for compute-sanitizer to check"
 
@@ -64,8 +65,10 @@ def check_scope(task: Task) -> CheckScope:
     """What a pass of this task means: seeds, harnesses (``harness`` times), the checks;
     ``memcheck`` says whether it ran (set when it does, or why it did not)."""
     checks = [h for h in task.check_harnesses if h != task.harness]
+    not_passed = "the variant did not pass correctness"
     return CheckScope(seeds=list(task.seeds), harness=task.harness, harnesses=[task.harness, *checks],
-                      checks=list(TRUST_CHECKS), memcheck=SanitizerReport.not_run("the variant did not pass correctness"))
+                      checks=list(TRUST_CHECKS), memcheck=SanitizerReport.not_run(not_passed),
+                      wide=WideReport.not_run(not_passed))
 
 
 def checked_block(task: Task) -> dict[str, Any]:
@@ -102,7 +105,8 @@ def check_variant(task: Task, variant_source: str, variant_label: str, options: 
             return out
         if base.interpreted:
             out.checked.memcheck = SanitizerReport.not_run(MEMCHECK_ON_INTERPRETER)
-        elif _sanitizer_refuses(evaluator, variant, out, log):
+            out.checked.wide = WideReport.not_run(WIDE_ON_INTERPRETER)
+        elif _sanitizer_refuses(evaluator, variant, out, log) or _wide_refuses(evaluator, variant, out, log):
             return out
         if base.interpreted and not options.cpu_tuning:
             out.verdict = decide_verdict(None, interpreted=True).status
@@ -128,7 +132,21 @@ def _sanitizer_refuses(evaluator: Evaluator, variant: Variant, out: CheckOutcome
         if not report.ran:
             log(f"warning: out-of-bounds accesses and races not checked: {report.reason}")
         return False
+    out.checked.wide = WideReport.not_run(WIDE_AFTER_SANITIZER)
     out.status, out.message = Status.RUNTIME_ERROR, f"passed every comparison, but {refusal}"
+    return True
+
+
+def _wide_refuses(evaluator: Evaluator, variant: Variant, out: CheckOutcome, log: Log) -> bool:
+    """The calls past int32 offsets of a variant that passed everything else (on a GPU with
+    the memory; ``verification.wide_refusal``): a wrong result there is the verdict."""
+    refusal, report = wide_refusal(evaluator, variant, log)
+    out.checked.wide = report
+    if refusal is None:
+        if not report.ran:
+            log(f"note: calls past int32 offsets not checked: {report.reason}")
+        return False
+    out.status, out.message = report.status or Status.MISMATCH, f"passed every comparison, but {refusal}"
     return True
 
 

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .decode import MalformedMessage
-from .model import Baseline, Evaluation, PairedTiming, SanitizerReport, Status, Task, Timing, Variant
+from .model import PAST_INT32, Baseline, Evaluation, PairedTiming, SanitizerReport, Status, Task, Timing, Variant, WideReport
 from .profile.schema import DeviceFacts, Profile, ProfileError
 from .screen import screen_variant
 from .worker.client import WorkerClient, WorkerError, WorkerInfo
 from .worker.deadlines import request_deadline_s
-from .worker.requests import ErrorKind, Evaluate, MeasureDevice, Paired, Prepare, ProfileRun, Retime, Sanitize
+from .worker.requests import (ErrorKind, Evaluate, MeasureDevice, Paired, Prepare, ProfileRun, Retime, Sanitize,
+                              WideCalls)
 
 
 class SetupError(Exception):
@@ -271,6 +272,22 @@ class Evaluator:
             if e.worker_gone:
                 self._revive()
             return SanitizerReport.not_run(f"memcheck could not run: {e}")
+
+    def wide_calls(self, variant: Variant, min_elements: int = PAST_INT32) -> WideReport:
+        """The variant on calls past int32 offsets, the original the oracle (``judge_wide``;
+        ``min_elements``: the threshold, lowered only by tests); a report that did not run
+        says why (the judge lost or its reply unreadable too)."""
+        self._ensure_worker()
+        try:
+            raw = self.client.send(WideCalls(source=variant.source, min_elements=min_elements), self._deadline("wide"))
+            try:
+                return WideReport.from_wire(raw)
+            except MalformedMessage as e:  # the judge's fault, as any reply that does not decode
+                raise WorkerError(ErrorKind.PROTOCOL, str(e)) from None
+        except WorkerError as e:
+            if e.worker_gone:
+                self._revive()
+            return WideReport.not_run(f"the calls past int32 offsets could not run: {e}")
 
     def paired_timeout_s(self, rounds: int) -> float:
         """Two jobs at most (the original's block, then the variant's), each a kept run, its

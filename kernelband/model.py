@@ -443,6 +443,58 @@ class HistoryEntry(_HistoryFields, total=False):
     worker: str  # which worker evaluated it, with several
 
 
+PAST_INT32 = 1 << 31  # elements: an offset computed in int32 (row * stride) wraps past them
+
+
+@dataclass(frozen=True)
+class WideReport:
+    """The calls past int32 offsets (the judge's ``wide`` op, ``judge_wide``): the variant on
+    calls whose largest tensor holds more than ``elements`` elements, the original the
+    oracle. Run on the verification path of every verdict (a correct variant, on a GPU
+    with the memory), never during a search. Built once by the judge, decoded once by
+    the session (``from_wire``)."""
+
+    ran: bool
+    ok: bool = True  # nothing found (a run that could not happen refuses nothing)
+    reason: str = ""  # why it did not run
+    elements: int = PAST_INT32  # the threshold the calls passed
+    calls: tuple[str, ...] = ()  # the calls checked, described (``derived.describe_call``)
+    dropped: tuple[str, ...] = ()  # calls the original does not handle: not held against the variant
+    status: Optional[Status] = None  # a refusal's verdict
+    message: str = ""  # what the variant did wrong
+
+    @classmethod
+    def not_run(cls, reason: str) -> "WideReport":
+        return cls(ran=False, reason=reason)
+
+    @property
+    def refused(self) -> bool:
+        return self.ran and not self.ok
+
+    @classmethod
+    def from_wire(cls, body: object) -> "WideReport":
+        """The report ``body`` describes, each field checked; a one-line MalformedMessage if not."""
+        return decode_fields(cls, body, "malformed wide-calls report")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ran": self.ran, "ok": self.ok, "reason": self.reason, "elements": self.elements,
+                               "calls": list(self.calls), "dropped": list(self.dropped), "message": self.message}
+        if self.status is not None:
+            out["status"] = self.status.value
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """In a few words (``checked.wide``): the calls and what was found, or why not run."""
+        if not self.ran:
+            return {"ran": False, "reason": self.reason or "the calls past int32 offsets could not run"}
+        out: dict[str, Any] = {"ran": True, "ok": self.ok, "calls": list(self.calls[:2])}
+        if self.dropped:
+            out["dropped"] = list(self.dropped[:2])
+        if not self.ok:
+            out["message"] = self.message
+        return out
+
+
 # --------------------------------------------------------------------------- results
 # The optimize Result and the profile: what the engine prints (--json), emits (the
 # `result` / `profile` events), stores (SQLite, as JSON) and the language server reads.

@@ -7,9 +7,10 @@ that interval means.
 Under the interpreter (no CPU tuning) nothing is re-measured: the winner is
 ``verified_correct``, with no speed claim. On a GPU the finalist first runs under
 compute-sanitizer memcheck. A winner whose re-measurement fails is not a verified
-speedup: the Result stays ``no_improvement``, with its id and diff kept aside. With a
-second worker free (several GPUs), the memcheck runs there while the primary
-re-measures: the same two results as one after the other, a memcheck failure first.
+speedup: the Result stays ``no_improvement``, with its id and diff kept aside. On a GPU the finalist also runs the
+calls past int32 offsets (``verification.wide_refusal``) before it is re-measured. With a
+second worker free (several GPUs), the memcheck and those calls run there while the primary
+re-measures: the same results as one after the other, a memcheck failure first.
 """
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 from .checking import MEMCHECK_ON_INTERPRETER, checked_block
 from .evaluate import SetupError
 from .executor.base import Evaluator
-from .model import HistoryEntry, PairedTiming, Result, ResultStatus, SanitizerReport, Task
+from .model import HistoryEntry, PairedTiming, Result, ResultStatus, SanitizerReport, Task, WideReport
 from .session_config import SessionConfig
 from .verdict import NO_GPU_NOTE, consistent_times, decide_verdict
+from .verification import WIDE_AFTER_SANITIZER, WIDE_ON_INTERPRETER, wide_refusal
 from .worker.client import WorkerError
 from .worker.requests import ErrorKind
 
@@ -96,13 +98,14 @@ class ResultBuilder:
             self.warn(out.overshoot)
         if best is original:
             result.extra["checked"]["memcheck"] = SanitizerReport.not_run("no variant passed correctness").summary()
+            result.extra["checked"]["wide"] = WideReport.not_run("no variant passed correctness").summary()
             result.message = f"no faster correct variant found in {out.evaluations} evaluations ({out.stop_reason})"
             return result
         if interpreted and not self.config.cpu_tuning:
             return self._correct_only(result, best, out)
         if self.spare is not None and not interpreted:
             return self._memcheck_beside_paired(result, best, out, self.spare)
-        if self._memcheck_refused(result, best):
+        if self._memcheck_refused(result, best) or self._wide_refused(result, best):
             return result
         self.log("re-measuring the best variant and the original...")
         try:
@@ -116,13 +119,16 @@ class ResultBuilder:
         it on its own: each GPU runs one thing; the verdict is decided as in the serial
         order (a memcheck failure wins over any timing). A spare that cannot run it hands
         the memcheck back to the primary."""
-        self.log("checking the best variant under compute-sanitizer memcheck on another worker while re-measuring "
-                 "it and the original...")
+        self.log("checking the best variant under compute-sanitizer memcheck and on calls past int32 offsets on "
+                 "another worker while re-measuring it and the original...")
         box: list[SanitizerReport] = []
+        wide: list[WideReport] = []
 
         def memcheck() -> None:
             try:
                 box.append(spare.sanitize(best.variant))
+                if not box[0].refused:  # a refused finalist needs no more
+                    wide.append(spare.wide_calls(best.variant))
             except Exception:  # noqa: BLE001 - e.g. a Ray actor lost twice: the primary runs it
                 pass
 
@@ -135,7 +141,8 @@ class ResultBuilder:
         except (WorkerError, SetupError) as e:
             failed = e
         thread.join()
-        if self._memcheck_refused(result, best, box[0] if box else None):
+        if self._memcheck_refused(result, best, box[0] if box else None) or \
+                self._wide_refused(result, best, wide[0] if wide else None):
             return result
         if failed is not None:
             return self._unverified(result, best, failed)
@@ -166,7 +173,23 @@ class ResultBuilder:
         if refusal is None:
             return False
         self.warn(f"the best candidate {refusal}")
+        result.extra["checked"]["wide"] = WideReport.not_run(WIDE_AFTER_SANITIZER).summary()
         result.unverified_variant_id, result.memcheck = best.id, report
+        result.message = f"the best candidate {refusal}: not reported"
+        return True
+
+    def _wide_refused(self, result: Result, best: Candidate, report: Optional[WideReport] = None) -> bool:
+        """On a GPU with the memory, the finalist on calls past int32 offsets (a tensor over
+        2**31 elements: too large for every candidate of the search). A wrong result keeps
+        the result at no_improvement. ``report``: the run already made (on a spare worker)."""
+        refusal, report = wide_refusal(self.evaluator, best.variant, self.log, report)
+        result.extra["checked"]["wide"] = report.summary()
+        if not report.ran and not self.evaluator.interpreted:
+            self.log(f"calls past int32 offsets not checked: {report.reason}")
+        if refusal is None:
+            return False
+        self.warn(f"the best candidate {refusal}")
+        result.unverified_variant_id = best.id
         result.message = f"the best candidate {refusal}: not reported"
         return True
 
@@ -175,6 +198,7 @@ class ResultBuilder:
         said about its speed (no re-measurement: CPU times would only invite a claim)."""
         self._found(result, best, out)
         result.extra["checked"]["memcheck"] = SanitizerReport.not_run(MEMCHECK_ON_INTERPRETER).summary()
+        result.extra["checked"]["wide"] = WideReport.not_run(WIDE_ON_INTERPRETER).summary()
         result.status = ResultStatus.VERIFIED_CORRECT
         result.best_ms, result.speedup, result.speedup_ci = best.time_ms, None, None
         via = " -> ".join(result.strategy_path) or "a stored variant"

@@ -16,7 +16,8 @@ from kernelband.events import EventPayload, Log
 from kernelband.executor import ExecutorOptions, ExecutorUnavailable, make_executor
 from kernelband.executor.local import LocalExecutor, visible_gpus
 from kernelband.executor.pool import WorkerPool
-from kernelband.model import Evaluation, PairedTiming, ResultStatus, SanitizerReport, Status, Timing, Variant
+from kernelband.model import Evaluation, PairedTiming, ResultStatus, SanitizerReport, Status, Timing, Variant, WideReport
+from kernelband.verification import WIDE_AFTER_SANITIZER
 from kernelband.profile.schema import DeviceFacts
 from kernelband.search import BanditConfig, Candidate, Outcome, make_policy
 from kernelband.search.base import add_pending
@@ -303,9 +304,11 @@ def _outcome(best_source: str = "# faster\n"):
 class _Final(_FakeWorker):
     """The primary and the spare at the end: memcheck and the paired re-measurement."""
 
-    def __init__(self, memcheck: SanitizerReport, met: threading.Event, wait_for: "threading.Event | None") -> None:
+    def __init__(self, memcheck: SanitizerReport, met: threading.Event, wait_for: "threading.Event | None",
+                 wide: "WideReport | None" = None) -> None:
         super().__init__(2.0)
         self.memcheck, self.met, self.wait_for = memcheck, met, wait_for
+        self.wide = wide or WideReport(ran=True, calls=("embedding(8192 int64, 655363x4096 float32)",))
         self.calls: list[str] = []
 
     def sanitize(self, variant):
@@ -314,6 +317,10 @@ class _Final(_FakeWorker):
         if self.wait_for is not None:  # the memcheck only ends once the re-measurement runs
             self.wait_for.wait(10)
         return self.memcheck
+
+    def wide_calls(self, variant):
+        self.calls.append("wide")
+        return self.wide
 
     def paired_timing(self, variant, rounds=10):
         self.calls.append("paired")
@@ -343,8 +350,25 @@ def test_the_finalists_memcheck_runs_on_the_spare_worker_while_the_primary_re_me
     result, _ = _build(primary, spare)
     # each waited for the other to be running: one after the other would have waited 10 s twice
     assert time.monotonic() - t0 < 8
-    assert primary.calls == ["paired"] and spare.calls == ["sanitize"]
+    assert primary.calls == ["paired"] and spare.calls == ["sanitize", "wide"]
     assert result.status == ResultStatus.IMPROVED and result.speedup == 2.0
+    assert result.extra["checked"]["wide"] == {"ran": True, "ok": True,
+                                               "calls": ["embedding(8192 int64, 655363x4096 float32)"]}
+
+
+def test_a_wrong_result_past_int32_offsets_refuses_the_winner_on_either_path():
+    """The finalist's calls past int32 offsets run after its memcheck, on the spare beside
+    the re-measurement or on the primary before it; a wrong result keeps no_improvement."""
+    wrong = WideReport(ran=True, ok=False, calls=("embedding(8192 int64, 655363x4096 float32)",),
+                       status=Status.RUNTIME_ERROR, message="raises where the original does not: illegal address")
+    ok = SanitizerReport(ran=True, ok=True)
+    for spare in (None, _Final(ok, threading.Event(), None, wide=wrong)):
+        primary = _Final(ok, threading.Event(), None, wide=wrong)
+        result, warnings = _build(primary, spare)
+        assert result.status == ResultStatus.NO_IMPROVEMENT and result.unverified_variant_id == "b"
+        assert result.extra["checked"]["wide"]["ok"] is False
+        assert any("fails on a call past int32 offsets: raises where the original does not" in w for w in warnings)
+        assert primary.calls == (["sanitize", "wide"] if spare is None else ["paired"])
 
 
 def test_a_memcheck_failure_on_the_spare_still_refuses_the_winner():
@@ -362,6 +386,7 @@ def test_a_memcheck_failure_on_the_spare_still_refuses_the_winner():
     primary = _Final(bad, threading.Event(), None)
     result, _ = _build(primary, Broken(bad, threading.Event(), None))
     assert primary.calls == ["paired", "sanitize"] and result.status == ResultStatus.NO_IMPROVEMENT
+    assert result.extra["checked"]["wide"]["reason"] == WIDE_AFTER_SANITIZER
 
 
 # --------------------------------------------------------------------------- what a Ray worker is sent

@@ -16,7 +16,7 @@ from kernelband.agent.reports import optimize_report
 from kernelband.check_outcome import CheckOutcome
 from kernelband.checking import _sanitizer_refuses, check_scope
 from kernelband.evaluate import Evaluator
-from kernelband.model import PairedTiming, Result, Status, Task, Variant
+from kernelband.model import PairedTiming, Result, Status, Task, Variant, WideReport
 from kernelband.profile.schema import DeviceFacts
 from kernelband.result_builder import ResultBuilder, SearchOutcome
 from kernelband.search.base import Candidate
@@ -92,6 +92,9 @@ class _Finalist:
     def sanitize(self, variant: Variant) -> Any:
         return self.evaluator.sanitize(variant)
 
+    def wide_calls(self, variant: Variant) -> WideReport:
+        return WideReport(ran=True, calls=("k(655363x4096 float32)",))
+
     def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming:
         return PairedTiming(2.0, 1.0, 2.0, 1.9, 2.1, rounds, "cuda-events")
 
@@ -139,7 +142,8 @@ MEMCHECK_FAILS = {
                  "checked": {"seeds": [0, 1, 2], "harness": "bench_k", "harnesses": ["bench_k", "test_k"],
                              "checks": None,
                              "memcheck": {"ran": True, "ok": False, "findings": [
-                                 "Invalid __global__ write of size 4 bytes", "ERROR SUMMARY: 1 error"]}},
+                                 "Invalid __global__ write of size 4 bytes", "ERROR SUMMARY: 1 error"]},
+                             "wide": {"ran": False, "reason": "not run: compute-sanitizer refused the variant first"}},
                  "message": "the best candidate fails compute-sanitizer memcheck: Invalid __global__ write of size 4 "
                             "bytes; ERROR SUMMARY: 1 error: not reported",
                  "unverified_variant_id": "b", "has_memcheck_key": True,

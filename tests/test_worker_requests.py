@@ -12,7 +12,8 @@ import pytest
 from kernelband.model import Task
 from kernelband.profile.schema import DeviceFacts
 from kernelband.worker.requests import (REQUESTS, ErrorKind, Evaluate, Hello, MalformedRequest, MeasureDevice, Paired,
-                                        Prepare, ProfileRun, Request, Retime, SandboxInfo, Sanitize, Sync, decode)
+                                        Prepare, ProfileRun, Request, Retime, SandboxInfo, Sanitize, Sync, WideCalls,
+                                        decode)
 
 TASK = Task(module_path="/tmp/k.py", source="def k(): pass\n", kernel="k", harness="bench_k", harness_path="/tmp/h.py",
             seeds=[0, 7], timeout_s=9.5, check_harnesses=["test_k"])
@@ -30,6 +31,7 @@ SAMPLES: list[Request] = [
     MeasureDevice(),
     Sync(),
     Sanitize(source="x = 4\n", run_timeout_s=12.5),
+    WideCalls(source="x = 5\n", min_elements=1 << 17),
     SandboxInfo(),
 ]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Protocol, runtime_checkable
 
 from ..evaluate import SetupError
-from ..model import Baseline, Evaluation, PairedTiming, SanitizerReport, Task, Timing, Variant
+from ..model import PAST_INT32, Baseline, Evaluation, PairedTiming, SanitizerReport, Task, Timing, Variant, WideReport
 from ..profile.schema import DeviceFacts, Profile
 from ..worker.client import WorkerInfo
 
@@ -82,6 +82,8 @@ class Evaluator(Protocol):
     def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming: ...
 
     def sanitize(self, variant: Variant) -> SanitizerReport: ...
+
+    def wide_calls(self, variant: Variant, min_elements: int = PAST_INT32) -> WideReport: ...
 
     def profile(self, source: Optional[str], tier: int) -> Optional[Profile]: ...
 

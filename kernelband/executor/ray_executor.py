@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Concatenate, Optional, ParamSpec, TypeVar
 
-from ..model import Baseline, Evaluation, PairedTiming, SanitizerReport, Task, Timing, Variant
+from ..model import PAST_INT32, Baseline, Evaluation, PairedTiming, SanitizerReport, Task, Timing, Variant, WideReport
 from ..profile.schema import DeviceFacts, Profile
 from ..worker.client import WorkerInfo
 from ..worker.deadlines import call_deadline_s
@@ -202,6 +202,9 @@ class RayEvaluator:
 
     def sanitize(self, variant: Variant) -> SanitizerReport:
         return self._call(Evaluator.sanitize, self._deadline("sanitize"), variant)
+
+    def wide_calls(self, variant: Variant, min_elements: int = PAST_INT32) -> WideReport:
+        return self._call(Evaluator.wide_calls, self._deadline("wide"), variant, min_elements=min_elements)
 
     def profile(self, source: Optional[str], tier: int) -> Optional[Profile]:
         return self._call(Evaluator.profile, self._deadline("profile"), source, tier)

@@ -48,6 +48,10 @@ JUDGE_START_S = 120.0  # a fresh judge's start-up, until it answers ``hello`` (c
 DEVICE_FACTS_S = 600.0  # measuring the device's facts (bandwidth, peak rates) once
 SANITIZE_RUN_S = 300.0  # each compute-sanitizer tool's job (judge_memcheck)
 SANITIZE_EXIT_S = 60.0  # and the wait for that tool's process to exit after its last frame
+# harness-run deadlines of the wide op (judge_wide): up to two calls (derived.MAX_CALLS_RECORDED),
+# each run by the original with two canaries in up to three processes
+# (judge_derivation.ATTEMPTS), then once by the variant
+WIDE_RUNS = 2 * (3 * 2 + 1)
 SANITIZE_TOOLS = 2  # memcheck, then racecheck (judge_memcheck.TOOLS)
 
 
@@ -70,6 +74,8 @@ def request_deadline_s(op: str, task: Any, derived_calls: int = 0, rounds: int =
         return reply_deadline_s(timeout, 4)
     if op == "sanitize":
         return SANITIZE_TOOLS * (SANITIZE_RUN_S + SANITIZE_EXIT_S) + REPLY_SLACK_S
+    if op == "wide":  # the original's attempts at both canaries, then the variant's: each call a run
+        return reply_deadline_s(timeout, WIDE_RUNS)
     if op == "device_facts":
         return DEVICE_FACTS_S
     raise ValueError(f"no deadline rule for the judge op {op!r}")

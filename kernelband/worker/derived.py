@@ -394,11 +394,13 @@ class _Plan:
 
 
 def _derive_one(call: Call, flavour: str, tensors: list[TensorArg], rng: random.Random,
-                max_bytes: int, dtypes: tuple[str, ...], turn: int = 0, interpreted: bool = False) -> DerivedCall:
+                max_bytes: int, dtypes: tuple[str, ...], turn: int = 0, interpreted: bool = False,
+                min_elements: int = 0) -> DerivedCall:
     dims = sorted({d for t in tensors for d in t.shape if d > 1})
     # a single row cannot show a row stride ignored; a long row needs no second one
     at_least = 1 if flavour in ("sizes", "aligned", "long") else 2
-    mapping, grown = _mapping(flavour, tensors, dims, rng, interpreted)
+    mapping, grown = _wide_mapping(tensors, dims, min_elements, rng) if flavour == "wide" else \
+        _mapping(flavour, tensors, dims, rng, interpreted)
     _fit(tensors, mapping, grown, at_least, max_bytes, flavour)
     _room_for_distinct(tensors, mapping, grown)
     split = rng.choice((2, 3)) if flavour == "rank" else 0
@@ -616,8 +618,95 @@ def _map_tensor(arg: TensorArg, plan: _Plan, rng: random.Random, index_high: int
         return replace(new, values=values or arg.values,
                        dtype=plan.other_dtype if plan.other_dtype and plan.other_dtype != arg.dtype else arg.dtype)
     # what the values keep of the harness's (``_values``)
-    return replace(new, index_high=index_high, wide=True if flavour == "grow" else arg.wide,
+    return replace(new, index_high=index_high, wide=True if flavour in ("grow", "wide") else arg.wide,
                    distinct=True if arg.distinct else None, sorted=True if arg.sorted else None)
+
+
+# --------------------------------------------------------------------------- past int32 offsets
+WIDE_MARGIN = 1.25  # the largest tensor at 1.25x the threshold: a fifth of it lies past the wrap
+NO_BYTE_CAP = 1 << 62  # a wide call is not fitted to a byte budget: the judge checks the device's room
+
+
+def wide_calls(calls: list[RecordedCall], seed: int, min_elements: int) -> list[tuple[DerivedCall, int]]:
+    """Calls past int32 offsets (flavour "wide"), each with the bytes it needs (``wide_bytes``):
+    a recorded call with one dimension grown (``_wide_dim``) until its largest tensor holds
+    more than ``min_elements`` elements (2**31 on the verification path: an offset such as
+    ``row * stride`` computed in int32 wraps there), every other size the harness's. Integer
+    tensors whose values stayed below that dimension span its new range (``_index_high``;
+    ``wide`` values include the last row). Far too large for every candidate of a search
+    (the "grow" calls stop past 2**16): the judge runs them once per verdict, on the
+    verification path (``judge_wide``). A recorded call with the shapes and dtypes of an
+    earlier one is drawn once (each such call is gigabytes)."""
+    rng = random.Random(seed)
+    out: list[tuple[DerivedCall, int]] = []
+    seen: set[tuple[str, tuple[tuple[tuple[int, ...], str], ...]]] = set()
+    for call in calls[:MAX_CALLS_RECORDED]:
+        tensors = call.tensors()
+        key = (call.fn, tuple((t.shape, t.dtype) for t in tensors))
+        if not tensors or key in seen or _wide_dim(tensors) is None:
+            continue
+        seen.add(key)
+        made = _derive_one(call, "wide", tensors, rng, NO_BYTE_CAP, (), min_elements=min_elements)
+        out.append((made, wide_bytes(call, made)))
+    return out
+
+
+def wide_bytes(recorded: RecordedCall, call: DerivedCall) -> int:
+    """What a derived call holds at its sizes: its tensor arguments and, where the harness's
+    call returned a tensor, that tensor at the new sizes (an output the wrapper allocates
+    is as large as an input in most kernels)."""
+    returned = [recorded.returns] if isinstance(recorded.returns, TensorArg) else []
+    mapping = {int(k): v for k, v in call.sizes.items()}
+    return call_bytes(call) + _call_bytes(returned, mapping)
+
+
+def _numel(t: TensorArg, mapping: Optional[dict[int, int]] = None) -> int:
+    n = 1
+    for d in t.shape:
+        n *= (mapping or {}).get(d, d)
+    return n
+
+
+def _wide_dim(tensors: list[TensorArg]) -> Optional[int]:
+    """The dimension a wide call grows: one of its largest floating tensor's (any tensor's
+    where none floats), first the one integer arguments index (a vocabulary: their values
+    then reach past the wrap), then one that is no tensor's last dimension (a row's block
+    is often the row: a 2**31 block is no compile), then the first. None: nothing to grow."""
+    data = [t for t in tensors if t.floating and _numel(t) > 1] or [t for t in tensors if _numel(t) > 1]
+    if not data:
+        return None
+    largest = max(data, key=_numel)
+    sizes = sorted({d for t in tensors if t.floating for d in t.shape})
+    indexed = {_bounding_size(t, sizes) for t in tensors if not t.floating and not t.sorted}
+    rows = {t.shape[-1] for t in tensors if len(t.shape) >= 2}
+    options = [d for d in dict.fromkeys(largest.shape) if d > 1]
+    return min(options, key=lambda d: (d not in indexed, d in rows, largest.shape.index(d)))
+
+
+def _wide_mapping(tensors: list[TensorArg], dims: list[int], min_elements: int, rng: random.Random
+                  ) -> tuple[dict[int, int], Optional[int]]:
+    """(each dimension's new size, the grown one) of a wide call: only ``_wide_dim`` changes,
+    to the least size that takes some tensor past ``WIDE_MARGIN`` times ``min_elements``
+    (a size shared by several dimensions of one tensor grows them all: sizes map by value),
+    plus 0, 1 or 3 (off a power of two)."""
+    mapping = {d: d for d in dims}
+    grown = _wide_dim(tensors)
+    if grown is None:
+        return mapping, None
+    target = int(min_elements * WIDE_MARGIN)
+    least: Optional[int] = None
+    for t in tensors:
+        k = t.shape.count(grown)
+        if not k:
+            continue
+        rest = max(_numel(t) // grown ** k, 1)
+        size = max(grown, int((target / rest) ** (1.0 / k)))
+        while rest * size ** k <= target:
+            size += 1
+        least = size if least is None else min(least, size)
+    assert least is not None  # the grown dimension is one of a tensor's
+    mapping[grown] = least + rng.choice((0, 1, 3))
+    return mapping, grown
 
 
 # --------------------------------------------------------------------------- describing

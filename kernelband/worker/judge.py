@@ -22,7 +22,8 @@ What a candidate must pass (DESIGN section 6), in the order the checks run:
 
 The judge's state and its variant jobs live in ``judge_core.py``; its ops, one module
 per concern: the original (``judge_original``), candidates (``judge_candidate``),
-re-timing and profiles (``judge_timing``), memcheck (``judge_memcheck``).
+re-timing and profiles (``judge_timing``), memcheck (``judge_memcheck``), calls past
+int32 offsets (``judge_wide``).
 """
 from __future__ import annotations
 
@@ -31,11 +32,11 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import judge_candidate, judge_memcheck, judge_original, judge_timing
+from . import judge_candidate, judge_memcheck, judge_original, judge_timing, judge_wide
 from ..profile.schema import DeviceFacts
 from .judge_core import JudgeCore, gpu
 from .requests import (Evaluate, Hello, MeasureDevice, Paired, Prepare, ProfileRun, Request, Retime, SandboxInfo,
-                       Sanitize, Sync)
+                       Sanitize, Sync, WideCalls)
 
 
 def _hello(judge: JudgeCore, req: Hello) -> dict[str, Any]:
@@ -106,6 +107,7 @@ OPS: dict[type[Request], Callable[[JudgeCore, Any], Any]] = {
     MeasureDevice: _device_facts,
     Sync: _sync,
     Sanitize: judge_memcheck.sanitize,
+    WideCalls: judge_wide.wide,
     SandboxInfo: _sandbox,
 }
 

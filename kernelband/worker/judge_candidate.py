@@ -330,7 +330,7 @@ class CandidateRun:
                         job.command([sample_step("v", True)], deadline_s(self.run_timeout_s, 1))
                         frame = job.next_frame()
                         if isinstance(frame.meta, ErrorFrame):
-                            raise Refusal(*_error_verdict(frame.meta))
+                            raise Refusal(*error_verdict(frame.meta))
                         if not isinstance(frame.meta, SampleFrame):
                             raise Refusal(Status.REJECTED, f"trust: the variant process answered a timing request "
                                                            f"with a {frame.kind} frame")
@@ -430,7 +430,7 @@ def judge_frame(judge: JudgeCore, frame: Frame[FrameMeta], ev: Evaluation, worst
     matched = matched or MatchedRuns()
     task, ref, meta = judge.require_task(), judge.ref, frame.meta
     if isinstance(meta, ErrorFrame):
-        raise Refusal(*_error_verdict(meta))
+        raise Refusal(*error_verdict(meta))
     if isinstance(meta, TimingFrame):
         ev.timing = meta.timing
         return worst
@@ -622,7 +622,7 @@ def _check_precision(judge: JudgeCore, h: str, seed: int, tree: Any) -> None:
                 raise Refusal(Status.MISMATCH, f"precision: {h}, seed {seed}: {reason}")
 
 
-def _error_verdict(meta: ErrorFrame) -> tuple[Status, str]:
+def error_verdict(meta: ErrorFrame) -> tuple[Status, str]:
     phase, message = meta.phase, meta.message
     where = f"{meta.harness}, seed {meta.seed}: " if meta.harness is not None else ""
     if phase == "tampered":

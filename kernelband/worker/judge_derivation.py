@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from dataclasses import replace
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 
@@ -95,7 +95,7 @@ def derive(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], keep_cach
     ref.derive_started = time.monotonic()
     mark("derive.start", calls=len(calls))
     try:
-        ref.derived_notes, ref.derived_failure = _derive(judge, ref, calls, keep_cache)
+        ref.derived, ref.derived_notes, ref.derived_failure = original_references(judge, ref, calls, keep_cache)
     except Exception as e:  # noqa: BLE001 - a derivation that breaks must still release the candidates
         ref.derived = []
         ref.derived_failure = f"the original's calls beyond the harness could not be run ({type(e).__name__}: {e})"
@@ -132,18 +132,24 @@ def dropped_note(dropped: list[str], kept: int) -> list[str]:
             f"handle them): {dropped[0]}"]
 
 
-def _derive(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], keep_cache: bool) -> tuple[list[str], str]:
-    """(notes, failure) of the derivation; ``ref.derived`` holds the references."""
+References = list[tuple[DerivedCall, Any]]  # (derived call, the original's outputs)
+
+
+def original_references(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], keep_cache: bool = False,
+                        siblings: int = warm.DERIVATION_SIBLINGS) -> tuple[References, list[str], str]:
+    """(the calls the original handles with its outputs, notes on the ones dropped, why
+    none could be run or "") of the original's runs of ``calls``; ``ref`` takes their run
+    seconds. ``siblings``: processes compiling the calls ahead (each builds a call's
+    inputs: none for calls of gigabytes)."""
     crashed: list[str] = []
     twins = True
     for _ in range(ATTEMPTS):
-        outcome = _run(judge, ref, calls, twins, keep_cache)
+        outcome = _run(judge, ref, calls, twins, keep_cache, siblings)
         if isinstance(outcome, str):
-            return [], outcome
+            return [], [], outcome
         if isinstance(outcome, dict):
             kept, dropped = absorb_original(judge, calls, outcome)
-            ref.derived = kept
-            return dropped_note(crashed + dropped, len(kept)), ""
+            return kept, dropped_note(crashed + dropped, len(kept)), ""
         index, why = outcome
         if index == TWINS_FAILED:  # the config twins took the process down: again without them
             twins = False
@@ -151,9 +157,9 @@ def _derive(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], keep_cac
         crashed.append(f"{describe_call(calls[index]) if 0 <= index < len(calls) else 'a call'}: "
                        f"the original's process fails on it ({why})")
         calls = calls_without(calls, index)
-    ref.derived = []
     first = crashed[0] if crashed else "its config twins"
-    return [f"the original's process fails on {len(crashed)} calls beyond the harness: none are checked ({first})"], ""
+    return [], [f"the original's process fails on {len(crashed)} calls beyond the harness: none are checked "
+                f"({first})"], ""
 
 
 def calls_without(calls: list[DerivedCall], index: int) -> list[DerivedCall]:
@@ -164,8 +170,8 @@ def calls_without(calls: list[DerivedCall], index: int) -> list[DerivedCall]:
     return [c if (c := calls[i]).twin is None else replace(c, twin=position[c.twin]) for i in keep]
 
 
-def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool, keep_cache: bool
-         ) -> Union[Frames, tuple[int, str], str]:
+def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool, keep_cache: bool,
+         siblings: int = warm.DERIVATION_SIBLINGS) -> Union[Frames, tuple[int, str], str]:
     """The frames of the original's derived calls in a fresh process of it (both canaries;
     with ``twins``, its special-values calls again once per autotune config, keyed
     ``twin_key``); else (the index of the call its process died on or whose frame broke the
@@ -182,7 +188,7 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
     device = frames_device(judge, calls, len(steps))
     job = judge.job({"o": task.source}, steps + [Mark()], _attempt_runs(calls, twins), trusted=True)
     # the first call is compiled by the job itself; the others by siblings meanwhile
-    siblings = warm.start(judge, job, calls[1:], "o", warm.DERIVATION_SIBLINGS)
+    warming = warm.start(judge, job, calls[1:], "o", siblings)
     try:
         for frame in job.until_mark():
             if isinstance(frame.meta, ErrorFrame):
@@ -216,7 +222,7 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
             return TWINS_FAILED, e.end.kind.value
         return len(calls), e.end.kind.value
     finally:
-        warm.close(siblings)
+        warm.close(warming)
         job.close()
 
 

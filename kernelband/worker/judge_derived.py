@@ -370,12 +370,16 @@ def candidate_steps(judge: Any) -> list[Step]:
     return [Derived(calls, "v", "a", warm_threads=ahead_threads(judge.on_gpu))] if calls else []
 
 
-def verdict_of(judge: Any, frame: Frame[DerivedOutputs]) -> Optional[tuple[Status, str]]:
-    """None when a candidate's derived call agrees with the original's, else the verdict."""
+def verdict_of(judge: Any, frame: Frame[DerivedOutputs],
+               references: Optional[list[tuple[DerivedCall, Any]]] = None) -> Optional[tuple[Status, str]]:
+    """None when a candidate's derived call agrees with the original's, else the verdict.
+    ``references``: the calls it was asked for with the original's outputs (default: the
+    session's, ``judge.ref.derived``; the wide calls bring their own, ``judge_wide``)."""
+    derived_refs = judge.ref.derived if references is None else references
     index = frame.meta.index
-    if not 0 <= index < len(judge.ref.derived) or frame.meta.config is not None:  # config twins: the original's only
+    if not 0 <= index < len(derived_refs) or frame.meta.config is not None:  # config twins: the original's only
         return Status.REJECTED, "trust: a result for a derived call that was not asked for"
-    call, reference = judge.ref.derived[index]
+    call, reference = derived_refs[index]
     where = f"beyond the harness, {derived.describe_call(call)}"
     if frame.meta.error:
         return Status.MISMATCH, f"{where}: raises where the original does not: {frame.meta.error[:300]}"

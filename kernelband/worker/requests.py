@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, Mapping, Optional, TypeVar, Union
 
-from ..model import Task
+from ..model import PAST_INT32, Task
 from ..profile.schema import DeviceFacts
 from .deadlines import SANITIZE_RUN_S
 from ..decode import MalformedMessage, Message, decode_fields
@@ -142,6 +142,17 @@ class Sanitize(Request):
 
 
 @dataclass(frozen=True)
+class WideCalls(Request):
+    """A variant on calls past int32 offsets (``judge_wide``): each recorded call grown until
+    its largest tensor holds more than ``min_elements`` elements (``model.PAST_INT32``; a
+    test passes a smaller one to run the same path on small calls)."""
+
+    OP: ClassVar[str] = "wide"
+    source: str
+    min_elements: int = PAST_INT32
+
+
+@dataclass(frozen=True)
 class SandboxInfo(Request):
     """What the sandbox could do on this machine (network isolation)."""
 
@@ -157,7 +168,7 @@ class Shutdown(Request):
 
 REQUESTS: dict[str, type[Request]] = {
     cls.OP: cls for cls in (Hello, Prepare, Evaluate, Retime, Paired, ProfileRun, MeasureDevice, Sync, Sanitize,
-                            SandboxInfo)
+                            WideCalls, SandboxInfo)
 }
 
 

@@ -8,7 +8,8 @@ from kernelband.check_outcome import CheckOutcome
 CHECK_OK_INTERPRETED: dict[str, Any] = {
     "file": "/ws/k.py", "kernel": "k", "harness": "bench_k", "variant": "v.py",
     "checked": {"seeds": [0, 1, 2], "harness": "bench_k", "harnesses": ["bench_k", "test_k"], "checks": ["a", "b"],
-                "memcheck": {"ran": False, "reason": "GPU only: ..."}},
+                "memcheck": {"ran": False, "reason": "GPU only: ..."},
+                "wide": {"ran": False, "reason": "GPU only: ..."}},
     "interpreted": True, "clock": "cpu-interpreter", "speed_claim": False, "paired": False, "deterministic": True,
     "status": "ok",
     "message": "matches the original on seeds [0, 1, 2] of bench_k, test_k; correct; its speed cannot be measured",
