@@ -105,9 +105,10 @@ def test_on_a_gpu_the_call_runs_only_where_the_free_memory_holds_it_several_time
     monkeypatch.setattr(judge_wide.torch.cuda, "mem_get_info", lambda: (free_gib << 30, 141 << 30))
     ran: list[list[Any]] = []
 
-    def original(judge: Any, ref: Any, calls: list[Any], siblings: int = 2) -> Any:
+    def original(judge: Any, ref: Any, calls: list[Any], siblings: int = 2, frames_share: int = 4) -> Any:
         ran.append(calls)
         assert siblings == 0  # no sibling process builds a 10 GiB call's inputs ahead
+        assert frames_share == 2  # its frames may take half the free memory: nothing of a search runs beside it
         return [], [], "stop here"
 
     monkeypatch.setattr(judge_wide, "original_references", original)
@@ -200,3 +201,16 @@ def test_a_call_the_original_itself_refuses_at_that_size_is_dropped_not_held_aga
         ev.close()
     assert not report.ran and not report.refused
     assert "the original raises" in report.reason and "table too large" in report.reason
+
+
+def test_the_wide_calls_frames_stay_on_the_gpu_where_half_its_free_memory_holds_them(monkeypatch: Any) -> None:
+    """A 10 GiB call's two canary frames (40 GiB with their buffers) on a GPU with 139 GiB
+    free: on the GPU at the wide op's share, on the host at the search's quarter."""
+    from kernelband.worker import judge_derivation
+
+    monkeypatch.setattr(judge_derivation.torch.cuda, "mem_get_info", lambda: (139 << 30, 141 << 30))
+    judge = _judge(on_gpu=True)
+    judge.ref_device = "cuda"
+    calls = [call for call, _ in derived.wide_calls([EMBEDDING], 0, PAST_INT32)]
+    assert judge_derivation.frames_device(judge, calls, 2, judge_wide.WIDE_FRAMES_SHARE) == "cuda"
+    assert judge_derivation.frames_device(judge, calls, 2) is None

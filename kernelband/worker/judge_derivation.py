@@ -45,6 +45,9 @@ CONTEXT_ERRORS = ("illegal memory access", "misaligned address", "device-side as
                   "illegal instruction", "AcceleratorError", "CUDA error: an illegal")
 
 Frames = dict[tuple[str, int], Frame[DerivedOutputs]]
+# the part of the GPU's free memory the derivation's frames may take: a quarter beside a
+# search's candidates (``in_background``)
+FRAMES_SHARE = 4
 
 
 class OriginalUnusable(Exception):
@@ -136,15 +139,17 @@ References = list[tuple[DerivedCall, Any]]  # (derived call, the original's outp
 
 
 def original_references(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], keep_cache: bool = False,
-                        siblings: int = warm.DERIVATION_SIBLINGS) -> tuple[References, list[str], str]:
+                        siblings: int = warm.DERIVATION_SIBLINGS, frames_share: int = FRAMES_SHARE
+                        ) -> tuple[References, list[str], str]:
     """(the calls the original handles with its outputs, notes on the ones dropped, why
     none could be run or "") of the original's runs of ``calls``; ``ref`` takes their run
-    seconds. ``siblings``: processes compiling the calls ahead (each builds a call's
+    seconds. ``frames_share``: the part of the GPU's free memory its frames may take
+    (``frames_device``). ``siblings``: processes compiling the calls ahead (each builds a call's
     inputs: none for calls of gigabytes)."""
     crashed: list[str] = []
     twins = True
     for _ in range(ATTEMPTS):
-        outcome = _run(judge, ref, calls, twins, keep_cache, siblings)
+        outcome = _run(judge, ref, calls, twins, keep_cache, siblings, frames_share)
         if isinstance(outcome, str):
             return [], [], outcome
         if isinstance(outcome, dict):
@@ -171,7 +176,7 @@ def calls_without(calls: list[DerivedCall], index: int) -> list[DerivedCall]:
 
 
 def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool, keep_cache: bool,
-         siblings: int = warm.DERIVATION_SIBLINGS) -> Union[Frames, tuple[int, str], str]:
+         siblings: int = warm.DERIVATION_SIBLINGS, frames_share: int = FRAMES_SHARE) -> Union[Frames, tuple[int, str], str]:
     """The frames of the original's derived calls in a fresh process of it (both canaries;
     with ``twins``, its special-values calls again once per autotune config, keyed
     ``twin_key``); else (the index of the call its process died on or whose frame broke the
@@ -185,7 +190,7 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
     if special:
         steps.append(Derived(calls, "o", "a", configs=True))
     frames: Frames = {}
-    device = frames_device(judge, calls, len(steps))
+    device = frames_device(judge, calls, len(steps), frames_share)
     job = judge.job({"o": task.source}, steps + [Mark()], _attempt_runs(calls, twins), trusted=True)
     # the first call is compiled by the job itself; the others by siblings meanwhile
     warming = warm.start(judge, job, calls[1:], "o", siblings)
@@ -226,9 +231,9 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
         job.close()
 
 
-def frames_device(judge: JudgeCore, calls: list[DerivedCall], runs_per_call: int) -> Optional[str]:
+def frames_device(judge: JudgeCore, calls: list[DerivedCall], runs_per_call: int, share: int = FRAMES_SHARE) -> Optional[str]:
     """Where the derivation keeps its frames until they are judged (``absorb_original``):
-    on the GPU where a quarter of its free memory holds them all (their canaries and the
+    on the GPU where 1/``share`` of its free memory holds them all (their canaries and the
     wrapper's own allocations counted as much again), so that the judge's splits, masks
     and comparisons run there; else on the host (on the host they took up to 11.6 s of a
     derivation: benchmarks/results/eval_speed/h200_7425702, matmul_rowmajor_fp16)."""
@@ -236,7 +241,7 @@ def frames_device(judge: JudgeCore, calls: list[DerivedCall], runs_per_call: int
         return None
     wanted = 2 * runs_per_call * sum(call_bytes(c) for c in calls) + GPU_MARGIN_BYTES
     free, _ = torch.cuda.mem_get_info()
-    return "cuda" if wanted <= free // 4 else None
+    return "cuda" if wanted <= free // share else None
 
 
 def first_context_error(frames: Frames, n: int) -> Union[tuple[int, str], None]:

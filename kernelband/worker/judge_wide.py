@@ -33,6 +33,10 @@ from .requests import WideCalls
 # the GPU's free memory holds this many times a call's bytes: the variant process's inputs
 # and outputs, their canary buffers read by the judge, the references it keeps, a margin
 WIDE_SAFETY = 4
+# the original's frames of these calls stay on the GPU where half its free memory holds
+# them: nothing of the search runs beside this op, and on the host an embedding's 10 GiB
+# table took `kernelband check` from 15-22 s to 57 s (copies and canary checks on the CPU)
+WIDE_FRAMES_SHARE = 2
 
 
 def wide(judge: JudgeCore, req: WideCalls) -> dict[str, object]:
@@ -56,7 +60,7 @@ def check_wide(judge: JudgeCore, req: WideCalls) -> WideReport:
         call, nbytes = min(drawn, key=lambda d: d[1])
         return WideReport.not_run(f"{describe_call(call)} takes {_gib(nbytes)}, more than {room}")
     # a scratch Reference: these runs' seconds are not the session's (a search's deadlines)
-    kept, notes, failure = original_references(judge, Reference(), calls, siblings=0)
+    kept, notes, failure = original_references(judge, Reference(), calls, siblings=0, frames_share=WIDE_FRAMES_SHARE)
     if failure or not kept:
         return WideReport.not_run(failure or (notes[0] if notes else "the original handles none of the calls"))
     described = tuple(describe_call(call) for call, _ in kept)
