@@ -40,7 +40,7 @@ def _signature(fn: Any) -> list[tuple[str, Any, Any, Any]]:
 def test_the_protocol_names_what_the_session_uses() -> None:
     methods, properties, data = _members()
     assert set(methods) == {"start", "device_facts", "prepare", "evaluate", "retime_original", "paired_timing",
-                            "sanitize", "profile", "close"}
+                            "sanitize", "wide_calls", "profile", "close"}
     assert set(properties) == {"info", "interpreted", "lanes"}
     assert set(data) == {"baseline", "facts", "worker_restarts"}
 
