@@ -259,6 +259,26 @@ def test_dropping_a_call_renumbers_the_aliased_calls_twins():
     assert calls_without(calls, 3) == calls[:3] and calls[2].twin == 1
 
 
+def test_a_process_of_the_original_is_started_again_only_for_calls_left_to_run(monkeypatch):
+    """Each call that takes the original's process down is dropped and the rest run in a
+    fresh one; when the last call is the one dropped, no fresh process is started (on a
+    GPU a call past int32 offsets crashed add_scale's original, and an empty process
+    followed it)."""
+    from kernelband.worker import judge_derivation
+
+    calls = [DerivedCall(fn="f", args=(), kwargs={}, flavour=f, seed=0, sizes={}) for f in ("sizes", "grow")]
+    runs: list[int] = []
+
+    def crashing(judge, ref, calls, twins, keep_cache, siblings, frames_share):
+        runs.append(len(calls))
+        return 0, "died"
+
+    monkeypatch.setattr(judge_derivation, "_run", crashing)
+    kept, notes, failure = judge_derivation.original_references(None, None, calls)
+    assert runs == [2, 1] and kept == [] and failure == ""
+    assert "fails on 2 calls beyond the harness" in notes[0]
+
+
 # --------------------------------------------------------------------------- every class, every draw
 def _tensor(shape: list[int], dtype: str, ident: int) -> dict:
     return {"t": "tensor", "shape": shape, "dtype": dtype, "device": "cpu", "contiguous": True, "id": ident,

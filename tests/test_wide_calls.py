@@ -120,6 +120,30 @@ def test_on_a_gpu_the_call_runs_only_where_the_free_memory_holds_it_several_time
         assert not ran and "more than 1/4 of the GPU's free memory (30.00 GiB)" in report.reason
 
 
+# add_scale's harness call: out = alpha * x + y over 2**24 float32 elements
+AXPY = RecordedCall("axpy", (ValueArg(0.5), _tensor((1 << 24,), "float32", 0), _tensor((1 << 24,), "float32", 1)), {},
+                    returns=_tensor((1 << 24,), "float32", 2))
+
+
+def test_an_elementwise_call_of_30_gib_is_skipped_even_where_the_gpu_has_the_memory(monkeypatch):
+    """Its three grown tensors (30 GiB) fit a quarter of an empty H200, but one verification
+    spends at most WIDE_MAX_BYTES on these calls; the embedding's 10 GiB call still runs."""
+    monkeypatch.setattr(judge_wide.torch.cuda, "mem_get_info", lambda: (139 << 30, 141 << 30))
+    ran: list[list[Any]] = []
+
+    def original(judge: Any, ref: Any, calls: list[Any], siblings: int = 2, frames_share: int = 4) -> Any:
+        ran.append(calls)
+        return [], [], "stop here"
+
+    monkeypatch.setattr(judge_wide, "original_references", original)
+    axpy = SimpleNamespace(ref=SimpleNamespace(recorded_calls=[AXPY]), session_seed=3, on_gpu=True)
+    report = judge_wide.check_wide(axpy, WideCalls(source="# v\n"))
+    assert not ran and not report.ran and not report.refused
+    assert "30.00 GiB" in report.reason and "16.00 GiB a verification spends on these calls" in report.reason
+    assert judge_wide.check_wide(_judge(on_gpu=True), WideCalls(source="# v\n")).reason == "stop here"
+    assert [c.flavour for c in ran[0]] == ["wide"]
+
+
 def test_without_recorded_calls_nothing_is_drawn():
     judge = SimpleNamespace(ref=SimpleNamespace(recorded_calls=[]), session_seed=0, on_gpu=True)
     assert "could not be recorded" in judge_wide.check_wide(judge, WideCalls(source="")).reason

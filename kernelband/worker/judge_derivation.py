@@ -162,6 +162,8 @@ def original_references(judge: JudgeCore, ref: Reference, calls: list[DerivedCal
         crashed.append(f"{describe_call(calls[index]) if 0 <= index < len(calls) else 'a call'}: "
                        f"the original's process fails on it ({why})")
         calls = calls_without(calls, index)
+        if not calls:  # nothing left to run: no fresh process for it
+            break
     first = crashed[0] if crashed else "its config twins"
     return [], [f"the original's process fails on {len(crashed)} calls beyond the harness: none are checked "
                 f"({first})"], ""

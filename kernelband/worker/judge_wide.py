@@ -37,6 +37,11 @@ WIDE_SAFETY = 4
 # them: nothing of the search runs beside this op, and on the host an embedding's 10 GiB
 # table took `kernelband check` from 15-22 s to 57 s (copies and canary checks on the CPU)
 WIDE_FRAMES_SHARE = 2
+# what one verification may spend on these calls, whatever the GPU holds: a gather's grown
+# table is one tensor (an embedding's: 10 GiB), an elementwise kernel's call three of that
+# size (add_scale's: 30 GiB). That one took add_scale's session from 23-34 s to 57 s on an
+# H200, and its original crashed on it (int32 offsets of its own), so nothing was checked
+WIDE_MAX_BYTES = 16 << 30
 
 
 def wide(judge: JudgeCore, req: WideCalls) -> dict[str, object]:
@@ -77,6 +82,8 @@ def call_budget(judge: JudgeCore) -> tuple[int, str]:
     the budget of any derived call there: a call past 2**31 elements never runs on the CPU."""
     if judge.on_gpu:
         free, _ = torch.cuda.mem_get_info()
+        if free // WIDE_SAFETY > WIDE_MAX_BYTES:
+            return WIDE_MAX_BYTES, f"the {_gib(WIDE_MAX_BYTES)} a verification spends on these calls"
         return free // WIDE_SAFETY, f"1/{WIDE_SAFETY} of the GPU's free memory ({_gib(free)})"
     return INTERPRETED_CALL_BYTES, (f"the Triton interpreter's {_gib(INTERPRETED_CALL_BYTES)} for a derived call "
                                     "(GPU only)")
