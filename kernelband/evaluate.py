@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from .decode import MalformedMessage
 from .model import PAST_INT32, Baseline, Evaluation, PairedTiming, SanitizerReport, Status, Task, Timing, Variant, WideReport
@@ -21,8 +21,10 @@ from .profile.schema import DeviceFacts, Profile, ProfileError
 from .screen import screen_variant
 from .worker.client import WorkerClient, WorkerError, WorkerInfo
 from .worker.deadlines import request_deadline_s
-from .worker.requests import (ErrorKind, Evaluate, MeasureDevice, Paired, Prepare, ProfileRun, Retime, Sanitize,
-                              WideCalls)
+from .worker.requests import (ErrorKind, Evaluate, MeasureDevice, Paired, Prepare, ProfileRun, Request, Retime,
+                              Sanitize, WideCalls)
+
+ReportT = TypeVar("ReportT", SanitizerReport, WideReport)  # a verification step's report
 
 
 class SetupError(Exception):
@@ -261,33 +263,29 @@ class Evaluator:
     def sanitize(self, variant: Variant) -> SanitizerReport:
         """compute-sanitizer memcheck and racecheck over the variant's correctness harnesses
         (GPU only); a report that did not run says why (a reply that does not decode too)."""
-        self._ensure_worker()
-        try:
-            raw = self.client.send(Sanitize(source=variant.source), self._deadline("sanitize"))
-            try:
-                return SanitizerReport.from_wire(raw)
-            except MalformedMessage as e:  # the judge's fault, as any reply that does not decode
-                raise WorkerError(ErrorKind.PROTOCOL, str(e)) from None
-        except WorkerError as e:
-            if e.worker_gone:
-                self._revive()
-            return SanitizerReport.not_run(f"memcheck could not run: {e}")
+        return self._report(Sanitize(source=variant.source), "sanitize", SanitizerReport, "memcheck")
 
     def wide_calls(self, variant: Variant, min_elements: int = PAST_INT32) -> WideReport:
         """The variant on calls past int32 offsets, the original the oracle (``judge_wide``;
         ``min_elements``: the threshold, lowered only by tests); a report that did not run
         says why (the judge lost or its reply unreadable too)."""
+        return self._report(WideCalls(source=variant.source, min_elements=min_elements), "wide", WideReport,
+                            "the calls past int32 offsets")
+
+    def _report(self, request: Request, op: str, report: type[ReportT], what: str) -> ReportT:
+        """A verification step's report (``report.from_wire`` of the judge's reply); where
+        the judge is lost or its reply does not decode, one that did not run, saying why."""
         self._ensure_worker()
         try:
-            raw = self.client.send(WideCalls(source=variant.source, min_elements=min_elements), self._deadline("wide"))
+            raw = self.client.send(request, self._deadline(op))
             try:
-                return WideReport.from_wire(raw)
+                return report.from_wire(raw)
             except MalformedMessage as e:  # the judge's fault, as any reply that does not decode
                 raise WorkerError(ErrorKind.PROTOCOL, str(e)) from None
         except WorkerError as e:
             if e.worker_gone:
                 self._revive()
-            return WideReport.not_run(f"the calls past int32 offsets could not run: {e}")
+            return report.not_run(f"{what} could not run: {e}")
 
     def paired_timeout_s(self, rounds: int) -> float:
         """Two jobs at most (the original's block, then the variant's), each a kept run, its
