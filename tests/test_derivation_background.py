@@ -60,6 +60,10 @@ def test_a_candidates_checks_on_the_harness_run_before_the_references_exist(tmp_
     beyond = [m["t"] for m in frames if not m.get("frame") and m["t"] > max(harness)]  # (the replay's is unlabelled)
     assert len(harness) >= 4 and beyond, frames  # the kept run, seed 1, the neutral run, the re-check
     assert max(harness) < done < min(beyond), (harness, done, beyond)
+    # the derivation's phases, for reading a GPU trace: its job, its frames, their judging
+    phases = [m["what"] for m in marks if m["what"].startswith("derive.")]
+    assert phases == ["derive.start", "derive.job", "derive.frames", "derive.absorbed", "derive.done"], phases
+    assert next(m for m in marks if m["what"] == "derive.job")["frames_on"] == "host"  # the interpreter's
 
 
 @pytest.mark.slow  # the original's process dies on a call, twice over: about a minute interpreted

@@ -153,7 +153,11 @@ def original_references(judge: JudgeCore, ref: Reference, calls: list[DerivedCal
         if isinstance(outcome, str):
             return [], [], outcome
         if isinstance(outcome, dict):
+            # the traces of the table at f1e2e02 showed 7-14 s between the job's last frame
+            # and the references on four kernels: these marks split that time
+            mark("derive.frames", frames=len(outcome))
             kept, dropped = absorb_original(judge, calls, outcome)
+            mark("derive.absorbed", kept=len(kept))
             return kept, dropped_note(crashed + dropped, len(kept)), ""
         index, why = outcome
         if index == TWINS_FAILED:  # the config twins took the process down: again without them
@@ -193,6 +197,7 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
         steps.append(Derived(calls, "o", "a", configs=True))
     frames: Frames = {}
     device = frames_device(judge, calls, len(steps), frames_share)
+    mark("derive.job", calls=len(calls), frames_on=device or "host")
     job = judge.job({"o": task.source}, steps + [Mark()], _attempt_runs(calls, twins), trusted=True)
     # the first call is compiled by the job itself; the others by siblings meanwhile
     warming = warm.start(judge, job, calls[1:], "o", siblings)
