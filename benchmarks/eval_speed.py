@@ -115,9 +115,11 @@ def run_session(path: Path, kernel: str, budget: int, cap: float, cwd: Optional[
     return row
 
 
-# the trace marks (kernelband/trace.py) that tell where the seconds before the first verdict go
+# the trace marks (kernelband/trace.py) that tell where the seconds before the first verdict
+# go, and the derivation's: the first wave of candidates waits for its references
 _STARTUP_MARKS = ("zygote.spawn", "zygote.ready", "setup.start", "setup.prepare", "job.request", "job.start",
-                  "job.frame", "setup.prepared", "setup.retimed", "session.evaluate", "session.verdict")
+                  "job.frame", "setup.prepared", "setup.retimed", "session.evaluate", "session.verdict",
+                  "derive.start", "derive.job", "derive.frames", "derive.absorbed", "derive.done")
 
 
 def _session_env(trace: Path, gpu: Optional[str]) -> dict[str, str]:
@@ -437,7 +439,7 @@ def startup_markdown(report: dict[str, Any]) -> list[str]:
     cols = [c for c in cols if c[1]]
     if not cols:
         return []
-    lines = ["", "## Before the first verdict (seconds from the command's start, KERNELBAND_TRACE)", "",
+    lines = ["", "## Before the first verdict, and the derivation (seconds from the command's start, KERNELBAND_TRACE)", "",
              "| mark | " + " | ".join(name for name, _ in cols) + " |", "|---|" + "---|" * len(cols)]
     for mark in (*_STARTUP_MARKS, "first_candidate_job"):
         lines.append(f"| {mark} | " + " | ".join(str(marks.get(mark, "")) for _, marks in cols) + " |")
