@@ -36,7 +36,7 @@ from .messages import (PAIRED_SAMPLE_MS, Derived, ErrorFrame, FrameMeta, Job, Pr
 from .spares import EARLY_CUDA_ENV
 
 if TYPE_CHECKING:
-    from .zygote_handle import Zygote
+    from .zygote_handle import EarlyZygote, Zygote
 
 _SMALL_FRAME_BYTES = 64 << 20  # below this, where a frame is decoded does not matter
 MAX_LANES = 8  # candidates evaluated at once on one GPU, at most
@@ -159,8 +159,8 @@ class JudgeCore:
         self.ref = Reference()
         self.on_log: Optional[Callable[[str], None]] = None
         self.network = ""
-        self.zygote: Any = None
-        self.early_zygote: Any = None  # zygote_handle.EarlyZygote started by main() before torch was imported
+        self.zygote: Optional[Zygote] = None
+        self.early_zygote: Optional[EarlyZygote] = None  # started by main() before torch was imported
         self._zygote_lock = threading.Lock()
         self.preparing = False
         self.lane: Optional[Lane] = None

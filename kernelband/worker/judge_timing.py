@@ -14,7 +14,7 @@ from ..profile.schema import Profile
 from .compare import compare_outputs
 from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, deadline_s, gpu, sample_step
+from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Lane, deadline_s, gpu, sample_step
 from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, ReplayCheck, ReplayOutputs, Run,
                        RunOutputs, SampleFrame, Samples, SamplesFrame, Step, Time, TimingFrame)
 from .observe import comparable, tree_bytes
@@ -118,7 +118,7 @@ def paired(judge: JudgeCore, req: Paired) -> dict[str, Any]:
         raise RuntimeError(f"paired timing failed ({e.end.kind}): {e}") from None
 
 
-def _paired_with_lane(judge: JudgeCore, lane: Any, source: str, rounds: int, what: str) -> dict[str, Any]:
+def _paired_with_lane(judge: JudgeCore, lane: Lane, source: str, rounds: int, what: str) -> dict[str, Any]:
     task = judge.require_task()
     steps = [*_kept_run("v", task.harness, task.seeds[0]), Mark()]
     job = judge.job({"v": source}, steps, 2 + rounds, trusted=False, interactive=True)
