@@ -109,13 +109,15 @@ def call_bytes(call: Call) -> int:
 
 
 def _call_bytes(tensors: list[TensorArg], mapping: dict[int, int]) -> int:
-    total = 0
-    for t in tensors:
-        n = 1
-        for d in t.shape:
-            n *= mapping.get(d, d)
-        total += n * _ITEMSIZE.get(t.dtype, 8)
-    return total
+    return sum(_numel(t, mapping) * _ITEMSIZE.get(t.dtype, 8) for t in tensors)
+
+
+def _numel(t: TensorArg, mapping: Optional[dict[int, int]] = None) -> int:
+    """A tensor argument's elements, each dimension at its size in ``mapping`` (else its own)."""
+    n = 1
+    for d in t.shape:
+        n *= (mapping or {}).get(d, d)
+    return n
 
 
 # Every session's draw holds one call of each flavour for each recorded call (where the
@@ -482,9 +484,7 @@ def _room_for_distinct(tensors: list[TensorArg], mapping: dict[int, int], grown:
         bound = _bounding_size(t, sizes) if t.distinct and not t.floating else None
         if bound is None or bound == grown:
             continue
-        n = 1
-        for d in t.shape:
-            n *= mapping.get(d, d)
+        n = _numel(t, mapping)
         if mapping.get(bound, bound) < n:
             mapping[bound] = n
 
@@ -658,13 +658,6 @@ def wide_bytes(recorded: RecordedCall, call: DerivedCall) -> int:
     returned = [recorded.returns] if isinstance(recorded.returns, TensorArg) else []
     mapping = {int(k): v for k, v in call.sizes.items()}
     return call_bytes(call) + _call_bytes(returned, mapping)
-
-
-def _numel(t: TensorArg, mapping: Optional[dict[int, int]] = None) -> int:
-    n = 1
-    for d in t.shape:
-        n *= (mapping or {}).get(d, d)
-    return n
 
 
 def _wide_dim(tensors: list[TensorArg]) -> Optional[int]:
