@@ -209,6 +209,21 @@ def test_a_variant_whose_offsets_wrap_past_the_threshold_is_refused_and_the_orig
     assert rows * 96 > SMALL_WRAP
 
 
+@pytest.mark.parametrize("dodge", [
+    "    assert weight.numel() < (1 << 17), 'table too large'\n",  # raise where the call is wide
+    "    if weight.numel() >= (1 << 17):\n        raise SystemExit(0)\n",  # end its process quietly there
+])
+def test_a_variant_that_dodges_the_wide_call_is_refused_not_skipped(embedding_ev, dodge):
+    """A variant that sees the call is past the threshold and raises or ends its process
+    there cannot turn the check into a skip: only the original's own failure drops a call,
+    and the original ran this one."""
+    dodging = EMBEDDING_SOURCE.replace("    n, dim = ids.numel(), weight.shape[1]\n",
+                                       "    n, dim = ids.numel(), weight.shape[1]\n" + dodge)
+    assert dodging != EMBEDDING_SOURCE
+    report = embedding_ev.wide_calls(Variant(dodging), min_elements=SMALL_WRAP)
+    assert report.ran and report.refused and report.status is not None and report.status != Status.OK, report
+
+
 def test_at_its_real_size_the_interpreters_judge_skips_it(embedding_ev):
     report = embedding_ev.wide_calls(Variant(WRAPPED))
     assert not report.ran and "GPU only" in report.reason
