@@ -24,6 +24,22 @@ def cache_dir() -> Path:
     return Path(base) / "kernelband"
 
 
+PERSISTENT_ENV = "KERNELBAND_PERSISTENT_CACHE"  # "0": compiled kernels are not kept between sessions
+
+
+def trusted_triton_cache(name: str) -> Optional[Path]:
+    """This machine's Triton cache folder ``name``, per Triton version, for kernels that only
+    trusted processes compile: the judge's own (``"judge"``) and an original module's (its
+    source hash). None when ``KERNELBAND_PERSISTENT_CACHE=0``. No variant process can write
+    it: their sandbox hides the home directory and leaves only the job's own folder
+    writable (tests/test_sandbox.py tries)."""
+    if os.environ.get(PERSISTENT_ENV, "1") == "0":
+        return None
+    import triton
+
+    return cache_dir() / "triton" / triton.__version__ / name
+
+
 def bytecode_env(env: dict[str, str]) -> dict[str, str]:
     """``env`` for a trusted process (the judge, its fork server) where the environment
     writes no compiled bytecode (PYTHONDONTWRITEBYTECODE, as on images whose packages were

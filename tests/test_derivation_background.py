@@ -114,3 +114,39 @@ def test_waiting_candidates_get_the_failure_not_a_pass():
     ok = Reference()
     ok.derived_ready.set()
     assert wait_for_references(SimpleNamespace(ref=ok, require_task=lambda: SimpleNamespace(timeout_s=1.0))) is ok  # type: ignore[arg-type]
+
+
+# the original's harness, slow after its first run: the derivation, started at that run,
+# has its frames before the reference job has finished
+SLOW_AFTER_FIRST_RUN = "import time\n" + SCALE.replace(
+    "def harness_scale():\n", "_RUNS = []\n\n\ndef harness_scale():\n    _RUNS.append(1)\n"
+    "    if len(_RUNS) == 2:\n        time.sleep(8.0)\n")
+
+
+def test_an_early_derivation_judges_its_frames_only_once_the_references_are_final(tmp_path, background, monkeypatch):
+    """The derivation starts at the original's first run of the harness, while its reference
+    job goes on; frames that come before prepare has made the references final (moved to
+    the GPU, or kept on the host) wait for them, so that the derived references are judged
+    beside the final ones, and a candidate is checked on them all the same."""
+    import json
+
+    assert SLOW_AFTER_FIRST_RUN.count("time.sleep") == 1
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("KERNELBAND_TRACE", str(trace))
+    ev = prepared_evaluator(tmp_path, "slow_after_first", SLOW_AFTER_FIRST_RUN, "scale_kernel", "harness_scale",
+                            seeds=(0,))
+    try:
+        wrong_beyond = SLOW_AFTER_FIRST_RUN.replace("x * factor, mask=mask)", "x * factor + (n != 4096), mask=mask)")
+        wrong = ev.evaluate(Variant(wrong_beyond), time_it=False)
+    finally:
+        ev.close()
+    marks = [json.loads(line) for line in trace.read_text().splitlines()]
+
+    def at(what: str) -> float:
+        return next(m["t"] for m in marks if m["what"] == what)
+
+    reference_job = next(m["job"] for m in marks if m["what"] == "job.request" and m.get("trusted"))
+    reference_frames = [m["t"] for m in marks if m["what"] == "job.frame" and m.get("job") == reference_job]
+    assert at("derive.start") < max(reference_frames)  # started while the reference job ran
+    assert at("derive.frames") < at("judge.references_final") <= at("derive.absorbed")
+    assert wrong.status == Status.MISMATCH and "beyond the harness" in wrong.message, wrong.message

@@ -140,21 +140,27 @@ def test_the_awkward_outputs_are_refused_and_their_copies_accepted(interpreted: 
     assert all("NaN positions differ" in v[3] or "Inf" in v[3] or "outside" in v[3] for v in refused)
 
 
-def test_the_judges_kernels_compile_in_a_folder_of_their_own(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kept", [True, False], ids=["the machine's judge cache", "a private folder"])
+def test_the_judges_kernels_compile_in_a_folder_of_their_own(tmp_path: Path, kept: bool) -> None:
     """A Triton cache a variant process could write (the user's, a job's) is never where
-    the judge's own kernels are compiled or loaded from."""
+    the judge's own kernels are compiled or loaded from: the machine's cache of the judge's
+    kernels (kept between sessions, mode 0700), or with KERNELBAND_PERSISTENT_CACHE=0 a
+    folder of the judge's own, removed at its exit."""
     poisoned = tmp_path / "shared-cache"
     poisoned.mkdir()
+    machine = tmp_path / "machine"
     script = ("import os\nfrom kernelband.worker import fused_checks\nassert fused_checks._load() is not None\n"
               "d = os.environ['TRITON_CACHE_DIR']\nprint(d, oct(os.stat(d).st_mode & 0o777))\n"
               "fused_checks.remove_private_cache()\nprint(os.path.exists(d))\n")
-    env = {**os.environ, "TRITON_CACHE_DIR": str(poisoned), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "TRITON_CACHE_DIR": str(poisoned), "PYTHONPATH": str(REPO), "KERNELBAND_CACHE_DIR": str(machine),
+           "KERNELBAND_PERSISTENT_CACHE": "1" if kept else "0"}
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     (folder, mode), exists = p.stdout.split("\n")[0].split(), p.stdout.split("\n")[1]
     assert Path(folder) != poisoned and not Path(folder).is_relative_to(poisoned)
     assert int(mode, 8) & (stat.S_IRWXG | stat.S_IRWXO) == 0
-    assert exists == "False"
+    assert Path(folder).is_relative_to(machine) is kept and (Path(folder).name == "judge") is kept
+    assert exists == str(kept)
 
 
 def test_a_kernel_that_does_not_compile_leaves_the_torch_path(monkeypatch: pytest.MonkeyPatch) -> None:

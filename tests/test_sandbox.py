@@ -20,8 +20,10 @@ import pytest
 from helpers.kernels import AXPY, axpy_task
 
 from kernelband.evaluate import Evaluator
+from kernelband.machine_cache import trusted_triton_cache
 from kernelband.model import Evaluation, Status
 from kernelband.worker import sandbox
+from kernelband.worker.judge_core import persistent_cache
 
 SECRET = "sk-kernelband-test-secret-0123456789"
 
@@ -91,6 +93,13 @@ def test_no_secret_no_ancestor_a_private_cwd_and_nowhere_else_to_write(judge, tm
     marker = tmp_path / "marker.txt"
     trusted = judge.workdir / "triton-cache-trusted"
     trusted.mkdir(exist_ok=True)
+    # this machine's caches of the judge's own kernels and of the original's: kept between
+    # sessions, loaded by trusted processes only
+    kept = [c for c in (trusted_triton_cache("judge"), persistent_cache(judge.task)) if c is not None]
+    for folder in kept:
+        folder.mkdir(parents=True, exist_ok=True)
+    targets = [("marker", marker), ("trusted", trusted / "poison.cubin"),
+               *((f"kept {i}", folder / "poison.cubin") for i, folder in enumerate(kept))]
     code = report_code(f"""
 env_text = repr(dict(os.environ))
 saw["secret in env"] = {SECRET!r} in env_text or "OPENAI_API_KEY" in env_text
@@ -104,7 +113,7 @@ for p in [p for p in os.listdir("/proc") if p.isdigit()]:
 saw["cwd"], saw["pid"], saw["uid"] = os.getcwd(), os.getpid(), os.getuid()
 open("relative.txt", "w").write("x")
 saw["relative write"] = open("relative.txt").read()
-for name, path in (("marker", {str(marker)!r}), ("trusted", {str(trusted / 'poison.cubin')!r})):
+for name, path in {[(name, str(path)) for name, path in targets]!r}:
     try:
         open(path, "w").write("escaped")
         saw[name] = "written"
@@ -115,8 +124,8 @@ for name, path in (("marker", {str(marker)!r}), ("trusted", {str(trusted / 'pois
     assert saw["secret in env"] is False and saw["environs with the secret"] == [], saw
     assert "kernelband-variant-" in saw["cwd"] and not Path(saw["cwd"]).exists()  # private, removed afterwards
     assert saw["relative write"] == "x"
-    assert saw["marker"].startswith("refused") and saw["trusted"].startswith("refused"), saw
-    assert not marker.exists() and not (trusted / "poison.cubin").exists()
+    assert kept and all(saw[name].startswith("refused") for name, _ in targets), saw
+    assert not any(path.exists() for _, path in targets)
     assert not (Path(judge.task.module_path).parent / "relative.txt").exists()
     layers = sandbox_layers(judge)
     if layers.get("pid") == "held":

@@ -48,24 +48,41 @@ _compiled: set[tuple[Any, ...]] = set()
 _cache_dir: Optional[str] = None
 
 
-def _use_private_cache() -> None:
-    """Point this process's Triton cache at a new folder of its own (mode 0700) before the
-    judge compiles its kernels: they are compiled there, never loaded from a cache that a
-    variant process could have written. Variant processes are given their own cache
-    folders in their environment (``jobs.VariantJob.spawn``)."""
-    global _cache_dir
-    if _cache_dir is None:
-        _cache_dir = tempfile.mkdtemp(prefix="kernelband-judge-triton-")
-        os.environ["TRITON_CACHE_DIR"] = _cache_dir
+_cache_kept = False  # the machine's cache of the judge's kernels, not a folder of this process's
+
+
+def _use_judge_cache() -> None:
+    """Point this process's Triton cache, before the judge compiles its kernels, at a folder
+    no variant process can write: this machine's cache of the judge's own kernels
+    (``machine_cache.trusted_triton_cache``), so that a setup whose outputs take these
+    checks loads them (compiling them took 1.2-2.1 s of the setup in 31 of 36 sessions:
+    benchmarks/results/eval_speed/SESSION10.md); where that cache is off or cannot be
+    written, a new folder of this process's own (mode 0700). Variant processes are given
+    their own cache folders in their environment (``jobs.VariantJob.spawn``)."""
+    global _cache_dir, _cache_kept
+    if _cache_dir is not None:
+        return
+    from ..machine_cache import trusted_triton_cache
+
+    kept = trusted_triton_cache("judge")
+    if kept is not None:
+        try:
+            kept.mkdir(parents=True, exist_ok=True, mode=0o700)
+            kept.chmod(0o700)  # only this user, whoever made the folder
+            _cache_kept = os.access(kept, os.W_OK | os.X_OK)
+        except OSError:
+            _cache_kept = False
+    _cache_dir = str(kept) if kept is not None and _cache_kept else tempfile.mkdtemp(prefix="kernelband-judge-triton-")
+    os.environ["TRITON_CACHE_DIR"] = _cache_dir
 
 
 def remove_private_cache() -> None:
-    """The judge's compiled kernels, at its exit."""
+    """The judge's compiled kernels, at its exit, where they were its own."""
     global _cache_dir
     with _lock:
-        if _cache_dir is not None:
+        if _cache_dir is not None and not _cache_kept:
             shutil.rmtree(_cache_dir, ignore_errors=True)
-            _cache_dir = None
+        _cache_dir = None
 
 
 def enabled() -> bool:
@@ -87,7 +104,7 @@ def _load() -> Optional[Any]:
     global _kernels
     with _lock:
         if _kernels is None:
-            _use_private_cache()
+            _use_judge_cache()
             try:
                 from . import fused_kernels
             except ImportError:  # pragma: no cover - no Triton: the torch path

@@ -94,6 +94,9 @@ class Reference:
     drawn_calls: list[DerivedCall] = field(default_factory=list)
     derived_calls_s: float = 0.0  # the original's seconds in those calls so far (compiles included)
     derive_started: float = 0.0  # time.monotonic() when the derivation started (0: not yet)
+    # set once prepare has made the references final (moved to the GPU or kept on the
+    # host): a derivation started during prepare judges its frames after it
+    references_final: threading.Event = field(default_factory=threading.Event)
     derivation_runs: int = 0
     derived_s: float = 0.0
 
@@ -354,13 +357,9 @@ class JudgeCore:
 def persistent_cache(task: Task) -> Optional[Path]:
     """This machine's Triton cache for the original module's source (one folder per source
     hash and Triton version, under the machine cache); None when disabled."""
-    if os.environ.get("KERNELBAND_PERSISTENT_CACHE", "1") == "0":
-        return None
-    import triton
+    from ..machine_cache import trusted_triton_cache
 
-    from ..machine_cache import cache_dir
-
-    return cache_dir() / "triton" / triton.__version__ / task.source_hash[:24]
+    return trusted_triton_cache(task.source_hash[:24])
 
 
 def timed_steps(key: str, time_it: bool, tier: int, facts: DeviceFacts, source: str) -> list[Step]:

@@ -84,6 +84,7 @@ def start(judge: JudgeCore, calls: list[DerivedCall]) -> threading.Thread:
     """The derivation in a thread of the judge; ``judge.ref`` (this prepare's Reference, even
     after a later prepare replaced it) says when it is done."""
     ref = judge.ref
+    ref.derive_started = time.monotonic()  # before the thread runs: prepare asks at once
     thread = threading.Thread(target=derive, args=(judge, ref, calls), daemon=True, name="kernelband-derive")
     thread.start()
     return thread
@@ -95,7 +96,7 @@ def derive(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], keep_cach
     ends, ``ref.derived_ready`` is set. ``keep_cache``: its compiled kernels seed the
     candidates' caches (only while no candidate is reading them)."""
     t0 = time.perf_counter()
-    ref.derive_started = time.monotonic()
+    ref.derive_started = ref.derive_started or time.monotonic()
     mark("derive.start", calls=len(calls))
     try:
         ref.derived, ref.derived_notes, ref.derived_failure = original_references(judge, ref, calls, keep_cache)
@@ -156,6 +157,7 @@ def original_references(judge: JudgeCore, ref: Reference, calls: list[DerivedCal
             # the traces of the table at f1e2e02 showed 7-14 s between the job's last frame
             # and the references on four kernels: these marks split that time
             mark("derive.frames", frames=len(outcome))
+            ref.references_final.wait()  # where prepare still moves them (an early start)
             kept, dropped = absorb_original(judge, calls, outcome)
             mark("derive.absorbed", kept=len(kept))
             return kept, dropped_note(crashed + dropped, len(kept)), ""

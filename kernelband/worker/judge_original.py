@@ -4,6 +4,7 @@ Triton launches produce, a float64 rerun of them per (harness, seed) for the pre
 check, what it writes, and whether it is deterministic; the Baseline says what was found."""
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -15,7 +16,9 @@ from ..model import Baseline, Task
 from ..profile.schema import DeviceFacts, Profile
 from ..trace import mark
 from . import checks, fused_checks
+from .call_spec import DerivedCall
 from .compare import bitwise_equal, compare_outputs, count_tensors, to_device
+from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
 from .lane_turns import LaneLevel
 from . import judge_derivation
@@ -83,6 +86,13 @@ def reference_steps(judge: JudgeCore, time_it: bool, tier: int, facts: DeviceFac
 def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     """Run the original in a variant process and keep what the judge needs of it; keep
     that process as the reference lane when two runs of the harness fit on the GPU."""
+    try:
+        return _prepare(judge, req)
+    finally:  # a derivation started early judges its frames once prepare is done with the references
+        judge.ref.references_final.set()
+
+
+def _prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     task = req.task
     judge.close_lane()
     judge.spares.close()
@@ -104,37 +114,40 @@ def prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
         notes.append(f"CUDA IPC failed with the sandbox's {judge.sandbox_skip or 'every'} layer(s) "
                      f"({base.message[:160]}); trying {'without ' + skip if skip else 'outputs as bytes'}")
         judge.transport, judge.sandbox_skip = transport, skip
+        judge.ref.references_final.set()  # its derivation, if one started, is not waited for
         judge.ref = Reference()
         base.message, base.phases = "", {}
         job = _run_original(judge, task, req, base, notes)
     if job is None or not base.deterministic:
         return base.to_dict()
-    # the candidates' processes start now, beside the rest of the setup: the first wave
-    # finds its CUDA contexts made
-    judge.keep_spares(candidate_lanes(judge))
     base.phases["output_bytes"] = tree_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))
     move_references(judge)
+    judge.ref.references_final.set()
+    mark("judge.references_final")
     # what the original compiled, kept once: a candidate whose kernel and launch settings
     # are the original's loads it, not compiles it
     judge.keep_trusted_cache(job)
-    # the lane opens before the derivation starts: its baseline samples are exclusive GPU
-    # turns, and behind the derivation's compiles and runs five of them took 2-4 s of the
-    # setup (traces of h200x2_ab_ccf2681_swapped); alone they take a few tenths. A
-    # candidate's harness checks do not wait for the derivation, so starting it that much
-    # later costs the first verdicts nothing. The lane's memory is still reserved from
-    # the derivation's.
+    # the lane and its baseline samples come before any other process of this session
+    # starts: the samples are exclusive GPU turns, and a new process's CUDA context is GPU
+    # work under the shared hold. Behind the spares' contexts the five took 0.6-2.0 s in 28
+    # of 36 sessions, about 0.1 s in the others (traces of h200x2_f1e2e02); behind the
+    # derivation 2-4 s
     lane_ok = lane_fits(judge)
     lane_note = _open_lane(judge, job, base, req.time, lane_ok)
     if lane_note:
         notes.append(lane_note)
+    # then the derivation (where it did not start early), which the first verdicts wait
+    # for, before the spares: the fork server serves its processes first
     derivation_notes: list[str] = []
-    failure = _derive_references(judge, base, derivation_notes, candidate_lanes(judge) + int(lane_ok))
+    failure = "" if judge.ref.derive_started else \
+        _derive_references(judge, base, derivation_notes, candidate_lanes(judge) + int(lane_ok))
     if failure:
         judge.close_lane()
         job.close()
-        judge.spares.close()
         base.message = failure
         return base.to_dict()
+    # the first wave's processes, made while the session picks its first candidates
+    judge.keep_spares(candidate_lanes(judge))
     notes += _baseline_notes(judge, task, base) + derivation_notes
     base.lanes = judge.lanes = candidate_lanes(judge)
     base.ok = True
@@ -154,15 +167,13 @@ def _derive_references(judge: JudgeCore, base: Baseline, notes: list[str], lanes
     else run now (their notes join ``notes``). ``base.derived_calls`` bounds the
     candidates' deadlines. Returns why the original cannot be a reference beyond its
     harness, or ""."""
-    task, ref = judge.require_task(), judge.ref
+    ref = judge.ref
     if not ref.recorded_calls:
         ref.derived_ready.set()
         notes.append("the harness's calls of the kernel's wrapper could not be recorded: no inputs beyond the "
                      "harness are checked")
         return ""
-    calls = calls_to_derive(ref.recorded_calls, judge.session_seed, judge.interpreted,
-                            optional_parameters(task.source, task.kernel))
-    ref.drawn_calls, ref.derivation_runs = list(calls), judge_derivation.planned_runs(calls)
+    calls = _drawn_calls(judge)
     if judge_derivation.in_background(judge, lanes):
         # a candidate may wait for the derivation, then run every kept call
         base.derived_calls = len(calls) + ref.derivation_runs
@@ -173,6 +184,34 @@ def _derive_references(judge: JudgeCore, base: Baseline, notes: list[str], lanes
     base.derived_calls = len(ref.derived)
     notes += ref.derived_notes
     return ref.derived_failure
+
+
+def _drawn_calls(judge: JudgeCore) -> list[DerivedCall]:
+    """The calls beyond the harness the original is run on, kept in ``judge.ref`` with the
+    harness-run deadlines they may take."""
+    task, ref = judge.require_task(), judge.ref
+    calls = calls_to_derive(ref.recorded_calls, judge.session_seed, judge.interpreted,
+                            optional_parameters(task.source, task.kernel))
+    ref.drawn_calls, ref.derivation_runs = list(calls), judge_derivation.planned_runs(calls)
+    return calls
+
+
+def _derive_early(judge: JudgeCore, base: Baseline) -> bool:
+    """Start the derivation in the background as soon as the original's first run of the
+    harness has recorded its calls of the wrapper, while the reference job goes on (its
+    other runs, its timing, then the lane's): where the GPU has room for it beside the
+    candidates' lanes and the lane (``judge_derivation.in_background``). Its processes
+    start, import and compile meanwhile, its runs take the GPU between the setup's timed
+    turns, and it judges its frames once the references are final. Started after the
+    lane, it took 4-20 s on the way to most first verdicts (SESSION9.md). True when
+    started."""
+    ref = judge.ref
+    if ref.derive_started or not judge_derivation.in_background(judge, candidate_lanes(judge) + 1):
+        return False
+    calls = _drawn_calls(judge)
+    base.derived_calls = len(calls) + ref.derivation_runs
+    judge_derivation.start(judge, calls)
+    return True
 
 
 def lane_fits(judge: JudgeCore) -> bool:
@@ -230,7 +269,10 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool,
                     raise RuntimeError(f"its kept run differs from its references: {verdict.message}")
         lane = Lane(job)
         if time_it:
-            samples = [lane.sample(False, deadline_s(task.timeout_s, 1))[0] for _ in range(LANE_ROUNDS if gpu() else 2)]
+            # the five in one exclusive turn of the judge's: no other work of ours between them
+            with gpu_lock(exclusive=True) if gpu() else contextlib.nullcontext():
+                samples = [lane.sample(True, deadline_s(task.timeout_s, 1))[0]
+                           for _ in range(LANE_ROUNDS if gpu() else 2)]
             clock = "cuda-events" if gpu() else "cpu-interpreter"
             base.timing = median_timing(samples, clock, len(judge.ref.launches))
             lane.level = LaneLevel(base.timing.median_ms)
@@ -260,7 +302,10 @@ def _run_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline,
             if isinstance(frame.meta, ErrorFrame):
                 base.message = original_setup_message(task, frame.meta)
                 return None
+            recorded = bool(judge.ref.recorded_calls)
             _absorb_reference(judge, frame, base, notes, history)
+            if not recorded and judge.ref.recorded_calls:
+                _derive_early(judge, base)
             if base.message and not base.ok and not base.deterministic:
                 return None
         ok = True

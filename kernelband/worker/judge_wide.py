@@ -64,8 +64,11 @@ def check_wide(judge: JudgeCore, req: WideCalls) -> WideReport:
     if not calls:
         call, nbytes = min(drawn, key=lambda d: d[1])
         return WideReport.not_run(f"{describe_call(call)} takes {_gib(nbytes)}, more than {room}")
-    # a scratch Reference: these runs' seconds are not the session's (a search's deadlines)
-    kept, notes, failure = original_references(judge, Reference(), calls, siblings=0, frames_share=WIDE_FRAMES_SHARE)
+    # a scratch Reference: these runs' seconds are not the session's (a search's deadlines);
+    # the session's references are final (prepare is long done)
+    scratch = Reference()
+    scratch.references_final.set()
+    kept, notes, failure = original_references(judge, scratch, calls, siblings=0, frames_share=WIDE_FRAMES_SHARE)
     if failure or not kept:
         return WideReport.not_run(failure or (notes[0] if notes else "the original handles none of the calls"))
     described = tuple(describe_call(call) for call, _ in kept)
