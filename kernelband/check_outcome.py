@@ -9,7 +9,7 @@ printed back, as a Result keeps them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from .decode import MalformedMessage, decode_fields
 from .model import ErrorStats, ResultStatus, SanitizerReport, Status, WideReport
@@ -35,6 +35,13 @@ class CheckScope:
         out = {"seeds": list(self.seeds), "harness": self.harness, "harnesses": list(self.harnesses),
                "checks": list(self.checks), "memcheck": self.memcheck.summary()}
         return out if self.wide is None else {**out, "wide": self.wide.summary()}
+
+    def record(self, reports: Mapping[str, object]) -> None:
+        """Each verification step's report in the field of its key (``verification.STEPS``)."""
+        for key, report in reports.items():
+            if key not in self.__dataclass_fields__:
+                raise KeyError(f"CheckScope has no field for the verification step {key!r}")
+            setattr(self, key, report)
 
     @classmethod
     def from_dict(cls, body: object) -> "CheckScope":

@@ -21,10 +21,10 @@ from typing import Any, Callable, Optional
 
 from .check_outcome import CheckOutcome, CheckScope
 from .evaluate import Evaluator, SetupError, screen_task
-from .model import SanitizerReport, Status, Task, Variant, WideReport
+from .model import Status, Task, Variant
 from .session_setup import device_facts
 from .verdict import NO_GPU_NOTE, consistent_times, decide_verdict
-from .verification import WIDE_AFTER_SANITIZER, WIDE_ON_INTERPRETER, sanitizer_refusal, wide_refusal
+from .verification import SANITIZER, not_run_reports, run_verification
 from .worker.client import WorkerError
 from .worker.requests import ErrorKind
 from .workdirs import job_workdir
@@ -49,8 +49,6 @@ TRUST_CHECKS: tuple[str, ...] = (
     "on a GPU: compute-sanitizer memcheck and racecheck",
     "on a GPU with the memory: calls past int32 offsets (a tensor over 2**31 elements), the original the oracle",
 )
-MEMCHECK_ON_INTERPRETER = "GPU only: the Triton interpreter has no device memory for compute-sanitizer to check"
-
 Log = Callable[[str], None]
 
 
@@ -63,12 +61,11 @@ class CheckOptions:
 
 def check_scope(task: Task) -> CheckScope:
     """What a pass of this task means: seeds, harnesses (``harness`` times), the checks;
-    ``memcheck`` says whether it ran (set when it does, or why it did not)."""
+    each verification step's report (``memcheck``, ``wide``) says whether it ran (set when
+    it does, or why it did not)."""
     checks = [h for h in task.check_harnesses if h != task.harness]
-    not_passed = "the variant did not pass correctness"
     return CheckScope(seeds=list(task.seeds), harness=task.harness, harnesses=[task.harness, *checks],
-                      checks=list(TRUST_CHECKS), memcheck=SanitizerReport.not_run(not_passed),
-                      wide=WideReport.not_run(not_passed))
+                      checks=list(TRUST_CHECKS), **not_run_reports("the variant did not pass correctness"))
 
 
 def checked_block(task: Task) -> dict[str, Any]:
@@ -103,10 +100,7 @@ def check_variant(task: Task, variant_source: str, variant_label: str, options: 
         out.weak_harness = base.weak_reason if base.weak_harness else None
         if not ev.ok:
             return out
-        if base.interpreted:
-            out.checked.memcheck = SanitizerReport.not_run(MEMCHECK_ON_INTERPRETER)
-            out.checked.wide = WideReport.not_run(WIDE_ON_INTERPRETER)
-        elif _sanitizer_refuses(evaluator, variant, out, log) or _wide_refuses(evaluator, variant, out, log):
+        if _verification_refuses(evaluator, variant, out, log):
             return out
         if base.interpreted and not options.cpu_tuning:
             out.verdict = decide_verdict(None, interpreted=True).status
@@ -122,31 +116,20 @@ def _outcome(task: Task, variant_label: str, status: Status, message: str) -> Ch
                         checked=check_scope(task), status=status, message=message)
 
 
-def _sanitizer_refuses(evaluator: Evaluator, variant: Variant, out: CheckOutcome, log: Log) -> bool:
-    """compute-sanitizer memcheck then racecheck of a correct variant on the GPU (the list
-    optimize's finalist gets): out-of-bounds accesses and shared-memory races no
-    comparison can see. A finding makes the verdict a runtime error."""
-    refusal, report = sanitizer_refusal(evaluator, variant, log)
-    out.checked.memcheck = out.sanitizer = report
-    if refusal is None:
-        if not report.ran:
-            log(f"warning: out-of-bounds accesses and races not checked: {report.reason}")
+def _verification_refuses(evaluator: Evaluator, variant: Variant, out: CheckOutcome, log: Log) -> bool:
+    """The verification steps of a correct variant (``verification.STEPS``: on a GPU,
+    compute-sanitizer, then the calls past int32 offsets), as optimize's finalist gets
+    them: what no comparison can see. The first refusal is the verdict (compute-sanitizer's
+    a runtime error, a wrong result past int32 offsets that result's status)."""
+    outcome = run_verification(evaluator, variant, log, warn=lambda m: log(f"warning: {m}"),
+                               note=lambda m: log(f"note: {m}"))
+    out.checked.record(outcome.reports)
+    if not outcome.interpreted:  # the full report beside its summary (``sanitizer``), where it ran
+        out.sanitizer = outcome.report(SANITIZER)
+    if outcome.refusal is None:
         return False
-    out.checked.wide = WideReport.not_run(WIDE_AFTER_SANITIZER)
-    out.status, out.message = Status.RUNTIME_ERROR, f"passed every comparison, but {refusal}"
-    return True
-
-
-def _wide_refuses(evaluator: Evaluator, variant: Variant, out: CheckOutcome, log: Log) -> bool:
-    """The calls past int32 offsets of a variant that passed everything else (on a GPU with
-    the memory; ``verification.wide_refusal``): a wrong result there is the verdict."""
-    refusal, report = wide_refusal(evaluator, variant, log)
-    out.checked.wide = report
-    if refusal is None:
-        if not report.ran:
-            log(f"note: calls past int32 offsets not checked: {report.reason}")
-        return False
-    out.status, out.message = report.status or Status.MISMATCH, f"passed every comparison, but {refusal}"
+    assert outcome.status is not None
+    out.status, out.message = outcome.status, f"passed every comparison, but {outcome.refusal}"
     return True
 
 

@@ -6,11 +6,11 @@ then says) for a speedup with a 95% confidence interval; kernelband/verdict.py s
 that interval means.
 Under the interpreter (no CPU tuning) nothing is re-measured: the winner is
 ``verified_correct``, with no speed claim. On a GPU the finalist first runs under
-compute-sanitizer memcheck. A winner whose re-measurement fails is not a verified
-speedup: the Result stays ``no_improvement``, with its id and diff kept aside. On a GPU the finalist also runs the
-calls past int32 offsets (``verification.wide_refusal``) before it is re-measured. With a
-second worker free (several GPUs), the memcheck and those calls run there while the primary
-re-measures: the same results as one after the other, a memcheck failure first.
+compute-sanitizer memcheck, then the calls past int32 offsets (``verification.STEPS``)
+before it is re-measured. A winner whose re-measurement fails is not a verified
+speedup: the Result stays ``no_improvement``, with its id and diff kept aside. With a
+second worker free (several GPUs), those steps run there while the primary re-measures:
+the same results as one after the other, a refusal first.
 """
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
-from .checking import MEMCHECK_ON_INTERPRETER, checked_block
+from .checking import checked_block
 from .evaluate import SetupError
 from .executor.base import Evaluator
-from .model import HistoryEntry, PairedTiming, Result, ResultStatus, SanitizerReport, Task, WideReport
+from .model import HistoryEntry, PairedTiming, Result, ResultStatus, Task
 from .session_config import SessionConfig
 from .verdict import NO_GPU_NOTE, consistent_times, decide_verdict
-from .verification import WIDE_AFTER_SANITIZER, WIDE_ON_INTERPRETER, wide_refusal
+from .verification import SANITIZER, STEPS, StepReport, not_run_reports, run_verification
 from .worker.client import WorkerError
 from .worker.requests import ErrorKind
 
@@ -73,7 +73,7 @@ class ResultBuilder:
         self.task = task
         self.config = config
         self.evaluator = evaluator
-        self.spare = spare  # another prepared worker (its own GPU), free: the memcheck runs there
+        self.spare = spare  # another prepared worker (its own GPU), free: the verification runs there
         self.warn = warn  # a Result warning and a log event, once per note
         self.log = log  # an info log event
 
@@ -97,15 +97,14 @@ class ResultBuilder:
         if out.overshoot:
             self.warn(out.overshoot)
         if best is original:
-            result.extra["checked"]["memcheck"] = SanitizerReport.not_run("no variant passed correctness").summary()
-            result.extra["checked"]["wide"] = WideReport.not_run("no variant passed correctness").summary()
+            self._record(result, not_run_reports("no variant passed correctness"))
             result.message = f"no faster correct variant found in {out.evaluations} evaluations ({out.stop_reason})"
             return result
         if interpreted and not self.config.cpu_tuning:
             return self._correct_only(result, best, out)
         if self.spare is not None and not interpreted:
-            return self._memcheck_beside_paired(result, best, out, self.spare)
-        if self._memcheck_refused(result, best) or self._wide_refused(result, best):
+            return self._verified_beside_paired(result, best, out, self.spare)
+        if self._verification_refused(result, best):
             return result
         self.log("re-measuring the best variant and the original...")
         try:
@@ -114,25 +113,22 @@ class ResultBuilder:
             return self._unverified(result, best, e)
         return self._paired_verdict(result, best, out, paired)
 
-    def _memcheck_beside_paired(self, result: Result, best: Candidate, out: SearchOutcome, spare: Evaluator) -> Result:
-        """The finalist's memcheck on the spare worker (its GPU) while the primary re-measures
-        it on its own: each GPU runs one thing; the verdict is decided as in the serial
-        order (a memcheck failure wins over any timing). A spare that cannot run it hands
-        the memcheck back to the primary."""
-        self.log("checking the best variant under compute-sanitizer memcheck and on calls past int32 offsets on "
-                 "another worker while re-measuring it and the original...")
-        box: list[SanitizerReport] = []
-        wide: list[WideReport] = []
+    def _verified_beside_paired(self, result: Result, best: Candidate, out: SearchOutcome, spare: Evaluator) -> Result:
+        """The finalist's verification steps on the spare worker (its GPU) while the primary
+        re-measures it on its own: each GPU runs one thing; the verdict is decided as in the
+        serial order (a refusal wins over any timing). A spare that cannot finish hands the
+        steps it did not run back to the primary."""
+        doing = " and ".join(step.doing for step in STEPS)
+        self.log(f"checking the best variant {doing} on another worker while re-measuring it and the original...")
+        reports: dict[str, StepReport] = {}
 
-        def memcheck() -> None:
+        def verify() -> None:
             try:
-                box.append(spare.sanitize(best.variant))
-                if not box[0].refused:  # a refused finalist needs no more
-                    wide.append(spare.wide_calls(best.variant))
-            except Exception:  # noqa: BLE001 - e.g. a Ray actor lost twice: the primary runs it
+                run_verification(spare, best.variant, reports=reports)
+            except Exception:  # noqa: BLE001 - e.g. a Ray actor lost twice: the primary runs the rest
                 pass
 
-        thread = threading.Thread(target=memcheck, daemon=True, name="kb-memcheck")
+        thread = threading.Thread(target=verify, daemon=True, name="kb-verify")
         thread.start()
         paired: Optional[PairedTiming] = None
         failed: Optional[Union[WorkerError, SetupError]] = None
@@ -141,8 +137,7 @@ class ResultBuilder:
         except (WorkerError, SetupError) as e:
             failed = e
         thread.join()
-        if self._memcheck_refused(result, best, box[0] if box else None) or \
-                self._wide_refused(result, best, wide[0] if wide else None):
+        if self._verification_refused(result, best, reports):
             return result
         if failed is not None:
             return self._unverified(result, best, failed)
@@ -156,49 +151,35 @@ class ResultBuilder:
         result.best_source = best.variant.source
         result.best_variant_id = best.id
 
-    def _memcheck_refused(self, result: Result, best: Candidate, report: Optional[SanitizerReport] = None) -> bool:
-        """On a GPU, the finalist runs once under compute-sanitizer memcheck: out-of-bounds
-        accesses that no comparison can see. A failure keeps the result at no_improvement.
-        ``report``: the memcheck already run (on a spare worker)."""
-        from .verification import sanitizer_refusal
-
-        if self.evaluator.interpreted:
-            result.extra["checked"]["memcheck"] = SanitizerReport.not_run(MEMCHECK_ON_INTERPRETER).summary()
+    def _verification_refused(self, result: Result, best: Candidate,
+                              reports: Optional[dict[str, StepReport]] = None) -> bool:
+        """On a GPU, the finalist's verification steps (``verification.STEPS``): compute-
+        sanitizer memcheck and racecheck (out-of-bounds accesses and races no comparison can
+        see), then the calls past int32 offsets (a tensor over 2**31 elements: too large for
+        every candidate of the search). A refusal keeps the result at no_improvement.
+        ``reports``: the steps already run (on a spare worker)."""
+        outcome = run_verification(self.evaluator, best.variant, self.log, reports, warn=self.warn, note=self.log)
+        self._record(result, outcome.reports)
+        if outcome.refused_by is None:
             return False
-        refusal, report = sanitizer_refusal(self.evaluator, best.variant, self.log, report)
-        result.extra["checked"]["memcheck"] = report.summary()
-        if not report.ran:
-            self.warn(f"out-of-bounds accesses and races not checked: {report.reason}")
-            return False
-        if refusal is None:
-            return False
-        self.warn(f"the best candidate {refusal}")
-        result.extra["checked"]["wide"] = WideReport.not_run(WIDE_AFTER_SANITIZER).summary()
-        result.unverified_variant_id, result.memcheck = best.id, report
-        result.message = f"the best candidate {refusal}: not reported"
-        return True
-
-    def _wide_refused(self, result: Result, best: Candidate, report: Optional[WideReport] = None) -> bool:
-        """On a GPU with the memory, the finalist on calls past int32 offsets (a tensor over
-        2**31 elements: too large for every candidate of the search). A wrong result keeps
-        the result at no_improvement. ``report``: the run already made (on a spare worker)."""
-        refusal, report = wide_refusal(self.evaluator, best.variant, self.log, report)
-        result.extra["checked"]["wide"] = report.summary()
-        if not report.ran and not self.evaluator.interpreted:
-            self.log(f"calls past int32 offsets not checked: {report.reason}")
-        if refusal is None:
-            return False
-        self.warn(f"the best candidate {refusal}")
+        self.warn(f"the best candidate {outcome.refusal}")
         result.unverified_variant_id = best.id
-        result.message = f"the best candidate {refusal}: not reported"
+        if outcome.refused_by is SANITIZER:  # the Result's `memcheck`: the full run that refused it
+            result.memcheck = outcome.report(SANITIZER)
+        result.message = f"the best candidate {outcome.refusal}: not reported"
         return True
+
+    @staticmethod
+    def _record(result: Result, reports: dict[str, StepReport]) -> None:
+        """Each step's report in ``checked``, in a few words, as `kernelband check` prints it."""
+        for key, report in reports.items():
+            result.extra["checked"][key] = report.summary()
 
     def _correct_only(self, result: Result, best: Candidate, out: SearchOutcome) -> Result:
         """Interpreter, no CPU tuning asked: the variant is verified correct and nothing is
         said about its speed (no re-measurement: CPU times would only invite a claim)."""
         self._found(result, best, out)
-        result.extra["checked"]["memcheck"] = SanitizerReport.not_run(MEMCHECK_ON_INTERPRETER).summary()
-        result.extra["checked"]["wide"] = WideReport.not_run(WIDE_ON_INTERPRETER).summary()
+        self._record(result, run_verification(self.evaluator, best.variant).reports)  # under the interpreter: none runs
         result.status = ResultStatus.VERIFIED_CORRECT
         result.best_ms, result.speedup, result.speedup_ci = best.time_ms, None, None
         via = " -> ".join(result.strategy_path) or "a stored variant"

@@ -14,7 +14,7 @@ import pytest
 
 from kernelband.agent.reports import optimize_report
 from kernelband.check_outcome import CheckOutcome
-from kernelband.checking import _sanitizer_refuses, check_scope
+from kernelband.checking import _verification_refuses, check_scope
 from kernelband.evaluate import Evaluator
 from kernelband.model import PairedTiming, Result, Status, Task, Variant, WideReport
 from kernelband.profile.schema import DeviceFacts
@@ -23,13 +23,17 @@ from kernelband.search.base import Candidate
 from kernelband.session import SessionConfig
 from kernelband.worker import judge_memcheck
 from kernelband.worker.client import WorkerError, _result
-from kernelband.worker.requests import ErrorKind, Reply, Sanitize, encode_reply
+from kernelband.worker.requests import ErrorKind, Reply, Sanitize, WideCalls, encode_reply
 
 INVALID_WRITE = ("========= Invalid __global__ write of size 4 bytes\n"
                  "=========     at axpy_kernel+0x1d0\n========= ERROR SUMMARY: 1 error\n")
 CLEAN_MEMCHECK = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
 CLEAN_RACECHECK = "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
 RACE = "========= Error: Race reported between Write access and Read access\n========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n"
+# the calls past int32 offsets, which run after a clean sanitizer: passed
+WIDE_PASSED = WideReport(ran=True, calls=("k(655363x4096 float32)",))
+SANITIZER_LOG = "checking the variant under compute-sanitizer (memcheck, racecheck)..."
+WIDE_LOG = "checking the variant on calls past int32 offsets (a tensor over 2**31 elements)..."
 
 TASK = Task(module_path="/x/k.py", source="# o\n", kernel="k", harness="bench_k", device="cuda",
             check_harnesses=["bench_k", "test_k"])
@@ -67,8 +71,12 @@ def _judge_reply(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, runs: dict[str
 
 
 def _evaluator(reply: Any) -> Evaluator:
-    """The session's Evaluator whose judge answers ``reply`` (or raises it)."""
-    def send(_request: Any, _timeout: float) -> Any:
+    """The session's Evaluator whose judge answers ``reply`` to the sanitize op (or raises
+    it), and a passed run to the calls past int32 offsets."""
+    def send(request: Any, _timeout: float) -> Any:
+        if isinstance(request, WideCalls):
+            return json.loads(json.dumps(WIDE_PASSED.to_dict()))
+        assert isinstance(request, Sanitize)
         if isinstance(reply, Exception):
             raise reply
         return reply
@@ -93,7 +101,7 @@ class _Finalist:
         return self.evaluator.sanitize(variant)
 
     def wide_calls(self, variant: Variant) -> WideReport:
-        return WideReport(ran=True, calls=("k(655363x4096 float32)",))
+        return WIDE_PASSED
 
     def paired_timing(self, variant: Variant, rounds: int = 10) -> PairedTiming:
         return PairedTiming(2.0, 1.0, 2.0, 1.9, 2.1, rounds, "cuda-events")
@@ -104,10 +112,10 @@ def _outputs(reply: Any) -> dict[str, Any]:
     check = CheckOutcome(file=TASK.module_path, kernel="k", harness="bench_k", variant="v.py",
                          checked=check_scope(TASK), status=Status.OK, message="")
     before, logged = check.to_dict(), []
-    refused = _sanitizer_refuses(_evaluator(reply), Variant("# v\n", id="v"), check, logged.append)
+    refused = _verification_refuses(_evaluator(reply), Variant("# v\n", id="v"), check, logged.append)
     printed_check = check.to_dict()  # what changed in the printed object: the memcheck, maybe the verdict
     out = {k: v for k, v in printed_check.items() if k != "checked" and before.get(k) != v}
-    out["checked"] = {"memcheck": printed_check["checked"]["memcheck"]}
+    out["checked"] = {k: printed_check["checked"][k] for k in ("memcheck", "wide")}
     original = Candidate(id="o", variant=Variant(source="# o\n", id="o"), time_ms=2.0)
     best = Candidate(id="b", variant=Variant(source="# v\n", id="b"), time_ms=1.0, parent_id="o")
     outcome = SearchOutcome(session_id="s", stop_reason="budget", original=original, best=best, strategy_path=["tiling"],
@@ -126,9 +134,11 @@ def _outputs(reply: Any) -> dict[str, Any]:
 
 
 MEMCHECK_FAILS = {
-    "check": {"refused": True, "log": ["checking the variant under compute-sanitizer (memcheck, racecheck)..."],
+    # a refused variant is not run on the calls past int32 offsets: nothing left to decide
+    "check": {"refused": True, "log": [SANITIZER_LOG],
               "out": {"checked": {"memcheck": {"ran": True, "ok": False, "findings": [
-                  "Invalid __global__ write of size 4 bytes", "ERROR SUMMARY: 1 error"]}},
+                  "Invalid __global__ write of size 4 bytes", "ERROR SUMMARY: 1 error"]},
+                  "wide": {"ran": False, "reason": "not run: compute-sanitizer refused the variant first"}},
                       "sanitizer": {"ran": True, "ok": False, "tool": "memcheck", "exit_code": 86, "job": "ok",
                                     "findings": ["Invalid __global__ write of size 4 bytes", "ERROR SUMMARY: 1 error"],
                                     "harnesses": ["test_k"], "tools": ["memcheck"]},
@@ -183,8 +193,9 @@ def test_a_racecheck_finding_after_a_clean_memcheck(monkeypatch, tmp_path):
 def test_both_tools_clean(monkeypatch, tmp_path):
     reply = _judge_reply(monkeypatch, tmp_path, {"memcheck": (CLEAN_MEMCHECK, 0), "racecheck": (CLEAN_RACECHECK, 0)})
     outputs = _without_checks(_outputs(reply))
-    assert outputs["check"] == {"refused": False, "log": ["checking the variant under compute-sanitizer (memcheck, racecheck)..."],
-                                "out": {"checked": {"memcheck": {"ran": True, "ok": True, "findings": []}},
+    assert outputs["check"] == {"refused": False, "log": [SANITIZER_LOG, WIDE_LOG],
+                                "out": {"checked": {"memcheck": {"ran": True, "ok": True, "findings": []},
+                                                    "wide": WIDE_PASSED.summary()},
                                         "sanitizer": {"ran": True, "ok": True, "tool": "racecheck", "exit_code": 0,
                                                       "job": "ok", "findings": [], "harnesses": ["test_k"],
                                                       "tools": ["memcheck", "racecheck"]}}}
@@ -201,10 +212,11 @@ def test_not_run(monkeypatch, tmp_path, cause, reason):
     reply = (_judge_reply(monkeypatch, tmp_path, {}, gpu=False) if cause == "no gpu"
              else WorkerError(ErrorKind.ERROR, "the op raised"))
     outputs = _without_checks(_outputs(reply))
-    assert outputs["check"] == {"refused": False, "out": {"checked": {"memcheck": {"ran": False, "reason": reason}},
+    assert outputs["check"] == {"refused": False, "out": {"checked": {"memcheck": {"ran": False, "reason": reason},
+                                                                      "wide": WIDE_PASSED.summary()},
                                                           "sanitizer": {"ran": False, "ok": True, "reason": reason}},
-                                "log": ["checking the variant under compute-sanitizer (memcheck, racecheck)...",
-                                        f"warning: out-of-bounds accesses and races not checked: {reason}"]}
+                                "log": [SANITIZER_LOG, f"warning: out-of-bounds accesses and races not checked: {reason}",
+                                        WIDE_LOG]}
     assert outputs["optimize"]["status"] == "improved" and not outputs["optimize"]["has_memcheck_key"]
     assert outputs["optimize"]["checked"]["memcheck"] == {"ran": False, "reason": reason}
     assert outputs["optimize"]["warnings"] == [f"out-of-bounds accesses and races not checked: {reason}"]

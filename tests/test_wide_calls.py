@@ -1,5 +1,5 @@
 """Calls past int32 offsets (kernelband/worker/derived.py ``wide_calls``, judge_wide.py,
-verification.py ``wide_refusal``): a recorded call grown until its largest tensor holds
+verification.py ``WIDE``): a recorded call grown until its largest tensor holds
 more than 2**31 elements, where an offset computed in int32 (``token * stride``) wraps.
 
 No test here allocates 2**31 elements: the drawing is checked on its own (shapes, index
@@ -17,7 +17,7 @@ from helpers.kernels import prepared_evaluator
 from helpers.paths import REPO
 
 from kernelband.model import PAST_INT32, Status, Variant, WideReport
-from kernelband.verification import WIDE_ON_INTERPRETER, wide_refusal
+from kernelband.verification import WIDE, WIDE_ON_INTERPRETER
 from kernelband.worker import derived, derived_run, judge_wide
 from kernelband.worker.call_spec import RecordedCall, TensorArg, ValueArg
 from kernelband.worker.requests import WideCalls
@@ -161,16 +161,16 @@ class _Fake:
 
 def test_a_cpu_session_never_asks_the_judge_and_its_verdict_is_unchanged():
     fake = _Fake(True, WideReport(ran=True, ok=False, message="x"))
-    refusal, report = wide_refusal(fake, Variant("# v\n"))  # type: ignore[arg-type]
+    refusal, report = WIDE.check(fake, Variant("# v\n"))  # type: ignore[arg-type]
     assert refusal is None and report == WideReport.not_run(WIDE_ON_INTERPRETER) and fake.asked == 0
 
 
 def test_on_a_gpu_a_wrong_result_is_the_refusal_and_a_skipped_run_refuses_nothing():
     wrong = WideReport(ran=True, ok=False, status=Status.MISMATCH, message="beyond the harness, embedding(...): x")
-    refusal, report = wide_refusal(_Fake(False, wrong), Variant("# v\n"))  # type: ignore[arg-type]
+    refusal, report = WIDE.check(_Fake(False, wrong), Variant("# v\n"))  # type: ignore[arg-type]
     assert refusal == "fails on a call past int32 offsets: beyond the harness, embedding(...): x" and report == wrong
     skipped = WideReport.not_run("embedding(...) takes 10.13 GiB, more than 1/4 of the GPU's free memory")
-    assert wide_refusal(_Fake(False, skipped), Variant("# v\n")) == (None, skipped)  # type: ignore[arg-type]
+    assert WIDE.check(_Fake(False, skipped), Variant("# v\n")) == (None, skipped)  # type: ignore[arg-type]
 
 
 def test_the_report_crosses_the_wire_and_reads_back():

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from .derived import ATTEMPTS, CANARIES, MAX_CALLS_RECORDED  # light: torch only inside its functions
+
 JOB_START_S = 30.0
 REPLY_SLACK_S = 30.0
 
@@ -48,10 +50,9 @@ JUDGE_START_S = 120.0  # a fresh judge's start-up, until it answers ``hello`` (c
 DEVICE_FACTS_S = 600.0  # measuring the device's facts (bandwidth, peak rates) once
 SANITIZE_RUN_S = 300.0  # each compute-sanitizer tool's job (judge_memcheck)
 SANITIZE_EXIT_S = 60.0  # and the wait for that tool's process to exit after its last frame
-# harness-run deadlines of the wide op (judge_wide): up to two calls (derived.MAX_CALLS_RECORDED),
-# each run by the original with two canaries in up to three processes
-# (judge_derivation.ATTEMPTS), then once by the variant
-WIDE_RUNS = 2 * (3 * 2 + 1)
+# harness-run deadlines of the wide op (judge_wide): each recorded call run by the original
+# once per canary in each of its attempts, then once by the variant
+WIDE_RUNS = MAX_CALLS_RECORDED * (ATTEMPTS * len(CANARIES) + 1)
 SANITIZE_TOOLS = 2  # memcheck, then racecheck (judge_memcheck.TOOLS)
 
 

@@ -27,6 +27,12 @@ from typing import Any, Callable, Iterator, Optional
 from .call_spec import Arg, Call, DerivedCall, RecordedCall, TensorArg, ValueArg
 
 MAX_CALLS_RECORDED = 2  # recorded calls per run (the first ones)
+# How the original runs its derived calls (judge_derivation), kept here (no torch at import)
+# so that the session's deadlines (deadlines.py) count those runs from the same numbers:
+# each call once per canary (the names derived_run fills the padding by), in up to
+# ATTEMPTS processes of the original (the calls may take that many down before none is checked)
+CANARIES = ("a", "b")
+ATTEMPTS = 3
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 
 

@@ -24,7 +24,7 @@ from ..trace import mark
 from . import warm
 from .call_spec import DerivedCall
 from .deadlines import JOB_START_S, deadline_s
-from .derived import MAX_CALL_BYTES, call_bytes, describe_call
+from .derived import ATTEMPTS, CANARIES, MAX_CALL_BYTES, call_bytes, describe_call
 from .derived_run import MAX_CONFIG_TWINS, TWIN_FLAVOURS
 from .jobs import Frame, JobEndKind, JobFailed
 from .judge_core import (GPU_MARGIN_BYTES, JudgeCore, Reference, gpu, lane_bytes, note_run_seconds,
@@ -35,7 +35,6 @@ from .observe import materialize
 from .warm_ahead import ahead_threads
 
 DERIVE_ENV = "KERNELBAND_DERIVE"  # "background", "before" (prepare waits) or "auto"
-ATTEMPTS = 3  # processes of the original the derived calls may take down before none is checked
 TWINS_FAILED = -1  # a failed run's index when the config twins (not a call) broke the process
 # what the derivation's process may hold on the GPU: a call's canary-padded tensors, its
 # float32 twin, the context
@@ -77,7 +76,7 @@ def _attempt_runs(calls: list[DerivedCall], twins: bool) -> int:
     """One attempt's harness-run deadlines: both canaries of every call, and with
     ``twins`` its special-values calls once per config (half of them, on average)."""
     special = sum(c.flavour in TWIN_FLAVOURS for c in calls) if twins else 0
-    return 2 * len(calls) + special * MAX_CONFIG_TWINS // 2
+    return len(CANARIES) * len(calls) + special * MAX_CONFIG_TWINS // 2
 
 
 def start(judge: JudgeCore, calls: list[DerivedCall]) -> threading.Thread:
@@ -206,7 +205,7 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
     try:
         for frame in job.until_mark():
             if isinstance(frame.meta, ErrorFrame):
-                if special and all((w, i) in frames for w in ("a", "b") for i in range(len(calls))):
+                if special and all((w, i) in frames for w in CANARIES for i in range(len(calls))):
                     return TWINS_FAILED, frame.meta.message[:160]
                 return original_setup_message(task, frame.meta)
             note_run_seconds(ref, frame)
@@ -228,7 +227,7 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
         # is not one call's fault
         if e.end.kind not in (JobEndKind.CRASHED, JobEndKind.PROTOCOL, JobEndKind.MALFORMED):
             return f"the original kernel could not be run on inputs beyond its harness ({e.end.kind}): {e}"
-        for which in ("a", "b"):
+        for which in CANARIES:
             missing = [i for i in range(len(calls)) if (which, i) not in frames]
             if missing:
                 return missing[0], str(e).splitlines()[0][:160] if str(e) else e.end.kind.value
@@ -256,7 +255,7 @@ def frames_device(judge: JudgeCore, calls: list[DerivedCall], runs_per_call: int
 def first_context_error(frames: Frames, n: int) -> Union[tuple[int, str], None]:
     """(the call, how) of the first derived call, in the order they ran (canary "a" for
     every call, then "b"), that raised an error that breaks the process's CUDA context."""
-    for which in ("a", "b"):
+    for which in CANARIES:
         for i in range(n):
             frame = frames.get((which, i))
             error = (frame.meta.error or "") if frame is not None else ""
