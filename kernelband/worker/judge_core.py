@@ -97,6 +97,7 @@ class Reference:
     # set once prepare has made the references final (moved to the GPU or kept on the
     # host): a derivation started during prepare judges its frames after it
     references_final: threading.Event = field(default_factory=threading.Event)
+    spares_started: bool = False  # the first wave's processes started during the reference job
     derivation_runs: int = 0
     derived_s: float = 0.0
 

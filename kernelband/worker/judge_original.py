@@ -25,7 +25,7 @@ from . import judge_derivation
 from .judge_derived import calls_to_derive, optional_parameters
 from .judge_core import (GPU_MARGIN_BYTES, MAX_LANES, JudgeCore, Lane, Reference, add_frame_phase, count_runs,
                          deadline_s, gpu, lane_bytes, note_run_seconds, original_setup_message, timed_steps)
-from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ReplayCheck, ReplayOutputs,
+from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, ReplayCheck, ReplayOutputs,
                        Run, RunOutputs, Step, TimingFrame)
 from .observe import CallHistory, comparable, condense_locals, fingerprint_tables, materialize, tree_bytes
 from .requests import Prepare
@@ -119,6 +119,7 @@ def _prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
         base.message, base.phases = "", {}
         job = _run_original(judge, task, req, base, notes)
     if job is None or not base.deterministic:
+        judge.spares.close()  # started during the reference job: no candidate will take them
         return base.to_dict()
     base.phases["output_bytes"] = tree_bytes(judge.ref.outputs.get((task.harness, task.seeds[0])))
     move_references(judge)
@@ -127,27 +128,26 @@ def _prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     # what the original compiled, kept once: a candidate whose kernel and launch settings
     # are the original's loads it, not compiles it
     judge.keep_trusted_cache(job)
-    # the lane and its baseline samples come before any other process of this session
-    # starts: the samples are exclusive GPU turns, and a new process's CUDA context is GPU
-    # work under the shared hold. Behind the spares' contexts the five took 0.6-2.0 s in 28
-    # of 36 sessions, about 0.1 s in the others (traces of h200x2_f1e2e02); behind the
-    # derivation 2-4 s
+    # the lane's five baseline samples, in one exclusive turn: behind the spares' contexts
+    # (GPU work under the shared hold) made between them, the five took 0.6-2.0 s in 28 of
+    # 36 sessions, about 0.1 s in the others (traces of h200x2_f1e2e02)
     lane_ok = lane_fits(judge)
     lane_note = _open_lane(judge, job, base, req.time, lane_ok)
     if lane_note:
         notes.append(lane_note)
     # then the derivation (where it did not start early), which the first verdicts wait
-    # for, before the spares: the fork server serves its processes first
+    # for, before any spare not started yet: the fork server serves its processes first
     derivation_notes: list[str] = []
     failure = "" if judge.ref.derive_started else \
         _derive_references(judge, base, derivation_notes, candidate_lanes(judge) + int(lane_ok))
     if failure:
         judge.close_lane()
         job.close()
+        judge.spares.close()
         base.message = failure
         return base.to_dict()
-    # the first wave's processes, made while the session picks its first candidates
-    judge.keep_spares(candidate_lanes(judge))
+    if not judge.ref.spares_started:  # no timing (or no profile) to start them after
+        judge.keep_spares(candidate_lanes(judge))
     notes += _baseline_notes(judge, task, base) + derivation_notes
     base.lanes = judge.lanes = candidate_lanes(judge)
     base.ok = True
@@ -212,6 +212,18 @@ def _derive_early(judge: JudgeCore, base: Baseline) -> bool:
     base.derived_calls = len(calls) + ref.derivation_runs
     judge_derivation.start(judge, calls)
     return True
+
+
+def _spares_early(judge: JudgeCore) -> None:
+    """The first wave's processes, started once the reference job has timed (and profiled)
+    the original: their CUDA contexts are made beside its remaining runs. Started after
+    prepare, the eight contexts were made while the first candidates waited for them: a
+    median 1.4-2.8 s before their first frame, against 0.1 s when made ahead
+    (benchmarks/results/eval_speed/SESSION10.md). The lane's samples, later, wait for
+    any context still being made (its GPU work under the shared hold)."""
+    if not judge.ref.spares_started:
+        judge.ref.spares_started = True
+        judge.keep_spares(candidate_lanes(judge))
 
 
 def lane_fits(judge: JudgeCore) -> bool:
@@ -294,6 +306,7 @@ def _run_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline,
     t0 = time.perf_counter()
     job = judge.job({"o": task.source}, steps + [Mark()], count_runs(steps), trusted=True, interactive=True)
     history = CallHistory()
+    profiled = any(isinstance(step, ProfileStep) for step in steps)
     ok = False
     try:
         for frame in job.until_mark():
@@ -306,6 +319,8 @@ def _run_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline,
             _absorb_reference(judge, frame, base, notes, history)
             if not recorded and judge.ref.recorded_calls:
                 _derive_early(judge, base)
+            if isinstance(frame.meta, ProfileFrame) or (isinstance(frame.meta, TimingFrame) and not profiled):
+                _spares_early(judge)
             if base.message and not base.ok and not base.deterministic:
                 return None
         ok = True
