@@ -1,0 +1,43 @@
+"""benchmarks/eval_speed_compare.py: the paired tables committed under
+benchmarks/results/eval_speed/h200x2_ef087ef_ab are what the script makes from the arms and
+traces committed beside them (the numbers in SESSION10.md and the README come from there)."""
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import eval_speed_compare as compare
+from helpers.paths import REPO
+
+RESULTS = REPO / "benchmarks" / "results" / "eval_speed" / "h200x2_ef087ef_ab"
+
+
+@pytest.mark.parametrize("part, arm", [("A_5e0b408", "A"), ("A_ef087ef", "A"), ("B_ef087ef", "B")])
+def test_the_committed_paired_table_is_made_from_the_committed_arms(tmp_path: Path, part: str, arm: str) -> None:
+    folder = RESULTS / part
+    with tarfile.open(folder / "traces.tgz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    report = compare.compare(folder / f"{arm}_new", folder / f"{arm}_old", tmp_path / f"traces_{arm}_new",
+                             tmp_path / f"traces_{arm}_old")
+    committed = json.loads((folder / "compare.json").read_text(encoding="utf-8"))
+    assert report["summary"] == committed["summary"]
+    assert report["kernels"] == committed["kernels"]
+    assert compare.markdown(report) == (folder / "compare.md").read_text(encoding="utf-8")
+    # every kernel compared has its setup marks from its own trace
+    assert all(k[side]["setup.prepared"] for k in report["kernels"] for side in ("new", "old"))
+
+
+def test_a_wave_wait_counts_only_the_first_frame_of_each_of_the_first_eight_jobs(tmp_path: Path) -> None:
+    marks = [{"t": 0.0, "what": "setup.start"}]
+    for i in range(9):  # nine candidate jobs: the ninth is not of the first wave
+        marks.append({"t": 1.0, "what": "job.request", "trusted": False, "job": f"j{i}"})
+    for i in range(9):
+        marks.append({"t": 2.0 + i, "what": "job.frame", "job": f"j{i}", "kind": "outputs", "seconds": 0.5})
+        marks.append({"t": 50.0, "what": "job.frame", "job": f"j{i}", "kind": "outputs", "seconds": 0.0})
+    trace = tmp_path / "k-kernel-1.jsonl"
+    trace.write_text("\n".join(json.dumps(m) for m in marks), encoding="utf-8")
+    # first frames at 2..9 s after requests at 1 s, each less its own 0.5 s: 0.5..7.5, median 4.0
+    assert compare.session_marks(trace)["wave_wait"] == 4.0
