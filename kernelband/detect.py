@@ -911,14 +911,6 @@ def _aliases(nodes: list[ast.stmt]) -> dict[str, tuple[ast.stmt, str]]:
     return out
 
 
-def kernel_at(result: DetectionResult, line: int) -> Optional[KernelInfo]:
-    """The kernel whose definition (decorators included) spans a 1-based line."""
-    for k in result.kernels:
-        if k.range.start_line <= line <= k.range.end_line:
-            return k
-    return None
-
-
 def wrappers_of(result: DetectionResult, kernel: str) -> list[FunctionInfo]:
     """Module-level functions that launch the kernel directly (classes are not wrappers:
     their signature is not one function's)."""

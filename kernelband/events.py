@@ -164,7 +164,6 @@ class Log(Payload):
 EventPayload = Union[Started, Baseline, Candidate, Progress, ProfileReady, Finished, JobError, Log]
 PAYLOADS: dict[str, type[Payload]] = {p.TYPE: p for p in (Started, Baseline, Candidate, Progress, ProfileReady,
                                                            Finished, JobError, Log)}
-EVENT_TYPES = tuple(PAYLOADS)
 
 
 @dataclass(frozen=True)
@@ -229,8 +228,3 @@ def jsonl_sink(stream: Optional[TextIO] = None) -> EventSink:
         out.flush()
 
     return sink
-
-
-def read_events(lines: Any) -> list[Event]:
-    """Parse an iterable of JSON lines, skipping blanks."""
-    return [Event.from_json(line) for line in lines if line.strip()]

@@ -239,7 +239,6 @@ OPTIONS: tuple[Option, ...] = (
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 BY_SETTING: dict[str, Option] = {o.setting: o for o in OPTIONS if o.setting}
-BUDGET_OPTIONS = ("budget", "seconds", "tokens", "dollars")
 TASK_OPTIONS = tuple(o.name for o in OPTIONS if o.commands == JOB_COMMANDS)
 
 

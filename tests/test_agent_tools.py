@@ -6,14 +6,16 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from helpers.check_outcomes import CHECK_OK_INTERPRETED
 from helpers.paths import REPO
 from kernelband.agent import reports as R
-from kernelband.agent.jobs import Progress, _Reporter
-from kernelband.agent.server import tool_schemas
+from kernelband.agent.jobs import AgentJobs, Progress, _Reporter
+from kernelband.agent.server import build_server
+from kernelband.agent.tools import AgentTools
 from kernelband.agent.workspace import PathRefused, Workspace
 from kernelband.check_outcome import CheckOutcome
 from kernelband.model import Result
@@ -151,10 +153,24 @@ def test_vscode_tool_contributions_match_the_server_schemas():
     """package.json's languageModelTools inputSchema is the MCP tool's (titles aside)."""
     pkg = json.loads((REPO / "vscode-client" / "package.json").read_text(encoding="utf-8"))
     contributed = {t["name"]: t for t in pkg["contributes"]["languageModelTools"]}
-    schemas = tool_schemas()
+    schemas = _tool_schemas()
     assert set(contributed) == {LM_TOOL_OF[name] for name in schemas}
     for name, schema in schemas.items():
         assert contributed[LM_TOOL_OF[name]]["inputSchema"] == _untitled(schema), name
+
+
+def _tool_schemas() -> dict[str, dict[str, Any]]:
+    """Each tool's input schema, as clients see it."""
+    import anyio
+
+    async def listed() -> dict[str, dict[str, Any]]:
+        tools = AgentTools(Workspace.at("."), AgentJobs())
+        try:
+            return {t.name: t.input_schema for t in await build_server(tools).list_tools()}
+        finally:
+            tools.close()
+
+    return anyio.run(listed)
 
 
 def _untitled(o):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import textwrap
 
-from kernelband.detect import detect, kernel_at, wrappers_of
+from kernelband.detect import detect, wrappers_of
 from helpers.paths import example_source
 
 
@@ -145,14 +145,6 @@ def test_unparsable_file_reports_error_without_raising():
     assert r.error is not None and r.error.line >= 3
     nul = detect("x = 1\0\n")  # null bytes make ast.parse raise ValueError: reported, not raised
     assert nul.kernels == [] and nul.error is not None
-
-
-def test_kernel_at_line():
-    r = detect(example_source("add_scale.py"))
-    k = r.kernels[0]
-    assert kernel_at(r, k.range.start_line) is k
-    assert kernel_at(r, k.range.end_line) is k
-    assert kernel_at(r, 1) is None
 
 
 def test_serialisation_round_trip():

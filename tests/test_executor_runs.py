@@ -163,7 +163,7 @@ def test_a_killed_ray_actor_is_replaced_and_the_session_finishes(local_ray, tmp_
         def evaluate(self, variant, *a, **kw):
             KilledOnce.calls += 1
             if KilledOnce.calls == 2:  # 1: first candidate (the original is re-timed by retime_original)
-                os.kill(self.actor_pid(), signal.SIGKILL)
+                os.kill(self._get(self._actor.pid.remote(), 60.0), signal.SIGKILL)
             return super().evaluate(variant, *a, **kw)
 
     path = workspace(tmp_path)

@@ -116,7 +116,7 @@ def cli_problems(parser: argparse.ArgumentParser, command: str) -> list[str]:
 def test_cli_arguments_are_the_options(command):
     assert cli_problems(_subparser(command), CLI_OPTIONS[command]) == []
     for a in _subparser(command)._actions:
-        if a.dest in O.BUDGET_OPTIONS:
+        if a.dest in ("budget", "seconds", "tokens", "dollars"):
             assert "0 = no limit" in a.help and "default" in a.help, (command, a.dest)
 
 

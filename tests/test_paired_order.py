@@ -11,10 +11,10 @@ from helpers.kernels import AXPY, AXPY_LAUNCH, axpy_task
 
 from kernelband.evaluate import Evaluator
 from kernelband.model import Status, Task, Variant
-from kernelband.worker import judge_timing
+from kernelband.worker import judge_original
 from kernelband.worker.client import WorkerError
 from kernelband.worker.judge import JudgeService
-from kernelband.worker.judge_timing import paired_order
+from kernelband.worker.judge_original import lane_fits
 
 GIB = 1 << 30
 
@@ -26,9 +26,9 @@ def _judge(monkeypatch: pytest.MonkeyPatch, peak: int, output_bytes: int, free: 
     # the reference's size is what counts: a tensor view of that many bytes costs nothing
     ref = torch.empty(1, dtype=torch.uint8).expand(output_bytes) if output_bytes else torch.empty(0)
     judge.ref.outputs[(judge.task.harness, judge.task.seeds[0])] = {"returned": ref}
-    monkeypatch.setattr(judge_timing, "gpu", lambda: True)
+    monkeypatch.setattr(judge_original, "gpu", lambda: True)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (free, 80 * GIB))
-    monkeypatch.delenv("KERNELBAND_TEST_PAIRED_ORDER", raising=False)
+    monkeypatch.delenv(judge_original.LANE_ENV, raising=False)
     return judge
 
 
@@ -37,21 +37,21 @@ def test_the_32_gib_layernorm_is_re_measured_in_sequence(monkeypatch: pytest.Mon
     # Two runs alone (65 GiB) would fit, but the judge could then decode the variant's
     # outputs only on the host (a second 16 GiB copy, compared on the CPU): a rule that
     # counts only the two runs chooses interleaved here and fails this test.
-    assert paired_order(_judge(monkeypatch, 32 * GIB, 16 * GIB, 77 * GIB)) == "sequential"
+    assert not lane_fits(_judge(monkeypatch, 32 * GIB, 16 * GIB, 77 * GIB))
 
 
 def test_small_harnesses_stay_interleaved(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert paired_order(_judge(monkeypatch, 2 * GIB, 1 * GIB, 77 * GIB)) == "interleaved"
+    assert lane_fits(_judge(monkeypatch, 2 * GIB, 1 * GIB, 77 * GIB))
     # the bound, exactly: 2 * peak + outputs + 1 GiB margin
-    assert paired_order(_judge(monkeypatch, 30 * GIB, 16 * GIB, 77 * GIB)) == "interleaved"
-    assert paired_order(_judge(monkeypatch, 30 * GIB, 16 * GIB, 77 * GIB - 1)) == "sequential"
+    assert lane_fits(_judge(monkeypatch, 30 * GIB, 16 * GIB, 77 * GIB))
+    assert not lane_fits(_judge(monkeypatch, 30 * GIB, 16 * GIB, 77 * GIB - 1))
 
 
 def test_unknown_peak_or_no_gpu_is_interleaved(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert paired_order(_judge(monkeypatch, 0, 16 * GIB, 1 * GIB)) == "interleaved"
+    assert lane_fits(_judge(monkeypatch, 0, 16 * GIB, 1 * GIB))
     judge = _judge(monkeypatch, 32 * GIB, 16 * GIB, 1 * GIB)
-    monkeypatch.setattr(judge_timing, "gpu", lambda: False)
-    assert paired_order(judge) == "interleaved"
+    monkeypatch.setattr(judge_original, "gpu", lambda: False)
+    assert lane_fits(judge)
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelband.events import read_events
+from kernelband.events import Event
 from kernelband.store import Store
+
+
+def _events(stdout: str) -> list[Event]:
+    return [Event.from_json(line) for line in stdout.splitlines() if line.strip()]
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -44,7 +48,7 @@ def test_profile_json_tier3_degrades_under_the_interpreter(examples_dir: Path):
 def test_profile_events_and_table(examples_dir: Path):
     p = _run(["matmul.py", "--kernel", "matmul_kernel", "--tier", "1", "--events", "jsonl", "--no-store"], examples_dir)
     assert p.returncode == 0, p.stderr
-    events = read_events(p.stdout.splitlines())
+    events = _events(p.stdout)
     assert [e.type for e in events] == ["started", "profile"]
     prof = events[-1].data["profile"]
     assert prof["tiers"]["timing"] is None and prof["unavailable"]["timing"].startswith("not requested")
@@ -65,5 +69,5 @@ def test_failing_harness_is_an_error_event(examples_dir: Path):
         "def harness_k():\n    x = torch.zeros(1)\n    k[(1,)](x)\n    raise RuntimeError('harness exploded')\n")
     p = _run(["broken.py", "--events", "jsonl", "--no-store"], examples_dir)
     assert p.returncode == 2
-    events = read_events(p.stdout.splitlines())
+    events = _events(p.stdout)
     assert events[-1].type == "error" and "harness exploded" in events[-1].data["message"]

@@ -186,17 +186,3 @@ def serve(root: str, device: str = "auto", command_prefix: Optional[list[str]] =
     build_server(tools).run("stdio")
     return 0
 
-
-def tool_schemas() -> dict[str, dict[str, Any]]:
-    """Each tool's input schema, as clients see it (the VS Code contributions are checked
-    against these)."""
-    import anyio
-
-    async def listed() -> dict[str, dict[str, Any]]:
-        tools = AgentTools(Workspace.at("."), AgentJobs())
-        try:
-            return {t.name: t.input_schema for t in await build_server(tools).list_tools()}
-        finally:
-            tools.close()
-
-    return anyio.run(listed)

@@ -159,10 +159,6 @@ class RayEvaluator:
         if actor is not None:
             self.executor.kill(actor)
 
-    def actor_pid(self) -> Optional[int]:
-        """The actor process's pid (tests kill it to check replacement)."""
-        return self._get(self._actor.pid.remote(), 60.0) if self._actor is not None else None
-
     # ------------------------------------------------------------------ Evaluator API
     @property
     def interpreted(self) -> bool:

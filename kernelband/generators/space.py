@@ -153,10 +153,6 @@ class Knob:
     def values(self) -> list[int]:
         return list(self.domain)
 
-    @property
-    def literal(self) -> Optional[cst.Integer]:
-        return self.sites[0].node if self.sites else None
-
     def site_value(self, site: Site, value: int) -> int:
         if self.kind == "num_stages":
             return max(1, site.anchor + value - self.current) + site.offset

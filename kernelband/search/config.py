@@ -104,10 +104,6 @@ class BanditConfig:
             raise ValueError("compat_buffer must be >= 1")
 
     @classmethod
-    def v1(cls, **overrides: Any) -> "BanditConfig":
-        return cls(variant="v1", **overrides)
-
-    @classmethod
     def v2(cls, **overrides: Any) -> "BanditConfig":
         return cls(variant="v2", **overrides)
 

@@ -228,7 +228,10 @@ def _spares_early(judge: JudgeCore) -> None:
 
 def lane_fits(judge: JudgeCore) -> bool:
     """Whether the original's kept run can stay on the GPU beside a candidate's run and
-    one set of its outputs read by the judge."""
+    one set of its outputs read by the judge (the original's measured peak twice, its
+    outputs once, a margin). Where it cannot, the winner's paired re-measurement runs in
+    sequence: the 32 GiB layernorm interleaved held 65 GiB on the GPU and decoded the
+    variant's 16 GiB frames on the host (34.7 GiB there, 43 s per compare)."""
     if os.environ.get(LANE_ENV, "1") == "0":
         return False
     if not gpu() or judge.ref.cuda_peak <= 0:

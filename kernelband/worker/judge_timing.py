@@ -8,16 +8,15 @@ import contextlib
 import os
 from typing import Any, Callable, Optional
 
-import torch
 
 from ..profile.schema import Profile
 from .compare import compare_outputs
 from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
-from .judge_core import GPU_MARGIN_BYTES, JudgeCore, Lane, deadline_s, gpu, sample_step
+from .judge_core import JudgeCore, Lane, deadline_s, gpu, sample_step
 from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, ReplayCheck, ReplayOutputs, Run,
                        RunOutputs, SampleFrame, Samples, SamplesFrame, Step, Time, TimingFrame)
-from .observe import comparable, tree_bytes
+from .observe import comparable
 from .requests import Paired, ProfileRun, Retime
 from .stats import median_timing, paired_statistics
 
@@ -68,24 +67,6 @@ def _reference_of(judge: JudgeCore) -> Any:
 def _kept_run(module: str, harness: str, seed: int) -> list[Step]:
     """A checked run of ``module`` kept for replays, then its replay check."""
     return [Run(module, harness, seed, "check", keep=module), ReplayCheck(module)]
-
-
-def paired_order(judge: JudgeCore) -> str:
-    """"interleaved" when two kept runs of the harness fit on the GPU with room for the
-    judge to decode one frame of outputs beside them (the original's measured peak twice,
-    its outputs once, a margin), else "sequential", one kept run at a time: GPU memory
-    stays at one run plus one copy of the outputs, and the outputs are compared on the
-    GPU, not on the host. The 32 GiB layernorm interleaved held 65 GiB on the GPU and
-    decoded the variant's 16 GiB frames on the host (34.7 GiB there, 43 s per compare).
-    Tests force either with KERNELBAND_TEST_PAIRED_ORDER."""
-    forced = os.environ.get(_TEST_PAIRED_ORDER_ENV)
-    if forced in ("interleaved", "sequential"):
-        return forced
-    if not gpu() or judge.ref.cuda_peak <= 0:
-        return "interleaved"
-    free, _ = torch.cuda.mem_get_info()
-    outputs = tree_bytes(_reference_of(judge))
-    return "interleaved" if 2 * judge.ref.cuda_peak + outputs + GPU_MARGIN_BYTES <= free else "sequential"
 
 
 def _kept_and_checked(judge: JudgeCore, job: VariantJob, key: str, what: str) -> None:

@@ -51,7 +51,6 @@ class FsPlan:
 class FsResult:
     hidden: list[str] = field(default_factory=list)
     not_hidden: list[str] = field(default_factory=list)  # "path (why)"
-    remount_failures: list[str] = field(default_factory=list)  # "path (why)"
     dev: str = ""
     proc: str = ""
     shm: str = ""  # the private /dev/shm's path, or why there is none
@@ -192,7 +191,7 @@ def apply(plan: FsPlan) -> FsResult:
         if plan.new_proc:
             result.proc = _new_proc()
         if plan.read_only:
-            result.remount_failures = _remount_read_only(allowed_rw)
+            _remount_read_only(allowed_rw)
     finally:
         for fd in fds.values():
             os.close(fd)
@@ -275,16 +274,15 @@ def _exempt(path: str, allowed_rw: set[str]) -> bool:
     return path in allowed_rw or is_under(path, "/proc") and path not in {f"/proc/{n}" for n in PROC_READ_ONLY}
 
 
-def _remount_read_only(allowed_rw: set[str]) -> list[str]:
-    failures = []
+def _remount_read_only(allowed_rw: set[str]) -> None:
+    """A mount that cannot be remounted stays writable: ``writable_holes`` reports it."""
     for entry in sl.mounts():
         if entry.read_only or _exempt(entry.path, allowed_rw) or not os.path.lexists(entry.path):
             continue
         try:
             sl.mount(None, entry.path, None, sl.MS_REMOUNT | sl.MS_BIND | sl.MS_RDONLY | entry.kept_flags())
-        except OSError as e:
-            failures.append(f"{entry.path} ({e.strerror})")
-    return failures
+        except OSError:
+            pass
 
 
 def writable_holes(allowed_rw: Iterable[str]) -> list[str]:

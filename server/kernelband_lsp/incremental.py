@@ -70,7 +70,7 @@ def _safe_lines(k_ranges: list[tuple[int, int]], a_lines: int, index: LineIndex,
     return all(_BLANK_OR_COMMENT.match(ln) for ln in old) and all(_BLANK_OR_COMMENT.match(ln) for ln in new_lines)
 
 
-def _move(r: SourceRange, start_line0: int, end_line0: int, delta: int) -> SourceRange:
+def _move(r: SourceRange, end_line0: int, delta: int) -> SourceRange:
     # a start on the changed lines stays (changes never touch a header); an end on the
     # change's last line moves with the text after the change
     start = r.start_line + delta if r.start_line - 1 > end_line0 else r.start_line
@@ -78,10 +78,10 @@ def _move(r: SourceRange, start_line0: int, end_line0: int, delta: int) -> Sourc
     return SourceRange(start, r.start_col, max(end, start), r.end_col)
 
 
-def _move_kernel(k: KernelInfo, s: int, e: int, d: int) -> KernelInfo:
+def _move_kernel(k: KernelInfo, e: int, d: int) -> KernelInfo:
     return dataclasses.replace(
-        k, range=_move(k.range, s, e, d), def_range=_move(k.def_range, s, e, d), name_range=_move(k.name_range, s, e, d),
-        launch_sites=[dataclasses.replace(ls, range=_move(ls.range, s, e, d)) for ls in k.launch_sites])
+        k, range=_move(k.range, e, d), def_range=_move(k.def_range, e, d), name_range=_move(k.name_range, e, d),
+        launch_sites=[dataclasses.replace(ls, range=_move(ls.range, e, d)) for ls in k.launch_sites])
 
 
 def shift(detection: DetectionResult, index: LineIndex,
@@ -109,11 +109,11 @@ def shift(detection: DetectionResult, index: LineIndex,
         if "\r" in c.text or "\r" in removed:
             return None  # keep line counting simple: \r\n and \r edits take the slow path
         touched = [new_index.line_text(ln) for ln in range(c.start_line, c.end_line + delta + 1)]
-        s, e = c.start_line, c.end_line
+        e = c.end_line
         if _safe_lines(ranges, len(index.lines), index, c, removed, touched):
             det = DetectionResult(
-                kernels=[_move_kernel(k, s, e, delta) for k in det.kernels],
-                functions=[dataclasses.replace(f, range=_move(f.range, s, e, delta)) for f in det.functions],
+                kernels=[_move_kernel(k, e, delta) for k in det.kernels],
+                functions=[dataclasses.replace(f, range=_move(f.range, e, delta)) for f in det.functions],
                 error=None, module_defs=det.module_defs)
         else:
             moved = _redetect_function(det, index, new_index, c, delta)
@@ -157,18 +157,18 @@ def _redetect_function(det: DetectionResult, index: LineIndex, new_index: LineIn
     if got is None:
         return None
     info, sites = got
-    s, e = c.start_line, c.end_line
+    e = c.end_line
     by_kernel: dict[str, list[LaunchSite]] = {}
     for site in sites:
         by_kernel.setdefault(site.kernel, []).append(site)
     kernels = []
     for k in det.kernels:
-        k = _move_kernel(k, s, e, delta)
+        k = _move_kernel(k, e, delta)
         mine = by_kernel.get(k.name, [])
         others = [ls for ls in k.launch_sites if ls.enclosing_function != f.name]
         if mine or len(others) != len(k.launch_sites):
             merged = sorted(others + mine, key=lambda ls: (ls.range.start_line, ls.range.start_col))
             k = dataclasses.replace(k, launch_sites=merged)
         kernels.append(k)
-    functions = [info if g is f else dataclasses.replace(g, range=_move(g.range, s, e, delta)) for g in det.functions]
+    functions = [info if g is f else dataclasses.replace(g, range=_move(g.range, e, delta)) for g in det.functions]
     return DetectionResult(kernels=kernels, functions=functions, error=None, module_defs=det.module_defs)

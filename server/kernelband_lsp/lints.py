@@ -23,24 +23,6 @@ from .documents import Analysis
 
 SOURCE = "kernelband-lint"
 
-# code -> (title, what it checks); the README's table is generated from the same words
-LINTS: dict[str, tuple[str, str]] = {
-    "KB101": ("non-power-of-2 tl.arange extent", "tl.arange(start, end) needs end - start to be a power of two; "
-              "fix: round the literal up and mask the extra lanes"),
-    "KB102": ("tl.dot operands differ in dtype", "both operands of tl.dot cast to different dtypes (a.to(tl.float16) "
-              "with b.to(tl.float32)); Triton requires the same dtype"),
-    "KB103": ("tl.dot block below 16", "a constexpr used as a tl.dot block dimension is launched with a value "
-              "below 16 (tl.dot needs M, N, K >= 16); no fix: a block size is also a stride and a loop step"),
-    "KB104": ("grid drops the tail", "the grid divides by a block-size constexpr with // (floor): the last partial "
-              "block never runs; fix: triton.cdiv(n, BLOCK)"),
-    "KB105": ("load/store without a mask", "the kernel builds a mask but this tl.load/tl.store does not use it: an "
-              "extent that is not a multiple of the block reads or writes out of bounds; fix: add mask=mask"),
-    "KB106": ("version-gated Triton API", "an API that the installed Triton removed or superseded (tl.libdevice, "
-              "block pointers next to tensor descriptors)"),
-    "KB107": ("num_warps not a power of two", "num_warps at a launch or in a triton.Config must be a power of two; "
-              "fix: the nearest power of two"),
-}
-
 
 @dataclass
 class Finding:
