@@ -2,7 +2,7 @@
 
 Loaded on demand (``load``): ``kernelband list`` imports only list_cmd, not the session,
 evaluator and worker client the job commands need (a third of its start-up on a big
-file, where it must stay under a second). ``COMMANDS`` is every module, for ``--help``.
+file, where it must stay under a second).
 """
 from __future__ import annotations
 
@@ -28,9 +28,3 @@ def load(command: Optional[str] = None) -> list[ModuleType]:
             if e.name != f"{__name__}.{name}" or name == "list_cmd":
                 raise
     return out
-
-
-def __getattr__(name: str) -> list[ModuleType]:
-    if name == "COMMANDS":
-        return load()
-    raise AttributeError(name)

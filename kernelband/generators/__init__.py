@@ -16,7 +16,7 @@ GENERATOR_NAMES: tuple[str, ...] = ("rules", "openai")
 def make_generator(name: str, **options: Any) -> Generator:
     """Build a generator by name. Options a generator does not know are ignored, so a
     caller can pass one settings dict to either."""
-    if name == "rules":
+    if name == "rules":  # libcst and triton (a second or more): imported only when used
         from .rules import RulesGenerator
 
         return RulesGenerator(**options)
@@ -27,14 +27,4 @@ def make_generator(name: str, **options: Any) -> Generator:
     raise ValueError(f"unknown generator {name!r}; known: {', '.join(GENERATOR_NAMES)}")
 
 
-def __getattr__(name: str) -> Any:
-    # the rules generator imports libcst and triton (a second or more): only when used, so
-    # importing generators.base (the CLI does, for its defaults) stays cheap
-    if name == "RulesGenerator":
-        from .rules import RulesGenerator
-
-        return RulesGenerator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["GENERATOR_NAMES", "GenContext", "Generation", "GenerationOutcome", "Generator", "RulesGenerator", "make_generator"]
+__all__ = ["GENERATOR_NAMES", "GenContext", "Generation", "GenerationOutcome", "Generator", "make_generator"]

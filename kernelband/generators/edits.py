@@ -46,13 +46,13 @@ def merge(*parts: Edits) -> Edits:
     return out
 
 
-def _no_ws() -> cst.AssignEqual:
+def tight_equal() -> cst.AssignEqual:
     return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
 def add_kwarg(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
     """Append ``name=value`` keeping the call's comma and line-break style."""
-    new = cst.Arg(value=value, keyword=cst.Name(name), equal=_no_ws())
+    new = cst.Arg(value=value, keyword=cst.Name(name), equal=tight_equal())
     args = list(call.args)
     if not args:
         return call.with_changes(args=[new])

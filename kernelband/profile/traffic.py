@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..access import KernelAccess, ParamUse, analyze_kernel  # noqa: F401 (re-exported)
+from ..access import KernelAccess, analyze_kernel  # noqa: F401 (re-exported)
 
 # --------------------------------------------------------------------------- tensors
 

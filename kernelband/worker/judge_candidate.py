@@ -209,7 +209,7 @@ class CandidateRun:
             add_frame_phase(self.ev.phases, frame, self.t0)
             self.matched.new_frame()
             t_wait = time.perf_counter()
-            with _reading_gpu():
+            with reading_gpu():
                 t_judge = time.perf_counter()  # the lock's wait apart: timed regions of others
                 add_phase(self.ev.phases, "judge.gpu_lock_wait", t_judge - t_wait)
                 self.worst = judge_frame(self.judge, frame, self.ev, self.worst, self.history, self.matched)
@@ -397,15 +397,10 @@ def frame_labels(steps: list[Step]) -> list[str]:
     return labels
 
 
-@contextlib.contextmanager
-def _reading_gpu() -> Iterator[None]:
+def reading_gpu() -> contextlib.AbstractContextManager[object]:
     """The judge's reads of a candidate's outputs are GPU work: they wait for a timed
     region of another session or candidate to end, as harness runs do."""
-    if gpu():
-        with gpu_lock(exclusive=False):
-            yield
-    else:
-        yield
+    return gpu_lock(exclusive=False) if gpu() else contextlib.nullcontext()
 
 
 def evaluate(judge: JudgeCore, req: Evaluate) -> dict[str, Any]:

@@ -13,7 +13,6 @@ once and each frame is judged as any call beyond the harness (``judge_derived.ve
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Optional
 
 import torch
@@ -21,10 +20,9 @@ import torch
 from ..model import Status, WideReport
 from .call_spec import DerivedCall
 from .derived import describe_call, wide_calls
-from .gpu_lock import gpu_lock
 from .jobs import Frame, JobEndKind, JobFailed
-from .judge_candidate import error_verdict
-from .judge_core import JudgeCore, Reference, gpu
+from .judge_candidate import error_verdict, reading_gpu
+from .judge_core import JudgeCore, Reference
 from .judge_derivation import References, original_references
 from .judge_derived import INTERPRETED_CALL_BYTES, verdict_of
 from .messages import Derived, DerivedOutputs, ErrorFrame, Mark
@@ -102,7 +100,7 @@ def _variant_verdict(judge: JudgeCore, source: str, references: References) -> O
             if isinstance(frame.meta, ErrorFrame):
                 return error_verdict(frame.meta)
             if isinstance(frame.meta, DerivedOutputs):
-                with _reading_gpu():
+                with reading_gpu():
                     failed = verdict_of(judge, Frame(frame.meta, frame.tree), references)
                 if failed is not None:
                     return failed
@@ -112,11 +110,6 @@ def _variant_verdict(judge: JudgeCore, source: str, references: References) -> O
     finally:
         job.close()
     return None
-
-
-def _reading_gpu() -> contextlib.AbstractContextManager[object]:
-    """The judge's reads of the variant's outputs wait for another's timed region to end."""
-    return gpu_lock(exclusive=False) if gpu() else contextlib.nullcontext()
 
 
 def _gib(nbytes: int) -> str:

@@ -22,7 +22,7 @@ import torch
 
 from ..model import Timing
 from .capture import CapturedLaunch, replay_all
-from .gpu_lock import default_lock_path, gpu_lock  # noqa: F401 - re-exported for the judge and runner
+from .gpu_lock import gpu_lock
 from .messages import PAIRED_SAMPLE_MS, SEARCH_SAMPLE_MIN_REPS, SEARCH_SAMPLE_MS
 
 GPU_CLOCK = "cuda-events"

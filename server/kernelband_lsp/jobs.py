@@ -30,9 +30,9 @@ from kernelband.events import Event, Finished, JobError, ProfileReady, Progress
 from kernelband.model import Result
 
 from . import jobio
-from .engine_command import EngineCommand, default_command_prefix  # noqa: F401 (re-exported)
+from .engine_command import EngineCommand  # noqa: F401 (re-exported)
 from .jobmodel import (  # noqa: F401 (re-exported: the service and the tests import them from here)
-    CANCELLED, CHECK, DONE, FAILED, FINAL_STATES, OPTIMIZE, PROFILE, QUEUED, RUNNING, STREAM_LIMIT, SUPERSEDED,
+    CANCELLED, CHECK, DONE, FAILED, OPTIMIZE, PROFILE, QUEUED, RUNNING, STREAM_LIMIT, SUPERSEDED,
     EventCallback, Job, JobSpec, StateCallback,
 )
 from .proctree import killpg, process_tree, remember, signal_outside_group, sweep

@@ -11,7 +11,7 @@ from typing import Optional
 
 import libcst as cst
 
-from ..edits import Edits, names_in, walk
+from ..edits import Edits, names_in, tight_equal, walk
 from ..rewrites import Rewrites
 from ..triton_features import block_pointers_supported
 
@@ -104,8 +104,8 @@ def _bounded_load(n: cst.Call) -> cst.Call:
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     return n.with_changes(args=[
         n.args[0].with_changes(comma=comma),
-        cst.Arg(cst.parse_expression("(0, 1)"), keyword=cst.Name("boundary_check"), equal=_eq(), comma=comma),
-        cst.Arg(cst.SimpleString('"zero"'), keyword=cst.Name("padding_option"), equal=_eq())])
+        cst.Arg(cst.parse_expression("(0, 1)"), keyword=cst.Name("boundary_check"), equal=tight_equal(), comma=comma),
+        cst.Arg(cst.SimpleString('"zero"'), keyword=cst.Name("padding_option"), equal=tight_equal())])
 
 
 def _offset_defs(an: Rewrites) -> Offsets:
@@ -222,7 +222,3 @@ def _step(e: cst.BaseExpression, r_stride: str, c_stride: str) -> Optional[tuple
             if stride.value == c_stride:
                 return "0", amount.value
     return None
-
-
-def _eq() -> cst.AssignEqual:
-    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
