@@ -17,11 +17,12 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Collection, Iterator, Optional, TypedDict, cast
 
 from .detect import detect, read_source
 from .harness import find_harness
-from .model import ResultStatus, Task, sha256_text
+from .json_types import JsonObject
+from .model import Result, ResultStatus, Task, sha256_text
 from .session_config import SessionConfig
 
 if TYPE_CHECKING:  # the executors load when the batch runs
@@ -33,6 +34,20 @@ SKIP_DIRS = {".git", ".hg", ".kernelband", "__pycache__", "node_modules", ".venv
              ".tox", ".mypy_cache", ".pytest_cache", "build", "dist"}
 # statuses worth keeping (a finished search)
 RAN = frozenset({ResultStatus.IMPROVED, ResultStatus.NO_IMPROVEMENT, ResultStatus.VERIFIED_CORRECT})
+
+# what a kernel's row and patch are made of: its session's Result in these keys (as its
+# to_dict() writes them), stored as they are under KV_PREFIX + its key with the worker
+# that ran it; a stored one is read back unchecked, as it was written
+KeptResult = TypedDict("KeptResult", {
+    "status": str, "message": str, "speedup": Optional[float], "speedup_ci": Optional[list[float]], "evaluations": int,
+    "seconds": float, "best_source": str, "applicable": bool, "speed_claim": bool, "_worker": str}, total=False)
+
+
+def kept_of(r: Result) -> KeptResult:
+    """The keys of ``r.to_dict()`` a row, a patch and the store keep."""
+    return {"status": r.status.value, "message": r.message, "speedup": r.speedup,
+            "speedup_ci": list(r.speedup_ci) if r.speedup_ci is not None else None, "evaluations": r.evaluations,
+            "seconds": r.seconds, "best_source": r.best_source, "applicable": r.applicable, "speed_claim": r.speed_claim}
 
 
 @dataclass
@@ -64,7 +79,7 @@ class Row:
     resumed: bool = False  # taken from the store, not run again
     speed_claim: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
 
@@ -109,7 +124,7 @@ def discover(root: str, device: str, seeds: int, timeout_s: float, exclude: Opti
     return jobs
 
 
-def job_key(task: Task, settings: dict[str, Any]) -> str:
+def job_key(task: Task, settings: JsonObject) -> str:
     """The exact inputs of a kernel's session: module text, harness text and names, settings."""
     harness_text = ""
     if task.harness_path:
@@ -129,7 +144,7 @@ def patch_text(original: str, new: str, rel: str, header: str = "") -> str:
     return (header + diff) if diff else ""
 
 
-def write_patch(out_dir: Path, job: KernelJob, result: dict[str, Any]) -> Optional[str]:
+def write_patch(out_dir: Path, job: KernelJob, result: KeptResult) -> Optional[str]:
     """The verified edit of a kernel as a patch file: improved (and applicable) results in
     out_dir, correct-only ones (no speed claim: the interpreter) in out_dir/correct-only."""
     status = result.get("status")
@@ -153,7 +168,7 @@ def write_patch(out_dir: Path, job: KernelJob, result: dict[str, Any]) -> Option
     return str(path)
 
 
-def row_of(job: KernelJob, result: dict[str, Any], worker: str, patch: Optional[str], resumed: bool) -> Row:
+def row_of(job: KernelJob, result: KeptResult, worker: str, patch: Optional[str], resumed: bool) -> Row:
     return Row(file=job.rel, kernel=job.kernel, status=str(result.get("status")), message=str(result.get("message", "")),
                speedup=result.get("speedup"), speedup_ci=result.get("speedup_ci"),
                evaluations=int(result.get("evaluations") or 0), seconds=float(result.get("seconds") or 0.0),
@@ -169,7 +184,7 @@ class BatchRun:
     config: SessionConfig
     store_path: Optional[str]  # the SQLite file (each thread opens its own connection); None: no store
     out_dir: Path
-    settings: dict[str, Any]
+    settings: JsonObject  # the session settings a stored result must match (json.dumps'd into its key)
     device: str = "auto"
     on_progress: Callable[[str], None] = lambda line: None
     stop: threading.Event = field(default_factory=threading.Event)
@@ -200,9 +215,10 @@ class BatchRun:
                 assert j.task is not None
                 j.key = job_key(j.task, self.settings)
                 stored = store.get(KV_PREFIX + j.key) if store and not self.force else None
-                if stored and stored.get("status") in RAN:
-                    patch = write_patch(self.out_dir, j, stored)
-                    rows[i] = row_of(j, stored, stored.get("_worker", ""), patch, resumed=True)
+                if isinstance(stored, dict) and stored.get("status") in RAN:
+                    kept = cast(KeptResult, stored)  # as _worker wrote it
+                    patch = write_patch(self.out_dir, j, kept)
+                    rows[i] = row_of(j, kept, kept.get("_worker", ""), patch, resumed=True)
                     progress(j, rows[i])
                 else:
                     todo.put((i, j))
@@ -234,7 +250,7 @@ class BatchRun:
             t0 = time.monotonic()
             try:
                 evaluator = self.executor.evaluator(slot, job.task, None, self.config.profile_tier)
-                result = Session(job.task, self.config, None, store, self.stop, evaluator=evaluator).run().to_dict()
+                result = kept_of(Session(job.task, self.config, None, store, self.stop, evaluator=evaluator).run())
             except Exception as e:  # noqa: BLE001 - one kernel's failure never ends the batch
                 rows[i] = Row(file=job.rel, kernel=job.kernel, status="error", message=f"{type(e).__name__}: {e}",
                               seconds=round(time.monotonic() - t0, 3), worker=slot.label)
@@ -246,11 +262,8 @@ class BatchRun:
             patch = write_patch(self.out_dir, job, result)
             rows[i] = row_of(job, result, slot.label, patch, resumed=False)
             if result.get("status") in RAN and self.store_path:
-                keep = {k: result.get(k) for k in ("status", "message", "speedup", "speedup_ci", "evaluations", "seconds",
-                                                    "best_source", "applicable", "speed_claim")}
-                keep["_worker"] = slot.label
                 with Store(self.store_path) as s:
-                    s.put(KV_PREFIX + job.key, keep)
+                    s.put(KV_PREFIX + job.key, {**result, "_worker": slot.label})
             progress(job, rows[i])
 
 

@@ -9,9 +9,10 @@ printed back, as a Result keeps them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 from .decode import MalformedMessage, decode_fields
+from .json_types import JsonObject
 from .model import ErrorStats, ResultStatus, SanitizerReport, Status, WideReport
 
 MALFORMED = "malformed check report"
@@ -31,8 +32,8 @@ class CheckScope:
     memcheck: SanitizerReport
     wide: Optional[WideReport] = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {"seeds": list(self.seeds), "harness": self.harness, "harnesses": list(self.harnesses),
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {"seeds": list(self.seeds), "harness": self.harness, "harnesses": list(self.harnesses),
                "checks": list(self.checks), "memcheck": self.memcheck.summary()}
         return out if self.wide is None else {**out, "wide": self.wide.summary()}
 
@@ -78,7 +79,7 @@ class CheckOutcome:
     verdict: Optional[ResultStatus] = None  # improved | no_improvement | verified_correct, for a correct one
     min_speedup: Optional[float] = None
     warnings: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
+    extra: JsonObject = field(default_factory=dict)  # keys this version does not know
 
     # printed even when null: what a reader may count on finding
     ALWAYS = ("file", "kernel", "harness", "variant", "checked", "status", "message", "errors", "speed_claim", "paired")
@@ -88,9 +89,9 @@ class CheckOutcome:
     def ok(self) -> bool:
         return self.status == Status.OK
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The printed object, keys in the order the command has always printed them."""
-        out: dict[str, Any] = {"file": self.file, "kernel": self.kernel, "harness": self.harness,
+        out: JsonObject = {"file": self.file, "kernel": self.kernel, "harness": self.harness,
                                "variant": self.variant, "checked": self.checked.to_dict()}
         flags = {"speed_claim": self.speed_claim, "paired": self.paired}
         if self.interpreted is not None:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Optional, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypedDict, TypeVar, cast
 
 from .decode import MalformedMessage, decode_fields
+from .json_types import JsonObject, JsonValue
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from .profile.schema import Profile
 
 
@@ -33,37 +36,48 @@ _PLAIN = (str, int, float, bool, type(None))
 
 # dict makers for the small records a 1,200-kernel listing holds 50,000 of (set below them;
 # tests/test_list_speed.py checks each against the generic path)
-_FAST_TO_DICT: dict[type, Any] = {}
+_FAST_TO_DICT: dict[type, Callable[..., JsonObject]] = {}
 
 
-def _to_dict(obj: Any) -> Any:
+def _to_dict(obj: object) -> JsonValue:
     if type(obj) in _PLAIN:  # most values: no dataclass check (a tenth of `kernelband list`)
-        return obj
+        return obj  # type: ignore[return-value]  # one of _PLAIN's (not cast(): no call on this path)
     fast = _FAST_TO_DICT.get(type(obj))
     if fast is not None:
         return fast(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         if not isinstance(obj, Serializable) and hasattr(obj, "to_dict"):
-            return obj.to_dict()  # its own wire form (the Profile)
-        return {name: _to_dict(getattr(obj, name)) for name in _field_names(type(obj))}
+            return cast(JsonObject, obj.to_dict())  # its own wire form (the Profile)
+        return _fields_dict(obj)
     if isinstance(obj, Enum):
-        return obj.value
+        return cast(JsonValue, obj.value)
     if isinstance(obj, (list, tuple)):
         return [_to_dict(x) for x in obj]
     if isinstance(obj, dict):
         return {k: _to_dict(v) for k, v in obj.items()}
-    return obj
+    return cast(JsonValue, obj)  # no field declares another type: json.dumps judges it
+
+
+def _fields_dict(obj: object) -> JsonObject:
+    """A record's fields by name, each in its JSON form."""
+    return {name: _to_dict(getattr(obj, name)) for name in _field_names(type(obj))}
+
+
+def _record_dict(obj: object) -> JsonObject:
+    """A record's JSON form: its fast dict maker's, else its fields'."""
+    fast = _FAST_TO_DICT.get(type(obj))
+    return fast(obj) if fast is not None else _fields_dict(obj)
 
 
 _S = TypeVar("_S", bound="Serializable")
 
 
 class Serializable:
-    def to_dict(self) -> dict[str, Any]:
-        return _to_dict(self)
+    def to_dict(self) -> JsonObject:
+        return _record_dict(self)
 
     @classmethod
-    def from_dict(cls: type[_S], d: dict[str, Any]) -> _S:
+    def from_dict(cls: type[_S], d: JsonObject) -> _S:
         """The record from its to_dict(); a class with nested records decodes them first."""
         return cls(**d)
 
@@ -111,10 +125,10 @@ class LaunchSite(Serializable):
     enclosing_function: Optional[str]  # None at module level
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "LaunchSite":
-        d = dict(d)
-        d["range"] = SourceRange.from_dict(d["range"])
-        return cls(**d)
+    def from_dict(cls, d: JsonObject) -> "LaunchSite":
+        kw: dict[str, Any] = dict(d)  # unchecked, as the fields' own: this record's to_dict()
+        kw["range"] = SourceRange.from_dict(kw["range"])
+        return cls(**kw)
 
 
 @dataclass(frozen=True)
@@ -136,31 +150,31 @@ class KernelInfo(Serializable):
         return [p.name for p in self.params if p.is_constexpr]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "KernelInfo":
-        d = dict(d)
-        d.pop("constexpr_params", None)
+    def from_dict(cls, d: JsonObject) -> "KernelInfo":
+        kw: dict[str, Any] = dict(d)  # unchecked, as the fields' own: this record's to_dict()
+        kw.pop("constexpr_params", None)
         for k in ("range", "def_range", "name_range"):
-            d[k] = SourceRange.from_dict(d[k])
-        d["params"] = [Param.from_dict(p) for p in d["params"]]
-        d["launch_sites"] = [LaunchSite.from_dict(s) for s in d["launch_sites"]]
-        return cls(**d)
+            kw[k] = SourceRange.from_dict(kw[k])
+        kw["params"] = [Param.from_dict(p) for p in kw["params"]]
+        kw["launch_sites"] = [LaunchSite.from_dict(s) for s in kw["launch_sites"]]
+        return cls(**kw)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = _to_dict(self)
-        d["constexpr_params"] = self.constexpr_params
+    def to_dict(self) -> JsonObject:
+        d = _record_dict(self)
+        d["constexpr_params"] = list(self.constexpr_params)
         return d
 
 
-def _range_dict(r: SourceRange) -> dict[str, Any]:
+def _range_dict(r: SourceRange) -> JsonObject:
     return {"start_line": r.start_line, "start_col": r.start_col, "end_line": r.end_line, "end_col": r.end_col}
 
 
-def _site_dict(s: LaunchSite) -> dict[str, Any]:
+def _site_dict(s: LaunchSite) -> JsonObject:
     return {"kernel": s.kernel, "range": _range_dict(s.range), "grid": s.grid, "args": list(s.args),
             "kwargs": dict(s.kwargs), "enclosing_function": s.enclosing_function}
 
 
-def _kernel_dict(k: KernelInfo) -> dict[str, Any]:
+def _kernel_dict(k: KernelInfo) -> JsonObject:
     """Nested records inline (fields hold what they are declared to: str lists, Params...)."""
     return {"name": k.name, "range": _range_dict(k.range), "def_range": _range_dict(k.def_range),
             "name_range": _range_dict(k.name_range),
@@ -317,23 +331,24 @@ class Evaluation(Serializable):
         return self.timing.median_ms if self.timing else None
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Evaluation":
-        d = {**d, "status": Status(d["status"])}
-        if d.get("errors") is not None:
-            d["errors"] = ErrorStats.from_dict(d["errors"])
-        return cls(**_measured(d))
+    def from_dict(cls, d: JsonObject) -> "Evaluation":
+        kw: dict[str, Any] = {**d, "status": Status(d["status"])}
+        if kw.get("errors") is not None:
+            kw["errors"] = ErrorStats.from_dict(kw["errors"])
+        return cls(**_measured(kw))
 
 
-def _measured(d: dict[str, Any]) -> dict[str, Any]:
-    """A copy of an Evaluation's or Baseline's dict with its timing, launches and profile decoded."""
+def _measured(d: JsonObject) -> dict[str, Any]:
+    """An Evaluation's or Baseline's keyword arguments from its to_dict(), unchecked, with
+    its timing, launches and profile decoded."""
     from .profile.schema import Profile  # here: the list command never reads a profile
 
-    d = dict(d)
-    if d.get("timing") is not None:
-        d["timing"] = Timing.from_dict(d["timing"])
-    d["launches"] = [LaunchRecord.from_dict(x) for x in d.get("launches", [])]
-    d["profile"] = Profile.from_wire(d.get("profile"))
-    return d
+    kw: dict[str, Any] = dict(d)
+    if kw.get("timing") is not None:
+        kw["timing"] = Timing.from_dict(kw["timing"])
+    kw["launches"] = [LaunchRecord.from_dict(x) for x in kw.get("launches", [])]
+    kw["profile"] = Profile.from_wire(kw.get("profile"))
+    return kw
 
 
 @dataclass
@@ -360,7 +375,7 @@ class Baseline(Serializable):
     floor_bytes: Optional[int] = None
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Baseline":
+    def from_dict(cls, d: JsonObject) -> "Baseline":
         return cls(**_measured(d))
 
 
@@ -413,7 +428,7 @@ class SanitizerReport:
         """The report ``body`` describes, each field checked; a one-line MalformedMessage if not."""
         return decode_fields(cls, body, "malformed sanitizer report")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The printed form (``check --json``'s ``sanitizer``, a Result's ``memcheck``): the
         reason of a run that did not happen, else what each tool ran on and found."""
         if not self.ran:
@@ -421,7 +436,7 @@ class SanitizerReport:
         return {"ran": True, "ok": self.ok, "tool": self.tool, "exit_code": self.exit_code, "job": self.job,
                 "findings": list(self.findings), "harnesses": list(self.harnesses), "tools": list(self.tools)}
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         """In a few words (``checked.memcheck``): ran and ok with its first findings, or why not."""
         if not self.ran:
             return {"ran": False, "reason": self.reason or "memcheck could not run"}
@@ -476,18 +491,18 @@ class WideReport:
         """The report ``body`` describes, each field checked; a one-line MalformedMessage if not."""
         return decode_fields(cls, body, "malformed wide-calls report")
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ran": self.ran, "ok": self.ok, "reason": self.reason, "elements": self.elements,
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {"ran": self.ran, "ok": self.ok, "reason": self.reason, "elements": self.elements,
                                "calls": list(self.calls), "dropped": list(self.dropped), "message": self.message}
         if self.status is not None:
             out["status"] = self.status.value
         return out
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         """In a few words (``checked.wide``): the calls and what was found, or why not run."""
         if not self.ran:
             return {"ran": False, "reason": self.reason or "the calls past int32 offsets could not run"}
-        out: dict[str, Any] = {"ran": True, "ok": self.ok, "calls": list(self.calls[:2])}
+        out: JsonObject = {"ran": True, "ok": self.ok, "calls": list(self.calls[:2])}
         if self.dropped:
             out["dropped"] = list(self.dropped[:2])
         if not self.ok:
@@ -529,7 +544,7 @@ def result_status(word: object) -> ResultStatus:
         return ResultStatus.FAILED
 
 
-def _num(v: Any) -> Optional[float]:
+def _num(v: object) -> Optional[float]:
     """A finite number, else None (stored results are JSON: never trust their types)."""
     import math
 
@@ -538,7 +553,7 @@ def _num(v: Any) -> Optional[float]:
     return float(v) if math.isfinite(float(v)) else None
 
 
-def _coerce(kind: str, v: Any, default: Any) -> Any:
+def _coerce(kind: str, v: object, default: object) -> object:
     """Bring one stored value to its field's type (``kind``: the annotation's text); a
     value of another type gives the default."""
     optional = kind.startswith("Optional[")
@@ -562,7 +577,10 @@ def _coerce(kind: str, v: Any, default: Any) -> Any:
     return v
 
 
-def _from_json_dict(cls: Any, d: Any) -> Any:
+_R = TypeVar("_R", bound="DataclassInstance")
+
+
+def _from_json_dict(cls: type[_R], d: object) -> _R:
     """Build a dataclass from JSON: unknown keys go to ``extra``, missing ones take the
     default, values of the wrong type fall back to it (older or hand-made results)."""
     if not isinstance(d, dict):
@@ -630,7 +648,7 @@ class Result:
     unverified_diff: Optional[str] = None
     memcheck: Optional[SanitizerReport] = None  # the sanitizer run that refused the best candidate
     applied: Optional[bool] = None  # --apply wrote best_source into the file
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
 
     SOMETIMES = ("paired_rounds", "paired_medians_ms", "search_best_ms", "search_baseline_ms",
                  "unverified_variant_id", "unverified_diff", "memcheck", "applied")
@@ -645,8 +663,8 @@ class Result:
         """Carries a correct variant (improved, or verified_correct under the interpreter)."""
         return self.status in FOUND_STATUSES and bool(self.best_source)
 
-    def to_dict(self, history: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_dict(self, history: bool = True) -> JsonObject:
+        out: JsonObject = {}
         for f in dataclasses.fields(self):
             if f.name == "extra" or (f.name == "history" and not history):
                 continue
@@ -659,17 +677,19 @@ class Result:
         return out
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Result":
-        if isinstance(d, dict):  # decoded once, here: the word on the wire becomes the member
-            d = {**d, "status": result_status(d.get("status"))}
-        if isinstance(d, dict) and "applicable" not in d:  # written before the field: the verdict then
-            d = {**d, "applicable": d.get("status") == ResultStatus.IMPROVED and d.get("speed_claim") is not False}
-        if isinstance(d, dict) and d.get("memcheck") is not None:
+    def from_dict(cls, d: JsonObject) -> "Result":
+        if not isinstance(d, dict):  # stored JSON of another shape: _from_json_dict says so
+            return _from_json_dict(cls, d)
+        # decoded once, here: the word on the wire becomes the member
+        fields: dict[str, object] = {**d, "status": result_status(d.get("status"))}
+        if "applicable" not in fields:  # written before the field: the verdict then
+            fields["applicable"] = fields["status"] == ResultStatus.IMPROVED and fields.get("speed_claim") is not False
+        if fields.get("memcheck") is not None:
             try:
-                d = {**d, "memcheck": SanitizerReport.from_wire(d["memcheck"])}
+                fields["memcheck"] = SanitizerReport.from_wire(fields["memcheck"])
             except MalformedMessage:  # as any stored value of the wrong type: the default
-                d = {**d, "memcheck": None}
-        return _from_json_dict(cls, d)
+                fields["memcheck"] = None
+        return _from_json_dict(cls, fields)
 
     @classmethod
     def cancelled(cls, kernel: str, file: str, message: str, *, failed: bool = False,

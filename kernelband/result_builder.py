@@ -172,8 +172,10 @@ class ResultBuilder:
     @staticmethod
     def _record(result: Result, reports: dict[str, StepReport]) -> None:
         """Each step's report in ``checked``, in a few words, as `kernelband check` prints it."""
+        checked = result.extra["checked"]
+        assert isinstance(checked, dict)  # checked_block's, set before any step reports
         for key, report in reports.items():
-            result.extra["checked"][key] = report.summary()
+            checked[key] = report.summary()
 
     def _correct_only(self, result: Result, best: Candidate, out: SearchOutcome) -> Result:
         """Interpreter, no CPU tuning asked: the variant is verified correct and nothing is

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, TypedDict
 
+from .json_types import JsonObject, JsonValue
 from .model import HistoryEntry
 from .profile.schema import DeviceFacts, Profile, decoded_facts
 from .redact import scrub
@@ -34,7 +35,7 @@ INTERRUPTED = "interrupted"
 StoredVariant = TypedDict("StoredVariant", {"variant_id": str, "source": str, "time_ms": Optional[float],
                                             "strategy": Optional[str]})
 SessionRow = TypedDict("SessionRow", {"id": str, "file": str, "kernel": str, "status": str, "started_at": float,
-                                      "finished_at": Optional[float], "result": Optional[dict[str, Any]]})
+                                      "finished_at": Optional[float], "result": Optional[JsonObject]})
 
 
 def _dump(obj: object) -> str:
@@ -139,15 +140,16 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _one(self, sql: str, args: tuple[Any, ...]) -> Optional[tuple[Any, ...]]:
-        return self._conn.execute(sql, args).fetchone()
+    def _one(self, sql: str, args: tuple[object, ...]) -> Optional[tuple[Any, ...]]:
+        return self._conn.execute(sql, args).fetchone()  # sqlite3's rows: columns of any type
 
-    def _json(self, sql: str, args: tuple[Any, ...], default: Any = None) -> Any:
+    # json.loads's Any: each public method below says what its column holds (what it wrote)
+    def _json(self, sql: str, args: tuple[object, ...], default: JsonValue = None) -> Any:
         """The first row's (JSON) column, decoded; ``default`` when no row matches."""
         row = self._one(sql, args)
         return json.loads(row[0]) if row else default
 
-    def _json_rows(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+    def _json_rows(self, sql: str, args: tuple[object, ...]) -> list[Any]:
         return [json.loads(r[0]) for r in self._conn.execute(sql, args).fetchall()]
 
     # ---------------------------------------------------------------- device facts
@@ -188,19 +190,20 @@ class Store:
         kernel: str,
         variant_id: str,
         strategy: Optional[str],
-        evaluation: dict[str, Any],
+        evaluation: JsonObject,  # an Evaluation.to_dict()
     ) -> None:
-        timing = evaluation.get("timing") or {}
+        timing = evaluation.get("timing")
         self._conn.execute(
             "INSERT INTO evaluations (session_id, source_hash, harness_hash, gpu, triton_version, kernel, variant_id,"
             " strategy, status, time_ms, evaluation, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session_id, source_hash, harness_hash, gpu, triton_version, kernel, variant_id, strategy,
-                evaluation.get("status", "?"), timing.get("median_ms"), _dump(evaluation), time.time(),
+                evaluation.get("status", "?"), timing.get("median_ms") if isinstance(timing, dict) else None,
+                _dump(evaluation), time.time(),
             ),
         )
 
-    def evaluations(self, source_hash: str, kernel: str) -> list[dict[str, Any]]:
+    def evaluations(self, source_hash: str, kernel: str) -> list[JsonObject]:  # each an Evaluation.to_dict()
         return self._json_rows("SELECT evaluation FROM evaluations WHERE source_hash=? AND kernel=? ORDER BY id",
                                (source_hash, kernel))
 
@@ -210,7 +213,7 @@ class Store:
 
     # ---------------------------------------------------------------- sessions
     def start_session(
-        self, session_id: str, file: str, kernel: str, source_hash: str, gpu: str, triton_version: str, config: dict[str, Any]
+        self, session_id: str, file: str, kernel: str, source_hash: str, gpu: str, triton_version: str, config: JsonObject
     ) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO sessions (id, file, kernel, source_hash, gpu, triton_version, config, started_at, status,"
@@ -236,13 +239,13 @@ class Store:
     def history(self, session_id: str) -> list[HistoryEntry]:
         return self._json_rows("SELECT entry FROM session_history WHERE session_id=? ORDER BY idx", (session_id,))
 
-    def finish_session(self, session_id: str, status: str, result: dict[str, Any]) -> None:
+    def finish_session(self, session_id: str, status: str, result: JsonObject) -> None:
         self._conn.execute(
             "UPDATE sessions SET finished_at=?, status=?, result=? WHERE id=?",
             (time.time(), status, _dump(result), session_id),
         )
 
-    def latest_result(self, file: str, kernel: str) -> Optional[dict[str, Any]]:
+    def latest_result(self, file: str, kernel: str) -> Optional[JsonObject]:  # a Result.to_dict()
         return self._json(
             "SELECT result FROM sessions WHERE file=? AND kernel=? AND result IS NOT NULL ORDER BY finished_at DESC LIMIT 1",
             (str(file), kernel))
@@ -290,8 +293,8 @@ class Store:
         return self._json("SELECT weights FROM compat_weights WHERE strategy=?", (strategy,))
 
     # ---------------------------------------------------------------- misc
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: str, value: object) -> None:  # anything json.dumps writes
         self._conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, _dump(value)))
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: JsonValue = None) -> JsonValue:
         return self._json("SELECT value FROM kv WHERE key=?", (key,), default)

@@ -62,7 +62,8 @@ def _profile_text(profile: Optional[Profile]) -> str:
         out.append(f"Bottleneck: {diag.bottleneck or 'unknown'}. {diag.evidence}".strip())
         if diag.strategies:
             out.append("Strategies the profile suggests: " + ", ".join(diag.strategies))
-    compact = {k: v for k, v in profile.to_dict()["tiers"].items() if v}
+    tiers = profile.to_dict()["tiers"]  # an object: Tiers is a record
+    compact = {k: v for k, v in tiers.items() if v} if isinstance(tiers, dict) else {}
     if compact:
         text = json.dumps(compact, default=str, sort_keys=True)
         if len(text) > MAX_PROFILE_CHARS:

@@ -15,7 +15,12 @@ import dataclasses
 import math
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union, cast
+
+from ..json_types import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 T = TypeVar("T")
 
@@ -24,16 +29,16 @@ class ProfileError(ValueError):
     """Not a profile: a value of the wrong type, and where it is."""
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+_HINTS: dict[type, dict[str, Any]] = {}  # the fields' types: typing's runtime forms
 
 
-def decode(cls: type[T], raw: Any, where: str = "profile") -> T:
+def decode(cls: type[T], raw: object, where: str = "profile") -> T:
     """A record from its JSON: the defaults for what is missing or null, ``extra`` for
     unknown keys, a ProfileError for a wrong type."""
     if not isinstance(raw, dict):
         raise _wrong(where, "an object", raw)
     hints = _HINTS.get(cls) or _HINTS.setdefault(cls, typing.get_type_hints(cls))
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, object] = {}
     for name, tp in hints.items():
         value = _value(tp, raw.get(name), f"{where}.{name}") if name != "extra" else None
         if value is not None:
@@ -69,24 +74,29 @@ def _value(tp: Any, v: Any, where: str) -> Any:
     raise _wrong(where, getattr(tp, "__name__", str(tp)), v)
 
 
-def _wrong(where: str, expected: str, v: Any) -> ProfileError:
+def _wrong(where: str, expected: str, v: object) -> ProfileError:
     return ProfileError(f"{where}: expected {expected}, got {type(v).__name__} {str(v)[:60]!r}")
 
 
-def encode(obj: Any) -> Any:
+def encode(obj: object) -> JsonValue:
     """The JSON form of a record (``extra`` merged back in, after the fields)."""
     if isinstance(obj, DeviceFacts):
         return obj.to_dict()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name != "extra"}
-        for k, v in getattr(obj, "extra", {}).items():
-            out.setdefault(k, v)
-        return out
+        return _record(obj)
     if isinstance(obj, (list, tuple)):
         return [encode(x) for x in obj]
     if isinstance(obj, dict):
         return {k: encode(v) for k, v in obj.items()}
-    return obj
+    return cast(JsonValue, obj)  # a number, string, bool or None (the fields' types)
+
+
+def _record(obj: DataclassInstance) -> JsonObject:
+    """A record's fields in their JSON form, then its ``extra`` keys."""
+    out: JsonObject = {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name != "extra"}
+    for k, v in getattr(obj, "extra", {}).items():
+        out.setdefault(k, v)
+    return out
 
 
 @dataclass(frozen=True)
@@ -139,7 +149,7 @@ class DeviceFacts:
         """The measured matrix rate for ``dtype`` (bf16 | tf32 | fp32), None when not measured."""
         return (self.matmul_tflops or {}).get(dtype) if dtype else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The JSON form: ``{}`` when nothing is known, else the facts that are known."""
         if not self.known:
             return {}
@@ -147,7 +157,7 @@ class DeviceFacts:
         return {k: (dict(v) if isinstance(v, dict) else v) for k, v in values if v is not None or k in self._ALWAYS}
 
     @classmethod
-    def from_dict(cls, raw: Any) -> "DeviceFacts":
+    def from_dict(cls, raw: object) -> "DeviceFacts":
         """The facts a JSON object holds: an unknown key is ignored (an older or newer
         engine's), a missing or null one is unknown; ProfileError for a value of the wrong type."""
         return decode(cls, raw, "device")
@@ -173,7 +183,7 @@ class Occupancy:
     limits: dict[str, Optional[int]] = field(default_factory=dict)  # resident programs per limit
     waves: Optional[float] = None
     sm_fill: Optional[float] = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
 
 
 @dataclass
@@ -195,7 +205,7 @@ class StaticTier:
     dot_tiles: list[str] = field(default_factory=list)
     occupancy: Optional[Occupancy] = None
     other_specializations: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
 
 
 @dataclass
@@ -205,7 +215,7 @@ class Roofline:
     attainable_tflops: Optional[float] = None
     fraction_of_attainable: Optional[float] = None
     note: Optional[str] = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
 
 
 @dataclass
@@ -233,7 +243,7 @@ class TimingTier:
     copy_peak_gbs: Optional[float] = None
     roofline: Optional[Roofline] = None
     note: Optional[str] = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
 
 
 @dataclass
@@ -248,7 +258,7 @@ class CounterTier:
     seconds: Optional[float] = None
     command: str = ""
     cached: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
 
 
 @dataclass
@@ -307,20 +317,20 @@ class Profile:
     saturation: dict[str, Optional[float]] = field(default_factory=dict)  # L2, DRAM, SM: fraction of peak
     saturation_basis: dict[str, str] = field(default_factory=dict)
     diagnosis: Diagnosis = field(default_factory=Diagnosis)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, raw: Any) -> "Profile":
+    def from_dict(cls, raw: object) -> "Profile":
         return decode(cls, raw)
 
     @classmethod
-    def from_wire(cls, raw: Any) -> Optional["Profile"]:
+    def from_wire(cls, raw: object) -> Optional["Profile"]:
         """A profile as a job event, a judge's reply or a store row carries it: anything
         but a non-empty object is no profile."""
         return cls.from_dict(raw) if isinstance(raw, dict) and raw else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return encode(self)
+    def to_dict(self) -> JsonObject:
+        return _record(self)
 
     @property
     def bottleneck(self) -> Optional[str]:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 
+from ..json_types import JsonObject
 from ..profile.schema import Profile
 from .compare import compare_outputs
 from .gpu_lock import gpu_lock
@@ -26,7 +27,10 @@ _TEST_PAIRED_FAILURE_ENV = "KERNELBAND_TEST_PAIRED_FAILURE"
 _TEST_PAIRED_ORDER_ENV = "KERNELBAND_TEST_PAIRED_ORDER"
 
 
-def _follow(job: VariantJob, failed: str, on_frame: Callable[[Frame[FrameMeta]], Optional[Any]]) -> Optional[Any]:
+R = TypeVar("R")
+
+
+def _follow(job: VariantJob, failed: str, on_frame: Callable[[Frame[FrameMeta]], Optional[R]]) -> Optional[R]:
     """Feed the job's frames to ``on_frame`` until it returns a result (then that
     result); None when the frames end first. A job that dies ends in RuntimeError
     ("<failed> (<how>): ..."); the job is closed either way."""
@@ -79,7 +83,7 @@ def _kept_and_checked(judge: JudgeCore, job: VariantJob, key: str, what: str) ->
             _must_match(ref, frame, f"{what} no longer passes in the paired run", comparable(frame.tree))
 
 
-def paired(judge: JudgeCore, req: Paired) -> dict[str, Any]:
+def paired(judge: JudgeCore, req: Paired) -> JsonObject:
     """The winner against the original, each in its own process: interleaved rounds with
     the reference lane under one exclusive GPU turn (as every candidate was timed in the
     search), or, where two runs do not fit on the GPU, the original's block of samples and
@@ -99,7 +103,7 @@ def paired(judge: JudgeCore, req: Paired) -> dict[str, Any]:
         raise RuntimeError(f"paired timing failed ({e.end.kind}): {e}") from None
 
 
-def _paired_with_lane(judge: JudgeCore, lane: Lane, source: str, rounds: int, what: str) -> dict[str, Any]:
+def _paired_with_lane(judge: JudgeCore, lane: Lane, source: str, rounds: int, what: str) -> JsonObject:
     task = judge.require_task()
     steps = [*_kept_run("v", task.harness, task.seeds[0]), Mark()]
     job = judge.job({"v": source}, steps, 2 + rounds, trusted=False, interactive=True)
@@ -126,7 +130,7 @@ def _paired_with_lane(judge: JudgeCore, lane: Lane, source: str, rounds: int, wh
         job.close()
 
 
-def _paired_in_sequence(judge: JudgeCore, source: str, rounds: int, what: str) -> dict[str, Any]:
+def _paired_in_sequence(judge: JudgeCore, source: str, rounds: int, what: str) -> JsonObject:
     task = judge.require_task()
     blocks: dict[str, list[float]] = {}
     clock = ""
@@ -148,7 +152,7 @@ def _paired_in_sequence(judge: JudgeCore, source: str, rounds: int, what: str) -
     return paired_statistics(blocks["o"], blocks["v"], clock, "sequential").to_dict()
 
 
-def retime(judge: JudgeCore, req: Retime) -> dict[str, Any]:
+def retime(judge: JudgeCore, req: Retime) -> JsonObject:
     """The original's time as candidates are timed: samples of the reference lane, or
     (without one) a fresh process's kept run, replay check and frozen replays."""
     task = judge.require_task()
@@ -165,7 +169,7 @@ def retime(judge: JudgeCore, req: Retime) -> dict[str, Any]:
     ref = _reference_of(judge)
     job = judge.job({"o": task.source}, steps, 3, trusted=True)
 
-    def on_frame(frame: Frame[FrameMeta]) -> Optional[dict[str, Any]]:
+    def on_frame(frame: Frame[FrameMeta]) -> Optional[JsonObject]:
         _error(frame, "the original no longer runs")
         if isinstance(frame.meta, RunOutputs):
             _must_match(ref, frame, "the original no longer gives its references")
@@ -177,7 +181,7 @@ def retime(judge: JudgeCore, req: Retime) -> dict[str, Any]:
     return out
 
 
-def profile(judge: JudgeCore, req: ProfileRun) -> dict[str, Any]:
+def profile(judge: JudgeCore, req: ProfileRun) -> JsonObject:
     """Profile the original (source None) or a variant at a tier."""
     task = judge.require_task()
     source = req.source or task.source
@@ -185,7 +189,7 @@ def profile(judge: JudgeCore, req: ProfileRun) -> dict[str, Any]:
     steps: list[Step] = [Run("m", task.harness, task.seeds[0], "check", keep="m"), Time("m"),
                          ProfileStep("m", source, req.tier, req.facts)]
     job = judge.job({"m": source}, steps, 3, trusted=not variant)
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
 
     def on_frame(frame: Frame[FrameMeta]) -> None:
         _error(frame, "cannot profile")

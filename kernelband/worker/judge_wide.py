@@ -17,6 +17,7 @@ from typing import Optional
 
 import torch
 
+from ..json_types import JsonObject
 from ..model import Status, WideReport
 from .call_spec import DerivedCall
 from .derived import describe_call, wide_calls
@@ -42,7 +43,7 @@ WIDE_FRAMES_SHARE = 2
 WIDE_MAX_BYTES = 16 << 30
 
 
-def wide(judge: JudgeCore, req: WideCalls) -> dict[str, object]:
+def wide(judge: JudgeCore, req: WideCalls) -> JsonObject:
     """The reply: ``check_wide``'s report as its ``to_dict()``."""
     return check_wide(judge, req).to_dict()
 

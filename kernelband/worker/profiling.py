@@ -12,17 +12,24 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from ..json_types import JsonObject
 from ..profile.assemble import attach_counters, derive
 from ..profile.ncu import INTERPRETER
 from ..profile.schema import DeviceFacts, Launch, Profile, StaticTier, TimingTier, decode
 from ..profile.static import INTERPRETER_REASON, grid_programs, static_profile
 from .counters import COUNTERS_IN_SESSION
+
+if TYPE_CHECKING:  # capture imports torch: the worker's modules load it where they use it
+    from ..access import KernelAccess
+    from ..model import Task
+    from ..store import Store
+    from .capture import CapturedLaunch
 _MAX_REPLAYED_SIGNATURES = 8  # distinct launch signatures whose writes are measured by replay
 
 
-def launch_info(launches: list[Any]) -> dict[str, Any]:
+def launch_info(launches: list[CapturedLaunch]) -> JsonObject:
     """Grid, constexprs and footprint of the kernel's first launch (no replay)."""
     from .capture import launch_record as _launch_record  # the worker's own reading of a launch
     from .traffic_replay import tensor_args
@@ -32,7 +39,7 @@ def launch_info(launches: list[Any]) -> dict[str, Any]:
               if k.upper().startswith("BLOCK") and isinstance(v, int) and not isinstance(v, bool) and v > 0]
     return {
         "count": len(launches),
-        "grid": rec.grid,
+        "grid": list(rec.grid),
         "programs": grid_programs(rec.grid),
         "constexprs": rec.constexprs,
         "num_warps": rec.num_warps,
@@ -42,10 +49,10 @@ def launch_info(launches: list[Any]) -> dict[str, Any]:
     }
 
 
-def _signature(launch: Any) -> tuple[Any, ...]:
+def _signature(launch: CapturedLaunch) -> tuple[object, ...]:
     import torch
 
-    parts: list[Any] = [id(launch.obj)]
+    parts: list[object] = [id(launch.obj)]
     for a in list(launch.args) + [v for k, v in sorted(launch.kwargs.items()) if k not in ("grid", "warmup")]:
         if isinstance(a, torch.Tensor):
             parts.append(("T", tuple(a.shape), tuple(a.stride()), str(a.dtype)))
@@ -56,7 +63,7 @@ def _signature(launch: Any) -> tuple[Any, ...]:
     return tuple(parts)
 
 
-def timing_tier(launches: list[Any], time_ms: Optional[float], facts: DeviceFacts, access: Any,
+def timing_tier(launches: list[CapturedLaunch], time_ms: Optional[float], facts: DeviceFacts, access: KernelAccess,
                 interpreted: bool, clock: str) -> dict[str, Any]:
     from ..profile.traffic import peak_key
 
@@ -95,12 +102,12 @@ def timing_tier(launches: list[Any], time_ms: Optional[float], facts: DeviceFact
     return out
 
 
-def _traffic(launches: list[Any], access: Any) -> tuple[dict[str, int], Optional[int], dict[str, Any]]:
+def _traffic(launches: list[CapturedLaunch], access: KernelAccess) -> tuple[dict[str, int], Optional[int], dict[str, Any]]:
     """(bytes read and written, FLOPs or None, the first launch's traffic) over every
     launch; launches of one signature are measured once."""
     from .traffic_replay import launch_traffic
 
-    per_sig: dict[tuple[Any, ...], dict[str, Any]] = {}
+    per_sig: dict[tuple[object, ...], dict[str, Any]] = {}
     totals = {"bytes_read": 0, "bytes_written": 0}
     flops: Optional[int] = 0
     first: Optional[dict[str, Any]] = None
@@ -118,7 +125,7 @@ def _traffic(launches: list[Any], access: Any) -> tuple[dict[str, int], Optional
     return totals, flops, first
 
 
-def _against_peaks(out: dict[str, Any], facts: DeviceFacts, access: Any) -> None:
+def _against_peaks(out: dict[str, Any], facts: DeviceFacts, access: KernelAccess) -> None:
     """Fractions of the device's measured peaks, and the roofline."""
     assert facts.copy_gbs is not None
     bw = float(facts.copy_gbs)
@@ -145,7 +152,7 @@ def _against_peaks(out: dict[str, Any], facts: DeviceFacts, access: Any) -> None
 
 
 def collect_profile(
-    launches: list[Any],
+    launches: list[CapturedLaunch],
     time_ms: Optional[float],
     tier: int,
     facts: DeviceFacts,
@@ -153,8 +160,8 @@ def collect_profile(
     kernel: str,
     interpreted: bool,
     *,
-    task: Any = None,
-    store: Any = None,
+    task: Optional[Task] = None,
+    store: Optional[Store] = None,
     restore: Optional[Callable[[], object]] = None,
 ) -> Profile:
     """The profile of ``kernel`` from the harness's captured launches at ``tier`` (1-3).
@@ -205,7 +212,7 @@ def collect_profile(
     return derive(profile)
 
 
-def _time_alone(profile: Profile, mine: list[Any], n_launches: int, time_ms: Optional[float],
+def _time_alone(profile: Profile, mine: list[CapturedLaunch], n_launches: int, time_ms: Optional[float],
                 interpreted: bool, restore: Optional[Callable[[], object]] = None) -> tuple[Optional[float], str]:
     """(time, clock) of this kernel's launches: re-timed alone when the harness launches
     other kernels too (the worker's time covers every launch)."""
@@ -222,7 +229,7 @@ def _time_alone(profile: Profile, mine: list[Any], n_launches: int, time_ms: Opt
     return time_ms, clock
 
 
-def _static_tier(profile: Profile, mine: list[Any], facts: DeviceFacts, interpreted: bool) -> None:
+def _static_tier(profile: Profile, mine: list[CapturedLaunch], facts: DeviceFacts, interpreted: bool) -> None:
     """Tier 1: the compiled kernel's metadata (none under the interpreter), and how many
     other specializations of it the harness launched."""
     if interpreted:

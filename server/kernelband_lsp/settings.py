@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from kernelband import options as O
+from kernelband.json_types import JsonObject
 
 SECTION = "kernelband"
 
@@ -45,15 +46,17 @@ class Settings:
     ray_address: str = O.default("ray_address")
     workers: int = O.default("workers")  # 0: the engine's default (one per GPU; 1 on the CPU)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The settings by the names the editor uses, nested as it nests them
         (``{"budget": {"evaluations": 16}}``): one entry per key ``parse_settings`` reads."""
-        out: dict[str, Any] = {}
+        out: JsonObject = {}
         for key, (fname, _) in _KEYS.items():
             *parents, leaf = key.split(".")
             node = out
             for p in parents:
-                node = node.setdefault(p, {})
+                child = node.setdefault(p, {})
+                assert isinstance(child, dict)  # a parent key is never a leaf
+                node = child
             v = getattr(self, fname)
             node[leaf] = list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, dict) else v
         return out
@@ -168,7 +171,7 @@ def parse_settings(raw: object, base: Optional[Settings] = None) -> tuple[Settin
         return base, []
     if not isinstance(raw, dict):
         return base, [f"settings: expected an object, got {type(raw).__name__}"]
-    changes: dict[str, Any] = {}  # field -> its converter's value (of the field's type)
+    changes: dict[str, Any] = {}  # field -> its converter's value (of the field's type: Any for replace)
     problems: list[str] = []
     for key, value in _flatten(raw).items():
         spec = _KEYS.get(key)
