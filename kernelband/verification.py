@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Protocol, TypeVar, cast
 
+from .json_types import JsonObject
 from .model import SanitizerReport, Status, WideReport
 
 if TYPE_CHECKING:  # kept light: no evaluator import at run time
@@ -40,7 +41,7 @@ class StepReport(Protocol):
     @property
     def reason(self) -> str: ...
 
-    def summary(self) -> dict[str, Any]: ...
+    def summary(self) -> JsonObject: ...
 
 
 R = TypeVar("R", bound=StepReport)
@@ -136,7 +137,7 @@ class VerificationOutcome:
 
 
 def run_verification(evaluator: Evaluator, variant: Variant, log: Optional[Say] = None,
-                     reports: Optional[dict[str, Any]] = None, *, warn: Optional[Say] = None,
+                     reports: Optional[dict[str, StepReport]] = None, *, warn: Optional[Say] = None,
                      note: Optional[Say] = None) -> VerificationOutcome:
     """Each step of ``STEPS`` in order on ``evaluator``; the first that refuses the variant
     decides, and the later ones are reported as not run (what they could add changes no

@@ -196,22 +196,21 @@ def _drawn_calls(judge: JudgeCore) -> list[DerivedCall]:
     return calls
 
 
-def _derive_early(judge: JudgeCore, base: Baseline) -> bool:
+def _derive_early(judge: JudgeCore, base: Baseline) -> None:
     """Start the derivation in the background as soon as the original's first run of the
     harness has recorded its calls of the wrapper, while the reference job goes on (its
     other runs, its timing, then the lane's): where the GPU has room for it beside the
     candidates' lanes and the lane (``judge_derivation.in_background``). Its processes
     start, import and compile meanwhile, its runs take the GPU between the setup's timed
     turns, and it judges its frames once the references are final. Started after the
-    lane, it took 4-20 s on the way to most first verdicts (SESSION9.md). True when
-    started."""
+    lane, it took 4-20 s on the way to most first verdicts (SESSION9.md); prepare starts
+    it there where it did not start here (``ref.derive_started``)."""
     ref = judge.ref
     if ref.derive_started or not judge_derivation.in_background(judge, candidate_lanes(judge) + 1):
-        return False
+        return
     calls = _drawn_calls(judge)
     base.derived_calls = len(calls) + ref.derivation_runs
     judge_derivation.start(judge, calls)
-    return True
 
 
 def _spares_early(judge: JudgeCore) -> None:
