@@ -125,6 +125,56 @@ def test_a_dead_spare_is_never_handed_out_and_close_ends_them_all(tmp_path: Path
     assert all(not job.dir.exists() for job in made)
 
 
+def test_candidates_asking_at_once_each_take_a_ready_spare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first wave's candidates ask for spares at once, one judge thread each. A take
+    that emptied the ready list while it looked sent the others to fresh processes (a CUDA
+    context each, on the first verdicts' path) beside idle spares. ``fits`` is slowed here
+    so that the threads overlap every time."""
+    import threading
+    import time
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    task = axpy_task(tmp_path)
+    made: list[VariantJob] = []
+
+    def make() -> VariantJob:
+        job = VariantJob(Job(task, {}, [], interpreted=True), timeout_s=0.0)
+        job.spawn()
+        made.append(job)
+        return job
+
+    def slow_fits(spare: VariantJob) -> bool:
+        time.sleep(0.05)
+        return True
+
+    spares = Spares()
+    spares.keep(4, make)
+    deadline = time.monotonic() + 60
+    while len(spares._ready) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ready = list(spares._ready)
+    assert len(ready) == 4
+    start = threading.Barrier(4)
+    got: list[VariantJob | None] = []
+
+    def ask() -> None:
+        start.wait()
+        got.append(spares.take(slow_fits))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    try:
+        assert None not in got, f"{got.count(None)} of 4 candidates spawned their own beside a ready spare"
+        assert sorted(map(id, got)) == sorted(map(id, ready))  # each spare handed out once
+    finally:
+        spares.close()
+        for job in made:
+            job.close()
+
+
 def test_a_cuda_context_is_made_inside_the_gpu_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Making a context is GPU work: outside the shared hold, spares making theirs ran
     inside the lane's timed rounds (a winner's search time 28% under its measured one on
