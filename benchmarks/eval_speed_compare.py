@@ -6,7 +6,8 @@ Besides each row's rate, first verdict and session length, it reads the arms' tr
 the derivation's references (``derive.done``), the first verdict that passed everything
 (an ``ok`` one, not a candidate screened slower), and how long the first wave's processes
 took to their first frame beyond their own run (a process still making its CUDA context,
-importing, compiling).
+importing, compiling), and how many candidate jobs were forked fresh rather than handed a
+spare (a fresh one makes its CUDA context on the verdict's path).
 
     python benchmarks/eval_speed_compare.py NEW_DIR OLD_DIR --out DIR
         [--traces NEW_TRACES OLD_TRACES]      (default: traces_<name> beside each arm)
@@ -39,18 +40,25 @@ def session_marks(trace: Path) -> dict[str, Optional[float]]:
     pending: dict[str, float] = {}  # a first-wave job's request time, until its first frame
     requested = 0
     waits: list[float] = []
+    candidates: set[str] = set()
+    fresh = 0
     for m in marks:
         what, t = m.get("what"), float(m["t"]) - t0
         if what in ("setup.prepared", "derive.start", "derive.done") and what not in out:
             out[what] = round(t, 3)
         if what == "session.verdict" and m.get("status") == "ok" and "first_ok" not in out:
             out["first_ok"] = round(t, 3)
+        if what == "job.request" and m.get("trusted") is False:
+            candidates.add(m["job"])
+        if what == "job.start" and m.get("job") in candidates and m.get("zygote") and not m.get("spare"):
+            fresh += 1
         if what == "job.request" and m.get("trusted") is False and requested < WAVE:
             requested += 1
             pending[m["job"]] = t
         if what == "job.frame" and m.get("job") in pending:
             waits.append(t - pending.pop(m["job"]) - float(m.get("seconds") or 0.0))
     out["wave_wait"] = round(statistics.median(waits), 3) if waits else None
+    out["fresh_jobs"] = fresh
     return out
 
 
@@ -71,7 +79,7 @@ def _rows(arm: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
 
 
 ROW_KEYS = ("evals_per_min", "first_verdict_s", "session_s", "capped")
-MARK_KEYS = ("setup.prepared", "derive.done", "first_ok", "wave_wait")
+MARK_KEYS = ("setup.prepared", "derive.done", "first_ok", "wave_wait", "fresh_jobs")
 
 
 def compare(new: Path, old: Path, new_traces: Path, old_traces: Path) -> dict[str, Any]:
@@ -114,6 +122,7 @@ def summary(kernels: list[dict[str, Any]]) -> dict[str, Any]:
     out["first_ok_sooner"] = sooner("first_ok")
     out["session_s_total"] = {arm: round(sum(k[arm]["session_s"] for k in both), 1) for arm in ("new", "old")}
     out["sessions_shorter"] = sooner("session_s")
+    out["fresh_jobs_total"] = {arm: sum(k[arm]["fresh_jobs"] or 0 for k in both) for arm in ("new", "old")}
     return out
 
 
@@ -124,16 +133,18 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [f"# {report['new_commit'][:10]} beside {report['old_commit'][:10]} ({report['gpu']}, one host)", "",
              f"New: `{report['new_command']}`", "", f"Old: `{report['old_command']}`", "",
              "Each cell: new / old. Seconds from the command's start. First wave's wait: the median, over its "
-             "first eight candidates, of the seconds to their first frame beyond their own run.", "",
+             "first eight candidates, of the seconds to their first frame beyond their own run. Fresh jobs: "
+             "candidate jobs forked without a spare.", "",
              "| kernel | evals/min | first verdict s | first `ok` verdict s | baseline ready s | derivation done s "
-             "| first wave's wait s | session s |", "|---|---|---|---|---|---|---|---|"]
+             "| first wave's wait s | fresh jobs | session s |", "|---|---|---|---|---|---|---|---|---|"]
     for k in report["kernels"]:
         n, o = k["new"], k["old"]
         capped = " (capped)" if n["capped"] or o["capped"] else ""
         lines.append(f"| {k['kernel']} | {f(n['evals_per_min'])} / {f(o['evals_per_min'])} "
                      f"| {f(n['first_verdict_s'])} / {f(o['first_verdict_s'])} | {f(n['first_ok'])} / {f(o['first_ok'])} "
                      f"| {f(n['setup.prepared'])} / {f(o['setup.prepared'])} | {f(n['derive.done'])} / {f(o['derive.done'])} "
-                     f"| {f(n['wave_wait'])} / {f(o['wave_wait'])} | {f(n['session_s'])} / {f(o['session_s'])}{capped} |")
+                     f"| {f(n['wave_wait'])} / {f(o['wave_wait'])} | {f(n['fresh_jobs'])} / {f(o['fresh_jobs'])} "
+                     f"| {f(n['session_s'])} / {f(o['session_s'])}{capped} |")
     s = report["summary"]
     lines += ["", f"Over the {s['sessions']} sessions that ended in both arms:", "",
               f"- evaluations a minute: {s['evals_per_min_ratio_geomean']}x (geometric mean of the ratios); median "
@@ -146,7 +157,9 @@ def markdown(report: dict[str, Any]) -> str:
               f"derivation done: median {s['median_derive.done']['new']} / {s['median_derive.done']['old']} s; "
               f"first wave's wait: median {s['median_wave_wait']['new']} / {s['median_wave_wait']['old']} s",
               f"- sessions: {s['session_s_total']['new']} / {s['session_s_total']['old']} s in all, shorter in "
-              f"{s['sessions_shorter']}", ""]
+              f"{s['sessions_shorter']}",
+              f"- candidate jobs forked without a spare: {s['fresh_jobs_total']['new']} / "
+              f"{s['fresh_jobs_total']['old']} in all", ""]
     return "\n".join(lines)
 
 

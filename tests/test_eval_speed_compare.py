@@ -1,6 +1,7 @@
 """benchmarks/eval_speed_compare.py: the paired tables committed under
-benchmarks/results/eval_speed/h200x2_ef087ef_ab are what the script makes from the arms and
-traces committed beside them (the numbers in SESSION10.md and the README come from there)."""
+benchmarks/results/eval_speed/h200x2_ef087ef_ab and h200x2_64b764d_ab are what the script
+makes from the arms and traces committed beside them (the numbers in SESSION10.md,
+SESSION11.md and the README come from there)."""
 from __future__ import annotations
 
 import json
@@ -12,10 +13,11 @@ import pytest
 import eval_speed_compare as compare
 from helpers.paths import REPO
 
-RESULTS = REPO / "benchmarks" / "results" / "eval_speed" / "h200x2_ef087ef_ab"
+RESULTS = REPO / "benchmarks" / "results" / "eval_speed"
 
 
-@pytest.mark.parametrize("part, arm", [("A_5e0b408", "A"), ("A_ef087ef", "A"), ("B_ef087ef", "B")])
+@pytest.mark.parametrize("part, arm", [("h200x2_ef087ef_ab/A_5e0b408", "A"), ("h200x2_ef087ef_ab/A_ef087ef", "A"),
+                                       ("h200x2_ef087ef_ab/B_ef087ef", "B"), ("h200x2_64b764d_ab", "A")])
 def test_the_committed_paired_table_is_made_from_the_committed_arms(tmp_path: Path, part: str, arm: str) -> None:
     folder = RESULTS / part
     with tarfile.open(folder / "traces.tgz") as tar:
@@ -41,3 +43,18 @@ def test_a_wave_wait_counts_only_the_first_frame_of_each_of_the_first_eight_jobs
     trace.write_text("\n".join(json.dumps(m) for m in marks), encoding="utf-8")
     # first frames at 2..9 s after requests at 1 s, each less its own 0.5 s: 0.5..7.5, median 4.0
     assert compare.session_marks(trace)["wave_wait"] == 4.0
+
+
+def test_fresh_jobs_count_candidate_jobs_forked_without_a_spare(tmp_path: Path) -> None:
+    marks = [{"t": 0.0, "what": "setup.start"},
+             {"t": 0.1, "what": "job.request", "trusted": True, "job": "orig"},  # the original's: not counted
+             {"t": 0.2, "what": "job.start", "job": "orig", "zygote": True, "spare": False}]
+    for i, spare in enumerate([True, False, True, False, False]):
+        marks.append({"t": 1.0 + i, "what": "job.request", "trusted": False, "job": f"c{i}"})
+        marks.append({"t": 1.1 + i, "what": "job.start", "job": f"c{i}", "zygote": True, "spare": spare})
+    # a compute-sanitizer job runs outside the fork server: never a spare, not counted
+    marks.append({"t": 9.0, "what": "job.request", "trusted": False, "job": "san"})
+    marks.append({"t": 9.1, "what": "job.start", "job": "san", "zygote": False, "spare": False})
+    trace = tmp_path / "k-kernel-1.jsonl"
+    trace.write_text("\n".join(json.dumps(m) for m in marks), encoding="utf-8")
+    assert compare.session_marks(trace)["fresh_jobs"] == 3
