@@ -10,6 +10,7 @@ any term of an expression, subscripts, ``tl.make_block_ptr``/``advance`` and hel
 flows into a call the analysis cannot follow is ``unknown``. Triton names are resolved
 by ``detect.TritonNames``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -57,9 +58,29 @@ class KernelAccess:
 
 # calls whose result is an address based on their pointer argument
 _ADDRESS_PASSING = {"make_block_ptr", "advance", "multiple_of", "max_contiguous", "max_constancy"}
-_BUILTINS = {"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance", "getattr",
-             "static_range", "static_print", "static_assert", "device_print", "device_assert", "cdiv", "zip",
-             "enumerate", "tuple", "list"}
+_BUILTINS = {
+    "range",
+    "min",
+    "max",
+    "len",
+    "int",
+    "float",
+    "bool",
+    "abs",
+    "print",
+    "isinstance",
+    "getattr",
+    "static_range",
+    "static_print",
+    "static_assert",
+    "device_print",
+    "device_assert",
+    "cdiv",
+    "zip",
+    "enumerate",
+    "tuple",
+    "list",
+}
 
 
 # --------------------------------------------------------------------------- AST
@@ -153,8 +174,9 @@ class _Analyzer:
                 acc.params[p].base_loads |= kind in ("load", "atomic")
                 acc.params[p].base_stores |= kind in ("store", "atomic")
 
-    def _helper_call(self, node: ast.Call, callee_name: str, depth: int, flow: "_Flow", acc: KernelAccess,
-                     in_loop: bool) -> None:
+    def _helper_call(
+        self, node: ast.Call, callee_name: str, depth: int, flow: "_Flow", acc: KernelAccess, in_loop: bool
+    ) -> None:
         """A call of another function of the module: its analysis, mapped onto the
         parameters its arguments come from."""
         callee = self.analyze(callee_name, depth + 1)
@@ -193,8 +215,9 @@ class _Flow:
         self.deps: dict[str, set[str]] = {p: {p} for p in self.params}
         self._fixpoint(self.expr_deps, self.deps)
         # a constexpr parameter is a number, never a pointer (HALF_DIM in `x_ptr + offs + HALF_DIM`)
-        self.bases: dict[str, set[str]] = {a.arg: {a.arg} for a in args
-                                           if not names.is_constexpr_annotation(a.annotation)}
+        self.bases: dict[str, set[str]] = {
+            a.arg: {a.arg} for a in args if not names.is_constexpr_annotation(a.annotation)
+        }
         self._fixpoint(self.base_deps, self.bases)
 
     def _fixpoint(self, of: Callable[[ast.AST], set[str]], table: dict[str, set[str]]) -> None:
@@ -237,14 +260,17 @@ class _Flow:
         if isinstance(e, ast.Call) and e.args or isinstance(e, ast.Call) and e.keywords:
             cname = _call_name(e.func)
             if cname in _ADDRESS_PASSING:
-                base = next((kw.value for kw in e.keywords if kw.arg in ("base", "pointer", "ptr", "input")),
-                            e.args[0] if e.args else None)
+                base = next(
+                    (kw.value for kw in e.keywords if kw.arg in ("base", "pointer", "ptr", "input")),
+                    e.args[0] if e.args else None,
+                )
                 return self.base_deps(base)
         return set()
 
 
 def _assignments(fn: ast.AST) -> list[tuple[list[str], ast.AST]]:
     """(names bound, the value they get) of every binding in the function."""
+
     def target_names(t: ast.AST) -> list[str]:
         return [n.id for n in ast.walk(t) if isinstance(n, ast.Name)]
 

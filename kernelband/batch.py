@@ -7,6 +7,7 @@ again. The user's files are never written: each verified edit becomes a unified-
 patch file in the output directory (paths relative to the scanned root, so
 ``git apply`` / ``patch -p1`` from the root applies it).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -30,24 +31,59 @@ if TYPE_CHECKING:  # the executors load when the batch runs
 
 KV_PREFIX = "optimize-all/"
 # folders never scanned: environments, caches, our own output
-SKIP_DIRS = {".git", ".hg", ".kernelband", "__pycache__", "node_modules", ".venv", "venv", "env", "site-packages",
-             ".tox", ".mypy_cache", ".pytest_cache", "build", "dist"}
+SKIP_DIRS = {
+    ".git",
+    ".hg",
+    ".kernelband",
+    "__pycache__",
+    "node_modules",
+    ".venv",
+    "venv",
+    "env",
+    "site-packages",
+    ".tox",
+    ".mypy_cache",
+    ".pytest_cache",
+    "build",
+    "dist",
+}
 # statuses worth keeping (a finished search)
 RAN = frozenset({ResultStatus.IMPROVED, ResultStatus.NO_IMPROVEMENT, ResultStatus.VERIFIED_CORRECT})
 
 # what a kernel's row and patch are made of: its session's Result in these keys (as its
 # to_dict() writes them), stored as they are under KV_PREFIX + its key with the worker
 # that ran it; a stored one is read back unchecked, as it was written
-KeptResult = TypedDict("KeptResult", {
-    "status": str, "message": str, "speedup": Optional[float], "speedup_ci": Optional[list[float]], "evaluations": int,
-    "seconds": float, "best_source": str, "applicable": bool, "speed_claim": bool, "_worker": str}, total=False)
+KeptResult = TypedDict(
+    "KeptResult",
+    {
+        "status": str,
+        "message": str,
+        "speedup": Optional[float],
+        "speedup_ci": Optional[list[float]],
+        "evaluations": int,
+        "seconds": float,
+        "best_source": str,
+        "applicable": bool,
+        "speed_claim": bool,
+        "_worker": str,
+    },
+    total=False,
+)
 
 
 def kept_of(r: Result) -> KeptResult:
     """The keys of ``r.to_dict()`` a row, a patch and the store keep."""
-    return {"status": r.status.value, "message": r.message, "speedup": r.speedup,
-            "speedup_ci": list(r.speedup_ci) if r.speedup_ci is not None else None, "evaluations": r.evaluations,
-            "seconds": r.seconds, "best_source": r.best_source, "applicable": r.applicable, "speed_claim": r.speed_claim}
+    return {
+        "status": r.status.value,
+        "message": r.message,
+        "speedup": r.speedup,
+        "speedup_ci": list(r.speedup_ci) if r.speedup_ci is not None else None,
+        "evaluations": r.evaluations,
+        "seconds": r.seconds,
+        "best_source": r.best_source,
+        "applicable": r.applicable,
+        "speed_claim": r.speed_claim,
+    }
 
 
 @dataclass
@@ -90,8 +126,11 @@ def python_files(root: Path, exclude: Optional[Path] = None, skip: Collection[st
         yield root
         return
     for d, dirs, files in os.walk(root):
-        dirs[:] = sorted(x for x in dirs if x not in skip and not x.startswith(".")
-                         and (exclude is None or Path(d, x).resolve() != exclude))
+        dirs[:] = sorted(
+            x
+            for x in dirs
+            if x not in skip and not x.startswith(".") and (exclude is None or Path(d, x).resolve() != exclude)
+        )
         yield from (Path(d, f) for f in sorted(files) if f.endswith(".py"))
 
 
@@ -117,9 +156,17 @@ def discover(root: str, device: str, seeds: int, timeout_s: float, exclude: Opti
             if not choice.found:
                 job.skip_reason = f"no harness: {choice.reason}"
             else:
-                job.task = Task(module_path=str(path.resolve()), source=source, kernel=k.name, harness=choice.name or "",
-                                harness_path=choice.path, device=device, seeds=list(range(seeds)), timeout_s=timeout_s,
-                                check_harnesses=list(choice.checks))
+                job.task = Task(
+                    module_path=str(path.resolve()),
+                    source=source,
+                    kernel=k.name,
+                    harness=choice.name or "",
+                    harness_path=choice.path,
+                    device=device,
+                    seeds=list(range(seeds)),
+                    timeout_s=timeout_s,
+                    check_harnesses=list(choice.checks),
+                )
             jobs.append(job)
     return jobs
 
@@ -132,15 +179,27 @@ def job_key(task: Task, settings: JsonObject) -> str:
             harness_text = Path(task.harness_path).read_text(encoding="utf-8")
         except OSError:
             harness_text = f"<unreadable {task.harness_path}>"
-    blob = json.dumps({"source": task.source, "kernel": task.kernel, "harness": task.harness,
-                       "checks": task.check_harnesses, "harness_text": harness_text, "device": task.device,
-                       "seeds": task.seeds, "timeout_s": task.timeout_s, "settings": settings}, sort_keys=True)
+    blob = json.dumps(
+        {
+            "source": task.source,
+            "kernel": task.kernel,
+            "harness": task.harness,
+            "checks": task.check_harnesses,
+            "harness_text": harness_text,
+            "device": task.device,
+            "seeds": task.seeds,
+            "timeout_s": task.timeout_s,
+            "settings": settings,
+        },
+        sort_keys=True,
+    )
     return sha256_text(blob)
 
 
 def patch_text(original: str, new: str, rel: str, header: str = "") -> str:
-    diff = "".join(difflib.unified_diff(original.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        f"a/{rel}", f"b/{rel}"))
+    diff = "".join(
+        difflib.unified_diff(original.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{rel}", f"b/{rel}")
+    )
     return (header + diff) if diff else ""
 
 
@@ -152,13 +211,13 @@ def write_patch(out_dir: Path, job: KernelJob, result: KeptResult) -> Optional[s
         folder, header = out_dir, f"# kernelband: {job.rel}:{job.kernel}: {result.get('message', '')}\n"
     elif status == ResultStatus.VERIFIED_CORRECT:
         folder = out_dir / "correct-only"
-        header = (f"# kernelband: {job.rel}:{job.kernel}: verified correct, speed not measured (no GPU): "
-                  "not a speedup\n")
+        header = f"# kernelband: {job.rel}:{job.kernel}: verified correct, speed not measured (no GPU): not a speedup\n"
     else:
         return None
     assert job.task is not None
-    text = patch_text(job.task.source, result.get("best_source") or job.task.source, job.rel, header.replace("\n", " ")
-                      .strip() + "\n")
+    text = patch_text(
+        job.task.source, result.get("best_source") or job.task.source, job.rel, header.replace("\n", " ").strip() + "\n"
+    )
     if not text.strip() or "@@" not in text:
         return None
     folder.mkdir(parents=True, exist_ok=True)
@@ -169,10 +228,20 @@ def write_patch(out_dir: Path, job: KernelJob, result: KeptResult) -> Optional[s
 
 
 def row_of(job: KernelJob, result: KeptResult, worker: str, patch: Optional[str], resumed: bool) -> Row:
-    return Row(file=job.rel, kernel=job.kernel, status=str(result.get("status")), message=str(result.get("message", "")),
-               speedup=result.get("speedup"), speedup_ci=result.get("speedup_ci"),
-               evaluations=int(result.get("evaluations") or 0), seconds=float(result.get("seconds") or 0.0),
-               worker=worker, patch=patch, resumed=resumed, speed_claim=bool(result.get("speed_claim")))
+    return Row(
+        file=job.rel,
+        kernel=job.kernel,
+        status=str(result.get("status")),
+        message=str(result.get("message", "")),
+        speedup=result.get("speedup"),
+        speedup_ci=result.get("speedup_ci"),
+        evaluations=int(result.get("evaluations") or 0),
+        seconds=float(result.get("seconds") or 0.0),
+        worker=worker,
+        patch=patch,
+        resumed=resumed,
+        speed_claim=bool(result.get("speed_claim")),
+    )
 
 
 @dataclass
@@ -207,8 +276,12 @@ class BatchRun:
 
         for i, j in enumerate(self.jobs):
             if j.task is None:
-                rows[i] = Row(file=j.rel, kernel=j.kernel, status="no_harness" if j.skip_reason.startswith("no harness")
-                              else "error", message=j.skip_reason)
+                rows[i] = Row(
+                    file=j.rel,
+                    kernel=j.kernel,
+                    status="no_harness" if j.skip_reason.startswith("no harness") else "error",
+                    message=j.skip_reason,
+                )
         store = Store(self.store_path) if self.store_path else None
         try:
             for i, j in runnable:
@@ -226,8 +299,9 @@ class BatchRun:
             if store:
                 store.close()
         slots = self.executor.slots(self.device)
-        threads = [threading.Thread(target=self._worker, args=(slot, todo, rows, progress), daemon=True)
-                   for slot in slots]
+        threads = [
+            threading.Thread(target=self._worker, args=(slot, todo, rows, progress), daemon=True) for slot in slots
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -235,8 +309,13 @@ class BatchRun:
                 t.join(timeout=0.5)  # short joins: Ctrl-C reaches the main thread
         return [rows[i] for i in sorted(rows)]
 
-    def _worker(self, slot: Slot, todo: "queue.Queue[tuple[int, KernelJob]]", rows: dict[int, Row],
-                progress: Callable[[KernelJob, Row], None]) -> None:
+    def _worker(
+        self,
+        slot: Slot,
+        todo: "queue.Queue[tuple[int, KernelJob]]",
+        rows: dict[int, Row],
+        progress: Callable[[KernelJob, Row], None],
+    ) -> None:
         from .session import Session
         from .store import Store
 
@@ -252,8 +331,14 @@ class BatchRun:
                 evaluator = self.executor.evaluator(slot, job.task, None, self.config.profile_tier)
                 result = kept_of(Session(job.task, self.config, None, store, self.stop, evaluator=evaluator).run())
             except Exception as e:  # noqa: BLE001 - one kernel's failure never ends the batch
-                rows[i] = Row(file=job.rel, kernel=job.kernel, status="error", message=f"{type(e).__name__}: {e}",
-                              seconds=round(time.monotonic() - t0, 3), worker=slot.label)
+                rows[i] = Row(
+                    file=job.rel,
+                    kernel=job.kernel,
+                    status="error",
+                    message=f"{type(e).__name__}: {e}",
+                    seconds=round(time.monotonic() - t0, 3),
+                    worker=slot.label,
+                )
                 progress(job, rows[i])
                 continue
             finally:
@@ -284,8 +369,17 @@ def summary_table(rows: list[Row]) -> str:
     body = []
     for r in rows:
         sp = f"{r.speedup:.3f}x" if (r.speedup and r.speed_claim) else "-"
-        body.append((r.file, r.kernel, r.status + (" (stored)" if r.resumed else ""), sp, str(r.evaluations),
-                     f"{r.seconds:.1f}", r.patch or "-"))
+        body.append(
+            (
+                r.file,
+                r.kernel,
+                r.status + (" (stored)" if r.resumed else ""),
+                sp,
+                str(r.evaluations),
+                f"{r.seconds:.1f}",
+                r.patch or "-",
+            )
+        )
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]

@@ -6,6 +6,7 @@ language server's re-verification, the agent tools) decode the printed object on
 one-line ``MalformedMessage``. Keys this version does not know are kept in ``extra`` and
 printed back, as a Result keeps them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -33,8 +34,13 @@ class CheckScope:
     wide: Optional[WideReport] = None
 
     def to_dict(self) -> JsonObject:
-        out: JsonObject = {"seeds": list(self.seeds), "harness": self.harness, "harnesses": list(self.harnesses),
-               "checks": list(self.checks), "memcheck": self.memcheck.summary()}
+        out: JsonObject = {
+            "seeds": list(self.seeds),
+            "harness": self.harness,
+            "harnesses": list(self.harnesses),
+            "checks": list(self.checks),
+            "memcheck": self.memcheck.summary(),
+        }
         return out if self.wide is None else {**out, "wide": self.wide.summary()}
 
     def record(self, reports: Mapping[str, object]) -> None:
@@ -91,8 +97,13 @@ class CheckOutcome:
 
     def to_dict(self) -> JsonObject:
         """The printed object, keys in the order the command has always printed them."""
-        out: JsonObject = {"file": self.file, "kernel": self.kernel, "harness": self.harness,
-                               "variant": self.variant, "checked": self.checked.to_dict()}
+        out: JsonObject = {
+            "file": self.file,
+            "kernel": self.kernel,
+            "harness": self.harness,
+            "variant": self.variant,
+            "checked": self.checked.to_dict(),
+        }
         flags = {"speed_claim": self.speed_claim, "paired": self.paired}
         if self.interpreted is not None:
             out.update(interpreted=self.interpreted, clock=self.clock, **flags)
@@ -100,8 +111,11 @@ class CheckOutcome:
                 out["deterministic"] = self.deterministic
         if self.weak_harness is not None:
             out["weak_harness"] = self.weak_harness
-        out.update(status=self.status.value, message=self.message,
-                   errors=self.errors.to_dict() if self.errors is not None else None)
+        out.update(
+            status=self.status.value,
+            message=self.message,
+            errors=self.errors.to_dict() if self.errors is not None else None,
+        )
         if self.interpreted is None:  # rejected before the original was prepared: the flags come last
             out.update(flags)
         if self.sanitizer is not None:

@@ -14,6 +14,7 @@ The answer says what was checked (``checked``: seeds, harnesses, the checks a pa
 requires, whether memcheck ran and why not) so a reader, an agent above all, can tell a
 verdict from a weak one.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -64,8 +65,13 @@ def check_scope(task: Task) -> CheckScope:
     each verification step's report (``memcheck``, ``wide``) says whether it ran (set when
     it does, or why it did not)."""
     checks = [h for h in task.check_harnesses if h != task.harness]
-    return CheckScope(seeds=list(task.seeds), harness=task.harness, harnesses=[task.harness, *checks],
-                      checks=list(TRUST_CHECKS), **not_run_reports("the variant did not pass correctness"))
+    return CheckScope(
+        seeds=list(task.seeds),
+        harness=task.harness,
+        harnesses=[task.harness, *checks],
+        checks=list(TRUST_CHECKS),
+        **not_run_reports("the variant did not pass correctness"),
+    )
 
 
 def checked_block(task: Task) -> dict[str, Any]:
@@ -73,8 +79,9 @@ def checked_block(task: Task) -> dict[str, Any]:
     return check_scope(task).to_dict()
 
 
-def check_variant(task: Task, variant_source: str, variant_label: str, options: CheckOptions,
-                  log: Optional[Log] = None) -> CheckOutcome:
+def check_variant(
+    task: Task, variant_source: str, variant_label: str, options: CheckOptions, log: Optional[Log] = None
+) -> CheckOutcome:
     """What the check prints. Raises SetupError when the original, its harness or the
     worker cannot be used (the CLI's exit 2)."""
     log = log or (lambda _msg: None)
@@ -112,8 +119,15 @@ def check_variant(task: Task, variant_source: str, variant_label: str, options: 
 
 
 def _outcome(task: Task, variant_label: str, status: Status, message: str) -> CheckOutcome:
-    return CheckOutcome(file=task.module_path, kernel=task.kernel, harness=task.harness, variant=variant_label,
-                        checked=check_scope(task), status=status, message=message)
+    return CheckOutcome(
+        file=task.module_path,
+        kernel=task.kernel,
+        harness=task.harness,
+        variant=variant_label,
+        checked=check_scope(task),
+        status=status,
+        message=message,
+    )
 
 
 def _verification_refuses(evaluator: Evaluator, variant: Variant, out: CheckOutcome, log: Log) -> bool:
@@ -121,8 +135,9 @@ def _verification_refuses(evaluator: Evaluator, variant: Variant, out: CheckOutc
     compute-sanitizer, then the calls past int32 offsets), as optimize's finalist gets
     them: what no comparison can see. The first refusal is the verdict (compute-sanitizer's
     a runtime error, a wrong result past int32 offsets that result's status)."""
-    outcome = run_verification(evaluator, variant, log, warn=lambda m: log(f"warning: {m}"),
-                               note=lambda m: log(f"note: {m}"))
+    outcome = run_verification(
+        evaluator, variant, log, warn=lambda m: log(f"warning: {m}"), note=lambda m: log(f"note: {m}")
+    )
     out.checked.record(outcome.reports)
     if not outcome.interpreted:  # the full report beside its summary (``sanitizer``), where it ran
         out.sanitizer = outcome.report(SANITIZER)
@@ -150,8 +165,9 @@ def _paired(evaluator: Evaluator, variant: Variant, options: CheckOptions, out: 
         return
     ci = (paired.ci_low, paired.ci_high)
     baseline_ms, variant_ms, noise = consistent_times(paired.baseline_ms, paired.variant_ms, paired.speedup, ci)
-    verdict = decide_verdict(paired.ci_low, interpreted=bool(out.interpreted), cpu_tuning=options.cpu_tuning,
-                             min_speedup=options.min_speedup)
+    verdict = decide_verdict(
+        paired.ci_low, interpreted=bool(out.interpreted), cpu_tuning=options.cpu_tuning, min_speedup=options.min_speedup
+    )
     # one pair of times, both from the interleaved rounds, consistent with the speedup beside them
     out.paired, out.baseline_ms, out.variant_ms, out.speedup = True, baseline_ms, variant_ms, paired.speedup
     out.speedup_ci, out.paired_medians_ms, out.rounds = ci, (paired.baseline_ms, paired.variant_ms), paired.rounds

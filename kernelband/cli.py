@@ -5,6 +5,7 @@ Exit codes: 0 ok, 1 a verdict of failure (variant wrong, no speedup found...),
 141 the reader of stdout went away (``kernelband list --json f | head``): quietly, as a
 killed-by-SIGPIPE tool would.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,7 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
         prog="kernelband",
         description="Find, profile and optimize the Triton kernels in a Python file.",
         epilog="Exit codes: 0 ok or improved; 1 a verdict of failure (a wrong variant, no verified speedup); "
-               "2 bad usage or an input that cannot be used (one line on stderr). `kernelband COMMAND -h` for each.",
+        "2 bad usage or an input that cannot be used (one line on stderr). `kernelband COMMAND -h` for each.",
     )
     parser.add_argument("--version", action="version", version=f"kernelband {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -5,6 +5,7 @@ whole message (``worker/messages``, ``worker/requests``); ``Tagged`` a class tha
 wire, so that a union of them (a call's ``Arg``) decodes as the class its tag names. No
 torch here.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -71,8 +72,10 @@ def decode_fields(cls: type[D], body: object, prefix: str, path: str = "") -> D:
             raise MalformedMessage(f"{prefix}: {where} must be {cls.TAG!r}, got {tag!r:.40}")
     unknown = sorted(set(body) - set(fields))
     if unknown:
-        raise MalformedMessage(f"{prefix}: unknown field(s) {', '.join(map(repr, unknown))}"
-                               f"{' in ' + path if path else ''} (known: {', '.join(fields) or 'none'})")
+        raise MalformedMessage(
+            f"{prefix}: unknown field(s) {', '.join(map(repr, unknown))}"
+            f"{' in ' + path if path else ''} (known: {', '.join(fields) or 'none'})"
+        )
     values: dict[str, object] = {}
     for name, f in fields.items():
         where = f"{path}.{name}" if path else name

@@ -4,6 +4,7 @@ The language server's packages (pygls, lsprotocol, watchdog) and openai are plai
 dependencies of the wheel; this covers environments where they are missing anyway
 (a partial install, a vendored copy) and the pieces that stay optional.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -3,6 +3,7 @@
 No import of the module, torch or triton: this runs in the language server on every
 keystroke (debounced) and must never execute user code.
 """
+
 from __future__ import annotations
 
 import ast
@@ -80,8 +81,12 @@ class DetectionResult:
             seen[id(f)] = f
             if self.function(f.name) is f:  # calls by name resolve to the first definition
                 stack.extend(by_callee.get(f.name, []))
-        view = DetectionResult(kernels=self.kernels, functions=sorted(seen.values(), key=lambda f: order[id(f)]),
-                               error=self.error, module_defs=self.module_defs)
+        view = DetectionResult(
+            kernels=self.kernels,
+            functions=sorted(seen.values(), key=lambda f: order[id(f)]),
+            error=self.error,
+            module_defs=self.module_defs,
+        )
         self._index("_kernel_index", self.kernels)
         view.__dict__["_kernel_index"] = self.__dict__["_kernel_index"]  # same kernels list
         full = self._index("_function_index", self.functions)
@@ -288,8 +293,10 @@ def _params(text: _Segments, fn: ast.FunctionDef | ast.AsyncFunctionDef, names: 
     a = fn.args
     positional = a.posonlyargs + a.args
     defaults: list[Optional[ast.expr]] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
-    out = [Param(p.arg, text(p.annotation), text(d), names.is_constexpr_annotation(p.annotation))
-           for p, d in [*zip(positional, defaults), *zip(a.kwonlyargs, a.kw_defaults)]]
+    out = [
+        Param(p.arg, text(p.annotation), text(d), names.is_constexpr_annotation(p.annotation))
+        for p, d in [*zip(positional, defaults), *zip(a.kwonlyargs, a.kw_defaults)]
+    ]
     if a.vararg:
         out.append(Param("*" + a.vararg.arg))
     if a.kwarg:
@@ -316,8 +323,29 @@ def name_of(expr: ast.expr) -> Optional[str]:
 # fields and node types that never hold a call, an import or a def: not walked (the fields
 # of identifiers, numbers and flags among them: what is left holds nodes, Nones and lists
 # of those; tests/test_skim.py checks it on a module of every construct)
-_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "names", "module", "level", "conversion",
-                          "asname", "kind", "is_async", "simple", "type_comment", "tag", "rest", "kwd_attrs"})
+_LEAF_FIELDS = frozenset(
+    {
+        "ctx",
+        "op",
+        "ops",
+        "id",
+        "attr",
+        "arg",
+        "name",
+        "names",
+        "module",
+        "level",
+        "conversion",
+        "asname",
+        "kind",
+        "is_async",
+        "simple",
+        "type_comment",
+        "tag",
+        "rest",
+        "kwd_attrs",
+    }
+)
 _LEAVES = frozenset({ast.Name, ast.Constant, ast.alias, ast.Pass, ast.Break, ast.Continue})
 # a node type's fields that may hold a call, an import or a def, last first (the walk
 # pushes them so that they come off its stack in source order)
@@ -409,7 +437,9 @@ class _Walker:
                 continue
             fields = fields_of.get(cls)
             if fields is None:  # (a class without _fields, should one ever come here, has none)
-                fields = fields_of[cls] = tuple(reversed([f for f in getattr(cls, "_fields", ()) if f not in _LEAF_FIELDS]))
+                fields = fields_of[cls] = tuple(
+                    reversed([f for f in getattr(cls, "_fields", ()) if f not in _LEAF_FIELDS])
+                )
             for name in fields:  # each a node, None, or a list of nodes and Nones
                 v = getattr(node, name)
                 if type(v) is list:
@@ -518,6 +548,8 @@ def _unskimmable(source: str) -> bool:
     if any(c in source for c in _ODD_CHARACTERS) or "barry_as_FLUFL" in source:
         return True
     return "\r" in source and source.count("\r") != source.count("\r\n")
+
+
 _NOT_CODE_AT_COL0 = frozenset(("", " ", "\t", "#", "\r"))  # first characters of a line
 _CLOSERS = (")", "]", "}")
 
@@ -560,8 +592,9 @@ def _skimmed_tree(source: str, fork: bool = False) -> Optional[ast.Module]:
     return tree
 
 
-def _masked_kernels(lines: list[str], bodies: list[tuple[int, int, int]]
-                    ) -> Optional[tuple[ast.Module, list[ast.FunctionDef], list[int]]]:
+def _masked_kernels(
+    lines: list[str], bodies: list[tuple[int, int, int]]
+) -> Optional[tuple[ast.Module, list[ast.FunctionDef], list[int]]]:
     """The masked module's tree, the FunctionDef of each masked body, and which of
     ``bodies`` they are; None when one is not where it should be, or not a kernel twice
     (some "jit" decorator is not Triton's, numba.jit: once more without those)."""
@@ -584,8 +617,9 @@ def _masked_kernels(lines: list[str], bodies: list[tuple[int, int, int]]
     return None  # pragma: no cover
 
 
-def _checked_ends_forked(lines: list[str], bodies: list[tuple[int, int, int]]
-                         ) -> "Callable[[], Optional[list[tuple[int, int]]]]":
+def _checked_ends_forked(
+    lines: list[str], bodies: list[tuple[int, int, int]]
+) -> "Callable[[], Optional[list[tuple[int, int]]]]":
     """Start ``_checked_ends`` in a forked child (the kernel bodies' syntax check, a third
     of the parsing, on the other core); returns the wait for its answer. Computed here
     instead where there is no fork or more than one thread (a fork copies no other thread),
@@ -763,8 +797,9 @@ def _masked_defs(tree: ast.Module, bodies: list[tuple[int, int, int]]) -> Option
     return nodes
 
 
-def detect(source: str, filename: str = "<source>", *, skim: bool = True, fork: bool = False,
-           tree: Optional[ast.Module] = None) -> DetectionResult:
+def detect(
+    source: str, filename: str = "<source>", *, skim: bool = True, fork: bool = False, tree: Optional[ast.Module] = None
+) -> DetectionResult:
     """Find kernels, launch sites and module-level functions. Never raises on bad input.
 
     ``skim``: build no syntax tree for the bodies of column-0 ``@triton.jit`` kernels when
@@ -776,8 +811,9 @@ def detect(source: str, filename: str = "<source>", *, skim: bool = True, fork: 
         return _detect(source, filename, skim, fork, tree)
 
 
-def _detect(source: str, filename: str, skim: bool = True, fork: bool = False,
-            tree: Optional[ast.Module] = None) -> DetectionResult:
+def _detect(
+    source: str, filename: str, skim: bool = True, fork: bool = False, tree: Optional[ast.Module] = None
+) -> DetectionResult:
     source = strip_bom(source)
     if tree is None and skim:
         tree = _skimmed_tree(source, fork)
@@ -812,9 +848,16 @@ def _detect(source: str, filename: str, skim: bool = True, fork: bool = False,
         if isinstance(node, ast.ClassDef):
             launched = launched_by.get(node.name, set())
             if launched or walker.calls.get(node.name):
-                result.functions.append(FunctionInfo(
-                    name=node.name, range=_range(node), params=[], kind="class",
-                    calls=sorted(walker.calls.get(node.name, set()) & module_defs), launches=sorted(launched)))
+                result.functions.append(
+                    FunctionInfo(
+                        name=node.name,
+                        range=_range(node),
+                        params=[],
+                        kind="class",
+                        calls=sorted(walker.calls.get(node.name, set()) & module_defs),
+                        launches=sorted(launched),
+                    )
+                )
             continue
         decs = node.decorator_list
         if any(names.is_jit(d) for d in decs):
@@ -846,8 +889,9 @@ def _detect(source: str, filename: str, skim: bool = True, fork: bool = False,
             )
     for name, (assign, target) in aliases.items():
         if target in module_defs:
-            result.functions.append(FunctionInfo(name=name, range=_range(assign), params=[], calls=[target],
-                                                 launches=[], kind="alias"))
+            result.functions.append(
+                FunctionInfo(name=name, range=_range(assign), params=[], calls=[target], launches=[], kind="alias")
+            )
     return result
 
 
@@ -863,8 +907,9 @@ def _launch_site(text: _Segments, launch: _Launch) -> LaunchSite:
     )
 
 
-def redetect_function(result: DetectionResult, block: str, name: str,
-                      end_line: int) -> Optional[tuple[FunctionInfo, list[LaunchSite]]]:
+def redetect_function(
+    result: DetectionResult, block: str, name: str, end_line: int
+) -> Optional[tuple[FunctionInfo, list[LaunchSite]]]:
     """A module-level plain function detected again after an edit of its body (the editor
     on a keystroke in a wrapper's launch line): ``block`` is the module's text with every
     line blanked but the function's (so positions are the module's), ``end_line`` the
@@ -879,8 +924,7 @@ def redetect_function(result: DetectionResult, block: str, name: str,
         if tree is None or len(tree.body) != 1:
             return None
         fn = tree.body[0]
-        if not isinstance(fn, _FUNCTIONS) or fn.name != name or fn.decorator_list \
-                or fn.end_lineno != end_line:
+        if not isinstance(fn, _FUNCTIONS) or fn.name != name or fn.decorator_list or fn.end_lineno != end_line:
             return None
         if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(fn)):
             return None
@@ -891,9 +935,13 @@ def redetect_function(result: DetectionResult, block: str, name: str,
         old = result.function(name)
         if old is None or old.kind != "function":
             return None
-        info = FunctionInfo(name=name, range=_range(fn), params=old.params,
-                            calls=sorted(walker.calls.get(name, set()) & result.module_defs),
-                            launches=sorted({s.kernel for s in sites}))
+        info = FunctionInfo(
+            name=name,
+            range=_range(fn),
+            params=old.params,
+            calls=sorted(walker.calls.get(name, set()) & result.module_defs),
+            launches=sorted({s.kernel for s in sites}),
+        )
     return info, sites
 
 

@@ -5,6 +5,7 @@ One bad variant never ends a session: a crash, a hang or a corrupted CUDA contex
 yields a result, the worker is replaced (and re-primed with the original from its
 saved references), and the next request goes on.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -16,13 +17,34 @@ from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 from .decode import MalformedMessage
-from .model import PAST_INT32, Baseline, Evaluation, PairedTiming, SanitizerReport, Status, Task, Timing, Variant, WideReport
+from .model import (
+    PAST_INT32,
+    Baseline,
+    Evaluation,
+    PairedTiming,
+    SanitizerReport,
+    Status,
+    Task,
+    Timing,
+    Variant,
+    WideReport,
+)
 from .profile.schema import DeviceFacts, Profile, ProfileError
 from .screen import screen_variant
 from .worker.client import WorkerClient, WorkerError, WorkerInfo
 from .worker.deadlines import request_deadline_s
-from .worker.requests import (ErrorKind, Evaluate, MeasureDevice, Paired, Prepare, ProfileRun, Request, Retime,
-                              Sanitize, WideCalls)
+from .worker.requests import (
+    ErrorKind,
+    Evaluate,
+    MeasureDevice,
+    Paired,
+    Prepare,
+    ProfileRun,
+    Request,
+    Retime,
+    Sanitize,
+    WideCalls,
+)
 
 ReportT = TypeVar("ReportT", SanitizerReport, WideReport)  # a verification step's report
 
@@ -142,7 +164,9 @@ class Evaluator:
         self.start()
         tier = self.profile_tier if profile_tier is None else profile_tier
         try:
-            request = Prepare(task=self.task, workdir=str(self.workdir), time=time_it, profile_tier=tier, facts=self.facts)
+            request = Prepare(
+                task=self.task, workdir=str(self.workdir), time=time_it, profile_tier=tier, facts=self.facts
+            )
             raw = self.client.send(request, self._deadline("prepare"))
         except WorkerError as e:
             if e.worker_gone and not self._closed:
@@ -175,8 +199,14 @@ class Evaluator:
         return self.facts
 
     # ------------------------------------------------------------------ variants
-    def evaluate(self, variant: Variant, time_it: bool = True, profile_tier: Optional[int] = None,
-                 search: bool = False, rounds: Optional[int] = None) -> Evaluation:
+    def evaluate(
+        self,
+        variant: Variant,
+        time_it: bool = True,
+        profile_tier: Optional[int] = None,
+        search: bool = False,
+        rounds: Optional[int] = None,
+    ) -> Evaluation:
         """Screen and run a variant. Never raises for anything the variant does. ``search``:
         a search's candidate, which ends as ``Status.SLOWER`` after its timing when it is
         confidently slower than the original (the rest of its checks would decide nothing);
@@ -187,13 +217,25 @@ class Evaluator:
         t0 = time.perf_counter()
         reason = screen_task(self.task, variant.source)
         if reason:
-            return Evaluation(Status.REJECTED, reason, interpreted=self.interpreted, variant_id=variant.id,
-                              wall_s=time.perf_counter() - t0)
+            return Evaluation(
+                Status.REJECTED,
+                reason,
+                interpreted=self.interpreted,
+                variant_id=variant.id,
+                wall_s=time.perf_counter() - t0,
+            )
         tier = self.profile_tier if profile_tier is None else profile_tier
         self._ensure_worker()
         try:
-            request = Evaluate(source=variant.source, variant_id=variant.id, time=time_it, profile_tier=tier,
-                               facts=self.facts, screen=search, rounds=rounds)
+            request = Evaluate(
+                source=variant.source,
+                variant_id=variant.id,
+                time=time_it,
+                profile_tier=tier,
+                facts=self.facts,
+                screen=search,
+                rounds=rounds,
+            )
             raw = self.client.send(request, self._deadline("evaluate"))
             ev = Evaluation.from_dict(raw)
         except WorkerError as e:
@@ -216,8 +258,13 @@ class Evaluator:
         clock: the baseline time times the paired ratio of the same rounds, so a search's
         ranking and its speedups are the paired measurement's, not two separate ones."""
         base = self.baseline.timing if self.baseline is not None else None
-        if ev.status not in (Status.OK, Status.SLOWER) or ev.timing is None or not ev.reference_ms or base is None \
-                or ev.reference_ms <= 0:
+        if (
+            ev.status not in (Status.OK, Status.SLOWER)
+            or ev.timing is None
+            or not ev.reference_ms
+            or base is None
+            or ev.reference_ms <= 0
+        ):
             return
         scale = base.median_ms / ev.reference_ms
         t = ev.timing
@@ -252,8 +299,9 @@ class Evaluator:
         (``PairedTiming.order``)."""
         self._ensure_worker()
         try:
-            raw = self.client.send(Paired(source=variant.source, variant_id=variant.id, rounds=rounds),
-                                   self.paired_timeout_s(rounds))
+            raw = self.client.send(
+                Paired(source=variant.source, variant_id=variant.id, rounds=rounds), self.paired_timeout_s(rounds)
+            )
         except WorkerError as e:
             if e.worker_gone:
                 self._revive()
@@ -269,8 +317,12 @@ class Evaluator:
         """The variant on calls past int32 offsets, the original the oracle (``judge_wide``;
         ``min_elements``: the threshold, lowered only by tests); a report that did not run
         says why (the judge lost or its reply unreadable too)."""
-        return self._report(WideCalls(source=variant.source, min_elements=min_elements), "wide", WideReport,
-                            "the calls past int32 offsets")
+        return self._report(
+            WideCalls(source=variant.source, min_elements=min_elements),
+            "wide",
+            WideReport,
+            "the calls past int32 offsets",
+        )
 
     def _report(self, request: Request, op: str, report: type[ReportT], what: str) -> ReportT:
         """A verification step's report (``report.from_wire`` of the judge's reply); where

@@ -21,6 +21,7 @@ Every event is scrubbed on emission (kernelband/redact.py): known secrets are re
 messages capped at 4 KB, so nothing a variant or the worker says can carry an API key to
 the editor or blow up a JSON line.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -162,8 +163,9 @@ class Log(Payload):
 
 
 EventPayload = Union[Started, Baseline, Candidate, Progress, ProfileReady, Finished, JobError, Log]
-PAYLOADS: dict[str, type[Payload]] = {p.TYPE: p for p in (Started, Baseline, Candidate, Progress, ProfileReady,
-                                                           Finished, JobError, Log)}
+PAYLOADS: dict[str, type[Payload]] = {
+    p.TYPE: p for p in (Started, Baseline, Candidate, Progress, ProfileReady, Finished, JobError, Log)
+}
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ convention (then ``harness_*``, then ``test_*``), or the one named by
 ``--timing-harness`` / ``timing`` in pyproject. An explicit ``--harness`` alone means
 that one harness for both roles.
 """
+
 from __future__ import annotations
 
 import ast
@@ -59,16 +60,26 @@ class HarnessChoice:
         return f"{self.name} (timing and correctness); {', '.join(self.checks)} (correctness)"
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "path": self.path, "how": self.how, "reason": self.reason,
-                "candidates": self.candidates, "timing": self.name, "checks": self.checks}
+        return {
+            "name": self.name,
+            "path": self.path,
+            "how": self.how,
+            "reason": self.reason,
+            "candidates": self.candidates,
+            "timing": self.name,
+            "checks": self.checks,
+        }
 
 
 def _with_roles(choice: HarnessChoice, timing: Optional[str]) -> HarnessChoice:
     """Every candidate in the chosen file checks; ``timing`` (or the first by rank) times."""
     if timing:
         if timing not in choice.candidates:
-            return HarnessChoice(None, reason=f"timing harness {timing!r} is not a zero-argument function that reaches "
-                                              f"the kernel (candidates: {', '.join(choice.candidates) or 'none'})")
+            return HarnessChoice(
+                None,
+                reason=f"timing harness {timing!r} is not a zero-argument function that reaches "
+                f"the kernel (candidates: {', '.join(choice.candidates) or 'none'})",
+            )
         choice.name = timing
     choice.checks = [c for c in choice.candidates if c != choice.name]
     return choice
@@ -101,7 +112,10 @@ def candidates_in(result: DetectionResult, kernel: str) -> list[str]:
     names = [
         f.name
         for f in result.functions
-        if f.kind == "function" and f.name.startswith(HARNESS_PREFIXES) and f.is_zero_arg and _reaches(result, f, kernel)
+        if f.kind == "function"
+        and f.name.startswith(HARNESS_PREFIXES)
+        and f.is_zero_arg
+        and _reaches(result, f, kernel)
     ]
     return sorted(names, key=lambda n: (_rank(n), n))
 
@@ -176,8 +190,9 @@ class _CompanionRefs:
         return any(self.reaches(h, wanted, seen) for h in self.helpers.get(name, set()))
 
 
-def _companion_reaches(result: DetectionResult, kernel: str, comp_src: str, comp: DetectionResult,
-                       stem: str) -> list[str]:
+def _companion_reaches(
+    result: DetectionResult, kernel: str, comp_src: str, comp: DetectionResult, stem: str
+) -> list[str]:
     """Conventional zero-argument harnesses of a companion file that reach the kernel:
     by calling (AST, not text) a function of the module that reaches it, directly or
     through helpers of the companion file."""
@@ -186,8 +201,11 @@ def _companion_reaches(result: DetectionResult, kernel: str, comp_src: str, comp
         return []
     wanted = {f.name for f in result.functions if _reaches(result, f, kernel)} | {kernel}
     refs = _CompanionRefs(tree, stem)
-    names = [f.name for f in comp.functions
-             if f.name.startswith(HARNESS_PREFIXES) and f.is_zero_arg and refs.reaches(f.name, wanted)]
+    names = [
+        f.name
+        for f in comp.functions
+        if f.name.startswith(HARNESS_PREFIXES) and f.is_zero_arg and refs.reaches(f.name, wanted)
+    ]
     return sorted(names, key=lambda n: (_rank(n), n))
 
 
@@ -265,7 +283,7 @@ class PyprojectHarnesses:
             return None, ""
         pp = self.pyproject
         if not isinstance(spec, str) or not spec:
-            return None, f"{pp}: [tool.kernelband.harness] {kernel} must be \"function\" or \"path/to/file.py:function\""
+            return None, f'{pp}: [tool.kernelband.harness] {kernel} must be "function" or "path/to/file.py:function"'
         if ":" in spec and pp is not None:
             path, fn = spec.rsplit(":", 1)
             return f"{(pp.parent / path).resolve()}:{fn}", ""
@@ -370,7 +388,9 @@ def find_harness(
     if companion is not None:
         return _with_roles(companion, timing)
 
-    zero_arg = [f.name for f in result.functions if f.kind == "function" and f.is_zero_arg and _reaches(result, f, kernel)]
+    zero_arg = [
+        f.name for f in result.functions if f.kind == "function" and f.is_zero_arg and _reaches(result, f, kernel)
+    ]
     if zero_arg:
         reason = (
             f"no function named harness_*/test_*/bench_*/benchmark_* reaches a launch of {kernel}; "
@@ -418,12 +438,21 @@ def _kernel_roles(source: str, kernel: KernelInfo) -> dict[str, str]:
 
     acc = analyze_kernel(source, kernel.name)
     tree, _ = parse_module(source)
-    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == kernel.name), None) if tree else None
+    fn = (
+        next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == kernel.name), None)
+        if tree
+        else None
+    )
     compared: set[str] = set()
     for node in ast.walk(fn) if fn is not None else []:
         if isinstance(node, ast.Compare):
-            compared |= {n.id for part in (node.left, *node.comparators) for n in ast.walk(part) if isinstance(n, ast.Name)}
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in ("range", "static_range"):
+            compared |= {
+                n.id for part in (node.left, *node.comparators) for n in ast.walk(part) if isinstance(n, ast.Name)
+            }
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in (
+            "range",
+            "static_range",
+        ):
             compared |= {n.id for a in node.args for n in ast.walk(a) if isinstance(n, ast.Name)}
     roles: dict[str, str] = {}
     for p in kernel.params:
@@ -487,7 +516,11 @@ def _wrapper_roles(source: str, kernel: KernelInfo, wrapper: FunctionInfo) -> di
                 for name, role in _names_passed(text, roles[kparam]).items():
                     out.setdefault(name, role)
     tree, _ = parse_module(source)
-    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == wrapper.name), None) if tree else None
+    fn = (
+        next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == wrapper.name), None)
+        if tree
+        else None
+    )
     for node in ast.walk(fn) if fn is not None else []:
         # x.shape, x.numel(), x.device...: only a tensor has attributes a wrapper reads
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
@@ -527,8 +560,14 @@ def harness_stub(source: str, kernel: KernelInfo, result: Optional[DetectionResu
     else:
         runtime = [p for p in kernel.params if not p.is_constexpr and not p.name.startswith("*")]
         roles = _kernel_roles(source, kernel)
-        pointers = [p.name for p in runtime if roles.get(p.name) == "pointer" or (
-            p.name not in roles and (p.name.endswith(("_ptr", "ptr")) or p.name in ("x", "y", "out", "a", "b", "c")))]
+        pointers = [
+            p.name
+            for p in runtime
+            if roles.get(p.name) == "pointer"
+            or (
+                p.name not in roles and (p.name.endswith(("_ptr", "ptr")) or p.name in ("x", "y", "out", "a", "b", "c"))
+            )
+        ]
         lines.append("    n = 4096  # TODO: real problem size")
         for p in runtime:
             if p.name in pointers:

@@ -3,6 +3,7 @@ payload, a printed ``--json``): what ``json.dumps`` writes and ``json.loads`` gi
 A record's ``to_dict()`` returns a ``JsonObject``; a value read from one is a ``JsonValue``
 its reader narrows (``isinstance``) before use. Only typing here.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ForwardRef, TypeAlias, Union

@@ -5,6 +5,7 @@ Where: ``$KERNELBAND_CACHE_DIR``, else ``$XDG_CACHE_HOME/kernelband``, else
 ``~/.cache/kernelband``. A cache that cannot be read or written is ignored (the facts are
 measured again), never an error.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,7 +60,9 @@ def _facts_file() -> Path:
 
 def device_key(info: Any) -> str:
     """What the peaks depend on: the card (name and UUID), its driver and Triton's version."""
-    return "|".join(str(getattr(info, name, "") or "") for name in ("device_name", "gpu_uuid", "driver", "triton_version"))
+    return "|".join(
+        str(getattr(info, name, "") or "") for name in ("device_name", "gpu_uuid", "driver", "triton_version")
+    )
 
 
 def _read() -> dict[str, Any]:

@@ -5,6 +5,7 @@ from_dict so everything here is JSON-serialisable.
 Conventions: source lines are 1-based and columns 0-based (as in Python's ``ast``);
 times are milliseconds.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -109,8 +110,12 @@ class Param(Serializable):
     is_constexpr: bool = False
 
 
-_FAST_TO_DICT[Param] = lambda p: {"name": p.name, "annotation": p.annotation, "default": p.default,
-                                  "is_constexpr": p.is_constexpr}
+_FAST_TO_DICT[Param] = lambda p: {
+    "name": p.name,
+    "annotation": p.annotation,
+    "default": p.default,
+    "is_constexpr": p.is_constexpr,
+}
 
 
 @dataclass(frozen=True)
@@ -170,18 +175,32 @@ def _range_dict(r: SourceRange) -> JsonObject:
 
 
 def _site_dict(s: LaunchSite) -> JsonObject:
-    return {"kernel": s.kernel, "range": _range_dict(s.range), "grid": s.grid, "args": list(s.args),
-            "kwargs": dict(s.kwargs), "enclosing_function": s.enclosing_function}
+    return {
+        "kernel": s.kernel,
+        "range": _range_dict(s.range),
+        "grid": s.grid,
+        "args": list(s.args),
+        "kwargs": dict(s.kwargs),
+        "enclosing_function": s.enclosing_function,
+    }
 
 
 def _kernel_dict(k: KernelInfo) -> JsonObject:
     """Nested records inline (fields hold what they are declared to: str lists, Params...)."""
-    return {"name": k.name, "range": _range_dict(k.range), "def_range": _range_dict(k.def_range),
-            "name_range": _range_dict(k.name_range),
-            "params": [{"name": p.name, "annotation": p.annotation, "default": p.default, "is_constexpr": p.is_constexpr}
-                       for p in k.params],
-            "decorators": list(k.decorators), "is_autotuned": k.is_autotuned, "has_heuristics": k.has_heuristics,
-            "launch_sites": [_site_dict(s) for s in k.launch_sites]}
+    return {
+        "name": k.name,
+        "range": _range_dict(k.range),
+        "def_range": _range_dict(k.def_range),
+        "name_range": _range_dict(k.name_range),
+        "params": [
+            {"name": p.name, "annotation": p.annotation, "default": p.default, "is_constexpr": p.is_constexpr}
+            for p in k.params
+        ],
+        "decorators": list(k.decorators),
+        "is_autotuned": k.is_autotuned,
+        "has_heuristics": k.has_heuristics,
+        "launch_sites": [_site_dict(s) for s in k.launch_sites],
+    }
 
 
 _FAST_TO_DICT[SourceRange] = _range_dict
@@ -248,7 +267,9 @@ class Task(Serializable):
     device: str = "auto"  # "auto" | "cuda" | "cuda:N" | "cpu" (interpreter)
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     timeout_s: float = 120.0  # per harness run of an evaluation
-    check_harnesses: list[str] = field(default_factory=list)  # correctness-only harnesses (the timing harness `harness` is checked too)
+    check_harnesses: list[str] = field(
+        default_factory=list
+    )  # correctness-only harnesses (the timing harness `harness` is checked too)
 
     @property
     def source_hash(self) -> str:
@@ -433,8 +454,16 @@ class SanitizerReport:
         reason of a run that did not happen, else what each tool ran on and found."""
         if not self.ran:
             return {"ran": False, "ok": self.ok, "reason": self.reason}
-        return {"ran": True, "ok": self.ok, "tool": self.tool, "exit_code": self.exit_code, "job": self.job,
-                "findings": list(self.findings), "harnesses": list(self.harnesses), "tools": list(self.tools)}
+        return {
+            "ran": True,
+            "ok": self.ok,
+            "tool": self.tool,
+            "exit_code": self.exit_code,
+            "job": self.job,
+            "findings": list(self.findings),
+            "harnesses": list(self.harnesses),
+            "tools": list(self.tools),
+        }
 
     def summary(self) -> JsonObject:
         """In a few words (``checked.memcheck``): ran and ok with its first findings, or why not."""
@@ -446,10 +475,25 @@ class SanitizerReport:
 # index: evaluations done so far; t: the session's seconds; parent: the pool member's id it
 # was made from; speedup: over the original's search time, when correct; best_*: the pool's
 # best so far; phases: Evaluation.phases
-_HistoryFields = TypedDict("_HistoryFields", {
-    "index": int, "t": float, "variant_id": Optional[str], "parent": Optional[str], "strategy": Optional[str],
-    "generator": Optional[str], "status": str, "time_ms": Optional[float], "speedup": Optional[float],
-    "message": str, "description": str, "best_ms": float, "best_speedup_so_far": float, "phases": dict[str, float]})
+_HistoryFields = TypedDict(
+    "_HistoryFields",
+    {
+        "index": int,
+        "t": float,
+        "variant_id": Optional[str],
+        "parent": Optional[str],
+        "strategy": Optional[str],
+        "generator": Optional[str],
+        "status": str,
+        "time_ms": Optional[float],
+        "speedup": Optional[float],
+        "message": str,
+        "description": str,
+        "best_ms": float,
+        "best_speedup_so_far": float,
+        "phases": dict[str, float],
+    },
+)
 
 
 class HistoryEntry(_HistoryFields, total=False):
@@ -492,8 +536,15 @@ class WideReport:
         return decode_fields(cls, body, "malformed wide-calls report")
 
     def to_dict(self) -> JsonObject:
-        out: JsonObject = {"ran": self.ran, "ok": self.ok, "reason": self.reason, "elements": self.elements,
-                               "calls": list(self.calls), "dropped": list(self.dropped), "message": self.message}
+        out: JsonObject = {
+            "ran": self.ran,
+            "ok": self.ok,
+            "reason": self.reason,
+            "elements": self.elements,
+            "calls": list(self.calls),
+            "dropped": list(self.dropped),
+            "message": self.message,
+        }
         if self.status is not None:
             out["status"] = self.status.value
         return out
@@ -515,6 +566,7 @@ class WideReport:
 # `result` / `profile` events), stores (SQLite, as JSON) and the language server reads.
 # The VS Code client declares the same Result in vscode-client/src/jobs.ts (OptimizeResult);
 # tests/test_result_contract.py keeps the two in step.
+
 
 class ResultStatus(str, Enum):
     """How a session (or a check) ended: a Result's status. Compares equal to its word."""
@@ -557,7 +609,7 @@ def _coerce(kind: str, v: object, default: object) -> object:
     """Bring one stored value to its field's type (``kind``: the annotation's text); a
     value of another type gives the default."""
     optional = kind.startswith("Optional[")
-    base = kind[len("Optional["):-1] if optional else kind
+    base = kind[len("Optional[") : -1] if optional else kind
     if v is None:
         return None if optional else default
     if base.startswith("list"):
@@ -591,8 +643,11 @@ def _from_json_dict(cls: type[_R], d: object) -> _R:
         names.add(f.name)
         if f.name == "extra" or f.name not in d:
             continue
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        )
         kwargs[f.name] = _coerce(str(f.type), d[f.name], default)
     kwargs["extra"] = {k: v for k, v in d.items() if k not in names}
     return cls(**kwargs)
@@ -650,8 +705,16 @@ class Result:
     applied: Optional[bool] = None  # --apply wrote best_source into the file
     extra: JsonObject = field(default_factory=dict)
 
-    SOMETIMES = ("paired_rounds", "paired_medians_ms", "search_best_ms", "search_baseline_ms",
-                 "unverified_variant_id", "unverified_diff", "memcheck", "applied")
+    SOMETIMES = (
+        "paired_rounds",
+        "paired_medians_ms",
+        "search_best_ms",
+        "search_baseline_ms",
+        "unverified_variant_id",
+        "unverified_diff",
+        "memcheck",
+        "applied",
+    )
 
     def __post_init__(self) -> None:
         # a word given in code (a test, a hand-made Result) becomes the member it names, so
@@ -692,8 +755,16 @@ class Result:
         return _from_json_dict(cls, fields)
 
     @classmethod
-    def cancelled(cls, kernel: str, file: str, message: str, *, failed: bool = False,
-                  partial: Optional["Result"] = None, evaluations: Optional[int] = None) -> "Result":
+    def cancelled(
+        cls,
+        kernel: str,
+        file: str,
+        message: str,
+        *,
+        failed: bool = False,
+        partial: Optional["Result"] = None,
+        evaluations: Optional[int] = None,
+    ) -> "Result":
         """The Result of a job that ended without the engine's own (cancelled, superseded,
         failed): a partial Result it did send is kept, with this status and message."""
         r = dataclasses.replace(partial) if partial is not None else cls(status=ResultStatus.CANCELLED)

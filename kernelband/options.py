@@ -12,6 +12,7 @@ layer; a session still needs one limit, and says so in one line when all are 0.
 
 Pure: no torch, no triton (the language server imports it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,8 +86,10 @@ class Option:
             items = [s for s in items if s]
             unknown = [s for s in items if self.choices and s not in self.choices]
             if unknown:
-                raise OptionError(f"{label}: unknown {self.name}: {', '.join(unknown)} "
-                                  f"(known: {', '.join(map(str, self.choices or ()))})")
+                raise OptionError(
+                    f"{label}: unknown {self.name}: {', '.join(unknown)} "
+                    f"(known: {', '.join(map(str, self.choices or ()))})"
+                )
             return list(dict.fromkeys(items))
         if t is str:
             if not isinstance(value, str):
@@ -102,8 +105,12 @@ class Option:
             value = int(value)
         else:
             value = float(value)
-        if (self.positive and value <= 0) or (self.minimum is not None and value < self.minimum) \
-                or (self.maximum is not None and value > self.maximum) or (self.choices and value not in self.choices):
+        if (
+            (self.positive and value <= 0)
+            or (self.minimum is not None and value < self.minimum)
+            or (self.maximum is not None and value > self.maximum)
+            or (self.choices and value not in self.choices)
+        ):
             raise OptionError(f"{label}: expected {self._range_text()}, not {value}")
         return value
 
@@ -135,8 +142,9 @@ class Option:
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         if self.type is bool:
-            parser.add_argument(self.flag, dest=self.name, action="store_true", default=bool(self.default),
-                                help=self.help_text())
+            parser.add_argument(
+                self.flag, dest=self.name, action="store_true", default=bool(self.default), help=self.help_text()
+            )
             return
         kw: dict[str, Any] = {"dest": self.name, "default": self.default, "help": self.help_text()}
         if self.type is list:
@@ -153,8 +161,9 @@ class Option:
             try:
                 value = base(text)
             except ValueError:
-                raise argparse.ArgumentTypeError(f"expected {self._range_text() if base is not str else 'a string'}, "
-                                                 f"not {text!r}") from None
+                raise argparse.ArgumentTypeError(
+                    f"expected {self._range_text() if base is not str else 'a string'}, not {text!r}"
+                ) from None
             if base is str and self.type is not list:
                 return value
             try:
@@ -182,59 +191,196 @@ DEFAULT_LLM_TIMEOUT_S = 60.0
 OPTIONS: tuple[Option, ...] = (
     # ---- what every job command shares (check, optimize, profile)
     Option("device", "--device", str, "auto", DEVICE_HELP, setting="device", commands=JOB_COMMANDS),
-    Option("seeds", "--seeds", int, 3, "seeds for the correctness check, fresh inputs each", minimum=3,
-           commands=JOB_COMMANDS),
-    Option("timeout", "--timeout", float, 120.0, "seconds one harness run may take before it counts as hung",
-           positive=True, commands=JOB_COMMANDS),
+    Option(
+        "seeds",
+        "--seeds",
+        int,
+        3,
+        "seeds for the correctness check, fresh inputs each",
+        minimum=3,
+        commands=JOB_COMMANDS,
+    ),
+    Option(
+        "timeout",
+        "--timeout",
+        float,
+        120.0,
+        "seconds one harness run may take before it counts as hung",
+        positive=True,
+        commands=JOB_COMMANDS,
+    ),
     # ---- the budget: any combination, at least one above 0
-    Option("budget", "--budget", int, 16, "evaluations one session may run", setting="budget.evaluations",
-           minimum=0, zero_means=NO_LIMIT),
-    Option("seconds", "--seconds", float, 0.0, "wall-clock budget of a session in seconds", setting="budget.seconds",
-           minimum=0, zero_means=NO_LIMIT),
-    Option("tokens", "--tokens", int, 0, "LLM token budget (prompt + completion)", setting="budget.tokens",
-           minimum=0, zero_means=NO_LIMIT),
-    Option("dollars", "--dollars", float, 0.0, "LLM cost budget in US dollars", setting="budget.dollars",
-           minimum=0, zero_means=NO_LIMIT),
+    Option(
+        "budget",
+        "--budget",
+        int,
+        16,
+        "evaluations one session may run",
+        setting="budget.evaluations",
+        minimum=0,
+        zero_means=NO_LIMIT,
+    ),
+    Option(
+        "seconds",
+        "--seconds",
+        float,
+        0.0,
+        "wall-clock budget of a session in seconds",
+        setting="budget.seconds",
+        minimum=0,
+        zero_means=NO_LIMIT,
+    ),
+    Option(
+        "tokens",
+        "--tokens",
+        int,
+        0,
+        "LLM token budget (prompt + completion)",
+        setting="budget.tokens",
+        minimum=0,
+        zero_means=NO_LIMIT,
+    ),
+    Option(
+        "dollars",
+        "--dollars",
+        float,
+        0.0,
+        "LLM cost budget in US dollars",
+        setting="budget.dollars",
+        minimum=0,
+        zero_means=NO_LIMIT,
+    ),
     # ---- who writes variants, and how the search picks
-    Option("generator", "--generator", str, "rules",
-           "rules: offline rewrites of tunables; openai: an LLM through any OpenAI-compatible API",
-           setting="generator", choices=GENERATOR_NAMES),
-    Option("model", "--model", str, "", "LLM model name (openai generator)", setting="model",
-           requires=("generator", "openai")),
-    Option("base_url", "--base-url", str, "", "OpenAI-compatible base URL, e.g. http://localhost:11434/v1",
-           setting="baseUrl", requires=("generator", "openai")),
+    Option(
+        "generator",
+        "--generator",
+        str,
+        "rules",
+        "rules: offline rewrites of tunables; openai: an LLM through any OpenAI-compatible API",
+        setting="generator",
+        choices=GENERATOR_NAMES,
+    ),
+    Option(
+        "model",
+        "--model",
+        str,
+        "",
+        "LLM model name (openai generator)",
+        setting="model",
+        requires=("generator", "openai"),
+    ),
+    Option(
+        "base_url",
+        "--base-url",
+        str,
+        "",
+        "OpenAI-compatible base URL, e.g. http://localhost:11434/v1",
+        setting="baseUrl",
+        requires=("generator", "openai"),
+    ),
     Option("temperature", "--temperature", float, None, "LLM temperature", minimum=0),
-    Option("llm_timeout", "--llm-timeout", float, DEFAULT_LLM_TIMEOUT_S,
-           "seconds one LLM request may take; a timed-out request is retried once, and an endpoint that never "
-           "answers ends the search", positive=True),
-    Option("search", "--search", str, "kernelband", "search policy (kernelband = the kb variant)", setting="search",
-           choices=SEARCH_NAMES),
-    Option("strategies", "--strategies", list, [], f"comma-separated subset of: {', '.join(STRATEGY_NAMES)} "
-           "(empty = all)", setting="strategies", choices=STRATEGY_NAMES),
+    Option(
+        "llm_timeout",
+        "--llm-timeout",
+        float,
+        DEFAULT_LLM_TIMEOUT_S,
+        "seconds one LLM request may take; a timed-out request is retried once, and an endpoint that never "
+        "answers ends the search",
+        positive=True,
+    ),
+    Option(
+        "search",
+        "--search",
+        str,
+        "kernelband",
+        "search policy (kernelband = the kb variant)",
+        setting="search",
+        choices=SEARCH_NAMES,
+    ),
+    Option(
+        "strategies",
+        "--strategies",
+        list,
+        [],
+        f"comma-separated subset of: {', '.join(STRATEGY_NAMES)} (empty = all)",
+        setting="strategies",
+        choices=STRATEGY_NAMES,
+    ),
     Option("seed", "--seed", int, 0, "random seed of the search and the rules generator: same seed, same candidates"),
-    Option("profile_tier", "--profile-tier", int, 2, "profile each correct candidate up to this tier for the "
-           "bandit's features", choices=(0, 1, 2, 3)),
+    Option(
+        "profile_tier",
+        "--profile-tier",
+        int,
+        2,
+        "profile each correct candidate up to this tier for the bandit's features",
+        choices=(0, 1, 2, 3),
+    ),
     # ---- the verdict
-    Option("rounds", "--rounds", int, 10, "interleaved A/B rounds for the final speedup's confidence interval",
-           minimum=2, commands=(CHECK, OPTIMIZE)),
-    Option("min_speedup", "--min-speedup", float, DEFAULT_MIN_SPEEDUP,
-           "'improved' only when the CI's lower bound is above this, at least 1", setting="minSpeedup", minimum=1.0,
-           commands=(CHECK, OPTIMIZE), default_note="the measured noise floor; see README"),
-    Option("cpu_tuning", "--cpu-tuning", bool, False,
-           "under the interpreter (no GPU), let CPU times rank candidates, decide the verdict and --apply anyway "
-           "(never a GPU claim)",
-           commands=(CHECK, OPTIMIZE)),
-    Option("allow_weak_harness", "--allow-weak-harness", bool, False,
-           "search even if the harness cannot catch a broken kernel"),
+    Option(
+        "rounds",
+        "--rounds",
+        int,
+        10,
+        "interleaved A/B rounds for the final speedup's confidence interval",
+        minimum=2,
+        commands=(CHECK, OPTIMIZE),
+    ),
+    Option(
+        "min_speedup",
+        "--min-speedup",
+        float,
+        DEFAULT_MIN_SPEEDUP,
+        "'improved' only when the CI's lower bound is above this, at least 1",
+        setting="minSpeedup",
+        minimum=1.0,
+        commands=(CHECK, OPTIMIZE),
+        default_note="the measured noise floor; see README",
+    ),
+    Option(
+        "cpu_tuning",
+        "--cpu-tuning",
+        bool,
+        False,
+        "under the interpreter (no GPU), let CPU times rank candidates, decide the verdict and --apply anyway "
+        "(never a GPU claim)",
+        commands=(CHECK, OPTIMIZE),
+    ),
+    Option(
+        "allow_weak_harness",
+        "--allow-weak-harness",
+        bool,
+        False,
+        "search even if the harness cannot catch a broken kernel",
+    ),
     # ---- where the evaluation workers run (docs/RAY.md)
-    Option("executor", "--executor", str, "local",
-           "local: one worker process per visible GPU on this machine; ray: one Ray actor per GPU of a Ray cluster "
-           "(pip install 'kernelband[ray]')", setting="executor", choices=EXECUTOR_NAMES),
-    Option("ray_address", "--ray-address", str, "",
-           "Ray cluster address for --executor ray, e.g. ray://head:10001 or auto (empty: a local Ray instance)",
-           setting="rayAddress", requires=("executor", "ray")),
-    Option("workers", "--workers", int, 0, "number of evaluation workers; 0: one per visible GPU (1 under the CPU "
-           "interpreter)", setting="workers", minimum=0),
+    Option(
+        "executor",
+        "--executor",
+        str,
+        "local",
+        "local: one worker process per visible GPU on this machine; ray: one Ray actor per GPU of a Ray cluster "
+        "(pip install 'kernelband[ray]')",
+        setting="executor",
+        choices=EXECUTOR_NAMES,
+    ),
+    Option(
+        "ray_address",
+        "--ray-address",
+        str,
+        "",
+        "Ray cluster address for --executor ray, e.g. ray://head:10001 or auto (empty: a local Ray instance)",
+        setting="rayAddress",
+        requires=("executor", "ray"),
+    ),
+    Option(
+        "workers",
+        "--workers",
+        int,
+        0,
+        "number of evaluation workers; 0: one per visible GPU (1 under the CPU interpreter)",
+        setting="workers",
+        minimum=0,
+    ),
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}

@@ -3,6 +3,7 @@ the language server's job manager. The command name, in parentheses, may itself 
 spaces and parentheses, so fields are read after the last ``)``. Standard library only:
 the language server imports this.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ def stat_fields(pid: int) -> Optional[list[str]]:
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return None
-    return text[text.rfind(")") + 2:].split()
+    return text[text.rfind(")") + 2 :].split()
 
 
 def _field(pid: int, index: int) -> Optional[str]:

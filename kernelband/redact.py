@@ -13,6 +13,7 @@
 - ``needs_scrub(json_text)``: False when the JSON text of some data shows that ``scrub``
   would not change it (the CLI then prints that text without walking the data).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,27 +28,34 @@ REDACTED = "[redacted]"
 # Names of environment variables whose values are secrets: a KEY/TOKEN/SECRET/PASSWORD part.
 _SECRET_NAME = re.compile(
     r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|PAT|PRIVATE_KEY|ACCESS_KEY)(_|$)"
-    r"|APIKEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
+    r"|APIKEY|PASSWORD|SECRET|TOKEN",
+    re.IGNORECASE,
+)
 # Dict keys (JSON fields, config options) whose values are secrets.
-_SECRET_FIELD = re.compile(r"^(api_?key|apikey|authorization|password|passwd|secret|token|access_token|"
-                           r"x-api-key|.*_(api_?key|token|secret|password))$", re.IGNORECASE)
+_SECRET_FIELD = re.compile(
+    r"^(api_?key|apikey|authorization|password|passwd|secret|token|access_token|"
+    r"x-api-key|.*_(api_?key|token|secret|password))$",
+    re.IGNORECASE,
+)
 # Shapes of keys that need no configuration to be recognised.
 _KEY_SHAPES = [
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),                  # OpenAI and compatible (sk-proj-..., sk-ant-...)
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),  # OpenAI and compatible (sk-proj-..., sk-ant-...)
     re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"),  # GitHub tokens
     re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),                     # Hugging Face
-    re.compile(r"\bxox[abpors]-[A-Za-z0-9\-]{10,}"),          # Slack
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),                      # AWS access key id
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),                 # Google API key
-    re.compile(r"(?i)(?<=bearer )[A-Za-z0-9._~+/=\-]{8,}"),   # Authorization: Bearer <token>
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),  # Hugging Face
+    re.compile(r"\bxox[abpors]-[A-Za-z0-9\-]{10,}"),  # Slack
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),  # Google API key
+    re.compile(r"(?i)(?<=bearer )[A-Za-z0-9._~+/=\-]{8,}"),  # Authorization: Bearer <token>
 ]
 # Text none of the shapes can match (almost every string) skips their substitutions.
 _KEY_HINT = re.compile(r"sk-|gh[pousr]_|github_pat_|hf_|xox[abpors]-|AKIA|AIza|(?i:bearer )")
 # Values shorter than this are not treated as secrets (an env var KEY=1 would redact every "1").
 _MIN_SECRET_LEN = 8
 # Fields holding module sources or diffs: never capped, redacted of known values only.
-SOURCE_FIELDS = frozenset({"source", "best_source", "diff", "unverified_diff", "original", "proposed", "variant_source"})
+SOURCE_FIELDS = frozenset(
+    {"source", "best_source", "diff", "unverified_diff", "original", "proposed", "variant_source"}
+)
 
 _registered: set[str] = set()
 _lock = threading.Lock()

@@ -12,6 +12,7 @@ speedup: the Result stays ``no_improvement``, with its id and diff kept aside. W
 second worker free (several GPUs), those steps run there while the primary re-measures:
 the same results as one after the other, a refusal first.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -33,14 +34,18 @@ from .worker.requests import ErrorKind
 if TYPE_CHECKING:  # the search modules load when a search runs
     from .search.base import Candidate
 
-SEQUENTIAL_NOTE = ("the original and the best variant were re-measured one after the other, not interleaved: two runs "
-                   "of this harness do not fit on the GPU together (the CI pairs the two blocks' samples in order)")
+SEQUENTIAL_NOTE = (
+    "the original and the best variant were re-measured one after the other, not interleaved: two runs "
+    "of this harness do not fit on the GPU together (the CI pairs the two blocks' samples in order)"
+)
 
 
 def unified_diff(original: str, new: str, path: str) -> str:
     name = Path(path).name
     return "".join(
-        difflib.unified_diff(original.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}")
+        difflib.unified_diff(
+            original.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}"
+        )
     )
 
 
@@ -68,8 +73,15 @@ class SearchOutcome:
 class ResultBuilder:
     """Turns a SearchOutcome into a Result; re-measures through the session's evaluator."""
 
-    def __init__(self, task: Task, config: SessionConfig, evaluator: Evaluator, warn: Callable[[str], None],
-                 log: Callable[[str], object], spare: Optional[Evaluator] = None) -> None:
+    def __init__(
+        self,
+        task: Task,
+        config: SessionConfig,
+        evaluator: Evaluator,
+        warn: Callable[[str], None],
+        log: Callable[[str], object],
+        spare: Optional[Evaluator] = None,
+    ) -> None:
         self.task = task
         self.config = config
         self.evaluator = evaluator
@@ -81,16 +93,39 @@ class ResultBuilder:
         original, best = out.original, out.best
         interpreted = bool(self.evaluator.interpreted)
         result = Result(
-            status=ResultStatus.NO_IMPROVEMENT, kernel=self.task.kernel, file=self.task.module_path, session_id=out.session_id,
-            original_hash=self.task.source_hash, baseline_ms=original.time_ms, best_ms=original.time_ms,
-            speedup=1.0, speedup_ci=[1.0, 1.0], speed_claim=not interpreted, applicable=False,
-            min_speedup=self.config.min_speedup, evaluations=out.evaluations, interpreted=interpreted,
-            clock="cpu-interpreter" if interpreted else "cuda-events", gpu=out.gpu, triton_version=out.triton_version,
-            search=self.config.search, generator=self.config.generator, strategy_path=[], diff="",
-            best_source=self.task.source, best_variant_id=original.id, seconds=round(out.seconds, 3),
-            tokens=out.tokens, cost_usd=round(out.dollars, 6), stop_reason=out.stop_reason, message="",
-            warnings=out.warnings, history=out.history, phase_seconds=phase_totals(out.history),
-            worker_restarts=self.evaluator.worker_restarts, baseline_bottleneck=out.baseline_bottleneck,
+            status=ResultStatus.NO_IMPROVEMENT,
+            kernel=self.task.kernel,
+            file=self.task.module_path,
+            session_id=out.session_id,
+            original_hash=self.task.source_hash,
+            baseline_ms=original.time_ms,
+            best_ms=original.time_ms,
+            speedup=1.0,
+            speedup_ci=[1.0, 1.0],
+            speed_claim=not interpreted,
+            applicable=False,
+            min_speedup=self.config.min_speedup,
+            evaluations=out.evaluations,
+            interpreted=interpreted,
+            clock="cpu-interpreter" if interpreted else "cuda-events",
+            gpu=out.gpu,
+            triton_version=out.triton_version,
+            search=self.config.search,
+            generator=self.config.generator,
+            strategy_path=[],
+            diff="",
+            best_source=self.task.source,
+            best_variant_id=original.id,
+            seconds=round(out.seconds, 3),
+            tokens=out.tokens,
+            cost_usd=round(out.dollars, 6),
+            stop_reason=out.stop_reason,
+            message="",
+            warnings=out.warnings,
+            history=out.history,
+            phase_seconds=phase_totals(out.history),
+            worker_restarts=self.evaluator.worker_restarts,
+            baseline_bottleneck=out.baseline_bottleneck,
         )
         # what a pass meant (seeds, harnesses, checks, memcheck): `checked` as `kernelband check` reports it
         result.extra["checked"] = checked_block(self.task)
@@ -151,8 +186,9 @@ class ResultBuilder:
         result.best_source = best.variant.source
         result.best_variant_id = best.id
 
-    def _verification_refused(self, result: Result, best: Candidate,
-                              reports: Optional[dict[str, StepReport]] = None) -> bool:
+    def _verification_refused(
+        self, result: Result, best: Candidate, reports: Optional[dict[str, StepReport]] = None
+    ) -> bool:
         """On a GPU, the finalist's verification steps (``verification.STEPS``): compute-
         sanitizer memcheck and racecheck (out-of-bounds accesses and races no comparison can
         see), then the calls past int32 offsets (a tensor over 2**31 elements: too large for
@@ -185,15 +221,22 @@ class ResultBuilder:
         result.status = ResultStatus.VERIFIED_CORRECT
         result.best_ms, result.speedup, result.speedup_ci = best.time_ms, None, None
         via = " -> ".join(result.strategy_path) or "a stored variant"
-        result.message = (f"a correct variant (via {via}) passed every check; {NO_GPU_NOTE}: no speed claim. "
-                          "Run on a GPU to measure it, or pass --cpu-tuning to rank and apply by CPU time")
+        result.message = (
+            f"a correct variant (via {via}) passed every check; {NO_GPU_NOTE}: no speed claim. "
+            "Run on a GPU to measure it, or pass --cpu-tuning to rank and apply by CPU time"
+        )
         return result
 
     def _paired_verdict(self, result: Result, best: Candidate, out: SearchOutcome, paired: PairedTiming) -> Result:
-        verdict = decide_verdict(paired.ci_low, interpreted=self.evaluator.interpreted,
-                                 cpu_tuning=self.config.cpu_tuning, min_speedup=self.config.min_speedup)
-        base_ms, best_ms, noise = consistent_times(paired.baseline_ms, paired.variant_ms, paired.speedup,
-                                                   (paired.ci_low, paired.ci_high))
+        verdict = decide_verdict(
+            paired.ci_low,
+            interpreted=self.evaluator.interpreted,
+            cpu_tuning=self.config.cpu_tuning,
+            min_speedup=self.config.min_speedup,
+        )
+        base_ms, best_ms, noise = consistent_times(
+            paired.baseline_ms, paired.variant_ms, paired.speedup, (paired.ci_low, paired.ci_high)
+        )
         self._found(result, best, out)
         result.baseline_ms, result.best_ms, result.speedup = base_ms, best_ms, paired.speedup
         result.speedup_ci = [paired.ci_low, paired.ci_high]
@@ -208,8 +251,10 @@ class ResultBuilder:
         if verdict.status == ResultStatus.IMPROVED:
             result.message = f"{ci} faster{cpu} via {' -> '.join(result.strategy_path) or 'a stored variant'}"
         else:
-            result.message = (f"best candidate measured {ci}{cpu} on re-measurement: not a verified speedup "
-                              f"(the CI's lower bound must exceed {max(1.0, self.config.min_speedup):.3f}x)")
+            result.message = (
+                f"best candidate measured {ci}{cpu} on re-measurement: not a verified speedup "
+                f"(the CI's lower bound must exceed {max(1.0, self.config.min_speedup):.3f}x)"
+            )
         return result
 
     def _unverified(self, result: Result, best: Candidate, e: Union[WorkerError, SetupError]) -> Result:
@@ -223,8 +268,10 @@ class ResultBuilder:
         result.unverified_variant_id = best.id
         result.unverified_diff = unified_diff(self.task.source, best.variant.source, self.task.module_path)
         assert result.baseline_ms is not None  # the original's search time (build)
-        result.message = (f"search found a candidate at {result.baseline_ms / best.time_ms:.2f}x, but {failure}: "
-                          "not a verified speedup")
+        result.message = (
+            f"search found a candidate at {result.baseline_ms / best.time_ms:.2f}x, but {failure}: "
+            "not a verified speedup"
+        )
         return result
 
 

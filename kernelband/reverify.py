@@ -12,6 +12,7 @@ check of a variant against the original, then the interleaved re-measurement) an
 it in one line, with the same words as the rest of the product: a speedup only with its
 confidence interval, and "correct; speed needs a GPU" under the interpreter.
 """
+
 from __future__ import annotations
 
 import re
@@ -64,8 +65,8 @@ def _old_text(new_lines: list[str], diff: str, hunks: list[re.Match], glued: boo
         if first < at or first + n_new > len(new_lines):
             return None
         out.extend(new_lines[at:first])
-        body = diff[h.end(): hunks[i + 1].start() if i + 1 < len(hunks) else len(diff)]
-        got = _hunk_old(body, new_lines[first: first + n_new], n_old, glued and i == len(hunks) - 1)
+        body = diff[h.end() : hunks[i + 1].start() if i + 1 < len(hunks) else len(diff)]
+        got = _hunk_old(body, new_lines[first : first + n_new], n_old, glued and i == len(hunks) - 1)
         if got is None:
             return None
         out.extend(got)
@@ -95,15 +96,15 @@ def _hunk_old(body: str, new: list[str], n_old: int, glued: bool) -> Optional[li
             if glued and len(old) == n_old - 1:
                 rest = "".join("+" + line for line in new[j:])
                 end = len(body) - len(rest) if body.endswith(rest) else -1
-                if end <= pos or body[end - 1: end] == "\n":
+                if end <= pos or body[end - 1 : end] == "\n":
                     return None
-                old.append(body[pos + 1: end])
+                old.append(body[pos + 1 : end])
                 pos = end
                 continue
             nl = body.find("\n", pos)
             if nl < 0:
                 nl = len(body) - 1
-            old.append(body[pos + 1: nl + 1])
+            old.append(body[pos + 1 : nl + 1])
             pos = nl + 1
         elif tag == "\\":  # "\ No newline at end of file" (GNU diff): the line before has none
             nl = body.find("\n", pos)

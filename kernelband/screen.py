@@ -26,6 +26,7 @@ What a variant must satisfy, in this order:
 The worker process and its sandbox are the isolation; this screen keeps an LLM reply
 from smuggling I/O, a monkeypatch or a forged observation into it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,6 +43,7 @@ from .screen_policy import ALLOWED_IMPORTS, ORIGINAL_ONLY_MEMBERS
 from .screen_source import SourceRefused, canonical_source
 
 __all__ = ["ALLOWED_IMPORTS", "SourceRefused", "canonical_source", "policy_violations", "screen_variant"]
+
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
@@ -201,8 +203,11 @@ def _findings(original_source: str, variant_source: str) -> list[Finding]:
     ctx = ModuleContext(vtree)
     findings: list[Finding] = []
     for name in sorted(_conflicting_imports(vtree)):
-        findings.append(Finding("<module>", 1, f"has a rebinding of imported name {name}",
-                                "imported names may not be shadowed", rank=0))
+        findings.append(
+            Finding(
+                "<module>", 1, f"has a rebinding of imported name {name}", "imported names may not be shadowed", rank=0
+            )
+        )
     changed = _changed(otree, vtree)
     for node in changed:
         _check_top_level(ctx, otree, node, findings)
@@ -213,18 +218,23 @@ def _findings(original_source: str, variant_source: str) -> list[Finding]:
     return sorted(kept + _device_findings(original_source, vtree, ctx, changed), key=lambda f: (f.line, f.rank))
 
 
-def _device_findings(original_source: str, vtree: ast.Module, ctx: ModuleContext, changed: list[ast.stmt]
-                     ) -> list[Finding]:
+def _device_findings(
+    original_source: str, vtree: ast.Module, ctx: ModuleContext, changed: list[ast.stmt]
+) -> list[Finding]:
     """Uses of a device the original makes no use of the kind of (text, a key, a helper's
     argument...), in the changed statements and in those that call into changed code (a
     changed helper or method receives the device there). No licence by the original's same
     call: ``str(d)`` or ``_sm(d)`` is another use where ``d`` or ``_sm`` is another value."""
     licensed = _device_uses(original_source)
     outer, module = module_device_names(vtree, ctx.qualified), module_code(vtree)
-    return [Finding(str(getattr(node, "name", "<module>")), getattr(u.node, "lineno", 1), u.what, DEVICE_WHY, u.node,
-                    rank=1)
-            for node in _device_scope(vtree, changed, module)
-            for u in device_uses(node, ctx.qualified, outer, module) if u.label not in licensed]
+    return [
+        Finding(
+            str(getattr(node, "name", "<module>")), getattr(u.node, "lineno", 1), u.what, DEVICE_WHY, u.node, rank=1
+        )
+        for node in _device_scope(vtree, changed, module)
+        for u in device_uses(node, ctx.qualified, outer, module)
+        if u.label not in licensed
+    ]
 
 
 def _device_scope(vtree: ast.Module, changed: list[ast.stmt], module: ModuleCode) -> list[ast.stmt]:
@@ -235,10 +245,21 @@ def _device_scope(vtree: ast.Module, changed: list[ast.stmt], module: ModuleCode
     if not any(isinstance(n, ast.ClassDef) or getattr(n, "name", None) in module.functions for n in changed):
         return changed
     methods = {name for name, found in module.methods.items() if found != ()}
-    return [n for n in vtree.body if id(n) in ids or any(
-        isinstance(c, ast.Call) and (isinstance(c.func, ast.Name) and c.func.id in module.functions
-                                     or isinstance(c.func, ast.Attribute) and c.func.attr in methods)
-        for c in ast.walk(n))]
+    return [
+        n
+        for n in vtree.body
+        if id(n) in ids
+        or any(
+            isinstance(c, ast.Call)
+            and (
+                isinstance(c.func, ast.Name)
+                and c.func.id in module.functions
+                or isinstance(c.func, ast.Attribute)
+                and c.func.attr in methods
+            )
+            for c in ast.walk(n)
+        )
+    ]
 
 
 @functools.lru_cache(maxsize=32)
@@ -292,8 +313,12 @@ def _changed(otree: ast.Module, vtree: ast.Module) -> list[ast.stmt]:
 
 
 def _check_top_level(ctx: ModuleContext, otree: ast.Module, node: ast.stmt, findings: list[Finding]) -> None:
-    originals = [s for s in otree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                 and s.name == getattr(node, "name", None)]
+    originals = [
+        s
+        for s in otree.body
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and s.name == getattr(node, "name", None)
+    ]
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         for what, why in import_findings(node):
             findings.append(Finding("<module>", node.lineno, what, why, node))
@@ -307,25 +332,41 @@ def _check_top_level(ctx: ModuleContext, otree: ast.Module, node: ast.stmt, find
         Walker(ctx, "<module>", findings).stmt(node)
 
 
-def _check_class(ctx: ModuleContext, original: Optional[ast.ClassDef], node: ast.ClassDef,
-                 findings: list[Finding]) -> None:
+def _check_class(
+    ctx: ModuleContext, original: Optional[ast.ClassDef], node: ast.ClassDef, findings: list[Finding]
+) -> None:
     """A class may only be one the original defines, with the same bases, decorators and
     non-method statements; its changed methods are read as host functions (``self.x``
     may be assigned there), and it gains no dunder method."""
     if original is None:
         bases = ", ".join(ast.unparse(b) for b in node.bases + [k.value for k in node.keywords])
-        findings.append(Finding(node.name, node.lineno, f"has a new class {node.name}" + (f"({bases})" if bases else ""),
-                                "class bodies are not allowed in changed code", node))
+        findings.append(
+            Finding(
+                node.name,
+                node.lineno,
+                f"has a new class {node.name}" + (f"({bases})" if bases else ""),
+                "class bodies are not allowed in changed code",
+                node,
+            )
+        )
         return
 
     def shell(c: ast.ClassDef) -> str:
         body = [s for s in c.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        return ast.dump(ast.Module(body=body, type_ignores=[])) + str([ast.dump(x) for x in
-                                                                       c.bases + c.keywords + c.decorator_list])
+        return ast.dump(ast.Module(body=body, type_ignores=[])) + str(
+            [ast.dump(x) for x in c.bases + c.keywords + c.decorator_list]
+        )
 
     if shell(node) != shell(original):
-        findings.append(Finding(node.name, node.lineno, f"has a changed class {node.name}",
-                                "only the methods of a class the original defines may change", node))
+        findings.append(
+            Finding(
+                node.name,
+                node.lineno,
+                f"has a changed class {node.name}",
+                "only the methods of a class the original defines may change",
+                node,
+            )
+        )
         return
     old = {m.name: m for m in original.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
     decorators = frozenset(ast.dump(d) for m in old.values() for d in m.decorator_list)
@@ -396,8 +437,10 @@ def _module_statements(otree: ast.Module, vtree: ast.Module) -> Optional[str]:
             return f"module-level statement at line {s.lineno} rebinds {sorted(clash)[0]}"
         shadowed = sorted(n for n in names if n in dir(builtins))
         if shadowed:
-            return (f"variant has a module-level rebinding of builtin {shadowed[0]} (line {s.lineno}): "
-                    "the harness shares these names")
+            return (
+                f"variant has a module-level rebinding of builtin {shadowed[0]} (line {s.lineno}): "
+                "the harness shares these names"
+            )
     new_defs = set(_top_defs(vtree)) - set(_top_defs(otree))
     clash = new_defs & _bound_names(otree.body)
     if clash:

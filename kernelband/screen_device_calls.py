@@ -19,6 +19,7 @@ whether, followed there, it stays within the allow-list of ``screen_device_text`
   ``obj.__eq__(d)``, ``d in obj`` reaches ``__contains__``; one set on a class after its
   body or a class made by ``type()`` counts too (``screen_device_unseen``).
 """
+
 from __future__ import annotations
 
 import ast
@@ -56,11 +57,17 @@ def module_code(tree: ast.Module) -> ModuleCode:
     classes = [n for n in nodes if isinstance(n, ast.ClassDef)]
     # a class body's, or one given unseen (``Box.__gt__ = f``, a class made by type())
     hidden = unseen(tree, nodes)
-    dunders = hidden.dunders | frozenset(name for c in classes for name in bound_directly(c.body)
-                                         if name.startswith("__"))
-    return ModuleCode(module_helpers(tree, nodes), _device_methods(tree, nodes, classes, dunders),
-                      _bound_anywhere(nodes) | hidden.rebound, dunders, _own_attributes(nodes, classes),
-                      hidden.hooks_torch)
+    dunders = hidden.dunders | frozenset(
+        name for c in classes for name in bound_directly(c.body) if name.startswith("__")
+    )
+    return ModuleCode(
+        module_helpers(tree, nodes),
+        _device_methods(tree, nodes, classes, dunders),
+        _bound_anywhere(nodes) | hidden.rebound,
+        dunders,
+        _own_attributes(nodes, classes),
+        hidden.hooks_torch,
+    )
 
 
 def module_helpers(tree: ast.Module, nodes: Optional[list[ast.AST]] = None) -> dict[str, ast.FunctionDef]:
@@ -75,10 +82,15 @@ def module_helpers(tree: ast.Module, nodes: Optional[list[ast.AST]] = None) -> d
             bound[name] = bound.get(name, 0) + 1
     scopes = [n for n in (ast.walk(tree) if nodes is None else nodes) if isinstance(n, (ast.Global, ast.Nonlocal))]
     declared = {name for n in scopes for name in n.names}
-    return {s.name: s for s in tree.body
-            if isinstance(s, ast.FunctionDef) and not s.decorator_list and bound.get(s.name) == 1
-            and s.name not in declared
-            and not (scopes and any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(s)))}
+    return {
+        s.name: s
+        for s in tree.body
+        if isinstance(s, ast.FunctionDef)
+        and not s.decorator_list
+        and bound.get(s.name) == 1
+        and s.name not in declared
+        and not (scopes and any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(s)))
+    }
 
 
 def _bound_anywhere(nodes: list[ast.AST]) -> frozenset[str]:
@@ -111,11 +123,18 @@ def _own_attributes(nodes: list[ast.AST], classes: list[ast.ClassDef]) -> frozen
     return frozenset(names)
 
 
-def _device_methods(tree: ast.Module, nodes: list[ast.AST], classes: list[ast.ClassDef], dunders: frozenset[str]
-                    ) -> dict[str, Optional[tuple[Method, ...]]]:
+def _device_methods(
+    tree: ast.Module, nodes: list[ast.AST], classes: list[ast.ClassDef], dunders: frozenset[str]
+) -> dict[str, Optional[tuple[Method, ...]]]:
     stored = {n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)}
-    class_objects = any(isinstance(n, ast.Attribute) and n.attr == "__class__" or isinstance(n, ast.Call)
-                        and isinstance(n.func, ast.Name) and n.func.id == "type" for n in nodes)
+    class_objects = any(
+        isinstance(n, ast.Attribute)
+        and n.attr == "__class__"
+        or isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Name)
+        and n.func.id == "type"
+        for n in nodes
+    )
     out: dict[str, Optional[tuple[Method, ...]]] = {}
     for name in TENSOR_DEVICE_METHODS:
         found: list[Method] = []
@@ -161,13 +180,18 @@ def _escapes(tree: ast.Module, classes: list[ast.ClassDef], owners: set[str], me
     for c in classes:
         if c.name in family:
             for s in c.body:
-                if isinstance(s, ast.FunctionDef) and any(isinstance(d, ast.Name) and d.id == "classmethod"
-                                                          for d in s.decorator_list) and s.args.args:
+                if (
+                    isinstance(s, ast.FunctionDef)
+                    and any(isinstance(d, ast.Name) and d.id == "classmethod" for d in s.decorator_list)
+                    and s.args.args
+                ):
                     first = s.args.args[0].arg
                     if any(isinstance(n, ast.Name) and n.id == first and id(n) not in safe for n in ast.walk(s)):
                         return True
-    return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in family and id(n) not in safe
-               for n in ast.walk(tree))
+    return any(
+        isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in family and id(n) not in safe
+        for n in ast.walk(tree)
+    )
 
 
 def _inert_names(tree: ast.Module, method: str) -> set[int]:
@@ -255,7 +279,7 @@ def parameters(fn: ast.FunctionDef, call: ast.Call, e: ast.expr, skip: int = 0) 
                 fixed = sum(not isinstance(b, ast.Starred) for b in call.args[:i])  # filled before it, at least
                 return tuple(positional[fixed:] + varargs) or None
             return (positional[i],) if i < len(positional) else tuple(varargs) or None
-    named = [p.arg for p in (*fn.args.args[max(0, skip - len(fn.args.posonlyargs)):], *fn.args.kwonlyargs)]
+    named = [p.arg for p in (*fn.args.args[max(0, skip - len(fn.args.posonlyargs)) :], *fn.args.kwonlyargs)]
     for k in call.keywords:
         if k.value is e:
             if k.arg is None:

@@ -27,6 +27,7 @@ would receive every device; ``min``/``max``'s ``default=`` comes back in the res
 (beside one iterable only). Unpacked arguments (``zip(*rows)``, where the positions are
 unknown) and keywords other than those listed are not trusted either.
 """
+
 from __future__ import annotations
 
 import ast
@@ -55,7 +56,12 @@ class Carrier(NamedTuple):
 
 _ONE = Carrier(1, 1)
 CARRIERS = {
-    "list": _ONE, "tuple": _ONE, "set": _ONE, "frozenset": _ONE, "iter": _ONE, "reversed": _ONE,
+    "list": _ONE,
+    "tuple": _ONE,
+    "set": _ONE,
+    "frozenset": _ONE,
+    "iter": _ONE,
+    "reversed": _ONE,
     "next": Carrier(2, 2),  # next(it, default): the default comes back too; iter(f, d) compares f()'s values with d
     "enumerate": Carrier(1, 2, frozenset({"start"}), frozenset({"__index__"})),
     "zip": Carrier(None, None, frozenset({"strict"})),
@@ -162,8 +168,12 @@ def _trusted_key(module: ModuleCode, key: ast.expr) -> bool:
     ``len``/``bool`` where Python's answers (a count of a container of devices)."""
     if isinstance(key, ast.Constant):
         return key.value is None
-    return isinstance(key, ast.Name) and key.id in SIZE_BUILTINS and key.id not in module.rebound \
+    return (
+        isinstance(key, ast.Name)
+        and key.id in SIZE_BUILTINS
+        and key.id not in module.rebound
         and not module.dunders & TRUTH_DUNDERS
+    )
 
 
 def _trusted(module: ModuleCode, name: str) -> Optional[ContainerMethod]:

@@ -39,20 +39,33 @@ module's own methods named like the tensor methods above, which ``obj.to(d)`` ma
 instead of torch's (``*args``/``**kwargs`` are followed as containers of it, so a ``to``
 that only forwards them passes).
 """
+
 from __future__ import annotations
 
 import ast
 from typing import Callable, NamedTuple, Optional
 
 from .screen_device_calls import TENSOR_DEVICE_METHODS, Follower, ModuleCode, module_code
-from .screen_device_containers import (ALLOW, KEY, METHODS, PASS, SIZE_BUILTINS, carried, iterated_parts,
-                                      method_argument, method_receiver, truth_trusted)
+from .screen_device_containers import (
+    ALLOW,
+    KEY,
+    METHODS,
+    PASS,
+    SIZE_BUILTINS,
+    carried,
+    iterated_parts,
+    method_argument,
+    method_receiver,
+    truth_trusted,
+)
 
 Qualify = Callable[[ast.expr], Optional[str]]
 
-WHY = ("every call of the judge runs on one device (\"cuda:0\"), so code that makes anything of a device but a place "
-       "for tensors (device=, .to(), torch.cuda.device), a comparison with another device or its .type is never "
-       "tested for a user's other GPUs and can recognise the judge: allowed only where the original does the same")
+WHY = (
+    'every call of the judge runs on one device ("cuda:0"), so code that makes anything of a device but a place '
+    "for tensors (device=, .to(), torch.cuda.device), a comparison with another device or its .type is never "
+    "tested for a user's other GPUs and can recognise the judge: allowed only where the original does the same"
+)
 
 TEXT = "turns a device into text"
 _TEXT_BUILTINS = frozenset({"str", "repr", "ascii", "format"})
@@ -60,9 +73,27 @@ _SOURCES = frozenset({"torch.device", "triton.runtime.driver.active.get_active_t
 # a torch call beside a tensor of a class with __torch_function__ hands the hook its arguments
 _TO_HOOK = "gives a device to torch beside the module's own torch hook (__torch_function__ or __torch_dispatch__)"
 # torch APIs that take a device positionally and give back no text of it
-_DEVICE_APIS = frozenset({"torch.device", *(f"torch.cuda.{n}" for n in (
-    "device", "set_device", "get_device_properties", "get_device_capability", "get_device_name", "synchronize",
-    "mem_get_info", "memory_allocated", "current_stream", "default_stream", "Stream"))})
+_DEVICE_APIS = frozenset(
+    {
+        "torch.device",
+        *(
+            f"torch.cuda.{n}"
+            for n in (
+                "device",
+                "set_device",
+                "get_device_properties",
+                "get_device_capability",
+                "get_device_name",
+                "synchronize",
+                "mem_get_info",
+                "memory_allocated",
+                "current_stream",
+                "default_stream",
+                "Stream",
+            )
+        ),
+    }
+)
 _SAME_DEVICE = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
@@ -82,8 +113,9 @@ class DeviceUse(NamedTuple):
         return f"{self.label} ({_snippet(self.node)})"
 
 
-def device_uses(node: ast.AST, qualified: Qualify, outer: frozenset[str] = frozenset(),
-                module: ModuleCode = ModuleCode()) -> list[DeviceUse]:
+def device_uses(
+    node: ast.AST, qualified: Qualify, outer: frozenset[str] = frozenset(), module: ModuleCode = ModuleCode()
+) -> list[DeviceUse]:
     """The uses of a device under ``node`` (a top-level statement or definition) that the
     allow-list does not hold, in source order. ``qualified`` resolves the module's import
     aliases (``ModuleContext.qualified``); ``outer`` are module-level names bound to a device;
@@ -108,13 +140,20 @@ def module_device_uses(tree: ast.Module, qualified: Qualify) -> list[DeviceUse]:
 class _Flow:
     """The device values of one top-level node and where each goes."""
 
-    def __init__(self, root: ast.AST, qualified: Qualify, outer: frozenset[str],
-                 module: ModuleCode = ModuleCode(), follower: Optional[Follower] = None) -> None:
+    def __init__(
+        self,
+        root: ast.AST,
+        qualified: Qualify,
+        outer: frozenset[str],
+        module: ModuleCode = ModuleCode(),
+        follower: Optional[Follower] = None,
+    ) -> None:
         self.root = root
         self.qualified = qualified
         self.module = module
         self.follower = follower or Follower(
-            module, lambda fn, param: not _Flow(fn, qualified, outer | {param}, module, self.follower).uses())
+            module, lambda fn, param: not _Flow(fn, qualified, outer | {param}, module, self.follower).uses()
+        )
         self.parents = {id(c): p for p in ast.walk(root) for c in ast.iter_child_nodes(p)}
         self.ends = {id(n) for s in ast.walk(root) for part in _final_messages(s) for n in ast.walk(part)}
         self.names: set[str] = set(outer)
@@ -130,8 +169,11 @@ class _Flow:
         self.memo = {}
         # a global bound to a device (or a container of one) reaches other definitions unseen
         declared = {name for n in ast.walk(root) if isinstance(n, ast.Global) for name in n.names}
-        self.globals = [value for target, value in _bindings(root) if _target_names(target) & declared
-                        and isinstance(value, ast.expr) and self.holds(value)]
+        self.globals = [
+            value
+            for target, value in _bindings(root)
+            if _target_names(target) & declared and isinstance(value, ast.expr) and self.holds(value)
+        ]
 
     # ------------------------------------------------------------------ which values hold a device
     def holds(self, e: ast.AST) -> bool:
@@ -151,8 +193,13 @@ class _Flow:
     def source(self, e: ast.Call) -> bool:
         if self.qualified(e.func) in _SOURCES or (isinstance(e.func, ast.Name) and e.func.id == "device"):
             return True
-        return (isinstance(e.func, ast.Name) and e.func.id == "getattr" and len(e.args) > 1
-                and isinstance(e.args[1], ast.Constant) and e.args[1].value == "device")
+        return (
+            isinstance(e.func, ast.Name)
+            and e.func.id == "getattr"
+            and len(e.args) > 1
+            and isinstance(e.args[1], ast.Constant)
+            and e.args[1].value == "device"
+        )
 
     def bind(self, target: ast.AST, value: ast.AST) -> None:
         parts = self.iterated(target, value)
@@ -275,8 +322,10 @@ class _Flow:
         if isinstance(outer, ast.BinOp) and isinstance(outer.op, ast.Mod) and outer.right is p:
             return True
         if isinstance(p, ast.Dict):
-            return any(v is e and (k is None or isinstance(k, ast.Constant) and k.value == "device")
-                       for k, v in zip(p.keys, p.values))
+            return any(
+                v is e and (k is None or isinstance(k, ast.Constant) and k.value == "device")
+                for k, v in zip(p.keys, p.values)
+            )
         return isinstance(outer, ast.Assign) and all(_parallel(t, p) for t in outer.targets)
 
     def argument(self, e: ast.expr, call: ast.Call) -> str:
@@ -294,11 +343,18 @@ class _Flow:
             return ALLOW  # how many, or whether any: no device's identity
         # the same devices in another container (judged as one), or compared with its items
         verdict = carried(self.module, call, e) or (
-            method_argument(self.module, call, e) if isinstance(func, ast.Attribute) and self.holds(func.value) else None)
+            method_argument(self.module, call, e)
+            if isinstance(func, ast.Attribute) and self.holds(func.value)
+            else None
+        )
         if verdict is not None:
             return verdict
-        if isinstance(func, ast.Name) and func.id in _TEXT_BUILTINS or \
-                isinstance(func, ast.Attribute) and func.attr in ("format", "format_map"):
+        if (
+            isinstance(func, ast.Name)
+            and func.id in _TEXT_BUILTINS
+            or isinstance(func, ast.Attribute)
+            and func.attr in ("format", "format_map")
+        ):
             return TEXT
         if isinstance(func, ast.Name) and func.id == "hash":
             return "hashes a device"
@@ -380,7 +436,8 @@ def _parallel(target: ast.AST, value: ast.AST) -> bool:
     if not isinstance(target, (ast.Tuple, ast.List)) or not isinstance(value, (ast.Tuple, ast.List)):
         return False
     return len(target.elts) == len(value.elts) and not any(
-        isinstance(x, ast.Starred) for x in (*target.elts, *value.elts))
+        isinstance(x, ast.Starred) for x in (*target.elts, *value.elts)
+    )
 
 
 def _target_names(t: ast.AST) -> set[str]:
@@ -402,10 +459,14 @@ def _target_names(t: ast.AST) -> set[str]:
 
 def _ends(node: ast.AST) -> tuple[int, int, int, int]:
     """Source order by where a node ends: a use inside another comes first."""
-    return (getattr(node, "lineno", 0), getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0,
-            -getattr(node, "col_offset", 0))
+    return (
+        getattr(node, "lineno", 0),
+        getattr(node, "end_lineno", 0) or 0,
+        getattr(node, "end_col_offset", 0) or 0,
+        -getattr(node, "col_offset", 0),
+    )
 
 
 def _snippet(node: ast.AST, limit: int = 60) -> str:
     text = ast.unparse(node)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."

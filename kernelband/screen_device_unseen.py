@@ -22,6 +22,7 @@ so a binding it cannot read by name counts as one of every name it could be.
 Only the user's original can hold any of these (the grammar refuses them in changed
 code); its device uses are still judged with the variant's calls in it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -33,22 +34,53 @@ from .detect import import_bindings, resolve_chain
 BUILTIN_NAMES = frozenset(dir(builtins))
 # every dunder a builtin type answers, and those the rule looks for that none of them defines
 ALL_DUNDERS = frozenset(n for t in (object, int, list, dict, type) for n in dir(t) if n.startswith("__")) | {
-    "__getattr__", "__contains__", "__bool__", "__len__", "__index__", "__iter__", "__next__"}
+    "__getattr__",
+    "__contains__",
+    "__bool__",
+    "__len__",
+    "__index__",
+    "__iter__",
+    "__next__",
+}
 # the hooks through which torch hands a call's every argument to a tensor subclass's own code
 TORCH_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
 
-_NAMESPACE_NAMES = frozenset({"globals", "vars", "locals", "setattr", "delattr", "exec", "eval", "compile",
-                              "__import__", "__builtins__", "attrgetter", "methodcaller"})
-_NAMESPACE_ATTRIBUTES = frozenset({"__builtins__", "__globals__", "__dict__", "__setattr__", "__delattr__",
-                                   "attrgetter", "methodcaller"})
+_NAMESPACE_NAMES = frozenset(
+    {
+        "globals",
+        "vars",
+        "locals",
+        "setattr",
+        "delattr",
+        "exec",
+        "eval",
+        "compile",
+        "__import__",
+        "__builtins__",
+        "attrgetter",
+        "methodcaller",
+    }
+)
+_NAMESPACE_ATTRIBUTES = frozenset(
+    {"__builtins__", "__globals__", "__dict__", "__setattr__", "__delattr__", "attrgetter", "methodcaller"}
+)
 _CLASS_MAKERS = frozenset({"make_dataclass", "new_class", "ABCMeta", "EnumMeta", "EnumType"})
 _CLASS_NAME_READS = frozenset({"__name__", "__qualname__", "__module__"})
 # builtin types: their dunders are C code that calls no method a subclass defines
 _BUILTIN_TYPES = frozenset(n for n in BUILTIN_NAMES if isinstance(getattr(builtins, n), type) and n != "type")
 # library bases whose instances' dunders are object's or a builtin type's (not torch.nn.Module:
 # its __getattr__ hands out whatever was registered under a name)
-_PLAIN_BASES = frozenset({"torch.autograd.Function", "typing.NamedTuple", "typing.Generic", "typing.Protocol",
-                          "enum.Enum", "enum.IntEnum", "abc.ABC"})
+_PLAIN_BASES = frozenset(
+    {
+        "torch.autograd.Function",
+        "typing.NamedTuple",
+        "typing.Generic",
+        "typing.Protocol",
+        "enum.Enum",
+        "enum.IntEnum",
+        "abc.ABC",
+    }
+)
 # a dataclass's comparisons return NotImplemented for anything but the class's own
 # instances; total_ordering derives from an ordering the class body shows
 _PLAIN_DECORATORS = frozenset({"dataclasses.dataclass", "functools.total_ordering", "typing.final"})
@@ -72,8 +104,11 @@ def unseen(tree: ast.Module, nodes: list[ast.AST]) -> Unseen:
     stored = [n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)]
     hooks = _hook_named(nodes) or (by_string or makes) and _tensor_class(nodes)
     rebound = BUILTIN_NAMES if by_string else frozenset(a for a in stored if a in BUILTIN_NAMES)
-    dunders = ALL_DUNDERS if by_string or makes or hooks or _inherits_unseen(tree, nodes) else frozenset(
-        a for a in stored if a.startswith("__") and a.endswith("__"))
+    dunders = (
+        ALL_DUNDERS
+        if by_string or makes or hooks or _inherits_unseen(tree, nodes)
+        else frozenset(a for a in stored if a.startswith("__") and a.endswith("__"))
+    )
     return Unseen(rebound, dunders, hooks)
 
 
@@ -101,16 +136,30 @@ def _inherits_unseen(tree: ast.Module, nodes: list[ast.AST]) -> bool:
         qualified = resolve_chain(e, aliases)
         return qualified in known and isinstance(root, ast.Name) and root.id not in conflicts
 
-    return any(c.keywords or not all(plain(b, own_classes, _PLAIN_BASES, builtin_types) for b in c.bases)
-               or not all(plain(d.func if isinstance(d, ast.Call) else d, own_functions, _PLAIN_DECORATORS,
-                                frozenset()) for d in c.decorator_list)
-               for c in classes)
+    return any(
+        c.keywords
+        or not all(plain(b, own_classes, _PLAIN_BASES, builtin_types) for b in c.bases)
+        or not all(
+            plain(d.func if isinstance(d, ast.Call) else d, own_functions, _PLAIN_DECORATORS, frozenset())
+            for d in c.decorator_list
+        )
+        for c in classes
+    )
 
 
 def _hook_named(nodes: list[ast.AST]) -> bool:
     for n in nodes:
-        name = n.name if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else n.attr if isinstance(
-            n, ast.Attribute) else n.id if isinstance(n, ast.Name) else n.value if isinstance(n, ast.Constant) else None
+        name = (
+            n.name
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            else n.attr
+            if isinstance(n, ast.Attribute)
+            else n.id
+            if isinstance(n, ast.Name)
+            else n.value
+            if isinstance(n, ast.Constant)
+            else None
+        )
         if isinstance(name, str) and name in TORCH_HOOKS:
             return True
     return False
@@ -118,8 +167,14 @@ def _hook_named(nodes: list[ast.AST]) -> bool:
 
 def _tensor_class(nodes: list[ast.AST]) -> bool:
     """Whether a class of the module subclasses a tensor, or a call may make one."""
-    return any(isinstance(n, ast.ClassDef) and any(_tensor_base(b) for b in n.bases)
-               or isinstance(n, ast.Call) and len(n.args) >= 2 and _tensor_bases(n) for n in nodes)
+    return any(
+        isinstance(n, ast.ClassDef)
+        and any(_tensor_base(b) for b in n.bases)
+        or isinstance(n, ast.Call)
+        and len(n.args) >= 2
+        and _tensor_bases(n)
+        for n in nodes
+    )
 
 
 def _tensor_bases(call: ast.Call) -> bool:
@@ -148,11 +203,19 @@ def _namespaces(nodes: list[ast.AST], parents: dict[int, ast.AST]) -> bool:
     """Whether the module may bind a name it holds in a string: through a namespace, by
     ``setattr``, ``getattr`` of a name not written out, running code, a star import."""
     for n in nodes:
-        if isinstance(n, ast.Name) and n.id in _NAMESPACE_NAMES or isinstance(n, ast.ImportFrom) and any(
-                a.name == "*" for a in n.names):
+        if (
+            isinstance(n, ast.Name)
+            and n.id in _NAMESPACE_NAMES
+            or isinstance(n, ast.ImportFrom)
+            and any(a.name == "*" for a in n.names)
+        ):
             return True
-        if isinstance(n, ast.Attribute) and n.attr in _NAMESPACE_ATTRIBUTES or isinstance(n, ast.Constant) and (
-                n.value in _NAMESPACE_ATTRIBUTES):
+        if (
+            isinstance(n, ast.Attribute)
+            and n.attr in _NAMESPACE_ATTRIBUTES
+            or isinstance(n, ast.Constant)
+            and (n.value in _NAMESPACE_ATTRIBUTES)
+        ):
             return True
         if isinstance(n, ast.Name) and n.id == "getattr" and not _public_getattr(parents.get(id(n)), n):
             return True
@@ -161,8 +224,14 @@ def _namespaces(nodes: list[ast.AST], parents: dict[int, ast.AST]) -> bool:
 
 def _public_getattr(call: object, name: ast.Name) -> bool:
     """``getattr(x, "name")`` of a public name written out."""
-    return isinstance(call, ast.Call) and call.func is name and len(call.args) > 1 and isinstance(
-        call.args[1], ast.Constant) and isinstance(call.args[1].value, str) and not call.args[1].value.startswith("_")
+    return (
+        isinstance(call, ast.Call)
+        and call.func is name
+        and len(call.args) > 1
+        and isinstance(call.args[1], ast.Constant)
+        and isinstance(call.args[1].value, str)
+        and not call.args[1].value.startswith("_")
+    )
 
 
 def _makes_classes(nodes: list[ast.AST], parents: dict[int, ast.AST]) -> bool:
@@ -170,7 +239,12 @@ def _makes_classes(nodes: list[ast.AST], parents: dict[int, ast.AST]) -> bool:
     a class's class used other than on one object, compared, named or called as a
     constructor, a metaclass defined, or a maker of classes."""
     for n in nodes:
-        if isinstance(n, ast.Name) and n.id in _CLASS_MAKERS or isinstance(n, ast.Attribute) and n.attr in _CLASS_MAKERS:
+        if (
+            isinstance(n, ast.Name)
+            and n.id in _CLASS_MAKERS
+            or isinstance(n, ast.Attribute)
+            and n.attr in _CLASS_MAKERS
+        ):
             return True
         if isinstance(n, ast.Name) and n.id == "type":
             call = parents.get(id(n))
@@ -194,10 +268,16 @@ def _inert(parent: object, n: ast.AST) -> bool:
     if not isinstance(parent, ast.Call):
         return False
     if parent.func is n:
-        return len(parent.args) < 3 and not any(isinstance(a, ast.Starred) for a in parent.args) and all(
-            k.arg is not None for k in parent.keywords)
-    return isinstance(parent.func, ast.Name) and parent.func.id in ("isinstance", "issubclass") and (
-        len(parent.args) > 1 and parent.args[1] is n)
+        return (
+            len(parent.args) < 3
+            and not any(isinstance(a, ast.Starred) for a in parent.args)
+            and all(k.arg is not None for k in parent.keywords)
+        )
+    return (
+        isinstance(parent.func, ast.Name)
+        and parent.func.id in ("isinstance", "issubclass")
+        and (len(parent.args) > 1 and parent.args[1] is n)
+    )
 
 
 def _parents(nodes: list[ast.AST]) -> dict[int, ast.AST]:

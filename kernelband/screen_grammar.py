@@ -30,6 +30,7 @@ call, attribute or statement (its ``ast.dump``) and it reads no local of the var
 licence is per exact call target (``os.environ.get("KB_DEBUG")`` licenses that call, not
 ``os`` or ``os.environ``).
 """
+
 from __future__ import annotations
 
 import ast
@@ -40,17 +41,35 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from .detect import TritonNames, import_bindings, resolve_chain
-from .screen_policy import (DANGEROUS_BUILTINS, DEVICE_INDEX_MEMBERS, HOST_VALUE_ATTRIBUTES, KERNEL_VALUE_ATTRIBUTES,
-                            PROVENANCE_MEMBERS,
-                            SAFE_BUILTINS, TRITON_CALLS, chain_verdict, import_keys, is_dunder, safe_import)
+from .screen_policy import (
+    DANGEROUS_BUILTINS,
+    DEVICE_INDEX_MEMBERS,
+    HOST_VALUE_ATTRIBUTES,
+    KERNEL_VALUE_ATTRIBUTES,
+    PROVENANCE_MEMBERS,
+    SAFE_BUILTINS,
+    TRITON_CALLS,
+    chain_verdict,
+    import_keys,
+    is_dunder,
+    safe_import,
+)
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 # a try statement: ast.TryStar (3.11+, except*) has the fields of ast.Try
 _TRY_STATEMENTS: tuple[type[ast.Try], ...] = (ast.Try, getattr(ast, "TryStar", ast.Try))
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
-_NOT_IN_KERNELS = {ast.Dict: "a dict", ast.Set: "a set", ast.Lambda: "a lambda", ast.JoinedStr: "an f-string",
-                   ast.ListComp: "a comprehension", ast.SetComp: "a comprehension", ast.GeneratorExp: "a comprehension",
-                   ast.DictComp: "a comprehension", ast.NamedExpr: "an assignment expression"}
+_NOT_IN_KERNELS = {
+    ast.Dict: "a dict",
+    ast.Set: "a set",
+    ast.Lambda: "a lambda",
+    ast.JoinedStr: "an f-string",
+    ast.ListComp: "a comprehension",
+    ast.SetComp: "a comprehension",
+    ast.GeneratorExp: "a comprehension",
+    ast.DictComp: "a comprehension",
+    ast.NamedExpr: "an assignment expression",
+}
 _DUNDER_TEXT = re.compile(r"__\w+__")
 _IMPORT_RULE = "a variant may import only what the original imports (plus math, itertools, typing and triton.language)"
 
@@ -97,8 +116,9 @@ def bound_directly(body: Iterable[ast.AST]) -> set[str]:
         if isinstance(node, ast.Lambda):
             return
         if isinstance(node, _COMPREHENSIONS):
-            names.update(n.target.id for n in ast.walk(node) if isinstance(n, ast.NamedExpr)
-                         and isinstance(n.target, ast.Name))
+            names.update(
+                n.target.id for n in ast.walk(node) if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name)
+            )
             return
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
@@ -129,8 +149,12 @@ class ModuleContext:
 
     def __post_init__(self) -> None:
         self.aliases, self.plain_modules, _ = import_bindings(self.tree)
-        self.imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(self.tree)
-                         if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        self.imported = {
+            (a.asname or a.name).split(".")[0]
+            for n in ast.walk(self.tree)
+            if isinstance(n, (ast.Import, ast.ImportFrom))
+            for a in n.names
+        }
         self.triton = TritonNames.of(self.tree)
         self.names = bound_directly(self.tree.body)
 
@@ -143,6 +167,48 @@ class ModuleContext:
 
     def is_kernel(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         return any(self.triton.is_jit(d) for d in fn.decorator_list)
+
+
+DEVICE_INDEX_WHY = (
+    "every call of the judge runs on one device, index 0, so code that depends on which device is never tested "
+    "for a user's other GPUs: allowed only where the original does the same"
+)
+TRITON_CONFIG_WHY = (
+    "only the documented configuration of a Triton decorator is allowed: hooks and custom benchmark "
+    "functions run Python code around the launches"
+)
+FORMAT_FIELD_WHY = "format fields with attribute or item access are not allowed"
+
+
+def chain_finding(chain: str, plain_modules: set[str]) -> Optional[tuple[str, str]]:
+    """What a dotted chain off the allow-list does, and why that refuses it (None: allowed)."""
+    status, what = chain_verdict(chain, plain_modules)
+    if status == "ok":
+        return None
+    if status == "module":
+        return f"uses module {what} as a value", "aliases that hide a module are not allowed (use module.attr directly)"
+    if status == "denied":
+        return f"uses {chain}", (
+            f"{what} is file, process, network, native-code or runtime-hook access, "
+            "not allowed unless the original makes this exact call"
+        )
+    return f"uses {what}", "not on the allow-list of torch/Triton operations (nor a call the original makes exactly)"
+
+
+def triton_config_findings(e: ast.Call, target: Optional[str]) -> list[tuple[ast.AST, str]]:
+    """Where a call of a Triton decorator or config (``TRITON_CALLS``) goes beyond its
+    documented arguments. An extra keyword is reported at the keyword itself: the
+    original's exact ``pre_hook=_zero_out`` licenses that keyword in a retuned config."""
+    rule = TRITON_CALLS.get(target or "")
+    if rule is None:
+        return []
+    positional, keywords = rule
+    found: list[tuple[ast.AST, str]] = [
+        (k, f"uses {target}({k.arg or '**'}...)") for k in e.keywords if k.arg not in keywords
+    ]
+    if len(e.args) > positional or any(isinstance(a, ast.Starred) for a in e.args):
+        found.append((e, f"uses {target}({len(e.args)} positional arguments...)"))
+    return found
 
 
 class GrammarChecks:
@@ -201,8 +267,11 @@ class GrammarChecks:
                 self.add(t, f"uses dunder name {t.id}", "dunder access is not allowed", rank=0)
             self.rebinds_import(t, t.id)
             if self.self_name is not None and t.id == self.self_name:
-                self.add(t, f"has a rebinding of {t.id}", f"{t.id}.<attr> stores are allowed because {t.id} is the "
-                         "instance; it may not be rebound")
+                self.add(
+                    t,
+                    f"has a rebinding of {t.id}",
+                    f"{t.id}.<attr> stores are allowed because {t.id} is the instance; it may not be rebound",
+                )
         elif isinstance(t, (ast.Tuple, ast.List)):
             for e in t.elts:
                 self.target(e)
@@ -219,11 +288,19 @@ class GrammarChecks:
                 self.expr(t.slice)
         elif isinstance(t, ast.Attribute):
             base = t.value
-            if (self.self_name is not None and isinstance(base, ast.Name) and base.id == self.self_name
-                    and not t.attr.startswith("_")):
+            if (
+                self.self_name is not None
+                and isinstance(base, ast.Name)
+                and base.id == self.self_name
+                and not t.attr.startswith("_")
+            ):
                 return
-            self.add(t, f"has an assignment to attribute {_text(t)}", "attributes may not be assigned or deleted in "
-                     "changed code (self.<attr> only, in a changed __init__ of the original's class)")
+            self.add(
+                t,
+                f"has an assignment to attribute {_text(t)}",
+                "attributes may not be assigned or deleted in "
+                "changed code (self.<attr> only, in a changed __init__ of the original's class)",
+            )
         else:
             self.add(t, f"has an assignment to {type(t).__name__}", "not an assignable target")
 
@@ -292,8 +369,11 @@ class GrammarChecks:
         elif isinstance(e, _COMPREHENSIONS):
             self.comprehension(e)
         elif isinstance(e, (ast.Yield, ast.YieldFrom, ast.Await)):
-            self.add(e, f"uses {type(e).__name__.lower()}", "generators and coroutines are not part of the kernel "
-                     "language (their frames expose globals)")
+            self.add(
+                e,
+                f"uses {type(e).__name__.lower()}",
+                "generators and coroutines are not part of the kernel language (their frames expose globals)",
+            )
         else:
             self.add(e, f"uses a {type(e).__name__} expression", "not part of the kernel language")
 
@@ -345,8 +425,13 @@ class GrammarChecks:
         elif n in _BUILTIN_NAMES:
             self.add(e, f"uses builtin {n}", "not on the allow-list of builtins", rank=0)
         else:
-            self.add(e, f"uses name {n}", "it is not defined in the module: every name must be a local, a parameter, "
-                     "a module-level name, an import or an allowed builtin", rank=0)
+            self.add(
+                e,
+                f"uses name {n}",
+                "it is not defined in the module: every name must be a local, a parameter, "
+                "a module-level name, an import or an allowed builtin",
+                rank=0,
+            )
 
     def attribute(self, e: ast.Attribute) -> None:
         parts: list[ast.Attribute] = []
@@ -373,35 +458,34 @@ class GrammarChecks:
             elif a.attr in DEVICE_INDEX_MEMBERS and not self.kernel and id(a) not in self.called_index:
                 self.device_index(a, a.attr)
             elif a.attr in PROVENANCE_MEMBERS and not self.kernel:
-                self.add(a, f"reads {a.attr}", "autograd state and memory residency are facts the judge's calls never "
-                         "vary, so a branch on them is never tested: allowed only where the original reads the same "
-                         "member", rank=1)
+                self.add(
+                    a,
+                    f"reads {a.attr}",
+                    "autograd state and memory residency are facts the judge's calls never "
+                    "vary, so a branch on them is never tested: allowed only where the original reads the same "
+                    "member",
+                    rank=1,
+                )
             elif a.attr not in allowed:
-                self.add(a, f"uses attribute {a.attr}", "not an attribute of the values a kernel or its wrapper works "
-                         "with (tensors, dtypes, devices, shapes, numbers, strings, containers, Triton configs)", rank=1)
+                self.add(
+                    a,
+                    f"uses attribute {a.attr}",
+                    "not an attribute of the values a kernel or its wrapper works "
+                    "with (tensors, dtypes, devices, shapes, numbers, strings, containers, Triton configs)",
+                    rank=1,
+                )
         self.expr(base)
 
     def device_index(self, node: ast.AST, what: str) -> None:
-        self.add(node, f"reads or chooses the device by number ({what})", "every call of the judge runs on one "
-                 "device, index 0, so code that depends on which device is never tested for a user's other GPUs: "
-                 "allowed only where the original does the same", rank=1)
+        self.add(node, f"reads or chooses the device by number ({what})", DEVICE_INDEX_WHY, rank=1)
 
     def chain(self, node: ast.expr, chain: str) -> None:
         if chain.rsplit(".", 1)[-1] in DEVICE_INDEX_MEMBERS:
             self.device_index(node, chain)
             return
-        status, what = chain_verdict(chain, self.ctx.plain_modules)
-        if status == "ok":
-            return
-        if status == "module":
-            self.add(node, f"uses module {what} as a value", "aliases that hide a module are not allowed (use "
-                     "module.attr directly)", rank=1)
-        elif status == "denied":
-            self.add(node, f"uses {chain}", f"{what} is file, process, network, native-code or runtime-hook access, "
-                     "not allowed unless the original makes this exact call", rank=1)
-        else:
-            self.add(node, f"uses {what}", "not on the allow-list of torch/Triton operations (nor a call the original "
-                     "makes exactly)", rank=1)
+        found = chain_finding(chain, self.ctx.plain_modules)
+        if found is not None:
+            self.add(node, *found, rank=1)
 
     def call(self, e: ast.Call) -> None:
         if isinstance(e.func, ast.Attribute) and e.func.attr == "index":
@@ -416,20 +500,8 @@ class GrammarChecks:
             if k.arg is not None and is_dunder(k.arg):
                 self.add(k.value, f"uses dunder keyword {k.arg}", "dunder access is not allowed")
             self.expr(k.value)
-        target = self.ctx.qualified(e.func)
-        rule = TRITON_CALLS.get(target or "")
-        if rule is None:
-            return
-        positional, keywords = rule
-        why = ("only the documented configuration of a Triton decorator is allowed: hooks and custom benchmark "
-               "functions run Python code around the launches")
-        # An extra keyword is reported at the keyword itself: the original's exact
-        # ``pre_hook=_zero_out`` licenses that keyword in a retuned config.
-        for k in e.keywords:
-            if k.arg not in keywords:
-                self.add(k, f"uses {target}({k.arg or '**'}...)", why)
-        if len(e.args) > positional or any(isinstance(a, ast.Starred) for a in e.args):
-            self.add(e, f"uses {target}({len(e.args)} positional arguments...)", why)
+        for node, what in triton_config_findings(e, self.ctx.qualified(e.func)):
+            self.add(node, what, TRITON_CONFIG_WHY)
 
     def format_call(self, attr: ast.Attribute) -> None:
         """``'...'.format(...)`` reads attributes through its fields: only a literal
@@ -437,10 +509,8 @@ class GrammarChecks:
         recv = attr.value
         if not (isinstance(recv, ast.Constant) and isinstance(recv.value, str)):
             self.add(attr, f"uses .{attr.attr} on a computed string", "format fields could read attributes")
-            return
-        bad = _format_field_access(recv.value)
-        if bad is not None:
-            self.add(attr, f"uses format field {{{bad}}}", "format fields with attribute or item access are not allowed")
+        elif (bad := _format_field_access(recv.value)) is not None:
+            self.add(attr, f"uses format field {{{bad}}}", FORMAT_FIELD_WHY)
 
 
 class Walker(GrammarChecks):
@@ -448,8 +518,12 @@ class Walker(GrammarChecks):
     appending a Finding for every use outside it."""
 
     # ------------------------------------------------------------------ definitions
-    def function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, kept_decorators: frozenset[str] = frozenset(),
-                 method_of: Optional[str] = None) -> None:
+    def function(
+        self,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef,
+        kept_decorators: frozenset[str] = frozenset(),
+        method_of: Optional[str] = None,
+    ) -> None:
         """A changed (or new) function: its decorators, signature and body."""
         if isinstance(fn, ast.AsyncFunctionDef):
             self.add(fn, f"has async function {fn.name}", "async code is not part of the kernel language")
@@ -463,8 +537,11 @@ class Walker(GrammarChecks):
             if self.ctx.is_triton_decorator(dec):
                 self.expr(dec)
             else:
-                self.add(dec, f"has decorator @{_text(dec)}", "only Triton's decorators (jit, autotune, heuristics) "
-                         "may be added to changed code")
+                self.add(
+                    dec,
+                    f"has decorator @{_text(dec)}",
+                    "only Triton's decorators (jit, autotune, heuristics) may be added to changed code",
+                )
         kernel = self.ctx.is_kernel(fn)
         self.signature(fn.args)
         outer = (self.kernel, self.self_name)
@@ -518,12 +595,18 @@ class Walker(GrammarChecks):
             if s.msg is not None:
                 self.expr(s.msg)
         elif isinstance(s, ast.Match):
-            self.add(s, "has a match statement", "match patterns read attributes by name (class patterns) and are "
-                     "not part of the kernel language")
+            self.add(
+                s,
+                "has a match statement",
+                "match patterns read attributes by name (class patterns) and are not part of the kernel language",
+            )
         elif isinstance(s, ast.ClassDef):
             bases = ", ".join(_text(b) for b in s.bases + [k.value for k in s.keywords])
-            self.add(s, f"has class {s.name}" + (f"({bases})" if bases else ""), "class bodies are not allowed in "
-                     "changed code")
+            self.add(
+                s,
+                f"has class {s.name}" + (f"({bases})" if bases else ""),
+                "class bodies are not allowed in changed code",
+            )
         elif isinstance(s, (ast.Global, ast.Nonlocal)):
             kind = "global" if isinstance(s, ast.Global) else "nonlocal"
             self.add(s, f"has {kind} {', '.join(s.names)}", "global/nonlocal are not allowed")
@@ -540,8 +623,11 @@ class Walker(GrammarChecks):
         elif isinstance(s, (ast.AsyncFor, ast.AsyncWith, ast.AsyncFunctionDef)):
             self.add(s, "has async code", "async code is not part of the kernel language")
         elif self.kernel:
-            self.add(s, f"has a {type(s).__name__.lower()} statement in a Triton kernel",
-                     "not part of the Triton kernel language")
+            self.add(
+                s,
+                f"has a {type(s).__name__.lower()} statement in a Triton kernel",
+                "not part of the Triton kernel language",
+            )
         elif isinstance(s, ast.FunctionDef):
             for dec in s.decorator_list:
                 self.add(dec, f"has decorator @{_text(dec)}", "local functions take no decorators")
@@ -564,8 +650,11 @@ class Walker(GrammarChecks):
         elif isinstance(s, ast.Delete):
             for t in s.targets:
                 if isinstance(t, ast.Attribute):
-                    self.add(t, f"has an assignment to attribute {_text(t)}", "attributes may not be assigned or "
-                             "deleted in changed code")
+                    self.add(
+                        t,
+                        f"has an assignment to attribute {_text(t)}",
+                        "attributes may not be assigned or deleted in changed code",
+                    )
                 else:
                     self.target(t)
         else:
@@ -573,15 +662,27 @@ class Walker(GrammarChecks):
 
 
 _NUMBERED_DEVICE = re.compile(r"\s*cuda\s*:\s*\d+\s*")
-_DEVICE_QUERIES = frozenset(f"torch.cuda.{n}" for n in (
-    "device", "get_device_properties", "get_device_name", "get_device_capability", "synchronize", "mem_get_info",
-    "memory_allocated", "current_stream", "default_stream"))
+_DEVICE_QUERIES = frozenset(
+    f"torch.cuda.{n}"
+    for n in (
+        "device",
+        "get_device_properties",
+        "get_device_name",
+        "get_device_capability",
+        "synchronize",
+        "mem_get_info",
+        "memory_allocated",
+        "current_stream",
+        "default_stream",
+    )
+)
 
 
 def device_by_number(e: ast.Call, target: Optional[str]) -> Optional[str]:
     """What a call names a device by number with, or None: ``torch.device("cuda", 1)``, a
     device query with a number (``torch.cuda.get_device_properties(0)``), a ``device=1``
     keyword, ``x.cuda(1)``, ``x.to(1)``."""
+
     def number(a: ast.expr) -> bool:
         return isinstance(a, ast.Constant) and isinstance(a.value, int) and not isinstance(a.value, bool)
 
@@ -597,10 +698,10 @@ def device_by_number(e: ast.Call, target: Optional[str]) -> Optional[str]:
 
 
 def _import_what(key: str) -> str:
-    """"import os as o" -> "imports os as o"; "from M import N" -> "imports N from M"."""
+    """ "import os as o" -> "imports os as o"; "from M import N" -> "imports N from M"."""
     if key.startswith("import "):
-        return "imports " + key[len("import "):]
-    module, _, name = key[len("from "):].partition(" import ")
+        return "imports " + key[len("import ") :]
+    module, _, name = key[len("from ") :].partition(" import ")
     return f"imports {name} from {module}"
 
 

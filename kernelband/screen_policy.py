@@ -15,6 +15,7 @@
 - ``TRITON_CALLS``: the configuration Triton's decorators may be given (no hooks);
 - imports a variant may add although the original lacks them (``safe_import``).
 """
+
 from __future__ import annotations
 
 import ast
@@ -123,7 +124,18 @@ NAMESPACE_MODULE_MEMBERS: dict[str, frozenset[str]] = {
     "torch.special": frozenset({"torch"}),
 }
 _MODULE_LIKE_NAMES: frozenset[str] = frozenset(getattr(sys, "stdlib_module_names", ())) | {
-    "np", "numpy", "torch", "triton", "tl", "F", "os", "sys", "builtins", "importlib", "pkgutil", "core",
+    "np",
+    "numpy",
+    "torch",
+    "triton",
+    "tl",
+    "F",
+    "os",
+    "sys",
+    "builtins",
+    "importlib",
+    "pkgutil",
+    "core",
 }
 
 # Imports a variant may add although the original lacks them: pure numeric, typing and
@@ -132,9 +144,21 @@ SAFE_IMPORT_MODULES: frozenset[str] = frozenset(
     {"math", "itertools", "torch", "torch.nn", "torch.nn.functional", "triton", "triton.language"}
 )
 SAFE_IMPORT_FROM: frozenset[str] = frozenset(
-    {"math", "itertools", "torch", "triton", "triton.language", "triton.language.extra", "triton.language.extra.cuda",
-     "triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice", "typing", "torch.nn",
-     "torch.nn.functional", "triton.tools.tensor_descriptor"}
+    {
+        "math",
+        "itertools",
+        "torch",
+        "triton",
+        "triton.language",
+        "triton.language.extra",
+        "triton.language.extra.cuda",
+        "triton.language.extra.libdevice",
+        "triton.language.extra.cuda.libdevice",
+        "typing",
+        "torch.nn",
+        "torch.nn.functional",
+        "triton.tools.tensor_descriptor",
+    }
 )
 # What a prompt may tell an LLM it can import (the original's own imports come on top).
 ALLOWED_IMPORTS: frozenset[str] = frozenset({"__future__"}) | SAFE_IMPORT_MODULES | SAFE_IMPORT_FROM
@@ -150,20 +174,66 @@ BANNED_MODULES: frozenset[str] = frozenset(
     gzip bz2 lzma csv json copyreg types weakref site sched ast dis""".split()
 )
 DENIED_QUALIFIED: tuple[str, ...] = (
-    "torch.load", "torch.save", "torch.serialization", "torch.hub", "torch.utils", "torch.ops",
-    "torch.classes", "torch.library", "torch.jit", "torch.package", "torch.distributed",
-    "torch.multiprocessing", "torch.compile", "torch.from_file", "torch.overrides", "torch.backends",
-    "torch.cuda.memory", "torch.cuda.nvtx", "torch.profiler", "torch.export", "torch.onnx", "torch.fx",
-    "numpy.load", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt", "numpy.loadtxt",
-    "numpy.genfromtxt", "numpy.fromfile", "numpy.fromregex", "numpy.memmap", "numpy.ctypeslib", "numpy.lib",
-    "numpy.rec", "numpy.f2py", "numpy.distutils", "numpy.testing", "numpy.DataSource", "numpy.core",
-    "triton.knobs", "triton.runtime", "triton.tools", "triton.backends", "triton.compiler", "triton.compile",
-    "operator.attrgetter", "operator.methodcaller", "functools.reduce", "functools.wraps",
-    "functools.update_wrapper", "triton.set_allocator",
+    "torch.load",
+    "torch.save",
+    "torch.serialization",
+    "torch.hub",
+    "torch.utils",
+    "torch.ops",
+    "torch.classes",
+    "torch.library",
+    "torch.jit",
+    "torch.package",
+    "torch.distributed",
+    "torch.multiprocessing",
+    "torch.compile",
+    "torch.from_file",
+    "torch.overrides",
+    "torch.backends",
+    "torch.cuda.memory",
+    "torch.cuda.nvtx",
+    "torch.profiler",
+    "torch.export",
+    "torch.onnx",
+    "torch.fx",
+    "numpy.load",
+    "numpy.save",
+    "numpy.savez",
+    "numpy.savez_compressed",
+    "numpy.savetxt",
+    "numpy.loadtxt",
+    "numpy.genfromtxt",
+    "numpy.fromfile",
+    "numpy.fromregex",
+    "numpy.memmap",
+    "numpy.ctypeslib",
+    "numpy.lib",
+    "numpy.rec",
+    "numpy.f2py",
+    "numpy.distutils",
+    "numpy.testing",
+    "numpy.DataSource",
+    "numpy.core",
+    "triton.knobs",
+    "triton.runtime",
+    "triton.tools",
+    "triton.backends",
+    "triton.compiler",
+    "triton.compile",
+    "operator.attrgetter",
+    "operator.methodcaller",
+    "functools.reduce",
+    "functools.wraps",
+    "functools.update_wrapper",
+    "triton.set_allocator",
     # inline assembly is not Triton code: what it reads, writes or times is not Triton's semantics
     "triton.language.inline_asm_elementwise",
-    "typing.get_type_hints", "typing.ForwardRef",
-    "dataclasses.make_dataclass", "warnings.formatwarning", "warnings.showwarning", "warnings.warn_explicit",
+    "typing.get_type_hints",
+    "typing.ForwardRef",
+    "dataclasses.make_dataclass",
+    "warnings.formatwarning",
+    "warnings.showwarning",
+    "warnings.warn_explicit",
 )
 # ----------------------------------------------------------------------------- values
 # Attributes of the values a wrapper works with: public members of torch.Tensor, dtype,
@@ -171,7 +241,8 @@ DENIED_QUALIFIED: tuple[str, ...] = (
 # TensorDescriptor and CUDA device properties (generated from torch 2.13 / triton 3.9;
 # tests/test_screen.py checks each name against the installed versions). Frames,
 # globals, code objects, modules, storages and numpy's file methods are not among them.
-HOST_VALUE_ATTRIBUTES: frozenset[str] = frozenset("""
+HOST_VALUE_ATTRIBUTES: frozenset[str] = frozenset(
+    """
 H L2_cache_size T abbr abs abs_ absolute absolute_ acos acos_ acosh acosh_ add add_ addbmm addbmm_ addcdiv
 addcdiv_ addcmul addcmul_ addmm addmm_ addmv addmv_ addr addr_ adjoint all all_kwargs allclose amax amin
 aminmax angle any append arccos arccos_ arccosh arccosh_ arcsin arcsin_ arcsinh arcsinh_ arctan arctan2
@@ -231,7 +302,8 @@ triangular_solve tril tril_ triu triu_ true_divide true_divide_ trunc trunc_ typ
 unfold uniform_ union unique unique_consecutive unsafe_chunk unsafe_split unsafe_split_with_sizes unsqueeze
 unsqueeze_ update upper uuid values var vdot view view_as vsplit warp_size where xlogy xlogy_ xpu
 zero_ zfill
-""".split())
+""".split()
+)
 # Tensor members left out: they reach storages and shared memory, register Python hooks
 # that run later (autograd, streams) or call Python on every element. Addresses too: a
 # kernel given a buffer's address (or its offset from an argument) as an integer reaches
@@ -257,11 +329,13 @@ PROVENANCE_MEMBERS: frozenset[str] = frozenset(
 # varies (a user's tensors on cuda:1). ``index`` only where it is read, not called (a list's
 # ``index(...)``); numbered devices in literals and arguments are the grammar's (``device_by_number``).
 DEVICE_INDEX_MEMBERS: frozenset[str] = frozenset(
-    "get_device current_device device_count set_device get_current_device index".split())
+    "get_device current_device device_count set_device get_current_device index".split()
+)
 ORIGINAL_ONLY_MEMBERS: frozenset[str] = ADDRESS_MEMBERS | PROVENANCE_MEMBERS | DEVICE_INDEX_MEMBERS
 # Attributes of Triton's values inside a kernel (tl.tensor, dtype, pointer_type,
 # block_type, constexpr), less its IR internals (handle, to_ir...).
-KERNEL_VALUE_ATTRIBUTES: frozenset[str] = frozenset("""
+KERNEL_VALUE_ATTRIBUTES: frozenset[str] = frozenset(
+    """
 FP_TYPES KIND OTHER_TYPES SIGNEDNESS SINT_TYPES STANDARD_FP_TYPES T UINT_TYPES abs address_space advance
 argmax argmin associative_scan atomic_add atomic_and atomic_cas atomic_load atomic_max atomic_min atomic_or
 atomic_poll atomic_store atomic_xchg atomic_xor block_shape broadcast_to cast cdiv ceil cos cumprod cumsum
@@ -272,14 +346,19 @@ is_int1 is_int16 is_int32 is_int64 is_int8 is_int_signed is_int_unsigned is_ptr 
 is_uint32 is_uint64 is_uint8 is_void item kind log log2 logical_and logical_or max min name nbytes numel
 permute primitive_bitwidth ravel reduce reduce_or reshape rsqrt scalar shape sigmoid sin softmax sort split
 sqrt sqrt_rn store sum to trans type value view with_element_ty xor_sum
-""".split())
+""".split()
+)
 
 # Triton calls with their allowed configuration: (most positional arguments, keywords).
 # Left out: pre_hook / post_hook / do_bench / launch_metadata, Python run around launches.
 TRITON_CALLS: dict[str, tuple[int, frozenset[str]]] = {
     "triton.jit": (1, frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"})),
-    "triton.autotune": (2, frozenset({"configs", "key", "prune_configs_by", "reset_to_zero", "restore_value",
-                                      "warmup", "rep", "cache_results"})),
+    "triton.autotune": (
+        2,
+        frozenset(
+            {"configs", "key", "prune_configs_by", "reset_to_zero", "restore_value", "warmup", "rep", "cache_results"}
+        ),
+    ),
     "triton.heuristics": (1, frozenset({"values"})),
     "triton.Config": (4, frozenset({"kwargs", "num_warps", "num_stages", "num_ctas", "maxnreg"})),
 }
@@ -317,11 +396,12 @@ def safe_import(module: str, name: str) -> bool:
     return status in ("ok", "module")
 
 
-
 # ----------------------------------------------------------------------------- chains
 def _public_member(namespace: str, member: str) -> bool:
-    return not _private(member) and member not in NAMESPACE_MODULE_MEMBERS.get(namespace, ()) and (
-        member not in _MODULE_LIKE_NAMES
+    return (
+        not _private(member)
+        and member not in NAMESPACE_MODULE_MEMBERS.get(namespace, ())
+        and (member not in _MODULE_LIKE_NAMES)
     )
 
 
@@ -367,5 +447,3 @@ def chain_verdict(chain: str, plain_modules: frozenset[str] | set[str]) -> tuple
         else:
             return "unlisted", chain
     return ("module", chain) if kind in (MODULE, NAMESPACE) else ("ok", chain)
-
-

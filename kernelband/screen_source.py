@@ -7,6 +7,7 @@ unicode_escape's ``\\n`` are newlines). ``canonical_source`` therefore accepts o
 UTF-8 source, gives back the exact text to write to disk (UTF-8, no BOM, ``\\n`` line
 ends) and checks that the importer's decoding of those bytes gives that text back.
 """
+
 from __future__ import annotations
 
 import ast
@@ -58,8 +59,10 @@ def canonical_source(text: Union[str, bytes]) -> Union[str, SourceRefused]:
     except LookupError:
         return SourceRefused(f"coding cookie names an unknown encoding {declared!r}")
     if codec != "utf-8":
-        return SourceRefused(f"coding cookie {declared!r}: only UTF-8 source is accepted (the importer would decode "
-                             "the file differently from the text that was screened)")
+        return SourceRefused(
+            f"coding cookie {declared!r}: only UTF-8 source is accepted (the importer would decode "
+            "the file differently from the text that was screened)"
+        )
     if importlib.util.decode_source(data) != body:
         return SourceRefused("the importer would decode this source differently from its text")
     try:

@@ -12,6 +12,7 @@ is the best verified so far, with a warning. A session's temp dir is its own
 (``kernelband-session-<pid>-*``); one left by a killed process is removed by the next
 session, and its `running` row in the store is marked `interrupted`.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,6 +43,7 @@ from .workdirs import WORKDIR_PREFIX, job_workdir, session_workdir, sweep_stale_
 
 if TYPE_CHECKING:  # the generators load once a session runs (_make_generator imports them)
     from .generators.base import Generator
+
 
 class Session:
     """One session's loop; its pool (``session_pool``), records (``session_records``),
@@ -82,8 +84,9 @@ class Session:
         self.warnings: list[str] = []
         self.platform = Platform()
         self.pool = CandidatePool(task, config, store, self.platform, self._warn_once)
-        self.records = SessionRecords(self.id, task, config, store, self.pool, self.usage, self.emit,
-                                      lambda: self.evaluator.interpreted)
+        self.records = SessionRecords(
+            self.id, task, config, store, self.pool, self.usage, self.emit, lambda: self.evaluator.interpreted
+        )
 
     def _evaluators(self, executor: Optional[Executor], workdir: str) -> tuple[list[Evaluator], list[str]]:
         """One evaluator per slot of the executor (the local one by default); each
@@ -92,8 +95,12 @@ class Session:
 
         executor = executor or make_executor()
         slots = executor.slots(self.task.device)
-        evs = [executor.evaluator(slot, self.task, workdir if i == 0 else os.path.join(workdir, f"w{i}"),
-                                  self.config.profile_tier) for i, slot in enumerate(slots)]
+        evs = [
+            executor.evaluator(
+                slot, self.task, workdir if i == 0 else os.path.join(workdir, f"w{i}"), self.config.profile_tier
+            )
+            for i, slot in enumerate(slots)
+        ]
         return evs, [slot.label for slot in slots]
 
     def _warn_once(self, note: str) -> None:
@@ -102,8 +109,13 @@ class Session:
             self.warnings.append(note)
             self.emit(Log(level="warning", message=note))
 
-    def _evaluate(self, variant: Variant, profile_tier: Optional[int] = None, evaluator: Optional[Evaluator] = None,
-                  search: bool = False) -> Evaluation:
+    def _evaluate(
+        self,
+        variant: Variant,
+        profile_tier: Optional[int] = None,
+        evaluator: Optional[Evaluator] = None,
+        search: bool = False,
+    ) -> Evaluation:
         """Evaluator.evaluate, with "the worker cannot be restarted" turned into WorkerLost
         (the search stops; the session still ends with a Result)."""
         mark("session.evaluate", variant=variant.id)
@@ -118,6 +130,7 @@ class Session:
 
     def submit(self, variant: Variant, done: Done) -> None:
         """Evaluate ``variant`` on a free worker (in flight until ``done`` takes its Evaluation)."""
+
         def finished(worker: Optional[str], ev: Evaluation) -> None:
             self.usage.in_flight -= 1
             done(worker, ev)
@@ -132,13 +145,21 @@ class Session:
         allowed = set(self.config.strategies or [])
         # only variants this session's strategies could have made (a stored access_layout
         # winner is no answer to "tiling only")
-        stored = [v for v in self.store.variants(self.task.source_hash, self.task.kernel, self.platform.gpu)
-                  if not allowed or v["strategy"] in allowed]
+        stored = [
+            v
+            for v in self.store.variants(self.task.source_hash, self.task.kernel, self.platform.gpu)
+            if not allowed or v["strategy"] in allowed
+        ]
         if not stored or self.usage.exhausted(self.config.budget):
             return
         prev, original = stored[0], self.pool.original
-        variant = Variant(prev["source"], parent=original.id, strategy=prev["strategy"], generator="stored",
-                          description="best variant found by an earlier session")
+        variant = Variant(
+            prev["source"],
+            parent=original.id,
+            strategy=prev["strategy"],
+            generator="stored",
+            description="best variant found by an earlier session",
+        )
         # the re-check is not a search pull: it does not take an evaluation of the budget
         ev = self._evaluate(variant)
         if ev.ok and ev.time_ms is not None:
@@ -166,16 +187,28 @@ class Session:
     def _finish(self, stop_reason: str) -> Result:
         original, best = self.pool.original, self.pool.best()
         outcome = SearchOutcome(
-            session_id=self.id, stop_reason=stop_reason, original=original, best=best,
-            strategy_path=self.pool.strategy_path(best), evaluations=self.usage.evaluations,
-            seconds=self.usage.seconds, tokens=self.usage.tokens, dollars=self.usage.dollars,
-            history=self.records.history, warnings=self.warnings, gpu=self.platform.gpu,
+            session_id=self.id,
+            stop_reason=stop_reason,
+            original=original,
+            best=best,
+            strategy_path=self.pool.strategy_path(best),
+            evaluations=self.usage.evaluations,
+            seconds=self.usage.seconds,
+            tokens=self.usage.tokens,
+            dollars=self.usage.dollars,
+            history=self.records.history,
+            warnings=self.warnings,
+            gpu=self.platform.gpu,
             triton_version=self.platform.triton_version,
-            baseline_bottleneck=(p.diagnosis.bottleneck or None) if (p := self.pool.profiles.get(original.id)) else None,
-            overshoot=self.usage.overshoot(self.config.budget))
+            baseline_bottleneck=(p.diagnosis.bottleneck or None)
+            if (p := self.pool.profiles.get(original.id))
+            else None,
+            overshoot=self.usage.overshoot(self.config.budget),
+        )
         log = lambda message: self.emit(Log(level="info", message=message))  # noqa: E731
-        return ResultBuilder(self.task, self.config, self.evaluator, self._warn_once, log,
-                             spare=self.workers.spare()).build(outcome)
+        return ResultBuilder(
+            self.task, self.config, self.evaluator, self._warn_once, log, spare=self.workers.spare()
+        ).build(outcome)
 
     # ------------------------------------------------------------------ run
     def _make_generator(self) -> Generator:
@@ -188,27 +221,57 @@ class Session:
         return make_generator(self.config.generator, seed=self.config.seed, **options)
 
     def run(self) -> Result:
-        self.emit(Started(kernel=self.task.kernel, file=self.task.module_path, source_hash=self.task.source_hash,
-                          budget=asdict(self.config.budget), generator=self.config.generator,
-                          search=self.config.search, session_id=self.id))
+        self.emit(
+            Started(
+                kernel=self.task.kernel,
+                file=self.task.module_path,
+                source_hash=self.task.source_hash,
+                budget=asdict(self.config.budget),
+                generator=self.config.generator,
+                search=self.config.search,
+                session_id=self.id,
+            )
+        )
         self._clean_leftovers()
         warm_imports()
         warmup: list[GeneratorWarmup] = []  # built once the worker says whether it interprets
         original = Variant(self.task.source, generator="original")
         try:
-            Preparation(self.task, self.config, self.evaluator, self.workers, self.store, self.pool, self.emit,
-                        self._warn_once, self.warnings,
-                        on_started=lambda: warmup.append(GeneratorWarmup(self._make_generator, original,
-                                                                         self.task.kernel))).run()
+            Preparation(
+                self.task,
+                self.config,
+                self.evaluator,
+                self.workers,
+                self.store,
+                self.pool,
+                self.emit,
+                self._warn_once,
+                self.warnings,
+                on_started=lambda: warmup.append(GeneratorWarmup(self._make_generator, original, self.task.kernel)),
+            ).run()
             generator = warmup[0].result() if warmup else self._make_generator()
             if self.store:
-                self.store.start_session(self.id, self.task.module_path, self.task.kernel, self.task.source_hash,
-                                         self.platform.gpu, self.platform.triton_version, self.config.to_dict())
+                self.store.start_session(
+                    self.id,
+                    self.task.module_path,
+                    self.task.kernel,
+                    self.task.source_hash,
+                    self.platform.gpu,
+                    self.platform.triton_version,
+                    self.config.to_dict(),
+                )
             result = self._result(self._run_search(generator))
             if self.store:
                 for c in self.pool.members[1:]:
-                    self.store.put_variant(self.task.source_hash, self.task.kernel, self.platform.gpu, c.id,
-                                           c.variant.source, c.time_ms, c.variant.strategy)
+                    self.store.put_variant(
+                        self.task.source_hash,
+                        self.task.kernel,
+                        self.platform.gpu,
+                        c.id,
+                        c.variant.source,
+                        c.time_ms,
+                        c.variant.strategy,
+                    )
                 self.store.finish_session(self.id, result.status.value, result.to_dict(history=False))
             self.emit(Finished(result))
             return result
@@ -232,8 +295,10 @@ class Session:
             self._warm_start()
             return self._exhaustive(generator) if self.config.search == EXHAUSTIVE else self._search(generator)
         except WorkerLost as e:
-            self._warn_once(f"{e}: the search stopped after {self.usage.evaluations} evaluations; the result is the "
-                            "best verified so far")
+            self._warn_once(
+                f"{e}: the search stopped after {self.usage.evaluations} evaluations; the result is the "
+                "best verified so far"
+            )
             return f"evaluation worker lost ({e})"
         finally:
             if self.workers.parallel:
@@ -250,8 +315,14 @@ class Session:
         sweep_stale_workdirs()
 
 
-def run_session(task: Task, config: SessionConfig, emitter: Optional[EventEmitter] = None, store: Optional[Store] = None,
-                stop: Optional[threading.Event] = None, executor: Optional[Executor] = None) -> Result:
+def run_session(
+    task: Task,
+    config: SessionConfig,
+    emitter: Optional[EventEmitter] = None,
+    store: Optional[Store] = None,
+    stop: Optional[threading.Event] = None,
+    executor: Optional[Executor] = None,
+) -> Result:
     """Run one session to its end (budget, exhaustion or stop) and return its Result;
     ``executor`` says where its workers run (None: the local one, a worker per GPU)."""
     return Session(task, config, emitter, store, stop, executor=executor).run()

@@ -1,5 +1,6 @@
 """What a session is asked to do (SessionConfig), within what budget (Budget), and what
 it has used so far (Usage)."""
+
 from __future__ import annotations
 
 import time
@@ -23,8 +24,10 @@ class Budget:
 
     def validate(self) -> None:
         if all(v is None for v in (self.evaluations, self.seconds, self.tokens, self.dollars)):
-            raise ValueError("a session needs a budget: evaluations, seconds, tokens or dollars above 0 "
-                             "(0 means no limit, so they cannot all be 0)")
+            raise ValueError(
+                "a session needs a budget: evaluations, seconds, tokens or dollars above 0 "
+                "(0 means no limit, so they cannot all be 0)"
+            )
         for name in ("evaluations", "seconds", "tokens", "dollars"):
             v = getattr(self, name)
             if v is not None and v <= 0:
@@ -68,8 +71,10 @@ class Usage:
             over.append(f"${self.dollars:.4f} of ${b.dollars:.4f}")
         if not over:
             return None
-        return (f"the last LLM request went past the budget ({', '.join(over)}): budgets are checked before "
-                "each request and a reply's size is only known after it")
+        return (
+            f"the last LLM request went past the budget ({', '.join(over)}): budgets are checked before "
+            "each request and a reply's size is only known after it"
+        )
 
 
 @dataclass
@@ -90,5 +95,7 @@ class SessionConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["bandit"] = asdict(self.bandit) if self.bandit is not None and hasattr(self.bandit, "__dataclass_fields__") else None
+        d["bandit"] = (
+            asdict(self.bandit) if self.bandit is not None and hasattr(self.bandit, "__dataclass_fields__") else None
+        )
         return d

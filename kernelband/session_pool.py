@@ -2,6 +2,7 @@
 profiles (the features the bandit clusters on, and what the generator's prompt shows),
 and the strategy path to each. Tier 3 adds hardware counters to a candidate's profile;
 a lasting failure to collect them turns them off for the rest of the session."""
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,9 @@ class Platform:
 
 
 class CandidatePool:
-    def __init__(self, task: Task, config: SessionConfig, store: Optional[Store], platform: Platform,
-                 warn: Callable[[str], None]) -> None:
+    def __init__(
+        self, task: Task, config: SessionConfig, store: Optional[Store], platform: Platform, warn: Callable[[str], None]
+    ) -> None:
         self.task = task
         self.config = config
         self.store = store
@@ -57,7 +59,9 @@ class CandidatePool:
             step = self.by_id.get(step.parent_id)
         return list(reversed(path))
 
-    def candidate(self, variant: Variant, time_ms: float, profile: Optional[Profile], parent: Optional[Candidate]) -> Candidate:
+    def candidate(
+        self, variant: Variant, time_ms: float, profile: Optional[Profile], parent: Optional[Candidate]
+    ) -> Candidate:
         """A pool member for a correct variant (not added): its features from its profile."""
         from .search.base import Candidate
 
@@ -98,8 +102,13 @@ class CandidatePool:
         if self._counters_off:  # ncu cannot work here: do not re-run it for every candidate
             return attach_counters(profile, {"ok": False, "reason": self._counters_off})
         try:
-            profile = add_counters(profile, replace(self.task, source=variant.source), store=self.store,
-                                   gpu=self.platform.gpu, triton_version=self.platform.triton_version)
+            profile = add_counters(
+                profile,
+                replace(self.task, source=variant.source),
+                store=self.store,
+                gpu=self.platform.gpu,
+                triton_version=self.platform.triton_version,
+            )
         except Exception as e:  # noqa: BLE001 - counters are optional, never a session failure
             self.warn(f"counters unavailable: {type(e).__name__}: {e}")
             return profile

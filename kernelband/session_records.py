@@ -1,6 +1,7 @@
 """A session's records of its evaluations: each one a history entry, kept for the
 Result, sent as ``candidate`` and ``progress`` events, and written to the store (its
 history row and its evaluation row, keyed by the variant's source and the harness)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Optional
@@ -17,8 +18,17 @@ if TYPE_CHECKING:  # events.Candidate is the event; this is the pool member
 
 
 class SessionRecords:
-    def __init__(self, session_id: str, task: Task, config: SessionConfig, store: Optional[Store], pool: CandidatePool,
-                 usage: Usage, emit: Callable[[EventPayload], object], interpreted: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        task: Task,
+        config: SessionConfig,
+        store: Optional[Store],
+        pool: CandidatePool,
+        usage: Usage,
+        emit: Callable[[EventPayload], object],
+        interpreted: Callable[[], bool],
+    ) -> None:
         self.session_id = session_id
         self.task = task
         self.config = config
@@ -29,8 +39,15 @@ class SessionRecords:
         self.interpreted = interpreted  # the evaluator's: ratios of CPU-interpreter times are no speed claim
         self.history: list[HistoryEntry] = []
 
-    def record(self, parent: Optional[PoolMember], strategy: Optional[str], variant: Optional[Variant], ev: Evaluation,
-               description: str = "", worker: Optional[str] = None) -> None:
+    def record(
+        self,
+        parent: Optional[PoolMember],
+        strategy: Optional[str],
+        variant: Optional[Variant],
+        ev: Evaluation,
+        description: str = "",
+        worker: Optional[str] = None,
+    ) -> None:
         entry = self._entry(parent, strategy, variant, ev, description)
         if worker is not None:  # several workers: which one evaluated it
             entry["worker"] = worker
@@ -38,16 +55,44 @@ class SessionRecords:
         # speed_claim false: the ratios are CPU-interpreter times, never shown as a GPU speedup
         speed_claim = not self.interpreted()
         e = entry
-        self.emit(Candidate(e["index"], e["variant_id"], e["parent"], e["strategy"], e["generator"], e["status"],
-                            e["time_ms"], e["speedup"], e["message"], e["description"], e["phases"], worker, speed_claim))
-        self.emit(Progress(done=self.usage.done, total=self.config.budget.evaluations, best_ms=entry["best_ms"],
-                           best_speedup=entry["best_speedup_so_far"],
-                           message=f"{strategy or 'candidate'}: {ev.status.value}", speed_claim=speed_claim))
+        self.emit(
+            Candidate(
+                e["index"],
+                e["variant_id"],
+                e["parent"],
+                e["strategy"],
+                e["generator"],
+                e["status"],
+                e["time_ms"],
+                e["speedup"],
+                e["message"],
+                e["description"],
+                e["phases"],
+                worker,
+                speed_claim,
+            )
+        )
+        self.emit(
+            Progress(
+                done=self.usage.done,
+                total=self.config.budget.evaluations,
+                best_ms=entry["best_ms"],
+                best_speedup=entry["best_speedup_so_far"],
+                message=f"{strategy or 'candidate'}: {ev.status.value}",
+                speed_claim=speed_claim,
+            )
+        )
         if self.store:
             self._store(self.store, entry, strategy, variant, ev)
 
-    def _entry(self, parent: Optional[PoolMember], strategy: Optional[str], variant: Optional[Variant], ev: Evaluation,
-               description: str) -> HistoryEntry:
+    def _entry(
+        self,
+        parent: Optional[PoolMember],
+        strategy: Optional[str],
+        variant: Optional[Variant],
+        ev: Evaluation,
+        description: str,
+    ) -> HistoryEntry:
         base_ms = self.pool.original.time_ms
         best = self.pool.best()
         return {
@@ -67,13 +112,19 @@ class SessionRecords:
             "phases": ev.phases,
         }
 
-    def _store(self, store: Store, entry: HistoryEntry, strategy: Optional[str], variant: Optional[Variant],
-               ev: Evaluation) -> None:
+    def _store(
+        self, store: Store, entry: HistoryEntry, strategy: Optional[str], variant: Optional[Variant], ev: Evaluation
+    ) -> None:
         platform = self.pool.platform
         store.add_history(self.session_id, len(self.history) - 1, entry)
         store.add_evaluation(
-            session_id=self.session_id, source_hash=sha256_text(variant.source) if variant else "",
-            harness_hash=harness_hash(self.task), gpu=platform.gpu, triton_version=platform.triton_version,
-            kernel=self.task.kernel, variant_id=variant.id if variant else "", strategy=strategy,
+            session_id=self.session_id,
+            source_hash=sha256_text(variant.source) if variant else "",
+            harness_hash=harness_hash(self.task),
+            gpu=platform.gpu,
+            triton_version=platform.triton_version,
+            kernel=self.task.kernel,
+            variant_id=variant.id if variant else "",
+            strategy=strategy,
             evaluation=ev.to_dict(),
         )

@@ -7,6 +7,7 @@ for the session's dispatch loop:
   pool and the policy learns from the outcome.
 - ``ExhaustiveSteps``: every point of the rules generator's space, in order.
 """
+
 from __future__ import annotations
 
 import random
@@ -98,8 +99,14 @@ class PolicySteps:
         if pick is None:
             return WAIT if s.workers.busy() else "search space exhausted"
         parent, strategy = pick
-        ctx = GenContext(kernel=s.task.kernel, harness=s.task.harness, module_path=s.task.module_path,
-                         profile=s.pool.profiles.get(parent.id), device=s.evaluator.facts, rng=s.rng)
+        ctx = GenContext(
+            kernel=s.task.kernel,
+            harness=s.task.harness,
+            module_path=s.task.module_path,
+            profile=s.pool.profiles.get(parent.id),
+            device=s.evaluator.facts,
+            rng=s.rng,
+        )
         gen = self.generator.generate(parent.variant, strategy, ctx)
         s.usage.tokens += gen.tokens
         s.usage.dollars += gen.cost_usd
@@ -112,8 +119,12 @@ class PolicySteps:
         self.idle = 0
         s.usage.evaluations += 1
         if gen.outcome is GenerationOutcome.REJECTED or gen.variant is None:
-            ev = Evaluation(Status.REJECTED, gen.message or "the generator's output was unusable",
-                            interpreted=s.evaluator.interpreted, variant_id=gen.variant.id if gen.variant else "")
+            ev = Evaluation(
+                Status.REJECTED,
+                gen.message or "the generator's output was unusable",
+                interpreted=s.evaluator.interpreted,
+                variant_id=gen.variant.id if gen.variant else "",
+            )
             self.complete(parent, strategy, gen, None, ev)
             return None
         add_pending(self.policy, parent, strategy)
@@ -137,8 +148,9 @@ class PolicySteps:
             return f"generator unavailable ({gen.message})"
         return None
 
-    def complete(self, parent: Candidate, strategy: str, gen: Generation, worker: Optional[str],
-                 ev: Evaluation) -> None:
+    def complete(
+        self, parent: Candidate, strategy: str, gen: Generation, worker: Optional[str], ev: Evaluation
+    ) -> None:
         """A pull's evaluation is back: the pool member it started from, the strategy
         applied, what the generator gave."""
         from .generators.base import GenerationOutcome
@@ -153,8 +165,14 @@ class PolicySteps:
         # never pooled: it cannot be a parent or the best
         timed = ev.ok or ev.status == Status.SLOWER
         self.policy.update(parent, strategy, Outcome(timed, parent.time_ms, ev.time_ms if timed else None), child)
-        s.records.record(parent, strategy, gen.variant, ev,
-                         gen.message if gen.outcome is not GenerationOutcome.PRODUCED else "", worker=worker)
+        s.records.record(
+            parent,
+            strategy,
+            gen.variant,
+            ev,
+            gen.message if gen.outcome is not GenerationOutcome.PRODUCED else "",
+            worker=worker,
+        )
 
 
 class ExhaustiveSteps:

@@ -3,6 +3,7 @@ prepare in the background), the device's peaks come from the store's cache or ar
 measured once, the original is checked and timed warm like a candidate (the baseline
 event), and it becomes the pool's first member. A weak harness (one that cannot tell a
 broken kernel from the real one) ends the session here unless it is allowed."""
+
 from __future__ import annotations
 
 import time
@@ -23,9 +24,19 @@ from .trace import mark
 
 
 class Preparation:
-    def __init__(self, task: Task, config: SessionConfig, evaluator: Evaluator, workers: WorkerPool, store: Optional[Store],
-                 pool: CandidatePool, emit: Callable[[EventPayload], object], warn: Callable[[str], None],
-                 warnings: list[str], on_started: Optional[Callable[[], None]] = None) -> None:
+    def __init__(
+        self,
+        task: Task,
+        config: SessionConfig,
+        evaluator: Evaluator,
+        workers: WorkerPool,
+        store: Optional[Store],
+        pool: CandidatePool,
+        emit: Callable[[EventPayload], object],
+        warn: Callable[[str], None],
+        warnings: list[str],
+        on_started: Optional[Callable[[], None]] = None,
+    ) -> None:
         self.task = task
         self.config = config
         self.evaluator = evaluator  # the primary worker
@@ -83,23 +94,38 @@ class Preparation:
             self.warnings.append(base.message)
         if base.weak_harness and not self.config.allow_weak_harness:
             self._emit_baseline(base, base.timing.median_ms if base.timing else None)
-            raise SetupError(f"weak harness: {base.weak_reason} (it could not tell a broken kernel from the real one; "
-                             "fix the harness)")
+            raise SetupError(
+                f"weak harness: {base.weak_reason} (it could not tell a broken kernel from the real one; "
+                "fix the harness)"
+            )
         if base.weak_harness:
             self.warnings.append(f"weak harness: {base.weak_reason}")
 
     def _store_profile(self, store: Store, profile: Profile) -> None:
         platform = self.pool.platform
-        store.put_profile(ProfileKey(self.task.source_hash, harness_hash(self.task), platform.gpu,
-                                     platform.triton_version, self.task.kernel), profile, file=self.task.module_path)
+        store.put_profile(
+            ProfileKey(
+                self.task.source_hash, harness_hash(self.task), platform.gpu, platform.triton_version, self.task.kernel
+            ),
+            profile,
+            file=self.task.module_path,
+        )
 
     def _emit_baseline(self, base: PreparedBaseline, time_ms: Optional[float]) -> None:
-        self.emit(Baseline(time_ms=time_ms, clock=base.timing.clock if base.timing else None,
-                           interpreted=base.interpreted, speed_claim=not base.interpreted, device=base.device_name,
-                           deterministic=base.deterministic, weak_harness=base.weak_harness,
-                           message=base.weak_reason or base.message,
-                           prepare_ms=base.timing.median_ms if base.timing else None,
-                           setup_s=dict(self.setup_s)))
+        self.emit(
+            Baseline(
+                time_ms=time_ms,
+                clock=base.timing.clock if base.timing else None,
+                interpreted=base.interpreted,
+                speed_claim=not base.interpreted,
+                device=base.device_name,
+                deterministic=base.deterministic,
+                weak_harness=base.weak_harness,
+                message=base.weak_reason or base.message,
+                prepare_ms=base.timing.median_ms if base.timing else None,
+                setup_s=dict(self.setup_s),
+            )
+        )
 
     def _warm_baseline_ms(self, prepare_ms: float) -> float:
         """The original timed exactly as candidates are (same request, warm worker), so
@@ -110,13 +136,19 @@ class Preparation:
         except SetupError as e:
             raise SetupError(str(e)) from None
         except Exception as e:  # noqa: BLE001 - WorkerError or the judge's refusal: fall back, say so
-            self.warn(f"the original could not be re-timed like a candidate ({e}); "
-                      "search-time ratios use its first timing")
+            self.warn(
+                f"the original could not be re-timed like a candidate ({e}); search-time ratios use its first timing"
+            )
             return prepare_ms
 
 
-def device_facts(evaluator: Evaluator, store: Optional[Store], gpu: str, triton_version: str,
-                 emit: Optional[Callable[[EventPayload], object]] = None) -> DeviceFacts:
+def device_facts(
+    evaluator: Evaluator,
+    store: Optional[Store],
+    gpu: str,
+    triton_version: str,
+    emit: Optional[Callable[[EventPayload], object]] = None,
+) -> DeviceFacts:
     """The device's peaks: from the workspace store, else this machine's cache, else
     measured (once per card, driver and Triton version), and cached in both."""
     from . import machine_cache

@@ -3,6 +3,7 @@ prepare the original: the generator is built and the original analysed, and the 
 slow imports (scikit-learn, for the clustering) load, each in a background thread. On a
 GPU machine that work took 1-2.5 s between the baseline and the first candidate
 (benchmarks/results/eval_speed/, the startup table)."""
+
 from __future__ import annotations
 
 import importlib
@@ -21,6 +22,7 @@ SEARCH_IMPORTS = ("sklearn.cluster", "threadpoolctl")
 def warm_imports(names: tuple[str, ...] = SEARCH_IMPORTS) -> threading.Thread:
     """Import ``names`` in a daemon thread; a missing one is reported later, where it is
     needed (deps.require), not here."""
+
     def run() -> None:
         for name in names:
             try:

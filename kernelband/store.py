@@ -13,6 +13,7 @@ messages capped at 4 KB. A session row records the pid of its process, so a sess
 `running` by a process that died (SIGKILL, a power cut) is marked `interrupted` by the
 next session that starts (``mark_interrupted``).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,10 +33,21 @@ INTERRUPTED = "interrupted"
 
 
 # a verified variant of an original kernel on one GPU; a session (its Result's JSON once finished)
-StoredVariant = TypedDict("StoredVariant", {"variant_id": str, "source": str, "time_ms": Optional[float],
-                                            "strategy": Optional[str]})
-SessionRow = TypedDict("SessionRow", {"id": str, "file": str, "kernel": str, "status": str, "started_at": float,
-                                      "finished_at": Optional[float], "result": Optional[JsonObject]})
+StoredVariant = TypedDict(
+    "StoredVariant", {"variant_id": str, "source": str, "time_ms": Optional[float], "strategy": Optional[str]}
+)
+SessionRow = TypedDict(
+    "SessionRow",
+    {
+        "id": str,
+        "file": str,
+        "kernel": str,
+        "status": str,
+        "started_at": float,
+        "finished_at": Optional[float],
+        "result": Optional[JsonObject],
+    },
+)
 
 
 def _dump(obj: object) -> str:
@@ -51,6 +63,7 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:  # someone else's process: alive
         return True
     return True
+
 
 DB_DIR = ".kernelband"
 DB_NAME = "kernelband.db"
@@ -155,8 +168,10 @@ class Store:
     # ---------------------------------------------------------------- device facts
     # stored as DeviceFacts.to_dict(); a row that does not decode is a cache miss (measured again, replaced)
     def put_device_facts(self, gpu: str, triton_version: str, facts: DeviceFacts) -> None:
-        self._conn.execute("INSERT OR REPLACE INTO device_facts VALUES (?, ?, ?, ?)",
-                           (gpu, triton_version, _dump(facts.to_dict()), time.time()))
+        self._conn.execute(
+            "INSERT OR REPLACE INTO device_facts VALUES (?, ?, ?, ?)",
+            (gpu, triton_version, _dump(facts.to_dict()), time.time()),
+        )
 
     def get_device_facts(self, gpu: str, triton_version: str) -> Optional[DeviceFacts]:
         raw = self._json("SELECT facts FROM device_facts WHERE gpu=? AND triton_version=?", (gpu, triton_version))
@@ -168,15 +183,29 @@ class Store:
     def put_profile(self, key: ProfileKey, profile: Profile, file: Optional[str] = None) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key.source_hash, key.harness_hash, key.gpu, key.triton_version, key.kernel, file,
-             _dump(profile.to_dict()), time.time()),
+            (
+                key.source_hash,
+                key.harness_hash,
+                key.gpu,
+                key.triton_version,
+                key.kernel,
+                file,
+                _dump(profile.to_dict()),
+                time.time(),
+            ),
         )
 
-    def latest_profile(self, kernel: str, source_hash: Optional[str] = None, file: Optional[str] = None) -> Optional[Profile]:
+    def latest_profile(
+        self, kernel: str, source_hash: Optional[str] = None, file: Optional[str] = None
+    ) -> Optional[Profile]:
         """Most recent profile of a kernel, by source hash when given, else by file."""
         by, value = ("source_hash", source_hash) if source_hash is not None else ("file", file)
-        return Profile.from_wire(self._json(
-            f"SELECT profile FROM profiles WHERE kernel=? AND {by}=? ORDER BY created_at DESC LIMIT 1", (kernel, value)))
+        return Profile.from_wire(
+            self._json(
+                f"SELECT profile FROM profiles WHERE kernel=? AND {by}=? ORDER BY created_at DESC LIMIT 1",
+                (kernel, value),
+            )
+        )
 
     # ---------------------------------------------------------------- evaluations
     def add_evaluation(
@@ -197,15 +226,25 @@ class Store:
             "INSERT INTO evaluations (session_id, source_hash, harness_hash, gpu, triton_version, kernel, variant_id,"
             " strategy, status, time_ms, evaluation, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                session_id, source_hash, harness_hash, gpu, triton_version, kernel, variant_id, strategy,
-                evaluation.get("status", "?"), timing.get("median_ms") if isinstance(timing, dict) else None,
-                _dump(evaluation), time.time(),
+                session_id,
+                source_hash,
+                harness_hash,
+                gpu,
+                triton_version,
+                kernel,
+                variant_id,
+                strategy,
+                evaluation.get("status", "?"),
+                timing.get("median_ms") if isinstance(timing, dict) else None,
+                _dump(evaluation),
+                time.time(),
             ),
         )
 
     def evaluations(self, source_hash: str, kernel: str) -> list[JsonObject]:  # each an Evaluation.to_dict()
-        return self._json_rows("SELECT evaluation FROM evaluations WHERE source_hash=? AND kernel=? ORDER BY id",
-                               (source_hash, kernel))
+        return self._json_rows(
+            "SELECT evaluation FROM evaluations WHERE source_hash=? AND kernel=? ORDER BY id", (source_hash, kernel)
+        )
 
     def count_evaluations(self, session_id: Optional[str] = None) -> int:
         row = self._one("SELECT COUNT(*) FROM evaluations WHERE ? IS NULL OR session_id=?", (session_id, session_id))
@@ -213,7 +252,14 @@ class Store:
 
     # ---------------------------------------------------------------- sessions
     def start_session(
-        self, session_id: str, file: str, kernel: str, source_hash: str, gpu: str, triton_version: str, config: JsonObject
+        self,
+        session_id: str,
+        file: str,
+        kernel: str,
+        source_hash: str,
+        gpu: str,
+        triton_version: str,
+        config: JsonObject,
     ) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO sessions (id, file, kernel, source_hash, gpu, triton_version, config, started_at, status,"
@@ -229,8 +275,10 @@ class Store:
         stale = [sid for sid, pid in rows if pid is None or (pid != os.getpid() and not _pid_alive(int(pid)))]
         for sid in stale:
             # no result: the kernel's last *result* (the editor's hover) stays the last finished one
-            self._conn.execute("UPDATE sessions SET status=?, finished_at=? WHERE id=? AND status='running'",
-                               (INTERRUPTED, time.time(), sid))
+            self._conn.execute(
+                "UPDATE sessions SET status=?, finished_at=? WHERE id=? AND status='running'",
+                (INTERRUPTED, time.time(), sid),
+            )
         return stale
 
     def add_history(self, session_id: str, idx: int, entry: HistoryEntry) -> None:
@@ -248,21 +296,47 @@ class Store:
     def latest_result(self, file: str, kernel: str) -> Optional[JsonObject]:  # a Result.to_dict()
         return self._json(
             "SELECT result FROM sessions WHERE file=? AND kernel=? AND result IS NOT NULL ORDER BY finished_at DESC LIMIT 1",
-            (str(file), kernel))
+            (str(file), kernel),
+        )
 
     def sessions(self) -> Iterator[SessionRow]:
-        cur = self._conn.execute("SELECT id, file, kernel, status, started_at, finished_at, result FROM sessions ORDER BY started_at")
+        cur = self._conn.execute(
+            "SELECT id, file, kernel, status, started_at, finished_at, result FROM sessions ORDER BY started_at"
+        )
         for r in cur.fetchall():
             yield {
-                "id": r[0], "file": r[1], "kernel": r[2], "status": r[3], "started_at": r[4], "finished_at": r[5],
+                "id": r[0],
+                "file": r[1],
+                "kernel": r[2],
+                "status": r[3],
+                "started_at": r[4],
+                "finished_at": r[5],
                 "result": json.loads(r[6]) if r[6] else None,
             }
 
     # ---------------------------------------------------------------- verified variants
-    def put_variant(self, original_hash: str, kernel: str, gpu: str, variant_id: str, source: str, time_ms: Optional[float], strategy: Optional[str]) -> None:
+    def put_variant(
+        self,
+        original_hash: str,
+        kernel: str,
+        gpu: str,
+        variant_id: str,
+        source: str,
+        time_ms: Optional[float],
+        strategy: Optional[str],
+    ) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO variants VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (original_hash, kernel, gpu, variant_id, scrub({"source": source})["source"], time_ms, strategy, time.time()),
+            (
+                original_hash,
+                kernel,
+                gpu,
+                variant_id,
+                scrub({"source": source})["source"],
+                time_ms,
+                strategy,
+                time.time(),
+            ),
         )
 
     def variants(self, original_hash: str, kernel: str, gpu: str) -> list[StoredVariant]:
@@ -287,7 +361,9 @@ class Store:
         return [(json.loads(r[0]), bool(r[1])) for r in reversed(rows)]
 
     def put_compat_weights(self, strategy: str, weights: list[float]) -> None:
-        self._conn.execute("INSERT OR REPLACE INTO compat_weights VALUES (?, ?, ?)", (strategy, _dump(weights), time.time()))
+        self._conn.execute(
+            "INSERT OR REPLACE INTO compat_weights VALUES (?, ?, ?)", (strategy, _dump(weights), time.time())
+        )
 
     def get_compat_weights(self, strategy: str) -> Optional[list[float]]:
         return self._json("SELECT weights FROM compat_weights WHERE strategy=?", (strategy,))

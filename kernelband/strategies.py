@@ -4,6 +4,7 @@ Each has the text given to an LLM, the hardware resource it targets (used by v2'
 masked UCB: a strategy is masked where its resource is already saturated), and the
 families of offline rewrites the ``rules`` generator may apply under it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -4,6 +4,7 @@ and its fork-server handle) append one JSON line per mark, ``{"t", "pid", "what"
 ``benchmarks/eval_speed.py`` reads it back as a timeline. Unset (the default), a mark
 costs one dictionary lookup. Variant processes never write it (their environment is
 scrubbed): their phases travel in their frames."""
+
 from __future__ import annotations
 
 import json

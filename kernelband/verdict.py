@@ -11,6 +11,7 @@
 The language server imports ``DEFAULT_MIN_SPEEDUP`` from here; so do the CLI's
 ``--min-speedup`` and ``SessionConfig.min_speedup``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,8 +50,9 @@ def is_improvement(ci_low: Optional[float], min_speedup: Optional[float] = None)
     return ci_low is not None and ci_low > floor(min_speedup)
 
 
-def decide_verdict(ci_low: Optional[float], *, interpreted: bool, cpu_tuning: bool = False,
-                   min_speedup: Optional[float] = None) -> Verdict:
+def decide_verdict(
+    ci_low: Optional[float], *, interpreted: bool, cpu_tuning: bool = False, min_speedup: Optional[float] = None
+) -> Verdict:
     """The verdict for a correct candidate whose paired CI's lower bound is ``ci_low``
     (None: not re-measured)."""
     if interpreted and not cpu_tuning:
@@ -60,8 +62,9 @@ def decide_verdict(ci_low: Optional[float], *, interpreted: bool, cpu_tuning: bo
     return Verdict(status, speed_claim=not interpreted, applicable=improved)
 
 
-def consistent_times(baseline_ms: float, variant_ms: float, speedup: float,
-                     ci: tuple[float, float]) -> tuple[float, float, Optional[str]]:
+def consistent_times(
+    baseline_ms: float, variant_ms: float, speedup: float, ci: tuple[float, float]
+) -> tuple[float, float, Optional[str]]:
     """Times to print beside ``speedup`` so that original / variant == speedup.
 
     The paired speedup is the geometric mean of per-round ratios; the ratio of the two
@@ -74,6 +77,8 @@ def consistent_times(baseline_ms: float, variant_ms: float, speedup: float,
     ratio = baseline_ms / variant_ms
     note = None
     if not (ci[0] <= ratio <= ci[1]):
-        note = (f"noisy re-measurement: the ratio of the medians ({baseline_ms:.4g} ms / {variant_ms:.4g} ms = "
-                f"{ratio:.3f}x) lies outside the paired CI {ci[0]:.3f}-{ci[1]:.3f}")
+        note = (
+            f"noisy re-measurement: the ratio of the medians ({baseline_ms:.4g} ms / {variant_ms:.4g} ms = "
+            f"{ratio:.3f}x) lies outside the paired CI {ci[0]:.3f}-{ci[1]:.3f}"
+        )
     return baseline_ms, implied, note

@@ -11,6 +11,7 @@ callers only say what a verdict looks like on their side (a check's status, a Re
 message): a new step is one more entry in ``STEPS`` (and, for ``check --json`` to print
 its report, a CheckScope field named by its key).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -63,8 +64,9 @@ class VerificationStep(Generic[R]):
     unchecked: str  # what a run that could not happen on a GPU leaves unchecked (its reason follows)
     warns: bool  # that is a warning (else a note)
 
-    def check(self, evaluator: Evaluator, variant: Variant, log: Optional[Say] = None,
-              report: Optional[R] = None) -> tuple[Optional[str], R]:
+    def check(
+        self, evaluator: Evaluator, variant: Variant, log: Optional[Say] = None, report: Optional[R] = None
+    ) -> tuple[Optional[str], R]:
         """(why the variant is refused, the report) after this step alone; (None, report)
         when it passed or could not run here (the report says why). ``report``: a run
         already made (on a spare worker). Under the interpreter nothing is asked of the
@@ -84,22 +86,34 @@ def _sanitizer_refusal(report: SanitizerReport) -> str:
 
 
 SANITIZER: VerificationStep[SanitizerReport] = VerificationStep(
-    key="memcheck", name="compute-sanitizer", doing="under compute-sanitizer memcheck",
+    key="memcheck",
+    name="compute-sanitizer",
+    doing="under compute-sanitizer memcheck",
     announce="checking the variant under compute-sanitizer (memcheck, racecheck)...",
-    run=lambda evaluator, variant: evaluator.sanitize(variant), not_run=SanitizerReport.not_run,
+    run=lambda evaluator, variant: evaluator.sanitize(variant),
+    not_run=SanitizerReport.not_run,
     refusal=_sanitizer_refusal,
     # out-of-bounds accesses and races no comparison can see: the variant's runtime error
     status=lambda _report: Status.RUNTIME_ERROR,
-    on_interpreter=MEMCHECK_ON_INTERPRETER, unchecked="out-of-bounds accesses and races not checked", warns=True)
+    on_interpreter=MEMCHECK_ON_INTERPRETER,
+    unchecked="out-of-bounds accesses and races not checked",
+    warns=True,
+)
 
 WIDE: VerificationStep[WideReport] = VerificationStep(
-    key="wide", name="the calls past int32 offsets", doing="on calls past int32 offsets",
+    key="wide",
+    name="the calls past int32 offsets",
+    doing="on calls past int32 offsets",
     announce="checking the variant on calls past int32 offsets (a tensor over 2**31 elements)...",
-    run=lambda evaluator, variant: evaluator.wide_calls(variant), not_run=WideReport.not_run,
+    run=lambda evaluator, variant: evaluator.wide_calls(variant),
+    not_run=WideReport.not_run,
     refusal=lambda report: f"fails on a call past int32 offsets: {report.message}",
     status=lambda report: report.status or Status.MISMATCH,
     # skipped for want of memory, or an original that does not handle them: a note, not a warning
-    on_interpreter=WIDE_ON_INTERPRETER, unchecked="calls past int32 offsets not checked", warns=False)
+    on_interpreter=WIDE_ON_INTERPRETER,
+    unchecked="calls past int32 offsets not checked",
+    warns=False,
+)
 
 STEPS: tuple[VerificationStep[Any], ...] = (SANITIZER, WIDE)
 
@@ -136,9 +150,15 @@ class VerificationOutcome:
         return self.refused_by.status(self.reports[self.refused_by.key])
 
 
-def run_verification(evaluator: Evaluator, variant: Variant, log: Optional[Say] = None,
-                     reports: Optional[dict[str, StepReport]] = None, *, warn: Optional[Say] = None,
-                     note: Optional[Say] = None) -> VerificationOutcome:
+def run_verification(
+    evaluator: Evaluator,
+    variant: Variant,
+    log: Optional[Say] = None,
+    reports: Optional[dict[str, StepReport]] = None,
+    *,
+    warn: Optional[Say] = None,
+    note: Optional[Say] = None,
+) -> VerificationOutcome:
     """Each step of ``STEPS`` in order on ``evaluator``; the first that refuses the variant
     decides, and the later ones are reported as not run (what they could add changes no
     verdict). ``log`` gets each step's announcement; a step that could not run on a GPU is

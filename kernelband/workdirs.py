@@ -1,5 +1,6 @@
 """Session temp dirs: each is its process's own (``kernelband-session-<pid>-*``), so one
 left by a killed process is told from a live session's and removed by the next one."""
+
 from __future__ import annotations
 
 import os
@@ -26,7 +27,7 @@ def sweep_stale_workdirs(root: Optional[str] = None) -> list[str]:
     removed = []
     base = Path(root or tempfile.gettempdir())
     for d in base.glob(f"{WORKDIR_PREFIX}*"):
-        pid_text = d.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
+        pid_text = d.name[len(WORKDIR_PREFIX) :].split("-", 1)[0]
         if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
             continue
         try:

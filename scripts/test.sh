@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The project's test command: the static checks (ruff, mypy), the Python tests (Triton
-# interpreter, no GPU needed), then the VS Code client's type check and unit tests.
+# The project's test command: the static checks (ruff check, ruff format --check, mypy), the
+# Python tests (Triton interpreter, no GPU needed), then the VS Code client's type check
+# and unit tests.
 #
 # Two tiers, so that this command finishes in about 10 minutes on 2 cores:
 #   bash scripts/test.sh           the default tier: every test not marked `slow`
@@ -32,6 +33,8 @@ if [ "${1:-}" = --slow ]; then
 fi
 if [ "${KERNELBAND_SKIP_STATIC:-0}" != 1 ]; then
   "$PY" -m ruff check --quiet .
+  # the product's code in ruff's format (tests and benchmarks keep theirs: kernels there are data)
+  "$PY" -m ruff format --check --quiet kernelband server
   "$PY" -m mypy  # files and settings: [tool.mypy] in pyproject.toml
 fi
 "${PYTEST[@]}" -m "not slow" "$@"

@@ -258,3 +258,18 @@ def test_missing_sdk_is_one_line(tmp_path: Path):
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.strip().splitlines() == ["kernelband: kernelband mcp needs the mcp package, which is not "
                                              "installed: pip install 'kernelband[mcp]'"]
+
+
+def test_the_sdk_log_level_comes_from_the_environment_and_a_bad_one_is_said(monkeypatch: pytest.MonkeyPatch,
+                                                                            capsys: pytest.CaptureFixture[str]):
+    from kernelband.agent.server import _log_level
+
+    monkeypatch.delenv("KERNELBAND_MCP_LOG_LEVEL", raising=False)
+    assert _log_level() == "WARNING"
+    monkeypatch.setenv("KERNELBAND_MCP_LOG_LEVEL", "debug")
+    assert _log_level() == "DEBUG"
+    monkeypatch.setenv("KERNELBAND_MCP_LOG_LEVEL", "LOUD")
+    assert _log_level() == "WARNING"
+    captured = capsys.readouterr()
+    assert captured.out == ""  # stdout is the protocol
+    assert "'LOUD'" in captured.err and "WARNING" in captured.err

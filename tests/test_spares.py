@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from helpers.kernels import AXPY, axpy_task, edited, prepared_evaluator
@@ -89,10 +90,8 @@ def test_a_candidate_cannot_plant_anything_in_a_waiting_spare(tmp_path: Path, mo
     assert not spare.dir.exists()
 
 
-def test_a_dead_spare_is_never_handed_out_and_close_ends_them_all(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-
+def _spare_maker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[VariantJob], Callable[[], VariantJob]]:
+    """A ``make`` for ``Spares.keep`` under the interpreter, and the list of what it made."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     task = axpy_task(tmp_path)
     made: list[VariantJob] = []
@@ -102,6 +101,15 @@ def test_a_dead_spare_is_never_handed_out_and_close_ends_them_all(tmp_path: Path
         job.spawn()
         made.append(job)
         return job
+
+    return made, make
+
+
+def test_a_dead_spare_is_never_handed_out_and_close_ends_them_all(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    made, make = _spare_maker(tmp_path, monkeypatch)
 
     spares = Spares()
     spares.keep(2, make)
@@ -133,15 +141,7 @@ def test_candidates_asking_at_once_each_take_a_ready_spare(tmp_path: Path, monke
     import threading
     import time
 
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    task = axpy_task(tmp_path)
-    made: list[VariantJob] = []
-
-    def make() -> VariantJob:
-        job = VariantJob(Job(task, {}, [], interpreted=True), timeout_s=0.0)
-        job.spawn()
-        made.append(job)
-        return job
+    made, make = _spare_maker(tmp_path, monkeypatch)
 
     def slow_fits(spare: VariantJob) -> bool:
         time.sleep(0.05)

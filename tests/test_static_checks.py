@@ -1,4 +1,4 @@
-"""The static checks of scripts/test.sh: ruff and mypy run before the suite and stop it
+"""The static checks of scripts/test.sh: ruff (check, then format --check) and mypy run before the suite and stop it
 when they fail, and the project's settings for them catch what they are there to catch.
 The tree itself is checked by scripts/test.sh (a full mypy run takes about a minute)."""
 from __future__ import annotations
@@ -14,13 +14,16 @@ import pytest
 
 from helpers.paths import REPO
 
-# stands in for the interpreter: logs each `python -m TOOL` and fails the tool named in FAIL
+# stands in for the interpreter: logs each `python -m TOOL` (ruff as ruff:SUBCOMMAND) and fails
+# the one named in FAIL
 FAKE_PYTHON = """#!/usr/bin/env bash
-echo "$2" >> "$STATIC_LOG"
+name="$2"; [ "$2" = ruff ] && name="ruff:$3"
+echo "$name" >> "$STATIC_LOG"
 [ -n "${ARGS_LOG:-}" ] && echo "$*" >> "$ARGS_LOG"
-[ "$2" = "${FAIL:-}" ] && exit 1
+[ "$name" = "${FAIL:-}" ] && exit 1
 exit 0
 """
+STATIC = ["ruff:check", "ruff:format", "mypy"]
 
 
 def _run_test_sh(tmp_path: Path, fail: str = "", *args: str, **env: str) -> tuple[int, list[str]]:
@@ -38,10 +41,10 @@ def _run_test_sh(tmp_path: Path, fail: str = "", *args: str, **env: str) -> tupl
 
 def test_static_checks_run_before_the_suite(tmp_path):
     rc, ran = _run_test_sh(tmp_path)
-    assert rc == 0 and ran == ["ruff", "mypy", "pytest"]
+    assert rc == 0 and ran == STATIC + ["pytest"]
 
 
-@pytest.mark.parametrize("tool, ran", [("ruff", ["ruff"]), ("mypy", ["ruff", "mypy"])])
+@pytest.mark.parametrize("tool, ran", [("ruff:check", STATIC[:1]), ("ruff:format", STATIC[:2]), ("mypy", STATIC)])
 def test_a_failing_static_check_stops_the_script_before_the_suite(tmp_path, tool, ran):
     rc, got = _run_test_sh(tmp_path, fail=tool)
     assert rc != 0 and got == ran
@@ -55,7 +58,7 @@ def test_the_static_checks_can_be_skipped_to_rerun_tests(tmp_path):
 def test_the_default_tier_leaves_out_the_slow_tests_and_slow_runs_only_them(tmp_path):
     """The README's command runs the tests not marked slow; `--slow` (CI's second step)
     runs only those, without the static checks again; other arguments go to pytest."""
-    for args, ran, mark in [((), ["ruff", "mypy", "pytest"], "-m not slow tests/x.py"),
+    for args, ran, mark in [((), STATIC + ["pytest"], "-m not slow tests/x.py"),
                             (("--slow",), ["pytest"], "-m slow tests/x.py")]:
         work = tmp_path / (args[0].strip("-") if args else "default")
         work.mkdir()
@@ -119,3 +122,12 @@ def test_mypy_passes_correct_code(tmp_path):
 def test_ruff_settings_catch_the_default_rules(tmp_path, source, rule):
     r = _check(["ruff", "check", "--config", str(REPO / "pyproject.toml"), "--no-cache"], tmp_path, source)
     assert r.returncode == 1 and rule in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_ruff_format_check_catches_code_not_in_its_format(tmp_path):
+    r = _check(["ruff", "format", "--check", "--config", str(REPO / "pyproject.toml"), "--no-cache"], tmp_path,
+               "x = {'a':1}\n")
+    assert r.returncode == 1 and "would be reformatted" in r.stdout + r.stderr, r.stdout + r.stderr
+    formatted = _check(["ruff", "format", "--check", "--config", str(REPO / "pyproject.toml"), "--no-cache"],
+                       tmp_path, 'x = {"a": 1}\n')
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr

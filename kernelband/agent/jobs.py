@@ -6,6 +6,7 @@ What a tool call adds: the job's progress as it comes (its events, and a heartbe
 a job says nothing, so a client's timeout is not reached by a long check), and a cancel
 that returns only once the job's process tree is gone.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,8 +45,9 @@ Describe = Callable[[Event], Optional[tuple[Optional[float], Optional[float], st
 class AgentJobs:
     """The server's jobs: one JobManager, its events routed to the call that started each."""
 
-    def __init__(self, command_prefix: Optional[list[str]] = None, kill_grace_s: float = 2.0,
-                 heartbeat_s: float = HEARTBEAT_S) -> None:
+    def __init__(
+        self, command_prefix: Optional[list[str]] = None, kill_grace_s: float = 2.0, heartbeat_s: float = HEARTBEAT_S
+    ) -> None:
         self.heartbeat_s = heartbeat_s
         self.manager = JobManager(command_prefix, on_event=self._route, kill_grace_s=kill_grace_s)
         self._inboxes: dict[str, asyncio.Queue[Event]] = {}
@@ -55,8 +57,9 @@ class AgentJobs:
         if inbox is not None:
             inbox.put_nowait(ev)
 
-    async def run(self, spec: JobSpec, progress: Optional[ProgressSink] = None,
-                  describe: Optional[Describe] = None) -> Job:
+    async def run(
+        self, spec: JobSpec, progress: Optional[ProgressSink] = None, describe: Optional[Describe] = None
+    ) -> Job:
         """Run a job to its end. Cancelling the caller (the client cancelled the request, or
         the server is closing) cancels the job and waits until its process tree is gone."""
         job = self.manager.submit(spec)
@@ -68,8 +71,9 @@ class AgentJobs:
             while not job.done.done():
                 getter = asyncio.ensure_future(inbox.get())
                 try:
-                    await asyncio.wait({getter, job.done}, timeout=self.heartbeat_s,
-                                       return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait(
+                        {getter, job.done}, timeout=self.heartbeat_s, return_when=asyncio.FIRST_COMPLETED
+                    )
                 finally:
                     if not getter.done():
                         getter.cancel()
@@ -119,8 +123,9 @@ class _Reporter:
     """A job's progress notifications: its events as they come, a heartbeat otherwise.
     ``progress`` grows strictly, as MCP requires (evaluations done, or seconds waited)."""
 
-    def __init__(self, job: Job, manager: JobManager, sink: Optional[ProgressSink],
-                 describe: Optional[Describe]) -> None:
+    def __init__(
+        self, job: Job, manager: JobManager, sink: Optional[ProgressSink], describe: Optional[Describe]
+    ) -> None:
         self.job, self.manager, self.sink, self.describe = job, manager, sink, describe
         self.t0 = time.monotonic()
         self.last = 0.0

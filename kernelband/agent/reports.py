@@ -7,6 +7,7 @@ the precise reason of a rejection, what was checked, the diff) and drops the res
 speedup: ``speed_claim`` is false and no ratio is reported, exactly as the CLI does.
 Every string is scrubbed of secrets on the way out (kernelband/redact.py).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -206,16 +207,33 @@ def scrubbed(record: T) -> T:
 def kernel_entry(row: dict[str, Any], relative: Any) -> KernelEntry:
     """One row of ``list --json`` (kernelband.commands.list_cmd.list_kernels)."""
     k, h = row["kernel"], row["harness"]
-    sites = [LaunchSite(line=s["range"]["start_line"], function=s.get("enclosing_function"), grid=str(s.get("grid")),
-                        kwargs={str(a): str(b) for a, b in (s.get("kwargs") or {}).items()})
-             for s in k.get("launch_sites", [])[:MAX_LAUNCH_SITES]]
+    sites = [
+        LaunchSite(
+            line=s["range"]["start_line"],
+            function=s.get("enclosing_function"),
+            grid=str(s.get("grid")),
+            kwargs={str(a): str(b) for a, b in (s.get("kwargs") or {}).items()},
+        )
+        for s in k.get("launch_sites", [])[:MAX_LAUNCH_SITES]
+    ]
     timing = h.get("timing") or h.get("name")
-    harness = HarnessInfo(found=bool(h.get("name")), timing=timing,
-                          checks=[c for c in h.get("checks") or [] if c != timing], how=h.get("how") or "",
-                          path=relative(h["path"]) if h.get("path") else None, reason=h.get("reason") or "")
-    return KernelEntry(name=k["name"], line=k["range"]["start_line"], autotuned=bool(k.get("is_autotuned")),
-                       heuristics=bool(k.get("has_heuristics")), constexpr=list(k.get("constexpr_params") or []),
-                       launch_sites=sites, harness=harness)
+    harness = HarnessInfo(
+        found=bool(h.get("name")),
+        timing=timing,
+        checks=[c for c in h.get("checks") or [] if c != timing],
+        how=h.get("how") or "",
+        path=relative(h["path"]) if h.get("path") else None,
+        reason=h.get("reason") or "",
+    )
+    return KernelEntry(
+        name=k["name"],
+        line=k["range"]["start_line"],
+        autotuned=bool(k.get("is_autotuned")),
+        heuristics=bool(k.get("has_heuristics")),
+        constexpr=list(k.get("constexpr_params") or []),
+        launch_sites=sites,
+        harness=harness,
+    )
 
 
 def memcheck(raw: object) -> Memcheck:
@@ -224,13 +242,20 @@ def memcheck(raw: object) -> Memcheck:
         report = raw if isinstance(raw, SanitizerReport) else SanitizerReport.from_wire(raw)
     except MalformedMessage:
         return Memcheck(ran=False, reason="not reported by the engine")
-    return Memcheck(ran=report.ran, ok=report.ok if report.ran else None, findings=list(report.findings),
-                    reason=report.reason)
+    return Memcheck(
+        ran=report.ran, ok=report.ok if report.ran else None, findings=list(report.findings), reason=report.reason
+    )
 
 
 def checked(scope: CheckScope, deterministic: Optional[bool] = None, weak: Optional[str] = None) -> Checked:
-    return Checked(seeds=list(scope.seeds), harnesses=list(scope.harnesses), checks=list(scope.checks),
-                   memcheck=memcheck(scope.memcheck), deterministic=deterministic, weak_harness=weak)
+    return Checked(
+        seeds=list(scope.seeds),
+        harnesses=list(scope.harnesses),
+        checks=list(scope.checks),
+        memcheck=memcheck(scope.memcheck),
+        deterministic=deterministic,
+        weak_harness=weak,
+    )
 
 
 def check_report(out: CheckOutcome, file: str) -> CheckReport:
@@ -239,12 +264,25 @@ def check_report(out: CheckOutcome, file: str) -> CheckReport:
     speed_claim = out.speed_claim and out.paired
     errors = out.errors
     report = CheckReport(
-        file=file, kernel=out.kernel, correct=ok, status=status,
-        verdict=out.verdict.value if ok and out.verdict is not None else None, speed_claim=speed_claim,
-        interpreted=out.interpreted, reason=None if ok else out.message or status, message=out.message if ok else "",
+        file=file,
+        kernel=out.kernel,
+        correct=ok,
+        status=status,
+        verdict=out.verdict.value if ok and out.verdict is not None else None,
+        speed_claim=speed_claim,
+        interpreted=out.interpreted,
+        reason=None if ok else out.message or status,
+        message=out.message if ok else "",
         checked=checked(out.checked, out.deterministic, out.weak_harness),
-        errors=ErrorSummary(max_abs=S.num(errors.max_abs), max_rel=S.num(errors.max_rel), mismatched=errors.mismatched,
-                            total=errors.total, worst_output=errors.worst_output) if errors is not None else None,
+        errors=ErrorSummary(
+            max_abs=S.num(errors.max_abs),
+            max_rel=S.num(errors.max_rel),
+            mismatched=errors.mismatched,
+            total=errors.total,
+            worst_output=errors.worst_output,
+        )
+        if errors is not None
+        else None,
         warnings=list(out.warnings)[:MAX_WARNINGS],
     )
     if speed_claim:  # a GPU re-measurement: the numbers may be read as a speedup
@@ -258,16 +296,42 @@ def profile_report(profile: Profile, file: str, tier: int) -> ProfileReport:
     timing, st, launch = profile.tiers.timing or TimingTier(), profile.tiers.static or StaticTier(), profile.launch
     interpreted = profile.interpreted
     report = ProfileReport(
-        file=file, kernel=profile.kernel, tier=tier, interpreted=interpreted, bottleneck=profile.bottleneck,
-        evidence=profile.diagnosis.evidence, suggested_strategies=list(profile.diagnosis.strategies),
-        time_per_launch_ms=profile.time_per_launch_ms, time_note=INTERPRETER_TIME_NOTE if interpreted else "GPU time",
-        gpu=profile.gpu, bytes_moved=S.num(timing.bytes_total), flops=S.num(timing.flops),
+        file=file,
+        kernel=profile.kernel,
+        tier=tier,
+        interpreted=interpreted,
+        bottleneck=profile.bottleneck,
+        evidence=profile.diagnosis.evidence,
+        suggested_strategies=list(profile.diagnosis.strategies),
+        time_per_launch_ms=profile.time_per_launch_ms,
+        time_note=INTERPRETER_TIME_NOTE if interpreted else "GPU time",
+        gpu=profile.gpu,
+        bytes_moved=S.num(timing.bytes_total),
+        flops=S.num(timing.flops),
         bandwidth_gbs=None if interpreted else timing.bandwidth_gbs,
         fraction_of_peak={} if interpreted else {r: profile.saturation.get(r) for r in ("DRAM", "SM", "L2")},
-        static={k: v for k, v in (("registers", st.n_regs), ("spills", st.n_spills), ("shared_bytes", st.shared_bytes),
-                                  ("occupancy", profile.occupancy)) if v is not None},
-        launch={} if launch is None else {k: v for k, v in (("grid", launch.grid or None), ("constexprs", launch.constexprs or None),
-                                          ("num_warps", launch.num_warps), ("num_stages", launch.num_stages)) if v is not None},
+        static={
+            k: v
+            for k, v in (
+                ("registers", st.n_regs),
+                ("spills", st.n_spills),
+                ("shared_bytes", st.shared_bytes),
+                ("occupancy", profile.occupancy),
+            )
+            if v is not None
+        },
+        launch={}
+        if launch is None
+        else {
+            k: v
+            for k, v in (
+                ("grid", launch.grid or None),
+                ("constexprs", launch.constexprs or None),
+                ("num_warps", launch.num_warps),
+                ("num_stages", launch.num_stages),
+            )
+            if v is not None
+        },
         unavailable=dict(profile.unavailable),
     )
     return scrubbed(report)
@@ -277,11 +341,20 @@ def optimize_report(result: Result, file: str, results_uri: str) -> OptimizeRepo
     speed_claim = bool(result.speed_claim) and not result.interpreted
     raw_checked = result.extra.get("checked")
     report = OptimizeReport(
-        file=file, kernel=result.kernel, status=result.status.value, speed_claim=speed_claim, written=False,
-        message=result.message, evaluations=int(result.evaluations or 0), seconds=float(result.seconds or 0.0),
-        diff=result.diff or "", strategy_path=list(result.strategy_path),
-        checked=_optimize_checked(raw_checked), stop_reason=result.stop_reason,
-        warnings=[str(w) for w in result.warnings][:MAX_WARNINGS], results_uri=results_uri,
+        file=file,
+        kernel=result.kernel,
+        status=result.status.value,
+        speed_claim=speed_claim,
+        written=False,
+        message=result.message,
+        evaluations=int(result.evaluations or 0),
+        seconds=float(result.seconds or 0.0),
+        diff=result.diff or "",
+        strategy_path=list(result.strategy_path),
+        checked=_optimize_checked(raw_checked),
+        stop_reason=result.stop_reason,
+        warnings=[str(w) for w in result.warnings][:MAX_WARNINGS],
+        results_uri=results_uri,
     )
     if speed_claim and result.paired_rounds:  # the paired re-measurement's numbers, GPU time only
         report.speedup, report.speedup_ci = S.num(result.speedup), result.speedup_ci

@@ -8,6 +8,7 @@ Cancellation: ``notifications/cancelled`` cancels the handler, which cancels the
 returns once its process tree is gone (``jobs.AgentJobs``). Closing stdin or SIGTERM
 ends every job first.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -16,8 +17,9 @@ import json
 import logging
 import os
 import signal
+import sys
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, AsyncIterator, Awaitable, Callable, Optional
+from typing import Annotated, Any, AsyncIterator, Awaitable, Callable, Literal, Optional
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -49,12 +51,16 @@ optimize_kernel returns a diff for the user to review."""
 
 FILE = Annotated[str, Field(description="the Python file with the kernel, relative to the workspace root")]
 KERNEL = Annotated[str, Field(description="the @triton.jit kernel's name (may be left empty when the file has one)")]
-HARNESS = Annotated[str, Field(description="one harness function (or path/to/file.py:function) for timing and "
-                                           "correctness; empty: the discovered ones")]
+HARNESS = Annotated[
+    str,
+    Field(
+        description="one harness function (or path/to/file.py:function) for timing and "
+        "correctness; empty: the discovered ones"
+    ),
+]
 JOB = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 REFUSALS = (ToolRefusal, PathRefused, UsageError, MissingDependency)
-
 
 
 async def _answer(call: Awaitable[Any]) -> CallToolResult:
@@ -67,6 +73,24 @@ async def _answer(call: Awaitable[Any]) -> CallToolResult:
         raise ToolError(_line(e)) from None
     data = dataclasses.asdict(report)
     return CallToolResult(content=[TextContent(type="text", text=R.compact_json(data))], structured_content=data)
+
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+LOG_LEVELS: tuple[LogLevel, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level() -> LogLevel:
+    """The MCP SDK's log level from ``KERNELBAND_MCP_LOG_LEVEL`` (default WARNING); an
+    unknown name is said on stderr (stdout is the protocol) and WARNING used."""
+    asked = os.environ.get("KERNELBAND_MCP_LOG_LEVEL", "WARNING").strip().upper()
+    for level in LOG_LEVELS:
+        if level == asked:
+            return level
+    print(
+        f"kernelband mcp: KERNELBAND_MCP_LOG_LEVEL={asked!r} is not one of {', '.join(LOG_LEVELS)}; using WARNING",
+        file=sys.stderr,
+    )
+    return "WARNING"
 
 
 def _line(e: BaseException) -> str:
@@ -90,8 +114,14 @@ def build_server(tools: AgentTools) -> MCPServer:
             await tools.jobs.shutdown()
             tools.close()
 
-    mcp = MCPServer("kernelband", title="KernelBand", version=__version__, instructions=INSTRUCTIONS,
-                    lifespan=lifespan, log_level=os.environ.get("KERNELBAND_MCP_LOG_LEVEL", "WARNING"))  # type: ignore[arg-type]
+    mcp = MCPServer(
+        "kernelband",
+        title="KernelBand",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        log_level=_log_level(),
+    )
 
     @mcp.tool(title="List Triton kernels", annotations=READ)
     async def list_kernels(
@@ -106,27 +136,36 @@ def build_server(tools: AgentTools) -> MCPServer:
         ctx: Context,
         file: FILE,
         kernel: KERNEL = "",
-        variant_source: Annotated[str, Field(
-            description="the whole variant module's text: a copy of the file with the kernel changed")] = "",
-        variant_path: Annotated[str, Field(
-            description="instead of variant_source: a file holding the variant module, relative to the workspace "
-                        "root")] = "",
+        variant_source: Annotated[
+            str, Field(description="the whole variant module's text: a copy of the file with the kernel changed")
+        ] = "",
+        variant_path: Annotated[
+            str,
+            Field(
+                description="instead of variant_source: a file holding the variant module, relative to the workspace "
+                "root"
+            ),
+        ] = "",
         harness: HARNESS = "",
     ) -> Annotated[CallToolResult, R.CheckReport]:
         """Is a variant correct (and, on a GPU, faster)? The exact checks of `kernelband check`:
         a static screen, every harness under every seed against the original, anti-cheat checks,
         memcheck on a GPU, then a paired re-measurement with a 95% CI. A wrong variant comes back
         with the precise reason. Under the interpreter (no GPU): verified_correct, no speed claim."""
-        return await _answer(tools.check_variant(file, kernel, variant_source or None, variant_path or None, harness,
-                                                 progress=_progress(ctx)))
+        return await _answer(
+            tools.check_variant(
+                file, kernel, variant_source or None, variant_path or None, harness, progress=_progress(ctx)
+            )
+        )
 
     @mcp.tool(title="Profile a kernel", annotations=JOB)
     async def profile_kernel(
         ctx: Context,
         file: FILE,
         kernel: KERNEL = "",
-        tier: Annotated[int, Field(ge=1, le=3, description="1 static, 2 + time/bytes/FLOPs (default), 3 + Nsight "
-                                                           "Compute counters")] = 2,
+        tier: Annotated[
+            int, Field(ge=1, le=3, description="1 static, 2 + time/bytes/FLOPs (default), 3 + Nsight Compute counters")
+        ] = 2,
         harness: HARNESS = "",
     ) -> Annotated[CallToolResult, R.ProfileReport]:
         """Where the kernel's time goes: the profile card and the bottleneck diagnosis, with the
@@ -138,18 +177,21 @@ def build_server(tools: AgentTools) -> MCPServer:
         ctx: Context,
         file: FILE,
         kernel: KERNEL = "",
-        budget: Annotated[int, Field(ge=0, description="evaluations the session may run (0: no limit)")]
-        = O.default("budget"),
-        seconds: Annotated[float, Field(ge=0, description="wall-clock limit in seconds (0: no limit)")]
-        = O.default("seconds"),
+        budget: Annotated[int, Field(ge=0, description="evaluations the session may run (0: no limit)")] = O.default(
+            "budget"
+        ),
+        seconds: Annotated[float, Field(ge=0, description="wall-clock limit in seconds (0: no limit)")] = O.default(
+            "seconds"
+        ),
         harness: HARNESS = "",
     ) -> Annotated[CallToolResult, R.OptimizeReport]:
         """A budgeted KernelBand search for a faster verified variant. Sends progress; can be
         cancelled. Returns the diff of the best verified variant and never writes the file."""
         return await _answer(tools.optimize_kernel(file, kernel, budget, seconds, harness, progress=_progress(ctx)))
 
-    @mcp.resource(RESULTS_URI, name="kernel_results", title="A kernel's last KernelBand results",
-                  mime_type="application/json")
+    @mcp.resource(
+        RESULTS_URI, name="kernel_results", title="A kernel's last KernelBand results", mime_type="application/json"
+    )
     def kernel_results(kernel: str, file: str = "") -> str:
         """The last optimize result and profile stored for a kernel (file relative to the root)."""
         try:
@@ -185,4 +227,3 @@ def serve(root: str, device: str = "auto", command_prefix: Optional[list[str]] =
     tools = AgentTools(workspace, jobs, Settings(device=device))
     build_server(tools).run("stdio")
     return 0
-

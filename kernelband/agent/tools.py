@@ -10,6 +10,7 @@ Every path is resolved inside the workspace root first (``workspace.py``). Nothi
 writes the user's files: the original goes to a job on stdin, a variant given as text
 goes to a private temporary file, and optimize never gets ``--apply``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -92,13 +93,20 @@ class AgentTools:
         return R.scrubbed(out)
 
     def _kernel_file(self, path: Path, rows: list[dict]) -> R.KernelFile:
-        return R.KernelFile(file=self.workspace.relative(path),
-                            kernels=[R.kernel_entry(r, self.workspace.relative) for r in rows])
+        return R.KernelFile(
+            file=self.workspace.relative(path), kernels=[R.kernel_entry(r, self.workspace.relative) for r in rows]
+        )
 
     # ------------------------------------------------------------ check_variant
-    async def check_variant(self, file: str, kernel: Optional[str], variant_source: Optional[str],
-                            variant_path: Optional[str], harness: Optional[str] = None,
-                            progress: Optional[ProgressSink] = None) -> R.CheckReport:
+    async def check_variant(
+        self,
+        file: str,
+        kernel: Optional[str],
+        variant_source: Optional[str],
+        variant_path: Optional[str],
+        harness: Optional[str] = None,
+        progress: Optional[ProgressSink] = None,
+    ) -> R.CheckReport:
         path, source, kernel = self._target(file, kernel)
         if (variant_source is None) == (variant_path is None):
             raise ToolRefusal("give exactly one of variant_source (the whole module's text) or variant_path")
@@ -108,14 +116,17 @@ class AgentTools:
         else:
             assert variant_source is not None
             if len(variant_source.encode("utf-8", "replace")) > MAX_VARIANT_BYTES:
-                raise ToolRefusal(f"variant_source: over {MAX_VARIANT_BYTES // (1024 * 1024)} MiB; "
-                                  "a variant is a copy of the module with the kernel changed")
+                raise ToolRefusal(
+                    f"variant_source: over {MAX_VARIANT_BYTES // (1024 * 1024)} MiB; "
+                    "a variant is a copy of the module with the kernel changed"
+                )
             scratch = Path(tempfile.mkdtemp(dir=self._scratch))
             variant = scratch / path.name
             variant.write_text(variant_source, encoding="utf-8")
         try:
-            job = await self.jobs.run(self._spec(CHECK, path, source, kernel, harness, variant_path=str(variant)),
-                                      progress, describe=None)
+            job = await self.jobs.run(
+                self._spec(CHECK, path, source, kernel, harness, variant_path=str(variant)), progress, describe=None
+            )
         finally:
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
@@ -126,8 +137,14 @@ class AgentTools:
         return report
 
     # ------------------------------------------------------------ profile_kernel
-    async def profile_kernel(self, file: str, kernel: Optional[str], tier: int = 2, harness: Optional[str] = None,
-                             progress: Optional[ProgressSink] = None) -> R.ProfileReport:
+    async def profile_kernel(
+        self,
+        file: str,
+        kernel: Optional[str],
+        tier: int = 2,
+        harness: Optional[str] = None,
+        progress: Optional[ProgressSink] = None,
+    ) -> R.ProfileReport:
         if tier not in (1, 2, 3):
             raise ToolRefusal(f"tier: expected 1, 2 or 3, not {tier}")
         path, source, kernel = self._target(file, kernel)
@@ -137,17 +154,24 @@ class AgentTools:
         return R.profile_report(profile, self.workspace.relative(path), tier)
 
     # ------------------------------------------------------------ optimize_kernel
-    async def optimize_kernel(self, file: str, kernel: Optional[str], budget: Optional[int] = None,
-                              seconds: Optional[float] = None, harness: Optional[str] = None,
-                              progress: Optional[ProgressSink] = None) -> R.OptimizeReport:
+    async def optimize_kernel(
+        self,
+        file: str,
+        kernel: Optional[str],
+        budget: Optional[int] = None,
+        seconds: Optional[float] = None,
+        harness: Optional[str] = None,
+        progress: Optional[ProgressSink] = None,
+    ) -> R.OptimizeReport:
         evaluations: int = self._option("budget", budget)
         limit_seconds: float = self._option("seconds", seconds)
         if evaluations == 0 and limit_seconds == 0:
             raise ToolRefusal("budget and seconds are both 0 (no limit): give a session one limit")
         path, source, kernel = self._target(file, kernel)
         settings = dataclasses.replace(self.settings, budget_evaluations=evaluations, budget_seconds=limit_seconds)
-        job = await self.jobs.run(self._spec(OPTIMIZE, path, source, kernel, harness, settings=settings),
-                                  progress, describe=describe_event)
+        job = await self.jobs.run(
+            self._spec(OPTIMIZE, path, source, kernel, harness, settings=settings), progress, describe=describe_event
+        )
         result = self._output(job, job.result)
         rel = self.workspace.relative(path)
         return R.optimize_report(result, rel, results_uri(kernel, rel))
@@ -164,10 +188,12 @@ class AgentTools:
             profile = store.latest_profile(kernel, file=str(path))
         result = Result.from_dict(raw_result) if isinstance(raw_result, dict) else None
         out = R.StoredResults(
-            file=rel, kernel=kernel,
+            file=rel,
+            kernel=kernel,
             optimize=R.optimize_report(result, rel, results_uri(kernel, rel)) if result else None,
             profile=R.profile_report(profile, rel, profile.tier or 2) if profile else None,
-            note="" if result or profile else f"no stored optimize result or profile of {kernel} in {rel}")
+            note="" if result or profile else f"no stored optimize result or profile of {kernel} in {rel}",
+        )
         return R.scrubbed(out)
 
     # ------------------------------------------------------------ shared steps
@@ -188,10 +214,28 @@ class AgentTools:
             raise ToolRefusal(str(e).replace("choose one with --kernel", "choose one with kernel")) from None
         return path, source, info.name
 
-    def _spec(self, kind: str, path: Path, source: str, kernel: str, harness: Optional[str],
-              settings: Optional[Settings] = None, **more: object) -> JobSpec:
-        return JobSpec(kind=kind, path=str(path), kernel=kernel, source=source, settings=settings or self.settings,
-                       harness=harness or None, cwd=str(path.parent), **more)  # type: ignore[arg-type]
+    def _spec(
+        self,
+        kind: str,
+        path: Path,
+        source: str,
+        kernel: str,
+        harness: Optional[str],
+        settings: Optional[Settings] = None,
+        variant_path: Optional[str] = None,
+        extra_args: tuple[str, ...] = (),
+    ) -> JobSpec:
+        return JobSpec(
+            kind=kind,
+            path=str(path),
+            kernel=kernel,
+            source=source,
+            settings=settings or self.settings,
+            harness=harness or None,
+            cwd=str(path.parent),
+            variant_path=variant_path,
+            extra_args=extra_args,
+        )
 
     @staticmethod
     def _option(name: str, value: object) -> Any:
@@ -244,20 +288,26 @@ def reference_warnings(path: Path, original: str, variant: str) -> list[str]:
     if variant == original:
         out.append("the variant is the original itself: this checks nothing")
     if _differs_from_git_head(path):
-        out.append(f"{path.name} differs from its last commit: the reference is the file as it is now; "
-                   "if it holds your own edit, the check compares your variant with that edit")
+        out.append(
+            f"{path.name} differs from its last commit: the reference is the file as it is now; "
+            "if it holds your own edit, the check compares your variant with that edit"
+        )
     return out
 
 
 def _differs_from_git_head(path: Path) -> bool:
     """The file is tracked by git and has changes since HEAD (False when unknown)."""
+
     def git(*args: str) -> int:
-        return subprocess.run(["git", *args], cwd=path.parent, capture_output=True, timeout=10,
-                              stdin=subprocess.DEVNULL).returncode
+        return subprocess.run(
+            ["git", *args], cwd=path.parent, capture_output=True, timeout=10, stdin=subprocess.DEVNULL
+        ).returncode
 
     try:  # outside a repository `git diff` compares files instead: ask whether it is tracked first
-        return git("ls-files", "--error-unmatch", "--", path.name) == 0 and \
-            git("diff", "--quiet", "HEAD", "--", path.name) == 1
+        return (
+            git("ls-files", "--error-unmatch", "--", path.name) == 0
+            and git("diff", "--quiet", "HEAD", "--", path.name) == 1
+        )
     except (OSError, subprocess.SubprocessError):
         return False
 

@@ -4,6 +4,7 @@ A path is resolved the way the operating system will open it (relative to the ro
 every symlink followed) and refused unless the result is inside the root: ``..``, an
 absolute path elsewhere, or a symlink out of the root all end at a refusal, in one line.
 """
+
 from __future__ import annotations
 
 import os

@@ -4,6 +4,7 @@ Loaded on demand (``load``): ``kernelband list`` imports only list_cmd, not the 
 evaluator and worker client the job commands need (a third of its start-up on a big
 file, where it must stay under a second).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -11,8 +12,14 @@ from types import ModuleType
 from typing import Optional
 
 # subcommand -> its module, in the order ``--help`` lists them
-MODULES = {"list": "list_cmd", "check": "check_cmd", "optimize": "optimize_cmd", "profile": "profile_cmd",
-           "optimize-all": "optimize_all_cmd", "mcp": "mcp_cmd"}
+MODULES = {
+    "list": "list_cmd",
+    "check": "check_cmd",
+    "optimize": "optimize_cmd",
+    "profile": "profile_cmd",
+    "optimize-all": "optimize_all_cmd",
+    "mcp": "mcp_cmd",
+}
 
 
 def load(command: Optional[str] = None) -> list[ModuleType]:

@@ -20,6 +20,7 @@ Exit codes: 0 the variant is correct (faster or not: see "verdict"), 1 it is not
 (mismatch, rejected, crashed, timeout, or its re-measurement failed), 2 bad usage, or an
 original / harness / device that cannot be used (one line on stderr).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,14 +28,29 @@ from ..check_outcome import CheckOutcome
 from ..checking import CheckOptions, check_variant
 from ..evaluate import SetupError
 from ..options import CHECK, add_arguments
-from .common import EXIT_OK, EXIT_VERDICT, StderrLog, UsageError, add_task_arguments, build_task, print_json, read_module
+from .common import (
+    EXIT_OK,
+    EXIT_VERDICT,
+    StderrLog,
+    UsageError,
+    add_task_arguments,
+    build_task,
+    print_json,
+    read_module,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="evaluate a variant module against the original kernel",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "check",
+        help="evaluate a variant module against the original kernel",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_task_arguments(p)
-    p.add_argument("--variant", required=True, help="the variant: a complete copy of the module with the kernel changed")
+    p.add_argument(
+        "--variant", required=True, help="the variant: a complete copy of the module with the kernel changed"
+    )
     add_arguments(p, CHECK)  # --rounds, --min-speedup, --cpu-tuning: kernelband/options.py
     p.set_defaults(func=run)
 
@@ -60,9 +76,13 @@ def _print_human(out: CheckOutcome) -> None:
         return
     clock = "CPU time under the Triton interpreter (--cpu-tuning), not GPU time" if out.interpreted else "GPU time"
     lo, hi = out.speedup_ci or (float("nan"), float("nan"))
-    print(f"  original {out.baseline_ms:.4g} ms -> variant {out.variant_ms:.4g} ms "
-          f"({out.rounds} interleaved rounds; {clock})")
-    print(f"  speedup {out.speedup:.3f}x (95% CI {lo:.3f}-{hi:.3f}); 'improved' needs the lower bound above "
-          f"{max(1.0, out.min_speedup or 0.0):.3f}x")
+    print(
+        f"  original {out.baseline_ms:.4g} ms -> variant {out.variant_ms:.4g} ms "
+        f"({out.rounds} interleaved rounds; {clock})"
+    )
+    print(
+        f"  speedup {out.speedup:.3f}x (95% CI {lo:.3f}-{hi:.3f}); 'improved' needs the lower bound above "
+        f"{max(1.0, out.min_speedup or 0.0):.3f}x"
+    )
     for w in out.warnings:
         print(f"  warning: {w}")

@@ -1,4 +1,5 @@
 """Helpers shared by the subcommands: input reading, kernel selection, exit codes."""
+
 from __future__ import annotations
 
 import json
@@ -99,14 +100,19 @@ def add_task_arguments(p: Any) -> None:
     """Options every job command shares (check, optimize, profile)."""
     p.add_argument("file", help="Python file with the kernel")
     p.add_argument("--kernel", "-k", help="kernel name (optional when the file has one kernel)")
-    p.add_argument("--harness", help="one harness function for both timing and correctness, or path/to/file.py:function "
-                                     "(default: discovered: every bench_*/benchmark_*/harness_*/test_* that reaches the "
-                                     "kernel checks correctness; a bench_* one times)")
+    p.add_argument(
+        "--harness",
+        help="one harness function for both timing and correctness, or path/to/file.py:function "
+        "(default: discovered: every bench_*/benchmark_*/harness_*/test_* that reaches the "
+        "kernel checks correctness; a bench_* one times)",
+    )
     p.add_argument("--timing-harness", help="which discovered harness is the timing workload (default: bench_* first)")
     from ..options import add_task_arguments as add_option_arguments  # here: `list` needs none of options.py
 
     add_option_arguments(p)  # --device, --seeds, --timeout: kernelband/options.py
-    p.add_argument("--stdin-source", action="store_true", help="read the module text from stdin (unsaved editor buffer)")
+    p.add_argument(
+        "--stdin-source", action="store_true", help="read the module text from stdin (unsaved editor buffer)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -117,8 +123,9 @@ def build_task(args: Any) -> tuple[Task, KernelInfo]:
     path, source = read_module(args.file, getattr(args, "stdin_source", False))
     result = detect_or_fail(args.file, source)
     kernel = pick_kernel(result, args.file, args.kernel)
-    choice = find_harness(path, source, kernel.name, explicit=args.harness, result=result,
-                          timing=getattr(args, "timing_harness", None))
+    choice = find_harness(
+        path, source, kernel.name, explicit=args.harness, result=result, timing=getattr(args, "timing_harness", None)
+    )
     if not choice.found:
         raise UsageError(f"{args.file}: no harness for {kernel.name}: {choice.reason}")
     task = Task(

@@ -1,5 +1,6 @@
 """--executor / --workers / --ray-address (defined in kernelband/options.py, for
 ``optimize`` and ``optimize-all``): the executor they ask for."""
+
 from __future__ import annotations
 
 import argparse

@@ -4,6 +4,7 @@ the harness found for each (or why none was). Nothing is run: no GPU, no worker.
 Exit codes: 0 listed (also when the file has no kernels), 2 the file cannot be read or
 does not parse (one line on stderr).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,12 @@ from .common import EXIT_OK, detect_or_fail, print_json, read_module
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("list", help="list the Triton kernels of a file, their launch sites and harnesses",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "list",
+        help="list the Triton kernels of a file, their launch sites and harnesses",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("file", help="Python file to scan for @triton.jit kernels")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--stdin-source", action="store_true", help="read the module text from stdin (unsaved buffer)")

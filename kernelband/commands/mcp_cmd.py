@@ -11,6 +11,7 @@ line; nothing is written to your files (optimize returns a diff).
 Needs the MCP SDK: pip install 'kernelband[mcp]'. Exit codes: 0 when the client closes
 the connection, 2 bad usage or a missing SDK (one line on stderr).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,9 +27,15 @@ INSTALL = "pip install 'kernelband[mcp]'"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("mcp", help="serve KernelBand's tools to coding agents (Model Context Protocol, stdio)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", help="workspace root: tool calls may name files under it only (default: the current folder)")
+    p = sub.add_parser(
+        "mcp",
+        help="serve KernelBand's tools to coding agents (Model Context Protocol, stdio)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--root", help="workspace root: tool calls may name files under it only (default: the current folder)"
+    )
     option("device").add_to(p)
     p.set_defaults(func=run)
 

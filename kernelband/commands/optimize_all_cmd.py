@@ -11,6 +11,7 @@ correct-only/); apply one with `git apply` or `patch -p1` from PATH.
 Exit codes: 0 every kernel with a harness ran, 1 some kernel could not be run,
 2 bad usage (one line on stderr), 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,11 +27,18 @@ from .executor_args import executor_from_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("optimize-all", help="optimize every kernel with a harness under a directory (patch files out)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "optimize-all",
+        help="optimize every kernel with a harness under a directory (patch files out)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("path", help="directory (or one file) to scan for @triton.jit kernels with a harness")
-    p.add_argument("--out", default="kernelband-patches",
-                   help="directory for the patch files (default: %(default)s; created if needed)")
+    p.add_argument(
+        "--out",
+        default="kernelband-patches",
+        help="directory for the patch files (default: %(default)s; created if needed)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--force", action="store_true", help="run every kernel again, even those with a stored result")
     p.add_argument("--no-store", action="store_true", help="do not read or write .kernelband/ (nothing to resume)")
@@ -63,8 +71,10 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
     if args.device.startswith("cuda:"):
-        raise UsageError("optimize-all spreads kernels over every GPU: use --device auto or cuda, and "
-                         "CUDA_VISIBLE_DEVICES to choose GPUs")
+        raise UsageError(
+            "optimize-all spreads kernels over every GPU: use --device auto or cuda, and "
+            "CUDA_VISIBLE_DEVICES to choose GPUs"
+        )
     config = _config(args)
     out_dir = Path(args.out).resolve()
     jobs = discover(str(root), args.device, args.seeds, args.timeout, exclude=str(out_dir))
@@ -75,10 +85,23 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     stop_on_signals(stop, "the current evaluations")  # and no new kernel starts
     runnable = sum(1 for j in jobs if j.task is not None)
-    print(f"kernelband: {len(jobs)} kernel(s) under {args.path}, {runnable} with a harness; patches into {out_dir}",
-          file=sys.stderr, flush=True)
-    batch = BatchRun(jobs, executor, config, store_path, out_dir, _settings(args, config), device=args.device,
-                     on_progress=lambda line: print(line, file=sys.stderr, flush=True), stop=stop, force=args.force)
+    print(
+        f"kernelband: {len(jobs)} kernel(s) under {args.path}, {runnable} with a harness; patches into {out_dir}",
+        file=sys.stderr,
+        flush=True,
+    )
+    batch = BatchRun(
+        jobs,
+        executor,
+        config,
+        store_path,
+        out_dir,
+        _settings(args, config),
+        device=args.device,
+        on_progress=lambda line: print(line, file=sys.stderr, flush=True),
+        stop=stop,
+        force=args.force,
+    )
     try:
         rows = batch.run()
     finally:

@@ -9,6 +9,7 @@ Exit codes: 0 a verified speedup was found, 1 the session ran but found none (in
 verified_correct and a worker lost mid-search: the best verified so far is reported),
 2 the job could not run (bad usage, unreadable file, unusable harness).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,22 +29,36 @@ from ..options import OPTIMIZE, add_arguments, limit
 from ..session import Budget, SessionConfig, run_session
 from ..store import Store
 from ..worker.client import WorkerError
-from .common import (EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError, add_task_arguments, build_task, print_json,
-                     stop_on_signals)
+from .common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VERDICT,
+    UsageError,
+    add_task_arguments,
+    build_task,
+    print_json,
+    stop_on_signals,
+)
 from .executor_args import executor_from_args
 from .progress import ProgressBar
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("optimize", help="search for a faster verified variant of a kernel",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "optimize",
+        help="search for a faster verified variant of a kernel",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_task_arguments(p)
     add_arguments(p, OPTIMIZE)  # budget, generator, search, strategies, verdict...: kernelband/options.py
     p.add_argument("--no-store", action="store_true", help="do not read or write .kernelband/ in the workspace")
     p.add_argument("--events", choices=("jsonl",), help="write typed JSON-lines events to stdout (for editors)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--diff", action="store_true", help="print the winning diff")
-    out.add_argument("--apply", action="store_true", help="write the winner into FILE if FILE is unchanged since the start")
+    out.add_argument(
+        "--apply", action="store_true", help="write the winner into FILE if FILE is unchanged since the start"
+    )
     p.set_defaults(func=run)
 
 
@@ -59,17 +74,29 @@ def _config(args: argparse.Namespace) -> SessionConfig:
             options[name] = getattr(args, name)
     options["timeout"] = args.llm_timeout
     # 0 = no limit, for every budget (kernelband/options.py)
-    budget = Budget(evaluations=limit(args.budget), seconds=limit(args.seconds), tokens=limit(args.tokens),
-                    dollars=limit(args.dollars))
+    budget = Budget(
+        evaluations=limit(args.budget),
+        seconds=limit(args.seconds),
+        tokens=limit(args.tokens),
+        dollars=limit(args.dollars),
+    )
     try:
         budget.validate()
     except ValueError as e:
         raise UsageError(str(e)) from None
-    return SessionConfig(search=args.search, generator=args.generator, budget=budget, seed=args.seed,
-                         generator_options=options, strategies=args.strategies or None, profile_tier=args.profile_tier,
-                         paired_rounds=args.rounds, min_speedup=args.min_speedup,
-                         cpu_tuning=args.cpu_tuning, allow_weak_harness=args.allow_weak_harness)
-
+    return SessionConfig(
+        search=args.search,
+        generator=args.generator,
+        budget=budget,
+        seed=args.seed,
+        generator_options=options,
+        strategies=args.strategies or None,
+        profile_tier=args.profile_tier,
+        paired_rounds=args.rounds,
+        min_speedup=args.min_speedup,
+        cpu_tuning=args.cpu_tuning,
+        allow_weak_harness=args.allow_weak_harness,
+    )
 
 
 def _prestart_judge(args: argparse.Namespace, device: str) -> None:
@@ -133,8 +160,10 @@ def run(args: argparse.Namespace) -> int:
 def _apply_result(args: argparse.Namespace, task: Any, result: Result) -> None:
     """--apply writes only an applicable verdict: improved on a GPU, or with --cpu-tuning."""
     if result.status == ResultStatus.VERIFIED_CORRECT:
-        note = ("not applied: the variant is correct, but its speed cannot be measured without a GPU; "
-                "pass --cpu-tuning to tune and apply by CPU-interpreter time")
+        note = (
+            "not applied: the variant is correct, but its speed cannot be measured without a GPU; "
+            "pass --cpu-tuning to tune and apply by CPU-interpreter time"
+        )
     elif result.status == ResultStatus.IMPROVED and result.applicable:
         result.applied, note = _apply(task.module_path, task.source, result.best_source)
     else:
@@ -164,10 +193,13 @@ def _print_summary(r: Result, show_diff: bool) -> None:
         # both times from the interleaved rounds, and original / best == the speedup printed
         clock = "CPU time under the Triton interpreter, not GPU time" if r.interpreted else f"GPU time on {r.gpu}"
         lo, hi = r.speedup_ci
-        print(f"  original {r.baseline_ms:.4g} ms -> best {r.best_ms:.4g} ms "
-              f"({r.paired_rounds} interleaved rounds; {clock})")
-        print(f"  speedup {r.speedup:.3f}x (95% CI {lo:.3f}-{hi:.3f}); {r.evaluations} evaluations in "
-              f"{r.seconds:.1f} s")
+        print(
+            f"  original {r.baseline_ms:.4g} ms -> best {r.best_ms:.4g} ms "
+            f"({r.paired_rounds} interleaved rounds; {clock})"
+        )
+        print(
+            f"  speedup {r.speedup:.3f}x (95% CI {lo:.3f}-{hi:.3f}); {r.evaluations} evaluations in {r.seconds:.1f} s"
+        )
     else:
         print(f"  {r.evaluations} evaluations in {r.seconds:.1f} s")
     if r.strategy_path:

@@ -8,6 +8,7 @@ stored in the workspace's .kernelband/ for the editor's hover.
 
 Exit codes: 0 profiled, 2 bad usage, or a kernel / harness / device that cannot be used.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,13 +27,24 @@ from .common import EXIT_OK, EXIT_USAGE, StderrLog, UsageError, add_task_argumen
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profile", help="profile a kernel in tiers and diagnose its bottleneck",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "profile",
+        help="profile a kernel in tiers and diagnose its bottleneck",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_task_arguments(p)
-    p.add_argument("--tier", type=int, choices=(1, 2, 3), default=2,
-                   help="1 static, 2 + timing/bytes/FLOPs (default), 3 + Nsight Compute counters")
+    p.add_argument(
+        "--tier",
+        type=int,
+        choices=(1, 2, 3),
+        default=2,
+        help="1 static, 2 + timing/bytes/FLOPs (default), 3 + Nsight Compute counters",
+    )
     p.add_argument("--events", choices=("jsonl",), help="write typed JSON-lines events to stdout (for editors)")
-    p.add_argument("--refresh", action="store_true", help="re-measure the device's peaks and re-run ncu (ignore caches)")
+    p.add_argument(
+        "--refresh", action="store_true", help="re-measure the device's peaks and re-run ncu (ignore caches)"
+    )
     p.add_argument("--no-store", action="store_true", help="do not read or write .kernelband/ in the workspace")
     p.set_defaults(func=run)
 
@@ -48,6 +60,7 @@ def profile_task(task: Any, tier: int, store: Any = None, log: Any = None, refre
         if info.interpreted:
             log(f"device: {info.device_name}: times are CPU times; no GPU peaks, binaries or counters")
         else:
+
             def measure() -> DeviceFacts:
                 log(f"measuring {info.device_name}'s copy bandwidth and matrix rates (once per device)...")
                 return evaluator.device_facts()
@@ -59,13 +72,18 @@ def profile_task(task: Any, tier: int, store: Any = None, log: Any = None, refre
         raise SetupError("the worker returned no profile (kernelband.profile could not be imported there)")
     if tier >= 3 and not info.interpreted:
         log("collecting Nsight Compute counters...")
-        profile = add_counters(profile, task, store=store, gpu=info.device_name, triton_version=info.triton_version,
-                               refresh=refresh)
-    profile = replace(profile, file=task.module_path, harness=task.harness, gpu=info.device_name,
-                      triton_version=info.triton_version)
+        profile = add_counters(
+            profile, task, store=store, gpu=info.device_name, triton_version=info.triton_version, refresh=refresh
+        )
+    profile = replace(
+        profile, file=task.module_path, harness=task.harness, gpu=info.device_name, triton_version=info.triton_version
+    )
     if store is not None:
-        store.put_profile(ProfileKey(task.source_hash, harness_hash(task), info.device_name, info.triton_version,
-                                     task.kernel), profile, file=task.module_path)
+        store.put_profile(
+            ProfileKey(task.source_hash, harness_hash(task), info.device_name, info.triton_version, task.kernel),
+            profile,
+            file=task.module_path,
+        )
     return profile
 
 

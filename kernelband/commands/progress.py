@@ -1,4 +1,5 @@
 """A one-line progress display on a terminal, fed by the same events editors get."""
+
 from __future__ import annotations
 
 from typing import Optional, TextIO

@@ -3,6 +3,7 @@
 - ``local`` (default): one judge process per visible GPU on this machine (local.py).
 - ``ray``: one Ray actor per GPU of a Ray cluster (ray_executor.py; needs ``kernelband[ray]``).
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional

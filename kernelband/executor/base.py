@@ -8,6 +8,7 @@ that runs the same Evaluator next to its GPU (a test checks both have every memb
 with the same parameters). The trust layer is unchanged either way:
 each worker owns one GPU and times on it alone (per-GPU ``KERNELBAND_TIMING_LOCK``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -74,8 +75,14 @@ class Evaluator(Protocol):
 
     def prepare(self, time_it: bool = True, profile_tier: Optional[int] = None) -> Baseline: ...
 
-    def evaluate(self, variant: Variant, time_it: bool = True, profile_tier: Optional[int] = None,
-                 search: bool = False, rounds: Optional[int] = None) -> Evaluation: ...
+    def evaluate(
+        self,
+        variant: Variant,
+        time_it: bool = True,
+        profile_tier: Optional[int] = None,
+        search: bool = False,
+        rounds: Optional[int] = None,
+    ) -> Evaluation: ...
 
     def retime_original(self) -> Timing: ...
 

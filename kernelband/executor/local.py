@@ -5,6 +5,7 @@ CUDA_VISIBLE_DEVICES; under the interpreter a number of CPU slots (default 1).
 unless ``--workers`` asks for more; ``cuda:N`` that GPU. One worker is started exactly as
 before the executor existed, so a single-GPU session behaves as it always did.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,9 @@ def visible_gpus() -> list[str]:
     if smi is None:
         return []
     try:
-        res = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=20)
+        res = subprocess.run(
+            [smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     if res.returncode != 0:
@@ -68,7 +70,9 @@ class LocalExecutor:
         default = len(gpus) if device == "auto" else 1
         if len(gpus) >= 2 and (wanted or default) > 1:
             n = min(wanted or default, len(gpus))
-            return [Slot(f"gpu {g}", "cuda", {"CUDA_VISIBLE_DEVICES": g, **_timing_lock(g)}, gpu=True) for g in gpus[:n]]
+            return [
+                Slot(f"gpu {g}", "cuda", {"CUDA_VISIBLE_DEVICES": g, **_timing_lock(g)}, gpu=True) for g in gpus[:n]
+            ]
         if gpus or device == "cuda":  # one GPU: the worker starts unpinned, exactly as before
             return [Slot("gpu", device, gpu=True)]
         # the interpreter: CPU slots (each its own judge process)

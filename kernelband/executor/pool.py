@@ -22,6 +22,7 @@ A worker that cannot be restarted is dropped and its candidate handed to another
 the search as with one worker. ``timeline`` records what each worker did when (setup
 steps and evaluations, seconds since the pool was made), for the scaling benchmark.
 """
+
 from __future__ import annotations
 
 import queue
@@ -36,7 +37,9 @@ from ..profile.schema import DeviceFacts
 from .base import Evaluator
 
 Job = Callable[[Evaluator], Evaluation]  # (evaluator) -> Evaluation; may raise (WorkerLost)
-Done = Callable[[Optional[str], Evaluation], None]  # takes a job's Evaluation back: (worker label, None with one worker)
+Done = Callable[
+    [Optional[str], Evaluation], None
+]  # takes a job's Evaluation back: (worker label, None with one worker)
 Emit = Callable[[EventPayload], object]  # EventEmitter.emit (its Event is not used)
 
 
@@ -51,17 +54,22 @@ class Step:
 
 
 # ``WorkerPool.usage()`` of one worker (the scaling benchmark writes it to JSON)
-WorkerUsage = TypedDict("WorkerUsage", {"evaluations": int, "busy_s": float, "ready_at_s": Optional[float],
-                                        "busy_share": Optional[float]})
+WorkerUsage = TypedDict(
+    "WorkerUsage", {"evaluations": int, "busy_s": float, "ready_at_s": Optional[float], "busy_share": Optional[float]}
+)
 
 
 # a job that ran on a slot: its Evaluation, or what it raised
-_Ran = NamedTuple("_Ran", [("slot", int), ("job", Job), ("done", Done), ("ev", Optional[Evaluation]),
-                           ("err", Optional[BaseException])])
+_Ran = NamedTuple(
+    "_Ran",
+    [("slot", int), ("job", Job), ("done", Done), ("ev", Optional[Evaluation]), ("err", Optional[BaseException])],
+)
 
 
 class WorkerPool:
-    def __init__(self, evaluators: list[Evaluator], labels: Optional[list[str]] = None, emit: Optional[Emit] = None) -> None:
+    def __init__(
+        self, evaluators: list[Evaluator], labels: Optional[list[str]] = None, emit: Optional[Emit] = None
+    ) -> None:
         self.evaluators = list(evaluators)
         self.labels = labels or [f"worker {i}" for i in range(len(evaluators))]
         self.workers = len(self.evaluators)  # slots 0..workers-1 are workers; later slots are lanes of one
@@ -177,8 +185,10 @@ class WorkerPool:
         self.live = sorted(self.live + [i])
         self.add_lanes(i)
         steps = {e.what: e.end - e.start for e in self.timeline if e.worker == self.labels[i]}
-        self._log(f"{self.labels[i]} takes candidates from {self._now():.1f} s (start {steps.get('start', 0):.1f} s, "
-                  f"prepare {steps.get('prepare', 0):.1f} s, re-time {steps.get('retime', 0):.1f} s)")
+        self._log(
+            f"{self.labels[i]} takes candidates from {self._now():.1f} s (start {steps.get('start', 0):.1f} s, "
+            f"prepare {steps.get('prepare', 0):.1f} s, re-time {steps.get('retime', 0):.1f} s)"
+        )
         return None
 
     # ------------------------------------------------------------------ dispatch
@@ -289,8 +299,10 @@ class WorkerPool:
         if not self.live:
             return None
         primary = self.primary
-        return next((self.evaluators[i] for i in self.live[1:]
-                     if i not in self._busy and self.evaluators[i] is not primary), None)
+        return next(
+            (self.evaluators[i] for i in self.live[1:] if i not in self._busy and self.evaluators[i] is not primary),
+            None,
+        )
 
     def usage(self) -> dict[str, WorkerUsage]:
         """Per worker: evaluations, seconds busy evaluating, share of the search phase busy,
@@ -301,16 +313,21 @@ class WorkerPool:
             evals = [e for e in self.timeline if e.worker == label and e.what == "evaluate"]
             busy = sum(e.end - e.start for e in evals)
             setup = [e for e in self.timeline if e.worker == label and e.what in ("baseline", "retime")]
-            out[label] = {"evaluations": len(evals), "busy_s": round(busy, 3),
-                          "ready_at_s": max((e.end for e in setup), default=None),
-                          "busy_share": round(busy / (span[1] - span[0]), 3) if span and span[1] > span[0] else None}
+            out[label] = {
+                "evaluations": len(evals),
+                "busy_s": round(busy, 3),
+                "ready_at_s": max((e.end for e in setup), default=None),
+                "busy_share": round(busy / (span[1] - span[0]), 3) if span and span[1] > span[0] else None,
+            }
         return out
 
     def summary_line(self) -> str:
         span = self._search_span
         length = f" of {span[1] - span[0]:.1f} s" if span else ""
-        parts = [f"{w} {u['evaluations']} evaluations, busy {100 * (u['busy_share'] or 0):.0f}%"
-                 for w, u in self.usage().items()]
+        parts = [
+            f"{w} {u['evaluations']} evaluations, busy {100 * (u['busy_share'] or 0):.0f}%"
+            for w, u in self.usage().items()
+        ]
         return f"search phase{length} on {len(self.labels)} workers: " + "; ".join(parts)
 
     @property
@@ -330,8 +347,9 @@ class WorkerPool:
 
     def _close_all(self) -> None:
         """Close every worker at once (a graceful judge shutdown may take seconds each)."""
-        threads = [threading.Thread(target=_close_quietly, args=(ev,), daemon=True, name="kb-close")
-                   for ev in self._distinct()]
+        threads = [
+            threading.Thread(target=_close_quietly, args=(ev,), daemon=True, name="kb-close") for ev in self._distinct()
+        ]
         for t in threads:
             t.start()
         for t in threads:

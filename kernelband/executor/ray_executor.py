@@ -12,6 +12,7 @@ Evaluator there (judge process, sandboxed variant processes, per-GPU timing lock
 An actor that dies (node lost, killed) is replaced: a fresh actor is started and
 prepared from the texts again, and the request is retried once on it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -50,8 +51,9 @@ def import_ray() -> Any:
 class EvaluatorActor:
     """Runs on the node: an Evaluator over a local copy of the module and harness texts."""
 
-    def __init__(self, t: Task, harness_text: Optional[str], profile_tier: int,
-                 local_modules: Optional[dict[str, bytes]] = None) -> None:
+    def __init__(
+        self, t: Task, harness_text: Optional[str], profile_tier: int, local_modules: Optional[dict[str, bytes]] = None
+    ) -> None:
         from ..evaluate import Evaluator as LocalEvaluator
         from .ship import unpack
 
@@ -118,8 +120,9 @@ class RayEvaluator:
     def _get(self, ref: Any, timeout_s: float) -> Any:
         return self.executor.ray.get(ref, timeout=timeout_s)
 
-    def _call(self, method: Callable[Concatenate[Evaluator, _P], _R], timeout_s: float, *args: _P.args,
-              **kwargs: _P.kwargs) -> _R:
+    def _call(
+        self, method: Callable[Concatenate[Evaluator, _P], _R], timeout_s: float, *args: _P.args, **kwargs: _P.kwargs
+    ) -> _R:
         """One request: the actor's Evaluator runs ``method`` (``timeout_s``: the evaluator's
         own deadline for it, before Ray's slack); an actor that died (or stopped answering)
         is replaced and the request retried once on the new one."""
@@ -129,8 +132,9 @@ class RayEvaluator:
             if self._actor is None:
                 self._start_actor(replacing=attempt > 0 or self.info is not None)
             try:
-                return self._get(self._actor.call.remote(method.__name__, self.facts, *args, **kwargs),
-                                 timeout_s + _SLACK_S)
+                return self._get(
+                    self._actor.call.remote(method.__name__, self.facts, *args, **kwargs), timeout_s + _SLACK_S
+                )
             except self.executor.lost_errors as e:
                 self._drop_actor()
                 if attempt:
@@ -148,8 +152,10 @@ class RayEvaluator:
             if replacing:
                 self.worker_restarts += 1
                 if self._prepared is not None:  # the new actor needs the original's references again
-                    self._get(self._actor.call.remote("prepare", self.facts, time_it=False, profile_tier=0),
-                              self._deadline("prepare") + _SLACK_S)
+                    self._get(
+                        self._actor.call.remote("prepare", self.facts, time_it=False, profile_tier=0),
+                        self._deadline("prepare") + _SLACK_S,
+                    )
         except self.executor.lost_errors as e:
             self._drop_actor()
             raise SetupError(f"the Ray worker ({self.slot.label}) could not be started: {type(e).__name__}: {e}") from e
@@ -180,14 +186,29 @@ class RayEvaluator:
         return self.facts
 
     def prepare(self, time_it: bool = True, profile_tier: Optional[int] = None) -> Baseline:
-        self.baseline = self._call(Evaluator.prepare, self._deadline("prepare"), time_it=time_it, profile_tier=profile_tier)
+        self.baseline = self._call(
+            Evaluator.prepare, self._deadline("prepare"), time_it=time_it, profile_tier=profile_tier
+        )
         self._prepared = time_it
         return self.baseline
 
-    def evaluate(self, variant: Variant, time_it: bool = True, profile_tier: Optional[int] = None,
-                 search: bool = False, rounds: Optional[int] = None) -> Evaluation:
-        return self._call(Evaluator.evaluate, self._deadline("evaluate"), variant, time_it=time_it, profile_tier=profile_tier,
-                          search=search, rounds=rounds)
+    def evaluate(
+        self,
+        variant: Variant,
+        time_it: bool = True,
+        profile_tier: Optional[int] = None,
+        search: bool = False,
+        rounds: Optional[int] = None,
+    ) -> Evaluation:
+        return self._call(
+            Evaluator.evaluate,
+            self._deadline("evaluate"),
+            variant,
+            time_it=time_it,
+            profile_tier=profile_tier,
+            search=search,
+            rounds=rounds,
+        )
 
     def retime_original(self) -> Timing:
         """The original timed as a candidate's timing step runs (Evaluator.retime_original)."""
@@ -234,8 +255,16 @@ class RayExecutor:
 
         # an actor process that died, a node that is gone, or no answer in time
         self.lost_errors: tuple[type[BaseException], ...] = tuple(
-            getattr(rex, n) for n in ("RayActorError", "ActorUnavailableError", "GetTimeoutError", "WorkerCrashedError",
-                                      "NodeDiedError") if hasattr(rex, n))
+            getattr(rex, n)
+            for n in (
+                "RayActorError",
+                "ActorUnavailableError",
+                "GetTimeoutError",
+                "WorkerCrashedError",
+                "NodeDiedError",
+            )
+            if hasattr(rex, n)
+        )
         self._connect()
         self._actors: list[Any] = []
 
@@ -258,7 +287,8 @@ class RayExecutor:
                 raise ExecutorUnavailable(
                     f"cannot connect to Ray at {where}: the cluster requires Ray token authentication; set "
                     "RAY_AUTH_MODE=token and give the cluster's token (RAY_AUTH_TOKEN_PATH, RAY_AUTH_TOKEN or "
-                    "~/.ray/auth_token; docs/RAY.md)") from None
+                    "~/.ray/auth_token; docs/RAY.md)"
+                ) from None
             raise ExecutorUnavailable(f"cannot connect to Ray at {where}: {type(e).__name__}: {e}") from None
 
     def _gpus(self) -> int:

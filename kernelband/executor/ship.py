@@ -15,6 +15,7 @@ A limit keeps a stray import of a big folder from uploading it to the cluster:
 ``KERNELBAND_RAY_SHIP_MAX_MB`` (default 16 MiB); above it the job stops with one line.
 Nothing else of the user's folder (data, notebooks, ``.env`` files) is sent.
 """
+
 from __future__ import annotations
 
 import ast
@@ -79,8 +80,11 @@ def local_imports(module_path: str, sources: Iterable[tuple[str, str]]) -> list[
                 todo.append((file.read_text(encoding="utf-8", errors="replace"), True))
             elif pkg.is_dir() and any(pkg.glob("*.py")):
                 found[name] = pkg
-                todo += [(f.read_text(encoding="utf-8", errors="replace"), False) for f in _package_files(pkg)
-                         if f.suffix == ".py"]
+                todo += [
+                    (f.read_text(encoding="utf-8", errors="replace"), False)
+                    for f in _package_files(pkg)
+                    if f.suffix == ".py"
+                ]
     return [found[k] for k in sorted(found)]
 
 
@@ -112,11 +116,12 @@ def collect(module_path: str, sources: Iterable[tuple[str, str]]) -> dict[str, b
         names = ", ".join(p.name + ("/" if p.is_dir() else "") for p in paths)
         raise ExecutorUnavailable(
             f"the modules {Path(module_path).name} imports from its folder ({names}) are {size / 2**20:.1f} MiB, over "
-            f"the {limit / 2**20:g} MiB that may be sent to Ray workers ({MAX_ENV} raises it)")
+            f"the {limit / 2**20:g} MiB that may be sent to Ray workers ({MAX_ENV} raises it)"
+        )
     folder = Path(module_path).resolve().parent
     files: dict[str, bytes] = {}
     for p in paths:
-        for f in (_package_files(p) if p.is_dir() else [p]):
+        for f in _package_files(p) if p.is_dir() else [p]:
             if f.is_file() and not f.is_symlink():
                 files[f.resolve().relative_to(folder).as_posix()] = f.read_bytes()
     return files

@@ -4,6 +4,7 @@
 "openai", model=..., base_url=...)`` asks an OpenAI-compatible endpoint. See
 ``base.py`` for the protocol and how a session records a Generation.
 """
+
 from __future__ import annotations
 
 from typing import Any

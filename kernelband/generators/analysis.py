@@ -3,6 +3,7 @@ found, and every rewrite with its family, key, description, edits and the cost m
 predicted gain. ``RulesGenerator`` chooses among these; the benchmarks that measure and
 replay landscapes read them through the same functions (``analyse``, ``AnalysisCache``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -19,8 +20,18 @@ from .rewrites import Rewrites
 from .space import Knob, config_key
 
 FAMILIES: tuple[str, ...] = (
-    "block_size", "num_warps", "num_stages", "group_m", "hints", "cache_modifiers", "autotune",
-    "pipeline_loop", "pid_swizzle", "persistent", "rows_per_program", "block_ptr",
+    "block_size",
+    "num_warps",
+    "num_stages",
+    "group_m",
+    "hints",
+    "cache_modifiers",
+    "autotune",
+    "pipeline_loop",
+    "pid_swizzle",
+    "persistent",
+    "rows_per_program",
+    "block_ptr",
 )
 
 
@@ -89,8 +100,9 @@ class KernelAnalyzer(Rewrites):
 
     def traits(self) -> KernelTraits:
         """What the cost model knows of the kernel besides its knobs."""
-        return KernelTraits(has_dot=any(self.is_lang_call(n, "dot") for n in walk(self.kdef.body)),
-                            has_loop=self.has_loop)
+        return KernelTraits(
+            has_dot=any(self.is_lang_call(n, "dot") for n in walk(self.kdef.body)), has_loop=self.has_loop
+        )
 
     def analyse(self, families: Iterable[str] = FAMILIES, model: Optional[CostModel] = None) -> Analysis:
         families = set(families)
@@ -108,9 +120,18 @@ class KernelAnalyzer(Rewrites):
                 if v == k.current:
                     continue
                 desc = f"{k.label()} -> {v} at {k.where} line {k.line}"
-                child = base[:i] + [(k.kind, v)] + base[i + 1:]
-                an.rewrites.append(ProposedRewrite(k.family, f"{k.kind}:{k.name}:{k.line}:{v}", desc, k.distance(v),
-                                            k.edits(v), {k.ident: (k.current, v)}, score=predict(child)))
+                child = base[:i] + [(k.kind, v)] + base[i + 1 :]
+                an.rewrites.append(
+                    ProposedRewrite(
+                        k.family,
+                        f"{k.kind}:{k.name}:{k.line}:{v}",
+                        desc,
+                        k.distance(v),
+                        k.edits(v),
+                        {k.ident: (k.current, v)},
+                        score=predict(child),
+                    )
+                )
         for table, distance, score in ((HINT_REWRITES, 1.0, 0.0), (CODE_REWRITES, CODE_DISTANCE, CODE_SCORE)):
             for family, find in table.items():
                 if family in families:
@@ -125,7 +146,9 @@ class KernelAnalyzer(Rewrites):
                 # offered first where legal: it gained in 91% of its recorded pulls
                 others = [rw.score for rw in an.rewrites if rw.family in ("block_size", "num_warps")]
                 top = max([best, 0.0, *others]) if kinds else 0.0
-                an.rewrites.append(ProposedRewrite("autotune", "autotune", at[0], 1.0, at[1], score=top + AUTOTUNE_MARGIN))
+                an.rewrites.append(
+                    ProposedRewrite("autotune", "autotune", at[0], 1.0, at[1], score=top + AUTOTUNE_MARGIN)
+                )
             for key, desc, edits in autotune.list_rewrites(self):
                 score = EXTEND_SCORE if key == "autotune_extend" else PIN_SCORE
                 an.rewrites.append(ProposedRewrite("autotune", key, desc, 1.0, edits, score=score))
@@ -134,12 +157,17 @@ class KernelAnalyzer(Rewrites):
 
 # what an unanalysable (source, kernel) raises: the generator offers nothing for it
 ANALYSIS_ERRORS: tuple[type[BaseException], ...] = (
-    LookupError, SyntaxError, ValueError, cst.ParserSyntaxError, RecursionError,
+    LookupError,
+    SyntaxError,
+    ValueError,
+    cst.ParserSyntaxError,
+    RecursionError,
 )
 
 
-def analyse(source: str, kernel: str, families: Iterable[str] = FAMILIES,
-            model: Optional[CostModel] = None) -> Optional[Analysis]:
+def analyse(
+    source: str, kernel: str, families: Iterable[str] = FAMILIES, model: Optional[CostModel] = None
+) -> Optional[Analysis]:
     """The analysis of ``kernel`` in ``source``, or None when it cannot be analysed."""
     try:
         return KernelAnalyzer(source, kernel).analyse(families, model)

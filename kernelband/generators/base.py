@@ -14,6 +14,7 @@ How a session uses a Generation, by its ``outcome``:
   few of these.
 ``tokens`` and ``cost_usd`` are spent whatever the outcome and count against the budget.
 """
+
 from __future__ import annotations
 
 import random
@@ -71,8 +72,7 @@ class Generator(Protocol):
         """Strategies this generator can (still) apply to ``parent``."""
         ...
 
-    def generate(self, parent: Variant, strategy: str, ctx: GenContext) -> Generation:
-        ...
+    def generate(self, parent: Variant, strategy: str, ctx: GenContext) -> Generation: ...
 
     def enumerate_space(self, original: Variant, kernel: str) -> list[Variant]:
         """Every point of the offline tunable space (rules only; others return [])."""

@@ -23,6 +23,7 @@ carries a value across what would become iterations (``code/shapes.py``). What t
 installed Triton offers is feature-detected in ``triton_features.py``. The
 ``autotune`` family (``code/autotune.py``) is scored apart, by rules.py.
 """
+
 from __future__ import annotations
 
 from typing import Callable

@@ -6,6 +6,7 @@ measured landscapes (every config of each suite kernel timed on the GPU) and shi
 as ``costmodel.json`` beside this file. It ranks proposals within a strategy; it is
 never used to judge a variant (only measurements do that).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,19 @@ from typing import Iterable, Optional
 
 DEFAULT_PATH = Path(__file__).with_name("costmodel.json")
 FEATURES: tuple[str, ...] = (
-    "tile", "tile_sq", "warps", "warps_sq", "per_warp", "per_warp_sq",
-    "stages", "stages_sq", "group", "tile_dot", "warps_dot", "stages_dot", "per_warp_dot",
+    "tile",
+    "tile_sq",
+    "warps",
+    "warps_sq",
+    "per_warp",
+    "per_warp_sq",
+    "stages",
+    "stages_sq",
+    "group",
+    "tile_dot",
+    "warps_dot",
+    "stages_dot",
+    "per_warp_dot",
 )
 Config = Iterable[tuple[str, int]]  # (knob kind, value) for every knob of a kernel
 
@@ -47,8 +59,21 @@ def potential(config: Config, traits: KernelTraits) -> list[float]:
             group = math.log2(v)
     tile_c, per_warp = tile - 8.0, tile - warps - 6.0  # centred: 256 elements, 64 per warp
     dot = 1.0 if traits.has_dot else 0.0
-    return [tile_c, tile_c ** 2, warps, warps ** 2, per_warp, per_warp ** 2, stages, stages ** 2, group,
-            tile_c * dot, warps * dot, stages * dot, per_warp * dot]
+    return [
+        tile_c,
+        tile_c**2,
+        warps,
+        warps**2,
+        per_warp,
+        per_warp**2,
+        stages,
+        stages**2,
+        group,
+        tile_c * dot,
+        warps * dot,
+        stages * dot,
+        per_warp * dot,
+    ]
 
 
 def features(parent: Config, child: Config, traits: KernelTraits) -> list[float]:

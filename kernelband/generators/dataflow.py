@@ -3,6 +3,7 @@ wrapper's or the module's assignments (several are all followed), conditional
 expressions, dict and list literals indexed by a constant or by the data, ``**cfg`` at
 the launch, and small helper functions whose returns are such values. Values computed
 from the data stop the flow (None)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,8 +49,11 @@ class DataFlow(LaunchSites):
             return None if a is None or b is None else [(e, "conditional") for e, _ in a + b]
         if isinstance(expr, cst.Name):
             return self._resolve_name(expr.value, fn, d)
-        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 \
-                and isinstance(index := expr.slice[0].slice, cst.Index):
+        if (
+            isinstance(expr, cst.Subscript)
+            and len(expr.slice) == 1
+            and isinstance(index := expr.slice[0].slice, cst.Index)
+        ):
             return self._resolve_subscript(expr, index, fn, d)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
             return self._resolve_call(expr, fn, d)
@@ -69,8 +73,9 @@ class DataFlow(LaunchSites):
         for b in binds:
             if isinstance(b, cst.Assign) and len(b.targets) == 1 and isinstance(b.targets[0].target, cst.Name):
                 value = b.value
-            elif isinstance(b, cst.Assign) and len(b.targets) == 1 \
-                    and (unpacked := self._unpacked(b, name)) is not None:
+            elif (
+                isinstance(b, cst.Assign) and len(b.targets) == 1 and (unpacked := self._unpacked(b, name)) is not None
+            ):
                 value = unpacked
             elif isinstance(b, cst.AnnAssign) and b.value is not None and isinstance(b.target, cst.Name):
                 value = b.value
@@ -84,8 +89,9 @@ class DataFlow(LaunchSites):
             out = [(e, "conditional" if o == "variable" else o) for e, o in out]
         return out
 
-    def _resolve_subscript(self, expr: cst.Subscript, index: cst.Index, fn: Optional[cst.FunctionDef],
-                           d: int) -> Optional[Reached]:
+    def _resolve_subscript(
+        self, expr: cst.Subscript, index: cst.Index, fn: Optional[cst.FunctionDef], d: int
+    ) -> Optional[Reached]:
         """``container[key]`` (``index``: its one subscript): the entry of each dict or list the
         container can be; a key that is not a constant (the data's dtype, say) takes every
         entry of a dict."""
@@ -118,7 +124,11 @@ class DataFlow(LaunchSites):
                 return None
             if key is None:
                 return [e.value for e in entries]  # indexed by the data (e.g. its dtype): every entry
-            hit = [e.value for e in entries if (str_value(e.key) if str_value(e.key) is not None else int_value(e.key)) == key]
+            hit = [
+                e.value
+                for e in entries
+                if (str_value(e.key) if str_value(e.key) is not None else int_value(e.key)) == key
+            ]
             return hit[-1:]
         if isinstance(container, (cst.List, cst.Tuple)) and isinstance(key, int):
             if not -len(container.elements) <= key < len(container.elements):
@@ -170,8 +180,12 @@ class DataFlow(LaunchSites):
                 seen.add(id(e))
                 nodes.append(e)
         origins = {o for _, o in r}
-        origin = "launch" if origins == {"launch"} else next(
-            (o for o in ("autotune", "helper", "dict", "conditional", "variable") if o in origins), "variable"
+        origin = (
+            "launch"
+            if origins == {"launch"}
+            else next(
+                (o for o in ("autotune", "helper", "dict", "conditional", "variable") if o in origins), "variable"
+            )
         )
         return IntSites(nodes, origin)
 
@@ -189,7 +203,9 @@ class DataFlow(LaunchSites):
             return [(a.keyword.value, a.value) for a in d.args if a.keyword is not None]
         return None
 
-    def passed_args(self, call: cst.Call, fn: Optional[cst.FunctionDef]) -> Optional[list[tuple[str, cst.BaseExpression, bool, str]]]:
+    def passed_args(
+        self, call: cst.Call, fn: Optional[cst.FunctionDef]
+    ) -> Optional[list[tuple[str, cst.BaseExpression, bool, str]]]:
         """(parameter or keyword, value expression, given as a keyword, how reached) for
         each argument of a launch, ``**cfg`` expanded where cfg resolves to dicts."""
         out = []

@@ -4,6 +4,7 @@ An edit is a function from a libcst node to its replacement, keyed by the id() o
 node in the original tree; ``KernelSource.render`` applies a set of them and returns the
 module's text with formatting and comments kept.
 """
+
 from __future__ import annotations
 
 import ast
@@ -178,8 +179,13 @@ class KernelSource:
             if node is None or node not in self.pos:
                 return None
             r = self.pos[node]
-            spans.append((self._line_starts[r.start.line - 1] + r.start.column,
-                          self._line_starts[r.end.line - 1] + r.end.column, node))
+            spans.append(
+                (
+                    self._line_starts[r.start.line - 1] + r.start.column,
+                    self._line_starts[r.end.line - 1] + r.end.column,
+                    node,
+                )
+            )
         spans.sort(key=lambda t: (t[0], -t[1]))
         top: list[tuple[int, int, cst.CSTNode]] = []
         for span in spans:
@@ -192,7 +198,7 @@ class KernelSource:
         for start, end, node in reversed(top):
             # code_for_node leaves out the indentation of the enclosing block on
             # continuation lines: put it back, and check it reproduces the original
-            line = self.source[self._line_starts[self.pos[node].start.line - 1]:]
+            line = self.source[self._line_starts[self.pos[node].start.line - 1] :]
             indent = line[: len(line) - len(line.lstrip(" \t"))]
 
             def text(n: cst.CSTNode) -> str:

@@ -1,6 +1,7 @@
 """Where a kernel is launched: the launch calls of a module (``kernel[grid](...)``), the
 function around each, the statements that bind a name in a scope, and the node that
 computes a launch's grid."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -25,7 +26,9 @@ class LaunchSites(KernelSource):
             for n in walk(stmt):
                 if isinstance(n, cst.Call) and isinstance(n.func, cst.Subscript):
                     v = n.func.value
-                    name = v.value if isinstance(v, cst.Name) else v.attr.value if isinstance(v, cst.Attribute) else None
+                    name = (
+                        v.value if isinstance(v, cst.Name) else v.attr.value if isinstance(v, cst.Attribute) else None
+                    )
                     if name == self.kernel:
                         out.append((n, self._enclosing_def(n, fn)))
         return out

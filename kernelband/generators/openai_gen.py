@@ -33,6 +33,7 @@ What a reply becomes (see ``base.py`` for how a session records it):
 Either rejected form is recorded as one rejected evaluation. Tokens and cost are
 reported in every case where the model answered.
 """
+
 from __future__ import annotations
 
 import os
@@ -162,8 +163,11 @@ class OpenAIGenerator:
 
         response, attempts, error = self._request(messages)
         if response is None:
-            return Generation(GenerationOutcome.FAILED, message=f"openai: request failed after {attempts} attempt(s): {error}",
-                              attempts=attempts)
+            return Generation(
+                GenerationOutcome.FAILED,
+                message=f"openai: request failed after {attempts} attempt(s): {error}",
+                attempts=attempts,
+            )
         text, finish, prompt_tokens, completion_tokens = self._read(response, messages)
         tokens = prompt_tokens + completion_tokens
         cost = estimate_cost(self.model, prompt_tokens, completion_tokens, self.prices, self.default_price)
@@ -171,8 +175,14 @@ class OpenAIGenerator:
         def reject(why: str, variant: Optional[Variant] = None) -> Generation:
             if finish == "length":
                 why += f" (the answer hit max_tokens={self.max_tokens})"
-            return Generation(GenerationOutcome.REJECTED, variant, message=f"openai: reply rejected: {why}", tokens=tokens,
-                              cost_usd=cost, attempts=attempts)
+            return Generation(
+                GenerationOutcome.REJECTED,
+                variant,
+                message=f"openai: reply rejected: {why}",
+                tokens=tokens,
+                cost_usd=cost,
+                attempts=attempts,
+            )
 
         try:
             code = extract_code(text)
@@ -180,9 +190,7 @@ class OpenAIGenerator:
         except SpliceError as e:
             return reject(str(e))
         if spliced.jit_functions and ctx.kernel not in spliced.functions:
-            return reject(
-                f"it renames the kernel: defines {', '.join(spliced.jit_functions)} but not {ctx.kernel}"
-            )
+            return reject(f"it renames the kernel: defines {', '.join(spliced.jit_functions)} but not {ctx.kernel}")
         if spliced.source == parent.source:
             return reject("it changes nothing in the module")
         variant = Variant(
@@ -195,8 +203,14 @@ class OpenAIGenerator:
         reason = screen_variant(parent.source, spliced.source, ctx.kernel, ctx.harness or None)
         if reason is not None:
             return reject(f"screen: {reason}", variant)
-        return Generation(GenerationOutcome.PRODUCED, variant, message=variant.description, tokens=tokens, cost_usd=cost,
-                          attempts=attempts)
+        return Generation(
+            GenerationOutcome.PRODUCED,
+            variant,
+            message=variant.description,
+            tokens=tokens,
+            cost_usd=cost,
+            attempts=attempts,
+        )
 
     # ---- transport
     def _retryable(self, exc: Exception) -> bool:
@@ -220,7 +234,8 @@ class OpenAIGenerator:
         def work() -> None:
             try:
                 box["response"] = self._client.chat.completions.create(
-                    model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens)
+                    model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens
+                )
             except BaseException as e:  # noqa: BLE001 - handed to the caller
                 box["error"] = e
             finally:
@@ -257,8 +272,11 @@ class OpenAIGenerator:
                 timeouts += timed_out
                 if timed_out:
                     error += f" (no answer in {self.timeout:g} s; --llm-timeout sets the limit)"
-                if (not self._retryable(e) or attempt == self.retries
-                        or (timed_out and (self.hung or timeouts > TIMEOUT_RETRIES))):
+                if (
+                    not self._retryable(e)
+                    or attempt == self.retries
+                    or (timed_out and (self.hung or timeouts > TIMEOUT_RETRIES))
+                ):
                     self.hung = timeouts == attempts
                     return None, attempts, error
                 delay = self.backoff_s * (2**attempt)

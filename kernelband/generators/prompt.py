@@ -6,6 +6,7 @@ module's imports, the strategy's text, the parent's profile and bottleneck, and 
 rules: keep names and signatures, leave the harness alone, import nothing new beyond
 the allow-list, answer with one fenced python block.
 """
+
 from __future__ import annotations
 
 import ast
@@ -45,7 +46,9 @@ def code_context(source: str, kernel: str) -> tuple[str, list[str]]:
     called = {n.func.id for n in ast.walk(knode) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     helpers = [k.name for k in det.kernels if k.name != kernel and k.name in called]
     wrappers = [w.name for w in wrappers_of(det, kernel)]
-    imports = [ast.get_source_segment(source, n) or "" for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    imports = [
+        ast.get_source_segment(source, n) or "" for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+    ]
     parts = ["\n".join(imports)] if imports else []
     parts += [_segment(source, defs[h]) for h in helpers]
     parts.append(_segment(source, knode))
@@ -103,7 +106,7 @@ def build_messages(
         f"Do not import anything beyond: {allowed}. No file, process or network access.",
         "Write plain Triton and Python (the screen refuses anything else): no classes, try/except, match, "
         "global, decorators other than Triton's, getattr-style or dunder access, or hooks.",
-        *( [f"Do not define or change `{harness}`: it is how the result is judged."] if harness else [] ),
+        *([f"Do not define or change `{harness}`: it is how the result is judged."] if harness else []),
         "Answer with exactly one fenced ```python code block and nothing else.",
     ]
     user = "\n\n".join(

@@ -28,6 +28,7 @@ constexpr it is computed from, a function it does not know (or a helper of the m
 that reduces) reduces all of its arguments' constexprs, and a loop or an atomic of
 another form covers nothing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,23 +54,93 @@ _AXIS_OPS: dict[str, tuple[int, str, bool]] = {
 _AXIS_ZERO = {"cumsum", "cumprod"}
 _MIX_ALL = {"dot", "dot_scaled", "histogram", "cat"}  # across the axes of every argument (dot: when not followed)
 _ELEMENTWISE = {
-    "abs", "add", "sub", "mul", "cast", "ceil", "floor", "clamp", "cos", "sin", "div_rn", "erf", "exp", "exp2", "fdiv",
-    "fma", "log", "log2", "maximum", "minimum", "rsqrt", "sigmoid", "sqrt", "sqrt_rn", "umulhi", "where",
-    "inline_asm_elementwise", "map_elementwise", "to", "rand", "randn", "randint", "rand4x", "randn4x", "randint4x",
-    "logical_and", "logical_or", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
-    "atomic_xchg", "atomic_xor",
+    "abs",
+    "add",
+    "sub",
+    "mul",
+    "cast",
+    "ceil",
+    "floor",
+    "clamp",
+    "cos",
+    "sin",
+    "div_rn",
+    "erf",
+    "exp",
+    "exp2",
+    "fdiv",
+    "fma",
+    "log",
+    "log2",
+    "maximum",
+    "minimum",
+    "rsqrt",
+    "sigmoid",
+    "sqrt",
+    "sqrt_rn",
+    "umulhi",
+    "where",
+    "inline_asm_elementwise",
+    "map_elementwise",
+    "to",
+    "rand",
+    "randn",
+    "randint",
+    "rand4x",
+    "randn4x",
+    "randint4x",
+    "logical_and",
+    "logical_or",
+    "atomic_add",
+    "atomic_and",
+    "atomic_cas",
+    "atomic_max",
+    "atomic_min",
+    "atomic_or",
+    "atomic_xchg",
+    "atomic_xor",
 }
 _SAME_SHAPE = {"load", "advance", "zeros_like", "multiple_of", "max_contiguous", "max_constancy"}
 _SCALAR = {
-    "program_id", "num_programs", "cdiv", "float", "int", "bool", "len", "range", "static_range", "store",
-    "device_assert", "device_print", "static_assert", "static_print", "debug_barrier", "assume",
-    "store_tensor_descriptor", "atomic_store",
+    "program_id",
+    "num_programs",
+    "cdiv",
+    "float",
+    "int",
+    "bool",
+    "len",
+    "range",
+    "static_range",
+    "store",
+    "device_assert",
+    "device_print",
+    "static_assert",
+    "static_print",
+    "debug_barrier",
+    "assume",
+    "store_tensor_descriptor",
+    "atomic_store",
 }
 # known, reducing nothing, the shape of their result not followed
 _UNFOLLOWED = {
-    "split", "join", "interleave", "swizzle2d", "squeeze", "slice", "broadcast", "item", "philox", "philox_impl",
-    "pair_uniform_to_normal", "uint_to_uniform_float", "make_tensor_descriptor", "load_tensor_descriptor",
-    "to_tensor", "tuple", "atomic_load", "atomic_poll",
+    "split",
+    "join",
+    "interleave",
+    "swizzle2d",
+    "squeeze",
+    "slice",
+    "broadcast",
+    "item",
+    "philox",
+    "philox_impl",
+    "pair_uniform_to_normal",
+    "uint_to_uniform_float",
+    "make_tensor_descriptor",
+    "load_tensor_descriptor",
+    "to_tensor",
+    "tuple",
+    "atomic_load",
+    "atomic_poll",
 }
 _BUILTINS = {"min", "max", "abs"}  # Triton makes these builtins elementwise ops
 
@@ -257,8 +328,11 @@ class _Shapes(_BodyFlow):
 
     def mixes(self, call: cst.Call) -> bool:
         f = call.func
-        return isinstance(f, cst.Attribute) and (f.attr.value in _AXIS_OPS or f.attr.value in _MIX_ALL) \
+        return (
+            isinstance(f, cst.Attribute)
+            and (f.attr.value in _AXIS_OPS or f.attr.value in _MIX_ALL)
             and not self.libm(f.value)
+        )
 
     def record(self, call: cst.Call, operand: cst.CSTNode, extents: Iterable[str]) -> None:
         self.reductions[id(call)] = Reduction(call, operand, frozenset(extents) & self.ks.constexprs)
@@ -395,8 +469,9 @@ class _Shapes(_BodyFlow):
             return _broadcast(*shapes.values())
         elif name in _AXIS_OPS and pos:
             at, kw, _ = _AXIS_OPS[name]
-            return self._axis_op(call, name, pos[0], shape(pos[0]), arg(at, kw), kws.get("keep_dims"),
-                                 shape(arg(1, "index")))
+            return self._axis_op(
+                call, name, pos[0], shape(pos[0]), arg(at, kw), kws.get("keep_dims"), shape(arg(1, "index"))
+            )
         elif name == "dot" and len(pos) >= 2 and (got := self._dot(call, shape(pos[0]), shape(pos[1]))) is not None:
             return got
         elif name in _SCALAR:
@@ -450,8 +525,16 @@ class _Shapes(_BodyFlow):
             return None
         return tuple(s[o] for o in axes)  # every dim a literal: the same list as order
 
-    def _axis_op(self, call: cst.Call, name: str, operand: cst.CSTNode, s: Shape, axis_node: Optional[cst.CSTNode],
-                 keep: Optional[cst.CSTNode], index_shape: Shape) -> Shape:
+    def _axis_op(
+        self,
+        call: cst.Call,
+        name: str,
+        operand: cst.CSTNode,
+        s: Shape,
+        axis_node: Optional[cst.CSTNode],
+        keep: Optional[cst.CSTNode],
+        index_shape: Shape,
+    ) -> Shape:
         """A reduction or scan along one axis (every axis without one): recorded; the
         shape of its result."""
         if isinstance(operand, (cst.Tuple, cst.List)) and operand.elements:  # tl.reduce((a, b), ...)
@@ -480,7 +563,7 @@ class _Shapes(_BodyFlow):
         self.record(call, operand, s[axis] or frozenset())
         if name in ("gather", "topk"):
             return index_shape if name == "gather" else None
-        return s if not drops else s[:axis] + ((None,) if keep_dims else ()) + s[axis + 1:]
+        return s if not drops else s[:axis] + ((None,) if keep_dims else ()) + s[axis + 1 :]
 
     def _helper(self, name: str, seen: frozenset[str] = frozenset()) -> str:
         """What a function of the module (a @triton.jit helper) is: ``"mixes"`` (it
@@ -504,10 +587,14 @@ class _Shapes(_BodyFlow):
                 if inner == "mixes":
                     return "mixes"
                 kind = kind if inner == "elementwise" else "other"
-            elif isinstance(f, cst.Attribute) and not (lib is not None and self.libm(f.value)) \
-                    and callee not in _ELEMENTWISE | _SCALAR:
+            elif (
+                isinstance(f, cst.Attribute)
+                and not (lib is not None and self.libm(f.value))
+                and callee not in _ELEMENTWISE | _SCALAR
+            ):
                 kind = "other"
         return kind
+
 
 class ReductionFacts(_Shapes):
     """The reductions of one kernel and ``fixed``: the constexprs that bound one of them
@@ -518,7 +605,8 @@ class ReductionFacts(_Shapes):
         self.loops = [n for n in self.walk(self.body) if isinstance(n, cst.For)]
         self._loop_facts: dict[int, tuple[set[str], set[str]]] = {}
         self.fixed: frozenset[str] = frozenset(
-            b for r in self.reductions.values() for b in r.extents if not self.combined(r, b))
+            b for r in self.reductions.values() for b in r.extents if not self.combined(r, b)
+        )
 
     def loop_facts(self, loop: cst.For) -> tuple[set[str], set[str]]:
         """(what the loop tiles, what it carries), once per loop."""
@@ -535,8 +623,11 @@ class ReductionFacts(_Shapes):
                 continue
             if self.inside(r.call, loop.body):
                 results = self.flows(loop.body, self._results(r))
-                stored = any(self.reads(n) & results for n in self.walk(loop.body)
-                             if isinstance(n, cst.Call) and (self.lang_name(n) or "").startswith(("store", "atomic_")))
+                stored = any(
+                    self.reads(n) & results
+                    for n in self.walk(loop.body)
+                    if isinstance(n, cst.Call) and (self.lang_name(n) or "").startswith(("store", "atomic_"))
+                )
                 if results & carried and not stored:
                     return True
             elif self.ks.line(r.call) > self.ks.line(loop) and self.reach(r.operand, single=True) & carried:
@@ -620,8 +711,11 @@ class ReductionFacts(_Shapes):
         for n in self.walk(self.body):
             if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Add):
                 for ar, other in ((n.left, n.right), (n.right, n.left)):
-                    if self._arange_of(ar) == b and isinstance(other, cst.BinaryOperation) \
-                            and isinstance(other.operator, cst.Multiply):
+                    if (
+                        self._arange_of(ar) == b
+                        and isinstance(other, cst.BinaryOperation)
+                        and isinstance(other.operator, cst.Multiply)
+                    ):
                         for side, rest in ((other.left, other.right), (other.right, other.left)):
                             if isinstance(side, cst.Name) and side.value == b:
                                 pids |= self._program_ids(rest)
@@ -637,8 +731,11 @@ class ReductionFacts(_Shapes):
         value = getattr(owner, "value", None)
         if value is None or self._beside(value, r) & self._of(b):
             return False
-        reads = [n for n in self.walk(self.body)
-                 if isinstance(n, cst.Name) and n.value in uses and self.owner.get(id(n)) is not owner]
+        reads = [
+            n
+            for n in self.walk(self.body)
+            if isinstance(n, cst.Name) and n.value in uses and self.owner.get(id(n)) is not owner
+        ]
         return bool(reads) and all(self._in_atomic(n, r, b, pids, uses) for n in reads)
 
     def _of(self, b: str) -> set[str]:
@@ -667,7 +764,12 @@ class ReductionFacts(_Shapes):
         return False
 
     def _arange_of(self, e: cst.CSTNode) -> Optional[str]:
-        if isinstance(e, cst.Call) and self.lang_name(e) == "arange" and len(e.args) == 2 \
-                and int_value(e.args[0].value) == 0 and isinstance(e.args[1].value, cst.Name):
+        if (
+            isinstance(e, cst.Call)
+            and self.lang_name(e) == "arange"
+            and len(e.args) == 2
+            and int_value(e.args[0].value) == 0
+            and isinstance(e.args[1].value, cst.Name)
+        ):
             return e.args[1].value.value
         return None

@@ -1,6 +1,7 @@
 """Patterns of a kernel body the rewrites share: simple assignments, multiples of a
 BLOCK, ``tl.arange`` offsets, and whether the kernel writes what it reads. The rewrite
 families themselves live under ``code/`` (``coderewrites.py`` lists the code rewrites)."""
+
 from __future__ import annotations
 
 from typing import Optional

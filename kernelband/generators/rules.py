@@ -58,6 +58,7 @@ seed and the calls made. A rewrite is used at most once per parent, and no confi
 has produced or been given as a parent is produced again. ``GenContext.rng`` is not
 used: determinism must not depend on the caller's draws.
 """
+
 from __future__ import annotations
 
 import math
@@ -175,7 +176,9 @@ class RulesGenerator:
         while True:
             avail = self._available(parent, ctx.kernel, strategy)
             if not avail:
-                return Generation(GenerationOutcome.NOTHING, message=f"rules: no untried {strategy} rewrite for this kernel")
+                return Generation(
+                    GenerationOutcome.NOTHING, message=f"rules: no untried {strategy} rewrite for this kernel"
+                )
             if self.ranking == "model":  # highest predicted gain first
                 top = max(rw.score for rw in avail)
                 group = sorted((rw for rw in avail if rw.score >= top - 1e-9), key=lambda r: r.key)
@@ -254,4 +257,3 @@ class RulesGenerator:
                 Variant(source, parent=original.id, strategy=None, generator=self.name, description=", ".join(parts))
             )
         return out
-

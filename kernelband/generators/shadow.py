@@ -2,6 +2,7 @@
 harness may read them), so a literal there is changed in a copy bound to a new name,
 right after the original, and the wrappers, their helpers and the kernel's decorators
 read the copy."""
+
 from __future__ import annotations
 
 import functools
@@ -26,8 +27,13 @@ class ModuleShadows(DataFlow):
         for stmt in self.module.body:
             if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
                 a = stmt.body[0]
-                target = (a.targets[0].target if isinstance(a, cst.Assign) and len(a.targets) == 1
-                          else a.target if isinstance(a, cst.AnnAssign) else None)
+                target = (
+                    a.targets[0].target
+                    if isinstance(a, cst.Assign) and len(a.targets) == 1
+                    else a.target
+                    if isinstance(a, cst.AnnAssign)
+                    else None
+                )
                 if isinstance(target, cst.Name):
                     for n in walk(stmt):
                         out[id(n)] = (stmt, target.value)
@@ -48,7 +54,9 @@ class ModuleShadows(DataFlow):
         """Where a module-level tunable is read on the way to the launch: the functions
         that launch the kernel, the module functions they call, the kernel's decorators."""
         fns = [fn for _c, fn in self.launches() if fn is not None]
-        called = {n.func.value for fn in fns for n in walk(fn) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
+        called = {
+            n.func.value for fn in fns for n in walk(fn) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
+        }
         for stmt in self.module.body:
             if isinstance(stmt, cst.FunctionDef) and stmt.name.value in called and stmt.name.value != self.kernel:
                 fns.append(stmt)

@@ -31,6 +31,7 @@ so that the grid's literal cannot be attributed, neither is tuned.
 A ``Config`` is one value per knob; equality fills in defaults, so ``num_warps=4`` given
 explicitly equals no keyword. ``config_key`` is the same identity for whole sources.
 """
+
 from __future__ import annotations
 
 import ast
@@ -94,7 +95,8 @@ class _DropDefaultLaunchKeywords(ast.NodeTransformer):
         self.generic_visit(node)
         if isinstance(node.func, ast.Subscript) and name_of(node.func.value) == self.kernel:
             node.keywords = [
-                k for k in node.keywords
+                k
+                for k in node.keywords
                 if not (k.arg in DEFAULTS and isinstance(k.value, ast.Constant) and k.value.value == DEFAULTS[k.arg])
             ]
         return node
@@ -234,6 +236,7 @@ class Config:
                 out[k] = (bv if bv is not None else v, v)
         return out
 
+
 # --------------------------------------------------------------------------- discovery
 
 
@@ -262,10 +265,15 @@ class SpaceFinder(ModuleShadows):
                 if isinstance(n, cst.Call) and callee_name(n) in ("cdiv", "ceil_div") and len(n.args) == 2:
                     if isinstance(n.args[1].value, cst.Integer):
                         out.append(n.args[1].value)
-                elif isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.FloorDivide) \
-                        and isinstance(n.right, cst.Integer) and isinstance(n.left, cst.BinaryOperation) \
-                        and isinstance(n.left.operator, cst.Add) and isinstance(n.left.right, cst.Integer) \
-                        and int_value(n.left.right) == (int_value(n.right) or 0) - 1:
+                elif (
+                    isinstance(n, cst.BinaryOperation)
+                    and isinstance(n.operator, cst.FloorDivide)
+                    and isinstance(n.right, cst.Integer)
+                    and isinstance(n.left, cst.BinaryOperation)
+                    and isinstance(n.left.operator, cst.Add)
+                    and isinstance(n.left.right, cst.Integer)
+                    and int_value(n.left.right) == (int_value(n.right) or 0) - 1
+                ):
                     out += [n.right, n.left.right]  # (x + B - 1) // B
         uniq: dict[int, cst.Integer] = {}
         for n in out:
@@ -318,13 +326,26 @@ class SpaceFinder(ModuleShadows):
             if not self.info.is_autotuned:
                 for kw, allowed, wanted in (("num_warps", WARPS, True), ("num_stages", STAGES, self.has_loop)):
                     if wanted and kw not in given:
-                        knobs.append(Knob(kw, kw, DEFAULTS[kw], tuple(allowed), DEFAULTS[kw], where, self.line(call),
-                                          "default", (), call))
+                        knobs.append(
+                            Knob(
+                                kw,
+                                kw,
+                                DEFAULTS[kw],
+                                tuple(allowed),
+                                DEFAULTS[kw],
+                                where,
+                                self.line(call),
+                                "default",
+                                (),
+                                call,
+                            )
+                        )
         knobs += self.autotune_knobs(claimed)
         return knobs
 
-    def _launch_knobs(self, call: cst.Call, fn: Optional[cst.FunctionDef], where: str, claimed: set[int],
-                      block_hi: int) -> tuple[list[Knob], set[str]]:
+    def _launch_knobs(
+        self, call: cst.Call, fn: Optional[cst.FunctionDef], where: str, claimed: set[int], block_hi: int
+    ) -> tuple[list[Knob], set[str]]:
         """The knobs of one launch's arguments (their literals added to ``claimed``), and
         the names the launch passes."""
         grid_def, _ = self.grid_definition(call, fn)
@@ -333,9 +354,12 @@ class SpaceFinder(ModuleShadows):
         mine: list[Knob] = []
         for pname, value, as_kw, how in passed:
             kind = (
-                pname if pname in ("num_warps", "num_stages")
-                else "block" if BLOCK_RE.search(pname) and pname in self.constexprs
-                else "group" if GROUP_RE.search(pname) and pname in self.constexprs
+                pname
+                if pname in ("num_warps", "num_stages")
+                else "block"
+                if BLOCK_RE.search(pname) and pname in self.constexprs
+                else "group"
+                if GROUP_RE.search(pname) and pname in self.constexprs
                 else None
             )
             if kind is None or (kind in DEFAULTS and self.info.is_autotuned):
@@ -360,13 +384,36 @@ class SpaceFinder(ModuleShadows):
             if shadow is None:
                 continue
             sites = tuple(Site(n, int_value(n) or cur, 0, self.line(n)) for n in nodes)
-            mine.append(Knob(kind, pname, cur, tuple(domain), DEFAULTS.get(kind), where, self.line(nodes[0]),
-                             origin, sites, call, keyword_literal=as_kw and how == "launch" and value is nodes[0],
-                             ties=ties, shadow=shadow))
+            mine.append(
+                Knob(
+                    kind,
+                    pname,
+                    cur,
+                    tuple(domain),
+                    DEFAULTS.get(kind),
+                    where,
+                    self.line(nodes[0]),
+                    origin,
+                    sites,
+                    call,
+                    keyword_literal=as_kw and how == "launch" and value is nodes[0],
+                    ties=ties,
+                    shadow=shadow,
+                )
+            )
         return mine, {p for p, *_ in passed}
 
-    def _domain(self, kind: str, pname: str, value: cst.BaseExpression, cur: int, grid_def: cst.CSTNode,
-                fn: Optional[cst.FunctionDef], ties: tuple[Site, ...], block_hi: int) -> Optional[list[int]]:
+    def _domain(
+        self,
+        kind: str,
+        pname: str,
+        value: cst.BaseExpression,
+        cur: int,
+        grid_def: cst.CSTNode,
+        fn: Optional[cst.FunctionDef],
+        ties: tuple[Site, ...],
+        block_hi: int,
+    ) -> Optional[list[int]]:
         """The values a launch knob may take (None: not a knob here: stages without a loop)."""
         if kind == "block" and pname in self.reduction_blocks:
             return [cur]  # still a knob until its grid ties are claimed, then dropped: one value
@@ -438,7 +485,9 @@ class SpaceFinder(ModuleShadows):
             if kind == "block" and name in self.reduction_blocks:
                 domain = [cur]  # the extent of a reduction: left alone
             elif kind == "block":
-                domain = [v for v in (cur // 4, cur // 2, cur, cur * 2, cur * 4) if BLOCK_MIN <= v <= max(BLOCK_MAX_1D, cur)]
+                domain = [
+                    v for v in (cur // 4, cur // 2, cur, cur * 2, cur * 4) if BLOCK_MIN <= v <= max(BLOCK_MAX_1D, cur)
+                ]
             elif kind == "num_warps":
                 domain = [v for v in (cur // 2, cur, cur * 2) if 1 <= v <= 16]
             elif kind == "num_stages":
@@ -448,6 +497,18 @@ class SpaceFinder(ModuleShadows):
             sites = tuple(Site(n, int_value(n) or cur, 0, self.line(n)) for n in nodes)
             shadow = self.shadow_edits(nodes)
             if len(set(domain)) > 1 and shadow is not None:
-                out.append(Knob(kind, name, cur, tuple(sorted(set(domain))), None, "@autotune", self.line(nodes[0]),
-                                "autotune", sites, shadow=shadow))
+                out.append(
+                    Knob(
+                        kind,
+                        name,
+                        cur,
+                        tuple(sorted(set(domain))),
+                        None,
+                        "@autotune",
+                        self.line(nodes[0]),
+                        "autotune",
+                        sites,
+                        shadow=shadow,
+                    )
+                )
         return out

@@ -13,6 +13,7 @@ block's top-level functions into the parent module by name.
   is ignored and noted.
 Errors are ``SpliceError`` with a one-line message meant for the user.
 """
+
 from __future__ import annotations
 
 import ast
@@ -113,7 +114,9 @@ def _top_names(stmts: Iterable[cst.CSTNode]) -> set[str]:
 
 
 def _is_import(stmt: cst.CSTNode) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
+    return isinstance(stmt, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+    )
 
 
 def _blank(n: int) -> list[cst.EmptyLine]:
@@ -154,8 +157,9 @@ def _insert_imports(body: list[Any], new_imports: list[cst.CSTNode]) -> None:
 
 def splice_functions(parent_source: str, code: str, kernel: str, protected: Iterable[str] = ()) -> SpliceResult:
     fns, reply, module = _parse(parent_source, code)
-    result = SpliceResult(source=parent_source, functions=[f.name for f in fns],
-                          jit_functions=[f.name for f in fns if _is_jit(f)])
+    result = SpliceResult(
+        source=parent_source, functions=[f.name for f in fns], jit_functions=[f.name for f in fns if _is_jit(f)]
+    )
     protected = set(protected)
     body = list(module.body)
     bound = _top_names(body)
@@ -188,7 +192,9 @@ def splice_functions(parent_source: str, code: str, kernel: str, protected: Iter
                 existing_imports.add(text)
                 new_imports.append(stmt.with_changes(leading_lines=[]))
                 result.imports.append(text)
-        elif isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, (cst.Assign, cst.AnnAssign)) for s in stmt.body):
+        elif isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, (cst.Assign, cst.AnnAssign)) for s in stmt.body
+        ):
             names = _top_names([stmt])
             text = reply.code_for_node(stmt).strip().splitlines()[0][:40]
             if names and not names & bound:

@@ -4,6 +4,7 @@ version number): ``tl.range``'s keywords and working block pointers.
 The rewrite modules import these functions by name from here, never through the
 ``generators`` package: the package's ``make_generator`` imports the rules generator,
 which imports the rewrites, so a package-level import would close a circle."""
+
 from __future__ import annotations
 
 import inspect

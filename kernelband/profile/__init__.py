@@ -16,12 +16,24 @@ Collection, which runs module code or touches the GPU, lives under the worker:
 ``worker.ncu_target``). Nothing in this package imports the worker, and importing it
 does not import torch or triton (the language server uses ``render``).
 """
+
 from .assemble import FEATURE_SETS, PHI_NAMES, attach_counters, derive, runtime_vector
 from .diagnose import Numbers, diagnose, diagnose_profile
 from .render import profile_card_markdown, render_table
 from .schema import Diagnosis, Profile, ProfileError
 
 __all__ = [
-    "FEATURE_SETS", "PHI_NAMES", "attach_counters", "derive", "runtime_vector", "Diagnosis", "Numbers",
-    "diagnose", "diagnose_profile", "profile_card_markdown", "render_table", "Profile", "ProfileError",
+    "FEATURE_SETS",
+    "PHI_NAMES",
+    "attach_counters",
+    "derive",
+    "runtime_vector",
+    "Diagnosis",
+    "Numbers",
+    "diagnose",
+    "diagnose_profile",
+    "profile_card_markdown",
+    "render_table",
+    "Profile",
+    "ProfileError",
 ]

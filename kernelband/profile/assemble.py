@@ -7,6 +7,7 @@ The clustering features are named here, once (``FEATURE_SETS``; search/cluster.p
 clusters on them). Their one rule for what is not known: None in the profile (null on
 the wire), NaN in the clustering matrix, where it takes its column's mean.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -75,7 +76,7 @@ def runtime_vector(values: Mapping[str, Optional[float]], feature_set: str) -> l
         fn, key = None, name
         for prefix, f in (("log2_", math.log2), ("log_", math.log)):
             if name.startswith(prefix):
-                fn, key = f, name[len(prefix):]
+                fn, key = f, name[len(prefix) :]
                 break
         raw = values.get(key)
         if raw is None or not math.isfinite(float(raw)) or (fn is not None and raw <= 0):
@@ -110,9 +111,15 @@ def derive(p: Profile) -> Profile:
     """The profile with every derived field computed from its tiers."""
     values = runtime_values(p)
     sat, basis = saturation(p)
-    return dataclasses.replace(p, runtime_values=values, phi=phi(p), saturation=sat, saturation_basis=basis,
-                               runtime_vectors={fs: runtime_vector(values, fs) for fs in FEATURE_SETS},
-                               diagnosis=diagnose_profile(p))
+    return dataclasses.replace(
+        p,
+        runtime_values=values,
+        phi=phi(p),
+        saturation=sat,
+        saturation_basis=basis,
+        runtime_vectors={fs: runtime_vector(values, fs) for fs in FEATURE_SETS},
+        diagnosis=diagnose_profile(p),
+    )
 
 
 def attach_counters(p: Profile, result: dict[str, Any]) -> Profile:
@@ -123,4 +130,6 @@ def attach_counters(p: Profile, result: dict[str, Any]) -> Profile:
         counters = decode(CounterTier, {k: v for k, v in result.items() if k not in ("ok", "reason")}, "counters")
     else:
         unavailable["counters"] = str(result.get("reason") or "counters unavailable")
-    return derive(dataclasses.replace(p, tiers=dataclasses.replace(p.tiers, counters=counters), unavailable=unavailable))
+    return derive(
+        dataclasses.replace(p, tiers=dataclasses.replace(p.tiers, counters=counters), unavailable=unavailable)
+    )

@@ -9,6 +9,7 @@ written over time), and dense bf16 / fp32 / tf32 matrix products for compute.
 Under the Triton interpreter there is no GPU: ``interpreter_facts()`` is a clearly
 labelled placeholder whose peaks are all None.
 """
+
 from __future__ import annotations
 
 import platform
@@ -21,17 +22,23 @@ FACTS_VERSION = 1  # bump when the measurement changes, so old cached facts are 
 
 def interpreter_facts() -> DeviceFacts:
     """Placeholder facts for the CPU interpreter: nothing about a GPU is known."""
-    return DeviceFacts(name=f"CPU ({platform.machine()}, Triton interpreter)", interpreted=True, placeholder=True,
-                       note="placeholder: no GPU under the Triton interpreter; peaks and limits are unknown",
-                       matmul_tflops={"bf16": None, "fp32": None, "tf32": None}, facts_version=FACTS_VERSION)
+    return DeviceFacts(
+        name=f"CPU ({platform.machine()}, Triton interpreter)",
+        interpreted=True,
+        placeholder=True,
+        note="placeholder: no GPU under the Triton interpreter; peaks and limits are unknown",
+        matmul_tflops={"bf16": None, "fp32": None, "tf32": None},
+        facts_version=FACTS_VERSION,
+    )
 
 
 def valid_cached(facts: Optional[DeviceFacts]) -> bool:
     return facts is not None and facts.facts_version == FACTS_VERSION and not facts.placeholder
 
 
-def cached_or_measure(store: Any, gpu: str, triton_version: str, measure: Callable[[], DeviceFacts],
-                      refresh: bool = False) -> DeviceFacts:
+def cached_or_measure(
+    store: Any, gpu: str, triton_version: str, measure: Callable[[], DeviceFacts], refresh: bool = False
+) -> DeviceFacts:
     """Facts for (gpu, triton_version) from the store, or measured once and stored.
     Placeholders (interpreter) are returned but never stored."""
     if not refresh and store is not None:

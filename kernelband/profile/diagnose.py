@@ -12,6 +12,7 @@ Classes (the thresholds are module constants):
   low occupancy, spills, dependent loads). Shown as "latency/occupancy-bound".
 - unknown: no peaks to compare against (the interpreter, or facts not measured).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -116,10 +117,17 @@ def _static_only(n: Numbers) -> Diagnosis:
         notes.append(f"{n.n_spills} registers spilled")
         strategies.append("tiling")
     if not notes:
-        return Diagnosis("unknown", "unknown: no measured device peaks or counters to compare against "
-                                    "(profile at tier 2 with device facts, or tier 3).", [])
-    return Diagnosis("unknown", "unknown: no timing at tier 1 to place against the peaks; " + "; ".join(notes) + ".",
-                     _ordered(strategies))
+        return Diagnosis(
+            "unknown",
+            "unknown: no measured device peaks or counters to compare against "
+            "(profile at tier 2 with device facts, or tier 3).",
+            [],
+        )
+    return Diagnosis(
+        "unknown",
+        "unknown: no timing at tier 1 to place against the peaks; " + "; ".join(notes) + ".",
+        _ordered(strategies),
+    )
 
 
 def diagnose(n: Numbers) -> Diagnosis:
@@ -133,8 +141,11 @@ def diagnose(n: Numbers) -> Diagnosis:
         return _static_only(n)
     m = mem or 0.0
     c = comp or 0.0
-    if (n.time_per_launch_ms is not None and n.time_per_launch_ms < LAUNCH_BOUND_MS
-            and max(m, c, l2 or 0.0) < LAUNCH_MAX_FRACTION):
+    if (
+        n.time_per_launch_ms is not None
+        and n.time_per_launch_ms < LAUNCH_BOUND_MS
+        and max(m, c, l2 or 0.0) < LAUNCH_MAX_FRACTION
+    ):
         ev = f"launch-bound: {_us_or_ms(n.time_per_launch_ms)} per launch at {_pct(m)} of {mem_src}"
         if n.programs is not None and n.sm_count:
             ev += f" ({n.programs} programs for {n.sm_count} SMs)"
@@ -145,8 +156,11 @@ def diagnose(n: Numbers) -> Diagnosis:
     if l2 is not None and l2 >= BOUND_FRACTION and l2 > c and l2 >= L2_OVER_DRAM * m:
         # L2 busier than DRAM by far: the same data is fetched through L2 again and again
         ev = f"memory-bound: L2 at {_pct(l2)} of peak (DRAM {_pct(m)}): data is re-read through L2"
-        ev += ("; larger tiles would reuse more of it from registers and shared memory" if n.has_dot
-               else "; keep reused values in registers instead of re-loading them")
+        ev += (
+            "; larger tiles would reuse more of it from registers and shared memory"
+            if n.has_dot
+            else "; keep reused values in registers instead of re-loading them"
+        )
         return Diagnosis("memory-bound", ev + ".", _ordered(["tiling", "reordering", "access_layout"]))
     if c >= BOUND_FRACTION and c > m:
         return _compute_bound(n, c)
@@ -170,7 +184,7 @@ def _with(ev: str, extras: list[str]) -> str:
 def _dram_bound(n: Numbers, m: float, mem_src: str) -> Diagnosis:
     extras: list[str] = []
     strategies: list[str] = []
-    coalesce_bad = (n.load_efficiency_pct is not None and n.load_efficiency_pct < LOW_LOAD_EFFICIENCY_PCT)
+    coalesce_bad = n.load_efficiency_pct is not None and n.load_efficiency_pct < LOW_LOAD_EFFICIENCY_PCT
     if coalesce_bad:
         spr = f"{n.sectors_per_request:.1f} sectors/request, " if n.sectors_per_request is not None else ""
         extras.append(f"loads are not coalesced ({spr}{n.load_efficiency_pct:.0f}% of fetched bytes used)")
@@ -228,8 +242,10 @@ def _latency_causes(n: Numbers, c: float, comp: Optional[float]) -> tuple[list[s
             strategies += ["tiling", "pipeline"]
     elif n.block_elems and n.threads and n.block_elems / n.threads <= 2:
         per = n.block_elems / n.threads
-        extras.append(f"{per:g} element{'s' if per != 1 else ''} per thread ({n.block_elems} per program): "
-                      "too little work per program to hide memory latency")
+        extras.append(
+            f"{per:g} element{'s' if per != 1 else ''} per thread ({n.block_elems} per program): "
+            "too little work per program to hide memory latency"
+        )
         strategies += ["tiling", "vectorization"]
     occ = _occupancy_note(n)
     if occ:

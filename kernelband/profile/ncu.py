@@ -19,6 +19,7 @@ cannot load), the result says why, once, and profiling carries on with tiers 1-2
 This module is pure (the command, the CSV, the metric names); running ncu, which
 runs module code, is ``kernelband.worker.counters``. Nothing here imports torch.
 """
+
 from __future__ import annotations
 
 import csv
@@ -39,11 +40,15 @@ METRICS_VERSION = 1
 # differ in a few names; an unknown metric fails the whole run, so we fall back).
 METRICS: dict[str, tuple[str, ...]] = {
     "l2_hit_rate": ("lts__t_sector_hit_rate.pct",),
-    "dram_throughput": ("dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
+    "dram_throughput": (
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    ),
     "sm_throughput": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
-    "threads_per_inst": ("smsp__average_thread_inst_executed_per_inst_executed.ratio",
-                         "smsp__thread_inst_executed_per_inst_executed.ratio"),
+    "threads_per_inst": (
+        "smsp__average_thread_inst_executed_per_inst_executed.ratio",
+        "smsp__thread_inst_executed_per_inst_executed.ratio",
+    ),
     "achieved_occupancy": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
     "registers_per_thread": ("launch__registers_per_thread",),
     "shared_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",),
@@ -51,17 +56,21 @@ METRICS: dict[str, tuple[str, ...]] = {
     "shared_st_inst": ("smsp__inst_executed_op_shared_st.sum",),
     "ld_sectors": ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",),
     "ld_requests": ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",),
-    "tensor_core_utilisation": ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-                                "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-                                "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active"),
+    "tensor_core_utilisation": (
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active",
+    ),
     "l2_throughput": ("lts__throughput.avg.pct_of_peak_sustained_elapsed",),
     "load_efficiency": ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",),
     "duration_ns": ("gpu__time_duration.sum",),
     "dram_bytes": ("dram__bytes.sum",),
 }
 
-NO_PERMISSION = ("no permission to read GPU performance counters (ERR_NVGPUCTRPERM); allow it for all users "
-                 "(NVreg_RestrictProfilingToAdminUsers=0) or run as admin")
+NO_PERMISSION = (
+    "no permission to read GPU performance counters (ERR_NVGPUCTRPERM); allow it for all users "
+    "(NVreg_RestrictProfilingToAdminUsers=0) or run as admin"
+)
 INTERPRETER = "interpreter: no compiled binary"
 _announced: set[str] = set()
 
@@ -96,7 +105,7 @@ def ncu_version(ncu: str, run: Callable[..., Any] = subprocess.run) -> str:
     except (OSError, subprocess.SubprocessError):
         return ""
     m = re.search(r"Version\s+(\S+)", out)
-    return (m.group(1).strip() if m else out.strip().splitlines()[-1] if out.strip() else "")
+    return m.group(1).strip() if m else out.strip().splitlines()[-1] if out.strip() else ""
 
 
 # --------------------------------------------------------------------------- command
@@ -113,14 +122,43 @@ def metric_list(chosen: Optional[dict[str, str]] = None) -> dict[str, str]:
     return {name: (chosen or {}).get(name, cands[0]) for name, cands in METRICS.items()}
 
 
-def build_command(ncu: str, spec_path: str, csv_path: str, kernel: str, metrics: dict[str, str],
-                  launch_skip: int = 0, launch_count: int = 1, python: Optional[str] = None) -> list[str]:
+def build_command(
+    ncu: str,
+    spec_path: str,
+    csv_path: str,
+    kernel: str,
+    metrics: dict[str, str],
+    launch_skip: int = 0,
+    launch_count: int = 1,
+    python: Optional[str] = None,
+) -> list[str]:
     return [
-        ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
-        "--csv", "--page", "raw", "--print-units", "base", "--log-file", csv_path,
-        "--kernel-name", kernel_regex(kernel), "--launch-skip", str(launch_skip), "--launch-count", str(launch_count),
-        "--metrics", ",".join(sorted(set(metrics.values()))),
-        python or sys.executable, "-m", "kernelband.worker.ncu_target", spec_path,
+        ncu,
+        "--clock-control",
+        "none",
+        "--profile-from-start",
+        "off",
+        "--target-processes",
+        "all",
+        "--csv",
+        "--page",
+        "raw",
+        "--print-units",
+        "base",
+        "--log-file",
+        csv_path,
+        "--kernel-name",
+        kernel_regex(kernel),
+        "--launch-skip",
+        str(launch_skip),
+        "--launch-count",
+        str(launch_count),
+        "--metrics",
+        ",".join(sorted(set(metrics.values()))),
+        python or sys.executable,
+        "-m",
+        "kernelband.worker.ncu_target",
+        spec_path,
     ]
 
 
@@ -155,7 +193,9 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
             if len(r) < len(header) or r[0] == "ID":
                 continue
             lid = r[col["ID"]]
-            entry = out.setdefault(lid, {"id": int(_number(lid) or 0), "kernel": r[col.get("Kernel Name", 0)], "metrics": {}})
+            entry = out.setdefault(
+                lid, {"id": int(_number(lid) or 0), "kernel": r[col.get("Kernel Name", 0)], "metrics": {}}
+            )
             unit = r[col["Metric Unit"]] if "Metric Unit" in col else ""
             value = _number(r[col["Metric Value"]])
             if value is not None and unit:
@@ -178,14 +218,28 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
             if v is not None and units.get(i):
                 v *= _UNIT_SCALE.get(units[i], 1.0)
             metrics[h] = v
-        result.append({"id": int(_number(r[col["ID"]]) or 0) if "ID" in col else len(result),
-                       "kernel": r[col["Kernel Name"]] if "Kernel Name" in col else "", "metrics": metrics})
+        result.append(
+            {
+                "id": int(_number(r[col["ID"]]) or 0) if "ID" in col else len(result),
+                "kernel": r[col["Kernel Name"]] if "Kernel Name" in col else "",
+                "metrics": metrics,
+            }
+        )
     return result
 
 
 # auto-scaled units (when --print-units base is not honoured) back to base units
-_UNIT_SCALE = {"Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "usecond": 1e3, "msecond": 1e6, "second": 1e9,
-               "Kbyte/second": 1e3, "Mbyte/second": 1e6, "Gbyte/second": 1e9}
+_UNIT_SCALE = {
+    "Kbyte": 1e3,
+    "Mbyte": 1e6,
+    "Gbyte": 1e9,
+    "usecond": 1e3,
+    "msecond": 1e6,
+    "second": 1e9,
+    "Kbyte/second": 1e3,
+    "Mbyte/second": 1e6,
+    "Gbyte/second": 1e9,
+}
 
 
 def derive(metrics: dict[str, Optional[float]], used: dict[str, str]) -> dict[str, Optional[float]]:
@@ -261,10 +315,19 @@ def cache_key(task: Any, gpu: str, triton_version: str, ncu_ver: str, launches: 
             harness_text = Path(task.harness_path).read_text(encoding="utf-8")
         except OSError:
             harness_text = str(task.harness_path)
-    blob = json.dumps({
-        "source": hashlib.sha256(task.source.encode()).hexdigest(), "harness": task.harness,
-        "harness_text": hashlib.sha256(harness_text.encode()).hexdigest(), "kernel": task.kernel,
-        "gpu": gpu, "triton": triton_version, "ncu": ncu_ver, "metrics": METRICS_VERSION,
-        "metric_names": sorted(METRICS), "launches": launches,
-    }, sort_keys=True)
+    blob = json.dumps(
+        {
+            "source": hashlib.sha256(task.source.encode()).hexdigest(),
+            "harness": task.harness,
+            "harness_text": hashlib.sha256(harness_text.encode()).hexdigest(),
+            "kernel": task.kernel,
+            "gpu": gpu,
+            "triton": triton_version,
+            "ncu": ncu_ver,
+            "metrics": METRICS_VERSION,
+            "metric_names": sorted(METRICS),
+            "launches": launches,
+        },
+        sort_keys=True,
+    )
     return "ncu:" + hashlib.sha256(blob.encode()).hexdigest()

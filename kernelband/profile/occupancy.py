@@ -6,6 +6,7 @@ in 128-byte units plus a per-CTA reservation on sm_80+) and a hard CTA count. Th
 result is the fraction of the SM's warp slots a full wave keeps busy, and which
 limit binds.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,9 +58,14 @@ def limits_from_facts(facts: DeviceFacts) -> dict[str, int]:
         except ValueError:
             pass
     out = arch_limits(major, minor)
-    given = {"max_warps_per_sm": facts.max_warps_per_sm, "max_blocks_per_sm": facts.max_blocks_per_sm,
-             "shared_per_sm": facts.shared_per_sm, "reserved_shared_per_block": facts.reserved_shared_per_block,
-             "regs_per_sm": facts.regs_per_sm, "warp_size": facts.warp_size}
+    given = {
+        "max_warps_per_sm": facts.max_warps_per_sm,
+        "max_blocks_per_sm": facts.max_blocks_per_sm,
+        "shared_per_sm": facts.shared_per_sm,
+        "reserved_shared_per_block": facts.reserved_shared_per_block,
+        "regs_per_sm": facts.regs_per_sm,
+        "warp_size": facts.warp_size,
+    }
     out.update({k: v for k, v in given.items() if v is not None and v > 0})
     return out
 

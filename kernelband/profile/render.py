@@ -2,6 +2,7 @@
 the editor shows on hover (``profile_card_markdown``). Pure: the language server
 imports this, so no torch / triton here or in what it imports.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -63,13 +64,23 @@ def rows(p: Profile) -> list[tuple[str, str]]:
     out += (_traffic_rows(tm) if tm else []) + (_static_rows(st) if st else [])
     ct = p.counter
     if p.tiers.counters and p.tiers.counters.values:
-        out.append(("counters", ", ".join([
-            f"DRAM {_num(ct('dram_throughput'))}%", f"SM {_num(ct('sm_throughput'))}%",
-            f"L2 hit {_num(ct('l2_hit_rate'))}%", f"occupancy {_num(ct('achieved_occupancy'))}%",
-            f"warp eff {_num(ct('warp_efficiency'))}%", f"{_num(ct('sectors_per_request'), '{:.1f}')} sectors/req",
-            f"bank conflicts {_num(ct('shared_bank_conflicts'), '{:.2f}')}/req",
-            f"tensor {_num(ct('tensor_core_utilisation'))}%",
-        ])))
+        out.append(
+            (
+                "counters",
+                ", ".join(
+                    [
+                        f"DRAM {_num(ct('dram_throughput'))}%",
+                        f"SM {_num(ct('sm_throughput'))}%",
+                        f"L2 hit {_num(ct('l2_hit_rate'))}%",
+                        f"occupancy {_num(ct('achieved_occupancy'))}%",
+                        f"warp eff {_num(ct('warp_efficiency'))}%",
+                        f"{_num(ct('sectors_per_request'), '{:.1f}')} sectors/req",
+                        f"bank conflicts {_num(ct('shared_bank_conflicts'), '{:.2f}')}/req",
+                        f"tensor {_num(ct('tensor_core_utilisation'))}%",
+                    ]
+                ),
+            )
+        )
     diag = p.diagnosis
     if diag.bottleneck or diag.evidence:
         out.append(("bottleneck", diag.evidence or diag.bottleneck or "unknown"))
@@ -80,10 +91,15 @@ def rows(p: Profile) -> list[tuple[str, str]]:
 
 def _traffic_rows(tm: TimingTier) -> list[tuple[str, str]]:
     """Tier 2: bytes, bandwidth, FLOPs and the roofline."""
-    out = [("bytes moved", f"{_bytes(tm.bytes_total)} ({_bytes(tm.bytes_read)} read, {_bytes(tm.bytes_written)} written)")]
+    out = [
+        ("bytes moved", f"{_bytes(tm.bytes_total)} ({_bytes(tm.bytes_read)} read, {_bytes(tm.bytes_written)} written)")
+    ]
     if tm.bandwidth_gbs is not None:
-        frac = (f" = {_pct(tm.bandwidth_frac)} of measured copy peak {_gbs(tm.copy_peak_gbs)}"
-                if tm.bandwidth_frac is not None else "")
+        frac = (
+            f" = {_pct(tm.bandwidth_frac)} of measured copy peak {_gbs(tm.copy_peak_gbs)}"
+            if tm.bandwidth_frac is not None
+            else ""
+        )
         out.append(("bandwidth", f"{_gbs(tm.bandwidth_gbs)}{frac}"))
     if tm.flops is not None:
         txt = _flops(tm.flops)
@@ -107,8 +123,13 @@ def _traffic_rows(tm: TimingTier) -> list[tuple[str, str]]:
 
 def _static_rows(st: StaticTier) -> list[tuple[str, str]]:
     """Tier 1: registers, shared memory, warps, stages and occupancy."""
-    out = [("registers", f"{_num(st.n_regs)}/thread, {_num(st.n_spills)} spilled; shared "
-                         f"{_bytes(st.shared_bytes)}; {st.num_warps} warps, {st.num_stages} stages")]
+    out = [
+        (
+            "registers",
+            f"{_num(st.n_regs)}/thread, {_num(st.n_spills)} spilled; shared "
+            f"{_bytes(st.shared_bytes)}; {st.num_warps} warps, {st.num_stages} stages",
+        )
+    ]
     occ = st.occupancy
     if occ:
         txt = f"{_pct(occ.theoretical)} theoretical (limited by {str(occ.limiter).replace('_', ' ')})"

@@ -9,6 +9,7 @@ unknown key is kept in ``extra`` (a newer engine's or profiler's), a value of th
 type is a ``ProfileError`` that says where. Unknown numbers are None (null on the wire),
 never NaN: a non-finite float reads as unknown. Pure: no torch, triton or worker here.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -9,6 +9,7 @@ after the first launch; 3.3+ also ``n_max_threads``) and ``metadata``, a namedtu
 returns one, else it is found in the JIT function's cache: ``device_caches[dev][0]``
 (3.3+) or ``cache[dev]`` (3.2). Everything is read defensively.
 """
+
 from __future__ import annotations
 
 import math
@@ -124,8 +125,9 @@ def static_profile(launch: Any, facts: DeviceFacts, programs: Optional[int]) -> 
     if facts.known and not facts.placeholder and info["num_warps"]:
         limits = limits_from_facts(facts)
         limits["warp_size"] = info["warp_size"]
-        info["occupancy"] = occupancy(info["num_warps"], info["n_regs"], info["shared_bytes"], limits,
-                                      programs=programs, sm_count=facts.sm_count)
+        info["occupancy"] = occupancy(
+            info["num_warps"], info["n_regs"], info["shared_bytes"], limits, programs=programs, sm_count=facts.sm_count
+        )
     else:
         info["occupancy"] = None
     return info, ""

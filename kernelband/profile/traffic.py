@@ -19,6 +19,7 @@ written did 2*batch*M*N*K FLOPs; anything else is "unknown" with the reason.
 This module is pure (AST and arithmetic); the replays that measure writes run in the
 variant process: ``kernelband.worker.traffic_replay`` (``launch_traffic``).
 """
+
 from __future__ import annotations
 
 import math
@@ -52,8 +53,9 @@ def span_bytes(shape: list[int], stride: list[int], itemsize: int) -> int:
     return min(numel, span) * itemsize
 
 
-def classify(tensors: list[TensorArg], detected: Optional[list[dict[str, Any]]],
-             access: KernelAccess) -> list[dict[str, Any]]:
+def classify(
+    tensors: list[TensorArg], detected: Optional[list[dict[str, Any]]], access: KernelAccess
+) -> list[dict[str, Any]]:
     """Per tensor: read / written, the bytes counted, and the evidence."""
     rows: list[dict[str, Any]] = []
     for i, ta in enumerate(tensors):
@@ -80,16 +82,18 @@ def classify(tensors: list[TensorArg], detected: Optional[list[dict[str, Any]]],
             how = "from the kernel's loads/stores (no replay evidence)"
             if ast_sure and not ast_loads and not ast_stores:
                 read, how = False, "unused by the kernel"
-        rows.append({
-            "name": "/".join(ta.names),
-            "shape": ta.shape,
-            "dtype": ta.dtype,
-            "bytes": ta.nbytes,
-            "read": read,
-            "written": written,
-            "bytes_moved": ta.nbytes * (int(read) + int(written)),
-            "how": how,
-        })
+        rows.append(
+            {
+                "name": "/".join(ta.names),
+                "shape": ta.shape,
+                "dtype": ta.dtype,
+                "bytes": ta.nbytes,
+                "read": read,
+                "written": written,
+                "bytes_moved": ta.nbytes * (int(read) + int(written)),
+                "how": how,
+            }
+        )
     return rows
 
 
@@ -108,7 +112,7 @@ def matmul_flops(rows: list[dict[str, Any]], access: KernelAccess) -> tuple[Opti
         m, n = c["shape"][-2:]
         batch = math.prod(c["shape"][:-2]) if len(c["shape"]) > 2 else 1
         for i, a in enumerate(ins):
-            for b in ins[i + 1:]:
+            for b in ins[i + 1 :]:
                 if a is c or b is c:
                     continue
                 (am, ak), (b0, b1) = a["shape"][-2:], b["shape"][-2:]

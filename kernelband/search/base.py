@@ -10,6 +10,7 @@ generates and evaluates a child and reports the outcome with ``update``. Contrac
 - Policies are deterministic given the ``rng`` passed to ``select``.
 - ``state()`` is a JSON-able snapshot for events and the store.
 """
+
 from __future__ import annotations
 
 import math
@@ -79,7 +80,9 @@ def reward(outcome: Outcome, mode: str, best_ms: Optional[float] = None) -> floa
     if outcome.child_ms is None or not outcome.parent_ms or outcome.parent_ms <= 0:
         return 0.0
     if mode == "best":
-        ref = min(float(outcome.parent_ms), best_ms) if best_ms is not None and best_ms > 0 else float(outcome.parent_ms)
+        ref = (
+            min(float(outcome.parent_ms), best_ms) if best_ms is not None and best_ms > 0 else float(outcome.parent_ms)
+        )
         return max(0.0, 1.0 - float(outcome.child_ms) / ref)
     r = 1.0 - float(outcome.child_ms) / float(outcome.parent_ms)
     return r if mode == "v1" else max(0.0, r)

@@ -13,6 +13,7 @@
 Rewards use the config's reward mode (v1 by default), statistics are per strategy.
 Every constant comes from the BanditConfig.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,7 +21,16 @@ import random
 from typing import Any, Optional
 
 from .base import (
-    ArmStats, Candidate, Offered, Outcome, PendingPulls, collect_offers, fastest, reward, strategy_order, ucb_bonus,
+    ArmStats,
+    Candidate,
+    Offered,
+    Outcome,
+    PendingPulls,
+    collect_offers,
+    fastest,
+    reward,
+    strategy_order,
+    ucb_bonus,
 )
 from .config import BanditConfig
 

@@ -18,6 +18,7 @@ holds the fastest kernel), so numbers are stable when the partition is.
 Representative of a cluster (used by v2's mask): the member nearest its centroid in
 the standardised space; ties go to the faster member.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,6 +30,7 @@ import numpy as np
 from ..deps import require
 from ..profile.assemble import FEATURE_SETS, runtime_vector  # noqa: F401 (the one feature table, re-exported)
 from .base import Candidate, time_key
+
 
 def features(pool: list[Candidate]) -> np.ndarray:
     """Raw feature matrix (one row per member): runtime vectors, or [log time] when they do not line up."""
@@ -97,7 +99,9 @@ def _one_openmp_thread() -> Any:
     libraries once (a fresh ``threadpool_limits`` per call costs more than the fit)."""
     global _controller
     if _controller is None:
-        _controller = require("threadpoolctl", "KernelBand's clustering", "pip install scikit-learn").ThreadpoolController()
+        _controller = require(
+            "threadpoolctl", "KernelBand's clustering", "pip install scikit-learn"
+        ).ThreadpoolController()
     return _controller.limit(limits=1, user_api="openmp")
 
 

@@ -33,6 +33,7 @@ each strategy's stored weights and last samples; ``save(store)`` appends the sam
 observed since load/last save and writes the current weights. Weights of another
 length than 10 (a changed feature set) are ignored in favour of the prior.
 """
+
 from __future__ import annotations
 
 import math
@@ -111,8 +112,15 @@ PRIOR_WEIGHTS: dict[str, tuple[float, ...]] = {
 }
 
 
-def map_logistic_fit(x: np.ndarray, y: np.ndarray, start: np.ndarray, prior_mean: np.ndarray,
-                     prior_strength: float, lr: float = 1.0, steps: int = 8) -> np.ndarray:
+def map_logistic_fit(
+    x: np.ndarray,
+    y: np.ndarray,
+    start: np.ndarray,
+    prior_mean: np.ndarray,
+    prior_strength: float,
+    lr: float = 1.0,
+    steps: int = 8,
+) -> np.ndarray:
     """MAP weights of ``sigmoid(x @ w)`` for labels ``y`` (0/1) under a Gaussian prior
     centred on ``prior_mean`` with precision ``prior_strength``: up to ``steps`` Newton
     steps of size ``lr`` from ``start``, stopping when a step is below 1e-9."""
@@ -199,12 +207,21 @@ class CompatibilityModels:
         x = np.stack([row for _, _, row in buf])
         y = np.array([1.0 if ok else 0.0 for _, ok, _ in buf])
         cfg = self.config
-        self._weights[strategy] = map_logistic_fit(x, y, self._weights[strategy], self.prior(strategy),
-                                                   cfg.compat_prior_strength, cfg.compat_lr, cfg.compat_steps)
+        self._weights[strategy] = map_logistic_fit(
+            x,
+            y,
+            self._weights[strategy],
+            self.prior(strategy),
+            cfg.compat_prior_strength,
+            cfg.compat_lr,
+            cfg.compat_steps,
+        )
 
     # ------------------------------------------------------------------ persistence
     @classmethod
-    def load(cls, store: Any, config: Optional[BanditConfig] = None, strategies: Iterable[str] = STRATEGY_NAMES) -> "CompatibilityModels":
+    def load(
+        cls, store: Any, config: Optional[BanditConfig] = None, strategies: Iterable[str] = STRATEGY_NAMES
+    ) -> "CompatibilityModels":
         """Weights and the last ``compat_buffer`` samples of each strategy, from a Store."""
         m = cls(config, strategies)
         for s in m.strategies:

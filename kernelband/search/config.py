@@ -42,6 +42,7 @@ kb_fresh="score", prior_strength=0`` on top of that gives plain per-cluster warm
 with the reward relative to the best (``reward_mode`` "best"). Clustering uses the v1
 feature vector.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -71,15 +72,21 @@ class BanditConfig:
     feature_set: Optional[str] = None  # None: same as variant
     warmup: bool = True  # pull every offered (cluster, strategy) arm once before UCB (v1, v2)
     # the "kb" variant (the default kernelband policy)
-    prior_strength: float = 4.0  # kb: pseudo-pulls at the strategy prior; 0: none, unpulled arms score +inf and are warmed up per cluster
+    prior_strength: float = (
+        4.0  # kb: pseudo-pulls at the strategy prior; 0: none, unpulled arms score +inf and are warmed up per cluster
+    )
     strategy_prior: Optional[dict[str, float]] = None  # None: the shipped priors.json
     kb_explore: float = 0.05
     kb_patience: int = 0  # kb: after this many pulls without a new best, each strategy never pulled gets one look (-1: never; 0: from the start)
     hw_weight: float = 0.05
     kb_pooled: bool = True  # kb: an arm shrinks toward its strategy's mean this session (itself shrunk toward the prior), not the prior alone
     kb_gap: bool = True  # kb: arms learn the gain over their parent and score the new best it would give from their target: 1 - T_target/T_best * (1 - gain), clipped at 0 unless kb_gap_signed
-    kb_gap_signed: bool = True  # kb_gap not clipped at 0: a target slower than the best scores how far behind it would stay
-    kb_deplete: float = 0.5  # kb: an arm's gain estimate times kb_deplete ** (pulls of its strategy since the last new best); 1: off
+    kb_gap_signed: bool = (
+        True  # kb_gap not clipped at 0: a target slower than the best scores how far behind it would stay
+    )
+    kb_deplete: float = (
+        0.5  # kb: an arm's gain estimate times kb_deplete ** (pulls of its strategy since the last new best); 1: off
+    )
     kb_fresh: str = "best-first"  # kb: which fresh (never-pulled) strategy goes first: "score" (the arm scores) or "best-first" (highest prior, on the fastest member)
     # compatibility model (compat.py)
     compat_buffer: int = 500  # samples kept per strategy

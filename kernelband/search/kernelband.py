@@ -47,6 +47,7 @@ the fastest time seen so far, clipped at 0; with ``kb_gap`` the gain over the pa
 when attached, also learns (parent.phi, s, improved) where improved = correct and
 faster than the parent.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,7 +58,17 @@ from typing import Any, Optional
 
 from ..strategies import STRATEGIES
 from .base import (
-    ArmStats, Candidate, Offered, Outcome, PendingPulls, collect_offers, fastest, improved, reward, strategy_order, time_key,
+    ArmStats,
+    Candidate,
+    Offered,
+    Outcome,
+    PendingPulls,
+    collect_offers,
+    fastest,
+    improved,
+    reward,
+    strategy_order,
+    time_key,
     ucb_bonus,
 )
 from .cluster import Clustering, cluster_pool
@@ -106,7 +117,9 @@ class KernelBandPolicy:
         key = tuple(c.id for c in pool)
         if self._clustering is None or key != self._cluster_key:
             cfg = self.config
-            self._clustering = cluster_pool(pool, cfg.n_clusters, cfg.cluster_seed, cfg.kmeans_restarts, cfg.kmeans_max_iter)
+            self._clustering = cluster_pool(
+                pool, cfg.n_clusters, cfg.cluster_seed, cfg.kmeans_restarts, cfg.kmeans_max_iter
+            )
             self._cluster_key = key
         return self._clustering
 
@@ -187,10 +200,15 @@ class KernelBandPolicy:
             for s in strategy_order(x for m in members for x in offers.get(m.id, ())):
                 target = fastest(m for m in members if s in offers.get(m.id, ()))
                 assert target is not None
-                arms.append({
-                    "cluster": ci, "strategy": s, "target": target,
-                    "stats": self._arm_stats_pending(members, s), "masked": self.masked(cl.representatives[ci], s),
-                })
+                arms.append(
+                    {
+                        "cluster": ci,
+                        "strategy": s,
+                        "target": target,
+                        "stats": self._arm_stats_pending(members, s),
+                        "masked": self.masked(cl.representatives[ci], s),
+                    }
+                )
         fallback = all(a["masked"] for a in arms)
         eligible = arms if fallback else [a for a in arms if not a["masked"]]
         kb = self.config.variant == "kb"
@@ -226,8 +244,12 @@ class KernelBandPolicy:
             "candidate": chosen["target"].id,
             "arms": [
                 {
-                    "cluster": a["cluster"], "strategy": a["strategy"], "candidate": a["target"].id,
-                    "n": a["stats"].n, "mean": _num(a["stats"].mean), "masked": a["masked"],
+                    "cluster": a["cluster"],
+                    "strategy": a["strategy"],
+                    "candidate": a["target"].id,
+                    "n": a["stats"].n,
+                    "mean": _num(a["stats"].mean),
+                    "masked": a["masked"],
                     "score": _num(a["score"]) if "score" in a else None,
                     **{k: _num(v) for k, v in a.get("terms", {}).items()},
                 }
@@ -284,8 +306,15 @@ class KernelBandPolicy:
             for ci, members in enumerate(cl.clusters):
                 for s in strategy_order(sorted({x for (mid, x) in self._stats if cl.label.get(mid) == ci})):
                     st = self.arm_stats(members, s)
-                    arms.append({"cluster": ci, "strategy": s, "n": st.n, "mean": _num(st.mean),
-                                 "masked": self.masked(cl.representatives[ci], s)})
+                    arms.append(
+                        {
+                            "cluster": ci,
+                            "strategy": s,
+                            "n": st.n,
+                            "mean": _num(st.mean),
+                            "masked": self.masked(cl.representatives[ci], s),
+                        }
+                    )
         return {
             "policy": self.name,
             "t": self.t,
@@ -295,4 +324,3 @@ class KernelBandPolicy:
             "last": self._last,
             "config": self.config.to_dict(),
         }
-

@@ -3,6 +3,7 @@
 Kept out of ``base.py`` because the policies import ``base`` (the interface); the
 registry imports them, so nothing imports in a circle.
 """
+
 from __future__ import annotations
 
 from typing import Optional

@@ -9,6 +9,7 @@ each config compiled and run once, then ``timing.bench_gpu`` (L2 flushed, CUDA e
 in an exclusive GPU turn with the trace and the recorder paused. Derived calls run one
 config each, a different one from call to call (``one_config_per_call``), and the
 interpreter keeps its CPU bench."""
+
 from __future__ import annotations
 
 import contextlib

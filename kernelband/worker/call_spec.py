@@ -10,6 +10,7 @@ it checks every key and value by the fields' types and raises ``MalformedMessage
 the one that is wrong; an argument carries its class's tag (``"t"``: tensor or value); an
 optional key is absent on the wire where its value is None.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -19,6 +19,7 @@ included) and which inputs it left unchanged.
 
 Imports triton: only used inside a variant process.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -158,11 +159,17 @@ def _run_unwrapped(obj: Any, *args: Any, **kwargs: Any) -> Any:
 
 def launch_record(launch: CapturedLaunch) -> LaunchRecord:
     """What the session and the profile read of a launch: grid, constexprs, warps, stages."""
-    consts: dict[str, Any] = {k: v for k, v in launch.kwargs.items()
-                              if k not in ("grid", "warmup") and isinstance(v, (int, float, bool, str))}
+    consts: dict[str, Any] = {
+        k: v for k, v in launch.kwargs.items() if k not in ("grid", "warmup") and isinstance(v, (int, float, bool, str))
+    }
     if launch.inner is not None:
-        consts.update({k: v for k, v in launch.inner[2].items()
-                       if k not in ("grid", "warmup") and isinstance(v, (int, float, bool, str))})
+        consts.update(
+            {
+                k: v
+                for k, v in launch.inner[2].items()
+                if k not in ("grid", "warmup") and isinstance(v, (int, float, bool, str))
+            }
+        )
     best = getattr(launch.obj, "best_config", None)
     if best is not None:
         consts.update({k: v for k, v in getattr(best, "kwargs", {}).items() if isinstance(v, (int, float, bool, str))})
@@ -275,16 +282,21 @@ def _interpretable(obj: Any) -> None:
         seen += 1
 
 
-def _neutralised(rec: LaunchRecorder, launch: CapturedLaunch, original: Callable[..., Any], self: Any,
-                 args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _neutralised(
+    rec: LaunchRecorder,
+    launch: CapturedLaunch,
+    original: Callable[..., Any],
+    self: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> None:
     """Stand in for a launch that computes nothing."""
     named = _tensors(launch.named_args())
     known = rec.writes.get(launch.name)
     if known is None:
         # a kernel the original never launched: find what it writes on copies
         copies = {n: same_layout_copy(t) for n, t in named.items()}
-        cargs = tuple(copies.get(n, a) if isinstance(a, torch.Tensor) else a
-                      for n, a in zip(arg_names_of(self), args))
+        cargs = tuple(copies.get(n, a) if isinstance(a, torch.Tensor) else a for n, a in zip(arg_names_of(self), args))
         ckw = {k: copies.get(k, v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
         _state.depth = 1
         try:
@@ -335,8 +347,9 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def _recorded_launch(rec: LaunchRecorder, original: Callable[..., Any], self: Any, args: tuple[Any, ...],
-                     kwargs: dict[str, Any]) -> Any:
+def _recorded_launch(
+    rec: LaunchRecorder, original: Callable[..., Any], self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """An outermost launch while recording: its state kept, run, what it wrote noted."""
     inner_classes = innermost_classes()
     launch = CapturedLaunch(self, args, dict(kwargs), kernel_name(self), stream=_current_stream(), recorded=True)
@@ -387,18 +400,21 @@ def busy() -> bool:
     return bool(getattr(_state, "busy", False))
 
 
-def _record_inner(rec: LaunchRecorder, original: Callable[..., Any], self: Any, args: tuple[Any, ...],
-                  kwargs: dict[str, Any]) -> Any:
+def _record_inner(
+    rec: LaunchRecorder, original: Callable[..., Any], self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """Run an innermost JIT call, recording the grid it resolves to."""
     grid = kwargs.get("grid")
     resolved: list[tuple[int, ...]] = []
     metas: list[Any] = []
     if callable(grid):
+
         def recording_grid(meta: Any) -> Any:
             g = grid(meta)
             resolved.append(_normalize_grid(g))
             metas.append(dict(meta) if isinstance(meta, dict) else meta)
             return g
+
         call_kwargs = dict(kwargs, grid=recording_grid)
     else:
         resolved.append(_normalize_grid(grid))
@@ -411,8 +427,10 @@ def _record_inner(rec: LaunchRecorder, original: Callable[..., Any], self: Any, 
     if resolved and metas and callable(grid):  # metas come only from a callable grid
         again = _normalize_grid(grid(metas[-1]))
         if again != resolved[-1]:
-            raise StatefulGrid(f"the grid of {kernel_name(self)} gave {resolved[-1]} at launch and {again} when asked "
-                               "again with the same arguments: a grid must not depend on hidden state")
+            raise StatefulGrid(
+                f"the grid of {kernel_name(self)} gave {resolved[-1]} at launch and {again} when asked "
+                "again with the same arguments: a grid must not depend on hidden state"
+            )
     if resolved:
         frozen = dict(kwargs, grid=resolved[-1], warmup=False)
         rec._inner_calls.append((self, args, frozen))
@@ -429,19 +447,28 @@ def install() -> None:
 
 
 @contextlib.contextmanager
-def recording(neutralise: bool = False, writes: Optional[dict[str, list[str]]] = None,
-              track_writes: bool = True, snapshot_bytes: int = 0, host_snapshot_bytes: int = 0,
-              snapshot_reserve: int = 0,
-              before_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None,
-              after_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None,
-              ) -> Iterator[LaunchRecorder]:
+def recording(
+    neutralise: bool = False,
+    writes: Optional[dict[str, list[str]]] = None,
+    track_writes: bool = True,
+    snapshot_bytes: int = 0,
+    host_snapshot_bytes: int = 0,
+    snapshot_reserve: int = 0,
+    before_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None,
+    after_launch: Optional[Callable[[CapturedLaunch, dict[str, Any]], None]] = None,
+) -> Iterator[LaunchRecorder]:
     """Record the launches made inside the block (this thread only). ``snapshot_bytes``
     (and on a GPU ``host_snapshot_bytes``; beyond them, device copies that leave
     ``snapshot_reserve`` free): keep what the launches found, for replays."""
     install()
-    rec = LaunchRecorder(neutralise=neutralise, writes=dict(writes or {}), track_writes=track_writes,
-                         prestate=PreState(snapshot_bytes, host_snapshot_bytes, snapshot_reserve),
-                         before_launch=before_launch, after_launch=after_launch)
+    rec = LaunchRecorder(
+        neutralise=neutralise,
+        writes=dict(writes or {}),
+        track_writes=track_writes,
+        prestate=PreState(snapshot_bytes, host_snapshot_bytes, snapshot_reserve),
+        before_launch=before_launch,
+        after_launch=after_launch,
+    )
     prev = _active()
     _state.recorder = rec
     _state.depth = 0

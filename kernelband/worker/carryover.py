@@ -30,6 +30,7 @@ the launches from a function mode around the harness (``TorchAccess``).
 
 Imports torch: used inside a variant process only.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -48,8 +49,10 @@ except ImportError:  # pragma: no cover - a torch without it: torch reads are un
     _Mode = object  # type: ignore[assignment,misc]
 
 # calls that read a tensor's metadata, not its memory
-_METADATA = frozenset("""__get__ numel size stride dim ndimension nelement data_ptr element_size storage_offset
-is_contiguous is_floating_point is_complex get_device __len__ __hash__""".split())
+_METADATA = frozenset(
+    """__get__ numel size stride dim ndimension nelement data_ptr element_size storage_offset
+is_contiguous is_floating_point is_complex get_device __len__ __hash__""".split()
+)
 
 
 class TorchAccess(_Mode):
@@ -143,8 +146,9 @@ def reachable(version: Any, returned: Any, harness_locals: Any, written: Any) ->
     walk(returned, 4)
     walk(harness_locals, 5)
     walk(written, 3)
-    for module in {id(m): m for m in (getattr(version, "module", None), getattr(version, "harness_module", None))
-                   if m is not None}.values():
+    for module in {
+        id(m): m for m in (getattr(version, "module", None), getattr(version, "harness_module", None)) if m is not None
+    }.values():
         for value in list(vars(module).values()):
             walk(value, 3)
     return found
@@ -221,20 +225,23 @@ def carried_state(rec: Any, watch: TorchAccess, source: str, keep: dict[StorageK
             reader = next((i for i in range(j) if key in uses[i] and uses[i][key].loads), None)
             if reader is not None and rec.prestate.changed(key) is True:
                 earlier = launches[reader]
-                return (f"{launch.name}.{uses[j][key].params[0]} writes only a buffer the call drops and nothing "
-                        f"after it reads, which the earlier {earlier.name}.{uses[reader][key].params[0]} reads: "
-                        "state left for a later run of the launches, not work for this call (a replay starting "
-                        "from it would skip work)")
+                return (
+                    f"{launch.name}.{uses[j][key].params[0]} writes only a buffer the call drops and nothing "
+                    f"after it reads, which the earlier {earlier.name}.{uses[reader][key].params[0]} reads: "
+                    "state left for a later run of the launches, not work for this call (a replay starting "
+                    "from it would skip work)"
+                )
     return None
 
 
-def _consumed(key: StorageKey, j: int, uses: list[dict[StorageKey, _Use]], watch: TorchAccess,
-              keep: dict[StorageKey, int]) -> bool:
+def _consumed(
+    key: StorageKey, j: int, uses: list[dict[StorageKey, _Use]], watch: TorchAccess, keep: dict[StorageKey, int]
+) -> bool:
     """Whether launch j's write to the storage can matter to the call: the caller sees
     it, launch j may read it back, or a later launch or torch op reads it."""
     if key in keep or uses[j][key].may_load:
         return True
-    if any(key in later and later[key].may_load for later in uses[j + 1:]):
+    if any(key in later and later[key].may_load for later in uses[j + 1 :]):
         return True
     return watch.read_after(key, j)
 
@@ -255,8 +262,10 @@ def address_argument(rec: Any, watch: TorchAccess, keep: dict[StorageKey, int]) 
                 continue
             i = bisect.bisect_right(starts, value) - 1
             if i >= 0 and value < starts[i] + max(ranges[starts[i]], 1):
-                return (f"{launch.name}.{name} is the address of a tensor, passed as an integer: a launch may "
-                        "reach memory only through its tensor arguments (the state every replay starts from)")
+                return (
+                    f"{launch.name}.{name} is the address of a tensor, passed as an integer: a launch may "
+                    "reach memory only through its tensor arguments (the state every replay starts from)"
+                )
     return None
 
 
@@ -267,8 +276,10 @@ def replay_refusal(rec: Any, watch: TorchAccess, source: str, keep: dict[Storage
     if state.active and state.storages and not state.restorable:
         sizes = {kept.label: kept.nbytes for kept in state.storages.values() if kept.label in state.unrestorable}
         what = ", ".join(f"{label} ({_mib(n)})" for label, n in sizes.items())
-        return (f"the launches change memory the judge cannot copy to put back before each timed replay ({what}): "
-                "no replay could start from the state the checked run found")
+        return (
+            f"the launches change memory the judge cannot copy to put back before each timed replay ({what}): "
+            "no replay could start from the state the checked run found"
+        )
     return address_argument(rec, watch, keep) or carried_state(rec, watch, source, keep)
 
 

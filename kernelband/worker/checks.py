@@ -3,6 +3,7 @@ outputs, and precision must not be worse than the original's own.
 
 Pure functions over output trees (torch only, no triton, no variant code).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,7 @@ Mask = Union[torch.Tensor, bool]
 _R = TypeVar("_R")
 
 # unit roundoff of each output dtype: the floor of a precision comparison
-_UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11,
-                  torch.bfloat16: 2.0 ** -8}
+_UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
 PRECISION_FACTOR = 4.0  # a variant's error may be this many times the original's
 # ... and always this many units of roundoff of the output dtype: a reordered fp32
 # reduction drifts by a few ulps (often against an original whose float64 rerun is the
@@ -35,6 +35,7 @@ _SMALL_SAMPLE_FACTOR = (6366.0, 100.0, 25.7, 13.1, 8.8, 6.7, 5.5, 4.8, 4.2)
 
 class ErrorStats(NamedTuple):
     """An output's error against a higher-precision run of the original."""
+
     rel: float  # relative L2 error
     max_abs: float
     max_ref: float  # the largest magnitude of the higher-precision result
@@ -65,7 +66,9 @@ def _comparable(ref: torch.Tensor, out: Any) -> bool:
 
 def _value_differs(ref: Any, out: Any) -> bool:
     try:
-        return not (ref == out or (isinstance(ref, float) and isinstance(out, float) and math.isnan(ref) and math.isnan(out)))
+        return not (
+            ref == out or (isinstance(ref, float) and isinstance(out, float) and math.isnan(ref) and math.isnan(out))
+        )
     except Exception:  # noqa: BLE001 - incomparable values differ
         return True
 
@@ -99,8 +102,9 @@ def change_masks(ref: Any, neutral: Any) -> dict[str, Mask]:
     return dict(_once_per_pair(leaves(ref), found, lambda path, leaf, out: _change_mask(leaf, out)))
 
 
-def _once_per_pair(pairs: Iterator[tuple[str, Any]], found: dict[str, Any], fn: Callable[[str, Any, Any], _R]
-                   ) -> Iterator[tuple[str, _R]]:
+def _once_per_pair(
+    pairs: Iterator[tuple[str, Any]], found: dict[str, Any], fn: Callable[[str, Any, Any], _R]
+) -> Iterator[tuple[str, _R]]:
     """``fn(path, leaf, found[path])`` for each path, computed once for a pair of tensors
     that appears under several paths (a result both returned and written: a large output's
     seconds on each pass); the first path's result stands for the others."""
@@ -134,7 +138,7 @@ def _unchanged_where_produced(ref: Any, mask: Mask, out: Any) -> tuple[int, int]
     for r, o in chunk_pairs(ref, out):
         same = _same_chunk(r, o)
         if flat_mask is not None:
-            m = flat_mask[start:start + r.numel()].to(same.device, non_blocking=pinned)
+            m = flat_mask[start : start + r.numel()].to(same.device, non_blocking=pinned)
             same &= m
             part = torch.stack([same.sum(), m.sum()])
         else:
@@ -151,16 +155,22 @@ def unproduced(ref: Any, masks: dict[str, Mask], neutral: Any) -> Optional[str]:
     """A reason when some output that Triton produces in the original stays correct in the
     variant with its launches neutralised (torch, a cache or a constant produced it)."""
     found, ref_leaves = dict(leaves(neutral)), dict(leaves(ref))
-    produced_by_triton = ((path, leaf) for path, leaf in ref_leaves.items()
-                          if masks.get(path) is not None and masks.get(path) is not False)
-    counted = _once_per_pair(produced_by_triton, found,
-                             lambda path, leaf, out: _unchanged_where_produced(leaf, masks[path], out))
+    produced_by_triton = (
+        (path, leaf)
+        for path, leaf in ref_leaves.items()
+        if masks.get(path) is not None and masks.get(path) is not False
+    )
+    counted = _once_per_pair(
+        produced_by_triton, found, lambda path, leaf, out: _unchanged_where_produced(leaf, masks[path], out)
+    )
     for path, (missing, produced) in counted:
         if not missing:
             continue
         if isinstance(ref_leaves[path], torch.Tensor):
-            return (f"{path}: {missing} of {produced} elements the original's Triton launches produce do not "
-                    "depend on the variant's launches (computed outside Triton, cached, or constant)")
+            return (
+                f"{path}: {missing} of {produced} elements the original's Triton launches produce do not "
+                "depend on the variant's launches (computed outside Triton, cached, or constant)"
+            )
         return f"{path}: the value does not depend on the variant's Triton launches"
     return None
 
@@ -206,11 +216,15 @@ def precision_reason(name: str, dtype: torch.dtype, original: ErrorStats, varian
     rel_bound = max(factor * original.rel, floor)
     abs_bound = max(factor * original.max_abs, floor * original.max_ref)
     if variant.rel > rel_bound:
-        return (f"{name}: relative L2 error against a float64 run of the original {variant.rel:.3g} is over "
-                f"{factor:g}x the original's own ({original.rel:.3g}) and over {floor:.2g} ({dtype} roundoff {u:.2g})")
+        return (
+            f"{name}: relative L2 error against a float64 run of the original {variant.rel:.3g} is over "
+            f"{factor:g}x the original's own ({original.rel:.3g}) and over {floor:.2g} ({dtype} roundoff {u:.2g})"
+        )
     if variant.max_abs > abs_bound:
-        return (f"{name}: max abs error against a float64 run of the original {variant.max_abs:.3g} is over "
-                f"{factor:g}x the original's own ({original.max_abs:.3g})")
+        return (
+            f"{name}: max abs error against a float64 run of the original {variant.max_abs:.3g} is over "
+            f"{factor:g}x the original's own ({original.max_abs:.3g})"
+        )
     return None
 
 
@@ -259,5 +273,5 @@ def consistency_bound(dtype: torch.dtype, at_seed0: float, original_error: float
     written outputs were at seed 0 (where precision is checked against a float64 rerun)
     times PRECISION_FACTOR, or as far as the original's own error allows, or a few units
     of the dtype's roundoff."""
-    u = _UNIT_ROUNDOFF.get(dtype, 2.0 ** -24)
+    u = _UNIT_ROUNDOFF.get(dtype, 2.0**-24)
     return max(PRECISION_FACTOR * at_seed0, (PRECISION_FACTOR + 1) * original_error, _FLOOR_ULPS.get(dtype, 2.0) * u)

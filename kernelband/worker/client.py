@@ -3,6 +3,7 @@ replace it when a variant crashes it, hangs it, or corrupts its CUDA context.
 
 The client never imports torch or triton.
 """
+
 from __future__ import annotations
 
 import collections
@@ -250,7 +251,9 @@ def decode_info(hello: object) -> WorkerInfo:
     """The judge's hello reply as a WorkerInfo, every field it needs checked; WorkerError
     (PROTOCOL) naming the field for one that does not decode. A key it does not know is
     passed over, as it always was: the session reads only what it uses."""
-    known = {k: v for k, v in hello.items() if k in WorkerInfo.__dataclass_fields__} if isinstance(hello, dict) else hello
+    known = (
+        {k: v for k, v in hello.items() if k in WorkerInfo.__dataclass_fields__} if isinstance(hello, dict) else hello
+    )
     try:
         return decode_fields(WorkerInfo, known, "malformed judge hello")
     except MalformedMessage as e:
@@ -312,7 +315,9 @@ def _stop_unused() -> None:
         client.stop(graceful=False)
 
 
-def adopt(device: str, env: Optional[dict[str, str]], on_log: Optional[Callable[[str], None]]) -> Optional["WorkerClient"]:
+def adopt(
+    device: str, env: Optional[dict[str, str]], on_log: Optional[Callable[[str], None]]
+) -> Optional["WorkerClient"]:
     """The prestarted judge for ``device`` and ``env`` once it is up, or None."""
     with _PRESTART_LOCK:
         entry = _PRESTARTED.pop(_key(device, env), None)

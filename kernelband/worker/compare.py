@@ -4,6 +4,7 @@ Outputs must match in structure, shape, dtype and NaN/Inf positions, and in valu
 within dtype-aware tolerances: every finite element within ``atol + rtol * |ref|``
 and the relative L2 error under ``rel_l2``. Integers and booleans must be exact.
 """
+
 from __future__ import annotations
 
 import math
@@ -98,14 +99,15 @@ def work_device(a: torch.Tensor, b: torch.Tensor) -> torch.device:
     return _COMPUTE_DEVICE or a.device
 
 
-def chunk_pairs(a: torch.Tensor, b: torch.Tensor, dtype: Optional[torch.dtype] = None
-                ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def chunk_pairs(
+    a: torch.Tensor, b: torch.Tensor, dtype: Optional[torch.dtype] = None
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Matching flat slices of ``a`` and ``b`` (same numel) on their work device, cast to
     ``dtype`` when given: no full-size temporary of either."""
     dev = work_device(a, b)
     fa, fb = a.reshape(-1), b.reshape(-1)
     for start in range(0, fa.numel(), _CHUNK):
-        yield (_moved(fa[start:start + _CHUNK], dev, dtype), _moved(fb[start:start + _CHUNK], dev, dtype))
+        yield (_moved(fa[start : start + _CHUNK], dev, dtype), _moved(fb[start : start + _CHUNK], dev, dtype))
 
 
 def _moved(x: torch.Tensor, dev: torch.device, dtype: Optional[torch.dtype]) -> torch.Tensor:
@@ -166,8 +168,9 @@ def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: Erro
         raise _Mismatch(f"{path}: relative L2 error {rel_l2:.3g} > {tol_scale * tol.rel_l2:.3g} ({ref.dtype})")
 
 
-def _float_stats(ref: torch.Tensor, out: torch.Tensor, tol: "Tolerance", tol_scale: float
-                 ) -> tuple[int, int, int, int, float, float, float, float]:
+def _float_stats(
+    ref: torch.Tensor, out: torch.Tensor, tol: "Tolerance", tol_scale: float
+) -> tuple[int, int, int, int, float, float, float, float]:
     """Every statistic of a float comparison in one pass over the data, accumulated where
     the data is and read back with a single synchronisation: NaN positions that differ,
     of them the ones NaN only in ``out`` (unwritten), Inf positions or signs that differ,
@@ -190,12 +193,14 @@ def _float_stats(ref: torch.Tensor, out: torch.Tensor, tol: "Tolerance", tol_sca
         zero = torch.zeros((), dtype=compute, device=dev)
         err = torch.where(finite, (o - r).abs(), zero)
         mag = torch.where(finite, r.abs(), zero)
-        counts += torch.stack([
-            (r_nan != o_nan).sum(),
-            (o_nan & ~r_nan).sum(),
-            (r_inf != o_inf).sum() + (r_inf & o_inf & (r != o)).sum(),
-            (err > scale_atol + tol_scale * tol.rtol * mag).sum(),
-        ])
+        counts += torch.stack(
+            [
+                (r_nan != o_nan).sum(),
+                (o_nan & ~r_nan).sum(),
+                (r_inf != o_inf).sum() + (r_inf & o_inf & (r != o)).sum(),
+                (err > scale_atol + tol_scale * tol.rtol * mag).sum(),
+            ]
+        )
         maxima = torch.maximum(maxima, torch.stack([err.max(), (err / mag.clamp_min(tol.atol)).max()]))
         err64, mag64 = err.to(torch.float64), mag.to(torch.float64)
         sums += torch.stack([(err64 * err64).sum(), (mag64 * mag64).sum()])
@@ -205,8 +210,7 @@ def _float_stats(ref: torch.Tensor, out: torch.Tensor, tol: "Tolerance", tol_sca
     return int(c[0]), int(c[1]), int(c[2]), int(c[3]), float(m[0]), float(m[1]), float(q[0]), float(q[1])
 
 
-def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float,
-          compared: set[tuple[int, int]]) -> None:
+def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float, compared: set[tuple[int, int]]) -> None:
     if isinstance(ref, torch.Tensor):
         if not isinstance(out, torch.Tensor):
             raise _Mismatch(f"{path}: expected a tensor, got {type(out).__name__}")
@@ -217,8 +221,10 @@ def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float,
             compared.add((id(ref), id(out)))
     elif isinstance(ref, (tuple, list)):
         if type(out) is not type(ref) or len(out) != len(ref):
-            raise _Mismatch(f"{path}: expected {type(ref).__name__} of {len(ref)}, got {type(out).__name__}"
-                            f"{' of ' + str(len(out)) if isinstance(out, (tuple, list)) else ''}")
+            raise _Mismatch(
+                f"{path}: expected {type(ref).__name__} of {len(ref)}, got {type(out).__name__}"
+                f"{' of ' + str(len(out)) if isinstance(out, (tuple, list)) else ''}"
+            )
         for i, (a, b) in enumerate(zip(ref, out)):
             _walk(f"{path}[{i}]", a, b, stats, tol_scale, compared)
     elif isinstance(ref, dict):
@@ -226,14 +232,18 @@ def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float,
         if ref_type != out_type:
             raise _Mismatch(f"{path}: expected {ref_type or 'a dict'}, got {out_type or type(out).__name__}")
         if not isinstance(out, dict) or set(out) != set(ref):
-            raise _Mismatch(f"{path}: expected dict keys {sorted(map(str, ref))}, got "
-                            f"{sorted(map(str, out)) if isinstance(out, dict) else type(out).__name__}")
+            raise _Mismatch(
+                f"{path}: expected dict keys {sorted(map(str, ref))}, got "
+                f"{sorted(map(str, out)) if isinstance(out, dict) else type(out).__name__}"
+            )
         for k in ref:
             _walk(f"{path}[{k!r}]", ref[k], out[k], stats, tol_scale, compared)
     elif isinstance(ref, float):
         if not isinstance(out, (float, int)):
             raise _Mismatch(f"{path}: expected a number, got {type(out).__name__}")
-        if not (math.isclose(out, ref, rel_tol=1e-5 * tol_scale, abs_tol=1e-8) or (math.isnan(ref) and math.isnan(out))):
+        if not (
+            math.isclose(out, ref, rel_tol=1e-5 * tol_scale, abs_tol=1e-8) or (math.isnan(ref) and math.isnan(out))
+        ):
             raise _Mismatch(f"{path}: {out!r} != {ref!r}")
     else:
         if out != ref:

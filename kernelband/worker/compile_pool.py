@@ -14,6 +14,7 @@ compile, a false match only a compile the job then makes itself).
 Nothing here reaches the judge: the sibling's results are never read, a compile that
 raises is dropped, and the pool is drained before the sibling's step ends.
 """
+
 from __future__ import annotations
 
 import os
@@ -82,9 +83,11 @@ def _specialization(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     launch's options by value (keyword arguments), each tensor's dtype and 16-byte
     alignment, each other integer's ``== 1`` / ``% 16`` / width."""
     constexpr = _constexpr_positions(kernel)
-    return (id(kernel),
-            tuple(repr(a)[:200] if i in constexpr else _arg_key(a) for i, a in enumerate(args)),
-            tuple(sorted((k, repr(v)[:200]) for k, v in kwargs.items() if k not in ("grid", "warmup"))))
+    return (
+        id(kernel),
+        tuple(repr(a)[:200] if i in constexpr else _arg_key(a) for i, a in enumerate(args)),
+        tuple(sorted((k, repr(v)[:200]) for k, v in kwargs.items() if k not in ("grid", "warmup"))),
+    )
 
 
 def _constexpr_positions(kernel: Any) -> set[int]:

@@ -4,6 +4,7 @@ counters into a profile from the worker (``add_counters``, called by the session
 the profile command). The profiled program is ``kernelband.worker.ncu_target``; it
 runs module code, so it gets a variant process's scrubbed environment.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,10 @@ def collect_counters(
         return {"ok": False, "reason": _ncu.INTERPRETER}
     ncu = ncu or _ncu.find_ncu()
     if not ncu:
-        return {"ok": False, "reason": "ncu (Nsight Compute) not found on PATH, in CUDA's bin folder or $KERNELBAND_NCU"}
+        return {
+            "ok": False,
+            "reason": "ncu (Nsight Compute) not found on PATH, in CUDA's bin folder or $KERNELBAND_NCU",
+        }
     version = _ncu.ncu_version(ncu, run)
     key = _ncu.cache_key(task, gpu, triton_version, version, launches)
     if store is not None and not refresh:
@@ -75,15 +79,28 @@ def collect_counters(
     return result
 
 
-def _run_ncu(task: Any, tmp: str, ncu: str, used: dict[str, str], launches: int, python: Optional[str],
-             run: Callable[..., Any], timeout_s: float, keep_dir: Optional[str]) -> Any:
+def _run_ncu(
+    task: Any,
+    tmp: str,
+    ncu: str,
+    used: dict[str, str],
+    launches: int,
+    python: Optional[str],
+    run: Callable[..., Any],
+    timeout_s: float,
+    keep_dir: Optional[str],
+) -> Any:
     """(rows, command) of an ncu run over the task in ``tmp``; a metric this ncu does not
     know falls back to its next name (``used`` is updated), up to 4 tries; or the
     {"ok": False, "reason": why} of a failure."""
     spec_path = os.path.join(tmp, "spec.json")
     csv_path = os.path.join(tmp, "ncu.csv")
-    spec = {"task": task.to_dict(), "seed": task.seeds[0] if task.seeds else 0, "launches": launches,
-            "workdir": os.path.join(tmp, "work")}
+    spec = {
+        "task": task.to_dict(),
+        "seed": task.seeds[0] if task.seeds else 0,
+        "launches": launches,
+        "workdir": os.path.join(tmp, "work"),
+    }
     Path(spec_path).write_text(json.dumps(spec), encoding="utf-8")
     for _attempt in range(4):
         cmd = _ncu.build_command(ncu, spec_path, csv_path, task.kernel, used, 0, launches, python)
@@ -100,7 +117,9 @@ def _run_ncu(task: Any, tmp: str, ncu: str, used: dict[str, str], launches: int,
         if keep_dir:  # the raw output, for inspection
             os.makedirs(keep_dir, exist_ok=True)
             Path(keep_dir, f"{task.kernel}.ncu.csv").write_text(log, encoding="utf-8")
-            Path(keep_dir, f"{task.kernel}.ncu.log").write_text((proc.stdout or "") + (proc.stderr or ""), encoding="utf-8")
+            Path(keep_dir, f"{task.kernel}.ncu.log").write_text(
+                (proc.stdout or "") + (proc.stderr or ""), encoding="utf-8"
+            )
         text = (proc.stdout or "") + "\n" + (proc.stderr or "") + "\n" + log
         rows = [r for r in _ncu.parse_csv(log) if r["metrics"]]
         if rows:
@@ -125,8 +144,9 @@ def _fall_back(used: dict[str, str], missing: list[str]) -> None:
             used.pop(name)
 
 
-def add_counters(profile: Profile, task: Any, *, store: Any = None, gpu: str = "", triton_version: str = "",
-                 **kwargs: Any) -> Profile:
+def add_counters(
+    profile: Profile, task: Any, *, store: Any = None, gpu: str = "", triton_version: str = "", **kwargs: Any
+) -> Profile:
     """Session side of tier 3: run ncu for the task and merge its counters into a
     profile from the worker (the same profile when it already has counters or
     cannot have them)."""
@@ -135,16 +155,27 @@ def add_counters(profile: Profile, task: Any, *, store: Any = None, gpu: str = "
     if profile.unavailable.get("counters") not in (None, COUNTERS_IN_SESSION):
         return profile
     count = min((profile.launch.count if profile.launch else 0) or 1, 3)
-    result = collect_counters(task, store=store, gpu=gpu, triton_version=triton_version,
-                              interpreted=profile.interpreted, launches=count, **kwargs)
+    result = collect_counters(
+        task,
+        store=store,
+        gpu=gpu,
+        triton_version=triton_version,
+        interpreted=profile.interpreted,
+        launches=count,
+        **kwargs,
+    )
     return attach_counters(profile, result)
 
 
 # ncu failures that the next candidate would hit too (collect_counters' reasons):
 # a missing or unstartable tool, or no permission to read counters. Timeouts, a launch
 # that matched nothing or odd errors may be candidate-specific and are not listed.
-_LASTING_COUNTER_FAILURES = (_ncu.NO_PERMISSION, "ncu (Nsight Compute) not found", "ncu could not be started",
-                             "ncu cannot start its profiler")
+_LASTING_COUNTER_FAILURES = (
+    _ncu.NO_PERMISSION,
+    "ncu (Nsight Compute) not found",
+    "ncu could not be started",
+    "ncu cannot start its profiler",
+)
 
 
 def lasting_counter_failure(profile: Profile) -> Optional[str]:

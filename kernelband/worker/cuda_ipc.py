@@ -12,6 +12,7 @@ We call the driver (libcuda) directly instead of torch's ``_share_cuda_``: torch
 protocol also shares a reference-counting file in /dev/shm and an event, both of which a
 sandboxed variant process and the judge need not (and should not) share.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -47,8 +48,11 @@ def _driver() -> ctypes.CDLL:
             lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(_Handle), ctypes.c_uint64]
             lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), _Handle, ctypes.c_uint]
             lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
-            lib.cuMemGetAddressRange_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
-                                                    ctypes.c_uint64]
+            lib.cuMemGetAddressRange_v2.argtypes = [
+                ctypes.POINTER(ctypes.c_uint64),
+                ctypes.POINTER(ctypes.c_size_t),
+                ctypes.c_uint64,
+            ]
             lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
             lib.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
             lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
@@ -77,8 +81,10 @@ def _bind_context(device_index: int) -> None:
 
 def _address_range(ptr: int) -> tuple[int, int]:
     base, size = ctypes.c_uint64(), ctypes.c_size_t()
-    _check(_driver().cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr)),
-           "cuMemGetAddressRange")
+    _check(
+        _driver().cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr)),
+        "cuMemGetAddressRange",
+    )
     return int(base.value), int(size.value)
 
 
@@ -123,8 +129,13 @@ class _CudaArray:
     """A raw device buffer as ``__cuda_array_interface__`` (bytes), for a zero-copy view."""
 
     def __init__(self, ptr: int, nbytes: int) -> None:
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 2,
-                                         "strides": None}
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (ptr, False),
+            "version": 2,
+            "strides": None,
+        }
 
 
 class ImportedAllocation:
@@ -135,8 +146,10 @@ class ImportedAllocation:
         _bind_context(device_index)
         raw = _Handle.from_buffer_copy(bytes.fromhex(handle_hex))
         ptr = ctypes.c_uint64()
-        _check(_driver().cuIpcOpenMemHandle_v2(ctypes.byref(ptr), raw, _CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
-               "opening the variant's IPC handle")
+        _check(
+            _driver().cuIpcOpenMemHandle_v2(ctypes.byref(ptr), raw, _CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+            "opening the variant's IPC handle",
+        )
         self.base = int(ptr.value)
         try:
             base, self.size = _address_range(self.base)
@@ -154,8 +167,9 @@ class ImportedAllocation:
         import torch
 
         if offset < 0 or nbytes < 0 or offset + nbytes > self.size:
-            raise IpcError(f"a tensor of {nbytes} bytes at offset {offset} lies outside its allocation "
-                           f"({self.size} bytes)")
+            raise IpcError(
+                f"a tensor of {nbytes} bytes at offset {offset} lies outside its allocation ({self.size} bytes)"
+            )
         if nbytes == 0:
             return torch.empty(0, dtype=torch.uint8, device=f"cuda:{self.device_index}")
         return torch.as_tensor(_CudaArray(self.base + offset, nbytes), device=f"cuda:{self.device_index}")

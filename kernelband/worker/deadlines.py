@@ -6,6 +6,7 @@ waits for the judge's reply a little longer than the jobs of its request can tak
 hung variant is reported by the judge (a ``timeout`` verdict) before the session gives
 up on the judge itself.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -65,8 +66,9 @@ def request_deadline_s(op: str, task: Any, derived_calls: int = 0, rounds: int =
         runs = evaluation_runs(task.harness, task.check_harnesses, len(task.seeds), derived_calls)
         return reply_deadline_s(timeout, runs + 4)
     if op == "evaluate":
-        return reply_deadline_s(timeout, evaluation_runs(task.harness, task.check_harnesses, len(task.seeds),
-                                                         derived_calls))
+        return reply_deadline_s(
+            timeout, evaluation_runs(task.harness, task.check_harnesses, len(task.seeds), derived_calls)
+        )
     if op == "retime":  # a kept run, its replay check and the timing
         return reply_deadline_s(timeout, 3)
     if op == "paired":  # two jobs at most (the original's block, then the variant's)

@@ -17,6 +17,7 @@ with two different canaries; where it raises, or its results depend on the canar
 reads out of bounds at that size), or it writes outside its tensors, the call is
 dropped. So a candidate is held only to what the original itself does right.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,9 +44,14 @@ def describe(value: Any, tensors: dict[int, int]) -> Optional[Arg]:
 
     if isinstance(value, torch.Tensor):
         ident = tensors.setdefault(id(value), len(tensors))
-        spec = TensorArg(shape=tuple(value.shape), dtype=str(value.dtype).replace("torch.", ""),
-                         device=value.device.type, contiguous=bool(value.is_contiguous()), id=ident,
-                         floating=bool(value.is_floating_point()))
+        spec = TensorArg(
+            shape=tuple(value.shape),
+            dtype=str(value.dtype).replace("torch.", ""),
+            device=value.device.type,
+            contiguous=bool(value.is_contiguous()),
+            id=ident,
+            floating=bool(value.is_floating_point()),
+        )
         return spec if spec.floating else with_index_facts(spec, value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return ValueArg(value)
@@ -62,9 +68,12 @@ def with_index_facts(spec: TensorArg, value: Any) -> TensorArg:
     if value.dtype == torch.bool or value.is_complex() or value.numel() == 0 or value.numel() > 1 << 26:
         return spec
     flat = value.reshape(-1)
-    return replace(spec, max=int(flat.max()), distinct=bool(torch.unique(flat).numel() == flat.numel()),
-                   sorted=bool(flat.numel() < 2 or bool((flat[1:] >= flat[:-1]).all())))
-
+    return replace(
+        spec,
+        max=int(flat.max()),
+        distinct=bool(torch.unique(flat).numel() == flat.numel()),
+        sorted=bool(flat.numel() < 2 or bool((flat[1:] >= flat[:-1]).all())),
+    )
 
 
 @contextlib.contextmanager
@@ -104,8 +113,20 @@ def record_calls(module: Any, names: list[str]) -> Iterator[list[RecordedCall]]:
 
 
 # --------------------------------------------------------------------------- deriving
-_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
-             "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16}
+_ITEMSIZE = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "complex64": 8,
+    "complex128": 16,
+}
 MAX_CALL_BYTES = 256 << 20  # a derived call's tensors (twice that with canaries and strides)
 
 
@@ -145,14 +166,20 @@ WIDE_INDEX = 1 << 15  # integer arguments of grown calls include values past int
 class DefaultedParam:
     """A wrapper's parameter that has a default: its name, the default's source, and its
     index among the positional parameters (None: keyword-only)."""
+
     name: str
     default: str
     position: Optional[int] = None
 
 
-def derive(calls: list[RecordedCall], seed: int, per_call: int = len(FLAVOURS), max_bytes: int = MAX_CALL_BYTES,
-           interpreted: bool = False, optional: Optional[dict[str, list[DefaultedParam]]] = None
-           ) -> list[DerivedCall]:
+def derive(
+    calls: list[RecordedCall],
+    seed: int,
+    per_call: int = len(FLAVOURS),
+    max_bytes: int = MAX_CALL_BYTES,
+    interpreted: bool = False,
+    optional: Optional[dict[str, list[DefaultedParam]]] = None,
+) -> list[DerivedCall]:
     """Derived calls of the recorded ones, one per flavour (the same seed gives
     the same calls):
     - sizes: every dimension mapped to a ragged size (odd, no multiple of 16), inputs
@@ -222,12 +249,18 @@ def _precise_twin(call: DerivedCall) -> DerivedCall:
     itself accumulates in 16 bits is not an oracle to the last bit on long rows: a
     candidate there only has to be as precise as it (``judge_derived``), as on the
     harness's own inputs."""
-    def precise(arg: Arg) -> Arg:
-        return replace(arg, dtype="float32", round_to=arg.dtype) if isinstance(arg, TensorArg) and _reduced(arg) \
-            else arg
 
-    return replace(call, flavour="high", args=tuple(precise(a) for a in call.args),
-                   kwargs={k: precise(v) for k, v in call.kwargs.items()})
+    def precise(arg: Arg) -> Arg:
+        return (
+            replace(arg, dtype="float32", round_to=arg.dtype) if isinstance(arg, TensorArg) and _reduced(arg) else arg
+        )
+
+    return replace(
+        call,
+        flavour="high",
+        args=tuple(precise(a) for a in call.args),
+        kwargs={k: precise(v) for k, v in call.kwargs.items()},
+    )
 
 
 def _flavour_for(flavour: str, tensors: list[TensorArg]) -> Optional[str]:
@@ -240,9 +273,15 @@ def _flavour_for(flavour: str, tensors: list[TensorArg]) -> Optional[str]:
     return flavour
 
 
-def _optional_calls(call: RecordedCall, params: list[DefaultedParam], tensors: list[TensorArg],
-                    rng: random.Random, max_bytes: int, dtypes: tuple[str, ...], interpreted: bool = False
-                    ) -> list[DerivedCall]:
+def _optional_calls(
+    call: RecordedCall,
+    params: list[DefaultedParam],
+    tensors: list[TensorArg],
+    rng: random.Random,
+    max_bytes: int,
+    dtypes: tuple[str, ...],
+    interpreted: bool = False,
+) -> list[DerivedCall]:
     """Calls passing the wrapper's optional parameters that the recorded call left out, and
     its output buffer written over an input."""
     missing = _not_passed(call, params)
@@ -259,9 +298,15 @@ def _optional_calls(call: RecordedCall, params: list[DefaultedParam], tensors: l
     return out + _output_calls(call, missing, tensors, rng, max_bytes, dtypes, interpreted)
 
 
-def _output_calls(call: RecordedCall, missing: list[DefaultedParam], tensors: list[TensorArg],
-                  rng: random.Random, max_bytes: int, dtypes: tuple[str, ...], interpreted: bool = False
-                  ) -> list[DerivedCall]:
+def _output_calls(
+    call: RecordedCall,
+    missing: list[DefaultedParam],
+    tensors: list[TensorArg],
+    rng: random.Random,
+    max_bytes: int,
+    dtypes: tuple[str, ...],
+    interpreted: bool = False,
+) -> list[DerivedCall]:
     """An output buffer the harness never passes passed strided; the output buffer (passed
     by the harness or not) being an input of the same shape and dtype, beside its twin."""
     ret = call.returns
@@ -275,8 +320,13 @@ def _output_calls(call: RecordedCall, missing: list[DefaultedParam], tensors: li
         # sizes of 2 or more: a single row cannot show its output's stride ignored
         strided = _derive_one(call, "out_strided", tensors, rng, max_bytes, dtypes)
         pad = rng.randrange(16, 257)
-        buffer = replace(ret, id=ident, layout="spread", pad=(pad, pad),
-                         shape=tuple(int(strided.sizes.get(str(d), d)) for d in ret.shape))
+        buffer = replace(
+            ret,
+            id=ident,
+            layout="spread",
+            pad=(pad, pad),
+            shape=tuple(int(strided.sizes.get(str(d), d)) for d in ret.shape),
+        )
         out.append(replace(strided, kwargs={**strided.kwargs, name: buffer}))
     elif present:
         name, target = present[0], call.kwargs[present[0]]
@@ -289,8 +339,9 @@ def _output_calls(call: RecordedCall, missing: list[DefaultedParam], tensors: li
         # input, or a single column, hides an in-place hazard
         twin = _derive_one(call, "alias_twin", tensors, rng, max_bytes, dtypes, interpreted=interpreted)
         # its twin: the call just before it (``derive``)
-        alias = replace(twin, flavour="alias", alias_arg=name,
-                        kwargs={**twin.kwargs, name: _find_arg(twin, same[0].id)})
+        alias = replace(
+            twin, flavour="alias", alias_arg=name, kwargs={**twin.kwargs, name: _find_arg(twin, same[0].id)}
+        )
         out += [twin, alias]
     return out
 
@@ -301,13 +352,20 @@ def _not_passed(call: RecordedCall, params: list[DefaultedParam]) -> list[Defaul
     return [p for p in params if p.name not in call.kwargs and (p.position is None or p.position >= len(call.args))]
 
 
-def _scalar_calls(call: RecordedCall, params: list[DefaultedParam], tensors: list[TensorArg], rng: random.Random,
-                  max_bytes: int, dtypes: tuple[str, ...]) -> list[DerivedCall]:
+def _scalar_calls(
+    call: RecordedCall,
+    params: list[DefaultedParam],
+    tensors: list[TensorArg],
+    rng: random.Random,
+    max_bytes: int,
+    dtypes: tuple[str, ...],
+) -> list[DerivedCall]:
     """The call with the plain arguments a harness passes one value of varied: every float
     negated (a scale moved through a ReLU or a max is right for one sign only), every bool
     flipped, and each bool parameter the harness leaves at its default passed flipped (a
     flag's other branch dropped). Plain values and sizes otherwise. Integers are sizes,
     counts and strides (mapped with the sizes), never flipped; a float of 0 has no sign."""
+
     def varied(arg: Arg) -> Arg:
         if not isinstance(arg, ValueArg) or isinstance(arg.v, str) or arg.v is None:
             return arg
@@ -326,8 +384,9 @@ def _scalar_calls(call: RecordedCall, params: list[DefaultedParam], tensors: lis
     return [replace(base, args=args, kwargs=kwargs)]
 
 
-def _empty_call(call: RecordedCall, tensors: list[TensorArg], rng: random.Random, max_bytes: int,
-                dtypes: tuple[str, ...]) -> list[DerivedCall]:
+def _empty_call(
+    call: RecordedCall, tensors: list[TensorArg], rng: random.Random, max_bytes: int, dtypes: tuple[str, ...]
+) -> list[DerivedCall]:
     """The call with an empty batch: the first dimension of its first tensor 0 (a serving
     step with no tokens, a batch of no rows), other sizes drawn small. A kernel whose grid
     follows the rows launches no program and returns empty outputs; a rewrite that divides
@@ -344,8 +403,9 @@ def _empty_call(call: RecordedCall, tensors: list[TensorArg], rng: random.Random
     return [_derive_one(call, "empty", tensors, rng, max_bytes, dtypes)]
 
 
-def _positional_empty_calls(call: RecordedCall, tensors: list[TensorArg], rng: random.Random, max_bytes: int,
-                            dtypes: tuple[str, ...]) -> list[DerivedCall]:
+def _positional_empty_calls(
+    call: RecordedCall, tensors: list[TensorArg], rng: random.Random, max_bytes: int, dtypes: tuple[str, ...]
+) -> list[DerivedCall]:
     """Empty batches where the batch's size is also another dimension: every size drawn
     small by value (consistently: a reduction stays the same length in every tensor), then
     the first dimension of the first tensor set to 0 by position, and of the tensors shaped
@@ -368,13 +428,18 @@ def _positional_empty_calls(call: RecordedCall, tensors: list[TensorArg], rng: r
 
 def _rows_emptied(call: DerivedCall, ids: set[int]) -> DerivedCall:
     """``call`` as an empty batch: the first dimension of the tensors ``ids`` 0."""
+
     def emptied(arg: Arg) -> Arg:
         if isinstance(arg, TensorArg) and arg.id in ids and arg.shape:
             return replace(arg, shape=(0, *arg.shape[1:]))
         return arg
 
-    return replace(call, flavour="empty", args=tuple(emptied(a) for a in call.args),
-                   kwargs={k: emptied(v) for k, v in call.kwargs.items()})
+    return replace(
+        call,
+        flavour="empty",
+        args=tuple(emptied(a) for a in call.args),
+        kwargs={k: emptied(v) for k, v in call.kwargs.items()},
+    )
 
 
 def _find_arg(call: Call, ident: int) -> TensorArg:
@@ -401,14 +466,25 @@ class _Plan:
     highs: dict[int, int]  # an integer tensor's (by id) values stay below this
 
 
-def _derive_one(call: Call, flavour: str, tensors: list[TensorArg], rng: random.Random,
-                max_bytes: int, dtypes: tuple[str, ...], turn: int = 0, interpreted: bool = False,
-                min_elements: int = 0) -> DerivedCall:
+def _derive_one(
+    call: Call,
+    flavour: str,
+    tensors: list[TensorArg],
+    rng: random.Random,
+    max_bytes: int,
+    dtypes: tuple[str, ...],
+    turn: int = 0,
+    interpreted: bool = False,
+    min_elements: int = 0,
+) -> DerivedCall:
     dims = sorted({d for t in tensors for d in t.shape if d > 1})
     # a single row cannot show a row stride ignored; a long row needs no second one
     at_least = 1 if flavour in ("sizes", "aligned", "long") else 2
-    mapping, grown = _wide_mapping(tensors, dims, min_elements, rng) if flavour == "wide" else \
-        _mapping(flavour, tensors, dims, rng, interpreted)
+    mapping, grown = (
+        _wide_mapping(tensors, dims, min_elements, rng)
+        if flavour == "wide"
+        else _mapping(flavour, tensors, dims, rng, interpreted)
+    )
     _fit(tensors, mapping, grown, at_least, max_bytes, flavour)
     _room_for_distinct(tensors, mapping, grown)
     split = rng.choice((2, 3)) if flavour == "rank" else 0
@@ -435,10 +511,19 @@ def _derive_one(call: Call, flavour: str, tensors: list[TensorArg], rng: random.
     plan = _Plan(flavour, mapping, split, primary, other_dtype, highs)
     args = tuple(_map_arg(a, call, plan, rng) for a in call.args)
     kwargs = {k: _map_arg(v, call, plan, rng) for k, v in call.kwargs.items()}
-    return DerivedCall(fn=call.fn, args=args, kwargs=kwargs, flavour=flavour, seed=seed,
-                       sizes={str(k): v for k, v in mapping.items()}, split_shape=plan.split_shape,
-                       split=split if flavour == "rank" else None, scale=scale,
-                       fresh_fill="zero" if flavour == "sizes" else None, repeats=repeats)
+    return DerivedCall(
+        fn=call.fn,
+        args=args,
+        kwargs=kwargs,
+        flavour=flavour,
+        seed=seed,
+        sizes={str(k): v for k, v in mapping.items()},
+        split_shape=plan.split_shape,
+        split=split if flavour == "rank" else None,
+        scale=scale,
+        fresh_fill="zero" if flavour == "sizes" else None,
+        repeats=repeats,
+    )
 
 
 def _split_primary(tensors: list[TensorArg]) -> Optional[tuple[int, ...]]:
@@ -495,8 +580,9 @@ def _room_for_distinct(tensors: list[TensorArg], mapping: dict[int, int], grown:
             mapping[bound] = n
 
 
-def _mapping(flavour: str, tensors: list[TensorArg], dims: list[int], rng: random.Random,
-             interpreted: bool) -> tuple[dict[int, int], Optional[int]]:
+def _mapping(
+    flavour: str, tensors: list[TensorArg], dims: list[int], rng: random.Random, interpreted: bool
+) -> tuple[dict[int, int], Optional[int]]:
     """(each dimension's new size, the dimension grown or None) of a flavour's call. Under
     the interpreter a long row that is also a column (a square matrix, a matmul's M = N
     = K) grows only to twice its size: the work grows with its cube there."""
@@ -517,8 +603,7 @@ def _mapping(flavour: str, tensors: list[TensorArg], dims: list[int], rng: rando
         return {d: _new_size(d, rng, 2) for d in dims}, None
     grown = dims[-1]
     if flavour == "long":  # the rows of the floating inputs (their last dimension)
-        grown = next((t.shape[-1] for t in tensors if t.floating and t.shape and t.shape[-1] > 1),
-                     grown)
+        grown = next((t.shape[-1] for t in tensors if t.floating and t.shape and t.shape[-1] > 1), grown)
     small, least = ((3, 7, 17, 33), GROWN) if flavour == "grow" else ((4, 8), LONG_ROW)
     mapping = {d: min(d, rng.choice(small)) for d in dims}
     # a grown size is a multiple of the harness's until it passes GROWN; a long row only needs
@@ -537,8 +622,9 @@ def _mapping(flavour: str, tensors: list[TensorArg], dims: list[int], rng: rando
     return mapping, grown
 
 
-def _fit(tensors: list[TensorArg], mapping: dict[int, int], grown: Optional[int], at_least: int,
-         max_bytes: int, flavour: str) -> None:
+def _fit(
+    tensors: list[TensorArg], mapping: dict[int, int], grown: Optional[int], at_least: int, max_bytes: int, flavour: str
+) -> None:
     """Too large: the largest other dimensions drawn smaller first (an aligned one to a
     smaller aligned size), the grown one last."""
     for _ in range(40):
@@ -616,16 +702,30 @@ def _map_tensor(arg: TensorArg, plan: _Plan, rng: random.Random, index_high: int
         shape = [split, max(2, shape[0] // split), *shape[1:]]  # x.shape[0] is then not the row count
     pad = (rng.choice((0, rng.randrange(16, 257))), rng.randrange(16, 257))
     layout = flavour if flavour in ("strided", "transposed") and len(shape) >= 2 else arg.layout
-    new = replace(arg, shape=tuple(shape), pad=pad, layout=layout,
-                  max=None, distinct=None, sorted=None)  # the recorded facts, kept below where they still hold
+    new = replace(
+        arg, shape=tuple(shape), pad=pad, layout=layout, max=None, distinct=None, sorted=None
+    )  # the recorded facts, kept below where they still hold
     if arg.floating:
-        values = {"special": "special", "strided": "offset", "sizes": "scaled", "long": "centred",
-                  "grow": "integral"}.get(flavour)
-        return replace(new, values=values or arg.values,
-                       dtype=plan.other_dtype if plan.other_dtype and plan.other_dtype != arg.dtype else arg.dtype)
+        values = {
+            "special": "special",
+            "strided": "offset",
+            "sizes": "scaled",
+            "long": "centred",
+            "grow": "integral",
+        }.get(flavour)
+        return replace(
+            new,
+            values=values or arg.values,
+            dtype=plan.other_dtype if plan.other_dtype and plan.other_dtype != arg.dtype else arg.dtype,
+        )
     # what the values keep of the harness's (``_values``)
-    return replace(new, index_high=index_high, wide=True if flavour in ("grow", "wide") else arg.wide,
-                   distinct=True if arg.distinct else None, sorted=True if arg.sorted else None)
+    return replace(
+        new,
+        index_high=index_high,
+        wide=True if flavour in ("grow", "wide") else arg.wide,
+        distinct=True if arg.distinct else None,
+        sorted=True if arg.sorted else None,
+    )
 
 
 # --------------------------------------------------------------------------- past int32 offsets
@@ -682,8 +782,9 @@ def _wide_dim(tensors: list[TensorArg]) -> Optional[int]:
     return min(options, key=lambda d: (d not in indexed, d in rows, largest.shape.index(d)))
 
 
-def _wide_mapping(tensors: list[TensorArg], dims: list[int], min_elements: int, rng: random.Random
-                  ) -> tuple[dict[int, int], Optional[int]]:
+def _wide_mapping(
+    tensors: list[TensorArg], dims: list[int], min_elements: int, rng: random.Random
+) -> tuple[dict[int, int], Optional[int]]:
     """(each dimension's new size, the grown one) of a wide call: only ``_wide_dim`` changes,
     to the least size that takes some tensor past ``WIDE_MARGIN`` times ``min_elements``
     (a size shared by several dimensions of one tensor grows them all: sizes map by value),
@@ -698,9 +799,9 @@ def _wide_mapping(tensors: list[TensorArg], dims: list[int], min_elements: int, 
         k = t.shape.count(grown)
         if not k:
             continue
-        rest = max(_numel(t) // grown ** k, 1)
+        rest = max(_numel(t) // grown**k, 1)
         size = max(grown, int((target / rest) ** (1.0 / k)))
-        while rest * size ** k <= target:
+        while rest * size**k <= target:
             size += 1
         least = size if least is None else min(least, size)
     assert least is not None  # the grown dimension is one of a tensor's
@@ -711,13 +812,19 @@ def _wide_mapping(tensors: list[TensorArg], dims: list[int], min_elements: int, 
 # --------------------------------------------------------------------------- describing
 def describe_call(call: Call) -> str:
     """A derived call in a line, e.g. "softmax(97x1000 float32 strided) [strided]"."""
+
     def one(arg: Arg) -> str:
         if isinstance(arg, ValueArg):
             return repr(arg.v)
-        extra = {"strided": " rows padded", "spread": " every dimension strided",
-                 "transposed": " column-major"}.get(arg.layout or "", "")
-        extra += {"special": " special values", "offset": " large mean", "scaled": " scaled",
-                  "centred": " large rows summing to about 0"}.get(arg.values or "", "")
+        extra = {"strided": " rows padded", "spread": " every dimension strided", "transposed": " column-major"}.get(
+            arg.layout or "", ""
+        )
+        extra += {
+            "special": " special values",
+            "offset": " large mean",
+            "scaled": " scaled",
+            "centred": " large rows summing to about 0",
+        }.get(arg.values or "", "")
         return f"{'x'.join(map(str, arg.shape)) or 'scalar'} {arg.dtype}{extra}"
 
     parts = [one(a) for a in call.args] + [f"{k}={one(v)}" for k, v in call.kwargs.items()]

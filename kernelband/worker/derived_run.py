@@ -5,6 +5,7 @@ buffers back (``run_calls``); the judge splits a returned buffer into the tensor
 canaries by the layout it computes from its own spec (``split_buffer``), so where a
 tensor lies in its buffer is never the variant's word.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -101,9 +102,10 @@ def _values(spec: TensorArg, dtype: Any, device: str, seed: int, scale: float = 
         # past int16's range every few elements, and the largest index (past 2**16 where it is)
         flat = ids.view(-1)
         if not spec.distinct:
-            picks = flat[::max(flat.numel() // 4, 1)]
-            flat[::max(flat.numel() // 4, 1)] = torch.randint(WIDE_INDEX, high, (picks.numel(),), generator=g,
-                                                              device=device, dtype=torch.int64)
+            picks = flat[:: max(flat.numel() // 4, 1)]
+            flat[:: max(flat.numel() // 4, 1)] = torch.randint(
+                WIDE_INDEX, high, (picks.numel(),), generator=g, device=device, dtype=torch.int64
+            )
         if not bool((flat == high - 1).any()):
             flat[0] = high - 1
     if spec.sorted:
@@ -229,7 +231,7 @@ def allocation_canaries(buffer: Any, before: int, n: int) -> Optional[Canaries]:
     """The canaries around a tensor the call's own code allocated (``padded_allocations``)."""
     if buffer.dim() != 1 or before < 0 or n < 0 or buffer.numel() < before + n:
         return None
-    return Canaries(buffer, buffer[before:before + n])
+    return Canaries(buffer, buffer[before : before + n])
 
 
 def canaries_intact(rest: Optional[Canaries], which: str) -> bool:
@@ -291,7 +293,7 @@ def padded_allocations(which: str, pad: int, fresh_fill: Optional[str] = None) -
         for d in shape:
             n *= d
         buffer = full((pad + n + pad,), canary_value(dtype, which), dtype=dtype, device=device)
-        view = buffer[pad:pad + n].view(shape)
+        view = buffer[pad : pad + n].view(shape)
         if name.startswith("zeros"):
             view.zero_()
         elif name.startswith("ones"):
@@ -431,14 +433,29 @@ def _run_calls(version: Any, step: Derived, steps: Any, config: Optional[int] = 
                     synchronize()
         except Exception as e:  # noqa: BLE001 - the judge decides what a failure means here
             steps.check_runtime()
-            steps.send(DerivedOutputs(i, which, error=f"{type(e).__name__}: {e}"[:2000],
-                                      seconds=round(time.perf_counter() - t0, 4), config=config))
+            steps.send(
+                DerivedOutputs(
+                    i,
+                    which,
+                    error=f"{type(e).__name__}: {e}"[:2000],
+                    seconds=round(time.perf_counter() - t0, 4),
+                    config=config,
+                )
+            )
             continue
         steps.check_runtime()
-        meta = DerivedOutputs(i, which, allocs=[[before, n] for _, before, n in made],
-                              seconds=round(time.perf_counter() - t0, 4), config=config)
-        tree: dict[str, Any] = {"returned": out, "buffers": [p.buffer for p in placed],
-                                "allocs": [buffer for buffer, _, _ in made]}
+        meta = DerivedOutputs(
+            i,
+            which,
+            allocs=[[before, n] for _, before, n in made],
+            seconds=round(time.perf_counter() - t0, 4),
+            config=config,
+        )
+        tree: dict[str, Any] = {
+            "returned": out,
+            "buffers": [p.buffer for p in placed],
+            "allocs": [buffer for buffer, _, _ in made],
+        }
         if call.repeats and first is not None:  # the first call's result, as it is now
             tree["first"] = {"returned": first[0], "buffers": [p.buffer for p in first[1]]}
         steps.send(meta, tree)
@@ -466,8 +483,11 @@ def warm_calls(version: Any, step: Warm) -> None:
     install()
     pool = CompilePool(step.compile_threads) if step.compile_threads > 1 else None
     try:
-        with one_config_per_call(synchronize), launches_as_warmups(pool.submit if pool else None), \
-                padded_allocations("a", PAD_ELEMENTS) as made:
+        with (
+            one_config_per_call(synchronize),
+            launches_as_warmups(pool.submit if pool else None),
+            padded_allocations("a", PAD_ELEMENTS) as made,
+        ):
             for call in step.calls:
                 if pool is not None:
                     pool.next_call()

@@ -1,6 +1,7 @@
 """Measuring the device facts in the judge, which owns the GPU (a second or two);
 what they mean and how they are cached: ``kernelband.profile.device``.
 """
+
 from __future__ import annotations
 
 import os
@@ -128,7 +129,12 @@ def measure_device_facts(device: Optional[int] = None) -> DeviceFacts:
             tflops[name] = round(measure_matmul_tflops(name, n), 1)
         except Exception:  # noqa: BLE001 - e.g. bf16 on an old GPU
             tflops[name] = None
-    measured = replace(facts, copy_gbs=copy_gbs, matmul_tflops=tflops, measured_at=time.time(),
-                       measure_s=round(time.perf_counter() - t0, 3))
+    measured = replace(
+        facts,
+        copy_gbs=copy_gbs,
+        matmul_tflops=tflops,
+        measured_at=time.time(),
+        measure_s=round(time.perf_counter() - t0, 3),
+    )
     torch.cuda.empty_cache()
     return measured

@@ -17,6 +17,7 @@ Fingerprints are sums that wrap modulo 2**64: bit for bit equal to the torch pat
 The kernels compile into a folder this judge process makes for itself (``_use_private_cache``):
 no file a variant process could have written is ever loaded as the judge's code.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -157,8 +158,13 @@ def _specialization(kernel: Any, args: tuple[Any, ...], constants: dict[str, Any
     the constants, the device."""
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     wide = tuple(isinstance(a, int) and a >= 2**31 for a in args)  # an int64 element count
-    return (id(kernel), tuple((t.dtype, t.data_ptr() % 16 == 0) for t in tensors), tuple(sorted(constants.items())),
-            wide, tensors[0].device if tensors else None)
+    return (
+        id(kernel),
+        tuple((t.dtype, t.data_ptr() % 16 == 0) for t in tensors),
+        tuple(sorted(constants.items())),
+        wide,
+        tensors[0].device if tensors else None,
+    )
 
 
 def _launch(kernel: Any, programs: int, args: tuple[Any, ...], constants: dict[str, Any], warmup: bool = False) -> None:
@@ -189,8 +195,9 @@ class FingerprintTables(NamedTuple):
     views: frozenset[torch.dtype]  # the integer views of the tensors to be fingerprinted
 
 
-def warm(device: torch.device, dtypes: set[torch.dtype], fingerprint_tables: FingerprintTables
-         ) -> Optional[threading.Thread]:
+def warm(
+    device: torch.device, dtypes: set[torch.dtype], fingerprint_tables: FingerprintTables
+) -> Optional[threading.Thread]:
     """Compile, in a thread of their own, the kernels the checks of outputs of ``dtypes``
     use, when the setup is done and the first candidates start (they compile and run for
     seconds before their first frame). Not during the setup: a compile holds the
@@ -199,31 +206,47 @@ def warm(device: torch.device, dtypes: set[torch.dtype], fingerprint_tables: Fin
     where the kernels do not apply. ``fingerprint_tables``: ``observe.fingerprint_tables``."""
     if device.type != "cuda" or not dtypes or not enabled() or _load() is None:
         return None
-    thread = threading.Thread(target=lambda: _guarded(lambda: _compile_for(device, dtypes, fingerprint_tables)), daemon=True,
-                              name="kb-fused-warm")
+    thread = threading.Thread(
+        target=lambda: _guarded(lambda: _compile_for(device, dtypes, fingerprint_tables)),
+        daemon=True,
+        name="kb-fused-warm",
+    )
     thread.start()
     return thread
 
 
-def _compile_for(device: torch.device, dtypes: set[torch.dtype],
-                 fingerprint_tables: FingerprintTables) -> None:
+def _compile_for(device: torch.device, dtypes: set[torch.dtype], fingerprint_tables: FingerprintTables) -> None:
     k = _kernel_module()
 
     def t(dtype: torch.dtype, n: int = 16) -> torch.Tensor:
         return torch.zeros(n, dtype=dtype, device=device)
 
     for dtype in (d for d in _FLOATS if d in dtypes):
-        _launch(k.float_stats_kernel, 1, (t(dtype), t(dtype), t(torch.int64, 4), t(torch.float64, 2),
-                                          t(torch.float64, 2), 16, t(torch.float64, 3)),
-                {"BLOCK": _BLOCK, "WIDE": dtype == torch.float64, "enable_fp_fusion": False}, warmup=True)
+        _launch(
+            k.float_stats_kernel,
+            1,
+            (t(dtype), t(dtype), t(torch.int64, 4), t(torch.float64, 2), t(torch.float64, 2), 16, t(torch.float64, 3)),
+            {"BLOCK": _BLOCK, "WIDE": dtype == torch.float64, "enable_fp_fusion": False},
+            warmup=True,
+        )
         pairs = [(torch.float64, dtype)] + ([(dtype, dtype)] if dtype != torch.float64 else [])
         for a, b in pairs:
-            _launch(k.diff_stats_kernel, 1, (t(a), t(b), t(torch.int64, 1), t(torch.float64, 2), t(torch.float64, 2),
-                                             16), {"BLOCK": _BLOCK, "enable_fp_fusion": False}, warmup=True)
+            _launch(
+                k.diff_stats_kernel,
+                1,
+                (t(a), t(b), t(torch.int64, 1), t(torch.float64, 2), t(torch.float64, 2), 16),
+                {"BLOCK": _BLOCK, "enable_fp_fusion": False},
+                warmup=True,
+            )
     weights, salts, chunk, views = fingerprint_tables
     for dtype in (d for d in _INTS if d in views):
-        _launch(k.fingerprint_kernel, 1, (t(dtype), weights, salts, t(torch.int64, 2), 16),
-                {"CHUNK": chunk, "BLOCK": _BLOCK}, warmup=True)
+        _launch(
+            k.fingerprint_kernel,
+            1,
+            (t(dtype), weights, salts, t(torch.int64, 2), 16),
+            {"CHUNK": chunk, "BLOCK": _BLOCK},
+            warmup=True,
+        )
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
@@ -235,8 +258,9 @@ def _grid(n: int) -> int:
     return max(1, min(_MAX_PROGRAMS, -(-n // _BLOCK)))
 
 
-def float_stats(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, clamp: float
-                ) -> Optional[tuple[int, int, int, int, float, float, float, float]]:
+def float_stats(
+    ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, clamp: float
+) -> Optional[tuple[int, int, int, int, float, float, float, float]]:
     """``compare._float_stats`` in one kernel: (NaN positions that differ, of them NaN only
     in ``out``, Inf positions or signs that differ, elements outside ``atol + rtol *
     |ref|``, max abs error, max relative error (|ref| clamped below at ``clamp``), sum of
@@ -247,8 +271,9 @@ def float_stats(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, 
     return _guarded(lambda: run_float_stats(ref, out, atol, rtol, clamp))
 
 
-def run_float_stats(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, clamp: float
-                    ) -> tuple[int, int, int, int, float, float, float, float]:
+def run_float_stats(
+    ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, clamp: float
+) -> tuple[int, int, int, int, float, float, float, float]:
     """``float_stats`` without the checks of where the tensors are (the tests run it under
     Triton's interpreter, on the host)."""
     k = _kernel_module()
@@ -258,12 +283,24 @@ def run_float_stats(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: flo
     counts = torch.empty((programs, 4), dtype=torch.int64, device=a.device)
     maxima = torch.empty((programs, 2), dtype=torch.float64, device=a.device)
     sums = torch.empty((programs, 2), dtype=torch.float64, device=a.device)
-    _launch(k.float_stats_kernel, programs, (a, b, counts, maxima, sums, n, _tolerances(a.device, atol, rtol, clamp)),
-            {"BLOCK": _BLOCK, "WIDE": ref.dtype == torch.float64, "enable_fp_fusion": False})
+    _launch(
+        k.float_stats_kernel,
+        programs,
+        (a, b, counts, maxima, sums, n, _tolerances(a.device, atol, rtol, clamp)),
+        {"BLOCK": _BLOCK, "WIDE": ref.dtype == torch.float64, "enable_fp_fusion": False},
+    )
     c, m, s = counts.sum(0), maxima.amax(0), sums.sum(0)
     values = torch.cat([c.to(torch.float64), m, s]).tolist()  # one synchronisation
-    return (int(values[0]), int(values[1]), int(values[2]), int(values[3]), float(values[4]), float(values[5]),
-            float(values[6]), float(values[7]))
+    return (
+        int(values[0]),
+        int(values[1]),
+        int(values[2]),
+        int(values[3]),
+        float(values[4]),
+        float(values[5]),
+        float(values[6]),
+        float(values[7]),
+    )
 
 
 def diff_stats(ref: torch.Tensor, out: torch.Tensor) -> Optional[tuple[int, float, float, float, float]]:
@@ -283,13 +320,16 @@ def run_diff_stats(ref: torch.Tensor, out: torch.Tensor) -> tuple[int, float, fl
     counts = torch.empty((programs,), dtype=torch.int64, device=a.device)
     sums = torch.empty((programs, 2), dtype=torch.float64, device=a.device)
     maxima = torch.empty((programs, 2), dtype=torch.float64, device=a.device)
-    _launch(k.diff_stats_kernel, programs, (a, b, counts, sums, maxima, n), {"BLOCK": _BLOCK, "enable_fp_fusion": False})
+    _launch(
+        k.diff_stats_kernel, programs, (a, b, counts, sums, maxima, n), {"BLOCK": _BLOCK, "enable_fp_fusion": False}
+    )
     values = torch.cat([counts.sum().to(torch.float64).reshape(1), sums.sum(0), maxima.amax(0)]).tolist()
     return int(values[0]), float(values[1]), float(values[2]), float(values[3]), float(values[4])
 
 
-def fingerprint_sums(raw: torch.Tensor, weights: torch.Tensor, salts: torch.Tensor, chunk: int
-                     ) -> Optional[tuple[int, int]]:
+def fingerprint_sums(
+    raw: torch.Tensor, weights: torch.Tensor, salts: torch.Tensor, chunk: int
+) -> Optional[tuple[int, int]]:
     """``observe.fingerprint``'s two wrapping int64 sums over ``raw`` (an integer view of
     the tensor's bytes): the plain sum, and the sum of each element times ``weights[i %
     chunk] ^ salts[i // chunk]``. None where the kernels cannot read it."""
@@ -298,8 +338,7 @@ def fingerprint_sums(raw: torch.Tensor, weights: torch.Tensor, salts: torch.Tens
     return _guarded(lambda: run_fingerprint_sums(raw, weights, salts, chunk))
 
 
-def run_fingerprint_sums(raw: torch.Tensor, weights: torch.Tensor, salts: torch.Tensor, chunk: int
-                         ) -> tuple[int, int]:
+def run_fingerprint_sums(raw: torch.Tensor, weights: torch.Tensor, salts: torch.Tensor, chunk: int) -> tuple[int, int]:
     k = _kernel_module()
     flat = _flat(raw)
     n = flat.numel()

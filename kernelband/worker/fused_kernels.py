@@ -6,6 +6,7 @@ rows. Offsets are int64: outputs of more than 2**31 elements are read whole. The
 with ``enable_fp_fusion=False``: a fused multiply-add rounds once where torch rounds twice,
 and an element at the tolerance's edge would be counted differently.
 """
+
 from __future__ import annotations
 
 import triton
@@ -13,8 +14,9 @@ import triton.language as tl
 
 
 @triton.jit(do_not_specialize=["n"])
-def float_stats_kernel(a_ptr, b_ptr, counts_ptr, maxima_ptr, sums_ptr, n, tol_ptr,
-                       BLOCK: tl.constexpr, WIDE: tl.constexpr):
+def float_stats_kernel(
+    a_ptr, b_ptr, counts_ptr, maxima_ptr, sums_ptr, n, tol_ptr, BLOCK: tl.constexpr, WIDE: tl.constexpr
+):
     pid = tl.program_id(0).to(tl.int64)
     # the tolerances come as float64 and are rounded to the compute dtype once, as torch
     # rounds a Python float for a float32 tensor (a float32 kernel argument would round
@@ -125,4 +127,3 @@ def fingerprint_kernel(x_ptr, w_ptr, salt_ptr, parts_ptr, n, CHUNK: tl.constexpr
         s2 += v * (w ^ salt)  # int64 products and sums wrap, as torch's do
     tl.store(parts_ptr + pid * 2, tl.sum(s1, axis=0))
     tl.store(parts_ptr + pid * 2 + 1, tl.sum(s2, axis=0))
-

@@ -13,6 +13,7 @@ The files live beside each other (``PATH`` and ``PATH.turnstile``); ``PATH`` com
 ``KERNELBAND_TIMING_LOCK`` (``off`` disables the lock), set by the judge to one file per
 physical GPU so that every session on the machine shares it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -142,8 +143,12 @@ def exclusive_turn(sync: Callable[[], None]) -> Iterator[None]:
 def _shared_hold() -> Optional[str]:
     """The lock's path where this thread holds it shared, once (not nested), else None."""
     path = lock_path()
-    if path is None or getattr(_held, "depth", 0) != 1 or not getattr(_held, "shared", False) \
-            or getattr(_held, "main", -1) < 0:
+    if (
+        path is None
+        or getattr(_held, "depth", 0) != 1
+        or not getattr(_held, "shared", False)
+        or getattr(_held, "main", -1) < 0
+    ):
         return None
     return path
 

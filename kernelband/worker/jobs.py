@@ -1,5 +1,6 @@
 """Run one variant-process job from the judge: spawn it in the sandbox, send the job,
 read its frames under a deadline, and kill its whole process tree at the end."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,8 +23,20 @@ from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
 from ..trace import mark
 from . import sandbox
 from .sandbox_setup import hand_over
-from .messages import (Command, FrameMeta, Job, Kill, Killed, MalformedMessage, Reap, Reaped, Spawn, Spawned, Step,
-                       decode_frame)
+from .messages import (
+    Command,
+    FrameMeta,
+    Job,
+    Kill,
+    Killed,
+    MalformedMessage,
+    Reap,
+    Reaped,
+    Spawn,
+    Spawned,
+    Step,
+    decode_frame,
+)
 from .wire import DeviceChoice, IpcMaps, WireError, read_frame
 from .zygote_handle import _KEEP_PIDS, Zygote
 
@@ -134,6 +147,21 @@ def _user_paths(job: Job) -> list[str]:
     return paths + ([os.path.abspath(task.harness_path)] if task.harness_path else [])
 
 
+def _ack(proc: Optional[subprocess.Popen[bytes]]) -> None:
+    """Tell the variant the judge is done with a frame (its tensors dropped, GPU
+    blocks released): a full-size run starts only after every frame sent before it
+    is acked, so the judge never holds a decoded frame while the variant allocates
+    its next run (variant.Steps.await_judge)."""
+    stdin = getattr(proc, "stdin", None)
+    if stdin is None:
+        return
+    try:
+        stdin.write(b"\n")
+        stdin.flush()
+    except (OSError, ValueError):  # full (a variant that reads no acks), closed, or dead
+        pass
+
+
 @dataclass
 class VariantJob:
     """One variant process. Iterate ``frames()``; a JobFailed ends the iteration when the
@@ -197,8 +225,13 @@ class VariantJob:
             self._send_job()
         finally:
             self.spent["spawn"] = self.spent.get("spawn", 0.0) + time.perf_counter() - t0
-            mark("job.start", job=self.nonce[:8], pid=getattr(self.proc, "pid", None), zygote=zygote is not None,
-                 spare=spare)
+            mark(
+                "job.start",
+                job=self.nonce[:8],
+                pid=getattr(self.proc, "pid", None),
+                zygote=zygote is not None,
+                spare=spare,
+            )
 
     def adopt(self, job: Job, timeout_s: float) -> None:
         """A spare (``spawn``ed, no job sent) takes ``job``: ``start`` then sends it."""
@@ -231,20 +264,6 @@ class VariantJob:
             # read them cannot stall the judge
             os.set_blocking(self.proc.stdin.fileno(), False)
         except (OSError, ValueError):
-            pass
-
-    def _ack(self) -> None:
-        """Tell the variant the judge is done with a frame (its tensors dropped, GPU
-        blocks released): a full-size run starts only after every frame sent before it
-        is acked, so the judge never holds a decoded frame while the variant allocates
-        its next run (variant.Steps.await_judge)."""
-        stdin = getattr(self.proc, "stdin", None)
-        if stdin is None:
-            return
-        try:
-            stdin.write(b"\n")
-            stdin.flush()
-        except (OSError, ValueError):  # full (a variant that reads no acks), closed, or dead
             pass
 
     def stderr_tail(self, n: int = 6) -> str:
@@ -297,7 +316,7 @@ class VariantJob:
             self.after_frame()
         if self.ipc is not None:  # unmap before the ack: the variant may then free that memory
             self.ipc.close()
-        self._ack()
+        _ack(self.proc)
         self._go.put(True)
 
     def next_frame(self, timeout_s: Optional[float] = None) -> Frame[FrameMeta]:
@@ -314,15 +333,24 @@ class VariantJob:
             item = self._out.get(timeout=max(wait, 0.01))
         except queue.Empty:
             self.close()
-            raise JobFailed(JobEnd(JobEndKind.TIMEOUT, f"no result within {self.timeout_s if timeout_s is None else timeout_s:.0f} s "
-                                              "(hang or far too slow)", self.stderr_tail())) from None
+            raise JobFailed(
+                JobEnd(
+                    JobEndKind.TIMEOUT,
+                    f"no result within {self.timeout_s if timeout_s is None else timeout_s:.0f} s "
+                    "(hang or far too slow)",
+                    self.stderr_tail(),
+                )
+            ) from None
         if isinstance(item, MalformedMessage):  # read as sent, and wrong: the variant process's doing
             self.close()
-            raise JobFailed(JobEnd(JobEndKind.MALFORMED, f"the variant process sent a malformed frame ({item})",
-                                   self.stderr_tail()))
+            raise JobFailed(
+                JobEnd(JobEndKind.MALFORMED, f"the variant process sent a malformed frame ({item})", self.stderr_tail())
+            )
         if isinstance(item, Exception):
             self.close()
-            raise JobFailed(JobEnd(JobEndKind.PROTOCOL, f"the variant process broke the protocol: {item}", self.stderr_tail()))
+            raise JobFailed(
+                JobEnd(JobEndKind.PROTOCOL, f"the variant process broke the protocol: {item}", self.stderr_tail())
+            )
         if item is None:
             code = self.proc.wait()
             how = f"signal {-code}" if code < 0 else f"exit code {code}"
@@ -369,7 +397,9 @@ class VariantJob:
             stdin.write(data)
             stdin.flush()
         except (OSError, ValueError) as e:
-            raise JobFailed(JobEnd(JobEndKind.CRASHED, f"the variant process closed its input ({e})", self.stderr_tail())) from None
+            raise JobFailed(
+                JobEnd(JobEndKind.CRASHED, f"the variant process closed its input ({e})", self.stderr_tail())
+            ) from None
         finally:
             try:
                 os.set_blocking(stdin.fileno(), False)
@@ -446,8 +476,13 @@ def _popen(workdir: Path, wrapper: list[str], env: dict[str, str]) -> "subproces
     """A fresh interpreter (no fork server, or under a wrapper such as compute-sanitizer)."""
     proc = subprocess.Popen(
         [*wrapper, sys.executable, "-m", "kernelband.worker.variant"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        cwd=str(workdir), env=env, start_new_session=True, close_fds=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=str(workdir),
+        env=env,
+        start_new_session=True,
+        close_fds=True,
     )
     _SPAWNED.add(proc.pid)
     assert proc.stdout is not None

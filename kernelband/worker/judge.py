@@ -25,6 +25,7 @@ per concern: the original (``judge_original``), candidates (``judge_candidate``)
 re-timing and profiles (``judge_timing``), memcheck (``judge_memcheck``), calls past
 int32 offsets (``judge_wide``).
 """
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,20 @@ import torch
 from . import judge_candidate, judge_memcheck, judge_original, judge_timing, judge_wide
 from ..profile.schema import DeviceFacts
 from .judge_core import JudgeCore, gpu
-from .requests import (Evaluate, Hello, MeasureDevice, Paired, Prepare, ProfileRun, Request, Retime, SandboxInfo,
-                       Sanitize, Sync, WideCalls)
+from .requests import (
+    Evaluate,
+    Hello,
+    MeasureDevice,
+    Paired,
+    Prepare,
+    ProfileRun,
+    Request,
+    Retime,
+    SandboxInfo,
+    Sanitize,
+    Sync,
+    WideCalls,
+)
 
 
 def _hello(judge: JudgeCore, req: Hello) -> dict[str, Any]:

@@ -9,6 +9,7 @@ with the reference lane under one exclusive GPU turn, or alone), then every othe
 reads every output itself (in place over CUDA IPC while the variant process waits, or
 from bytes): the facts of a verdict are the judge's own observations.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,12 +26,38 @@ from .jobs import Frame, JobEndKind, JobFailed, VariantJob
 from .deadlines import search_run_timeout_s
 from .judge_derivation import wait_for_references
 from .judge_derived import candidate_steps
-from .judge_core import (JudgeCore, Reference, add_frame_phase, add_phase, count_runs, deadline_s, gpu, sample_step,
-                         timed_phase)
+from .judge_core import (
+    JudgeCore,
+    Reference,
+    add_frame_phase,
+    add_phase,
+    count_runs,
+    deadline_s,
+    gpu,
+    sample_step,
+    timed_phase,
+)
 from .lane_turns import Turn, timed_turns
 from .matched_runs import MatchedRuns
-from .messages import (Derived, DerivedOutputs, ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, Release,
-                       ReplayCheck, ReplayOutputs, Run, RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
+from .messages import (
+    Derived,
+    DerivedOutputs,
+    ErrorFrame,
+    FrameMeta,
+    Mark,
+    ProfileFrame,
+    ProfileStep,
+    Release,
+    ReplayCheck,
+    ReplayOutputs,
+    Run,
+    RunOutputs,
+    Sample,
+    SampleFrame,
+    Step,
+    Time,
+    TimingFrame,
+)
 from .observe import CallHistory, comparable, condense_locals
 from .requests import Evaluate
 from .stats import median_timing, paired_statistics
@@ -67,8 +94,9 @@ def rest_steps(judge: JudgeCore) -> list[Step]:
     return steps
 
 
-def _timing_steps(judge: JudgeCore, lane: bool, tier: int, facts: DeviceFacts, source: str,
-                  time_ms: Optional[float]) -> list[Step]:
+def _timing_steps(
+    judge: JudgeCore, lane: bool, tier: int, facts: DeviceFacts, source: str, time_ms: Optional[float]
+) -> list[Step]:
     """After the kept run: its timing alone (no lane), its profile, its release."""
     steps: list[Step] = [] if lane else [Time("v")]
     if tier > 0:
@@ -85,14 +113,17 @@ class CandidateRun:
         self.ev = Evaluation(status=Status.OK, interpreted=judge.interpreted, variant_id=req.variant_id or "variant")
         self.worst: Any = None
         self.history = CallHistory()
-        self.matched = MatchedRuns()  # its runs that matched, by the judge's hash: a bit-equal rerun is not compared again
+        self.matched = (
+            MatchedRuns()
+        )  # its runs that matched, by the judge's hash: a bit-equal rerun is not compared again
         self.t0 = time.perf_counter()
         self.expected: list[str] = []  # what each coming frame is (a crash is reported as during the next one)
         self.first_run: Optional[list[tuple[int, int]]] = None  # fingerprints of the kept run's outputs
         task = judge.require_task()
         # a search's candidate many times slower than the original's slowest run is no contender
-        self.run_timeout_s = search_run_timeout_s(task.timeout_s, judge.ref.slowest_run_s) if req.screen \
-            else task.timeout_s
+        self.run_timeout_s = (
+            search_run_timeout_s(task.timeout_s, judge.ref.slowest_run_s) if req.screen else task.timeout_s
+        )
         self.far_slower = False  # the timing stopped early: FAR_SLOWER times slower in every round
         self.siblings: list[VariantJob] = []  # compiling its calls beyond the harness ahead of it (warm)
         self.first_run_s = 0.0  # its first run of the harness (its first compile included)
@@ -106,8 +137,14 @@ class CandidateRun:
         # the first batch (the kept run and its replay) has its own deadline; the rest gets
         # one when it is sent (``_check_the_rest``)
         first_runs = count_runs(first_steps(judge)) + 1 if req.screen else runs
-        job = judge.job({"v": req.source}, first_steps(judge) + [Mark()], first_runs, trusted=False,
-                        interactive=True, run_timeout_s=self.run_timeout_s)
+        job = judge.job(
+            {"v": req.source},
+            first_steps(judge) + [Mark()],
+            first_runs,
+            trusted=False,
+            interactive=True,
+            run_timeout_s=self.run_timeout_s,
+        )
         if judge.ref.derived_ready.is_set():
             self._start_sibling(job, judge.ref)
         self.expected = frame_labels(first_steps(judge))
@@ -129,9 +166,13 @@ class CandidateRun:
             during = f" during {self.expected[0]}" if self.expected else ""
             ev.message = str(e) + during + (f" (last output: {' | '.join(tail)})" if tail else "")
             if e.end.kind == JobEndKind.TIMEOUT and req.screen and self.run_timeout_s < task.timeout_s:
-                ev.message += (f"; a search's candidate may take {self.run_timeout_s:.0f} s a run, ten times the "
-                               "original's slowest")
-            if e.end.kind == JobEndKind.MALFORMED:  # a frame the judge cannot read as its kind: the variant's word, refused
+                ev.message += (
+                    f"; a search's candidate may take {self.run_timeout_s:.0f} s a run, ten times the "
+                    "original's slowest"
+                )
+            if (
+                e.end.kind == JobEndKind.MALFORMED
+            ):  # a frame the judge cannot read as its kind: the variant's word, refused
                 ev.status, ev.message = Status.REJECTED, f"trust: {e}{during}"
             ev.timing = None
             ev.reference_ms = ev.speedup_ci = None
@@ -153,8 +194,11 @@ class CandidateRun:
         the calls beyond the harness."""
         judge, ev, req = self.judge, self.ev, self.req
         self._start_sibling(job, judge.ref)  # now that its first run shows how it compiles
-        steps = _timing_steps(judge, laned, tier, facts, req.source, ev.timing.median_ms if ev.timing else None) \
-            if (req.time or tier) else [Release("v")]
+        steps = (
+            _timing_steps(judge, laned, tier, facts, req.source, ev.timing.median_ms if ev.timing else None)
+            if (req.time or tier)
+            else [Release("v")]
+        )
         self._command(job, steps + rest_steps(judge))
         t_wait = time.perf_counter()
         ref = wait_for_references(judge, lambda r: self._start_sibling(job, r))
@@ -192,12 +236,17 @@ class CandidateRun:
             return False
         task = self.judge.require_task()
         speedup = ev.reference_ms / ev.timing.median_ms if ev.reference_ms and ev.timing.median_ms > 0 else ci[1]
-        how = (f"more than {FAR_SLOWER:g}x slower in each of its first rounds, so timed no further" if self.far_slower
-               else f"[{ci[0]:.3f}, {ci[1]:.3f}] over the search's paired rounds")
+        how = (
+            f"more than {FAR_SLOWER:g}x slower in each of its first rounds, so timed no further"
+            if self.far_slower
+            else f"[{ci[0]:.3f}, {ci[1]:.3f}] over the search's paired rounds"
+        )
         ev.status = Status.SLOWER
         ev.errors = self.worst
-        ev.message = (f"slower than the original: {speedup:.3f}x {how}; matches it on {task.harness}, seed "
-                      f"{task.seeds[0]}, not checked on other inputs (only a candidate that could be faster is)")
+        ev.message = (
+            f"slower than the original: {speedup:.3f}x {how}; matches it on {task.harness}, seed "
+            f"{task.seeds[0]}, not checked on other inputs (only a candidate that could be faster is)"
+        )
         return True
 
     def _judge_frames(self, frames: Iterator[Frame[FrameMeta]]) -> None:
@@ -220,7 +269,7 @@ class CandidateRun:
                 with timed_phase(phases, "judge.across.consistent"):
                     self._check_consistent(frame)
                 with timed_phase(phases, "judge.across.consistent_beyond"):
-                    self._check_consistent_beyond(frame)
+                    _check_consistent_beyond(self.judge, frame, self.seed0_deviation)
             t_end = time.perf_counter()
             # the comparison with the reference, then the checks across frames (reproducible,
             # as precise as the original): where a large output's seconds go
@@ -228,9 +277,14 @@ class CandidateRun:
             add_phase(self.ev.phases, "judge.across_frames", t_end - t_compared)
             add_phase(self.ev.phases, "judge", t_end - t_judge)
             if t_end - t_judge > SLOW_FRAME_S:
-                mark("judge.slow_frame", variant=self.ev.variant_id, kind=frame.kind,
-                     mode=getattr(frame.meta, "mode", None), compare_s=round(t_compared - t_judge, 4),
-                     across_s=round(t_end - t_compared, 4))
+                mark(
+                    "judge.slow_frame",
+                    variant=self.ev.variant_id,
+                    kind=frame.kind,
+                    mode=getattr(frame.meta, "mode", None),
+                    compare_s=round(t_compared - t_judge, 4),
+                    across_s=round(t_end - t_compared, 4),
+                )
 
     def _check_consistent(self, frame: Frame[FrameMeta]) -> None:
         """Precision is measured against a float64 rerun, on the tensors the kernel wrote, at
@@ -252,45 +306,34 @@ class CandidateRun:
         if seed == task.seeds[0] and not meta.again:
             written = [d for p, (_, d) in devs.items() if p.startswith("output['written']")]
             self.seed0_deviation[h] = max(written, default=0.0)
-        _refuse_if_inconsistent(devs, self.seed0_deviation.get(h, 0.0), original_error, f"{h}, seed {seed}",
-                                task.seeds[0])
-
-    def _check_consistent_beyond(self, frame: Frame[FrameMeta]) -> None:
-        """The consistency rule on calls beyond the harness whose values are plain draws: a
-        candidate no farther from the original than its written outputs at seed 0 and the
-        original's own error allow (a result rounded only for some inputs shows wherever
-        those inputs come)."""
-        if not isinstance(frame.meta, DerivedOutputs):
-            return
-        from .derived import describe_call
-        from .judge_derived import plain_deviations
-
-        judge = self.judge
-        original_error = judge.ref.original_error()
-        if original_error is None:
-            return  # no float64 rerun of the original: tolerances only
-        devs = plain_deviations(judge, Frame(frame.meta, frame.tree))
-        if devs:
-            where = f"beyond the harness, {describe_call(judge.ref.derived[frame.meta.index][0])}"
-            _refuse_if_inconsistent(devs, max(self.seed0_deviation.values(), default=0.0), original_error, where,
-                                    judge.require_task().seeds[0])
+        _refuse_if_inconsistent(
+            devs, self.seed0_deviation.get(h, 0.0), original_error, f"{h}, seed {seed}", task.seeds[0]
+        )
 
     def _check_reproducible(self, frame: Frame[FrameMeta]) -> None:
         """A candidate is as deterministic as the original: where the original's two runs of
         seed 0 were bit-identical, the candidate's kept run and its re-check after timing
         must be too (a race whose last writer varies, a non-deterministic atomic order)."""
         task, meta = self.judge.require_task(), frame.meta
-        if not isinstance(meta, RunOutputs) or meta.mode != "check" or meta.harness != task.harness or \
-                meta.seed != task.seeds[0] or not self.judge.ref.bitwise_reproducible:
+        if (
+            not isinstance(meta, RunOutputs)
+            or meta.mode != "check"
+            or meta.harness != task.harness
+            or meta.seed != task.seeds[0]
+            or not self.judge.ref.bitwise_reproducible
+        ):
             return
         tree = frame.tree if isinstance(frame.tree, dict) else {}
         fps = _output_fingerprints(tree, self.matched)
         if meta.kept:
             self.first_run = fps
         elif meta.again and self.first_run is not None and fps != self.first_run:
-            raise Refusal(Status.MISMATCH, f"{task.harness}, seed {task.seeds[0]}: two runs under the same seed give "
-                                           "different bits, where the original's do not (a race, or an atomic "
-                                           "whose order varies)")
+            raise Refusal(
+                Status.MISMATCH,
+                f"{task.harness}, seed {task.seeds[0]}: two runs under the same seed give "
+                "different bits, where the original's do not (a race, or an atomic "
+                "whose order varies)",
+            )
 
     def _time_against_lane(self, job: VariantJob, lane: Any) -> None:
         """Interleaved rounds under one exclusive GPU turn: the candidate, then the original
@@ -302,8 +345,13 @@ class CandidateRun:
         turn, taken = timed_turns(lambda: self._turn(job, lane, rounds), level, settled=lambda _: self.far_slower)
         if level is not None and taken > 1:
             self.ev.phases["timing.turns"] = float(taken)
-            mark("lane.disturbed", variant=self.ev.variant_id, turns=taken, original_ms=turn.original_median,
-                 level_ms=level.ms)
+            mark(
+                "lane.disturbed",
+                variant=self.ev.variant_id,
+                turns=taken,
+                original_ms=turn.original_median,
+                level_ms=level.ms,
+            )
         launches = len(self.ev.launches) or 1
         self.ev.timing = median_timing(turn.candidate_ms, turn.clock, launches)
         paired = paired_statistics(turn.original_ms, turn.candidate_ms, turn.clock)
@@ -315,7 +363,7 @@ class CandidateRun:
         orig: list[float] = []
         clock = ""
         t_wait = time.perf_counter()
-        with lane.lock.turn(self.t0), (gpu_lock(exclusive=True) if gpu() else contextlib.nullcontext()):
+        with lane.lock.turn(self.t0), gpu_lock(exclusive=True) if gpu() else contextlib.nullcontext():
             # the wait for the lane and the exclusive turn apart from the turn itself: the
             # turns of all lanes are the one part of an evaluation that runs in series
             t0 = time.perf_counter()
@@ -332,26 +380,57 @@ class CandidateRun:
                         if isinstance(frame.meta, ErrorFrame):
                             raise Refusal(*error_verdict(frame.meta))
                         if not isinstance(frame.meta, SampleFrame):
-                            raise Refusal(Status.REJECTED, f"trust: the variant process answered a timing request "
-                                                           f"with a {frame.kind} frame")
+                            raise Refusal(
+                                Status.REJECTED,
+                                f"trust: the variant process answered a timing request with a {frame.kind} frame",
+                            )
                         cand.append(frame.meta.ms)
-                if self.req.screen and (gpu() or self.req.rounds) and 1 <= r < rounds - 1 and \
-                        min(cand) > FAR_SLOWER * max(orig):
+                if (
+                    self.req.screen
+                    and (gpu() or self.req.rounds)
+                    and 1 <= r < rounds - 1
+                    and min(cand) > FAR_SLOWER * max(orig)
+                ):
                     self.far_slower = True  # more rounds cannot make it faster than the original
                     break
         add_phase(self.ev.phases, "timing", time.perf_counter() - t0)
         return Turn(cand, orig, clock)
 
 
-def _refuse_if_inconsistent(devs: dict[str, tuple[Any, float]], at_seed0: float, original_error: float, where: str,
-                            seed0: int) -> None:
+def _check_consistent_beyond(judge: JudgeCore, frame: Frame[FrameMeta], seed0_deviation: dict[str, float]) -> None:
+    """The consistency rule on calls beyond the harness whose values are plain draws: a
+    candidate no farther from the original than its written outputs at seed 0 (each
+    harness's, ``seed0_deviation``) and the original's own error allow (a result rounded
+    only for some inputs shows wherever those inputs come)."""
+    if not isinstance(frame.meta, DerivedOutputs):
+        return
+    from .derived import describe_call
+    from .judge_derived import plain_deviations
+
+    original_error = judge.ref.original_error()
+    if original_error is None:
+        return  # no float64 rerun of the original: tolerances only
+    devs = plain_deviations(judge, Frame(frame.meta, frame.tree))
+    if devs:
+        where = f"beyond the harness, {describe_call(judge.ref.derived[frame.meta.index][0])}"
+        _refuse_if_inconsistent(
+            devs, max(seed0_deviation.values(), default=0.0), original_error, where, judge.require_task().seeds[0]
+        )
+
+
+def _refuse_if_inconsistent(
+    devs: dict[str, tuple[Any, float]], at_seed0: float, original_error: float, where: str, seed0: int
+) -> None:
     """The consistency rule: every output no farther from the original than the candidate's
     written outputs at seed 0 and the original's own error allow (``checks.consistency_bound``)."""
     for path, (dtype, dev) in devs.items():
         if dev > checks.consistency_bound(dtype, at_seed0, original_error):
-            raise Refusal(Status.MISMATCH, f"precision: {where}: {path} is {dev:.3g} from the original's (relative L2), "
-                                           f"more than its written outputs at seed {seed0} ({at_seed0:.3g}) and the "
-                                           f"original's own error ({original_error:.3g}) allow")
+            raise Refusal(
+                Status.MISMATCH,
+                f"precision: {where}: {path} is {dev:.3g} from the original's (relative L2), "
+                f"more than its written outputs at seed {seed0} ({at_seed0:.3g}) and the "
+                f"original's own error ({original_error:.3g}) allow",
+            )
 
 
 def _written_bytes(judge: JudgeCore) -> int:
@@ -378,8 +457,12 @@ def _output_fingerprints(tree: dict[str, Any], matched: MatchedRuns) -> list[tup
     return [matched.fingerprint(t) or fingerprint(t) for t in tensors]
 
 
-_LABELS: dict[type[Step], str] = {ReplayCheck: "the replay check", Time: "timing", ProfileStep: "profiling",
-                                  Sample: "timing"}
+_LABELS: dict[type[Step], str] = {
+    ReplayCheck: "the replay check",
+    Time: "timing",
+    ProfileStep: "profiling",
+    Sample: "timing",
+}
 
 
 def frame_labels(steps: list[Step]) -> list[str]:
@@ -413,13 +496,23 @@ def checked_runs(judge: JudgeCore) -> str:
     skipped = {h for h, _ in judge.ref.skipped}
     if not skipped:
         return f"seeds {task.seeds} of {', '.join(judge.harnesses())}"
-    parts = [f"{h} (seed {task.seeds[0]} only: outputs too large for every seed's reference)" if h in skipped
-             else f"{h} (seeds {task.seeds})" for h in judge.harnesses()]
+    parts = [
+        f"{h} (seed {task.seeds[0]} only: outputs too large for every seed's reference)"
+        if h in skipped
+        else f"{h} (seeds {task.seeds})"
+        for h in judge.harnesses()
+    ]
     return ", ".join(parts)
 
 
-def judge_frame(judge: JudgeCore, frame: Frame[FrameMeta], ev: Evaluation, worst: Any,
-                history: Optional[CallHistory] = None, matched: Optional[MatchedRuns] = None) -> Any:
+def judge_frame(
+    judge: JudgeCore,
+    frame: Frame[FrameMeta],
+    ev: Evaluation,
+    worst: Any,
+    history: Optional[CallHistory] = None,
+    matched: Optional[MatchedRuns] = None,
+) -> Any:
     """Judge one frame (raises Refusal on a failed check); returns the worst error
     statistics of the outputs compared so far."""
     matched = matched or MatchedRuns()
@@ -452,8 +545,11 @@ def judge_frame(judge: JudgeCore, frame: Frame[FrameMeta], ev: Evaluation, worst
             with timed_phase(ev.phases, "judge.compare.replay"):
                 verdict = matched.compare(ref.outputs[(task.harness, task.seeds[0])], tree)
             if not verdict.ok:
-                raise Refusal(Status.REJECTED, "trust: a replay of the timed launches does not reproduce the "
-                                               f"outputs ({verdict.message}): the timing would not be of the checked work")
+                raise Refusal(
+                    Status.REJECTED,
+                    "trust: a replay of the timed launches does not reproduce the "
+                    f"outputs ({verdict.message}): the timing would not be of the checked work",
+                )
         return worst
     if meta.mode == "neutral":
         with timed_phase(ev.phases, "judge.compare.neutral"):
@@ -463,8 +559,9 @@ def judge_frame(judge: JudgeCore, frame: Frame[FrameMeta], ev: Evaluation, worst
     return stats if worst is None or stats.rel_l2 >= worst.rel_l2 else worst
 
 
-def _judge_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any, ev: Evaluation, history: CallHistory,
-                   matched: MatchedRuns) -> Any:
+def _judge_outputs(
+    judge: JudgeCore, meta: RunOutputs, tree: Any, ev: Evaluation, history: CallHistory, matched: MatchedRuns
+) -> Any:
     """A checked run of the candidate: it launches the kernel, has no side effect the
     original lacks, matches the reference and is as precise; its error statistics."""
     task = judge.require_task()
@@ -473,8 +570,10 @@ def _judge_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any, ev: Evaluation
     launches = meta.launches
     if task.kernel not in {launch.kernel for launch in launches}:
         seen = ", ".join(sorted({launch.kernel for launch in launches})) or "no Triton kernel"
-        raise Refusal(Status.REJECTED, f"the variant never launches {task.kernel} in {h} (it launched: {seen}); "
-                                       "a torch fallback is not a kernel")
+        raise Refusal(
+            Status.REJECTED,
+            f"the variant never launches {task.kernel} in {h} (it launched: {seen}); a torch fallback is not a kernel",
+        )
     _check_streams(judge, meta, where)
     with timed_phase(ev.phases, "judge.compare.launch_inputs"):
         _check_inputs_of_launches(judge, tree, meta, where)
@@ -487,8 +586,11 @@ def _judge_outputs(judge: JudgeCore, meta: RunOutputs, tree: Any, ev: Evaluation
         prefix = "after timing, " if meta.again else ""
         local = _local_name(verdict.message)
         if local is not None:  # the outputs matched: what differs is a tensor of the caller's
-            raise Refusal(Status.REJECTED, f"trust: {prefix}{where}: the harness's tensor {local} was modified "
-                                           f"(the original leaves it as it is): {verdict.message}")
+            raise Refusal(
+                Status.REJECTED,
+                f"trust: {prefix}{where}: the harness's tensor {local} was modified "
+                f"(the original leaves it as it is): {verdict.message}",
+            )
         raise Refusal(Status.MISMATCH, f"{prefix}{where}: {verdict.message}")
     if h == task.harness and seed == task.seeds[0] and not meta.again:
         ev.launches = launches
@@ -519,15 +621,21 @@ def _check_roofline(ev: Evaluation, facts: DeviceFacts, output_floor_bytes: int)
     # implied 12 TB/s), and they come from the variant's process
     bw = floor_bytes / (ev.timing.median_ms * 1e-3) / 1e9 if ev.timing.median_ms > 0 else 0.0
     if bw and peak_bw and bw > ROOFLINE_SLACK * float(peak_bw):
-        raise Refusal(Status.REJECTED, f"trust: its time implies {bw:.0f} GB/s of memory traffic (the "
-                                       f"{floor_bytes / 2**20:.1f} MiB whose bits the original's launches change, "
-                                       f"less the L2), above the GPU's measured copy bandwidth "
-                                       f"({float(peak_bw):.0f} GB/s): the timed launches cannot be all the work")
+        raise Refusal(
+            Status.REJECTED,
+            f"trust: its time implies {bw:.0f} GB/s of memory traffic (the "
+            f"{floor_bytes / 2**20:.1f} MiB whose bits the original's launches change, "
+            f"less the L2), above the GPU's measured copy bandwidth "
+            f"({float(peak_bw):.0f} GB/s): the timed launches cannot be all the work",
+        )
     tflops, peak = tm.tflops, tm.compute_peak_tflops
     if tflops and peak and tflops > ROOFLINE_SLACK * float(peak):
-        raise Refusal(Status.REJECTED, f"trust: its time implies {tflops:.0f} TFLOP/s, above the GPU's measured "
-                                       f"matrix rate ({float(peak):.0f} TFLOP/s): the timed launches cannot be all "
-                                       "the work")
+        raise Refusal(
+            Status.REJECTED,
+            f"trust: its time implies {tflops:.0f} TFLOP/s, above the GPU's measured "
+            f"matrix rate ({float(peak):.0f} TFLOP/s): the timed launches cannot be all "
+            "the work",
+        )
 
 
 def _local_name(message: str) -> Optional[str]:
@@ -535,7 +643,7 @@ def _local_name(message: str) -> Optional[str]:
     marker = "output['harness_locals']["
     if not message.startswith(marker):
         return None
-    rest = message[len(marker):]
+    rest = message[len(marker) :]
     return rest.split("]", 1)[0].strip("'\"")
 
 
@@ -556,9 +664,12 @@ def _check_inputs_of_launches(judge: JudgeCore, tree: Any, meta: RunOutputs, whe
         if not hasattr(t, "dtype") or is_constant(t) or content_key(t) in judge.ref.known_inputs:
             continue
         label = labels[i] if i < len(labels) else "a launch argument"
-        raise Refusal(Status.REJECTED, f"trust: {where}: {label} reads a tensor that neither the original's launches "
-                                       "nor its harness had (computed outside Triton, or kept from an earlier call): "
-                                       "the timed launches are not all the work")
+        raise Refusal(
+            Status.REJECTED,
+            f"trust: {where}: {label} reads a tensor that neither the original's launches "
+            "nor its harness had (computed outside Triton, or kept from an earlier call): "
+            "the timed launches are not all the work",
+        )
 
 
 def _check_streams(judge: JudgeCore, meta: RunOutputs, where: str) -> None:
@@ -577,8 +688,11 @@ def _check_stale(judge: JudgeCore, history: CallHistory, h: str, tree: Any, wher
         return
     changed = history.changed(h, previous)
     if changed and not judge.ref.stale:
-        raise Refusal(Status.REJECTED, f"trust: {where}: a result returned by an earlier call changed when the "
-                                       f"wrapper was called again ({changed}: a shared output buffer)")
+        raise Refusal(
+            Status.REJECTED,
+            f"trust: {where}: a result returned by an earlier call changed when the "
+            f"wrapper was called again ({changed}: a shared output buffer)",
+        )
     history.record(h, tree.get("returned"))
 
 
@@ -587,9 +701,12 @@ def _check_neutral(judge: JudgeCore, h: str, meta: RunOutputs, tree: Any) -> Non
         return  # the harness notices that nothing was computed: the launches matter
     ref = judge.ref
     if ref.neutral_raised.get(h):
-        raise Refusal(Status.REJECTED, f"trust: {h}: with its Triton launches neutralised the variant still passes "
-                                       "the harness's own checks, which fail for the original: Triton does not "
-                                       "produce the result")
+        raise Refusal(
+            Status.REJECTED,
+            f"trust: {h}: with its Triton launches neutralised the variant still passes "
+            "the harness's own checks, which fail for the original: Triton does not "
+            "produce the result",
+        )
     task = judge.require_task()
     if isinstance(tree, dict):
         tree.pop("previous", None)
@@ -611,8 +728,9 @@ def _check_precision(judge: JudgeCore, h: str, seed: int, tree: Any) -> None:
         for j, value in enumerate(values):
             if value is None or j >= len(outs):
                 continue
-            reason = checks.precision_reason(f"{key}[{j}]", outs[j].dtype, ref.high_error[(h, seed, key, j)],
-                                             checks.error_against(value, outs[j]))
+            reason = checks.precision_reason(
+                f"{key}[{j}]", outs[j].dtype, ref.high_error[(h, seed, key, j)], checks.error_against(value, outs[j])
+            )
             if reason:
                 raise Refusal(Status.MISMATCH, f"precision: {h}, seed {seed}: {reason}")
 

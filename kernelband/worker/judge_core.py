@@ -9,6 +9,7 @@ only by ``prepare`` and read by everyone else; GPU work is ordered by the cross-
 GPU lock (shared for runs and the judge's reads, exclusive for timing); the lane is used
 by one thread at a time.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,8 +32,25 @@ from .compare import set_compute_device
 from .deadlines import deadline_s
 from .jobs import Frame, VariantJob
 from .lane_turns import LaneLevel, TurnQueue
-from .messages import (PAIRED_SAMPLE_MS, Derived, ErrorFrame, FrameMeta, Job, ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run,
-                       RunOutputs, Sample, SampleFrame, Step, Time, TimingFrame)
+from .messages import (
+    PAIRED_SAMPLE_MS,
+    Derived,
+    ErrorFrame,
+    FrameMeta,
+    Job,
+    ProfileFrame,
+    ProfileStep,
+    Release,
+    ReplayCheck,
+    ReplayOutputs,
+    Run,
+    RunOutputs,
+    Sample,
+    SampleFrame,
+    Step,
+    Time,
+    TimingFrame,
+)
 from .spares import EARLY_CUDA_ENV
 
 if TYPE_CHECKING:
@@ -105,8 +123,11 @@ class Reference:
         """The original's largest relative error against its float64 reruns, over the given
         harness's (else every harness's) given seeds (else every seed): None where it has
         none there."""
-        errors = [e.rel for (h, s, _, _), e in self.high_error.items()
-                  if (harness is None or h == harness) and (seeds is None or s in seeds)]
+        errors = [
+            e.rel
+            for (h, s, _, _), e in self.high_error.items()
+            if (harness is None or h == harness) and (seeds is None or s in seeds)
+        ]
         return max(errors) if errors else None
 
     def derived_runs(self) -> int:
@@ -218,14 +239,29 @@ class JudgeCore:
         return [task.harness] + [h for h in task.check_harnesses if h != task.harness]
 
     # ------------------------------------------------------------------ variant jobs
-    def job(self, modules: dict[str, str], steps: list[Step], runs: int, trusted: bool,
-            interactive: bool = False, run_timeout_s: Optional[float] = None) -> VariantJob:
+    def job(
+        self,
+        modules: dict[str, str],
+        steps: list[Step],
+        runs: int,
+        trusted: bool,
+        interactive: bool = False,
+        run_timeout_s: Optional[float] = None,
+    ) -> VariantJob:
         """A started variant job; its timeout allows for ``runs`` runs of the harness, each
         ``run_timeout_s`` (default: the task's)."""
         task = self.require_task()
         alone = self.on_gpu and self.lanes == 1  # the one candidate on this GPU: its harness may fill it
-        spec = Job(task, modules, steps, self.interpreted, {} if trusted else self.ref.writes, self.transport,
-                   interactive, gpu_alone=alone)
+        spec = Job(
+            task,
+            modules,
+            steps,
+            self.interpreted,
+            {} if trusted else self.ref.writes,
+            self.transport,
+            interactive,
+            gpu_alone=alone,
+        )
         timeout_s = deadline_s(run_timeout_s or task.timeout_s, runs)
         job = None if trusted else self.spares.take(self._spare_fits)
         if job is not None:
@@ -243,7 +279,8 @@ class JudgeCore:
     def _new_job(self, spec: Job, timeout_s: float, trusted: bool, early_cuda: bool = False) -> VariantJob:
         assert self.workdir is not None
         return VariantJob(
-            spec, timeout_s=timeout_s,
+            spec,
+            timeout_s=timeout_s,
             # the original's jobs start from this machine's compiled kernels of the same source
             # (written only from original-only jobs); a candidate's from this session's
             trusted_cache=persistent_cache(spec.task) if trusted else self.workdir / "triton-cache-trusted",
@@ -259,8 +296,9 @@ class JudgeCore:
         task = self.require_task()
 
         def make() -> VariantJob:
-            spare = self._new_job(Job(task, {}, [], self.interpreted, {}, self.transport), 0.0, trusted=False,
-                                  early_cuda=self.on_gpu)
+            spare = self._new_job(
+                Job(task, {}, [], self.interpreted, {}, self.transport), 0.0, trusted=False, early_cuda=self.on_gpu
+            )
             spare.spawn(self.live_zygote())
             return spare
 
@@ -300,8 +338,13 @@ class JudgeCore:
 
     def _becomes_reference(self, meta: FrameMeta) -> bool:
         """An outputs frame of the original that is kept as a reference (prepare)."""
-        return (self.preparing and isinstance(meta, RunOutputs) and meta.mode in ("check", "upcast")
-                and not meta.again and not meta.skipped)
+        return (
+            self.preparing
+            and isinstance(meta, RunOutputs)
+            and meta.mode in ("check", "upcast")
+            and not meta.again
+            and not meta.skipped
+        )
 
     def keep_trusted_cache(self, job: VariantJob) -> None:
         """An original-only job's compiled kernels seed later jobs' private caches (which
@@ -324,6 +367,7 @@ class JudgeCore:
     def prestart_zygote(self) -> None:
         """Start the fork server now, beside the session's own setup, so its imports are not
         paid inside the first job."""
+
         def start_and_stay() -> None:
             self.live_zygote()
             # the fork server dies with the thread that started it (PR_SET_PDEATHSIG is per
@@ -422,8 +466,9 @@ def original_setup_message(task: Task, meta: ErrorFrame) -> str:
 
 def count_runs(steps: list[Step]) -> int:
     """The steps that run the harness (its timeout is per run)."""
-    return sum(len(s.calls) if isinstance(s, Derived) else 1 for s in steps
-               if isinstance(s, (Run, Time, ProfileStep, Derived)))
+    return sum(
+        len(s.calls) if isinstance(s, Derived) else 1 for s in steps if isinstance(s, (Run, Time, ProfileStep, Derived))
+    )
 
 
 def add_frame_phase(phases: dict[str, float], frame: Frame[FrameMeta], t0: float) -> None:

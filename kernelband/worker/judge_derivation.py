@@ -10,6 +10,7 @@ a median 2.5 s and up to 15 s of the time before the first verdict
 (benchmarks/results/eval_speed/h200x2_49e942d). Elsewhere (the interpreter, a harness
 that fills the GPU) prepare waits for them, as a candidate would.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,15 @@ from .deadlines import JOB_START_S, deadline_s
 from .derived import ATTEMPTS, CANARIES, MAX_CALL_BYTES, call_bytes, describe_call
 from .derived_run import MAX_CONFIG_TWINS, TWIN_FLAVOURS
 from .jobs import Frame, JobEndKind, JobFailed
-from .judge_core import (GPU_MARGIN_BYTES, JudgeCore, Reference, gpu, lane_bytes, note_run_seconds,
-                         original_setup_message)
+from .judge_core import (
+    GPU_MARGIN_BYTES,
+    JudgeCore,
+    Reference,
+    gpu,
+    lane_bytes,
+    note_run_seconds,
+    original_setup_message,
+)
 from .judge_derived import absorb_original
 from .messages import Derived, DerivedOutputs, ErrorFrame, Mark, Step
 from .observe import materialize
@@ -40,8 +48,15 @@ TWINS_FAILED = -1  # a failed run's index when the config twins (not a call) bro
 # float32 twin, the context
 PROCESS_BYTES = 4 * MAX_CALL_BYTES + GPU_MARGIN_BYTES
 # errors after which a process's CUDA context is unusable: every later call fails the same way
-CONTEXT_ERRORS = ("illegal memory access", "misaligned address", "device-side assert", "unspecified launch failure",
-                  "illegal instruction", "AcceleratorError", "CUDA error: an illegal")
+CONTEXT_ERRORS = (
+    "illegal memory access",
+    "misaligned address",
+    "device-side assert",
+    "unspecified launch failure",
+    "illegal instruction",
+    "AcceleratorError",
+    "CUDA error: an illegal",
+)
 
 Frames = dict[tuple[str, int], Frame[DerivedOutputs]]
 # the part of the GPU's free memory the derivation's frames may take: a quarter beside a
@@ -131,16 +146,23 @@ def wait_for_references(judge: JudgeCore, while_waiting: Optional[Callable[[Refe
 def dropped_note(dropped: list[str], kept: int) -> list[str]:
     if not dropped:
         return []
-    return [f"{len(dropped)} of {len(dropped) + kept} calls beyond the harness are not checked (the original does not "
-            f"handle them): {dropped[0]}"]
+    return [
+        f"{len(dropped)} of {len(dropped) + kept} calls beyond the harness are not checked (the original does not "
+        f"handle them): {dropped[0]}"
+    ]
 
 
 References = list[tuple[DerivedCall, Any]]  # (derived call, the original's outputs)
 
 
-def original_references(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], keep_cache: bool = False,
-                        siblings: int = warm.DERIVATION_SIBLINGS, frames_share: int = FRAMES_SHARE
-                        ) -> tuple[References, list[str], str]:
+def original_references(
+    judge: JudgeCore,
+    ref: Reference,
+    calls: list[DerivedCall],
+    keep_cache: bool = False,
+    siblings: int = warm.DERIVATION_SIBLINGS,
+    frames_share: int = FRAMES_SHARE,
+) -> tuple[References, list[str], str]:
     """(the calls the original handles with its outputs, notes on the ones dropped, why
     none could be run or "") of the original's runs of ``calls``; ``ref`` takes their run
     seconds. ``frames_share``: the part of the GPU's free memory its frames may take
@@ -164,14 +186,19 @@ def original_references(judge: JudgeCore, ref: Reference, calls: list[DerivedCal
         if index == TWINS_FAILED:  # the config twins took the process down: again without them
             twins = False
             continue
-        crashed.append(f"{describe_call(calls[index]) if 0 <= index < len(calls) else 'a call'}: "
-                       f"the original's process fails on it ({why})")
+        crashed.append(
+            f"{describe_call(calls[index]) if 0 <= index < len(calls) else 'a call'}: "
+            f"the original's process fails on it ({why})"
+        )
         calls = calls_without(calls, index)
         if not calls:  # nothing left to run: no fresh process for it
             break
     first = crashed[0] if crashed else "its config twins"
-    return [], [f"the original's process fails on {len(crashed)} calls beyond the harness: none are checked "
-                f"({first})"], ""
+    return (
+        [],
+        [f"the original's process fails on {len(crashed)} calls beyond the harness: none are checked ({first})"],
+        "",
+    )
 
 
 def calls_without(calls: list[DerivedCall], index: int) -> list[DerivedCall]:
@@ -182,8 +209,15 @@ def calls_without(calls: list[DerivedCall], index: int) -> list[DerivedCall]:
     return [c if (c := calls[i]).twin is None else replace(c, twin=position[c.twin]) for i in keep]
 
 
-def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool, keep_cache: bool,
-         siblings: int = warm.DERIVATION_SIBLINGS, frames_share: int = FRAMES_SHARE) -> Union[Frames, tuple[int, str], str]:
+def _run(
+    judge: JudgeCore,
+    ref: Reference,
+    calls: list[DerivedCall],
+    twins: bool,
+    keep_cache: bool,
+    siblings: int = warm.DERIVATION_SIBLINGS,
+    frames_share: int = FRAMES_SHARE,
+) -> Union[Frames, tuple[int, str], str]:
     """The frames of the original's derived calls in a fresh process of it (both canaries;
     with ``twins``, its special-values calls again once per autotune config, keyed
     ``twin_key``); else (the index of the call its process died on or whose frame broke the
@@ -239,7 +273,9 @@ def _run(judge: JudgeCore, ref: Reference, calls: list[DerivedCall], twins: bool
         job.close()
 
 
-def frames_device(judge: JudgeCore, calls: list[DerivedCall], runs_per_call: int, share: int = FRAMES_SHARE) -> Optional[str]:
+def frames_device(
+    judge: JudgeCore, calls: list[DerivedCall], runs_per_call: int, share: int = FRAMES_SHARE
+) -> Optional[str]:
     """Where the derivation keeps its frames until they are judged (``absorb_original``):
     on the GPU where 1/``share`` of its free memory holds them all (their canaries and the
     wrapper's own allocations counted as much again), so that the judge's splits, masks

@@ -7,6 +7,7 @@ its tensor arguments after the call. The judge splits each buffer by the layout 
 computes from its own spec: the tensor (compared like any output, inputs included: they
 must be as the original leaves them) and its canaries (which must be untouched).
 """
+
 from __future__ import annotations
 
 import ast
@@ -27,7 +28,6 @@ from .warm_ahead import ahead_threads
 from .wire import WireObject
 
 
-
 def optional_parameters(source: str, kernel: str) -> dict[str, list[derived.DefaultedParam]]:
     """Each wrapper's parameters that have a default, with their positions."""
     try:
@@ -37,9 +37,11 @@ def optional_parameters(source: str, kernel: str) -> dict[str, list[derived.Defa
         for f in wrappers_of(detect(source, tree=tree), kernel):
             node = defs.get(f.name)
             positional = [a.arg for a in node.args.posonlyargs + node.args.args] if node is not None else []
-            out[f.name] = [derived.DefaultedParam(p.name, p.default, positional.index(p.name)
-                                                  if p.name in positional else None)
-                           for p in f.params if p.default is not None]
+            out[f.name] = [
+                derived.DefaultedParam(p.name, p.default, positional.index(p.name) if p.name in positional else None)
+                for p in f.params
+                if p.default is not None
+            ]
         return out
     except Exception:  # noqa: BLE001
         return {}
@@ -61,10 +63,19 @@ def new_session_seed() -> int:
 INTERPRETED_CALL_BYTES = 1 << 20  # the interpreter takes ~ms a program: its derived calls stay small
 
 
-def calls_to_derive(recorded: list[RecordedCall], seed: int, interpreted: bool,
-                    optional: Optional[dict[str, list[derived.DefaultedParam]]] = None) -> list[DerivedCall]:
-    return derived.derive(recorded, seed, max_bytes=INTERPRETED_CALL_BYTES if interpreted else derived.MAX_CALL_BYTES,
-                          interpreted=interpreted, optional=optional)
+def calls_to_derive(
+    recorded: list[RecordedCall],
+    seed: int,
+    interpreted: bool,
+    optional: Optional[dict[str, list[derived.DefaultedParam]]] = None,
+) -> list[DerivedCall]:
+    return derived.derive(
+        recorded,
+        seed,
+        max_bytes=INTERPRETED_CALL_BYTES if interpreted else derived.MAX_CALL_BYTES,
+        interpreted=interpreted,
+        optional=optional,
+    )
 
 
 def observed(frame: Frame[DerivedOutputs], call: DerivedCall) -> tuple[Optional[Any], list[Any], Optional[str]]:
@@ -85,8 +96,9 @@ def observed(frame: Frame[DerivedOutputs], call: DerivedCall) -> tuple[Optional[
     return {**out, "first": first_out}, rests + first_rests, None
 
 
-def _split(tree: dict[str, Any], call: DerivedCall, layout: list[list[int]]
-           ) -> tuple[Optional[Any], list[Any], Optional[str]]:
+def _split(
+    tree: dict[str, Any], call: DerivedCall, layout: list[list[int]]
+) -> tuple[Optional[Any], list[Any], Optional[str]]:
     buffers = tree.get("buffers")
     specs = derived_run.distinct_tensors(call)
     if not isinstance(buffers, list) or len(buffers) != len(specs):
@@ -110,8 +122,9 @@ def _split(tree: dict[str, Any], call: DerivedCall, layout: list[list[int]]
     return {"returned": tree.get("returned"), "args": views}, rests, None
 
 
-def absorb_original(judge: Any, calls: list[DerivedCall], frames: dict[tuple[str, int], Frame[DerivedOutputs]]
-                    ) -> tuple[list[tuple[DerivedCall, Any]], list[str]]:
+def absorb_original(
+    judge: Any, calls: list[DerivedCall], frames: dict[tuple[str, int], Frame[DerivedOutputs]]
+) -> tuple[list[tuple[DerivedCall, Any]], list[str]]:
     """The derived calls the original handles, with its outputs as their references: it ran
     them with both canaries, left every canary alone, and gave the same outputs both times
     (so it read nothing beyond its tensors); and notes on the calls dropped."""
@@ -127,17 +140,24 @@ def absorb_original(judge: Any, calls: list[DerivedCall], frames: dict[tuple[str
         else:
             out_a, rests_a, bad_a = observed(a, call)
             out_b, rests_b, bad_b = observed(b, call)
-            masks = {} if bad_a or bad_b else \
-                _union(unwritten_masks(out_a, out_b), config_masks(call, out_a, config_twins(frames, i), _tol_scale(call)))
+            masks = (
+                {}
+                if bad_a or bad_b
+                else _union(
+                    unwritten_masks(out_a, out_b), config_masks(call, out_a, config_twins(frames, i), _tol_scale(call))
+                )
+            )
             if bad_a or bad_b:
                 why = bad_a or bad_b
-            elif not all(derived_run.canaries_intact(r, "a") for r in rests_a) or \
-                    not all(derived_run.canaries_intact(r, "b") for r in rests_b):
+            elif not all(derived_run.canaries_intact(r, "a") for r in rests_a) or not all(
+                derived_run.canaries_intact(r, "b") for r in rests_b
+            ):
                 why = "the original writes outside its tensors at these sizes"
             elif not compare_outputs(out_a, with_undefined(out_b, out_a, masks)).ok:
                 why = "the original's result depends on memory beyond its tensors at these sizes"
-            elif call.flavour == "alias" and not _alias_safe(call, out_a, frames.get(("a", call.twin))
-                                                             if call.twin is not None else None, calls):
+            elif call.flavour == "alias" and not _alias_safe(
+                call, out_a, frames.get(("a", call.twin)) if call.twin is not None else None, calls
+            ):
                 why = "the original gives another result when told to write over its input"
             else:
                 reference = materialize(out_a, judge.ref_device if judge.refs_on_gpu else None)
@@ -164,7 +184,9 @@ def unwritten_masks(a: Any, b: Any) -> dict[str, torch.Tensor]:
     for path, x, y in _paired_tensors(a, b):
         if x.dtype == torch.bool:
             continue
-        fresh_a = torch.isnan(x) if x.is_floating_point() or x.is_complex() else x == derived_run.fresh_value(x.dtype, "a")
+        fresh_a = (
+            torch.isnan(x) if x.is_floating_point() or x.is_complex() else x == derived_run.fresh_value(x.dtype, "a")
+        )
         mask = fresh_a & (y == derived_run.fresh_value(y.dtype, "b"))
         if bool(mask.any()):
             masks[path] = mask
@@ -177,8 +199,13 @@ def _paired_tensors(a: Any, b: Any) -> Iterator[tuple[str, torch.Tensor, torch.T
     found = dict(checks.leaves(b))
     for path, x in checks.leaves(a):
         y = found.get(path)
-        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape \
-                and x.dtype == y.dtype and x.numel() > 0:
+        if (
+            isinstance(x, torch.Tensor)
+            and isinstance(y, torch.Tensor)
+            and x.shape == y.shape
+            and x.dtype == y.dtype
+            and x.numel() > 0
+        ):
             yield path, x, y
 
 
@@ -191,13 +218,17 @@ def twin_key(config: int) -> str:
 def config_twins(frames: dict[tuple[str, int], Frame[DerivedOutputs]], index: int) -> list[Frame[DerivedOutputs]]:
     """The original's config twins of call ``index``, in config order (only frames that
     came back as config twins: the original's own job sends them)."""
-    found = [(config, frame) for key, frame in frames.items()
-             if (config := frame.meta.config) is not None and key == (twin_key(config), index)]
+    found = [
+        (config, frame)
+        for key, frame in frames.items()
+        if (config := frame.meta.config) is not None and key == (twin_key(config), index)
+    ]
     return [frame for _, frame in sorted(found, key=lambda cf: cf[0])]
 
 
-def config_masks(call: DerivedCall, out_a: Any, twins: list[Frame[DerivedOutputs]], tol_scale: float
-                 ) -> dict[str, torch.Tensor]:
+def config_masks(
+    call: DerivedCall, out_a: Any, twins: list[Frame[DerivedOutputs]], tol_scale: float
+) -> dict[str, torch.Tensor]:
     """For each output tensor, the elements where the original's result under one of its
     own autotune configs differs from its run "a" (NaN or inf positions, or a value beyond
     the call's tolerance): a derived call runs the config at its turn among those its
@@ -228,10 +259,12 @@ def _close(x: torch.Tensor, y: torch.Tensor, tol_scale: float) -> torch.Tensor:
     if not (x.is_floating_point() or x.is_complex()):
         return x == y
     tol = TOLERANCES.get(x.dtype, TOLERANCES[torch.float32])
-    wide = torch.float64 if x.dtype in (torch.float64, torch.complex128) else \
-        (torch.complex64 if x.is_complex() else torch.float32)
-    return torch.isclose(x.to(wide), y.to(wide), rtol=tol_scale * tol.rtol, atol=tol_scale * tol.atol,
-                         equal_nan=True)
+    wide = (
+        torch.float64
+        if x.dtype in (torch.float64, torch.complex128)
+        else (torch.complex64 if x.is_complex() else torch.float32)
+    )
+    return torch.isclose(x.to(wide), y.to(wide), rtol=tol_scale * tol.rtol, atol=tol_scale * tol.atol, equal_nan=True)
 
 
 def _union(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -262,8 +295,14 @@ def with_undefined(out: Any, reference: Any, masks: dict[str, torch.Tensor], pat
     if type(out) in (list, tuple) and isinstance(reference, (list, tuple)) and len(out) == len(reference):
         return type(out)(with_undefined(v, r, masks, f"{path}[{i}]") for i, (v, r) in enumerate(zip(out, reference)))
     mask = masks.get(path)
-    if mask is None or not isinstance(out, torch.Tensor) or not isinstance(reference, torch.Tensor) \
-            or out.shape != mask.shape or reference.shape != mask.shape or out.dtype != reference.dtype:
+    if (
+        mask is None
+        or not isinstance(out, torch.Tensor)
+        or not isinstance(reference, torch.Tensor)
+        or out.shape != mask.shape
+        or reference.shape != mask.shape
+        or out.dtype != reference.dtype
+    ):
         return out
     return torch.where(mask.to(out.device), reference.to(out.device), out)
 
@@ -300,9 +339,13 @@ def plain_deviations(judge: Any, frame: Frame[DerivedOutputs]) -> dict[str, tupl
     if bad or not isinstance(out, dict):
         return {}
     reference, _, out = _reference_parts(reference, out)
-    return {path.replace("output['written']", "output['args']"): dev for path, dev in checks.deviations(
-        {"returned": reference.get("returned"), "written": reference.get("args")},
-        {"returned": out.get("returned"), "written": out.get("args")}).items()}
+    return {
+        path.replace("output['written']", "output['args']"): dev
+        for path, dev in checks.deviations(
+            {"returned": reference.get("returned"), "written": reference.get("args")},
+            {"returned": out.get("returned"), "written": out.get("args")},
+        ).items()
+    }
 
 
 def _reference_parts(reference: Any, out: Any) -> tuple[Any, Any, Any]:
@@ -335,8 +378,9 @@ def _as_precise(reference: dict[str, Any], out: Any, precise: Any) -> bool:
     return True
 
 
-def _alias_safe(call: DerivedCall, aliased: Any, twin: Optional[Frame[DerivedOutputs]],
-                calls: list[DerivedCall]) -> bool:
+def _alias_safe(
+    call: DerivedCall, aliased: Any, twin: Optional[Frame[DerivedOutputs]], calls: list[DerivedCall]
+) -> bool:
     """The original's result with its output written over its input equals its result
     without (the twin call: same inputs, a fresh output): what it returns, or where it
     returns nothing, the output buffer (the twin's) and the input written over."""
@@ -370,8 +414,9 @@ def candidate_steps(judge: Any) -> list[Step]:
     return [Derived(calls, "v", "a", warm_threads=ahead_threads(judge.on_gpu))] if calls else []
 
 
-def verdict_of(judge: Any, frame: Frame[DerivedOutputs],
-               references: Optional[list[tuple[DerivedCall, Any]]] = None) -> Optional[tuple[Status, str]]:
+def verdict_of(
+    judge: Any, frame: Frame[DerivedOutputs], references: Optional[list[tuple[DerivedCall, Any]]] = None
+) -> Optional[tuple[Status, str]]:
     """None when a candidate's derived call agrees with the original's, else the verdict.
     ``references``: the calls it was asked for with the original's outputs (default: the
     session's, ``judge.ref.derived``; the wide calls bring their own, ``judge_wide``)."""

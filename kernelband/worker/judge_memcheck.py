@@ -1,5 +1,6 @@
 """The judge's ``sanitize`` op: a candidate's correctness harnesses once under
 compute-sanitizer memcheck, for the out-of-bounds accesses comparisons cannot see."""
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,9 @@ def _sanitize(judge: JudgeCore, req: Sanitize) -> SanitizerReport:
         reports.append(report)
         if not report.ok:
             break
-    return replace(reports[-1], tools=tuple(r.tool for r in reports),
-                   findings=tuple(f for r in reports for f in r.findings)[:8])
+    return replace(
+        reports[-1], tools=tuple(r.tool for r in reports), findings=tuple(f for r in reports for f in r.findings)[:8]
+    )
 
 
 def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> SanitizerReport:
@@ -52,11 +54,25 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
     log = judge.workdir / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
     job = VariantJob(
         Job(task, {"v": req.source}, [Run("v", h, task.seeds[0], "check") for h in harnesses], writes=judge.ref.writes),
-        timeout_s=req.run_timeout_s, trusted_cache=judge.workdir / "triton-cache-trusted",
-        device=None, on_log=judge.on_log,
+        timeout_s=req.run_timeout_s,
+        trusted_cache=judge.workdir / "triton-cache-trusted",
+        device=None,
+        on_log=judge.on_log,
         # the sanitizer talks to its target over loopback: both run in one private network
-        wrapper=[sys.executable, "-m", "kernelband.worker.sandbox",
-                 tool, "--tool", name, "--error-exitcode", "86", "--print-limit", "8", "--log-file", str(log)],
+        wrapper=[
+            sys.executable,
+            "-m",
+            "kernelband.worker.sandbox",
+            tool,
+            "--tool",
+            name,
+            "--error-exitcode",
+            "86",
+            "--print-limit",
+            "8",
+            "--log-file",
+            str(log),
+        ],
         extra_env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
     )
     job.start(None)
@@ -74,8 +90,15 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
     log.unlink(missing_ok=True)
     failed, findings = read_report(report)
     failed = failed or code == 86
-    return SanitizerReport(ran=True, ok=not failed, tool=name, exit_code=code, job=ended, findings=tuple(findings),
-                           harnesses=tuple(harnesses))
+    return SanitizerReport(
+        ran=True,
+        ok=not failed,
+        tool=name,
+        exit_code=code,
+        job=ended,
+        findings=tuple(findings),
+        harnesses=tuple(harnesses),
+    )
 
 
 _SUMMARY = re.compile(r"(ERROR|RACECHECK) SUMMARY: (\d+) (errors?|hazards?)")

@@ -2,6 +2,7 @@
 judge needs of it (``Reference``): its outputs per (harness, seed), which outputs its
 Triton launches produce, a float64 rerun of them per (harness, seed) for the precision
 check, what it writes, and whether it is deterministic; the Baseline says what was found."""
+
 from __future__ import annotations
 
 import contextlib
@@ -23,10 +24,34 @@ from .jobs import Frame, JobFailed, VariantJob
 from .lane_turns import LaneLevel
 from . import judge_derivation
 from .judge_derived import calls_to_derive, optional_parameters
-from .judge_core import (GPU_MARGIN_BYTES, MAX_LANES, JudgeCore, Lane, Reference, add_frame_phase, count_runs,
-                         deadline_s, gpu, lane_bytes, note_run_seconds, original_setup_message, timed_steps)
-from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, ReplayCheck, ReplayOutputs,
-                       Run, RunOutputs, Step, TimingFrame)
+from .judge_core import (
+    GPU_MARGIN_BYTES,
+    MAX_LANES,
+    JudgeCore,
+    Lane,
+    Reference,
+    add_frame_phase,
+    count_runs,
+    deadline_s,
+    gpu,
+    lane_bytes,
+    note_run_seconds,
+    original_setup_message,
+    timed_steps,
+)
+from .messages import (
+    ErrorFrame,
+    FrameMeta,
+    Mark,
+    ProfileFrame,
+    ProfileStep,
+    ReplayCheck,
+    ReplayOutputs,
+    Run,
+    RunOutputs,
+    Step,
+    TimingFrame,
+)
 from .observe import CallHistory, comparable, condense_locals, fingerprint_tables, materialize, tree_bytes
 from .requests import Prepare
 from .stats import median_timing
@@ -101,8 +126,9 @@ def _prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     judge.workdir.mkdir(parents=True, exist_ok=True)
     judge.ref = Reference()
     judge.refs_on_gpu = False
-    base = Baseline(ok=False, interpreted=judge.interpreted, device_name=judge.device_name(),
-                    triton_version=_triton_version())
+    base = Baseline(
+        ok=False, interpreted=judge.interpreted, device_name=judge.device_name(), triton_version=_triton_version()
+    )
     notes: list[str] = []
     job = _run_original(judge, task, req, base, notes)
     # a machine where the judge cannot map a variant process's memory: first without the
@@ -111,8 +137,10 @@ def _prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     for skip, transport in (("pid", "cuda_ipc"), ("pid,ipc", "cuda_ipc"), ("", "bytes")):
         if job is not None or judge.transport != "cuda_ipc" or "IPC" not in base.message:
             break
-        notes.append(f"CUDA IPC failed with the sandbox's {judge.sandbox_skip or 'every'} layer(s) "
-                     f"({base.message[:160]}); trying {'without ' + skip if skip else 'outputs as bytes'}")
+        notes.append(
+            f"CUDA IPC failed with the sandbox's {judge.sandbox_skip or 'every'} layer(s) "
+            f"({base.message[:160]}); trying {'without ' + skip if skip else 'outputs as bytes'}"
+        )
         judge.transport, judge.sandbox_skip = transport, skip
         judge.ref.references_final.set()  # its derivation, if one started, is not waited for
         judge.ref = Reference()
@@ -138,8 +166,11 @@ def _prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     # then the derivation (where it did not start early), which the first verdicts wait
     # for, before any spare not started yet: the fork server serves its processes first
     derivation_notes: list[str] = []
-    failure = "" if judge.ref.derive_started else \
-        _derive_references(judge, base, derivation_notes, candidate_lanes(judge) + int(lane_ok))
+    failure = (
+        ""
+        if judge.ref.derive_started
+        else _derive_references(judge, base, derivation_notes, candidate_lanes(judge) + int(lane_ok))
+    )
     if failure:
         judge.close_lane()
         job.close()
@@ -155,8 +186,12 @@ def _prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
     base.message = "; ".join(f"note: {n}" for n in notes)
     if judge.on_gpu:  # compiled while the first candidates start (not during this setup: its seconds)
         device = torch.device("cuda", torch.cuda.current_device())
-        large = {t.dtype for tree in judge.ref.outputs.values() for _, t in checks.leaves(tree)
-                 if isinstance(t, torch.Tensor) and t.numel() * t.element_size() >= fused_checks.MIN_BYTES}
+        large = {
+            t.dtype
+            for tree in judge.ref.outputs.values()
+            for _, t in checks.leaves(tree)
+            if isinstance(t, torch.Tensor) and t.numel() * t.element_size() >= fused_checks.MIN_BYTES
+        }
         fused_checks.warm(device, large, fingerprint_tables(device, large))
     return base.to_dict()
 
@@ -170,8 +205,10 @@ def _derive_references(judge: JudgeCore, base: Baseline, notes: list[str], lanes
     ref = judge.ref
     if not ref.recorded_calls:
         ref.derived_ready.set()
-        notes.append("the harness's calls of the kernel's wrapper could not be recorded: no inputs beyond the "
-                     "harness are checked")
+        notes.append(
+            "the harness's calls of the kernel's wrapper could not be recorded: no inputs beyond the "
+            "harness are checked"
+        )
         return ""
     calls = _drawn_calls(judge)
     if judge_derivation.in_background(judge, lanes):
@@ -190,8 +227,9 @@ def _drawn_calls(judge: JudgeCore) -> list[DerivedCall]:
     """The calls beyond the harness the original is run on, kept in ``judge.ref`` with the
     harness-run deadlines they may take."""
     task, ref = judge.require_task(), judge.ref
-    calls = calls_to_derive(ref.recorded_calls, judge.session_seed, judge.interpreted,
-                            optional_parameters(task.source, task.kernel))
+    calls = calls_to_derive(
+        ref.recorded_calls, judge.session_seed, judge.interpreted, optional_parameters(task.source, task.kernel)
+    )
     ref.drawn_calls, ref.derivation_runs = list(calls), judge_derivation.planned_runs(calls)
     return calls
 
@@ -242,7 +280,6 @@ def lane_fits(judge: JudgeCore) -> bool:
     return fits
 
 
-
 def candidate_lanes(judge: JudgeCore) -> int:
     """How many candidates may be evaluated at once on this GPU: each holds one run of the
     harness; the CPU work of the others (start-up, compilation) overlaps the GPU's."""
@@ -268,8 +305,10 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool,
     task = judge.require_task()
     if not fits:
         job.close()
-        return ("two runs of the timing harness do not fit on the GPU together: candidates are timed alone, "
-                "against the original's time measured once")
+        return (
+            "two runs of the timing harness do not fit on the GPU together: candidates are timed alone, "
+            "against the original's time measured once"
+        )
     steps: list[Step] = [Run("o", task.harness, task.seeds[0], "check", keep="o", again=True), ReplayCheck("o")]
     try:
         job.command(steps + [Mark()], deadline_s(task.timeout_s, 2))
@@ -285,8 +324,9 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool,
         if time_it:
             # the five in one exclusive turn of the judge's: no other work of ours between them
             with gpu_lock(exclusive=True) if gpu() else contextlib.nullcontext():
-                samples = [lane.sample(True, deadline_s(task.timeout_s, 1))[0]
-                           for _ in range(LANE_ROUNDS if gpu() else 2)]
+                samples = [
+                    lane.sample(True, deadline_s(task.timeout_s, 1))[0] for _ in range(LANE_ROUNDS if gpu() else 2)
+                ]
             clock = "cuda-events" if gpu() else "cpu-interpreter"
             base.timing = median_timing(samples, clock, len(judge.ref.launches))
             lane.level = LaneLevel(base.timing.median_ms)
@@ -298,8 +338,7 @@ def _open_lane(judge: JudgeCore, job: VariantJob, base: Baseline, time_it: bool,
         return f"the original could not be kept as the reference lane ({e}): candidates are timed alone"
 
 
-def _run_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline,
-                  notes: list[str]) -> Optional[VariantJob]:
+def _run_original(judge: JudgeCore, task: Task, req: Prepare, base: Baseline, notes: list[str]) -> Optional[VariantJob]:
     """The reference job, its frames absorbed into the judge's Reference: the job, still
     running (it may become the reference lane), or None (with ``base.message`` saying
     why) when the original cannot serve as a reference."""
@@ -352,32 +391,42 @@ def _baseline_notes(judge: JudgeCore, task: Task, base: Baseline) -> list[str]:
     if n_masked == 0 and not any(ref.neutral_raised.values()):
         base.weak_harness = True
         base.weak_reason = "with the kernel's launches skipped the harness still returns the same outputs"
-    if len(task.seeds) > 1 and bitwise_equal(ref.outputs.get((task.harness, task.seeds[0])),
-                                             ref.outputs.get((task.harness, task.seeds[1]))):
-        notes.append("outputs are identical for every seed: the harness does not draw seeded random inputs, "
-                     "so correctness is checked on one input only")
+    if len(task.seeds) > 1 and bitwise_equal(
+        ref.outputs.get((task.harness, task.seeds[0])), ref.outputs.get((task.harness, task.seeds[1]))
+    ):
+        notes.append(
+            "outputs are identical for every seed: the harness does not draw seeded random inputs, "
+            "so correctness is checked on one input only"
+        )
     if not ref.high:
         notes.append("no float64 rerun of the original was possible: precision is checked by tolerance only")
     for h in sorted({h for h, _ in ref.high_dropped}):
         seeds = sorted(s for hh, s in ref.high_dropped if hh == h)
-        notes.append(f"{h}: the float64 rerun of seeds {seeds} was dropped (with the outputs it would exceed one "
-                     f"seed's share, {seed_share_bytes(task) / 2**20:.1f} MiB, of {_REF_HOST_BYTES_ENV}): their precision "
-                     "is checked against the original's outputs only (the consistency rule)")
+        notes.append(
+            f"{h}: the float64 rerun of seeds {seeds} was dropped (with the outputs it would exceed one "
+            f"seed's share, {seed_share_bytes(task) / 2**20:.1f} MiB, of {_REF_HOST_BYTES_ENV}): their precision "
+            "is checked against the original's outputs only (the consistency rule)"
+        )
     if ref.skipped:
         seeds = sorted({s for h, s in ref.skipped})
         size = max((tree_bytes(v) for v in ref.outputs.values()), default=0)
-        notes.append(f"{task.harness} returns {size / 2**30:.1f} GiB per call: it is checked on seed {task.seeds[0]} "
-                     f"only, not seeds {seeds} (the references of every seed would not fit "
-                     f"{ref_host_bytes() / 2**30:.1f} GiB of host memory, {_REF_HOST_BYTES_ENV}); "
-                     "smaller harnesses run every seed")
+        notes.append(
+            f"{task.harness} returns {size / 2**30:.1f} GiB per call: it is checked on seed {task.seeds[0]} "
+            f"only, not seeds {seeds} (the references of every seed would not fit "
+            f"{ref_host_bytes() / 2**30:.1f} GiB of host memory, {_REF_HOST_BYTES_ENV}); "
+            "smaller harnesses run every seed"
+        )
     if not ref.replay_valid:
-        notes.append("replays of the original do not reproduce its outputs (an in-place or accumulating kernel): "
-                     "timed replays are checked by launch count and grid only")
+        notes.append(
+            "replays of the original do not reproduce its outputs (an in-place or accumulating kernel): "
+            "timed replays are checked by launch count and grid only"
+        )
     return notes
 
 
-def _absorb_reference(judge: JudgeCore, frame: Frame[FrameMeta], base: Baseline, notes: list[str],
-                      history: CallHistory) -> None:
+def _absorb_reference(
+    judge: JudgeCore, frame: Frame[FrameMeta], base: Baseline, notes: list[str], history: CallHistory
+) -> None:
     task, ref, meta = judge.require_task(), judge.ref, frame.meta
     if isinstance(meta, TimingFrame):
         base.timing = meta.timing
@@ -399,8 +448,13 @@ def _absorb_reference(judge: JudgeCore, frame: Frame[FrameMeta], base: Baseline,
         if pre_state is not None and isinstance(meta, RunOutputs):
             ref.inputs_seen.add((meta.harness, meta.seed))
     # the kept run is an upcast run where the original is also rerun in float64
-    if isinstance(meta, RunOutputs) and meta.mode in ("check", "upcast") and meta.kept \
-            and meta.harness == task.harness and isinstance(tree, dict):
+    if (
+        isinstance(meta, RunOutputs)
+        and meta.mode in ("check", "upcast")
+        and meta.kept
+        and meta.harness == task.harness
+        and isinstance(tree, dict)
+    ):
         ref.changed_bytes = base.floor_bytes = changed_bytes(tree.get("written"), meta.pre_state, pre_state or [])
     if isinstance(meta, ReplayOutputs):
         ref.replay_valid = compare_outputs(ref.outputs[(task.harness, task.seeds[0])], tree).ok
@@ -461,8 +515,10 @@ def _absorb_rerun(first: Any, tree: Any, base: Baseline, notes: list[str]) -> bo
     verdict = compare_outputs(first, tree)
     if not verdict.ok:
         base.deterministic = False
-        base.message = ("the original is not deterministic under a fixed seed "
-                        f"({verdict.message}); seed the harness's inputs and avoid racy atomics")
+        base.message = (
+            "the original is not deterministic under a fixed seed "
+            f"({verdict.message}); seed the harness's inputs and avoid racy atomics"
+        )
         return False
     if "not bitwise reproducible" not in " ".join(notes):
         notes.append("the original is not bitwise reproducible (within tolerance)")
@@ -520,16 +576,23 @@ def _know_inputs(ref: Reference, pre_state: Any, tree: Any) -> None:
     ref.known_inputs |= {content_key(t) for t in tensors}
 
 
-def _absorb_high(ref: Reference, h: str, seed: int, tree: Any, high: dict[str, list[Any]],
-                 present: dict[str, list[bool]]) -> None:
+def _absorb_high(
+    ref: Reference, h: str, seed: int, tree: Any, high: dict[str, list[Any]], present: dict[str, list[bool]]
+) -> None:
     kept: dict[str, list[Any]] = {}
     for key, values in high.items():
         flags = present.get(key, [])
         refs = tree["written"].get(key, [])
         kept[key] = []
         for j, value in enumerate(values):
-            if j < len(flags) and flags[j] and j < len(refs) and isinstance(refs[j], torch.Tensor) \
-                    and refs[j].is_floating_point() and value.shape == refs[j].shape:
+            if (
+                j < len(flags)
+                and flags[j]
+                and j < len(refs)
+                and isinstance(refs[j], torch.Tensor)
+                and refs[j].is_floating_point()
+                and value.shape == refs[j].shape
+            ):
                 kept[key].append(value)
                 ref.high_error[(h, seed, key, j)] = checks.error_against(value, refs[j])
             else:

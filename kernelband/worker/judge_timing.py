@@ -2,6 +2,7 @@
 re-measurement of the winner against the original (``paired``), the original timed as a
 candidate is (``retime``), and a profile of the original or of a variant (``profile``).
 Each runs one variant job and follows its frames (``_follow``)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -15,8 +16,23 @@ from .compare import compare_outputs
 from .gpu_lock import gpu_lock
 from .jobs import Frame, JobFailed, VariantJob
 from .judge_core import JudgeCore, Lane, deadline_s, gpu, sample_step
-from .messages import (ErrorFrame, FrameMeta, Mark, ProfileFrame, ProfileStep, ReplayCheck, ReplayOutputs, Run,
-                       RunOutputs, SampleFrame, Samples, SamplesFrame, Step, Time, TimingFrame)
+from .messages import (
+    ErrorFrame,
+    FrameMeta,
+    Mark,
+    ProfileFrame,
+    ProfileStep,
+    ReplayCheck,
+    ReplayOutputs,
+    Run,
+    RunOutputs,
+    SampleFrame,
+    Samples,
+    SamplesFrame,
+    Step,
+    Time,
+    TimingFrame,
+)
 from .observe import comparable
 from .requests import Paired, ProfileRun, Retime
 from .stats import median_timing, paired_statistics
@@ -112,9 +128,9 @@ def _paired_with_lane(judge: JudgeCore, lane: Lane, source: str, rounds: int, wh
         a_ms: list[float] = []
         b_ms: list[float] = []
         clock = ""
-        with lane.lock, (gpu_lock(exclusive=True) if gpu() else contextlib.nullcontext()):
+        with lane.lock, gpu_lock(exclusive=True) if gpu() else contextlib.nullcontext():
             for r in range(max(rounds, 2)):
-                for who in (("v", "o") if r % 2 == 0 else ("o", "v")):
+                for who in ("v", "o") if r % 2 == 0 else ("o", "v"):
                     if who == "o":
                         ms, clock = lane.sample(True, deadline_s(task.timeout_s, 1), paired=True)
                         a_ms.append(ms)
@@ -186,8 +202,11 @@ def profile(judge: JudgeCore, req: ProfileRun) -> JsonObject:
     task = judge.require_task()
     source = req.source or task.source
     variant = req.source is not None
-    steps: list[Step] = [Run("m", task.harness, task.seeds[0], "check", keep="m"), Time("m"),
-                         ProfileStep("m", source, req.tier, req.facts)]
+    steps: list[Step] = [
+        Run("m", task.harness, task.seeds[0], "check", keep="m"),
+        Time("m"),
+        ProfileStep("m", source, req.tier, req.facts),
+    ]
     job = judge.job({"m": source}, steps, 3, trusted=not variant)
     out: JsonObject = {}
 

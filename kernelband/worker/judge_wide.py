@@ -11,6 +11,7 @@ with two canaries and is the oracle (a call it raises on, reads or writes out of
 on, is dropped: ``judge_derivation.original_references``), then the variant runs them
 once and each frame is judged as any call beyond the harness (``judge_derived.verdict_of``).
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -75,8 +76,15 @@ def check_wide(judge: JudgeCore, req: WideCalls) -> WideReport:
     if verdict is None:
         return WideReport(ran=True, elements=req.min_elements, calls=described, dropped=tuple(notes))
     status, message = verdict
-    return WideReport(ran=True, ok=False, elements=req.min_elements, calls=described, dropped=tuple(notes),
-                      status=status, message=message)
+    return WideReport(
+        ran=True,
+        ok=False,
+        elements=req.min_elements,
+        calls=described,
+        dropped=tuple(notes),
+        status=status,
+        message=message,
+    )
 
 
 def call_budget(judge: JudgeCore) -> tuple[int, str]:
@@ -87,8 +95,9 @@ def call_budget(judge: JudgeCore) -> tuple[int, str]:
         if free // WIDE_SAFETY > WIDE_MAX_BYTES:
             return WIDE_MAX_BYTES, f"the {_gib(WIDE_MAX_BYTES)} a verification spends on these calls"
         return free // WIDE_SAFETY, f"1/{WIDE_SAFETY} of the GPU's free memory ({_gib(free)})"
-    return INTERPRETED_CALL_BYTES, (f"the Triton interpreter's {_gib(INTERPRETED_CALL_BYTES)} for a derived call "
-                                    "(GPU only)")
+    return INTERPRETED_CALL_BYTES, (
+        f"the Triton interpreter's {_gib(INTERPRETED_CALL_BYTES)} for a derived call (GPU only)"
+    )
 
 
 def _variant_verdict(judge: JudgeCore, source: str, references: References) -> Optional[tuple[Status, str]]:

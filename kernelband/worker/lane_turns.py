@@ -16,6 +16,7 @@ level moves only with undisturbed turns, or with five candidates in a row whose 
 off it alike (``LaneLevel``): what such a run of candidates could move is the search's
 ranking, never a claim.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,6 +38,7 @@ SHIFT_CANDIDATES = 5  # this many in a row whose best turn was off the level, al
 @dataclass(frozen=True)
 class Turn:
     """One exclusive timing turn: the candidate's and the original's samples (ms)."""
+
     candidate_ms: list[float]
     original_ms: list[float]
     clock: str
@@ -90,8 +92,9 @@ class LaneLevel:
                 self._off.clear()
 
 
-def timed_turns(take: Callable[[], Turn], level: Optional[LaneLevel],
-                settled: Callable[[Turn], bool] = lambda turn: False) -> tuple[Turn, int]:
+def timed_turns(
+    take: Callable[[], Turn], level: Optional[LaneLevel], settled: Callable[[Turn], bool] = lambda turn: False
+) -> tuple[Turn, int]:
     """(the turn that counts, how many were taken): turns until one is not disturbed, or
     ``settled`` says more cannot change the outcome (a candidate far slower), at most
     ``MAX_TURNS``; without a level (the interpreter, no baseline) one turn. Every turn

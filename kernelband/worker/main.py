@@ -9,6 +9,7 @@ corrupt the protocol): ``{"id", "ok": true, ...}`` and a ``requests.Reply``, or 
 are served concurrently (each in a thread), so replies may come in another order. The
 judge runs no module code: a variant can crash or hang its own process, never the judge.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,10 @@ def _choose_backend() -> bool:
         return True
     wanted = os.environ.get("KERNELBAND_DEVICE", "auto")
     if wanted.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(f"kernelband worker: device {wanted!r} was asked for but no CUDA GPU is visible "
-                         "(torch.cuda.is_available() is False); use --device cpu for the Triton interpreter")
+        raise SystemExit(
+            f"kernelband worker: device {wanted!r} was asked for but no CUDA GPU is visible "
+            "(torch.cuda.is_available() is False); use --device cpu for the Triton interpreter"
+        )
     if wanted == "cpu" or not torch.cuda.is_available():
         os.environ["TRITON_INTERPRET"] = "1"
         return True

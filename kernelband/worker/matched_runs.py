@@ -8,6 +8,7 @@ comparison gave those same bits; outputs that differ in any bit are compared in 
 The hash is the judge's own, over memory it reads while the variant process waits, with
 weights the variant never sees: a change aimed at leaving it equal cancels only by chance.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional

@@ -10,6 +10,7 @@ refusal; the fork server its requests, the judge their replies. The session -> j
 requests (``requests.py``) and the calls a step or frame holds (``call_spec``) go through
 the same decoder (``kernelband/decode.py``). No torch here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -6,6 +6,7 @@ once outside the profiled range (compilation and autotuning happen there), then 
 kernel's first ``launches`` launches are replayed between cudaProfilerStart and
 cudaProfilerStop, which is all that ``ncu --profile-from-start off`` profiles.
 """
+
 from __future__ import annotations
 
 import json

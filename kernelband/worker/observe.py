@@ -4,6 +4,7 @@ an earlier call's result changed later. Nothing here trusts a number the variant
 process computed: the inputs are tensors (read in place over CUDA IPC, or rebuilt from
 bytes), and every fact is derived from their contents.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -48,9 +49,9 @@ def fingerprint(t: torch.Tensor) -> tuple[int, int]:
     s1 = torch.zeros((), dtype=torch.int64, device=raw.device)
     s2 = torch.zeros((), dtype=torch.int64, device=raw.device)
     for k, start in enumerate(range(0, n, _FP_CHUNK)):
-        part = raw[start:start + _FP_CHUNK].to(torch.int64)
+        part = raw[start : start + _FP_CHUNK].to(torch.int64)
         s1 += part.sum()
-        s2 += (part * (weights[:part.numel()] ^ _salt(k))).sum()  # int64 products and sums wrap
+        s2 += (part * (weights[: part.numel()] ^ _salt(k))).sum()  # int64 products and sums wrap
     return (int(s1) & _MASK64, int(s2) & _MASK64)
 
 
@@ -91,8 +92,9 @@ def _salts(device: torch.device, n: int) -> torch.Tensor:
     chunks = -(-n // _FP_CHUNK)
     have = _SALTS.get(device)
     if have is None or have.numel() < chunks:
-        have = _SALTS[device] = torch.tensor([_salt(k) for k in range(max(chunks, 64))], dtype=torch.int64,
-                                             device=device)
+        have = _SALTS[device] = torch.tensor(
+            [_salt(k) for k in range(max(chunks, 64))], dtype=torch.int64, device=device
+        )
     return have
 
 
@@ -101,7 +103,9 @@ def _weights(device: torch.device) -> torch.Tensor:
     arithmetic on every device: a fingerprint taken on the GPU equals the host's)."""
     w = _WEIGHTS.get(device)
     if w is None:
-        x = torch.arange(_FP_CHUNK, dtype=torch.int64, device=device) * _signed(0x9E3779B97F4A7C15) + _signed(_mix(_KEY))
+        x = torch.arange(_FP_CHUNK, dtype=torch.int64, device=device) * _signed(0x9E3779B97F4A7C15) + _signed(
+            _mix(_KEY)
+        )
         # xorshift-multiply rounds on the device (arithmetic shifts: a mixing, not a bijection)
         x = (x ^ (x >> 31)) * _signed(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> 29)) * _signed(0x94D049BB133111EB)

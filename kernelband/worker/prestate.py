@@ -19,6 +19,7 @@ from the call's state (``unrestorable``).
 
 Imports torch: used inside a variant process only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -62,8 +63,9 @@ def _device_copy(live: torch.Tensor) -> Optional[torch.Tensor]:
 
 def view_of(copy: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """``t``'s view (dtype, offset, shape, strides) over a copy of its storage."""
-    return torch.empty(0, dtype=t.dtype, device=copy.device).set_(copy.untyped_storage(), t.storage_offset(),
-                                                                  t.size(), t.stride())
+    return torch.empty(0, dtype=t.dtype, device=copy.device).set_(
+        copy.untyped_storage(), t.storage_offset(), t.size(), t.stride()
+    )
 
 
 @dataclass
@@ -167,8 +169,11 @@ class PreState:
     @property
     def on_device(self) -> bool:
         """Every storage copied, on its own device: the per-view copies can go to the judge."""
-        return self.active and bool(self.storages) and \
-            all(k.copy is not None and k.copy.device == k.live.device for k in self.storages.values())
+        return (
+            self.active
+            and bool(self.storages)
+            and all(k.copy is not None and k.copy.device == k.live.device for k in self.storages.values())
+        )
 
     def restore(self) -> bool:
         """Put every copied storage back as the first launch found it; False (nothing

@@ -8,6 +8,7 @@ which the worker does not pass: the session adds it with ``counters.add_counters
 (or the worker may pass ``task=``). A tier that fails is reported in ``unavailable`` and
 never fails the profile.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,11 @@ def launch_info(launches: list[CapturedLaunch]) -> JsonObject:
     from .traffic_replay import tensor_args
 
     rec = _launch_record(launches[0])
-    blocks = [int(v) for k, v in rec.constexprs.items()
-              if k.upper().startswith("BLOCK") and isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    blocks = [
+        int(v)
+        for k, v in rec.constexprs.items()
+        if k.upper().startswith("BLOCK") and isinstance(v, int) and not isinstance(v, bool) and v > 0
+    ]
     return {
         "count": len(launches),
         "grid": list(rec.grid),
@@ -63,8 +67,14 @@ def _signature(launch: CapturedLaunch) -> tuple[object, ...]:
     return tuple(parts)
 
 
-def timing_tier(launches: list[CapturedLaunch], time_ms: Optional[float], facts: DeviceFacts, access: KernelAccess,
-                interpreted: bool, clock: str) -> dict[str, Any]:
+def timing_tier(
+    launches: list[CapturedLaunch],
+    time_ms: Optional[float],
+    facts: DeviceFacts,
+    access: KernelAccess,
+    interpreted: bool,
+    clock: str,
+) -> dict[str, Any]:
     from ..profile.traffic import peak_key
 
     totals, flops, first = _traffic(launches, access)
@@ -83,13 +93,21 @@ def timing_tier(launches: list[CapturedLaunch], time_ms: Optional[float], facts:
         "flops": flops,
         "flops_note": first["flops_note"],
         "arithmetic_intensity": round(flops / bytes_total, 4) if flops is not None and bytes_total else None,
-        "bandwidth_gbs": None, "bandwidth_frac": None, "tflops": None, "compute_frac": None,
-        "compute_peak": peak_key(first["dot_dtype"], access.ieee_dot), "compute_peak_tflops": None,
-        "copy_peak_gbs": None, "roofline": None,
+        "bandwidth_gbs": None,
+        "bandwidth_frac": None,
+        "tflops": None,
+        "compute_frac": None,
+        "compute_peak": peak_key(first["dot_dtype"], access.ieee_dot),
+        "compute_peak_tflops": None,
+        "copy_peak_gbs": None,
+        "roofline": None,
     }
     if interpreted or time_ms is None or time_ms <= 0:
-        out["note"] = ("CPU time under the Triton interpreter: no bandwidth or FLOP/s" if interpreted
-                       else "no time measured: no bandwidth or FLOP/s")
+        out["note"] = (
+            "CPU time under the Triton interpreter: no bandwidth or FLOP/s"
+            if interpreted
+            else "no time measured: no bandwidth or FLOP/s"
+        )
         return out
     seconds = time_ms * 1e-3
     out["bandwidth_gbs"] = round(bytes_total / seconds / 1e9, 2)
@@ -102,7 +120,9 @@ def timing_tier(launches: list[CapturedLaunch], time_ms: Optional[float], facts:
     return out
 
 
-def _traffic(launches: list[CapturedLaunch], access: KernelAccess) -> tuple[dict[str, int], Optional[int], dict[str, Any]]:
+def _traffic(
+    launches: list[CapturedLaunch], access: KernelAccess
+) -> tuple[dict[str, int], Optional[int], dict[str, Any]]:
     """(bytes read and written, FLOPs or None, the first launch's traffic) over every
     launch; launches of one signature are measured once."""
     from .traffic_replay import launch_traffic
@@ -146,9 +166,13 @@ def _against_peaks(out: dict[str, Any], facts: DeviceFacts, access: KernelAccess
             "fraction_of_attainable": round(out["tflops"] / attainable, 4) if attainable else None,
         }
     elif access.dots == 0:  # elementwise / reduction work: low intensity, judged against the bandwidth roof
-        out["roofline"] = {"ridge": None, "bound": "memory", "attainable_tflops": None,
-                           "fraction_of_attainable": out["bandwidth_frac"],
-                           "note": "no tl.dot: placed on the bandwidth roof"}
+        out["roofline"] = {
+            "ridge": None,
+            "bound": "memory",
+            "attainable_tflops": None,
+            "fraction_of_attainable": out["bandwidth_frac"],
+            "note": "no tl.dot: placed on the bandwidth roof",
+        }
 
 
 def collect_profile(
@@ -193,8 +217,9 @@ def collect_profile(
     _static_tier(profile, mine, facts, interpreted)  # tier 1
     if tier >= 2:
         try:
-            profile.tiers.timing = decode(TimingTier, timing_tier(mine, time_ms, facts, access, interpreted, clock),
-                                          "timing")
+            profile.tiers.timing = decode(
+                TimingTier, timing_tier(mine, time_ms, facts, access, interpreted, clock), "timing"
+            )
         except Exception as e:  # noqa: BLE001
             profile.unavailable["timing"] = f"error: {type(e).__name__}: {e}"
     else:
@@ -202,18 +227,26 @@ def collect_profile(
     if tier >= 3 and not interpreted and task is not None:
         from .counters import collect_counters
 
-        result = collect_counters(task, store=store, gpu=facts.name or "",
-                                  triton_version=facts.triton or "", launches=min(len(mine), 3))
+        result = collect_counters(
+            task, store=store, gpu=facts.name or "", triton_version=facts.triton or "", launches=min(len(mine), 3)
+        )
         profile.collect_s = round(time.perf_counter() - t0, 3)
         return attach_counters(profile, result)
-    profile.unavailable["counters"] = ("not requested (tier < 3)" if tier < 3 else INTERPRETER if interpreted
-                                       else COUNTERS_IN_SESSION)
+    profile.unavailable["counters"] = (
+        "not requested (tier < 3)" if tier < 3 else INTERPRETER if interpreted else COUNTERS_IN_SESSION
+    )
     profile.collect_s = round(time.perf_counter() - t0, 3)
     return derive(profile)
 
 
-def _time_alone(profile: Profile, mine: list[CapturedLaunch], n_launches: int, time_ms: Optional[float],
-                interpreted: bool, restore: Optional[Callable[[], object]] = None) -> tuple[Optional[float], str]:
+def _time_alone(
+    profile: Profile,
+    mine: list[CapturedLaunch],
+    n_launches: int,
+    time_ms: Optional[float],
+    interpreted: bool,
+    restore: Optional[Callable[[], object]] = None,
+) -> tuple[Optional[float], str]:
     """(time, clock) of this kernel's launches: re-timed alone when the harness launches
     other kernels too (the worker's time covers every launch)."""
     clock = "cpu-interpreter" if interpreted else "cuda-events"

@@ -13,6 +13,7 @@ the session (``client.py``, ``decode_reply``): a reply that does not decode is a
 
 No torch here: the session imports this module.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -167,8 +168,20 @@ class Shutdown(Request):
 
 
 REQUESTS: dict[str, type[Request]] = {
-    cls.OP: cls for cls in (Hello, Prepare, Evaluate, Retime, Paired, ProfileRun, MeasureDevice, Sync, Sanitize,
-                            WideCalls, SandboxInfo)
+    cls.OP: cls
+    for cls in (
+        Hello,
+        Prepare,
+        Evaluate,
+        Retime,
+        Paired,
+        ProfileRun,
+        MeasureDevice,
+        Sync,
+        Sanitize,
+        WideCalls,
+        SandboxInfo,
+    )
 }
 
 

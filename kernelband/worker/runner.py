@@ -4,6 +4,7 @@ Each module version is written to its own file (Triton reads kernel source throu
 ``inspect``, which needs a real file) and imported under a unique name, so the
 original and any number of variants live side by side in one process.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -32,7 +33,9 @@ class HarnessError(Exception):
 
 def _is_compile_error(exc: BaseException) -> bool:
     names = {type(e).__name__ for e in _chain(exc)}
-    return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct", "OutOfResources"})
+    return bool(
+        names & {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct", "OutOfResources"}
+    )
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -46,6 +46,7 @@ Settings (environment of the judge, passed on to the variant process):
 (reported as skipped); ``KERNELBAND_SANDBOX_READ`` = paths (``os.pathsep``-separated) the
 job must read besides Python and the package: the user's module folder and harness.
 """
+
 from __future__ import annotations
 
 import os
@@ -57,17 +58,58 @@ from typing import Iterable, Optional, Sequence
 
 from ..proc import all_pids, group_of, parent_of, state_of
 from . import sandbox_fs, sandbox_linux as sl
-from .sandbox_layers import CACHE_WRITE_ENV, LAYERS, POLICY_ENV, READ_ENV, SKIP_ENV, Layer, SandboxRefused, SandboxReport
+from .sandbox_layers import (
+    CACHE_WRITE_ENV,
+    LAYERS,
+    POLICY_ENV,
+    READ_ENV,
+    SKIP_ENV,
+    Layer,
+    SandboxRefused,
+    SandboxReport,
+)
 from .sandbox_relay import single_threaded
 from .sandbox_setup import Setup
 
-__all__ = ["CACHE_WRITE_ENV", "LAYERS", "POLICY_ENV", "READ_ENV", "SKIP_ENV", "Layer", "SandboxRefused", "SandboxReport", "enter",
-           "scrubbed_env", "allowed_env_name", "kill_tree", "become_subreaper", "children_of", "exec_isolated"]
+__all__ = [
+    "CACHE_WRITE_ENV",
+    "LAYERS",
+    "POLICY_ENV",
+    "READ_ENV",
+    "SKIP_ENV",
+    "Layer",
+    "SandboxRefused",
+    "SandboxReport",
+    "enter",
+    "scrubbed_env",
+    "allowed_env_name",
+    "kill_tree",
+    "become_subreaper",
+    "children_of",
+    "exec_isolated",
+]
 
-_ALLOWED_NAMES = {"PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX",
-                  "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "KERNELBAND_DEVICE",
-                  "KERNELBAND_TIMING_LOCK", "KERNELBAND_LOCAL_DATA_MAX_BYTES", "KERNELBAND_SANDBOX",
-                  "KERNELBAND_SANDBOX_SKIP", "CC", "CXX", "SYSTEMROOT"}
+_ALLOWED_NAMES = {
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "LD_LIBRARY_PATH",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "KERNELBAND_DEVICE",
+    "KERNELBAND_TIMING_LOCK",
+    "KERNELBAND_LOCAL_DATA_MAX_BYTES",
+    "KERNELBAND_SANDBOX",
+    "KERNELBAND_SANDBOX_SKIP",
+    "CC",
+    "CXX",
+    "SYSTEMROOT",
+}
 _ALLOWED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TRITON_", "OPENBLAS_", "PYTORCH_", "TORCH_")
 _CREDENTIAL = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 
@@ -113,8 +155,13 @@ def _settings(policy: Optional[str], skip: Optional[Iterable[str]]) -> tuple[str
     return policy, {s for s in skip if s in LAYERS}
 
 
-def enter(writable: Optional[Sequence[str]] = None, *, readable: Sequence[str] = (), policy: Optional[str] = None,
-          skip: Optional[Iterable[str]] = None) -> SandboxReport:
+def enter(
+    writable: Optional[Sequence[str]] = None,
+    *,
+    readable: Sequence[str] = (),
+    policy: Optional[str] = None,
+    skip: Optional[Iterable[str]] = None,
+) -> SandboxReport:
     """Put this process in the sandbox; call it first thing, before torch or any job
     code is imported (single-threaded, or it forks once more to be). ``writable`` are
     the directories it may write (default: the cwd, the job's private directory);

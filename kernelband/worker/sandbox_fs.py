@@ -17,6 +17,7 @@
 Everything here needs CAP_SYS_ADMIN over the current mount namespace. Standard library
 only.
 """
+
 from __future__ import annotations
 
 import glob
@@ -30,8 +31,12 @@ from . import sandbox_linux as sl
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 DEV_NODES = ("null", "zero", "full", "random", "urandom")
 DEV_GLOBS = ("nvidia*",)  # nvidia0..N, nvidiactl, nvidia-uvm(-tools), nvidia-modeset, nvidia-caps/
-DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
-             "stderr": "/proc/self/fd/2"}
+DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
 SHM_SIZE = "1g"
 _MASK_OPTIONS = "mode=0755,size=1m"
 
@@ -129,8 +134,9 @@ def readable_by(path: str, uid: int, gid: int, write: bool = False) -> bool:
     return all(_allowed(path, uid, gid, *bits, st=st) for bits in need)
 
 
-def _allowed(path: str, uid: int, gid: int, user: int, group: int, other: int,
-             st: Optional[os.stat_result] = None) -> bool:
+def _allowed(
+    path: str, uid: int, gid: int, user: int, group: int, other: int, st: Optional[os.stat_result] = None
+) -> bool:
     try:
         st = st or os.stat(path)
     except OSError:
@@ -256,8 +262,12 @@ def _new_proc() -> str:
         if os.path.exists(path):
             try:
                 sl.mount(path, path, None, sl.MS_BIND | sl.MS_REC)
-                sl.mount(None, path, None, sl.MS_REMOUNT | sl.MS_BIND | sl.MS_RDONLY | sl.MS_NOSUID | sl.MS_NODEV
-                         | sl.MS_NOEXEC)
+                sl.mount(
+                    None,
+                    path,
+                    None,
+                    sl.MS_REMOUNT | sl.MS_BIND | sl.MS_RDONLY | sl.MS_NOSUID | sl.MS_NODEV | sl.MS_NOEXEC,
+                )
             except OSError as e:
                 return f"new /proc, but /proc/{name} stays writable: {e.strerror}"
     return "new"
@@ -266,8 +276,12 @@ def _new_proc() -> str:
 def _remount(path: str, flags: int) -> None:
     """Remount the topmost mount at ``path`` with ``flags`` added to what it has."""
     entry = [e for e in sl.mounts() if e.path == path][-1]
-    sl.mount(None, path, None, sl.MS_REMOUNT | sl.MS_BIND | entry.kept_flags() | flags
-             | (sl.MS_RDONLY if entry.read_only else 0))
+    sl.mount(
+        None,
+        path,
+        None,
+        sl.MS_REMOUNT | sl.MS_BIND | entry.kept_flags() | flags | (sl.MS_RDONLY if entry.read_only else 0),
+    )
 
 
 def _exempt(path: str, allowed_rw: set[str]) -> bool:

@@ -1,5 +1,6 @@
 """The sandbox's layers and what ``sandbox.enter`` reports about them, and the names of
 its settings. Standard library only."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field

@@ -4,6 +4,7 @@ most of them. Every failure is an ``OSError`` with the errno, never a silent no-
 Standard library only: nothing here may import torch or triton (the sandbox is entered
 before they are).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -33,8 +34,15 @@ MS_STRICTATIME = 1 << 24
 
 # per-mount options of /proc/self/mountinfo that a bind remount must carry over (in a
 # user namespace, dropping a locked one is refused)
-KEPT_OPTIONS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
-                "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "nosymfollow": MS_NOSYMFOLLOW}
+KEPT_OPTIONS = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+    "nosymfollow": MS_NOSYMFOLLOW,
+}
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -103,8 +111,12 @@ def mount(source: Optional[str], target: str, fstype: Optional[str], flags: int,
 def prctl(option: int, arg2: int = 0, arg3: int = 0) -> None:
     lib = libc()
     assert lib is not None
-    _check(lib.prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(0),
-                     ctypes.c_ulong(0)), f"prctl {option}")
+    _check(
+        lib.prctl(
+            ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(0), ctypes.c_ulong(0)
+        ),
+        f"prctl {option}",
+    )
 
 
 def last_capability() -> int:
@@ -232,6 +244,7 @@ def mounts() -> list[MountEntry]:
         for line in fh:
             parts = line.split()
             sep = parts.index("-")
-            entries.append(MountEntry(int(parts[0]), int(parts[1]), _unescape(parts[4]), parts[5].split(","),
-                                      parts[sep + 1]))
+            entries.append(
+                MountEntry(int(parts[0]), int(parts[1]), _unescape(parts[4]), parts[5].split(","), parts[sep + 1])
+            )
     return entries

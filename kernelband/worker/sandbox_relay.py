@@ -4,6 +4,7 @@ judge started), a minimal init as pid 1 of its pid namespace, and the job itself
 (every process of the job) dies with it; each dies with its parent. Standard library
 only.
 """
+
 from __future__ import annotations
 
 import os
@@ -85,6 +86,7 @@ def _stdio_to_null() -> None:
 def _relay(child: int, status_r: int) -> NoReturn:
     """Stand in for ``child`` outside its namespaces: a termination becomes SIGKILL to
     it (which takes its whole pid namespace), and it exits as the job did."""
+
     def stop(_signum: int, _frame: object) -> None:
         try:
             os.kill(child, signal.SIGKILL)

@@ -3,6 +3,7 @@ system view (``sandbox_fs``), the credentials, and the check of each layer from 
 recorded in the ``SandboxReport``. Standard library only: it runs before torch is
 imported.
 """
+
 from __future__ import annotations
 
 import os
@@ -74,8 +75,14 @@ def _needs(writable: Sequence[str], readable: Sequence[str]) -> _Needs:
     import sysconfig
 
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    hard = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.__file__), package_root,
-            os.path.dirname(os.path.realpath(sys.executable))]
+    hard = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.dirname(os.__file__),
+        package_root,
+        os.path.dirname(os.path.realpath(sys.executable)),
+    ]
     hard += [sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
     hard += [d for d in (_package_dir(n) for n in ("torch", "triton", "numpy")) if d]
     hard += [*readable, *_env_paths(READ_ENV), *_timing_lock()]
@@ -84,8 +91,12 @@ def _needs(writable: Sequence[str], readable: Sequence[str]) -> _Needs:
     # persistence daemon's socket (kept visible where they exist)
     cuda = [os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"), "/run/nvidia-persistenced"]
     soft = [*(p or os.getcwd() for p in sys.path), *cuda]
-    return _Needs(sandbox_fs.real(writable), sandbox_fs.real(hard), sandbox_fs.real(soft),
-                  [d for d in devices if not os.path.isdir(d)])
+    return _Needs(
+        sandbox_fs.real(writable),
+        sandbox_fs.real(hard),
+        sandbox_fs.real(soft),
+        [d for d in devices if not os.path.isdir(d)],
+    )
 
 
 def _hidden_dirs() -> list[str]:
@@ -129,8 +140,15 @@ def hand_over(paths: Sequence[str], uid: int, gid: int) -> None:
 class Setup:
     """One run of ``enter``'s steps; each records its layer in the report."""
 
-    def __init__(self, report: SandboxReport, wanted: list[str], writable: list[str], readable: Sequence[str],
-                 cwd: str, cache_note: str) -> None:
+    def __init__(
+        self,
+        report: SandboxReport,
+        wanted: list[str],
+        writable: list[str],
+        readable: Sequence[str],
+        cwd: str,
+        cache_note: str,
+    ) -> None:
         self.report, self.wanted, self.cwd, self.cache_note = report, wanted, cwd, cache_note
         # root that can become uid 65534 for real; otherwise (a user, or root of a user
         # namespace without that id) a new user namespace maps 65534 onto us
@@ -153,9 +171,12 @@ class Setup:
         if not self.root and not self._user_namespace():
             return
         need_mounts = any(self.want(layer) for layer in ("mount", "hide", "dev", "ipc", "pid")) or bool(self.reach)
-        for flag, name, needed in ((sl.CLONE_NEWNS, "mount", need_mounts), (sl.CLONE_NEWIPC, "ipc", self.want("ipc")),
-                                   (sl.CLONE_NEWPID, "pid", self.want("pid")),
-                                   (sl.CLONE_NEWNET, "network", self.want("network"))):
+        for flag, name, needed in (
+            (sl.CLONE_NEWNS, "mount", need_mounts),
+            (sl.CLONE_NEWIPC, "ipc", self.want("ipc")),
+            (sl.CLONE_NEWPID, "pid", self.want("pid")),
+            (sl.CLONE_NEWNET, "network", self.want("network")),
+        ):
             if not needed:
                 continue
             try:
@@ -219,9 +240,15 @@ class Setup:
         hide = _hidden_dirs() if self.want("hide") else []
         if drop_uid:
             hide += self.reach
-        plan = sandbox_fs.FsPlan(writable=self.needs.writable, readable=[*self.needs.hard, *self.needs.soft],
-                                 hide=hide, read_only=self.want("mount"), minimal_dev=self.want("dev"),
-                                 private_shm=self.want("ipc"), new_proc="pid" in self.namespaces)
+        plan = sandbox_fs.FsPlan(
+            writable=self.needs.writable,
+            readable=[*self.needs.hard, *self.needs.soft],
+            hide=hide,
+            read_only=self.want("mount"),
+            minimal_dev=self.want("dev"),
+            private_shm=self.want("ipc"),
+            new_proc="pid" in self.namespaces,
+        )
         try:
             return sandbox_fs.apply(plan)
         except OSError as e:
@@ -278,11 +305,14 @@ class Setup:
         nnp = st.get("NoNewPrivs") == "1"
         where = "" if self.root else f" in a user namespace (uid {self.outer_uid} outside)"
         if uids and all(u != 0 for u in uids) and no_caps and nnp and (self.root or self.outer_uid != 0):
-            self.report.set("user", "held", f"uid {os.getuid()}{where}, no capabilities, no_new_privs, "
-                            f"{self.keyring}")
+            self.report.set("user", "held", f"uid {os.getuid()}{where}, no capabilities, no_new_privs, {self.keyring}")
         elif uids and all(u != 0 for u in uids) and no_caps and nnp:
-            self.report.set("user", "partial", f"uid {os.getuid()}{where}: root of a user namespace without uid "
-                            f"{sl.NOBODY}, so files of uid 0 stay open to it; no capabilities, no_new_privs")
+            self.report.set(
+                "user",
+                "partial",
+                f"uid {os.getuid()}{where}: root of a user namespace without uid "
+                f"{sl.NOBODY}, so files of uid 0 stay open to it; no capabilities, no_new_privs",
+            )
         elif no_caps and nnp:
             self.report.set("user", "partial", f"uid 0 kept without capabilities: {self.keep_root or 'unknown'}")
         else:
@@ -302,8 +332,11 @@ class Setup:
             if "ipc" in self.namespaces and private_shm:
                 self.report.set("ipc", "held", "own IPC namespace and a private /dev/shm")
             else:
-                self.report.set("ipc", "partial", f"IPC namespace: {'ipc' in self.namespaces}; /dev/shm: "
-                                f"{fs.shm if not private_shm else 'private'}")
+                self.report.set(
+                    "ipc",
+                    "partial",
+                    f"IPC namespace: {'ipc' in self.namespaces}; /dev/shm: {fs.shm if not private_shm else 'private'}",
+                )
         if self.want("hide") and not any(layer.name == "hide" for layer in self.report.layers):
             if fs.not_hidden:
                 self.report.set("hide", "partial", f"hidden: {' '.join(fs.hidden)}; not: {', '.join(fs.not_hidden)}")
@@ -319,8 +352,9 @@ class Setup:
             pids = []
         own = os.getpid() == 1 and os.readlink("/proc/self") == "1"
         if own and fs is not None and fs.proc == "new" and self.outer_pid not in pids:
-            self.report.set("pid", "held", "own namespace (the job is pid 2 under a minimal init); /proc shows "
-                            "only its processes")
+            self.report.set(
+                "pid", "held", "own namespace (the job is pid 2 under a minimal init); /proc shows only its processes"
+            )
         elif own:
             why = fs.proc if fs is not None else "no mount namespace"
             self.report.set("pid", "partial", f"own pid namespace, but /proc shows the parent's processes ({why})")

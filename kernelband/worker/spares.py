@@ -14,6 +14,7 @@ closed unused when the task changes or the judge ends. It is made exactly as a
 candidate's job process is (the same environment, the same private cache), so taking one
 changes nothing that job can see or reach.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """Where an evaluation's seconds go, inside the variant process: cumulative seconds per
 activity (CUDA context, import, Triton compile, fingerprints, frame sends, waits for the
 judge), sent with every frame so the judge can report them beside its own phases."""
+
 from __future__ import annotations
 
 import time

@@ -10,6 +10,7 @@ timed region; the loop is ``triton.testing.do_bench``'s (estimate, warm-up, repe
 median). CPU interpreter: wall time of the same replays, labelled ``cpu-interpreter``
 because it says nothing about GPU speed.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -55,8 +56,9 @@ def quantiles_of(samples: list[float]) -> tuple[float, float, float]:
     return q(0.2), q(0.5), q(0.8)
 
 
-def bench_gpu(fn: Callable[[], None], restore: Restore, warmup_ms: float, rep_ms: float,
-              min_reps: int = 1) -> list[float]:
+def bench_gpu(
+    fn: Callable[[], None], restore: Restore, warmup_ms: float, rep_ms: float, min_reps: int = 1
+) -> list[float]:
     """Milliseconds of each timed call of ``fn`` (CUDA events), do_bench's loop with the
     starting state restored before each call: ``rep_ms`` of calls, ``min_reps`` at least
     (one only where a single call fills ``rep_ms``)."""
@@ -77,7 +79,7 @@ def bench_gpu(fn: Callable[[], None], restore: Restore, warmup_ms: float, rep_ms
     torch.cuda.synchronize()
     first = start.elapsed_time(end)
     if first >= rep_ms:  # one call fills the repeat budget: it is the sample (a very slow
-        return [first]   # candidate costs one call, not an estimate loop of five and more)
+        return [first]  # candidate costs one call, not an estimate loop of five and more)
     start.record()
     for _ in range(5):
         prepare()
@@ -119,8 +121,9 @@ def _replayer(launches: list[CapturedLaunch]) -> Callable[[], None]:
     return lambda: replay_all(launches)
 
 
-def time_launches(launches: list[CapturedLaunch], warmup_ms: int = 25, rep_ms: int = 100,
-                  restore: Restore = None) -> Timing:
+def time_launches(
+    launches: list[CapturedLaunch], warmup_ms: int = 25, rep_ms: int = 100, restore: Restore = None
+) -> Timing:
     fn = _replayer(launches)
     if on_gpu():
         with exclusive_gpu_timing():
@@ -154,8 +157,7 @@ def _one(fn: Callable[[], None], restore: Restore, rep_ms: float, min_reps: int 
     return (time.perf_counter() - t0) * 1e3
 
 
-def _sample_rounds(sets: list[tuple[list[CapturedLaunch], Restore]], rounds: int
-                   ) -> tuple[list[list[float]], str]:
+def _sample_rounds(sets: list[tuple[list[CapturedLaunch], Restore]], rounds: int) -> tuple[list[list[float]], str]:
     """``rounds`` rounds (at least 2); each round one sample of every set in turn (A B A B
     ... for two), under the timing lock on a GPU."""
     fns = [(_replayer(launches), restore) for launches, restore in sets]
@@ -171,9 +173,13 @@ def _sample_rounds(sets: list[tuple[list[CapturedLaunch], Restore]], rounds: int
     return samples, GPU_CLOCK if gpu else CPU_CLOCK
 
 
-def one_sample(launches: list[CapturedLaunch], rep_ms: int = SEARCH_SAMPLE_MS,
-               min_reps: int = SEARCH_SAMPLE_MIN_REPS, held_by_judge: bool = False,
-               restore: Restore = None) -> tuple[float, str]:
+def one_sample(
+    launches: list[CapturedLaunch],
+    rep_ms: int = SEARCH_SAMPLE_MS,
+    min_reps: int = SEARCH_SAMPLE_MIN_REPS,
+    held_by_judge: bool = False,
+    restore: Restore = None,
+) -> tuple[float, str]:
     """One sample of the launches' replay: a round of an interleaved measurement that the
     judge drives across two processes (it holds the timing turn meanwhile)."""
     fn = _replayer(launches)

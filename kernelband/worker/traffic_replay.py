@@ -2,6 +2,7 @@
 measured by replaying it (see ``kernelband.profile.traffic`` for the method and the
 pure accounting). Imports torch lazily.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -36,8 +37,9 @@ def tensor_args(launch: Any) -> list[TensorArg]:
         if key in out:
             out[key].names.append(name)
             continue
-        out[key] = TensorArg([name], a, list(a.shape), dtype_name(a),
-                             span_bytes(list(a.shape), list(a.stride()), a.element_size()))
+        out[key] = TensorArg(
+            [name], a, list(a.shape), dtype_name(a), span_bytes(list(a.shape), list(a.stride()), a.element_size())
+        )
     return list(out.values())
 
 
@@ -82,7 +84,9 @@ def _quiet_replay(launch: Any) -> None:
         launch.replay()
 
 
-def detect_writes(launch: Any, tensors: list[TensorArg], access: KernelAccess) -> tuple[Optional[list[dict[str, Any]]], str]:
+def detect_writes(
+    launch: Any, tensors: list[TensorArg], access: KernelAccess
+) -> tuple[Optional[list[dict[str, Any]]], str]:
     """Replay-based write detection (two replays). Returns ([{changed, written,
     poisoned}] per tensor, how) or (None, reason) when the replays cannot be done.
 

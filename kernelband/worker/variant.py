@@ -14,6 +14,7 @@ object on stdin: the task, the module versions by tag, the first steps), then, f
 interactive job, ``Command``s with more steps, and acks (empty lines). Steps run in order,
 each dispatched by its class (``STEP_OPS``); a malformed line is an error frame.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,9 +29,32 @@ from dataclasses import dataclass
 from typing import IO, Any, Callable, Iterator, Optional
 
 from .call_spec import RecordedCall
-from .messages import (Command, Derived, DoneFrame, ErrorFrame, FrameMeta, Job, MalformedMessage, Mark, MarkFrame,
-                       ProfileFrame, ProfileStep, Release, ReplayCheck, ReplayOutputs, Run, RunOutputs, Sample,
-                       SampleFrame, Samples, SamplesFrame, Step, Time, TimingFrame, Warm)
+from .messages import (
+    Command,
+    Derived,
+    DoneFrame,
+    ErrorFrame,
+    FrameMeta,
+    Job,
+    MalformedMessage,
+    Mark,
+    MarkFrame,
+    ProfileFrame,
+    ProfileStep,
+    Release,
+    ReplayCheck,
+    ReplayOutputs,
+    Run,
+    RunOutputs,
+    Sample,
+    SampleFrame,
+    Samples,
+    SamplesFrame,
+    Step,
+    Time,
+    TimingFrame,
+    Warm,
+)
 
 _UPCAST_MAX_BYTES = 256 << 20  # a higher-precision reference only where copies are cheap
 
@@ -82,12 +106,35 @@ class Integrity:
         from . import capture, wire
 
         owners: list[tuple[str, Any, list[str]]] = [
-            ("torch.Tensor", torch.Tensor, ["fill_", "clone", "to", "sum", "reshape", "view", "contiguous", "data_ptr",
-                                            "numel", "element_size", "copy_", "detach", "__eq__", "__ne__", "abs"]),
+            (
+                "torch.Tensor",
+                torch.Tensor,
+                [
+                    "fill_",
+                    "clone",
+                    "to",
+                    "sum",
+                    "reshape",
+                    "view",
+                    "contiguous",
+                    "data_ptr",
+                    "numel",
+                    "element_size",
+                    "copy_",
+                    "detach",
+                    "__eq__",
+                    "__ne__",
+                    "abs",
+                ],
+            ),
             ("torch", torch, ["equal", "arange", "empty", "isnan", "isinf", "isfinite", "manual_seed", "float64"]),
             ("torch.cuda", torch.cuda, ["synchronize", "Event", "current_stream", "is_available"]),
             ("triton.testing", triton.testing, ["do_bench"]),
-            ("capture", capture, ["fingerprint", "replay_all", "run_unrecorded", "_run_unwrapped", "_wrap", "_record_inner"]),
+            (
+                "capture",
+                capture,
+                ["fingerprint", "replay_all", "run_unrecorded", "_run_unwrapped", "_wrap", "_record_inner"],
+            ),
             ("wire", wire, ["write_frame", "encode", "_write_tensor"]),
             ("json", json, ["dumps"]),
             ("time", time, ["perf_counter"]),
@@ -171,6 +218,67 @@ class Channel:
         return self.commands.pop(0)
 
 
+def _run_options(
+    mode: str,
+    writes: dict[str, list[str]],
+    learned: dict[str, list[str]],
+    gpu_alone: bool,
+    kernel: str,
+    upcast: dict[int, dict[str, Any]],
+) -> dict[str, Any]:
+    """``run_harness``'s options for a run in ``mode`` (``upcast`` collects the float64
+    reruns' outputs by launch)."""
+    options: dict[str, Any] = {}
+    if mode == "neutral":
+        # the original's own job (no writes given): what its check runs wrote
+        options.update(neutralise=True, writes=writes or learned)
+    if mode == "upcast":
+        before, after = _upcast_hooks(kernel, upcast)
+        options.update(before_launch=before, after_launch=after)
+    # only the original's own job learns what its launches write (by fingerprints around
+    # each launch): a candidate's outputs are the arguments the original writes, and the
+    # judge compares everything else it is shown itself
+    options["track_writes"] = not writes
+    if mode in ("check", "upcast"):
+        # a kept run's replay check restores what its launches found (in-place kernels
+        # too), and every checked run shows the judge what its launches read
+        options["snapshot_bytes"] = _snapshot_budget()
+        options["host_snapshot_bytes"] = _host_snapshot_budget()
+        options["snapshot_reserve"] = _snapshot_reserve() if gpu_alone else 0
+    return options
+
+
+def _remember_outputs(kept: list[Any], out: Any, transport: str) -> None:
+    """Keep what this call returned (in ``kept``, the harness's earlier calls), to show it
+    again with every later call: a shared output buffer hands the caller a result that
+    changes under it (the judge compares each call's tensors as it first saw them with
+    what they are later). Over the bytes channel only while that is cheap."""
+    import torch
+
+    from .checks import leaves
+
+    tensors = [t for _, t in leaves(out) if isinstance(t, torch.Tensor)]
+    held = sum(t.numel() * t.element_size() for call in kept if call for t in call)
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    budget = _UPCAST_MAX_BYTES if transport == "bytes" else _previous_budget()
+    # over budget, a call is shown as None: the judge skips it (the calls stay aligned)
+    kept.append(tensors if held + size <= budget else None)
+
+
+def _free_memory() -> None:
+    """Give back what a dropped run held: Python's garbage, then torch's cached GPU blocks."""
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001
+        pass
+
+
 class Steps:
     """The job's steps, each sending frames. Runs keep their launches under a key so that
     later steps (replay check, timing, paired timing, profile) can use them."""
@@ -250,35 +358,22 @@ class Steps:
         mode = step.mode
         if step.skip_over is not None and self.output_bytes.get(step.harness, 0) > step.skip_over:
             # outputs this large: the judge keeps one seed's reference (host memory budget)
-            self.send(RunOutputs(step.harness, step.seed, mode, skipped=True,
-                                 output_bytes=self.output_bytes[step.harness]))
+            self.send(
+                RunOutputs(step.harness, step.seed, mode, skipped=True, output_bytes=self.output_bytes[step.harness])
+            )
             return
         upcast: dict[int, dict[str, torch.Tensor]] = {}
-        options: dict[str, Any] = {}
-        if mode == "neutral":
-            options.update(neutralise=True, writes=self.writes)
-        if mode == "upcast":
-            before, after = _upcast_hooks(self.task.kernel, upcast)
-            options.update(before_launch=before, after_launch=after)
-        if mode == "neutral" and not self.writes:
-            options["writes"] = self.learned  # the original's own job: what its check runs wrote
-        # only the original's own job learns what its launches write (by fingerprints around
-        # each launch): a candidate's outputs are the arguments the original writes, and the
-        # judge compares everything else it is shown itself
-        options["track_writes"] = not self.writes
-        if mode in ("check", "upcast"):
-            # a kept run's replay check restores what its launches found (in-place kernels
-            # too), and every checked run shows the judge what its launches read
-            options["snapshot_bytes"] = _snapshot_budget()
-            options["host_snapshot_bytes"] = _host_snapshot_budget()
-            options["snapshot_reserve"] = _snapshot_reserve() if self.gpu_alone else 0
+        options = _run_options(mode, self.writes, self.learned, self.gpu_alone, self.task.kernel, upcast)
         t0 = time.perf_counter()
         calls: list[RecordedCall] = []
         # a candidate's timed run: what torch does beside its launches, for the replay rules
         watch = carryover.TorchAccess() if step.keep and self.writes else None
         try:
-            with _recording_wrappers(version, step.record) as calls, \
-                    watch if watch is not None else contextlib.nullcontext(), timeline.span("harness"):
+            with (
+                _recording_wrappers(version, step.record) as calls,
+                watch if watch is not None else contextlib.nullcontext(),
+                timeline.span("harness"),
+            ):
                 out, rec = run_harness(version, step.seed, **options)
         except HarnessError as e:
             if isinstance(e.exc, StatefulGrid):
@@ -296,21 +391,39 @@ class Steps:
         with timeline.span("collect_written"):
             written, hp = collect_written(rec, mode, upcast, self._names)
         if watch is not None:  # before any replay: the state the launches left is the call's
-            why = carryover.replay_refusal(rec, watch, self.sources.get(step.module, ""),
-                                           carryover.reachable(version, out, rec.harness_locals, written))
+            why = carryover.replay_refusal(
+                rec,
+                watch,
+                self.sources.get(step.module, ""),
+                carryover.reachable(version, out, rec.harness_locals, written),
+            )
             if why:
                 raise RuntimeTampered(why)
         # inputs changed outside any launch's outputs (by torch in the wrapper, say): the
         # original's own job reports them (a candidate's locals are compared by the judge)
         launch_outputs = {tensor_key(launch.named_args()[n]) for launch in rec.launches for n in launch.written}
-        changed = sorted({label for (t, fp, label) in rec.first_seen.values()
-                          if tensor_key(t) not in launch_outputs and fingerprint(t) != fp})
+        changed = sorted(
+            {
+                label
+                for (t, fp, label) in rec.first_seen.values()
+                if tensor_key(t) not in launch_outputs and fingerprint(t) != fp
+            }
+        )
         meta = RunOutputs(
-            step.harness, step.seed, mode, seconds=round(seconds, 4),
-            launches=[launch_record(launch) for launch in rec.launches], written=_written_names(rec),
-            changed_inputs=changed, streams=sorted({launch.stream for launch in rec.launches}),
-            upcast={k: [x is not None for x in v] for k, v in hp.items()}, again=step.again, kept=bool(step.keep),
-            cuda_peak=_cuda_peak(), calls=calls)
+            step.harness,
+            step.seed,
+            mode,
+            seconds=round(seconds, 4),
+            launches=[launch_record(launch) for launch in rec.launches],
+            written=_written_names(rec),
+            changed_inputs=changed,
+            streams=sorted({launch.stream for launch in rec.launches}),
+            upcast={k: [x is not None for x in v] for k, v in hp.items()},
+            again=step.again,
+            kept=bool(step.keep),
+            cuda_peak=_cuda_peak(),
+            calls=calls,
+        )
         # earlier calls' results, shown again (a kept run's outputs are rewritten by its
         # replays on purpose: neither side tracks them). The original's upcast runs count:
         # they are most of its checked runs, which show whether its own results change
@@ -318,13 +431,16 @@ class Steps:
         previous = list(self.previous.get(step.harness, [])) if remember else []
         if remember:
             with timeline.span("remember_outputs"):
-                self._remember_outputs(step.harness, out)
+                _remember_outputs(self.previous.setdefault(step.harness, []), out, self.transport)
         if mode != "neutral":
             for kernel, names in meta.written.items():
                 have = self.learned.setdefault(kernel, [])
                 have += [n for n in names if n not in have]
-        tree: dict[str, Any] = {"returned": out, "written": written,
-                                "harness_locals": _locals_view(rec.harness_locals, written, out, self.transport)}
+        tree: dict[str, Any] = {
+            "returned": out,
+            "written": written,
+            "harness_locals": _locals_view(rec.harness_locals, written, out, self.transport),
+        }
         if previous:  # what earlier calls returned, as it is now: the judge sees whether it changed
             tree["previous"] = previous
         if rec.prestate.on_device:
@@ -340,23 +456,6 @@ class Steps:
         self.send(meta, tree)
         if step.keep:
             self.kept[step.keep] = (out, rec)
-
-    def _remember_outputs(self, harness: str, out: Any) -> None:
-        """Keep what this call returned, to show it again with every later call: a shared
-        output buffer hands the caller a result that changes under it (the judge compares
-        each call's tensors as it first saw them with what they are later). Over the bytes
-        channel only while that is cheap."""
-        import torch
-
-        from .checks import leaves
-
-        tensors = [t for _, t in leaves(out) if isinstance(t, torch.Tensor)]
-        kept = self.previous.setdefault(harness, [])
-        held = sum(t.numel() * t.element_size() for call in kept if call for t in call)
-        size = sum(t.numel() * t.element_size() for t in tensors)
-        budget = _UPCAST_MAX_BYTES if self.transport == "bytes" else _previous_budget()
-        # over budget, a call is shown as None: the judge skips it (the calls stay aligned)
-        kept.append(tensors if held + size <= budget else None)
 
     def _names(self, launch: Any, mode: str) -> list[str]:
         """The arguments whose final content is an output: the ones the original's
@@ -392,23 +491,19 @@ class Steps:
         synchronize()
         self.integrity.check()
         written, _ = collect_written(rec, "check", {}, self._names)
-        self.send(ReplayOutputs(step.key, len(rec.launches), restored, seconds=round(time.perf_counter() - t0, 4)),
-                  {"returned": out, "written": written,
-                   "harness_locals": _locals_view(rec.harness_locals, written, out, self.transport)})
+        self.send(
+            ReplayOutputs(step.key, len(rec.launches), restored, seconds=round(time.perf_counter() - t0, 4)),
+            {
+                "returned": out,
+                "written": written,
+                "harness_locals": _locals_view(rec.harness_locals, written, out, self.transport),
+            },
+        )
 
     def op_release(self, step: Release) -> None:
         """Drop a kept run (its tensors) before the next full-size run: one harness in memory."""
         self.kept.pop(step.key, None)
-        import gc
-
-        gc.collect()
-        try:
-            import torch
-
-            if torch.cuda.is_available() and torch.cuda.is_initialized():
-                torch.cuda.empty_cache()
-        except Exception:  # noqa: BLE001
-            pass
+        _free_memory()
 
     def op_time(self, step: Time) -> None:
         from .timing import time_launches
@@ -446,8 +541,13 @@ class Steps:
         from .timing import one_sample
 
         _, rec = self.kept[step.key]
-        ms, clock = one_sample(rec.launches, rep_ms=step.rep_ms, min_reps=step.min_reps,
-                               held_by_judge=step.held_by_judge, restore=_restorer(rec))
+        ms, clock = one_sample(
+            rec.launches,
+            rep_ms=step.rep_ms,
+            min_reps=step.min_reps,
+            held_by_judge=step.held_by_judge,
+            restore=_restorer(rec),
+        )
         self.integrity.check()
         self.send(SampleFrame(step.key, ms, clock))
 
@@ -465,16 +565,31 @@ class Steps:
 
         _, rec = self.kept[step.key]
         time_ms = step.time_ms if step.time_ms is not None else self.timed.get(step.key)  # this job's own timing
-        prof = collect_profile(rec.launches, time_ms, step.tier, step.facts, step.source, self.task.kernel,
-                               self.interpreted, restore=_restorer(rec))
+        prof = collect_profile(
+            rec.launches,
+            time_ms,
+            step.tier,
+            step.facts,
+            step.source,
+            self.task.kernel,
+            self.interpreted,
+            restore=_restorer(rec),
+        )
         self.send(ProfileFrame(json.loads(json.dumps(prof.to_dict(), default=str))))
 
 
 # each step's handler, by its class (every class of messages.STEPS has one: a test checks)
 STEP_OPS: dict[type[Step], Callable[[Steps, Any], None]] = {
-    Run: Steps.op_run, ReplayCheck: Steps.op_replay_check, Release: Steps.op_release, Time: Steps.op_time,
-    Derived: Steps.op_derived, Mark: Steps.op_mark, Sample: Steps.op_sample, Samples: Steps.op_samples,
-    ProfileStep: Steps.op_profile, Warm: Steps.op_warm,
+    Run: Steps.op_run,
+    ReplayCheck: Steps.op_replay_check,
+    Release: Steps.op_release,
+    Time: Steps.op_time,
+    Derived: Steps.op_derived,
+    Mark: Steps.op_mark,
+    Sample: Steps.op_sample,
+    Samples: Steps.op_samples,
+    ProfileStep: Steps.op_profile,
+    Warm: Steps.op_warm,
 }
 
 
@@ -482,8 +597,9 @@ STEP_OPS: dict[type[Step], Callable[[Steps, Any], None]] = {
 _LOCAL_DATA_MAX_BYTES = int(os.environ.get("KERNELBAND_LOCAL_DATA_MAX_BYTES", 64 << 20))
 
 
-def collect_written(rec: Any, mode: str, upcast: dict[int, dict[str, Any]],
-                    names: Callable[[Any, str], list[str]]) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+def collect_written(
+    rec: Any, mode: str, upcast: dict[int, dict[str, Any]], names: Callable[[Any, str], list[str]]
+) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
     """Distinct written tensors per "kernel.arg", in order of first launch, and (upcast
     mode) the higher-precision result of the last launch that wrote each; ``names`` gives a
     launch's output arguments."""
@@ -520,8 +636,9 @@ class InputFingerprint:
     fp: Any  # int64 tensor of the two sums
 
 
-def _locals_view(harness_locals: dict[str, Any], written: dict[str, list[Any]], returned: Any,
-                 transport: str = "bytes") -> dict[str, Any]:
+def _locals_view(
+    harness_locals: dict[str, Any], written: dict[str, list[Any]], returned: Any, transport: str = "bytes"
+) -> dict[str, Any]:
     import torch
 
     from .capture import fingerprint, tensor_key
@@ -532,8 +649,11 @@ def _locals_view(harness_locals: dict[str, Any], written: dict[str, list[Any]], 
 
     def view(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
-            if x.numel() * x.element_size() <= _LOCAL_DATA_MAX_BYTES or tensor_key(x) in outputs or \
-                    (transport == "cuda_ipc" and x.is_cuda):  # read in place by the judge: no cost
+            if (
+                x.numel() * x.element_size() <= _LOCAL_DATA_MAX_BYTES
+                or tensor_key(x) in outputs
+                or (transport == "cuda_ipc" and x.is_cuda)
+            ):  # read in place by the judge: no cost
                 return x
             s1, s2 = fingerprint(x)
             as_signed = [v - (1 << 64) if v >= 1 << 63 else v for v in (s1, s2)]
@@ -816,8 +936,15 @@ def _run_step(steps: "Steps", step: Step, proto: IO[bytes], nonce: str) -> Optio
         return _fail(proto, nonce, error)
 
 
-_FATAL_MARKERS = ("illegal memory access", "illegal address", "unspecified launch failure", "device-side assert",
-                  "CUDA error", "misaligned address", "an illegal instruction")
+_FATAL_MARKERS = (
+    "illegal memory access",
+    "illegal address",
+    "unspecified launch failure",
+    "device-side assert",
+    "CUDA error",
+    "misaligned address",
+    "an illegal instruction",
+)
 
 
 def _context_broken(exc: BaseException) -> bool:

@@ -11,6 +11,7 @@ runs the job's own code and writes only that job's private cache (which that cod
 write anyway), and the judge reads nothing of it: no verdict depends on it. It is
 closed with its job.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,8 +69,7 @@ def pays_off(ref: Reference, first_run_s: float = 0.0, lanes: int = MAX_LANES) -
     (``first_run_s``, 0 before it) shows it compiles far slower than the original
     (``compiles_heavily``), or warming is "on"."""
     least_s = min_seconds(lanes)
-    if os.environ.get(WARM_ENV, "auto") == "on" or ref.derived_calls_s >= least_s \
-            or compiles_heavily(ref, first_run_s):
+    if os.environ.get(WARM_ENV, "auto") == "on" or ref.derived_calls_s >= least_s or compiles_heavily(ref, first_run_s):
         return True
     running = ref.derive_started > 0 and not ref.derived_ready.is_set()
     return running and time.monotonic() - ref.derive_started >= least_s
@@ -90,8 +90,9 @@ def compiles_heavily(ref: Reference, first_run_s: float) -> bool:
     return first_run_s >= max(HEAVY_FIRST_RUN_S, HEAVY_RATIO * ref.first_run_s)
 
 
-def start(judge: JudgeCore, job: VariantJob, calls: list[DerivedCall], module: str,
-          siblings: int = 1) -> list[VariantJob]:
+def start(
+    judge: JudgeCore, job: VariantJob, calls: list[DerivedCall], module: str, siblings: int = 1
+) -> list[VariantJob]:
     """Up to ``siblings`` processes compiling ``calls`` (split among them in turn) into
     ``job``'s Triton cache, started now; none where warming is off or there is nothing to
     compile. A sibling that cannot start is left out (the job compiles for itself)."""
@@ -103,9 +104,12 @@ def start(judge: JudgeCore, job: VariantJob, calls: list[DerivedCall], module: s
     started: list[VariantJob] = []
     for k in range(siblings):
         part = calls[k::siblings]
-        sibling = VariantJob(Job(task, dict(job.job.modules), [Warm(part, module, pool_threads())], judge.interpreted),
-                             timeout_s=deadline_s(task.timeout_s, len(part)), shared_cache=job.cache,
-                             extra_env=dict(job.extra_env))
+        sibling = VariantJob(
+            Job(task, dict(job.job.modules), [Warm(part, module, pool_threads())], judge.interpreted),
+            timeout_s=deadline_s(task.timeout_s, len(part)),
+            shared_cache=job.cache,
+            extra_env=dict(job.extra_env),
+        )
         try:
             sibling.start(judge.live_zygote())
         except Exception as e:  # noqa: BLE001 - a head start, never a requirement

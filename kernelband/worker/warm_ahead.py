@@ -17,6 +17,7 @@ module's own). Not done where the module has an autotuner: its instance state (t
 chosen configs, the bench it is lent) is per instance, not per thread, and concurrent
 calls would leave it changed for the real ones.
 """
+
 from __future__ import annotations
 
 import os
@@ -63,8 +64,11 @@ def warm_ahead(version: Any, calls: list[DerivedCall], threads: int) -> float:
     t0 = time.perf_counter()
     # torch's factories make canary-padded buffers (contiguous views, whatever the template's
     # strides) in every thread while this thread waits, as they do around the real calls
-    with launches_as_warmups(), padded_allocations("a", PAD_ELEMENTS) as made, \
-            ThreadPoolExecutor(max_workers=min(threads, len(todo)), thread_name_prefix="kernelband-warm") as pool:
+    with (
+        launches_as_warmups(),
+        padded_allocations("a", PAD_ELEMENTS) as made,
+        ThreadPoolExecutor(max_workers=min(threads, len(todo)), thread_name_prefix="kernelband-warm") as pool,
+    ):
         for _ in pool.map(lambda call: _warm_one(version, call, made), todo):
             pass
     return time.perf_counter() - t0

@@ -18,6 +18,7 @@ that the described extent lies inside what the driver mapped and is aligned, and
 the tensor in place while the variant process waits for its ack (``variant.Steps.send``);
 it copies what it keeps (references) into memory of its own.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,8 +37,25 @@ CHUNK_BYTES = 64 << 20  # tensors cross in slices: host memory stays bounded on 
 
 _DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name)
-    for name in ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
-                 "complex64", "complex128", "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64")
+    for name in (
+        "float64",
+        "float32",
+        "float16",
+        "bfloat16",
+        "int64",
+        "int32",
+        "int16",
+        "int8",
+        "uint8",
+        "bool",
+        "complex64",
+        "complex128",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "uint16",
+        "uint32",
+        "uint64",
+    )
     if isinstance(getattr(torch, name, None), torch.dtype)
 }
 _DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
@@ -130,12 +148,21 @@ class _Encoder:
                 return {"t": "opaque", "type": "dict with non-string keys"}
             return {"t": "dict", "keys": keys, "values": [enc(x[k], depth + 1) for k in keys]}
         if isinstance(x, tuple) and hasattr(x, "_fields"):  # a namedtuple: a typed object with named fields
-            return {"t": "object", "type": type(x).__name__, "keys": list(x._fields),
-                    "values": [enc(v, depth + 1) for v in x]}
+            return {
+                "t": "object",
+                "type": type(x).__name__,
+                "keys": list(x._fields),
+                "values": [enc(v, depth + 1) for v in x],
+            }
         fields = _fields_of(x)
         if fields is not None:
             keys = list(fields)
-            return {"t": "object", "type": type(x).__name__, "keys": keys, "values": [enc(fields[k], depth + 1) for k in keys]}
+            return {
+                "t": "object",
+                "type": type(x).__name__,
+                "keys": keys,
+                "values": [enc(fields[k], depth + 1) for k in keys],
+            }
         return {"t": "opaque", "type": type(x).__name__}
 
 
@@ -164,7 +191,7 @@ def _write_tensor(fh: IO[bytes], t: torch.Tensor) -> None:
     per = max(CHUNK_BYTES // flat.element_size(), 1)
     staging = _staging("send") if flat.is_cuda else None
     for start in range(0, flat.numel(), per):
-        part = flat[start:start + per]
+        part = flat[start : start + per]
         if staging is not None and part.numel() * part.element_size() <= staging.numel():
             n = part.numel() * part.element_size()
             staging[:n].copy_(part.contiguous().view(torch.uint8))
@@ -174,8 +201,9 @@ def _write_tensor(fh: IO[bytes], t: torch.Tensor) -> None:
         fh.write(part.view(torch.uint8).numpy().data)
 
 
-def write_frame(fh: IO[bytes], nonce: str, kind: str, meta: dict[str, Any], tree: Any = None,
-                transport: str = "bytes") -> int:
+def write_frame(
+    fh: IO[bytes], nonce: str, kind: str, meta: dict[str, Any], tree: Any = None, transport: str = "bytes"
+) -> int:
     """Write one frame; returns how many tensors it described by IPC handle (the sender
     must then keep them unchanged until the judge acks the frame)."""
     enc = _Encoder(transport)
@@ -216,7 +244,11 @@ def _read_len(fh: IO[bytes]) -> Optional[int]:
 
 
 def _check_shape(shape: Any) -> list[int]:
-    if not isinstance(shape, list) or len(shape) > 16 or not all(isinstance(d, int) and 0 <= d < 1 << 48 for d in shape):
+    if (
+        not isinstance(shape, list)
+        or len(shape) > 16
+        or not all(isinstance(d, int) and 0 <= d < 1 << 48 for d in shape)
+    ):
         raise WireError(f"malformed tensor shape {str(shape)[:80]}")
     return shape
 
@@ -234,8 +266,11 @@ class IpcMaps:
         from .cuda_ipc import Export, ImportedAllocation, IpcError, strided_extent
 
         strides = node.get("strides")
-        if not isinstance(strides, list) or len(strides) != len(shape) or \
-                not all(isinstance(s, int) and 0 <= s < 1 << 48 for s in strides):
+        if (
+            not isinstance(strides, list)
+            or len(strides) != len(shape)
+            or not all(isinstance(s, int) and 0 <= s < 1 << 48 for s in strides)
+        ):
             raise WireError("malformed strides of an IPC tensor")
         itemsize = torch.empty((), dtype=dtype).element_size()
         try:
@@ -264,8 +299,14 @@ class IpcMaps:
         self.maps.clear()
 
 
-def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0,
-            decoded: Optional[list[torch.Tensor]] = None, ipc: Optional[IpcMaps] = None) -> Any:
+def _decode(
+    node: Any,
+    fh: IO[bytes],
+    device: Optional[str],
+    depth: int = 0,
+    decoded: Optional[list[torch.Tensor]] = None,
+    ipc: Optional[IpcMaps] = None,
+) -> Any:
     if depth > MAX_DEPTH or not isinstance(node, dict):
         raise WireError("malformed output tree")
     decoded = [] if decoded is None else decoded
@@ -298,14 +339,16 @@ def _decode(node: Any, fh: IO[bytes], device: Optional[str], depth: int = 0,
         for start in range(0, numel, per):
             k = min(per, numel - start)
             if not out.is_cuda:  # straight into the tensor's memory: no intermediate copy
-                _read_into(fh, flat[start:start + k].view(torch.uint8).numpy().data)
+                _read_into(fh, flat[start : start + k].view(torch.uint8).numpy().data)
             elif staging is not None:
-                _read_into(fh, staging[:k * itemsize].numpy().data)
-                flat[start:start + k].copy_(staging[:k * itemsize].view(dtype))
+                _read_into(fh, staging[: k * itemsize].numpy().data)
+                flat[start : start + k].copy_(staging[: k * itemsize].view(dtype))
             else:
                 raw = _read_exact(fh, k * itemsize)
-                part = torch.frombuffer(bytearray(raw) if isinstance(raw, bytes) else raw, dtype=torch.uint8).view(dtype)
-                flat[start:start + k].copy_(part)
+                part = torch.frombuffer(bytearray(raw) if isinstance(raw, bytes) else raw, dtype=torch.uint8).view(
+                    dtype
+                )
+                flat[start : start + k].copy_(part)
         decoded.append(out)
         return out
     if t == "value":
@@ -350,8 +393,13 @@ def tree_bytes(node: Any, depth: int = 0) -> int:
 DeviceChoice = Union[None, str, Callable[[str, Any, int], Optional[str]]]
 
 
-def read_frame(fh: IO[bytes], nonce: str, device: DeviceChoice = None, ipc: Optional[IpcMaps] = None,
-               decode_meta: Optional[Callable[[str, dict[str, Any]], Any]] = None) -> Optional[tuple[str, Any, Any]]:
+def read_frame(
+    fh: IO[bytes],
+    nonce: str,
+    device: DeviceChoice = None,
+    ipc: Optional[IpcMaps] = None,
+    decode_meta: Optional[Callable[[str, dict[str, Any]], Any]] = None,
+) -> Optional[tuple[str, Any, Any]]:
     """The next frame as (kind, meta, tree), or None at a clean end of stream. ``decode_meta``
     (the judge's: ``messages.decode_frame``) turns the meta into what the receiver reads,
     before any tensor is: its errors pass through. Tensors are rebuilt on ``device`` (slice

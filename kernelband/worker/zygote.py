@@ -16,6 +16,7 @@ one JSON line per message (``messages.py``), file descriptors passed with SCM_RI
 and ``{"error"}`` for a request that does not decode.
 The zygote is a child subreaper: a job's double-forked descendants come back to it.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,7 @@
 """The judge's handle on the fork server (``zygote.py``), importable without torch so the
 judge can start the fork server before it imports torch itself (both imports then run
 at once, which is most of a cold start)."""
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,14 @@ class Zygote:
             env["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix
         self.sock, child = socket.socketpair()
         env["KERNELBAND_ZYGOTE_FD"] = str(child.fileno())
-        self.proc = subprocess.Popen([sys.executable, "-m", "kernelband.worker.zygote"], cwd=str(self.dir), env=env,
-                                     stdin=subprocess.DEVNULL, pass_fds=(child.fileno(),), start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernelband.worker.zygote"],
+            cwd=str(self.dir),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            pass_fds=(child.fileno(),),
+            start_new_session=True,
+        )
         child.close()
         _KEEP_PIDS.add(self.proc.pid)
         self.sock.settimeout(_ZYGOTE_START_S)

@@ -2,6 +2,7 @@
 
 stdout carries the protocol only; logs go to stderr and to window/logMessage.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,11 @@ def setup_logging(level: str) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="kernelband-lsp", description="KernelBand language server (LSP over stdio)")
     parser.add_argument("--stdio", action="store_true", help="communicate over stdin/stdout (the default)")
-    parser.add_argument("--log-level", default=os.environ.get("KERNELBAND_LSP_LOG_LEVEL", "INFO"),
-                        help="level of the server's own log (stderr and window/logMessage)")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("KERNELBAND_LSP_LOG_LEVEL", "INFO"),
+        help="level of the server's own log (stderr and window/logMessage)",
+    )
     parser.add_argument("--version", action="version", version=f"kernelband-lsp {__version__}")
     args = parser.parse_args(argv)
 
@@ -61,8 +65,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if e.name is None or e.name.split(".")[0] not in _REQUIRED:
             raise
         # stdout is the protocol's: the reason goes to stderr, on one line
-        print(f"kernelband-lsp: the language server needs the {e.name.split('.')[0]} package, which is not "
-              f"installed: pip install kernelband (or: pip install {' '.join(_REQUIRED)})", file=sys.stderr)
+        print(
+            f"kernelband-lsp: the language server needs the {e.name.split('.')[0]} package, which is not "
+            f"installed: pip install kernelband (or: pip install {' '.join(_REQUIRED)})",
+            file=sys.stderr,
+        )
         return 2
 
     server = create_server()

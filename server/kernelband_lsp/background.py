@@ -7,6 +7,7 @@ the same kernel supersede a queued one. Files changed outside the editor are not
 through a watchdog observer on the workspace folders (started only while the setting
 is on); open documents are left to the editor's own save notifications.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,16 +25,34 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-IGNORED_DIRS = {".kernelband", ".git", "__pycache__", "node_modules", ".venv", "venv", "site-packages",
-                ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".tox"}
+IGNORED_DIRS = {
+    ".kernelband",
+    ".git",
+    "__pycache__",
+    "node_modules",
+    ".venv",
+    "venv",
+    "site-packages",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    "build",
+    "dist",
+    ".tox",
+}
 
 # submit(path, uri, text, version, kernel) -> queued?
 Submit = Callable[[Analysis, str], bool]
 
 
 class Background:
-    def __init__(self, submit: Submit, already_done: Callable[[Analysis, str], bool],
-                 has_harness: Callable[[Analysis, str], bool], debounce_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        submit: Submit,
+        already_done: Callable[[Analysis, str], bool],
+        has_harness: Callable[[Analysis, str], bool],
+        debounce_s: float = 0.5,
+    ) -> None:
         self._submit = submit
         self._already_done = already_done
         self._has_harness = has_harness

@@ -8,6 +8,7 @@ This registry maps the request id to the task running the command, so a cancel
 notification can cancel that task: the command's own `except CancelledError` then
 cancels its job (service.run_job).
 """
+
 from __future__ import annotations
 
 import asyncio

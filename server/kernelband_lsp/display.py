@@ -9,6 +9,7 @@ summaries. The same module words the progress lines, the job's phase while no ev
 the one-line summary of a Result, so VS Code, Neovim and any other client read the same
 text (the VS Code client shows these strings; it does not word them again).
 """
+
 from __future__ import annotations
 
 import time
@@ -135,8 +136,11 @@ class JobDisplay:
     def __post_init__(self) -> None:
         if not self.phase:
             # a check job sends no events: its one phase says all it does
-            self.phase = ("checking the code as it stands against the original (every seed, the trust checks, "
-                          "the timing)" if self.kind == CHECK else "starting the engine (Python, torch and Triton load)")
+            self.phase = (
+                "checking the code as it stands against the original (every seed, the trust checks, the timing)"
+                if self.kind == CHECK
+                else "starting the engine (Python, torch and Triton load)"
+            )
 
     @property
     def claims_speed(self) -> bool:

@@ -8,6 +8,7 @@ file does not parse, the last good analysis keeps serving lenses, symbols and ho
 Changes are analysed after a debounce; a request that needs the current text analyses
 it at once (detection of a 3,000-line file takes milliseconds).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -118,8 +119,9 @@ class Analysis:
         key = (name, explicit or None)
         if key not in src._harness:
             try:
-                src._harness[key] = find_harness(src.path, src.text, name, explicit=explicit or None,
-                                                 result=src.detection.scoped_to(name))
+                src._harness[key] = find_harness(
+                    src.path, src.text, name, explicit=explicit or None, result=src.detection.scoped_to(name)
+                )
             except Exception as e:  # an unreadable companion file must not break hovers
                 log.warning("harness discovery for %s failed: %s", name, e)
                 src._harness[key] = HarnessChoice(None, reason=f"harness discovery failed: {e}")
@@ -128,16 +130,19 @@ class Analysis:
 
 def _call_graph(d: DetectionResult) -> tuple:
     """What a harness choice depends on (who calls and launches whom), not positions."""
-    return (tuple(k.name for k in d.kernels),
-            tuple((f.name, f.kind, tuple(f.calls), tuple(f.launches)) for f in d.functions))
+    return (
+        tuple(k.name for k in d.kernels),
+        tuple((f.name, f.kind, tuple(f.calls), tuple(f.launches)) for f in d.functions),
+    )
 
 
 _TOP = re.compile(r"(@|def |async def |class )")
 _IMPORT = re.compile(r"(import |from )")
 
 
-def partial_analysis(uri: str, path: str, text: str, version: Optional[int], line0: int,
-                     encoding: str = UTF16) -> Optional[Analysis]:
+def partial_analysis(
+    uri: str, path: str, text: str, version: Optional[int], line0: int, encoding: str = UTF16
+) -> Optional[Analysis]:
     """Detection of only the imports and the top-level definition holding ``line0``,
     with every other line blanked (positions stay the document's). Milliseconds on a
     20,000-line file whose full detection takes seconds."""
@@ -200,7 +205,8 @@ def _detector():
             import multiprocessing
 
             _pool = concurrent.futures.ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_quiet_child)
+                max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_quiet_child
+            )
         return _pool
 
 
@@ -229,8 +235,9 @@ def detect_text(text: str, path: str) -> DetectionResult:
     return detect(text, path)
 
 
-def analyse(uri: str, path: str, text: str, version: Optional[int], encoding: str = UTF16,
-            previous: Optional[Analysis] = None) -> Analysis:
+def analyse(
+    uri: str, path: str, text: str, version: Optional[int], encoding: str = UTF16, previous: Optional[Analysis] = None
+) -> Analysis:
     detection = detect_text(text, path)
     a = Analysis(uri, path, version, text, LineIndex(text, encoding), detection)
     if not a.parsed and previous is not None:
@@ -246,8 +253,9 @@ class Documents:
     for a version being analysed waits for that analysis instead of starting another.
     """
 
-    def __init__(self, encoding: str = UTF16, debounce_s: float = 0.25,
-                 on_analysed: Optional[Callable[[Analysis], None]] = None) -> None:
+    def __init__(
+        self, encoding: str = UTF16, debounce_s: float = 0.25, on_analysed: Optional[Callable[[Analysis], None]] = None
+    ) -> None:
         self.encoding = encoding
         self.debounce_s = debounce_s
         self.on_analysed = on_analysed
@@ -269,8 +277,12 @@ class Documents:
             self._stored_seq[uri] = seq
             self._cache[uri] = a
             if not a.parsed:
-                log.info("%s does not parse (line %s: %s); keeping the last good detection",
-                         a.path, a.error.line if a.error else "?", a.error.message if a.error else "")
+                log.info(
+                    "%s does not parse (line %s: %s); keeping the last good detection",
+                    a.path,
+                    a.error.line if a.error else "?",
+                    a.error.message if a.error else "",
+                )
 
     async def aget(self, uri: str, path: str, text: str, version: Optional[int]) -> Analysis:
         """The analysis of exactly this text, computed on a worker thread if needed."""
@@ -307,8 +319,9 @@ class Documents:
             return False
         return any(v == version and (t is text or t == text) for v, t, _ in self._inflight.get(uri, []))
 
-    def note_change(self, uri: str, path: str, changes: Optional[list[Change]], text: str,
-                    version: Optional[int]) -> Optional[Analysis]:
+    def note_change(
+        self, uri: str, path: str, changes: Optional[list[Change]], text: str, version: Optional[int]
+    ) -> Optional[Analysis]:
         """Right after a change: the last analysis moved by the change, when the change
         cannot alter what detection finds (incremental.py); None otherwise."""
         base = self._provisional.get(uri) or self._cache.get(uri)
@@ -357,7 +370,11 @@ class Documents:
         prov = self._provisional.get(uri)
         if prov is not None and prov.version == a.version:
             del self._provisional[uri]
-            same = a.parsed and prov.detection.kernels == a.detection.kernels and prov.detection.functions == a.detection.functions
+            same = (
+                a.parsed
+                and prov.detection.kernels == a.detection.kernels
+                and prov.detection.functions == a.detection.functions
+            )
             if not same and self.on_provisional_mismatch is not None:
                 self.on_provisional_mismatch(uri)
         if self._cache.get(uri) is a and self.on_analysed is not None:

@@ -12,6 +12,7 @@ unchanged (a comment or a blank line added inside it is not a change of code) an
 of the user's changes touch a hunk. Otherwise it is refused with a message: the user's
 unsaved work is never overwritten.
 """
+
 from __future__ import annotations
 
 import ast
@@ -157,15 +158,22 @@ def plan_edit(base: str, variant: str, current: str, kernel: str) -> EditPlan:
     base_kernel = _kernel_segment(base, kernel)
     cur_det = _detect(current)
     if cur_det.error is not None:
-        return EditPlan(False, f"the file does not parse now (line {cur_det.error.line}: {cur_det.error.message}); "
-                               "fix it, then apply the variant")
+        return EditPlan(
+            False,
+            f"the file does not parse now (line {cur_det.error.line}: {cur_det.error.message}); "
+            "fix it, then apply the variant",
+        )
     cur_kernel = _kernel_segment(current, kernel)
     if cur_kernel is None:
         return EditPlan(False, f"{kernel} is no longer in the file; the variant was not applied")
-    if base_kernel is None or (cur_kernel != base_kernel
-                               and _kernel_code(current, kernel) != _kernel_code(base, kernel)):
-        return EditPlan(False, f"{kernel} was edited after the job started, so its result no longer "
-                               "applies; your changes were kept. Run Optimize again on the new code.")
+    if base_kernel is None or (
+        cur_kernel != base_kernel and _kernel_code(current, kernel) != _kernel_code(base, kernel)
+    ):
+        return EditPlan(
+            False,
+            f"{kernel} was edited after the job started, so its result no longer "
+            "applies; your changes were kept. Run Optimize again on the new code.",
+        )
 
     a, b, c = split_lines(base), split_lines(variant), split_lines(current)
     user_ops = _line_opcodes(a, c)
@@ -187,8 +195,11 @@ def plan_edit(base: str, variant: str, current: str, kernel: str) -> EditPlan:
             else:  # the user inserted inside a changed region
                 clash = i1 < u1 < i2
             if clash:
-                return EditPlan(False, f"your edits since the job started touch lines the variant changes "
-                                       f"(line {i1 + 1}); the variant was not applied. Run Optimize again.")
+                return EditPlan(
+                    False,
+                    f"your edits since the job started touch lines the variant changes "
+                    f"(line {i1 + 1}); the variant was not applied. Run Optimize again.",
+                )
         s = _map_point(i1, equal_blocks, as_start=True)
         e = _map_point(i2, equal_blocks, as_start=False) if i2 > i1 else s
         if s is None or e is None or e < s:
@@ -212,14 +223,16 @@ def plan_edit(base: str, variant: str, current: str, kernel: str) -> EditPlan:
 def to_text_edits(text: str, hunks: list[Hunk], encoding: str = UTF16) -> list[types.TextEdit]:
     idx = LineIndex(text, encoding)
     return [
-        types.TextEdit(range=types.Range(start=idx.offset_to_position(h.start), end=idx.offset_to_position(h.end)),
-                       new_text=h.new)
+        types.TextEdit(
+            range=types.Range(start=idx.offset_to_position(h.start), end=idx.offset_to_position(h.end)), new_text=h.new
+        )
         for h in sorted(hunks, key=lambda h: h.start)
     ]
 
 
-def workspace_edit(uri: str, version: Optional[int], text: str, hunks: list[Hunk],
-                   encoding: str = UTF16, document_changes: bool = True) -> types.WorkspaceEdit:
+def workspace_edit(
+    uri: str, version: Optional[int], text: str, hunks: list[Hunk], encoding: str = UTF16, document_changes: bool = True
+) -> types.WorkspaceEdit:
     """A versioned TextDocumentEdit (or plain `changes` for clients without documentChanges)."""
     edits = to_text_edits(text, hunks, encoding)
     if not document_changes:

@@ -2,6 +2,7 @@
 --events jsonl --stdin-source`` plus the flags the settings ask for; a re-verification
 is ``check FILE --kernel K --stdin-source --json --variant VARIANT`` (the original on
 stdin, one JSON object on stdout)."""
+
 from __future__ import annotations
 
 import contextlib

@@ -5,6 +5,7 @@ Lists only what the Result says (never a number made up here): what was checked
 the paired re-measurement with its CI, and the GPU. Keys the engine may add later (kept in
 ``Result.extra``) are read when present; a missing one is left out rather than guessed.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -28,8 +29,10 @@ def evidence(result: Optional[Result]) -> list[dict[str, str]]:
 
     claim = D.result_claims_speed(result)
     if not claim:
-        add("Verdict", f"{D.INTERPRETED_NOTE}: it ran under Triton's interpreter on the CPU, whose times say "
-                       "nothing about a GPU")
+        add(
+            "Verdict",
+            f"{D.INTERPRETED_NOTE}: it ran under Triton's interpreter on the CPU, whose times say nothing about a GPU",
+        )
     ver = more.get("verification")
     if not isinstance(ver, dict):
         ver = {}

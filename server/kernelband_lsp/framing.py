@@ -7,6 +7,7 @@ allocate and die. This reader keeps its own buffer and re-synchronises on the ne
 length runs past what arrived, accepts a body that is complete JSON on its own once
 the next header shows up or the input pauses.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -69,7 +70,7 @@ class FrameBuffer:
         # garbage before the header (the tail of a body whose length was too small)
         start = header.lower().rfind(CL)
         if start < 0:
-            del buf[:end + 4]
+            del buf[: end + 4]
             return Frame(error=f"a header without Content-Length: {header[:80]!r}")
         m = _LENGTH.match(header, start)
         raw = m.group(1).strip() if m else b""
@@ -84,9 +85,9 @@ class FrameBuffer:
         if start > 0:
             log.warning("framing: skipped %d bytes before a header", start)
         if len(buf) >= body_at + n:
-            body = bytes(buf[body_at:body_at + n])
+            body = bytes(buf[body_at : body_at + n])
             if _parses(body):
-                del buf[:body_at + n]
+                del buf[: body_at + n]
                 return Frame(body=body)
             # the length was wrong: the message ends where the next header starts
             nxt = self._next_header(body_at)

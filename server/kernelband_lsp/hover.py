@@ -4,6 +4,7 @@ The profile's card is the engine's (``kernelband.profile.render.profile_card_mar
 pure: no torch or triton); the rest is worded here. Never runs anything: the card is
 built from the store and memory only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,8 +43,11 @@ def result_line(result: Result) -> str:
             return f"**Last optimization:** a variant that is {D.INTERPRETED_NOTE} (CPU interpreter){via}{evals}"
         base, best = S.num(result.baseline_ms), S.num(result.best_ms)
         how = "paired re-measurement" if result.paired_rounds else "measured by the optimizer"
-        times = (f" (original {S.fmt_ms(base)} → variant {S.fmt_ms(best)}, {how})"
-                 if base is not None and best is not None else "")
+        times = (
+            f" (original {S.fmt_ms(base)} → variant {S.fmt_ms(best)}, {how})"
+            if base is not None and best is not None
+            else ""
+        )
         return f"**Last optimization:** {D.speedup_phrase(result) or 'faster'}{times}{via}{evals}"
     if status == ResultStatus.NO_IMPROVEMENT:
         return f"**Last optimization:** no faster variant found{evals}"
@@ -63,11 +67,14 @@ def card(inp: CardInputs) -> str:
         # the optimizer's paired re-measurement
         body = profile_card_markdown(inp.profile)
     else:
-        tags = ["Triton kernel"] + (["autotuned"] if k.is_autotuned else []) + (["heuristics"] if k.has_heuristics else [])
+        tags = (
+            ["Triton kernel"] + (["autotuned"] if k.is_autotuned else []) + (["heuristics"] if k.has_heuristics else [])
+        )
         body = f"**{k.name}** · {' · '.join(tags)}" + (
             "\n\nNot profiled yet: use **Profile** (code lens) to measure it."
             if inp.harness.found or inp.harness.reason == ANALYSING
-            else "\n\nNot profiled yet: create a harness first (then **Profile** measures it).")
+            else "\n\nNot profiled yet: create a harness first (then **Profile** measures it)."
+        )
     if inp.result:
         body += "\n\n" + result_line(inp.result)
     if inp.profile is not None and not inp.profile_exact:

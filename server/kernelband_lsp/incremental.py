@@ -11,6 +11,7 @@ rest. Any other edit (a header, a decorator, a new definition, an import, module
 code) returns None and the caller analyses the text. The debounced analysis still runs
 and, if the result differs, the server asks the client to refresh its lenses.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,8 +53,9 @@ def _header_end(index: LineIndex, def_line0: int) -> int:
     return def_line0 + 60
 
 
-def _safe_lines(k_ranges: list[tuple[int, int]], a_lines: int, index: LineIndex, c: Change, removed: str,
-                new_lines: list[str]) -> bool:
+def _safe_lines(
+    k_ranges: list[tuple[int, int]], a_lines: int, index: LineIndex, c: Change, removed: str, new_lines: list[str]
+) -> bool:
     """The change touches only one kernel's body, or only comment/blank module lines."""
     if _STRUCTURAL.search(c.text) or _STRUCTURAL.search(removed):
         return False
@@ -80,12 +82,17 @@ def _move(r: SourceRange, end_line0: int, delta: int) -> SourceRange:
 
 def _move_kernel(k: KernelInfo, e: int, d: int) -> KernelInfo:
     return dataclasses.replace(
-        k, range=_move(k.range, e, d), def_range=_move(k.def_range, e, d), name_range=_move(k.name_range, e, d),
-        launch_sites=[dataclasses.replace(ls, range=_move(ls.range, e, d)) for ls in k.launch_sites])
+        k,
+        range=_move(k.range, e, d),
+        def_range=_move(k.def_range, e, d),
+        name_range=_move(k.name_range, e, d),
+        launch_sites=[dataclasses.replace(ls, range=_move(ls.range, e, d)) for ls in k.launch_sites],
+    )
 
 
-def shift(detection: DetectionResult, index: LineIndex,
-          changes: Sequence[Change]) -> Optional[tuple[DetectionResult, LineIndex]]:
+def shift(
+    detection: DetectionResult, index: LineIndex, changes: Sequence[Change]
+) -> Optional[tuple[DetectionResult, LineIndex]]:
     """The detection (and line table) of the text after ``changes``, if they cannot
     change what is detected; else None. ``index`` is the line table of the text the
     detection is of."""
@@ -114,7 +121,9 @@ def shift(detection: DetectionResult, index: LineIndex,
             det = DetectionResult(
                 kernels=[_move_kernel(k, e, delta) for k in det.kernels],
                 functions=[dataclasses.replace(f, range=_move(f.range, e, delta)) for f in det.functions],
-                error=None, module_defs=det.module_defs)
+                error=None,
+                module_defs=det.module_defs,
+            )
         else:
             moved = _redetect_function(det, index, new_index, c, delta)
             if moved is None:
@@ -141,8 +150,9 @@ def _function_around(det: DetectionResult, index: LineIndex, c: Change) -> Optio
     return None
 
 
-def _redetect_function(det: DetectionResult, index: LineIndex, new_index: LineIndex, c: Change,
-                       delta: int) -> Optional[DetectionResult]:
+def _redetect_function(
+    det: DetectionResult, index: LineIndex, new_index: LineIndex, c: Change, delta: int
+) -> Optional[DetectionResult]:
     """The detection after an edit inside one plain function's body: that function and
     its launch sites detected again from its lines alone, everything else moved."""
     f = _function_around(det, index, c)
@@ -152,7 +162,7 @@ def _redetect_function(det: DetectionResult, index: LineIndex, new_index: LineIn
     if end0 < start0 or end0 >= len(new_index.lines):
         return None
     # the module's text with only this function's lines: positions stay the module's
-    block = "\n" * start0 + "".join(new_index.lines[start0:end0 + 1])
+    block = "\n" * start0 + "".join(new_index.lines[start0 : end0 + 1])
     got = redetect_function(det, block, f.name, end0 + 1)
     if got is None:
         return None

@@ -1,5 +1,6 @@
 """Inlay hints: the last profile after a kernel's signature, the best found config at
 its launch sites. Pure functions of an analysis and the per-kernel status (store)."""
+
 from __future__ import annotations
 
 import functools
@@ -72,8 +73,15 @@ def hints(a: Analysis, rng: types.Range, status, offer) -> list[types.InlayHint]
         if label:
             line0 = _header_end(src.index, k.def_range.start_line - 1)
             end = types.Position(line=line0, character=len(src.index.line_text(line0).encode("utf-16-le")) // 2)
-            out.append(types.InlayHint(position=end, label=label, kind=types.InlayHintKind.Type, padding_left=True,
-                                       tooltip="KernelBand: the last profile of this kernel"))
+            out.append(
+                types.InlayHint(
+                    position=end,
+                    label=label,
+                    kind=types.InlayHintKind.Type,
+                    padding_left=True,
+                    tooltip="KernelBand: the last profile of this kernel",
+                )
+            )
         fv = offer(k.name)
         if fv is None:
             continue
@@ -84,6 +92,13 @@ def hints(a: Analysis, rng: types.Range, status, offer) -> list[types.InlayHint]
             lab = launch_label(k, i, fv.result)
             if lab:
                 pos = src.index.ast_to_position(site.range.end_line, site.range.end_col)
-                out.append(types.InlayHint(position=pos, label=lab, kind=types.InlayHintKind.Parameter,
-                                           padding_left=True, tooltip="Apply it with the quick fix on the kernel"))
+                out.append(
+                    types.InlayHint(
+                        position=pos,
+                        label=lab,
+                        kind=types.InlayHintKind.Parameter,
+                        padding_left=True,
+                        tooltip="Apply it with the quick fix on the kernel",
+                    )
+                )
     return out

@@ -1,6 +1,7 @@
 """The pipes of a running job: the feeder writes the editor's text to its stdin, the
 readers turn its stdout into events and keep its stderr's tail, the watcher remembers
 its process tree while it runs. Each is one coroutine; ``JobManager._run`` starts them."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """What a job is: its request (JobSpec), its record (Job) and its states. Plain data,
 shared by the job manager (jobs.py) and its pipes (jobio.py)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -80,10 +81,19 @@ class Job:
 
     def summary(self) -> dict[str, object]:
         return {
-            "jobId": self.id, "kind": self.spec.kind, "uri": self.spec.uri, "file": self.spec.path,
-            "kernel": self.spec.kernel, "state": self.state, "background": self.spec.background,
-            "pid": self.pid, "version": self.spec.version, "progress": self.last_progress.to_wire() if self.last_progress else None,
-            "submittedAt": self.submitted_at, "startedAt": self.started_at, "endedAt": self.ended_at,
+            "jobId": self.id,
+            "kind": self.spec.kind,
+            "uri": self.spec.uri,
+            "file": self.spec.path,
+            "kernel": self.spec.kernel,
+            "state": self.state,
+            "background": self.spec.background,
+            "pid": self.pid,
+            "version": self.spec.version,
+            "progress": self.last_progress.to_wire() if self.last_progress else None,
+            "submittedAt": self.submitted_at,
+            "startedAt": self.started_at,
+            "endedAt": self.ended_at,
         }
 
 

@@ -15,6 +15,7 @@ Never imports torch or triton; all waiting is asyncio, so the server stays respo
 The pieces: jobmodel.py (JobSpec, Job, states), engine_command.py (the command line),
 jobio.py (feeder, readers, watcher), proctree.py (the process tree and killing).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,20 @@ from kernelband.model import Result
 from . import jobio
 from .engine_command import EngineCommand  # noqa: F401 (re-exported)
 from .jobmodel import (  # noqa: F401 (re-exported: the service and the tests import them from here)
-    CANCELLED, CHECK, DONE, FAILED, OPTIMIZE, PROFILE, QUEUED, RUNNING, STREAM_LIMIT, SUPERSEDED,
-    EventCallback, Job, JobSpec, StateCallback,
+    CANCELLED,
+    CHECK,
+    DONE,
+    FAILED,
+    OPTIMIZE,
+    PROFILE,
+    QUEUED,
+    RUNNING,
+    STREAM_LIMIT,
+    SUPERSEDED,
+    EventCallback,
+    Job,
+    JobSpec,
+    StateCallback,
 )
 from .proctree import killpg, process_tree, remember, signal_outside_group, sweep
 
@@ -80,8 +93,11 @@ class JobManager:
             return None
 
     def active_for(self, path: str, kernel: str, kind: Optional[str] = None) -> list[Job]:
-        return [j for j in self.jobs() if j.spec.path == path and j.spec.kernel == kernel
-                and (kind is None or j.spec.kind == kind)]
+        return [
+            j
+            for j in self.jobs()
+            if j.spec.path == path and j.spec.kernel == kernel and (kind is None or j.spec.kind == kind)
+        ]
 
     # ------------------------------------------------------------------ submit / cancel
     def submit(self, spec: JobSpec) -> Job:
@@ -97,8 +113,14 @@ class JobManager:
                 self._queue.remove(old)
                 self._finish(old, SUPERSEDED, reason=f"superseded by {job.id} (a newer request for {spec.kernel})")
         self._queue.append(job)
-        log.info("%s queued: %s %s in %s%s", job.id, spec.kind, spec.kernel, os.path.basename(spec.path),
-                 " (background)" if spec.background else "")
+        log.info(
+            "%s queued: %s %s in %s%s",
+            job.id,
+            spec.kind,
+            spec.kernel,
+            os.path.basename(spec.path),
+            " (background)" if spec.background else "",
+        )
         self._notify_state(job)
         self._kick()
         return job
@@ -181,8 +203,9 @@ class JobManager:
         job.argv = self.build_argv(job.spec)
         proc = await self._start(job)
         feeder = asyncio.ensure_future(jobio.feed(proc, job.spec.source))
-        readers = asyncio.ensure_future(asyncio.gather(jobio.read_stdout(proc, job, self._on_event),
-                                                       jobio.read_stderr(proc, job)))
+        readers = asyncio.ensure_future(
+            asyncio.gather(jobio.read_stdout(proc, job, self._on_event), jobio.read_stderr(proc, job))
+        )
         watcher = asyncio.ensure_future(jobio.watch_tree(proc.pid, job))
         try:
             job.returncode = await proc.wait()
@@ -271,8 +294,9 @@ class JobManager:
         if state in (CANCELLED, SUPERSEDED, FAILED) and job.spec.kind == OPTIMIZE:
             if job.result is None or state != FAILED:  # a failure after the engine's Result keeps it
                 done = job.last_progress.done if job.last_progress else None  # as the last progress event said
-                job.result = Result.cancelled(job.spec.kernel, job.spec.path, reason, failed=state == FAILED,
-                                              partial=job.result, evaluations=done)
+                job.result = Result.cancelled(
+                    job.spec.kernel, job.spec.path, reason, failed=state == FAILED, partial=job.result, evaluations=done
+                )
         if state in (CANCELLED, SUPERSEDED, FAILED) and not job.error:
             job.error = reason or state
         if job.cancel_reason == "" and state in (CANCELLED, SUPERSEDED):
@@ -317,4 +341,3 @@ class JobManager:
         """SIGKILL whatever is left of the job: its group and every descendant seen
         (checked by start time, so a recycled pid is never hit)."""
         sweep(job.pid, job.tree, signal.SIGKILL)
-

@@ -3,6 +3,7 @@
 Pure functions of an ``Analysis`` plus a per-kernel ``KernelStatus`` (store, harness,
 jobs, found variant) assembled by the server, so they are unit-testable without LSP I/O.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,9 +41,13 @@ class KernelStatus:
     job_id: Optional[str] = None  # an unfinished job for this kernel
     job_text: Optional[str] = None  # "optimizing 5/16 · best 1.21x"
     variant_speedup: Optional[str] = None  # "1.31x" when an applicable variant is known
-    variant_note: Optional[str] = None  # "correct; speed needs a GPU": an interpreted result, never offered as a speedup
+    variant_note: Optional[str] = (
+        None  # "correct; speed needs a GPU": an interpreted result, never offered as a speedup
+    )
     module_hash: Optional[str] = None  # sha256 of the text shown (to read the right time from a Result)
-    applied_text: Optional[str] = None  # a found variant is in the text: "Applied variant (1.43x faster)" or its re-verification
+    applied_text: Optional[str] = (
+        None  # a found variant is in the text: "Applied variant (1.43x faster)" or its re-verification
+    )
 
 
 StatusFn = Callable[[KernelInfo], KernelStatus]
@@ -83,8 +88,12 @@ def code_lenses(a: Analysis, status: StatusFn) -> list[types.CodeLens]:
             nonlocal slot
             pos = types.Position(line=line, character=min(slot, width))
             slot += 1
-            out.append(types.CodeLens(range=types.Range(start=pos, end=pos), command=types.Command(
-                title=title, command=command, arguments=_args(a.uri, k.name, **extra))))
+            out.append(
+                types.CodeLens(
+                    range=types.Range(start=pos, end=pos),
+                    command=types.Command(title=title, command=command, arguments=_args(a.uri, k.name, **extra)),
+                )
+            )
 
         if st.job_id:
             lens(f"{st.job_text or 'running'} · Cancel", "kernelband.cancel", jobId=st.job_id)
@@ -99,8 +108,10 @@ def code_lenses(a: Analysis, status: StatusFn) -> list[types.CodeLens]:
         elif st.variant_note:
             lens(f"Variant found: {st.variant_note} · Review", REVIEW_COMMAND)
         if st.applied_text:
-            lens(f"{st.applied_text} · Re-verify" if not st.job_id else st.applied_text,
-                 "kernelband.reverify" if not st.job_id else "")
+            lens(
+                f"{st.applied_text} · Re-verify" if not st.job_id else st.applied_text,
+                "kernelband.reverify" if not st.job_id else "",
+            )
         text = S.lens_summary(st.profile, st.result, st.module_hash)
         if st.profile is not None and not st.profile_exact and text != "not profiled yet":
             text += " (earlier version)"
@@ -111,36 +122,71 @@ def code_lenses(a: Analysis, status: StatusFn) -> list[types.CodeLens]:
 
 def document_symbols(a: Analysis) -> list[types.DocumentSymbol]:
     def detail(k: KernelInfo) -> str:
-        return " ".join(["@triton.jit"] + (["autotuned"] if k.is_autotuned else [])
-                        + (["heuristics"] if k.has_heuristics else []))
+        return " ".join(
+            ["@triton.jit"] + (["autotuned"] if k.is_autotuned else []) + (["heuristics"] if k.has_heuristics else [])
+        )
 
-    return [types.DocumentSymbol(name=k.name, kind=types.SymbolKind.Function, detail=detail(k),
-                                 range=kernel_range(a, k), selection_range=name_range(a, k)) for k in a.kernels]
+    return [
+        types.DocumentSymbol(
+            name=k.name,
+            kind=types.SymbolKind.Function,
+            detail=detail(k),
+            range=kernel_range(a, k),
+            selection_range=name_range(a, k),
+        )
+        for k in a.kernels
+    ]
 
 
 def symbol_information(a: Analysis) -> list[types.SymbolInformation]:
-    return [types.SymbolInformation(name=k.name, kind=types.SymbolKind.Function,
-                                    location=types.Location(uri=a.uri, range=kernel_range(a, k)),
-                                    container_name="Triton kernels") for k in a.kernels]
+    return [
+        types.SymbolInformation(
+            name=k.name,
+            kind=types.SymbolKind.Function,
+            location=types.Location(uri=a.uri, range=kernel_range(a, k)),
+            container_name="Triton kernels",
+        )
+        for k in a.kernels
+    ]
 
 
-def _on_name(a: Analysis, k: KernelInfo, message: str, severity: types.DiagnosticSeverity, code: str,
-             **data: str) -> types.Diagnostic:
+def _on_name(
+    a: Analysis, k: KernelInfo, message: str, severity: types.DiagnosticSeverity, code: str, **data: str
+) -> types.Diagnostic:
     """A diagnostic on the kernel's name; its data names the kernel (code actions read it)."""
-    return types.Diagnostic(range=name_range(a, k), message=message, severity=severity, source=SOURCE, code=code,
-                            data={"kernel": k.name, **data})
+    return types.Diagnostic(
+        range=name_range(a, k),
+        message=message,
+        severity=severity,
+        source=SOURCE,
+        code=code,
+        data={"kernel": k.name, **data},
+    )
 
 
 def harness_diagnostic(a: Analysis, k: KernelInfo, h: HarnessChoice) -> types.Diagnostic:
-    return _on_name(a, k, f"KernelBand: no harness for {k.name}: {h.reason}", types.DiagnosticSeverity.Warning,
-                    CODE_NO_HARNESS, kind="noHarness")
+    return _on_name(
+        a,
+        k,
+        f"KernelBand: no harness for {k.name}: {h.reason}",
+        types.DiagnosticSeverity.Warning,
+        CODE_NO_HARNESS,
+        kind="noHarness",
+    )
 
 
 def variant_diagnostic(a: Analysis, k: KernelInfo, result: Result, job_id: str) -> types.Diagnostic:
     sp = D.speedup_phrase(result)
     found = f"a faster variant of {k.name}: {sp}" if sp else f"a variant of {k.name} that is {D.INTERPRETED_NOTE}"
-    return _on_name(a, k, f"KernelBand found {found}{D.via(result)}. Use the quick fix to review it.",
-                    types.DiagnosticSeverity.Information, CODE_VARIANT, kind="variant", jobId=job_id)
+    return _on_name(
+        a,
+        k,
+        f"KernelBand found {found}{D.via(result)}. Use the quick fix to review it.",
+        types.DiagnosticSeverity.Information,
+        CODE_VARIANT,
+        kind="variant",
+        jobId=job_id,
+    )
 
 
 _MENTIONS_TRITON = re.compile(r"^\s*(import\s+triton|from\s+triton\b)|@\s*(triton\.)?jit\b", re.M)
@@ -153,12 +199,18 @@ def parse_diagnostic(a: Analysis) -> Optional[types.Diagnostic]:
     if err is None or not _MENTIONS_TRITON.search(a.text):
         return None
     line0 = max(err.line - 1, 0)
-    rng = types.Range(start=types.Position(line=line0, character=0),
-                      end=types.Position(line=line0, character=len(a.index.line_text(line0))))
+    rng = types.Range(
+        start=types.Position(line=line0, character=0),
+        end=types.Position(line=line0, character=len(a.index.line_text(line0))),
+    )
     return types.Diagnostic(
-        range=rng, severity=types.DiagnosticSeverity.Warning, source=SOURCE, code=CODE_PARSE,
+        range=rng,
+        severity=types.DiagnosticSeverity.Warning,
+        source=SOURCE,
+        code=CODE_PARSE,
         message=f"KernelBand cannot analyse this file: it does not parse (line {err.line}: {err.message}). "
-                "Its kernels' lenses, lints, hovers and Optimize come back once it parses.")
+        "Its kernels' lenses, lints, hovers and Optimize come back once it parses.",
+    )
 
 
 def stub_insertion(a: Analysis, k: KernelInfo) -> tuple[int, str]:
@@ -184,7 +236,9 @@ def wants(only: Optional[list[str]], kind: str) -> bool:
 
 
 def relevant_kernels(a: Analysis, rng: types.Range, diagnostics: list[types.Diagnostic]) -> list[KernelInfo]:
-    names = {d.data["kernel"] for d in diagnostics or []
-             if d.source == SOURCE and isinstance(d.data, dict) and isinstance(d.data.get("kernel"), str)}
+    names = {
+        d.data["kernel"]
+        for d in diagnostics or []
+        if d.source == SOURCE and isinstance(d.data, dict) and isinstance(d.data.get("kernel"), str)
+    }
     return [k for k in a.kernels if k.name in names or overlaps(kernel_range(a, k), rng.start.line, rng.end.line)]
-

@@ -27,16 +27,50 @@ no fix) for anything else:
 
 Everything is decided on the kernel's own AST (no import, no run).
 """
+
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
 from typing import Optional
 
-MEMORY = {"load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",
-          "atomic_xchg", "atomic_cas"}
-ELEMENTWISE = {"exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "abs", "sin", "cos", "sigmoid", "maximum",
-               "minimum", "where", "fma", "floor", "ceil", "erf", "fdiv", "div_rn", "clamp", "cast", "umulhi"}
+MEMORY = {
+    "load",
+    "store",
+    "atomic_add",
+    "atomic_max",
+    "atomic_min",
+    "atomic_and",
+    "atomic_or",
+    "atomic_xor",
+    "atomic_xchg",
+    "atomic_cas",
+}
+ELEMENTWISE = {
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "sqrt_rn",
+    "rsqrt",
+    "abs",
+    "sin",
+    "cos",
+    "sigmoid",
+    "maximum",
+    "minimum",
+    "where",
+    "fma",
+    "floor",
+    "ceil",
+    "erf",
+    "fdiv",
+    "div_rn",
+    "clamp",
+    "cast",
+    "umulhi",
+}
 HINTS = {"multiple_of", "max_contiguous", "max_constancy"}
 SCALAR = {"program_id", "num_programs"}
 LOOPS = {"range", "static_range"}
@@ -127,8 +161,11 @@ class KernelShape:
                     self._scan(h.body, top=False)
             if isinstance(st, ast.Return) and st.value is not None:
                 self._refuse("a return value")
-            for node in ast.walk(st) if not isinstance(st, (ast.For, ast.While, ast.If, ast.With, ast.Try)) \
-                    else self._headers(st):
+            for node in (
+                ast.walk(st)
+                if not isinstance(st, (ast.For, ast.While, ast.If, ast.With, ast.Try))
+                else self._headers(st)
+            ):
                 self._note(node)
 
     @staticmethod
@@ -222,9 +259,15 @@ class KernelShape:
         name and N a kernel parameter."""
         st = self.single_top_assign(mask)
         v = st.value if st is not None else None
-        if (isinstance(v, ast.Compare) and len(v.ops) == 1 and isinstance(v.ops[0], ast.Lt)
-                and isinstance(v.left, ast.Name) and v.left.id in self.lanes
-                and isinstance(v.comparators[0], ast.Name) and v.comparators[0].id in self.params):
+        if (
+            isinstance(v, ast.Compare)
+            and len(v.ops) == 1
+            and isinstance(v.ops[0], ast.Lt)
+            and isinstance(v.left, ast.Name)
+            and v.left.id in self.lanes
+            and isinstance(v.comparators[0], ast.Name)
+            and v.comparators[0].id in self.params
+        ):
             return v.left.id, v.comparators[0].id
         return None
 
@@ -237,7 +280,9 @@ class KernelShape:
 
 
 # ---------------------------------------------------------------------------- KB101
-def arange_fix(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, lo: int, hi: int, want_end: int, source: str) -> tuple[Optional[Fix], str]:
+def arange_fix(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, lo: int, hi: int, want_end: int, source: str
+) -> tuple[Optional[Fix], str]:
     """Round ``tl.arange(lo, hi)`` up to ``tl.arange(lo, want_end)`` and mask the extra lanes.
     (fix, "") or (None, why it is refused)."""
     shape = KernelShape(fn)
@@ -287,18 +332,27 @@ def _covers_block(shape: KernelShape, offs: str, block: str) -> bool:
     if not (isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add)):
         return False
     for prod, rng in ((v.left, v.right), (v.right, v.left)):
-        if not (isinstance(rng, ast.Call) and call_attr(rng) == "arange" and len(rng.args) == 2
-                and int_value(rng.args[0]) == 0 and isinstance(rng.args[1], ast.Name) and rng.args[1].id == block):
+        if not (
+            isinstance(rng, ast.Call)
+            and call_attr(rng) == "arange"
+            and len(rng.args) == 2
+            and int_value(rng.args[0]) == 0
+            and isinstance(rng.args[1], ast.Name)
+            and rng.args[1].id == block
+        ):
             continue
         if isinstance(prod, ast.BinOp) and isinstance(prod.op, ast.Mult):
             a, b = prod.left, prod.right
-            if (_is_pid(shape, a) and isinstance(b, ast.Name) and b.id == block) or \
-                    (_is_pid(shape, b) and isinstance(a, ast.Name) and a.id == block):
+            if (_is_pid(shape, a) and isinstance(b, ast.Name) and b.id == block) or (
+                _is_pid(shape, b) and isinstance(a, ast.Name) and a.id == block
+            ):
                 return True
     return False
 
 
-def grid_fix_allowed(fn: ast.FunctionDef | ast.AsyncFunctionDef, block: str, size_arg_of: dict[str, str], numerator: str) -> tuple[bool, str]:
+def grid_fix_allowed(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, block: str, size_arg_of: dict[str, str], numerator: str
+) -> tuple[bool, str]:
     """May ``numerator // block`` become ``triton.cdiv(numerator, block)``? ``size_arg_of``:
     kernel parameter -> the source text the launch passes for it."""
     shape = KernelShape(fn)
@@ -318,7 +372,10 @@ def grid_fix_allowed(fn: ast.FunctionDef | ast.AsyncFunctionDef, block: str, siz
             return False, f"a tl.{acc.kind} is not masked by `offs < N` (the new program would reach past the end)"
         offs, n = b
         if not shape.indexes_by(acc.pointer, offs) or not _covers_block(shape, offs, block):
-            return False, f"a tl.{acc.kind} does not address `ptr + offs` with offs = pid * {block} + tl.arange(0, {block})"
+            return (
+                False,
+                f"a tl.{acc.kind} does not address `ptr + offs` with offs = pid * {block} + tl.arange(0, {block})",
+            )
         bounds.add(n)
     if len(bounds) != 1:
         return False, "the accesses are bounded by different sizes"
@@ -333,7 +390,9 @@ def _norm(text: str) -> str:
 
 
 # ---------------------------------------------------------------------------- KB105
-def load_mask_allowed(fn: ast.FunctionDef | ast.AsyncFunctionDef, call_line: int, call_col: int, mask: str) -> tuple[bool, str]:
+def load_mask_allowed(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, call_line: int, call_col: int, mask: str
+) -> tuple[bool, str]:
     """May the tl.load at (line, col) of the kernel's text get ``mask=mask``?"""
     shape = KernelShape(fn)
     if shape.why_not:

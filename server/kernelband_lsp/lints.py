@@ -8,6 +8,7 @@ dropped tail, ``mask=`` on a load whose extra lanes never reach memory, a power-
 ``num_warps``); otherwise the diagnostic says why there is no fix. The installed Triton
 version comes from package metadata (``importlib.metadata``), never from importing it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -87,11 +88,21 @@ class _KernelLints:
     def add(self, code: str, node: ast.expr, message: str, fix: Optional[FX.Fix] = None, **kw) -> None:
         if fix is not None:
             kw["fix_title"] = fix.title
-            kw["fix_edits"] = tuple((e.line + self.offset, e.col, e.end_line + self.offset, e.end_col, e.text)
-                                    for e in fix.edits)
-        self.out.append(Finding(code, message, node.lineno + self.offset, node.col_offset,
-                                (node.end_lineno or node.lineno) + self.offset, node.end_col_offset or 0,
-                                self.k.name, **kw))
+            kw["fix_edits"] = tuple(
+                (e.line + self.offset, e.col, e.end_line + self.offset, e.end_col, e.text) for e in fix.edits
+            )
+        self.out.append(
+            Finding(
+                code,
+                message,
+                node.lineno + self.offset,
+                node.col_offset,
+                (node.end_lineno or node.lineno) + self.offset,
+                node.end_col_offset or 0,
+                self.k.name,
+                **kw,
+            )
+        )
 
     def run(self) -> list[Finding]:
         fn = _kernel_fn(self.a, self.k)
@@ -112,9 +123,14 @@ class _KernelLints:
                 if lo is not None and hi is not None and hi > lo and not _is_pow2(hi - lo):
                     want = lo + _pow2_ceil(hi - lo)
                     fix, why = FX.arange_fix(fn, node, lo, hi, want, self.text)
-                    self.add("KB101", node.args[1],
-                             f"tl.arange({lo}, {hi}): the extent {hi - lo} is not a power of two"
-                             + ("" if fix else f" (no quick fix: {why})"), severity="error", fix=fix)
+                    self.add(
+                        "KB101",
+                        node.args[1],
+                        f"tl.arange({lo}, {hi}): the extent {hi - lo} is not a power of two"
+                        + ("" if fix else f" (no quick fix: {why})"),
+                        severity="error",
+                        fix=fix,
+                    )
 
     def _dot(self, fn: ast.AST) -> None:
         def cast(e: ast.AST) -> Optional[str]:
@@ -127,12 +143,18 @@ class _KernelLints:
             if _attr_call(node, "dot") and len(node.args) >= 2:
                 da, db = cast(node.args[0]), cast(node.args[1])
                 if da and db and da != db:
-                    self.add("KB102", node, f"tl.dot operands are cast to different dtypes ({da} and {db})",
-                             severity="error")
+                    self.add(
+                        "KB102", node, f"tl.dot operands are cast to different dtypes ({da} and {db})", severity="error"
+                    )
 
     def _masks(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        masks = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets
-                 if isinstance(t, ast.Name) and "mask" in t.id.lower()}
+        masks = {
+            t.id
+            for n in ast.walk(fn)
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name) and "mask" in t.id.lower()
+        }
         if len(masks) != 1:
             return  # no mask, or several: which one applies is the author's call
         (mask,) = masks
@@ -149,23 +171,40 @@ class _KernelLints:
             # insert ", mask=mask" before the closing parenthesis
             end_line, end_col = node.end_lineno, node.end_col_offset
             assert end_line is not None and end_col is not None  # a parsed node carries its end
-            fix = FX.Fix(f"Add mask={mask}", (FX.Edit(end_line, end_col - 1, end_line, end_col - 1, f", mask={mask}"),)) \
-                if ok else None
-            self.add("KB105", node, f"tl.{kind} without mask= although the kernel computes {mask!r}"
-                     + ("" if ok else f" (no quick fix: {why})"), fix=fix)
+            fix = (
+                FX.Fix(f"Add mask={mask}", (FX.Edit(end_line, end_col - 1, end_line, end_col - 1, f", mask={mask}"),))
+                if ok
+                else None
+            )
+            self.add(
+                "KB105",
+                node,
+                f"tl.{kind} without mask= although the kernel computes {mask!r}"
+                + ("" if ok else f" (no quick fix: {why})"),
+                fix=fix,
+            )
 
     def _versioned(self, fn: ast.AST) -> None:
         v = triton_version()
         for node in ast.walk(fn):
             if isinstance(node, ast.Attribute) and node.attr == "libdevice" and isinstance(node.value, ast.Name):
                 if v is None or v >= (3, 0):
-                    self.add("KB106", node, f"{node.value.id}.libdevice was removed in Triton 3.0"
-                             + (f" (installed: {v[0]}.{v[1]})" if v else "")
-                             + "; use triton.language.extra.libdevice", severity="error")
+                    self.add(
+                        "KB106",
+                        node,
+                        f"{node.value.id}.libdevice was removed in Triton 3.0"
+                        + (f" (installed: {v[0]}.{v[1]})" if v else "")
+                        + "; use triton.language.extra.libdevice",
+                        severity="error",
+                    )
             if _attr_call(node, "make_block_ptr") and v is not None and v >= (3, 3):
-                self.add("KB106", node.func,
-                         f"block pointers (tl.make_block_ptr) are superseded by tensor descriptors "
-                         f"(tl.make_tensor_descriptor) in the installed Triton {v[0]}.{v[1]}", severity="info")
+                self.add(
+                    "KB106",
+                    node.func,
+                    f"block pointers (tl.make_block_ptr) are superseded by tensor descriptors "
+                    f"(tl.make_tensor_descriptor) in the installed Triton {v[0]}.{v[1]}",
+                    severity="info",
+                )
 
     def _autotune_configs(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         for dec in fn.decorator_list:
@@ -175,8 +214,13 @@ class _KernelLints:
                     if n is not None and not _is_pow2(n):
                         want = _nearest_pow2(max(n, 1))
                         # a launch option, not a computation: the lanes and what they compute stay
-                        self.add("KB107", node.value, f"num_warps={n} is not a power of two", severity="error",
-                                 fix=FX.Fix(f"Use num_warps={want}", (FX.Edit(*FX.node_span(node.value), str(want)),)))
+                        self.add(
+                            "KB107",
+                            node.value,
+                            f"num_warps={n} is not a power of two",
+                            severity="error",
+                            fix=FX.Fix(f"Use num_warps={want}", (FX.Edit(*FX.node_span(node.value), str(want)),)),
+                        )
 
 
 def _kernel_fn(a: Analysis, k: KernelInfo) -> Optional[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -218,12 +262,22 @@ def _launch_lints(a: Analysis, k: KernelInfo, out: list[Finding]) -> None:
         lead = len(text) - len(text.lstrip())
         base_line, base_col = site.range.start_line, site.range.start_col + lead
 
-        def finding(code: str, node: ast.expr, message: str, fix_title: Optional[str] = None,
-                    fix_text: Optional[str] = None, **kw) -> Finding:
+        def finding(
+            code: str,
+            node: ast.expr,
+            message: str,
+            fix_title: Optional[str] = None,
+            fix_text: Optional[str] = None,
+            **kw,
+        ) -> Finding:
             l0 = node.lineno - 1
             l1 = (node.end_lineno or node.lineno) - 1
-            rng = (base_line + l0, (base_col if l0 == 0 else 0) + node.col_offset,
-                   base_line + l1, (base_col if l1 == 0 else 0) + (node.end_col_offset or 0))
+            rng = (
+                base_line + l0,
+                (base_col if l0 == 0 else 0) + node.col_offset,
+                base_line + l1,
+                (base_col if l1 == 0 else 0) + (node.end_col_offset or 0),
+            )
             edits = ((*rng, fix_text),) if fix_text is not None else ()
             return Finding(code, message, *rng, k.name, fix_title=fix_title, fix_edits=edits, **kw)
 
@@ -233,29 +287,62 @@ def _launch_lints(a: Analysis, k: KernelInfo, out: list[Finding]) -> None:
                 continue
             if kw_node.arg == "num_warps" and not _is_pow2(n):
                 want = _nearest_pow2(max(n, 1))
-                out.append(finding("KB107", kw_node.value, f"num_warps={n} is not a power of two", severity="error",
-                                   fix_title=f"Use num_warps={want}", fix_text=str(want)))
+                out.append(
+                    finding(
+                        "KB107",
+                        kw_node.value,
+                        f"num_warps={n} is not a power of two",
+                        severity="error",
+                        fix_title=f"Use num_warps={want}",
+                        fix_text=str(want),
+                    )
+                )
             elif kw_node.arg in dot_dims and n < 16:
                 # no fix: the block size is also a stride and a loop step of the kernel
-                out.append(finding("KB103", kw_node.value, f"{kw_node.arg}={n} is a tl.dot block dimension: "
-                                   "tl.dot needs at least 16 (no quick fix: changing a block size changes what the "
-                                   "kernel's strides and loops cover)", severity="error"))
+                out.append(
+                    finding(
+                        "KB103",
+                        kw_node.value,
+                        f"{kw_node.arg}={n} is a tl.dot block dimension: "
+                        "tl.dot needs at least 16 (no quick fix: changing a block size changes what the "
+                        "kernel's strides and loops cover)",
+                        severity="error",
+                    )
+                )
         # grid: (n // BLOCK_SIZE,) with BLOCK_SIZE a constexpr given at this launch
         grid = call.func.slice if isinstance(call.func, ast.Subscript) else None
         for node in ast.walk(grid) if grid is not None else []:
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
                 right = node.right
-                name = right.id if isinstance(right, ast.Name) else (
-                    right.slice.value if isinstance(right, ast.Subscript) and isinstance(right.slice, ast.Constant)
-                    and isinstance(right.slice.value, str) else None)
+                name = (
+                    right.id
+                    if isinstance(right, ast.Name)
+                    else (
+                        right.slice.value
+                        if isinstance(right, ast.Subscript)
+                        and isinstance(right.slice, ast.Constant)
+                        and isinstance(right.slice.value, str)
+                        else None
+                    )
+                )
                 if name in constexprs or (isinstance(name, str) and "BLOCK" in name.upper()):
                     left = ast.get_source_segment(text.strip(), node.left) or ""
                     rtext = ast.get_source_segment(text.strip(), node.right) or ""
                     fn = fn or _kernel_fn(a, k)
                     passed = _launch_args(k, call, text.strip())
                     # the kernel's block-size parameter: meta["BLOCK"], or the one the launch passes the divisor to
-                    block = str(name) if isinstance(right, ast.Subscript) else next(
-                        (p for p in k.constexpr_params if "".join(passed.get(p, "").split()) == "".join(rtext.split())), None)
+                    block = (
+                        str(name)
+                        if isinstance(right, ast.Subscript)
+                        else next(
+                            (
+                                p
+                                for p in k.constexpr_params
+                                if "".join(passed.get(p, "").split()) == "".join(rtext.split())
+                            ),
+                            None,
+                        )
+                    )
                     if not _one_block_grid(grid, node):
                         ok, why = False, "the grid has more than one dimension"
                     elif fn is None or block is None:
@@ -263,9 +350,15 @@ def _launch_lints(a: Analysis, k: KernelInfo, out: list[Finding]) -> None:
                     else:
                         ok, why = FX.grid_fix_allowed(fn, block, passed, left)
                     msg = f"the grid floor-divides by {name}: the last partial block is never launched"
-                    out.append(finding("KB104", node, msg + ("" if ok else f" (no quick fix: {why})"),
-                                       fix_title=f"Use triton.cdiv({left}, {rtext})" if ok else None,
-                                       fix_text=f"triton.cdiv({left}, {rtext})" if ok else None))
+                    out.append(
+                        finding(
+                            "KB104",
+                            node,
+                            msg + ("" if ok else f" (no quick fix: {why})"),
+                            fix_title=f"Use triton.cdiv({left}, {rtext})" if ok else None,
+                            fix_text=f"triton.cdiv({left}, {rtext})" if ok else None,
+                        )
+                    )
 
 
 def _dot_dims(a: Analysis, k: KernelInfo) -> set[str]:

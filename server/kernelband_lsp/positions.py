@@ -5,6 +5,7 @@ wants 0-based lines and columns in the negotiated encoding (UTF-16 unless the cl
 says otherwise). Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` only, as in the editor (not
 at the other separators ``str.splitlines`` knows, such as form feed).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -133,7 +134,9 @@ class LineIndex:
         return self.starts[line0] + len(_byte_prefix(self.line_text(line0), col_bytes))
 
     def ast_range(self, start_line: int, start_col: int, end_line: int, end_col: int) -> types.Range:
-        return types.Range(start=self.ast_to_position(start_line, start_col), end=self.ast_to_position(end_line, end_col))
+        return types.Range(
+            start=self.ast_to_position(start_line, start_col), end=self.ast_to_position(end_line, end_col)
+        )
 
     def segment(self, start_line: int, start_col: int, end_line: int, end_col: int) -> str:
         return self.text[self.ast_to_offset(start_line, start_col) : self.ast_to_offset(end_line, end_col)]

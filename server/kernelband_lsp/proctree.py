@@ -1,6 +1,7 @@
 """A job's process tree: finding its descendants and killing them, with the pid's start
 time checked so a recycled pid is never hit. /proc is read through ``kernelband.proc``
 (the one reader of /proc/<pid>/stat); elsewhere ``ps`` lists the tree."""
+
 from __future__ import annotations
 
 import contextlib

@@ -4,6 +4,7 @@ Features: code lens, hover, document symbols, code actions, diagnostics; command
 kernelband.optimize / profile / cancel / createHarness / proposedEdit / applyVariant /
 reviewVariant / reverify (docs/ARCHITECTURE.md, "Language server commands") plus kernelband.status.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,7 +28,9 @@ from .service import KernelBandService
 log = logging.getLogger("kernelband_lsp")
 
 # the workDoneToken of the workspace/executeCommand request being handled
-_work_done_token: contextvars.ContextVar[Optional[types.ProgressToken]] = contextvars.ContextVar("kernelband_work_done_token", default=None)
+_work_done_token: contextvars.ContextVar[Optional[types.ProgressToken]] = contextvars.ContextVar(
+    "kernelband_work_done_token", default=None
+)
 
 
 class KernelBandProtocol(LanguageServerProtocol):
@@ -79,8 +82,12 @@ class KernelBandProtocol(LanguageServerProtocol):
 
 class KernelBandLanguageServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("kernelband-lsp", __version__, protocol_cls=KernelBandProtocol,
-                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "kernelband-lsp",
+            __version__,
+            protocol_cls=KernelBandProtocol,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+        )
         self.service = KernelBandService(self)
 
     def start_io(self, stdin: Optional[BinaryIO] = None, stdout: Optional[BinaryIO] = None) -> None:
@@ -171,8 +178,13 @@ def create_server() -> KernelBandLanguageServer:
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.Refactor,
-                                                   types.CodeActionKind.RefactorRewrite]),
+        types.CodeActionOptions(
+            code_action_kinds=[
+                types.CodeActionKind.QuickFix,
+                types.CodeActionKind.Refactor,
+                types.CodeActionKind.RefactorRewrite,
+            ]
+        ),
     )
     async def code_action(ls: KernelBandLanguageServer, params: types.CodeActionParams):
         return await svc.code_actions(params)
@@ -226,8 +238,12 @@ def create_server() -> KernelBandLanguageServer:
 class LspLogHandler(logging.Handler):
     """Forwards the server's own log records to window/logMessage (stderr gets them too)."""
 
-    _LEVELS = {logging.ERROR: types.MessageType.Error, logging.WARNING: types.MessageType.Warning,
-               logging.INFO: types.MessageType.Info, logging.DEBUG: types.MessageType.Log}
+    _LEVELS = {
+        logging.ERROR: types.MessageType.Error,
+        logging.WARNING: types.MessageType.Warning,
+        logging.INFO: types.MessageType.Info,
+        logging.DEBUG: types.MessageType.Log,
+    }
 
     def __init__(self, server: KernelBandLanguageServer, level: int = logging.INFO) -> None:
         super().__init__(level)
@@ -241,7 +257,9 @@ class LspLogHandler(logging.Handler):
         try:
             msg = self.format(record)
             level = record.levelno
-            mtype = next((t for lv, t in sorted(self._LEVELS.items(), reverse=True) if level >= lv), types.MessageType.Log)
+            mtype = next(
+                (t for lv, t in sorted(self._LEVELS.items(), reverse=True) if level >= lv), types.MessageType.Log
+            )
             params = types.LogMessageParams(type=mtype, message=msg)
             try:
                 loop = asyncio.get_running_loop()

@@ -11,6 +11,7 @@ several collaborators is sequenced here, from the top: new settings go to the do
 and the background optimizer, and a command that starts a job first pulls the editor's
 settings.
 """
+
 from __future__ import annotations
 
 import os
@@ -92,11 +93,14 @@ class KernelBandService:
 
     def status(self) -> dict:
         return {
-            "version": self.client.ls.version, "pid": os.getpid(),
+            "version": self.client.ls.version,
+            "pid": os.getpid(),
             "jobs": [j.summary() for j in self.jobs.manager.jobs(include_finished=True)],
             "settings": _redacted(self.client.settings.to_dict()),
-            "torchLoaded": "torch" in sys.modules, "tritonLoaded": "triton" in sys.modules,
-            "watching": self.background.watching, "jobCommand": self.jobs.manager.command_prefix,
+            "torchLoaded": "torch" in sys.modules,
+            "tritonLoaded": "triton" in sys.modules,
+            "watching": self.background.watching,
+            "jobCommand": self.jobs.manager.command_prefix,
         }
 
     async def shutdown(self) -> None:
@@ -113,4 +117,6 @@ class KernelBandService:
 
 
 def _redacted(d: dict) -> dict:
-    return {k: ("***" if "key" in k.lower() or "secret" in k.lower() or "token" == k.lower() else v) for k, v in d.items()}
+    return {
+        k: ("***" if "key" in k.lower() or "secret" in k.lower() or "token" == k.lower() else v) for k, v in d.items()
+    }

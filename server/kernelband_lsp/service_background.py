@@ -1,6 +1,7 @@
 """Background optimization: jobs queued on save and for files changed on disk while the
 setting is on (background.py decides which kernels of a text to queue). Saves come here
 first: the documents analyse the saved text, then its kernels may be queued."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,9 @@ class BackgroundOptimizer:
         self.documents = documents
         self.jobs = jobs
         self.store = store
-        self.background = Background(self._submit, self._already_done,
-                                     lambda a, kernel: documents.harness(a, kernel).found)
+        self.background = Background(
+            self._submit, self._already_done, lambda a, kernel: documents.harness(a, kernel).found
+        )
 
     @property
     def watching(self) -> bool:

@@ -2,6 +2,7 @@
 (workspace/configuration, initializationOptions, didChangeConfiguration), the text it
 holds, and the requests every part of the service sends it (lens refresh,
 workspace/applyEdit)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,6 +20,7 @@ from .documents import warm_detector
 from .settings import SECTION, Settings, describe_changes, parse_settings, secret_from
 
 log = logging.getLogger("kernelband_lsp")
+
 
 @dataclass(frozen=True)
 class SettingsChange:
@@ -83,8 +85,10 @@ class Client:
             try:
                 res = await asyncio.wait_for(
                     self.ls.workspace_configuration_async(
-                        types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])),
-                    timeout=5.0)
+                        types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+                    ),
+                    timeout=5.0,
+                )
                 raw = res[0] if isinstance(res, (list, tuple)) and res else None
                 new, problems = parse_settings(raw, self.init_settings)
                 for p in problems:
@@ -146,8 +150,10 @@ class Client:
         async def go() -> None:
             await asyncio.sleep(0.2)
             self._lens_refresh_pending = False
-            for wanted, send, what in ((lens, self.ls.workspace_code_lens_refresh_async, "codeLens"),
-                                       (inlay, self.ls.workspace_inlay_hint_refresh_async, "inlayHint")):
+            for wanted, send, what in (
+                (lens, self.ls.workspace_code_lens_refresh_async, "codeLens"),
+                (inlay, self.ls.workspace_inlay_hint_refresh_async, "inlayHint"),
+            ):
                 if not wanted:
                     continue
                 try:
@@ -159,13 +165,15 @@ class Client:
 
     def workspace_edit(self, uri: str, version: Optional[int], text: str, hunks: list[E.Hunk]) -> types.WorkspaceEdit:
         """An edit of this text, versioned where the client takes document changes."""
-        return E.workspace_edit(uri, version, text, hunks, self.encoding,
-                                self.cap("workspace", "workspace_edit", "document_changes"))
+        return E.workspace_edit(
+            uri, version, text, hunks, self.encoding, self.cap("workspace", "workspace_edit", "document_changes")
+        )
 
     async def apply_edit(self, edit: types.WorkspaceEdit, label: str) -> dict:
         try:
             res = await asyncio.wait_for(
-                self.ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label)), timeout=30)
+                self.ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label)), timeout=30
+            )
         except asyncio.TimeoutError:
             return {"applied": False, "message": "the editor did not answer workspace/applyEdit"}
         except Exception as e:

@@ -1,5 +1,6 @@
 """Open documents: analyses on open/change/save/close, and the diagnostics published for
 each (parse errors, missing harnesses, lints, and the found variants' offers)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,8 +20,11 @@ from .service_variants import FoundVariants
 
 log = logging.getLogger("kernelband_lsp")
 
-_SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
-             "info": types.DiagnosticSeverity.Information}
+_SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "info": types.DiagnosticSeverity.Information,
+}
 # kinds of diagnostics, in the order published: the documents' own (dropped when the file
 # closes), then the found variants' (kept while a variant for the file is pending)
 PARSE, HARNESS, LINT, VARIANT = "parse", "harness", "lint", "variant"
@@ -159,14 +163,16 @@ class OpenDocuments:
 
     def _publish_parsed(self, a: Analysis) -> None:
         mine = self._diags.setdefault(a.uri, {})
-        mine[HARNESS] = [L.harness_diagnostic(a, k, h) for k in a.detection.kernels
-                         if not (h := self.harness(a, k.name)).found]
+        mine[HARNESS] = [
+            L.harness_diagnostic(a, k, h) for k in a.detection.kernels if not (h := self.harness(a, k.name)).found
+        ]
         mine[LINT] = [lint_diagnostic(a, f) for f in LN.cached_lint(a)]
         mine[VARIANT] = self.variants.diagnostics(a)
         self._publish(a.uri)
 
     def refresh(self, uri: str) -> None:
         """Publish the document's diagnostics again (a job found a variant for it)."""
+
         async def go() -> None:
             a = await self.analysis(uri)
             if a is not None and a.parsed:
@@ -185,9 +191,14 @@ class OpenDocuments:
 
 
 def lint_diagnostic(a: Analysis, f: LN.Finding) -> types.Diagnostic:
-    return types.Diagnostic(range=a.index.ast_range(f.line, f.col, f.end_line, f.end_col), message=f.message,
-                            severity=_SEVERITY.get(f.severity, types.DiagnosticSeverity.Warning),
-                            source=LN.SOURCE, code=f.code, data={"kernel": f.kernel, "kind": "lint"})
+    return types.Diagnostic(
+        range=a.index.ast_range(f.line, f.col, f.end_line, f.end_col),
+        message=f.message,
+        severity=_SEVERITY.get(f.severity, types.DiagnosticSeverity.Warning),
+        source=LN.SOURCE,
+        code=f.code,
+        data={"kernel": f.kernel, "kind": "lint"},
+    )
 
 
 def _changes(raw: Optional[list]) -> Optional[list[Change]]:

@@ -1,5 +1,6 @@
 """The language service's read-only features: per-kernel status, code lenses, inlay
 hints, symbols and hovers."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +29,15 @@ from .storeview import StoreView
 class Features:
     """Lenses, inlay hints, symbols and hovers: each kernel's status, read from the parts below."""
 
-    def __init__(self, client: Client, documents: OpenDocuments, variants: FoundVariants, jobs: JobRunner,
-                 verifier: Reverifier, store: StoreView) -> None:
+    def __init__(
+        self,
+        client: Client,
+        documents: OpenDocuments,
+        variants: FoundVariants,
+        jobs: JobRunner,
+        verifier: Reverifier,
+        store: StoreView,
+    ) -> None:
         self.client = client
         self.documents = documents
         self.variants = variants
@@ -48,10 +56,13 @@ class Features:
             profile, exact, measured_on = mem.profile, mem.module_hash == src.hash, mem.module_hash
         if profile is not None and not exact and measured_on in self.jobs.code_hashes:
             # the text moved on but not its code (a comment, a trailing space): still this version's profile
-            exact = self.jobs.code_hashes[measured_on] is not None and self.jobs.code_hashes[measured_on] == src.code_hash
+            exact = (
+                self.jobs.code_hashes[measured_on] is not None and self.jobs.code_hashes[measured_on] == src.code_hash
+            )
         result = self.store.result(a.path, k.name)
-        st = L.KernelStatus(kernel=k, harness=h, profile=profile, profile_exact=exact, result=result,
-                            module_hash=src.hash)
+        st = L.KernelStatus(
+            kernel=k, harness=h, profile=profile, profile_exact=exact, result=result, module_hash=src.hash
+        )
         active = self.jobs.manager.active_for(a.path, k.name)
         if active:
             j = active[0]
@@ -79,7 +90,10 @@ class Features:
         a = await self.documents.analysis(uri, provisional_ok=True)
         if a is None:
             return []
-        if any((k.name, self.client.settings.harness.get(k.name) or None) not in (a.source or a)._harness for k in a.kernels):
+        if any(
+            (k.name, self.client.settings.harness.get(k.name) or None) not in (a.source or a)._harness
+            for k in a.kernels
+        ):
             # harness look-ups read files: off the event loop, so hovers are answered meanwhile
             await asyncio.get_running_loop().run_in_executor(None, self.documents.prepare, a.source or a)
         statuses: dict[str, L.KernelStatus] = {}
@@ -108,10 +122,14 @@ class Features:
         if self.client.is_open(uri):
             doc = self.client.ls.workspace.get_text_document(uri)
             text = doc.source
-            if (text.count("\n") >= BIG_TEXT_LINES and self.documents.docs.analysing(uri, text, doc.version)
-                    and self.documents.docs.provisional(uri, text, doc.version) is None):
+            if (
+                text.count("\n") >= BIG_TEXT_LINES
+                and self.documents.docs.analysing(uri, text, doc.version)
+                and self.documents.docs.provisional(uri, text, doc.version) is None
+            ):
                 part = await asyncio.get_running_loop().run_in_executor(
-                    None, partial_analysis, uri, doc.path, text, doc.version, pos.line, self.client.encoding)
+                    None, partial_analysis, uri, doc.path, text, doc.version, pos.line, self.client.encoding
+                )
                 got = self._hover_from(part, pos) if part is not None else None
                 if got is not None:
                     return got
@@ -133,21 +151,39 @@ class Features:
         fv = self.variants.offer(a, k.name) if not a.partial else None
         variant_line = None
         if fv is not None:
-            variant_line = (f"**Found:** a {S.speedup_phrase(fv.result)} faster variant is ready "
-                            f"(lens or quick fix *Apply found variant*: the diff first, then Apply or Discard).")
+            variant_line = (
+                f"**Found:** a {S.speedup_phrase(fv.result)} faster variant is ready "
+                f"(lens or quick fix *Apply found variant*: the diff first, then Apply or Discard)."
+            )
         elif st.variant_note:
-            variant_line = (f"**Found:** a variant that is {st.variant_note} (checked under the CPU interpreter). "
-                            f"*Review found variant* (lens or code action) shows its diff.")
+            variant_line = (
+                f"**Found:** a variant that is {st.variant_note} (checked under the CPU interpreter). "
+                f"*Review found variant* (lens or code action) shows its diff."
+            )
             fv = self.variants.reviewable(a, k.name)
         applied = self.verifier.applied_variant(a, k.name) if st.applied_text else None
         if applied is not None and st.applied_text:  # applied is looked up only when there is a text
-            variant_line = (f"**Applied:** {st.applied_text[0].lower() + st.applied_text[1:]}. *Re-verify* (lens or "
-                            "code action) checks the code as it stands against the original it replaced.")
+            variant_line = (
+                f"**Applied:** {st.applied_text[0].lower() + st.applied_text[1:]}. *Re-verify* (lens or "
+                "code action) checks the code as it stands against the original it replaced."
+            )
         shown = fv or (applied[0] if applied is not None else None)
-        card = H.card(H.CardInputs(kernel=k, profile=st.profile, profile_exact=st.profile_exact, result=st.result,
-                                   harness=st.harness, job_line=st.job_text, variant_line=variant_line,
-                                   stale=a.stale, evidence=EV.evidence_markdown(shown.result) if shown is not None else None))
+        card = H.card(
+            H.CardInputs(
+                kernel=k,
+                profile=st.profile,
+                profile_exact=st.profile_exact,
+                result=st.result,
+                harness=st.harness,
+                job_line=st.job_text,
+                variant_line=variant_line,
+                stale=a.stale,
+                evidence=EV.evidence_markdown(shown.result) if shown is not None else None,
+            )
+        )
         start = a.index.offset_to_position(word[1])
         end = a.index.offset_to_position(word[2])
-        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=card),
-                           range=types.Range(start=start, end=end))
+        return types.Hover(
+            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=card),
+            range=types.Range(start=start, end=end),
+        )

@@ -1,5 +1,6 @@
 """Jobs started from commands and saves: their specs, their events turned into
 $/progress, kernelband/jobEvent notifications and results, and cancel."""
+
 from __future__ import annotations
 
 import asyncio
@@ -68,15 +69,22 @@ class JobRunner:
     # ================================================================== commands
     async def run_job(self, kind: str, args: dict, token: Optional[types.ProgressToken] = None) -> dict:
         uri, kernel = args.get("uri"), args.get("kernel")
-        fail = (lambda msg: {"jobId": None, "status": ResultStatus.FAILED.value, "kernel": kernel, "message": msg}) if kind == OPTIMIZE \
+        fail = (
+            (lambda msg: {"jobId": None, "status": ResultStatus.FAILED.value, "kernel": kernel, "message": msg})
+            if kind == OPTIMIZE
             else (lambda msg: {"jobId": None, "profile": None, "kernel": kernel, "message": msg})
+        )
         if not isinstance(uri, str) or not isinstance(kernel, str):
             return fail("expected arguments {uri, kernel}")
         a = await self.documents.analysis(uri)
         if a is None:
             return fail(f"cannot read {uri}")
         if not a.parsed:
-            return fail(f"the file does not parse (line {a.error.line}: {a.error.message})" if a.error else "the file does not parse")
+            return fail(
+                f"the file does not parse (line {a.error.line}: {a.error.message})"
+                if a.error
+                else "the file does not parse"
+            )
         k = a.detection.kernel(kernel)
         if k is None:
             return fail(f"no Triton kernel named {kernel!r} in this file")
@@ -89,8 +97,11 @@ class JobRunner:
         job = self.manager.submit(self.spec(kind, a, kernel, settings, background=False))
         await self.run_to_end(job, token)
         if kind == PROFILE:
-            out: dict[str, object] = {"jobId": job.id, "profile": job.profile.to_dict() if job.profile else None,
-                                   "kernel": kernel}
+            out: dict[str, object] = {
+                "jobId": job.id,
+                "profile": job.profile.to_dict() if job.profile else None,
+                "kernel": kernel,
+            }
             if job.profile is None:
                 out["message"] = job.error or job.state
             return out
@@ -119,9 +130,19 @@ class JobRunner:
         env = {}
         if self.client.secret:
             env["OPENAI_API_KEY"] = self.client.secret
-        return JobSpec(kind=kind, path=os.path.abspath(a.path), kernel=kernel, source=a.text, uri=a.uri,
-                       version=a.version, background=background, settings=settings,
-                       harness=settings.harness.get(kernel), cwd=str(self.store.workspace_of(a.path)), env=env)
+        return JobSpec(
+            kind=kind,
+            path=os.path.abspath(a.path),
+            kernel=kernel,
+            source=a.text,
+            uri=a.uri,
+            version=a.version,
+            background=background,
+            settings=settings,
+            harness=settings.harness.get(kernel),
+            cwd=str(self.store.workspace_of(a.path)),
+            env=env,
+        )
 
     def start(self, spec: JobSpec) -> Job:
         """Submit a job that no request waits for (a save's): progress on a token of its own."""
@@ -133,7 +154,12 @@ class JobRunner:
         """kernelband.cancel: {jobId}; {uri, kernel[, kind]} (that kernel's running and queued
         jobs: a client that cancelled before it learnt the job id); none: every job."""
         job_id = args.get("jobId") if isinstance(args, dict) else (args if isinstance(args, str) else None)
-        if job_id is None and isinstance(args, dict) and isinstance(args.get("uri"), str) and isinstance(args.get("kernel"), str):
+        if (
+            job_id is None
+            and isinstance(args, dict)
+            and isinstance(args.get("uri"), str)
+            and isinstance(args.get("kernel"), str)
+        ):
             kind = args.get("kind") if args.get("kind") in tuple(D.VERBS) else None
             out: list[str] = []
             for job in self.jobs_for(args["uri"], args["kernel"], kind):
@@ -147,8 +173,13 @@ class JobRunner:
         """Unfinished jobs on (uri, kernel), matched by uri or by file path."""
         path = to_fs_path(uri)
         path = os.path.abspath(path) if path else None
-        return [j for j in self.manager.jobs() if j.spec.kernel == kernel and (kind is None or j.spec.kind == kind)
-                and (j.spec.uri == uri or (path is not None and j.spec.path == path))]
+        return [
+            j
+            for j in self.manager.jobs()
+            if j.spec.kernel == kernel
+            and (kind is None or j.spec.kind == kind)
+            and (j.spec.uri == uri or (path is not None and j.spec.path == path))
+        ]
 
     def _display(self, job: Job) -> D.JobDisplay:
         d = self._displays.get(job.id)
@@ -175,8 +206,9 @@ class JobRunner:
         verb = D.VERBS.get(job.spec.kind, job.spec.kind).capitalize()
         title = f"KernelBand: {verb} {job.spec.kernel}" + (" (background)" if job.spec.background else "")
         msg = self.job_line(job)
-        self.ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True,
-                                                                            message=msg, percentage=0))
+        self.ls.work_done_progress.begin(
+            token, types.WorkDoneProgressBegin(title=title, cancellable=True, message=msg, percentage=0)
+        )
         self._job_pct[job.id] = 0
         self._job_reported[job.id] = time.monotonic()
         if job.state == RUNNING:
@@ -214,17 +246,26 @@ class JobRunner:
             p = max(self._job_pct.get(job.id, 0), min(100, int(pct)))
             self._job_pct[job.id] = p
         self._job_reported[job.id] = time.monotonic()
-        self.ls.work_done_progress.report(token, types.WorkDoneProgressReport(message=message, percentage=p,
-                                                                               cancellable=True))
+        self.ls.work_done_progress.report(
+            token, types.WorkDoneProgressReport(message=message, percentage=p, cancellable=True)
+        )
 
     def _notify_event(self, job: Job, ev: Event, synthetic: bool = False, text: Optional[str] = None) -> None:
         disp = self._display(job)
         # text: this event's line as the server words it (None: no progress line); line: the
         # job's lens line; speedClaim: whether this job's numbers may be read as a speedup
-        payload = {"jobId": job.id, "uri": job.spec.uri, "kernel": job.spec.kernel, "kind": job.spec.kind,
-                   "background": job.spec.background, "pid": job.pid,
-                   "event": {"type": ev.type, "t": ev.t, **ev.data},
-                   "text": text, "line": self.job_line(job), "speedClaim": disp.claims_speed}
+        payload = {
+            "jobId": job.id,
+            "uri": job.spec.uri,
+            "kernel": job.spec.kernel,
+            "kind": job.spec.kind,
+            "background": job.spec.background,
+            "pid": job.pid,
+            "event": {"type": ev.type, "t": ev.t, **ev.data},
+            "text": text,
+            "line": self.job_line(job),
+            "speedClaim": disp.claims_speed,
+        }
         if synthetic:
             payload["synthetic"] = True
         try:
@@ -260,8 +301,7 @@ class JobRunner:
             if job.spec.kind == OPTIMIZE and job.result is not None:
                 self._notify_event(job, Event(Finished(job.result)), synthetic=True)
             elif job.state != DONE:
-                self._notify_event(job, Event(JobError(job.error or job.state, kind=job.state)),
-                                   synthetic=True)
+                self._notify_event(job, Event(JobError(job.error or job.state, kind=job.state)), synthetic=True)
         token = self._job_token.pop(job.id, None)
         self._job_reported.pop(job.id, None)
         ticker = self._tickers.pop(job.id, None)
@@ -284,7 +324,9 @@ class JobRunner:
             self.store.invalidate()
         elif job.state == DONE:
             if job.spec.kind == PROFILE and job.profile is not None:
-                self.profiles[(job.spec.path, job.spec.kernel)] = MeasuredProfile(text_hash(job.spec.source), job.profile)
+                self.profiles[(job.spec.path, job.spec.kernel)] = MeasuredProfile(
+                    text_hash(job.spec.source), job.profile
+                )
             self.store.invalidate()
         self._displays.pop(job.id, None)
 
@@ -300,4 +342,3 @@ class JobRunner:
         if job.spec.kind == CHECK:
             return verdict_line(job.check)[1]
         return D.result_summary(job.result, job.spec.kernel) if job.result is not None else "done"
-

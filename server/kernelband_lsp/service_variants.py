@@ -1,5 +1,6 @@
 """Found variants: which verified variant to offer on which text, and its edit, diff,
 evidence, Apply and Review (commands kernelband.proposedEdit/applyVariant/reviewVariant)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -57,8 +58,12 @@ def offerable(result: Result, min_speedup: float) -> bool:
     interpreter times (display.py: a --cpu-tuning Result is applicable, not a speedup)."""
     ci = result.speedup_ci
     low = ci[0] if ci else result.speedup  # a Result written without its CI: the point
-    return (result.applicable and bool(result.best_source) and not is_interpreted(result)
-            and is_improvement(S.num(low), min_speedup))
+    return (
+        result.applicable
+        and bool(result.best_source)
+        and not is_interpreted(result)
+        and is_improvement(S.num(low), min_speedup)
+    )
 
 
 class FoundVariants:
@@ -75,8 +80,11 @@ class FoundVariants:
         """The "found variant" diagnostics of background finds on this text."""
         # found variants are kept even when applied or no longer applicable: an undo (or
         # reverting the kernel) brings the text back and the offer must come back with it
-        return [L.variant_diagnostic(a, k, fv.result, fv.job_id) for k in a.detection.kernels
-                if (fv := self.offer(a, k.name)) is not None and fv.background]
+        return [
+            L.variant_diagnostic(a, k, fv.result, fv.job_id)
+            for k in a.detection.kernels
+            if (fv := self.offer(a, k.name)) is not None and fv.background
+        ]
 
     def variant_of(self, a: Analysis, kernel: str) -> Optional[FoundVariant]:
         """The found variant of a kernel: this session's, else a stored Result that started
@@ -91,8 +99,15 @@ class FoundVariants:
             return fv
         res = self.store.result(path, kernel)
         if res is not None and res.found and res.original_hash == module_hash:
-            fv = FoundVariant(uri=uri, path=key[0], kernel=kernel, job_id=res.session_id or "store",
-                              base_text=text, result=res, background=False)
+            fv = FoundVariant(
+                uri=uri,
+                path=key[0],
+                kernel=kernel,
+                job_id=res.session_id or "store",
+                base_text=text,
+                result=res,
+                background=False,
+            )
             self.found[key] = fv
             return fv
         return None
@@ -144,9 +159,15 @@ class FoundVariants:
     def found_by(self, job: Job) -> FoundVariant:
         """The variant an optimize job found, tied to the text it started from."""
         spec = job.spec
-        return FoundVariant(uri=spec.uri or from_fs_path(spec.path) or spec.path, path=spec.path, kernel=spec.kernel,
-                            job_id=job.id, base_text=spec.source, result=job.result or Result(status=ResultStatus.FAILED),
-                            background=spec.background)
+        return FoundVariant(
+            uri=spec.uri or from_fs_path(spec.path) or spec.path,
+            path=spec.path,
+            kernel=spec.kernel,
+            job_id=job.id,
+            base_text=spec.source,
+            result=job.result or Result(status=ResultStatus.FAILED),
+            background=spec.background,
+        )
 
     def remember(self, job: Job) -> FoundVariant:
         fv = self.found[(job.spec.path, job.spec.kernel)] = self.found_by(job)
@@ -195,13 +216,22 @@ class FoundVariants:
         if not plan.ok:
             return {"error": plan.message, "original": text, "version": version}
         claim = D.result_claims_speed(fv.result)
-        out = {"original": text, "proposed": plan.new_text, "diff": E.unified_diff(text, plan.new_text, os.path.basename(fv.path)),
-               "version": version, "speedup": fv.result.speedup if claim else None,
-               "speedup_ci": fv.result.speedup_ci if claim else None,
-               "jobId": fv.job_id, "rebuilt": plan.rebuilt, "interpreted": not claim, "speedClaim": claim,
-               # the words the clients show (display.py): what it claims, in one phrase and one line
-               "what": _what(fv.result), "summary": D.result_summary(fv.result, fv.kernel),
-               "evidence": EV.evidence(fv.result)}
+        out = {
+            "original": text,
+            "proposed": plan.new_text,
+            "diff": E.unified_diff(text, plan.new_text, os.path.basename(fv.path)),
+            "version": version,
+            "speedup": fv.result.speedup if claim else None,
+            "speedup_ci": fv.result.speedup_ci if claim else None,
+            "jobId": fv.job_id,
+            "rebuilt": plan.rebuilt,
+            "interpreted": not claim,
+            "speedClaim": claim,
+            # the words the clients show (display.py): what it claims, in one phrase and one line
+            "what": _what(fv.result),
+            "summary": D.result_summary(fv.result, fv.kernel),
+            "evidence": EV.evidence(fv.result),
+        }
         if not claim:
             out["note"] = INTERPRETED_NOTE
         return out
@@ -232,15 +262,25 @@ class FoundVariants:
         ls = self.client.ls
         if self.client.cap("window", "show_document", "support"):
             try:
-                await asyncio.wait_for(ls.window_show_document_async(types.ShowDocumentParams(
-                    uri=from_fs_path(path) or path, take_focus=True)), timeout=10)
+                await asyncio.wait_for(
+                    ls.window_show_document_async(
+                        types.ShowDocumentParams(uri=from_fs_path(path) or path, take_focus=True)
+                    ),
+                    timeout=10,
+                )
             except Exception as e:
                 log.info("window/showDocument: %s", e)
         try:
-            choice = await asyncio.wait_for(ls.window_show_message_request_async(types.ShowMessageRequestParams(
-                type=types.MessageType.Info, message=f"Apply the KernelBand variant of {kernel} ({what})? Diff: {path}",
-                actions=[types.MessageActionItem(title="Apply"), types.MessageActionItem(title="Discard")])),
-                timeout=600)
+            choice = await asyncio.wait_for(
+                ls.window_show_message_request_async(
+                    types.ShowMessageRequestParams(
+                        type=types.MessageType.Info,
+                        message=f"Apply the KernelBand variant of {kernel} ({what})? Diff: {path}",
+                        actions=[types.MessageActionItem(title="Apply"), types.MessageActionItem(title="Discard")],
+                    )
+                ),
+                timeout=600,
+            )
         except Exception as e:
             return {"applied": False, "message": f"no answer: {e}", "diffFile": path}
         if getattr(choice, "title", None) != "Apply":

@@ -10,6 +10,7 @@ changed, and with the user's other edits (a new harness shape, say) on both side
 something did. It is ``kernelband check`` (correctness on every seed with the trust
 checks, then the interleaved re-measurement), run as a job like optimize and profile.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -52,8 +53,9 @@ class Reverified:
 class Reverifier:
     """Which found variant is applied in a text, and its re-verification as a check job."""
 
-    def __init__(self, client: Client, documents: OpenDocuments, variants: FoundVariants, jobs: JobRunner,
-                 store: StoreView) -> None:
+    def __init__(
+        self, client: Client, documents: OpenDocuments, variants: FoundVariants, jobs: JobRunner, store: StoreView
+    ) -> None:
         self.client = client
         self.documents = documents
         self.variants = variants
@@ -91,8 +93,15 @@ class Reverifier:
             return
         original = self._original_of(res)
         if original is not None:
-            yield FoundVariant(uri=a.uri, path=key[0], kernel=kernel, job_id=res.session_id or "store",
-                               base_text=original, result=res, background=False)
+            yield FoundVariant(
+                uri=a.uri,
+                path=key[0],
+                kernel=kernel,
+                job_id=res.session_id or "store",
+                base_text=original,
+                result=res,
+                background=False,
+            )
 
     def _original_of(self, res: Result) -> Optional[str]:
         key = (res.session_id, res.original_hash, len(res.diff), len(res.best_source))
@@ -127,13 +136,16 @@ class Reverifier:
             return fail("save the file first: KernelBand runs kernels from a file on disk")
         found = self.applied_variant(a, kernel)
         if found is None:
-            return fail(f"no applied KernelBand variant of {kernel} in this text: Re-verify checks a found "
-                        "variant after Apply (against the original it replaced)")
+            return fail(
+                f"no applied KernelBand variant of {kernel} in this text: Re-verify checks a found "
+                "variant after Apply (against the original it replaced)"
+            )
         fv, original = found
         settings = self.client.settings  # pulled from the editor before the command (service.py)
         variant_path = _write_variant(kernel, a.text)
-        spec = dataclasses.replace(self.jobs.spec(CHECK, a, kernel, settings, background=False), source=original,
-                                   variant_path=variant_path)
+        spec = dataclasses.replace(
+            self.jobs.spec(CHECK, a, kernel, settings, background=False), source=original, variant_path=variant_path
+        )
         job = self.jobs.manager.submit(spec)
         try:
             await self.jobs.run_to_end(job, token)
@@ -144,14 +156,23 @@ class Reverifier:
                 asyncio.get_running_loop().call_later(10, _remove, variant_path)
         if job.state == CANCELLED:
             return {**fail("re-verification cancelled"), "jobId": job.id}
-        passed, line = verdict_line(job.check) if job.check is not None else \
-            (False, f"re-verification failed: {job.error or job.state}")
+        passed, line = (
+            verdict_line(job.check)
+            if job.check is not None
+            else (False, f"re-verification failed: {job.error or job.state}")
+        )
         self.reverified[(fv.path, kernel)] = Reverified(a.hash, passed, line, job.id)
         self.client.refresh_lenses()
         log.info("%s: %s: %s", job.id, kernel, line)
-        return {"jobId": job.id, "kernel": kernel, "verified": passed, "summary": line,
-                "check": job.check.to_dict() if job.check is not None else None,
-                "message": line, "foundBy": fv.job_id}
+        return {
+            "jobId": job.id,
+            "kernel": kernel,
+            "verified": passed,
+            "summary": line,
+            "check": job.check.to_dict() if job.check is not None else None,
+            "message": line,
+            "foundBy": fv.job_id,
+        }
 
 
 def _write_variant(kernel: str, text: str) -> str:

@@ -8,6 +8,7 @@ Accepts the nested form VS Code sends (``{"budget": {"evaluations": 16}}``), the
 dotted form (``{"budget.evaluations": 16}``) and either wrapped in ``{"kernelband": ...}``.
 A value of the wrong type is ignored with a note (the default stays).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -129,13 +130,17 @@ def _harness(v: object) -> dict[str, str]:
 
 
 # the engine's settings, from kernelband/options.py; then the server's own
-_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {key: (opt.field, _option(opt)) for key, opt in O.BY_SETTING.items()}
-_KEYS.update({
-    "backgroundOnSave": ("background_on_save", _bool),
-    "pythonPath": ("python_path", _str),
-    "harness": ("harness", _harness),
-    "debounceMs": ("debounce_ms", _int),
-})
+_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
+    key: (opt.field, _option(opt)) for key, opt in O.BY_SETTING.items()
+}
+_KEYS.update(
+    {
+        "backgroundOnSave": ("background_on_save", _bool),
+        "pythonPath": ("python_path", _str),
+        "harness": ("harness", _harness),
+        "debounceMs": ("debounce_ms", _int),
+    }
+)
 
 # secrets that may arrive in initializationOptions; never stored in Settings or logged
 SECRET_KEYS = ("apiKey", "openaiApiKey")
@@ -197,8 +202,11 @@ def secret_from(raw: object) -> Optional[str]:
 
 def engine_values(s: Settings) -> dict[str, O.Value]:
     """The settings as values of kernelband.options (by option name), for ``engine_args``."""
-    return {opt.name: (list(v) if isinstance(v, tuple) else v)
-            for opt in O.BY_SETTING.values() for v in [getattr(s, opt.field)]}
+    return {
+        opt.name: (list(v) if isinstance(v, tuple) else v)
+        for opt in O.BY_SETTING.values()
+        for v in [getattr(s, opt.field)]
+    }
 
 
 def engine_args(kind: str, s: Settings) -> list[str]:

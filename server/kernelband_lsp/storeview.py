@@ -4,6 +4,7 @@ Never creates ``.kernelband/`` (hovering a file must not write to the workspace)
 workspace without a database simply has no profiles yet. Answers are memoised until
 the database (or its WAL) changes on disk, so 50 lenses cost 50 dict look-ups.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -121,12 +122,12 @@ class StoreView:
         # after a keystroke the text's hash is new: one query says no kernel has a
         # profile for it, instead of one miss per kernel
         if module_hash and self._cached(path, "hash-known", (module_hash,), lambda st: _hash_known(st, module_hash)):
-            p = self._cached(path, "profile-h", (kernel, module_hash),
-                             lambda st: st.latest_profile(kernel, source_hash=module_hash))
+            p = self._cached(
+                path, "profile-h", (kernel, module_hash), lambda st: st.latest_profile(kernel, source_hash=module_hash)
+            )
             if p is not None:
                 return p, True
-        p = self._cached(path, "profile-f", (kernel, apath),
-                         lambda st: st.latest_profile(kernel, file=apath))
+        p = self._cached(path, "profile-f", (kernel, apath), lambda st: st.latest_profile(kernel, file=apath))
         return p, False
 
     def profile_source_hash(self, path: str, kernel: str) -> Optional[str]:
@@ -134,8 +135,10 @@ class StoreView:
         apath = self.abspath(path)
 
         def read(st: Store) -> Optional[str]:
-            row = st._conn.execute("SELECT source_hash FROM profiles WHERE kernel=? AND file=? ORDER BY created_at DESC "
-                                   "LIMIT 1", (kernel, apath)).fetchone()
+            row = st._conn.execute(
+                "SELECT source_hash FROM profiles WHERE kernel=? AND file=? ORDER BY created_at DESC LIMIT 1",
+                (kernel, apath),
+            ).fetchone()
             return row[0] if row else None
 
         return self._cached(path, "profile-src", (kernel, apath), read)

@@ -2,6 +2,7 @@
 (kernelband.model) and a typed Profile (kernelband.profile.schema), the one reader of
 both in the server.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,9 @@ def result_time_ms(result: Optional[Result], module_hash: Optional[str] = None) 
     return num(result.baseline_ms)
 
 
-def time_ms(profile: Optional[Profile], result: Optional[Result] = None, module_hash: Optional[str] = None) -> Optional[float]:
+def time_ms(
+    profile: Optional[Profile], result: Optional[Result] = None, module_hash: Optional[str] = None
+) -> Optional[float]:
     """A launch's time: the profile's, else (no profile) the last optimization's."""
     if profile is not None:
         return profile.time_per_launch_ms

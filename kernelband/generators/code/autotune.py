@@ -2,6 +2,7 @@
 current one, keyed on its size arguments, and drop the tuned keywords from the launch
 (``wrap``); for a kernel that already has the decorator, extend its config list or pin
 one config (``list_rewrites``). The conditions of a wrap are in rules.py's docstring."""
+
 from __future__ import annotations
 
 import re
@@ -14,15 +15,14 @@ from ..rewrites import Rewrites
 from ..space import DEFAULTS, STAGES, WARPS, Knob
 
 AUTOTUNE_MAX_CONFIGS = 8
-_SIZE_RE = re.compile(
-    r"^[nmkNMKBHDLSTC]$|^(n|num)_|numel|size|len|elements|rows|cols|^seq|^dim", re.IGNORECASE
-)
+_SIZE_RE = re.compile(r"^[nmkNMKBHDLSTC]$|^(n|num)_|numel|size|len|elements|rows|cols|^seq|^dim", re.IGNORECASE)
 _NOT_SIZE_RE = re.compile(r"ptr|stride|^alpha$|^beta$|^eps|scale|^p$|seed", re.IGNORECASE)
 
 
 def size_args(an: Rewrites) -> list[str]:
     cands = [p for p in an.params if p not in an.constexprs and not p.startswith("*")]
     return [p for p in cands if _SIZE_RE.search(p) and not _NOT_SIZE_RE.search(p)]
+
 
 def wrap(an: Rewrites, knobs: list[Knob]) -> Optional[tuple[str, Edits, list[list[tuple[str, int]]]]]:
     """(description, edits, the configs as typed (kind, value) lists) of the wrap."""
@@ -74,14 +74,17 @@ def wrap(an: Rewrites, knobs: list[Knob]) -> Optional[tuple[str, Edits, list[lis
     drop = set(tuned) | {k.name for k in extra.values() if k.sites}
     for call, _fn in launches:
         edits.setdefault(id(call), []).append(lambda n, drop=drop: remove_kwargs(n, drop))
-    desc = f"@autotune over {len(configs)} configs of {', '.join(sorted(tuned))}, num_warps" + (
-        ", num_stages" if "num_stages" in extra else ""
-    ) + f" keyed on {', '.join(key)} for {an.kernel}"
+    desc = (
+        f"@autotune over {len(configs)} configs of {', '.join(sorted(tuned))}, num_warps"
+        + (", num_stages" if "num_stages" in extra else "")
+        + f" keyed on {', '.join(key)} for {an.kernel}"
+    )
     typed = []
     for params, w, st in configs:
         cfg = [(tuned[n].kind, v) for n, v in params.items()] + [("num_warps", w)]
         typed.append(cfg + ([("num_stages", st)] if st is not None else []))
     return desc, edits, typed
+
 
 def _configs(tuned: dict[str, Knob], extra: dict[str, Knob]) -> list[tuple[dict[str, int], int, Optional[int]]]:
     w0 = extra["num_warps"].current if "num_warps" in extra else DEFAULTS["num_warps"]
@@ -143,10 +146,16 @@ def list_rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
         for i, c in enumerate(calls):
             keep = lst.elements[i].with_changes(comma=cst.MaybeSentinel.DEFAULT)
             new_list = lst.with_changes(elements=[keep])
-            out.append((f"autotune_pin:{i}", f"@autotune pinned to config {i} ({an.code(c)}) of {an.kernel}",
-                        merge({id(lst): [lambda _n, new_list=new_list: new_list]}, shadow)))
+            out.append(
+                (
+                    f"autotune_pin:{i}",
+                    f"@autotune pinned to config {i} ({an.code(c)}) of {an.kernel}",
+                    merge({id(lst): [lambda _n, new_list=new_list: new_list]}, shadow),
+                )
+            )
     extra = _extended(an, calls)
     if extra:
+
         def extend(n: cst.List | cst.Tuple, extra: list[cst.Call] = extra) -> cst.List | cst.Tuple:
             els = list(n.elements)
             if not isinstance(els[-1].comma, cst.Comma):
@@ -155,13 +164,21 @@ def list_rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
             new = [cst.Element(c, comma=sep) for c in extra[:-1]] + [cst.Element(extra[-1])]
             return n.with_changes(elements=els + new)
 
-        out.append(("autotune_extend", f"@autotune extended by {len(extra)} configs (blocks x2, warps x2, "
-                    f"stages +1 around the first) for {an.kernel}", merge({id(lst): [extend]}, shadow)))
+        out.append(
+            (
+                "autotune_extend",
+                f"@autotune extended by {len(extra)} configs (blocks x2, warps x2, "
+                f"stages +1 around the first) for {an.kernel}",
+                merge({id(lst): [extend]}, shadow),
+            )
+        )
     return out
+
 
 def _extended(an: Rewrites, calls: list[cst.Call]) -> list[cst.Call]:
     """New configs around the first: every block x2 (not the extent of a reduction),
     num_warps x2, num_stages + 1; those already in the list are left out."""
+
     def sig(c: cst.Call) -> str:
         return an.code(c.with_changes(whitespace_before_args=cst.SimpleWhitespace(""))).replace(" ", "")
 
@@ -183,7 +200,11 @@ def _extended(an: Rewrites, calls: list[cst.Call]) -> list[cst.Call]:
                     e = e.with_changes(value=cst.Integer(str(v * 2)))
                     changed = True
             els.append(e)
-        return c.with_changes(args=[c.args[0].with_changes(value=d.with_changes(elements=els)), *c.args[1:]]) if changed else None
+        return (
+            c.with_changes(args=[c.args[0].with_changes(value=d.with_changes(elements=els)), *c.args[1:]])
+            if changed
+            else None
+        )
 
     def bump_kw(c: cst.Call, name: str, f: Callable[[int], int]) -> Optional[cst.Call]:
         for i, a in enumerate(c.args):
@@ -193,8 +214,11 @@ def _extended(an: Rewrites, calls: list[cst.Call]) -> list[cst.Call]:
                 return c.with_changes(args=args)
         return add_kwarg(c, name, cst.Integer(str(f(DEFAULTS[name]))))
 
-    for cand in (bump_blocks(first), bump_kw(first, "num_warps", lambda w: min(16, w * 2)),
-                 bump_kw(first, "num_stages", lambda s: s + 1)):
+    for cand in (
+        bump_blocks(first),
+        bump_kw(first, "num_warps", lambda w: min(16, w * 2)),
+        bump_kw(first, "num_stages", lambda s: s + 1),
+    ):
         if cand is not None and sig(cand) not in have:
             have.add(sig(cand))
             out.append(cand)

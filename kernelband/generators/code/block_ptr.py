@@ -4,6 +4,7 @@ and stepped with ``ptrs += BLOCK * s``, become ``tl.make_block_ptr`` /
 ``tl.load(..., boundary_check=(0, 1), padding_option="zero")`` / ``tl.advance`` (or the
 ``.advance`` method where Triton no longer exports ``tl.advance``); the bounds come from
 the masks or ``% M``. Only where the installed Triton's block pointers work."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,12 +62,19 @@ def rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
             done.append(target)
     if not done:
         return []
-    return [("block_ptr", f"block pointers (tl.make_block_ptr / tl.advance) for {', '.join(done)} in {an.kernel}",
-             edits)]
+    return [
+        ("block_ptr", f"block pointers (tl.make_block_ptr / tl.advance) for {', '.join(done)} in {an.kernel}", edits)
+    ]
 
 
-def _block_edits(an: Rewrites, stmt: cst.SimpleStatementLine, target: str, value: cst.BaseExpression, offsets: Offsets,
-                 functional: bool) -> Optional[Edits]:
+def _block_edits(
+    an: Rewrites,
+    stmt: cst.SimpleStatementLine,
+    target: str,
+    value: cst.BaseExpression,
+    offsets: Offsets,
+    functional: bool,
+) -> Optional[Edits]:
     """The edits that turn one pointer block (``target = value``) into a block pointer:
     its definition, its loads and its steps; None when it is not that pattern."""
     parsed = _ptr_block(an, value)
@@ -87,12 +95,16 @@ def _block_edits(an: Rewrites, stmt: cst.SimpleStatementLine, target: str, value
             return None
         call = f"{lang}.advance({target}, ({d[0]}, {d[1]}))" if functional else f"{target}.advance(({d[0]}, {d[1]}))"
         new = cst.parse_statement(f"{target} = {call}\n")
-        edits[id(st)] = [lambda n, new=new: new.with_changes(leading_lines=n.leading_lines,
-                                                             trailing_whitespace=n.trailing_whitespace)]
+        edits[id(st)] = [
+            lambda n, new=new: new.with_changes(
+                leading_lines=n.leading_lines, trailing_whitespace=n.trailing_whitespace
+            )
+        ]
     make = cst.parse_expression(
         f"{lang}.make_block_ptr(base={base}, shape=({r_bound}, {c_bound}), strides=({r_stride}, {c_stride}), "
         f"offsets=({offsets[r_offs][0]}, {offsets[c_offs][0]}), "
-        f"block_shape=({offsets[r_offs][1]}, {offsets[c_offs][1]}), order=(1, 0))")
+        f"block_shape=({offsets[r_offs][1]}, {offsets[c_offs][1]}), order=(1, 0))"
+    )
     edits[id(value)] = [lambda _n, make=make: make]
     for ld in uses.loads:
         edits[id(ld)] = [_bounded_load]
@@ -102,10 +114,15 @@ def _block_edits(an: Rewrites, stmt: cst.SimpleStatementLine, target: str, value
 def _bounded_load(n: cst.Call) -> cst.Call:
     """``tl.load(p, ...)`` -> ``tl.load(p, boundary_check=(0, 1), padding_option="zero")``."""
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    return n.with_changes(args=[
-        n.args[0].with_changes(comma=comma),
-        cst.Arg(cst.parse_expression("(0, 1)"), keyword=cst.Name("boundary_check"), equal=tight_equal(), comma=comma),
-        cst.Arg(cst.SimpleString('"zero"'), keyword=cst.Name("padding_option"), equal=tight_equal())])
+    return n.with_changes(
+        args=[
+            n.args[0].with_changes(comma=comma),
+            cst.Arg(
+                cst.parse_expression("(0, 1)"), keyword=cst.Name("boundary_check"), equal=tight_equal(), comma=comma
+            ),
+            cst.Arg(cst.SimpleString('"zero"'), keyword=cst.Name("padding_option"), equal=tight_equal()),
+        ]
+    )
 
 
 def _offset_defs(an: Rewrites) -> Offsets:
@@ -148,8 +165,13 @@ def _bound(an: Rewrites, offs: str) -> Optional[str]:
             return right.value
     for stmt in an.kdef.body.body:
         target, value = an.simple_assign(stmt)
-        if target == offs and isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo) \
-                and isinstance(value.right, cst.Name) and value.right.value in an.params:
+        if (
+            target == offs
+            and isinstance(value, cst.BinaryOperation)
+            and isinstance(value.operator, cst.Modulo)
+            and isinstance(value.right, cst.Name)
+            and value.right.value in an.params
+        ):
             return value.right.value
     return None
 
@@ -165,9 +187,13 @@ def _ptr_block(an: Rewrites, e: cst.BaseExpression) -> Optional[tuple[str, tuple
         return None
     dims: dict[str, tuple[str, str]] = {}
     for t in terms[1:]:
-        if not (isinstance(t, cst.BinaryOperation) and isinstance(t.operator, cst.Multiply)
-                and isinstance(t.left, cst.Subscript) and isinstance(t.left.value, cst.Name)
-                and isinstance(t.right, cst.Name)):
+        if not (
+            isinstance(t, cst.BinaryOperation)
+            and isinstance(t.operator, cst.Multiply)
+            and isinstance(t.left, cst.Subscript)
+            and isinstance(t.left.value, cst.Name)
+            and isinstance(t.right, cst.Name)
+        ):
             return None
         idx = an.code(t.left).split("[", 1)[1].replace(" ", "")
         kind = "r" if idx == ":,None]" else "c" if idx == "None,:]" else None
@@ -186,18 +212,29 @@ def _ptr_uses(an: Rewrites, name: str, definition: cst.SimpleStatementLine) -> O
     steps: list[tuple[cst.SimpleStatementLine, cst.AugAssign]] = []
     seen: set[int] = set()
     for n in walk(an.kdef.body):
-        if an.is_lang_call(n, "load") and n.args and isinstance(n.args[0].value, cst.Name) \
-                and n.args[0].value.value == name:
+        if (
+            an.is_lang_call(n, "load")
+            and n.args
+            and isinstance(n.args[0].value, cst.Name)
+            and n.args[0].value.value == name
+        ):
             other = next((a for a in n.args if a.keyword is not None and a.keyword.value == "other"), None)
             if other is not None and an.code(other.value).strip() not in ("0", "0.0", "0."):
                 return None
-            if any(a.keyword is not None and a.keyword.value not in ("mask", "other") for a in n.args) \
-                    or sum(1 for a in n.args if a.keyword is None) > 1:
+            if (
+                any(a.keyword is not None and a.keyword.value not in ("mask", "other") for a in n.args)
+                or sum(1 for a in n.args if a.keyword is None) > 1
+            ):
                 return None
             loads.append(n)
             seen.add(id(n.args[0].value))
-        elif isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1 and isinstance(n.body[0], cst.AugAssign) \
-                and isinstance(n.body[0].target, cst.Name) and n.body[0].target.value == name:
+        elif (
+            isinstance(n, cst.SimpleStatementLine)
+            and len(n.body) == 1
+            and isinstance(n.body[0], cst.AugAssign)
+            and isinstance(n.body[0].target, cst.Name)
+            and n.body[0].target.value == name
+        ):
             if not isinstance(n.body[0].operator, cst.AddAssign):
                 return None
             steps.append((n, n.body[0]))

@@ -1,6 +1,7 @@
 """``cache_modifiers``: eviction_policy ``evict_first`` / ``evict_last`` or
 ``cache_modifier=".cg"`` on every ``tl.load`` that has neither, ``cache_modifier=".cs"``
 on stores. All four are hints that never change results."""
+
 from __future__ import annotations
 
 import libcst as cst

@@ -2,6 +2,7 @@
 ``start = pid * BLOCK`` temporary) insert
 ``offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)``: a hint that never
 changes results."""
+
 from __future__ import annotations
 
 import libcst as cst

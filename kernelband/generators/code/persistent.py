@@ -4,6 +4,7 @@ tl.cdiv(n, BLOCK), tl.num_programs(0))`` and its launch grid ``(E,)`` becomes
 ``(min(E, P),)`` with P a multiple of the SM count (132 on H100/H200): fewer, longer
 programs; every tile is still visited exactly once. Refused where the body mutates a
 parameter or carries a value across what would become iterations."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ def _loop_variable(an: Rewrites, body: Sequence[cst.CSTNode]) -> Optional[_LoopV
     becomes a new loop variable."""
     found = pid_statement(an, body)
     if found is not None:
-        return _LoopVariable(found.index, found.name, list(body[found.index + 1:]), True)
+        return _LoopVariable(found.index, found.name, list(body[found.index + 1 :]), True)
     call = next(n for n in walk(an.kdef.body) if an.is_lang_call(n, "program_id"))
     idx = next((i for i, st in enumerate(body) if any(m is call for m in walk(st))), None)
     pid = "pid" if "pid" not in names_in(an.kdef) else "pid_kb"
@@ -51,7 +52,7 @@ def _loop_variable(an: Rewrites, body: Sequence[cst.CSTNode]) -> Optional[_LoopV
     inline = body[idx].visit(_ReplaceNode(call, cst.Name(pid)))
     assert isinstance(inline, cst.CSTNode)  # only the call is replaced, by a name
     inline = inline.with_changes(leading_lines=[])  # its comments go above the loop
-    return _LoopVariable(idx, pid, [inline, *body[idx + 1:]], False)
+    return _LoopVariable(idx, pid, [inline, *body[idx + 1 :]], False)
 
 
 def rewrites(an: Rewrites, programs: tuple[int, ...] = PERSISTENT_PROGRAMS) -> list[tuple[str, str, Edits]]:
@@ -71,15 +72,30 @@ def rewrites(an: Rewrites, programs: tuple[int, ...] = PERSISTENT_PROGRAMS) -> l
     if bound is None or not grids or not isinstance(suite, cst.IndentedBlock) or len(rest) != len(got.rest):
         return []
     lang = an.lang_prefix()
-    head = (f"for {got.pid} in range({lang}.program_id(0), {lang}.cdiv({bound.size}, {bound.block}), "
-            f"{lang}.num_programs(0)):")
+    head = (
+        f"for {got.pid} in range({lang}.program_id(0), {lang}.cdiv({bound.size}, {bound.block}), "
+        f"{lang}.num_programs(0)):"
+    )
     new_body = grid_stride_body(suite.body, got.index, rest, head, keep_comment=got.own)
     out = []
     for p in programs:
         edits: Edits = {id(an.kdef.body): [lambda n, new_body=new_body: n.with_changes(body=new_body)]}
         for e in grids:
-            edits[id(e)] = [lambda n, p=p: cst.Call(cst.Name("min"), [
-                cst.Arg(n, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), cst.Arg(cst.Integer(str(p)))])]
-        out.append((f"persistent:{p}", f"persistent grid-stride loop over tiles of {bound.offsets} in {an.kernel}, "
-                    f"grid capped at {p} programs", edits))
+            edits[id(e)] = [
+                lambda n, p=p: cst.Call(
+                    cst.Name("min"),
+                    [
+                        cst.Arg(n, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                        cst.Arg(cst.Integer(str(p))),
+                    ],
+                )
+            ]
+        out.append(
+            (
+                f"persistent:{p}",
+                f"persistent grid-stride loop over tiles of {bound.offsets} in {an.kernel}, "
+                f"grid capped at {p} programs",
+                edits,
+            )
+        )
     return out

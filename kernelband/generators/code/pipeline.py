@@ -3,6 +3,7 @@ becomes ``tl.range(..., num_stages=S)``, so the compiler software-pipelines that
 with S stages independently of the launch's num_stages, or
 ``tl.range(..., loop_unroll_factor=U)``. Only where the installed Triton's ``tl.range``
 takes that keyword (feature-detected)."""
+
 from __future__ import annotations
 
 import libcst as cst
@@ -31,11 +32,15 @@ def pipeline_loops(an: Rewrites) -> list[cst.For]:
 
 def _with_keyword(func: cst.BaseExpression, keyword: str, value: int) -> Edit:
     """An edit of a ``for`` over range(...) into ``func(..., keyword=value)``."""
+
     def edit(n: cst.For) -> cst.For:
         it = n.iter
         assert isinstance(it, cst.Call)  # pipeline_loops keeps loops over a call only
-        kw = cst.Arg(cst.Integer(str(value)), keyword=cst.Name(keyword),
-                     equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+        kw = cst.Arg(
+            cst.Integer(str(value)),
+            keyword=cst.Name(keyword),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+        )
         args = list(it.args)
         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         return n.with_changes(iter=it.with_changes(func=func, args=[*args, kw]))
@@ -55,11 +60,20 @@ def rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
     lines = ", ".join(str(an.line(f)) for f in loops)
     out = []
     for s in PIPELINE_STAGES:
-        out.append((f"tl_range:{s}", f"loops over range at lines {lines} of {an.kernel} -> "
-                    f"{lang}.range(..., num_stages={s})", {id(f): [_with_keyword(func, "num_stages", s)] for f in loops}))
+        out.append(
+            (
+                f"tl_range:{s}",
+                f"loops over range at lines {lines} of {an.kernel} -> {lang}.range(..., num_stages={s})",
+                {id(f): [_with_keyword(func, "num_stages", s)] for f in loops},
+            )
+        )
     if "loop_unroll_factor" in params:  # Triton 3.2+: unrolling, pipelining left to the launch
         for u in LOOP_UNROLL:
-            out.append((f"tl_range_unroll:{u}", f"loops over range at lines {lines} of {an.kernel} -> "
-                        f"{lang}.range(..., loop_unroll_factor={u})",
-                        {id(f): [_with_keyword(func, "loop_unroll_factor", u)] for f in loops}))
+            out.append(
+                (
+                    f"tl_range_unroll:{u}",
+                    f"loops over range at lines {lines} of {an.kernel} -> {lang}.range(..., loop_unroll_factor={u})",
+                    {id(f): [_with_keyword(func, "loop_unroll_factor", u)] for f in loops},
+                )
+            )
     return out

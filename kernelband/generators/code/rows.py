@@ -3,6 +3,7 @@ grid ``(E,)``) handles R rows per program: the kernel gets a trailing ``n_rows_k
 parameter (the launch passes E), its body loops ``for row in range(tl.program_id(0),
 n_rows_kb, tl.num_programs(0))`` and the grid becomes ``((E + R - 1) // R,)``. Refused
 where the body mutates a parameter (``X += row * s``) or carries a value across rows."""
+
 from __future__ import annotations
 
 import libcst as cst
@@ -17,8 +18,12 @@ ROWS_PER_PROGRAM: tuple[int, ...] = (2, 4, 8)
 def _plain_params(an: Rewrites) -> bool:
     """Positional parameters only, without defaults: one more can be appended."""
     params = an.kdef.params
-    return not (params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or params.kwonly_params or params.star_kwarg
-                or any(p.default is not None for p in params.params))
+    return not (
+        params.star_arg not in (None, cst.MaybeSentinel.DEFAULT)
+        or params.kwonly_params
+        or params.star_kwarg
+        or any(p.default is not None for p in params.params)
+    )
 
 
 def _fresh_param(an: Rewrites) -> str:
@@ -40,25 +45,34 @@ def rewrites(an: Rewrites, rows: tuple[int, ...] = ROWS_PER_PROGRAM) -> list[tup
     if found is None:
         return []
     idx, row = found.index, found.name
-    rest = body[idx + 1:]
+    rest = body[idx + 1 :]
     if tile_bound(an, rest, row) is not None or not loop_safe(an, rest):
         return []  # a 1D tiled kernel: that is ``persistent``
     grids = grid_elements(an)
     launches = an.launches()
     if not grids or len(grids) != len(launches):
         return []
-    lambda_params = {p.name.value for call, fn in launches for n in [an.grid_definition(call, fn)[0]]
-                     if isinstance(n, cst.Lambda) for p in n.params.params}
+    lambda_params = {
+        p.name.value
+        for call, fn in launches
+        for n in [an.grid_definition(call, fn)[0]]
+        if isinstance(n, cst.Lambda)
+        for p in n.params.params
+    }
     if any(names_in(e) & lambda_params for e in grids):
         return []
     new = _fresh_param(an)
     lang = an.lang_prefix()
-    new_body = grid_stride_body(body, idx, rest, f"for {row} in range({lang}.program_id(0), {new}, {lang}.num_programs(0)):",
-                                keep_comment=True)
+    new_body = grid_stride_body(
+        body, idx, rest, f"for {row} in range({lang}.program_id(0), {new}, {lang}.num_programs(0)):", keep_comment=True
+    )
     params = an.kdef.params
     last = params.params[-1]
-    new_params = [*params.params[:-1], last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                  cst.Param(cst.Name(new))]
+    new_params = [
+        *params.params[:-1],
+        last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+        cst.Param(cst.Name(new)),
+    ]
     out = []
     for r in rows:
         edits: Edits = {
@@ -68,7 +82,6 @@ def rewrites(an: Rewrites, rows: tuple[int, ...] = ROWS_PER_PROGRAM) -> list[tup
         for (call, _fn), e in zip(launches, grids):
             code = an.code(e)
             edits[id(e)] = [lambda _n, code=code, r=r: cst.parse_expression(f"({code} + {r - 1}) // {r}")]
-            edits.setdefault(id(call), []).append(
-                lambda n, code=code: add_kwarg(n, new, cst.parse_expression(code)))
+            edits.setdefault(id(call), []).append(lambda n, code=code: add_kwarg(n, new, cst.parse_expression(code)))
         out.append((f"rows:{r}", f"{r} rows per program in {an.kernel} (loop over {row}, grid / {r})", edits))
     return out

@@ -2,6 +2,7 @@
 tile reordering (``pid_swizzle``) recognise: program-id variables, 1D tiles masked by a
 size, 1D launch grids, bodies that can run once per loop iteration, and the grid-stride
 loop both loop rewrites build."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -83,11 +84,16 @@ def tile_bound(an: Rewrites, stmts: Sequence[cst.CSTNode], pid: str) -> Optional
 def _size_mask(an: Rewrites, offs: str) -> Optional[str]:
     """The size parameter of a mask ``offs < n`` in the kernel (n not a constexpr)."""
     for n in walk(an.kdef.body):
-        if (isinstance(n, cst.Comparison) and isinstance(n.left, cst.Name) and n.left.value == offs
-                and len(n.comparisons) == 1 and isinstance(n.comparisons[0].operator, cst.LessThan)
-                and isinstance(n.comparisons[0].comparator, cst.Name)
-                and n.comparisons[0].comparator.value in an.params
-                and n.comparisons[0].comparator.value not in an.constexprs):
+        if (
+            isinstance(n, cst.Comparison)
+            and isinstance(n.left, cst.Name)
+            and n.left.value == offs
+            and len(n.comparisons) == 1
+            and isinstance(n.comparisons[0].operator, cst.LessThan)
+            and isinstance(n.comparisons[0].comparator, cst.Name)
+            and n.comparisons[0].comparator.value in an.params
+            and n.comparisons[0].comparator.value not in an.constexprs
+        ):
             return n.comparisons[0].comparator.value
     return None
 
@@ -134,8 +140,9 @@ def loop_safe(an: Rewrites, rest: Iterable[cst.CSTNode]) -> bool:
     return True
 
 
-def grid_stride_body(body: Sequence[cst.BaseStatement], idx: int, rest: Sequence[cst.BaseStatement], head_code: str,
-                     keep_comment: bool) -> list[cst.BaseStatement]:
+def grid_stride_body(
+    body: Sequence[cst.BaseStatement], idx: int, rest: Sequence[cst.BaseStatement], head_code: str, keep_comment: bool
+) -> list[cst.BaseStatement]:
     """The kernel body with ``rest`` moved into the loop ``head_code`` (``for ... :``)
     in place of ``body[idx]`` and what follows; the loop keeps that statement's leading
     lines and, with ``keep_comment``, its trailing comment."""

@@ -3,6 +3,7 @@
 grouped ordering of the Triton matmul tutorial (GROUP_M rows of tiles walked column by
 column), so programs running together share A and B tiles in L2. The set of tiles is the
 same (a permutation of program ids), so results do not change."""
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -31,7 +32,9 @@ def _divmod(an: Rewrites, stmt: cst.CSTNode, pids: set[str]) -> Optional[tuple[s
     target, value = an.simple_assign(stmt)
     if not target or not isinstance(value, cst.BinaryOperation):
         return None
-    op = "//" if isinstance(value.operator, cst.FloorDivide) else "%" if isinstance(value.operator, cst.Modulo) else None
+    op = (
+        "//" if isinstance(value.operator, cst.FloorDivide) else "%" if isinstance(value.operator, cst.Modulo) else None
+    )
     if op and isinstance(value.left, cst.Name) and value.left.value in pids and isinstance(value.right, cst.Name):
         return target, op, value.left.value, value.right.value
     return None
@@ -85,6 +88,12 @@ def rewrites(an: Rewrites) -> list[tuple[str, str, Edits]]:
             id(first): [lambda _n, new=new: cst.FlattenSentinel(new)],
             id(second): [lambda _n: cst.RemoveFromParent()],
         }
-        out.append((f"pid_swizzle:{g}", f"grouped program-id ordering (GROUP_M={g}) for {pid_m}/{pid_n} "
-                    f"at line {an.line(first)} of {an.kernel}", edits))
+        out.append(
+            (
+                f"pid_swizzle:{g}",
+                f"grouped program-id ordering (GROUP_M={g}) for {pid_m}/{pid_n} "
+                f"at line {an.line(first)} of {an.kernel}",
+                edits,
+            )
+        )
     return out
