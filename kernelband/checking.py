@@ -18,10 +18,11 @@ verdict from a weak one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from .check_outcome import CheckOutcome, CheckScope
 from .evaluate import Evaluator, SetupError, screen_task
+from .json_types import JsonObject
 from .model import Status, Task, Variant
 from .session_setup import device_facts
 from .verdict import NO_GPU_NOTE, consistent_times, decide_verdict
@@ -74,7 +75,7 @@ def check_scope(task: Task) -> CheckScope:
     )
 
 
-def checked_block(task: Task) -> dict[str, Any]:
+def checked_block(task: Task) -> JsonObject:
     """``check_scope`` as optimize's Result keeps it (``checked``, one of its extra keys)."""
     return check_scope(task).to_dict()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, TypedDict, TypeVar, cast
 
 from .decode import MalformedMessage, decode_fields
 from .json_types import JsonObject, JsonValue
@@ -420,24 +420,22 @@ class PairedTiming(Serializable):
 NO_GPU_SANITIZER = "no GPU: the interpreter has no compute-sanitizer"
 
 
+_V = TypeVar("_V", bound="VerificationReport")
+
+
 @dataclass(frozen=True)
-class SanitizerReport:
-    """compute-sanitizer's run over a variant's correctness harnesses (the judge's sanitize
-    op): memcheck, then racecheck; the first tool that fails decides. Built once by the
-    judge, sent as ``to_dict()`` and decoded once by the session (``from_wire``)."""
+class VerificationReport:
+    """What every verification step's report starts with (``verification.STEPS``): whether
+    it ran, what it found, or why it did not run. Its fields come first in each report's."""
+
+    MALFORMED: ClassVar[str] = "malformed verification report"  # starts a from_wire error
 
     ran: bool
     ok: bool = True  # nothing found (a run that could not happen refuses nothing)
     reason: str = ""  # why it did not run
-    tool: str = "memcheck"  # the tool that decided: the first that failed, else the last
-    exit_code: Optional[int] = None  # None: its job ended before the tool exited
-    job: str = ""  # how the tool's job ended: "ok", or what stopped it
-    findings: tuple[str, ...] = ()
-    harnesses: tuple[str, ...] = ()
-    tools: tuple[str, ...] = ()  # the tools that ran, in order
 
     @classmethod
-    def not_run(cls, reason: str) -> "SanitizerReport":
+    def not_run(cls: type[_V], reason: str) -> _V:
         return cls(ran=False, reason=reason)
 
     @property
@@ -445,9 +443,25 @@ class SanitizerReport:
         return self.ran and not self.ok
 
     @classmethod
-    def from_wire(cls, body: object) -> "SanitizerReport":
+    def from_wire(cls: type[_V], body: object) -> _V:
         """The report ``body`` describes, each field checked; a one-line MalformedMessage if not."""
-        return decode_fields(cls, body, "malformed sanitizer report")
+        return decode_fields(cls, body, cls.MALFORMED)
+
+
+@dataclass(frozen=True)
+class SanitizerReport(VerificationReport):
+    """compute-sanitizer's run over a variant's correctness harnesses (the judge's sanitize
+    op): memcheck, then racecheck; the first tool that fails decides. Built once by the
+    judge, sent as ``to_dict()`` and decoded once by the session (``from_wire``)."""
+
+    MALFORMED: ClassVar[str] = "malformed sanitizer report"
+
+    tool: str = "memcheck"  # the tool that decided: the first that failed, else the last
+    exit_code: Optional[int] = None  # None: its job ended before the tool exited
+    job: str = ""  # how the tool's job ended: "ok", or what stopped it
+    findings: tuple[str, ...] = ()
+    harnesses: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()  # the tools that ran, in order
 
     def to_dict(self) -> JsonObject:
         """The printed form (``check --json``'s ``sanitizer``, a Result's ``memcheck``): the
@@ -506,34 +520,20 @@ PAST_INT32 = 1 << 31  # elements: an offset computed in int32 (row * stride) wra
 
 
 @dataclass(frozen=True)
-class WideReport:
+class WideReport(VerificationReport):
     """The calls past int32 offsets (the judge's ``wide`` op, ``judge_wide``): the variant on
     calls whose largest tensor holds more than ``elements`` elements, the original the
     oracle. Run on the verification path of every verdict (a correct variant, on a GPU
     with the memory), never during a search. Built once by the judge, decoded once by
     the session (``from_wire``)."""
 
-    ran: bool
-    ok: bool = True  # nothing found (a run that could not happen refuses nothing)
-    reason: str = ""  # why it did not run
+    MALFORMED: ClassVar[str] = "malformed wide-calls report"
+
     elements: int = PAST_INT32  # the threshold the calls passed
     calls: tuple[str, ...] = ()  # the calls checked, described (``derived.describe_call``)
     dropped: tuple[str, ...] = ()  # calls the original does not handle: not held against the variant
     status: Optional[Status] = None  # a refusal's verdict
     message: str = ""  # what the variant did wrong
-
-    @classmethod
-    def not_run(cls, reason: str) -> "WideReport":
-        return cls(ran=False, reason=reason)
-
-    @property
-    def refused(self) -> bool:
-        return self.ran and not self.ok
-
-    @classmethod
-    def from_wire(cls, body: object) -> "WideReport":
-        """The report ``body`` describes, each field checked; a one-line MalformedMessage if not."""
-        return decode_fields(cls, body, "malformed wide-calls report")
 
     def to_dict(self) -> JsonObject:
         out: JsonObject = {
@@ -637,7 +637,7 @@ def _from_json_dict(cls: type[_R], d: object) -> _R:
     default, values of the wrong type fall back to it (older or hand-made results)."""
     if not isinstance(d, dict):
         raise TypeError(f"{cls.__name__} from_dict expects an object, not {type(d).__name__}")
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, object] = {}
     names = set()
     for f in dataclasses.fields(cls):
         names.add(f.name)

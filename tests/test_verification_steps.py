@@ -8,6 +8,7 @@ reports drives the ordering; the real Evaluator answers them through a judge's r
 where the request it sends matters."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 from typing import Any, Optional
@@ -17,6 +18,7 @@ import pytest
 from kernelband import result_builder, verification
 from kernelband.check_outcome import CheckOutcome, CheckScope
 from kernelband.checking import _verification_refuses, check_scope, checked_block
+from kernelband.decode import MalformedMessage
 from kernelband.evaluate import Evaluator
 from kernelband.model import PAST_INT32, PairedTiming, ResultStatus, SanitizerReport, Status, Task, Variant, WideReport
 from kernelband.result_builder import ResultBuilder, SearchOutcome
@@ -266,3 +268,18 @@ def test_a_third_step_is_one_more_entry_in_the_list(monkeypatch):
                                                "reason": "not run: the extra step refused the variant first"}
     assert warnings == ["the best candidate fails the extra step: y"] and result.unverified_variant_id == "b"
     assert result.memcheck is None
+
+
+@pytest.mark.parametrize("report, says", [(SanitizerReport, "malformed sanitizer report"),
+                                          (WideReport, "malformed wide-calls report")])
+def test_each_report_keeps_the_shared_fields_first_and_decodes_as_its_own_type(report, says):
+    assert [f.name for f in dataclasses.fields(report)][:3] == ["ran", "ok", "reason"]
+    assert report.not_run("why") == report(ran=False, reason="why") and not report.not_run("why").refused
+    decoded = report.from_wire({"ran": True, "ok": False})
+    assert type(decoded) is report and decoded.refused
+    with pytest.raises(MalformedMessage, match=f"^{says}: ran must be bool, got int"):
+        report.from_wire({"ran": 1})
+
+
+def test_reports_of_two_steps_never_compare_equal():
+    assert SanitizerReport.not_run("why") != WideReport.not_run("why")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from kernelband_lsp import summary as S
 
@@ -22,6 +22,9 @@ from ..decode import MalformedMessage
 from ..model import Result, SanitizerReport
 from ..profile.schema import Profile, StaticTier, TimingTier
 from ..redact import scrub
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 MAX_WARNINGS = 5
 MAX_LAUNCH_SITES = 8
@@ -187,13 +190,13 @@ class StoredResults:
 
 
 # ---------------------------------------------------------------- builders
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def scrubbed(record: T) -> T:
     """The record with every string redacted of secrets (a message may quote anything)."""
-    changes: dict[str, Any] = {}
-    for f in dataclasses.fields(record):  # type: ignore[arg-type]
+    changes: dict[str, object] = {}
+    for f in dataclasses.fields(record):
         v = getattr(record, f.name)
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
             changes[f.name] = scrubbed(v)
@@ -201,10 +204,10 @@ def scrubbed(record: T) -> T:
             changes[f.name] = [scrubbed(x) for x in v]
         elif isinstance(v, (str, list, dict)):
             changes[f.name] = scrub(v)
-    return dataclasses.replace(record, **changes)  # type: ignore[type-var]
+    return dataclasses.replace(record, **changes)
 
 
-def kernel_entry(row: dict[str, Any], relative: Any) -> KernelEntry:
+def kernel_entry(row: dict[str, Any], relative: Callable[[str], str]) -> KernelEntry:
     """One row of ``list --json`` (kernelband.commands.list_cmd.list_kernels)."""
     k, h = row["kernel"], row["harness"]
     sites = [
