@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 from .diagnose import diagnose_profile
 from .schema import CounterTier, Launch, Profile, StaticTier, TimingTier, decode
@@ -122,7 +122,7 @@ def derive(p: Profile) -> Profile:
     )
 
 
-def attach_counters(p: Profile, result: dict[str, Any]) -> Profile:
+def attach_counters(p: Profile, result: Mapping[str, object]) -> Profile:
     """The profile with a tier-3 result of worker.counters.collect_counters, re-derived."""
     unavailable = {k: v for k, v in p.unavailable.items() if k != "counters"}
     counters = None

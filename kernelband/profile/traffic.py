@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional, TypedDict
 
 from ..access import KernelAccess, analyze_kernel  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:  # only the type: this module's arithmetic runs without torch
+    import torch
 
 # --------------------------------------------------------------------------- tensors
 
@@ -34,13 +37,34 @@ from ..access import KernelAccess, analyze_kernel  # noqa: F401 (re-exported)
 @dataclass
 class TensorArg:
     names: list[str]
-    tensor: Any
+    tensor: torch.Tensor
     shape: list[int]
     dtype: str
     nbytes: int  # distinct bytes the view spans (broadcast dims counted once)
 
 
-def dtype_name(t: Any) -> str:
+class WriteEvidence(TypedDict):
+    """What replaying a launch showed about one of its tensors (``traffic_replay.detect_writes``)."""
+
+    changed: bool  # differs after a plain replay
+    written: Optional[bool]  # None: neither replay showed whether the launch wrote it
+    poisoned: bool  # filled with its bit pattern for the second replay
+
+
+class TensorRow(TypedDict):
+    """One tensor of a launch as the timing tier reports it (``TimingTier.tensors``)."""
+
+    name: str  # its argument names, joined by "/"
+    shape: list[int]
+    dtype: str
+    bytes: int
+    read: bool
+    written: bool
+    bytes_moved: int  # bytes * (read + written)
+    how: str  # the evidence for read / written
+
+
+def dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
@@ -54,10 +78,10 @@ def span_bytes(shape: list[int], stride: list[int], itemsize: int) -> int:
 
 
 def classify(
-    tensors: list[TensorArg], detected: Optional[list[dict[str, Any]]], access: KernelAccess
-) -> list[dict[str, Any]]:
+    tensors: list[TensorArg], detected: Optional[list[WriteEvidence]], access: KernelAccess
+) -> list[TensorRow]:
     """Per tensor: read / written, the bytes counted, and the evidence."""
-    rows: list[dict[str, Any]] = []
+    rows: list[TensorRow] = []
     for i, ta in enumerate(tensors):
         uses = [u for u in (access.use(n) for n in ta.names) if u is not None]
         ast_loads = any(u.loads for u in uses)
@@ -97,7 +121,7 @@ def classify(
     return rows
 
 
-def matmul_flops(rows: list[dict[str, Any]], access: KernelAccess) -> tuple[Optional[int], str, Optional[str]]:
+def matmul_flops(rows: list[TensorRow], access: KernelAccess) -> tuple[Optional[int], str, Optional[str]]:
     """(FLOPs or None, how/why, operand dtype) for one launch from its tensors' shapes."""
     if not access.found:
         return None, "FLOPs unknown: the kernel's source was not found", None

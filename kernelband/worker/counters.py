@@ -13,20 +13,48 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypedDict, Union, cast
 
 from ..profile import ncu as _ncu
 from ..profile.assemble import attach_counters
 from ..profile.schema import Profile
 from .sandbox import scrubbed_env
 
+if TYPE_CHECKING:  # types only: the variant process loads this module (through profiling) and never uses a store
+    from ..model import Task
+    from ..store import Store
+
+_Run = Callable[..., subprocess.CompletedProcess[str]]  # subprocess.run, or a test's stand-in
+
 COUNTERS_IN_SESSION = "collected by the session (kernelband.worker.counters.add_counters), not inside the worker"
 
 
+class CountersOk(TypedDict):
+    """Tier 3 collected: the fields of ``schema.CounterTier`` and ``ok``; stored as is in the cache."""
+
+    ok: Literal[True]
+    values: dict[str, Optional[float]]  # the launches' counters, aggregated
+    per_launch: list[dict[str, Optional[float]]]
+    kernel_names: list[str]
+    metrics: dict[str, str]  # name -> the ncu metric used
+    ncu: str  # its version
+    seconds: float
+    command: str
+    cached: bool
+
+
+class CountersFailed(TypedDict):
+    ok: Literal[False]
+    reason: str
+
+
+CountersResult = Union[CountersOk, CountersFailed]
+
+
 def collect_counters(
-    task: Any,
+    task: Task,
     *,
-    store: Any = None,
+    store: Optional[Store] = None,
     gpu: str = "",
     triton_version: str = "",
     interpreted: bool = False,
@@ -34,10 +62,10 @@ def collect_counters(
     timeout_s: float = 300.0,
     ncu: Optional[str] = None,
     python: Optional[str] = None,
-    run: Callable[..., Any] = subprocess.run,
+    run: _Run = subprocess.run,
     refresh: bool = False,
     keep_dir: Optional[str] = None,
-) -> dict[str, Any]:
+) -> CountersResult:
     """Counters of the task's kernel: {"ok": True, "values": {...}, "per_launch": [...],
     "metrics": {name: ncu metric}, "ncu": version, "cached": bool, "seconds": s,
     "command": str} or {"ok": False, "reason": why}. Never raises for ncu's failures."""
@@ -53,8 +81,8 @@ def collect_counters(
     key = _ncu.cache_key(task, gpu, triton_version, version, launches)
     if store is not None and not refresh:
         cached = store.get(key)
-        if cached:
-            return {**cached, "cached": True}
+        if cached:  # what an earlier run of this function stored under the key
+            return {**cast(CountersOk, cached), "cached": True}
     used = _ncu.metric_list()
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kernelband-ncu-") as tmp:
@@ -63,7 +91,7 @@ def collect_counters(
         return got
     rows, cmd = got
     per_launch = [_ncu.derive(r["metrics"], used) for r in rows]
-    result = {
+    result: CountersOk = {
         "ok": True,
         "values": _ncu.aggregate(per_launch),
         "per_launch": per_launch,
@@ -80,16 +108,16 @@ def collect_counters(
 
 
 def _run_ncu(
-    task: Any,
+    task: Task,
     tmp: str,
     ncu: str,
     used: dict[str, str],
     launches: int,
     python: Optional[str],
-    run: Callable[..., Any],
+    run: _Run,
     timeout_s: float,
     keep_dir: Optional[str],
-) -> Any:
+) -> Union[tuple[list[dict[str, Any]], list[str]], CountersFailed]:
     """(rows, command) of an ncu run over the task in ``tmp``; a metric this ncu does not
     know falls back to its next name (``used`` is updated), up to 4 tries; or the
     {"ok": False, "reason": why} of a failure."""
@@ -145,7 +173,13 @@ def _fall_back(used: dict[str, str], missing: list[str]) -> None:
 
 
 def add_counters(
-    profile: Profile, task: Any, *, store: Any = None, gpu: str = "", triton_version: str = "", **kwargs: Any
+    profile: Profile,
+    task: Task,
+    *,
+    store: Optional[Store] = None,
+    gpu: str = "",
+    triton_version: str = "",
+    **kwargs: Any,
 ) -> Profile:
     """Session side of tier 3: run ncu for the task and merge its counters into a
     profile from the worker (the same profile when it already has counters or

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, TypedDict
 
 from ..json_types import JsonObject
 from ..profile.assemble import attach_counters, derive
@@ -25,8 +25,10 @@ from .counters import COUNTERS_IN_SESSION
 if TYPE_CHECKING:  # capture imports torch: the worker's modules load it where they use it
     from ..access import KernelAccess
     from ..model import Task
+    from ..profile.traffic import TensorRow
     from ..store import Store
     from .capture import CapturedLaunch
+    from .traffic_replay import LaunchTraffic
 _MAX_REPLAYED_SIGNATURES = 8  # distinct launch signatures whose writes are measured by replay
 
 
@@ -53,6 +55,48 @@ def launch_info(launches: list[CapturedLaunch]) -> JsonObject:
     }
 
 
+class _RooflineFields(TypedDict):
+    ridge: Optional[float]  # FLOP/B; None on the bandwidth roof
+    bound: str  # memory | compute
+    attainable_tflops: Optional[float]
+    fraction_of_attainable: Optional[float]
+
+
+class RawRoofline(_RooflineFields, total=False):
+    """The roofline as ``timing_tier`` builds it, before it is decoded into ``schema.Roofline``."""
+
+    note: str
+
+
+class _TimingFields(TypedDict):
+    time_ms: Optional[float]
+    clock: str
+    launches: int
+    time_per_launch_ms: Optional[float]
+    bytes_read: int
+    bytes_written: int
+    bytes_total: int
+    tensors: list[TensorRow]
+    write_detection: str
+    flops: Optional[int]
+    flops_note: str
+    arithmetic_intensity: Optional[float]
+    bandwidth_gbs: Optional[float]
+    bandwidth_frac: Optional[float]
+    tflops: Optional[float]
+    compute_frac: Optional[float]
+    compute_peak: Optional[str]
+    compute_peak_tflops: Optional[float]
+    copy_peak_gbs: Optional[float]
+    roofline: Optional[RawRoofline]
+
+
+class RawTiming(_TimingFields, total=False):
+    """Tier 2 as ``timing_tier`` builds it, before it is decoded into ``schema.TimingTier``."""
+
+    note: str  # why there are no rates or fractions of peak
+
+
 def _signature(launch: CapturedLaunch) -> tuple[object, ...]:
     import torch
 
@@ -74,13 +118,13 @@ def timing_tier(
     access: KernelAccess,
     interpreted: bool,
     clock: str,
-) -> dict[str, Any]:
+) -> RawTiming:
     from ..profile.traffic import peak_key
 
     totals, flops, first = _traffic(launches, access)
     n = len(launches)
     bytes_total = totals["bytes_read"] + totals["bytes_written"]
-    out: dict[str, Any] = {
+    out: RawTiming = {
         "time_ms": time_ms,
         "clock": clock,
         "launches": n,
@@ -122,15 +166,15 @@ def timing_tier(
 
 def _traffic(
     launches: list[CapturedLaunch], access: KernelAccess
-) -> tuple[dict[str, int], Optional[int], dict[str, Any]]:
+) -> tuple[dict[str, int], Optional[int], LaunchTraffic]:
     """(bytes read and written, FLOPs or None, the first launch's traffic) over every
     launch; launches of one signature are measured once."""
     from .traffic_replay import launch_traffic
 
-    per_sig: dict[tuple[object, ...], dict[str, Any]] = {}
+    per_sig: dict[tuple[object, ...], LaunchTraffic] = {}
     totals = {"bytes_read": 0, "bytes_written": 0}
     flops: Optional[int] = 0
-    first: Optional[dict[str, Any]] = None
+    first: Optional[LaunchTraffic] = None
     for launch in launches:
         sig = _signature(launch)
         tr = per_sig.get(sig)
@@ -145,9 +189,9 @@ def _traffic(
     return totals, flops, first
 
 
-def _against_peaks(out: dict[str, Any], facts: DeviceFacts, access: KernelAccess) -> None:
+def _against_peaks(out: RawTiming, facts: DeviceFacts, access: KernelAccess) -> None:
     """Fractions of the device's measured peaks, and the roofline."""
-    assert facts.copy_gbs is not None
+    assert facts.copy_gbs is not None and out["bandwidth_gbs"] is not None
     bw = float(facts.copy_gbs)
     out["copy_peak_gbs"] = bw
     out["bandwidth_frac"] = round(out["bandwidth_gbs"] / bw, 4)
@@ -159,6 +203,7 @@ def _against_peaks(out: dict[str, Any], facts: DeviceFacts, access: KernelAccess
         ridge = peak * 1e12 / (bw * 1e9)
         ai = out["arithmetic_intensity"]
         attainable = min(peak, ai * bw / 1e3)
+        assert out["tflops"] is not None  # an intensity means FLOPs were counted, and a time was measured
         out["roofline"] = {
             "ridge": round(ridge, 2),
             "bound": "memory" if ai < ridge else "compute",

@@ -5,28 +5,57 @@ pure accounting). Imports torch lazily.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional, TypedDict
 
-from ..profile.traffic import KernelAccess, TensorArg, dtype_name, classify, matmul_flops, span_bytes
+from ..profile.traffic import (
+    KernelAccess,
+    TensorArg,
+    TensorRow,
+    WriteEvidence,
+    classify,
+    dtype_name,
+    matmul_flops,
+    span_bytes,
+)
+
+if TYPE_CHECKING:  # capture imports torch and triton at module level; this module loads torch where it uses it
+    from contextlib import AbstractContextManager
+
+    import torch
+
+    from .capture import CapturedLaunch
 
 
-def arg_names(launch: Any) -> list[str]:
+class LaunchTraffic(TypedDict):
+    """One launch's traffic (``launch_traffic``): what the timing tier sums over launches."""
+
+    tensors: list[TensorRow]
+    bytes_read: int
+    bytes_written: int
+    footprint_bytes: int  # every tensor's bytes once
+    flops: Optional[int]  # None: unknown (flops_note says why)
+    flops_note: str
+    dot_dtype: Optional[str]  # the tl.dot operands' dtype, when FLOPs were counted
+    write_detection: str  # how the written tensors were found
+
+
+def arg_names(launch: CapturedLaunch) -> list[str]:
     from ..profile.static import jit_function
 
     names = getattr(launch.obj, "arg_names", None) or getattr(jit_function(launch.obj), "arg_names", None)
     return list(names or [])
 
 
-def tensor_args(launch: Any) -> list[TensorArg]:
+def tensor_args(launch: CapturedLaunch) -> list[TensorArg]:
     """The distinct tensors a launch was given (TensorDescriptor bases included)."""
     import torch
 
     names = arg_names(launch)
-    items: list[tuple[str, Any]] = []
+    items: list[tuple[str, object]] = []
     for i, a in enumerate(launch.args):
         items.append((names[i] if i < len(names) else f"arg{i}", a))
     items += [(k, v) for k, v in launch.kwargs.items() if k not in ("grid", "warmup")]
-    out: dict[tuple[Any, ...], TensorArg] = {}
+    out: dict[tuple[object, ...], TensorArg] = {}
     for name, a in items:
         if not isinstance(a, torch.Tensor):
             base = getattr(a, "base", None)
@@ -43,7 +72,7 @@ def tensor_args(launch: Any) -> list[TensorArg]:
     return list(out.values())
 
 
-def _bits(t: Any) -> Any:
+def _bits(t: torch.Tensor) -> torch.Tensor:
     import torch
 
     if t.dtype.is_complex:
@@ -52,7 +81,7 @@ def _bits(t: Any) -> Any:
     return t if t.dtype == intd else t.view(intd)
 
 
-def _pattern(t: Any, i: int) -> int:
+def _pattern(t: torch.Tensor, i: int) -> int:
     """Tensor i's poison: all ones minus i, a NaN for every float format but fp8 (and
     distinct per tensor, so a value copied from one poisoned tensor to another shows)."""
     import torch
@@ -60,21 +89,21 @@ def _pattern(t: Any, i: int) -> int:
     return 255 - i if _bits(t).dtype == torch.uint8 else -1 - i
 
 
-def _sync(t: Any) -> None:
+def _sync(t: torch.Tensor) -> None:
     import torch
 
     if t.is_cuda:
         torch.cuda.synchronize(t.device)
 
 
-def _quiet_replay(launch: Any) -> None:
+def _quiet_replay(launch: CapturedLaunch) -> None:
     """Replay without the interpreter's numpy warnings about NaN arithmetic."""
     import warnings
 
     try:
         import numpy as np
 
-        errstate: Any = np.errstate(all="ignore")
+        errstate: AbstractContextManager[object] = np.errstate(all="ignore")
     except ImportError:  # pragma: no cover
         import contextlib
 
@@ -85,8 +114,8 @@ def _quiet_replay(launch: Any) -> None:
 
 
 def detect_writes(
-    launch: Any, tensors: list[TensorArg], access: KernelAccess
-) -> tuple[Optional[list[dict[str, Any]]], str]:
+    launch: CapturedLaunch, tensors: list[TensorArg], access: KernelAccess
+) -> tuple[Optional[list[WriteEvidence]], str]:
     """Replay-based write detection (two replays). Returns ([{changed, written,
     poisoned}] per tensor, how) or (None, reason) when the replays cannot be done.
 
@@ -109,7 +138,7 @@ def detect_writes(
                 ta.tensor.copy_(s)
         _sync(tensors[0].tensor)
 
-    result: list[dict[str, Any]] = [{"changed": False, "written": None, "poisoned": False} for _ in tensors]
+    result: list[WriteEvidence] = [{"changed": False, "written": None, "poisoned": False} for _ in tensors]
     try:
         _quiet_replay(launch)
         _sync(tensors[0].tensor)
@@ -148,7 +177,7 @@ def detect_writes(
     return result, "replay (changed / poisoned tensors)"
 
 
-def launch_traffic(launch: Any, access: KernelAccess, replay: bool = True) -> dict[str, Any]:
+def launch_traffic(launch: CapturedLaunch, access: KernelAccess, replay: bool = True) -> LaunchTraffic:
     """Bytes read / written and FLOPs of one launch."""
     tensors = tensor_args(launch)
     detected, how = detect_writes(launch, tensors, access) if replay else (None, "replay not requested")
