@@ -113,3 +113,23 @@ def test_device_facts_wire_form():
     old = DeviceFacts.from_dict({"name": "Old GPU", "copy_gbs": 900, "dram_gbps": 1.0, "sm_count": None})
     assert old == DeviceFacts(name="Old GPU", copy_gbs=900.0) and old.has_peaks
     assert FACTS.peak_tflops("bf16") == 800.0 and FACTS.peak_tflops(None) is None
+
+
+def test_the_timing_tier_is_built_as_a_reader_decodes_it():
+    """The worker builds the TimingTier itself (no dict decoded in between): it must be the
+    record its JSON decodes to on the session's side, with no integer where a float goes
+    and no NaN or infinity (JSON has neither)."""
+    from kernelband.profile.schema import TimingTier, decode, encode
+
+    n = 1 << 20
+    cases = [(0.004, FACTS, False), (50.0, DeviceFacts(), True), (float("nan"), FACTS, False), (0.0, FACTS, False),
+             (None, FACTS, False)]
+    for time_ms, facts, interpreted in cases:
+        prof = collect_profile([_launch(n, compiled=not interpreted)], time_ms, 2, facts, AXPY, "axpy_kernel",
+                               interpreted)
+        timing = prof.tiers.timing
+        assert isinstance(timing, TimingTier), (time_ms, prof.unavailable)
+        wire = _strict_json(encode(timing))
+        assert decode(TimingTier, wire, "timing") == timing, time_ms
+    nan = collect_profile([_launch(n)], float("nan"), 2, FACTS, AXPY, "axpy_kernel", False).tiers.timing
+    assert nan is not None and nan.time_ms is None and nan.note == "no time measured: no bandwidth or FLOP/s"

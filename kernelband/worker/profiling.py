@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Callable, Optional, TypedDict
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..json_types import JsonObject
 from ..profile.assemble import attach_counters, derive
 from ..profile.ncu import INTERPRETER
-from ..profile.schema import DeviceFacts, Launch, Profile, StaticTier, TimingTier, decode
+from ..profile.schema import DeviceFacts, Launch, Profile, Roofline, StaticTier, TimingTier, decode
 from ..profile.static import INTERPRETER_REASON, grid_programs, static_profile
 from .counters import COUNTERS_IN_SESSION
 
 if TYPE_CHECKING:  # capture imports torch: the worker's modules load it where they use it
     from ..access import KernelAccess
     from ..model import Task
-    from ..profile.traffic import TensorRow
     from ..store import Store
     from .capture import CapturedLaunch
     from .traffic_replay import LaunchTraffic
@@ -55,48 +54,6 @@ def launch_info(launches: list[CapturedLaunch]) -> JsonObject:
     }
 
 
-class _RooflineFields(TypedDict):
-    ridge: Optional[float]  # FLOP/B; None on the bandwidth roof
-    bound: str  # memory | compute
-    attainable_tflops: Optional[float]
-    fraction_of_attainable: Optional[float]
-
-
-class RawRoofline(_RooflineFields, total=False):
-    """The roofline as ``timing_tier`` builds it, before it is decoded into ``schema.Roofline``."""
-
-    note: str
-
-
-class _TimingFields(TypedDict):
-    time_ms: Optional[float]
-    clock: str
-    launches: int
-    time_per_launch_ms: Optional[float]
-    bytes_read: int
-    bytes_written: int
-    bytes_total: int
-    tensors: list[TensorRow]
-    write_detection: str
-    flops: Optional[int]
-    flops_note: str
-    arithmetic_intensity: Optional[float]
-    bandwidth_gbs: Optional[float]
-    bandwidth_frac: Optional[float]
-    tflops: Optional[float]
-    compute_frac: Optional[float]
-    compute_peak: Optional[str]
-    compute_peak_tflops: Optional[float]
-    copy_peak_gbs: Optional[float]
-    roofline: Optional[RawRoofline]
-
-
-class RawTiming(_TimingFields, total=False):
-    """Tier 2 as ``timing_tier`` builds it, before it is decoded into ``schema.TimingTier``."""
-
-    note: str  # why there are no rates or fractions of peak
-
-
 def _signature(launch: CapturedLaunch) -> tuple[object, ...]:
     import torch
 
@@ -118,49 +75,43 @@ def timing_tier(
     access: KernelAccess,
     interpreted: bool,
     clock: str,
-) -> RawTiming:
+) -> TimingTier:
     from ..profile.traffic import peak_key
 
     totals, flops, first = _traffic(launches, access)
     n = len(launches)
     bytes_total = totals["bytes_read"] + totals["bytes_written"]
-    out: RawTiming = {
-        "time_ms": time_ms,
-        "clock": clock,
-        "launches": n,
-        "time_per_launch_ms": time_ms / n if time_ms is not None else None,
-        "bytes_read": totals["bytes_read"],
-        "bytes_written": totals["bytes_written"],
-        "bytes_total": bytes_total,
-        "tensors": first["tensors"],
-        "write_detection": first["write_detection"],
-        "flops": flops,
-        "flops_note": first["flops_note"],
-        "arithmetic_intensity": round(flops / bytes_total, 4) if flops is not None and bytes_total else None,
-        "bandwidth_gbs": None,
-        "bandwidth_frac": None,
-        "tflops": None,
-        "compute_frac": None,
-        "compute_peak": peak_key(first["dot_dtype"], access.ieee_dot),
-        "compute_peak_tflops": None,
-        "copy_peak_gbs": None,
-        "roofline": None,
-    }
-    if interpreted or time_ms is None or time_ms <= 0:
-        out["note"] = (
+    finite = time_ms is not None and math.isfinite(time_ms)
+    out = TimingTier(
+        time_ms=float(time_ms) if finite and time_ms is not None else None,
+        clock=clock,
+        launches=n,
+        time_per_launch_ms=float(time_ms) / n if finite and time_ms is not None else None,
+        bytes_read=totals["bytes_read"],
+        bytes_written=totals["bytes_written"],
+        bytes_total=bytes_total,
+        tensors=[dict(row) for row in first["tensors"]],
+        write_detection=first["write_detection"],
+        flops=flops,
+        flops_note=first["flops_note"],
+        arithmetic_intensity=round(flops / bytes_total, 4) if flops is not None and bytes_total else None,
+        compute_peak=peak_key(first["dot_dtype"], access.ieee_dot),
+    )
+    if interpreted or not finite or time_ms is None or time_ms <= 0:
+        out.note = (
             "CPU time under the Triton interpreter: no bandwidth or FLOP/s"
             if interpreted
             else "no time measured: no bandwidth or FLOP/s"
         )
         return out
     seconds = time_ms * 1e-3
-    out["bandwidth_gbs"] = round(bytes_total / seconds / 1e9, 2)
+    out.bandwidth_gbs = round(bytes_total / seconds / 1e9, 2)
     if flops is not None:
-        out["tflops"] = round(flops / seconds / 1e12, 3)
+        out.tflops = round(flops / seconds / 1e12, 3)
     if not facts.has_peaks:
-        out["note"] = "device peaks not measured: no fractions of peak"
+        out.note = "device peaks not measured: no fractions of peak"
         return out
-    _against_peaks(out, facts, access)
+    _against_peaks(out, out.bandwidth_gbs, facts, access)
     return out
 
 
@@ -189,35 +140,29 @@ def _traffic(
     return totals, flops, first
 
 
-def _against_peaks(out: RawTiming, facts: DeviceFacts, access: KernelAccess) -> None:
-    """Fractions of the device's measured peaks, and the roofline."""
-    assert facts.copy_gbs is not None and out["bandwidth_gbs"] is not None
-    bw = float(facts.copy_gbs)
-    out["copy_peak_gbs"] = bw
-    out["bandwidth_frac"] = round(out["bandwidth_gbs"] / bw, 4)
-    peak = facts.peak_tflops(out["compute_peak"])
-    out["compute_peak_tflops"] = peak
-    if peak and out["tflops"] is not None:
-        out["compute_frac"] = round(out["tflops"] / peak, 4)
-    if peak and out["arithmetic_intensity"] is not None:
+def _against_peaks(out: TimingTier, bandwidth_gbs: float, facts: DeviceFacts, access: KernelAccess) -> None:
+    """Fractions of the device's measured peaks, and the roofline (``facts.has_peaks``)."""
+    bw = float(facts.copy_gbs or 0.0)
+    out.copy_peak_gbs = bw
+    out.bandwidth_frac = round(bandwidth_gbs / bw, 4) if bw else None
+    peak = facts.peak_tflops(out.compute_peak)
+    out.compute_peak_tflops = float(peak) if peak is not None else None
+    if peak and out.tflops is not None:
+        out.compute_frac = round(out.tflops / peak, 4)
+    if peak and bw and out.arithmetic_intensity is not None and out.tflops is not None:
         ridge = peak * 1e12 / (bw * 1e9)
-        ai = out["arithmetic_intensity"]
+        ai = out.arithmetic_intensity
         attainable = min(peak, ai * bw / 1e3)
-        assert out["tflops"] is not None  # an intensity means FLOPs were counted, and a time was measured
-        out["roofline"] = {
-            "ridge": round(ridge, 2),
-            "bound": "memory" if ai < ridge else "compute",
-            "attainable_tflops": round(attainable, 3),
-            "fraction_of_attainable": round(out["tflops"] / attainable, 4) if attainable else None,
-        }
+        out.roofline = Roofline(
+            ridge=round(ridge, 2),
+            bound="memory" if ai < ridge else "compute",
+            attainable_tflops=round(float(attainable), 3),
+            fraction_of_attainable=round(out.tflops / attainable, 4) if attainable else None,
+        )
     elif access.dots == 0:  # elementwise / reduction work: low intensity, judged against the bandwidth roof
-        out["roofline"] = {
-            "ridge": None,
-            "bound": "memory",
-            "attainable_tflops": None,
-            "fraction_of_attainable": out["bandwidth_frac"],
-            "note": "no tl.dot: placed on the bandwidth roof",
-        }
+        out.roofline = Roofline(
+            bound="memory", fraction_of_attainable=out.bandwidth_frac, note="no tl.dot: placed on the bandwidth roof"
+        )
 
 
 def collect_profile(
@@ -262,9 +207,7 @@ def collect_profile(
     _static_tier(profile, mine, facts, interpreted)  # tier 1
     if tier >= 2:
         try:
-            profile.tiers.timing = decode(
-                TimingTier, timing_tier(mine, time_ms, facts, access, interpreted, clock), "timing"
-            )
+            profile.tiers.timing = timing_tier(mine, time_ms, facts, access, interpreted, clock)
         except Exception as e:  # noqa: BLE001
             profile.unavailable["timing"] = f"error: {type(e).__name__}: {e}"
     else:
