@@ -33,7 +33,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypedDict
 
 METRICS_VERSION = 1
 # name -> candidate ncu metrics, first that this ncu knows is used (older ncu / chips
@@ -175,8 +175,16 @@ def _number(text: str) -> Optional[float]:
         return None
 
 
-def parse_csv(text: str) -> list[dict[str, Any]]:
-    """ncu --csv output -> one dict per profiled launch: {"kernel": name, "id": n,
+class NcuRow(TypedDict):
+    """One profiled launch from ncu's CSV."""
+
+    id: int
+    kernel: str
+    metrics: dict[str, Optional[float]]
+
+
+def parse_csv(text: str) -> list[NcuRow]:
+    """ncu --csv output -> one row per profiled launch: {"kernel": name, "id": n,
     "metrics": {metric: float|None}}. Understands the raw page (one row per launch,
     a row of units under the header) and the details page (one row per metric with
     "Metric Name" / "Metric Value" columns); ignores lines around the table."""
@@ -187,7 +195,7 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
     rows = list(csv.reader(io.StringIO("\n".join(ln for ln in lines[start:] if ln.startswith('"')))))
     header = rows[0]
     col = {h: i for i, h in enumerate(header)}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, NcuRow] = {}
     if "Metric Name" in col:  # details page: long format
         for r in rows[1:]:
             if len(r) < len(header) or r[0] == "ID":
@@ -203,14 +211,14 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
             entry["metrics"][r[col["Metric Name"]]] = value
         return sorted(out.values(), key=lambda e: e["id"])
     units: dict[int, str] = {}
-    result: list[dict[str, Any]] = []
+    result: list[NcuRow] = []
     for r in rows[1:]:
         if len(r) < len(header):
             continue
         if r[0] == "":  # the units row
             units = {i: u for i, u in enumerate(r)}
             continue
-        metrics = {}
+        metrics: dict[str, Optional[float]] = {}
         for i, h in enumerate(header):
             if "__" not in h:
                 continue

@@ -117,7 +117,7 @@ def _run_ncu(
     run: _Run,
     timeout_s: float,
     keep_dir: Optional[str],
-) -> Union[tuple[list[dict[str, Any]], list[str]], CountersFailed]:
+) -> Union[tuple[list[_ncu.NcuRow], list[str]], CountersFailed]:
     """(rows, command) of an ncu run over the task in ``tmp``; a metric this ncu does not
     know falls back to its next name (``used`` is updated), up to 4 tries; or the
     {"ok": False, "reason": why} of a failure."""
