@@ -21,6 +21,13 @@ machine, so in a shared one the arm that reaches a kernel second loads the origi
 kernels the first arm compiled: its setup and first verdict come out seconds shorter
 (benchmarks/results/eval_speed/SESSION8.md). ``--shared-caches`` keeps the machine's
 cache for every session instead.
+
+``--gpus A B`` runs the two trees side by side, one on each GPU of a two-GPU host (still one
+session at a time on each GPU), so both arms share the host's CPUs alike. The GPUs swap
+every round, so that neither tree keeps the faster one. The sessions are pairs of
+(kernel, round) as before, and each still gets a machine cache of its own. The two-GPU A/Bs
+of SESSION10.md and SESSION11.md shared one cache, and the arm that ran ahead compiled the
+originals for the other.
 """
 from __future__ import annotations
 
@@ -33,6 +40,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Optional
 
@@ -68,9 +76,10 @@ def fresh_cache(template: Path, where: Path) -> Path:
     return where
 
 
-def _session(tree: Path, kernel: str, out: Path, extra: list[str], cache: Optional[Path] = None) -> dict[str, Any]:
+def _session(tree: Path, kernel: str, out: Path, extra: list[str], cache: Optional[Path] = None,
+             gpu: Optional[str] = None) -> dict[str, Any]:
     cmd = [sys.executable, "benchmarks/eval_speed.py", "--out", str(out), "--skip-timeline", "--skip-parallel",
-           "--skip-add-scale", "--only", kernel, *extra]
+           "--skip-add-scale", "--only", kernel, *extra, *(["--gpus", gpu] if gpu is not None else [])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
     if cache is not None:
         env["KERNELBAND_CACHE_DIR"] = str(cache)
@@ -85,20 +94,34 @@ def _session(tree: Path, kernel: str, out: Path, extra: list[str], cache: Option
 
 
 def run(old: Path, new: Path, kernels: list[str], rounds: int, out: Path, extra: list[str],
-        shared_caches: bool = False) -> dict[str, Any]:
+        shared_caches: bool = False, gpus: Optional[tuple[str, str]] = None) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     template = cache_dir()  # the machine cache every session would use otherwise
+
+    def one(r: int, kernel: str, arm: str, tree: Path, gpu: Optional[str]) -> None:
+        name = f"{arm}_{kernel}_{r}"
+        cache = None if shared_caches else fresh_cache(template, out / "caches" / name)
+        res = _session(tree, kernel, out / name, extra, cache, gpu)
+        runs.append({"round": r, "kernel": kernel, "arm": arm, **({"gpu": gpu} if gpu is not None else {}), **res})
+        print(json.dumps(runs[-1]), flush=True)
+
     for r in range(rounds):
         for kernel in kernels:
             order = (("old", old), ("new", new)) if r % 2 == 0 else (("new", new), ("old", old))
-            for arm, tree in order:
-                name = f"{arm}_{kernel}_{r}"
-                cache = None if shared_caches else fresh_cache(template, out / "caches" / name)
-                res = _session(tree, kernel, out / name, extra, cache)
-                runs.append({"round": r, "kernel": kernel, "arm": arm, **res})
-                print(json.dumps(runs[-1]), flush=True)
+            if gpus is None:
+                for arm, tree in order:
+                    one(r, kernel, arm, tree, None)
+                continue
+            # side by side: the first of the order on gpus[0]; the order alternates, so the GPUs swap
+            threads = [threading.Thread(target=one, args=(r, kernel, arm, tree, gpu))
+                       for (arm, tree), gpu in zip(order, gpus)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
     return {"old": str(old), "new": str(new), "rounds": rounds, "kernels": kernels, "runs": runs,
-            "caches": "shared" if shared_caches else "a fresh one a session", "summary": summarize(runs)}
+            "caches": "shared" if shared_caches else "a fresh one a session",
+            "gpus": list(gpus) if gpus else None, "summary": summarize(runs)}
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -116,8 +139,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# A/B: {report['new']} against {report['old']}", "",
-             f"{report['rounds']} rounds of {', '.join(report['kernels'])}; one session at a time, the order of "
-             f"the two trees alternating by round; machine caches: {report.get('caches', 'shared')}.", "", "| metric | new / old (geometric mean) | 95% CI | pairs |",
+             f"{report['rounds']} rounds of {', '.join(report['kernels'])}; "
+             + (f"the two trees side by side on GPUs {' and '.join(report['gpus'])}, swapped by round"
+                if report.get("gpus") else "one session at a time, the order of the two trees alternating by round")
+             + f"; machine caches: {report.get('caches', 'shared')}.", "", "| metric | new / old (geometric mean) | 95% CI | pairs |",
              "|---|---|---|---|"]
     for metric, s in report["summary"].items():
         lines.append(f"| {metric} | {s['ratio']} | [{s['ci_low']}, {s['ci_high']}] | {s['pairs']} |" if s
@@ -140,13 +165,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--shared-caches", action="store_true",
                     help="every session uses the machine's cache (compiled originals included), not a fresh one")
+    ap.add_argument("--gpus", nargs=2, metavar=("A", "B"), default=None,
+                    help="run the two trees side by side, one on each of these GPUs, swapped every round")
     args = ap.parse_args(argv)
+    if args.gpus and args.gpus[0] == args.gpus[1]:
+        ap.error("--gpus takes two different GPUs (one session at a time on each)")
     for tree in (args.old, args.new):
         if not (tree / "benchmarks" / "eval_speed.py").is_file():
             ap.error(f"{tree} is not a tree of KernelBand (no benchmarks/eval_speed.py)")
     args.out.mkdir(parents=True, exist_ok=True)
     report = run(args.old.resolve(), args.new.resolve(), args.kernels, max(1, args.rounds), args.out, extra,
-                 args.shared_caches)
+                 args.shared_caches, (args.gpus[0], args.gpus[1]) if args.gpus else None)
     (args.out / "ab.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     (args.out / "ab.md").write_text(markdown(report), encoding="utf-8")
     print(markdown(report))

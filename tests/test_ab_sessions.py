@@ -31,7 +31,7 @@ def test_rounds_alternate_the_order_of_the_trees_and_pair_by_kernel_and_round(mo
 
     caches: list[Path] = []
 
-    def session(tree: Path, kernel: str, out: Path, extra: list[str], cache: Path) -> dict:
+    def session(tree: Path, kernel: str, out: Path, extra: list[str], cache: Path, gpu: None = None) -> dict:
         arm = out.name.split("_")[0]
         calls.append((arm, kernel))
         caches.append(cache)
@@ -55,6 +55,39 @@ def test_rounds_alternate_the_order_of_the_trees_and_pair_by_kernel_and_round(mo
     for cache in caches:
         assert (cache / "device_facts.json").is_file() and (cache / "pycache").resolve() == machine / "pycache"
         assert not (cache / "triton").exists()
+
+
+def test_side_by_side_arms_run_at_once_on_two_gpus_swapped_every_round(monkeypatch, tmp_path: Path):
+    """``--gpus``: the two sessions of a (kernel, round) run at the same time, one on each
+    GPU, each with a cache of its own; the GPUs swap every round. The stand-in session
+    waits for its pair at a barrier: run one after the other, the barrier breaks."""
+    import threading
+
+    both = threading.Barrier(2, timeout=10)
+    seen: list[tuple[int, str, str, Path]] = []
+
+    def session(tree: Path, kernel: str, out: Path, extra: list[str], cache: Path, gpu: str) -> dict:
+        both.wait()
+        arm, _, r = out.name.split("_")
+        seen.append((int(r), arm, gpu, cache))
+        return {"evals_per_min": 60.0 if arm == "old" else 66.0, "first_verdict_s": 10.0, "status": "improved"}
+
+    monkeypatch.setenv("KERNELBAND_CACHE_DIR", str(tmp_path / "machine"))
+    monkeypatch.setattr(ab_sessions, "_session", session)
+    report = ab_sessions.run(tmp_path / "a", tmp_path / "b", ["k"], 2, tmp_path, [], gpus=("0", "1"))
+    on = {(r, arm): gpu for r, arm, gpu, _ in seen}
+    assert on == {(0, "old"): "0", (0, "new"): "1", (1, "new"): "0", (1, "old"): "1"}
+    assert len({cache for *_, cache in seen}) == 4
+    assert report["summary"]["evals_per_min"]["ratio"] == 1.1 and report["summary"]["evals_per_min"]["pairs"] == 2
+    assert "side by side on GPUs 0 and 1" in ab_sessions.markdown(report)
+
+
+def test_the_same_gpu_twice_is_refused(tmp_path: Path, capsys):
+    tree = Path(__file__).resolve().parents[1]
+    with pytest.raises(SystemExit) as e:
+        ab_sessions.main(["--old", str(tree), "--new", str(tree), "--kernels", "k", "--out", str(tmp_path / "o"),
+                          "--gpus", "0", "0"])
+    assert e.value.code == 2 and "two different GPUs" in capsys.readouterr().err
 
 
 def test_a_session_without_a_row_is_left_out_of_the_pairs():
