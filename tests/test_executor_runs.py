@@ -269,12 +269,18 @@ def _with_helper(tmp_path: Path) -> Path:
     return path
 
 
-def _free_port() -> int:
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports: every socket stays bound until all are chosen (one
+    at a time, the system may hand the same port out twice, and Ray refuses to start
+    when two of its components are given one port)."""
+    import contextlib
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
@@ -301,11 +307,11 @@ def ray_head(tmp_path_factory):
     token = tmp / "token"
     token.write_text(secrets.token_hex(32))
     env = _clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
-    port = _free_port()
+    port, listen, grpc, runtime_env, metrics = _free_ports(5)
     cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", f"--port={port}",
            "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={tmp}",
-           f"--dashboard-agent-listen-port={_free_port()}", f"--dashboard-agent-grpc-port={_free_port()}",
-           f"--runtime-env-agent-port={_free_port()}", f"--metrics-export-port={_free_port()}"]
+           f"--dashboard-agent-listen-port={listen}", f"--dashboard-agent-grpc-port={grpc}",
+           f"--runtime-env-agent-port={runtime_env}", f"--metrics-export-port={metrics}"]
     log = open(tmp / "head.log", "w")
     head = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
