@@ -81,12 +81,12 @@ def timing_tier(
     totals, flops, first = _traffic(launches, access)
     n = len(launches)
     bytes_total = totals["bytes_read"] + totals["bytes_written"]
-    finite = time_ms is not None and math.isfinite(time_ms)
+    measured = float(time_ms) if time_ms is not None and math.isfinite(time_ms) else None  # JSON has no NaN
     out = TimingTier(
-        time_ms=float(time_ms) if finite and time_ms is not None else None,
+        time_ms=measured,
         clock=clock,
         launches=n,
-        time_per_launch_ms=float(time_ms) / n if finite and time_ms is not None else None,
+        time_per_launch_ms=measured / n if measured is not None else None,
         bytes_read=totals["bytes_read"],
         bytes_written=totals["bytes_written"],
         bytes_total=bytes_total,
@@ -97,21 +97,21 @@ def timing_tier(
         arithmetic_intensity=round(flops / bytes_total, 4) if flops is not None and bytes_total else None,
         compute_peak=peak_key(first["dot_dtype"], access.ieee_dot),
     )
-    if interpreted or not finite or time_ms is None or time_ms <= 0:
+    if interpreted or measured is None or measured <= 0:
         out.note = (
             "CPU time under the Triton interpreter: no bandwidth or FLOP/s"
             if interpreted
             else "no time measured: no bandwidth or FLOP/s"
         )
         return out
-    seconds = time_ms * 1e-3
+    seconds = measured * 1e-3
     out.bandwidth_gbs = round(bytes_total / seconds / 1e9, 2)
     if flops is not None:
         out.tflops = round(flops / seconds / 1e12, 3)
     if not facts.has_peaks:
         out.note = "device peaks not measured: no fractions of peak"
         return out
-    _against_peaks(out, out.bandwidth_gbs, facts, access)
+    _against_peaks(out, facts, access)
     return out
 
 
@@ -140,16 +140,19 @@ def _traffic(
     return totals, flops, first
 
 
-def _against_peaks(out: TimingTier, bandwidth_gbs: float, facts: DeviceFacts, access: KernelAccess) -> None:
-    """Fractions of the device's measured peaks, and the roofline (``facts.has_peaks``)."""
-    bw = float(facts.copy_gbs or 0.0)
+def _against_peaks(out: TimingTier, facts: DeviceFacts, access: KernelAccess) -> None:
+    """Fractions of the device's measured peaks, and the roofline (``facts.has_peaks``: a
+    copy bandwidth was measured; ``out`` has a bandwidth: a time was)."""
+    assert facts.copy_gbs and out.bandwidth_gbs is not None
+    bw = float(facts.copy_gbs)
     out.copy_peak_gbs = bw
-    out.bandwidth_frac = round(bandwidth_gbs / bw, 4) if bw else None
+    out.bandwidth_frac = round(out.bandwidth_gbs / bw, 4)
     peak = facts.peak_tflops(out.compute_peak)
     out.compute_peak_tflops = float(peak) if peak is not None else None
     if peak and out.tflops is not None:
         out.compute_frac = round(out.tflops / peak, 4)
-    if peak and bw and out.arithmetic_intensity is not None and out.tflops is not None:
+    if peak and out.arithmetic_intensity is not None:
+        assert out.tflops is not None  # an intensity means FLOPs were counted, and a time was measured
         ridge = peak * 1e12 / (bw * 1e9)
         ai = out.arithmetic_intensity
         attainable = min(peak, ai * bw / 1e3)
