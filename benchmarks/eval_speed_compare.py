@@ -48,13 +48,13 @@ def session_marks(trace: Path) -> dict[str, Optional[float]]:
             out[what] = round(t, 3)
         if what == "session.verdict" and m.get("status") == "ok" and "first_ok" not in out:
             out["first_ok"] = round(t, 3)
-        if what == "job.request" and m.get("trusted") is False:
+        if what == "job.request" and m.get("trusted") is False:  # a candidate's job
             candidates.add(m["job"])
+            if requested < WAVE:
+                requested += 1
+                pending[m["job"]] = t
         if what == "job.start" and m.get("job") in candidates and m.get("zygote") and not m.get("spare"):
             fresh += 1
-        if what == "job.request" and m.get("trusted") is False and requested < WAVE:
-            requested += 1
-            pending[m["job"]] = t
         if what == "job.frame" and m.get("job") in pending:
             waits.append(t - pending.pop(m["job"]) - float(m.get("seconds") or 0.0))
     out["wave_wait"] = round(statistics.median(waits), 3) if waits else None
