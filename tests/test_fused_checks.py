@@ -219,3 +219,40 @@ def test_a_new_kernel_is_compiled_under_the_lock_once_then_launched_without_it(m
     assert calls[-1] == ("warmup", True)  # another dtype: compiled under the lock, not run
     assert fused_checks.warm(torch.device("cpu"), {torch.float16},
                              fused_checks.FingerprintTables(x, x, 16, frozenset({torch.int16}))) is None  # the host: the torch path, nothing to compile
+
+
+def test_mid_size_outputs_take_the_fused_path_only_once_warm_has_compiled_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs from MIN_BYTES are checked by the fused kernels from the first frame; those
+    from WARM_MIN_BYTES only once ``warm`` (after the setup) has compiled them, so that no
+    compile lands on the setup's path for them; smaller ones stay on the torch path."""
+    import threading
+
+    from kernelband.worker import fused_checks
+
+    monkeypatch.setattr(fused_checks, "_warmed", threading.Event())
+    mid = (fused_checks.WARM_MIN_BYTES + fused_checks.MIN_BYTES) // 2
+    assert fused_checks.large_enough(fused_checks.MIN_BYTES)
+    assert not fused_checks.large_enough(mid)
+    assert not fused_checks.large_enough(fused_checks.WARM_MIN_BYTES - 1)
+    fused_checks._warmed.set()
+    assert fused_checks.large_enough(mid) and fused_checks.large_enough(fused_checks.WARM_MIN_BYTES)
+    assert not fused_checks.large_enough(fused_checks.WARM_MIN_BYTES - 1)
+
+
+def test_warm_marks_the_kernels_warm_even_where_they_do_not_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm thread sets the mark after its compiles, failed or not (a failure turns the
+    kernels off, which ``usable`` asks first): the mark never waits for a thread that died."""
+    import threading
+
+    import torch
+
+    from kernelband.worker import fused_checks
+
+    monkeypatch.setattr(fused_checks, "_warmed", threading.Event())
+    monkeypatch.setattr(fused_checks, "_kernels", object())
+    monkeypatch.setattr(fused_checks, "_compile_for", lambda *a: (_ for _ in ()).throw(RuntimeError("no compile")))
+    tables = fused_checks.FingerprintTables(torch.zeros(1), torch.zeros(1), 1, frozenset())
+    thread = fused_checks.warm(torch.device("cuda", 0), {torch.float32}, tables)
+    assert thread is not None
+    thread.join(5)
+    assert fused_checks._warmed.is_set() and fused_checks._kernels is False

@@ -256,8 +256,37 @@ def test_the_waits_for_the_lock_are_on_the_processs_timeline(tmp_path, monkeypat
             pass
     with gpu_lock(exclusive=True):
         pass
-    assert timeline.COUNTS == {"gpu_lock_wait_shared": 1, "gpu_lock_wait_exclusive": 1}
+    waits = {k: v for k, v in timeline.COUNTS.items() if "wait" in k}
+    assert waits == {"gpu_lock_wait_shared": 1, "gpu_lock_wait_exclusive": 1}
     assert all(seconds >= 0 for seconds in timeline.SECONDS.values())
+
+
+def test_the_holds_of_the_lock_and_the_longest_are_on_the_processs_timeline(tmp_path, monkeypatch):
+    """How long a process held the lock, in all and at most, per kind: a timer waits for the
+    longest shared hold running when it asks. A compile's step out ends one hold and the
+    hold taken back is another; a nested hold is not counted again."""
+    import time
+
+    from kernelband.worker import timeline
+    from kernelband.worker.gpu_lock import LOCK_ENV, gpu_lock, stepped_out
+
+    monkeypatch.setenv(LOCK_ENV, str(tmp_path / "gpu.lock"))
+    monkeypatch.setattr(timeline, "SECONDS", {})
+    monkeypatch.setattr(timeline, "COUNTS", {})
+    with gpu_lock(exclusive=False):
+        time.sleep(0.05)
+        with gpu_lock(exclusive=False):
+            pass
+        with stepped_out(lambda: None):
+            time.sleep(0.2)  # not held: no part of a hold
+        time.sleep(0.01)
+    with gpu_lock(exclusive=True):
+        time.sleep(0.02)
+    assert timeline.COUNTS["gpu_lock_hold_shared"] == 2 and timeline.COUNTS["gpu_lock_hold_exclusive"] == 1
+    assert 0.06 <= timeline.SECONDS["gpu_lock_hold_shared"] < 0.2
+    assert 0.05 <= timeline.SECONDS["gpu_lock_hold_shared_longest"] < 0.2
+    assert timeline.SECONDS["gpu_lock_hold_shared_longest"] < timeline.SECONDS["gpu_lock_hold_shared"]
+    assert 0.02 <= timeline.SECONDS["gpu_lock_hold_exclusive_longest"] == timeline.SECONDS["gpu_lock_hold_exclusive"]
 
 
 def test_a_candidates_timing_keeps_its_wait_for_the_turn_apart(tmp_path):

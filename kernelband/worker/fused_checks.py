@@ -37,12 +37,19 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INTS = (torch.uint8, torch.int16, torch.int32, torch.int64)
 # A tensor's checks by torch cost about 30 ms a GiB each on an idle H200 and up to ten
 # times that beside other processes' GPU work; a kernel's compile about 0.2-0.4 s, and the
-# process's first about 2 s, once a session (benchmarks/results/judge_compare/).
+# process's first about 2 s, once a session (benchmarks/results/judge_compare/). From
+# MIN_BYTES a tensor's checks are fused from the first frame (a compile on the setup's
+# path, where needed, costs less than torch's passes); from WARM_MIN_BYTES once ``warm``
+# has compiled the kernels after the setup: a 64 MiB output's torch checks took 0.6 s of
+# each add_scale candidate's judging, inside the GPU lock's shared hold
+# (benchmarks/results/eval_speed/SESSION12.md), and one fused pass about 1-3 ms.
 MIN_BYTES = 128 << 20
+WARM_MIN_BYTES = 8 << 20
 _BLOCK = 1024
 _MAX_PROGRAMS = 1024  # partial results per kernel (each program strides over the tensor)
 
 _kernels: Optional[Any] = None
+_warmed = threading.Event()  # ``warm`` compiled the kernels: tensors from WARM_MIN_BYTES use them
 _lock = threading.Lock()
 _compile_lock = threading.Lock()
 _compiled: set[tuple[Any, ...]] = set()
@@ -92,13 +99,19 @@ def enabled() -> bool:
 
 def usable(*tensors: torch.Tensor) -> bool:
     """Whether the fused kernels read these tensors: all on one CUDA device, and the first
-    large enough that its torch passes cost more than a compile does. Below MIN_BYTES the
-    torch path runs (no compile: a session of small outputs starts as fast as before)."""
+    large enough that its torch passes cost more than a fused pass does: from MIN_BYTES
+    always, from WARM_MIN_BYTES once ``warm`` has compiled the kernels (no compile on the
+    setup's path for them: a session of small outputs starts as fast as before)."""
     if not enabled() or not tensors or not all(t.is_cuda for t in tensors):
         return False
-    if tensors[0].numel() * tensors[0].element_size() < MIN_BYTES:
+    if not large_enough(tensors[0].numel() * tensors[0].element_size()):
         return False
     return len({t.device for t in tensors}) == 1 and _load() is not None
+
+
+def large_enough(nbytes: int) -> bool:
+    """Whether a tensor of ``nbytes`` is checked by the fused kernels (``usable``)."""
+    return nbytes >= MIN_BYTES or (nbytes >= WARM_MIN_BYTES and _warmed.is_set())
 
 
 def _load() -> Optional[Any]:
@@ -206,8 +219,13 @@ def warm(
     where the kernels do not apply. ``fingerprint_tables``: ``observe.fingerprint_tables``."""
     if device.type != "cuda" or not dtypes or not enabled() or _load() is None:
         return None
+
+    def compile_all() -> None:
+        _guarded(lambda: _compile_for(device, dtypes, fingerprint_tables))
+        _warmed.set()
+
     thread = threading.Thread(
-        target=lambda: _guarded(lambda: _compile_for(device, dtypes, fingerprint_tables)),
+        target=compile_all,
         daemon=True,
         name="kb-fused-warm",
     )

@@ -74,7 +74,21 @@ def _acquire(path: str, exclusive: bool) -> int:
         return _flock(path, exclusive=False)
     finally:
         _release(turnstile)
-        timeline.add("gpu_lock_wait_exclusive" if exclusive else "gpu_lock_wait_shared", time.perf_counter() - t0)
+        _held.since = time.perf_counter()
+        timeline.add("gpu_lock_wait_exclusive" if exclusive else "gpu_lock_wait_shared", _held.since - t0)
+
+
+def _release_main(main: int, exclusive: bool) -> None:
+    """Release this thread's hold of the main lock. Its length goes to the timeline
+    (``gpu_lock_hold_*``, and the longest): a timer waits for the longest shared hold
+    running when it asks, and every new reader waits with it."""
+    from . import timeline
+
+    held = time.perf_counter() - getattr(_held, "since", time.perf_counter())
+    kind = "exclusive" if exclusive else "shared"
+    timeline.add(f"gpu_lock_hold_{kind}", held)
+    timeline.longest(f"gpu_lock_hold_{kind}_longest", held)
+    _release(main)
 
 
 @contextlib.contextmanager
@@ -97,7 +111,7 @@ def gpu_lock(exclusive: bool) -> Iterator[None]:
         _held.depth = 0
         main, _held.main = _held.main, -1
         if main >= 0:
-            _release(main)
+            _release_main(main, not _held.shared)
 
 
 @contextlib.contextmanager
@@ -113,7 +127,7 @@ def stepped_out(sync: Callable[[], None]) -> Iterator[None]:
         return
     sync()
     main, _held.main = _held.main, -1
-    _release(main)
+    _release_main(main, exclusive=False)
     try:
         yield
     finally:
@@ -137,7 +151,7 @@ def exclusive_turn(sync: Callable[[], None]) -> Iterator[None]:
         finally:
             sync()
             main, _held.main, _held.shared = _held.main, -1, True
-            _release(main)
+            _release_main(main, exclusive=True)
 
 
 def _shared_hold() -> Optional[str]:

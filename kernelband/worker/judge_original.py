@@ -190,7 +190,7 @@ def _prepare(judge: JudgeCore, req: Prepare) -> dict[str, Any]:
             t.dtype
             for tree in judge.ref.outputs.values()
             for _, t in checks.leaves(tree)
-            if isinstance(t, torch.Tensor) and t.numel() * t.element_size() >= fused_checks.MIN_BYTES
+            if isinstance(t, torch.Tensor) and t.numel() * t.element_size() >= fused_checks.WARM_MIN_BYTES
         }
         fused_checks.warm(device, large, fingerprint_tables(device, large))
     return base.to_dict()

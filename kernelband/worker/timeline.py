@@ -17,6 +17,12 @@ def add(name: str, seconds: float) -> None:
     COUNTS[name] = COUNTS.get(name, 0) + 1
 
 
+def longest(name: str, seconds: float) -> None:
+    """The longest of a kind of interval (not a sum: its count says how many there were)."""
+    SECONDS[name] = max(SECONDS.get(name, 0.0), seconds)
+    COUNTS[name] = COUNTS.get(name, 0) + 1
+
+
 @contextmanager
 def span(name: str) -> Iterator[None]:
     t0 = time.perf_counter()

@@ -41,7 +41,7 @@ def _preimport() -> None:
 
     # seconds of lazy torch imports, paid once here (children inherit the settings)
     variant._poison_uninitialized_memory()
-    _warm_triton_jit()
+    warm_triton_jit()
 
 
 # what Triton's JIT imports on a process's first launch or compile (Triton 3.3-3.6; a
@@ -56,9 +56,10 @@ _JIT_LAZY_IMPORTS = (
 )
 
 
-def _warm_triton_jit() -> None:
-    """What each child would otherwise pay on its first compile, paid once here: the hash
-    of Triton's own files (``triton_key``, a cache key: about 0.35 s a process on the GPU
+def warm_triton_jit() -> None:
+    """What a process would otherwise pay on its first compile or launch, paid ahead (in
+    the zygote once for every child; in the judge in a thread of its own): the hash of
+    Triton's own files (``triton_key``, a cache key: about 0.35 s a process on the GPU
     machine) and the modules the JIT imports lazily (about 0.1 s). Neither touches CUDA."""
     import importlib
 
