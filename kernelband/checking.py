@@ -26,7 +26,7 @@ from .json_types import JsonObject
 from .model import Status, Task, Variant
 from .session_setup import device_facts
 from .verdict import NO_GPU_NOTE, consistent_times, decide_verdict
-from .verification import SANITIZER, not_run_reports, run_verification
+from .verification import SANITIZER, WIDE, run_verification
 from .worker.client import WorkerError
 from .worker.requests import ErrorKind
 from .workdirs import job_workdir
@@ -61,6 +61,9 @@ class CheckOptions:
     cpu_tuning: bool = False
 
 
+NOT_CORRECT = "the variant did not pass correctness"  # why a check scope's steps have not run yet
+
+
 def check_scope(task: Task) -> CheckScope:
     """What a pass of this task means: seeds, harnesses (``harness`` times), the checks;
     each verification step's report (``memcheck``, ``wide``) says whether it ran (set when
@@ -71,7 +74,8 @@ def check_scope(task: Task) -> CheckScope:
         harness=task.harness,
         harnesses=[task.harness, *checks],
         checks=list(TRUST_CHECKS),
-        **not_run_reports("the variant did not pass correctness"),
+        memcheck=SANITIZER.not_run(NOT_CORRECT),
+        wide=WIDE.not_run(NOT_CORRECT),
     )
 
 

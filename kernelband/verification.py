@@ -123,9 +123,8 @@ def not_run_after(step: VerificationStep[Any]) -> str:
     return f"not run: {step.name} refused the variant first"
 
 
-def not_run_reports(reason: str) -> dict[str, Any]:
-    """Every step's report of a run that did not happen for ``reason``, by key (also the
-    CheckScope fields of a variant that never reached them)."""
+def not_run_reports(reason: str) -> dict[str, StepReport]:
+    """Every step's report of a run that did not happen for ``reason``, by key."""
     return {step.key: step.not_run(reason) for step in STEPS}
 
 

@@ -24,6 +24,7 @@ from ..profile.schema import Profile, StaticTier, TimingTier
 from ..redact import scrub
 
 if TYPE_CHECKING:
+    from ..commands.list_cmd import KernelListing
     from _typeshed import DataclassInstance
 
 MAX_WARNINGS = 5
@@ -207,33 +208,27 @@ def scrubbed(record: T) -> T:
     return dataclasses.replace(record, **changes)
 
 
-def kernel_entry(row: dict[str, Any], relative: Callable[[str], str]) -> KernelEntry:
-    """One row of ``list --json`` (kernelband.commands.list_cmd.list_kernels)."""
-    k, h = row["kernel"], row["harness"]
+def kernel_entry(row: KernelListing, relative: Callable[[str], str]) -> KernelEntry:
+    """One row of ``list`` (kernelband.commands.list_cmd.list_kernels), as an agent reads it."""
+    k, h = row.kernel, row.harness
     sites = [
-        LaunchSite(
-            line=s["range"]["start_line"],
-            function=s.get("enclosing_function"),
-            grid=str(s.get("grid")),
-            kwargs={str(a): str(b) for a, b in (s.get("kwargs") or {}).items()},
-        )
-        for s in k.get("launch_sites", [])[:MAX_LAUNCH_SITES]
+        LaunchSite(line=s.range.start_line, function=s.enclosing_function, grid=s.grid, kwargs=dict(s.kwargs))
+        for s in k.launch_sites[:MAX_LAUNCH_SITES]
     ]
-    timing = h.get("timing") or h.get("name")
     harness = HarnessInfo(
-        found=bool(h.get("name")),
-        timing=timing,
-        checks=[c for c in h.get("checks") or [] if c != timing],
-        how=h.get("how") or "",
-        path=relative(h["path"]) if h.get("path") else None,
-        reason=h.get("reason") or "",
+        found=h.found,
+        timing=h.name,
+        checks=[c for c in h.checks if c != h.name],
+        how=h.how,
+        path=relative(h.path) if h.path else None,
+        reason=h.reason,
     )
     return KernelEntry(
-        name=k["name"],
-        line=k["range"]["start_line"],
-        autotuned=bool(k.get("is_autotuned")),
-        heuristics=bool(k.get("has_heuristics")),
-        constexpr=list(k.get("constexpr_params") or []),
+        name=k.name,
+        line=k.range.start_line,
+        autotuned=k.is_autotuned,
+        heuristics=k.has_heuristics,
+        constexpr=k.constexpr_params,
         launch_sites=sites,
         harness=harness,
     )

@@ -29,6 +29,7 @@ from kernelband_lsp.settings import Settings
 from .. import options as O
 from ..batch import python_files
 from ..commands.common import UsageError, detect_or_fail, pick_kernel
+from ..commands.list_cmd import KernelListing
 from ..commands.list_cmd import list_kernels as list_rows
 from ..detect import read_source
 from ..events import Baseline, Candidate, Event, Log, Progress, Started
@@ -92,7 +93,7 @@ class AgentTools:
                 out.files.append(self._kernel_file(f, rows))
         return R.scrubbed(out)
 
-    def _kernel_file(self, path: Path, rows: list[dict]) -> R.KernelFile:
+    def _kernel_file(self, path: Path, rows: list[KernelListing]) -> R.KernelFile:
         return R.KernelFile(
             file=self.workspace.relative(path), kernels=[R.kernel_entry(r, self.workspace.relative) for r in rows]
         )

@@ -28,6 +28,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..deps import require
+from ..json_types import JsonValue
 from ..profile.assemble import FEATURE_SETS, runtime_vector  # noqa: F401 (the one feature table, re-exported)
 from .base import Candidate, time_key
 
@@ -112,7 +113,7 @@ class Clustering:
     label: dict[str, int]  # candidate id -> cluster index
     centroids: list[list[float]]  # in the standardised space
 
-    def to_dict(self) -> list[dict]:
+    def to_dict(self) -> list[JsonValue]:
         return [
             {
                 "cluster": i,

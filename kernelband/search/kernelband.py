@@ -53,8 +53,11 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
+
+from ..json_types import JsonObject, JsonValue
 
 from ..strategies import STRATEGIES
 from .base import (
@@ -93,6 +96,39 @@ def _num(v: float) -> Optional[float]:
     return round(v, 6) if math.isfinite(v) else None
 
 
+@dataclass
+class _Arm:
+    """One (cluster, strategy) arm of a selection: the member it would modify, its
+    statistics with running pulls as virtual losses, and its score once scored."""
+
+    cluster: int
+    strategy: str
+    target: Candidate
+    stats: ArmStats
+    masked: bool
+    score: Optional[float] = None  # None: not eligible this selection (masked), never scored
+    terms: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> JsonObject:
+        terms: JsonObject = {k: _num(v) for k, v in self.terms.items()}
+        return {
+            "cluster": self.cluster,
+            "strategy": self.strategy,
+            "candidate": self.target.id,
+            "n": self.stats.n,
+            "mean": _num(self.stats.mean),
+            "masked": self.masked,
+            "score": _num(self.score) if self.score is not None else None,
+            **terms,
+        }
+
+
+def _score(arm: _Arm) -> float:
+    """An eligible arm's score (each is scored before any is chosen)."""
+    assert arm.score is not None
+    return arm.score
+
+
 class KernelBandPolicy:
     def __init__(self, config: Optional[BanditConfig] = None, compat: Optional[CompatibilityModels] = None) -> None:
         self.config = (config or BanditConfig()).resolved()
@@ -108,7 +144,7 @@ class KernelBandPolicy:
         self.t = 0
         self._clustering: Optional[Clustering] = None
         self._cluster_key: Optional[tuple[str, ...]] = None
-        self._last: dict[str, Any] = {}
+        self._last: JsonObject = {}
         self._pending = PendingPulls()  # running pulls, seen by select as virtual losses (base.PendingPulls)
         self._pool_best = math.inf  # the pool's fastest time, set by select (kb_gap)
 
@@ -195,68 +231,50 @@ class KernelBandPolicy:
             return None
         cl = self.clustering(pool)
         self._pool_best = min((time_key(c) for c in pool), default=math.inf)  # T_best of the gap term
-        arms: list[dict[str, Any]] = []
+        arms: list[_Arm] = []
         for ci, members in enumerate(cl.clusters):
             for s in strategy_order(x for m in members for x in offers.get(m.id, ())):
                 target = fastest(m for m in members if s in offers.get(m.id, ()))
                 assert target is not None
-                arms.append(
-                    {
-                        "cluster": ci,
-                        "strategy": s,
-                        "target": target,
-                        "stats": self._arm_stats_pending(members, s),
-                        "masked": self.masked(cl.representatives[ci], s),
-                    }
-                )
-        fallback = all(a["masked"] for a in arms)
-        eligible = arms if fallback else [a for a in arms if not a["masked"]]
+                stats = self._arm_stats_pending(members, s)
+                arms.append(_Arm(ci, s, target, stats, self.masked(cl.representatives[ci], s)))
+        fallback = all(a.masked for a in arms)
+        eligible = arms if fallback else [a for a in arms if not a.masked]
         kb = self.config.variant == "kb"
         for a in eligible:
-            if a["stats"].n == 0 and not kb:
-                a["score"], a["terms"] = math.inf, {}
+            if a.stats.n == 0 and not kb:
+                a.score, a.terms = math.inf, {}
             else:
-                a["score"], a["terms"] = self.score(a["stats"], a["target"], a["strategy"])
+                a.score, a.terms = self.score(a.stats, a.target, a.strategy)
         if kb:
             # after a stall (kb_patience), each never-pulled strategy once per session (not
             # per cluster: that warm-up recurred with every new cluster); else the scores
             stalled = self.config.kb_patience >= 0 and self._since_best >= self.config.kb_patience
-            fresh = [a for a in eligible if self._strategy_pulls(a["strategy"]) == 0] if stalled else []
+            fresh = [a for a in eligible if self._strategy_pulls(a.strategy) == 0] if stalled else []
             best_first = self.config.kb_fresh == "best-first"
             if fresh and best_first:  # only on the fastest member (offers is not empty: one exists)
                 lead = fastest(c for c in pool if c.id in offers)
-                fresh = [a for a in fresh if a["target"].id == lead.id]  # type: ignore[union-attr]
+                assert lead is not None
+                fresh = [a for a in fresh if a.target.id == lead.id]
             phase = "try-each" if fresh else "ucb"
             if fresh and best_first:  # the fresh strategy the prior ranks highest
-                chosen = max(fresh, key=lambda a: self.priors.get(a["strategy"], 0.0))
+                chosen = max(fresh, key=lambda a: self.priors.get(a.strategy, 0.0))
             else:
-                chosen = max(fresh or eligible, key=lambda a: a["score"])  # max keeps the first of equals
+                chosen = max(fresh or eligible, key=_score)  # max keeps the first of equals
         else:
-            warm = [a for a in eligible if a["stats"].n == 0] if self.config.warmup else []
+            warm = [a for a in eligible if a.stats.n == 0] if self.config.warmup else []
             phase = "warmup" if warm else "ucb"
-            chosen = warm[0] if warm else max(eligible, key=lambda a: a["score"])
+            chosen = warm[0] if warm else max(eligible, key=_score)
         self._last = {
             "phase": phase,
             "t": self.t,
             "fallback": fallback,
-            "cluster": chosen["cluster"],
-            "strategy": chosen["strategy"],
-            "candidate": chosen["target"].id,
-            "arms": [
-                {
-                    "cluster": a["cluster"],
-                    "strategy": a["strategy"],
-                    "candidate": a["target"].id,
-                    "n": a["stats"].n,
-                    "mean": _num(a["stats"].mean),
-                    "masked": a["masked"],
-                    "score": _num(a["score"]) if "score" in a else None,
-                    **{k: _num(v) for k, v in a.get("terms", {}).items()},
-                }
-                for a in arms
-            ],
+            "cluster": chosen.cluster,
+            "strategy": chosen.strategy,
+            "candidate": chosen.target.id,
+            "arms": [a.to_dict() for a in arms],
         }
-        return chosen["target"], chosen["strategy"]
+        return chosen.target, chosen.strategy
 
     def _reward_mode(self) -> str:
         """What a pull records: the gain over its parent ("v2") under kb_gap, else the configured mode."""
@@ -298,10 +316,10 @@ class KernelBandPolicy:
         if self.compat is not None and parent.phi is not None:
             self.compat.observe(parent.phi, strategy, improved(outcome))
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         cl = self._clustering
         clusters = cl.to_dict() if cl is not None else []
-        arms = []
+        arms: list[JsonValue] = []
         if cl is not None:
             for ci, members in enumerate(cl.clusters):
                 for s in strategy_order(sorted({x for (mid, x) in self._stats if cl.label.get(mid) == ci})):
