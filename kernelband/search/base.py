@@ -18,6 +18,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Protocol, runtime_checkable
 
+from ..json_types import JsonObject
+
 from ..model import Variant
 from ..strategies import STRATEGY_NAMES
 
@@ -56,7 +58,7 @@ class SearchPolicy(Protocol):
 
     def update(self, parent: Candidate, strategy: str, outcome: Outcome, child: Optional[Candidate]) -> None: ...
 
-    def state(self) -> dict: ...
+    def state(self) -> JsonObject: ...
 
 
 # --------------------------------------------------------------------------- rewards

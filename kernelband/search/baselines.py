@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Optional
+from typing import Optional
+
+from ..json_types import JsonObject, JsonValue
 
 from .base import (
     ArmStats,
@@ -42,7 +44,7 @@ class _StrategyStats:
         self.config = (config or BanditConfig()).resolved()
         self.stats: dict[str, ArmStats] = {}
         self.t = 0
-        self._last: dict[str, Any] = {}
+        self._last: JsonObject = {}
         self.best_ms = math.inf  # fastest time seen (for reward mode "best")
         self._pending = PendingPulls()  # running pulls, seen by select as virtual losses (base.PendingPulls)
 
@@ -75,13 +77,22 @@ class _StrategyStats:
     def _t(self) -> int:
         return self.t + self._pending.total
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         return {
             "policy": self.name,
             "t": self.t,
-            "arms": [{"strategy": s, "n": st.n, "mean": round(st.mean, 6)} for s, st in self.stats.items()],
+            "arms": [_arm(s, st) for s, st in self.stats.items()],
             "last": self._last,
         }
+
+
+def _arm(strategy: str, stats: ArmStats) -> JsonValue:
+    return {"strategy": strategy, "n": stats.n, "mean": round(stats.mean, 6)}
+
+
+def _finite(scores: dict[str, float]) -> JsonObject:
+    """Scores as JSON: an unpulled arm's infinite score is null."""
+    return {k: (round(v, 6) if math.isfinite(v) else None) for k, v in scores.items()}
 
 
 class RandomPolicy(_StrategyStats):
@@ -116,7 +127,7 @@ class UCB1Policy(_StrategyStats):
             "phase": "warmup" if self._n(s) == 0 else "ucb",
             "candidate": cand.id,
             "strategy": s,
-            "scores": {k: (round(v, 6) if math.isfinite(v) else None) for k, v in scores.items()},
+            "scores": _finite(scores),
         }
         return cand, s
 

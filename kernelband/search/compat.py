@@ -40,6 +40,8 @@ import math
 from collections import deque
 from typing import Any, Iterable, Optional, Sequence
 
+from ..json_types import JsonObject
+
 import numpy as np
 
 from ..strategies import STRATEGY_NAMES
@@ -244,7 +246,7 @@ class CompatibilityModels:
         for s in self.strategies:
             store.put_compat_weights(s, self.weights(s))
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         return {
             s: {"weights": [round(v, 6) for v in self.weights(s)], "samples": len(self._buffers[s])}
             for s in self.strategies
