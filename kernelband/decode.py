@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, Literal, Mapping, TypeGuard, TypeVar, Union
 
+from .json_types import JsonObject
+
 TAG_KEY = "t"  # where a Tagged class's tag sits in its wire form
 
 
@@ -38,7 +40,7 @@ D = TypeVar("D")
 class Message:
     """A message's fields; a default is what the receiver assumes when the field is absent."""
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JsonObject:
         return {f.name: _wire(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod

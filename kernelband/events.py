@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Optional, TextIO, Union
 
+from .json_types import JsonObject
+
 from .decode import MalformedMessage, Message, decode_fields
 from .model import Result
 from .profile.schema import Profile, ProfileError
@@ -48,7 +50,7 @@ class Payload(Message):
     def from_wire(cls, body: object) -> Any:
         return decode_fields(cls, body, f"malformed {cls.TYPE} event")
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JsonObject:
         defaults = {f.name: f.default for f in dataclasses.fields(self) if f.default is not dataclasses.MISSING}
         return {k: v for k, v in super().to_wire().items() if not (v is None and defaults.get(k) is None)}
 
@@ -178,7 +180,7 @@ class Event:
         return self.payload.TYPE
 
     @property
-    def data(self) -> dict[str, Any]:
+    def data(self) -> JsonObject:
         """The payload's wire form (without ``type`` and ``t``)."""
         return self.payload.to_wire()
 

@@ -7,6 +7,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from .json_types import JsonObject
+
 from .verdict import DEFAULT_MIN_SPEEDUP
 
 if TYPE_CHECKING:  # the search modules load when a search runs
@@ -93,7 +95,7 @@ class SessionConfig:
     warm_start: bool = True  # seed the pool with the best variant stored by earlier sessions
     allow_weak_harness: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         d = asdict(self)
         d["bandit"] = (
             asdict(self.bandit) if self.bandit is not None and hasattr(self.bandit, "__dataclass_fields__") else None

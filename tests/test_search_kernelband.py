@@ -69,6 +69,13 @@ def test_make_policy_names_and_variants():
     with pytest.raises(ValueError):
         BanditConfig(variant="v3")
     assert BanditConfig.from_dict(BanditConfig.v2().to_dict()) == BanditConfig.v2()
+    # a stored or hand-written config is checked field by field, not splatted into the class
+    with pytest.raises(ValueError, match="unknown field"):
+        BanditConfig.from_dict({"alpah": 0.3})
+    with pytest.raises(ValueError, match="alpha must be float"):
+        BanditConfig.from_dict({"alpha": "0.3"})
+    with pytest.raises(ValueError, match="strategy_prior"):
+        BanditConfig.from_dict({"strategy_prior": {"tiling": "high"}})
 
 
 # ----------------------------------------------------------------------------- scores

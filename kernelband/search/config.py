@@ -49,6 +49,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..decode import decode_fields
+from ..json_types import JsonObject
+
 VARIANTS = ("v1", "v2", "kb")
 REWARD_MODES = ("v1", "v2", "best")
 
@@ -130,13 +133,11 @@ class BanditConfig:
             feature_set=self.feature_set or ("v2" if self.variant == "v2" else "v1"),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "BanditConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise ValueError(f"unknown BanditConfig fields: {', '.join(sorted(unknown))}")
-        return cls(**d)
+    def from_dict(cls, d: JsonObject) -> "BanditConfig":
+        """A config from its ``to_dict``: ValueError (``MalformedMessage``) for an unknown
+        field or a value of another type than its field's."""
+        return decode_fields(cls, d, "BanditConfig")
