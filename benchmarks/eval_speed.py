@@ -453,6 +453,38 @@ def _queues(gpus: list[str]) -> str:
     return f"GPU {gpus[0]}" if gpus else "the GPU"
 
 
+# where a candidate's seconds go, in the order of its life; the GPU lock's waits and holds
+# (a timer waits for the longest shared hold running when it asks)
+PHASES = (
+    ("variant_process_total", "the variant process, in all"),
+    ("vp.early_cuda_context", "its spare's CUDA context (mostly before the candidate takes it)"),
+    ("vp.compile", "Triton compiles"),
+    ("vp.harness", "the harness runs"),
+    ("vp.await_judge", "waiting for the judge's acks"),
+    ("vp.gpu_lock_wait_shared", "waiting for the GPU lock's shared hold"),
+    ("vp.gpu_lock_hold_shared", "holding it shared, in all"),
+    ("vp.gpu_lock_hold_shared_longest", "its longest shared hold"),
+    ("judge", "the judge's own work on its frames"),
+    ("judge.gpu_lock_wait", "the judge waiting for the GPU lock to read them"),
+    ("timing.wait", "waiting for its timing turn"),
+    ("timing", "the timing turn"),
+)
+
+
+def phases_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """Each phase's median and range over the sessions, of each session's median candidate
+    (``median_phases_s``); phases no session recorded are left out."""
+    out = []
+    for key, what in PHASES:
+        values = [r["median_phases_s"][key] for r in rows if key in (r.get("median_phases_s") or {})]
+        if values:
+            out.append(f"| {what} (`{key}`) | {statistics.median(values):.3f} | {min(values):.3f}-{max(values):.3f} |")
+    if not out:
+        return []
+    return ["", "## Where a candidate's seconds go (s: median over the sessions of each one's median candidate)", "",
+            "| phase | median | range |", "|---|---|---|", *out]
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# Evaluation speed ({report['gpu']}, commit {report['commit'][:12]})", "",
              f"Command: `{report['command']}`; budget {report['budget']}, cap {report['cap']} s per session "
@@ -479,6 +511,7 @@ def markdown(report: dict[str, Any]) -> str:
         lines += ["", f"`kernelband optimize examples/add_scale.py --budget 16` (fresh workspace): **{a['wall_s']} s** wall, "
                       f"{a.get('status')} {a.get('speedup')} {a.get('speedup_ci')}; first verdict with --no-store "
                       f"{a.get('first_verdict_s_no_store')} s."]
+    lines += phases_markdown(rows)
     lines += startup_markdown(report)
     for t in report.get("timeline") or []:
         lines += ["", f"## One evaluation, harness output {t['output_bytes'] / 2**20:.0f} MiB "

@@ -58,3 +58,23 @@ def test_fresh_jobs_count_candidate_jobs_forked_without_a_spare(tmp_path: Path) 
     trace = tmp_path / "k-kernel-1.jsonl"
     trace.write_text("\n".join(json.dumps(m) for m in marks), encoding="utf-8")
     assert compare.session_marks(trace)["fresh_jobs"] == 3
+
+
+def test_the_table_says_where_a_candidates_seconds_go_with_the_gpu_locks_holds() -> None:
+    """eval_speed.md's phase table: each phase's median and range over the sessions (of each
+    session's median candidate), the lock's longest shared hold among them; a phase no
+    session recorded is left out, and no table at all without phases."""
+    import eval_speed
+
+    rows = [
+        {"median_phases_s": {"vp.gpu_lock_hold_shared_longest": 1.5, "timing": 0.2}},
+        {"median_phases_s": {"vp.gpu_lock_hold_shared_longest": 0.5, "timing": 0.4}},
+        {"median_phases_s": {"vp.gpu_lock_hold_shared_longest": 2.0}},
+        {},
+    ]
+    table = eval_speed.phases_markdown(rows)
+    longest = next(line for line in table if "vp.gpu_lock_hold_shared_longest" in line)
+    assert longest.endswith("| 1.500 | 0.500-2.000 |")
+    assert any(line.endswith("(`timing`) | 0.300 | 0.200-0.400 |") for line in table)
+    assert not any("vp.compile" in line for line in table)
+    assert eval_speed.phases_markdown([{}, {"median_phases_s": {}}]) == []
