@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
 import sys
 import threading
-from typing import Any, Optional
+from types import FrameType
+from typing import Optional
 
 from ..detect import DetectionResult, detect, read_source, strip_bom
+from ..json_types import JsonValue
 from ..model import KernelInfo, Task
 from ..redact import clean, needs_scrub, scrub
 
@@ -22,7 +25,7 @@ def stop_on_signals(stop: threading.Event, current: str) -> None:
     """First SIGINT/SIGTERM sets ``stop``: what runs ends after ``current`` and reports the
     best so far. A second SIGINT aborts."""
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: Optional[FrameType]) -> None:
         if stop.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
         stop.set()
@@ -75,7 +78,7 @@ def pick_kernel(result: DetectionResult, path: str, name: Optional[str]) -> Kern
     return k
 
 
-def print_json(obj: Any, one_line_each: Optional[str] = None) -> None:
+def print_json(obj: JsonValue, one_line_each: Optional[str] = None) -> None:
     """JSON on stdout, secrets redacted and messages capped (kernelband/redact.py).
     Indented; or, with ``one_line_each`` naming a list of ``obj``, that list one item a
     line (a 1,200-kernel ``list --json``: the indenting encoder is pure Python, 5x slower).
@@ -87,16 +90,16 @@ def print_json(obj: Any, one_line_each: Optional[str] = None) -> None:
     sys.stdout.write(text)
 
 
-def _json_text(obj: Any, one_line_each: Optional[str]) -> str:
+def _json_text(obj: JsonValue, one_line_each: Optional[str]) -> str:
     rows = obj.get(one_line_each) if one_line_each and isinstance(obj, dict) else None
-    if not isinstance(rows, (list, tuple)):  # a tuple: a list once scrubbed
+    if not isinstance(obj, dict) or not isinstance(rows, (list, tuple)):  # a tuple: a list once scrubbed
         return json.dumps(obj, indent=2, default=str) + "\n"
     head = json.dumps({k: v for k, v in obj.items() if k != one_line_each}, default=str)
     items = ",\n".join(json.dumps(r, default=str) for r in rows)
     return f"{head[:-1]}{', ' if len(head) > 2 else ''}{json.dumps(one_line_each)}: [\n{items}\n]}}\n"
 
 
-def add_task_arguments(p: Any) -> None:
+def add_task_arguments(p: argparse.ArgumentParser) -> None:
     """Options every job command shares (check, optimize, profile)."""
     p.add_argument("file", help="Python file with the kernel")
     p.add_argument("--kernel", "-k", help="kernel name (optional when the file has one kernel)")
@@ -116,7 +119,7 @@ def add_task_arguments(p: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def build_task(args: Any) -> tuple[Task, KernelInfo]:
+def build_task(args: argparse.Namespace) -> tuple[Task, KernelInfo]:
     """Resolve file, kernel and harness into a Task, or raise UsageError saying why not."""
     from ..harness import find_harness
 
