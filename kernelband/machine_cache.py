@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+from .json_types import JsonObject
 from .profile.schema import DeviceFacts, decoded_facts
 
 
@@ -65,7 +66,7 @@ def device_key(info: Any) -> str:
     )
 
 
-def _read() -> dict[str, Any]:
+def _read() -> JsonObject:
     try:
         data = json.loads(_facts_file().read_text(encoding="utf-8"))
     except (OSError, ValueError):

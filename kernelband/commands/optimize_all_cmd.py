@@ -19,11 +19,16 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from ..json_types import JsonObject
 
 from ..options import OPTIMIZE, add_arguments, add_task_arguments
 from .common import EXIT_OK, EXIT_VERDICT, UsageError, print_json, stop_on_signals
 from .executor_args import executor_from_args
+
+if TYPE_CHECKING:
+    from ..session_config import SessionConfig
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,10 +55,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _settings(args: argparse.Namespace, config: Any) -> dict[str, Any]:
+def _settings(args: argparse.Namespace, config: SessionConfig) -> JsonObject:
     """What a stored result must match to be reused (besides the texts and the task)."""
     d = config.to_dict()
-    d["generator_options"] = {k: v for k, v in d.get("generator_options", {}).items() if k != "api_key"}
+    d["generator_options"] = {k: v for k, v in config.generator_options.items() if k != "api_key"}
     d["executor"] = args.executor
     return d
 
