@@ -32,9 +32,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Optional, TextIO, Union
 
-from .json_types import JsonObject
-
 from .decode import MalformedMessage, Message, decode_fields
+from .json_types import JsonObject
 from .model import Result
 from .profile.schema import Profile, ProfileError
 from .redact import scrub

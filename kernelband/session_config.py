@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from .json_types import JsonObject
-
 from .verdict import DEFAULT_MIN_SPEEDUP
 
 if TYPE_CHECKING:  # the search modules load when a search runs

@@ -250,7 +250,10 @@ def test_warm_marks_the_kernels_warm_even_where_they_do_not_compile(monkeypatch:
 
     monkeypatch.setattr(fused_checks, "_warmed", threading.Event())
     monkeypatch.setattr(fused_checks, "_kernels", object())
-    monkeypatch.setattr(fused_checks, "_compile_for", lambda *a: (_ for _ in ()).throw(RuntimeError("no compile")))
+    def no_compile(*args: object) -> None:
+        raise RuntimeError("PassManager::run failed")
+
+    monkeypatch.setattr(fused_checks, "_compile_for", no_compile)
     tables = fused_checks.FingerprintTables(torch.zeros(1), torch.zeros(1), 1, frozenset())
     thread = fused_checks.warm(torch.device("cuda", 0), {torch.float32}, tables)
     assert thread is not None

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..json_types import JsonObject
-
 from ..options import OPTIMIZE, add_arguments, add_task_arguments
 from .common import EXIT_OK, EXIT_VERDICT, UsageError, print_json, stop_on_signals
 from .executor_args import executor_from_args

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Protocol, runtime_checkable
 
 from ..json_types import JsonObject
-
 from ..model import Variant
 from ..strategies import STRATEGY_NAMES
 
@@ -190,6 +189,11 @@ def collect_offers(pool: list[Candidate], offered: Offered) -> dict[str, list[st
         if names:
             out[c.id] = names
     return out
+
+
+def json_number(v: float) -> Optional[float]:
+    """A statistic as JSON: six places; null where it is not finite (an unpulled arm's score)."""
+    return round(v, 6) if math.isfinite(v) else None
 
 
 def fastest(cands: Iterable[Candidate]) -> Optional[Candidate]:

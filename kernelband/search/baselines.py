@@ -21,7 +21,6 @@ import random
 from typing import Optional
 
 from ..json_types import JsonObject, JsonValue
-
 from .base import (
     ArmStats,
     Candidate,
@@ -30,6 +29,7 @@ from .base import (
     PendingPulls,
     collect_offers,
     fastest,
+    json_number,
     reward,
     strategy_order,
     ucb_bonus,
@@ -90,11 +90,6 @@ def _arm(strategy: str, stats: ArmStats) -> JsonValue:
     return {"strategy": strategy, "n": stats.n, "mean": round(stats.mean, 6)}
 
 
-def _finite(scores: dict[str, float]) -> JsonObject:
-    """Scores as JSON: an unpulled arm's infinite score is null."""
-    return {k: (round(v, 6) if math.isfinite(v) else None) for k, v in scores.items()}
-
-
 class RandomPolicy(_StrategyStats):
     name = "random"
 
@@ -127,7 +122,7 @@ class UCB1Policy(_StrategyStats):
             "phase": "warmup" if self._n(s) == 0 else "ucb",
             "candidate": cand.id,
             "strategy": s,
-            "scores": _finite(scores),
+            "scores": {k: json_number(v) for k, v in scores.items()},
         }
         return cand, s
 

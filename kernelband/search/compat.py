@@ -40,10 +40,9 @@ import math
 from collections import deque
 from typing import Any, Iterable, Optional, Sequence
 
-from ..json_types import JsonObject
-
 import numpy as np
 
+from ..json_types import JsonObject
 from ..strategies import STRATEGY_NAMES
 from .config import BanditConfig
 

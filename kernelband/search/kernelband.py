@@ -58,7 +58,6 @@ from pathlib import Path
 from typing import Optional
 
 from ..json_types import JsonObject, JsonValue
-
 from ..strategies import STRATEGIES
 from .base import (
     ArmStats,
@@ -69,6 +68,7 @@ from .base import (
     collect_offers,
     fastest,
     improved,
+    json_number,
     reward,
     strategy_order,
     time_key,
@@ -92,10 +92,6 @@ def shipped_priors() -> dict[str, float]:
         return {}
 
 
-def _num(v: float) -> Optional[float]:
-    return round(v, 6) if math.isfinite(v) else None
-
-
 @dataclass
 class _Arm:
     """One (cluster, strategy) arm of a selection: the member it would modify, its
@@ -110,15 +106,15 @@ class _Arm:
     terms: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> JsonObject:
-        terms: JsonObject = {k: _num(v) for k, v in self.terms.items()}
+        terms: JsonObject = {k: json_number(v) for k, v in self.terms.items()}
         return {
             "cluster": self.cluster,
             "strategy": self.strategy,
             "candidate": self.target.id,
             "n": self.stats.n,
-            "mean": _num(self.stats.mean),
+            "mean": json_number(self.stats.mean),
             "masked": self.masked,
-            "score": _num(self.score) if self.score is not None else None,
+            "score": json_number(self.score) if self.score is not None else None,
             **terms,
         }
 
@@ -329,7 +325,7 @@ class KernelBandPolicy:
                             "cluster": ci,
                             "strategy": s,
                             "n": st.n,
-                            "mean": _num(st.mean),
+                            "mean": json_number(st.mean),
                             "masked": self.masked(cl.representatives[ci], s),
                         }
                     )
@@ -338,7 +334,9 @@ class KernelBandPolicy:
             "t": self.t,
             "clusters": clusters,
             "arms": arms,
-            "members": {f"{mid}/{s}": {"n": st.n, "mean": _num(st.mean)} for (mid, s), st in self._stats.items()},
+            "members": {
+                f"{mid}/{s}": {"n": st.n, "mean": json_number(st.mean)} for (mid, s), st in self._stats.items()
+            },
             "last": self._last,
             "config": self.config.to_dict(),
         }
