@@ -302,3 +302,79 @@ def test_a_candidates_timing_keeps_its_wait_for_the_turn_apart(tmp_path):
         ev.close()
     assert timed.ok, timed.message
     assert timed.phases["timing.wait"] >= 0.0 and timed.phases["timing"] > 0.0, timed.phases
+
+
+CONTEXT = """
+import os, sys, time
+from kernelband.worker.gpu_lock import gpu_lock, one_context_at_a_time
+print("waiting", time.time(), flush=True)
+with one_context_at_a_time(), gpu_lock(exclusive=False):
+    print("in", time.time(), flush=True)
+    while not os.path.exists(sys.argv[2]):  # a context being made, until the test says so
+        time.sleep(0.01)
+    print("out", time.time(), flush=True)
+"""
+
+
+def test_contexts_are_made_one_at_a_time_and_a_timer_waits_for_one_only(tmp_path):
+    """Two processes making their CUDA contexts: the second waits for the first before it
+    takes the shared hold, so a timer that asks meanwhile waits for the first context only
+    and goes before the second; a harness run (a plain shared hold) is not held back."""
+    lock = str(tmp_path / "gpu.lock")
+    first_go, second_go, timer_go, run_go = (tmp_path / n for n in ("first", "second", "timer", "run"))
+    timer_go.touch()
+    run_go.touch()
+    first = Holder("sh", first_go, lock, CONTEXT)
+    second: Optional[Holder] = None
+    timer: Optional[Holder] = None
+    run: Optional[Holder] = None
+    try:
+        assert first.next("waiting", 60) and first.next("in", 60)
+        second = Holder("sh", second_go, lock, CONTEXT)
+        assert second.next("waiting", 60)
+        assert second.next("in", 1.0) is None, "two contexts were made inside the lock at once"
+        run = Holder("sh", run_go, lock)
+        assert run.next("waiting", 60) and run.next("in", 60) and run.next("out", 60), (
+            "a harness run waited for a context it does not make"
+        )
+        timer = Holder("ex", timer_go, lock)
+        assert timer.next("waiting", 60)
+        assert timer.next("in", 1.0) is None  # the context being made is GPU work: the timer waits for it
+        first_go.touch()
+        assert first.next("out", 60)
+        timer_in = timer.next("in", 60)
+        assert timer_in and timer.next("out", 60)
+        second_in = second.next("in", 60)
+        assert second_in and second_in >= timer_in, "the second context went before the waiting timer"
+        second_go.touch()
+        assert second.next("out", 60)
+    finally:
+        for f in (first_go, second_go):
+            f.touch()
+        for h in (first, second, timer, run):
+            if h is not None:
+                h.close()
+
+
+def test_a_process_that_dies_making_its_context_frees_the_next(tmp_path):
+    """The contexts' lock is an flock: a variant killed while it makes its context (a hang
+    past its deadline) hands the turn on, so the next spare never waits for a dead one."""
+    lock = str(tmp_path / "gpu.lock")
+    never, go = tmp_path / "never", tmp_path / "go"
+    first = Holder("sh", never, lock, CONTEXT)
+    second: Optional[Holder] = None
+    try:
+        assert first.next("waiting", 60) and first.next("in", 60)
+        second = Holder("sh", go, lock, CONTEXT)
+        assert second.next("waiting", 60) and second.next("in", 1.0) is None
+        first.p.kill()
+        first.p.wait(10)
+        assert second.next("in", 60)
+        go.touch()
+        assert second.next("out", 60)
+    finally:
+        never.touch()
+        go.touch()
+        for h in (first, second):
+            if h is not None:
+                h.close()
