@@ -31,7 +31,6 @@ from helpers.paths import REPO
 from helpers.sandboxed import BOOT, job_dir, parse, run_payload, variant_env
 
 from kernelband.worker import sandbox, sandbox_fs
-from kernelband.worker.gpu_lock import lock_files
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux namespaces")
 
@@ -721,10 +720,6 @@ TRITON = textwrap.dedent('''
     from kernelband.worker.timing import gpu_lock
     with gpu_lock(exclusive=False):
         result["timing lock"] = "held shared"
-    # and the turn in which a process makes its CUDA context, beside it
-    from kernelband.worker.gpu_lock import one_context_at_a_time
-    with one_context_at_a_time(), gpu_lock(exclusive=False):
-        result["contexts turn"] = "held"
 ''')
 
 
@@ -733,12 +728,10 @@ def test_the_job_dir_triton_cache_and_a_real_triton_kernel_work_inside():
     try:
         run = run_payload(TRITON, sandboxed=True, timeout=300, extra_env={"KERNELBAND_TIMING_LOCK": lock})
     finally:
-        for f in lock_files(lock):
-            if os.path.exists(f):
-                os.unlink(f)
+        if os.path.exists(lock):
+            os.unlink(lock)
     assert run.returncode == 0, run.stderr[-4000:]
     assert run.result["timing lock"] == "held shared", run.result
-    assert run.result["contexts turn"] == "held", run.result
     assert run.result["kernel matches torch"] is True and run.result["interpreted"] == "1", run.result
     if "c module" in run.result:
         assert run.result["c module"] == 42 and run.result["cache entries"] >= 1, run.result

@@ -36,16 +36,6 @@ def lock_path() -> Optional[str]:
     return path
 
 
-TURNSTILE = ".turnstile"  # beside the lock: a writer holds it while it waits (new readers queue)
-CONTEXTS = ".contexts"  # beside the lock: one CUDA context made at a time (``one_context_at_a_time``)
-
-
-def lock_files(path: str) -> list[str]:
-    """The files of the lock at ``path``: the lock, its turnstile and the contexts' turn
-    (the sandbox makes each visible, read-only: flock needs no write access)."""
-    return [path, path + TURNSTILE, path + CONTEXTS]
-
-
 def _flock(path: str, exclusive: bool) -> int:
     import fcntl
 
@@ -77,7 +67,7 @@ def _acquire(path: str, exclusive: bool) -> int:
     from . import timeline
 
     t0 = time.perf_counter()
-    turnstile = _flock(path + TURNSTILE, exclusive=True)
+    turnstile = _flock(path + ".turnstile", exclusive=True)
     try:
         if exclusive:
             return _flock(path, exclusive=True)  # new readers wait at the turnstile meanwhile
@@ -122,26 +112,6 @@ def gpu_lock(exclusive: bool) -> Iterator[None]:
         main, _held.main = _held.main, -1
         if main >= 0:
             _release_main(main, not _held.shared)
-
-
-@contextlib.contextmanager
-def one_context_at_a_time() -> Iterator[None]:
-    """Taken before the shared hold in which a process makes its CUDA context: at most one
-    context is made inside the GPU lock at a time, so a timer waits for that one only. The
-    eight spares of a wave made theirs at once, each inside its own shared hold, and a
-    timer that asked meanwhile waited for the last of them: a variant's longest shared
-    hold had a median of 1.47 s over 35 kernels, its context
-    (benchmarks/results/eval_speed/SESSION12.md). The driver makes contexts one after
-    another anyway. The file is ``PATH.contexts``, beside the GPU lock."""
-    path = lock_path()
-    if path is None:
-        yield
-        return
-    fd = _flock(path + CONTEXTS, exclusive=True)
-    try:
-        yield
-    finally:
-        _release(fd)
 
 
 @contextlib.contextmanager

@@ -56,9 +56,7 @@ def _timing_lock() -> list[str]:
     path = os.environ.get("KERNELBAND_TIMING_LOCK", "")
     if not path or path.lower() in ("off", "0", "none"):
         return []
-    from .gpu_lock import lock_files
-
-    paths = lock_files(path)
+    paths = [path, path + ".turnstile"]  # the lock and its turnstile (kernelband.worker.gpu_lock)
     for p in paths:
         try:
             fd = os.open(p, os.O_CREAT | os.O_RDONLY | os.O_CLOEXEC, 0o644)

@@ -894,14 +894,13 @@ def make_cuda_context(span: str) -> None:
     """This process's CUDA context, made inside the GPU lock's shared hold: making one is
     GPU work (memory set up on the device), and outside the lock it ran inside other
     processes' timed regions (on one H200, spares making theirs beside the lane's rounds:
-    a winner's search time 0.280 ms against its measured 0.387 ms, softmax_out). One
-    process at a time makes its context there (``gpu_lock.one_context_at_a_time``)."""
+    a winner's search time 0.280 ms against its measured 0.387 ms, softmax_out)."""
     import torch
 
     from . import timeline
-    from .gpu_lock import gpu_lock, one_context_at_a_time
+    from .gpu_lock import gpu_lock
 
-    with timeline.span(span), one_context_at_a_time(), gpu_lock(exclusive=False):
+    with timeline.span(span), gpu_lock(exclusive=False):
         torch.cuda.init()
         torch.empty(1, device="cuda")
 
