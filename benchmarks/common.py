@@ -13,7 +13,9 @@ import difflib
 import hashlib
 import importlib.util
 import math
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -22,6 +24,21 @@ from typing import Iterable, Optional, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def bench_commit() -> str:
+    """The commit a result describes: ``KERNELBAND_BENCH_COMMIT`` where the tree is a copy
+    without its git history (the GPU machine), else HEAD, ``+dirty`` with uncommitted
+    changes under ``kernelband/``."""
+    if os.environ.get("KERNELBAND_BENCH_COMMIT"):
+        return os.environ["KERNELBAND_BENCH_COMMIT"]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "kernelband"], cwd=ROOT, capture_output=True,
+                               text=True).stdout.strip()
+        return (sha or "unknown") + ("+dirty" if dirty else "")
+    except OSError:
+        return "unknown"
 
 
 def kernel_modules() -> list[tuple[Path, str]]:

@@ -17,7 +17,8 @@ Parts (each one session at a time on the GPU, except ``parallel3`` on purpose):
   compile, fingerprints, frame sends, waits for the judge; judge: spawn, receive, compare,
   teardown) for an elementwise kernel whose harness returns 64 MiB and 1.5 GiB;
 - parallel3: three sessions of one kernel on one GPU at once against one alone: the final
-  CI half-widths and the verdicts.
+  CI half-widths and the verdicts (``--parallel-solo`` sessions alone and
+  ``--parallel-rounds`` rounds of three, alternating).
 
 Writes DIR/eval_speed.json (``{"commit", "gpu", "rows": [...], "add_scale_b16_wall_s",
 "ci_halfwidth": {"solo", "parallel3"}, ...}``), DIR/eval_speed.md and DIR/eval_speed.png.
@@ -41,21 +42,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.realworld import MODULES as REALWORLD  # noqa: E402
+from benchmarks.common import bench_commit  # noqa: E402
 from benchmarks.suite import SUITE  # noqa: E402
 
 PARALLEL_KERNEL = "matmul_fp16"  # the default of --parallel-kernel
-
-
-def _commit() -> str:
-    if os.environ.get("KERNELBAND_BENCH_COMMIT"):  # a copy of the tree without its git history
-        return os.environ["KERNELBAND_BENCH_COMMIT"]
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "kernelband"], cwd=REPO, capture_output=True,
-                               text=True).stdout.strip()
-        return sha + ("+dirty" if dirty else "")
-    except OSError:
-        return "unknown"
 
 
 def kernels(only: list[str]) -> list[tuple[str, str, Path, str]]:
@@ -404,21 +394,34 @@ def part_timeline(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def part_parallel(args: argparse.Namespace) -> dict[str, Any]:
-    name = args.parallel_kernel
-    entry = next(k for k in kernels([name]))
-    _, _, path, kernel = entry
-    gpu = args.gpus[0] if args.gpus else None  # all three on one GPU
-    solo = [run_session(path, kernel, args.parallel_budget, args.cap * 2, gpu=gpu) for _ in range(2)]
+def three_at_once(path: Path, kernel: str, budget: int, cap: float, gpu: Optional[str]) -> list[dict[str, Any]]:
+    """Three sessions of one kernel on one GPU, started 2 s apart."""
     box: list[dict[str, Any]] = []
-    threads = [threading.Thread(target=lambda: box.append(run_session(path, kernel, args.parallel_budget,
-                                                                      args.cap * 4, gpu=gpu)))
+    threads = [threading.Thread(target=lambda: box.append(run_session(path, kernel, budget, cap, gpu=gpu)))
                for _ in range(3)]
     for t in threads:
         t.start()
         time.sleep(2.0)
     for t in threads:
         t.join()
+    return box
+
+
+def part_parallel(args: argparse.Namespace) -> dict[str, Any]:
+    name = args.parallel_kernel
+    entry = next(k for k in kernels([name]))
+    _, _, path, kernel = entry
+    gpu = args.gpus[0] if args.gpus else None  # all three on one GPU
+    solo: list[dict[str, Any]] = []
+    box: list[dict[str, Any]] = []
+    # Solo sessions and rounds of three alternate, so that a drift of the machine (clocks,
+    # temperature) reaches both; one CI half-width varies by 2x from session to session, so
+    # a ratio of medians needs several of each.
+    for i in range(max(args.parallel_solo, args.parallel_rounds)):
+        if i < args.parallel_solo:
+            solo.append(run_session(path, kernel, args.parallel_budget, args.cap * 2, gpu=gpu))
+        if i < args.parallel_rounds:
+            box.extend(three_at_once(path, kernel, args.parallel_budget, args.cap * 4, gpu))
     halves_solo = [h for h in (ci_halfwidth(r) for r in solo) if h is not None]
     halves_par = [h for h in (ci_halfwidth(r) for r in box) if h is not None]
     out = {"kernel": name, "solo": solo, "parallel3": box,
@@ -524,8 +527,12 @@ def markdown(report: dict[str, Any]) -> str:
     par = report.get("parallel")
     if par:
         lines += ["", f"## Three sessions of {par['kernel']} on one GPU", "",
-                  f"Median 95% CI half-width of the final speedup: solo {par['ci_halfwidth']['solo']}, "
-                  f"three at once {par['ci_halfwidth']['parallel3']}; verdicts {par['verdicts']}."]
+                  f"Median 95% CI half-width of the final speedup: solo {par['ci_halfwidth']['solo']} "
+                  f"({len(par['solo'])} sessions), three at once {par['ci_halfwidth']['parallel3']} "
+                  f"({len(par['parallel3'])} sessions); verdicts {par['verdicts']}.",
+                  "", "Each session's half-width: solo "
+                  + ", ".join(str(ci_halfwidth(r)) for r in par["solo"]) + "; three at once "
+                  + ", ".join(str(ci_halfwidth(r)) for r in par["parallel3"]) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -590,6 +597,8 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--parallel-budget", type=int, default=8)
     ap.add_argument("--parallel-kernel", default=PARALLEL_KERNEL, help="the kernel of the three-sessions part")
+    ap.add_argument("--parallel-solo", type=int, default=2, help="solo sessions of the three-sessions part")
+    ap.add_argument("--parallel-rounds", type=int, default=1, help="rounds of three sessions at once")
     ap.add_argument("--skip-sessions", action="store_true")
     ap.add_argument("--skip-timeline", action="store_true")
     ap.add_argument("--skip-parallel", action="store_true")
@@ -614,7 +623,7 @@ def main() -> int:
         gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (Triton interpreter)"
     except ImportError:
         gpu = "?"
-    report: dict[str, Any] = {"commit": _commit(), "gpu": gpu, "budget": args.budget, "cap": args.cap,
+    report: dict[str, Any] = {"commit": bench_commit(), "gpu": gpu, "budget": args.budget, "cap": args.cap,
                               "command": "python benchmarks/eval_speed.py " + " ".join(sys.argv[1:]), "gpus": args.gpus or None,
                               "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 

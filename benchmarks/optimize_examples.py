@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from common import ROOT as REPO
+from common import bench_commit
 from common import write_markdown
 EXAMPLES = ["add_scale.py", "softmax.py", "matmul.py"]
 
@@ -46,8 +47,9 @@ def main() -> int:
         runs.append(res)
         print(f"{ex}: {res.get('status')} {res.get('speedup')} ({wall:.0f} s)", flush=True)
     gpu = next((r.get("gpu") for r in runs if r.get("gpu")), "?")
-    (out_dir / "optimize_examples.json").write_text(json.dumps({"gpu": gpu, "budget": args.budget, "runs": runs}, indent=2))
+    (out_dir / "optimize_examples.json").write_text(json.dumps({"commit": bench_commit(), "gpu": gpu, "budget": args.budget, "runs": runs}, indent=2))
     lines = [f"# kernelband optimize on the examples ({gpu}, rules generator, {args.search}, budget {args.budget})", "",
+             f"Commit {bench_commit()}; each example a cold workspace (`--no-store`), one session at a time.", "",
              "| example | status | baseline ms | best ms | speedup (95% CI) | evaluations | seconds | path |",
              "|---|---|---|---|---|---|---|---|"]
     for r in runs:

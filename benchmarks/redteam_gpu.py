@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from common import ROOT as REPO
+from common import bench_commit
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from kernelband.evaluate import Evaluator  # noqa: E402
@@ -140,7 +141,7 @@ def write_outputs(out: Path, meta: dict[str, Any], rows: list[Row]) -> None:
     tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
     tmp.replace(out / "redteam_gpu.json")
     lines = [f"# Red-team corpus on {meta.get('device_name') or meta['device']}", "",
-             f"{meta['started']} · device `{meta['device']}` · seeds {meta['seeds']} · "
+             f"{meta['started']} · commit {meta.get('commit', '?')} · device `{meta['device']}` · seeds {meta['seeds']} · "
              f"{len(rows)} cases · {meta.get('wall_s', 0):.0f} s", "",
              f"- caught, all wrong variants: {summary['caught_all']}",
              f"- caught, wrong variants the interpreter can show: {summary['caught_not_gpu_only']}",
@@ -173,7 +174,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     prefixes = tuple(p for p in args.only.split(",") if p) or ("",)
     cases = [c for c in load_cases(args.expected) if c.id.startswith(prefixes) and (c.gpu_only or not args.gpu_only)]
     seeds = [int(s) for s in args.seeds.split(",")]
-    meta: dict[str, Any] = {"device": args.device, "seeds": seeds, "host": platform.node(),
+    meta: dict[str, Any] = {"commit": bench_commit(), "device": args.device, "seeds": seeds, "host": platform.node(),
                             "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     judges = Judges(args.device, args.timeout, seeds, memcheck=args.memcheck)
     rows: list[Row] = []
