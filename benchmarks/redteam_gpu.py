@@ -100,13 +100,13 @@ def run_case(judges: Judges, case: Case) -> Row:
             if ok and judges.memcheck:
                 # what a session does with its finalist: one run under compute-sanitizer memcheck
                 report = ev.sanitize(variant)
-                if report.get("ran") and not report.get("ok"):
+                if report.ran and not report.ok:
                     status, ok = "memcheck", False
-                    message = "compute-sanitizer memcheck: " + "; ".join(report.get("findings") or [])
-                elif report.get("ran"):
+                    message = f"compute-sanitizer {report.tool}: " + "; ".join(report.findings)
+                elif report.ran:
                     message += " | memcheck clean"
                 else:
-                    message += f" | memcheck not run: {report.get('reason')}"
+                    message += f" | memcheck not run: {report.reason}"
         except Exception as e:  # noqa: BLE001 - e.g. SetupError: worker cannot restart
             status, message = "harness_error", f"{type(e).__name__}: {e} | {traceback.format_exc(limit=2)[-200:]}"
             judges.drop(case.kernel)

@@ -1,9 +1,10 @@
 """Output comparison: structure, dtype, NaN/Inf positions and dtype-aware tolerances."""
 from __future__ import annotations
 
+import pytest
 import torch
 
-from kernelband.worker.compare import bitwise_equal, compare_outputs
+from kernelband.worker.compare import TOLERANCES, bitwise_equal, compare_outputs
 
 
 def test_identical_and_within_tolerance():
@@ -54,6 +55,31 @@ def test_nan_and_inf_positions():
     c = a.clone()
     c[2] = -float("inf")
     assert "Inf" in compare_outputs(a, c).message
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_an_overflow_at_the_edge_of_the_range_is_the_largest_value_of_its_sign(dtype):
+    """A sum at the edge of the dtype's range overflows in one order of additions and rounds
+    to the largest finite value in another (split-K against one pass, seen on an H200): the
+    same value. An infinity against anything further from the edge, or of the other sign,
+    or against NaN stays a difference, and exact checks (tol_scale 0) take no edge."""
+    big = torch.finfo(dtype).max
+    ref = torch.tensor([1.0, big, -float("inf"), 3.0], dtype=dtype)
+    out = torch.tensor([1.0, float("inf"), -big, 3.0], dtype=dtype)
+    assert compare_outputs(ref, out).ok
+    assert compare_outputs(out, ref).ok
+    assert not compare_outputs(ref, out, tol_scale=0.0).ok
+    for wrong in (big / 2, -big, float("nan"), 1.0):
+        far = out.clone()
+        far[1] = wrong
+        assert not compare_outputs(torch.tensor([1.0, float("inf"), -float("inf"), 3.0], dtype=dtype), far).ok, wrong
+    # just inside the tolerance of the largest value, and just outside it
+    tol = TOLERANCES[dtype]
+    inside = torch.tensor([big - 0.5 * (tol.atol + tol.rtol * big)], dtype=torch.float64).to(dtype)
+    outside = torch.tensor([big - 3.0 * (tol.atol + tol.rtol * big)], dtype=torch.float64).to(dtype)
+    inf = torch.tensor([float("inf")], dtype=dtype)
+    assert compare_outputs(inf, inside).ok
+    assert "Inf" in compare_outputs(inf, outside).message
 
 
 def test_integers_exact_and_bitwise():

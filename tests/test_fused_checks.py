@@ -42,6 +42,11 @@ def awkward(n, dtype):
     o[11 % n] = -o[11 % n]                   # a sign flipped
     o[(2 * 37) % n] = math.inf               # -inf became +inf
     o[(7 * 37) % n] = -info.max              # max - (-max) overflows
+    # at the edge of the range: an infinity against the largest value of its sign (the
+    # same value), against half of it and against the largest of the other sign (not)
+    for i, (a, b) in enumerate(((info.max, math.inf), (-math.inf, -info.max), (math.inf, info.max / 2),
+                                (-info.max, math.inf), (math.nan, math.inf))):
+        r[(10 + i) * 37 % n], o[(10 + i) * 37 % n] = a, b
     raw = o.view(torch.int16 if o.element_size() == 2 else torch.int32 if o.element_size() == 4 else torch.int64)
     raw[(0 * 37) % n] = raw[(0 * 37) % n] ^ 1  # a NaN with another payload
     return r.to(DEV), o.to(DEV)
@@ -55,7 +60,8 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
             for scale in (1.0, 0.0):
                 os.environ["KERNELBAND_FUSED_CHECKS"] = "0"
                 torch_stats = compare._float_stats(ref, cand, tol, scale)
-                fused = fused_checks.run_float_stats(ref, cand, scale * tol.atol, scale * tol.rtol, tol.atol)
+                edge = compare.overflow_edge(dtype, scale * tol.atol, scale * tol.rtol)
+                fused = fused_checks.run_float_stats(ref, cand, scale * tol.atol, scale * tol.rtol, tol.atol, edge)
                 out["float"].append([str(dtype), n, list(torch_stats), list(fused)])
             high = ref.double() + 1e-7
             os.environ["KERNELBAND_FUSED_CHECKS"] = "0"

@@ -154,15 +154,15 @@ def _on(device: torch.device) -> Any:
     return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
-_TOLERANCES: dict[tuple[torch.device, float, float, float], torch.Tensor] = {}
+_TOLERANCES: dict[tuple[torch.device, float, float, float, float], torch.Tensor] = {}
 
 
-def _tolerances(device: torch.device, atol: float, rtol: float, clamp: float) -> torch.Tensor:
-    """(atol, rtol, clamp) as float64 on ``device``, made once per value (a handful per session)."""
-    key = (device, atol, rtol, clamp)
+def _tolerances(device: torch.device, atol: float, rtol: float, clamp: float, edge: float) -> torch.Tensor:
+    """(atol, rtol, clamp, edge) as float64 on ``device``, made once per value (a handful per session)."""
+    key = (device, atol, rtol, clamp, edge)
     t = _TOLERANCES.get(key)
     if t is None:
-        t = _TOLERANCES[key] = torch.tensor([atol, rtol, clamp], dtype=torch.float64, device=device)
+        t = _TOLERANCES[key] = torch.tensor([atol, rtol, clamp, edge], dtype=torch.float64, device=device)
     return t
 
 
@@ -243,7 +243,7 @@ def _compile_for(device: torch.device, dtypes: set[torch.dtype], fingerprint_tab
         _launch(
             k.float_stats_kernel,
             1,
-            (t(dtype), t(dtype), t(torch.int64, 4), t(torch.float64, 2), t(torch.float64, 2), 16, t(torch.float64, 3)),
+            (t(dtype), t(dtype), t(torch.int64, 4), t(torch.float64, 2), t(torch.float64, 2), 16, t(torch.float64, 4)),
             {"BLOCK": _BLOCK, "WIDE": dtype == torch.float64, "enable_fp_fusion": False},
             warmup=True,
         )
@@ -277,20 +277,21 @@ def _grid(n: int) -> int:
 
 
 def float_stats(
-    ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, clamp: float
+    ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, clamp: float, edge: float
 ) -> Optional[tuple[int, int, int, int, float, float, float, float]]:
     """``compare._float_stats`` in one kernel: (NaN positions that differ, of them NaN only
     in ``out``, Inf positions or signs that differ, elements outside ``atol + rtol *
     |ref|``, max abs error, max relative error (|ref| clamped below at ``clamp``), sum of
     squared errors, sum of squared references), over elements finite in both for the
-    errors. None where the kernels cannot read the tensors."""
+    errors; an infinity against a finite value of its sign from ``edge`` on is no
+    difference (``compare.overflow_edge``). None where the kernels cannot read the tensors."""
     if ref.dtype not in _FLOATS or out.dtype != ref.dtype or not usable(ref, out):
         return None
-    return _guarded(lambda: run_float_stats(ref, out, atol, rtol, clamp))
+    return _guarded(lambda: run_float_stats(ref, out, atol, rtol, clamp, edge))
 
 
 def run_float_stats(
-    ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, clamp: float
+    ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, clamp: float, edge: float
 ) -> tuple[int, int, int, int, float, float, float, float]:
     """``float_stats`` without the checks of where the tensors are (the tests run it under
     Triton's interpreter, on the host)."""
@@ -304,7 +305,7 @@ def run_float_stats(
     _launch(
         k.float_stats_kernel,
         programs,
-        (a, b, counts, maxima, sums, n, _tolerances(a.device, atol, rtol, clamp)),
+        (a, b, counts, maxima, sums, n, _tolerances(a.device, atol, rtol, clamp, edge)),
         {"BLOCK": _BLOCK, "WIDE": ref.dtype == torch.float64, "enable_fp_fusion": False},
     )
     c, m, s = counts.sum(0), maxima.amax(0), sums.sum(0)

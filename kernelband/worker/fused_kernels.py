@@ -25,10 +25,12 @@ def float_stats_kernel(
         atol = tl.load(tol_ptr)
         rtol = tl.load(tol_ptr + 1)
         clamp = tl.load(tol_ptr + 2)
+        edge = tl.load(tol_ptr + 3)
     else:
         atol = tl.load(tol_ptr).to(tl.float32)
         rtol = tl.load(tol_ptr + 1).to(tl.float32)
         clamp = tl.load(tol_ptr + 2).to(tl.float32)
+        edge = tl.load(tol_ptr + 3).to(tl.float32)
     step = tl.num_programs(0).to(tl.int64) * BLOCK
     lanes = tl.arange(0, BLOCK)
     nan_diff = tl.zeros([BLOCK], dtype=tl.int64)
@@ -58,7 +60,9 @@ def float_stats_kernel(
         mag = tl.where(finite, tl.abs(r), 0.0)
         nan_diff += (r_nan != o_nan).to(tl.int64)
         unwritten += (o_nan & ~r_nan).to(tl.int64)
-        inf_bad += (r_inf != o_inf).to(tl.int64) + (r_inf & o_inf & (r != o)).to(tl.int64)
+        finite_side = tl.where(r_inf, o, r)
+        at_edge = ((r > 0) == (o > 0)) & (tl.abs(finite_side) >= edge) & (finite_side == finite_side)
+        inf_bad += ((r_inf != o_inf) & ~at_edge).to(tl.int64) + (r_inf & o_inf & (r != o)).to(tl.int64)
         bad += (err > atol + rtol * mag).to(tl.int64)
         max_abs = tl.maximum(max_abs, err.to(tl.float64))
         if WIDE:
