@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelband.worker.compare import TOLERANCES, bitwise_equal, compare_outputs
+from kernelband.worker.compare import TOLERANCES, Bounds, bitwise_equal, compare_outputs
 
 
 def test_identical_and_within_tolerance():
@@ -69,6 +69,9 @@ def test_an_overflow_at_the_edge_of_the_range_is_the_largest_value_of_its_sign(d
     assert compare_outputs(ref, out).ok
     assert compare_outputs(out, ref).ok
     assert not compare_outputs(ref, out, tol_scale=0.0).ok
+    inf, half = torch.tensor([float("inf")], dtype=dtype), torch.tensor([big / 2], dtype=dtype)
+    assert compare_outputs(inf, torch.tensor([big], dtype=dtype), tol_scale=1e30).ok
+    assert not compare_outputs(inf, half, tol_scale=1e30).ok, "a widened tolerance widened the edge"
     for wrong in (big / 2, -big, float("nan"), 1.0):
         far = out.clone()
         far[1] = wrong
@@ -77,9 +80,40 @@ def test_an_overflow_at_the_edge_of_the_range_is_the_largest_value_of_its_sign(d
     tol = TOLERANCES[dtype]
     inside = torch.tensor([big - 0.5 * (tol.atol + tol.rtol * big)], dtype=torch.float64).to(dtype)
     outside = torch.tensor([big - 3.0 * (tol.atol + tol.rtol * big)], dtype=torch.float64).to(dtype)
-    inf = torch.tensor([float("inf")], dtype=dtype)
     assert compare_outputs(inf, inside).ok
     assert "Inf" in compare_outputs(inf, outside).message
+
+
+def _centred(rows: int, cols: int, g: torch.Generator) -> torch.Tensor:
+    x = torch.randn(rows, cols, generator=g) * 8  # a long call's values: large, rows summing to about 0
+    return (x - x.mean(-1, keepdim=True)).half().float()
+
+
+def test_the_long_row_floor_passes_float32_reordering_and_refuses_fp16_accumulation():
+    """The bound of a long call without a float32 twin (``judge_derived.LONG_ROW_FLOOR``) on
+    an fp16 matmul of large centred rows, K = 4097: noise of sd 0.05 (float32's own against
+    float64 is at most 0.006 here; an H200's split-K moved 634 results past 0.01) passes,
+    while a running sum rounded to fp16
+    after every chunk of K, from 16 to 1024 wide, fails; so does a scaling by 1%. The plain
+    tolerance refuses the noise; the relative L2 tolerance alone lets every fp16
+    accumulation through."""
+    from kernelband.worker.judge_derived import LONG_ROW_FLOOR
+
+    g = torch.Generator().manual_seed(0)
+    a, b = _centred(256, 4097, g), _centred(4097, 256, g)
+    exact = a.double() @ b.double()
+    ref = exact.half()
+    long_row = Bounds(of_largest=LONG_ROW_FLOOR)
+    noisy = (exact + 0.05 * torch.randn(exact.shape, generator=g, dtype=torch.float64)).half()
+    assert not compare_outputs({"returned": ref}, {"returned": noisy}).ok
+    assert compare_outputs({"returned": ref}, {"returned": noisy}, bounds=long_row).ok
+    for chunk in (16, 64, 256, 1024):
+        acc = torch.zeros(ref.shape, dtype=torch.float16)
+        for k in range(0, a.shape[1], chunk):
+            acc = (acc.float() + a[:, k : k + chunk] @ b[k : k + chunk]).half()
+        assert not compare_outputs({"returned": ref}, {"returned": acc}, bounds=long_row).ok, chunk
+        assert compare_outputs({"returned": ref}, {"returned": acc}, bounds=Bounds(1e30, 1.0)).ok, chunk
+    assert not compare_outputs({"returned": ref}, {"returned": (exact * 1.01).half()}, bounds=long_row).ok
 
 
 def test_integers_exact_and_bitwise():

@@ -487,6 +487,46 @@ def test_reordering_an_original_that_accumulates_in_fp16_passes(rowsum16_ev):
     assert got.ok, got.message
 
 
+# an original that takes only fp16 (as a kernel that asserts its dtype does): the long
+# call's float32 twin raises there, so the long call has no higher-precision reference
+ROWSUM_FP16_ONLY = ROWSUM.replace(
+    "    out = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)",
+    "    assert x.dtype == torch.float16\n    out = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)",
+).replace("torch.randn(8, 64, device=DEVICE)", "torch.randn(8, 64, device=DEVICE, dtype=torch.float16)")
+
+
+@pytest.fixture(scope="module")
+def rowsum_fp16_only_ev(tmp_path_factory):
+    assert ROWSUM_FP16_ONLY.count("assert x.dtype") == 1 and "float16)" in ROWSUM_FP16_ONLY
+    ev = prepared_evaluator(tmp_path_factory.mktemp("derived"), "rowsum_fp16_only", ROWSUM_FP16_ONLY,
+                            "rowsum_kernel", "harness_rowsum")
+    yield ev
+    ev.close()
+
+
+@pytest.mark.slow
+def test_reordering_an_original_without_a_float32_twin_passes(rowsum_fp16_only_ev):
+    """Another tile width sums the long row's large values in another float32 order: the
+    results near 0 move by about ulp(partial sum), past the plain tolerance, with a relative
+    L2 error far under it (split-K matmuls of an fp16-only original were refused so on an
+    H200)."""
+    ev = rowsum_fp16_only_ev
+    got = ev.evaluate(Variant(ROWSUM_FP16_ONLY.replace("BLOCK=32)", "BLOCK=64)")), time_it=False)
+    assert got.ok, got.message
+
+
+@pytest.mark.slow
+def test_accumulating_in_fp16_fails_without_a_float32_twin(rowsum_fp16_only_ev):
+    """Abuse of the rule above: a 16-bit accumulator, right on the harness's short rows, is
+    off on the long row by far more than the relative L2 tolerance."""
+    v = ROWSUM_FP16_ONLY.replace("acc = tl.zeros((BLOCK,), dtype=tl.float32)",
+                                 "acc = tl.zeros((BLOCK,), dtype=x_ptr.dtype.element_ty)")
+    v = v.replace("acc += x.to(tl.float32)", "acc += x")
+    assert v != ROWSUM_FP16_ONLY
+    got = rowsum_fp16_only_ev.evaluate(Variant(v), time_it=False)
+    assert got.status == Status.MISMATCH and "beyond the harness" in got.message, got.message
+
+
 def test_a_cuda_error_that_breaks_the_originals_context_is_a_crash_not_a_dropped_call():
     """On a GPU, a derived call that makes the original access memory illegally raises in
     Python, and every later call of that process fails the same way (the context is gone):

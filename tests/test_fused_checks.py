@@ -60,7 +60,7 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
             for scale in (1.0, 0.0):
                 os.environ["KERNELBAND_FUSED_CHECKS"] = "0"
                 torch_stats = compare._float_stats(ref, cand, tol, scale)
-                edge = compare.overflow_edge(dtype, scale * tol.atol, scale * tol.rtol)
+                edge = compare.overflow_edge(dtype, tol, scale)
                 fused = fused_checks.run_float_stats(ref, cand, scale * tol.atol, scale * tol.rtol, tol.atol, edge)
                 out["float"].append([str(dtype), n, list(torch_stats), list(fused)])
             high = ref.double() + 1e-7

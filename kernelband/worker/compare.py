@@ -38,6 +38,18 @@ for _name in ("float8_e4m3fn", "float8_e5m2"):
         TOLERANCES[getattr(torch, _name)] = Tolerance(1e-1, 1.25e-1, 5e-2)
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """How a comparison widens the dtype's tolerances: ``scale`` times every one (0: an
+    exact check), ``l2_scale`` times the relative L2 error's, and an absolute term of
+    ``of_largest`` times the tensor's largest finite reference magnitude added to each
+    element's bound."""
+
+    scale: float = 1.0
+    l2_scale: float = 1.0
+    of_largest: float = 0.0
+
+
 @dataclass
 class Comparison:
     ok: bool
@@ -120,7 +132,7 @@ def _moved(x: torch.Tensor, dev: torch.device, dtype: Optional[torch.dtype]) -> 
     return x.to(dtype) if dtype is not None else x
 
 
-def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: ErrorStats, tol_scale: float) -> None:
+def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: ErrorStats, bounds: Bounds) -> None:
     if out.shape != ref.shape:
         raise _Mismatch(f"{path}: shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
     if out.dtype != ref.dtype:
@@ -143,7 +155,9 @@ def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: Erro
     if ref.is_complex():
         ref, out = torch.view_as_real(ref), torch.view_as_real(out)
     tol = TOLERANCES.get(ref.dtype, TOLERANCES[torch.float32])
-    nan_diff, unwritten, inf_bad, bad, max_abs, max_rel, err_sq, ref_sq = _float_stats(ref, out, tol, tol_scale)
+    tol_scale = bounds.scale
+    floor = bounds.of_largest * largest_finite(ref) if bounds.of_largest else 0.0
+    nan_diff, unwritten, inf_bad, bad, max_abs, max_rel, err_sq, ref_sq = _float_stats(ref, out, tol, tol_scale, floor)
     if nan_diff:
         stats.mismatched += nan_diff
         stats.worst_output = path
@@ -165,21 +179,33 @@ def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor, stats: Erro
             f"{path}: {bad} of {n} elements outside atol={tol.atol:g}+rtol={tol.rtol:g}*|ref| "
             f"(max abs err {max_abs:.3g}, relative L2 error {rel_l2:.3g})"
         )
-    if rel_l2 > tol_scale * tol.rel_l2:
-        raise _Mismatch(f"{path}: relative L2 error {rel_l2:.3g} > {tol_scale * tol.rel_l2:.3g} ({ref.dtype})")
+    if rel_l2 > bounds.l2_scale * tol.rel_l2:
+        raise _Mismatch(f"{path}: relative L2 error {rel_l2:.3g} > {bounds.l2_scale * tol.rel_l2:.3g} ({ref.dtype})")
 
 
-def overflow_edge(dtype: torch.dtype, atol: float, rtol: float) -> float:
+def largest_finite(t: torch.Tensor) -> float:
+    """The largest magnitude among ``t``'s finite elements (0 for none), in slices."""
+    top = 0.0
+    for chunk, _ in chunk_pairs(t, t, None if t.dtype == torch.float64 else torch.float32):
+        finite = chunk[torch.isfinite(chunk)]
+        if finite.numel():
+            top = max(top, float(finite.abs().max()))
+    return top
+
+
+def overflow_edge(dtype: torch.dtype, tol: Tolerance, tol_scale: float) -> float:
     """The magnitude from which a finite value counts as the same as an infinity of its
-    sign: within the tolerance of ``dtype``'s largest finite value. A sum whose true value
-    lies at the edge of the range overflows in one order of additions and rounds to the
-    largest value in another (a split-K matmul of large fp16 values against the
+    sign: within ``dtype``'s own tolerance of its largest finite value. A sum whose true
+    value lies at the edge of the range overflows in one order of additions and rounds to
+    the largest value in another (a split-K matmul of large fp16 values against the
     original's single pass), so the two agree as closely as any two finite values within
-    the tolerance do. With no tolerance (exact checks) nothing is at the edge."""
-    if rtol <= 0 and atol <= 0:
+    the tolerance do. A widened tolerance (``tol_scale`` above 1) does not widen the edge:
+    an infinity is never the same as a finite value further from it; exact checks
+    (``tol_scale`` 0) have no edge."""
+    if tol_scale <= 0:
         return math.inf
     big = torch.finfo(dtype).max
-    return big - (atol + rtol * big)
+    return big - (tol.atol + tol.rtol * big)
 
 
 def _at_the_edge(r: torch.Tensor, o: torch.Tensor, r_inf: torch.Tensor, edge: float) -> torch.Tensor:
@@ -190,7 +216,7 @@ def _at_the_edge(r: torch.Tensor, o: torch.Tensor, r_inf: torch.Tensor, edge: fl
 
 
 def _float_stats(
-    ref: torch.Tensor, out: torch.Tensor, tol: "Tolerance", tol_scale: float
+    ref: torch.Tensor, out: torch.Tensor, tol: "Tolerance", tol_scale: float, floor: float = 0.0
 ) -> tuple[int, int, int, int, float, float, float, float]:
     """Every statistic of a float comparison in one pass over the data, accumulated where
     the data is and read back with a single synchronisation: NaN positions that differ,
@@ -198,8 +224,8 @@ def _float_stats(
     elements outside the tolerance, max abs and max relative error, and the sums of
     squares of the error and of the reference (in float64). Elementwise work runs in the
     data's own precision (float32 for half types), float64 only for float64 data."""
-    scale_atol = tol_scale * tol.atol
-    edge = overflow_edge(ref.dtype, scale_atol, tol_scale * tol.rtol)
+    scale_atol = tol_scale * tol.atol + floor
+    edge = overflow_edge(ref.dtype, tol, tol_scale)
     fused = fused_checks.float_stats(ref, out, scale_atol, tol_scale * tol.rtol, tol.atol, edge)
     if fused is not None:
         return fused
@@ -232,14 +258,14 @@ def _float_stats(
     return int(c[0]), int(c[1]), int(c[2]), int(c[3]), float(m[0]), float(m[1]), float(q[0]), float(q[1])
 
 
-def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float, compared: set[tuple[int, int]]) -> None:
+def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, bounds: Bounds, compared: set[tuple[int, int]]) -> None:
     if isinstance(ref, torch.Tensor):
         if not isinstance(out, torch.Tensor):
             raise _Mismatch(f"{path}: expected a tensor, got {type(out).__name__}")
         # one tensor shown under several names (returned and written) is one pair of the
         # same two objects: compared once, not once per name (a large output's seconds)
         if (id(ref), id(out)) not in compared:
-            _compare_tensor(path, ref, out, stats, tol_scale)
+            _compare_tensor(path, ref, out, stats, bounds)
             compared.add((id(ref), id(out)))
     elif isinstance(ref, (tuple, list)):
         if type(out) is not type(ref) or len(out) != len(ref):
@@ -248,7 +274,7 @@ def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float, co
                 f"{' of ' + str(len(out)) if isinstance(out, (tuple, list)) else ''}"
             )
         for i, (a, b) in enumerate(zip(ref, out)):
-            _walk(f"{path}[{i}]", a, b, stats, tol_scale, compared)
+            _walk(f"{path}[{i}]", a, b, stats, bounds, compared)
     elif isinstance(ref, dict):
         ref_type, out_type = getattr(ref, "type_name", None), getattr(out, "type_name", None)
         if ref_type != out_type:
@@ -259,12 +285,12 @@ def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float, co
                 f"{sorted(map(str, out)) if isinstance(out, dict) else type(out).__name__}"
             )
         for k in ref:
-            _walk(f"{path}[{k!r}]", ref[k], out[k], stats, tol_scale, compared)
+            _walk(f"{path}[{k!r}]", ref[k], out[k], stats, bounds, compared)
     elif isinstance(ref, float):
         if not isinstance(out, (float, int)):
             raise _Mismatch(f"{path}: expected a number, got {type(out).__name__}")
         if not (
-            math.isclose(out, ref, rel_tol=1e-5 * tol_scale, abs_tol=1e-8) or (math.isnan(ref) and math.isnan(out))
+            math.isclose(out, ref, rel_tol=1e-5 * bounds.scale, abs_tol=1e-8) or (math.isnan(ref) and math.isnan(out))
         ):
             raise _Mismatch(f"{path}: {out!r} != {ref!r}")
     else:
@@ -272,10 +298,12 @@ def _walk(path: str, ref: Any, out: Any, stats: ErrorStats, tol_scale: float, co
             raise _Mismatch(f"{path}: {out!r} != {ref!r}")
 
 
-def compare_outputs(ref: Any, out: Any, tol_scale: float = 1.0) -> Comparison:
+def compare_outputs(ref: Any, out: Any, tol_scale: float = 1.0, bounds: Optional[Bounds] = None) -> Comparison:
+    """Whether ``out`` matches ``ref`` (module docstring); ``tol_scale`` widens (or, at 0,
+    removes) every tolerance; ``bounds``, where given, says how instead."""
     stats = ErrorStats()
     try:
-        _walk("output", ref, out, stats, tol_scale, set())
+        _walk("output", ref, out, stats, bounds or Bounds(tol_scale, tol_scale), set())
     except _Mismatch as e:
         return Comparison(False, str(e), stats)
     return Comparison(True, "", stats)

@@ -20,7 +20,7 @@ from ..detect import detect, wrappers_of
 from ..model import Status
 from . import checks, derived, derived_run
 from .call_spec import Arg, DerivedCall, RecordedCall, TensorArg
-from .compare import TOLERANCES, compare_outputs
+from .compare import TOLERANCES, Bounds, compare_outputs
 from .jobs import Frame
 from .messages import Derived, DerivedOutputs, Step
 from .observe import materialize
@@ -172,6 +172,8 @@ def absorb_original(
 
 PRECISE = "precise"  # a long call's reference: the original's result on its float32 twin
 UNDEFINED = "undefined"  # a reference's masks of the elements the original left unwritten
+LONG_ROW_FLOOR = 2.0**-16  # of the largest output magnitude: float32 reordering noise passes, fp16 accumulation not
+UNBOUNDED_ELEMENTS = 1e30  # a tolerance scale that leaves only structure, NaN and Inf positions compared
 HIGH_TOLERANCE_SCALE = 100.0  # the float32 twin's and the special values' tolerance, times the plain one
 
 
@@ -363,7 +365,7 @@ def _as_precise(reference: dict[str, Any], out: Any, precise: Any) -> bool:
     they are as close to the higher-precision result as the original's are (the rule for
     the harness's own outputs: ``checks.precision_reason``), their NaN and Inf positions,
     shapes and dtypes the original's."""
-    if not compare_outputs(reference, out, tol_scale=1e30).ok or not isinstance(out, dict):
+    if not compare_outputs(reference, out, tol_scale=UNBOUNDED_ELEMENTS).ok or not isinstance(out, dict):
         return False
     found = dict(checks.leaves(out))
     high = dict(checks.leaves(precise))
@@ -435,6 +437,23 @@ def verdict_of(
         return Status.MISMATCH, f"{where}: writes outside its tensors (out of bounds), which the original does not"
     reference, precise, out = _reference_parts(reference, out)
     verdict = compare_outputs(reference, out, tol_scale=_tol_scale(call))
-    if not verdict.ok and not (precise is not None and _as_precise(reference, out, precise)):
+    if not verdict.ok and not _right_on_a_long_row(call, reference, out, precise):
         return Status.MISMATCH, f"{where}: {verdict.message}"
     return None
+
+
+def _right_on_a_long_row(call: DerivedCall, reference: Any, out: Any, precise: Any) -> bool:
+    """Whether a long call's outputs outside the plain tolerance are still right. With the
+    float32 twin's result: as precise as the original against it (``_as_precise``).
+    Without one (an original that takes only its reduced dtype, one that asserts fp16,
+    say): within the plain tolerance plus LONG_ROW_FLOOR times the output's largest
+    magnitude. A correct float32 reordering of the long rows moves a result by a few
+    float32 ulps of the partial sums, which near 0 is past the plain tolerance (two
+    split-K matmuls were refused so on an H200: 634 of 16.8M elements, relative L2 error
+    4.1e-5); a sum accumulated in 16 bits moves by fp16 ulps of them, hundreds of times
+    more (tests/test_compare.py, the fp16 accumulations in chunks of 16 to 1024)."""
+    if call.flavour != "long":
+        return False
+    if precise is not None:
+        return _as_precise(reference, out, precise)
+    return compare_outputs(reference, out, bounds=Bounds(of_largest=LONG_ROW_FLOOR)).ok
