@@ -223,6 +223,24 @@ def test_not_run(monkeypatch, tmp_path, cause, reason):
     assert outputs["agent_memcheck"] == {"ran": False, "ok": None, "findings": [], "reason": reason}
 
 
+@pytest.mark.parametrize("memcheck, says", [
+    (("", 1), "job: ok; exit code 1; no summary in its log"),
+    (("========= COMPUTE-SANITIZER\n", 0), "job: ok; exit code 0; no summary in its log"),
+    ((CLEAN_MEMCHECK, 3), "job: ok; exit code 3; its summary in its log"),
+])
+def test_a_run_that_did_not_finish_is_not_clean(monkeypatch, tmp_path, memcheck, says):
+    """Abuse of a quiet log: compute-sanitizer that could not write its log, stopped early,
+    or whose target exited abnormally found nothing because it checked nothing. Its report
+    is "not run" (a warning on the result, as on a machine without the tool), never clean,
+    and racecheck is not asked after it."""
+    reply = _judge_reply(monkeypatch, tmp_path, {"memcheck": memcheck, "racecheck": (CLEAN_RACECHECK, 0)})
+    reason = f"compute-sanitizer memcheck did not finish a run of the harnesses ({says})"
+    outputs = _without_checks(_outputs(reply))
+    assert outputs["check"]["out"]["sanitizer"] == {"ran": False, "ok": True, "reason": reason}
+    assert outputs["optimize"]["checked"]["memcheck"] == {"ran": False, "reason": reason}
+    assert outputs["optimize"]["warnings"] == [f"out-of-bounds accesses and races not checked: {reason}"]
+
+
 @pytest.mark.parametrize("reply, says", [
     ({"ran": True, "ok": "no"}, "malformed sanitizer report: ok must be bool"),
     ({"ran": True, "ok": False, "verdict": "x"}, "malformed sanitizer report: unknown field(s) 'verdict'"),

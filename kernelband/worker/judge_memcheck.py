@@ -39,6 +39,8 @@ def _sanitize(judge: JudgeCore, req: Sanitize) -> SanitizerReport:
     reports = []
     for name in TOOLS:
         report = _run_tool(judge, req, tool, name)
+        if not report.ran:
+            return report
         reports.append(report)
         if not report.ok:
             break
@@ -90,6 +92,14 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
     log.unlink(missing_ok=True)
     failed, findings = read_report(report)
     failed = failed or code == 86
+    if not failed and not (ended == "ok" and code == 0 and _SUMMARY.search(report)):
+        # a clean report needs the tool's own summary of a finished run: a tool that could
+        # not write its log, or whose target never ran instrumented, says nothing was wrong
+        # only because it checked nothing
+        return SanitizerReport.not_run(
+            f"compute-sanitizer {name} did not finish a run of the harnesses (job: {ended[:120]}; exit code {code}; "
+            f"{'its summary' if _SUMMARY.search(report) else 'no summary'} in its log)"
+        )
     return SanitizerReport(
         ran=True,
         ok=not failed,
