@@ -489,7 +489,8 @@ def phases_markdown(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    lines = [f"# Evaluation speed ({report['gpu']}, commit {report['commit'][:12]})", "",
+    commits = " + ".join(c[:12] for c in str(report["commit"]).split(" + "))  # merged: each part's commit
+    lines = [f"# Evaluation speed ({report['gpu']}, commit {commits})", "",
              f"Command: `{report['command']}`; budget {report['budget']}, cap {report['cap']} s per session "
              f"(layernorm_large 5x); one session at a time on "
              + _queues(report.get("gpus") or [])
