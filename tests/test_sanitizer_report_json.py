@@ -225,8 +225,8 @@ def test_not_run(monkeypatch, tmp_path, cause, reason):
 
 @pytest.mark.parametrize("memcheck, says", [
     (("", 1), "job: ok; exit code 1; no summary in its log"),
-    (("========= COMPUTE-SANITIZER\n", 0), "job: ok; exit code 0; no summary in its log"),
-    ((CLEAN_MEMCHECK, 3), "job: ok; exit code 3; its summary in its log"),
+    (("========= COMPUTE-SANITIZER\n", 0), "job: ok; exit code 0; no summary in its log; its log ends: 'COMPUTE-SANITIZER'"),
+    ((CLEAN_MEMCHECK, 3), "job: ok; exit code 3; its summary in its log; its log ends: 'ERROR SUMMARY: 0 errors'"),
 ])
 def test_a_run_that_did_not_finish_is_not_clean(monkeypatch, tmp_path, memcheck, says):
     """Abuse of a quiet log: compute-sanitizer that could not write its log, stopped early,

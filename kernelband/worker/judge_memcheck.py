@@ -96,9 +96,12 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
         # a clean report needs the tool's own summary of a finished run: a tool that could
         # not write its log, or whose target never ran instrumented, says nothing was wrong
         # only because it checked nothing
+        lines = [line.strip("= ").strip() for line in report.splitlines()]
+        last = next((line for line in reversed(lines) if line), "")
         return SanitizerReport.not_run(
             f"compute-sanitizer {name} did not finish a run of the harnesses (job: {ended[:120]}; exit code {code}; "
-            f"{'its summary' if _SUMMARY.search(report) else 'no summary'} in its log)"
+            f"{'its summary' if _SUMMARY.search(report) else 'no summary'} in its log"
+            + (f"; its log ends: {last[:160]!r})" if last else ")")
         )
     return SanitizerReport(
         ran=True,
