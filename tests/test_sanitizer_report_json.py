@@ -241,6 +241,23 @@ def test_a_run_that_did_not_finish_is_not_clean(monkeypatch, tmp_path, memcheck,
     assert outputs["optimize"]["warnings"] == [f"out-of-bounds accesses and races not checked: {reason}"]
 
 
+@pytest.mark.parametrize("error", [
+    "Error: No attachable process found. compute-sanitizer timed-out.",
+    "Error: Target application terminated before first instrumented API call",
+])
+def test_the_tools_own_error_is_not_a_clean_run(monkeypatch, tmp_path, error):
+    """compute-sanitizer that could not attach to its target still ends with a zero summary
+    and the target's exit code 0: its own error line says it checked nothing."""
+    log = f"========= COMPUTE-SANITIZER\n========= {error}\n========= ERROR SUMMARY: 0 errors\n"
+    reply = _judge_reply(monkeypatch, tmp_path, {"memcheck": (log, 0), "racecheck": (CLEAN_RACECHECK, 0)})
+    outputs = _without_checks(_outputs(reply))
+    reason = f"compute-sanitizer memcheck did not check the harnesses: {error}"
+    assert outputs["check"]["out"]["sanitizer"] == {"ran": False, "ok": True, "reason": reason}
+    # a race report starts with "Error:" too, and stays a finding
+    race = _judge_reply(monkeypatch, tmp_path, {"memcheck": (CLEAN_MEMCHECK, 0), "racecheck": (RACE, 86)})
+    assert _without_checks(_outputs(race))["optimize"]["memcheck"]["ok"] is False
+
+
 @pytest.mark.parametrize("reply, says", [
     ({"ran": True, "ok": "no"}, "malformed sanitizer report: ok must be bool"),
     ({"ran": True, "ok": False, "verdict": "x"}, "malformed sanitizer report: unknown field(s) 'verdict'"),

@@ -92,6 +92,9 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
     log.unlink(missing_ok=True)
     failed, findings = read_report(report)
     failed = failed or code == 86
+    trouble = tool_errors(report)
+    if not failed and trouble:  # the tool's own error: it did not check the harnesses
+        return SanitizerReport.not_run(f"compute-sanitizer {name} did not check the harnesses: {trouble[0][:200]}")
     if not failed and not (ended == "ok" and code == 0 and _SUMMARY.search(report)):
         # a clean report needs the tool's own summary of a finished run: a tool that could
         # not write its log, or whose target never ran instrumented, says nothing was wrong
@@ -137,6 +140,20 @@ def read_report(text: str) -> tuple[bool, list[str]]:
             failed = True
             findings.append(line)
     return failed, findings[:6]
+
+
+def tool_errors(text: str) -> list[str]:
+    """compute-sanitizer's errors about itself rather than the target ("Error: No
+    attachable process found", "Error: Target application terminated before first
+    instrumented API call"): its run checked nothing. A race it reports also starts with
+    "Error:" and is a finding, not one of these."""
+    out = []
+    for raw in text.splitlines():
+        line = raw.strip("= ").strip()
+        lower = line.lower()
+        if line.startswith("Error:") and "race reported" not in lower and "hazard" not in lower:
+            out.append(line)
+    return out
 
 
 def find_compute_sanitizer() -> Optional[str]:
