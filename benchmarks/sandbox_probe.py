@@ -15,7 +15,7 @@ which enters the sandbox first (``kernelband.worker.sandbox.enter``):
   against a read-only /usr, into the job's Triton cache) and run inside.
 - ipc-driver / ipc-torch: a CUDA IPC handle made inside (legacy cuIpcGetMemHandle, and
   torch's own CUDA tensor sharing) opened by this (unsandboxed) process.
-- memcheck: compute-sanitizer around a sandboxed process (as the judge's ``sanitize``
+- memcheck: compute-sanitizer inside the sandbox, starting the child (as the judge's ``sanitize``
   does): an out-of-bounds Triton read must be reported, a clean kernel must not.
 - judge: the real judge on examples/add_scale.py (prepare, a correct and a wrong
   variant, memcheck of an out-of-bounds variant), best-effort and strict.
@@ -45,6 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from kernelband.worker import sandbox, sandbox_fs, sandbox_linux  # noqa: E402
+from kernelband.worker.judge_memcheck import LOG_NAME  # noqa: E402
 
 ALL = ",".join(sandbox.LAYERS)
 BISECT = [*sandbox.LAYERS, "mount,hide,dev", ALL]
@@ -432,14 +433,17 @@ def memcheck(skip: str) -> tuple[bool, str, dict[str, Any]]:
     data: dict[str, Any] = {}
     verdicts = []
     for oob, expect in (("1024", 86), ("0", 0)):
-        log = tempfile.mktemp(prefix="kb-probe-memcheck-", suffix=".log")
-        wrapper = (sys.executable, "-m", "kernelband.worker.sandbox", tool, "--tool", "memcheck", "--error-exitcode",
-                   "86", "--print-limit", "4", "--log-file", log)
-        child = run_job(MEMCHECK_CODE, skip, timeout=180, wrapper=wrapper,
-                        extra_env={"PROBE_OOB": oob, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
-        text = Path(log).read_text(errors="replace") if os.path.exists(log) else ""
-        if os.path.exists(log):
-            os.unlink(log)
+        # as the judge's sanitize op: the tool inside the sandbox, its log in the job's directory
+        wrapper = (sys.executable, "-m", "kernelband.worker.sandbox", sandbox.WHOLE, tool, "--tool", "memcheck",
+                   "--error-exitcode", "86", "--print-limit", "4", "--log-file", LOG_NAME)
+        job = Job(MEMCHECK_CODE, skip, wrapper=wrapper,
+                  extra_env={"PROBE_OOB": oob, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+        try:
+            child = job.finish(180)
+            log = Path(job.dir, LOG_NAME)
+            text = log.read_text(errors="replace") if log.is_file() else ""
+        finally:
+            job.close()
         invalid = "Invalid __global__ read" in text
         good = child.returncode == expect and (invalid == (expect == 86)) and child.result.get("ran") is True
         verdicts.append(good)

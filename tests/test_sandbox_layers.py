@@ -862,11 +862,12 @@ def test_settings_never_weaken_by_accident(monkeypatch):
     assert sandbox._settings(None, None)[1] == {"pid", "network"}
     env = sandbox.scrubbed_env("/tmp/x", {"KERNELBAND_SANDBOX": "strict", "KERNELBAND_SANDBOX_SKIP": "pid",
                                           "KERNELBAND_SANDBOX_READ": "/home/me", "KERNELBAND_TEST_FATAL_MARKER": "m",
-                                          "KERNELBAND_SANDBOX_NETWORK": "0", "KERNELBAND_SANDBOX_OUTER": "isolated"})
+                                          "KERNELBAND_SANDBOX_NETWORK": "0", "KERNELBAND_SANDBOX_OUTER": "isolated",
+                                          sandbox.ENTERED_ENV: '{"policy": "best-effort", "layers": []}'})
     # the judge's settings pass; what only the judge or the wrapper may set does not
     assert env["KERNELBAND_SANDBOX"] == "strict" and env["KERNELBAND_SANDBOX_SKIP"] == "pid"
     for name in ("KERNELBAND_SANDBOX_READ", "KERNELBAND_TEST_FATAL_MARKER", "KERNELBAND_SANDBOX_NETWORK",
-                 "KERNELBAND_SANDBOX_OUTER"):
+                 "KERNELBAND_SANDBOX_OUTER", sandbox.ENTERED_ENV):  # the last: a forged "already sandboxed"
         assert name not in env
 
 
@@ -881,3 +882,51 @@ def test_hidden_directories_keep_exactly_what_is_needed(tmp_path):
                                      [f"{t}/a/b/c/x", f"{t}/a/b/c/x/y", f"{t}/a/z", f"{t}/d", f"{t}/e"])
     assert plan == {f"{t}/a": [f"{t}/a/b/c/x", f"{t}/a/z"]}
     assert refused == [f"{t}/d (needed: {t}/d)"]
+
+
+# --------------------------------------------------------------------------- a tool inside the sandbox
+FAKE_TOOL = """#!/bin/sh
+# a stand-in for compute-sanitizer: says where it runs, in its log, then runs its target
+log=$1
+shift
+{
+  echo "uid $(id -u)"
+  for ns in pid ipc mnt net; do echo "$ns $(readlink /proc/self/ns/$ns)"; done
+} > "$log"
+exec "$@"
+"""
+
+WHERE = textwrap.dedent("""
+    import os
+    result["uid"] = os.getuid()
+    for ns in ("pid", "ipc", "mnt", "net"):
+        result[ns] = os.readlink(f"/proc/self/ns/{ns}")
+    result["tool"] = dict(line.split(" ", 1) for line in open("tool.log").read().splitlines())
+""")
+
+
+def test_a_tool_runs_inside_the_sandbox_beside_the_process_it_watches(entry):
+    """``python -m kernelband.worker.sandbox --whole TOOL ...`` (compute-sanitizer's wrapper):
+    the tool and the variant process it starts share every namespace (compute-sanitizer
+    finds its target by pid and meets it over loopback and /dev/shm; with the variant's own
+    pid, IPC and mount namespaces around the target only, it checked nothing on an H200),
+    neither shares the judge's, the tool's folder (here under the hidden /tmp) is readable,
+    and the variant process reports the wrapper's layers instead of entering again."""
+    tools = tempfile.mkdtemp(prefix="kb-tool-")
+    try:
+        tool = os.path.join(tools, "fake-sanitizer")
+        with open(tool, "w") as fh:
+            fh.write(FAKE_TOOL)
+        os.chmod(tool, 0o755)
+        os.chmod(tools, 0o755)
+        wrapper = [*entry, sys.executable, "-m", "kernelband.worker.sandbox", sandbox.WHOLE, tool, "tool.log"]
+        run = run_payload(WHERE, sandboxed=True, wrapper=wrapper)
+    finally:
+        shutil.rmtree(tools, ignore_errors=True)
+    assert run.returncode == 0 and run.result.get("tool"), run.stderr[-3000:]
+    require(run, "mount", "ipc", "pid", "network")
+    assert all(layer["detail"].endswith("(entered by the wrapper)") for layer in run.report["layers"]), run.report
+    for ns in ("pid", "ipc", "mnt", "net"):
+        assert run.result["tool"][ns] == run.result[ns], (ns, run.result)  # the tool beside its target
+        assert run.result[ns] != os.readlink(f"/proc/self/ns/{ns}"), ns  # both inside the sandbox
+    assert run.result["tool"]["uid"] == str(run.result["uid"]) == "65534"

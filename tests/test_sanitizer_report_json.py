@@ -6,6 +6,8 @@ reaches the output is pinned here."""
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -45,7 +47,10 @@ class _FakeSanitizerJob:
     runs: dict[str, tuple[str, int]] = {}  # tool -> (log text, exit code)
 
     def __init__(self, job: Any, *, wrapper: list[str], **_: Any) -> None:
-        self.tool, self.log = wrapper[wrapper.index("--tool") + 1], Path(wrapper[wrapper.index("--log-file") + 1])
+        assert wrapper[1:4] == ["-m", "kernelband.worker.sandbox", "--whole"], wrapper  # the tool in the sandbox
+        self.dir = tempfile.mkdtemp(prefix="kernelband-variant-")  # the job's directory, the tool's cwd
+        self.tool = wrapper[wrapper.index("--tool") + 1]
+        self.log = Path(self.dir) / wrapper[wrapper.index("--log-file") + 1]
         self.proc = SimpleNamespace(wait=lambda timeout: self.runs[self.tool][1])
 
     def start(self, _device: Any) -> None:
@@ -55,7 +60,7 @@ class _FakeSanitizerJob:
         return iter(())
 
     def close(self) -> None:
-        pass
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _judge_reply(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, runs: dict[str, tuple[str, int]],

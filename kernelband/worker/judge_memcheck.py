@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Optional
 
 from ..model import NO_GPU_SANITIZER, SanitizerReport
@@ -16,9 +16,11 @@ from .jobs import JobFailed, VariantJob
 from .judge_core import JudgeCore, gpu
 from .messages import ErrorFrame, Job, Run
 from .requests import Sanitize
+from .sandbox import WHOLE
 
 
 TOOLS = ("memcheck", "racecheck")
+LOG_NAME = "compute-sanitizer.log"
 
 
 def sanitize(judge: JudgeCore, req: Sanitize) -> dict[str, Any]:
@@ -53,18 +55,19 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
     task = judge.require_task()
     harnesses = [h for h in task.check_harnesses if h != task.harness] or [task.harness]
     assert judge.workdir is not None
-    log = judge.workdir / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
     job = VariantJob(
         Job(task, {"v": req.source}, [Run("v", h, task.seeds[0], "check") for h in harnesses], writes=judge.ref.writes),
         timeout_s=req.run_timeout_s,
         trusted_cache=judge.workdir / "triton-cache-trusted",
         device=None,
         on_log=judge.on_log,
-        # the sanitizer talks to its target over loopback: both run in one private network
+        # the sanitizer runs inside the variant's sandbox, beside its target: outside, the
+        # target's pid, IPC and mount namespaces hid it from the tool (sandbox.exec_sandboxed)
         wrapper=[
             sys.executable,
             "-m",
             "kernelband.worker.sandbox",
+            WHOLE,
             tool,
             "--tool",
             name,
@@ -73,7 +76,7 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
             "--print-limit",
             "8",
             "--log-file",
-            str(log),
+            LOG_NAME,  # in the job's directory, its cwd: the one place the sandbox lets it write
         ],
         extra_env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
     )
@@ -87,9 +90,9 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
     except JobFailed as e:
         ended, code = f"{e.end.kind}: {e}", None
     finally:
+        log = Path(job.dir) / LOG_NAME
+        report = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
         job.close()
-    report = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-    log.unlink(missing_ok=True)
     failed, findings = read_report(report)
     failed = failed or code == 86
     trouble = tool_errors(report)

@@ -49,8 +49,10 @@ job must read besides Python and the package: the user's module folder and harne
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -87,6 +89,7 @@ __all__ = [
     "become_subreaper",
     "children_of",
     "exec_isolated",
+    "exec_sandboxed",
 ]
 
 _ALLOWED_NAMES = {
@@ -112,6 +115,9 @@ _ALLOWED_NAMES = {
 }
 _ALLOWED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TRITON_", "OPENBLAS_", "PYTORCH_", "TORCH_")
 _CREDENTIAL = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+
+ENTERED_ENV = "KERNELBAND_SANDBOX_ENTERED"  # set by ``exec_sandboxed`` for the process it starts
+WHOLE = "--whole"  # ``python -m kernelband.worker.sandbox --whole CMD``: ``exec_sandboxed``
 
 _PR_SET_CHILD_SUBREAPER = 36
 FILE_SIZE_LIMIT = 1 << 30
@@ -169,6 +175,9 @@ def enter(
     ``KERNELBAND_SANDBOX_READ``. ``policy`` and ``skip`` default to the environment.
     Returns in the sandboxed process only (the relay outside exits with its status).
     Raises ``SandboxRefused`` under the strict policy when a layer did not hold."""
+    entered = _entered_by_wrapper()
+    if entered is not None:
+        return entered
     policy, skipped = _settings(policy, skip)
     report = SandboxReport(policy)
     apply_limits()
@@ -194,6 +203,23 @@ def enter(
         return _finish(report)
     single_threaded()
     Setup(report, wanted, writable, readable, cwd, cache_note).run()
+    return _finish(report)
+
+
+def _entered_by_wrapper() -> Optional[SandboxReport]:
+    """The report of ``exec_sandboxed``, which entered this process's sandbox before it was
+    started (None: not started so). Only the wrapper sets ``ENTERED_ENV``: the judge's
+    environment for a variant process drops it (``allowed_env_name``)."""
+    raw = os.environ.pop(ENTERED_ENV, None)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        report = SandboxReport(str(data["policy"]))
+        for layer in data["layers"]:
+            report.set(str(layer["name"]), str(layer["state"]), f"{layer['detail']} (entered by the wrapper)")
+    except (ValueError, KeyError, TypeError):
+        return None  # not the wrapper's: enter as usual
     return _finish(report)
 
 
@@ -328,10 +354,9 @@ def loopback_up() -> None:
         fcntl.ioctl(s.fileno(), _SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | _IFF_UP, b"\0" * 14))
 
 
-def exec_isolated(argv: list[str]) -> None:
-    """``python -m kernelband.worker.sandbox CMD ...``: run CMD in a new network namespace
-    with only a loopback, so a tool and the variant process it launches share 127.0.0.1
-    and reach nothing else. The variant process is told not to isolate itself again."""
+def _isolate_with_loopback() -> None:
+    """A new network namespace with only a loopback, entered by this wrapper; the sandbox
+    entered after it (here or in the variant process) leaves the network as it is."""
     state = isolate_network()
     if state.startswith("isolated"):
         try:
@@ -340,8 +365,33 @@ def exec_isolated(argv: list[str]) -> None:
             state = f"{state} (loopback down: {e.strerror})"
     os.environ["KERNELBAND_SANDBOX_NETWORK"] = "0"
     os.environ["KERNELBAND_SANDBOX_OUTER"] = state
+
+
+def exec_isolated(argv: list[str]) -> None:
+    """``python -m kernelband.worker.sandbox CMD ...``: run CMD in a new network namespace
+    with only a loopback, so a tool and the variant process it launches share 127.0.0.1
+    and reach nothing else. The variant process enters the other layers itself."""
+    _isolate_with_loopback()
+    os.execvp(argv[0], argv)
+
+
+def exec_sandboxed(argv: list[str]) -> None:
+    """``python -m kernelband.worker.sandbox --whole CMD ...``: run CMD inside the variant's
+    whole sandbox, so that a tool (compute-sanitizer) and the variant process it launches
+    share every layer: the tool finds its target by pid and meets it over loopback,
+    /dev/shm and the job's TMPDIR. Outside, the variant's own pid, IPC and mount
+    namespaces hid it from the tool, which then checked nothing. The network first (a
+    loopback up), then the rest, with the tool's own folder readable; the variant process
+    finds ``ENTERED_ENV`` (this wrapper's report) and does not enter again."""
+    _isolate_with_loopback()
+    found = shutil.which(argv[0]) or argv[0]
+    report = enter(readable=[os.path.dirname(os.path.realpath(found))])
+    os.environ[ENTERED_ENV] = json.dumps(report.to_dict())
     os.execvp(argv[0], argv)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    exec_isolated(sys.argv[1:])
+    if sys.argv[1:2] == [WHOLE]:
+        exec_sandboxed(sys.argv[2:])
+    else:
+        exec_isolated(sys.argv[1:])
