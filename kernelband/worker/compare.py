@@ -3,7 +3,8 @@
 Outputs must match in structure, shape, dtype and NaN/Inf positions (an infinity
 against a finite value of its sign within the tolerance of the dtype's largest is the
 same value: ``overflow_edge``), and in value within dtype-aware tolerances: every finite
-element within ``atol + rtol * |ref|`` and the relative L2 error under ``rel_l2``. Integers and booleans must be exact.
+element within ``atol + rtol * |ref|`` and the relative L2 error under ``rel_l2``
+(``Bounds`` says how a comparison widens them). Integers and booleans must be exact.
 """
 
 from __future__ import annotations
