@@ -28,6 +28,7 @@ from .judge_derivation import wait_for_references
 from .judge_derived import candidate_steps
 from .judge_core import (
     JudgeCore,
+    Lane,
     Reference,
     add_frame_phase,
     add_phase,
@@ -335,7 +336,7 @@ class CandidateRun:
                 "whose order varies)",
             )
 
-    def _time_against_lane(self, job: VariantJob, lane: Any) -> None:
+    def _time_against_lane(self, job: VariantJob, lane: Lane) -> None:
         """Interleaved rounds under one exclusive GPU turn: the candidate, then the original
         (alternating which goes first), each one sample in its own process; on a GPU the
         turn is taken again where the original ran off its level in it (``lane_turns``)."""
@@ -358,7 +359,7 @@ class CandidateRun:
         self.ev.reference_ms = paired.baseline_ms
         self.ev.speedup_ci = [paired.ci_low, paired.ci_high]
 
-    def _turn(self, job: VariantJob, lane: Any, rounds: int) -> Turn:
+    def _turn(self, job: VariantJob, lane: Lane, rounds: int) -> Turn:
         cand: list[float] = []
         orig: list[float] = []
         clock = ""
