@@ -47,9 +47,10 @@ def main() -> int:
         runs.append(res)
         print(f"{ex}: {res.get('status')} {res.get('speedup')} ({wall:.0f} s)", flush=True)
     gpu = next((r.get("gpu") for r in runs if r.get("gpu")), "?")
-    (out_dir / "optimize_examples.json").write_text(json.dumps({"commit": bench_commit(), "gpu": gpu, "budget": args.budget, "runs": runs}, indent=2))
+    commit = bench_commit()
+    (out_dir / "optimize_examples.json").write_text(json.dumps({"commit": commit, "gpu": gpu, "budget": args.budget, "runs": runs}, indent=2))
     lines = [f"# kernelband optimize on the examples ({gpu}, rules generator, {args.search}, budget {args.budget})", "",
-             f"Commit {bench_commit()}; each example a cold workspace (`--no-store`), one session at a time.", "",
+             f"Commit {commit}; each example a cold workspace (`--no-store`), one session at a time.", "",
              "| example | status | baseline ms | best ms | speedup (95% CI) | evaluations | seconds | path |",
              "|---|---|---|---|---|---|---|---|"]
     for r in runs:

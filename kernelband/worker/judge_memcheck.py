@@ -62,7 +62,8 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
         device=None,
         on_log=judge.on_log,
         # the sanitizer runs inside the variant's sandbox, beside its target: outside, the
-        # target's pid, IPC and mount namespaces hid it from the tool (sandbox.exec_sandboxed)
+        # target's own pid, IPC and mount namespaces likely hid it from the tool
+        # (sandbox.exec_sandboxed)
         wrapper=[
             sys.executable,
             "-m",
@@ -98,16 +99,16 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
     trouble = tool_errors(report)
     if not failed and trouble:  # the tool's own error: it did not check the harnesses
         return SanitizerReport.not_run(f"compute-sanitizer {name} did not check the harnesses: {trouble[0][:200]}")
-    if not failed and not (ended == "ok" and code == 0 and _SUMMARY.search(report)):
+    summary = _SUMMARY.search(report)
+    if not failed and not (ended == "ok" and code == 0 and summary):
         # a clean report needs the tool's own summary of a finished run: a tool that could
         # not write its log, or whose target never ran instrumented, says nothing was wrong
         # only because it checked nothing
-        lines = [line.strip("= ").strip() for line in report.splitlines()]
-        last = next((line for line in reversed(lines) if line), "")
+        lines = log_lines(report)
         return SanitizerReport.not_run(
             f"compute-sanitizer {name} did not finish a run of the harnesses (job: {ended[:120]}; exit code {code}; "
-            f"{'its summary' if _SUMMARY.search(report) else 'no summary'} in its log"
-            + (f"; its log ends: {last[:160]!r})" if last else ")")
+            f"{'its summary' if summary else 'no summary'} in its log"
+            + (f"; its log ends: {lines[-1][:160]!r})" if lines else ")")
         )
     return SanitizerReport(
         ran=True,
@@ -123,6 +124,11 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
 _SUMMARY = re.compile(r"(ERROR|RACECHECK) SUMMARY: (\d+) (errors?|hazards?)")
 
 
+def log_lines(text: str) -> list[str]:
+    """compute-sanitizer's log, a line each, without its ``=========`` margin; blank lines dropped."""
+    return [line for line in (raw.strip("= ").strip() for raw in text.splitlines()) if line]
+
+
 def read_report(text: str) -> tuple[bool, list[str]]:
     """(whether compute-sanitizer found anything, the lines that say what) from its log: an
     invalid access, a reported race, or a summary with a count above zero. A summary of
@@ -130,8 +136,7 @@ def read_report(text: str) -> tuple[bool, list[str]]:
     and racecheck refused every candidate."""
     findings: list[str] = []
     failed = False
-    for raw in text.splitlines():
-        line = raw.strip("= ").strip()
+    for line in log_lines(text):
         summary = _SUMMARY.search(line)
         if summary:
             if int(summary.group(2)) > 0:
@@ -150,13 +155,11 @@ def tool_errors(text: str) -> list[str]:
     attachable process found", "Error: Target application terminated before first
     instrumented API call"): its run checked nothing. A race it reports also starts with
     "Error:" and is a finding, not one of these."""
-    out = []
-    for raw in text.splitlines():
-        line = raw.strip("= ").strip()
-        lower = line.lower()
-        if line.startswith("Error:") and "race reported" not in lower and "hazard" not in lower:
-            out.append(line)
-    return out
+    return [
+        line
+        for line in log_lines(text)
+        if line.startswith("Error:") and "race reported" not in line.lower() and "hazard" not in line.lower()
+    ]
 
 
 def find_compute_sanitizer() -> Optional[str]:

@@ -88,7 +88,6 @@ __all__ = [
     "kill_tree",
     "become_subreaper",
     "children_of",
-    "exec_isolated",
     "exec_sandboxed",
 ]
 
@@ -314,7 +313,7 @@ def _write(path: str, text: str) -> None:
 def isolate_network() -> str:
     """Move this (still single-threaded) process into a new network namespace (as root,
     or inside a new user namespace mapping our own uid). Returns a short description of
-    what was possible. Used by the wrapper (``exec_isolated``), which must stay our uid."""
+    what was possible. Used by the wrapper (``exec_sandboxed``) while it is still our uid."""
     if not sl.available():
         return "not isolated: unshare is not available on this OS"
     try:
@@ -356,7 +355,7 @@ def loopback_up() -> None:
 
 def _isolate_with_loopback() -> None:
     """A new network namespace with only a loopback, entered by this wrapper; the sandbox
-    entered after it (here or in the variant process) leaves the network as it is."""
+    entered after it leaves the network as it is."""
     state = isolate_network()
     if state.startswith("isolated"):
         try:
@@ -367,20 +366,12 @@ def _isolate_with_loopback() -> None:
     os.environ["KERNELBAND_SANDBOX_OUTER"] = state
 
 
-def exec_isolated(argv: list[str]) -> None:
-    """``python -m kernelband.worker.sandbox CMD ...``: run CMD in a new network namespace
-    with only a loopback, so a tool and the variant process it launches share 127.0.0.1
-    and reach nothing else. The variant process enters the other layers itself."""
-    _isolate_with_loopback()
-    os.execvp(argv[0], argv)
-
-
 def exec_sandboxed(argv: list[str]) -> None:
     """``python -m kernelband.worker.sandbox --whole CMD ...``: run CMD inside the variant's
     whole sandbox, so that a tool (compute-sanitizer) and the variant process it launches
     share every layer: the tool finds its target by pid and meets it over loopback,
     /dev/shm and the job's TMPDIR. Outside, the variant's own pid, IPC and mount
-    namespaces hid it from the tool, which then checked nothing. The network first (a
+    namespaces likely hid it from the tool, which then checked nothing. The network first (a
     loopback up), then the rest, with the tool's own folder readable; the variant process
     finds ``ENTERED_ENV`` (this wrapper's report) and does not enter again."""
     _isolate_with_loopback()
@@ -391,7 +382,6 @@ def exec_sandboxed(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    if sys.argv[1:2] == [WHOLE]:
-        exec_sandboxed(sys.argv[2:])
-    else:
-        exec_isolated(sys.argv[1:])
+    if sys.argv[1:2] != [WHOLE] or len(sys.argv) < 3:
+        sys.exit(f"usage: python -m kernelband.worker.sandbox {WHOLE} CMD [ARG ...]")
+    exec_sandboxed(sys.argv[2:])
