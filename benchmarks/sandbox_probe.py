@@ -414,6 +414,8 @@ def copy_kernel(x_ptr, out_ptr, OOB: tl.constexpr, BLOCK: tl.constexpr):
 
 x = torch.randn(1024, device="cuda")
 out = torch.empty_like(x)
+# PROBE_OOB elements past x: far enough (64 MiB) to miss every allocation, since memcheck
+# reports only reads that land in none (x + 1024 elements is `out`, allocated next to it)
 copy_kernel[(4,)](x, out, OOB=int(os.environ["PROBE_OOB"]), BLOCK=256)
 torch.cuda.synchronize()
 result["ran"] = True
@@ -432,7 +434,7 @@ def memcheck(skip: str) -> tuple[bool, str, dict[str, Any]]:
         raise NotApplicable("compute-sanitizer not found (CUDA's bin folder or PATH)")
     data: dict[str, Any] = {}
     verdicts = []
-    for oob, expect in (("1024", 86), ("0", 0)):
+    for oob, expect in ((str(1 << 24), 86), ("0", 0)):
         # as the judge's sanitize op: the tool inside the sandbox, its log in the job's directory
         wrapper = (sys.executable, "-m", "kernelband.worker.sandbox", sandbox.WHOLE, tool, "--tool", "memcheck",
                    "--error-exitcode", "86", "--print-limit", "4", "--log-file", LOG_NAME)
@@ -484,15 +486,16 @@ def check_judge(policy: str, memcheck: bool, skip: str = "") -> tuple[bool, str,
             data["wrong"] = f"{wrong.status.value}: {wrong.message[:200]}"
             data["network"] = ev.client.request("sandbox", 10)
             oob = src.replace("x = tl.load(x_ptr + offsets, mask=mask)", "x = tl.load(x_ptr + offsets)")
+            reports = []
             if memcheck and find_sanitizer():
-                data["memcheck oob"] = ev.sanitize(Variant(oob))
-                data["memcheck clean"] = ev.sanitize(Variant(src.replace("BLOCK_SIZE=128", "BLOCK_SIZE=1024")))
+                reports = [ev.sanitize(Variant(oob)), ev.sanitize(Variant(src.replace("BLOCK_SIZE=128", "BLOCK_SIZE=1024")))]
+                data["memcheck oob"], data["memcheck clean"] = (r.to_dict() for r in reports)
         ok = good.status.value == "ok" and wrong.status.value == "mismatch"
-        if "memcheck oob" in data:
-            ok = ok and data["memcheck oob"].get("ok") is False and data["memcheck clean"].get("ok") is True
         detail = f"correct {good.status.value}, wrong {wrong.status.value}"
-        if "memcheck oob" in data:
-            detail += f", memcheck oob ok={data['memcheck oob'].get('ok')}, clean ok={data['memcheck clean'].get('ok')}"
+        if reports:
+            bad, clean = reports
+            ok = ok and bad.ran and not bad.ok and clean.ran and clean.ok
+            detail += f", memcheck oob {bad.summary()}, clean {clean.summary()}"
         return ok, detail, data
     finally:
         shutil.rmtree(folder, ignore_errors=True)

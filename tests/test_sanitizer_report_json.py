@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -61,6 +62,15 @@ class _FakeSanitizerJob:
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True, params=["one at a time", "side by side"])
+def tools_together(request, monkeypatch):
+    """Every report here, with the tools run one after the other and side by side: the
+    verdict and the report are the same either way."""
+    together = request.param == "side by side"
+    monkeypatch.setattr(judge_memcheck, "tools_fit_together", lambda _judge: together)
+    return together
 
 
 def _judge_reply(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, runs: dict[str, tuple[str, int]],
@@ -277,3 +287,52 @@ def test_a_reply_that_does_not_decode_is_a_one_line_protocol_error(reply, says):
 
 def test_a_stored_report_that_does_not_decode_reads_as_none():
     assert Result.from_dict({"status": "no_improvement", "memcheck": {"ran": "yes"}}).memcheck is None
+
+
+class _TimedSanitizerJob(_FakeSanitizerJob):
+    """A tool's job that takes a while, saying when it ran."""
+
+    spans: list[tuple[str, float, float]] = []
+
+    def __init__(self, job: Any, **kwargs: Any) -> None:
+        super().__init__(job, **kwargs)
+        self.proc = SimpleNamespace(wait=self._wait)
+
+    def start(self, device: Any) -> None:
+        self.began = time.monotonic()
+        super().start(device)
+
+    def _wait(self, timeout: float) -> int:
+        time.sleep(0.4)
+        self.spans.append((self.tool, self.began, time.monotonic()))
+        return self.runs[self.tool][1]
+
+
+def test_the_tools_run_side_by_side_only_when_they_fit(monkeypatch, tmp_path, tools_together):
+    """Side by side, both tools' runs are under way at once; one at a time, the second
+    starts after the first ended (and a memcheck finding leaves racecheck unasked)."""
+    monkeypatch.setattr(_TimedSanitizerJob, "spans", [])
+    monkeypatch.setattr(judge_memcheck, "VariantJob", _TimedSanitizerJob)
+    monkeypatch.setattr(judge_memcheck, "gpu", lambda: True)
+    monkeypatch.setattr(judge_memcheck, "find_compute_sanitizer", lambda: "/cuda/bin/compute-sanitizer")
+    monkeypatch.setattr(_FakeSanitizerJob, "runs", {"memcheck": (CLEAN_MEMCHECK, 0), "racecheck": (CLEAN_RACECHECK, 0)})
+    judge = SimpleNamespace(require_task=lambda: TASK, workdir=tmp_path, ref=SimpleNamespace(writes={}), on_log=None)
+    report = judge_memcheck._sanitize(judge, Sanitize(source="# v\n"))  # type: ignore[arg-type]
+    assert report.ok and report.tools == ("memcheck", "racecheck")
+    spans = sorted(_TimedSanitizerJob.spans, key=lambda s: s[1])
+    assert [s[0] for s in spans] == ["memcheck", "racecheck"] or tools_together
+    overlap = spans[1][1] < spans[0][2]
+    assert overlap == tools_together
+
+
+@pytest.mark.parametrize("peak, free, together", [
+    (0, 100 << 30, False),  # the original's peak unknown: one at a time
+    (4 << 30, 100 << 30, True),
+    (40 << 30, 80 << 30, False),  # two 40 GiB runs and the margin do not fit in 80 GiB
+    (39 << 30, 80 << 30, True),
+])
+def test_side_by_side_needs_the_memory_for_every_tool(monkeypatch, peak, free, together):
+    monkeypatch.undo()  # the real gate, not the fixture's
+    monkeypatch.setattr(judge_memcheck.torch.cuda, "mem_get_info", lambda: (free, 141 << 30))
+    judge = SimpleNamespace(ref=SimpleNamespace(cuda_peak=peak))
+    assert judge_memcheck.tools_fit_together(judge) is together  # type: ignore[arg-type]

@@ -1,19 +1,25 @@
-"""The judge's ``sanitize`` op: a candidate's correctness harnesses once under
-compute-sanitizer memcheck, for the out-of-bounds accesses comparisons cannot see."""
+"""The judge's ``sanitize`` op: a candidate's correctness harnesses under compute-sanitizer
+memcheck and racecheck (side by side where the GPU has the memory), for the out-of-bounds
+accesses and shared-memory races comparisons cannot see."""
 
 from __future__ import annotations
 
 import os
 import re
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
+
+import torch
 
 from ..model import NO_GPU_SANITIZER, SanitizerReport
+from ..trace import mark
 from .deadlines import SANITIZE_EXIT_S
 from .jobs import JobFailed, VariantJob
-from .judge_core import JudgeCore, gpu
+from .judge_core import GPU_MARGIN_BYTES, JudgeCore, gpu
 from .messages import ErrorFrame, Job, Run
 from .requests import Sanitize
 from .sandbox import WHOLE
@@ -38,9 +44,17 @@ def _sanitize(judge: JudgeCore, req: Sanitize) -> SanitizerReport:
         return SanitizerReport.not_run(NO_GPU_SANITIZER)
     if tool is None:
         return SanitizerReport.not_run("compute-sanitizer not found (CUDA's bin folder or PATH)")
+    runs: Iterator[SanitizerReport]
+    if tools_fit_together(judge):
+        # each tool is its own process (start-up, compilation, instrumented runs): side by
+        # side they take the longer one's time, not the sum. The verdict is read in TOOLS
+        # order as if they had run one after the other
+        with ThreadPoolExecutor(len(TOOLS), thread_name_prefix="kb-sanitize") as pool:
+            runs = iter(list(pool.map(lambda name: _run_tool(judge, req, tool, name), TOOLS)))
+    else:
+        runs = (_run_tool(judge, req, tool, name) for name in TOOLS)
     reports = []
-    for name in TOOLS:
-        report = _run_tool(judge, req, tool, name)
+    for report in runs:
         if not report.ran:
             return report
         reports.append(report)
@@ -49,6 +63,17 @@ def _sanitize(judge: JudgeCore, req: Sanitize) -> SanitizerReport:
     return replace(
         reports[-1], tools=tuple(r.tool for r in reports), findings=tuple(f for r in reports for f in r.findings)[:8]
     )
+
+
+def tools_fit_together(judge: JudgeCore) -> bool:
+    """Whether every tool's run of the harnesses fits on the GPU at once: the original's
+    measured peak for each (each tensor its own allocation, as the tools run it) and a
+    margin. An unknown peak runs them one at a time."""
+    peak = judge.ref.cuda_peak
+    if peak <= 0:
+        return False
+    free, _ = torch.cuda.mem_get_info()
+    return len(TOOLS) * peak + GPU_MARGIN_BYTES <= free
 
 
 def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> SanitizerReport:
@@ -81,6 +106,7 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
         ],
         extra_env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
     )
+    started = time.monotonic()
     job.start(None)
     ended = "ok"
     try:
@@ -94,6 +120,7 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
         log = Path(job.dir) / LOG_NAME
         report = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
         job.close()
+        mark("sanitize.tool", tool=name, seconds=round(time.monotonic() - started, 3), ended=ended[:80], code=code)
     failed, findings = read_report(report)
     failed = failed or code == 86
     trouble = tool_errors(report)
