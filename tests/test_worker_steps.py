@@ -123,7 +123,7 @@ def test_every_step_has_a_handler_in_the_variant_process() -> None:
     ({"op": "run", "module": "v", "harness": "h", "seed": "0"}, "malformed run step: seed must be int, got str ('0')"),
     ({"op": "run", "module": "v", "harness": "h", "seed": True}, "seed must be int, got bool"),
     ({"op": "run", "module": "v", "harness": "h", "seed": 0, "mode": "fast"},
-     "mode must be 'check' or 'neutral' or 'upcast', got str ('fast')"),
+     "mode must be 'check' or 'neutral' or 'upcast' or 'sanitize', got str ('fast')"),
     ({"op": "run", "module": "v", "seed": 0}, "malformed run step: missing required field 'harness'"),
     ({"op": "run", "module": "v", "harness": "h", "seed": 0, "kept": "v"}, "unknown field(s) 'kept' (known: module,"),
     ({"op": "sample", "key": "v", "held_by_judge": 1}, "malformed sample step: held_by_judge must be bool, got int"),

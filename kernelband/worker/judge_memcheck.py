@@ -81,7 +81,12 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
     harnesses = [h for h in task.check_harnesses if h != task.harness] or [task.harness]
     assert judge.workdir is not None
     job = VariantJob(
-        Job(task, {"v": req.source}, [Run("v", h, task.seeds[0], "check") for h in harnesses], writes=judge.ref.writes),
+        Job(
+            task,
+            {"v": req.source},
+            [Run("v", h, task.seeds[0], "sanitize") for h in harnesses],
+            writes=judge.ref.writes,
+        ),
         timeout_s=req.run_timeout_s,
         trusted_cache=judge.workdir / "triton-cache-trusted",
         device=None,

@@ -59,7 +59,9 @@ class Step(Op):
 class Run(Step):
     """Run ``harness`` of module ``module`` under ``seed``: a ``RunOutputs`` frame. mode: check,
     neutral (launches replaced by poison), upcast (check, and the launches rerun on float64
-    copies); ``keep``: kept under that key for the steps below; ``again``: the re-check after
+    copies), sanitize (the harness run and nothing else: no fingerprints, snapshots or
+    outputs sent, under compute-sanitizer, where every kernel of ours would be instrumented
+    too); ``keep``: kept under that key for the steps below; ``again``: the re-check after
     timing; ``record``: wrappers whose calls to record; ``skip_over``: skipped when the
     harness's last run returned more bytes."""
 
@@ -67,7 +69,7 @@ class Run(Step):
     module: str
     harness: str
     seed: int
-    mode: Literal["check", "neutral", "upcast"] = "check"
+    mode: Literal["check", "neutral", "upcast", "sanitize"] = "check"
     keep: Optional[str] = None
     again: bool = False
     record: list[str] = field(default_factory=list)
@@ -213,7 +215,7 @@ class RunOutputs(FrameMeta):
     KIND: ClassVar[str] = "outputs"
     harness: str
     seed: int
-    mode: Literal["check", "neutral", "upcast"]
+    mode: Literal["check", "neutral", "upcast", "sanitize"]
     launches: list[LaunchRecord] = field(default_factory=list)
     written: dict[str, list[str]] = field(default_factory=dict)  # kernel -> arguments its launches wrote
     changed_inputs: list[str] = field(default_factory=list)  # inputs changed outside any launch's outputs
