@@ -442,6 +442,11 @@ class VerificationReport:
     def refused(self) -> bool:
         return self.ran and not self.ok
 
+    @property
+    def left_unchecked(self) -> str:
+        """What a run that happened still left unchecked, and why ("" when nothing)."""
+        return ""
+
     @classmethod
     def from_wire(cls: type[_V], body: object) -> _V:
         """The report ``body`` describes, each field checked; a one-line MalformedMessage if not."""
@@ -462,13 +467,20 @@ class SanitizerReport(VerificationReport):
     findings: tuple[str, ...] = ()
     harnesses: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()  # the tools that ran, in order
+    # a tool after a clean memcheck that did not finish (racecheck past its time), and why:
+    # memcheck's verdict stands, what that tool checks is said to be unchecked
+    unfinished: str = ""
+
+    @property
+    def left_unchecked(self) -> str:
+        return self.unfinished
 
     def to_dict(self) -> JsonObject:
         """The printed form (``check --json``'s ``sanitizer``, a Result's ``memcheck``): the
         reason of a run that did not happen, else what each tool ran on and found."""
         if not self.ran:
             return {"ran": False, "ok": self.ok, "reason": self.reason}
-        return {
+        out: JsonObject = {
             "ran": True,
             "ok": self.ok,
             "tool": self.tool,
@@ -478,12 +490,18 @@ class SanitizerReport(VerificationReport):
             "harnesses": list(self.harnesses),
             "tools": list(self.tools),
         }
+        if self.unfinished:
+            out["unfinished"] = self.unfinished
+        return out
 
     def summary(self) -> JsonObject:
         """In a few words (``checked.memcheck``): ran and ok with its first findings, or why not."""
         if not self.ran:
             return {"ran": False, "reason": self.reason or "memcheck could not run"}
-        return {"ran": True, "ok": self.ok, "findings": list(self.findings[:5])}
+        out: JsonObject = {"ran": True, "ok": self.ok, "findings": list(self.findings[:5])}
+        if self.unfinished:
+            out["unfinished"] = self.unfinished
+        return out
 
 
 # index: evaluations done so far; t: the session's seconds; parent: the pool member's id it

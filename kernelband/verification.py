@@ -42,6 +42,9 @@ class StepReport(Protocol):
     @property
     def reason(self) -> str: ...
 
+    @property
+    def left_unchecked(self) -> str: ...
+
     def summary(self) -> JsonObject: ...
 
 
@@ -178,8 +181,8 @@ def run_verification(
         made[step.key] = outcome.reports[step.key] = report
         if refusal is not None:
             outcome.refused_by, outcome.refusal = step, refusal
-        elif not report.ran:
+        elif not report.ran or report.left_unchecked:
             say = (warn if step.warns else note) or log
             if say is not None:
-                say(f"{step.unchecked}: {report.reason}")
+                say(f"{step.unchecked}: {report.reason}" if not report.ran else report.left_unchecked)
     return outcome

@@ -26,6 +26,7 @@ from kernelband.search.base import Candidate
 from kernelband.session import SessionConfig
 from kernelband.worker import judge_memcheck
 from kernelband.worker.client import WorkerError, _result
+from kernelband.worker.jobs import JobEnd, JobEndKind, JobFailed
 from kernelband.worker.requests import ErrorKind, Reply, Sanitize, WideCalls, encode_reply
 
 INVALID_WRITE = ("========= Invalid __global__ write of size 4 bytes\n"
@@ -45,7 +46,7 @@ TASK = Task(module_path="/x/k.py", source="# o\n", kernel="k", harness="bench_k"
 class _FakeSanitizerJob:
     """A variant job under compute-sanitizer: writes the tool's log and exits with its code."""
 
-    runs: dict[str, tuple[str, int]] = {}  # tool -> (log text, exit code)
+    runs: dict[str, tuple[str, Any]] = {}  # tool -> (log text, exit code, or how its job ended: "timeout")
 
     def __init__(self, job: Any, *, wrapper: list[str], **_: Any) -> None:
         assert wrapper[1:4] == ["-m", "kernelband.worker.sandbox", "--whole"], wrapper  # the tool in the sandbox
@@ -58,6 +59,8 @@ class _FakeSanitizerJob:
         self.log.write_text(self.runs[self.tool][0])
 
     def frames(self) -> Any:
+        if self.runs[self.tool][1] in ("timeout", "crashed"):  # the job ended without its done frame
+            raise JobFailed(JobEnd(JobEndKind(self.runs[self.tool][1]), "no frame in 60 s"))
         return iter(())
 
     def close(self) -> None:
@@ -336,3 +339,41 @@ def test_side_by_side_needs_the_memory_for_every_tool(monkeypatch, peak, free, t
     monkeypatch.setattr(judge_memcheck.torch.cuda, "mem_get_info", lambda: (free, 141 << 30))
     judge = SimpleNamespace(ref=SimpleNamespace(cuda_peak=peak))
     assert judge_memcheck.tools_fit_together(judge) is together  # type: ignore[arg-type]
+
+
+UNFINISHED = "shared-memory races not checked: racecheck did not finish in 60 s"
+
+
+def test_racecheck_past_its_time_leaves_memchecks_verdict_and_a_warning(monkeypatch, tmp_path):
+    """racecheck instruments every shared-memory access (86 s a launch of the matmul
+    example's harness): past its time after a clean memcheck, memcheck's verdict stands and
+    the races are reported unchecked, a warning on the result, never clean."""
+    reply = _judge_reply(monkeypatch, tmp_path, {"memcheck": (CLEAN_MEMCHECK, 0), "racecheck": ("", "timeout")})
+    outputs = _without_checks(_outputs(reply))
+    sanitizer = outputs["check"]["out"]["sanitizer"]
+    assert sanitizer["ran"] and sanitizer["ok"] and sanitizer["tools"] == ["memcheck"]
+    assert sanitizer["unfinished"] == UNFINISHED
+    assert outputs["check"]["refused"] is False and f"warning: {UNFINISHED}" in outputs["check"]["log"]
+    assert outputs["optimize"]["status"] == "improved" and UNFINISHED in outputs["optimize"]["warnings"]
+    assert outputs["optimize"]["checked"]["memcheck"] == {"ran": True, "ok": True, "findings": [], "unfinished": UNFINISHED}
+    assert outputs["agent_memcheck"] == {"ran": True, "ok": True, "findings": [], "reason": UNFINISHED}
+
+
+@pytest.mark.parametrize("runs, says", [
+    # memcheck past its time: nothing checked, never partial credit
+    ({"memcheck": ("", "timeout"), "racecheck": (CLEAN_RACECHECK, 0)}, "compute-sanitizer memcheck did not finish"),
+    # racecheck crashed (not its time): its run says nothing, the whole report is not run
+    ({"memcheck": (CLEAN_MEMCHECK, 0), "racecheck": ("", "crashed")}, "compute-sanitizer racecheck did not finish"),
+])
+def test_only_racecheck_past_its_time_is_partial(monkeypatch, tmp_path, runs, says):
+    """Abuse of the partial report: a variant that hangs memcheck, or crashes racecheck's
+    run, gets no clean memcheck out of it."""
+    reply = _judge_reply(monkeypatch, tmp_path, runs)
+    outputs = _without_checks(_outputs(reply))
+    sanitizer = outputs["check"]["out"]["sanitizer"]
+    assert sanitizer["ran"] is False and sanitizer["reason"].startswith(says), sanitizer
+
+
+def test_a_race_found_in_time_still_refuses(monkeypatch, tmp_path):
+    reply = _judge_reply(monkeypatch, tmp_path, {"memcheck": (CLEAN_MEMCHECK, 0), "racecheck": (RACE, 86)})
+    assert _without_checks(_outputs(reply))["check"]["refused"] is True

@@ -86,7 +86,7 @@ class Memcheck:
     ran: bool
     ok: Optional[bool] = None
     findings: list[str] = field(default_factory=list)
-    reason: str = ""  # why it did not run
+    reason: str = ""  # why it did not run, or what a run left unchecked (racecheck past its time)
 
 
 @dataclass
@@ -241,7 +241,10 @@ def memcheck(raw: object) -> Memcheck:
     except MalformedMessage:
         return Memcheck(ran=False, reason="not reported by the engine")
     return Memcheck(
-        ran=report.ran, ok=report.ok if report.ran else None, findings=list(report.findings), reason=report.reason
+        ran=report.ran,
+        ok=report.ok if report.ran else None,
+        findings=list(report.findings),
+        reason=report.reason or report.left_unchecked,
     )
 
 

@@ -50,6 +50,10 @@ def evaluation_runs(harness: str, check_harnesses: Iterable[str], seeds: int, de
 JUDGE_START_S = 120.0  # a fresh judge's start-up, until it answers ``hello`` (client.WorkerClient)
 DEVICE_FACTS_S = 600.0  # measuring the device's facts (bandwidth, peak rates) once
 SANITIZE_RUN_S = 300.0  # each compute-sanitizer tool's job (judge_memcheck)
+# racecheck's job, at most: it instruments every shared-memory access (the matmul example's
+# 4096x4096 harness ran 86 s a launch under it, against 0.6 s under memcheck); past this it
+# is reported unfinished and memcheck's verdict stands
+RACECHECK_RUN_S = 60.0
 SANITIZE_EXIT_S = 60.0  # and the wait for that tool's process to exit after its last frame
 # harness-run deadlines of the wide op (judge_wide): each recorded call run by the original
 # once per canary in each of its attempts, then once by the variant

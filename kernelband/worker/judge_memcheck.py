@@ -17,8 +17,8 @@ import torch
 
 from ..model import NO_GPU_SANITIZER, SanitizerReport
 from ..trace import mark
-from .deadlines import SANITIZE_EXIT_S
-from .jobs import JobFailed, VariantJob
+from .deadlines import RACECHECK_RUN_S, SANITIZE_EXIT_S
+from .jobs import JobEndKind, JobFailed, VariantJob
 from .judge_core import GPU_MARGIN_BYTES, JudgeCore, gpu
 from .messages import ErrorFrame, Job, Run
 from .requests import Sanitize
@@ -53,15 +53,24 @@ def _sanitize(judge: JudgeCore, req: Sanitize) -> SanitizerReport:
             runs = iter(list(pool.map(lambda name: _run_tool(judge, req, tool, name), TOOLS)))
     else:
         runs = (_run_tool(judge, req, tool, name) for name in TOOLS)
-    reports = []
-    for report in runs:
+    reports: list[SanitizerReport] = []
+    unfinished = ""
+    for name, report in zip(TOOLS, runs):
         if not report.ran:
+            if name == "racecheck" and report.job.startswith(JobEndKind.TIMEOUT.value):
+                # past its time after a clean memcheck: memcheck's verdict stands, the
+                # races are said to be unchecked (a warning), never clean
+                unfinished = f"shared-memory races not checked: racecheck did not finish in {RACECHECK_RUN_S:.0f} s"
+                break
             return report
         reports.append(report)
         if not report.ok:
             break
     return replace(
-        reports[-1], tools=tuple(r.tool for r in reports), findings=tuple(f for r in reports for f in r.findings)[:8]
+        reports[-1],
+        tools=tuple(r.tool for r in reports),
+        findings=tuple(f for r in reports for f in r.findings)[:8],
+        unfinished=unfinished,
     )
 
 
@@ -87,7 +96,7 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
             [Run("v", h, task.seeds[0], "sanitize") for h in harnesses],
             writes=judge.ref.writes,
         ),
-        timeout_s=req.run_timeout_s,
+        timeout_s=min(req.run_timeout_s, RACECHECK_RUN_S) if name == "racecheck" else req.run_timeout_s,
         trusted_cache=judge.workdir / "triton-cache-trusted",
         device=None,
         on_log=judge.on_log,
@@ -120,7 +129,7 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
                 ended = f"error: {frame.meta.message[:300]}"
         code = job.proc.wait(timeout=SANITIZE_EXIT_S)
     except JobFailed as e:
-        ended, code = f"{e.end.kind}: {e}", None
+        ended, code = f"{e.end.kind.value}: {e}", None
     finally:
         log = Path(job.dir) / LOG_NAME
         report = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
@@ -137,11 +146,12 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
         # not write its log, or whose target never ran instrumented, says nothing was wrong
         # only because it checked nothing
         lines = log_lines(report)
-        return SanitizerReport.not_run(
+        not_run = SanitizerReport.not_run(
             f"compute-sanitizer {name} did not finish a run of the harnesses (job: {ended[:120]}; exit code {code}; "
             f"{'its summary' if summary else 'no summary'} in its log"
             + (f"; its log ends: {lines[-1][:160]!r})" if lines else ")")
         )
+        return replace(not_run, tool=name, job=ended)
     return SanitizerReport(
         ran=True,
         ok=not failed,

@@ -349,9 +349,9 @@ class Steps:
         launches wrote (``messages.Run`` says how)."""
         import torch
 
-        from . import carryover, timeline
+        from . import autotune_clock, carryover, timeline
         from .capture import StatefulGrid, fingerprint, launch_record, tensor_key
-        from .runner import HarnessError, run_harness
+        from .runner import HarnessError, run_harness, synchronize
 
         self.await_judge()
         version = self.modules[step.module]
@@ -370,10 +370,13 @@ class Steps:
         calls: list[RecordedCall] = []
         # a candidate's timed run: what torch does beside its launches, for the replay rules
         watch = carryover.TorchAccess() if step.keep and self.writes else None
+        # under compute-sanitizer, each config of an autotuner runs once, untimed
+        tuning = autotune_clock.every_config_once(synchronize) if mode == "sanitize" else contextlib.nullcontext()
         try:
             with (
                 _recording_wrappers(version, step.record) as calls,
                 watch if watch is not None else contextlib.nullcontext(),
+                tuning,
                 timeline.span("harness"),
             ):
                 out, rec = run_harness(version, step.seed, **options)
