@@ -27,9 +27,17 @@ def main() -> int:
     ap.add_argument("--search", default="kernelband")
     ap.add_argument("--examples", default=",".join(EXAMPLES))
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="write one report of these runs' optimize_examples.json files (one per GPU) instead of running")
     args = ap.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        parts = [json.loads(Path(f).read_text()) for f in args.merge]
+        runs = [r for part in parts for r in part["runs"]]
+        commit = " + ".join(dict.fromkeys(part["commit"] for part in parts))
+        write_report(out_dir, commit, parts[0]["gpu"], parts[0]["budget"], args.search, runs)
+        return 0
     runs = []
     for ex in args.examples.split(","):
         cmd = [sys.executable, "-m", "kernelband", "optimize", f"examples/{ex}", "--budget", str(args.budget),
@@ -47,23 +55,29 @@ def main() -> int:
         runs.append(res)
         print(f"{ex}: {res.get('status')} {res.get('speedup')} ({wall:.0f} s)", flush=True)
     gpu = next((r.get("gpu") for r in runs if r.get("gpu")), "?")
-    commit = bench_commit()
-    (out_dir / "optimize_examples.json").write_text(json.dumps({"commit": commit, "gpu": gpu, "budget": args.budget, "runs": runs}, indent=2))
-    lines = [f"# kernelband optimize on the examples ({gpu}, rules generator, {args.search}, budget {args.budget})", "",
-             f"Commit {commit}; each example a cold workspace (`--no-store`), one session at a time.", "",
-             "| example | status | baseline ms | best ms | speedup (95% CI) | evaluations | seconds | path |",
-             "|---|---|---|---|---|---|---|---|"]
+    write_report(out_dir, bench_commit(), gpu, args.budget, args.search, runs)
+    return 0
+
+
+def write_report(out_dir: Path, commit: str, gpu: str, budget: int, search: str, runs: list[dict]) -> None:
+    """optimize_examples.json (every run's Result) and the markdown table beside it."""
+    (out_dir / "optimize_examples.json").write_text(json.dumps({"commit": commit, "gpu": gpu, "budget": budget, "runs": runs}, indent=2))
+    lines = [f"# kernelband optimize on the examples ({gpu}, rules generator, {search}, budget {budget})", "",
+             f"Commit {commit}; each example a cold workspace (`--no-store`), one session at a time on its GPU.", "",
+             "| example | status | baseline ms | best ms | speedup (95% CI) | evaluations | search s | wall s | path |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         if "baseline_ms" not in r:
-            lines.append(f"| {r['example']} | {r.get('status')} | | | | | | {r.get('message', '')[:80]} |")
+            lines.append(f"| {r['example']} | {r.get('status')} | | | | | | {r.get('wall_s', 0):.0f} | {r.get('message', '')[:80]} |")
             continue
         lo, hi = r["speedup_ci"]
         lines.append(f"| {r['example']} | {r['status']} | {r['baseline_ms']:.4g} | {r['best_ms']:.4g} | "
                      f"{r['speedup']:.2f}x ({lo:.2f}-{hi:.2f}) | {r['evaluations']} | {r['seconds']:.0f} | "
-                     f"{' -> '.join(r['strategy_path'])} |")
+                     f"{r['wall_s']:.0f} | {' -> '.join(r['strategy_path'])} |")
+    warned = [(r["example"], w) for r in runs for w in r.get("warnings") or []]
+    if warned:
+        lines += ["", "Warnings:", ""] + [f"- {ex}: {w}" for ex, w in warned]
     write_markdown(out_dir / "optimize_examples.md", lines)
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
