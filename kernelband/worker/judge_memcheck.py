@@ -122,7 +122,7 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
     )
     started = time.monotonic()
     job.start(None)
-    ended = "ok"
+    ended, code = "ok", None
     try:
         for frame in job.frames():
             if isinstance(frame.meta, ErrorFrame):
