@@ -370,13 +370,12 @@ class Steps:
         calls: list[RecordedCall] = []
         # a candidate's timed run: what torch does beside its launches, for the replay rules
         watch = carryover.TorchAccess() if step.keep and self.writes else None
-        # under compute-sanitizer, each config of an autotuner runs once, untimed
-        tuning = autotune_clock.every_config_once(synchronize) if mode == "sanitize" else contextlib.nullcontext()
         try:
             with (
                 _recording_wrappers(version, step.record) as calls,
                 watch if watch is not None else contextlib.nullcontext(),
-                tuning,
+                # under compute-sanitizer, each config of an autotuner runs once, untimed
+                autotune_clock.every_config_once(synchronize) if mode == "sanitize" else contextlib.nullcontext(),
                 timeline.span("harness"),
             ):
                 out, rec = run_harness(version, step.seed, **options)
@@ -390,9 +389,7 @@ class Steps:
             self.send(RunOutputs(step.harness, step.seed, mode, error=str(e)[-2000:]))
             return
         seconds = time.perf_counter() - t0
-        if threading.active_count() > self.threads:
-            raise RuntimeTampered("the module started threads (nothing may run beside the checked launches)")
-        self.integrity.check()
+        self.check_runtime()
         if mode == "sanitize":  # the tool watched the run: nothing for the judge to compare
             self.send(RunOutputs(step.harness, step.seed, mode, seconds=round(seconds, 4)))
             return
