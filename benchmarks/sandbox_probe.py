@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from kernelband.worker import sandbox, sandbox_fs, sandbox_linux  # noqa: E402
-from kernelband.worker.judge_memcheck import LOG_NAME  # noqa: E402
+from kernelband.worker.judge_memcheck import LOG_NAME, tool_command  # noqa: E402
 
 ALL = ",".join(sandbox.LAYERS)
 BISECT = [*sandbox.LAYERS, "mount,hide,dev", ALL]
@@ -436,9 +436,7 @@ def memcheck(skip: str) -> tuple[bool, str, dict[str, Any]]:
     verdicts = []
     for oob, expect in ((str(1 << 24), 86), ("0", 0)):
         # as the judge's sanitize op: the tool inside the sandbox, its log in the job's directory
-        wrapper = (sys.executable, "-m", "kernelband.worker.sandbox", sandbox.WHOLE, tool, "--tool", "memcheck",
-                   "--error-exitcode", "86", "--print-limit", "4", "--log-file", LOG_NAME)
-        job = Job(MEMCHECK_CODE, skip, wrapper=wrapper,
+        job = Job(MEMCHECK_CODE, skip, wrapper=tuple(tool_command(tool, "memcheck")),
                   extra_env={"PROBE_OOB": oob, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
         try:
             child = job.finish(180)

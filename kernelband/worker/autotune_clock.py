@@ -86,27 +86,17 @@ def one_config_per_call(synchronize: Callable[[], None]) -> Iterator[None]:
     call's ``config_turn`` on, that runs (one that cannot, out of resources, hands over to
     the next). Calls with different turns check different configs, where one pick by
     timing would check whichever the noise favoured. On a GPU or under the interpreter."""
-    import time
 
     def bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
         if getattr(_chosen, "ran", False):  # this round has its config: the others are not run
             ms = math.inf
         else:
-            t0 = time.perf_counter()
-            kernel_call()
-            synchronize()
-            ms = (time.perf_counter() - t0) * 1e3
+            ms = _ran_once(kernel_call, synchronize)
             _chosen.ran = True
         return [ms, ms, ms] if quantiles else ms
 
-    install()
-    previous = getattr(_chosen, "bench", None), getattr(_chosen, "turn", None)
-    _chosen.bench = bench
-    _chosen.turn = previous[1] or 0
-    try:
+    with _benched_by(bench, turn=getattr(_chosen, "turn", None) or 0):
         yield
-    finally:
-        _chosen.bench, _chosen.turn = previous
 
 
 @contextlib.contextmanager
@@ -116,18 +106,32 @@ def every_config_once(synchronize: Callable[[], None]) -> Iterator[None]:
     config's timing loop, L2 flushes included, took minutes: 276 s of memcheck for the
     matmul example's autotuned winner). Which config the round then picks does not matter:
     each has run under the tool."""
-    import time
 
     def bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
-        t0 = time.perf_counter()
-        kernel_call()
-        synchronize()
-        ms = (time.perf_counter() - t0) * 1e3
+        ms = _ran_once(kernel_call, synchronize)
         return [ms, ms, ms] if quantiles else ms
 
+    with _benched_by(bench, turn=None):
+        yield
+
+
+def _ran_once(kernel_call: Callable[[], Any], synchronize: Callable[[], None]) -> float:
+    """Milliseconds of one run of a config, to its end on the device."""
+    import time
+
+    t0 = time.perf_counter()
+    kernel_call()
+    synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
+@contextlib.contextmanager
+def _benched_by(bench: Callable[..., Any], turn: Optional[int]) -> Iterator[None]:
+    """Inside the block, this thread's autotuners tune with ``bench`` (tuning rounds starting
+    at config ``turn``, None: the autotuner's own order); the thread's previous ones after."""
     install()
     previous = getattr(_chosen, "bench", None), getattr(_chosen, "turn", None)
-    _chosen.bench, _chosen.turn = bench, None
+    _chosen.bench, _chosen.turn = bench, turn
     try:
         yield
     finally:

@@ -11,7 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterable, Optional
 
 import torch
 
@@ -44,13 +44,13 @@ def _sanitize(judge: JudgeCore, req: Sanitize) -> SanitizerReport:
         return SanitizerReport.not_run(NO_GPU_SANITIZER)
     if tool is None:
         return SanitizerReport.not_run("compute-sanitizer not found (CUDA's bin folder or PATH)")
-    runs: Iterator[SanitizerReport]
+    runs: Iterable[SanitizerReport]
     if tools_fit_together(judge):
         # each tool is its own process (start-up, compilation, instrumented runs): side by
         # side they take the longer one's time, not the sum. The verdict is read in TOOLS
         # order as if they had run one after the other
         with ThreadPoolExecutor(len(TOOLS), thread_name_prefix="kb-sanitize") as pool:
-            runs = iter(list(pool.map(lambda name: _run_tool(judge, req, tool, name), TOOLS)))
+            runs = list(pool.map(lambda name: _run_tool(judge, req, tool, name), TOOLS))
     else:
         runs = (_run_tool(judge, req, tool, name) for name in TOOLS)
     reports: list[SanitizerReport] = []
@@ -100,24 +100,7 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
         trusted_cache=judge.workdir / "triton-cache-trusted",
         device=None,
         on_log=judge.on_log,
-        # the sanitizer runs inside the variant's sandbox, beside its target: outside, the
-        # target's own pid, IPC and mount namespaces likely hid it from the tool
-        # (sandbox.exec_sandboxed)
-        wrapper=[
-            sys.executable,
-            "-m",
-            "kernelband.worker.sandbox",
-            WHOLE,
-            tool,
-            "--tool",
-            name,
-            "--error-exitcode",
-            "86",
-            "--print-limit",
-            "8",
-            "--log-file",
-            LOG_NAME,  # in the job's directory, its cwd: the one place the sandbox lets it write
-        ],
+        wrapper=tool_command(tool, name),
         extra_env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
     )
     started = time.monotonic()
@@ -161,6 +144,29 @@ def _run_tool(judge: JudgeCore, req: Sanitize, tool: str, name: str) -> Sanitize
         findings=tuple(findings),
         harnesses=tuple(harnesses),
     )
+
+
+def tool_command(tool: str, name: str) -> list[str]:
+    """compute-sanitizer ``name`` (memcheck, racecheck) inside the sandbox, beside the
+    variant process it starts (``sandbox.exec_sandboxed``): outside, the target's own pid,
+    IPC and mount namespaces hid it from the tool. Its log goes to ``LOG_NAME`` in the
+    job's directory, its cwd (the one place the sandbox lets it write); exit code 86 on a
+    finding."""
+    return [
+        sys.executable,
+        "-m",
+        "kernelband.worker.sandbox",
+        WHOLE,
+        tool,
+        "--tool",
+        name,
+        "--error-exitcode",
+        "86",
+        "--print-limit",
+        "8",
+        "--log-file",
+        LOG_NAME,
+    ]
 
 
 _SUMMARY = re.compile(r"(ERROR|RACECHECK) SUMMARY: (\d+) (errors?|hazards?)")
